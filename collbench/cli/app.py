@@ -1,0 +1,81 @@
+"""The root ``collbench`` command: composes one module per command and turns errors into one line."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+from typer.core import TyperGroup
+
+from collbench import __version__
+from collbench.cli import discover, explain, export, fit, importer, layout, predict, sweep, tune
+from collbench.cli.console import err_console
+from collbench.errors import CollbenchError
+
+
+class _CollbenchGroup(TyperGroup):
+    """Turns collbench's errors, from any command below, into one red line and their exit code."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CollbenchError as exc:
+            if isinstance(ctx.obj, dict) and ctx.obj.get("debug"):
+                raise
+            err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err_console.print("[red]interrupted[/red]: what was measured so far is on disk")
+            raise typer.Exit(130) from None
+
+
+app = typer.Typer(
+    cls=_CollbenchGroup,
+    name="collbench",
+    help="Discover, measure, model and tune collective communication on this machine.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"collbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+) -> None:
+    """Discover, measure, model and tune collective communication on this machine."""
+    ctx.ensure_object(dict)["debug"] = debug
+
+
+app.command("discover", help="Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks).")(
+    discover.discover
+)
+app.command("layout", help="Ring orders and two-trees for a topology, fastest first.")(layout.layout)
+app.command("sweep", help="Run and time collectives per algorithm, size and dtype; check every result.")(sweep.sweep)
+app.command("explain", help="Show an algorithm's schedule step by step, with its cost terms.")(explain.explain)
+app.command("fit", help="Fit alpha-beta-gamma cost models to measured results.")(fit.fit)
+app.command("predict", help="Predict times per algorithm at world sizes no one here has.")(predict.predict)
+app.command("tune", help="Run the whole pipeline and write a profile: which algorithm at which size.")(tune.tune)
+app.add_typer(export.app, name="export", help="Turn a profile into what jobs consume (NCCL tuner, Open MPI).")
+app.add_typer(importer.app, name="import", help="Read results measured by other tools (nccl-tests logs).")
+
+
+def main() -> None:
+    """Console entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

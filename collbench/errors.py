@@ -1,0 +1,79 @@
+"""The error hierarchy.
+
+Every error that a user can cause derives from :class:`UserError`; the CLI prints its message as one
+line on stderr and exits with code 2. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class CollbenchError(Exception):
+    """Base of every error collbench raises on purpose."""
+
+    exit_code: int = 1
+
+
+class UserError(CollbenchError):
+    """A mistake the user can fix: bad option, bad file, impossible request. Exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """Options that do not fit together, or a value out of range."""
+
+
+class UnknownNameError(UserError):
+    """A name (op, algorithm, dtype, reduction, backend, ...) that is not registered.
+
+    The message lists the known names, so the user can pick one.
+    """
+
+    def __init__(self, what: str, name: str, known: list[str] | tuple[str, ...]) -> None:
+        self.what = what
+        self.name = name
+        self.known = tuple(known)
+        super().__init__(f"unknown {what} {name!r}; known: {', '.join(self.known)}")
+
+
+class InputFileError(UserError):
+    """A file that is missing, empty or not in the expected format.
+
+    The message names the file and, when known, the line or element at fault.
+    """
+
+    def __init__(self, path: str, problem: str, *, line: int | None = None) -> None:
+        self.path = path
+        self.problem = problem
+        self.line = line
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {problem}")
+
+
+class NotApplicableError(UserError):
+    """An algorithm asked to do an op (or a world size) it cannot do."""
+
+
+class BackendUnavailableError(UserError):
+    """The requested backend cannot run here (for example NCCL on a machine without GPUs)."""
+
+
+class HardwareError(CollbenchError):
+    """The hardware or its driver answered something unexpected."""
+
+
+class RankError(CollbenchError):
+    """A rank failed, died or hung. Says which rank, on which host, doing what."""
+
+    exit_code = 3
+
+    def __init__(self, rank: int, host: str, doing: str, problem: str) -> None:
+        self.rank = rank
+        self.host = host
+        self.doing = doing
+        self.problem = problem
+        super().__init__(f"rank {rank} on {host} failed while {doing}: {problem}")
+
+
+class DataCheckError(CollbenchError):
+    """A collective produced wrong results where results were required to be right."""

@@ -1,0 +1,1 @@
+"""Orders in which data travels: rings (several channels) and trees."""

@@ -1,0 +1,107 @@
+"""The schedule IR: what every rank does, step by step.
+
+Every rank works on one buffer of ``count`` elements (see ``ops.py`` for what ``count`` means per op):
+
+* all-reduce: starts as the rank's input, must end as the reduction over ranks, everywhere;
+* reduce-scatter: starts as the full input; rank r's chunk ``chunk_bounds(count, n)[r]`` must end reduced;
+* all-gather: rank r starts holding only its own chunk; every chunk must end present everywhere;
+* broadcast: the root's buffer must end everywhere;
+* reduce: the root's buffer must end as the reduction over ranks.
+
+A step is a set of transfers that a rank posts together and waits for together (one batched
+isend/irecv). Semantics, which the verifier, the executor and the simulator all share:
+
+* every send of a step reads the rank's buffer as it is when the step starts;
+* every receive of a step lands in a scratch buffer and is applied (copied, or reduced into the buffer)
+  when the step ends, in the order listed;
+* the k-th send from rank a to rank b matches the k-th receive on b from a (FIFO per ordered pair),
+  and both name the same number of elements.
+
+A receive may place data at a different offset than the sender read it from (``Recv.start``), which
+algorithms that pack chunks need; most keep the same offsets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from collbench.schedules.ops import Op
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``buffer[start:stop]`` to ``peer``."""
+
+    peer: int
+    start: int
+    stop: int
+
+    def __post_init__(self) -> None:
+        assert 0 <= self.start <= self.stop, f"bad range [{self.start}, {self.stop})"
+
+    @property
+    def count(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class Recv:
+    """Receive ``stop - start`` elements from ``peer`` into ``buffer[start:stop]``.
+
+    ``reduce`` True combines them with what is there (the op's reduction), False overwrites.
+    """
+
+    peer: int
+    start: int
+    stop: int
+    reduce: bool
+
+    def __post_init__(self) -> None:
+        assert 0 <= self.start <= self.stop, f"bad range [{self.start}, {self.stop})"
+
+    @property
+    def count(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    sends: tuple[Send, ...] = ()
+    recvs: tuple[Recv, ...] = ()
+    label: str = ""
+    """What the step does, for ``collbench explain`` (``reduce-scatter 1/3``)."""
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.sends and not self.recvs
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Steps per rank for one collective call. ``steps[r]`` is rank r's ordered list of steps."""
+
+    op: Op
+    algo: str
+    world_size: int
+    count: int
+    steps: tuple[tuple[Step, ...], ...]
+    root: int = 0
+    layout: str = "rank-order"
+    """The name of the layout the builder used (``rank-order``, ``topology``...)."""
+    params: tuple[tuple[str, int], ...] = field(default=())
+    """Builder parameters that shaped it (segments, channels)."""
+
+    def __post_init__(self) -> None:
+        assert len(self.steps) == self.world_size, "one list of steps per rank"
+        assert 0 <= self.root < max(self.world_size, 1), "root must be a rank"
+
+    @property
+    def num_steps(self) -> int:
+        """The longest rank's step count: the latency term."""
+        return max((len(s) for s in self.steps), default=0)
+
+    def elements_sent(self, rank: int) -> int:
+        return sum(send.count for step in self.steps[rank] for send in step.sends)
+
+    def elements_received(self, rank: int) -> int:
+        return sum(recv.count for step in self.steps[rank] for recv in step.recvs)

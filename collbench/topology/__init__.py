@@ -1,0 +1,12 @@
+"""What a machine is: devices, the links between them, and where that knowledge came from."""
+
+from collbench.topology.model import (
+    Device,
+    DeviceKind,
+    Link,
+    LinkKind,
+    LinkSource,
+    Topology,
+)
+
+__all__ = ["Device", "DeviceKind", "Link", "LinkKind", "LinkSource", "Topology"]

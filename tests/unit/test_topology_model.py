@@ -1,0 +1,59 @@
+import pytest
+
+from collbench.topology.model import (
+    Device,
+    DeviceKind,
+    Link,
+    LinkKind,
+    Topology,
+    format_cpu_list,
+    normalize_bus_id,
+    parse_cpu_list,
+)
+
+
+def _two_gpus(bw: float = 50.0) -> Topology:
+    return Topology(
+        host="h",
+        devices=(
+            Device("GPU0", DeviceKind.GPU, 0, name="A100", bus_id="0000:07:00.0", numa_node=0, cpus=(0, 1)),
+            Device("GPU1", DeviceKind.GPU, 1, name="A100", bus_id="0000:0b:00.0", numa_node=0, cpus=(0, 1)),
+        ),
+        links=(Link("GPU0", "GPU1", LinkKind.NVLINK, count=2, bandwidth_gbps=bw),),
+        source="nvml",
+    )
+
+
+def test_bus_ids_normalise_from_nvml_nccl_and_short_forms() -> None:
+    assert normalize_bus_id(b"00000000:07:00.0") == "0000:07:00.0"
+    assert normalize_bus_id("0000:07:00.0") == "0000:07:00.0"
+    assert normalize_bus_id("07:00.0") == "0000:07:00.0"
+    assert normalize_bus_id("00000000:C3:00.0") == "0000:c3:00.0"
+
+
+def test_cpu_lists_round_trip() -> None:
+    assert parse_cpu_list("0-2,5") == (0, 1, 2, 5)
+    assert parse_cpu_list("N/A") is None
+    assert parse_cpu_list("") is None
+    assert format_cpu_list((0, 1, 2, 5)) == "0-2,5"
+
+
+def test_dict_round_trip_keeps_everything_and_the_fingerprint() -> None:
+    topo = _two_gpus()
+    back = Topology.from_dict(topo.to_dict())
+    assert back == topo
+    assert back.fingerprint == topo.fingerprint
+    assert topo.link("GPU1", "GPU0") is not None
+    assert topo.link("GPU1", "GPU0").matrix_code == "NV2"  # type: ignore[union-attr]
+
+
+def test_fingerprint_changes_with_what_matters_for_performance() -> None:
+    assert _two_gpus(50.0).fingerprint != _two_gpus(25.0).fingerprint
+
+
+def test_bad_topologies_are_refused() -> None:
+    gpu = Device("GPU0", DeviceKind.GPU, 0)
+    with pytest.raises(ValueError, match="repeat"):
+        Topology("h", (gpu, gpu), ())
+    with pytest.raises(ValueError, match="not in the topology"):
+        Topology("h", (gpu,), (Link("GPU0", "GPU9", LinkKind.PIX),))
