@@ -1,9 +1,131 @@
-"""`collbench discover` (being built)."""
+"""`collbench discover`: this machine's GPUs, NVLink, PCIe, NUMA and NICs, or its CPU ranks."""
 
 from __future__ import annotations
 
-from collbench.errors import UserError
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from collbench.cli.console import console, err_console
+from collbench.cli.render.topology import render_topology
+from collbench.errors import ConfigError, InputFileError, UserError
+from collbench.topology.io import load_topology, save_topology
+from collbench.topology.model import Topology
+from collbench.topology.nccl_xml import read_nccl_xml
+from collbench.topology.nvidia_smi import parse_nvidia_smi_topo, read_nvidia_smi_topo
+from collbench.topology.sources import discover_topology, record_nvml
+
+_BACKENDS = ("auto", "gloo", "nccl")
 
 
-def discover() -> None:
-    raise UserError("collbench discover is not built yet")
+def _from_nvidia_smi(arg: str) -> Topology:
+    if arg == "-":
+        text = sys.stdin.read()
+        return parse_nvidia_smi_topo(text, "<stdin>")
+    return read_nvidia_smi_topo(Path(arg))
+
+
+def _restrict(topo: Topology, ranks: int | None) -> Topology:
+    if ranks is None or (topo.source == "host" and len(topo.rank_devices) == ranks):
+        return topo
+    try:
+        return topo.subset(ranks)
+    except ValueError as exc:
+        raise ConfigError(f"--ranks {ranks}: {exc}") from None
+
+
+def _probe(topo: Topology, ranks: int | None, backend: str, timeout_s: float, *, live: bool) -> Topology:
+    try:
+        from collbench.topology.probe import probe_topology
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("collbench.topology.probe",):
+            raise
+        raise UserError("--probe is not available in this build (collbench.topology.probe is missing)") from None
+    world_size = ranks if ranks is not None else len(topo.rank_devices)
+    if backend == "auto":
+        # The probe runs here: NCCL only when the topology is this machine's own GPUs.
+        backend = "nccl" if live and topo.gpus else "gloo"
+    return probe_topology(world_size, backend=backend, timeout_s=timeout_s, base=topo)
+
+
+def discover(
+    from_nvidia_smi: Annotated[
+        str | None,
+        typer.Option("--from-nvidia-smi", metavar="FILE", help="Read the text of `nvidia-smi topo -m` ('-': stdin)."),
+    ] = None,
+    from_nccl_xml: Annotated[
+        Path | None, typer.Option("--from-nccl-xml", metavar="FILE", help="Read an NCCL topology XML.")
+    ] = None,
+    from_file: Annotated[
+        Path | None, typer.Option("--from-file", metavar="FILE", help="Read a topology collbench wrote (YAML/JSON).")
+    ] = None,
+    replay: Annotated[
+        Path | None, typer.Option("--replay", metavar="FILE", help="Replay an NVML recording (from --record).")
+    ] = None,
+    record: Annotated[
+        Path | None, typer.Option("--record", metavar="FILE", help="Save this machine's raw NVML answers (JSON).")
+    ] = None,
+    ranks: Annotated[
+        int | None,
+        typer.Option("--ranks", "-n", help="Ranks to describe: CPU ranks on a host without GPUs, else the first N."),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the topology document on stdout, nothing else.")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the topology (.yaml/.yml/.json).")
+    ] = None,
+    bandwidth: Annotated[bool, typer.Option("--bandwidth", help="Show GB/s per pair instead of link kinds.")] = False,
+    probe: Annotated[
+        bool, typer.Option("--probe", help="Measure pairwise latency and bandwidth (runs ranks).")
+    ] = False,
+    backend: Annotated[str, typer.Option("--backend", help="Backend for --probe: auto, gloo or nccl.")] = "auto",
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before --probe gives up.")] = 60.0,
+) -> None:
+    """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
+    chosen = [
+        name
+        for name, value in (
+            ("--from-nvidia-smi", from_nvidia_smi),
+            ("--from-nccl-xml", from_nccl_xml),
+            ("--from-file", from_file),
+            ("--replay", replay),
+            ("--record", record),
+        )
+        if value is not None
+    ]
+    if len(chosen) > 1:
+        raise ConfigError(f"{' and '.join(chosen)} name different sources; give one of them")
+    if ranks is not None and ranks < 1:
+        raise ConfigError(f"--ranks must be at least 1, got {ranks}")
+    if backend not in _BACKENDS:
+        raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(_BACKENDS)}")
+    if timeout <= 0:
+        raise ConfigError(f"--timeout must be positive, got {timeout}")
+    if output is not None and output.suffix.lower() not in (".yaml", ".yml", ".json"):
+        raise InputFileError(str(output), "unknown extension; use .yaml, .yml or .json")
+
+    if from_nvidia_smi is not None:
+        topo = _restrict(_from_nvidia_smi(from_nvidia_smi), ranks)
+    elif from_nccl_xml is not None:
+        topo = _restrict(read_nccl_xml(from_nccl_xml), ranks)
+    elif from_file is not None:
+        topo = _restrict(load_topology(from_file), ranks)
+    elif record is not None:
+        topo = _restrict(record_nvml(record), ranks)
+        err_console.print(f"recorded NVML answers to {record}")
+    else:
+        topo = discover_topology(nvml_replay=replay, ranks=ranks)
+
+    if probe:
+        topo = _probe(topo, ranks, backend, timeout, live=not (set(chosen) - {"--record"}))
+    if output is not None:
+        save_topology(topo, output)
+        err_console.print(f"wrote topology to {output}")
+    if json_out:
+        typer.echo(json.dumps(topo.to_dict(), indent=2))
+        return
+    console.print(render_topology(topo, bandwidth=bandwidth))

@@ -1,0 +1,143 @@
+"""Rich rendering of a topology: a matrix that reads like ``nvidia-smi topo -m``, then a short summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from collbench.topology.model import Device, Link, LinkKind, Topology, format_cpu_list
+
+# Wider matrices stop being readable in a terminal; --json lists every device.
+MAX_MATRIX_DEVICES = 16
+
+_STYLES = {
+    LinkKind.NVLINK: "bold green",
+    LinkKind.NVSWITCH: "bold green",
+    LinkKind.PIX: "cyan",
+    LinkKind.PXB: "cyan",
+    LinkKind.PHB: "yellow",
+    LinkKind.NODE: "yellow",
+    LinkKind.SYS: "red",
+    LinkKind.LOOPBACK: "blue",
+    LinkKind.NET: "magenta",
+    LinkKind.MEASURED: "magenta",
+}
+
+
+def _cell(link: Link | None, bandwidth: bool) -> Text:
+    if link is None:
+        return Text("")
+    label = f"{round(link.bandwidth_gbps, 1):g}" if bandwidth else link.matrix_code
+    return Text(label, style=_STYLES.get(link.kind, ""))
+
+
+def _numa_text(d: Device) -> str:
+    if d.numa_node is not None:
+        return str(d.numa_node)
+    return d.get("numa_affinity") or "N/A"
+
+
+def topology_matrix(topo: Topology, *, bandwidth: bool = False) -> Table:
+    """The device x device table: link codes (NV#, PIX, ... SYS) or, with ``bandwidth``, GB/s per direction."""
+    ranks = list(topo.rank_devices[:MAX_MATRIX_DEVICES])
+    nics = list(topo.nics[:MAX_MATRIX_DEVICES])
+    cols = ranks + nics
+    title = "GB/s per direction" if bandwidth else "link between devices"
+    table = Table(title=title, box=None, pad_edge=False, header_style="bold")
+    table.add_column("")
+    for d in cols:
+        table.add_column(d.id, justify="center")
+    table.add_column("CPU Affinity")
+    table.add_column("NUMA Affinity")
+    for row in cols:
+        cells: list[RenderableType] = [Text(row.id, style="bold")]
+        for col in cols:
+            cells.append(Text("X") if col.id == row.id else _cell(topo.link(row.id, col.id), bandwidth))
+        cells.append(format_cpu_list(row.cpus))
+        cells.append(_numa_text(row))
+        table.add_row(*cells)
+    return table
+
+
+def _links_from_matrix(topo: Topology, gpu: Device) -> str:
+    """NVLinks of a GPU when the source gives only the matrix: NV# summed over peers, or the switch count."""
+    links = [lk for lk in topo.links if gpu.id in (lk.a, lk.b) and lk.kind.is_nvlink]
+    if any(lk.kind == LinkKind.NVSWITCH for lk in links):
+        return str(max(lk.count for lk in links))
+    return str(sum(lk.count for lk in links))
+
+
+def _gpu_summary(topo: Topology) -> list[str]:
+    gpus = topo.gpus
+    names = Counter(d.name or "GPU (model unknown)" for d in gpus)
+    lines = ["GPUs: " + ", ".join(f"{n} x {name}" for name, n in names.items())]
+    links_per_gpu = Counter(d.get("nvlink_links") or _links_from_matrix(topo, d) for d in gpus)
+    links_per_gpu.pop("0", None)
+    gens = Counter(d.get("nvlink_version") or d.get("nvlink_generation") for d in gpus if d.get("nvlink_links"))
+    kinds = {lk.kind for lk in topo.links if lk.a.startswith("GPU") and lk.b.startswith("GPU")}
+    if links_per_gpu or any(k.is_nvlink for k in kinds):
+        gen = ", ".join(str(g) for g in gens if g) or "unknown"
+        per = "/".join(str(n) for n in sorted(links_per_gpu, key=lambda s: int(s or 0))) or "?"
+        via = " through NVSwitch" if LinkKind.NVSWITCH in kinds else ""
+        lines.append(f"NVLink: version {gen}, {per} links per GPU{via}")
+    else:
+        lines.append("NVLink: none (GPUs talk over PCIe)")
+    pcie = Counter(
+        f"gen{d.get('pcie_gen')} x{d.get('pcie_width')}" for d in gpus if d.get("pcie_gen") and d.get("pcie_width")
+    )
+    lines.append("PCIe: " + (", ".join(pcie) if pcie else "generation and width unknown"))
+    numa = sorted({d.numa_node for d in gpus if d.numa_node is not None})
+    affinity = sorted({d.get("numa_affinity") or "" for d in gpus} - {""})
+    if numa:
+        lines.append(f"NUMA nodes: {len(numa)} ({', '.join(map(str, numa))})")
+    elif affinity:
+        lines.append(f"NUMA affinity: {', '.join(affinity)}")
+    else:
+        lines.append("NUMA nodes: unknown")
+    if topo.nics:
+        nics = []
+        for n in topo.nics:
+            speed = n.get("speed_gbps")
+            nics.append(n.id + (f"={n.name}" if n.name else "") + (f" ({speed} GB/s)" if speed else ""))
+        lines.append(f"NICs: {len(nics)}: " + ", ".join(nics))
+    return lines
+
+
+def _host_summary(topo: Topology) -> list[str]:
+    cpus = topo.cpus
+    first = cpus[0] if cpus else None
+    lines: list[str] = []
+    if first is not None:
+        cores = first.get("host_cores") or "?"
+        nodes = first.get("host_numa_nodes") or "?"
+        mem = first.get("host_memory_bytes")
+        mem_text = f", {int(mem) / 2**30:.1f} GiB memory" if mem else ""
+        lines.append(f"Host: {first.name or 'CPU model unknown'}, {cores} cores, {nodes} NUMA node(s){mem_text}")
+    bw = {lk.bandwidth_gbps for lk in topo.links if lk.kind == LinkKind.LOOPBACK}
+    bw_text = f", {'/'.join(f'{b:g}' for b in sorted(bw))} GB/s between ranks (documented default)" if bw else ""
+    lines.append(f"CPU ranks: {len(cpus)} (backend gloo){bw_text}")
+    return lines
+
+
+def topology_summary(topo: Topology) -> list[str]:
+    """Short lines: GPU model and count, NVLink, PCIe, NUMA, NICs (or the host and its CPU ranks)."""
+    lines = _gpu_summary(topo) if topo.gpus else _host_summary(topo)
+    shown = len(topo.rank_devices)
+    if shown > MAX_MATRIX_DEVICES:
+        lines.append(f"(the matrix shows {MAX_MATRIX_DEVICES} of {shown} rank devices; --json lists all)")
+    lines.append(f"source: {topo.source}, host: {topo.host}, fingerprint: {topo.fingerprint}")
+    return lines
+
+
+def render_topology(topo: Topology, *, bandwidth: bool = False) -> RenderableType:
+    """Everything `collbench discover` prints: the note (why no GPU), the matrix, the summary."""
+    parts: list[RenderableType] = []
+    if topo.note and topo.source == "host":
+        parts.append(Text(topo.note, style="yellow"))
+    parts.append(topology_matrix(topo, bandwidth=bandwidth))
+    parts.append(Text(""))
+    parts.extend(Text(line) for line in topology_summary(topo))
+    return Group(*parts)

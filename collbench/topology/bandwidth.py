@@ -1,0 +1,102 @@
+"""Spec bandwidth figures, GB/s per direction (10^9 bytes per second), for the topology sources.
+
+Every source that knows a link's generation and width (NVML, NCCL XML) prices it here, so that the
+same machine gets the same figures whichever way it was described.
+"""
+
+from __future__ import annotations
+
+from collbench.topology.model import DEFAULT_NVLINK_GBPS_PER_LINK, LinkKind
+
+# Per NVLink link and direction, by NVLink generation: NVLink 1 (P100) 20 GB/s; NVLink 2 (V100),
+# 3 (A100) and 4 (H100) 25 GB/s (NVLink 3 and 4 halved the lanes per link and doubled the rate,
+# keeping 25 GB/s per link); NVLink 5 (B200/GB200) about 50 GB/s.
+NVLINK_GBPS_PER_LINK: dict[int, float] = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+
+# nvmlDeviceGetNvLinkVersion answers an enum, not the generation: 1=1.0, 2=2.0, 3=2.2, 4=3.0,
+# 5=3.1, 6=4.0, 7=5.0. Map it to (generation, label).
+NVML_NVLINK_VERSIONS: dict[int, tuple[int, str]] = {
+    1: (1, "1.0"),
+    2: (2, "2.0"),
+    3: (2, "2.2"),
+    4: (3, "3.0"),
+    5: (3, "3.1"),
+    6: (4, "4.0"),
+    7: (5, "5.0"),
+}
+
+# NVLink generation by CUDA compute capability major version (NCCL XML gives `sm`, not the version):
+# sm 6x P100, 7x V100 (sm 75 Turing has NVLink 2 bridges too), 8x A100/GA10x, 9x H100, 10x+ Blackwell.
+_NVLINK_GEN_BY_SM_MAJOR: dict[int, int] = {6: 1, 7: 2, 8: 3, 9: 4}
+
+# PCIe per lane and direction after line coding: gen1 0.25, gen2 0.5 (8b/10b); gen3 0.985, gen4 1.97,
+# gen5 3.94 (128b/130b); gen6 about 7.9 (PAM4, FLIT).
+PCIE_GBPS_PER_LANE: dict[int, float] = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.97, 5: 3.94, 6: 7.9}
+
+# The share of the raw PCIe link rate that a peer-to-peer transfer gets on each kind of path. A modelling
+# choice, not a measurement: through one switch (PIX) or a tree of switches (PXB) traffic stays in the
+# switch fabric and runs near the link rate; through the host bridge (PHB) the root complex costs some;
+# between host bridges of one socket (NODE) more; across sockets (SYS) the SMP interconnect (UPI/xGMI)
+# roughly halves it, and NCCL also prices SYS paths lowest. Keeps nvlink > pix > pxb > phb > node > sys.
+PCIE_LEVEL_SHARE: dict[LinkKind, float] = {
+    LinkKind.PIX: 1.0,
+    LinkKind.PXB: 0.9,
+    LinkKind.PHB: 0.8,
+    LinkKind.NODE: 0.7,
+    LinkKind.SYS: 0.5,
+}
+
+# NVML's nvmlDeviceGetTopologyCommonAncestor levels. 0 (internal: two GPUs on one board, such as a K80)
+# crosses at most the board's own switch, so it reads as PIX.
+NVML_TOPOLOGY_LEVELS: dict[int, LinkKind] = {
+    0: LinkKind.PIX,
+    10: LinkKind.PIX,
+    20: LinkKind.PXB,
+    30: LinkKind.PHB,
+    40: LinkKind.NODE,
+    50: LinkKind.SYS,
+}
+
+
+def nvlink_gbps(generation: int | None, count: int) -> float:
+    """Bandwidth of ``count`` bonded NVLinks of a generation, GB/s per direction.
+
+    An unknown generation is priced at the documented default per link (25 GB/s).
+    """
+    per_link = NVLINK_GBPS_PER_LINK.get(generation or 0, DEFAULT_NVLINK_GBPS_PER_LINK)
+    return round(per_link * count, 3)
+
+
+def nvlink_generation_for_sm(sm: int | None) -> int | None:
+    """The NVLink generation of a GPU with compute capability ``sm`` (80 for 8.0); None when unknown."""
+    if sm is None or sm <= 0:
+        return None
+    major = sm // 10
+    if major >= 10:
+        return 5
+    return _NVLINK_GEN_BY_SM_MAJOR.get(major)
+
+
+def pcie_gbps(generation: int | None, width: int | None, kind: LinkKind) -> float | None:
+    """Bandwidth of a PCIe-level path (PIX..SYS), GB/s per direction, or None when gen or width is unknown."""
+    if generation is None or width is None or generation not in PCIE_GBPS_PER_LANE or width <= 0:
+        return None
+    share = PCIE_LEVEL_SHARE.get(kind)
+    if share is None:
+        return None
+    return round(PCIE_GBPS_PER_LANE[generation] * width * share, 3)
+
+
+def pcie_generation_for_speed(speed: str | None) -> int | None:
+    """The PCIe generation of a link speed as NCCL writes it (``"16 GT/s"``, ``"8.0 GT/s PCIe"``)."""
+    if not speed:
+        return None
+    try:
+        rate = float(speed.split()[0])
+    except (ValueError, IndexError):
+        return None
+    # Transfer rates per generation: 2.5, 5, 8, 16, 32, 64 GT/s.
+    for gen, gts in ((6, 64.0), (5, 32.0), (4, 16.0), (3, 8.0), (2, 5.0), (1, 2.5)):
+        if rate >= gts * 0.99:
+            return gen
+    return None

@@ -1,0 +1,88 @@
+"""Topology files: YAML or JSON by extension, written atomically, read back identically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from collbench.errors import InputFileError
+from collbench.topology.model import Topology
+
+YAML_SUFFIXES = (".yaml", ".yml")
+JSON_SUFFIXES = (".json",)
+
+
+def _format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in YAML_SUFFIXES:
+        return "yaml"
+    if suffix in JSON_SUFFIXES:
+        return "json"
+    raise InputFileError(str(path), f"unknown extension {suffix or '(none)'!r}; use .yaml, .yml or .json")
+
+
+def dumps_topology(topo: Topology, fmt: str) -> str:
+    """The topology document as ``"yaml"`` or ``"json"`` text."""
+    data = topo.to_dict()
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120))
+
+
+def save_topology(topo: Topology, path: Path) -> None:
+    """Write a topology to ``path`` (YAML or JSON by extension), atomically.
+
+    Raises InputFileError for an unknown extension.
+    """
+    text = dumps_topology(topo, _format(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_topology(path: Path) -> Topology:
+    """Read a topology that collbench wrote (YAML or JSON by extension).
+
+    Raises InputFileError when the file is missing, empty, not YAML/JSON, or not a topology document.
+    """
+    fmt = _format(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputFileError(str(path), "no such file (expected a topology from `collbench discover -o`)") from None
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read: {exc.strerror}") from None
+    if not text.strip():
+        raise InputFileError(str(path), "the file is empty (expected a topology document)")
+    data: Any
+    if fmt == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputFileError(str(path), f"not JSON: {exc.msg}", line=exc.lineno) from None
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else None
+            raise InputFileError(str(path), f"not YAML: {getattr(exc, 'problem', exc)}", line=line) from None
+    if not isinstance(data, dict) or "devices" not in data:
+        raise InputFileError(str(path), 'not a topology document (expected a mapping with "devices" and "links")')
+    try:
+        return Topology.from_dict(data)
+    except KeyError as exc:
+        raise InputFileError(str(path), f"a device or link lacks the key {exc.args[0]!r}") from None
+    except (ValueError, TypeError) as exc:
+        raise InputFileError(str(path), f"not a valid topology: {exc}") from None

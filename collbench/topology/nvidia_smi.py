@@ -1,0 +1,347 @@
+"""A topology from the text of ``nvidia-smi topo -m``.
+
+The text is a matrix: a header naming the columns (GPUs, NICs, then affinity columns), one row per
+device. Real dumps vary: tabs or spaces, with or without the legends, NIC rows missing or cut short
+(the GPU rows' NIC columns still say where each NIC is), older NIC names (``mlx5_0``) as column
+names, affinity columns empty or ``N/A``, a ``GPU NUMA ID`` column, and an extra tab that newer
+nvidia-smi prints before that column. Links are GPU-GPU (one per pair), GPU-NIC, and NIC-NIC where
+NIC rows exist. The text gives the kind of each path but not its speed: bandwidths are the documented
+defaults of :mod:`collbench.topology.model` (source ``default``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+from collbench.errors import InputFileError
+from collbench.topology.model import (
+    DEFAULT_BANDWIDTH_GBPS,
+    DEFAULT_NVLINK_GBPS_PER_LINK,
+    Device,
+    DeviceKind,
+    Link,
+    LinkKind,
+    Topology,
+    parse_cpu_list,
+)
+
+_LEVELS = {
+    "PIX": LinkKind.PIX,
+    "PXB": LinkKind.PXB,
+    "PHB": LinkKind.PHB,
+    "NODE": LinkKind.NODE,
+    "SYS": LinkKind.SYS,
+    # nvidia-smi before 2017 (driver 384) called the socket-crossing path SOC.
+    "SOC": LinkKind.SYS,
+}
+_NV = re.compile(r"^NV(\d+)$")
+_DEVICE_COLUMN = re.compile(r"^[A-Za-z][\w.-]*\d$")
+_GPU = re.compile(r"^GPU(\d+)$")
+_NIC = re.compile(r"^NIC(\d+)$")
+_NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+_WORD = re.compile(r"\S+")
+_AFFINITY_VALUE = re.compile(r"^(?:[\d,-]+|N/A)$")
+_KNOWN_TAIL = (("GPU", "NUMA", "ID"), ("CPU", "Affinity"), ("NUMA", "Affinity"))
+_EXPECTED_CELLS = "X, NV#, PIX, PXB, PHB, NODE or SYS"
+CPU_AFFINITY = "CPU Affinity"
+NUMA_AFFINITY = "NUMA Affinity"
+GPU_NUMA_ID = "GPU NUMA ID"
+# The most NVLinks any GPU generation has (H100, B200: 18). NV# on every pair adding up to more than that
+# cannot be direct cables: the links go to NVSwitches, and NV# is the GPU's link count to the fabric.
+MAX_NVLINKS_PER_GPU = 18
+
+
+@dataclass(frozen=True, slots=True)
+class _Cell:
+    kind: LinkKind | None  # None: the diagonal
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    label: str
+    line: int
+    cells: tuple[_Cell, ...]
+    raw: tuple[str, ...]
+    tail: dict[str, str]
+
+
+def _parse_cell(text: str, path: str, line: int, row: str, col: str) -> _Cell:
+    if text == "X":
+        return _Cell(None, 0)
+    m = _NV.match(text)
+    if m:
+        return _Cell(LinkKind.NVLINK, int(m.group(1)))
+    if text in _LEVELS:
+        return _Cell(_LEVELS[text], 1)
+    raise InputFileError(
+        path, f"unknown cell {text!r} in row {row}, column {col} (expected {_EXPECTED_CELLS})", line=line
+    )
+
+
+def _split_tail_words(words: list[str]) -> list[str]:
+    names: list[str] = []
+    i = 0
+    while i < len(words):
+        for known in _KNOWN_TAIL:
+            if tuple(words[i : i + len(known)]) == known:
+                names.append(" ".join(known))
+                i += len(known)
+                break
+        else:
+            names.append(words[i])
+            i += 1
+    return names
+
+
+def _is_header(line: str) -> bool:
+    words = line.split()
+    return len(words) >= 1 and words[0] == "GPU0" and (len(words) == 1 or words[1] != "X")
+
+
+class _Parser:
+    def __init__(self, text: str, path: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+        self.tabs = False
+        self.columns: list[str] = []
+        self.tail_names: list[str] = []
+        self.tail_starts: list[int] = []
+
+    def error(self, problem: str, line: int | None) -> InputFileError:
+        return InputFileError(self.path, problem, line=line)
+
+    def header(self) -> int:
+        for n, line in enumerate(self.lines):
+            if _is_header(line):
+                self._read_header(line, n + 1)
+                return n
+        raise self.error("no header line starting with GPU0 (expected the text of `nvidia-smi topo -m`)", 1)
+
+    def _read_header(self, line: str, lineno: int) -> None:
+        self.tabs = "\t" in line
+        if self.tabs:
+            names = [f.strip() for f in line.split("\t")]
+            while names and not names[-1]:
+                names.pop()
+            names = names[1:] if names and not names[0] else names
+            i = 0
+            while i < len(names) and _DEVICE_COLUMN.match(names[i]):
+                i += 1
+            self.columns, self.tail_names = names[:i], [n for n in names[i:] if n]
+        else:
+            words = [(m.group(), m.start()) for m in _WORD.finditer(line)]
+            i = 0
+            while i < len(words) and _DEVICE_COLUMN.match(words[i][0]):
+                i += 1
+            self.columns = [w for w, _ in words[:i]]
+            tail = words[i:]
+            self.tail_names = _split_tail_words([w for w, _ in tail])
+            starts: list[int] = []
+            k = 0
+            for name in self.tail_names:
+                starts.append(tail[k][1])
+                k += len(name.split())
+            self.tail_starts = starts
+        if len(set(self.columns)) != len(self.columns):
+            raise self.error("the header names a column twice", lineno)
+
+    def row(self, line: str, lineno: int) -> _Row:
+        ncols = len(self.columns)
+        if self.tabs:
+            fields = line.split("\t")
+            label = fields[0].strip()
+            raw = [f.strip() for f in fields[1 : 1 + ncols]]
+            tail_fields = [f.strip() for f in fields[1 + ncols :]]
+            complete = len(raw) == ncols and all(raw)
+        else:
+            words = [(m.group(), m.start()) for m in _WORD.finditer(line)]
+            label = words[0][0]
+            raw = [w for w, _ in words[1 : 1 + ncols]]
+            tail_words = words[1 + ncols :]
+            complete = len(raw) == ncols and all(_looks_like_cell(c) for c in raw)
+        if not complete:
+            got = sum(1 for c in raw if c and _looks_like_cell(c))
+            raise self.error(
+                f"ragged row {label}: {got} matrix cells, expected {ncols} (one per header column)", lineno
+            )
+        cells = tuple(_parse_cell(c, self.path, lineno, label, col) for c, col in zip(raw, self.columns, strict=True))
+        tail = self._tab_tail(tail_fields, label, lineno) if self.tabs else self._space_tail(tail_words, label, lineno)
+        return _Row(label, lineno, cells, tuple(raw), tail)
+
+    def _tab_tail(self, fields: list[str], label: str, lineno: int) -> dict[str, str]:
+        n = len(self.tail_names)
+        # Newer nvidia-smi prints an empty field before "GPU NUMA ID": drop empty fields from the right
+        # until the row fits the header.
+        while len(fields) > n and "" in fields:
+            del fields[len(fields) - 1 - fields[::-1].index("")]
+        if len(fields) > n:
+            raise self.error(f"row {label} has {len(fields)} affinity fields, the header names {n}", lineno)
+        return dict(zip(self.tail_names, fields, strict=False))
+
+    def _space_tail(self, words: list[tuple[str, int]], label: str, lineno: int) -> dict[str, str]:
+        n = len(self.tail_names)
+        if len(words) > n:
+            raise self.error(f"row {label} has {len(words)} affinity fields, the header names {n}", lineno)
+        if len(words) == n:
+            return {name: w for name, (w, _) in zip(self.tail_names, words, strict=True)}
+        # Fewer values than columns (empty affinities): each value belongs to the column it starts nearest.
+        out: dict[str, str] = {}
+        first_free = 0
+        for w, start in words:
+            best = min(range(first_free, n), key=lambda k: abs(self.tail_starts[k] - start))
+            out[self.tail_names[best]] = w
+            first_free = best + 1
+        return out
+
+    def nic_legend(self, start: int) -> dict[str, str]:
+        names: dict[str, str] = {}
+        for line in self.lines[start:]:
+            m = _NIC_LEGEND.match(line)
+            if m:
+                names[m.group(1)] = m.group(2)
+        return names
+
+
+def _looks_like_cell(text: str) -> bool:
+    # An affinity value (CPU list, NUMA node, N/A) where a cell should be means the row is short.
+    return not _AFFINITY_VALUE.match(text)
+
+
+def parse_nvidia_smi_topo(text: str, path: str = "<stdin>") -> Topology:
+    """Build a topology from the text of ``nvidia-smi topo -m``.
+
+    ``path`` names the input in error messages. Raises InputFileError (naming the file, the line and
+    what was expected) for empty text, a missing header, ragged or non-square matrices, unknown cell
+    codes and matrices that are not symmetric.
+    """
+    if not text.strip():
+        raise InputFileError(path, "the input is empty (expected the text of `nvidia-smi topo -m`)")
+    p = _Parser(text, path)
+    header_at = p.header()
+    rows: dict[str, _Row] = {}
+    end = len(p.lines)
+    for n in range(header_at + 1, len(p.lines)):
+        line = p.lines[n]
+        if not line.strip():
+            if rows:
+                end = n
+                break
+            continue
+        label = line.split()[0] if not p.tabs else line.split("\t")[0].strip()
+        if label not in p.columns:
+            if _DEVICE_COLUMN.match(label) and not label.endswith(":"):
+                raise p.error(f"row {label} has no column in the header (the matrix is not square)", n + 1)
+            end = n
+            break
+        if label in rows:
+            raise p.error(f"row {label} appears twice", n + 1)
+        rows[label] = p.row(line, n + 1)
+    return _build(p, rows, p.nic_legend(end), header_at + 1)
+
+
+def _check_square_and_symmetric(p: _Parser, rows: dict[str, _Row], header_line: int) -> None:
+    col_index = {c: i for i, c in enumerate(p.columns)}
+    for col in p.columns:
+        if _GPU.match(col) and col not in rows:
+            raise p.error(f"column {col} has no row (the matrix is not square: every GPU needs a row)", header_line)
+    for label, row in rows.items():
+        i = col_index[label]
+        if row.cells[i].kind is not None:
+            raise p.error(f"row {label}, column {label} is {row.raw[i]!r}, expected X on the diagonal", row.line)
+        for j, cell in enumerate(row.cells):
+            if j != i and cell.kind is None:
+                raise p.error(f"row {label}, column {p.columns[j]} is X off the diagonal", row.line)
+    for a, b in combinations(rows.values(), 2):
+        ab, ba = a.raw[col_index[b.label]], b.raw[col_index[a.label]]
+        if ab != ba:
+            raise p.error(
+                f"the matrix is not symmetric: {b.label}->{a.label} is {ba} but {a.label}->{b.label} is {ab}",
+                b.line,
+            )
+
+
+def _tail_facts(
+    tail: dict[str, str], path: str, line: int
+) -> tuple[tuple[int, ...] | None, int | None, list[tuple[str, str]]]:
+    extra: list[tuple[str, str]] = []
+    try:
+        cpus = parse_cpu_list(tail.get(CPU_AFFINITY))
+        nodes = parse_cpu_list(tail.get(NUMA_AFFINITY))
+    except ValueError:
+        raise InputFileError(
+            path, f"affinity {tail} is not a CPU/NUMA list (expected like 0-55,112-167, empty or N/A)", line=line
+        ) from None
+    numa = nodes[0] if nodes is not None and len(nodes) == 1 else None
+    if nodes is not None:
+        extra.append(("numa_affinity", tail[NUMA_AFFINITY]))
+    gpu_numa = tail.get(GPU_NUMA_ID, "").strip()
+    if gpu_numa and gpu_numa.upper() != "N/A":
+        extra.append(("gpu_numa_id", gpu_numa))
+    return cpus, numa, extra
+
+
+def _build(p: _Parser, rows: dict[str, _Row], legend: dict[str, str], header_line: int) -> Topology:
+    _check_square_and_symmetric(p, rows, header_line)
+    col_index = {c: i for i, c in enumerate(p.columns)}
+    ids: dict[str, str] = {}
+    devices: list[Device] = []
+    nic_count = 0
+    for col in p.columns:
+        gpu, nic = _GPU.match(col), _NIC.match(col)
+        row = rows.get(col)
+        cpus, numa, extra = _tail_facts(row.tail, p.path, row.line) if row else (None, None, [])
+        if gpu:
+            ids[col] = col
+            devices.append(
+                Device(col, DeviceKind.GPU, int(gpu.group(1)), cpus=cpus, numa_node=numa, extra=tuple(extra))
+            )
+            continue
+        # A NIC: NIC3 named by the NIC legend, or an older dump's column named after the port (mlx5_0).
+        index = int(nic.group(1)) if nic else nic_count
+        nic_count += 1
+        ids[col] = f"NIC{index}"
+        name = legend.get(col) if nic else col
+        devices.append(
+            Device(f"NIC{index}", DeviceKind.NIC, index, name=name, cpus=cpus, numa_node=numa, extra=tuple(extra))
+        )
+    gpu_cols = [c for c in p.columns if _GPU.match(c)]
+    nv_counts = {rows[a].cells[col_index[b]].count for a, b in combinations(gpu_cols, 2)}
+    all_nv = all(rows[a].cells[col_index[b]].kind == LinkKind.NVLINK for a, b in combinations(gpu_cols, 2))
+    switched = (
+        len(gpu_cols) > 2
+        and all_nv
+        and len(nv_counts) == 1
+        and max(nv_counts) * (len(gpu_cols) - 1) > MAX_NVLINKS_PER_GPU
+    )
+    links: list[Link] = []
+    for a, b in combinations(p.columns, 2):
+        row = rows.get(a) or rows.get(b)
+        if row is None:  # two NICs, both rows missing
+            continue
+        cell = row.cells[col_index[b if row.label == a else a]]
+        assert cell.kind is not None
+        kind = LinkKind.NVSWITCH if cell.kind == LinkKind.NVLINK and switched else cell.kind
+        bw = DEFAULT_NVLINK_GBPS_PER_LINK * cell.count if kind.is_nvlink else DEFAULT_BANDWIDTH_GBPS[kind]
+        links.append(Link(ids[a], ids[b], kind, count=cell.count, bandwidth_gbps=bw, source="default"))
+    return Topology(
+        host="unknown",
+        devices=tuple(devices),
+        links=tuple(links),
+        source="nvidia-smi",
+        note=f"nvidia-smi topo -m text from {p.path}; bandwidths are documented defaults per kind",
+    )
+
+
+def read_nvidia_smi_topo(path: Path) -> Topology:
+    """Read a file holding the text of ``nvidia-smi topo -m``. Raises InputFileError (see the parser)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        raise InputFileError(str(path), "no such file (expected the text of `nvidia-smi topo -m`)") from None
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read: {exc.strerror}") from None
+    return parse_nvidia_smi_topo(text, str(path))

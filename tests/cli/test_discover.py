@@ -1,0 +1,198 @@
+"""`collbench discover` in-process: every source, the outputs, and bad input as one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.topology.io import load_topology
+from collbench.topology.model import LinkKind
+
+RECORDINGS = Path(__file__).resolve().parents[1] / "fixtures" / "nvml"
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "topologies"
+WIDE = {"COLUMNS": "200"}
+
+
+def _shared(name: str) -> Path:
+    path = SHARED / name
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return path
+
+
+def _run(*args: str, input: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["discover", *args], input=input, env=WIDE)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _error_line(code: int, stderr: str) -> str:
+    assert code == 2, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_this_machine_describes_the_host_or_its_gpus() -> None:
+    code, out, err = _run()
+    assert code == 0, err
+    if "CPU0" in out:  # no GPU here (CI, this machine): the reason, the CPU ranks
+        assert "describing the host and its CPU ranks" in out
+        assert "CPU ranks:" in out and "LOOP" in out
+    else:
+        assert "GPU0" in out
+
+
+def test_json_is_the_document_and_nothing_else() -> None:
+    code, out, err = _run("--json", "--ranks", "3")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["schema_version"] == 1
+    assert {"host", "fingerprint", "source", "devices", "links"} <= set(data)
+    if data["source"] == "host":
+        assert [d["id"] for d in data["devices"]] == ["CPU0", "CPU1", "CPU2"]
+        assert {lk["kind"] for lk in data["links"]} == {"loopback"}
+        assert "NVML" in data["note"] or "pynvml" in data["note"]
+
+
+def test_replay_nvswitch_machine_table_and_summary() -> None:
+    code, out, err = _run("--replay", str(RECORDINGS / "dgx-h100.json"))
+    assert code == 0, err
+    assert out.count("NV18") == 56  # 8 x 7 off-diagonal cells
+    assert "8 x NVIDIA H100 80GB HBM3" in out
+    assert "NVLink: version 4.0, 18 links per GPU through NVSwitch" in out
+    assert "PCIe: gen5 x16" in out
+    assert "NUMA nodes: 2 (0, 1)" in out
+    assert "56-111,168-223" in out
+
+
+def test_bandwidth_shows_gbps() -> None:
+    code, out, err = _run("--replay", str(RECORDINGS / "dgx1-v100.json"), "--bandwidth")
+    assert code == 0, err
+    assert "GB/s per direction" in out
+    row0 = next(line for line in out.splitlines() if line.startswith("GPU0"))
+    assert row0.split()[1:9] == ["X", "25", "25", "50", "50", "7.9", "7.9", "7.9"]
+
+
+def test_from_nvidia_smi_file_and_stdin() -> None:
+    path = _shared("a100x4-nv4-nics.topo.txt")
+    code, out, err = _run("--from-nvidia-smi", str(path), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["source"] == "nvidia-smi"
+    assert [d["name"] for d in data["devices"] if d["kind"] == "nic"] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    code, out2, err = _run("--from-nvidia-smi", "-", "--json", input=path.read_text())
+    assert code == 0, err
+    assert json.loads(out2)["links"] == data["links"]
+
+
+def test_from_nccl_xml() -> None:
+    code, out, err = _run("--from-nccl-xml", str(_shared("nccl-topo-2xa100-nvswitch-cx6.xml")))
+    assert code == 0, err
+    assert "NV12" in out and "mlx5_bond_0 (25 GB/s)" in out
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_output_file_and_from_file_read_back_identically(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"topo{suffix}"
+    code, out, err = _run("--replay", str(RECORDINGS / "pcie-a6000x8.json"), "-o", str(path), "--json")
+    assert code == 0, err
+    assert f"wrote topology to {path}" in err
+    first = json.loads(out)
+    saved = load_topology(path)
+    assert saved.to_dict() == first
+    code, out, err = _run("--from-file", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out) == first
+    link = saved.link("GPU0", "GPU1")
+    assert link is not None and link.kind == LinkKind.PIX
+
+
+def test_record_needs_nvml_here(tmp_path: Path) -> None:
+    pytest.importorskip("pynvml")
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        pytest.skip("NVML works here; recording is checked in tests/gpu")
+    except pynvml.NVMLError:
+        pass
+    code, _, err = _run("--record", str(tmp_path / "rec.json"))
+    line = _error_line(code, err)
+    assert "--record needs NVML" in line
+    assert not (tmp_path / "rec.json").exists()
+
+
+def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
+    import collbench.topology.probe as probe
+
+    calls: list[tuple[int, str, float]] = []
+
+    def fake_probe(world_size: int, *, backend: str, timeout_s: float, base: object) -> object:
+        calls.append((world_size, backend, timeout_s))
+        return base
+
+    monkeypatch.setattr(probe, "probe_topology", fake_probe)
+    code, _, err = _run("--replay", str(RECORDINGS / "t4x4-vm.json"), "--probe", "--timeout", "5", "--json")
+    assert code == 0, err
+    assert calls == [(4, "gloo", 5.0)]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--from-nvidia-smi", "/nonexistent/topo.txt"], "/nonexistent/topo.txt: no such file"),
+        (["--from-nccl-xml", "/nonexistent/t.xml"], "/nonexistent/t.xml: no such file"),
+        (["--from-file", "/nonexistent/t.yaml"], "/nonexistent/t.yaml: no such file"),
+        (["--replay", "/nonexistent/r.json"], "/nonexistent/r.json: no such file"),
+        (["--ranks", "0"], "--ranks must be at least 1"),
+        (["--replay", str(RECORDINGS / "t4x4-vm.json"), "--ranks", "9"], "--ranks 9"),
+        (["--from-file", "a.yaml", "--replay", "b.json"], "--from-file and --replay name different sources"),
+        (["-o", "topo.txt"], "topo.txt: unknown extension"),
+        (["--backend", "mpi", "--probe"], "--backend 'mpi'"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(args: list[str], expected: str) -> None:
+    code, out, err = _run(*args)
+    assert expected in _error_line(code, err)
+    assert out == ""
+
+
+def test_bad_matrix_from_stdin_names_the_line() -> None:
+    text = "\tGPU0\tGPU1\nGPU0\t X \tNV1\nGPU1\tNV2\t X \n"
+    code, _, err = _run("--from-nvidia-smi", "-", input=text)
+    line = _error_line(code, err)
+    assert "<stdin>:3: the matrix is not symmetric" in line
+
+
+def test_empty_files(tmp_path: Path) -> None:
+    for flag, name in (("--from-nvidia-smi", "e.txt"), ("--from-nccl-xml", "e.xml"), ("--from-file", "e.yaml")):
+        path = tmp_path / name
+        path.write_text("")
+        code, _, err = _run(flag, str(path))
+        assert "empty" in _error_line(code, err)
+
+
+def test_render_to_a_fixed_width_console() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from collbench.cli.render.topology import render_topology
+    from collbench.topology.sources import discover_topology
+
+    topo = discover_topology(nvml_replay=RECORDINGS / "pcie-a6000x8.json")
+    buf = StringIO()
+    Console(file=buf, width=120, color_system=None).print(render_topology(topo))
+    lines = buf.getvalue().splitlines()
+    header = next(line for line in lines if "GPU7" in line and "CPU Affinity" in line)
+    assert header.split()[:8] == [f"GPU{i}" for i in range(8)]
+    row = next(line for line in lines if line.startswith("GPU2"))
+    assert row.split() == ["GPU2", "PXB", "PXB", "X", "PIX", "SYS", "SYS", "SYS", "SYS", "0-31,64-95", "0"]
+    assert "NVLink: none (GPUs talk over PCIe)" in lines
+    assert "PCIe: gen4 x16" in lines

@@ -1,0 +1,127 @@
+"""NCCL topology XML: the published dump in ../shared/fixtures/topologies, and XML that is not one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collbench.errors import InputFileError
+from collbench.topology.model import LinkKind
+from collbench.topology.nccl_xml import affinity_to_cpus, parse_nccl_xml, read_nccl_xml
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "topologies"
+DUMP = SHARED / "nccl-topo-2xa100-nvswitch-cx6.xml"
+
+
+@pytest.fixture()
+def dump() -> Path:
+    if not DUMP.is_file():
+        pytest.skip(f"{DUMP} not found (shared/ must sit beside the checkout)")
+    return DUMP
+
+
+def test_two_a100_on_nvswitch_with_two_nics(dump: Path) -> None:
+    topo = read_nccl_xml(dump)
+    assert topo.source == "nccl-xml"
+    assert [(g.id, g.bus_id) for g in topo.gpus] == [("GPU0", "0000:13:00.0"), ("GPU1", "0000:19:00.0")]
+    g0 = topo.device("GPU0")
+    assert g0.get("sm") == "80" and g0.get("nccl_rank") == "0"
+    assert g0.get("nvswitch_links") == "12" and g0.get("nvlink_generation") == "3"
+    assert g0.get("pcie_gen") == "4" and g0.get("pcie_width") == "16"
+    # 6 switches x 2 links: every pair gets the GPU's 12 NVLink 3 links, 25 GB/s each.
+    link = topo.link("GPU0", "GPU1")
+    assert link is not None
+    assert (link.kind, link.count, link.bandwidth_gbps) == (LinkKind.NVSWITCH, 12, 300.0)
+    assert [(n.id, n.name, n.bus_id, n.get("speed_gbps")) for n in topo.nics] == [
+        ("NIC0", "mlx5_bond_0", "0000:06:00.0", "25"),  # 200000 Mb/s
+        ("NIC1", "mlx5_bond_1", "0000:1a:00.0", "25"),
+    ]
+    cpus = (*range(0, 32), *range(64, 96))  # affinity 00000000,ffffffff,00000000,ffffffff
+    for d in topo.devices:
+        assert d.numa_node == 0 and d.cpus == cpus
+
+
+def test_pcie_levels_from_the_tree(dump: Path) -> None:
+    topo = read_nccl_xml(dump)
+
+    def kind(a: str, b: str) -> LinkKind:
+        link = topo.link(a, b)
+        assert link is not None
+        return link.kind
+
+    # NIC0 hangs off the CPU on its own root port: reaching it crosses the host bridge.
+    assert kind("GPU0", "NIC0") == LinkKind.PHB
+    assert kind("GPU1", "NIC0") == LinkKind.PHB
+    # NIC1 shares the switch 0000:15 with GPU1 (one more bridge 0000:17 above GPU1), and 0000:0c with GPU0.
+    assert kind("GPU1", "NIC1") == LinkKind.PXB
+    assert kind("GPU0", "NIC1") == LinkKind.PXB
+    pxb = topo.link("GPU0", "NIC1")
+    assert pxb is not None and pxb.bandwidth_gbps == pytest.approx(1.97 * 16 * 0.9)
+
+
+SIMPLE = """<system version="1">
+  <cpu numaid="0" affinity="0000000f">
+    <pci busid="0000:10:00.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:11:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+        <gpu dev="0" sm="90" rank="0"><nvlink target="0000:21:00.0" count="4" tclass="0x030200"/></gpu>
+      </pci>
+      <pci busid="0000:12:00.0" class="0x020000" link_speed="32.0 GT/s PCIe" link_width="16">
+        <nic><net name="mlx5_0" dev="0" speed="400000"/></nic>
+      </pci>
+    </pci>
+  </cpu>
+  <cpu numaid="1" affinity="000000f0">
+    <pci busid="0000:21:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+      <gpu dev="1" sm="90" rank="1"><nvlink target="0000:11:00.0" count="4" tclass="0x030200"/></gpu>
+    </pci>
+    <pci busid="0000:22:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+      <gpu dev="2" sm="90" rank="2"/>
+    </pci>
+  </cpu>
+</system>
+"""
+
+
+def test_direct_nvlink_pix_and_sys() -> None:
+    topo = parse_nccl_xml(SIMPLE, "simple.xml")
+    nv = topo.link("GPU0", "GPU1")
+    assert nv is not None and (nv.kind, nv.count, nv.bandwidth_gbps) == (LinkKind.NVLINK, 4, 100.0)
+    pix = topo.link("GPU0", "NIC0")
+    assert pix is not None and pix.kind == LinkKind.PIX
+    assert pix.bandwidth_gbps == pytest.approx(3.94 * 16)
+    sys = topo.link("GPU0", "GPU2")
+    assert sys is not None and sys.kind == LinkKind.SYS
+    phb = topo.link("GPU1", "GPU2")
+    assert phb is not None and phb.kind == LinkKind.PHB
+    assert topo.device("GPU2").cpus == (4, 5, 6, 7) and topo.device("GPU2").numa_node == 1
+    assert topo.device("NIC0").get("speed_gbps") == "50"
+
+
+def test_affinity_masks() -> None:
+    assert affinity_to_cpus("00000001,00000003") == (0, 1, 32)
+    assert affinity_to_cpus("") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "the file is empty"),
+        ("<system><cpu>", "x.xml:1: not XML"),
+        ("<graphs version='1'/>", 'element <graphs version="1">: the root element is not <system>'),
+        ('<system version="1"><cpu numaid="0"/></system>', "holds no <gpu>"),
+        ('<system><cpu><gpu dev="0"/></cpu></system>', 'element <gpu dev="0">: is not inside a <pci'),
+        ('<system><cpu><pci busid="0000:01:00.0"><gpu dev="x"/></pci></cpu></system>', "dev='x' is not a number"),
+        ('<system><cpu affinity="zz"/></system>', "affinity is not a hex CPU mask"),
+    ],
+)
+def test_not_an_nccl_topology(text: str, expected: str) -> None:
+    with pytest.raises(InputFileError) as info:
+        parse_nccl_xml(text, "x.xml")
+    assert str(info.value).startswith("x.xml")
+    assert expected in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="no such file"):
+        read_nccl_xml(tmp_path / "none.xml")
