@@ -1,0 +1,192 @@
+"""Rich renderings of schedules: the `explain` whiteboard and its totals."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from collbench.schedules.analysis import ScheduleStats
+from collbench.schedules.ir import Schedule
+from collbench.schedules.ops import Op
+from collbench.schedules.whiteboard import BoardStep, Whiteboard, pieces_text, rank_letter
+
+
+def human_bytes(n: float) -> str:
+    """``512 B``, ``1.5 KiB``, ``3 MiB``: powers of 1024, at most three significant digits."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+        value /= 1024
+    return f"{value:.3g} GiB"
+
+
+def _grid(board: Whiteboard, holdings: tuple[tuple[str, ...], ...]) -> list[Text]:
+    """Rows of ranks, columns of pieces, aligned by hand: a Rich table would squeeze or wrap the cells,
+    and a whiteboard is only readable when every cell is whole (wide ones run past the terminal)."""
+    heads = ["rank"] + [f"{k} [{a}]" if z - a == 1 else f"{k} [{a}:{z}]" for k, (a, z) in enumerate(board.pieces)]
+    rows = []
+    for r, row in enumerate(holdings):
+        mark = "*" if board.op in (Op.BROADCAST, Op.REDUCE) and r == board.root else ""
+        rows.append([rank_letter(r) + mark, *row])
+    widths = [max(len(cells[i]) for cells in [heads, *rows]) for i in range(len(heads))]
+    lines = [Text("  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip(), style="dim")]
+    for cells in rows:
+        line = Text(cells[0].ljust(widths[0]), style="bold")
+        for cell, w in zip(cells[1:], widths[1:], strict=True):
+            line.append("  " + cell.ljust(w))
+        line.rstrip()
+        lines.append(line)
+    return lines
+
+
+def _print_lines(console: Console, lines: list[Text]) -> None:
+    for line in lines:
+        console.print(line, soft_wrap=True)
+
+
+def _moves(step: BoardStep) -> Text:
+    text = Text("  ")
+    for i, move in enumerate(step.moves):
+        if i:
+            text.append("   ")
+        text.append(f"{rank_letter(move.src)}→{rank_letter(move.dst)} ", style="cyan")
+        text.append(pieces_text(move.pieces))
+        text.append(" (+)" if move.reduce else "", style="yellow")
+    return text
+
+
+def render_board(console: Console, board: Whiteboard) -> None:
+    """Every step: the moves (``a→b 2 (+)``: a sends piece 2 to b, which adds it) and what each rank holds."""
+    console.print(Text("start", style="bold"))
+    _print_lines(console, _grid(board, board.initial))
+    for step in board.steps:
+        console.print()
+        label = ", ".join(step.labels)
+        console.print(Text.assemble((f"step {step.index}", "bold"), f" · {label}" if label else ""), soft_wrap=True)
+        console.print(_moves(step), soft_wrap=True)
+        _print_lines(console, _grid(board, step.holdings))
+
+
+def render_explain(
+    console: Console,
+    *,
+    spec_summary: str,
+    schedule: Schedule,
+    board: Whiteboard | None,
+    stats: ScheduleStats,
+    direct_stats: ScheduleStats | None,
+    size_bytes: int,
+    dtype: str,
+    alpha_us: float,
+    link_gbps: float,
+    crossover: float | None,
+    limits: tuple[int, int],
+    estimates: tuple[float, float | None],
+) -> None:
+    """The whole ``explain`` page: header, whiteboard, totals, comparison with ``direct``."""
+    n = schedule.world_size
+    letters = " ".join(rank_letter(r) for r in range(min(n, 8))) + (" …" if n > 8 else "")
+    head = Text.assemble(
+        (f"{schedule.algo} {schedule.op.value}", "bold"),
+        f" · {n} rank(s) ({letters}) · {schedule.count} element(s)",
+    )
+    if schedule.op.spec.rooted or schedule.algo == "direct":
+        head.append(f" · root {rank_letter(schedule.root)}")
+    params = ", ".join(f"{k} {v}" for k, v in schedule.params)
+    if params:
+        head.append(f" · {params}")
+    console.print(head)
+    console.print(Text(spec_summary, style="dim"))
+    console.print()
+    if board is None:
+        console.print(
+            Text(
+                f"(no whiteboard beyond {limits[0]} ranks or {limits[1]} elements; use --ranks/--count to shrink it)",
+                style="dim",
+            )
+        )
+    else:
+        console.print(
+            Text(
+                "Columns are pieces of the buffer [elements]; a1+b1 = piece 1 of a plus piece 1 of b; "
+                "Σ1 = piece 1 summed over every rank; · = nothing yet; a→b 2 (+) = a sends piece 2, b adds it.",
+                style="dim",
+            ),
+            soft_wrap=True,
+        )
+        console.print()
+        render_board(console, board)
+    console.print()
+    console.print(
+        render_totals(stats, direct_stats, schedule, size_bytes, dtype, alpha_us, link_gbps, crossover, estimates),
+        soft_wrap=True,
+    )
+
+
+def render_totals(
+    stats: ScheduleStats,
+    direct_stats: ScheduleStats | None,
+    schedule: Schedule,
+    size_bytes: int,
+    dtype: str,
+    alpha_us: float,
+    link_gbps: float,
+    crossover: float | None,
+    estimates: tuple[float, float | None],
+) -> Text:
+    """The cost terms at ``size_bytes`` and, when given, the comparison with ``direct``."""
+    text = Text()
+    text.append(f"totals for {human_bytes(size_bytes)} of {dtype}", style="bold")
+    text.append(f" ({schedule.op.value}, {schedule.world_size} ranks):\n")
+    text.append(f"  steps (latency term): {stats.steps}")
+    if stats.max_steps_per_rank != stats.steps:
+        text.append(f" on the critical path ({stats.max_steps_per_rank} at most per rank)")
+    text.append("\n")
+    sent = stats.bytes_sent_per_rank
+    if len(sent) <= 8:
+        per_rank = ", ".join(f"{rank_letter(r)} {human_bytes(b)}" for r, b in enumerate(sent))
+        text.append(f"  bytes sent per rank: {per_rank}\n")
+    port = max(range(len(sent)), key=lambda r: max(sent[r], stats.bytes_received_per_rank[r]), default=None)
+    where = "" if port is None else f" (rank {rank_letter(port)})"
+    text.append(f"  busiest rank, sent or received (bandwidth term): {human_bytes(stats.busiest_port_bytes)}{where}\n")
+    link = ""
+    if stats.busiest_link:
+        link = f" ({rank_letter(stats.busiest_link[0])}→{rank_letter(stats.busiest_link[1])})"
+    text.append(f"  busiest link between two ranks: {human_bytes(stats.busiest_link_bytes)}{link}\n")
+    text.append(f"  total sent: {human_bytes(stats.total_bytes)}")
+    mine, theirs = estimates
+    text.append(f"\n  estimate at {alpha_us:g} us per step, one {link_gbps:g} GB/s port per rank: ~{mine:.1f} us")
+    if direct_stats is None or theirs is None:
+        return text
+    text.append("\n")
+    text.append("vs direct", style="bold")
+    text.append(
+        f" (all through one root): {direct_stats.steps} step(s), busiest rank "
+        f"{human_bytes(direct_stats.busiest_port_bytes)}, ~{theirs:.1f} us"
+    )
+    if crossover is not None:
+        better_large = stats.busiest_port_bytes < direct_stats.busiest_port_bytes
+        side = "above" if better_large else "below"
+        text.append(f"; {schedule.algo} is faster {side} ~{human_bytes(crossover)}")
+    elif mine < theirs:
+        text.append(f"; {schedule.algo} is faster at every size")
+    elif theirs < mine:
+        text.append("; direct is faster at every size")
+    text.append(".")
+    return text
+    mine = stats.steps * alpha_us + stats.busiest_link_bytes / (link_gbps * 1e3)
+    theirs = direct_stats.steps * alpha_us + direct_stats.busiest_link_bytes / (link_gbps * 1e3)
+    text.append("\n")
+    text.append("vs direct", style="bold")
+    text.append(
+        f": {direct_stats.steps} step(s), busiest link {human_bytes(direct_stats.busiest_link_bytes)}. "
+        f"At {alpha_us:g} us per step and {link_gbps:g} GB/s per link: {schedule.algo} ~{mine:.1f} us, "
+        f"direct ~{theirs:.1f} us"
+    )
+    if crossover is not None:
+        better_large = stats.busiest_link_bytes < direct_stats.busiest_link_bytes
+        side = "above" if better_large else "below"
+        text.append(f"; {schedule.algo} is faster {side} ~{human_bytes(crossover)}")
+    text.append(".")
+    return text

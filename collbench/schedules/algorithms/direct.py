@@ -1,0 +1,57 @@
+"""``direct``: everything through one rank and back, the parameter-server baseline.
+
+Every rank sends its data to the root (``root``, rank 0 unless given), which combines it and sends the
+result back. Two steps at most, so it wins for tiny messages; but the root's link carries (n-1) times
+the buffer each way, so it loses badly once bandwidth matters.
+"""
+
+from __future__ import annotations
+
+from collbench.layouts.model import Layout
+from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
+from collbench.schedules.ir import Schedule
+from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.registry import AlgorithmSpec, register
+
+
+def build_direct(
+    op: Op,
+    world_size: int,
+    count: int,
+    *,
+    root: int = 0,
+    layout: Layout | None = None,
+    segments: int = 1,
+) -> Schedule:
+    """Gather (or reduce) at ``root``, then scatter (or broadcast) from it; any op, any world size."""
+    check_count_and_segments(count, segments)
+    b = RoundBuilder(world_size)
+    chunks = chunk_bounds(count, world_size)
+    others = [r for r in range(world_size) if r != root]
+    if op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.REDUCE):
+        for r in others:
+            b.transfer(0, r, root, 0, count, reduce=True, label="reduce at the root")
+        for r in others if op is not Op.REDUCE else []:
+            a, z = (0, count) if op is Op.ALL_REDUCE else chunks[r]
+            b.transfer(1, root, r, a, z, reduce=False, label="send back")
+    elif op is Op.ALL_GATHER:
+        for r in others:
+            b.transfer(0, r, root, *chunks[r], reduce=False, label="gather at the root")
+        for r in others:
+            # Rank r already holds its own chunk: send it everything else.
+            b.transfer(1, root, r, 0, chunks[r][0], reduce=False, label="send back")
+            b.transfer(1, root, r, chunks[r][1], count, reduce=False, label="send back")
+    else:
+        for r in others:
+            b.transfer(0, root, r, 0, count, reduce=False, label="send from the root")
+    return b.build(op, "direct", count, root=root, layout=layout_name(layout))
+
+
+DIRECT = register(
+    AlgorithmSpec(
+        name="direct",
+        ops=frozenset(Op),
+        builder=build_direct,
+        summary="all to one root and back (parameter server): 2 steps, (n-1) x the buffer over the root's link",
+    )
+)

@@ -1,0 +1,56 @@
+"""``one-shot``: every rank sends what the others need straight to them, in one step.
+
+All-reduce: every rank sends its whole buffer to every other and reduces what arrives locally.
+Reduce-scatter: every rank sends chunk r to rank r. All-gather: every rank sends its chunk to all.
+Broadcast and reduce: the root sends to, or receives from, everyone at once. One step (the least
+latency), and each rank sends n-1 times what it owns (the most traffic).
+"""
+
+from __future__ import annotations
+
+from collbench.layouts.model import Layout
+from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
+from collbench.schedules.ir import Schedule
+from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.registry import AlgorithmSpec, register
+
+
+def build_one_shot(
+    op: Op,
+    world_size: int,
+    count: int,
+    *,
+    root: int = 0,
+    layout: Layout | None = None,
+    segments: int = 1,
+) -> Schedule:
+    """One step of direct transfers between every pair that needs one; any op, any world size."""
+    check_count_and_segments(count, segments)
+    n = world_size
+    b = RoundBuilder(n)
+    chunks = chunk_bounds(count, n)
+    for src in range(n):
+        for dst in range(n):
+            if src == dst:
+                continue
+            if op is Op.ALL_REDUCE:
+                b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to everyone")
+            elif op is Op.REDUCE_SCATTER:
+                b.transfer(0, src, dst, *chunks[dst], reduce=True, label="each chunk to its owner")
+            elif op is Op.ALL_GATHER:
+                b.transfer(0, src, dst, *chunks[src], reduce=False, label="own chunk to everyone")
+            elif op is Op.BROADCAST and src == root:
+                b.transfer(0, src, dst, 0, count, reduce=False, label="root to everyone")
+            elif op is Op.REDUCE and dst == root:
+                b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to the root")
+    return b.build(op, "one-shot", count, root=root, layout=layout_name(layout))
+
+
+ONE_SHOT = register(
+    AlgorithmSpec(
+        name="one-shot",
+        ops=frozenset(Op),
+        builder=build_one_shot,
+        summary="every rank sends straight to every rank that needs its data: 1 step, the most traffic",
+    )
+)

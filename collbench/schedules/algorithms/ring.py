@@ -1,0 +1,110 @@
+"""Ring algorithms: every rank talks only to its ring neighbours, so each link carries (n-1)/n of the data.
+
+* reduce-scatter: n-1 steps; in step s the rank at ring position p passes the chunk owned by position
+  ``p-s-1`` to ``p+1``, which adds its own contribution; each chunk ends, complete, at its owner.
+* all-gather: n-1 steps passing complete chunks on around the ring.
+* all-reduce: reduce-scatter then all-gather, 2(n-1) steps, 2(n-1)/n of the buffer over each link.
+* broadcast / reduce: a chain along the ring from (or to) the root, pipelined in ``segments`` pieces.
+
+A layout with several rings (channels) splits the buffer across them: every ring runs its share in
+the same steps, so the links of all rings work at once.
+"""
+
+from __future__ import annotations
+
+from collbench.layouts.model import Layout
+from collbench.schedules.algorithms._common import (
+    RoundBuilder,
+    check_count_and_segments,
+    layout_name,
+    layout_rings,
+    segment_ranges,
+    split,
+)
+from collbench.schedules.ir import Schedule
+from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.registry import AlgorithmSpec, register
+
+
+def _reduce_scatter(
+    b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, tuple[int, int]], first_round: int
+) -> None:
+    n = len(ring)
+    for s in range(n - 1):
+        for p in range(n):
+            a, z = owned[ring[(p - s - 1) % n]]
+            b.transfer(
+                first_round + s, ring[p], ring[(p + 1) % n], a, z, reduce=True, label=f"reduce-scatter {s + 1}/{n - 1}"
+            )
+
+
+def _all_gather(b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, tuple[int, int]], first_round: int) -> None:
+    n = len(ring)
+    for s in range(n - 1):
+        for p in range(n):
+            a, z = owned[ring[(p - s) % n]]
+            b.transfer(
+                first_round + s, ring[p], ring[(p + 1) % n], a, z, reduce=False, label=f"all-gather {s + 1}/{n - 1}"
+            )
+
+
+def chain(b: RoundBuilder, ranks: list[int], start: int, stop: int, segments: int, *, reduce: bool) -> None:
+    """Pipeline ``[start, stop)`` along ``ranks[0] -> ranks[1] -> ...``: segment j crosses link i in round i+j."""
+    what = "chain to the root" if reduce else "chain from the root"
+    for j, (a, z) in enumerate(segment_ranges(start, stop, segments)):
+        for i in range(len(ranks) - 1):
+            b.transfer(i + j, ranks[i], ranks[i + 1], a, z, reduce=reduce, label=what)
+
+
+def build_ring(
+    op: Op,
+    world_size: int,
+    count: int,
+    *,
+    root: int = 0,
+    layout: Layout | None = None,
+    segments: int = 1,
+) -> Schedule:
+    """Ring schedule for any op; see the module docstring. Raises ConfigError for a layout of another size."""
+    check_count_and_segments(count, segments)
+    n = world_size
+    rings = layout_rings(layout, n)
+    b = RoundBuilder(n)
+    regions = chunk_bounds(count, len(rings))
+    owner_chunks = chunk_bounds(count, n)
+    for k, ring in enumerate(rings):
+        if op in (Op.ALL_REDUCE,):
+            lo, hi = regions[k]
+            pieces = split(lo, hi, n)
+            owned = {ring[p]: pieces[p] for p in range(n)}
+            _reduce_scatter(b, ring, owned, 0)
+            _all_gather(b, ring, owned, n - 1)
+        elif op in (Op.REDUCE_SCATTER, Op.ALL_GATHER):
+            # Rank r's chunk is fixed by the op; channel k carries the k-th part of every chunk.
+            owned = {r: split(*owner_chunks[r], len(rings))[k] for r in range(n)}
+            if op is Op.REDUCE_SCATTER:
+                _reduce_scatter(b, ring, owned, 0)
+            else:
+                _all_gather(b, ring, owned, 0)
+        else:
+            pos = ring.index(root)
+            lo, hi = regions[k]
+            if op is Op.BROADCAST:
+                chain(b, [ring[(pos + i) % n] for i in range(n)], lo, hi, segments, reduce=False)
+            else:
+                chain(b, [ring[(pos + 1 + i) % n] for i in range(n)], lo, hi, segments, reduce=True)
+    params: tuple[tuple[str, int], ...] = (("channels", len(rings)),)
+    if op in (Op.BROADCAST, Op.REDUCE):
+        params += (("segments", segments),)
+    return b.build(op, "ring", count, root=root, layout=layout_name(layout), params=params)
+
+
+RING = register(
+    AlgorithmSpec(
+        name="ring",
+        ops=frozenset(Op),
+        builder=build_ring,
+        summary="neighbours only: 2(n-1) steps, 2(n-1)/n of the buffer per link (bandwidth-optimal, latency-poor)",
+        segmented=True,
+    )
+)
