@@ -1,9 +1,67 @@
-"""`collbench fit` (being built)."""
+"""`collbench fit`: alpha-beta-gamma cost models fitted to measured results, with crossovers."""
 
 from __future__ import annotations
 
-from collbench.errors import UserError
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from collbench.cli.console import console, err_console
+from collbench.cli.render.models import render_fits
+from collbench.errors import InputFileError
+from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
+from collbench.models.fit import fit_results
+from collbench.runtime.results import ResultRow, read_rows
+from collbench.schedules.ops import Op
 
 
-def fit() -> None:
-    raise UserError("collbench fit is not built yet")
+def load_results(paths: list[Path]) -> list[ResultRow]:
+    """Rows of collbench result files (.jsonl/.csv/.parquet) and nccl-tests logs (detected)."""
+    rows: list[ResultRow] = []
+    for path in paths:
+        if not path.exists():
+            raise InputFileError(str(path), "no such file")
+        if looks_like_nccl_tests(path):
+            rows.extend(read_nccl_tests(path))
+        else:
+            rows.extend(read_rows(path))
+    return rows
+
+
+def fit(
+    results: Annotated[
+        list[Path],
+        typer.Argument(metavar="RESULTS...", help="collbench results (.jsonl/.csv/.parquet) or nccl-tests logs."),
+    ],
+    json_out: Annotated[bool, typer.Option("--json", help="Print {fits, crossovers} as JSON, nothing else.")] = False,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", metavar="FILE.png", help="Plot measured points, fitted curves, residuals.")
+    ] = None,
+    op: Annotated[list[str] | None, typer.Option("--op", help="Only this op (repeatable).")] = None,
+    algo: Annotated[list[str] | None, typer.Option("--algo", help="Only this algorithm (repeatable).")] = None,
+    piecewise: Annotated[
+        bool, typer.Option("--piecewise/--no-piecewise", help="Split sizes into segments where one line does not fit.")
+    ] = True,
+) -> None:
+    """Fit alpha-beta-gamma cost models to measured results."""
+    rows = load_results(results)
+    if op:
+        ops = {Op.parse(o).value for o in op}
+        rows = [r for r in rows if r.op in ops]
+    if algo:
+        algos = {a.strip().lower() for a in algo}
+        rows = [r for r in rows if r.algo in algos]
+    if not rows:
+        raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo")
+    report = fit_results(rows, piecewise=piecewise)
+    if plot is not None:
+        from collbench.report.plots import plot_fits
+
+        plot_fits(rows, report.fits, plot)
+        err_console.print(f"wrote plot to {plot}")
+    if json_out:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    console.print(render_fits(report))

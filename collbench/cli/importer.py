@@ -1,7 +1,46 @@
-"""`collbench importer` (being built)."""
+"""`collbench import`: results measured by other tools, as collbench result rows."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
+from collbench.cli.console import console, err_console
+from collbench.errors import InputFileError
+from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.runtime.results import write_rows
+
 app = typer.Typer(no_args_is_help=True)
+
+
+@app.command("nccl-tests")
+def nccl_tests(
+    log: Annotated[Path, typer.Argument(metavar="LOG", help="nccl-tests output: the text table or its -J JSON.")],
+    algo: Annotated[
+        str, typer.Option("--algo", help="Algorithm to file the rows under (native, or what was forced).")
+    ] = "native",
+    op: Annotated[str | None, typer.Option("--op", help="The collective, when the log does not name it.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="OUT", help="Write rows to .jsonl, .csv or .parquet.")
+    ] = None,
+) -> None:
+    """Read nccl-tests output (text table or -J JSON) into collbench result rows."""
+    if output is not None and output.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
+        raise InputFileError(str(output), "unknown results format; use .jsonl, .csv or .parquet")
+    rows = read_nccl_tests(log, algo=algo, op=op)
+    first = rows[0]
+    summary = (
+        f"{len(rows)} rows: {first.op}, {first.world_size} ranks on {first.nodes} node(s), "
+        f"{min(r.size_bytes for r in rows)}-{max(r.size_bytes for r in rows)} bytes, algo {algo}"
+    )
+    if output is None:
+        import json
+
+        for row in rows:
+            typer.echo(json.dumps(row.to_dict(), sort_keys=True))
+        err_console.print(summary)
+        return
+    write_rows(output, rows)
+    console.print(f"{summary}; wrote {output}")

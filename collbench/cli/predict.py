@@ -1,9 +1,77 @@
-"""`collbench predict` (being built)."""
+"""`collbench predict`: times per algorithm at world sizes no one here has, from fitted models."""
 
 from __future__ import annotations
 
-from collbench.errors import UserError
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from collbench.cli.console import console
+from collbench.cli.render.models import render_prediction
+from collbench.errors import ConfigError, InputFileError
+from collbench.models.fit import Fit
+from collbench.models.predict import predict as predict_times
+
+DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
+_SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
-def predict() -> None:
-    raise UserError("collbench predict is not built yet")
+def parse_size(text: str) -> int:
+    """``1K`` -> 1024 (K/M/G are powers of 1024). Raises ConfigError."""
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise ConfigError(f"size {text!r}: expected a number of bytes with an optional K, M or G suffix")
+    return int(float(m.group(1)) * _SCALE[m.group(2).upper()])
+
+
+def load_fits(path: Path, *, profile: bool) -> list[Fit]:
+    """Fit objects from ``fit --json`` output or a profile's ``fits:`` list. Raises InputFileError."""
+    if not path.exists():
+        raise InputFileError(str(path), "no such file")
+    text = path.read_text(encoding="utf-8")
+    data: Any
+    try:
+        if profile or path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except Exception as exc:  # yaml and json raise their own error types
+        raise InputFileError(str(path), f"cannot parse ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("fits"), list):
+        raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output or a profile)")
+    try:
+        fits = [Fit.from_dict(f) for f in data["fits"]]
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InputFileError(str(path), f"a fit is malformed ({exc})") from exc
+    if not fits:
+        raise InputFileError(str(path), "the 'fits' list is empty")
+    return fits
+
+
+def predict(
+    ranks: Annotated[int, typer.Option("--ranks", "-n", help="World size to predict for.")],
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="P", help="A profile (YAML) with fits.")] = None,
+    fits: Annotated[Path | None, typer.Option("--fits", metavar="F", help="`collbench fit --json` output.")] = None,
+    nodes: Annotated[int, typer.Option("--nodes", help="Nodes the ranks spread over.")] = 1,
+    op: Annotated[list[str] | None, typer.Option("--op", help="Only this op (repeatable).")] = None,
+    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated sizes (K/M/G = 1024^n).")] = DEFAULT_SIZES,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON, nothing else.")] = False,
+) -> None:
+    """Predict times per algorithm at world sizes no one here has."""
+    if (profile is None) == (fits is None):
+        raise ConfigError("give exactly one of --profile P or --fits F")
+    source = profile if profile is not None else fits
+    assert source is not None
+    loaded = load_fits(source, profile=profile is not None)
+    size_list = sorted({parse_size(s) for s in sizes.split(",") if s.strip()})
+    report = predict_times(loaded, ranks, size_list, nodes=nodes, ops=op)
+    if json_out:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    console.print(render_prediction(report))

@@ -1,0 +1,118 @@
+"""Rich renderings of fits, crossovers and predictions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from collbench.models.crossover import Crossover
+from collbench.models.fit import FitReport
+from collbench.models.predict import PredictReport
+
+_UNITS = ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K"))
+
+
+def format_size(size_bytes: float) -> str:
+    """Bytes with K/M/G as powers of 1024 (``1M``, ``1.5K``, ``8``)."""
+    for scale, unit in _UNITS:
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.4g}{unit}"
+    return f"{size_bytes:.4g}"
+
+
+def format_time(time_us: float) -> str:
+    if time_us >= 1e6:
+        return f"{time_us / 1e6:.3g} s"
+    if time_us >= 1e3:
+        return f"{time_us / 1e3:.3g} ms"
+    return f"{time_us:.3g} us"
+
+
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def render_fits(report: FitReport) -> RenderableType:
+    table = Table(title="fitted cost models  (t = steps*alpha + bytes*beta + reduced*gamma)", title_justify="left")
+    for col in ("op", "algo", "backend", "ranks", "alpha us", "1/beta GB/s", "1/gamma GB/s", "R2 log"):
+        table.add_column(col, justify="right" if col not in ("op", "algo", "backend") else "left")
+    table.add_column("median err", justify="right")
+    table.add_column("worst err", justify="right")
+    table.add_column("sizes", justify="right")
+    for f in report.fits:
+        gamma = "folded" if f.gamma_folded else _gbps(f.gamma_gbps)
+        table.add_row(
+            f.op,
+            f.algo,
+            f.backend,
+            str(f.world_size),
+            f"{f.alpha_us:.3g}",
+            _gbps(f.beta_gbps),
+            gamma,
+            f"{f.r2:.4f}",
+            f"{f.median_abs_pct_error:.1f}%",
+            f"{f.max_abs_pct_error:.1f}%",
+            f"{format_size(f.min_bytes)}-{format_size(f.max_bytes)}",
+        )
+    parts: list[RenderableType] = [table]
+    for f in report.fits:
+        if f.note:
+            parts.append(Text(f"{f.op} {f.algo} x{f.world_size}: {f.note}", style="dim"))
+    for f in report.fits:
+        if f.segments:
+            seg = Table(title=f"segments of {f.op} {f.algo} x{f.world_size}", title_justify="left")
+            for col in ("from", "to", "alpha us", "1/beta GB/s", "median err"):
+                seg.add_column(col, justify="right")
+            for s in f.segments:
+                seg.add_row(
+                    format_size(s.min_bytes),
+                    format_size(s.max_bytes),
+                    f"{s.alpha_us:.3g}",
+                    _gbps(s.to_dict()["beta_gbps"]),
+                    f"{s.median_abs_pct_error:.1f}%",
+                )
+            parts.append(seg)
+    parts.append(render_crossovers(report.crossovers))
+    for line in report.skipped:
+        parts.append(Text(f"skipped: {line}", style="yellow"))
+    return Group(*parts)
+
+
+def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
+    if not crossovers:
+        return Text("no crossovers: one algorithm is fastest over the whole range (or only one was measured)")
+    table = Table(title="crossovers (the fastest algorithm changes)", title_justify="left")
+    for col in ("op", "backend", "ranks", "size", "below", "from here up"):
+        table.add_column(col)
+    for c in crossovers:
+        table.add_row(c.op, c.backend, str(c.world_size), format_size(c.size_bytes), c.below, c.above)
+    return table
+
+
+def render_prediction(report: PredictReport) -> RenderableType:
+    title = f"predicted at {report.world_size} ranks" + (f" on {report.nodes} nodes" if report.nodes > 1 else "")
+    table = Table(title=title, title_justify="left")
+    for col in ("op", "algo", "size", "time", "busbw GB/s", "simulated", "fitted at"):
+        table.add_column(col, justify="left" if col in ("op", "algo") else "right")
+    best = {(c["op"], c["backend"], c["size_bytes"]): c["algo"] for c in report.choice}
+    for p in report.predictions:
+        style = "bold green" if best.get((p.op, p.backend, p.size_bytes)) == p.algo else ""
+        table.add_row(
+            p.op,
+            p.algo,
+            format_size(p.size_bytes),
+            format_time(p.time_us),
+            f"{p.busbw_gbps:.3g}",
+            "-" if p.simulated_us is None else format_time(p.simulated_us),
+            f"x{p.fitted_world_size}",
+            style=style,
+        )
+    choice = Table(title="choice per size (lowest predicted time)", title_justify="left")
+    for col in ("op", "size", "algo", "time"):
+        choice.add_column(col)
+    for c in report.choice:
+        choice.add_row(c["op"], format_size(c["size_bytes"]), c["algo"], format_time(c["time_us"]))
+    return Group(table, choice, render_crossovers(report.crossovers))

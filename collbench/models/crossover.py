@@ -1,0 +1,117 @@
+"""Crossover sizes between algorithms, and the fastest algorithm per size, from fitted models.
+
+Two algorithms of the same op, backend and world size cross where their predicted times are equal. The
+predicted-time difference is sampled on a logarithmic grid of sizes and every sign change is refined by
+bisection (in log size) to the byte. Fits may be evaluated at another world size than they were
+measured at (``world_size=``), which is how ``predict`` finds crossovers at 4,096 ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from collbench.models.fit import Fit
+
+_GRID_POINTS = 96
+
+
+@dataclass(frozen=True, slots=True)
+class Crossover:
+    op: str
+    backend: str
+    world_size: int
+    size_bytes: int
+    below: str
+    """The faster algorithm just below ``size_bytes``."""
+    above: str
+    """The faster algorithm from ``size_bytes`` up."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "backend": self.backend,
+            "world_size": self.world_size,
+            "size_bytes": self.size_bytes,
+            "below": self.below,
+            "above": self.above,
+        }
+
+
+def _log_grid(lo: float, hi: float, points: int) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    a, b = math.log(lo), math.log(hi)
+    return [math.exp(a + (b - a) * i / (points - 1)) for i in range(points)]
+
+
+def crossing_sizes(first: Fit, second: Fit, lo: float, hi: float, world_size: int | None = None) -> list[int]:
+    """Sizes in [lo, hi] (bytes) where the two fits' predicted times change order."""
+    lo = max(lo, 1.0)
+
+    def diff(size: float) -> float:
+        return first.predict_us(size, world_size) - second.predict_us(size, world_size)
+
+    grid = _log_grid(lo, hi, _GRID_POINTS)
+    values = [diff(s) for s in grid]
+    found: list[int] = []
+    for (s0, v0), (s1, v1) in zip(
+        zip(grid, values, strict=False), zip(grid[1:], values[1:], strict=False), strict=False
+    ):
+        if v0 == 0 or (v0 > 0) == (v1 > 0):
+            continue
+        a, b = s0, s1
+        while b - a > 1.0:
+            mid = math.sqrt(a * b)
+            if (diff(mid) > 0) == (v0 > 0):
+                a = mid
+            else:
+                b = mid
+        # The first whole byte on the far side of the crossing.
+        found.append(math.ceil(b))
+    return found
+
+
+def find_crossovers(
+    fits: Sequence[Fit],
+    *,
+    world_size: int | None = None,
+    lo_bytes: float | None = None,
+    hi_bytes: float | None = None,
+) -> list[Crossover]:
+    """Every size where the fastest of a (op, backend, world size)'s algorithms changes.
+
+    Only changes of the *fastest* algorithm are reported (a crossing between two slow ones is not a
+    decision anyone takes). The range defaults to the sizes the fits were measured over.
+    ``world_size`` evaluates every fit at that world size instead of its own.
+    """
+    groups: dict[tuple[str, str, int], list[Fit]] = defaultdict(list)
+    for f in fits:
+        groups[(f.op, f.backend, world_size or f.world_size)].append(f)
+    out: list[Crossover] = []
+    for (op, backend, p), members in sorted(groups.items()):
+        if len(members) < 2:
+            continue
+        lo = lo_bytes if lo_bytes is not None else min(f.min_bytes for f in members)
+        hi = hi_bytes if hi_bytes is not None else max(f.max_bytes for f in members)
+        candidates: set[int] = set()
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                candidates.update(crossing_sizes(a, b, lo, hi, world_size))
+        prev = fastest(members, max(lo, 1.0), world_size).algo
+        for size in sorted(candidates):
+            now = fastest(members, size, world_size).algo
+            if now != prev:
+                out.append(Crossover(op, backend, p, size, prev, now))
+                prev = now
+    return out
+
+
+def fastest(fits: Sequence[Fit], size_bytes: float, world_size: int | None = None) -> Fit:
+    """The fit with the lowest predicted time at a size (ties: the first given)."""
+    if not fits:
+        raise ValueError("no fits to choose from")
+    return min(fits, key=lambda f: f.predict_us(size_bytes, world_size))

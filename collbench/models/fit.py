@@ -1,0 +1,388 @@
+"""Fit the closed-form costs (``costs.py``) to measured times: alpha, beta and, where possible, gamma.
+
+One :class:`Fit` per (op, algorithm, backend, world size) group of result rows. The model is
+``t = c_a(p, n) alpha + c_b(p, n) beta + c_g(p, n) gamma``, fitted by non-negative least squares in
+relative error (``piecewise.nnls_relative``).
+
+gamma (reduction cost per byte) and beta (transfer cost per byte) can only be told apart where the
+ratio of their coefficients varies: within one group (one algorithm, one world size) it does not
+(ring all-reduce always reduces half of what it sends). So gamma is estimated per (op, backend) from
+all groups together when their gamma/beta ratios differ (for example ring and recursive doubling,
+or recursive doubling at a power of two and at a non-power of two): a joint fit with one alpha per
+group and one shared beta and gamma. Each group then refits its own alpha and beta with that gamma
+fixed. Otherwise gamma is folded into beta (``gamma_folded: true``, ``gamma_gbps: null``) and the
+fit says so in its ``note``.
+
+Where one line does not explain a group (protocol switches), a piecewise fit (``piecewise.py``) is
+kept and reported as ``segments``; the quality figures then describe the piecewise model.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from collbench.errors import InputFileError, UserError
+from collbench.models.costs import cost_terms, has_cost_model
+from collbench.models.piecewise import FloatArray, Piece, nnls_relative, piecewise_fit
+from collbench.runtime.results import ResultRow
+
+# Gamma/beta coefficient ratios closer than this (relatively) cannot tell gamma from beta.
+_RATIO_SPREAD = 0.2
+_MIN_POINTS = 2
+
+
+def gbps_from_us_per_byte(cost_us_per_byte: float) -> float | None:
+    """1/cost in GB/s (10^9 bytes/s); None for a zero cost (no bandwidth limit measurable)."""
+    if cost_us_per_byte <= 0:
+        return None
+    return 1e-3 / cost_us_per_byte
+
+
+def us_per_byte_from_gbps(gbps: float | None) -> float:
+    """The inverse of :func:`gbps_from_us_per_byte`; None or infinity give 0."""
+    if gbps is None or gbps <= 0 or math.isinf(gbps):
+        return 0.0
+    return 1e-3 / gbps
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A size range with its own alpha and beta (gamma stays the group's)."""
+
+    min_bytes: int
+    max_bytes: int
+    alpha_us: float
+    beta_us_per_byte: float
+    median_abs_pct_error: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "alpha_us": self.alpha_us,
+            "beta_gbps": gbps_from_us_per_byte(self.beta_us_per_byte),
+            "median_abs_pct_error": self.median_abs_pct_error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Segment:
+        return cls(
+            min_bytes=int(data["min_bytes"]),
+            max_bytes=int(data["max_bytes"]),
+            alpha_us=float(data["alpha_us"]),
+            beta_us_per_byte=us_per_byte_from_gbps(data.get("beta_gbps")),
+            median_abs_pct_error=float(data.get("median_abs_pct_error", 0.0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """A fitted cost model for one (op, algorithm, backend, world size)."""
+
+    op: str
+    algo: str
+    backend: str
+    world_size: int
+    alpha_us: float
+    beta_us_per_byte: float
+    gamma_us_per_byte: float | None
+    """None when gamma could not be told apart from beta (folded into beta) or nothing is reduced."""
+    r2: float
+    """Coefficient of determination on log(time) (times span decades; raw R^2 only sees the largest)."""
+    median_abs_pct_error: float
+    max_abs_pct_error: float
+    min_bytes: int
+    max_bytes: int
+    segments: tuple[Segment, ...] = ()
+    gamma_folded: bool = False
+    points: int = 0
+    note: str = ""
+
+    @property
+    def beta_gbps(self) -> float | None:
+        return gbps_from_us_per_byte(self.beta_us_per_byte)
+
+    @property
+    def gamma_gbps(self) -> float | None:
+        return None if self.gamma_us_per_byte is None else gbps_from_us_per_byte(self.gamma_us_per_byte)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``fit --json`` fit object (and a profile's ``fits:`` entry)."""
+        return {
+            "op": self.op,
+            "algo": self.algo,
+            "backend": self.backend,
+            "world_size": self.world_size,
+            "alpha_us": self.alpha_us,
+            "beta_gbps": self.beta_gbps,
+            "gamma_gbps": self.gamma_gbps,
+            "r2": self.r2,
+            "median_abs_pct_error": self.median_abs_pct_error,
+            "max_abs_pct_error": self.max_abs_pct_error,
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "segments": [s.to_dict() for s in self.segments],
+            "gamma_folded": self.gamma_folded,
+            "points": self.points,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fit:
+        """Rebuild a fit from :meth:`to_dict`'s object. Raises ValueError naming a missing key."""
+        try:
+            gamma = data.get("gamma_gbps")
+            return cls(
+                op=str(data["op"]),
+                algo=str(data["algo"]),
+                backend=str(data["backend"]),
+                world_size=int(data["world_size"]),
+                alpha_us=float(data["alpha_us"]),
+                beta_us_per_byte=us_per_byte_from_gbps(data.get("beta_gbps")),
+                gamma_us_per_byte=None if gamma is None else us_per_byte_from_gbps(gamma),
+                r2=float(data.get("r2", math.nan)),
+                median_abs_pct_error=float(data.get("median_abs_pct_error", math.nan)),
+                max_abs_pct_error=float(data.get("max_abs_pct_error", math.nan)),
+                min_bytes=int(data.get("min_bytes", 0)),
+                max_bytes=int(data.get("max_bytes", 0)),
+                segments=tuple(Segment.from_dict(s) for s in data.get("segments") or ()),
+                gamma_folded=bool(data.get("gamma_folded", False)),
+                points=int(data.get("points", 0)),
+                note=str(data.get("note", "")),
+            )
+        except KeyError as exc:
+            raise ValueError(f"a fit needs the key {exc.args[0]!r}") from exc
+
+    def params_at(self, size_bytes: float) -> tuple[float, float]:
+        """(alpha_us, beta_us_per_byte) in force at a size: its segment's, or the single line's."""
+        if not self.segments:
+            return self.alpha_us, self.beta_us_per_byte
+        chosen = self.segments[0]
+        for seg in self.segments:
+            if size_bytes >= seg.min_bytes:
+                chosen = seg
+        # Between two segments' measured ranges, switch at the geometric midpoint of the gap.
+        idx = self.segments.index(chosen)
+        if idx + 1 < len(self.segments) and size_bytes > chosen.max_bytes:
+            nxt = self.segments[idx + 1]
+            if size_bytes > math.sqrt(max(chosen.max_bytes, 1) * max(nxt.min_bytes, 1)):
+                chosen = nxt
+        return chosen.alpha_us, chosen.beta_us_per_byte
+
+    def predict_us(self, size_bytes: float, world_size: int | None = None) -> float:
+        """Predicted time (us) at ``size_bytes``; at another world size the formula is re-evaluated at it."""
+        p = self.world_size if world_size is None else world_size
+        terms = cost_terms(self.op, self.algo, p, size_bytes)
+        alpha, beta = self.params_at(size_bytes)
+        gamma = self.gamma_us_per_byte or 0.0
+        return terms.time_us(alpha, beta, gamma)
+
+
+@dataclass(frozen=True, slots=True)
+class FitReport:
+    fits: list[Fit]
+    crossovers: list[Any] = field(default_factory=list)
+    """``crossover.Crossover`` objects between algorithms of the same op, backend and world size."""
+    skipped: list[str] = field(default_factory=list)
+    """One line per group that could not be fitted, and why."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fits": [f.to_dict() for f in self.fits],
+            "crossovers": [c.to_dict() for c in self.crossovers],
+            "skipped": list(self.skipped),
+        }
+
+
+GroupKey = tuple[str, str, str, int]
+
+
+def group_rows(rows: Iterable[ResultRow]) -> dict[GroupKey, list[ResultRow]]:
+    """Rows by (op, algo, backend, world size), keeping rows with a positive time."""
+    groups: dict[GroupKey, list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        if row.time_us > 0 and row.size_bytes >= 0:
+            groups[(row.op, row.algo, row.backend, row.world_size)].append(row)
+    return dict(groups)
+
+
+def _design(key: GroupKey, rows: list[ResultRow]) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(sizes, coefficient matrix [c_a, c_b, c_g], times) of a group."""
+    op, algo, _, p = key
+    coefs = []
+    for r in rows:
+        t = cost_terms(op, algo, p, r.size_bytes)
+        coefs.append((t.alpha, t.beta, t.gamma))
+    sizes = np.array([r.size_bytes for r in rows], dtype=np.float64)
+    times = np.array([r.time_us for r in rows], dtype=np.float64)
+    return sizes, np.array(coefs, dtype=np.float64), times
+
+
+def _joint_gamma(groups: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]]) -> float | None:
+    """Shared gamma (us/byte) of groups whose gamma/beta ratios differ enough; None otherwise."""
+    ratios = []
+    for _, coef, _ in groups.values():
+        big = coef[np.argmax(coef[:, 1])]
+        if big[1] > 0:
+            ratios.append(big[2] / big[1])
+    if len(ratios) < 2 or max(ratios) <= 0:
+        return None
+    if (max(ratios) - min(ratios)) / max(ratios) < _RATIO_SPREAD:
+        return None
+    keys = list(groups)
+    blocks = []
+    targets = []
+    times_all = []
+    for gi, key in enumerate(keys):
+        _, coef, times = groups[key]
+        block = np.zeros((len(times), len(keys) + 2))
+        block[:, gi] = coef[:, 0]
+        block[:, -2] = coef[:, 1]
+        block[:, -1] = coef[:, 2]
+        blocks.append(block)
+        targets.append(times)
+        times_all.append(times)
+    t = np.concatenate(times_all)
+    x, _ = nnls_relative(np.vstack(blocks), np.concatenate(targets), t)
+    return float(x[-1])
+
+
+def _quality(pred: FloatArray, times: FloatArray) -> tuple[float, float, float]:
+    """(R^2 on log time, median and max absolute percentage error)."""
+    pct = 100.0 * np.abs(pred - times) / times
+    logt = np.log(times)
+    logp = np.log(np.maximum(pred, 1e-12))
+    ss_tot = float(np.sum((logt - logt.mean()) ** 2))
+    ss_res = float(np.sum((logt - logp) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+    return r2, float(np.median(pct)), float(np.max(pct))
+
+
+def _fit_group(
+    key: GroupKey, data: tuple[FloatArray, FloatArray, FloatArray], gamma: float | None, reduces: bool, piecewise: bool
+) -> Fit:
+    sizes, coef, times = data
+    op, algo, backend, p = key
+    notes: list[str] = []
+    if gamma is not None:
+        target = times - coef[:, 2] * gamma
+        gamma_out: float | None = gamma
+        folded = False
+    else:
+        target = times
+        gamma_out = None
+        folded = reduces and bool(np.any(coef[:, 2] > 0))
+        if folded:
+            notes.append("gamma folded into beta: one algorithm at one world size cannot tell them apart")
+    design = coef[:, :2]
+    x, _ = nnls_relative(design, target, times)
+    alpha, beta = float(x[0]), float(x[1])
+    segments: tuple[Segment, ...] = ()
+    pred = design @ x + (coef[:, 2] * gamma if gamma is not None else 0.0)
+    if piecewise and len(np.unique(sizes)) >= 6:
+        pieces = piecewise_fit(sizes, design, target, times)
+        if len(pieces) > 1:
+            segments, pred = _segments(pieces, sizes, design, coef, times, gamma)
+            edges = ", ".join(str(s.min_bytes) for s in segments[1:])
+            notes.append(f"piecewise: {len(segments)} segments, breaks at {edges} bytes")
+    if beta == 0:
+        notes.append("no bandwidth term measurable (beta fitted as 0)")
+    r2, med, worst = _quality(pred, times)
+    return Fit(
+        op=op,
+        algo=algo,
+        backend=backend,
+        world_size=p,
+        alpha_us=alpha,
+        beta_us_per_byte=beta,
+        gamma_us_per_byte=gamma_out,
+        r2=r2,
+        median_abs_pct_error=med,
+        max_abs_pct_error=worst,
+        min_bytes=int(sizes.min()),
+        max_bytes=int(sizes.max()),
+        segments=segments,
+        gamma_folded=folded,
+        points=len(times),
+        note="; ".join(notes),
+    )
+
+
+def _segments(
+    pieces: list[Piece],
+    sizes: FloatArray,
+    design: FloatArray,
+    coef: FloatArray,
+    times: FloatArray,
+    gamma: float | None,
+) -> tuple[tuple[Segment, ...], FloatArray]:
+    pred = np.zeros_like(times)
+    out = []
+    for piece in pieces:
+        mask = (sizes >= piece.min_bytes) & (sizes <= piece.max_bytes)
+        x = np.array(piece.coef)
+        seg_pred = design[mask] @ x + (coef[mask, 2] * gamma if gamma is not None else 0.0)
+        pred[mask] = seg_pred
+        med = float(np.median(100.0 * np.abs(seg_pred - times[mask]) / times[mask]))
+        out.append(Segment(piece.min_bytes, piece.max_bytes, float(x[0]), float(x[1]), med))
+    return tuple(out), pred
+
+
+def fit_results(rows: list[ResultRow], *, piecewise: bool = True, crossovers: bool = True) -> FitReport:
+    """Fit every (op, algo, backend, world size) group of ``rows``; see the module docstring.
+
+    Groups whose algorithm has no closed form, or with fewer than two distinct sizes, are skipped and
+    listed in ``FitReport.skipped``. Raises UserError when no group can be fitted at all.
+    """
+    from collbench.models.crossover import find_crossovers
+    from collbench.schedules.ops import Op
+
+    groups = group_rows(rows)
+    if not groups:
+        raise InputFileError("results", "no rows with a positive time to fit")
+    skipped: list[str] = []
+    data: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]] = {}
+    for key, grows in sorted(groups.items()):
+        op, algo, backend, p = key
+        label = f"{op} {algo} {backend} x{p}"
+        try:
+            known = has_cost_model(op, algo)
+        except UserError as exc:
+            skipped.append(f"{label}: {exc}")
+            continue
+        if not known:
+            skipped.append(f"{label}: no closed-form cost for algorithm {algo!r}")
+            continue
+        if len({r.size_bytes for r in grows}) < _MIN_POINTS:
+            skipped.append(f"{label}: needs at least {_MIN_POINTS} sizes to fit, has one")
+            continue
+        data[key] = _design(key, grows)
+    if not data:
+        raise UserError("nothing to fit: " + "; ".join(skipped) if skipped else "nothing to fit")
+    pools: dict[tuple[str, str], dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]]] = defaultdict(dict)
+    for key, value in data.items():
+        pools[(key[0], key[2])][key] = value
+    fits: list[Fit] = []
+    for (op, _backend), pool in pools.items():
+        reduces = Op.parse(op).spec.reduces
+        gamma = _joint_gamma(pool) if reduces else None
+        for key, value in pool.items():
+            fits.append(_fit_group(key, value, gamma, reduces, piecewise))
+    fits.sort(key=lambda f: (f.op, f.backend, f.world_size, f.algo))
+    found = find_crossovers(fits) if crossovers else []
+    return FitReport(fits=fits, crossovers=found, skipped=skipped)
+
+
+def median_abs_pct_error(fit: Fit, rows: Iterable[ResultRow]) -> float:
+    """Median absolute percentage error of a fit's predictions on rows (e.g. held-out sizes)."""
+    errors = [100.0 * abs(fit.predict_us(r.size_bytes, r.world_size) - r.time_us) / r.time_us for r in rows]
+    if not errors:
+        raise ValueError("no rows to score")
+    return statistics.median(errors)

@@ -1,0 +1,48 @@
+"""`collbench fit` in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from _synthetic_rows import make_rows
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.runtime.results import write_rows
+
+FIX = Path(__file__).parents[1] / "fixtures" / "nccl_tests"
+
+
+def test_fit_json_on_collbench_rows_and_a_plot(tmp_path: Path) -> None:
+    rows = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.01, seed=0)
+    rows += make_rows("recursive-doubling", 4, 10.0, 1e-3 / 5, noise=0.01, seed=1)
+    path = tmp_path / "r.csv"
+    write_rows(path, rows)
+    png = tmp_path / "fit.png"
+    result = CliRunner().invoke(app, ["fit", str(path), "--json", "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {f["algo"] for f in doc["fits"]} == {"ring", "recursive-doubling"}
+    assert doc["crossovers"][0]["below"] == "recursive-doubling"
+    assert png.stat().st_size > 10_000
+
+
+def test_fit_table_on_an_nccl_tests_log() -> None:
+    result = CliRunner().invoke(app, ["fit", str(FIX / "all_reduce_perf_8gpu.log"), "--op", "all-reduce"])
+    assert result.exit_code == 0, result.output
+    assert "native" in result.stdout and "segments of all-reduce" in result.stdout
+
+
+def test_fit_bad_inputs(tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(app, ["fit", str(tmp_path / "nope.jsonl")])
+    assert missing.exit_code == 2 and "no such file" in missing.output
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("")
+    none = runner.invoke(app, ["fit", str(empty)])
+    assert none.exit_code == 2 and "no result rows" in none.output
+    bad_op = runner.invoke(app, ["fit", str(FIX / "all_reduce_perf_8gpu.log"), "--op", "all-to-some"])
+    assert bad_op.exit_code == 2 and "unknown op" in bad_op.output
+    filtered = runner.invoke(app, ["fit", str(FIX / "all_reduce_perf_8gpu.log"), "--op", "broadcast"])
+    assert filtered.exit_code == 2 and "no rows left" in filtered.output

@@ -1,0 +1,68 @@
+"""`collbench predict` in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from _synthetic_rows import make_rows
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.models.costs import cost_terms
+from collbench.models.fit import fit_results
+
+
+def _fits_file(tmp_path: Path) -> Path:
+    rows = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0)
+    rows += make_rows("recursive-doubling", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0)
+    path = tmp_path / "fits.json"
+    path.write_text(json.dumps(fit_results(rows).to_dict()))
+    return path
+
+
+def test_predict_4096_ranks_json(tmp_path: Path) -> None:
+    fits = _fits_file(tmp_path)
+    result = CliRunner().invoke(
+        app, ["predict", "--fits", str(fits), "--ranks", "4096", "--sizes", "1K,1M,1G", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    ring = next(p for p in doc["predictions"] if p["algo"] == "ring" and p["size_bytes"] == 1 << 20)
+    expected = cost_terms("all-reduce", "ring", 4096, 1 << 20).time_us(10.0, 1e-3 / 5, 0.0)
+    assert abs(ring["time_us"] - expected) / expected < 0.01
+    assert ring["simulated_us"] is None and ring["fitted_world_size"] == 4
+    choice = {c["size_bytes"]: c["algo"] for c in doc["choice"]}
+    assert choice[1024] == "recursive-doubling" and choice[1 << 30] == "ring"
+    assert doc["crossovers"][0]["below"] == "recursive-doubling"
+
+
+def test_predict_small_world_simulates_the_schedule_from_a_profile(tmp_path: Path) -> None:
+    fits = json.loads(_fits_file(tmp_path).read_text())["fits"]
+    profile = tmp_path / "p.yaml"
+    profile.write_text(yaml.safe_dump({"schema_version": 1, "fits": fits, "rules": []}))
+    result = CliRunner().invoke(app, ["predict", "--profile", str(profile), "--ranks", "8", "--sizes", "64K", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    ring = next(p for p in doc["predictions"] if p["algo"] == "ring")
+    assert abs(ring["simulated_us"] - ring["time_us"]) / ring["time_us"] < 1e-6
+    table = CliRunner().invoke(app, ["predict", "--profile", str(profile), "--ranks", "8"])
+    assert table.exit_code == 0 and "choice per size" in table.stdout
+
+
+def test_predict_bad_inputs(tmp_path: Path) -> None:
+    runner = CliRunner()
+    fits = _fits_file(tmp_path)
+    cases = [
+        (["predict", "--ranks", "8"], "exactly one"),
+        (["predict", "--fits", str(tmp_path / "none.json"), "--ranks", "8"], "no such file"),
+        (["predict", "--fits", str(fits), "--ranks", "8", "--op", "broadcast"], "no fits for broadcast"),
+        (["predict", "--fits", str(fits), "--ranks", "8", "--op", "bogus"], "unknown op"),
+        (["predict", "--fits", str(fits), "--ranks", "8", "--sizes", "12Q"], "size"),
+        (["predict", "--fits", str(fits), "--ranks", "6", "--nodes", "4"], "spread evenly"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output, (args, result.output)

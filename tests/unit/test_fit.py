@@ -1,0 +1,145 @@
+"""Fitting: recovery of known parameters, gamma, piecewise breakpoints, crossovers, round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collbench.errors import UserError
+from collbench.models.costs import cost_terms
+from collbench.models.crossover import fastest, find_crossovers
+from collbench.models.fit import Fit, fit_results, median_abs_pct_error
+from collbench.runtime.results import ResultRow
+
+SIZES = [2**k for k in range(3, 28)]
+
+
+def make_rows(
+    algo: str,
+    p: int,
+    alpha: float,
+    beta: float,
+    gamma: float,
+    *,
+    noise: float,
+    seed: int,
+    sizes: list[int] = SIZES,
+    op: str = "all-reduce",
+) -> list[ResultRow]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in sizes:
+        for in_place in (False, True):
+            t = cost_terms(op, algo, p, s).time_us(alpha, beta, gamma) * (1 + rng.uniform(-noise, noise))
+            rows.append(
+                ResultRow(
+                    op=op,
+                    algo=algo,
+                    backend="gloo",
+                    world_size=p,
+                    dtype="float32",
+                    redop="sum",
+                    in_place=in_place,
+                    size_bytes=s,
+                    count=s // 4,
+                    iters=10,
+                    time_us=t,
+                    time_us_mean=t,
+                    time_us_min=t,
+                    time_us_max=t,
+                    algbw_gbps=0.0,
+                    busbw_gbps=0.0,
+                    wrong=0,
+                )
+            )
+    return rows
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_recovers_alpha_and_beta_with_5pct_noise(seed: int) -> None:
+    alpha, beta = 12.0, 1e-3 / 3.5  # 12 us per step, 3.5 GB/s
+    rows = make_rows("ring", 4, alpha, beta, 0.0, noise=0.05, seed=seed)
+    (fit,) = fit_results(rows).fits
+    assert fit.alpha_us == pytest.approx(alpha, rel=0.05)
+    assert fit.beta_gbps == pytest.approx(3.5, rel=0.05)
+    assert fit.gamma_folded and fit.gamma_gbps is None and "folded" in fit.note
+    assert fit.segments == ()
+    assert fit.median_abs_pct_error < 5 and fit.max_abs_pct_error < 12
+    assert fit.r2 > 0.99
+
+
+def test_gamma_is_told_apart_when_algorithms_differ() -> None:
+    beta, gamma = 1e-3 / 10, 1e-3 / 20
+    rows = make_rows("ring", 4, 20.0, beta, gamma, noise=0.02, seed=3)
+    rows += make_rows("recursive-doubling", 4, 15.0, beta, gamma, noise=0.02, seed=4)
+    report = fit_results(rows)
+    assert len(report.fits) == 2
+    for fit in report.fits:
+        assert not fit.gamma_folded
+        assert fit.gamma_gbps == pytest.approx(20, rel=0.15)
+        assert fit.beta_gbps == pytest.approx(10, rel=0.1)
+
+
+def test_piecewise_finds_a_planted_breakpoint() -> None:
+    small = make_rows("ring", 8, 3.0, 1e-3 / 2.0, 0.0, noise=0.02, seed=5, sizes=[2**k for k in range(3, 17)])
+    large = make_rows("ring", 8, 12.0, 1e-3 / 11.0, 0.0, noise=0.02, seed=6, sizes=[2**k for k in range(17, 28)])
+    (fit,) = fit_results(small + large).fits
+    assert len(fit.segments) == 2
+    assert fit.segments[1].min_bytes == 2**17
+    assert fit.segments[0].to_dict()["beta_gbps"] == pytest.approx(2.0, rel=0.1)
+    assert fit.segments[1].to_dict()["beta_gbps"] == pytest.approx(11.0, rel=0.1)
+    assert fit.median_abs_pct_error < 3
+
+
+def test_crossover_between_ring_and_recursive_doubling() -> None:
+    alpha, beta = 10.0, 1e-3 / 5
+    rows = make_rows("ring", 8, alpha, beta, 0.0, noise=0.0, seed=0)
+    rows += make_rows("recursive-doubling", 8, alpha, beta, 0.0, noise=0.0, seed=0)
+    report = fit_results(rows, piecewise=False)
+    (cross,) = report.crossovers
+    assert (cross.below, cross.above) == ("recursive-doubling", "ring")
+    # Where 14 a + 1.75 n b == 3 a + 3 n b: n = 11 a / (1.25 b).
+    expected = 11 * alpha / (1.25 * beta)
+    assert cross.size_bytes == pytest.approx(expected, rel=0.02)
+    assert fastest(report.fits, cross.size_bytes * 2).algo == "ring"
+    assert fastest(report.fits, cross.size_bytes / 2).algo == "recursive-doubling"
+    assert find_crossovers(report.fits, world_size=64)[0].size_bytes != cross.size_bytes
+
+
+def test_round_trip_and_prediction_at_another_world_size() -> None:
+    rows = make_rows("ring", 4, 10.0, 1e-3 / 5, 0.0, noise=0.0, seed=0)
+    (fit,) = fit_results(rows).fits
+    again = Fit.from_dict(fit.to_dict())
+    assert again.predict_us(1 << 20) == pytest.approx(fit.predict_us(1 << 20))
+    expected = cost_terms("all-reduce", "ring", 64, 1 << 20).time_us(fit.alpha_us, fit.beta_us_per_byte, 0.0)
+    assert fit.predict_us(1 << 20, world_size=64) == pytest.approx(expected)
+    keys = set(fit.to_dict())
+    assert {
+        "op",
+        "algo",
+        "backend",
+        "world_size",
+        "alpha_us",
+        "beta_gbps",
+        "gamma_gbps",
+        "r2",
+        "median_abs_pct_error",
+        "max_abs_pct_error",
+        "min_bytes",
+        "max_bytes",
+        "segments",
+    } <= keys
+    assert median_abs_pct_error(fit, rows) < 1e-6
+
+
+def test_groups_that_cannot_be_fitted() -> None:
+    one_size = make_rows("ring", 4, 10.0, 1e-4, 0.0, noise=0.0, seed=0, sizes=[1024])
+    with pytest.raises(UserError, match="at least 2 sizes"):
+        fit_results(one_size)
+    ok = make_rows("ring", 4, 10.0, 1e-4, 0.0, noise=0.0, seed=0)
+    from dataclasses import replace
+
+    odd = [replace(r, algo="mystery") for r in ok]
+    report = fit_results(ok + odd)
+    assert [f.algo for f in report.fits] == ["ring"]
+    assert any("mystery" in s for s in report.skipped)

@@ -1,0 +1,80 @@
+"""nccl-tests logs (text, legacy text, -J JSON) into result rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collbench.errors import InputFileError
+from collbench.importers.nccl_tests import looks_like_nccl_tests, nccl_version_string, read_nccl_tests
+
+FIX = Path(__file__).parents[1] / "fixtures" / "nccl_tests"
+
+
+def test_all_reduce_text_table() -> None:
+    rows = read_nccl_tests(FIX / "all_reduce_perf_8gpu.log")
+    assert len(rows) == 2 * 25
+    first, second = rows[0], rows[1]
+    assert (first.op, first.world_size, first.nodes, first.dtype, first.redop) == ("all-reduce", 8, 1, "float32", "sum")
+    assert (first.size_bytes, first.count, first.in_place, second.in_place) == (8, 2, False, True)
+    assert first.time_us == pytest.approx(24.18) and second.time_us == pytest.approx(24.35)
+    assert first.iters == 20 and first.wrong == 0 and first.algo == "native" and first.source == "nccl-tests"
+    assert first.host == "gpu59" and first.device_name == "NVIDIA GeForce RTX 4090"
+    assert first.backend == "nccl" and first.backend_version == "2.19.3"
+    last = rows[-2]
+    assert last.size_bytes == 134217728 and last.time_us == pytest.approx(20808.7)
+    # busbw recomputed with collbench's factor matches the table's rounded column (11.29).
+    assert last.busbw_gbps == pytest.approx(11.29, abs=0.01)
+
+
+def test_legacy_layout_needs_the_pasted_command_line() -> None:
+    rows = read_nccl_tests(FIX / "all_reduce_perf_2node_legacy.log", algo="native:ring")
+    assert {r.op for r in rows} == {"all-reduce"}
+    assert rows[0].world_size == 2 and rows[0].nodes == 2 and rows[0].wrong == 0
+    assert rows[0].algo == "native:ring" and rows[0].root == 0
+    assert len(rows) == 24
+
+
+def test_unchecked_broadcast_has_no_wrong_count() -> None:
+    rows = read_nccl_tests(FIX / "broadcast_perf_4rank_unchecked.log")
+    assert {r.wrong for r in rows} == {-1}
+    assert rows[0].op == "broadcast" and rows[0].redop == "none" and rows[0].world_size == 4 and rows[0].nodes == 2
+    assert rows[0].busbw_gbps == pytest.approx(rows[0].algbw_gbps)
+
+
+def test_json_output() -> None:
+    rows = read_nccl_tests(FIX / "reduce_scatter_perf_4gpu.json")
+    assert rows[0].op == "reduce-scatter" and rows[0].world_size == 4 and rows[0].dtype == "bfloat16"
+    assert rows[0].nccl_algo == "Ring" and rows[0].nccl_proto == "Simple" and rows[0].backend_version == "2.27.3"
+    assert rows[0].iters == 20 and len(rows) == 2 * 14
+    assert rows[0].busbw_gbps == pytest.approx(rows[0].algbw_gbps * 3 / 4)
+
+
+def test_detection() -> None:
+    for f in FIX.iterdir():
+        if f.suffix != ".py":
+            assert looks_like_nccl_tests(f), f
+    assert nccl_version_string(21903) == "2.19.3"
+
+
+def test_bad_logs(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="no such file"):
+        read_nccl_tests(tmp_path / "missing.log")
+    empty = tmp_path / "empty.log"
+    empty.write_text("# nothing here\n")
+    with pytest.raises(InputFileError, match="no nccl-tests result lines"):
+        read_nccl_tests(empty)
+    a2a = tmp_path / "a2a.log"
+    a2a.write_text((FIX / "all_reduce_perf_8gpu.log").read_text().replace("all_reduce_perf", "alltoall_perf"))
+    with pytest.raises(InputFileError, match="does not model"):
+        read_nccl_tests(a2a)
+    anon = tmp_path / "anon.log"
+    anon.write_text(
+        "\n".join(
+            line for line in (FIX / "all_reduce_perf_2node_legacy.log").read_text().splitlines() if "_perf" not in line
+        )
+    )
+    with pytest.raises(InputFileError, match="pass --op"):
+        read_nccl_tests(anon)
+    assert read_nccl_tests(anon, op="all-reduce")[0].op == "all-reduce"
