@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def print_wide(renderable: RenderableType, *, target: Console | None = None) -> None:
+    """Print without squeezing: a matrix wider than the terminal keeps its cells whole.
+
+    Rich would otherwise truncate every cell to fit 80 columns (the width it assumes off a terminal),
+    and a topology matrix of 8 GPUs and 10 NICs would read ``G…``.
+    """
+    out = target or console
+    needed = out.measure(renderable, options=out.options.update_width(10_000)).maximum
+    width = out.width
+    if needed <= width:
+        out.print(renderable)
+        return
+    out.width = needed  # Console.print(width=...) cannot exceed the console's own width
+    try:
+        out.print(renderable)
+    finally:
+        out.width = width

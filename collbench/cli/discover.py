@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import err_console, print_wide
 from collbench.cli.render.topology import render_topology
 from collbench.errors import ConfigError, InputFileError, UserError
 from collbench.topology.io import load_topology, save_topology
@@ -128,4 +128,4 @@ def discover(
     if json_out:
         typer.echo(json.dumps(topo.to_dict(), indent=2))
         return
-    console.print(render_topology(topo, bandwidth=bandwidth))
+    print_wide(render_topology(topo, bandwidth=bandwidth))
