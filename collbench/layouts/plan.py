@@ -1,0 +1,81 @@
+"""The layout collbench uses on a topology: ring orders (channels, fastest first) and two trees.
+
+One host: rings from the exact (or, past 10 ranks, heuristic) search of :mod:`collbench.layouts.rings`;
+trees are NCCL's double binary tree laid along the best ring. Several hosts: node chains joined through
+the NICs (:mod:`collbench.layouts.multinode`), and the double binary tree over nodes with a chain per
+node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collbench.errors import ConfigError
+from collbench.layouts.model import Layout
+from collbench.layouts.multinode import multinode_ring_search, node_aware_trees, ring_order_trees
+from collbench.layouts.rings import MAX_CHANNELS, Channel, RingFabric, fabric_from_topology, pack_channels
+from collbench.topology.model import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutPlan:
+    """A layout with what it was computed from (for rendering and checks)."""
+
+    layout: Layout
+    fabric: RingFabric
+    channels: tuple[Channel, ...]
+    topology: Topology
+
+    @property
+    def ring_bandwidth_gbps(self) -> float:
+        """Total bandwidth of all channels, GB/s per direction."""
+        return sum(c.bandwidth_gbps for c in self.channels)
+
+
+def _check(topology: Topology, world_size: int, channels: int | None) -> None:
+    have = len(topology.rank_devices)
+    if have == 0:
+        raise ConfigError("the topology has no GPUs and no CPU ranks: nothing to lay out")
+    if not 1 <= world_size <= have:
+        raise ConfigError(f"asked for {world_size} ranks, the topology has {have} rank devices; use --ranks 1..{have}")
+    if channels is not None and not 1 <= channels <= MAX_CHANNELS:
+        raise ConfigError(f"--channels must be between 1 and {MAX_CHANNELS}, got {channels}")
+
+
+def plan(topology: Topology, world_size: int, *, channels: int | None = None) -> LayoutPlan:
+    """Compute the layout of the first ``world_size`` rank devices of ``topology`` with its details.
+
+    Raises ConfigError when ``world_size`` is not 1..(number of rank devices) or ``channels`` is not
+    1..32.
+    """
+    _check(topology, world_size, channels)
+    topo = topology.subset(world_size) if world_size < len(topology.rank_devices) else topology
+    fabric = fabric_from_topology(topo)
+    multihost = len(set(fabric.hosts)) > 1
+    if world_size == 1:
+        found = [Channel(order=(0,), bandwidth_gbps=0.0)]
+    else:
+        search = multinode_ring_search if multihost else None
+        found = pack_channels(fabric, channels=channels, ring_search=search)
+    if not found:  # no path between some ranks: still lay them out, at zero bandwidth
+        found = [Channel(order=tuple(range(world_size)), bandwidth_gbps=0.0)]
+    best = found[0].order
+    trees = node_aware_trees(fabric, best) if multihost else ring_order_trees(best)
+    layout = Layout(
+        rings=tuple(c.order for c in found),
+        trees=trees,
+        name="topology",
+        ring_bandwidths_gbps=tuple(c.bandwidth_gbps for c in found),
+    )
+    return LayoutPlan(layout=layout, fabric=fabric, channels=tuple(found), topology=topo)
+
+
+def plan_layout(topology: Topology, world_size: int, *, channels: int | None = None) -> Layout:
+    """The ``topology`` layout over its first ``world_size`` rank devices (ranks index them).
+
+    Rings fastest first with ``ring_bandwidths_gbps`` filled (GB/s per direction, from the capacity
+    model of :mod:`collbench.layouts.rings`); ``channels`` fixes the ring count (default: as many as
+    pay off); trees are the double binary tree, node-aware on several hosts.
+    Raises ConfigError for a world size or channel count the topology cannot give.
+    """
+    return plan(topology, world_size, channels=channels).layout

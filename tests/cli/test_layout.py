@@ -1,0 +1,103 @@
+"""`collbench layout` through CliRunner: sources, --json, --nccl-graph-xml, rendering, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.topology.host import host_topology
+from collbench.topology.io import save_topology
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "topologies"
+
+
+def _shared(name: str) -> Path:
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} not found (shared/ must sit beside the checkout)")
+    return path
+
+
+def test_json_document_has_exactly_the_documented_keys() -> None:
+    result = CliRunner().invoke(app, ["layout", "--from-nvidia-smi", str(_shared("pcie8-pix-pxb.topo.txt")), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"rings", "ring_bandwidth_gbps", "trees"}
+    assert doc["rings"] and all(set(r) == {"order", "bandwidth_gbps"} for r in doc["rings"])
+    assert sorted(doc["rings"][0]["order"]) == list(range(8))
+    assert doc["ring_bandwidth_gbps"] == pytest.approx(sum(r["bandwidth_gbps"] for r in doc["rings"]))
+    assert len(doc["trees"]) == 2
+    for tree in doc["trees"]:
+        assert set(tree) == {"parent"}
+        assert tree["parent"].count(-1) == 1 and len(tree["parent"]) == 8
+
+
+def test_nvswitch_rendering_shows_hops_bottleneck_total_and_verdicts() -> None:
+    result = CliRunner().invoke(app, ["layout", "--from-nvidia-smi", str(_shared("hgx-h100x8-nv18-nics.topo.txt"))])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "GPU0 ─nvswitch 450→" in out.replace("\n", "")
+    assert "total ring bandwidth: 450 GB/s" in out
+    assert "rings:" in out and "trees:" in out
+    assert "tree 0" in out and "tree 1" in out
+
+
+def test_ranks_and_channels_options() -> None:
+    path = str(_shared("hgx-h100x8-nv18-nics.topo.txt"))
+    result = CliRunner().invoke(app, ["layout", "--from-nvidia-smi", path, "--ranks", "4", "--channels", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert len(doc["rings"]) == 3
+    assert all(sorted(r["order"]) == [0, 1, 2, 3] for r in doc["rings"])
+    assert doc["ring_bandwidth_gbps"] == pytest.approx(450.0)
+
+
+def test_from_file_and_nccl_graph_xml(tmp_path: Path) -> None:
+    xml_in = _shared("nccl-topo-2xa100-nvswitch-cx6.xml")
+    saved = tmp_path / "topo.json"
+    result = CliRunner().invoke(app, ["discover", "--from-nccl-xml", str(xml_in), "--output", str(saved), "--json"])
+    assert result.exit_code == 0, result.output
+    graph = tmp_path / "graph.xml"
+    result = CliRunner().invoke(app, ["layout", "--from-file", str(saved), "--nccl-graph-xml", str(graph)])
+    assert result.exit_code == 0, result.output
+    assert graph.read_text().startswith("<graphs")
+    assert '<gpu dev="0"' in graph.read_text()
+
+
+def test_host_topology_from_file(tmp_path: Path) -> None:
+    path = tmp_path / "host.yaml"
+    save_topology(host_topology(3), path)
+    result = CliRunner().invoke(app, ["layout", "--from-file", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert sorted(doc["rings"][0]["order"]) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--ranks", "0"],
+        ["--ranks", "99"],
+        ["--channels", "0"],
+        ["--from-file", "x.yaml", "--from-nccl-xml", "y.xml"],
+    ],
+)
+def test_mistakes_exit_2_with_one_line(args: list[str]) -> None:
+    base = ["layout", "--from-nvidia-smi", str(_shared("pcie8-pix-pxb.topo.txt"))]
+    if "--from-file" in args:
+        base = ["layout"]
+    result = CliRunner().invoke(app, [*base, *args])
+    assert result.exit_code == 2
+    assert "error:" in result.stderr
+
+
+def test_graph_xml_for_cpu_ranks_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "host.json"
+    save_topology(host_topology(2), path)
+    result = CliRunner().invoke(app, ["layout", "--from-file", str(path), "--nccl-graph-xml", str(tmp_path / "g.xml")])
+    assert result.exit_code == 2
+    assert "GPU" in result.stderr
