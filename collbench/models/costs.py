@@ -24,10 +24,18 @@ and hand them the result at the end (one more step); those extra steps are in th
 That is an assumption (NCCL picks ring or tree per size; gloo mostly rings), which the fitted
 parameters absorb: they describe native's time as if it were a ring.
 
-Trees take a ``segments`` count k (pipelining): a tree phase of depth D then costs ``D + k - 1`` steps of
-``n / k`` bytes. The binary tree is in heap order (depth ``floor(log2 p)``, two children per interior
-rank); NCCL's double binary tree has depth ``1 + floor(log2(p - 1))`` and carries half the buffer in
-each tree; a rank is interior in at most one tree, so a hop moves about ``n/2`` per child, two children.
+Exactness. Each formula is derived from its builder (``collbench/schedules/algorithms``) and equals
+``simulator.simulate_terms`` of the built schedule (steps, critical-path bytes, critical-path reduced
+bytes) when ``count`` divides evenly (by p, and by the segment count for trees); otherwise chunks
+differ by one element and the real-valued ``n / p`` form is exact up to one element per chunk per step.
+``tests/unit/test_costs.py`` checks this for p = 1..32 and segments 1, 2, 4, 8. The exceptions, priced
+by an upper-bound approximation and listed in ``APPROXIMATE``: the byte terms of the pipelined
+``tree`` all-reduce and of ``two-tree`` (their step counts are exact). Pairs an algorithm does not
+implement (``tree`` all-gather...) have no schedule to match; they keep a formula for what such an
+algorithm would cost, for the fitter's sake.
+
+Trees take a ``segments`` count k (pipelining). The binary tree is in heap order (depth
+``floor(log2 p)``); NCCL's double binary tree has depth ``1 + floor(log2(p - 1))``.
 """
 
 from __future__ import annotations
@@ -48,6 +56,13 @@ ALGORITHMS: tuple[str, ...] = (
     "one-shot",
     "native",
 )
+
+APPROXIMATE: frozenset[tuple[Op, str]] = frozenset(
+    {(Op.ALL_REDUCE, "tree"), (Op.ALL_REDUCE, "two-tree"), (Op.BROADCAST, "two-tree"), (Op.REDUCE, "two-tree")}
+)
+"""(op, algorithm) pairs whose byte and reduced-byte terms are upper bounds, not the schedule's exact
+critical path (their step counts are exact): the pipelined tree all-reduce, whose two phases overlap
+unevenly, and the double binary tree, whose critical path depends on the shape of both trees."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +124,89 @@ def _bin_fan(p: int) -> int:
     return 1 if p <= 2 else 2
 
 
+def _halving_chunks(p: int) -> int:
+    """Chunks (of n/p) on the critical path of recursive halving, or of doubling, over the fold.
+
+    After the fold, new rank v < extra stands for two ranks (two chunks), the others for one, so the
+    pair exchanging at distance d over new ranks [base, base + 2d) moves the heavier half,
+    ``d + |[base, base + d) & [0, extra)|`` chunks, and both partners wait for it. The pair at base 0 is
+    the heaviest at every distance, and one path of the butterfly visits it at every distance (its
+    bases are the bits already exchanged, which the path may pick freely), so the critical path is
+    ``sum over d of d + min(d, extra)`` chunks: ``p2 - 1`` at a power of two.
+    """
+    p2 = 1 << _lg(p)
+    extra = p - p2
+    return sum(d + min(d, extra) for d in (1 << j for j in range(_lg(p))))
+
+
+def _heap_sizes(m: int) -> tuple[int, int]:
+    """Sizes of the left and right subtrees of a heap-ordered (left-packed) binary tree of m ranks."""
+    h = _lg(m)
+    last = m - ((1 << h) - 1)
+    left = (1 << (h - 1)) - 1 + min(last, 1 << (h - 1))
+    return left, m - 1 - left
+
+
+def _tree_reduce_unsegmented(m: int) -> int:
+    """Whole buffers on the critical path of the unpipelined (k = 1) tree reduce over a heap of m ranks.
+
+    A rank sends in the round of its height, so it takes both children in one step (its in-port moves
+    two buffers) when their heights agree, and in two steps of one buffer each when the left subtree is
+    a level deeper (only on the path to the last filled leaf); a single child costs one buffer. Only
+    that one subtree is partial; a perfect subtree of height h takes 2h. O(log p).
+    """
+    if m <= 1:
+        return 0
+    if m & (m + 1) == 0:
+        return 2 * _lg(m)
+    left, right = _heap_sizes(m)
+    if right == 0:
+        return _tree_reduce_unsegmented(left) + 1
+    el, er = _tree_reduce_unsegmented(left), _tree_reduce_unsegmented(right)
+    if _lg(left) == _lg(right):
+        return max(el, er) + 2
+    return max(er + 1, el) + 1
+
+
+def _tree_reduce_segments(p: int, k: int) -> int:
+    """Segments (of n/k) on the critical path of the pipelined binary-tree reduce.
+
+    Two ranks: a chain, one segment per round. Otherwise the root takes two segments per round for
+    k - 1 rounds (its children feed it in the same rounds once the pipeline is full), after the first
+    segment has climbed: two segments per level below a two-child rank, 2D - 1, and 2D when the last
+    level reaches into the root's right subtree (both root children then have depth-D leaves and the
+    root's in-port is busy from the first round). p = 4 is one level less: the root is the only rank
+    with two children there. Derived by tracing the rounds of ``pipeline_tree`` and checked against the
+    simulator (tests/unit/test_costs.py for p <= 32; by hand also p < 70, 120..139 and 250..261).
+    """
+    if p == 2:
+        return k
+    if k == 1:
+        return _tree_reduce_unsegmented(p)
+    d = _lg(p)
+    last_level = p - (1 << d) + 1
+    climb = 2 if p == 4 else 2 * d - 1 + (last_level > 1 << (d - 1))
+    return 2 * (k - 1) + climb
+
+
+def _tree_broadcast_segments(p: int, k: int) -> int:
+    """Segments on the critical path of the pipelined binary-tree broadcast.
+
+    A rank sends a segment to all its children in one round, so each hop costs the sender's fan-out in
+    segments; the critical path ends at the leftmost deepest leaf, whose ancestors all have two
+    children except, when p is a power of two, the last one (2D or 2D - 1 in all). Behind the first
+    segment the other k - 1 follow at the pace of the slowest hop, the root's fan-out.
+    """
+    d = _lg(p)
+    first = 2 * d - (1 if p & (p - 1) == 0 else 0)
+    return first + min(2, p - 1) * (k - 1)
+
+
+def _rooted_two_tree_depth(p: int) -> int:
+    """Depth of ``two-tree``'s rooted pair: the double binary tree over the p - 1 others, below the root."""
+    return 1 + two_tree_depth(p - 1)
+
+
 # -- all-reduce -----------------------------------------------------------------------------------
 
 
@@ -123,20 +221,28 @@ def _ar_rd(p: int, n: float, k: int) -> CostTerms:
 
 
 def _ar_rab(p: int, n: float, k: int) -> CostTerms:
-    p2 = 1 << _lg(p)
-    f = (p2 - 1) / p2
-    return CostTerms(2.0 * _lg(p), 2 * f * n, f * n) + _fold(p, n, True, n)
+    # Halving then doubling over the fold, each along the heaviest pairs (see _halving_chunks); the
+    # fold moves the whole buffer in (reduced) and out.
+    chunks = _halving_chunks(p) * n / p
+    return CostTerms(2.0 * _lg(p), 2 * chunks, chunks) + _fold(p, n, True, n)
 
 
 def _ar_tree(p: int, n: float, k: int) -> CostTerms:
-    d, fan = binary_tree_depth(p), _bin_fan(p)
-    return _tree_phase(d, fan, n, k, True) + _tree_phase(d, fan, n, k, False)
+    # Steps are exact: the way down of segment j starts at round j + D, so 2D + k - 1 rounds. Reduced
+    # bytes are the reduce's (the way down reduces nothing and never delays the way up). The byte term
+    # is an upper bound (APPROXIMATE): both phases priced at two segments a hop, without their overlap.
+    d = binary_tree_depth(p)
+    reduced = _tree_reduce_segments(p, k) * n / k
+    bound = _tree_phase(d, _bin_fan(p), n, k, True) + _tree_phase(d, _bin_fan(p), n, k, False)
+    return CostTerms(float(2 * d + k - 1), bound.beta, reduced)
 
 
 def _ar_two_tree(p: int, n: float, k: int) -> CostTerms:
-    # Each tree carries n/2; an interior rank takes two children's halves per hop: n per hop.
+    # Steps are exact: each tree runs 2 * height + k - 1 rounds and the deeper sets the count. Bytes are
+    # an upper bound (APPROXIMATE): n/2 per tree, an interior rank taking two children's halves a hop.
     d = two_tree_depth(p)
-    return _tree_phase(d, 2, n / 2, k, True) + _tree_phase(d, 2, n / 2, k, False)
+    bound = _tree_phase(d, 2, n / 2, k, True) + _tree_phase(d, 2, n / 2, k, False)
+    return CostTerms(float(2 * d + k - 1), bound.beta, bound.gamma)
 
 
 def _ar_direct(p: int, n: float, k: int) -> CostTerms:
@@ -157,9 +263,10 @@ def _rs_ring(p: int, n: float, k: int) -> CostTerms:
 
 
 def _rs_halving(p: int, n: float, k: int) -> CostTerms:
-    p2 = 1 << _lg(p)
-    f = (p2 - 1) / p2
-    return CostTerms(float(_lg(p)), f * n, f * n) + _fold(p, n, True, n / p)
+    # Rabenseifner's halving over the fold (see _halving_chunks), then the folded rank gets its own
+    # chunk back: n/p more bytes, nothing reduced.
+    chunks = _halving_chunks(p) * n / p
+    return CostTerms(float(_lg(p)), chunks, chunks) + _fold(p, n, True, n / p)
 
 
 def _rs_tree(depth: int, fan: int, share: float) -> Callable[[int, float, int], CostTerms]:
@@ -188,8 +295,10 @@ def _ag_ring(p: int, n: float, k: int) -> CostTerms:
 
 
 def _ag_doubling(p: int, n: float, k: int) -> CostTerms:
-    p2 = 1 << _lg(p)
-    return CostTerms(float(_lg(p)), (p2 - 1) / p2 * n, 0.0) + _fold(p, n / p, False, n)
+    # The folded rank hands over its chunk (n/p), the survivors double along the heaviest pairs (see
+    # _halving_chunks), and the folded rank gets everything but its own chunk back (n - n/p).
+    chunks = _halving_chunks(p) * n / p
+    return CostTerms(float(_lg(p)), chunks, 0.0) + _fold(p, n / p, False, n - n / p)
 
 
 def _ag_tree(depth: int, fan: int, share: float) -> Callable[[int, float, int], CostTerms]:
@@ -219,6 +328,18 @@ def _chain(reduces: bool) -> Callable[[int, float, int], CostTerms]:
         return _tree_phase(p - 1, 1, n, k, reduces)
 
     return cost
+
+
+def _rab_reduce(p: int, n: float, k: int) -> CostTerms:
+    # Fold, halving (see _halving_chunks), then a binomial gather of the blocks to new rank 0 (the
+    # root): lg p more steps, and new rank 0's port takes every block but its own, the chunks of new
+    # ranks 1..p2-1, the first extra - 1 of which stand for two ranks.
+    p2 = 1 << _lg(p)
+    extra = p - p2
+    halving = _halving_chunks(p) * n / p
+    gathered = (p2 - 1 + max(0, extra - 1)) * n / p
+    fold = _ZERO if extra == 0 else CostTerms(1.0, n, n)
+    return CostTerms(2.0 * _lg(p), halving + gathered, halving) + fold
 
 
 def _binomial(reduces: bool) -> Callable[[int, float, int], CostTerms]:
@@ -252,8 +373,16 @@ def _star(reduces: bool) -> Callable[[int, float, int], CostTerms]:
 def _rooted_tree(two: bool, reduces: bool) -> Callable[[int, float, int], CostTerms]:
     def cost(p: int, n: float, k: int) -> CostTerms:
         if two:
-            return _tree_phase(two_tree_depth(p), 2, n / 2, k, reduces)
-        return _tree_phase(binary_tree_depth(p), _bin_fan(p), n, k, reduces)
+            # Steps are exact (the pair hangs below the root, one level deeper than the double binary
+            # tree over the others); bytes are an upper bound (APPROXIMATE): n/2 per tree, two children.
+            d = _rooted_two_tree_depth(p)
+            bound = _tree_phase(d, 2, n / 2, k, reduces)
+            return CostTerms(float(d + k - 1), bound.beta, bound.gamma)
+        d = binary_tree_depth(p)
+        # Reduce: every byte a rank receives it reduces, and its in-port is the busy one, so the
+        # reduced bytes equal the moved ones.
+        segs = _tree_reduce_segments(p, k) if reduces else _tree_broadcast_segments(p, k)
+        return CostTerms(float(d + k - 1), segs * n / k, segs * n / k if reduces else 0.0)
 
     return cost
 
@@ -298,7 +427,7 @@ def _table(p: int) -> dict[tuple[Op, str], _Formula]:
         (Op.REDUCE, "tree"): _rooted_tree(False, True),
         (Op.REDUCE, "two-tree"): _rooted_tree(True, True),
         (Op.REDUCE, "recursive-doubling"): _binomial(True),
-        (Op.REDUCE, "rabenseifner"): _scatter_allgather(True),
+        (Op.REDUCE, "rabenseifner"): _rab_reduce,
         (Op.REDUCE, "direct"): _star(True),
         (Op.REDUCE, "one-shot"): _star(True),
     }
@@ -338,8 +467,8 @@ def cost_terms(op: Op | str, algo: str, world_size: int, size_bytes: float, *, s
     if formula is None:
         raise UnknownNameError("algorithm", algo, list(ALGORITHMS))
     if world_size == 1:
-        # One rank: nothing moves; a call still costs one step of overhead.
-        return CostTerms(1.0, 0.0, 0.0)
+        # One rank: every builder gives it no step at all, so no term either.
+        return _ZERO
     return formula(world_size, float(size_bytes), segments)
 
 
@@ -364,6 +493,7 @@ def ceil_log2(p: int) -> int:
 
 __all__ = [
     "ALGORITHMS",
+    "APPROXIMATE",
     "CostTerms",
     "binary_tree_depth",
     "ceil_log2",

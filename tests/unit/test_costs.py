@@ -1,13 +1,17 @@
-"""Closed-form costs: the REFERENCE.md formulas, and edge cases."""
+"""Closed-form costs: the REFERENCE.md formulas, edge cases, and exactness against the simulator."""
 
 from __future__ import annotations
+
+from itertools import product
 
 import pytest
 
 from collbench.errors import ConfigError, UnknownNameError
 from collbench.layouts.trees import double_binary_tree, tree_depth
-from collbench.models.costs import ALGORITHMS, cost_terms, two_tree_depth
+from collbench.models.costs import ALGORITHMS, APPROXIMATE, cost_terms, two_tree_depth
+from collbench.models.simulator import simulate_terms
 from collbench.schedules.ops import Op
+from collbench.schedules.registry import algorithm_names, get_algorithm
 
 
 def test_ring_all_reduce_matches_reference() -> None:
@@ -67,3 +71,63 @@ def test_bad_inputs() -> None:
         cost_terms("all-reduce", "ring", 0, 10)
     with pytest.raises(ConfigError):
         cost_terms("all-reduce", "ring", 4, -1)
+
+
+# -- the closed forms against the schedules they price ---------------------------------------------
+
+ELEM_BYTES = 4
+WORLD_SIZES = tuple(range(1, 33))
+
+
+def _counts(p: int, segments: int) -> tuple[tuple[int, bool], ...]:
+    """(count, divides evenly): one that every chunk and segment divides, one that nothing divides."""
+    even = 96 * p * 2 * segments
+    # 37 is prime and above 32: p, 2 and the segment counts never divide 96 * p * 2 * k + 37.
+    return ((even, True), (even + 37, False))
+
+
+def _cases() -> list[tuple[str, Op, int]]:
+    cases = []
+    for name in algorithm_names():
+        spec = get_algorithm(name)
+        if spec.builder is None:
+            continue
+        for op in sorted(spec.ops, key=list(Op).index):
+            for k in (1, 2, 4, 8) if spec.segmented else (1,):
+                # Only schedules that record their segments use them (ring all-reduce does not).
+                if k == 1 or ("segments", k) in spec.build(op, 3, 96, segments=k).params:
+                    cases.append((name, op, k))
+    return cases
+
+
+@pytest.mark.parametrize(("algo", "op", "segments"), _cases(), ids=lambda v: str(v))
+def test_closed_form_is_the_simulated_schedule(algo: str, op: Op, segments: int) -> None:
+    """steps, critical-path bytes and reduced bytes of the built schedule, for p = 1..32.
+
+    Counts that divide evenly must match exactly. Otherwise chunks (and segments) differ from the
+    real-valued n/p (n/k) by less than one element each, and a step moves at most p of them: the
+    tolerance is one element per chunk per step, ``elem_bytes * p * steps``. APPROXIMATE pairs have
+    exact steps and byte terms that bound the schedule's from above.
+    """
+    spec = get_algorithm(algo)
+    for p in WORLD_SIZES:
+        for count, even in _counts(p, segments):
+            schedule = spec.build(op, p, count, segments=segments)
+            steps, nbytes, reduced = simulate_terms(schedule, elem_bytes=ELEM_BYTES)
+            closed = cost_terms(op, algo, p, count * ELEM_BYTES, segments=segments)
+            where = (p, count, "steps")
+            assert steps == closed.alpha, where
+            tol = 1e-6 if even else ELEM_BYTES * p * max(steps, 1.0)
+            if (op, algo) in APPROXIMATE:
+                assert nbytes <= closed.beta + tol and reduced <= closed.gamma + tol, (p, count)
+                continue
+            assert abs(nbytes - closed.beta) <= tol, (p, count, "bytes", nbytes, closed.beta)
+            assert abs(reduced - closed.gamma) <= tol, (p, count, "reduced", reduced, closed.gamma)
+
+
+def test_cost_terms_is_cheap_at_4096_ranks() -> None:
+    # O(log p) per call: the tree recursions only descend the one partial subtree.
+    terms = [cost_terms(op, algo, 4096 + 3, 1 << 30, segments=8) for op, algo in product(Op, ALGORITHMS)]
+    assert all(t.alpha >= 1 for t in terms)
+    reduce_tree = cost_terms(Op.REDUCE, "tree", 4095, 1 << 20)
+    assert reduce_tree.beta == 2 * 11 * (1 << 20)  # a perfect tree of height 11: two buffers a level
