@@ -1,9 +1,169 @@
-"""`collbench sweep` (being built)."""
+"""`collbench sweep`: run and time collectives per algorithm, size and dtype, checking every result."""
 
 from __future__ import annotations
 
-from collbench.errors import UserError
+import os
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from collbench.cli.console import console, err_console
+from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
+from collbench.errors import ConfigError
+from collbench.runtime.launch import under_torchrun
+from collbench.runtime.sweep import SweepConfig, SweepProgress, run_sweep
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*$")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_FORMATS = ("table", "nccl-tests", "json")
 
 
-def sweep() -> None:
-    raise UserError("collbench sweep is not built yet")
+def parse_size(text: str, flag: str) -> int:
+    """Bytes from ``8``, ``64K``, ``1M``, ``1G`` (powers of 1024, as nccl-tests); ConfigError otherwise."""
+    match = _SIZE.match(text)
+    if match is None:
+        raise ConfigError(f"{flag} {text!r} is not a size; use bytes or K/M/G (powers of 1024), e.g. 64K")
+    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if value != int(value):
+        raise ConfigError(f"{flag} {text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def _split(values: list[str]) -> tuple[str, ...]:
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def sweep(
+    ranks: Annotated[
+        int | None, typer.Option("--ranks", help="Local ranks to start (leave out under torchrun).")
+    ] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", help="gloo, nccl or auto (nccl when every rank has a GPU).")
+    ] = "auto",
+    op: Annotated[list[str], typer.Option("--op", help="Ops, comma-separated, or all.")] = ["all-reduce"],  # noqa: B006
+    algo: Annotated[
+        list[str], typer.Option("--algo", help="Algorithms, comma-separated, or all (native:ring... with nccl).")
+    ] = ["all"],  # noqa: B006
+    min_bytes: Annotated[str, typer.Option("-b", "--min-bytes", help="Smallest size (K/M/G = powers of 1024).")] = "1K",
+    max_bytes: Annotated[str, typer.Option("-e", "--max-bytes", help="Largest size.")] = "1M",
+    step_factor: Annotated[
+        float, typer.Option("-f", "--step-factor", help="Multiply the size by this each step.")
+    ] = 4.0,
+    iters: Annotated[
+        str,
+        typer.Option("-n", "--iters", help="Timed iterations per point, or auto (until the median is known to 2%)."),
+    ] = "auto",
+    warmup: Annotated[int, typer.Option("-w", "--warmup", help="Untimed iterations before timing.")] = 1,
+    dtype: Annotated[
+        str, typer.Option("-d", "--dtype", help="float32, float64, float16, bfloat16, int32, int64.")
+    ] = "float32",
+    redop: Annotated[str, typer.Option("-o", "--redop", help="sum, prod, min, max or avg (floats).")] = "sum",
+    root: Annotated[int, typer.Option("-r", "--root", help="Root rank of broadcast and reduce.")] = 0,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Measure in-place calls only.")] = False,
+    out_of_place: Annotated[bool, typer.Option("--out-of-place", help="Measure out-of-place calls only.")] = False,
+    both: Annotated[bool, typer.Option("--both", help="Measure out-of-place and in-place (the default).")] = False,
+    check: Annotated[int, typer.Option("-c", "--check", help="1: check every result (default); 0: do not.")] = 1,
+    segment_bytes: Annotated[
+        str | None, typer.Option("--segment-bytes", help="Pipeline segment of the executor (default 1M on CPU).")
+    ] = None,
+    topology: Annotated[
+        Path | None, typer.Option("--topology", metavar="FILE", help="Topology whose layout the schedules follow.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds before a dead or hung rank stops the run.")
+    ] = 60.0,
+    output: Annotated[
+        Path | None, typer.Option("--output", metavar="FILE", help="Write rows to .csv, .parquet or .jsonl.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, nccl-tests or json.")] = "table",
+    resume: Annotated[bool, typer.Option("--resume", help="Skip points already in the streamed JSONL file.")] = False,
+    cuda_graph: Annotated[bool, typer.Option("--cuda-graph", help="Time CUDA-graph launches (GPU timer).")] = False,
+    budget: Annotated[float, typer.Option("--budget", help="Timed seconds per point under -n auto.")] = 0.2,
+    stream: Annotated[
+        Path | None, typer.Option("--stream", metavar="FILE", help="JSONL file rows stream into as measured.")
+    ] = None,
+) -> None:
+    """Run and time collectives per algorithm, size and dtype; check every result."""
+    if fmt not in _FORMATS:
+        raise ConfigError(f"--format {fmt!r}: use one of {', '.join(_FORMATS)}")
+    if sum([in_place, out_of_place, both]) > 1:
+        raise ConfigError("give one of --in-place, --out-of-place, --both")
+    modes: tuple[bool, ...] = (True,) if in_place else (False,) if out_of_place else (False, True)
+    if iters.strip().lower() == "auto":
+        n_iters = None
+    elif iters.strip().isdigit():
+        n_iters = int(iters)
+    else:
+        raise ConfigError(f"-n/--iters {iters!r}: give a number of iterations or auto")
+    if check not in (0, 1):
+        raise ConfigError(f"-c/--check {check}: use 1 (check) or 0 (do not)")
+    config = SweepConfig(
+        world_size=ranks,
+        backend=backend,
+        ops=_split(op),
+        algos=_split(algo),
+        min_bytes=parse_size(min_bytes, "-b/--min-bytes"),
+        max_bytes=parse_size(max_bytes, "-e/--max-bytes"),
+        step_factor=step_factor,
+        iters=n_iters,
+        warmup=warmup,
+        dtype=dtype,
+        redop=redop,
+        root=root,
+        in_place=modes,
+        check=bool(check),
+        segment_bytes=parse_size(segment_bytes, "--segment-bytes") if segment_bytes is not None else None,
+        topology_path=topology,
+        timeout_s=timeout,
+        output=output,
+        resume=resume,
+        cuda_graph=cuda_graph,
+        point_budget_s=budget,
+        stream=stream,
+    )
+    progress = Progress(
+        TextColumn("[bold]sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+        # Under torchrun only rank 0 reports; the other ranks stay quiet.
+        disable=under_torchrun() and os.environ.get("RANK", "0") != "0",
+    )
+    task = progress.add_task("starting ranks", total=None)
+
+    def on_event(event: SweepProgress) -> None:
+        if event.kind == "note":
+            progress.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=True)
+        elif event.kind == "plan":
+            progress.update(task, total=event.total, completed=event.done, description="")
+        elif event.kind == "start":
+            progress.update(task, completed=event.done, description=event.text)
+        elif event.kind == "row":
+            progress.update(task, completed=event.done)
+
+    with progress:
+        rows = run_sweep(config, progress=on_event)
+    if not rows:
+        return
+    if fmt == "json":
+        typer.echo(rows_json(rows))
+    elif fmt == "nccl-tests":
+        typer.echo(nccl_tests_text(rows), nl=False)
+    else:
+        for table in results_tables(rows):
+            console.print(table)
+        console.print(TABLE_LEGEND)
+        wrong = sum(max(r.wrong, 0) for r in rows)
+        checked = all(r.wrong >= 0 for r in rows)
+        status = "[red]FAILED[/red]" if wrong else ("OK" if checked else "not checked")
+        console.print(f"wrong elements: {wrong} ({status}); rows streamed to {config.stream_path}")
+        if output is not None:
+            console.print(f"wrote {len(rows)} rows to {output}")

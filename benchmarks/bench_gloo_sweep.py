@@ -1,0 +1,183 @@
+"""collbench on gloo, side by side with its references, in one run; prints ratios.
+
+1. ``ring`` all-reduce against gloo's own all-reduce (``native``) at 2 and 4 ranks, 64 KiB..64 MiB:
+   busbw ratio per size (target >= 1.0 from 1 MiB up).
+2. Harness cost: ``native`` 8-byte all-reduce as timed by ``collbench sweep`` against a bare loop of
+   ``torch.distributed.all_reduce`` timed the same way (per iteration, slowest rank, median); the two
+   alternate several times and the medians are compared (target <= 1.05).
+3. The best all-reduce algorithm's busbw at 64 MiB (2 ranks) against a plain TCP stream on loopback
+   measured in the same run.
+
+Run: ``python benchmarks/bench_gloo_sweep.py [--quick] [--json FILE]`` on a machine as quiet as you can
+make it; figures from a loaded machine say more about its scheduler than about collbench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import socket
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from collbench.runtime.launch import RankContext, launch
+from collbench.runtime.sweep import SweepConfig, run_sweep
+from collbench.runtime.timing import CpuTimer, slowest_rank
+
+MiB = 1 << 20
+
+
+def _sweep(tmp: Path, world_size: int, algos: tuple[str, ...], lo: int, hi: int, **extra: Any) -> list[Any]:
+    config = SweepConfig(
+        world_size=world_size,
+        backend="gloo",
+        ops=("all-reduce",),
+        algos=algos,
+        min_bytes=lo,
+        max_bytes=hi,
+        step_factor=4,
+        in_place=(True,),
+        check=False,
+        timeout_s=300,
+        stream=tmp / f"bench-{world_size}-{'-'.join(algos)}-{lo}.jsonl",
+        **extra,
+    )
+    return run_sweep(config)
+
+
+def ring_vs_native(tmp: Path, quick: bool) -> list[dict[str, Any]]:
+    out = []
+    hi = 16 * MiB if quick else 64 * MiB
+    for n in (2, 4):
+        rows = _sweep(tmp, n, ("ring", "native"), 64 * 1024, hi, point_budget_s=1.0 if quick else 2.0, warmup=2)
+        by = {(r.algo, r.size_bytes): r for r in rows}
+        for size in sorted({r.size_bytes for r in rows}):
+            ring, native = by[("ring", size)], by[("native", size)]
+            out.append(
+                {
+                    "ranks": n,
+                    "size_bytes": size,
+                    "ring_busbw_gbps": ring.busbw_gbps,
+                    "native_busbw_gbps": native.busbw_gbps,
+                    "ratio": ring.busbw_gbps / native.busbw_gbps,
+                }
+            )
+    return out
+
+
+def _bare_loop(ctx: RankContext, iters: int) -> float:
+    t = torch.zeros(2, dtype=torch.float32)
+    for _ in range(20):
+        dist.all_reduce(t)
+    dist.barrier()
+    mine = torch.tensor(CpuTimer().time_iterations(lambda: dist.all_reduce(t), iters), dtype=torch.float64)
+    gathered = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    dist.all_gather(gathered, mine)
+    return statistics.median(slowest_rank([g.tolist() for g in gathered]))
+
+
+def harness_cost(tmp: Path, quick: bool) -> dict[str, Any]:
+    iters = 1000 if quick else 3000
+    collbench_us, bare_us = [], []
+    for _ in range(2 if quick else 3):
+        rows = _sweep(tmp, 2, ("native",), 8, 8, iters=iters, warmup=20)
+        collbench_us.append(rows[0].time_us)
+        bare_us.append(launch(2, _bare_loop, iters, backend="gloo", timeout_s=120)[0])
+    c, b = statistics.median(collbench_us), statistics.median(bare_us)
+    return {"collbench_us": collbench_us, "bare_us": bare_us, "ratio": c / b}
+
+
+def _tcp_sink(port_queue: Any, total: int) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port_queue.put(server.getsockname()[1])
+    conn, _ = server.accept()
+    view = memoryview(bytearray(4 * MiB))
+    got = 0
+    while got < total:
+        n = conn.recv_into(view)
+        if n == 0:
+            break
+        got += n
+    conn.sendall(b"k")
+    conn.close()
+
+
+def tcp_stream_gbps(total: int = 512 * MiB) -> float:
+    """GB/s of one TCP stream on 127.0.0.1 between two processes (4 MiB writes)."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    sink = ctx.Process(target=_tcp_sink, args=(queue, total))
+    sink.start()
+    port = queue.get(timeout=60)
+    sock = socket.create_connection(("127.0.0.1", port))
+    chunk = bytes(4 * MiB)
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < total:
+        sock.sendall(chunk)
+        sent += len(chunk)
+    sock.recv(1)
+    elapsed = time.perf_counter() - t0
+    sock.close()
+    sink.join()
+    return total / elapsed / 1e9
+
+
+def best_at_64m(tmp: Path, quick: bool) -> dict[str, Any]:
+    size = 16 * MiB if quick else 64 * MiB
+    algos = ("ring", "two-tree", "recursive-doubling", "rabenseifner", "direct", "one-shot", "native")
+    rows = _sweep(tmp, 2, algos, size, size, iters=3, warmup=1)
+    tcp = tcp_stream_gbps()
+    best = max(rows, key=lambda r: r.busbw_gbps)
+    return {
+        "size_bytes": size,
+        "busbw_gbps": {r.algo: r.busbw_gbps for r in rows},
+        "best": best.algo,
+        "tcp_stream_gbps": tcp,
+        "ratio": best.busbw_gbps / tcp,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and budgets")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        figures = {
+            "ring_vs_native": ring_vs_native(tmp, args.quick),
+            "harness_cost": harness_cost(tmp, args.quick),
+            "best_vs_tcp": best_at_64m(tmp, args.quick),
+        }
+    print("ring vs native all-reduce (busbw, GB/s)")
+    print(f"{'ranks':>5} {'size':>10} {'ring':>8} {'native':>8} {'ratio':>6}")
+    for f in figures["ring_vs_native"]:
+        print(
+            f"{f['ranks']:>5} {f['size_bytes']:>10} {f['ring_busbw_gbps']:8.3f} {f['native_busbw_gbps']:8.3f}"
+            f" {f['ratio']:6.2f}"
+        )
+    h = figures["harness_cost"]
+    print(
+        f"harness: collbench native 8 B {statistics.median(h['collbench_us']):.1f} us vs bare loop "
+        f"{statistics.median(h['bare_us']):.1f} us: ratio {h['ratio']:.3f}"
+    )
+    b = figures["best_vs_tcp"]
+    per_algo = ", ".join(f"{k} {v:.3f}" for k, v in b["busbw_gbps"].items())
+    print(f"busbw at {b['size_bytes'] // MiB} MiB, 2 ranks: {per_algo}")
+    print(f"best {b['best']} vs TCP stream on loopback {b['tcp_stream_gbps']:.3f} GB/s: ratio {b['ratio']:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Result rows as Rich tables (one per op and algorithm), nccl-tests' text layout, or JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from rich import box
+from rich.table import Table
+
+from collbench.runtime.results import ResultRow
+from collbench.schedules.ops import Op
+
+NCCL_TYPE_NAMES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "half",
+    "bfloat16": "bfloat16",
+    "int32": "int32",
+    "int64": "int64",
+}
+
+# nccl-tests' three header lines (its Reporter's printf formats, in str.format spelling).
+_HEAD_MODES = (
+    "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}           out-of-place                       in-place          "
+)
+_HEAD_NAMES = "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s} {:>6s}  {:>7s}  {:>6s}  {:>6s} {:>6s}"
+_HEAD_UNITS = (
+    "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>5s}  {:>7s}  {:>6s}  {:>6s}  {:>5s}"
+)
+
+
+def _groups(rows: Iterable[ResultRow]) -> dict[tuple[str, str], list[ResultRow]]:
+    groups: dict[tuple[str, str], list[ResultRow]] = {}
+    for row in rows:
+        groups.setdefault((row.op, row.algo), []).append(row)
+    return groups
+
+
+def _by_size(rows: list[ResultRow]) -> list[tuple[int, dict[bool, ResultRow]]]:
+    sizes: dict[int, dict[bool, ResultRow]] = {}
+    for row in rows:
+        sizes.setdefault(row.size_bytes, {})[row.in_place] = row
+    return sorted(sizes.items())
+
+
+def _root(row: ResultRow) -> int:
+    # nccl-tests prints -1 where the op has no root.
+    return row.root if Op.parse(row.op).spec.rooted else -1
+
+
+def _redop(row: ResultRow) -> str:
+    return row.redop if Op.parse(row.op).spec.reduces else "none"
+
+
+def _time_str(time_us: float) -> str:
+    # nccl-tests keeps the time column 7 characters wide by dropping decimals as times grow.
+    if time_us >= 10000.0:
+        return f"{time_us:7.0f}"
+    if time_us >= 100.0:
+        return f"{time_us:7.1f}"
+    return f"{time_us:7.2f}"
+
+
+def _size_str(size: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if size >= (1 << shift):
+            value = size / (1 << shift)
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
+    return f"{size}B"
+
+
+TABLE_LEGEND = "times: median microseconds; algbw, busbw: GB/s; out: out-of-place, in: in-place"
+
+
+def results_tables(rows: list[ResultRow]) -> list[Table]:
+    """One Rich table per (op, algorithm): size, count, then time/algbw/busbw/#wrong per mode."""
+    tables = []
+    for (op, algo), group in _groups(rows).items():
+        first = group[0]
+        modes = [m for m in (False, True) if any(r.in_place == m for r in group)]
+        title = f"{op} · {algo} · {first.backend} · {first.world_size} ranks · {first.dtype} · {_redop(first)}"
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        table.add_column("size", justify="right", no_wrap=True)
+        table.add_column("count", justify="right", no_wrap=True)
+        for mode in modes:
+            tag = "in" if mode else "out"
+            table.add_column(f"{tag} us", justify="right", no_wrap=True)
+            table.add_column("algbw", justify="right", no_wrap=True)
+            table.add_column("busbw", justify="right", no_wrap=True)
+            table.add_column("wrong", justify="right", no_wrap=True)
+        for size, by_mode in _by_size(group):
+            cells = [_size_str(size), str(next(iter(by_mode.values())).count)]
+            for mode in modes:
+                row = by_mode.get(mode)
+                if row is None:
+                    cells += ["-", "-", "-", "-"]
+                    continue
+                wrong = "N/A" if row.wrong < 0 else str(row.wrong)
+                if row.wrong > 0:
+                    wrong = f"[red]{wrong}[/red]"
+                cells += [_time_str(row.time_us).strip(), f"{row.algbw_gbps:.3f}", f"{row.busbw_gbps:.3f}", wrong]
+            table.add_row(*cells)
+        tables.append(table)
+    return tables
+
+
+def nccl_tests_text(rows: list[ResultRow]) -> str:
+    """nccl-tests' stdout layout, one block per (op, algorithm), each with its ``# Avg bus bandwidth``."""
+    lines: list[str] = []
+    for (op, algo), group in _groups(rows).items():
+        first = group[0]
+        lines.append(f"# collbench {op} algo {algo} backend {first.backend} nranks {first.world_size}")
+        lines.append("#")
+        lines.append(_HEAD_MODES.format("", "", "", "", ""))
+        lines.append(
+            _HEAD_NAMES.format(
+                "size",
+                "count",
+                "type",
+                "redop",
+                "root",
+                "time",
+                "algbw",
+                "busbw",
+                "#wrong",
+                "time",
+                "algbw",
+                "busbw",
+                "#wrong",
+            )
+        )
+        lines.append(
+            _HEAD_UNITS.format(
+                "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""
+            )
+        )
+        busbws: list[float] = []
+        wrong_total = 0
+        for size, by_mode in _by_size(group):
+            any_row = next(iter(by_mode.values()))
+            type_name = NCCL_TYPE_NAMES.get(any_row.dtype, any_row.dtype)
+            line = f"{size:12d}  {any_row.count:12d}  {type_name:>8s}  {_redop(any_row):>6s}  {_root(any_row):6d}"
+            for mode in (False, True):
+                row = by_mode.get(mode)
+                if row is None:
+                    line += "  {:>7s}  {:>6s}  {:>6s}  {:>5s}".format("N/A", "N/A", "N/A", "N/A")
+                    continue
+                wrong = "N/A" if row.wrong < 0 else str(row.wrong)
+                wrong_total += max(row.wrong, 0)
+                line += f"  {_time_str(row.time_us)}  {row.algbw_gbps:6.2f}  {row.busbw_gbps:6.2f}  {wrong:>5s}"
+                busbws.append(row.busbw_gbps)
+            lines.append(line)
+        avg = sum(busbws) / len(busbws) if busbws else 0.0
+        lines.append(f"# Out of bounds values : {wrong_total} {'FAILED' if wrong_total else 'OK'}")
+        lines.append(f"# Avg bus bandwidth    : {avg:g} ")
+        lines.append("#")
+    return "\n".join(lines) + "\n"
+
+
+def rows_json(rows: list[ResultRow]) -> str:
+    """The rows as a JSON array of objects (ResultRow's fields)."""
+    return json.dumps([row.to_dict() for row in rows], indent=2, sort_keys=True)

@@ -1,0 +1,285 @@
+"""Runs a schedule (collbench.schedules.ir) on torch.distributed point-to-point.
+
+Per step, a rank posts its sends and receives as one batch (``batch_isend_irecv``), waits, then applies
+the receives in the order listed: copied into its buffer, or reduced into it. Receives land in scratch
+memory, except copies that nothing else in the step touches, which land in the buffer directly.
+
+Large transfers are cut into segments of ``segment_bytes``. When a step's receives write nowhere its
+sends read (ring steps, for instance), all segments are posted at once and each is reduced as soon as
+it lands, so the transport moves later segments while the CPU (or GPU) reduces earlier ones. Steps
+whose receives overwrite what they send (recursive doubling exchanges) are posted whole: the IR says
+sends read the buffer as it was when the step began, so nothing may be reduced before they are done.
+
+A plan (which segments, which scratch) is compiled once per schedule and rank by ``ScheduleRunner``
+and reused across iterations, so timed iterations allocate nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from collbench.runtime.reduce import reduce_many
+from collbench.schedules.ir import Schedule, Step
+from collbench.schedules.ops import Op, chunk_bounds
+
+DEFAULT_SEGMENT_BYTES: dict[str, int] = {"cpu": 4 << 20, "cuda": 4 << 20}
+"""Segment size per device type: big enough that per-message costs amortise, small enough to overlap.
+
+On CPUs every segment costs a blocking wait, and on a busy machine a wait can cost a scheduler time
+slice (4 ms measured on the 2-core development machine), so CPU segments are large."""
+
+
+def default_segment_bytes(device: torch.device | str) -> int:
+    """The executor's segment size for tensors on ``device``, in bytes."""
+    return DEFAULT_SEGMENT_BYTES.get(torch.device(device).type, 1 << 20)
+
+
+@dataclass(frozen=True, slots=True)
+class _SendSeg:
+    peer: int
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True, slots=True)
+class _RecvSeg:
+    peer: int
+    start: int
+    stop: int
+    reduce: bool
+    scratch: int
+    """Offset in the scratch buffer, or -1 when the segment lands in the buffer itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Round:
+    sends: tuple[_SendSeg, ...]
+    recvs: tuple[_RecvSeg, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _StepPlan:
+    rounds: tuple[_Round, ...]
+    pipelined: bool
+    """True: rounds (one segment of each transfer) are applied one by one as they land. False: one round."""
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _segments(start: int, stop: int, seg_elems: int) -> list[tuple[int, int]]:
+    return [(s, min(s + seg_elems, stop)) for s in range(start, stop, seg_elems)]
+
+
+def _compile_step(step: Step, seg_elems: int) -> tuple[_StepPlan, int]:
+    """The step's plan and the scratch elements it needs."""
+    sends = [s for s in step.sends if s.count > 0]
+    recvs = [r for r in step.recvs if r.count > 0]
+    send_ranges = [(s.start, s.stop) for s in sends]
+    recv_ranges = [(r.start, r.stop) for r in recvs]
+    writes_what_it_sends = any(_overlaps(r, s) for r in recv_ranges for s in send_ranges)
+    ordered_recvs = any(
+        _overlaps(recv_ranges[i], recv_ranges[j]) and not (recvs[i].reduce and recvs[j].reduce)
+        for i in range(len(recvs))
+        for j in range(i + 1, len(recvs))
+    )
+    # Segmenting changes the order receives are applied in; only order-free steps are pipelined.
+    pipelined = not writes_what_it_sends and not ordered_recvs
+    longest = max([t.count for t in sends] + [t.count for t in recvs], default=0)
+    if not pipelined or longest <= seg_elems:
+        seg_elems = max(longest, 1)
+        pipelined = False
+
+    scratch = 0
+    recv_segs: list[list[_RecvSeg]] = []
+    for i, r in enumerate(recvs):
+        # A copy that no send reads and no other receive writes can land in place: no scratch, no copy.
+        direct = not r.reduce and not any(
+            _overlaps(recv_ranges[i], other) for j, other in enumerate(recv_ranges) if j != i
+        )
+        direct = direct and not any(_overlaps(recv_ranges[i], s) for s in send_ranges)
+        segs: list[_RecvSeg] = []
+        for a, b in _segments(r.start, r.stop, seg_elems):
+            segs.append(_RecvSeg(r.peer, a, b, r.reduce, -1 if direct else scratch))
+            if not direct:
+                scratch += b - a
+        recv_segs.append(segs)
+    send_segs = [[_SendSeg(s.peer, a, b) for a, b in _segments(s.start, s.stop, seg_elems)] for s in sends]
+    n_rounds = max([len(x) for x in send_segs] + [len(x) for x in recv_segs], default=0)
+    rounds = tuple(
+        _Round(
+            sends=tuple(x[k] for x in send_segs if k < len(x)),
+            recvs=tuple(x[k] for x in recv_segs if k < len(x)),
+        )
+        for k in range(n_rounds)
+    )
+    return _StepPlan(rounds, pipelined), scratch
+
+
+class ScheduleRunner:
+    """One rank's compiled schedule: call ``run(buffer, redop)`` once per collective call.
+
+    ``rank`` is this process's rank in ``group`` (the schedule's ranks are ranks of ``group``;
+    None is the default group). Scratch memory is allocated once, on the first run.
+    """
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        *,
+        rank: int,
+        group: Any = None,
+        segment_bytes: int | None = None,
+        elem_bytes: int,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if not 0 <= rank < schedule.world_size:
+            raise ValueError(f"rank {rank} is not in a schedule for {schedule.world_size} ranks")
+        if segment_bytes is None:
+            segment_bytes = default_segment_bytes(device)
+        if segment_bytes < elem_bytes:
+            raise ValueError(f"segment of {segment_bytes} bytes is smaller than one element ({elem_bytes} bytes)")
+        self.schedule = schedule
+        self.rank = rank
+        self.group = group
+        self.segment_bytes = segment_bytes
+        seg_elems = segment_bytes // elem_bytes
+        plans = [_compile_step(step, seg_elems) for step in schedule.steps[rank]]
+        self._plans = tuple(p for p, _ in plans)
+        self._scratch_elems = max((s for _, s in plans), default=0)
+        self._scratch: torch.Tensor | None = None
+
+    def run(self, buffer: torch.Tensor, redop: str) -> None:
+        """Run the schedule on ``buffer`` (1-D, ``schedule.count`` elements), in place.
+
+        ``avg`` sums, then divides the rank's result by the world size (floating dtypes only).
+        Raises ValueError for a buffer of the wrong shape; torch.distributed errors pass through.
+        """
+        if buffer.dim() != 1 or buffer.numel() != self.schedule.count:
+            raise ValueError(f"buffer must be 1-D with {self.schedule.count} elements, got {tuple(buffer.shape)}")
+        scratch = self._scratch
+        if scratch is None or scratch.dtype != buffer.dtype or scratch.device != buffer.device:
+            scratch = torch.empty(self._scratch_elems, dtype=buffer.dtype, device=buffer.device)
+            self._scratch = scratch
+        for plan in self._plans:
+            if plan.pipelined:
+                self._run_pipelined(plan, buffer, scratch, redop)
+            elif plan.rounds:
+                works = self._post(plan.rounds[0], buffer, scratch)
+                for work in works:
+                    work.wait()
+                self._apply(plan.rounds[0], buffer, scratch, redop)
+        if redop == "avg":
+            finish_avg(self.schedule, buffer, self.rank)
+
+    def _run_pipelined(self, plan: _StepPlan, buffer: torch.Tensor, scratch: torch.Tensor, redop: str) -> None:
+        # Every segment is posted up front and applied in order as it lands: while segment k is
+        # reduced, segments k+1.. are in flight. Posting them all (rather than one ahead) matters on
+        # a loaded CPU, where every blocking wait can cost a scheduler time slice to wake up from;
+        # a segment that already landed costs no wait at all.
+        posted = [self._post(rnd, buffer, scratch) for rnd in plan.rounds]
+        for rnd, works in zip(plan.rounds, posted, strict=True):
+            for work in works:
+                work.wait()
+            self._apply(rnd, buffer, scratch, redop)
+
+    def _post(self, rnd: _Round, buffer: torch.Tensor, scratch: torch.Tensor) -> list[Any]:
+        # Receives first: they are what the rank waits on before applying, and a send completes no
+        # later than the receive its peer posted at the same time.
+        ops: list[dist.P2POp] = []
+        for r in rnd.recvs:
+            target = buffer[r.start : r.stop] if r.scratch < 0 else scratch[r.scratch : r.scratch + r.stop - r.start]
+            ops.append(self._p2p(dist.irecv, target, r.peer))
+        for s in rnd.sends:
+            ops.append(self._p2p(dist.isend, buffer[s.start : s.stop], s.peer))
+        if not ops:
+            return []
+        works = dist.batch_isend_irecv(ops)
+        return [w for w in works if w is not None]
+
+    def _p2p(self, fn: Any, tensor: torch.Tensor, peer: int) -> dist.P2POp:
+        if self.group is None:
+            return dist.P2POp(fn, tensor, peer)
+        return dist.P2POp(fn, tensor, group=self.group, group_peer=peer)
+
+    def _apply(self, rnd: _Round, buffer: torch.Tensor, scratch: torch.Tensor, redop: str) -> None:
+        recvs = rnd.recvs
+        i = 0
+        while i < len(recvs):
+            r = recvs[i]
+            if r.scratch < 0:
+                i += 1
+                continue
+            if not r.reduce:
+                buffer[r.start : r.stop].copy_(scratch[r.scratch : r.scratch + r.stop - r.start])
+                i += 1
+                continue
+            # Consecutive reductions into the same range go to reduce_many together (one fused
+            # kernel on GPUs: one-shot and direct reduce n-1 buffers into one).
+            j = i
+            sources = []
+            while j < len(recvs) and recvs[j].reduce and (recvs[j].start, recvs[j].stop) == (r.start, r.stop):
+                q = recvs[j]
+                sources.append(scratch[q.scratch : q.scratch + q.stop - q.start])
+                j += 1
+            reduce_many(buffer[r.start : r.stop], sources, redop)
+            i = j
+
+
+def result_range(schedule: Schedule, rank: int) -> tuple[int, int] | None:
+    """The elements of ``rank``'s buffer that hold a reduction when the schedule ends, if any."""
+    op = schedule.op
+    if op is Op.ALL_REDUCE:
+        return (0, schedule.count)
+    if op is Op.REDUCE_SCATTER:
+        return chunk_bounds(schedule.count, schedule.world_size)[rank]
+    if op is Op.REDUCE and rank == schedule.root:
+        return (0, schedule.count)
+    return None
+
+
+def finish_avg(schedule: Schedule, buffer: torch.Tensor, rank: int) -> None:
+    """Divide the rank's reduced elements by the world size: avg is a sum, then one division."""
+    span = result_range(schedule, rank)
+    if span is not None and schedule.world_size > 1:
+        buffer[span[0] : span[1]].div_(schedule.world_size)
+
+
+def run_schedule(
+    schedule: Schedule,
+    buffer: torch.Tensor,
+    redop: str,
+    *,
+    group: Any = None,
+    segment_bytes: int | None = None,
+) -> None:
+    """Run ``schedule`` on ``buffer`` in place, as this process's rank of ``group`` (default group if None).
+
+    ``buffer`` follows ir.py's semantics for the op (1-D, ``schedule.count`` elements). ``redop`` is
+    sum, prod, min, max or avg (avg: sum then divide by the world size; floating dtypes only).
+    ``segment_bytes`` cuts large transfers into pipelined segments (default: per device type).
+    To run the same schedule many times, build a ``ScheduleRunner`` once instead.
+
+    Raises ValueError for a buffer that does not fit the schedule, or a world size that differs
+    from the group's; torch.distributed errors (a dead peer, a timeout) pass through.
+    """
+    rank = dist.get_rank(group)
+    size = dist.get_world_size(group)
+    if size != schedule.world_size:
+        raise ValueError(f"schedule is for {schedule.world_size} ranks, the group has {size}")
+    if redop == "avg" and not buffer.dtype.is_floating_point:
+        raise ValueError("avg is defined for floating dtypes only")
+    runner = ScheduleRunner(
+        schedule,
+        rank=rank,
+        group=group,
+        segment_bytes=segment_bytes,
+        elem_bytes=buffer.element_size(),
+        device=buffer.device,
+    )
+    runner.run(buffer, redop)

@@ -1,0 +1,287 @@
+"""``collbench sweep``'s core: what to measure (``SweepConfig``), checked before any process starts,
+and ``run_sweep``, which launches the ranks and returns one ``ResultRow`` per measured point.
+
+Rows stream to a JSONL file as rank 0 measures them (``stream_path``), so that a crash or Ctrl-C
+loses nothing measured; ``resume`` skips the points already in it. The CLI turns options into a
+``SweepConfig``; nothing here imports typer or rich.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collbench.errors import ConfigError, NotApplicableError
+from collbench.runtime.launch import launch, resolve_backend, under_torchrun
+from collbench.runtime.results import ResultRow, read_jsonl, write_rows
+from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
+from collbench.schedules.registry import algorithm_names, get_algorithm
+
+DEFAULT_STREAM = Path("collbench-sweep.jsonl")
+OUTPUT_SUFFIXES = (".jsonl", ".csv", ".parquet")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepConfig:
+    """Everything one sweep measures and how (the CLI's options, checked by ``validate``)."""
+
+    world_size: int | None = 4
+    """Local ranks to start; None under torchrun (its WORLD_SIZE rules)."""
+    backend: str = "auto"
+    ops: tuple[str, ...] = ("all-reduce",)
+    algos: tuple[str, ...] = ("all",)
+    """Algorithm names, ``all`` for every registered one that applies, ``native:*`` variants (NCCL)."""
+    min_bytes: int = 1024
+    max_bytes: int = 4 << 20
+    step_factor: float = 4.0
+    iters: int | None = None
+    """Timed iterations per point; None for auto (until the median is known within 2%)."""
+    warmup: int = 2
+    dtype: str = "float32"
+    redop: str = "sum"
+    root: int = 0
+    in_place: tuple[bool, ...] = (False,)
+    """Which modes to measure, in order: False out-of-place, True in-place."""
+    check: bool = True
+    segment_bytes: int | None = None
+    """Executor segment size; None for the default of the device type."""
+    topology_path: Path | None = None
+    timeout_s: float = 60.0
+    output: Path | None = None
+    resume: bool = False
+    cuda_graph: bool = False
+    point_budget_s: float = 0.5
+    """Timed seconds per point under ``-n auto``."""
+    seed: int = 0
+    stream: Path | None = None
+    """Where rows stream; None: next to ``output`` (same stem, .jsonl), else collbench-sweep.jsonl."""
+
+    @property
+    def stream_path(self) -> Path:
+        """The JSONL file rows stream into while the sweep runs."""
+        if self.stream is not None:
+            return self.stream
+        if self.output is None:
+            return DEFAULT_STREAM
+        if self.output.suffix.lower() == ".jsonl":
+            return self.output
+        return self.output.with_suffix(".jsonl")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepProgress:
+    """A progress event for the callback of ``run_sweep``."""
+
+    kind: str
+    """``plan`` (total known), ``start`` (a point begins), ``row`` (a point was measured), ``note``."""
+    done: int = 0
+    total: int = 0
+    text: str = ""
+    """What runs (``all-reduce ring 1 MiB in-place``), or the note."""
+    row: ResultRow | None = None
+
+
+ProgressCallback = Callable[[SweepProgress], None]
+
+
+def format_bytes(size: int) -> str:
+    """``1 KiB``-style: the largest power of 1024 that divides the size exactly, else bytes."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= (1 << shift) and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int, step_factor: float, elem_bytes: int) -> list[int]:
+    """Sizes from ``min_bytes`` to ``max_bytes`` multiplied by ``step_factor``, as nccl-tests steps them.
+
+    A size a fractional factor lands between multiples of the dtype size is rounded down to one.
+    """
+    sizes: list[int] = []
+    size = float(min_bytes)
+    while size <= max_bytes:
+        rounded = int(size) // elem_bytes * elem_bytes
+        if not sizes or rounded > sizes[-1]:
+            sizes.append(rounded)
+        if step_factor <= 1.0:
+            break
+        size = math.floor(size * step_factor)
+    return sizes
+
+
+def resolve_algos(config: SweepConfig, ops: list[Op], backend: str) -> dict[Op, list[str]]:
+    """For each op, the algorithms to run: ``all`` expands to every registered one that applies.
+
+    Raises UnknownNameError for an unknown name, NotApplicableError for one that does none of the ops.
+    """
+    per_op: dict[Op, list[str]] = {op: [] for op in ops}
+    for name in config.algos:
+        key = name.strip().lower()
+        if key == "all":
+            for op in ops:
+                for algo in _ordered(algorithm_names()):
+                    if algo not in per_op[op] and get_algorithm(algo).supports(op):
+                        per_op[op].append(algo)
+            continue
+        if key.startswith("native:"):
+            if backend != "nccl":
+                raise ConfigError(f"{name} forces an NCCL algorithm; it needs --backend nccl")
+            # Imported here only: the NCCL module belongs to the GPU side.
+            from collbench.runtime.nccl import parse_native_variant
+
+            parse_native_variant(key)
+            for op in ops:
+                if key not in per_op[op]:
+                    per_op[op].append(key)
+            continue
+        spec = get_algorithm(key)
+        if not any(spec.supports(op) for op in ops):
+            does = ", ".join(op.value for op in Op if spec.supports(op))
+            raise NotApplicableError(f"algorithm {spec.name} does none of the ops asked for; it does: {does}")
+        for op in ops:
+            if spec.supports(op) and spec.name not in per_op[op]:
+                per_op[op].append(spec.name)
+    return per_op
+
+
+PREFERRED_ORDER = ("ring", "tree", "two-tree", "recursive-doubling", "rabenseifner", "direct", "one-shot", "native")
+"""How ``--algo all`` lists algorithms: bandwidth-optimal first, baselines, then the backend's own."""
+
+
+def _ordered(names: list[str]) -> list[str]:
+    known = [n for n in PREFERRED_ORDER if n in names or n == "native"]
+    return known[:-1] + [n for n in names if n not in PREFERRED_ORDER] + known[-1:]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepJob:
+    """What every rank receives: the checked config and the choices made before launching."""
+
+    config: SweepConfig
+    backend: str
+    ops: tuple[Op, ...]
+    algos: tuple[tuple[Op, tuple[str, ...]], ...]
+    sizes: tuple[int, ...]
+    dtype: str
+    redop: str
+    stream_path: Path
+    topology: Any = None
+    """A loaded ``collbench.topology.model.Topology`` when ``--topology`` was given."""
+
+
+def validate(config: SweepConfig) -> SweepJob:
+    """Check every option and resolve names; raise a UserError subclass naming the first mistake.
+
+    Runs before any process starts: unknown op, algorithm, dtype or reduction, sizes out of order or
+    not a multiple of the dtype size, a bad rank count or root, nccl without GPUs, a bad output name.
+    """
+    if config.world_size is not None and config.world_size < 1:
+        raise ConfigError(f"--ranks must be at least 1, got {config.world_size}")
+    if under_torchrun() and config.world_size is not None:
+        raise ConfigError("under torchrun the world size is torchrun's; leave --ranks out")
+    if not config.ops:
+        raise ConfigError("no op to run; give --op (all-reduce, ... or all)")
+    ops: list[Op] = []
+    for name in config.ops:
+        chosen = list(Op) if name.strip().lower() == "all" else [Op.parse(name)]
+        ops.extend(op for op in chosen if op not in ops)
+    dtype = parse_dtype(config.dtype)
+    redop = parse_redop(config.redop)
+    if redop == "avg" and dtype not in FLOAT_DTYPES:
+        raise ConfigError(f"avg is defined for floating dtypes only, not {dtype}; use -o sum or a float dtype")
+    elem = DTYPE_SIZES[dtype]
+    if config.min_bytes < 0 or config.max_bytes < 0:
+        raise ConfigError("sizes must not be negative")
+    if config.min_bytes > config.max_bytes:
+        raise ConfigError(f"--min-bytes {config.min_bytes} is above --max-bytes {config.max_bytes}")
+    for flag, size in (("--min-bytes", config.min_bytes), ("--max-bytes", config.max_bytes)):
+        if size % elem:
+            raise ConfigError(f"{flag} {size} is not a multiple of the {dtype} size ({elem} bytes)")
+    if config.step_factor < 1.0:
+        raise ConfigError(f"--step-factor must be at least 1, got {config.step_factor}")
+    if config.iters is not None and config.iters < 1:
+        raise ConfigError(f"--iters must be at least 1 (or auto), got {config.iters}")
+    if config.warmup < 0:
+        raise ConfigError(f"--warmup must not be negative, got {config.warmup}")
+    if config.timeout_s <= 0:
+        raise ConfigError(f"--timeout must be positive, got {config.timeout_s}")
+    if config.segment_bytes is not None and config.segment_bytes < elem:
+        raise ConfigError(f"--segment-bytes {config.segment_bytes} is smaller than one {dtype} element")
+    if config.root < 0 or (config.world_size is not None and config.root >= config.world_size):
+        raise ConfigError(f"--root {config.root} is not a rank of a world of {config.world_size}")
+    if config.output is not None and config.output.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
+    if config.resume and not config.stream_path.exists():
+        raise ConfigError(f"--resume: no {config.stream_path} to resume from")
+    local = int(_env("LOCAL_WORLD_SIZE", "1")) if config.world_size is None else config.world_size
+    backend = resolve_backend(config.backend, local)
+    per_op = resolve_algos(config, ops, backend)
+    topology = None
+    if config.topology_path is not None:
+        # Imported here only: the topology package is another area's and loads YAML.
+        from collbench.topology.io import load_topology
+
+        topology = load_topology(config.topology_path)
+    return SweepJob(
+        config=config,
+        backend=backend,
+        ops=tuple(ops),
+        algos=tuple((op, tuple(per_op[op])) for op in ops),
+        sizes=tuple(sweep_sizes(config.min_bytes, config.max_bytes, config.step_factor, elem)),
+        dtype=dtype,
+        redop=redop,
+        stream_path=config.stream_path,
+        topology=topology,
+    )
+
+
+def _env(name: str, default: str) -> str:
+    import os
+
+    return os.environ.get(name, default)
+
+
+def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> list[ResultRow]:
+    """Measure every point of ``config`` and return the rows (with the resumed ones), in plan order.
+
+    Rows stream to ``config.stream_path`` as they are measured; ``config.output``, when given, is
+    written at the end (.jsonl, .csv or .parquet). Under torchrun only rank 0 returns rows and writes
+    files; the other ranks return an empty list.
+
+    Raises UserError subclasses for bad options (before any process starts) and RankError when a
+    rank dies or hangs (what was measured before is in the stream file).
+    """
+    # Imported here: the worker pulls in torch.distributed, which the option checks do not need.
+    from collbench.runtime.worker import sweep_worker
+
+    job = validate(config)
+
+    def forward(event: dict[str, Any]) -> None:
+        if progress is None:
+            return
+        row = ResultRow.from_dict(event["row"]) if event.get("row") else None
+        progress(
+            SweepProgress(
+                kind=str(event["kind"]),
+                done=int(event.get("done", 0)),
+                total=int(event.get("total", 0)),
+                text=str(event.get("text", "")),
+                row=row,
+            )
+        )
+
+    results = launch(
+        config.world_size, sweep_worker, job, backend=job.backend, timeout_s=config.timeout_s, progress=forward
+    )
+    rows: list[ResultRow] = results[0] if results and results[0] is not None else []
+    if rows and config.output is not None and config.output != job.stream_path:
+        write_rows(config.output, rows)
+    return rows
+
+
+def resumed_rows(path: Path) -> list[ResultRow]:
+    """Rows already in a stream file (none when it does not exist)."""
+    return list(read_jsonl(path)) if path.exists() else []

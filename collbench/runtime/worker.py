@@ -1,0 +1,465 @@
+"""What every rank runs during ``collbench sweep``: the plan, then per point check, warm up and time.
+
+Rank 0 makes the plan (and reads the stream file for ``--resume``) and broadcasts it, so ranks on
+other machines need no files. Small control messages (the plan, wrong counts, per-iteration times)
+travel on the gloo control group, never inside timed iterations.
+
+Tests inject faults through ``COLLBENCH_FAULT_INJECT=rank=R,point=P,mode=exit|hang|raise``: rank R
+dies, hangs or raises when it reaches point P (0-based among the points this run measures).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from collbench.runtime.buffers import PointBuffers, check_buffers, fill, make_buffers, torch_dtype
+from collbench.runtime.environment import run_environment
+from collbench.runtime.executor import ScheduleRunner, default_segment_bytes
+from collbench.runtime.launch import RankContext
+from collbench.runtime.results import ResultRow, append_jsonl
+from collbench.runtime.sweep import SweepJob, format_bytes, resumed_rows
+from collbench.runtime.timing import AutoIters, make_timer, slowest_rank, summarize
+from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
+from collbench.schedules.registry import get_algorithm
+
+FAULT_ENV = "COLLBENCH_FAULT_INJECT"
+MAX_TREE_SEGMENTS = 64
+"""Pipelined trees get one segment per ``segment_bytes``, up to this many (each is a step)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    op: Op
+    algo: str
+    size_bytes: int
+    count: int
+    in_place: bool
+    segment_bytes: int | None
+    layout: str
+
+    def describe(self) -> str:
+        mode = "in-place" if self.in_place else "out-of-place"
+        return f"{self.op.value} {self.algo} {format_bytes(self.size_bytes)} {mode}"
+
+
+def _is_native(algo: str) -> bool:
+    return algo == "native" or algo.startswith("native:")
+
+
+def plan_points(
+    job: SweepJob, world_size: int, device: torch.device, layout_name: str
+) -> tuple[list[SweepPoint], list[str]]:
+    """Every point of the sweep in order (op, algorithm, size, mode), and notes on what is skipped."""
+    cfg = job.config
+    elem = DTYPE_SIZES[job.dtype]
+    seg = cfg.segment_bytes or default_segment_bytes(device)
+    points: list[SweepPoint] = []
+    notes: list[str] = []
+    for op, algos in job.algos:
+        for algo in algos:
+            native = _is_native(algo)
+            for size in job.sizes:
+                count = size // elem
+                if native and op in (Op.REDUCE_SCATTER, Op.ALL_GATHER) and count % world_size:
+                    # torch's tensor collectives need equal chunks: round as nccl-tests does.
+                    count -= count % world_size
+                if count == 0:
+                    notes.append(f"{op.value} {algo} {format_bytes(size)}: fewer elements than needed, skipped")
+                    continue
+                for in_place in cfg.in_place:
+                    points.append(
+                        SweepPoint(
+                            op=op,
+                            algo=algo,
+                            size_bytes=count * elem,
+                            count=count,
+                            in_place=in_place,
+                            segment_bytes=None if native else seg,
+                            layout="rank-order" if native else layout_name,
+                        )
+                    )
+    return points, notes
+
+
+def _point_key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, ...]:
+    root = job.config.root if point.op.spec.rooted else 0
+    return (
+        point.op.value,
+        point.algo,
+        job.backend,
+        world_size,
+        job.dtype,
+        job.redop,
+        point.in_place,
+        point.size_bytes,
+        root,
+        point.layout,
+        point.segment_bytes,
+    )
+
+
+def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
+    """One rank's part of a sweep; rank 0 returns every row (resumed ones included), others []."""
+    cfg = job.config
+    ws = ctx.world_size
+    if job.config.root >= ws:
+        raise ValueError(f"--root {cfg.root} is not a rank of a world of {ws}")
+    plan: list[Any] = [None]
+    if ctx.rank == 0:
+        layout = None
+        if job.topology is not None:
+            # Imported here only: layouts are another area's, needed with --topology alone.
+            from collbench.layouts.plan import plan_layout
+
+            layout = plan_layout(job.topology, ws)
+        points, notes = plan_points(job, ws, ctx.device, layout.name if layout is not None else "rank-order")
+        done: dict[tuple[Any, ...], ResultRow] = {}
+        if cfg.resume:
+            done = {row.key: row for row in resumed_rows(job.stream_path)}
+        else:
+            job.stream_path.parent.mkdir(parents=True, exist_ok=True)
+            job.stream_path.write_text("")
+        fingerprint, fp_note = _fingerprint(job, ws)
+        if fp_note:
+            notes.append(fp_note)
+        plan[0] = (points, layout, notes, done, fingerprint)
+    dist.broadcast_object_list(plan, src=0, group=ctx.control)
+    points, layout, notes, done, fingerprint = plan[0]
+    hosts: list[Any] = [None] * ws
+    dist.all_gather_object(hosts, ctx.host, group=ctx.control)
+    env = run_environment(job.backend, ctx.device)
+    fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
+
+    for note in notes:
+        ctx.report({"kind": "note", "text": note})
+    todo = [p for p in points if _point_key(job, p, ws) not in done]
+    ctx.report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
+    timer = make_timer(ctx.device, cuda_graph=cfg.cuda_graph)
+    measured: dict[tuple[Any, ...], ResultRow] = {}
+    # One process group per native variant: NCCL reads NCCL_ALGO when a communicator is made.
+    groups: dict[str, Any] = {}
+    finished = len(points) - len(todo)
+    for index, point in enumerate(todo):
+        ctx.doing(f"measuring {point.describe()}")
+        ctx.report({"kind": "start", "done": finished, "total": len(points), "text": point.describe()})
+        if fault is not None and fault[0] == ctx.rank and fault[1] == index:
+            _inject(fault[2])
+        row = _measure(ctx, job, point, layout, timer, env, fingerprint, len(set(hosts)), groups)
+        finished += 1
+        if row is None:
+            continue
+        if ctx.rank == 0:
+            append_jsonl(job.stream_path, row)
+            measured[_point_key(job, point, ws)] = row
+            ctx.report({"kind": "row", "done": finished, "total": len(points), "row": row.to_dict()})
+    ctx.doing("finishing")
+    if ctx.rank != 0:
+        return []
+    rows = []
+    for point in points:
+        key = _point_key(job, point, ws)
+        if key in measured:
+            rows.append(measured[key])
+        elif key in done:
+            rows.append(done[key])
+    return rows
+
+
+def _fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
+    """The topology fingerprint rows carry: the given topology's, else this host's; and a note if none."""
+    if job.topology is not None:
+        return str(job.topology.fingerprint), ""
+    # Imported here only: topology discovery is another area's and talks to NVML on GPU machines.
+    from collbench.errors import CollbenchError
+
+    try:
+        if job.backend == "gloo":
+            from collbench.topology.host import host_topology
+
+            return str(host_topology(world_size).fingerprint), ""
+        from collbench.topology.sources import discover_topology
+
+        return str(discover_topology(ranks=world_size).fingerprint), ""
+    except (CollbenchError, ValueError) as exc:
+        return "", f"no topology fingerprint in the rows: {exc}"
+
+
+def _parse_fault(text: str) -> tuple[int, int, str] | None:
+    if not text:
+        return None
+    fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    return int(fields.get("rank", "0")), int(fields.get("point", "0")), fields.get("mode", "exit")
+
+
+def _inject(mode: str) -> None:
+    if mode == "hang":
+        time.sleep(3600)
+    if mode == "raise":
+        raise RuntimeError("injected fault")
+    os._exit(17)
+
+
+def _measure(
+    ctx: RankContext,
+    job: SweepJob,
+    point: SweepPoint,
+    layout: Any,
+    timer: Any,
+    env: Any,
+    fingerprint: str,
+    nodes: int,
+    groups: dict[str, Any],
+) -> ResultRow | None:
+    cfg = job.config
+    ws = ctx.world_size
+    dtype = torch_dtype(job.dtype)
+    root = cfg.root if point.op.spec.rooted else 0
+    bufs = make_buffers(
+        point.op,
+        point.count,
+        dtype=dtype,
+        rank=ctx.rank,
+        world_size=ws,
+        root=root,
+        in_place=point.in_place,
+        device=ctx.device,
+    )
+    call = _make_call(ctx, job, point, bufs, layout, root, groups)
+    fill(bufs, job.redop, cfg.seed)
+    failure = ""
+    try:
+        call()
+    except (RuntimeError, ValueError, TypeError) as exc:
+        # Only the backend's own collective may refuse (a dtype or reduction it lacks); an error in
+        # collbench's executor is a bug and must surface.
+        if not _is_native(point.algo) or _is_peer_failure(exc):
+            raise
+        failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    flags = torch.tensor([1 if failure else 0, 0], dtype=torch.int64)
+    if not failure and cfg.check:
+        flags[1] = check_buffers(bufs, job.redop, cfg.seed)
+    dist.all_reduce(flags, group=ctx.control)
+    if int(flags[0]) > 0:
+        # The backend's own collective refused (every rank does, on the same arguments).
+        if ctx.rank == 0:
+            ctx.report(
+                {"kind": "note", "text": f"{point.describe()}: {job.backend} cannot run it ({failure}); skipped"}
+            )
+        return None
+    wrong = int(flags[1]) if cfg.check else -1
+    for _ in range(cfg.warmup):
+        call()
+    samples = _time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s)
+    if ctx.rank != 0:
+        return None
+    summary = summarize(samples)
+    algbw = point.size_bytes / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
+    nccl_algo, nccl_proto = _variant_fields(point.algo)
+    return ResultRow(
+        op=point.op.value,
+        algo=point.algo,
+        backend=job.backend,
+        world_size=ws,
+        dtype=job.dtype,
+        redop=job.redop,
+        in_place=point.in_place,
+        size_bytes=point.size_bytes,
+        count=point.count,
+        iters=summary.iters,
+        time_us=summary.time_us,
+        time_us_mean=summary.time_us_mean,
+        time_us_min=summary.time_us_min,
+        time_us_max=summary.time_us_max,
+        algbw_gbps=algbw,
+        busbw_gbps=algbw * point.op.spec.busbw_factor(ws),
+        wrong=wrong,
+        nodes=nodes,
+        root=root,
+        layout=point.layout,
+        segment_bytes=point.segment_bytes,
+        host=env.host,
+        topology_fingerprint=fingerprint,
+        torch_version=env.torch_version,
+        backend_version=env.backend_version,
+        cuda_version=env.cuda_version,
+        driver_version=env.driver_version,
+        device_name=env.device_name,
+        nccl_algo=nccl_algo,
+        nccl_proto=nccl_proto,
+        timestamp=time.time(),
+    )
+
+
+def _is_peer_failure(exc: BaseException) -> bool:
+    backend_error = getattr(dist, "DistBackendError", None)
+    return backend_error is not None and isinstance(exc, backend_error)
+
+
+def _variant_fields(algo: str) -> tuple[str, str]:
+    if not algo.startswith("native:"):
+        return "", ""
+    from collbench.runtime.nccl import parse_native_variant
+
+    variant = parse_native_variant(algo)
+    return variant.algo or "", variant.proto or ""
+
+
+def _time_point(
+    ctx: RankContext, call: Callable[[], None], timer: Any, iters: int | None, budget_s: float
+) -> list[float]:
+    """Slowest-rank microseconds per timed iteration (on rank 0; other ranks get the same list)."""
+    policy = AutoIters(budget_s=budget_s)
+    samples: list[float] = []
+    batch = iters if iters is not None else policy.next_batch(samples, 0.0)
+    while batch > 0:
+        dist.barrier(group=ctx.control)
+        mine = torch.tensor(timer.time_iterations(call, batch), dtype=torch.float64)
+        gathered = torch.empty(ctx.world_size * batch, dtype=torch.float64)
+        _all_gather_single(gathered, mine, group=ctx.control)
+        per_rank = gathered.view(ctx.world_size, batch).tolist()
+        samples.extend(slowest_rank(per_rank))
+        if iters is not None:
+            break
+        # Every rank holds the same samples, so every rank takes the same decision: no broadcast.
+        batch = policy.next_batch(samples, sum(samples) * 1e-6)
+    return samples
+
+
+def _all_gather_single(output: torch.Tensor, tensor: torch.Tensor, group: Any = None) -> Any:
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    return gather(output, tensor, group=group)
+
+
+def _reduce_scatter_single(output: torch.Tensor, tensor: torch.Tensor, op: Any, group: Any = None) -> Any:
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    return scatter(output, tensor, op=op, group=group)
+
+
+def _native_group(ctx: RankContext, algo: str) -> Any:
+    """The process group a native variant runs on: NCCL reads NCCL_ALGO/PROTO when a communicator is made."""
+    if algo == "native":
+        return None
+    from collbench.runtime.nccl import parse_native_variant, variant_env
+
+    env = variant_env(parse_native_variant(algo))
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        group = dist.new_group(backend="nccl")
+        warm = torch.zeros(1, device=ctx.device)
+        dist.all_reduce(warm, group=group)
+        torch.cuda.synchronize(ctx.device)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return group
+
+
+def _make_call(
+    ctx: RankContext,
+    job: SweepJob,
+    point: SweepPoint,
+    bufs: PointBuffers,
+    layout: Any,
+    root: int,
+    groups: dict[str, Any],
+) -> Callable[[], None]:
+    """One collective call on ``bufs`` (input to output), as the point's algorithm does it."""
+    op = point.op
+    rank = ctx.rank
+    lo, hi = chunk_bounds(point.count, ctx.world_size)[rank]
+    inp, out = bufs.input, bufs.output
+    if _is_native(point.algo):
+        if point.algo not in groups:
+            groups[point.algo] = _native_group(ctx, point.algo)
+        return _native_call(op, inp, out, job.redop, root, rank, groups[point.algo])
+    spec = get_algorithm(point.algo)
+    segments = 1
+    if spec.segmented and point.segment_bytes:
+        segments = max(1, min(MAX_TREE_SEGMENTS, math.ceil(point.size_bytes / point.segment_bytes)))
+    schedule = spec.build(op, ctx.world_size, point.count, root=root, layout=layout, segments=segments)
+    runner = ScheduleRunner(
+        schedule,
+        rank=rank,
+        segment_bytes=point.segment_bytes,
+        elem_bytes=inp.element_size(),
+        device=ctx.device,
+    )
+    redop = job.redop
+    if point.in_place:
+        work = out if op is Op.ALL_GATHER else inp
+        return lambda: runner.run(work, redop)
+    if op is Op.REDUCE_SCATTER:
+        full = torch.empty_like(inp)
+
+        def reduce_scatter() -> None:
+            full.copy_(inp)
+            runner.run(full, redop)
+            out.copy_(full[lo:hi])
+
+        return reduce_scatter
+    if op is Op.ALL_GATHER:
+
+        def all_gather() -> None:
+            out[lo:hi].copy_(inp)
+            runner.run(out, redop)
+
+        return all_gather
+    copies = op is not Op.BROADCAST or rank == root
+
+    def other() -> None:
+        if copies:
+            out.copy_(inp)
+        runner.run(out, redop)
+
+    return other
+
+
+def _native_call(
+    op: Op, inp: torch.Tensor, out: torch.Tensor, redop: str, root: int, rank: int, group: Any
+) -> Callable[[], None]:
+    reduce_op = {
+        "sum": dist.ReduceOp.SUM,
+        "prod": dist.ReduceOp.PRODUCT,
+        "min": dist.ReduceOp.MIN,
+        "max": dist.ReduceOp.MAX,
+        "avg": dist.ReduceOp.AVG,
+    }[redop]
+    same = inp.data_ptr() == out.data_ptr() and inp.numel() == out.numel()
+    if op is Op.ALL_REDUCE:
+        if same:
+            return lambda: dist.all_reduce(out, op=reduce_op, group=group)
+
+        def all_reduce() -> None:
+            out.copy_(inp)
+            dist.all_reduce(out, op=reduce_op, group=group)
+
+        return all_reduce
+    if op is Op.REDUCE_SCATTER:
+        return lambda: _reduce_scatter_single(out, inp, reduce_op, group)
+    if op is Op.ALL_GATHER:
+        return lambda: _all_gather_single(out, inp, group)
+    copies = not same and (op is Op.REDUCE or rank == root)
+    collective: Callable[[], Any]
+    if op is Op.BROADCAST:
+        collective = lambda: dist.broadcast(out, src=root, group=group)  # noqa: E731
+    else:
+        collective = lambda: dist.reduce(out, dst=root, op=reduce_op, group=group)  # noqa: E731
+
+    def rooted() -> None:
+        if copies:
+            out.copy_(inp)
+        collective()
+
+    return rooted

@@ -1,0 +1,113 @@
+"""`collbench sweep` through CliRunner: bad inputs exit 2 before any rank starts; tiny sweeps in every format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.runtime.results import read_rows
+
+RUNNER = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-b", "1M", "-e", "1K"], "above"),
+        (["--op", "all-to-everyone"], "unknown op"),
+        (["--algo", "butterfly"], "unknown algorithm"),
+        (["-d", "float8"], "unknown dtype"),
+        (["-o", "xor"], "unknown reduction"),
+        (["-b", "6", "-d", "float32"], "not a multiple"),
+        (["--ranks", "0"], "at least 1"),
+        (["-b", "twelve"], "not a size"),
+        (["-n", "many"], "auto"),
+        (["-o", "avg", "-d", "int32"], "floating"),
+        (["--root", "5"], "not a rank"),
+        (["--backend", "mpi"], "unknown backend"),
+        (["--format", "xml"], "--format"),
+        (["--output", "out.txt"], ".csv"),
+        (["--op", "broadcast", "--algo", "rabenseifner"], "does none of the ops"),
+        (["--resume", "--stream", "nowhere/none.jsonl"], "resume"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import collbench.runtime.launch as launch_module
+
+    def no_launch(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("no rank may start on bad input")
+
+    monkeypatch.setattr(launch_module, "_launch_local", no_launch)
+    result = RUNNER.invoke(app, ["sweep", "--ranks", "2", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without GPUs")
+def test_nccl_without_gpus_is_refused() -> None:
+    result = RUNNER.invoke(app, ["sweep", "--ranks", "2", "--backend", "nccl"])
+    assert result.exit_code == 2
+    assert "nccl" in result.output and "GPU" in result.output
+
+
+TINY = [
+    "sweep",
+    "--ranks",
+    "2",
+    "--backend",
+    "gloo",
+    "--algo",
+    "ring,native",
+    "-b",
+    "8",
+    "-e",
+    "64",
+    "-f",
+    "8",
+    "-n",
+    "2",
+    "-w",
+    "1",
+]
+
+
+def test_table_output_and_files(tmp_path: Path) -> None:
+    out = tmp_path / "rows.csv"
+    result = RUNNER.invoke(app, [*TINY, "--output", str(out), "--stream", str(tmp_path / "s.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "all-reduce · ring" in result.stdout and "all-reduce · native" in result.stdout
+    assert "wrong elements: 0 (OK)" in result.stdout
+    rows = read_rows(out)
+    assert len(rows) == 8 and all(r.wrong == 0 for r in rows)
+    assert len(read_rows(tmp_path / "s.jsonl")) == 8
+
+
+def test_nccl_tests_format_is_parseable(tmp_path: Path) -> None:
+    result = RUNNER.invoke(app, [*TINY, "--format", "nccl-tests", "--stream", str(tmp_path / "s.jsonl")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("#       size         count      type   redop    root     time") for line in lines)
+    data = [line.split() for line in lines if line and not line.startswith("#")]
+    assert len(data) == 4  # 2 algorithms x sizes 8 and 64, both modes on each line
+    for fields in data:
+        assert len(fields) == 13
+        assert fields[2:5] == ["float", "sum", "-1"]
+        assert fields[8] == "0" and fields[12] == "0"
+        float(fields[5]), float(fields[10])
+    assert sum(line.startswith("# Avg bus bandwidth    : ") for line in lines) == 2
+
+
+def test_json_format_and_check_off(tmp_path: Path) -> None:
+    result = RUNNER.invoke(
+        app, [*TINY, "--format", "json", "-c", "0", "--in-place", "--stream", str(tmp_path / "s.jsonl")]
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 4
+    assert all(r["wrong"] == -1 and r["in_place"] for r in rows)
