@@ -1,10 +1,25 @@
 """collbench: how collective communication behaves on a machine, and how to tune it."""
 
+from __future__ import annotations
+
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("collbench")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+source"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from collbench.tuning.profile import Profile
+
+__all__ = ["Profile", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that `import collbench` stays light (no yaml, no torch) for jobs that only need one part.
+    if name == "Profile":
+        from collbench.tuning.profile import Profile
+
+        return Profile
+    raise AttributeError(f"module 'collbench' has no attribute {name!r}")

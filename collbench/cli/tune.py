@@ -1,9 +1,116 @@
-"""`collbench tune` (being built)."""
+"""`collbench tune`: the whole pipeline in one command, ending with a profile, a table and a plot."""
 
 from __future__ import annotations
 
-from collbench.errors import UserError
+import shlex
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from collbench.cli.console import console, err_console
+from collbench.cli.render.profile import render_fits, render_rules
+from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, run_tune
 
 
-def tune() -> None:
-    raise UserError("collbench tune is not built yet")
+def _command(
+    ranks: int | None,
+    backend: str,
+    op: list[str],
+    topology: Path | None,
+    quick: bool,
+    output: Path,
+    results: Path | None,
+    plot: Path | None,
+) -> str:
+    """The command line that reproduces this run, recorded in the profile."""
+    parts = ["collbench", "tune"]
+    if ranks is not None:
+        parts += ["--ranks", str(ranks)]
+    if backend != "auto":
+        parts += ["--backend", backend]
+    for name in op:
+        if name != "all-reduce" or len(op) > 1:
+            parts += ["--op", name]
+    if topology is not None:
+        parts += ["--topology", str(topology)]
+    if quick:
+        parts.append("--quick")
+    if output != DEFAULT_PROFILE:
+        parts += ["-o", str(output)]
+    if results is not None:
+        parts += ["--results", str(results)]
+    if plot is not None:
+        parts += ["--plot", str(plot)]
+    return shlex.join(parts)
+
+
+def tune(
+    ranks: Annotated[int, typer.Option("--ranks", "-n", help="Local ranks to start (ignored under torchrun).")] = 4,
+    backend: Annotated[str, typer.Option("--backend", help="auto (nccl with GPUs, else gloo), gloo or nccl.")] = "auto",
+    op: Annotated[
+        list[str] | None,
+        typer.Option("--op", help="Op to tune (repeatable): all-reduce (default), ..., or all."),
+    ] = None,
+    topology: Annotated[
+        Path | None, typer.Option("--topology", metavar="FILE", help="Use a saved topology instead of discovering.")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Fewer sizes, shorter timing: about a minute with 4 CPU ranks.")
+    ] = False,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="PROFILE.yaml", help="Where the profile goes.")] = (
+        DEFAULT_PROFILE
+    ),
+    results: Annotated[
+        Path | None,
+        typer.Option("--results", metavar="FILE", help="Where measured rows go (.jsonl/.csv/.parquet)."),
+    ] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Where the plot goes.")] = None,
+) -> None:
+    """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
+    from collbench.runtime.launch import under_torchrun
+
+    ops = op or ["all-reduce"]
+    world: int | None = None if under_torchrun() else ranks
+    config = TuneConfig(
+        ranks=world,
+        backend=backend,
+        ops=tuple(ops),
+        topology_path=topology,
+        quick=quick,
+        output=output,
+        results_path=results,
+        plot_path=plot,
+        command=_command(world, backend, ops, topology, quick, output, results, plot),
+    )
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[now]}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("tune", total=None, now="")
+
+        def stage(name: str) -> None:
+            bar.update(task, description=name, now="")
+
+        def sweep_progress(event: Any) -> None:
+            if event.kind == "plan":
+                bar.update(task, total=event.total, completed=event.done)
+            elif event.kind in ("start", "row"):
+                bar.update(task, completed=event.done, now=event.text)
+
+        outcome = run_tune(config, stage, sweep_progress)
+    console.print(render_rules(outcome.profile))
+    if outcome.profile.fits:
+        console.print(render_fits(outcome.profile))
+    for note in outcome.notes:
+        err_console.print(f"[yellow]note[/yellow]: {note}")
+    console.print(
+        f"profile: [bold]{outcome.profile_path}[/bold]   results: {outcome.results_path}   "
+        f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points in {outcome.elapsed_s:.0f} s)"
+    )

@@ -1,0 +1,98 @@
+"""Rich renderings of a tuning profile: the rules table (and the fits behind them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from collbench.tuning.profile import Profile
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "∞"
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= (1 << shift):
+            value = n / (1 << shift)
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} B"
+
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} us"
+
+
+def _params(params: dict[str, Any]) -> str:
+    parts = []
+    if params.get("segment_bytes"):
+        parts.append(f"seg {_bytes(int(params['segment_bytes']))}")
+    if params.get("channels"):
+        parts.append(f"{params['channels']} ch")
+    if params.get("layout") and params["layout"] != "rank-order":
+        parts.append(str(params["layout"]))
+    if params.get("protocol"):
+        parts.append(str(params["protocol"]))
+    return ", ".join(parts) or "-"
+
+
+def render_rules(profile: Profile) -> Table:
+    """One row per rule: op, size range, algorithm, parameters, times and gain over native."""
+    table = Table(
+        title=f"{profile.backend}, {profile.world_size} ranks, {profile.nodes} node(s), machine {profile.fingerprint}",
+        title_justify="left",
+    )
+    for col, just in (
+        ("op", "left"),
+        ("from", "right"),
+        ("to", "right"),
+        ("algorithm", "left"),
+        ("params", "left"),
+        ("at", "right"),
+        ("measured", "right"),
+        ("predicted", "right"),
+        ("vs native", "right"),
+    ):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for rule in profile.rules:
+        gain = "-" if rule.gain_vs_native is None else f"{rule.gain_vs_native:.2f}x"
+        style = "green" if rule.gain_vs_native and rule.gain_vs_native > 1.0 and rule.algo != "native" else None
+        table.add_row(
+            rule.op,
+            _bytes(rule.min_bytes),
+            _bytes(rule.max_bytes),
+            rule.algo,
+            _params(rule.params),
+            _bytes(rule.at_bytes),
+            _us(rule.measured_us),
+            _us(rule.predicted_us),
+            gain,
+            style=style,
+        )
+    return table
+
+
+def render_fits(profile: Profile) -> Table:
+    """The fitted models the profile carries: alpha, the bandwidth beta implies, and the fit quality."""
+    table = Table(title="fitted models", title_justify="left")
+    for col in ("op", "algorithm", "alpha", "beta", "R^2", "median err", "worst err"):
+        table.add_column(col, justify="left" if col in ("op", "algorithm") else "right")
+    for fit in profile.fits:
+        beta = fit.get("beta_gbps")
+        r2 = fit.get("r2")
+        table.add_row(
+            str(fit.get("op")),
+            str(fit.get("algo")),
+            _us(fit.get("alpha_us")),
+            "-" if beta is None else f"{beta:.3g} GB/s",
+            "-" if r2 is None else f"{r2:.3f}",
+            _pct(fit.get("median_abs_pct_error")),
+            _pct(fit.get("max_abs_pct_error")),
+        )
+    return table
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None or value != value else f"{float(value):.1f}%"

@@ -1,0 +1,320 @@
+"""``collbench tune``'s core: topology, layout, sweep, fits, selection, profile, in one call.
+
+Nothing here imports typer or rich: the CLI builds a :class:`TuneConfig` and renders the outcome.
+
+Depth. ``quick`` measures every applicable algorithm at 512 B .. 2 MiB in x4 steps (7 sizes) with a
+short time budget per point, twice (the second time in reverse algorithm order): about a minute with
+4 gloo ranks on a 2-core machine (25-100 s measured there, depending on its load), where one large
+all-reduce takes 10-300 ms. The default (thorough) run measures 256 B .. 16 MiB in x2 steps, three
+times, and sweeps a second segment size for the pipelined algorithms at the sizes where segments
+matter, so the rules choose the segment size too (4-6 minutes there).
+Repeating rounds matters on a shared machine: its load drifts during a sweep, and one round would
+turn that drift into differences between algorithms.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collbench import __version__
+from collbench.errors import CollbenchError, ConfigError
+from collbench.runtime.results import ResultRow, write_rows
+from collbench.tuning.profile import Profile, ProfileLayout
+from collbench.tuning.selection import SelectionSettings, select_rules
+
+DEFAULT_PROFILE = Path("collbench-profile.yaml")
+SEGMENTED = ("ring", "tree", "two-tree")
+"""Algorithms whose schedule or execution pipelines in segments: a second segment size is swept."""
+
+IN_PLACE = (True,)
+"""Tune measures in place only: that is how jobs call all-reduce (DDP buckets, collbench.torch)."""
+
+StageCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Depth:
+    """How much a tune measures."""
+
+    min_bytes: int
+    max_bytes: int
+    step_factor: float
+    point_budget_s: float
+    warmup: int
+    extra_segment_bytes: int | None
+    """A second executor segment size swept for SEGMENTED algorithms from ``extra_from_bytes`` up."""
+    extra_from_bytes: int = 1 << 20
+    rounds: int = 2
+    """Sweeps of every point; odd rounds run the algorithms in reverse order, so a load that drifts
+    during a run does not favour the algorithms measured first, and the rounds' spread is noise."""
+
+
+QUICK = Depth(512, 2 << 20, 4.0, 0.05, 1, None, rounds=2)
+THOROUGH = Depth(256, 16 << 20, 2.0, 0.2, 2, 256 << 10, rounds=3)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TuneConfig:
+    """Everything one ``collbench tune`` does."""
+
+    ranks: int | None = 4
+    """Local ranks to start; None under torchrun."""
+    backend: str = "auto"
+    ops: tuple[str, ...] = ("all-reduce",)
+    """Op names, or ``all``."""
+    topology_path: Path | None = None
+    """A saved topology instead of discovering this machine's."""
+    quick: bool = False
+    output: Path = DEFAULT_PROFILE
+    results_path: Path | None = None
+    """Where the measured rows go (JSONL, CSV or Parquet); default beside the profile."""
+    plot_path: Path | None = None
+    """The plot (PNG); default beside the profile."""
+    command: str = "collbench tune"
+    timeout_s: float = 300.0
+    selection: SelectionSettings = field(default_factory=SelectionSettings)
+
+    @property
+    def depth(self) -> Depth:
+        return QUICK if self.quick else THOROUGH
+
+    @property
+    def rows_path(self) -> Path:
+        if self.results_path is not None:
+            return self.results_path
+        return self.output.with_name(self.output.stem + "-results.jsonl")
+
+    @property
+    def png_path(self) -> Path:
+        return self.plot_path if self.plot_path is not None else self.output.with_suffix(".png")
+
+
+@dataclass(frozen=True, slots=True)
+class TuneOutcome:
+    profile: Profile
+    rows: list[ResultRow]
+    fits: list[Any]
+    notes: list[str]
+    """What the run could not do or skipped (fits not made, layout not planned), one line each."""
+    profile_path: Path
+    results_path: Path
+    plot_path: Path | None
+    elapsed_s: float
+
+
+def check_config(config: TuneConfig) -> None:
+    """Raise ConfigError for options that cannot work, before anything is measured."""
+    if config.ranks is not None and config.ranks < 2:
+        raise ConfigError(f"--ranks must be at least 2 to tune a collective, got {config.ranks}")
+    if config.output.suffix.lower() not in (".yaml", ".yml"):
+        raise ConfigError(f"-o {config.output}: a profile is YAML; use a .yaml name")
+    if config.rows_path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
+        raise ConfigError(f"--results {config.rows_path}: use a .jsonl, .csv or .parquet name")
+    if config.png_path.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {config.png_path}: use a .png name")
+    if config.output.exists() and config.output.is_dir():
+        raise ConfigError(f"-o {config.output} is a directory; give a file name")
+
+
+def run_tune(
+    config: TuneConfig, stage: StageCallback | None = None, sweep_progress: Callable[[Any], None] | None = None
+) -> TuneOutcome:
+    """Discover, plan, sweep, fit, select, and save the profile (atomically) with its results and plot.
+
+    Raises UserError subclasses for bad options (before measuring), RankError when a rank fails.
+    """
+    check_config(config)
+    started = time.monotonic()
+    say = stage or (lambda _text: None)
+    notes: list[str] = []
+
+    say("topology")
+    topology = _topology(config)
+    layout = _layout(topology, config, notes)
+
+    with tempfile.TemporaryDirectory(prefix="collbench-tune-") as tmp:
+        topo_file: Path | None = None
+        if topology is not None and layout is not None:
+            from collbench.topology.io import save_topology
+
+            topo_file = Path(tmp) / "topology.yaml"
+            save_topology(topology, topo_file)
+        say("sweep")
+        rows = _sweep(config, topo_file, Path(tmp), sweep_progress)
+    if not rows:
+        raise ConfigError("the sweep measured nothing (no rows): nothing to tune from")
+    config.rows_path.parent.mkdir(parents=True, exist_ok=True)
+    write_rows(config.rows_path, rows)
+
+    say("fit")
+    fits = _fits(rows, notes)
+    say("select")
+    rules = select_rules(rows, fits, settings=config.selection)
+    profile = _profile(config, rows, fits, rules, topology, layout)
+    profile.save(config.output)
+
+    say("plot")
+    plot_path: Path | None = config.png_path
+    try:
+        from collbench.tuning.plot import plot_tune
+
+        plot_tune(rows, fits, profile, config.png_path)
+    except ImportError as exc:  # matplotlib is a dependency; a broken install is reported, not fatal
+        notes.append(f"no plot: {exc}")
+        plot_path = None
+    return TuneOutcome(
+        profile=profile,
+        rows=rows,
+        fits=fits,
+        notes=notes,
+        profile_path=config.output,
+        results_path=config.rows_path,
+        plot_path=plot_path,
+        elapsed_s=time.monotonic() - started,
+    )
+
+
+def _topology(config: TuneConfig) -> Any:
+    if config.topology_path is not None:
+        from collbench.topology.io import load_topology
+
+        return load_topology(config.topology_path)
+    from collbench.topology.sources import discover_topology
+
+    return discover_topology(ranks=config.ranks)
+
+
+def _layout(topology: Any, config: TuneConfig, notes: list[str]) -> Any:
+    """The planned layout, or None (rank order) with a note saying why."""
+    if topology is None or config.ranks is None:
+        return None
+    from collbench.layouts.plan import plan_layout
+
+    try:
+        return plan_layout(topology, config.ranks)
+    except CollbenchError as exc:
+        notes.append(f"layout not planned ({exc}); rank order used")
+        return None
+
+
+def _sweep(
+    config: TuneConfig, topo_file: Path | None, tmp: Path, progress: Callable[[Any], None] | None
+) -> list[ResultRow]:
+    from collbench.runtime.sweep import SweepConfig, run_sweep
+
+    depth = config.depth
+    names = _algorithm_order(config.ops)
+    rows: list[ResultRow] = []
+    for i in range(depth.rounds):
+        order = names if i % 2 == 0 else tuple(reversed(names))
+        base = SweepConfig(
+            world_size=config.ranks,
+            backend=config.backend,
+            ops=config.ops,
+            algos=order,
+            min_bytes=depth.min_bytes,
+            max_bytes=depth.max_bytes,
+            step_factor=depth.step_factor,
+            warmup=depth.warmup,
+            point_budget_s=depth.point_budget_s,
+            in_place=IN_PLACE,
+            topology_path=topo_file,
+            timeout_s=config.timeout_s,
+            stream=tmp / f"sweep-{i}.jsonl",
+        )
+        rows.extend(run_sweep(base, progress))
+        if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
+            continue
+        measured = {r.algo for r in rows}
+        pipelined = tuple(a for a in order if a in SEGMENTED and a in measured)
+        if pipelined:
+            second = SweepConfig(
+                world_size=config.ranks,
+                backend=config.backend,
+                ops=config.ops,
+                algos=pipelined,
+                min_bytes=depth.extra_from_bytes,
+                max_bytes=depth.max_bytes,
+                step_factor=depth.step_factor,
+                warmup=depth.warmup,
+                point_budget_s=depth.point_budget_s,
+                in_place=IN_PLACE,
+                segment_bytes=depth.extra_segment_bytes,
+                topology_path=topo_file,
+                timeout_s=config.timeout_s,
+                stream=tmp / f"sweep-segments-{i}.jsonl",
+            )
+            rows.extend(run_sweep(second, progress))
+    return rows
+
+
+def _algorithm_order(ops: tuple[str, ...]) -> tuple[str, ...]:
+    """Every registered algorithm that does one of ``ops``, and native, in the registry's order."""
+    from collbench.schedules.ops import Op
+    from collbench.schedules.registry import algorithms_for
+
+    chosen = list(Op) if any(o.strip().lower() == "all" for o in ops) else [Op.parse(o) for o in ops]
+    names: list[str] = []
+    for op in chosen:
+        for spec in algorithms_for(op):
+            if spec.name not in names:
+                names.append(spec.name)
+    if "native" not in names:
+        names.append("native")
+    return tuple(names)
+
+
+def _fits(rows: list[ResultRow], notes: list[str]) -> list[Any]:
+    from collbench.models.fit import fit_results
+
+    report = fit_results(rows)
+    notes.extend(f"fit skipped: {line}" for line in report.skipped)
+    return list(report.fits)
+
+
+def _profile(
+    config: TuneConfig,
+    rows: list[ResultRow],
+    fits: list[Any],
+    rules: list[Any],
+    topology: Any,
+    layout: Any,
+) -> Profile:
+    first = rows[0]
+    fingerprint = first.topology_fingerprint or (topology.fingerprint if topology is not None else "")
+    versions = {
+        "collbench": __version__,
+        "python": platform.python_version(),
+        "torch": first.torch_version,
+        "backend": first.backend_version,
+        "cuda": first.cuda_version,
+        "driver": first.driver_version,
+    }
+    return Profile(
+        fingerprint=str(fingerprint),
+        host=first.host,
+        backend=first.backend,
+        world_size=first.world_size,
+        nodes=max(r.nodes for r in rows),
+        rules=tuple(rules),
+        fits=tuple(f.to_dict() for f in fits),
+        versions={k: v for k, v in versions.items() if v},
+        command=config.command,
+        created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        selection={
+            "min_gain": config.selection.min_gain,
+            "max_threshold": config.selection.max_threshold,
+            "noise": "per point hypot((p50 - min) / p50 / sqrt(iters), standard error of the rounds' p50s); "
+            "a switch needs a gain above max(min_gain, hypot(noise_a, noise_b)), capped at max_threshold",
+        },
+        layout=None
+        if layout is None
+        else ProfileLayout(name=layout.name, rings=tuple(layout.rings), trees=tuple(layout.trees)),
+    )

@@ -1,0 +1,408 @@
+"""Selection: per op and size range, which algorithm (with its parameters) to run.
+
+The answer is a list of :class:`Rule` per op whose ranges cover ``[0, unbounded)`` with no gaps: rule
+``i`` covers ``min_bytes..max_bytes`` inclusive (the NCCL tuner's convention), rule ``i + 1`` starts at
+``max_bytes + 1``, and the last rule has ``max_bytes = None`` (unbounded).
+
+How the winner is chosen:
+
+* At every measured size, each *variant* (algorithm, segment size, layout) has a measured time: the
+  point's p50 (the median over iterations of the slowest rank). Rows with wrong elements never win.
+* Walking the sizes upwards, the current winner is kept unless another variant is faster by more than
+  the measurement's noise (hysteresis: a switch must be earned, so noise cannot make the rules flap).
+  The walk starts with the backend's default, ``native``, as the incumbent where it was measured, so a
+  profile only departs from the default where that pays beyond the noise.
+* The noise of a point has two parts, added in quadrature. Within the point: the uncertainty of its
+  p50, the iterations' relative spread below the median, ``(p50 - min) / p50`` (jitter on a shared
+  machine, not driven by one slow outlier as ``max`` would be), divided by the square root of the
+  iterations timed (the median of n samples varies about 1/sqrt(n) as much as one sample). Between
+  repeats: where a point was measured several times (``collbench tune`` sweeps in rounds, the
+  algorithms in alternating order), the standard error of its p50s, which sees what one point's
+  iterations cannot: the machine's load drifting while a sweep measures one algorithm after another.
+  (The scatter of points around the fitted curves is not used: it mixes noise with model misfit.)
+* To switch from A to B at a size, B must be faster by more than the two points' combined noise,
+  ``sqrt(noise_A^2 + noise_B^2)``, and at least ``min_gain`` (3% by default); the bar is capped at
+  ``max_threshold`` (25%) so that on a very noisy machine a clearly faster algorithm (2x at large
+  sizes) still wins.
+* Between two measured sizes with different winners, the boundary is where the fitted models (when
+  given) predict the new winner becomes faster than the old one; without fits, or when the
+  predictions do not cross inside the gap, the geometric middle of the gap. Only the two measured
+  winners compete there: an algorithm that won at neither neighbouring measured size is not claimed
+  on predictions alone.
+* Adjacent ranges with the same winner are merged.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from collbench.errors import ConfigError
+from collbench.runtime.results import ResultRow
+
+NATIVE = "native"
+DEFAULT_MIN_GAIN = 0.03
+DEFAULT_MAX_THRESHOLD = 0.25
+
+
+class FitLike(Protocol):
+    """What selection needs from a fitted model (H5a's ``collbench.models.fit.Fit`` satisfies it)."""
+
+    @property
+    def op(self) -> Any: ...
+
+    @property
+    def algo(self) -> str: ...
+
+    def predict_us(self, size_bytes: int, world_size: int | None = None) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """An algorithm with the parameters it was measured with."""
+
+    algo: str
+    segment_bytes: int | None = None
+    layout: str = "rank-order"
+
+    def params(self) -> dict[str, Any]:
+        return {"segment_bytes": self.segment_bytes, "layout": self.layout}
+
+    def label(self) -> str:
+        extra = [] if self.segment_bytes is None else [f"seg={self.segment_bytes}"]
+        if self.layout not in ("rank-order", ""):
+            extra.append(self.layout)
+        return self.algo + (f" ({', '.join(extra)})" if extra else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One variant's measured time at one size (several rows at a size are combined)."""
+
+    size_bytes: int
+    time_us: float
+    time_us_min: float
+    time_us_max: float
+    iters: int = 1
+    between: float = 0.0
+    """Relative standard error of the p50 across repeated rows (rounds of a sweep); 0 for one row."""
+
+    @property
+    def spread(self) -> float:
+        """Relative distance of the typical iteration above the fastest one (0 when exact)."""
+        if self.time_us <= 0:
+            return 0.0
+        return max(0.0, (self.time_us - self.time_us_min) / self.time_us)
+
+    @property
+    def noise(self) -> float:
+        """Relative uncertainty of the p50: the spread over sqrt(iterations), and between rounds."""
+        return math.hypot(self.spread / math.sqrt(max(self.iters, 1)), self.between)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One size range of one op and what to run there.
+
+    ``max_bytes`` is inclusive; None means unbounded. ``predicted_us``/``measured_us`` are at
+    ``at_bytes`` (a measured size inside the range, when there is one). ``gain_vs_native`` is the time
+    of ``native`` divided by the chosen algorithm's at ``at_bytes`` (2.0: twice as fast as the default;
+    1.0 when the rule is native itself); None where native was neither measured nor fitted.
+    """
+
+    op: str
+    min_bytes: int
+    max_bytes: int | None
+    algo: str
+    params: dict[str, Any] = field(default_factory=dict)
+    at_bytes: int | None = None
+    predicted_us: float | None = None
+    measured_us: float | None = None
+    gain_vs_native: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_bytes < 0:
+            raise ValueError(f"min_bytes must be >= 0, got {self.min_bytes}")
+        if self.max_bytes is not None and self.max_bytes < self.min_bytes:
+            raise ValueError(f"max_bytes {self.max_bytes} is below min_bytes {self.min_bytes}")
+
+    def covers(self, nbytes: int) -> bool:
+        return self.min_bytes <= nbytes and (self.max_bytes is None or nbytes <= self.max_bytes)
+
+    @property
+    def variant(self) -> Variant:
+        return Variant(
+            self.algo,
+            self.params.get("segment_bytes"),
+            str(self.params.get("layout") or "rank-order"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "algo": self.algo,
+            "params": dict(self.params),
+            "at_bytes": self.at_bytes,
+            "predicted_us": self.predicted_us,
+            "measured_us": self.measured_us,
+            "gain_vs_native": self.gain_vs_native,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Rule:
+        return cls(
+            op=str(data["op"]),
+            min_bytes=int(data["min_bytes"]),
+            max_bytes=None if data.get("max_bytes") is None else int(data["max_bytes"]),
+            algo=str(data["algo"]),
+            params=dict(data.get("params") or {}),
+            at_bytes=None if data.get("at_bytes") is None else int(data["at_bytes"]),
+            predicted_us=_opt_float(data.get("predicted_us")),
+            measured_us=_opt_float(data.get("measured_us")),
+            gain_vs_native=_opt_float(data.get("gain_vs_native")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionSettings:
+    """How far a challenger must beat the incumbent before the rules switch algorithm."""
+
+    min_gain: float = DEFAULT_MIN_GAIN
+    """Smallest relative gain that counts, whatever the measured noise (0.03 = 3%)."""
+    max_threshold: float = DEFAULT_MAX_THRESHOLD
+    """Largest threshold the noise can raise the bar to."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_gain <= self.max_threshold < 1.0:
+            raise ConfigError(
+                f"selection thresholds must satisfy 0 <= min_gain <= max_threshold < 1, "
+                f"got min_gain={self.min_gain}, max_threshold={self.max_threshold}"
+            )
+
+    def threshold(self, noise_a: float, noise_b: float) -> float:
+        """The relative gain B needs over A to replace it: combined noise, floored and capped."""
+        return min(self.max_threshold, max(self.min_gain, math.hypot(noise_a, noise_b)))
+
+
+def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[int, Point]]]:
+    """Per op, per variant, per size: the combined measured point. Rows with wrong data are dropped.
+
+    Several rows at one size (in-place and out-of-place, repeats) combine into the median of their
+    p50s, the smallest min and the largest max. Rows of one algorithm at a size no larger than their
+    segment size are the same schedule whatever the segment size, so they combine too.
+    """
+    grouped: dict[str, dict[Variant, dict[int, list[ResultRow]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
+    usable = [r for r in rows if r.wrong <= 0 and math.isfinite(r.time_us) and r.time_us > 0]
+    segments: dict[tuple[str, str, str], set[int]] = defaultdict(set)
+    for row in usable:
+        if row.segment_bytes is not None:
+            segments[(row.op, row.algo, row.layout)].add(row.segment_bytes)
+    for row in usable:
+        seg = row.segment_bytes
+        if seg is not None and seg >= row.size_bytes:
+            # A message no larger than one segment runs the same way whatever the segment size: such
+            # rows are repeats of one variant, filed under the largest segment size measured.
+            seg = max(segments[(row.op, row.algo, row.layout)])
+        variant = Variant(row.algo, seg, row.layout or "rank-order")
+        grouped[row.op][variant][row.size_bytes].append(row)
+    out: dict[str, dict[Variant, dict[int, Point]]] = {}
+    for op, variants in grouped.items():
+        out[op] = {}
+        for variant, by_size in variants.items():
+            out[op][variant] = {
+                size: Point(
+                    size,
+                    statistics.median(r.time_us for r in rs),
+                    min(r.time_us_min for r in rs),
+                    max(r.time_us_max for r in rs),
+                    sum(max(r.iters, 1) for r in rs),
+                    _between(rs),
+                )
+                for size, rs in by_size.items()
+            }
+    return out
+
+
+def _between(rows: list[ResultRow]) -> float:
+    """Relative standard error of the p50s of repeated measurements of one point."""
+    if len(rows) < 2:
+        return 0.0
+    p50s = [r.time_us for r in rows]
+    return statistics.stdev(p50s) / statistics.median(p50s) / math.sqrt(len(p50s))
+
+
+def select_rules(
+    rows: Sequence[ResultRow],
+    fits: Sequence[FitLike] = (),
+    *,
+    settings: SelectionSettings | None = None,
+) -> list[Rule]:
+    """Rules for every op in ``rows`` (one world size and backend), covering 0 to unbounded.
+
+    ``fits`` place the boundaries between measured sizes and fill ``predicted_us``. Raises ConfigError
+    when the rows mix world sizes or backends (a profile is for one of each) or when no row is usable.
+    """
+    settings = settings or SelectionSettings()
+    worlds = {r.world_size for r in rows}
+    backends = {r.backend for r in rows}
+    if len(worlds) > 1 or len(backends) > 1:
+        raise ConfigError(
+            f"results mix world sizes {sorted(worlds)} / backends {sorted(backends)}; "
+            "a profile is for one world size and one backend: filter the results first"
+        )
+    points = measured_points(rows)
+    if not points:
+        raise ConfigError("no usable result rows (every row had wrong data or no time): nothing to select from")
+    world_size = next(iter(worlds))
+    fit_by_key = {(str(getattr(f.op, "value", f.op)), f.algo): f for f in fits}
+    rules: list[Rule] = []
+    for op in sorted(points):
+        rules.extend(_select_op(op, points[op], fit_by_key, world_size, settings))
+    return rules
+
+
+def _select_op(
+    op: str,
+    variants: dict[Variant, dict[int, Point]],
+    fits: dict[tuple[str, str], FitLike],
+    world_size: int,
+    settings: SelectionSettings,
+) -> list[Rule]:
+    def predict(variant: Variant, size: float) -> float | None:
+        fit = fits.get((op, variant.algo))
+        if fit is None:
+            return None
+        value = fit.predict_us(int(size), world_size)
+        return float(value) if value is not None and math.isfinite(value) and value > 0 else None
+
+    sizes = sorted({s for pts in variants.values() for s in pts})
+    winners: list[Variant] = []
+    current: Variant | None = None
+    for size in sizes:
+        here = {v: pts[size] for v, pts in variants.items() if size in pts}
+        best = min(here, key=lambda v: (here[v].time_us, v.algo != NATIVE))
+        if current is None or current not in here:
+            natives = [v for v in here if v.algo == NATIVE]
+            current = natives[0] if natives else best
+        inc = here[current]
+        bar = settings.threshold(inc.noise, here[best].noise)
+        if best != current and here[best].time_us < inc.time_us * (1.0 - bar):
+            current = best
+        winners.append(current)
+
+    # Ranges [start, next start) per measured winner, boundaries placed between measured sizes.
+    starts: list[tuple[int, Variant]] = [(0, winners[0])]
+    for i in range(1, len(sizes)):
+        prev, new = winners[i - 1], winners[i]
+        if new == prev:
+            continue
+        boundary = _boundary(sizes[i - 1], sizes[i], prev, new, predict)
+        starts.append((boundary, new))
+    merged: list[tuple[int, Variant]] = []
+    for start, variant in starts:
+        if merged and merged[-1][1] == variant:
+            continue
+        merged.append((start, variant))
+
+    native_pts = next((pts for v, pts in variants.items() if v.algo == NATIVE), None)
+    rules: list[Rule] = []
+    for i, (start, variant) in enumerate(merged):
+        stop = merged[i + 1][0] - 1 if i + 1 < len(merged) else None
+        inside = [s for s in sizes if s >= start and (stop is None or s <= stop) and s in variants[variant]]
+        at = inside[len(inside) // 2] if inside else _middle(start, stop)
+        measured = variants[variant][at].time_us if at in variants[variant] else None
+        predicted = predict(variant, at)
+        gain = None
+        if variant.algo == NATIVE:
+            gain = 1.0
+        else:
+            mine = measured if measured is not None else predicted
+            if native_pts is not None and at in native_pts:
+                theirs: float | None = native_pts[at].time_us
+            else:
+                theirs = predict(Variant(NATIVE), at)
+            if mine and theirs:
+                gain = theirs / mine
+        rules.append(
+            Rule(
+                op=op,
+                min_bytes=start,
+                max_bytes=stop,
+                algo=variant.algo,
+                params=variant.params(),
+                at_bytes=at,
+                predicted_us=_round(predicted),
+                measured_us=_round(measured),
+                gain_vs_native=_round(gain, 4),
+            )
+        )
+    return rules
+
+
+def _boundary(lo: int, hi: int, old: Variant, new: Variant, predict: Any) -> int:
+    """First size in ``(lo, hi]`` where ``new`` is predicted faster than ``old`` (bisection in log size)."""
+
+    def new_wins(size: float) -> bool | None:
+        a, b = predict(old, size), predict(new, size)
+        if a is None or b is None:
+            return None
+        return bool(b < a)
+
+    at_lo, at_hi = new_wins(lo), new_wins(hi)
+    if at_lo is None or at_hi is None or at_lo or not at_hi:
+        # No fits, or the fits disagree with the measurements at the ends: split the gap evenly
+        # on a log scale, the scale the sizes were swept on.
+        return max(lo + 1, round(math.sqrt(max(lo, 1) * hi)))
+    a, b = lo, hi
+    while b - a > 1:
+        mid = int(math.sqrt(max(a, 1) * b))
+        mid = min(max(mid, a + 1), b - 1)
+        if new_wins(mid):
+            b = mid
+        else:
+            a = mid
+    return b
+
+
+def _middle(start: int, stop: int | None) -> int:
+    if stop is None:
+        return max(start, 1)
+    return int(math.sqrt(max(start, 1) * max(stop, 1)))
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def check_coverage(rules: Sequence[Rule]) -> None:
+    """Assert the invariant every profile keeps: per op, contiguous ranges from 0 to unbounded.
+
+    Raises ValueError naming the op and the gap or overlap.
+    """
+    by_op: dict[str, list[Rule]] = defaultdict(list)
+    for rule in rules:
+        by_op[rule.op].append(rule)
+    for op, op_rules in by_op.items():
+        expected = 0
+        for i, rule in enumerate(op_rules):
+            if rule.min_bytes != expected:
+                raise ValueError(f"{op}: rule {i} starts at {rule.min_bytes} bytes, expected {expected}")
+            if rule.max_bytes is None:
+                if i != len(op_rules) - 1:
+                    raise ValueError(f"{op}: rule {i} is unbounded but is not the last")
+                break
+            expected = rule.max_bytes + 1
+        else:
+            raise ValueError(f"{op}: the last rule must be unbounded (max_bytes null)")

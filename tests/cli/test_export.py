@@ -1,0 +1,53 @@
+"""`collbench export`: each target from a saved profile, errors as one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.tuning.profile import Profile
+from collbench.tuning.selection import Rule
+
+P = {"segment_bytes": None, "layout": "rank-order"}
+
+
+@pytest.fixture
+def profile_path(tmp_path: Path) -> Path:
+    rules = (
+        Rule("all-reduce", 0, 8191, "recursive-doubling", P, 1024, None, 20.0, 2.0),
+        Rule("all-reduce", 8192, None, "ring", P, 1 << 20, None, 900.0, 1.4),
+    )
+    profile = Profile(fingerprint="fp", host="h", backend="gloo", world_size=4, nodes=1, rules=rules)
+    return profile.save(tmp_path / "p.yaml")
+
+
+def test_nccl_tuner(profile_path: Path) -> None:
+    result = CliRunner().invoke(app, ["export", "nccl-tuner", str(profile_path)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    assert lines == ["allreduce,8192,-1,ring,simple,-1,1,4"]
+
+
+def test_ompi_rules_to_file(profile_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rules.txt"
+    result = CliRunner().invoke(app, ["export", "ompi-rules", str(profile_path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    body = [line.split("#")[0].split() for line in out.read_text().splitlines()]
+    assert [t for t in body if t] == [["1"], ["2", "1"], ["4", "2"], ["0", "3", "0", "0"], ["8192", "4", "0", "0"]]
+
+
+def test_env(profile_path: Path) -> None:
+    result = CliRunner().invoke(app, ["export", "env", str(profile_path)])
+    assert result.exit_code == 0, result.output
+    assert "allreduce: the best algorithm changes with size" in result.stdout
+    assert "NCCL_ALGO=" not in result.stdout.replace("no NCCL_ALGO", "")
+
+
+def test_missing_profile_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["export", "env", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 2
+    assert "no such profile" in result.output
+    assert "Traceback" not in result.output

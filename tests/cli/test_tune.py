@@ -1,0 +1,68 @@
+"""`collbench tune` end to end on a tiny sweep (2 gloo ranks, 2 sizes), and its option errors."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.runtime.results import read_rows
+from collbench.tuning import pipeline
+from collbench.tuning.profile import Profile
+from collbench.tuning.selection import check_coverage
+
+
+@pytest.mark.dist
+def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real pipeline, made small: every algorithm at 1 KiB and 4 KiB, short timing, two rounds.
+    monkeypatch.setattr(pipeline, "QUICK", pipeline.Depth(1024, 4096, 4.0, 0.01, 0, None, rounds=2))
+    out = tmp_path / "p.yaml"
+    result = CliRunner().invoke(app, ["tune", "--ranks", "2", "--quick", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    profile = Profile.load(out)
+    assert (profile.backend, profile.world_size, profile.nodes) == ("gloo", 2, 1)
+    assert profile.command == f"collbench tune --ranks 2 --quick -o {out}"
+    check_coverage(profile.rules)
+    assert {r.op for r in profile.rules} == {"all-reduce"}
+    rows = read_rows(tmp_path / "p-results.jsonl")
+    algos = {r.algo for r in rows}
+    assert {"native", "ring", "recursive-doubling"} <= algos
+    assert {r.size_bytes for r in rows} == {1024, 4096}
+    assert all(r.wrong == 0 for r in rows)
+    assert all(r.in_place for r in rows)  # jobs all-reduce in place; tune measures that
+    # Each rule's algorithm was measured, and its measured time is the row's.
+    for rule in profile.rules:
+        assert rule.algo in algos
+        if rule.measured_us is not None:
+            match = [r.time_us for r in rows if r.algo == rule.algo and r.size_bytes == rule.at_bytes]
+            assert len(match) == 2  # two rounds
+            assert rule.measured_us == pytest.approx(statistics.median(match), rel=1e-3)
+    assert {f["algo"] for f in profile.fits} <= algos
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "profile:" in result.stdout and "algorithm" in result.stdout
+    assert yaml.safe_load(out.read_text())["schema_version"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ranks", "1"], "at least 2"),
+        (["-o", "profile.txt"], "use a .yaml name"),
+        (["--plot", "p.svg"], "use a .png name"),
+        (["--results", "r.txt"], ".jsonl"),
+        (["--topology", "does-not-exist.yaml"], "does-not-exist.yaml"),
+    ],
+)
+def test_bad_options_are_one_line_exit_2(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["tune", "--quick", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "collbench-profile.yaml").exists()

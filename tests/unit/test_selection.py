@@ -1,0 +1,213 @@
+"""Selection: lowest measured time per size, switches only beyond noise, contiguous merged ranges."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collbench.errors import ConfigError
+from collbench.runtime.results import ResultRow
+from collbench.tuning.selection import Rule, SelectionSettings, check_coverage, select_rules
+
+SIZES = [1 << k for k in range(10, 24, 2)]  # 1 KiB .. 4 MiB, x4 steps
+
+
+def row(
+    algo: str,
+    size: int,
+    t: float,
+    *,
+    spread: float = 0.01,
+    wrong: int = 0,
+    op: str = "all-reduce",
+    iters: int = 10,
+    **kw: object,
+) -> ResultRow:
+    return ResultRow(
+        op=op,
+        algo=algo,
+        backend="gloo",
+        world_size=4,
+        dtype="float32",
+        redop="sum",
+        in_place=False,
+        size_bytes=size,
+        count=size // 4,
+        iters=iters,
+        time_us=t,
+        time_us_mean=t,
+        time_us_min=t * (1 - spread),
+        time_us_max=t * (1 + spread),
+        algbw_gbps=size / t / 1e3,
+        busbw_gbps=size / t / 1e3 * 1.5,
+        wrong=wrong,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def alpha_beta(alpha: float, beta_us_per_byte: float):  # type: ignore[no-untyped-def]
+    return lambda s: alpha + beta_us_per_byte * s
+
+
+LAT = alpha_beta(20.0, 0.004)  # low latency, slow per byte (recursive doubling-like)
+BW = alpha_beta(120.0, 0.001)  # high latency, fast per byte (ring-like); crossover at 33,333 bytes
+NAT = alpha_beta(60.0, 0.002)
+
+
+def rows_for(models: dict[str, object], sizes: list[int] = SIZES, spread: float = 0.01) -> list[ResultRow]:
+    return [row(a, s, m(s), spread=spread) for a, m in models.items() for s in sizes]  # type: ignore[operator]
+
+
+@dataclass
+class LinearFit:
+    op: str
+    algo: str
+    alpha_us: float
+    us_per_byte: float
+
+    def predict_us(self, size_bytes: int, world_size: int | None = None) -> float:
+        return self.alpha_us + self.us_per_byte * size_bytes
+
+
+def test_picks_lowest_measured_and_covers_everything() -> None:
+    rules = select_rules(rows_for({"recursive-doubling": LAT, "ring": BW, "native": NAT}))
+    check_coverage(rules)
+    assert [r.algo for r in rules] == ["recursive-doubling", "ring"]
+    assert rules[0].min_bytes == 0 and rules[-1].max_bytes is None
+    # The boundary lies between the last size LAT wins (16 KiB) and the first BW wins (64 KiB).
+    assert 16384 < rules[1].min_bytes <= 65536
+    for r in rules:
+        assert r.at_bytes is not None and r.covers(r.at_bytes)
+        assert r.measured_us is not None and r.gain_vs_native is not None
+        # gain = native's time / the rule's time at the same size
+        assert r.gain_vs_native == pytest.approx(NAT(r.at_bytes) / r.measured_us, rel=1e-3)
+
+
+def test_boundary_follows_fits_between_measured_sizes() -> None:
+    fits = [LinearFit("all-reduce", "recursive-doubling", 20.0, 0.004), LinearFit("all-reduce", "ring", 120.0, 0.001)]
+    rules = select_rules(rows_for({"recursive-doubling": LAT, "ring": BW}), fits)
+    assert [r.algo for r in rules] == ["recursive-doubling", "ring"]
+    # Predicted crossover: 20 + 0.004 s = 120 + 0.001 s  ->  s = 33,333.3; the first size ring wins is 33,334.
+    assert rules[1].min_bytes == 33334
+    assert rules[0].max_bytes == 33333
+    assert rules[1].predicted_us == pytest.approx(BW(rules[1].at_bytes), rel=1e-3)
+
+
+def test_without_fits_boundary_is_geometric_middle() -> None:
+    rules = select_rules(rows_for({"recursive-doubling": LAT, "ring": BW}))
+    assert rules[1].min_bytes == round((16384 * 65536) ** 0.5)
+
+
+def test_gain_within_noise_keeps_native() -> None:
+    # ring is 2% faster everywhere, but the points jitter by 10%: no switch away from the default.
+    models = {"native": NAT, "ring": lambda s: NAT(s) * 0.98}
+    rules = select_rules(rows_for(models, spread=0.10))
+    assert [r.algo for r in rules] == ["native"]
+    assert rules[0].gain_vs_native == 1.0
+    # The same 2% with exact points and a 1% minimum gain is a switch.
+    exact = select_rules(rows_for(models, spread=0.0), settings=SelectionSettings(min_gain=0.01))
+    assert [r.algo for r in exact] == ["ring"]
+
+
+def test_more_iterations_lower_the_bar() -> None:
+    # A 6% gain with 20% jitter: within the noise of 4-iteration medians (bar 14%), beyond that of
+    # 400-iteration medians (bar: the 3% minimum).
+    def data(iters: int) -> list[ResultRow]:
+        return [row("native", s, NAT(s), spread=0.2, iters=iters) for s in SIZES] + [
+            row("ring", s, NAT(s) * 0.94, spread=0.2, iters=iters) for s in SIZES
+        ]
+
+    assert [r.algo for r in select_rules(data(4))] == ["native"]
+    assert [r.algo for r in select_rules(data(400))] == ["ring"]
+
+
+def test_segment_sizes_above_the_message_are_one_variant() -> None:
+    # tree measured with 1 MiB and 4 MiB segments: identical below 1 MiB, distinct above.
+    data = [row("tree", s, BW(s), segment_bytes=seg) for s in SIZES for seg in (1 << 20, 4 << 20)]
+    data += [row("tree", 8 << 20, BW(8 << 20) * f, segment_bytes=seg) for seg, f in ((1 << 20, 0.5), (4 << 20, 1.0))]
+    rules = select_rules(data)
+    assert [(r.algo, r.params["segment_bytes"]) for r in rules] == [("tree", 4 << 20), ("tree", 1 << 20)]
+    assert rules[1].min_bytes > SIZES[-1]
+
+
+def test_disagreeing_rounds_raise_the_bar() -> None:
+    # Two rounds that disagree by +-20% about every point: a 10% gain is within that; one round is not.
+    data = [row("native", s, NAT(s) * f, spread=0.0) for s in SIZES for f in (0.8, 1.2)]
+    data += [row("ring", s, NAT(s) * 0.9 * f, spread=0.0) for s in SIZES for f in (0.8, 1.2)]
+    assert [r.algo for r in select_rules(data)] == ["native"]
+    one_round = [r for r in data if r.time_us in {NAT(r.size_bytes) * 0.8, NAT(r.size_bytes) * 0.9 * 0.8}]
+    assert [r.algo for r in select_rules(one_round)] == ["ring"]
+    # The rule's measured time is the median of the rounds' p50s.
+    assert select_rules(data)[0].measured_us == pytest.approx(NAT(select_rules(data)[0].at_bytes), rel=1e-3)
+
+
+def test_noise_does_not_hide_a_large_gain() -> None:
+    # 60% jitter is capped at the 25% threshold, so a 2x faster algorithm still wins.
+    rules = select_rules(rows_for({"native": NAT, "ring": lambda s: NAT(s) / 2}, spread=0.6))
+    assert [r.algo for r in rules] == ["ring"]
+    assert rules[0].gain_vs_native == pytest.approx(2.0, rel=1e-3)
+
+
+def test_single_size_blip_does_not_flap() -> None:
+    # tree wins by 1% at one size only: within the 3% minimum gain, so one rule.
+    data = rows_for({"ring": BW})
+    data += [row("tree", s, BW(s) * (0.99 if s == SIZES[3] else 1.2)) for s in SIZES]
+    rules = select_rules(data)
+    assert [r.algo for r in rules] == ["ring"]
+
+
+def test_wrong_rows_never_win_and_params_kept() -> None:
+    data = rows_for({"ring": BW})
+    data += [row("direct", s, 1.0, wrong=5) for s in SIZES]
+    data += [row("tree", s, BW(s) / 3, segment_bytes=65536, layout="topology") for s in SIZES[3:]]
+    rules = select_rules(data)
+    assert "direct" not in {r.algo for r in rules}
+    assert [r.algo for r in rules] == ["ring", "tree"]
+    assert rules[1].params == {"segment_bytes": 65536, "layout": "topology"}
+    assert rules[0].gain_vs_native is None  # no native measured, none fitted
+
+
+def test_several_ops_each_cover_zero_to_unbounded() -> None:
+    data = rows_for({"ring": BW, "native": NAT})
+    data += [row("tree", s, LAT(s), op="broadcast") for s in SIZES]
+    rules = select_rules(data)
+    check_coverage(rules)
+    assert {r.op for r in rules} == {"all-reduce", "broadcast"}
+
+
+def test_mixed_world_sizes_rejected() -> None:
+    data = rows_for({"ring": BW})
+    data.append(row("ring", 1024, 5.0).__class__(**{**row("ring", 1024, 5.0).to_dict(), "world_size": 8}))
+    with pytest.raises(ConfigError, match="world size"):
+        select_rules(data)
+    with pytest.raises(ConfigError, match="no usable"):
+        select_rules([row("ring", 1024, 5.0, wrong=1)])
+
+
+def test_check_coverage_finds_gaps() -> None:
+    with pytest.raises(ValueError, match="expected 101"):
+        check_coverage([Rule("all-reduce", 0, 100, "ring"), Rule("all-reduce", 102, None, "tree")])
+    with pytest.raises(ValueError, match="unbounded"):
+        check_coverage([Rule("all-reduce", 0, 100, "ring")])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ring", "tree", "native", "recursive-doubling"]), st.integers(0, 8), st.floats(1, 1e5)
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_any_measurements_give_contiguous_merged_rules(points: list[tuple[str, int, float]]) -> None:
+    data = [row(a, 1 << (8 + 2 * k), t) for a, k, t in points]
+    rules = select_rules(data)
+    check_coverage(rules)
+    for a, b in itertools.pairwise(rules):
+        assert a.op != b.op or a.variant != b.variant  # adjacent ranges with the same winner are merged
