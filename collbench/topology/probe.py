@@ -1,0 +1,231 @@
+"""Measured links: one-way latency and point-to-point bandwidth between every pair of ranks.
+
+``probe_topology`` runs a worker on every rank (local processes, or this process as one rank of a
+torchrun job) through :func:`collbench.runtime.launch.launch`. Pairs are measured in rounds of a
+round-robin tournament (the circle method): within a round every rank is in at most one pair, so
+pairs run at once without sharing an endpoint (on a shared switch or memory bus they may still
+compete; a rank's own link never carries two measurements). Per pair:
+
+* latency: small ping-pongs (8 bytes), after warm-ups; one-way latency = median round trip / 2;
+* bandwidth, per direction and repeat: the sender first sizes the transfer to last about
+  ``target_s`` from a 256 KiB trial (clamped to 256 KiB..64 MiB), then times one large send until the
+  receiver's 1-element acknowledgement comes back, less one one-way latency. The median of the repeats
+  is kept, per direction; the link records the mean of the two directions (links are symmetric in
+  the model) and the latency.
+
+Every rank gathers all measurements (``all_gather_object``), so under torchrun every rank returns the
+same topology.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from collbench.errors import ConfigError
+from collbench.runtime.launch import RankContext, launch
+from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
+
+_TRIAL_BYTES = 256 * 1024
+_MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeConfig:
+    """What the probe measures and how long it may take per measurement."""
+
+    repeats: int = 3
+    """Bandwidth measurements per direction (the median is kept)."""
+    pings: int = 20
+    """Timed small ping-pongs per pair (after 3 warm-ups)."""
+    target_s: float = 0.2
+    """How long one bandwidth transfer should last, seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class PairMeasure:
+    """What rank ``src`` measured towards ``dst``."""
+
+    src: int
+    dst: int
+    latency_us: float
+    bandwidth_gbps: float
+
+
+def round_robin_rounds(n: int) -> list[list[tuple[int, int]]]:
+    """Rounds of disjoint pairs covering every pair of ``n`` ranks once (circle method), pairs (a<b)."""
+    players = list(range(n)) + ([-1] if n % 2 else [])
+    m = len(players)
+    rounds: list[list[tuple[int, int]]] = []
+    for _ in range(m - 1):
+        pairs = []
+        for i in range(m // 2):
+            a, b = players[i], players[m - 1 - i]
+            if a != -1 and b != -1:
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(pairs)
+        players = [players[0], players[-1], *players[1:-1]]
+    return rounds
+
+
+def _ping_pong(ctx: RankContext, peer: int, leader: bool, pings: int) -> float:
+    """Median round trip in microseconds (leader's view; the follower returns 0)."""
+    buf = torch.zeros(2, dtype=torch.float32, device=ctx.device)
+    times: list[float] = []
+    for k in range(pings + 3):
+        if leader:
+            t0 = time.perf_counter()
+            dist.send(buf, peer)
+            dist.recv(buf, peer)
+            if k >= 3:
+                times.append((time.perf_counter() - t0) * 1e6)
+        else:
+            dist.recv(buf, peer)
+            dist.send(buf, peer)
+    return statistics.median(times) if times else 0.0
+
+
+def _timed_send(ctx: RankContext, peer: int, nbytes: int, sender: bool, one_way_s: float) -> float:
+    """One transfer of ``nbytes`` to ``peer`` (or from it); the sender returns GB/s, the receiver 0."""
+    data = torch.empty(max(1, nbytes // 4), dtype=torch.float32, device=ctx.device)
+    ack = torch.zeros(1, dtype=torch.float32, device=ctx.device)
+    if sender:
+        if ctx.device.type == "cuda":
+            torch.cuda.synchronize(ctx.device)
+        t0 = time.perf_counter()
+        dist.send(data, peer)
+        dist.recv(ack, peer)
+        elapsed = max(time.perf_counter() - t0 - one_way_s, 1e-9)
+        return data.numel() * 4 / elapsed / 1e9
+    dist.recv(data, peer)
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)
+    dist.send(ack, peer)
+    return 0.0
+
+
+def _direction(ctx: RankContext, peer: int, sender: bool, one_way_s: float, cfg: ProbeConfig) -> float:
+    """Median GB/s over ``cfg.repeats`` sized transfers from the sender to the receiver."""
+    trial = _timed_send(ctx, peer, _TRIAL_BYTES, sender, one_way_s)
+    size = torch.zeros(1, dtype=torch.int64)
+    if sender:
+        # Both ends must agree on the size: the sender decides and tells the receiver.
+        size[0] = int(min(_MAX_BYTES, max(_TRIAL_BYTES, trial * 1e9 * cfg.target_s)))
+        dist.send(size.to(ctx.device), peer)
+    else:
+        got = torch.zeros(1, dtype=torch.int64, device=ctx.device)
+        dist.recv(got, peer)
+        size[0] = int(got.item())
+    results = [_timed_send(ctx, peer, int(size.item()), sender, one_way_s) for _ in range(cfg.repeats)]
+    return statistics.median(results)
+
+
+def _probe_worker(ctx: RankContext, cfg: ProbeConfig) -> tuple[list[str], list[PairMeasure]]:
+    """Measure this rank's pairs, round by round; return every rank's host and every measurement."""
+    mine: list[PairMeasure] = []
+    for number, pairs in enumerate(round_robin_rounds(ctx.world_size)):
+        for a, b in pairs:
+            if ctx.rank not in (a, b):
+                continue
+            peer = b if ctx.rank == a else a
+            ctx.doing(f"probing ranks {a} and {b} (round {number + 1})")
+            rtt_us = _ping_pong(ctx, peer, ctx.rank == a, cfg.pings)
+            lat = torch.tensor([rtt_us / 2], dtype=torch.float64, device=ctx.device)
+            # The follower needs the latency too, to correct its own bandwidth timing.
+            if ctx.rank == a:
+                dist.send(lat, peer)
+            else:
+                dist.recv(lat, peer)
+            one_way_s = float(lat.item()) / 1e6
+            for src, dst in ((a, b), (b, a)):
+                bw = _direction(ctx, peer, ctx.rank == src, one_way_s, cfg)
+                if ctx.rank == src:
+                    mine.append(PairMeasure(src=src, dst=dst, latency_us=float(lat.item()), bandwidth_gbps=bw))
+        dist.barrier(group=ctx.control)
+    ctx.doing("gathering the measurements")
+    gathered: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(gathered, (ctx.host, mine), group=ctx.control)
+    hosts = [str(g[0]) for g in gathered]
+    measures = [m for g in gathered for m in g[1]]
+    return hosts, measures
+
+
+def measured_topology(
+    hosts: list[str], measures: list[PairMeasure], *, gpus: bool, base: Topology | None = None
+) -> Topology:
+    """Build the topology of the ranks from the probe's measurements (see the module docstring).
+
+    With ``base`` on one host holding at least as many rank devices, its devices (and links to NICs
+    and CPUs) are kept and the links between the first ranks replaced by measured ones; otherwise
+    the devices are the ranks themselves (GPU<r> or CPU<r>, with their host names).
+    """
+    n = len(hosts)
+    same_host = len(set(hosts)) == 1
+    if base is not None and same_host and len(base.rank_devices) >= n:
+        ranks = base.rank_devices[:n]
+        keep = {d.id for d in ranks}
+        devices = tuple(d for d in base.devices if d.kind not in (DeviceKind.GPU, DeviceKind.CPU) or d.id in keep)
+        kept_ids = {d.id for d in devices}
+        others = tuple(
+            lk for lk in base.links if lk.a in kept_ids and lk.b in kept_ids and not (lk.a in keep and lk.b in keep)
+        )
+        host = base.host
+    else:
+        kind = DeviceKind.GPU if gpus else DeviceKind.CPU
+        prefix = "GPU" if gpus else "CPU"
+        ranks = tuple(Device(id=f"{prefix}{r}", kind=kind, index=r, name=f"rank {r}", host=hosts[r]) for r in range(n))
+        devices, others = ranks, ()
+        host = hosts[0] if same_host else ",".join(dict.fromkeys(hosts))
+    by_pair: dict[tuple[int, int], PairMeasure] = {(m.src, m.dst): m for m in measures}
+    links: list[Link] = []
+    for a in range(n):
+        for b in range(a + 1, n):
+            there, back = by_pair.get((a, b)), by_pair.get((b, a))
+            got = [m for m in (there, back) if m is not None]
+            if not got:
+                continue
+            links.append(
+                Link(
+                    a=ranks[a].id,
+                    b=ranks[b].id,
+                    kind=LinkKind.MEASURED,
+                    bandwidth_gbps=statistics.fmean(m.bandwidth_gbps for m in got),
+                    latency_us=statistics.fmean(m.latency_us for m in got),
+                    source="measured",
+                )
+            )
+    return Topology(
+        host=host,
+        devices=devices,
+        links=(*others, *links),
+        source="probe",
+        note=f"links between {n} ranks measured by collbench's probe (point-to-point, one pair per rank at a time)",
+    )
+
+
+def probe_topology(
+    world_size: int,
+    *,
+    backend: str = "gloo",
+    timeout_s: float = 60.0,
+    base: Topology | None = None,
+    config: ProbeConfig | None = None,
+) -> Topology:
+    """Measure latency and bandwidth between every pair of ``world_size`` ranks; return the topology.
+
+    Local ranks are spawned; under torchrun this process is one rank and ``world_size`` must match
+    the job's (or be its WORLD_SIZE). Links are ``measured`` (GB/s per direction, latency in us).
+    Raises ConfigError for fewer than 2 ranks, RankError when a rank fails or times out,
+    BackendUnavailableError for a backend that cannot run here.
+    """
+    if world_size < 2:
+        raise ConfigError(f"--probe needs at least 2 ranks to measure a link, got {world_size}")
+    cfg = config or ProbeConfig()
+    results = launch(world_size, _probe_worker, cfg, backend=backend, timeout_s=timeout_s)
+    hosts, measures = results[0]
+    return measured_topology(hosts, measures, gpus=backend == "nccl", base=base)
