@@ -80,7 +80,9 @@ def sweep(
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, nccl-tests or json.")] = "table",
     resume: Annotated[bool, typer.Option("--resume", help="Skip points already in the streamed JSONL file.")] = False,
-    cuda_graph: Annotated[bool, typer.Option("--cuda-graph", help="Time CUDA-graph launches (GPU timer).")] = False,
+    cuda_graph: Annotated[
+        bool, typer.Option("--cuda-graph", help="Time native points as CUDA-graph launches (GPUs; not own algorithms).")
+    ] = False,
     budget: Annotated[float, typer.Option("--budget", help="Timed seconds per point under -n auto.")] = 0.2,
     stream: Annotated[
         Path | None, typer.Option("--stream", metavar="FILE", help="JSONL file rows stream into as measured.")

@@ -9,18 +9,28 @@ Under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set), this process is
 job: it joins through ``env://`` and runs the worker itself; nothing is spawned.
 
 Workers run ``worker(ctx, payload)``: module-level functions (they are pickled into the children).
+
+Ranks die with the launcher: while it watches them, SIGTERM and SIGHUP (and SIGINT, where Python's
+own handler is in place) raise :class:`Interrupted` in it, which stops every rank before it
+propagates; and each rank asks the kernel (Linux ``PR_SET_PDEATHSIG``) for SIGKILL when the
+launcher dies in any other way, SIGKILL included.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import datetime
 import json
 import os
 import pickle
+import signal
 import socket
+import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import torch
@@ -36,6 +46,10 @@ _KEY = "collbench/"
 _POLL_S = 0.1
 _GRACE_S = 10.0
 """After a rank fails, how long the others get to notice and report before they are terminated."""
+
+_PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal this process gets when its parent (the thread that made it) exits."""
+_STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -90,6 +104,76 @@ class RankContext:
             self._events = int(self._store.add(f"{_KEY}events", 1))
         elif self._progress is not None:
             self._progress(event)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The launcher got a signal to stop (SIGTERM, SIGHUP, SIGINT) and stopped its ranks.
+
+    A KeyboardInterrupt, so that callers treat it as Ctrl-C: what was measured is on disk.
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+
+class _SignalGuard:
+    """Turns stop signals into :class:`Interrupted` while the ranks run (main thread only).
+
+    ``hold`` makes later signals wait: the cleanup that stops the ranks must not be cut short by a
+    second Ctrl-C or SIGTERM. A held signal is raised when the guard is left, unless an exception
+    is already on its way out.
+    """
+
+    def __init__(self) -> None:
+        self._holding = False
+        self.held: int | None = None
+
+    def handler(self, signum: int, frame: Any) -> None:
+        if self._holding:
+            self.held = self.held or signum
+            return
+        raise Interrupted(signum)
+
+    def hold(self) -> None:
+        self._holding = True
+
+
+@contextlib.contextmanager
+def _stop_signals_raise() -> Iterator[_SignalGuard]:
+    guard = _SignalGuard()
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in _STOP_SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            current = signal.getsignal(signum)
+            # Leave alone what someone chose: an ignored SIGHUP (nohup), a handler of the caller's.
+            if current is not (signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL):
+                continue
+            previous[signum] = signal.signal(signum, guard.handler)
+    try:
+        yield guard
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if guard.held is not None:
+        raise Interrupted(guard.held)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Have the kernel kill this rank when the launcher exits, however it exits (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:
+        # The launcher died before prctl took effect: nobody waits for this rank any more.
+        os._exit(1)
 
 
 def under_torchrun() -> bool:
@@ -158,7 +242,9 @@ def _child_main(
     timeout_s: float,
     worker: Callable[[RankContext, Any], Any],
     payload: Any,
+    parent_pid: int,
 ) -> None:
+    _die_with_parent(parent_pid)
     if "OMP_NUM_THREADS" not in os.environ:
         # As torchrun does: ranks share the cores, and idle OpenMP workers spin-wait on them, which
         # delays every other rank's wake-up by a scheduler time slice.
@@ -280,27 +366,34 @@ def _launch_local(
     procs = [
         context.Process(
             target=_child_main,
-            args=(rank, world_size, store.port, backend, timeout_s, worker, payload),
+            args=(rank, world_size, store.port, backend, timeout_s, worker, payload, os.getpid()),
             daemon=True,
             name=f"collbench-rank-{rank}",
         )
         for rank in range(world_size)
     ]
-    try:
-        for proc in procs:
-            proc.start()
-        _watch(procs, store, progress, timeout_s)
-        return _collect(procs, store)
-    finally:
-        started = [proc for proc in procs if proc.pid is not None]
-        for proc in started:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in started:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+    with _stop_signals_raise() as guard:
+        try:
+            for proc in procs:
+                proc.start()
+            _watch(procs, store, progress, timeout_s)
+            return _collect(procs, store)
+        finally:
+            guard.hold()
+            _stop(procs)
+
+
+def _stop(procs: list[Any]) -> None:
+    """Terminate the ranks still running (SIGTERM, then SIGKILL after 5 s) and reap them all."""
+    started = [proc for proc in procs if proc.pid is not None]
+    for proc in started:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in started:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
 
 
 def _watch(procs: list[Any], store: Any, progress: ProgressFn | None, timeout_s: float) -> None:

@@ -8,13 +8,17 @@ loses nothing measured; ``resume`` skips the points already in it. The CLI turns
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.errors import ConfigError, NotApplicableError
+from collbench.errors import ConfigError, NotApplicableError, RankError
 from collbench.runtime.launch import launch, resolve_backend, under_torchrun
 from collbench.runtime.results import ResultRow, read_jsonl, write_rows
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
@@ -130,12 +134,18 @@ def resolve_algos(config: SweepConfig, ops: list[Op], backend: str) -> dict[Op, 
             if backend != "nccl":
                 raise ConfigError(f"{name} forces an NCCL algorithm; it needs --backend nccl")
             # Imported here only: the NCCL module belongs to the GPU side.
-            from collbench.runtime.nccl import parse_native_variant
+            from collbench.runtime import environment
+            from collbench.runtime.nccl import check_variant_supported, parse_native_variant, parse_version
 
-            parse_native_variant(key)
+            variant = parse_native_variant(key)
+            version = environment.nccl_version()
+            if version:
+                # NCCL fails communicator creation on an algorithm it does not know: refuse it here, in one line.
+                check_variant_supported(variant, parse_version(version))
+            # The canonical spelling, so that rows, resume keys and NCCL_ALGO agree however it was typed.
             for op in ops:
-                if key not in per_op[op]:
-                    per_op[op].append(key)
+                if variant.name not in per_op[op]:
+                    per_op[op].append(variant.name)
             continue
         spec = get_algorithm(key)
         if not any(spec.supports(op) for op in ops):
@@ -170,6 +180,8 @@ class SweepJob:
     stream_path: Path
     topology: Any = None
     """A loaded ``collbench.topology.model.Topology`` when ``--topology`` was given."""
+    nccl_log_dir: Path | None = None
+    """Where NCCL logs its per-call TUNING choices (nccl runs with native points); rank 0 reads it."""
 
 
 def validate(config: SweepConfig) -> SweepJob:
@@ -239,8 +251,6 @@ def validate(config: SweepConfig) -> SweepJob:
 
 
 def _env(name: str, default: str) -> str:
-    import os
-
     return os.environ.get(name, default)
 
 
@@ -273,9 +283,22 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
             )
         )
 
-    results = launch(
-        config.world_size, sweep_worker, job, backend=job.backend, timeout_s=config.timeout_s, progress=forward
-    )
+    def note(text: str) -> None:
+        forward({"kind": "note", "text": text})
+
+    with contextlib.ExitStack() as stack:
+        if job.backend == "nccl":
+            job = _prepare_nccl(job, stack, note)
+        try:
+            results = launch(
+                config.world_size, sweep_worker, job, backend=job.backend, timeout_s=config.timeout_s, progress=forward
+            )
+        except RankError as exc:
+            warnings = _nccl_warnings(job.nccl_log_dir)
+            if not warnings:
+                raise
+            # NCCL's warnings went to the TUNING log, not to stderr: they usually say what broke.
+            raise RankError(exc.rank, exc.host, exc.doing, f"{exc.problem}; NCCL said: {warnings}") from exc
     rows: list[ResultRow] = results[0] if results and results[0] is not None else []
     if rows and config.output is not None and config.output != job.stream_path:
         write_rows(config.output, rows)
@@ -285,3 +308,48 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
 def resumed_rows(path: Path) -> list[ResultRow]:
     """Rows already in a stream file (none when it does not exist)."""
     return list(read_jsonl(path)) if path.exists() else []
+
+
+NO_CUDA_KERNELS_ENV = "COLLBENCH_NO_CUDA_KERNELS"
+"""Set for the ranks when the parent could not build the CUDA kernels (``cuda_kernels.kernels_disabled``)."""
+NCCL_WARNINGS_SHOWN = 3
+"""How many of NCCL's last WARN lines a rank failure shows."""
+
+
+def _prepare_nccl(job: SweepJob, stack: contextlib.ExitStack[Any], note: Callable[[str], None]) -> SweepJob:
+    """Before the ranks start on nccl: build the CUDA kernels once, and have NCCL log its choices.
+
+    Everything set here lives in ``os.environ`` (which the ranks inherit) until ``stack`` closes.
+    """
+    # Imported here only: both modules belong to the GPU side.
+    from collbench.runtime import cuda_kernels
+    from collbench.runtime.nccl import applied_env, is_native, tuning_log_env
+
+    names = {name for _, algos in job.algos for name in algos}
+    own = any(not is_native(name) for name in names)
+    # A first build takes minutes: here it cannot run into the ranks' timeout. Torch caches it and
+    # the ranks load it from there. If it fails (said once, here), the ranks do not try again.
+    if own and not cuda_kernels.kernels_disabled() and cuda_kernels.load_extension() is None:
+        stack.enter_context(applied_env({NO_CUDA_KERNELS_ENV: "1"}))
+    if not any(is_native(name) for name in names):
+        return job
+    level = os.environ.get("NCCL_DEBUG", "").strip().upper()
+    if os.environ.get("NCCL_DEBUG_FILE") or level in ("INFO", "TRACE"):
+        note("NCCL_DEBUG is set: NCCL's log is left as it is, so native rows do not record NCCL's algorithm choice")
+        return job
+    log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="collbench-nccl-")))
+    # NCCL reads these once per process, at its first call: the ranks inherit them when they start.
+    stack.enter_context(applied_env(tuning_log_env(log_dir)))
+    return dataclasses.replace(job, nccl_log_dir=log_dir)
+
+
+def _nccl_warnings(log_dir: Path | None) -> str:
+    """The last few ``NCCL WARN`` lines logged into ``log_dir`` (empty when none)."""
+    if log_dir is None or not log_dir.is_dir():
+        return ""
+    found: list[str] = []
+    for path in sorted(log_dir.glob("nccl.*.log")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if "NCCL WARN" in line:
+                found.append(line.split("NCCL WARN", 1)[1].strip())
+    return " | ".join(found[-NCCL_WARNINGS_SHOWN:])

@@ -10,6 +10,7 @@ dies, hangs or raises when it reaches point P (0-based among the points this run
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -142,24 +143,31 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         ctx.report({"kind": "note", "text": note})
     todo = [p for p in points if _point_key(job, p, ws) not in done]
     ctx.report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
-    timer = make_timer(ctx.device, cuda_graph=cfg.cuda_graph)
+    graphs, graph_note = graph_policy(cfg.cuda_graph, ctx.device, [p.algo for p in todo])
+    if graph_note:
+        ctx.report({"kind": "note", "text": graph_note})
+    plain_timer = make_timer(ctx.device)
+    graph_timer = make_timer(ctx.device, cuda_graph=True) if graphs else plain_timer
+    # NCCL's per-call choices (the TUNING lines only rank 0 of a communicator writes), for native rows.
+    reader = _tuning_reader(job) if ctx.rank == 0 else None
     measured: dict[tuple[Any, ...], ResultRow] = {}
-    # One process group per native variant: NCCL reads NCCL_ALGO when a communicator is made.
-    groups: dict[str, Any] = {}
     finished = len(points) - len(todo)
-    for index, point in enumerate(todo):
-        ctx.doing(f"measuring {point.describe()}")
-        ctx.report({"kind": "start", "done": finished, "total": len(points), "text": point.describe()})
-        if fault is not None and fault[0] == ctx.rank and fault[1] == index:
-            _inject(fault[2])
-        row = _measure(ctx, job, point, layout, timer, env, fingerprint, len(set(hosts)), groups)
-        finished += 1
-        if row is None:
-            continue
-        if ctx.rank == 0:
-            append_jsonl(job.stream_path, row)
-            measured[_point_key(job, point, ws)] = row
-            ctx.report({"kind": "row", "done": finished, "total": len(points), "row": row.to_dict()})
+    with NativeGroups([p.algo for p in todo]) as groups:
+        for index, point in enumerate(todo):
+            ctx.doing(f"measuring {point.describe()}")
+            ctx.report({"kind": "start", "done": finished, "total": len(points), "text": point.describe()})
+            if fault is not None and fault[0] == ctx.rank and fault[1] == index:
+                _inject(fault[2])
+            timer = graph_timer if point.algo in graphs else plain_timer
+            row = _measure(ctx, job, point, layout, timer, env, fingerprint, len(set(hosts)), groups, reader)
+            groups.done_with(index)
+            finished += 1
+            if row is None:
+                continue
+            if ctx.rank == 0:
+                append_jsonl(job.stream_path, row)
+                measured[_point_key(job, point, ws)] = row
+                ctx.report({"kind": "row", "done": finished, "total": len(points), "row": row.to_dict()})
     ctx.doing("finishing")
     if ctx.rank != 0:
         return []
@@ -171,6 +179,85 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         elif key in done:
             rows.append(done[key])
     return rows
+
+
+def graph_policy(cuda_graph: bool, device: torch.device, algos: list[str]) -> tuple[set[str], str]:
+    """Which algorithms ``--cuda-graph`` times inside CUDA graphs, and a note on those it does not.
+
+    Graphs apply on CUDA devices only (``--cuda-graph`` is ignored on CPU, as before), and to the
+    native algorithms only: collbench's own schedules post point-to-point batches and wait on them
+    from the host step by step, and capturing those in a graph is not verified.
+    """
+    if not cuda_graph or device.type != "cuda":
+        return set(), ""
+    graphed = {a for a in algos if _is_native(a)}
+    own = sorted({a for a in algos if not _is_native(a)})
+    note = ""
+    if own:
+        note = (
+            f"--cuda-graph: {', '.join(own)} timed without CUDA graphs (collbench's own schedules are "
+            "driven step by step from the host); only native rows are graph launches"
+        )
+    return graphed, note
+
+
+class NativeGroups:
+    """The NCCL process group of each native variant, made on first use and destroyed after its last.
+
+    NCCL reads NCCL_ALGO/NCCL_PROTO when a communicator is made, so each forced variant needs a
+    communicator of its own; plain ``native`` runs on the default group. ``algos`` is the algorithm of
+    every point in the order they run, so that a group is destroyed as soon as no later point needs
+    it (communicators hold GPU memory) and none is created twice. Every rank runs the same points in
+    the same order, so the collective creation and destruction match across ranks.
+    """
+
+    def __init__(self, algos: list[str]) -> None:
+        self._last_use = {algo: index for index, algo in enumerate(algos)}
+        self._algos = algos
+        self._open: dict[str, contextlib.ExitStack[Any]] = {}
+        self._groups: dict[str, Any] = {}
+
+    def __enter__(self) -> NativeGroups:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:
+            # The rank is failing and about to exit: destroying a communicator whose peer died can
+            # hang (as the default group's can), so the process's exit releases them.
+            return
+        for algo in list(self._open):
+            self._close(algo)
+
+    def group(self, algo: str) -> Any:
+        """The process group ``algo`` (``native`` or ``native:*``) runs on; None for the default group."""
+        if algo == "native":
+            return None
+        if algo not in self._groups:
+            # Imported here only: the NCCL module belongs to the GPU side.
+            from collbench.runtime import nccl
+
+            stack = contextlib.ExitStack()
+            self._groups[algo] = stack.enter_context(nccl.variant_group(nccl.parse_native_variant(algo)))
+            self._open[algo] = stack
+        return self._groups[algo]
+
+    def done_with(self, index: int) -> None:
+        """Point ``index`` has run: destroy its algorithm's group if no later point uses it."""
+        algo = self._algos[index]
+        if self._last_use.get(algo) == index and algo in self._open:
+            self._close(algo)
+
+    def _close(self, algo: str) -> None:
+        self._groups.pop(algo, None)
+        self._open.pop(algo).close()
+
+
+def _tuning_reader(job: SweepJob) -> Any:
+    if job.nccl_log_dir is None:
+        return None
+    from collbench.runtime.nccl import TuningLogReader
+
+    return TuningLogReader(job.nccl_log_dir)
 
 
 def _fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
@@ -216,7 +303,8 @@ def _measure(
     env: Any,
     fingerprint: str,
     nodes: int,
-    groups: dict[str, Any],
+    groups: NativeGroups,
+    reader: Any = None,
 ) -> ResultRow | None:
     cfg = job.config
     ws = ctx.world_size
@@ -234,6 +322,9 @@ def _measure(
     )
     call = _make_call(ctx, job, point, bufs, layout, root, groups)
     fill(bufs, job.redop, cfg.seed)
+    native = _is_native(point.algo)
+    if reader is not None and native:
+        reader.new_choices()  # what earlier points logged; this point's choice comes from its own calls
     failure = ""
     try:
         call()
@@ -263,6 +354,14 @@ def _measure(
     summary = summarize(samples)
     algbw = point.size_bytes / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
     nccl_algo, nccl_proto = _variant_fields(point.algo)
+    if reader is not None and native:
+        # What NCCL says it ran beats what was asked for: a forced algorithm a collective cannot run
+        # falls back (NCCL before 2.24), and plain native rows have nothing else to say.
+        from collbench.runtime.nccl import choice_for
+
+        chosen = choice_for(reader.new_choices(), point.op.spec.nccl_name, point.size_bytes, ws)
+        if chosen is not None:
+            nccl_algo, nccl_proto = chosen
     return ResultRow(
         op=point.op.value,
         algo=point.algo,
@@ -319,7 +418,12 @@ def _time_point(
     policy = AutoIters(budget_s=budget_s)
     samples: list[float] = []
     batch = iters if iters is not None else policy.next_batch(samples, 0.0)
+    cuda = ctx.device.type == "cuda"
     while batch > 0:
+        if cuda:
+            # The barrier is on the gloo control group: it must not release a rank whose GPU still
+            # runs the previous batch or the warm-up, or that rank's first event waits for them.
+            torch.cuda.synchronize(ctx.device)
         dist.barrier(group=ctx.control)
         mine = torch.tensor(timer.time_iterations(call, batch), dtype=torch.float64)
         gathered = torch.empty(ctx.world_size * batch, dtype=torch.float64)
@@ -343,29 +447,6 @@ def _reduce_scatter_single(output: torch.Tensor, tensor: torch.Tensor, op: Any, 
     return scatter(output, tensor, op=op, group=group)
 
 
-def _native_group(ctx: RankContext, algo: str) -> Any:
-    """The process group a native variant runs on: NCCL reads NCCL_ALGO/PROTO when a communicator is made."""
-    if algo == "native":
-        return None
-    from collbench.runtime.nccl import parse_native_variant, variant_env
-
-    env = variant_env(parse_native_variant(algo))
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        group = dist.new_group(backend="nccl")
-        warm = torch.zeros(1, device=ctx.device)
-        dist.all_reduce(warm, group=group)
-        torch.cuda.synchronize(ctx.device)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return group
-
-
 def _make_call(
     ctx: RankContext,
     job: SweepJob,
@@ -373,7 +454,7 @@ def _make_call(
     bufs: PointBuffers,
     layout: Any,
     root: int,
-    groups: dict[str, Any],
+    groups: NativeGroups,
 ) -> Callable[[], None]:
     """One collective call on ``bufs`` (input to output), as the point's algorithm does it."""
     op = point.op
@@ -381,9 +462,7 @@ def _make_call(
     lo, hi = chunk_bounds(point.count, ctx.world_size)[rank]
     inp, out = bufs.input, bufs.output
     if _is_native(point.algo):
-        if point.algo not in groups:
-            groups[point.algo] = _native_group(ctx, point.algo)
-        return _native_call(op, inp, out, job.redop, root, rank, groups[point.algo])
+        return _native_call(op, inp, out, job.redop, root, rank, groups.group(point.algo))
     spec = get_algorithm(point.algo)
     segments = 1
     if spec.segmented and point.segment_bytes:

@@ -40,3 +40,21 @@ def test_more_ranks_than_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
     stream = ["--stream", str(tmp_path / "s.jsonl")]
     _fails_with_one_line(["--ranks", "4", "--backend", "nccl", "--algo", "native", *stream], "4 ranks", "it has 2")
+
+
+def test_an_algorithm_this_nccl_lacks_is_refused_before_launching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collbench.runtime import environment
+
+    # A CUDA build with 2 GPUs whose NCCL (2.18) predates PAT (2.23).
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
+    monkeypatch.setattr(environment, "nccl_version", lambda: "2.18.3")
+    stream = ["--stream", str(tmp_path / "s.jsonl")]
+    _fails_with_one_line(
+        ["--ranks", "2", "--backend", "nccl", "--algo", "native:pat", *stream], "'pat'", "2.18.3", "2.23"
+    )
+    assert not (tmp_path / "s.jsonl").exists()

@@ -1,0 +1,377 @@
+"""How the sweep wires the NCCL path, checked without a GPU: fakes stand in for CUDA and NCCL.
+
+Communicators per native variant (made once, destroyed after their last point), NCCL's logged
+choice in native rows, variants this NCCL lacks refused up front, the kernel build and the TUNING
+log set up in the parent, CUDA synchronised before the timing barrier, and --cuda-graph's scope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from collbench.errors import RankError, UnknownNameError
+from collbench.runtime import cuda_kernels, environment, nccl, sweep, worker
+from collbench.runtime.launch import RankContext
+from collbench.runtime.results import ResultRow
+from collbench.runtime.sweep import SweepConfig, SweepJob, SweepProgress
+from collbench.schedules.ops import Op
+
+CUDA = torch.device("cuda", 0)  # only a name here: nothing runs on it
+
+
+# --cuda-graph ----------------------------------------------------------------------------------
+
+
+def test_graphs_time_native_points_only_and_say_so() -> None:
+    graphed, note = worker.graph_policy(True, CUDA, ["ring", "native", "native:tree", "ring", "two-tree"])
+    assert graphed == {"native", "native:tree"}
+    assert "ring, two-tree" in note and "without CUDA graphs" in note
+
+
+def test_graphs_without_own_algorithms_need_no_note() -> None:
+    assert worker.graph_policy(True, CUDA, ["native", "native:ring"]) == ({"native", "native:ring"}, "")
+
+
+@pytest.mark.parametrize(("flag", "device"), [(False, CUDA), (True, torch.device("cpu"))])
+def test_no_graphs_without_the_flag_or_on_cpu(flag: bool, device: torch.device) -> None:
+    assert worker.graph_policy(flag, device, ["ring", "native"]) == (set(), "")
+
+
+# Communicators ---------------------------------------------------------------------------------
+
+
+class FakeGroups:
+    """Stands in for ``nccl.variant_group``: records which communicators exist, and in which env."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+        self.open: set[str] = set()
+
+    @contextlib.contextmanager
+    def variant_group(self, variant: nccl.NativeVariant, ranks: list[int] | None = None) -> Iterator[Any]:
+        self.log.append(("create", variant.name))
+        self.open.add(variant.name)
+        try:
+            yield None  # the default group: under gloo, the native call runs for real
+        finally:
+            self.open.discard(variant.name)
+            self.log.append(("destroy", variant.name))
+
+
+def test_one_communicator_per_variant_destroyed_after_its_last_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeGroups()
+    monkeypatch.setattr(nccl, "variant_group", fake.variant_group)
+    algos = ["native:ring", "native:ring", "native", "native:tree", "native:ring", "native:tree", "ring"]
+    with worker.NativeGroups(algos) as groups:
+        for index, algo in enumerate(algos):
+            if worker._is_native(algo):
+                groups.group(algo)
+            groups.done_with(index)
+            if index == 4:
+                assert fake.open == {"native:tree"}, "native:ring is destroyed after its last point (4)"
+    assert fake.log == [
+        ("create", "native:ring"),
+        ("create", "native:tree"),
+        ("destroy", "native:ring"),
+        ("destroy", "native:tree"),
+    ]
+
+
+def test_a_failing_rank_leaves_its_communicators_to_its_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Destroying a communicator whose peer died can hang: a failing rank exits without it.
+    fake = FakeGroups()
+    monkeypatch.setattr(nccl, "variant_group", fake.variant_group)
+    with pytest.raises(RuntimeError, match="boom"), worker.NativeGroups(["native:ring", "native:ring"]) as groups:
+        groups.group("native:ring")
+        raise RuntimeError("boom")
+    assert fake.open == {"native:ring"} and fake.log == [("create", "native:ring")]
+
+
+def test_groups_still_open_at_the_end_are_destroyed(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeGroups()
+    monkeypatch.setattr(nccl, "variant_group", fake.variant_group)
+    with worker.NativeGroups(["native:ring", "native:tree"]) as groups:
+        groups.group("native:ring")
+        groups.group("native:tree")
+    assert fake.open == set()
+
+
+# The timing barrier ----------------------------------------------------------------------------
+
+
+class _Timer:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def time_iterations(self, fn: Callable[[], object], iters: int) -> list[float]:
+        self.calls.append("time")
+        return [1.0] * iters
+
+
+def test_cuda_is_synchronised_before_each_timing_barrier(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(f"sync {device}"))
+    monkeypatch.setattr(dist, "barrier", lambda group=None: calls.append("barrier"))
+
+    def gather(output: torch.Tensor, tensor: torch.Tensor, group: Any = None) -> None:
+        output.copy_(tensor)
+
+    monkeypatch.setattr(worker, "_all_gather_single", gather)
+    ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="nccl", device=CUDA, timeout_s=5)
+    samples = worker._time_point(ctx, lambda: None, _Timer(calls), None, 10.0)
+    assert samples and calls[:3] == ["sync cuda:0", "barrier", "time"]
+    assert calls.count("sync cuda:0") == calls.count("barrier") == calls.count("time") >= 1
+
+
+def test_no_cuda_synchronise_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append("sync"))
+    monkeypatch.setattr(dist, "barrier", lambda group=None: calls.append("barrier"))
+    monkeypatch.setattr(worker, "_all_gather_single", lambda out, t, group=None: out.copy_(t))
+    ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"), timeout_s=5)
+    worker._time_point(ctx, lambda: None, _Timer(calls), 2, 10.0)
+    assert calls == ["barrier", "time"]
+
+
+# A whole (one-rank, gloo) sweep_worker with forced variants and a fake NCCL log ------------------
+
+
+@pytest.fixture
+def one_rank_gloo() -> Iterator[None]:
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _tuning_line(func: str, size: int, algo: str, proto: str) -> str:
+    return f"host:1:2 [0] NCCL INFO {func}: {size} Bytes -> Algo {algo} proto {proto} channel{{Lo..Hi}}={{0..1}}\n"
+
+
+def test_sweep_worker_records_nccl_choices_and_manages_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None
+) -> None:
+    fake = FakeGroups()
+    monkeypatch.setattr(nccl, "variant_group", fake.variant_group)
+    log_dir = tmp_path / "nccl"
+    log_dir.mkdir()
+    log = log_dir / "nccl.host.1.log"
+    real_native_call = worker._native_call
+
+    def logging_native_call(op: Op, inp: torch.Tensor, out: torch.Tensor, *args: Any) -> Callable[[], None]:
+        call = real_native_call(op, inp, out, *args)
+        # What rank 0's NCCL writes per call: Tree/LL128 for plain native, Ring/LL for the forced ring.
+        algo, proto = ("Tree", "LL128") if args[-1] is None and not fake.open else ("Ring", "LL")
+
+        def logged() -> None:
+            with log.open("a") as f:
+                f.write(_tuning_line("AllReduce", inp.numel() * inp.element_size(), algo, proto))
+            call()
+
+        return logged
+
+    monkeypatch.setattr(worker, "_native_call", logging_native_call)
+    config = SweepConfig(
+        world_size=1, backend="gloo", algos=("ring", "native"), min_bytes=64, max_bytes=256, iters=2, warmup=1
+    )
+    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    job = dataclasses.replace(
+        job, algos=((Op.ALL_REDUCE, ("ring", "native", "native:ring", "native:*/ll")),), nccl_log_dir=log_dir
+    )
+    events: list[dict[str, Any]] = []
+    ctx = RankContext(
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        backend="gloo",
+        device=torch.device("cpu"),
+        timeout_s=30,
+        progress=events.append,
+    )
+    ctx.control = dist.group.WORLD
+    rows: list[ResultRow] = worker.sweep_worker(ctx, job)
+    by_algo: dict[str, list[ResultRow]] = {}
+    for row in rows:
+        by_algo.setdefault(row.algo, []).append(row)
+    assert set(by_algo) == {"ring", "native", "native:ring", "native:*/ll"}
+    assert all(r.wrong == 0 for r in rows)
+    assert {(r.nccl_algo, r.nccl_proto) for r in by_algo["ring"]} == {("", "")}
+    assert {(r.nccl_algo, r.nccl_proto) for r in by_algo["native"]} == {("Tree", "LL128")}
+    # What NCCL logged, not what was asked for: the forced ring logs Ring/LL, the forced LL gets its algorithm.
+    assert {(r.nccl_algo, r.nccl_proto) for r in by_algo["native:ring"]} == {("Ring", "LL")}
+    assert {(r.nccl_algo, r.nccl_proto) for r in by_algo["native:*/ll"]} == {("Ring", "LL")}
+    assert fake.log == [
+        ("create", "native:ring"),
+        ("destroy", "native:ring"),
+        ("create", "native:*/ll"),
+        ("destroy", "native:*/ll"),
+    ]
+    assert not any(e["kind"] == "note" and "graph" in e["text"] for e in events)
+
+
+def test_forced_fields_stay_when_nccl_logs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None
+) -> None:
+    fake = FakeGroups()
+    monkeypatch.setattr(nccl, "variant_group", fake.variant_group)
+    config = SweepConfig(world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=64, iters=1)
+    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    (tmp_path / "empty").mkdir()
+    job = dataclasses.replace(
+        job, algos=((Op.ALL_REDUCE, ("native", "native:tree/ll128")),), nccl_log_dir=tmp_path / "empty"
+    )
+    ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"), timeout_s=30)
+    ctx.control = dist.group.WORLD
+    rows = worker.sweep_worker(ctx, job)
+    assert [(r.algo, r.nccl_algo, r.nccl_proto) for r in rows] == [
+        ("native", "", ""),
+        ("native:tree/ll128", "Tree", "LL128"),
+    ]
+
+
+# Checks and set-up in the parent ---------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA build with 2 GPUs and NCCL 2.18.3, as far as the checks made before launching can tell."""
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    monkeypatch.setattr(environment, "nccl_version", lambda: "2.18.3")
+    for name in ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", sweep.NO_CUDA_KERNELS_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_variant_newer_than_this_nccl_is_refused(fake_gpus: None) -> None:
+    config = SweepConfig(world_size=2, backend="nccl", algos=("native:pat",))
+    with pytest.raises(UnknownNameError, match=r"NCCL 2\.18\.3 \(it arrived in 2\.23\)") as info:
+        sweep.resolve_algos(config, [Op.ALL_REDUCE], "nccl")
+    assert "nvlstree" in str(info.value)
+
+
+def test_variants_are_stored_by_their_canonical_name(fake_gpus: None) -> None:
+    config = SweepConfig(
+        world_size=2, backend="nccl", algos=("native:NVLS_Tree", "native:Ring/LL128", "native:ring/ll128")
+    )
+    per_op = sweep.resolve_algos(config, [Op.ALL_REDUCE], "nccl")
+    assert per_op[Op.ALL_REDUCE] == ["native:nvlstree", "native:ring/ll128"]
+
+
+def test_an_unknown_nccl_version_checks_nothing(fake_gpus: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(environment, "nccl_version", lambda: "")
+    config = SweepConfig(world_size=2, backend="nccl", algos=("native:pat",))
+    assert sweep.resolve_algos(config, [Op.ALL_REDUCE], "nccl")[Op.ALL_REDUCE] == ["native:pat"]
+
+
+class FakeLaunch:
+    """Stands in for ``launch``: records the job and the environment the ranks would inherit."""
+
+    def __init__(self, error: Exception | None = None, warn: str = "") -> None:
+        self.jobs: list[SweepJob] = []
+        self.env: dict[str, str] = {}
+        self.error = error
+        self.warn = warn
+
+    def __call__(self, world_size: int | None, fn: Any, job: SweepJob, **kwargs: Any) -> list[Any]:
+        self.jobs.append(job)
+        self.env = dict(os.environ)
+        if self.warn and job.nccl_log_dir is not None:
+            line = f"host:7:7 [1] NCCL WARN {self.warn}\n"
+            (job.nccl_log_dir / "nccl.host.7.log").write_text(line)
+        if self.error is not None:
+            raise self.error
+        return [[], []]
+
+
+def _builds(monkeypatch: pytest.MonkeyPatch, result: object) -> list[str]:
+    calls: list[str] = []
+
+    def load() -> object:
+        calls.append(os.environ.get("NCCL_DEBUG_FILE", ""))
+        return result
+
+    monkeypatch.setattr(cuda_kernels, "load_extension", load)
+    return calls
+
+
+def _nccl_config(tmp_path: Path, algos: tuple[str, ...]) -> SweepConfig:
+    return SweepConfig(world_size=2, backend="nccl", algos=algos, stream=tmp_path / "s.jsonl")
+
+
+def test_parent_builds_kernels_and_sets_up_the_tuning_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_gpus: None
+) -> None:
+    fake = FakeLaunch()
+    monkeypatch.setattr(sweep, "launch", fake)
+    builds = _builds(monkeypatch, object())
+    sweep.run_sweep(_nccl_config(tmp_path, ("ring", "native", "native:tree")))
+    assert len(builds) == 1
+    job = fake.jobs[0]
+    assert job.nccl_log_dir is not None
+    assert fake.env["NCCL_DEBUG"] == "INFO" and fake.env["NCCL_DEBUG_SUBSYS"] == "TUNING"
+    assert fake.env["NCCL_DEBUG_FILE"].startswith(str(job.nccl_log_dir))
+    assert sweep.NO_CUDA_KERNELS_ENV not in fake.env
+    # All restored and removed afterwards.
+    assert "NCCL_DEBUG_FILE" not in os.environ and "NCCL_DEBUG" not in os.environ
+    assert not job.nccl_log_dir.exists()
+
+
+def test_a_failed_build_is_not_retried_by_the_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_gpus: None
+) -> None:
+    fake = FakeLaunch()
+    monkeypatch.setattr(sweep, "launch", fake)
+    builds = _builds(monkeypatch, None)
+    sweep.run_sweep(_nccl_config(tmp_path, ("ring",)))
+    assert len(builds) == 1
+    assert fake.env[sweep.NO_CUDA_KERNELS_ENV] == "1"
+    assert fake.jobs[0].nccl_log_dir is None, "no native point: no NCCL log"
+    assert sweep.NO_CUDA_KERNELS_ENV not in os.environ
+
+
+def test_only_native_points_build_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_gpus: None) -> None:
+    monkeypatch.setattr(sweep, "launch", FakeLaunch())
+    builds = _builds(monkeypatch, object())
+    sweep.run_sweep(_nccl_config(tmp_path, ("native", "native:ring")))
+    assert builds == []
+
+
+def test_the_users_nccl_debug_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_gpus: None) -> None:
+    fake = FakeLaunch()
+    monkeypatch.setattr(sweep, "launch", fake)
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    events: list[SweepProgress] = []
+    sweep.run_sweep(_nccl_config(tmp_path, ("native",)), progress=events.append)
+    assert fake.jobs[0].nccl_log_dir is None
+    assert "NCCL_DEBUG_FILE" not in fake.env
+    assert any(e.kind == "note" and "NCCL_DEBUG" in e.text for e in events)
+
+
+def test_a_rank_failure_shows_nccls_warnings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_gpus: None) -> None:
+    failure = RankError(1, "host", "measuring all-reduce native 1 KiB", "DistBackendError: NCCL error")
+    monkeypatch.setattr(sweep, "launch", FakeLaunch(error=failure, warn="Cuda failure 'out of memory'"))
+    with pytest.raises(RankError) as info:
+        sweep.run_sweep(_nccl_config(tmp_path, ("native",)))
+    assert info.value.rank == 1 and info.value.doing == failure.doing
+    assert info.value.problem == "DistBackendError: NCCL error; NCCL said: Cuda failure 'out of memory'"
+
+
+def test_gloo_sets_up_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeLaunch()
+    monkeypatch.setattr(sweep, "launch", fake)
+    builds = _builds(monkeypatch, object())
+    sweep.run_sweep(SweepConfig(world_size=2, backend="gloo", algos=("ring", "native"), stream=tmp_path / "s.jsonl"))
+    assert builds == [] and fake.jobs[0].nccl_log_dir is None
+    assert "NCCL_DEBUG_FILE" not in fake.env
