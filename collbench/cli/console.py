@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from rich.console import Console, RenderableType
 
-console = Console()
-err_console = Console(stderr=True)
+# Off a terminal (a pipe, a file, CI logs) Rich assumes 80 columns and squeezes tables until their
+# cells read "GP…"; results are meant to be read and parsed there, so give them room unless the
+# user said how wide (COLUMNS).
+_PIPE_WIDTH = 160
+
+
+def _width(stream: object) -> int | None:
+    if "COLUMNS" in os.environ:
+        return None
+    isatty = getattr(stream, "isatty", None)
+    return None if callable(isatty) and isatty() else _PIPE_WIDTH
+
+
+console = Console(width=_width(sys.stdout))
+err_console = Console(stderr=True, width=_width(sys.stderr))
 
 
 def print_wide(renderable: RenderableType, *, target: Console | None = None) -> None:
