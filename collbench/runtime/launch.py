@@ -234,6 +234,22 @@ def _is_comm_error(exc: BaseException) -> bool:
     return any(s in text for s in ("connection closed", "connection reset", "timed out", "timeout", "broken pipe"))
 
 
+GIL_SWITCH_INTERVAL_S = 1e-4
+
+
+def _shorten_gil_handoff() -> None:
+    """Hand the GIL to a waiting thread within 0.1 ms instead of Python's default 5 ms.
+
+    A point-to-point operation completes on a backend thread that takes the GIL before the waiting
+    rank can return; while the rank's main thread holds it, that thread waits out the switch
+    interval. Measured here with gloo on 2 ranks: a batched isend/irecv exchange of 64 KiB took more
+    than 2 ms in 36% of iterations (p90 4.0 ms, p50 77 us) at the default interval, and in 2% (p90
+    72 us) at 0.2 ms. Without this, collbench's own algorithms would be timed against the
+    interpreter rather than the network.
+    """
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+
+
 def _child_main(
     rank: int,
     world_size: int,
@@ -249,6 +265,7 @@ def _child_main(
         # As torchrun does: ranks share the cores, and idle OpenMP workers spin-wait on them, which
         # delays every other rank's wake-up by a scheduler time slice.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+    _shorten_gil_handoff()
     timeout = datetime.timedelta(seconds=timeout_s)
     store: Any = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
     device = _device_for(backend, rank)
@@ -316,6 +333,7 @@ def _join_torchrun(
     rank = int(os.environ["RANK"])
     size = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    _shorten_gil_handoff()
     if world_size is not None and world_size != size:
         raise ConfigError(f"--ranks {world_size} contradicts torchrun's WORLD_SIZE={size}; leave --ranks out")
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
