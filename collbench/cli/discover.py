@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -11,21 +10,20 @@ import typer
 
 from collbench.cli.console import err_console, print_wide
 from collbench.cli.render.topology import render_topology
+from collbench.cli.topology_source import (
+    FromFile,
+    FromNcclXml,
+    FromNvidiaSmi,
+    Replay,
+    read_topology,
+    require_one_source,
+)
 from collbench.errors import ConfigError, InputFileError, UserError
-from collbench.topology.io import load_topology, save_topology
+from collbench.topology.io import save_topology
 from collbench.topology.model import Topology
-from collbench.topology.nccl_xml import read_nccl_xml
-from collbench.topology.nvidia_smi import parse_nvidia_smi_topo, read_nvidia_smi_topo
-from collbench.topology.sources import discover_topology, record_nvml
+from collbench.topology.sources import record_nvml
 
 _BACKENDS = ("auto", "gloo", "nccl")
-
-
-def _from_nvidia_smi(arg: str) -> Topology:
-    if arg == "-":
-        text = sys.stdin.read()
-        return parse_nvidia_smi_topo(text, "<stdin>")
-    return read_nvidia_smi_topo(Path(arg))
 
 
 def _restrict(topo: Topology, ranks: int | None) -> Topology:
@@ -52,19 +50,10 @@ def _probe(topo: Topology, ranks: int | None, backend: str, timeout_s: float, *,
 
 
 def discover(
-    from_nvidia_smi: Annotated[
-        str | None,
-        typer.Option("--from-nvidia-smi", metavar="FILE", help="Read the text of `nvidia-smi topo -m` ('-': stdin)."),
-    ] = None,
-    from_nccl_xml: Annotated[
-        Path | None, typer.Option("--from-nccl-xml", metavar="FILE", help="Read an NCCL topology XML.")
-    ] = None,
-    from_file: Annotated[
-        Path | None, typer.Option("--from-file", metavar="FILE", help="Read a topology collbench wrote (YAML/JSON).")
-    ] = None,
-    replay: Annotated[
-        Path | None, typer.Option("--replay", metavar="FILE", help="Replay an NVML recording (from --record).")
-    ] = None,
+    from_nvidia_smi: FromNvidiaSmi = None,
+    from_nccl_xml: FromNcclXml = None,
+    from_file: FromFile = None,
+    replay: Replay = None,
     record: Annotated[
         Path | None, typer.Option("--record", metavar="FILE", help="Save this machine's raw NVML answers (JSON).")
     ] = None,
@@ -86,19 +75,14 @@ def discover(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds before --probe gives up.")] = 60.0,
 ) -> None:
     """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
-    chosen = [
-        name
-        for name, value in (
-            ("--from-nvidia-smi", from_nvidia_smi),
-            ("--from-nccl-xml", from_nccl_xml),
-            ("--from-file", from_file),
-            ("--replay", replay),
-            ("--record", record),
-        )
-        if value is not None
-    ]
-    if len(chosen) > 1:
-        raise ConfigError(f"{' and '.join(chosen)} name different sources; give one of them")
+    sources = {
+        "--from-nvidia-smi": from_nvidia_smi,
+        "--from-nccl-xml": from_nccl_xml,
+        "--from-file": from_file,
+        "--replay": replay,
+        "--record": record,
+    }
+    require_one_source(sources)
     if ranks is not None and ranks < 1:
         raise ConfigError(f"--ranks must be at least 1, got {ranks}")
     if backend not in _BACKENDS:
@@ -108,20 +92,23 @@ def discover(
     if output is not None and output.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputFileError(str(output), "unknown extension; use .yaml, .yml or .json")
 
-    if from_nvidia_smi is not None:
-        topo = _restrict(_from_nvidia_smi(from_nvidia_smi), ranks)
-    elif from_nccl_xml is not None:
-        topo = _restrict(read_nccl_xml(from_nccl_xml), ranks)
-    elif from_file is not None:
-        topo = _restrict(load_topology(from_file), ranks)
-    elif record is not None:
+    if record is not None:
         topo = _restrict(record_nvml(record), ranks)
         err_console.print(f"recorded NVML answers to {record}")
     else:
-        topo = discover_topology(nvml_replay=replay, ranks=ranks)
+        topo = _restrict(
+            read_topology(
+                from_nvidia_smi=from_nvidia_smi,
+                from_nccl_xml=from_nccl_xml,
+                from_file=from_file,
+                replay=replay,
+                ranks=ranks,
+            ),
+            ranks,
+        )
 
     if probe:
-        topo = _probe(topo, ranks, backend, timeout, live=not (set(chosen) - {"--record"}))
+        topo = _probe(topo, ranks, backend, timeout, live=all(v is None for k, v in sources.items() if k != "--record"))
     if output is not None:
         save_topology(topo, output)
         err_console.print(f"wrote topology to {output}")

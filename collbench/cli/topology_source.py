@@ -1,0 +1,68 @@
+"""The topology-source options that `discover` and `layout` share, and reading the one chosen."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from collbench.errors import ConfigError
+from collbench.topology.io import load_topology
+from collbench.topology.model import Topology
+from collbench.topology.nccl_xml import read_nccl_xml
+from collbench.topology.nvidia_smi import parse_nvidia_smi_topo, read_nvidia_smi_topo
+from collbench.topology.sources import discover_topology
+
+FromNvidiaSmi = Annotated[
+    str | None,
+    typer.Option("--from-nvidia-smi", metavar="FILE", help="Read the text of `nvidia-smi topo -m` ('-': stdin)."),
+]
+FromNcclXml = Annotated[Path | None, typer.Option("--from-nccl-xml", metavar="FILE", help="Read an NCCL topology XML.")]
+FromFile = Annotated[
+    Path | None, typer.Option("--from-file", metavar="FILE", help="Read a topology collbench wrote (YAML/JSON).")
+]
+Replay = Annotated[
+    Path | None, typer.Option("--replay", metavar="FILE", help="Replay an NVML recording (discover --record).")
+]
+
+
+def require_one_source(options: Mapping[str, object]) -> None:
+    """Raise ConfigError when more than one of the named source options was given."""
+    chosen = [name for name, value in options.items() if value is not None]
+    if len(chosen) > 1:
+        raise ConfigError(f"{' and '.join(chosen)} name different sources; give one of them")
+
+
+def read_topology(
+    *,
+    from_nvidia_smi: str | None,
+    from_nccl_xml: Path | None,
+    from_file: Path | None,
+    replay: Path | None,
+    ranks: int | None,
+) -> Topology:
+    """The topology from the one source given, else the live machine (NVML, or the host's CPU ranks).
+
+    File sources come back whole; the live machine comes back with ``ranks`` rank devices (CPU
+    ranks are made to order on a host without GPUs).
+    """
+    require_one_source(
+        {
+            "--from-nvidia-smi": from_nvidia_smi,
+            "--from-nccl-xml": from_nccl_xml,
+            "--from-file": from_file,
+            "--replay": replay,
+        }
+    )
+    if from_nvidia_smi is not None:
+        if from_nvidia_smi == "-":
+            return parse_nvidia_smi_topo(sys.stdin.read(), "<stdin>")
+        return read_nvidia_smi_topo(Path(from_nvidia_smi))
+    if from_nccl_xml is not None:
+        return read_nccl_xml(from_nccl_xml)
+    if from_file is not None:
+        return load_topology(from_file)
+    return discover_topology(nvml_replay=replay, ranks=ranks)
