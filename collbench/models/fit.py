@@ -15,6 +15,12 @@ fit says so in its ``note``.
 
 Where one line does not explain a group (protocol switches), a piecewise fit (``piecewise.py``) is
 kept and reported as ``segments``; the quality figures then describe the piecewise model.
+
+Stalls (a call measured far above the model: a scheduler tick, a page fault) are set aside before the
+coefficients are final (``piecewise.nnls_trimmed``: in the joint gamma fit, the single line and inside
+every candidate segment), at most a third of a group's points. The fit reports how many in
+``outliers`` and in its note. The quality figures (R^2, median and max error) are always computed on
+*all* the group's points, outliers included, so a fit never looks better than the data it came from.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import numpy as np
 
 from collbench.errors import InputFileError, UserError
 from collbench.models.costs import cost_terms, has_cost_model
-from collbench.models.piecewise import FloatArray, Piece, nnls_relative, piecewise_fit
+from collbench.models.piecewise import OUTLIER_MIN_EXCESS, FloatArray, Piece, nnls_trimmed, piecewise_fit
 from collbench.runtime.results import ResultRow
 
 # Gamma/beta coefficient ratios closer than this (relatively) cannot tell gamma from beta.
@@ -104,6 +110,8 @@ class Fit:
     gamma_folded: bool = False
     points: int = 0
     note: str = ""
+    outliers: int = 0
+    """Points set aside as outliers (measured far above the model) when fitting; still in the quality figures."""
 
     @property
     def beta_gbps(self) -> float | None:
@@ -132,6 +140,7 @@ class Fit:
             "gamma_folded": self.gamma_folded,
             "points": self.points,
             "note": self.note,
+            "outliers": self.outliers,
         }
 
     @classmethod
@@ -156,6 +165,7 @@ class Fit:
                 gamma_folded=bool(data.get("gamma_folded", False)),
                 points=int(data.get("points", 0)),
                 note=str(data.get("note", "")),
+                outliers=int(data.get("outliers", 0)),
             )
         except KeyError as exc:
             raise ValueError(f"a fit needs the key {exc.args[0]!r}") from exc
@@ -240,6 +250,7 @@ def _joint_gamma(groups: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray
     blocks = []
     targets = []
     times_all = []
+    labels = []
     for gi, key in enumerate(keys):
         _, coef, times = groups[key]
         block = np.zeros((len(times), len(keys) + 2))
@@ -249,9 +260,11 @@ def _joint_gamma(groups: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray
         blocks.append(block)
         targets.append(times)
         times_all.append(times)
+        labels.append(np.full(len(times), gi, dtype=np.int64))
     t = np.concatenate(times_all)
-    x, _ = nnls_relative(np.vstack(blocks), np.concatenate(targets), t)
-    return float(x[-1])
+    # Each group keeps at least 3 rows (its alpha plus the shared beta and gamma, plus one to check).
+    joint = nnls_trimmed(np.vstack(blocks), np.concatenate(targets), t, groups=np.concatenate(labels), min_kept=3)
+    return float(joint.x[-1])
 
 
 def _quality(pred: FloatArray, times: FloatArray) -> tuple[float, float, float]:
@@ -282,7 +295,9 @@ def _fit_group(
         if folded:
             notes.append("gamma folded into beta: one algorithm at one world size cannot tell them apart")
     design = coef[:, :2]
-    x, _ = nnls_relative(design, target, times)
+    line = nnls_trimmed(design, target, times)
+    x = line.x
+    outliers = line.outliers
     alpha, beta = float(x[0]), float(x[1])
     segments: tuple[Segment, ...] = ()
     pred = design @ x + (coef[:, 2] * gamma if gamma is not None else 0.0)
@@ -290,10 +305,18 @@ def _fit_group(
         pieces = piecewise_fit(sizes, design, target, times)
         if len(pieces) > 1:
             segments, pred = _segments(pieces, sizes, design, coef, times, gamma)
+            outliers = sum(piece.outliers for piece in pieces)
             edges = ", ".join(str(s.min_bytes) for s in segments[1:])
             notes.append(f"piecewise: {len(segments)} segments, breaks at {edges} bytes")
     if beta == 0:
         notes.append("no bandwidth term measurable (beta fitted as 0)")
+    if outliers:
+        notes.append(
+            f"{outliers} of {len(times)} points set aside as outliers (measured more than "
+            f"max({100 * OUTLIER_MIN_EXCESS:.0f}%, 3x the median error) above the model, e.g. "
+            "scheduler stalls); error figures include them"
+        )
+    # On all points, outliers included: the figures describe the data, not only the points kept.
     r2, med, worst = _quality(pred, times)
     return Fit(
         op=op,
@@ -312,6 +335,7 @@ def _fit_group(
         gamma_folded=folded,
         points=len(times),
         note="; ".join(notes),
+        outliers=outliers,
     )
 
 

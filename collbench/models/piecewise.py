@@ -10,6 +10,15 @@ sizes: for every segment count K, the best K-segment split (least total squared 
 K is chosen by BIC, ``N ln(SSE/N + floor) + (3K - 1) ln N`` (two coefficients and one breakpoint per
 extra segment). The ``floor`` (1% relative error squared) keeps a perfect fit from splitting further
 to chase rounding.
+
+Outliers. On a shared or virtualised host a fraction of calls stall (a scheduler tick when an idle CPU
+wakes: milliseconds on a call of a few hundred microseconds), and a point's median can land on the
+stall. Stalls only ever make a call slower, so :func:`nnls_trimmed` sets aside the points measured far
+*above* the model (more than ``max(50%, 3 x the median absolute relative residual)`` of the kept
+points), refits, and repeats a few times; it never sets aside more than a third of the points (of each
+group, for a joint fit) nor leaves fewer than one point more than there are coefficients. A point set
+aside is charged in the SSE as if it sat exactly on the threshold (a truncated squared loss), so that
+setting points aside is never free: see :func:`piecewise_fit` for why that matters.
 """
 
 from __future__ import annotations
@@ -26,6 +35,14 @@ FloatArray = NDArray[np.float64]
 MIN_SIZES_PER_SEGMENT = 3
 MAX_SEGMENTS = 6
 _BIC_FLOOR = 1e-4
+
+OUTLIER_MIN_EXCESS = 0.5
+"""A point is an outlier only if measured above the model by more than this (relative to the model)..."""
+OUTLIER_MEDIAN_FACTOR = 3.0
+"""...and by more than this many times the median absolute relative residual of the kept points."""
+OUTLIER_MAX_DIVISOR = 3
+"""At most a third of a group's points (rounded down) are ever set aside."""
+OUTLIER_ITERATIONS = 5
 
 
 def nnls_relative(design: FloatArray, target: FloatArray, times: FloatArray) -> tuple[FloatArray, float]:
@@ -45,6 +62,78 @@ def nnls_relative(design: FloatArray, target: FloatArray, times: FloatArray) -> 
 
 
 @dataclass(frozen=True, slots=True)
+class TrimmedFit:
+    """A fit with outliers set aside: coefficients, charged SSE and which rows were kept."""
+
+    x: FloatArray
+    sse: float
+    """Squared relative residuals of the kept rows, plus the threshold's squared residual per row set aside."""
+    kept: NDArray[np.bool_]
+
+    @property
+    def outliers(self) -> int:
+        return int(np.count_nonzero(~self.kept))
+
+
+def _outlier_mask(
+    excess: FloatArray, keep: NDArray[np.bool_], groups: NDArray[np.int64], min_kept: int
+) -> tuple[NDArray[np.bool_], FloatArray]:
+    """Rows to keep under the current fit, and each row's threshold (relative excess over the model)."""
+    new_keep = np.ones(len(excess), dtype=bool)
+    thresholds = np.full(len(excess), OUTLIER_MIN_EXCESS)
+    for g in np.unique(groups):
+        rows = np.flatnonzero(groups == g)
+        # The spread comes from the points currently trusted, so that stalls do not widen it.
+        trusted = rows[keep[rows]] if np.any(keep[rows]) else rows
+        threshold = max(OUTLIER_MIN_EXCESS, OUTLIER_MEDIAN_FACTOR * float(np.median(np.abs(excess[trusted]))))
+        thresholds[rows] = threshold
+        cap = max(0, min(len(rows) // OUTLIER_MAX_DIVISOR, len(rows) - min_kept))
+        above = rows[excess[rows] > threshold]
+        if cap == 0 or len(above) == 0:
+            continue
+        # Only ever above the model (stalls slow a call down, nothing speeds it up); worst first.
+        worst = above[np.argsort(-excess[above], kind="stable")][:cap]
+        new_keep[worst] = False
+    return new_keep, thresholds
+
+
+def nnls_trimmed(
+    design: FloatArray,
+    target: FloatArray,
+    times: FloatArray,
+    *,
+    groups: NDArray[np.int64] | None = None,
+    min_kept: int | None = None,
+) -> TrimmedFit:
+    """:func:`nnls_relative` with points measured far above the model set aside (see the module docstring).
+
+    ``target`` is ``times`` less any fixed part of the model (``times - target`` is added back to judge a
+    point against the whole model). ``groups`` labels rows whose cap (a third) is counted separately;
+    ``min_kept`` (default: coefficients + 1) is the fewest rows a group keeps. With no outlier the result
+    is exactly :func:`nnls_relative`'s.
+    """
+    n = len(times)
+    labels = np.zeros(n, dtype=np.int64) if groups is None else groups
+    least = design.shape[1] + 1 if min_kept is None else min_kept
+    fixed = times - target
+    keep = np.ones(n, dtype=bool)
+    x, _ = nnls_relative(design, target, times)
+    thresholds = np.full(n, OUTLIER_MIN_EXCESS)
+    for _ in range(OUTLIER_ITERATIONS):
+        model = np.maximum(design @ x + fixed, 1e-12)
+        new_keep, thresholds = _outlier_mask(times / model - 1.0, keep, labels, least)
+        if np.array_equal(new_keep, keep):
+            break
+        keep = new_keep
+        # Refit on the kept rows; rows set aside come back next round if the new fit explains them.
+        x, _ = nnls_relative(design[keep], target[keep], times[keep])
+    resid = (design[keep] @ x - target[keep]) / times[keep]
+    # A row set aside costs what a row exactly on the threshold would: t = (1 + e) m, so |m - t| / t = e / (1 + e).
+    charge = (thresholds[~keep] / (1.0 + thresholds[~keep])) ** 2
+    return TrimmedFit(x, float(resid @ resid + charge.sum()), keep)
+
+
+@dataclass(frozen=True, slots=True)
 class Piece:
     """One segment of a piecewise fit: rows with sizes in [min_bytes, max_bytes], and its coefficients."""
 
@@ -53,6 +142,8 @@ class Piece:
     coef: tuple[float, ...]
     sse: float
     rows: int
+    outliers: int = 0
+    """Rows of this piece set aside as outliers (see :func:`nnls_trimmed`)."""
 
 
 def piecewise_fit(
@@ -68,6 +159,14 @@ def piecewise_fit(
 
     ``sizes`` give each row's message size; rows of one size always stay in one piece. Returns one
     piece when no split pays for itself (or there are too few distinct sizes to split).
+
+    Outliers are set aside inside each candidate piece (:func:`nnls_trimmed`), not once before
+    segmenting: a single line over a range with a real protocol switch would call the slower regime's
+    points "outliers" and hide the switch. Because every row set aside is charged at the threshold's
+    squared residual, a split cannot lower the cost just by isolating a stall (the stall costs the same
+    whether the long piece or a short one sets it aside, and a short piece keeps at least one row more
+    than it has coefficients, so it cannot fit a stall exactly), while a real switch, whose rows sit
+    near a line of their own, still pays for its extra segment.
     """
     order = np.argsort(sizes, kind="stable")
     sizes, design, target, times = sizes[order], design[order], target[order], times[order]
@@ -78,17 +177,26 @@ def piecewise_fit(
     n_rows = len(sizes)
     k_max = max(1, min(max_segments, m // min_sizes))
 
-    def fit_range(i: int, j: int) -> tuple[FloatArray, float]:
+    def fit_range(i: int, j: int) -> TrimmedFit:
         lo, hi = starts[i], starts[j]
-        return nnls_relative(design[lo:hi], target[lo:hi], times[lo:hi])
+        return nnls_trimmed(design[lo:hi], target[lo:hi], times[lo:hi])
 
     cost: dict[tuple[int, int], float] = {}
     for i in range(m):
         for j in range(i + min_sizes, m + 1):
-            cost[(i, j)] = fit_range(i, j)[1]
+            cost[(i, j)] = fit_range(i, j).sse
     if k_max == 1 or not cost:
-        x, sse = fit_range(0, m)
-        return [Piece(int(distinct[0]), int(distinct[-1]), tuple(float(v) for v in x), sse, n_rows)]
+        whole = fit_range(0, m)
+        return [
+            Piece(
+                int(distinct[0]),
+                int(distinct[-1]),
+                tuple(float(v) for v in whole.x),
+                whole.sse,
+                n_rows,
+                whole.outliers,
+            )
+        ]
 
     inf = math.inf
     # best[k][j]: least SSE covering distinct sizes [0, j) with k pieces; back[k][j]: where the last starts.
@@ -119,14 +227,15 @@ def piecewise_fit(
         j = i
     pieces: list[Piece] = []
     for i, j in reversed(bounds):
-        x, sse = fit_range(i, j)
+        piece = fit_range(i, j)
         pieces.append(
             Piece(
                 int(distinct[i]),
                 int(distinct[j - 1]),
-                tuple(float(v) for v in x),
-                sse,
+                tuple(float(v) for v in piece.x),
+                piece.sse,
                 starts[j] - starts[i],
+                piece.outliers,
             )
         )
     return pieces

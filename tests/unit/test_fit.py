@@ -143,3 +143,64 @@ def test_groups_that_cannot_be_fitted() -> None:
     report = fit_results(ok + odd)
     assert [f.algo for f in report.fits] == ["ring"]
     assert any("mystery" in s for s in report.skipped)
+
+
+def with_stalls(rows: list[ResultRow], share: float, seed: int) -> tuple[list[ResultRow], int]:
+    """Rows with about ``share`` of them 10x slower (a scheduler stall), and how many were slowed."""
+    from dataclasses import replace
+
+    picked = set(np.random.default_rng(seed).choice(len(rows), round(share * len(rows)), replace=False).tolist())
+    out = [replace(r, time_us=r.time_us * 10) if i in picked else r for i, r in enumerate(rows)]
+    return out, len(picked)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("piecewise", [True, False])
+def test_stalls_are_set_aside_and_counted(seed: int, piecewise: bool) -> None:
+    alpha, beta = 12.0, 1e-3 / 3.5
+    clean = make_rows("ring", 4, alpha, beta, 0.0, noise=0.05, seed=seed)
+    rows, stalled = with_stalls(clean, 0.25, seed=100 + seed)
+    (fit,) = fit_results(rows, piecewise=piecewise).fits
+    assert fit.segments == ()  # no segment made up to chase the stalls
+    assert fit.alpha_us == pytest.approx(alpha, rel=0.1)
+    assert fit.beta_gbps == pytest.approx(3.5, rel=0.1)
+    assert fit.outliers == stalled
+    assert fit.to_dict()["outliers"] == stalled and Fit.from_dict(fit.to_dict()).outliers == stalled
+    assert f"{stalled} of {len(rows)} points set aside as outliers" in fit.note
+    # Quality figures are on all points: a stall (model / measured = 0.1: 90% off) is the worst error.
+    assert fit.points == len(rows) and fit.max_abs_pct_error > 85
+
+
+def test_stalls_do_not_hide_a_planted_breakpoint() -> None:
+    small = make_rows("ring", 8, 3.0, 1e-3 / 2.0, 0.0, noise=0.02, seed=5, sizes=[2**k for k in range(3, 17)])
+    large = make_rows("ring", 8, 12.0, 1e-3 / 11.0, 0.0, noise=0.02, seed=6, sizes=[2**k for k in range(17, 28)])
+    rows, stalled = with_stalls(small + large, 0.2, seed=7)
+    (fit,) = fit_results(rows).fits
+    assert [s.min_bytes for s in fit.segments] == [8, 2**17]
+    assert fit.segments[0].to_dict()["beta_gbps"] == pytest.approx(2.0, rel=0.1)
+    assert fit.segments[1].to_dict()["beta_gbps"] == pytest.approx(11.0, rel=0.1)
+    assert fit.outliers == stalled
+
+
+def test_never_more_than_a_third_set_aside() -> None:
+    clean = make_rows("ring", 4, 12.0, 1e-3 / 3.5, 0.0, noise=0.0, seed=0)
+    rows, stalled = with_stalls(clean, 0.4, seed=11)
+    assert stalled > len(rows) // 3
+    (fit,) = fit_results(rows, piecewise=False).fits
+    assert fit.outliers == len(rows) // 3
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_clean_data_sets_nothing_aside(seed: int) -> None:
+    from collbench.models.piecewise import nnls_relative, nnls_trimmed
+
+    rows = make_rows("ring", 4, 12.0, 1e-3 / 3.5, 0.0, noise=0.05, seed=seed)
+    (fit,) = fit_results(rows).fits
+    assert fit.outliers == 0 and "outlier" not in fit.note
+    times = np.array([r.time_us for r in rows])
+    terms = [cost_terms("all-reduce", "ring", 4, r.size_bytes) for r in rows]
+    coef = np.array([(t.alpha, t.beta) for t in terms])
+    plain, sse = nnls_relative(coef, times, times)
+    trimmed = nnls_trimmed(coef, times, times)
+    assert trimmed.outliers == 0 and trimmed.sse == pytest.approx(sse, rel=1e-12)
+    assert np.array_equal(trimmed.x, plain) and (fit.alpha_us, fit.beta_us_per_byte) == tuple(plain)

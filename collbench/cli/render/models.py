@@ -42,6 +42,8 @@ def render_fits(report: FitReport) -> RenderableType:
     table.add_column("median err", justify="right")
     table.add_column("worst err", justify="right")
     table.add_column("sizes", justify="right")
+    # Points set aside as outliers (stalls) when fitting; the error columns still include them.
+    table.add_column("outliers", justify="right")
     for f in report.fits:
         gamma = "folded" if f.gamma_folded else _gbps(f.gamma_gbps)
         table.add_row(
@@ -56,6 +58,7 @@ def render_fits(report: FitReport) -> RenderableType:
             f"{f.median_abs_pct_error:.1f}%",
             f"{f.max_abs_pct_error:.1f}%",
             f"{format_size(f.min_bytes)}-{format_size(f.max_bytes)}",
+            f"{f.outliers}/{f.points}",
         )
     parts: list[RenderableType] = [table]
     for f in report.fits:
