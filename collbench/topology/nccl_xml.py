@@ -21,6 +21,7 @@ from pathlib import Path
 
 from collbench.errors import InputFileError
 from collbench.topology.bandwidth import nvlink_gbps, nvlink_generation_for_sm, pcie_gbps, pcie_generation_for_speed
+from collbench.topology.io import read_text_file
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     Device,
@@ -320,10 +321,5 @@ def parse_nccl_xml(text: str, path: str = "<input>") -> Topology:
 
 def read_nccl_xml(path: Path) -> Topology:
     """Read an NCCL topology XML file. Raises InputFileError (see :func:`parse_nccl_xml`)."""
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        raise InputFileError(str(path), "no such file (expected an NCCL topology XML)") from None
-    except OSError as exc:
-        raise InputFileError(str(path), f"cannot read: {exc.strerror}") from None
+    text = read_text_file(path, "an NCCL topology XML")
     return parse_nccl_xml(text, str(path))

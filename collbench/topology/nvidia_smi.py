@@ -17,6 +17,7 @@ from itertools import combinations
 from pathlib import Path
 
 from collbench.errors import InputFileError
+from collbench.topology.io import read_text_file
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     DEFAULT_NVLINK_GBPS_PER_LINK,
@@ -338,10 +339,5 @@ def _build(p: _Parser, rows: dict[str, _Row], legend: dict[str, str], header_lin
 
 def read_nvidia_smi_topo(path: Path) -> Topology:
     """Read a file holding the text of ``nvidia-smi topo -m``. Raises InputFileError (see the parser)."""
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        raise InputFileError(str(path), "no such file (expected the text of `nvidia-smi topo -m`)") from None
-    except OSError as exc:
-        raise InputFileError(str(path), f"cannot read: {exc.strerror}") from None
+    text = read_text_file(path, "the text of `nvidia-smi topo -m`")
     return parse_nvidia_smi_topo(text, str(path))

@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
+from collbench.cli.render.styles import LINK_STYLES
 from collbench.layouts.multinode import host_groups
 from collbench.layouts.plan import LayoutPlan
 from collbench.layouts.rings import RingFabric, ring_bandwidth
@@ -17,19 +18,6 @@ from collbench.topology.model import LinkKind
 # Past these, a ring prints its first hops and a count, a tree its first levels: --json has it all.
 MAX_HOPS_SHOWN = 24
 MAX_TREE_NODES_SHOWN = 48
-
-_STYLES = {
-    LinkKind.NVLINK: "bold green",
-    LinkKind.NVSWITCH: "bold green",
-    LinkKind.PIX: "cyan",
-    LinkKind.PXB: "cyan",
-    LinkKind.PHB: "yellow",
-    LinkKind.NODE: "yellow",
-    LinkKind.SYS: "red",
-    LinkKind.LOOPBACK: "blue",
-    LinkKind.NET: "magenta",
-    LinkKind.MEASURED: "magenta",
-}
 
 
 def _gbps(x: float) -> str:
@@ -44,7 +32,7 @@ def _hop_text(fabric: RingFabric, names: list[str], a: int, b: int, slowest: flo
     kind = fabric.kinds[a][b]
     bw = fabric.bandwidth_gbps[a][b]
     label = f"{kind.value if kind else '?'} {_gbps(bw)}"
-    style = _STYLES.get(kind, "") if kind else ""
+    style = LINK_STYLES.get(kind, "") if kind else ""
     if bw <= slowest * (1 + 1e-9) and not uniform:
         style = f"{style} reverse".strip()
     return Text.assemble(" ─", (label, style), "→ ", names[b])

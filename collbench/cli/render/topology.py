@@ -8,30 +8,18 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from collbench.cli.render.styles import LINK_STYLES
 from collbench.topology.model import Device, Link, LinkKind, Topology, format_cpu_list
 
 # Wider matrices stop being readable in a terminal; --json lists every device.
 MAX_MATRIX_DEVICES = 16
-
-_STYLES = {
-    LinkKind.NVLINK: "bold green",
-    LinkKind.NVSWITCH: "bold green",
-    LinkKind.PIX: "cyan",
-    LinkKind.PXB: "cyan",
-    LinkKind.PHB: "yellow",
-    LinkKind.NODE: "yellow",
-    LinkKind.SYS: "red",
-    LinkKind.LOOPBACK: "blue",
-    LinkKind.NET: "magenta",
-    LinkKind.MEASURED: "magenta",
-}
 
 
 def _cell(link: Link | None, bandwidth: bool) -> Text:
     if link is None:
         return Text("")
     label = f"{round(link.bandwidth_gbps, 1):g}" if bandwidth else link.matrix_code
-    return Text(label, style=_STYLES.get(link.kind, ""))
+    return Text(label, style=LINK_STYLES.get(link.kind, ""))
 
 
 def _numa_text(d: Device) -> str:
