@@ -14,6 +14,7 @@ turn that drift into differences between algorithms.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import platform
 import tempfile
@@ -235,20 +236,11 @@ def _sweep(
         measured = {r.algo for r in rows}
         pipelined = tuple(a for a in order if a in SEGMENTED and a in measured)
         if pipelined:
-            second = SweepConfig(
-                world_size=config.ranks,
-                backend=config.backend,
-                ops=config.ops,
+            second = dataclasses.replace(
+                base,
                 algos=pipelined,
                 min_bytes=depth.extra_from_bytes,
-                max_bytes=depth.max_bytes,
-                step_factor=depth.step_factor,
-                warmup=depth.warmup,
-                point_budget_s=depth.point_budget_s,
-                in_place=IN_PLACE,
                 segment_bytes=depth.extra_segment_bytes,
-                topology_path=topo_file,
-                timeout_s=config.timeout_s,
                 stream=tmp / f"sweep-segments-{i}.jsonl",
             )
             rows.extend(run_sweep(second, progress))
