@@ -14,7 +14,7 @@ from collbench.cli.console import console, err_console
 from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
 from collbench.errors import ConfigError
 from collbench.runtime.launch import under_torchrun
-from collbench.runtime.sweep import SweepConfig, SweepProgress, run_sweep
+from collbench.runtime.sweep import SweepConfig, SweepProgress, run_sweep, validate
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*$")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -139,6 +139,8 @@ def sweep(
         # Under torchrun only rank 0 reports; the other ranks stay quiet.
         disable=under_torchrun() and os.environ.get("RANK", "0") != "0",
     )
+    # Bad input is reported before the progress bar starts, so the error is the only thing printed.
+    validate(config)
     task = progress.add_task("starting ranks", total=None)
 
     def on_event(event: SweepProgress) -> None:

@@ -167,7 +167,10 @@ class Profile:
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
-            raise InputFileError(str(path), f"not YAML ({exc})") from exc
+            # PyYAML's message spans several lines; the user gets one: the problem and where.
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else None
+            raise InputFileError(str(path), f"not YAML: {getattr(exc, 'problem', None) or exc}", line=line) from None
         return cls.from_dict(data, source=str(path))
 
     def to_yaml(self) -> str:
