@@ -362,7 +362,7 @@ def _segments(
 def fit_results(rows: list[ResultRow], *, piecewise: bool = True, crossovers: bool = True) -> FitReport:
     """Fit every (op, algo, backend, world size) group of ``rows``; see the module docstring.
 
-    Groups whose algorithm has no closed form, or with fewer than two distinct sizes, are skipped and
+    Groups whose algorithm has no closed form, of one rank, or with fewer than two distinct sizes, are skipped and
     listed in ``FitReport.skipped``. Raises UserError when no group can be fitted at all.
     """
     from collbench.models.crossover import find_crossovers
@@ -383,6 +383,10 @@ def fit_results(rows: list[ResultRow], *, piecewise: bool = True, crossovers: bo
             continue
         if not known:
             skipped.append(f"{label}: no closed-form cost for algorithm {algo!r}")
+            continue
+        if p < 2:
+            # A single rank sends nothing: every cost term is zero, so there is no alpha or beta to find.
+            skipped.append(f"{label}: one rank moves no data; there is no communication to model")
             continue
         if len({r.size_bytes for r in grows}) < _MIN_POINTS:
             skipped.append(f"{label}: needs at least {_MIN_POINTS} sizes to fit, has one")

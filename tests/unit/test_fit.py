@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -204,3 +206,12 @@ def test_clean_data_sets_nothing_aside(seed: int) -> None:
     trimmed = nnls_trimmed(coef, times, times)
     assert trimmed.outliers == 0 and trimmed.sse == pytest.approx(sse, rel=1e-12)
     assert np.array_equal(trimmed.x, plain) and (fit.alpha_us, fit.beta_us_per_byte) == tuple(plain)
+
+
+def test_one_rank_groups_are_skipped_with_a_reason() -> None:
+    four = make_rows("ring", 4, 10.0, 5.0, 0.0, noise=0.0, seed=0)
+    # A one-rank run still takes time (a local copy), but no term of any cost model applies to it.
+    rows = four + [dataclasses.replace(r, world_size=1) for r in four]
+    report = fit_results(rows)
+    assert [f.world_size for f in report.fits] == [4]
+    assert any("x1" in s and "one rank" in s for s in report.skipped)
