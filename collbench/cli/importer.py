@@ -31,9 +31,11 @@ def nccl_tests(
         raise InputFileError(str(output), "unknown results format; use .jsonl, .csv or .parquet")
     rows = read_nccl_tests(log, algo=algo, op=op)
     first = rows[0]
+    ops = ", ".join(dict.fromkeys(r.op for r in rows))
+    algos = ", ".join(dict.fromkeys(r.algo for r in rows))
     summary = (
-        f"{len(rows)} rows: {first.op}, {first.world_size} ranks on {first.nodes} node(s), "
-        f"{min(r.size_bytes for r in rows)}-{max(r.size_bytes for r in rows)} bytes, algo {algo}"
+        f"{len(rows)} rows: {ops}, {first.world_size} ranks on {first.nodes} node(s), "
+        f"{min(r.size_bytes for r in rows)}-{max(r.size_bytes for r in rows)} bytes, algo {algos}"
     )
     if output is None:
         import json

@@ -28,7 +28,7 @@ from typing import Any
 
 from collbench.errors import InputFileError
 from collbench.runtime.results import ResultRow
-from collbench.schedules.ops import Op, parse_dtype
+from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 
 PROGRAM_OPS: dict[str, Op] = {
     "all_reduce_perf": Op.ALL_REDUCE,
@@ -40,6 +40,8 @@ PROGRAM_OPS: dict[str, Op] = {
 _UNMODELLED = ("alltoall_perf", "alltoallv_perf", "sendrecv_perf", "gather_perf", "scatter_perf", "hypercube_perf")
 
 _PROGRAM_RE = re.compile(r"\b(\w+_perf)(?:_mpi)?\b")
+# The block header of `collbench sweep --format nccl-tests`: one block per (op, algorithm).
+_COLLBENCH_RE = re.compile(r"^#\s*collbench\s+(\S+)\s+algo\s+(\S+)\s+backend\s+(\S+)\s+nranks\s+(\d+)")
 _STARTING_RE = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _RANK_RE = re.compile(
     r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$"
@@ -84,6 +86,8 @@ class _Run:
     ranks: dict[int, tuple[str, str]] = field(default_factory=dict)
     version: str = ""
     rows: list[tuple[int, list[str]]] = field(default_factory=list)
+    collbench: tuple[str, str, int] | None = None
+    """(algorithm, backend, ranks) from a ``# collbench <op> algo A backend B nranks N`` block header."""
     has_root: bool | None = None
 
 
@@ -100,6 +104,10 @@ def _factor_row(
     wrong: int,
 ) -> ResultRow:
     algbw = size / time_us / 1e3 if time_us > 0 else 0.0
+    # nccl-tests prints the per-rank count for all-gather and reduce-scatter; collbench's count is the
+    # elements of the larger buffer (size / dtype size) for every op, as DESIGN.md fixes it.
+    if dtype in DTYPE_SIZES:
+        count = size // DTYPE_SIZES[dtype]
     return ResultRow(
         op=op.value,
         algo="native",
@@ -143,7 +151,13 @@ def _parse_text(text: str, path: Path, op_override: Op | None) -> list[ResultRow
             continue
         if stripped.startswith("#"):
             run = runs[-1]
-            if m := _STARTING_RE.match(stripped):
+            if m := _COLLBENCH_RE.match(stripped):
+                if run.rows or run.op is not None:
+                    run = _Run()
+                    runs.append(run)
+                run.op = Op.parse(m.group(1))
+                run.collbench = (m.group(2), m.group(3), int(m.group(4)))
+            elif m := _STARTING_RE.match(stripped):
                 if run.rows or run.op is not None:
                     run = _Run(version=run.version)
                     runs.append(run)
@@ -176,6 +190,14 @@ def _parse_text(text: str, path: Path, op_override: Op | None) -> list[ResultRow
             op = _op_from_program(fallback_program, path)
         if op is None:
             raise InputFileError(str(path), "cannot tell which collective the log measured; pass --op")
+        if run.collbench is not None:
+            algo, backend, world_size = run.collbench
+            out.extend(
+                replace(r, algo=algo, backend=backend, source="collbench")
+                for tokens in (t for _, t in run.rows)
+                for r in _text_row(tokens, run, op, world_size, legacy_error, path)
+            )
+            continue
         if not run.ranks:
             raise InputFileError(str(path), "no '#  Rank N ... device' lines: cannot tell the number of ranks")
         world_size = max(run.ranks) + 1
@@ -209,6 +231,7 @@ def _text_row(tokens: list[str], run: _Run, op: Op, world_size: int, legacy_erro
                 op, world_size, size, count, dtype, redop, root, i == 1, float(h[0]), _wrong(h[3], legacy_error)
             )
             for i, h in enumerate(halves)
+            if h[0].upper() != "N/A"  # that mode was not measured
         ]
     except (ValueError, IndexError) as exc:
         raise InputFileError(str(path), f"cannot read the result line {' '.join(tokens)!r} ({exc})") from exc
@@ -298,7 +321,8 @@ def read_nccl_tests(path: Path | str, *, algo: str = "native", op: str | None = 
         rows = _parse_json(data, path, op_override)
     else:
         rows = _parse_text(text, path, op_override)
-    return [replace(r, algo=algo) for r in rows]
+    # Blocks that collbench itself printed name their algorithm; nccl-tests' rows take the user's.
+    return [r if r.source == "collbench" else replace(r, algo=algo) for r in rows]
 
 
 def looks_like_nccl_tests(path: Path) -> bool:

@@ -111,3 +111,52 @@ def test_json_format_and_check_off(tmp_path: Path) -> None:
     rows = json.loads(result.stdout)
     assert len(rows) == 4
     assert all(r["wrong"] == -1 and r["in_place"] for r in rows)
+
+
+def test_import_reads_back_what_the_nccl_tests_format_prints(tmp_path: Path) -> None:
+    """`sweep --format nccl-tests` output, several blocks and one mode only, imports as the same rows."""
+    from collbench.importers.nccl_tests import read_nccl_tests
+
+    log = tmp_path / "sweep.txt"
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--ranks",
+            "2",
+            "--backend",
+            "gloo",
+            "--op",
+            "all-gather,all-reduce",
+            "--algo",
+            "native,ring",
+            "-b",
+            "1K",
+            "-e",
+            "4K",
+            "-f",
+            "4",
+            "-n",
+            "3",
+            "--out-of-place",
+            "--format",
+            "nccl-tests",
+            "--stream",
+            str(tmp_path / "rows.jsonl"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    log.write_text(result.stdout)
+    rows = read_nccl_tests(log)
+    assert {(r.op, r.algo, r.backend, r.world_size) for r in rows} == {
+        (op, algo, "gloo", 2) for op in ("all-gather", "all-reduce") for algo in ("native", "ring")
+    }
+    assert all(not r.in_place for r in rows)
+    assert sorted((r.op, r.algo, r.size_bytes, r.count) for r in rows) == sorted(
+        (op, algo, size, size // 4)
+        for op in ("all-gather", "all-reduce")
+        for algo in ("native", "ring")
+        for size in (1024, 4096)
+    )
+    # nccl-tests prints the per-rank count for all-gather: 1024 B of float on 2 ranks is 128.
+    assert any(line.split()[:2] == ["1024", "128"] for line in result.stdout.splitlines())

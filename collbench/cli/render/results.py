@@ -105,6 +105,13 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
     return tables
 
 
+def _nccl_tests_count(row: ResultRow) -> int:
+    """The count nccl-tests prints: per rank for all-gather and reduce-scatter, else the buffer's."""
+    if row.op in ("all-gather", "reduce-scatter") and row.world_size > 0:
+        return row.count // row.world_size
+    return row.count
+
+
 def nccl_tests_text(rows: list[ResultRow]) -> str:
     """nccl-tests' stdout layout, one block per (op, algorithm), each with its ``# Avg bus bandwidth``."""
     lines: list[str] = []
@@ -140,7 +147,8 @@ def nccl_tests_text(rows: list[ResultRow]) -> str:
         for size, by_mode in _by_size(group):
             any_row = next(iter(by_mode.values()))
             type_name = NCCL_TYPE_NAMES.get(any_row.dtype, any_row.dtype)
-            line = f"{size:12d}  {any_row.count:12d}  {type_name:>8s}  {_redop(any_row):>6s}  {_root(any_row):6d}"
+            count = _nccl_tests_count(any_row)
+            line = f"{size:12d}  {count:12d}  {type_name:>8s}  {_redop(any_row):>6s}  {_root(any_row):6d}"
             for mode in (False, True):
                 row = by_mode.get(mode)
                 if row is None:
