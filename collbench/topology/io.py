@@ -86,13 +86,3 @@ def load_topology(path: Path) -> Topology:
         raise InputFileError(str(path), f"a device or link lacks the key {exc.args[0]!r}") from None
     except (ValueError, TypeError) as exc:
         raise InputFileError(str(path), f"not a valid topology: {exc}") from None
-
-
-def read_text_file(path: Path, expected: str) -> str:
-    """The text of a file the user named; InputFileError naming ``expected`` when it cannot be read."""
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        raise InputFileError(str(path), f"no such file (expected {expected})") from None
-    except OSError as exc:
-        raise InputFileError(str(path), f"cannot read: {exc.strerror}") from None

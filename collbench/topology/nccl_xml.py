@@ -20,8 +20,8 @@ from itertools import combinations
 from pathlib import Path
 
 from collbench.errors import InputFileError
+from collbench.fileio import read_text_file
 from collbench.topology.bandwidth import nvlink_gbps, nvlink_generation_for_sm, pcie_gbps, pcie_generation_for_speed
-from collbench.topology.io import read_text_file
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     Device,

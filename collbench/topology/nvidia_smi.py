@@ -17,7 +17,7 @@ from itertools import combinations
 from pathlib import Path
 
 from collbench.errors import InputFileError
-from collbench.topology.io import read_text_file
+from collbench.fileio import read_text_file
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     DEFAULT_NVLINK_GBPS_PER_LINK,

@@ -1,0 +1,57 @@
+"""Reading and writing the files users name, with one clear error instead of a traceback.
+
+Every reader and writer of a user-named path goes through these, so a missing file, a directory, an
+unreadable or undecodable file, or an unwritable place all become :class:`InputFileError` naming the
+path and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from collbench.errors import InputFileError
+
+
+def read_text_file(path: Path, expected: str) -> str:
+    """The text of ``path``; InputFileError saying what was ``expected`` when it cannot be read."""
+    if path.is_dir():
+        raise InputFileError(str(path), f"is a directory (expected {expected})")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise InputFileError(str(path), f"no such file (expected {expected})") from None
+    except UnicodeDecodeError as exc:
+        raise InputFileError(str(path), f"not text (byte {exc.start} is not UTF-8; expected {expected})") from None
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
+
+
+def check_writable(path: Path) -> None:
+    """Raise InputFileError now, before any work, when ``path`` could not be written later."""
+    if path.is_dir():
+        raise InputFileError(str(path), "is a directory; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    existing = parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise InputFileError(str(path), f"cannot write here ({existing} is not a writable directory)")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputFileError(str(path), "cannot write: the file is read-only")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: never half a file.
+
+    Creates missing parent directories. Raises InputFileError when the place cannot be written.
+    """
+    check_writable(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputFileError(str(path), f"cannot write: {exc.strerror or exc}") from None
