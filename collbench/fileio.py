@@ -8,6 +8,7 @@ path and the problem.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from collbench.errors import InputFileError
@@ -35,10 +36,20 @@ def check_writable(path: Path) -> None:
     existing = parent
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise InputFileError(str(path), f"cannot write here ({existing} is not a writable directory)")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise InputFileError(str(path), "cannot write: the file is read-only")
+    if not existing.is_dir():
+        raise InputFileError(str(path), f"cannot write here ({existing} is not a directory)")
+    # Permission bits say nothing for root or for pseudo file systems (/proc): try a real file.
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".collbench-probe-"):
+            pass
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot write here ({existing}: {exc.strerror or exc})") from None
+    if path.exists():
+        try:
+            with path.open("a", encoding="utf-8"):  # opened for appending: not changed
+                pass
+        except OSError as exc:
+            raise InputFileError(str(path), f"cannot write: {exc.strerror or exc}") from None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -96,7 +96,7 @@ def sweep(
     modes: tuple[bool, ...] = (True,) if in_place else (False,) if out_of_place else (False, True)
     if iters.strip().lower() == "auto":
         n_iters = None
-    elif iters.strip().isdigit():
+    elif iters.strip().isdecimal():
         n_iters = int(iters)
     else:
         raise ConfigError(f"-n/--iters {iters!r}: give a number of iterations or auto")

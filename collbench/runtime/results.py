@@ -7,6 +7,7 @@ appended as measured), CSV or Parquet at the end; pandas only at that edge.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from collections.abc import Iterable, Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import InputFileError
+from collbench.fileio import read_text_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +110,15 @@ def append_jsonl(path: Path, row: ResultRow) -> None:
 
 
 def read_jsonl(path: Path) -> Iterator[ResultRow]:
-    """Rows of a JSONL file; a torn last line (a crash mid-write) is skipped."""
-    with path.open(encoding="utf-8") as f:
-        lines = f.readlines()
+    """Rows of a JSONL file; a torn last line (a crash mid-write) is skipped.
+
+    Raises InputFileError for a missing file, a directory, text that is not UTF-8, a line that is not
+    JSON (but the last) or not a JSON object, or an object that is not a result row.
+    """
+    # Split on newlines only, as the writer ends rows (str.splitlines would also split on \x1c...).
+    lines = read_text_file(path, "a JSONL file of collbench result rows").split("\n")
+    if lines and not lines[-1]:
+        lines.pop()
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -120,6 +128,10 @@ def read_jsonl(path: Path) -> Iterator[ResultRow]:
             if lineno == len(lines):
                 return
             raise InputFileError(str(path), f"not a JSON row ({exc.msg})", line=lineno) from exc
+        if not isinstance(data, dict):
+            raise InputFileError(
+                str(path), f"not a result row (a JSON {type(data).__name__}, not an object)", line=lineno
+            )
         try:
             yield ResultRow.from_dict(data)
         except (TypeError, ValueError) as exc:
@@ -127,10 +139,25 @@ def read_jsonl(path: Path) -> Iterator[ResultRow]:
 
 
 def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
-    """Write rows to ``.jsonl``, ``.csv`` or ``.parquet`` (by extension), atomically."""
+    """Write rows to ``.jsonl``, ``.csv`` or ``.parquet`` (by extension), atomically.
+
+    Raises InputFileError for another extension or when the file cannot be written.
+    """
     rows = list(rows)
     suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".csv", ".parquet"):
+        raise InputFileError(str(path), "unknown results format; use .jsonl, .csv or .parquet")
     tmp = path.with_name(path.name + ".tmp")
+    try:
+        _write_tmp(tmp, suffix, rows)
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise InputFileError(str(path), f"cannot write results: {exc.strerror or exc}") from None
+
+
+def _write_tmp(tmp: Path, suffix: str, rows: list[ResultRow]) -> None:
     if suffix == ".jsonl":
         with tmp.open("w", encoding="utf-8") as f:
             for row in rows:
@@ -144,9 +171,6 @@ def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
             frame.to_csv(tmp, index=False)
         else:
             frame.to_parquet(tmp, index=False)
-    else:
-        raise InputFileError(str(path), "unknown results format; use .jsonl, .csv or .parquet")
-    tmp.replace(path)
 
 
 def read_rows(path: Path) -> list[ResultRow]:

@@ -18,13 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.errors import ConfigError, NotApplicableError, RankError
+from collbench.errors import ConfigError, InputFileError, NotApplicableError, RankError
+from collbench.fileio import check_writable
 from collbench.runtime.launch import launch, resolve_backend, under_torchrun
 from collbench.runtime.results import ResultRow, read_jsonl, write_rows
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import algorithm_names, get_algorithm
 
 DEFAULT_STREAM = Path("collbench-sweep.jsonl")
+MAX_ITERS = 10**7
+"""The most timed (or warm-up) iterations per point a sweep accepts: more is a typo, not a benchmark."""
 OUTPUT_SUFFIXES = (".jsonl", ".csv", ".parquet")
 
 
@@ -103,16 +106,27 @@ def sweep_sizes(min_bytes: int, max_bytes: int, step_factor: float, elem_bytes: 
     """Sizes from ``min_bytes`` to ``max_bytes`` multiplied by ``step_factor``, as nccl-tests steps them.
 
     A size a fractional factor lands between multiples of the dtype size is rounded down to one.
+
+    Raises ConfigError for a size below 1 byte or a factor that is not a finite number (these would
+    never reach ``max_bytes``). Every step grows the size by at least one byte, so it always ends.
     """
+    if min_bytes < 1:
+        raise ConfigError(f"--min-bytes must be at least 1, got {min_bytes}")
+    if not math.isfinite(step_factor):
+        raise ConfigError(f"--step-factor must be a finite number, got {step_factor}")
     sizes: list[int] = []
-    size = float(min_bytes)
+    size = min_bytes
     while size <= max_bytes:
-        rounded = int(size) // elem_bytes * elem_bytes
-        if not sizes or rounded > sizes[-1]:
+        rounded = size // elem_bytes * elem_bytes
+        if rounded > 0 and (not sizes or rounded > sizes[-1]):
             sizes.append(rounded)
         if step_factor <= 1.0:
             break
-        size = math.floor(size * step_factor)
+        grown = size * step_factor
+        if grown > max_bytes:
+            break
+        # A small size times a small factor can floor back to itself (1 * 1.5): always move on.
+        size = max(math.floor(grown), size + 1)
     return sizes
 
 
@@ -205,29 +219,29 @@ def validate(config: SweepConfig) -> SweepJob:
     if redop == "avg" and dtype not in FLOAT_DTYPES:
         raise ConfigError(f"avg is defined for floating dtypes only, not {dtype}; use -o sum or a float dtype")
     elem = DTYPE_SIZES[dtype]
-    if config.min_bytes < 0 or config.max_bytes < 0:
-        raise ConfigError("sizes must not be negative")
+    if config.min_bytes < 1 or config.max_bytes < 1:
+        raise ConfigError(f"sizes must be at least 1 byte, got -b {config.min_bytes} -e {config.max_bytes}")
     if config.min_bytes > config.max_bytes:
         raise ConfigError(f"--min-bytes {config.min_bytes} is above --max-bytes {config.max_bytes}")
     for flag, size in (("--min-bytes", config.min_bytes), ("--max-bytes", config.max_bytes)):
         if size % elem:
             raise ConfigError(f"{flag} {size} is not a multiple of the {dtype} size ({elem} bytes)")
-    if config.step_factor < 1.0:
-        raise ConfigError(f"--step-factor must be at least 1, got {config.step_factor}")
-    if config.iters is not None and config.iters < 1:
-        raise ConfigError(f"--iters must be at least 1 (or auto), got {config.iters}")
-    if config.warmup < 0:
-        raise ConfigError(f"--warmup must not be negative, got {config.warmup}")
-    if config.timeout_s <= 0:
-        raise ConfigError(f"--timeout must be positive, got {config.timeout_s}")
+    if not math.isfinite(config.step_factor) or config.step_factor < 1.0:
+        raise ConfigError(f"--step-factor must be a finite number of at least 1, got {config.step_factor}")
+    if config.iters is not None and not 1 <= config.iters <= MAX_ITERS:
+        raise ConfigError(f"--iters must be from 1 to {MAX_ITERS} (or auto), got {config.iters}")
+    if not 0 <= config.warmup <= MAX_ITERS:
+        raise ConfigError(f"--warmup must be from 0 to {MAX_ITERS}, got {config.warmup}")
+    for flag, seconds in (("--timeout", config.timeout_s), ("--budget", config.point_budget_s)):
+        if not math.isfinite(seconds) or seconds <= 0:
+            raise ConfigError(f"{flag} must be a positive number of seconds, got {seconds}")
     if config.segment_bytes is not None and config.segment_bytes < elem:
         raise ConfigError(f"--segment-bytes {config.segment_bytes} is smaller than one {dtype} element")
     if config.root < 0 or (config.world_size is not None and config.root >= config.world_size):
         raise ConfigError(f"--root {config.root} is not a rank of a world of {config.world_size}")
     if config.output is not None and config.output.suffix.lower() not in OUTPUT_SUFFIXES:
         raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
-    if config.resume and not config.stream_path.exists():
-        raise ConfigError(f"--resume: no {config.stream_path} to resume from")
+    _check_files(config)
     local = int(_env("LOCAL_WORLD_SIZE", "1")) if config.world_size is None else config.world_size
     backend = resolve_backend(config.backend, local)
     per_op = resolve_algos(config, ops, backend)
@@ -248,6 +262,29 @@ def validate(config: SweepConfig) -> SweepJob:
         stream_path=config.stream_path,
         topology=topology,
     )
+
+
+def _check_files(config: SweepConfig) -> None:
+    """The stream and output files, checked in the parent before any rank starts.
+
+    Without ``--resume`` the stream file is emptied when the sweep starts. That is refused for a file
+    the user did not name as the stream (``keep.jsonl`` next to ``--output keep.csv``): it may hold
+    earlier results. The default ``collbench-sweep.jsonl`` is collbench's own scratch file and is
+    replaced. With ``--resume`` the rows already there are read now, so a bad file fails in one line.
+    """
+    stream = config.stream_path
+    if config.resume:
+        if not stream.exists():
+            raise ConfigError(f"--resume: no {stream} to resume from")
+        list(read_jsonl(stream))
+    elif config.stream is None and config.output is not None and stream != config.output and stream.exists():
+        raise ConfigError(
+            f"{stream} exists and would be emptied to stream rows into; "
+            "pass --resume to continue it, or --stream FILE to stream elsewhere"
+        )
+    check_writable(stream)
+    if config.output is not None and config.output != stream:
+        check_writable(config.output)
 
 
 def _env(name: str, default: str) -> str:
@@ -301,7 +338,11 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
             raise RankError(exc.rank, exc.host, exc.doing, f"{exc.problem}; NCCL said: {warnings}") from exc
     rows: list[ResultRow] = results[0] if results and results[0] is not None else []
     if rows and config.output is not None and config.output != job.stream_path:
-        write_rows(config.output, rows)
+        try:
+            write_rows(config.output, rows)
+        except InputFileError as exc:
+            # Checked before the ranks started, but the place can change meanwhile: say where the rows are.
+            raise InputFileError(exc.path, f"{exc.problem}; the measured rows are in {job.stream_path}") from None
     return rows
 
 

@@ -160,3 +160,55 @@ def test_import_reads_back_what_the_nccl_tests_format_prints(tmp_path: Path) -> 
     )
     # nccl-tests prints the per-rank count for all-gather: 1024 B of float on 2 ranks is 128.
     assert any(line.split()[:2] == ["1024", "128"] for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-b", "0"], "at least 1 byte"),
+        (["-f", "nan"], "finite"),
+        (["-f", "inf"], "finite"),
+        (["--timeout", "nan"], "--timeout"),
+        (["--budget", "nan"], "--budget"),
+        (["--budget", "0"], "--budget"),
+        (["--budget", "-1"], "--budget"),
+        (["-n", "99999999999999999999"], "--iters"),
+        (["--output", "keep.csv"], "--resume"),
+        (["--output", "/proc/y.csv", "--stream", "ok.jsonl"], "/proc/y.csv"),
+        (["--output", "/proc/x.csv"], "/proc/x.jsonl"),
+        (["--stream", "/proc/s.jsonl"], "/proc/s.jsonl"),
+        (["--stream", "adir"], "directory"),
+        (["--resume", "--stream", "adir"], "directory"),
+        (["--resume", "--stream", "bin.jsonl"], "UTF-8"),
+        (["--resume", "--stream", "list.jsonl"], "not an object"),
+    ],
+)
+def test_bad_values_and_files_refused_before_ranks(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import collbench.runtime.launch as launch_module
+
+    def no_launch(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("no rank may start on bad input")
+
+    monkeypatch.setattr(launch_module, "_launch_local", no_launch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "keep.jsonl").write_text('{"kept": 1}\n')
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "list.jsonl").write_text("[1, 2]\n")
+    result = RUNNER.invoke(app, ["sweep", "--ranks", "2", "-e", "1K", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    # Nothing the user had was changed.
+    assert (tmp_path / "keep.jsonl").read_text() == '{"kept": 1}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "bin.jsonl", "keep.jsonl", "list.jsonl"]
+
+
+def test_sweep_sizes_always_ends() -> None:
+    from collbench.runtime.sweep import sweep_sizes
+
+    assert sweep_sizes(1, 4, 1.5, 1) == [1, 2, 3]
+    assert sweep_sizes(1024, 1024, 4.0, 4) == [1024]
+    assert sweep_sizes(4, 1 << 20, 1e300, 4) == [4]

@@ -1,0 +1,79 @@
+"""Reading and writing result files: every bad file is one InputFileError, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collbench.errors import InputFileError
+from collbench.runtime.results import ResultRow, read_jsonl, read_rows, write_rows
+
+ROW = ResultRow(
+    op="all-reduce",
+    algo="ring",
+    backend="gloo",
+    world_size=2,
+    dtype="float32",
+    redop="sum",
+    in_place=False,
+    size_bytes=1024,
+    count=256,
+    iters=3,
+    time_us=10.0,
+    time_us_mean=11.0,
+    time_us_min=9.0,
+    time_us_max=12.0,
+    algbw_gbps=0.1,
+    busbw_gbps=0.1,
+    wrong=0,
+)
+
+
+@pytest.mark.parametrize("reader", [lambda p: list(read_jsonl(p)), read_rows])
+def test_directory_is_input_file_error(tmp_path: Path, reader: object) -> None:
+    target = tmp_path / "d.jsonl"
+    target.mkdir()
+    with pytest.raises(InputFileError, match="directory"):
+        reader(target)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe\x00\x01garbage\n", "UTF-8"),
+        (b"[1, 2]\n", "not an object"),
+        (b'"text"\n{}\n', "not an object"),
+        (b"42\n", "not an object"),
+        (b'{"op": "all-reduce"}\n', "not a collbench result row"),
+    ],
+)
+def test_bad_jsonl_is_input_file_error(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(InputFileError, match=message):
+        read_rows(path)
+
+
+def test_torn_last_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    write_rows(path, [ROW])
+    with path.open("a") as f:
+        f.write('{"op": "all-re')
+    assert list(read_jsonl(path)) == [ROW]
+
+
+# CSV is left out: empty text cells come back as None (known, reported; not fixed here).
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_round_trip(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"r{suffix}"
+    write_rows(path, [ROW])
+    assert read_rows(path) == [ROW]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_unwritable_place_is_input_file_error(tmp_path: Path, suffix: str) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(InputFileError, match="cannot write"):
+        write_rows(blocker / f"r{suffix}", [ROW])
