@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Annotated, Any
 
@@ -19,6 +20,8 @@ from collbench.schedules.whiteboard import Whiteboard, build_whiteboard, rank_le
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)(i?b)?\s*$", re.IGNORECASE)
 MAX_BOARD_RANKS = 32
 MAX_BOARD_PIECES = 64
+MAX_EXPLAIN_RANKS = 256
+"""The largest world explain builds: schedules grow with ranks squared, and -r 1000 runs for minutes."""
 
 
 def parse_size(text: str) -> int:
@@ -117,8 +120,18 @@ def explain(
     the_op = Op.parse(op)
     if ranks < 1:
         raise ConfigError(f"--ranks must be >= 1, got {ranks}")
-    if alpha_us < 0 or link_gbps <= 0:
-        raise ConfigError("--alpha-us must be >= 0 and --link-gbps > 0")
+    if ranks > MAX_EXPLAIN_RANKS:
+        raise ConfigError(
+            f"--ranks {ranks} is more than explain shows ({MAX_EXPLAIN_RANKS}); "
+            "use `collbench predict` for large worlds"
+        )
+    if segments < 1:
+        raise ConfigError(f"--segments must be >= 1, got {segments}")
+    # `not (x >= 0)` also refuses nan, which every comparison lets through.
+    if not (math.isfinite(alpha_us) and alpha_us >= 0):
+        raise ConfigError(f"--alpha-us must be a finite number >= 0, got {alpha_us}")
+    if not (math.isfinite(link_gbps) and link_gbps > 0):
+        raise ConfigError(f"--link-gbps must be a finite number > 0, got {link_gbps}")
     elem_bytes = DTYPE_SIZES[parse_dtype(dtype)]
     size_bytes = parse_size(size)
     if size_bytes % elem_bytes:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from collbench.cli.console import err_console
+from collbench.fileio import atomic_write_text, check_writable
 
 app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -21,13 +22,13 @@ OutputOpt = Annotated[
 def _emit(profile_path: Path, output: Path | None, render: Callable[..., str], what: str) -> None:
     from collbench.tuning.profile import Profile
 
+    if output is not None:
+        check_writable(output)
     text = render(Profile.load(profile_path))
     if output is None:
         typer.echo(text, nl=False)
         return
-    tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(output)
+    atomic_write_text(output, text)
     err_console.print(f"wrote {what} to [bold]{output}[/bold]")
 
 

@@ -46,6 +46,10 @@ def fit(
     ] = True,
 ) -> None:
     """Fit alpha-beta-gamma cost models to measured results."""
+    if plot is not None:
+        from collbench.report.plots import check_plot_path
+
+        check_plot_path(plot)
     rows = load_results(results)
     if op:
         ops = {Op.parse(o).value for o in op}

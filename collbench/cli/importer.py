@@ -8,11 +8,29 @@ from typing import Annotated
 import typer
 
 from collbench.cli.console import console, err_console
-from collbench.errors import InputFileError
+from collbench.errors import InputFileError, UnknownNameError
+from collbench.fileio import check_writable
 from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.runtime.results import write_rows
+from collbench.schedules.registry import algorithm_names
 
 app = typer.Typer(no_args_is_help=True)
+
+
+def _checked_algo(name: str) -> str:
+    """``name`` as rows are filed under it: a registered algorithm, ``native`` or ``native:<variant>``.
+
+    Raises UnknownNameError for anything else: rows under a made-up name would match nothing later.
+    """
+    key = name.strip().lower()
+    if key.startswith("native"):
+        from collbench.runtime.nccl import parse_native_variant
+
+        return parse_native_variant(key).name
+    known = algorithm_names()
+    if key not in known:
+        raise UnknownNameError("algorithm", name, ["native", "native:<nccl algorithm>", *known])
+    return key
 
 
 @app.command("nccl-tests")
@@ -29,6 +47,9 @@ def nccl_tests(
     """Read nccl-tests output (text table or -J JSON) into collbench result rows."""
     if output is not None and output.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
         raise InputFileError(str(output), "unknown results format; use .jsonl, .csv or .parquet")
+    if output is not None:
+        check_writable(output)
+    algo = _checked_algo(algo)
     rows = read_nccl_tests(log, algo=algo, op=op)
     first = rows[0]
     ops = ", ".join(dict.fromkeys(r.op for r in rows))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +13,7 @@ import typer
 from collbench.cli.console import console
 from collbench.cli.render.models import render_prediction
 from collbench.errors import ConfigError, InputFileError
+from collbench.fileio import read_text_file
 from collbench.models.fit import Fit
 from collbench.models.predict import predict as predict_times
 
@@ -30,9 +32,7 @@ def parse_size(text: str) -> int:
 
 def load_fits(path: Path, *, profile: bool) -> list[Fit]:
     """Fit objects from ``fit --json`` output or a profile's ``fits:`` list. Raises InputFileError."""
-    if not path.exists():
-        raise InputFileError(str(path), "no such file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text_file(path, "`collbench fit --json` output or a profile")
     data: Any
     try:
         if profile or path.suffix.lower() in (".yaml", ".yml"):
@@ -51,6 +51,14 @@ def load_fits(path: Path, *, profile: bool) -> list[Fit]:
         raise InputFileError(str(path), f"a fit is malformed ({exc})") from exc
     if not fits:
         raise InputFileError(str(path), "the 'fits' list is empty")
+    for fit in fits:
+        # A negative latency or per-byte cost predicts negative times: the file is wrong, not the world.
+        for name in ("alpha_us", "beta_us_per_byte", "gamma_us_per_byte"):
+            value = getattr(fit, name, None)
+            if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
+                raise InputFileError(
+                    str(path), f"fit {fit.op}/{fit.algo}: {name} is {value}; it must be a finite number >= 0"
+                )
     return fits
 
 

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from collbench.cli.console import console, err_console
 from collbench.cli.render.profile import render_fits, render_rules
-from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, run_tune
+from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, check_config, run_tune
 
 
 def _command(
@@ -84,6 +84,8 @@ def tune(
         plot_path=plot,
         command=_command(world, backend, ops, topology, quick, output, results, plot),
     )
+    # The checks run before the progress display opens: an error is one line, not a blank one first.
+    check_config(config)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import InputFileError
+from collbench.fileio import read_text_file
 from collbench.runtime.results import ResultRow
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 
@@ -141,6 +142,16 @@ def _wrong(token: str, legacy_error: bool) -> int:
     return round(value)
 
 
+def _choose_op(named: Op | None, override: Op | None, path: Path) -> Op | None:
+    """The log's own op, or ``--op`` when the log names none; InputFileError when the two disagree."""
+    if named is not None and override is not None and named != override:
+        # Filing an all-reduce log as broadcast would silently corrupt every comparison made from it.
+        raise InputFileError(
+            str(path), f"the log measured {named.value}, not {override.value}; drop --op or import the right log"
+        )
+    return named or override
+
+
 def _parse_text(text: str, path: Path, op_override: Op | None) -> list[ResultRow]:
     runs: list[_Run] = [_Run()]
     legacy_error = False
@@ -185,9 +196,10 @@ def _parse_text(text: str, path: Path, op_override: Op | None) -> list[ResultRow
     for run in runs:
         if not run.rows:
             continue
-        op = op_override or run.op
-        if op is None and fallback_program is not None:
-            op = _op_from_program(fallback_program, path)
+        named = run.op
+        if named is None and fallback_program is not None:
+            named = _op_from_program(fallback_program, path)
+        op = _choose_op(named, op_override, path)
         if op is None:
             raise InputFileError(str(path), "cannot tell which collective the log measured; pass --op")
         if run.collbench is not None:
@@ -242,7 +254,7 @@ def _text_row(tokens: list[str], run: _Run, op: Op, world_size: int, legacy_erro
 
 def _parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> list[ResultRow]:
     args = data.get("args") or []
-    op = op_override or (_op_from_program(str(args[0]), path) if args else None)
+    op = _choose_op(_op_from_program(str(args[0]), path) if args else None, op_override, path)
     if op is None:
         raise InputFileError(str(path), "the JSON names no program (args); pass --op")
     config = data.get("config") or {}
@@ -306,10 +318,7 @@ def read_nccl_tests(path: Path | str, *, algo: str = "native", op: str | None = 
     path = Path(path)
     if not path.exists():
         raise InputFileError(str(path), "no such file")
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputFileError(str(path), f"cannot read ({exc.strerror})") from exc
+    text = read_text_file(path, "nccl-tests output")
     op_override = Op.parse(op) if op else None
     if text.lstrip().startswith("{"):
         try:

@@ -7,9 +7,24 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from collbench.errors import InputFileError
+from collbench.fileio import check_writable
 from collbench.models.fit import Fit
 from collbench.runtime.results import ResultRow
 from collbench.schedules.ops import Op
+
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+"""The plot formats collbench writes (matplotlib picks the format from the suffix)."""
+
+
+def check_plot_path(path: Path) -> None:
+    """Raise InputFileError now, before any work, for a plot path that could not be written.
+
+    matplotlib fails on an unknown suffix and adds ``.png`` to a name without one, so the suffix
+    must be one of :data:`PLOT_SUFFIXES`.
+    """
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise InputFileError(str(path), f"a plot needs a {', '.join(PLOT_SUFFIXES)} name")
+    check_writable(path)
 
 
 def plot_fits(rows: Sequence[ResultRow], fits: Sequence[Fit], path: Path) -> Path:
@@ -18,6 +33,7 @@ def plot_fits(rows: Sequence[ResultRow], fits: Sequence[Fit], path: Path) -> Pat
 
     Raises InputFileError when the file cannot be written.
     """
+    check_plot_path(path)
     import matplotlib
 
     matplotlib.use("Agg")

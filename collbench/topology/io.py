@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from collbench.errors import InputFileError
+from collbench.fileio import check_writable, read_text_file
 from collbench.topology.model import Topology
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -40,6 +41,7 @@ def save_topology(topo: Topology, path: Path) -> None:
     Raises InputFileError for an unknown extension.
     """
     text = dumps_topology(topo, _format(path))
+    check_writable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -57,12 +59,7 @@ def load_topology(path: Path) -> Topology:
     Raises InputFileError when the file is missing, empty, not YAML/JSON, or not a topology document.
     """
     fmt = _format(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputFileError(str(path), "no such file (expected a topology from `collbench discover -o`)") from None
-    except OSError as exc:
-        raise InputFileError(str(path), f"cannot read: {exc.strerror}") from None
+    text = read_text_file(path, "a topology from `collbench discover -o`")
     if not text.strip():
         raise InputFileError(str(path), "the file is empty (expected a topology document)")
     data: Any

@@ -34,6 +34,7 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from collbench.errors import InputFileError
+from collbench.fileio import check_writable, read_text_file
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,7 @@ class Recording:
 
     def save(self, path: Path) -> None:
         """Write the recording as JSON, atomically (a temporary file renamed into place)."""
+        check_writable(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
@@ -193,12 +195,7 @@ class Recording:
     @classmethod
     def load(cls, path: Path) -> Recording:
         """Read a recording. Raises InputFileError when the file is missing or not a recording."""
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise InputFileError(str(path), "no such file (expected an NVML recording from --record)") from None
-        except OSError as exc:
-            raise InputFileError(str(path), f"cannot read: {exc.strerror}") from None
+        text = read_text_file(path, "an NVML recording from --record")
         if not text.strip():
             raise InputFileError(str(path), "the file is empty (expected an NVML recording from --record)")
         try:

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from collbench import __version__
-from collbench.errors import CollbenchError, ConfigError
+from collbench.errors import CollbenchError, ConfigError, InputFileError
+from collbench.fileio import check_writable
 from collbench.runtime.results import ResultRow, write_rows
 from collbench.tuning.profile import Profile, ProfileLayout
 from collbench.tuning.selection import SelectionSettings, select_rules
@@ -122,6 +123,23 @@ def check_config(config: TuneConfig) -> None:
         raise ConfigError(f"--plot {config.png_path}: use a .png name")
     if config.output.exists() and config.output.is_dir():
         raise ConfigError(f"-o {config.output} is a directory; give a file name")
+    # Every output is checked now: a place that cannot be written must not cost the whole run.
+    for path in (config.output, config.rows_path, config.png_path, *partial_paths(config)):
+        check_writable(path)
+
+
+def partial_paths(config: TuneConfig) -> tuple[Path, ...]:
+    """The JSONL files rows stream into while tune measures, beside the results file.
+
+    They are the measurements of a run that was interrupted or failed; a finished run removes them
+    once the results file is written.
+    """
+    rows = config.rows_path
+    names = []
+    for i in range(config.depth.rounds):
+        names.append(rows.with_name(f"{rows.stem}.partial-{i}.jsonl"))
+        names.append(rows.with_name(f"{rows.stem}.partial-segments-{i}.jsonl"))
+    return tuple(names)
 
 
 def run_tune(
@@ -148,11 +166,21 @@ def run_tune(
             topo_file = Path(tmp) / "topology.yaml"
             save_topology(topology, topo_file)
         say("sweep")
-        rows = _sweep(config, topo_file, Path(tmp), sweep_progress)
+        # Rows stream beside the results file, not into the temporary directory: an interrupted
+        # or failed tune keeps what it measured.
+        rows = _sweep(config, topo_file, sweep_progress)
     if not rows:
         raise ConfigError("the sweep measured nothing (no rows): nothing to tune from")
     config.rows_path.parent.mkdir(parents=True, exist_ok=True)
-    write_rows(config.rows_path, rows)
+    try:
+        write_rows(config.rows_path, rows)
+    except OSError as exc:
+        kept = ", ".join(str(p) for p in partial_paths(config) if p.exists())
+        raise InputFileError(
+            str(config.rows_path), f"cannot write: {exc.strerror or exc}; the measured rows are in {kept}"
+        ) from None
+    for part in partial_paths(config):
+        part.unlink(missing_ok=True)
 
     say("fit")
     fits = _fits(rows, notes)
@@ -169,6 +197,9 @@ def run_tune(
         plot_tune(rows, fits, profile, config.png_path)
     except ImportError as exc:  # matplotlib is a dependency; a broken install is reported, not fatal
         notes.append(f"no plot: {exc}")
+        plot_path = None
+    except OSError as exc:  # the profile is saved already: a plot that cannot be written is a note
+        notes.append(f"no plot: cannot write {config.png_path}: {exc.strerror or exc}")
         plot_path = None
     return TuneOutcome(
         profile=profile,
@@ -205,14 +236,13 @@ def _layout(topology: Any, config: TuneConfig, notes: list[str]) -> Any:
         return None
 
 
-def _sweep(
-    config: TuneConfig, topo_file: Path | None, tmp: Path, progress: Callable[[Any], None] | None
-) -> list[ResultRow]:
+def _sweep(config: TuneConfig, topo_file: Path | None, progress: Callable[[Any], None] | None) -> list[ResultRow]:
     from collbench.runtime.sweep import SweepConfig, run_sweep
 
     depth = config.depth
     names = _algorithm_order(config.ops)
     rows: list[ResultRow] = []
+    stem = config.rows_path.stem
     for i in range(depth.rounds):
         order = names if i % 2 == 0 else tuple(reversed(names))
         base = SweepConfig(
@@ -228,7 +258,7 @@ def _sweep(
             in_place=IN_PLACE,
             topology_path=topo_file,
             timeout_s=config.timeout_s,
-            stream=tmp / f"sweep-{i}.jsonl",
+            stream=config.rows_path.with_name(f"{stem}.partial-{i}.jsonl"),
         )
         rows.extend(run_sweep(base, progress))
         if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
@@ -241,7 +271,7 @@ def _sweep(
                 algos=pipelined,
                 min_bytes=depth.extra_from_bytes,
                 segment_bytes=depth.extra_segment_bytes,
-                stream=tmp / f"sweep-segments-{i}.jsonl",
+                stream=config.rows_path.with_name(f"{stem}.partial-segments-{i}.jsonl"),
             )
             rows.extend(run_sweep(second, progress))
     return rows

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from collbench.errors import InputFileError, UserError
+from collbench.fileio import check_writable, read_text_file
 from collbench.schedules.ops import Op
 from collbench.tuning.selection import Rule, check_coverage
 
@@ -164,8 +165,9 @@ class Profile:
         path = Path(path)
         if not path.exists():
             raise InputFileError(str(path), "no such profile; make one with `collbench tune`")
+        text = read_text_file(path, "a profile YAML from `collbench tune`")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             # PyYAML's message spans several lines; the user gets one: the problem and where.
             mark = getattr(exc, "problem_mark", None)
@@ -185,6 +187,7 @@ class Profile:
         An existing profile at ``path`` is replaced whole or not at all. Returns the path.
         """
         path = Path(path)
+        check_writable(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         text = self.to_yaml()
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -105,3 +106,18 @@ def test_crossover_between_ring_and_direct() -> None:
     # 12 more steps at 5 us against (7 - 1.75)/1 bytes per byte saved at 10 GB/s: 60 us / 0.000525 us/B.
     assert abs(cross - 60.0 / (5.25 / 1e4)) < 1.0
     assert crossover_bytes(direct, direct, size, alpha_us=5.0, link_gbps=10.0) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--link-gbps", "nan"], "--link-gbps"),
+        (["--alpha-us", "nan"], "--alpha-us"),
+        (["-s", "-1"], "--segments"),
+        (["-r", "1000"], "--ranks"),
+    ],
+)
+def test_explain_refuses_bad_numbers_in_one_line(args: list[str], names: str) -> None:
+    result = CliRunner().invoke(app, ["explain", "tree", *args])
+    assert result.exit_code == 2
+    assert names in result.output

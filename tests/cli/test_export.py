@@ -51,3 +51,25 @@ def test_missing_profile_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "no such profile" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("where", ["dir", "under-a-file"])
+def test_unwritable_output_is_one_line(profile_path: Path, tmp_path: Path, where: str) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    out = tmp_path if where == "dir" else blocker / "o.txt"
+    result = CliRunner().invoke(app, ["export", "env", str(profile_path), "-o", str(out)])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output and str(out) in result.output
+
+
+@pytest.mark.parametrize("kind", ["binary", "directory"])
+def test_unreadable_profile_is_one_line(tmp_path: Path, kind: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    if kind == "binary":
+        bad.write_bytes(b"\xff\xfe\x00\x01")
+    else:
+        bad.mkdir()
+    result = CliRunner().invoke(app, ["export", "nccl-tuner", str(bad)])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output and str(bad) in result.output

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.dist
 def test_second_segment_size_is_swept_for_pipelined_algorithms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small = pipeline.Depth(1024, 64 << 10, 8.0, 0.02, 1, 16 << 10, extra_from_bytes=64 << 10, rounds=1)
     monkeypatch.setattr(pipeline, "THOROUGH", small)
-    config = pipeline.TuneConfig(ranks=2, backend="gloo", quick=False, timeout_s=120.0)
+    config = pipeline.TuneConfig(ranks=2, backend="gloo", quick=False, timeout_s=120.0, output=tmp_path / "p.yaml")
 
-    rows = pipeline._sweep(config, None, tmp_path, None)
+    rows = pipeline._sweep(config, None, None)
 
     second = [r for r in rows if r.segment_bytes == 16 << 10]
     assert second, "no row at the second segment size"
