@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _synthetic_rows import make_rows
+from synthetic_rows import make_rows
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -15,8 +15,8 @@ FIX = Path(__file__).parents[1] / "fixtures" / "nccl_tests"
 
 
 def test_fit_json_on_collbench_rows_and_a_plot(tmp_path: Path) -> None:
-    rows = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.01, seed=0)
-    rows += make_rows("recursive-doubling", 4, 10.0, 1e-3 / 5, noise=0.01, seed=1)
+    rows = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.01, seed=0, in_place=(False,))
+    rows += make_rows("recursive-doubling", 4, 10.0, 1e-3 / 5, noise=0.01, seed=1, in_place=(False,))
     path = tmp_path / "r.csv"
     write_rows(path, rows)
     png = tmp_path / "fit.png"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
-from _synthetic_rows import make_rows
+from synthetic_rows import make_rows
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -15,8 +15,8 @@ from collbench.models.fit import fit_results
 
 
 def _fits_file(tmp_path: Path) -> Path:
-    rows = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0)
-    rows += make_rows("recursive-doubling", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0)
+    rows = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0, in_place=(False,))
+    rows += make_rows("recursive-doubling", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0, in_place=(False,))
     path = tmp_path / "fits.json"
     path.write_text(json.dumps(fit_results(rows).to_dict()))
     return path

@@ -6,55 +6,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from synthetic_rows import make_rows
 
 from collbench.errors import UserError
 from collbench.models.costs import cost_terms
 from collbench.models.crossover import fastest, find_crossovers
 from collbench.models.fit import Fit, fit_results, median_abs_pct_error
 from collbench.runtime.results import ResultRow
-
-SIZES = [2**k for k in range(3, 28)]
-
-
-def make_rows(
-    algo: str,
-    p: int,
-    alpha: float,
-    beta: float,
-    gamma: float,
-    *,
-    noise: float,
-    seed: int,
-    sizes: list[int] = SIZES,
-    op: str = "all-reduce",
-) -> list[ResultRow]:
-    rng = np.random.default_rng(seed)
-    rows = []
-    for s in sizes:
-        for in_place in (False, True):
-            t = cost_terms(op, algo, p, s).time_us(alpha, beta, gamma) * (1 + rng.uniform(-noise, noise))
-            rows.append(
-                ResultRow(
-                    op=op,
-                    algo=algo,
-                    backend="gloo",
-                    world_size=p,
-                    dtype="float32",
-                    redop="sum",
-                    in_place=in_place,
-                    size_bytes=s,
-                    count=s // 4,
-                    iters=10,
-                    time_us=t,
-                    time_us_mean=t,
-                    time_us_min=t,
-                    time_us_max=t,
-                    algbw_gbps=0.0,
-                    busbw_gbps=0.0,
-                    wrong=0,
-                )
-            )
-    return rows
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
