@@ -7,9 +7,11 @@ path and the problem.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from collbench.errors import InputFileError
 
@@ -66,3 +68,26 @@ def atomic_write_text(path: Path, text: str) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InputFileError(str(path), f"cannot write: {exc.strerror or exc}") from None
+
+
+def parse_yaml(text: str, path: Path) -> Any:
+    """YAML ``text`` read from ``path``; InputFileError with the problem and its line, on one line.
+
+    PyYAML's own message spans several lines (the problem, then a context excerpt).
+    """
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise InputFileError(str(path), f"not YAML: {getattr(exc, 'problem', None) or exc}", line=line) from None
+
+
+def parse_json(text: str, path: Path) -> Any:
+    """JSON ``text`` read from ``path``; InputFileError with the problem and its line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(str(path), f"not JSON: {exc.msg}", line=exc.lineno) from None

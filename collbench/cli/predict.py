@@ -13,7 +13,7 @@ import typer
 from collbench.cli.console import console
 from collbench.cli.render.models import render_prediction
 from collbench.errors import ConfigError, InputFileError
-from collbench.fileio import read_text_file
+from collbench.fileio import parse_json, parse_yaml, read_text_file
 from collbench.models.fit import Fit
 from collbench.models.predict import predict as predict_times
 
@@ -33,16 +33,8 @@ def parse_size(text: str) -> int:
 def load_fits(path: Path, *, profile: bool) -> list[Fit]:
     """Fit objects from ``fit --json`` output or a profile's ``fits:`` list. Raises InputFileError."""
     text = read_text_file(path, "`collbench fit --json` output or a profile")
-    data: Any
-    try:
-        if profile or path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except Exception as exc:  # yaml and json raise their own error types
-        raise InputFileError(str(path), f"cannot parse ({exc})") from exc
+    yaml_file = profile or path.suffix.lower() in (".yaml", ".yml")
+    data: Any = parse_yaml(text, path) if yaml_file else parse_json(text, path)
     if not isinstance(data, dict) or not isinstance(data.get("fits"), list):
         raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output or a profile)")
     try:

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from collbench.errors import InputFileError
-from collbench.fileio import check_writable, read_text_file
+from collbench.fileio import check_writable, parse_json, parse_yaml, read_text_file
 from collbench.topology.model import Topology
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -62,19 +62,7 @@ def load_topology(path: Path) -> Topology:
     text = read_text_file(path, "a topology from `collbench discover -o`")
     if not text.strip():
         raise InputFileError(str(path), "the file is empty (expected a topology document)")
-    data: Any
-    if fmt == "json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(str(path), f"not JSON: {exc.msg}", line=exc.lineno) from None
-    else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else None
-            raise InputFileError(str(path), f"not YAML: {getattr(exc, 'problem', exc)}", line=line) from None
+    data: Any = parse_json(text, path) if fmt == "json" else parse_yaml(text, path)
     if not isinstance(data, dict) or "devices" not in data:
         raise InputFileError(str(path), 'not a topology document (expected a mapping with "devices" and "links")')
     try:

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from collbench.errors import InputFileError, UserError
-from collbench.fileio import check_writable, read_text_file
+from collbench.fileio import check_writable, parse_yaml, read_text_file
 from collbench.schedules.ops import Op
 from collbench.tuning.selection import Rule, check_coverage
 
@@ -166,13 +166,7 @@ class Profile:
         if not path.exists():
             raise InputFileError(str(path), "no such profile; make one with `collbench tune`")
         text = read_text_file(path, "a profile YAML from `collbench tune`")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            # PyYAML's message spans several lines; the user gets one: the problem and where.
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else None
-            raise InputFileError(str(path), f"not YAML: {getattr(exc, 'problem', None) or exc}", line=line) from None
+        data = parse_yaml(text, path)
         return cls.from_dict(data, source=str(path))
 
     def to_yaml(self) -> str:
