@@ -24,7 +24,7 @@ from collbench.layouts.rings import (
 from collbench.topology.model import LinkKind, Topology
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "fixtures" / "topologies"
+SHARED = Path(__file__).resolve().parents[1] / "fixtures" / "topologies"
 NVML = REPO / "tests" / "fixtures" / "nvml"
 
 
@@ -43,15 +43,13 @@ def _read(path: Path) -> Topology:
 
 
 def _fixture_paths() -> list[Path]:
-    shared = sorted(p for p in SHARED.glob("*") if p.suffix in (".txt", ".xml")) if SHARED.is_dir() else []
+    shared = sorted(p for p in SHARED.glob("*") if p.suffix in (".txt", ".xml"))
     nvml = sorted(NVML.glob("*.json")) if NVML.is_dir() else []
     return shared + nvml
 
 
 def _fixture(name: str) -> Topology:
     path = SHARED / name
-    if not path.exists():
-        pytest.skip(f"{path} not found (shared/ must sit beside the checkout)")
     return _read(path)
 
 
