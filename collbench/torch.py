@@ -7,7 +7,8 @@
     collbench.torch.all_reduce(tensor, profile=profile)            # in place, like dist.all_reduce
     ddp_model.register_comm_hook(None, collbench.torch.ddp_comm_hook(profile))
 
-Per call, the profile's rule for all-reduce at the tensor's size in bytes says what runs: ``native``
+Per call, the profile's rule for all-reduce at the tensor's size in bytes, in the rule set of the
+process group's size, says what runs: ``native``
 is ``torch.distributed.all_reduce`` (the backend's own collective); any other algorithm is
 collbench's schedule for it, built for the group's size and run by collbench's executor over the
 group's point-to-point transport, on the layout (ring orders, trees) the profile recorded. The DDP
@@ -27,7 +28,7 @@ import torch.distributed as dist
 from collbench.errors import ConfigError
 from collbench.layouts.model import Layout
 from collbench.schedules.ops import Op
-from collbench.tuning.profile import Profile
+from collbench.tuning.profile import Profile, RuleSet
 from collbench.tuning.selection import Rule
 
 _REDOPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "prod": dist.ReduceOp.PRODUCT}
@@ -40,14 +41,14 @@ class _Runners:
     profile: Profile
     cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
-    def runner(self, rule: Rule, count: int, tensor: torch.Tensor, group: Any) -> Any:
+    def runner(self, rule_set: RuleSet, rule: Rule, count: int, tensor: torch.Tensor, group: Any) -> Any:
         from collbench.runtime.executor import ScheduleRunner
 
         world = dist.get_world_size(group)
         key = (rule.min_bytes, rule.algo, count, tensor.dtype, tensor.device, world, id(group))
         found = self.cache.get(key)
         if found is None:
-            schedule = _build(self.profile, rule, world, count, tensor.element_size())
+            schedule = _build(rule_set, rule, world, count, tensor.element_size())
             found = ScheduleRunner(
                 schedule,
                 rank=dist.get_rank(group),
@@ -60,16 +61,16 @@ class _Runners:
         return found
 
 
-def _layout(profile: Profile, rule: Rule, world: int) -> Layout | None:
-    """The layout the rule was measured with, when the profile recorded it for this world size."""
+def _layout(rule_set: RuleSet, rule: Rule, world: int) -> Layout | None:
+    """The layout the rule was measured with, when its rule set recorded one for this world size."""
     name = rule.params.get("layout")
-    saved = profile.layout
-    if saved is None or name != saved.name or world != profile.world_size:
+    saved = rule_set.layout
+    if saved is None or name != saved.name or world != rule_set.world_size:
         return None
     return Layout(rings=saved.rings, trees=saved.trees, name=saved.name)
 
 
-def _build(profile: Profile, rule: Rule, world: int, count: int, elem_bytes: int) -> Any:
+def _build(rule_set: RuleSet, rule: Rule, world: int, count: int, elem_bytes: int) -> Any:
     from collbench.runtime.worker import MAX_TREE_SEGMENTS
     from collbench.schedules.registry import get_algorithm
 
@@ -79,26 +80,22 @@ def _build(profile: Profile, rule: Rule, world: int, count: int, elem_bytes: int
     if spec.segmented and seg_bytes and "segments" not in rule.params:
         # The sweep pipelined segmented schedules (trees) this way; build what was measured.
         segments = max(1, min(MAX_TREE_SEGMENTS, math.ceil(count * elem_bytes / int(seg_bytes))))
-    return spec.build(Op.ALL_REDUCE, world, count, layout=_layout(profile, rule, world), segments=segments)
+    return spec.build(Op.ALL_REDUCE, world, count, layout=_layout(rule_set, rule, world), segments=segments)
 
 
-def _check_world(profile: Profile, group: Any) -> None:
-    world = dist.get_world_size(group)
-    if world != profile.world_size:
-        raise ConfigError(
-            f"the profile was tuned for {profile.world_size} ranks, this group has {world}: "
-            f"run `collbench tune --ranks {world}` for a profile of this size"
-        )
+def _rule_set(profile: Profile, group: Any) -> RuleSet:
+    """The profile's rule set for the group's size (UserError naming the sizes it has otherwise)."""
+    return profile.rule_set(dist.get_world_size(group))
 
 
 def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, redop: str, runners: _Runners) -> Rule:
     if not dist.is_initialized():
         raise ConfigError("torch.distributed is not initialised: call dist.init_process_group first")
-    _check_world(profile, group)
     if redop not in (*_REDOPS, "avg"):
         raise ConfigError(f"unknown reduction {redop!r}; known: {', '.join([*_REDOPS, 'avg'])}")
     nbytes = tensor.numel() * tensor.element_size()
-    rule = profile.select(Op.ALL_REDUCE, nbytes)
+    rule_set = _rule_set(profile, group)
+    rule = rule_set.select(Op.ALL_REDUCE, nbytes)
     # native:ALGO variants were NCCL forced through NCCL_ALGO, which a communicator reads when it is
     # created: inside a job that is the job's setting, so the call is the backend's all_reduce.
     if rule.algo == "native" or rule.algo.startswith("native:") or tensor.numel() == 0:
@@ -110,7 +107,7 @@ def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, redop: str, 
         return rule
     # The executor works on one flat buffer; a contiguous tensor's view shares its memory.
     flat = tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)
-    runners.runner(rule, flat.numel(), flat, group).run(flat, redop)
+    runners.runner(rule_set, rule, flat.numel(), flat, group).run(flat, redop)
     if flat.data_ptr() != tensor.data_ptr():
         tensor.copy_(flat.view_as(tensor))
     return rule
@@ -119,9 +116,12 @@ def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, redop: str, 
 def all_reduce(tensor: torch.Tensor, profile: Profile, group: Any = None, *, op: str = "sum") -> Rule:
     """All-reduce ``tensor`` in place across ``group`` with the algorithm the profile picks for its size.
 
-    ``op`` is sum, prod, min, max or avg. Returns the rule that was applied. Raises ConfigError when
-    torch.distributed is not initialised or the group's size differs from the profile's world size;
-    UserError when the profile has no all-reduce rules; torch.distributed errors pass through.
+    The rule comes from the profile's rule set for the group's size (its measured one where the
+    profile has that size both measured and predicted), so one profile serves every group of a job:
+    tensor-parallel, data-parallel, the world. ``op`` is sum, prod, min, max or avg. Returns the rule
+    that was applied. Raises ConfigError when torch.distributed is not initialised; UserError when the
+    profile has no rule set for the group's size or no all-reduce rules; torch.distributed errors
+    pass through.
     """
     return _all_reduce(tensor, profile, group, op, _Runners(profile))
 

@@ -28,7 +28,7 @@ from collbench import __version__
 from collbench.errors import CollbenchError, ConfigError, InputFileError
 from collbench.fileio import check_writable
 from collbench.runtime.results import ResultRow, write_rows
-from collbench.tuning.profile import Profile, ProfileLayout
+from collbench.tuning.profile import Profile, ProfileLayout, RuleSet
 from collbench.tuning.selection import SelectionSettings, select_rules
 
 DEFAULT_PROFILE = Path("collbench-profile.yaml")
@@ -323,9 +323,16 @@ def _profile(
         fingerprint=str(fingerprint),
         host=first.host,
         backend=first.backend,
-        world_size=first.world_size,
-        nodes=max(r.nodes for r in rows),
-        rules=tuple(rules),
+        rule_sets=(
+            RuleSet(
+                world_size=first.world_size,
+                nodes=max(r.nodes for r in rows),
+                rules=tuple(rules),
+                layout=None
+                if layout is None
+                else ProfileLayout(name=layout.name, rings=tuple(layout.rings), trees=tuple(layout.trees)),
+            ),
+        ),
         fits=tuple(f.to_dict() for f in fits),
         versions={k: v for k, v in versions.items() if v},
         command=config.command,
@@ -336,7 +343,4 @@ def _profile(
             "noise": "per point hypot((p50 - min) / p50 / sqrt(iters), standard error of the rounds' p50s); "
             "a switch needs a gain above max(min_gain, hypot(noise_a, noise_b)), capped at max_threshold",
         },
-        layout=None
-        if layout is None
-        else ProfileLayout(name=layout.name, rings=tuple(layout.rings), trees=tuple(layout.trees)),
     )

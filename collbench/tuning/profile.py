@@ -1,28 +1,40 @@
 """The profile: a machine's tuning answer, as a versioned YAML file (schema in profiles/schema.json).
 
-A profile says, for one machine (its topology fingerprint), one backend and one world size, which
-algorithm to run at which size, per op, with the evidence: the fitted models and, per rule, the
-predicted and measured time and the gain over the backend's default. Jobs read it through
-``Profile.load(path).select(op, nbytes)``; the exporters turn it into NCCL and Open MPI files.
+A profile says, for one machine (its topology fingerprint) and one backend, which algorithm to run at
+which size, per op, for every communicator shape it knows (world size, nodes): one :class:`RuleSet`
+per shape, measured or predicted from the fitted models. Each rule carries its evidence (predicted
+and measured time, gain over the backend's default). Jobs read it through
+``Profile.load(path).select(op, nbytes, world_size=..., nodes=...)``; the exporters turn it into NCCL
+and Open MPI files, one entry per shape.
+
+Schema version 2 holds ``rule_sets``; version 1 files (one shape: ``world_size``, ``nodes``,
+``layout`` and ``rules`` at the top) still load, as one measured rule set. Every file is checked
+against the JSON Schema (``collbench/tuning/profile_schema.json``, linked as profiles/schema.json) with
+the ``jsonschema`` library before it is built, so a bad file fails at load, naming the element.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from collbench.errors import InputFileError, UserError
+from collbench.errors import InputFileError, UnknownNameError, UserError
 from collbench.fileio import check_writable, parse_yaml, read_text_file
 from collbench.schedules.ops import Op
 from collbench.tuning.selection import Rule, check_coverage
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+SCHEMA_PATH = Path(__file__).with_name("profile_schema.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,20 +57,137 @@ class ProfileLayout:
         )
 
 
+def check_rule_algorithm(rule: Rule) -> None:
+    """Raise ValueError when ``rule.algo`` is not an algorithm collbench knows for ``rule.op``.
+
+    A profile naming an algorithm nothing can run must fail when it is loaded, not inside the job.
+    """
+    from collbench.runtime.nccl import is_native, parse_native_variant
+    from collbench.schedules.registry import algorithm_names, get_algorithm
+
+    if is_native(rule.algo):
+        try:
+            parse_native_variant(rule.algo)
+        except UserError as exc:
+            raise ValueError(f"{rule.op} rule at {rule.min_bytes} bytes: {exc}") from None
+        return
+    try:
+        spec = get_algorithm(rule.algo)
+    except UnknownNameError:
+        raise ValueError(
+            f"{rule.op} rule at {rule.min_bytes} bytes names unknown algorithm {rule.algo!r}; "
+            f"known: {', '.join(algorithm_names())}"
+        ) from None
+    if not spec.supports(Op.parse(rule.op)):
+        raise ValueError(f"{rule.op} rule at {rule.min_bytes} bytes names {rule.algo}, which does not do {rule.op}")
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """The rules of one communicator shape: ``world_size`` ranks on ``nodes`` nodes.
+
+    ``rules`` per op cover ``[0, unbounded)`` without gaps or overlaps (checked on construction), and
+    name algorithms collbench knows for their op. ``predicted`` is True when the rules come from the
+    fitted models rather than from measurements at this shape. ``layout`` is the ring orders and trees
+    the rules were measured with (rules name it in ``params.layout``), when recorded.
+    """
+
+    world_size: int
+    nodes: int
+    rules: tuple[Rule, ...]
+    predicted: bool = False
+    layout: ProfileLayout | None = None
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1 or self.nodes < 1:
+            raise ValueError(f"world_size and nodes must be >= 1, got {self.world_size} and {self.nodes}")
+        if self.nodes > self.world_size:
+            raise ValueError(f"{self.world_size} ranks cannot span {self.nodes} nodes")
+        if not self.rules:
+            raise ValueError(f"the rule set for {self.shape_label} needs at least one rule")
+        for rule in self.rules:
+            Op.parse(rule.op)
+            check_rule_algorithm(rule)
+        check_coverage(self.rules)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.world_size, self.nodes)
+
+    @property
+    def shape_label(self) -> str:
+        return f"{self.world_size} ranks on {self.nodes} node(s)" + (" (predicted)" if self.predicted else "")
+
+    @property
+    def ops(self) -> list[str]:
+        """The ops this set has rules for, in rule order."""
+        return list(dict.fromkeys(r.op for r in self.rules))
+
+    def rules_for(self, op: str | Op) -> list[Rule]:
+        """The rules of one op, smallest sizes first; raise UserError when the set has none."""
+        name = (op if isinstance(op, Op) else Op.parse(op)).value
+        found = [r for r in self.rules if r.op == name]
+        if not found:
+            raise UserError(
+                f"the profile has no rules for {name} at {self.shape_label}; it has: {', '.join(self.ops)} "
+                f"(run `collbench tune --op {name}` to add them)"
+            )
+        return found
+
+    def select(self, op: str | Op, nbytes: int) -> Rule:
+        """The rule for ``op`` at a message of ``nbytes`` bytes (see :meth:`Profile.select`)."""
+        size = _check_nbytes(nbytes)
+        for rule in self.rules_for(op):
+            if rule.covers(size):
+                return rule
+        raise AssertionError(f"rules of {op} do not cover {size} bytes")  # coverage is checked at init
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "world_size": self.world_size,
+            "nodes": self.nodes,
+            "predicted": self.predicted,
+            "layout": None if self.layout is None else self.layout.to_dict(),
+            "rules": [r.to_dict() for r in self.rules],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RuleSet:
+        layout = data.get("layout")
+        return cls(
+            world_size=int(data["world_size"]),
+            nodes=int(data["nodes"]),
+            rules=tuple(Rule.from_dict(r) for r in data["rules"]),
+            predicted=bool(data.get("predicted", False)),
+            layout=None if layout is None else ProfileLayout.from_dict(layout),
+        )
+
+
+def _check_nbytes(nbytes: Any) -> int:
+    """``nbytes`` as an int; ValueError for a negative, fractional, infinite or NaN size, or a non-number."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)):
+        raise ValueError(f"nbytes must be a whole number of bytes, got {nbytes!r}")
+    if isinstance(nbytes, float) and not (math.isfinite(nbytes) and nbytes.is_integer()):
+        raise ValueError(f"nbytes must be a whole number of bytes, got {nbytes!r}")
+    if nbytes < 0:
+        raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+    return int(nbytes)
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """Which algorithm at which size, for one machine, backend and world size.
+    """Which algorithm at which size, for one machine and backend, per communicator shape.
 
-    ``rules`` per op cover ``[0, unbounded)`` without gaps (checked on construction). ``fits`` are
-    the fitted models as plain dicts (``collbench fit --json``'s fit objects, ``Fit.to_dict()``).
+    ``rule_sets`` hold one :class:`RuleSet` per (world size, nodes), each shape once, at least one of
+    them measured; the first measured set is the profile's default shape (``world_size``, ``nodes``,
+    ``rules`` and ``layout`` are its, for callers that know one shape). ``fits`` are the fitted models
+    as plain dicts (``collbench fit --json``'s fit objects, ``Fit.to_dict()``), of every shape.
     """
 
     fingerprint: str
     host: str
     backend: str
-    world_size: int
-    nodes: int
-    rules: tuple[Rule, ...]
+    rule_sets: tuple[RuleSet, ...]
     fits: tuple[dict[str, Any], ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
     command: str = ""
@@ -66,44 +195,89 @@ class Profile:
     """ISO 8601 time the profile was made (UTC)."""
     selection: dict[str, Any] = field(default_factory=dict)
     """The selection settings used (thresholds), so a reader knows what "beyond noise" meant."""
-    layout: ProfileLayout | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        if self.world_size < 1 or self.nodes < 1:
-            raise ValueError(f"world_size and nodes must be >= 1, got {self.world_size} and {self.nodes}")
-        if not self.rules:
-            raise ValueError("a profile needs at least one rule")
-        check_coverage(self.rules)
+        if not self.rule_sets:
+            raise ValueError("a profile needs at least one rule set")
+        shapes = [s.shape for s in self.rule_sets]
+        repeated = sorted({s for s in shapes if shapes.count(s) > 1})
+        if repeated:
+            listed = ", ".join(f"{w} ranks on {n} node(s)" for w, n in repeated)
+            raise ValueError(f"a profile holds each communicator shape once; repeated: {listed}")
+        if all(s.predicted for s in self.rule_sets):
+            raise ValueError("a profile needs at least one measured rule set (all are predicted)")
+
+    @property
+    def default_set(self) -> RuleSet:
+        """The first measured rule set: what ``select`` uses when no shape is given."""
+        return next(s for s in self.rule_sets if not s.predicted)
+
+    @property
+    def world_size(self) -> int:
+        return self.default_set.world_size
+
+    @property
+    def nodes(self) -> int:
+        return self.default_set.nodes
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        return self.default_set.rules
+
+    @property
+    def layout(self) -> ProfileLayout | None:
+        return self.default_set.layout
+
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """Every (world size, nodes) the profile has a rule set for, in file order."""
+        return [s.shape for s in self.rule_sets]
 
     @property
     def ops(self) -> list[str]:
-        """The ops the profile has rules for, in rule order."""
-        return list(dict.fromkeys(r.op for r in self.rules))
+        """The ops the profile has rules for (in any shape), in rule order."""
+        return list(dict.fromkeys(op for s in self.rule_sets for op in s.ops))
+
+    def shapes_label(self) -> str:
+        return ", ".join(s.shape_label for s in self.rule_sets)
+
+    def rule_set(self, world_size: int | None = None, nodes: int | None = None) -> RuleSet:
+        """The rule set of a communicator shape; None picks the default shape's value.
+
+        With ``world_size`` alone, the set of that size (the measured one, then the fewest nodes, when
+        several have it). Raises UserError naming the shapes the profile has when none matches.
+        """
+        if world_size is None and nodes is None:
+            return self.default_set
+        candidates = [
+            s
+            for s in self.rule_sets
+            if (world_size is None or s.world_size == world_size) and (nodes is None or s.nodes == nodes)
+        ]
+        if not candidates:
+            asked = f"{world_size if world_size is not None else 'any number of'} ranks" + (
+                f" on {nodes} node(s)" if nodes is not None else ""
+            )
+            raise UserError(
+                f"the profile has no rules for {asked}; it has: {self.shapes_label()} "
+                f"(run `collbench tune --ranks {world_size or 'N'}` or add `--predict-ranks` to cover it)"
+            )
+        return min(candidates, key=lambda s: (s.predicted, s.nodes, s.world_size))
 
     def rules_for(self, op: str | Op) -> list[Rule]:
-        """The rules of one op, smallest sizes first; raise UserError when the profile has none."""
-        name = (op if isinstance(op, Op) else Op.parse(op)).value
-        found = [r for r in self.rules if r.op == name]
-        if not found:
-            raise UserError(
-                f"the profile has no rules for {name}; it has: {', '.join(self.ops)} "
-                f"(run `collbench tune --op {name}` to add them)"
-            )
-        return found
+        """The default shape's rules of one op, smallest sizes first; UserError when it has none."""
+        return self.default_set.rules_for(op)
 
-    def select(self, op: str | Op, nbytes: int) -> Rule:
+    def select(self, op: str | Op, nbytes: int, *, world_size: int | None = None, nodes: int | None = None) -> Rule:
         """The rule for ``op`` at a message of ``nbytes`` bytes (counted as nccl-tests counts size).
 
-        Raises UnknownNameError for an unknown op, UserError when the profile has no rules for it, and
-        ValueError for a negative size.
+        ``world_size`` and ``nodes`` pick the communicator shape (None: the default shape). Raises
+        UnknownNameError for an unknown op, UserError when the profile has no rules for that op or
+        shape, and ValueError for a size that is negative, fractional, infinite or NaN.
         """
-        if nbytes < 0:
-            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
-        for rule in self.rules_for(op):
-            if rule.covers(nbytes):
-                return rule
-        raise AssertionError(f"rules of {op} do not cover {nbytes} bytes")  # coverage is checked at init
+        size = _check_nbytes(nbytes)
+        return self.rule_set(world_size, nodes).select(op, size)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,48 +287,42 @@ class Profile:
             "fingerprint": self.fingerprint,
             "host": self.host,
             "backend": self.backend,
-            "world_size": self.world_size,
-            "nodes": self.nodes,
             "versions": dict(self.versions),
             "selection": dict(self.selection),
-            "layout": None if self.layout is None else self.layout.to_dict(),
             "fits": [dict(f) for f in self.fits],
-            "rules": [r.to_dict() for r in self.rules],
+            "rule_sets": [s.to_dict() for s in self.rule_sets],
         }
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "<profile>") -> Profile:
-        """Build a profile from its YAML mapping; raise InputFileError naming what is wrong."""
+        """Build a profile from its YAML mapping (schema version 1 or 2); raise InputFileError naming what
+        is wrong: a schema violation (with the element's path), overlapping or gapped rules, an unknown
+        algorithm, or a repeated shape."""
         if not isinstance(data, dict):
             raise InputFileError(source, "not a collbench profile (expected a mapping at the top)")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             raise InputFileError(
                 source,
-                f"profile schema_version {version!r} is not supported (this collbench reads {SCHEMA_VERSION}); "
-                "re-run `collbench tune` to make a new one",
+                f"profile schema_version {version!r} is not supported (this collbench reads "
+                f"{', '.join(map(str, READABLE_VERSIONS))}); re-run `collbench tune` to make a new one",
             )
-        missing = [k for k in ("fingerprint", "backend", "world_size", "nodes", "rules") if k not in data]
-        if missing:
-            raise InputFileError(source, f"profile lacks {', '.join(missing)}")
+        if version == 1:
+            data = upgrade_v1(data)
+        problem = schema_problem(data)
+        if problem is not None:
+            raise InputFileError(source, f"not a valid collbench profile: {problem}")
         try:
-            rules = tuple(Rule.from_dict(r) for r in data["rules"])
-            fits = tuple(dict(f) for f in data.get("fits") or ())
-            layout = data.get("layout")
             return cls(
                 fingerprint=str(data["fingerprint"]),
                 host=str(data.get("host") or ""),
                 backend=str(data["backend"]),
-                world_size=int(data["world_size"]),
-                nodes=int(data["nodes"]),
-                rules=rules,
-                fits=fits,
+                rule_sets=tuple(RuleSet.from_dict(s) for s in data["rule_sets"]),
+                fits=tuple(dict(f) for f in data.get("fits") or ()),
                 versions={str(k): str(v) for k, v in (data.get("versions") or {}).items()},
                 command=str(data.get("command") or ""),
                 created=str(data.get("created") or ""),
                 selection=dict(data.get("selection") or {}),
-                layout=None if layout is None else ProfileLayout.from_dict(layout),
-                schema_version=int(version),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputFileError(source, f"not a valid collbench profile ({exc})") from exc
@@ -200,3 +368,41 @@ class Profile:
                 os.unlink(tmp_name)
             raise
         return path
+
+
+def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-version-1 mapping (one shape at the top level) as a version-2 mapping with one rule set.
+
+    Keys a version-1 file lacks are left out, so the schema check names them.
+    """
+    shape_keys = ("world_size", "nodes", "layout", "rules")
+    rule_set: dict[str, Any] = {k: data[k] for k in shape_keys if k in data}
+    rule_set["predicted"] = False
+    out = {k: v for k, v in data.items() if k not in shape_keys}
+    out["schema_version"] = SCHEMA_VERSION
+    out["rule_sets"] = [rule_set]
+    return out
+
+
+@cache
+def _validator() -> Any:
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def schema_problem(data: Any) -> str | None:
+    """The first violation of the profile schema by ``data`` as one line (path: message), or None."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
+    if error is None:
+        return None
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    message = " ".join(str(error.message).split())
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"${where}: {message}"

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.tuning.profile import Profile
+from collbench.tuning.profile import Profile, RuleSet
 from collbench.tuning.selection import Rule
 
 P = {"segment_bytes": None, "layout": "rank-order"}
@@ -20,7 +20,7 @@ def profile_path(tmp_path: Path) -> Path:
         Rule("all-reduce", 0, 8191, "recursive-doubling", P, 1024, None, 20.0, 2.0),
         Rule("all-reduce", 8192, None, "ring", P, 1 << 20, None, 900.0, 1.4),
     )
-    profile = Profile(fingerprint="fp", host="h", backend="gloo", world_size=4, nodes=1, rules=rules)
+    profile = Profile(fingerprint="fp", host="h", backend="gloo", rule_sets=(RuleSet(4, 1, rules),))
     return profile.save(tmp_path / "p.yaml")
 
 

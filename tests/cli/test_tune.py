@@ -44,7 +44,7 @@ def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch:
     assert {f["algo"] for f in profile.fits} <= algos
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "profile:" in result.stdout and "algorithm" in result.stdout
-    assert yaml.safe_load(out.read_text())["schema_version"] == 1
+    assert yaml.safe_load(out.read_text())["schema_version"] == 2
 
 
 @pytest.mark.parametrize(

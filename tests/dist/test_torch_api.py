@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from collbench.errors import ConfigError
-from collbench.tuning.profile import Profile, ProfileLayout
+from collbench.errors import UserError
+from collbench.tuning.profile import Profile, ProfileLayout, RuleSet
 from collbench.tuning.selection import Rule
 
 pytestmark = pytest.mark.dist
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.dist
 P = {"segment_bytes": None, "layout": "rank-order"}
 
 
-def make_profile(world: int) -> Profile:
+def make_profile(world: int, *, pair: bool = True) -> Profile:
     # Several algorithms across sizes, so a training run crosses rules (DDP buckets differ in size).
     rules = (
         Rule("all-reduce", 0, 255, "native", P),
@@ -35,9 +35,11 @@ def make_profile(world: int) -> Profile:
     )
     # The ring rule was "measured" on a recorded layout: the ring in reverse rank order.
     layout = ProfileLayout("topology", rings=(tuple(reversed(range(world))),))
-    return Profile(
-        fingerprint="test", host="test", backend="gloo", world_size=world, nodes=1, rules=rules, layout=layout
-    )
+    # A second shape, two ranks, where one algorithm runs at every size: a subgroup of two must use it.
+    sets = [RuleSet(world, 1, rules, layout=layout)]
+    if pair and world != 2:
+        sets.append(RuleSet(2, 1, (Rule("all-reduce", 0, None, "recursive-doubling", P),)))
+    return Profile(fingerprint="test", host="test", backend="gloo", rule_sets=tuple(sets))
 
 
 def _model() -> torch.nn.Module:
@@ -86,9 +88,17 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
         assert torch.allclose(avg, torch.full_like(avg, (world - 1) / 2))
         results["default"] = _train(rank, None)
         results["hooked"] = _train(rank, ctorch.ddp_comm_hook(profile))
+        if world > 2:
+            # Every rank creates the group (torch's rule); only its members call the collective.
+            pair_group = dist.new_group([0, 1])
+            if rank < 2:
+                sub, ref = torch.arange(5000, dtype=torch.float64) + rank, torch.arange(5000, dtype=torch.float64) + rank
+                results["pair_algo"] = ctorch.all_reduce(sub, profile=profile, group=pair_group).algo
+                dist.all_reduce(ref, group=pair_group)
+                assert torch.equal(sub, ref)
         try:
-            ctorch.all_reduce(torch.ones(4), profile=make_profile(world + 1))
-        except ConfigError as exc:
+            ctorch.all_reduce(torch.ones(4), profile=make_profile(world + 1, pair=False))
+        except UserError as exc:
             results["mismatch"] = str(exc)
         torch.save(results, f"{out_dir}/rank{rank}.pt")
     finally:
@@ -117,4 +127,7 @@ def test_ddp_hook_matches_default_and_all_reduce_matches_native(tmp_path: Path, 
         # The hook changed nothing DDP relies on: all ranks hold the same parameters.
         for a, b in zip(results[0]["hooked"], res["hooked"], strict=True):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
-        assert "tuned for" in res["mismatch"]
+        assert f"no rules for {world} ranks" in res["mismatch"]
+    if world > 2:
+        # The subgroup of two took the profile's two-rank rules, not the world's (ring at 40 KB).
+        assert [r.get("pair_algo") for r in results] == ["recursive-doubling", "recursive-doubling", None]

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 import pytest
 
 from collbench.tuning.exporters import export_nccl_env, export_nccl_tuner, export_ompi_rules
-from collbench.tuning.profile import Profile
+from collbench.tuning.profile import Profile, RuleSet
 from collbench.tuning.selection import Rule
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 
 
 def profile(rules: tuple[Rule, ...], backend: str = "nccl") -> Profile:
-    return Profile(fingerprint="fp", host="h", backend=backend, world_size=8, nodes=2, rules=rules)
+    return Profile(fingerprint="fp", host="h", backend=backend, rule_sets=(RuleSet(8, 2, rules),))
 
 
 MIXED = profile(

@@ -1,22 +1,29 @@
-"""The profile: YAML round trip, schema, atomic save, select."""
+"""The profile: YAML round trip, schema (checked with the jsonschema library), atomic save, select, shapes."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
 import collbench
 from collbench.errors import InputFileError, UnknownNameError, UserError
-from collbench.tuning.jsonschema_lite import validate
-from collbench.tuning.profile import Profile, ProfileLayout
+from collbench.tuning.profile import Profile, ProfileLayout, RuleSet, schema_problem
 from collbench.tuning.selection import Rule
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "profiles" / "schema.json").read_text())
+
+
+def validate(data: object) -> list[str]:
+    """Every violation of the published schema, checked by the jsonschema library itself."""
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(data)]
 
 
 def make_profile(**overrides: object) -> Profile:
@@ -60,9 +67,7 @@ def make_profile(**overrides: object) -> Profile:
         fingerprint="abc123",
         host="box",
         backend="gloo",
-        world_size=4,
-        nodes=1,
-        rules=rules,
+        rule_sets=(RuleSet(4, 1, rules, layout=ProfileLayout("topology", rings=((0, 1, 2, 3), (0, 2, 1, 3)))),),
         fits=(
             {
                 "op": "all-reduce",
@@ -84,7 +89,6 @@ def make_profile(**overrides: object) -> Profile:
         command="collbench tune --ranks 4 --quick",
         created="2026-11-22T11:00:00Z",
         selection={"min_gain": 0.03, "max_threshold": 0.25},
-        layout=ProfileLayout("topology", rings=((0, 1, 2, 3), (0, 2, 1, 3))),
     )
     fields.update(overrides)
     return Profile(**fields)  # type: ignore[arg-type]
@@ -97,26 +101,31 @@ def test_round_trip_is_identical_and_validates(tmp_path: Path) -> None:
     assert loaded == profile
     assert path.stat().st_mode & 0o777 == 0o644  # shareable, not the temporary file's 0600
     data = yaml.safe_load(path.read_text())
-    assert validate(data, SCHEMA) == []
+    assert validate(data) == []
     assert path.read_text().startswith("# collbench tuning profile")
     assert "# made by: collbench tune --ranks 4 --quick" in path.read_text()
 
 
 def test_schema_rejects_what_it_should() -> None:
     data = make_profile().to_dict()
-    bad = {**data, "rules": [{**data["rules"][0], "min_bytes": -1}]}
-    assert any("minimum" in e for e in validate(bad, SCHEMA))
+    rule0 = data["rule_sets"][0]["rules"][0]
+
+    def with_rule(rule: dict[str, object]) -> dict[str, object]:
+        return {**data, "rule_sets": [{**data["rule_sets"][0], "rules": [rule]}]}
+
+    assert validate(data) == []
+    assert any("minimum" in e for e in validate(with_rule({**rule0, "min_bytes": -1})))
     missing = {k: v for k, v in data.items() if k != "backend"}
-    assert any("backend" in e for e in validate(missing, SCHEMA))
-    extra = {**data, "rules": [{**data["rules"][0], "algorithm": "ring"}]}
-    assert any("unexpected property 'algorithm'" in e for e in validate(extra, SCHEMA))
+    assert any("'backend' is a required property" in e for e in validate(missing))
+    assert any("'algorithm' was unexpected" in e for e in validate(with_rule({**rule0, "algorithm": "ring"})))
+    assert any("'predicted'" in e for e in validate({**data, "rule_sets": [{**data["rule_sets"][0], "predicted": 1}]}))
 
 
 def test_every_example_profile_validates_and_loads() -> None:
     examples = sorted((REPO / "profiles").glob("*.yaml"))
     assert examples, "profiles/ must hold an example profile measured on a real machine"
     for path in examples:
-        assert validate(yaml.safe_load(path.read_text()), SCHEMA) == [], path
+        assert validate(yaml.safe_load(path.read_text())) == [], path
         profile = Profile.load(path)
         assert profile.command.startswith("collbench tune"), path
         assert profile.rules_for("all-reduce")
@@ -135,11 +144,17 @@ def test_select_finds_the_covering_rule() -> None:
         p.select("gossip", 5)
     with pytest.raises(ValueError):
         p.select("all-reduce", -1)
+    for bad in (math.nan, math.inf, 1.5, "64"):
+        with pytest.raises(ValueError, match="whole number of bytes"):
+            p.select("all-reduce", bad)  # type: ignore[arg-type]
+    assert p.select("all-reduce", 32768.0).algo == "native"
 
 
 def test_profile_with_a_gap_cannot_be_built() -> None:
     with pytest.raises(ValueError, match="starts at"):
-        make_profile(rules=(Rule("all-reduce", 0, 10, "ring"), Rule("all-reduce", 20, None, "tree")))
+        RuleSet(4, 1, (Rule("all-reduce", 0, 10, "ring"), Rule("all-reduce", 20, None, "tree")))
+    with pytest.raises(ValueError, match="starts at"):  # an overlap is the same error as a gap
+        RuleSet(4, 1, (Rule("all-reduce", 0, 10, "ring"), Rule("all-reduce", 5, None, "tree")))
 
 
 def test_save_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,7 +183,7 @@ def test_load_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="mapping"):
         Profile.load(bad)
     data = make_profile().to_dict()
-    data["rules"][0]["min_bytes"] = "lots"
+    data["rule_sets"][0]["rules"][0]["min_bytes"] = "lots"
     bad.write_text(yaml.safe_dump(data))
     with pytest.raises(InputFileError, match=str(bad)):
         Profile.load(bad)
@@ -178,3 +193,97 @@ def test_lazy_reexport() -> None:
     assert collbench.Profile is Profile
     with pytest.raises(AttributeError):
         collbench.NoSuchThing  # noqa: B018
+
+
+def two_shapes() -> Profile:
+    base = make_profile()
+    eight = RuleSet(
+        8,
+        2,
+        (Rule("all-reduce", 0, 4095, "direct"), Rule("all-reduce", 4096, None, "rabenseifner")),
+    )
+    sixteen = RuleSet(16, 2, (Rule("all-reduce", 0, None, "ring"),), predicted=True)
+    return make_profile(rule_sets=(*base.rule_sets, eight, sixteen))
+
+
+def test_select_by_shape_and_the_default_shape() -> None:
+    p = two_shapes()
+    assert (p.world_size, p.nodes, p.layout) == (4, 1, p.rule_sets[0].layout)  # the first measured shape
+    assert p.rules == p.rule_sets[0].rules
+    assert p.select("all-reduce", 100).algo == "recursive-doubling"
+    assert p.select("all-reduce", 100, world_size=4, nodes=1).algo == "recursive-doubling"
+    assert p.select("all-reduce", 100, world_size=8).algo == "direct"
+    assert p.select("all-reduce", 4096, world_size=8, nodes=2).algo == "rabenseifner"
+    assert p.select("all-reduce", 4096, world_size=16).algo == "ring"
+    assert p.rule_set(16).predicted
+    with pytest.raises(
+        UserError, match=r"no rules for 8 ranks on 1 node\(s\); it has: 4 ranks on 1 node\(s\), 8 ranks"
+    ):
+        p.select("all-reduce", 1, world_size=8, nodes=1)
+    with pytest.raises(UserError, match="16 ranks on 2 node\\(s\\) \\(predicted\\)"):
+        p.select("all-reduce", 1, world_size=32)
+
+
+def test_default_shape_is_the_first_measured_one() -> None:
+    predicted = RuleSet(2, 1, (Rule("all-reduce", 0, None, "ring"),), predicted=True)
+    p = make_profile(rule_sets=(predicted, *make_profile().rule_sets))
+    assert p.world_size == 4 and p.select("all-reduce", 0).algo == "recursive-doubling"
+    with pytest.raises(ValueError, match="at least one measured"):
+        make_profile(rule_sets=(predicted,))
+    with pytest.raises(ValueError, match="repeated: 4 ranks on 1 node"):
+        make_profile(rule_sets=make_profile().rule_sets * 2)
+
+
+def test_several_shapes_round_trip_and_validate(tmp_path: Path) -> None:
+    p = two_shapes()
+    path = p.save(tmp_path / "p.yaml")
+    assert Profile.load(path) == p
+    data = yaml.safe_load(path.read_text())
+    assert data["schema_version"] == 2 and validate(data) == []
+    assert [(s["world_size"], s["nodes"], s["predicted"]) for s in data["rule_sets"]] == [
+        (4, 1, False),
+        (8, 2, False),
+        (16, 2, True),
+    ]
+
+
+def test_version_1_files_still_load_as_one_rule_set(tmp_path: Path) -> None:
+    p = make_profile()
+    v2 = p.to_dict()
+    rule_set = v2.pop("rule_sets")[0]
+    v1 = {**v2, "schema_version": 1, **{k: rule_set[k] for k in ("world_size", "nodes", "layout", "rules")}}
+    path = tmp_path / "v1.yaml"
+    path.write_text(yaml.safe_dump(v1))
+    loaded = Profile.load(path)
+    assert loaded.rule_sets == p.rule_sets and loaded.schema_version == 2
+    del v1["nodes"]
+    path.write_text(yaml.safe_dump(v1))
+    with pytest.raises(InputFileError, match="'nodes' is a required property"):
+        Profile.load(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r[0].update(algo="warp-drive"), "unknown algorithm 'warp-drive'; known: .*ring"),
+        (lambda r: r[0].update(algo="native:telepathy"), "unknown NCCL algorithm .telepathy."),
+        (lambda r: r[1].update(min_bytes=100), "all-reduce: rule 1 starts at 100 bytes, expected 32768"),
+        (lambda r: r[0].update(op="gossip"), r"rule_sets\[0\]\.rules\[0\]\.op: 'gossip' is not one of"),
+        (lambda r: r[3].update(algo="rabenseifner"), "names rabenseifner, which does not do broadcast"),
+    ],
+)
+def test_bad_rules_fail_at_load_in_one_line(tmp_path: Path, change: object, message: str) -> None:
+    data = make_profile().to_dict()
+    change(data["rule_sets"][0]["rules"])  # type: ignore[operator]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputFileError, match=message) as info:
+        Profile.load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_schema_problem_names_the_element() -> None:
+    data = make_profile().to_dict()
+    data["rule_sets"][0]["world_size"] = 0
+    assert schema_problem(data) == "$.rule_sets[0].world_size: 0 is less than the minimum of 1"
+    assert schema_problem(make_profile().to_dict()) is None
