@@ -32,34 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import BackendUnavailableError, ConfigError, UnknownNameError
+from collbench.runtime.nccl_support import ALGORITHM_SINCE, canonical_algo, canonical_proto
+from collbench.runtime.nccl_support import ALGORITHMS as ALGORITHMS
+from collbench.runtime.nccl_support import PROTOCOLS as PROTOCOLS
+from collbench.runtime.nccl_support import algorithms_for as algorithms_for
 
 log = logging.getLogger(__name__)
 
-ALGORITHMS: tuple[str, ...] = ("Ring", "Tree", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
-"""NCCL's algorithm names, spelt as NCCL writes them (its ``ncclAlgoStr``)."""
-PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
-
-_MIN_NCCL_VERSION: dict[str, tuple[int, int, int]] = {
-    "Ring": (0, 0, 0),
-    "Tree": (0, 0, 0),
-    "CollNetDirect": (2, 14, 0),
-    "CollNetChain": (2, 14, 0),
-    "NVLS": (2, 17, 0),
-    "NVLSTree": (2, 18, 0),
-    "PAT": (2, 23, 0),
-}
 # NCCL's numbering of algorithms and protocols, used by the numeric TUNING lines of 2.20-2.23
 # (NCCL_ALGO_TREE 0, NCCL_ALGO_RING 1, ...; NCCL_PROTO_LL 0, NCCL_PROTO_LL128 1, NCCL_PROTO_SIMPLE 2).
 _ALGO_BY_NUMBER: tuple[str, ...] = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 _PROTO_BY_NUMBER: tuple[str, ...] = ("LL", "LL128", "Simple")
-
-
-def _key(name: str) -> str:
-    return name.strip().lower().replace("-", "").replace("_", "")
-
-
-_ALGO_KEYS = {_key(a): a for a in ALGORITHMS}
-_PROTO_KEYS = {_key(p): p for p in PROTOCOLS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +96,12 @@ def parse_native_variant(name: str) -> NativeVariant:
     algo_text, slash, proto_text = rest.partition("/")
     algo: str | None = None
     if algo_text.strip() not in ("", "*"):
-        algo = _ALGO_KEYS.get(_key(algo_text))
+        algo = canonical_algo(algo_text)
         if algo is None:
             raise UnknownNameError("NCCL algorithm", algo_text.strip(), [a.lower() for a in ALGORITHMS])
     proto: str | None = None
     if slash:
-        proto = _PROTO_KEYS.get(_key(proto_text))
+        proto = canonical_proto(proto_text)
         if proto is None:
             raise UnknownNameError("NCCL protocol", proto_text.strip(), [p.lower() for p in PROTOCOLS])
     if algo is None and proto is None:
@@ -156,11 +139,6 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return parts[0], parts[1], parts[2]
 
 
-def algorithms_for(nccl_version: tuple[int, int, int]) -> tuple[str, ...]:
-    """The algorithms NCCL ``nccl_version`` knows."""
-    return tuple(a for a in ALGORITHMS if nccl_version >= _MIN_NCCL_VERSION[a])
-
-
 def check_variant_supported(variant: NativeVariant, nccl_version: tuple[int, int, int]) -> None:
     """Raise UnknownNameError when NCCL ``nccl_version`` would reject ``variant``'s NCCL_ALGO.
 
@@ -171,7 +149,7 @@ def check_variant_supported(variant: NativeVariant, nccl_version: tuple[int, int
     known = algorithms_for(nccl_version)
     if variant.algo not in known:
         version = ".".join(str(v) for v in nccl_version)
-        first = ".".join(str(v) for v in _MIN_NCCL_VERSION[variant.algo][:2])
+        first = ".".join(str(v) for v in ALGORITHM_SINCE[variant.algo][:2])
         raise UnknownNameError(
             f"NCCL algorithm for NCCL {version} (it arrived in {first})",
             variant.algo.lower(),
@@ -215,6 +193,24 @@ def variant_group(variant: NativeVariant, ranks: list[int] | None = None) -> Ite
         yield group
     finally:
         dist.destroy_process_group(group)
+
+
+_REFUSALS = ("invalid usage", "ncclinvalidusage", "invalid argument", "ncclinvalidargument")
+
+
+def nccl_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is NCCL refusing a call or communicator (not a peer or system failure).
+
+    torch raises ``DistBackendError`` for every NCCL error (C10D_NCCL_CHECK in
+    torch/csrc/distributed/c10d/NCCLUtils.hpp: ``"NCCL error in: FILE:LINE, " +
+    ncclGetErrorWithVersion(result)``), where NCCL's ``ncclGetErrorString`` (src/init.cc) names
+    ncclInvalidUsage ``"invalid usage (run with NCCL_DEBUG=WARN for details)"`` and
+    ncclInvalidArgument ``"invalid argument ..."``: what NCCL returns for an algorithm it cannot run
+    ("no algorithm/protocol available") or an NCCL_ALGO it rejects. A dead peer reads
+    ``unhandled system error`` or ``remote process exited`` instead.
+    """
+    text = str(exc).lower()
+    return any(r in text for r in _REFUSALS)
 
 
 def check_nccl_usable(world_size: int, *, local_world_size: int | None = None) -> None:
@@ -350,11 +346,13 @@ def parse_tuning_line(line: str) -> TuningChoice | None:
         func = mm.group("func") or ""
         size = int(mm.group("bytes"))
         if kind == "named":
+            # 2.24+ print ncclAlgoToString's RING, NVLS_TREE, SIMPLE: keep ncclAlgoStr's spelling.
+            algo_text, proto_text = mm.group("algo"), mm.group("proto")
             return TuningChoice(
                 func,
                 size,
-                mm.group("algo"),
-                mm.group("proto"),
+                canonical_algo(algo_text) or algo_text,
+                canonical_proto(proto_text) or proto_text,
                 int(mm.group("lo")),
                 int(mm.group("hi")),
                 device=device,
@@ -457,9 +455,12 @@ def choice_for(
     name (2.20-2.22) match any. None when no line matches.
     """
     wanted = nccl_name.lower()
+    # ncclAllGather/ncclReduceScatter log their per-rank count (sendcount, recvcount); the others
+    # the whole buffer. Matching only the op's own size keeps a 32 MiB all-reduce from taking the
+    # line of a 256 MiB one on 8 ranks.
     sizes = {size_bytes}
-    if world_size > 0 and size_bytes % world_size == 0:
-        sizes.add(size_bytes // world_size)
+    if wanted in ("allgather", "reducescatter") and world_size > 0 and size_bytes % world_size == 0:
+        sizes = {size_bytes // world_size}
     votes: Counter[tuple[str, str]] = Counter()
     for c in choices:
         if c.size_bytes in sizes and (not c.func or c.func.lower() == wanted):

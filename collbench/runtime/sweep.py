@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collbench.errors import ConfigError, InputFileError, NotApplicableError, RankError
 from collbench.fileio import check_writable
@@ -24,6 +24,9 @@ from collbench.runtime.launch import launch, resolve_backend, under_torchrun
 from collbench.runtime.results import ResultRow, read_jsonl, write_rows
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import algorithm_names, get_algorithm
+
+if TYPE_CHECKING:
+    from collbench.runtime.nccl_support import CommShape
 
 DEFAULT_STREAM = Path("collbench-sweep.jsonl")
 MAX_ITERS = 10**7
@@ -130,12 +133,17 @@ def sweep_sizes(min_bytes: int, max_bytes: int, step_factor: float, elem_bytes: 
     return sizes
 
 
-def resolve_algos(config: SweepConfig, ops: list[Op], backend: str) -> dict[Op, list[str]]:
+def resolve_algos(
+    config: SweepConfig, ops: list[Op], backend: str, skipped: list[str] | None = None
+) -> dict[Op, list[str]]:
     """For each op, the algorithms to run: ``all`` expands to every registered one that applies.
 
-    Raises UnknownNameError for an unknown name, NotApplicableError for one that does none of the ops.
+    A forced NCCL variant is left out of the ops NCCL cannot run it for (``nccl_support``), with one
+    line each appended to ``skipped``. Raises UnknownNameError for an unknown name,
+    NotApplicableError for one that does none of the ops, or when NCCL can run none of what is left.
     """
     per_op: dict[Op, list[str]] = {op: [] for op in ops}
+    skipped = [] if skipped is None else skipped
     for name in config.algos:
         key = name.strip().lower()
         if key == "all":
@@ -147,19 +155,7 @@ def resolve_algos(config: SweepConfig, ops: list[Op], backend: str) -> dict[Op, 
         if key.startswith("native:"):
             if backend != "nccl":
                 raise ConfigError(f"{name} forces an NCCL algorithm; it needs --backend nccl")
-            # Imported here only: the NCCL module belongs to the GPU side.
-            from collbench.runtime import environment
-            from collbench.runtime.nccl import check_variant_supported, parse_native_variant, parse_version
-
-            variant = parse_native_variant(key)
-            version = environment.nccl_version()
-            if version:
-                # NCCL fails communicator creation on an algorithm it does not know: refuse it here, in one line.
-                check_variant_supported(variant, parse_version(version))
-            # The canonical spelling, so that rows, resume keys and NCCL_ALGO agree however it was typed.
-            for op in ops:
-                if variant.name not in per_op[op]:
-                    per_op[op].append(variant.name)
+            _add_variant(config, key, ops, per_op, skipped)
             continue
         spec = get_algorithm(key)
         if not any(spec.supports(op) for op in ops):
@@ -168,7 +164,47 @@ def resolve_algos(config: SweepConfig, ops: list[Op], backend: str) -> dict[Op, 
         for op in ops:
             if spec.supports(op) and spec.name not in per_op[op]:
                 per_op[op].append(spec.name)
+    if skipped and not any(per_op.values()):
+        raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
     return per_op
+
+
+def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, list[str]], skipped: list[str]) -> None:
+    # Imported here only: the NCCL modules belong to the GPU side.
+    from collbench.runtime import environment
+    from collbench.runtime.nccl import check_variant_supported, parse_native_variant, parse_version
+    from collbench.runtime.nccl_support import unsupported_reason
+
+    variant = parse_native_variant(key)
+    text = environment.nccl_version()
+    version = parse_version(text) if text else None
+    if version is not None:
+        # NCCL fails communicator creation on an algorithm it does not know: refuse it here, in one line.
+        check_variant_supported(variant, version)
+    shape = comm_shape(config)
+    reasons: list[str] = []
+    for op in ops:
+        reason = unsupported_reason(op.value, variant.algo, variant.proto, version, shape)
+        if reason is not None:
+            reasons.append(f"{variant.name} {op.value}: {reason}; skipped")
+        elif variant.name not in per_op[op]:
+            # The canonical spelling, so that rows, resume keys and NCCL_ALGO agree however it was typed.
+            per_op[op].append(variant.name)
+    skipped.extend(reasons)
+
+
+def comm_shape(config: SweepConfig) -> CommShape:
+    """The communicator NCCL will see: ranks, nodes (torchrun: WORLD_SIZE / LOCAL_WORLD_SIZE), CollNet."""
+    from collbench.runtime.nccl_support import CommShape
+
+    if config.world_size is not None:
+        world, nodes = config.world_size, 1
+    else:
+        world = int(_env("WORLD_SIZE", "1"))
+        nodes = max(1, world // max(1, int(_env("LOCAL_WORLD_SIZE", str(world)))))
+    # CollNet needs NCCL_COLLNET_ENABLE=1 (NCCL's collnetEnable) and a plugin; without the variable it is off.
+    collnet = _env("NCCL_COLLNET_ENABLE", "0").strip() == "1"
+    return CommShape(world_size=world, nodes=nodes, collnet=collnet)
 
 
 PREFERRED_ORDER = ("ring", "tree", "two-tree", "recursive-doubling", "rabenseifner", "direct", "one-shot", "native")
@@ -196,6 +232,8 @@ class SweepJob:
     """A loaded ``collbench.topology.model.Topology`` when ``--topology`` was given."""
     nccl_log_dir: Path | None = None
     """Where NCCL logs its per-call TUNING choices (nccl runs with native points); rank 0 reads it."""
+    notes: tuple[str, ...] = ()
+    """One line per thing left out before launching (an (op, NCCL algorithm) pair NCCL cannot run)."""
 
 
 def validate(config: SweepConfig) -> SweepJob:
@@ -244,7 +282,8 @@ def validate(config: SweepConfig) -> SweepJob:
     _check_files(config)
     local = int(_env("LOCAL_WORLD_SIZE", "1")) if config.world_size is None else config.world_size
     backend = resolve_backend(config.backend, local)
-    per_op = resolve_algos(config, ops, backend)
+    skipped: list[str] = []
+    per_op = resolve_algos(config, ops, backend, skipped)
     topology = None
     if config.topology_path is not None:
         # Imported here only: the topology package is another area's and loads YAML.
@@ -261,6 +300,7 @@ def validate(config: SweepConfig) -> SweepJob:
         redop=redop,
         stream_path=config.stream_path,
         topology=topology,
+        notes=tuple(skipped),
     )
 
 
@@ -323,6 +363,8 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
     def note(text: str) -> None:
         forward({"kind": "note", "text": text})
 
+    for text in job.notes:
+        note(text)
     with contextlib.ExitStack() as stack:
         if job.backend == "nccl":
             job = _prepare_nccl(job, stack, note)

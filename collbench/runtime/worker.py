@@ -216,6 +216,8 @@ class NativeGroups:
         self._algos = algos
         self._open: dict[str, contextlib.ExitStack[Any]] = {}
         self._groups: dict[str, Any] = {}
+        self.refused: set[str] = set()
+        """Variants NCCL refused (on any rank): their later points are skipped on every rank."""
 
     def __enter__(self) -> NativeGroups:
         return self
@@ -237,6 +239,7 @@ class NativeGroups:
             from collbench.runtime import nccl
 
             stack = contextlib.ExitStack()
+            # Not kept when making it fails: a communicator NCCL refused is left to the process's exit.
             self._groups[algo] = stack.enter_context(nccl.variant_group(nccl.parse_native_variant(algo)))
             self._open[algo] = stack
         return self._groups[algo]
@@ -320,30 +323,37 @@ def _measure(
         in_place=point.in_place,
         device=ctx.device,
     )
-    call = _make_call(ctx, job, point, bufs, layout, root, groups)
-    fill(bufs, job.redop, cfg.seed)
     native = _is_native(point.algo)
+    if native and point.algo in groups.refused:
+        return None  # NCCL refused this variant at an earlier point (said once, then)
     if reader is not None and native:
         reader.new_choices()  # what earlier points logged; this point's choice comes from its own calls
     failure = ""
     try:
+        # A forced variant's communicator is made here, inside the handling: NCCL refusing it
+        # (ncclInvalidUsage) fails this variant's points, not the run.
+        call = _make_call(ctx, job, point, bufs, layout, root, groups)
+        fill(bufs, job.redop, cfg.seed)
         call()
     except (RuntimeError, ValueError, TypeError) as exc:
-        # Only the backend's own collective may refuse (a dtype or reduction it lacks); an error in
-        # collbench's executor is a bug and must surface.
-        if not _is_native(point.algo) or _is_peer_failure(exc):
+        # Only the backend's own collective may refuse (a dtype or reduction it lacks, an algorithm
+        # NCCL cannot run); an error in collbench's executor is a bug and a dead peer ends the run.
+        if not native or (_is_peer_failure(exc) and not _nccl_refused(exc)):
             raise
-        failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        failure = f"{type(exc).__name__}: {_first_line(exc)}"
     flags = torch.tensor([1 if failure else 0, 0], dtype=torch.int64)
     if not failure and cfg.check:
         flags[1] = check_buffers(bufs, job.redop, cfg.seed)
     dist.all_reduce(flags, group=ctx.control)
     if int(flags[0]) > 0:
         # The backend's own collective refused (every rank does, on the same arguments).
+        forced = point.algo != "native"
+        if forced:
+            groups.refused.add(point.algo)
         if ctx.rank == 0:
-            ctx.report(
-                {"kind": "note", "text": f"{point.describe()}: {job.backend} cannot run it ({failure}); skipped"}
-            )
+            what = f"{point.algo} (all its points)" if forced else point.describe()
+            text = f"{what}: {job.backend} cannot run it ({failure or 'refused on another rank'}); skipped"
+            ctx.report({"kind": "note", "text": text})
         return None
     wrong = int(flags[1]) if cfg.check else -1
     for _ in range(cfg.warmup):
@@ -400,6 +410,17 @@ def _measure(
 def _is_peer_failure(exc: BaseException) -> bool:
     backend_error = getattr(dist, "DistBackendError", None)
     return backend_error is not None and isinstance(exc, backend_error)
+
+
+def _nccl_refused(exc: BaseException) -> bool:
+    from collbench.runtime.nccl import nccl_refused
+
+    return nccl_refused(exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else ""
 
 
 def _variant_fields(algo: str) -> tuple[str, str]:

@@ -137,7 +137,9 @@ def test_applied_env_restores(monkeypatch: pytest.MonkeyPatch) -> None:
     assert os.environ["NCCL_PROTO"] == "LL"
 
 
-def test_parse_tuning_log_recent_format() -> None:
+def test_parse_tuning_log_v2_24_upper_case_spellings() -> None:
+    # NCCL 2.24 src/enqueue.cc prints ncclAlgoToString/ncclProtoToString (src/collectives.cc): RING,
+    # SIMPLE; rows keep ncclAlgoStr's spelling (Ring, Simple), which NCCL_ALGO and exporters take.
     choices = parse_tuning_log((FIXTURES / "tuning_v2_24.log").read_text())
     assert [(c.func, c.size_bytes, c.algo, c.proto) for c in choices] == [
         ("AllReduce", 8, "Ring", "LL"),
@@ -146,15 +148,42 @@ def test_parse_tuning_log_recent_format() -> None:
         ("AllReduce", 134217728, "Ring", "Simple"),
         ("AllGather", 131072, "Ring", "Simple"),
         ("AllReduce", 4194304, "NVLS", "Simple"),
-        ("AllReduce", 65536, "Symmetric", ""),
-        ("AllGather", 33554432, "CopyEngine", ""),
-        ("AllGather", 67108864, "HierarchicalCE", ""),
     ]
     assert choices[3].channels == 32
     assert (choices[3].channel_lo, choices[3].channel_hi) == (0, 31)
     assert choices[0].device == 0 and choices[0].pid == 2113
-    assert choices[6].kernel == "AllReduce_AGxLL_R" and choices[6].channels == 4
-    assert choices[7].channels is None
+
+
+def test_parse_tuning_log_v2_27_underscored_names_and_symmetric() -> None:
+    # NCCL 2.27.7 src/collectives.cc ncclAlgoToString: NVLS_TREE, COLLNET_DIRECT; src/enqueue.cc:1429
+    # the [Symmetric] line without nWorks.
+    choices = parse_tuning_log((FIXTURES / "tuning_v2_27.log").read_text())
+    assert [(c.func, c.size_bytes, c.algo, c.proto) for c in choices] == [
+        ("AllReduce", 8192, "Tree", "LL"),
+        ("AllReduce", 33554432, "NVLS", "Simple"),
+        ("AllReduce", 268435456, "NVLSTree", "Simple"),
+        ("ReduceScatter", 1048576, "CollNetDirect", "Simple"),
+        ("Broadcast", 65536, "Ring", "LL128"),
+        ("AllReduce", 65536, "Symmetric", ""),
+    ]
+    assert choices[5].kernel == "AllReduce_AGxLL_R" and choices[5].channels == 4
+    assert nccl.choice_for(choices, "allreduce", 268435456, 8) == ("NVLSTree", "Simple")
+
+
+def test_parse_tuning_log_v2_30_every_path() -> None:
+    # NCCL 2.30.7: src/enqueue.cc:822 (PAT, COLLNET_CHAIN), src/scheduler/symmetric_sched.cc:356
+    # ([Symmetric] ... nWorks), src/ce_coll.cc:1431/1435 (CE paths); the chunk-size line is not a choice.
+    choices = parse_tuning_log((FIXTURES / "tuning_v2_30.log").read_text())
+    assert [(c.func, c.size_bytes, c.algo, c.proto) for c in choices] == [
+        ("AllGather", 2097152, "PAT", "Simple"),
+        ("AllReduce", 4194304, "CollNetChain", "Simple"),
+        ("Reduce", 1024, "Ring", "LL"),
+        ("AllReduce", 131072, "Symmetric", ""),
+        ("AllGather", 33554432, "CopyEngine", ""),
+        ("AllGather", 67108864, "HierarchicalCE", ""),
+    ]
+    assert choices[3].channels == 8
+    assert choices[4].channels is None
 
 
 def test_parse_tuning_log_numbered_formats() -> None:
@@ -198,7 +227,7 @@ def test_tuning_log_env_and_read(tmp_path: Path) -> None:
     assert env["NCCL_DEBUG_FILE"].startswith(str(tmp_path)) and "%p" in env["NCCL_DEBUG_FILE"]
     (tmp_path / "nccl.host.11.log").write_text((FIXTURES / "tuning_v2_24.log").read_text())
     (tmp_path / "nccl.host.12.log").write_text("h:12:12 [1] NCCL INFO Channel 00/02 : 0 1\n")
-    assert len(nccl.read_tuning_logs(tmp_path)) == 9
+    assert len(nccl.read_tuning_logs(tmp_path)) == 6
     assert nccl.read_tuning_logs(tmp_path / "absent") == []
 
 

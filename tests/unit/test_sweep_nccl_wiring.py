@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from collbench.errors import RankError, UnknownNameError
+from collbench.errors import NotApplicableError, RankError, UnknownNameError
 from collbench.runtime import cuda_kernels, environment, nccl, sweep, worker
 from collbench.runtime.launch import RankContext
 from collbench.runtime.results import ResultRow
@@ -257,22 +257,116 @@ def fake_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_variant_newer_than_this_nccl_is_refused(fake_gpus: None) -> None:
     config = SweepConfig(world_size=2, backend="nccl", algos=("native:pat",))
     with pytest.raises(UnknownNameError, match=r"NCCL 2\.18\.3 \(it arrived in 2\.23\)") as info:
-        sweep.resolve_algos(config, [Op.ALL_REDUCE], "nccl")
+        sweep.resolve_algos(config, [Op.ALL_GATHER], "nccl")
     assert "nvlstree" in str(info.value)
 
 
 def test_variants_are_stored_by_their_canonical_name(fake_gpus: None) -> None:
-    config = SweepConfig(
-        world_size=2, backend="nccl", algos=("native:NVLS_Tree", "native:Ring/LL128", "native:ring/ll128")
-    )
+    config = SweepConfig(world_size=2, backend="nccl", algos=("native:NVLS", "native:Ring/LL128", "native:ring/ll128"))
     per_op = sweep.resolve_algos(config, [Op.ALL_REDUCE], "nccl")
-    assert per_op[Op.ALL_REDUCE] == ["native:nvlstree", "native:ring/ll128"]
+    assert per_op[Op.ALL_REDUCE] == ["native:nvls", "native:ring/ll128"]
 
 
-def test_an_unknown_nccl_version_checks_nothing(fake_gpus: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_impossible_op_algorithm_pairs_are_skipped_with_one_line(fake_gpus: None) -> None:
+    # NCCL src/graph/tuning.cc (ncclTopoTuneModel): broadcast and reduce run Ring only; all-reduce never PAT.
+    config = SweepConfig(world_size=2, backend="nccl", algos=("native:tree", "native:ring"))
+    skipped: list[str] = []
+    per_op = sweep.resolve_algos(config, [Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE], "nccl", skipped)
+    assert per_op == {
+        Op.ALL_REDUCE: ["native:tree", "native:ring"],
+        Op.BROADCAST: ["native:ring"],
+        Op.REDUCE: ["native:ring"],
+    }
+    assert skipped == [
+        "native:tree broadcast: NCCL runs broadcast with Ring only, never Tree; skipped",
+        "native:tree reduce: NCCL runs reduce with Ring only, never Tree; skipped",
+    ]
+
+
+def test_a_variant_nccl_runs_for_none_of_the_ops_is_one_line(fake_gpus: None) -> None:
+    # tuning.cc: if (comm->nNodes == 1 && a == NCCL_ALGO_NVLS_TREE) disable = 1;
+    config = SweepConfig(world_size=2, backend="nccl", algos=("native:nvlstree",))
+    with pytest.raises(NotApplicableError, match="NCCL disables NVLSTree on a single node"):
+        sweep.validate(config)
+
+
+def test_skipped_pairs_reach_the_user_before_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_gpus: None
+) -> None:
+    fake = FakeLaunch()
+    monkeypatch.setattr(sweep, "launch", fake)
+    monkeypatch.setattr(cuda_kernels, "load_extension", lambda: object())
+    events: list[SweepProgress] = []
+    config = SweepConfig(
+        world_size=2, backend="nccl", ops=("all",), algos=("native:pat", "native:ring"), stream=tmp_path / "s.jsonl"
+    )
+    monkeypatch.setattr(environment, "nccl_version", lambda: "2.30.7")
+    sweep.run_sweep(config, events.append)
+    notes = [e.text for e in events if e.kind == "note"]
+    assert notes[0].startswith("native:pat all-reduce: NCCL runs all-reduce with Ring, Tree,")
+    # Two local ranks are one node: PAT needs one GPU per node (ncclPatEnable), so all-gather goes too.
+    assert "native:pat all-gather: NCCL runs PAT with one GPU per node only (2 ranks on 1 node); skipped" in notes
+    assert len([n for n in notes if n.startswith("native:pat")]) == 5
+    assert dict(fake.jobs[0].algos)[Op.ALL_GATHER] == ("native:ring",)
+
+
+def test_an_unknown_nccl_version_checks_the_newest_table(fake_gpus: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(environment, "nccl_version", lambda: "")
-    config = SweepConfig(world_size=2, backend="nccl", algos=("native:pat",))
-    assert sweep.resolve_algos(config, [Op.ALL_REDUCE], "nccl")[Op.ALL_REDUCE] == ["native:pat"]
+    config = SweepConfig(world_size=2, backend="nccl", algos=("native:nvls",))
+    assert sweep.resolve_algos(config, [Op.ALL_REDUCE], "nccl")[Op.ALL_REDUCE] == ["native:nvls"]
+
+
+def test_nccl_refusal_is_told_from_a_dead_peer() -> None:
+    # torch/csrc/distributed/c10d/NCCLUtils.hpp C10D_NCCL_CHECK + NCCL src/init.cc ncclGetErrorString.
+    refused = dist.DistBackendError(
+        "NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:317, invalid usage (run with "
+        "NCCL_DEBUG=WARN for details), NCCL version 2.27.5\nncclInvalidUsage: This usually reflects invalid usage"
+    )
+    dead = dist.DistBackendError(
+        "NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled system error "
+        "(run with NCCL_DEBUG=INFO for details), NCCL version 2.27.5"
+    )
+    assert nccl.nccl_refused(refused) and not nccl.nccl_refused(dead)
+
+
+def test_a_variant_nccl_refuses_fails_its_points_not_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None
+) -> None:
+    fake = FakeGroups()
+
+    @contextlib.contextmanager
+    def refusing(variant: nccl.NativeVariant, ranks: list[int] | None = None) -> Iterator[Any]:
+        if variant.algo == "NVLS":
+            # What torch raises when NCCL's communicator set-up returns ncclInvalidUsage (NCCLUtils.hpp).
+            raise dist.DistBackendError(
+                "NCCL error in: NCCLUtils.hpp:317, invalid usage (run with NCCL_DEBUG=WARN for details)"
+            )
+        with fake.variant_group(variant, ranks) as group:
+            yield group
+
+    monkeypatch.setattr(nccl, "variant_group", refusing)
+    config = SweepConfig(world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=256, iters=1)
+    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    job = dataclasses.replace(job, algos=((Op.ALL_REDUCE, ("native:nvls", "native:ring")),))
+    events: list[dict[str, Any]] = []
+    ctx = RankContext(
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        backend="gloo",
+        device=torch.device("cpu"),
+        timeout_s=30,
+        progress=events.append,
+    )
+    ctx.control = dist.group.WORLD
+    rows = worker.sweep_worker(ctx, job)
+    assert [(r.algo, r.size_bytes) for r in rows] == [("native:ring", 64), ("native:ring", 256)]
+    notes = [e["text"] for e in events if e["kind"] == "note"]
+    assert notes == [
+        "native:nvls (all its points): gloo cannot run it (DistBackendError: NCCL error in: NCCLUtils.hpp:317, "
+        "invalid usage (run with NCCL_DEBUG=WARN for details)); skipped"
+    ]
+    assert fake.log == [("create", "native:ring"), ("destroy", "native:ring")]
 
 
 class FakeLaunch:

@@ -1,0 +1,149 @@
+"""What NCCL can run, per version: its algorithms, protocols, and which collective each applies to.
+
+A low-level table with no imports from collbench beyond errors, so that every layer can share it
+(the sweep skips impossible points with it; exporters above the runtime check profiles with it).
+
+Facts from NCCL's source (NVIDIA/nccl), tags v2.14.3 to v2.30.7:
+
+* Names: ``ncclAlgoStr``/``ncclProtoStr`` in ``src/init.cc`` (``Tree``, ``Ring``, ``CollNetDirect``,
+  ``CollNetChain``, ``NVLS``, ``NVLSTree``, ``PAT``; ``LL``, ``LL128``, ``Simple``) are what
+  ``NCCL_ALGO``/``NCCL_PROTO`` are compared with. The TUNING log of 2.24 and later prints
+  ``ncclAlgoToString``/``ncclProtoToString`` (``src/collectives.cc``) instead: ``TREE``, ``RING``,
+  ``COLLNET_DIRECT``, ``COLLNET_CHAIN``, ``NVLS``, ``NVLS_TREE``, ``PAT``; ``LL``, ``LL128``,
+  ``SIMPLE``. :func:`canonical_algo`/:func:`canonical_proto` read every spelling.
+* Algorithms per collective: ``ncclTopoTuneModel`` (``src/graph/tuning.cc``) skips, per collective,
+  the algorithms it cannot run: broadcast and reduce: ring only (every version); all-gather and
+  reduce-scatter: ring, plus NVLS from 2.17, CollNetDirect from 2.20, PAT from 2.23; all-reduce:
+  everything but PAT (``if (coll == ncclFuncAllReduce && a == NCCL_ALGO_PAT) continue``).
+* Conditions of the communicator, same function and ``ncclTopoInitTunerConstants``/``algoEnable``:
+  NVLSTree is disabled on one node (``comm->nNodes == 1``); CollNet (Direct, Chain, and NVLS across
+  nodes) needs CollNet support (a CollNet network plugin and ``NCCL_COLLNET_ENABLE=1``); PAT runs only
+  with one GPU per node (``ncclPatEnable``: ``nNodes != nRanks`` returns 0) and Simple protocol;
+  NVLS and NVLSTree run Simple only.
+
+Whether the hardware has NVLS (NVSwitch with multicast) is not known up front: a variant NCCL still
+refuses fails its own points, not the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collbench.errors import UnknownNameError
+
+ALGORITHMS: tuple[str, ...] = ("Ring", "Tree", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+"""NCCL's algorithm names, as ``ncclAlgoStr`` spells them (what ``NCCL_ALGO`` takes)."""
+PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
+"""NCCL's protocol names, as ``ncclProtoStr`` spells them (what ``NCCL_PROTO`` takes)."""
+
+ALGORITHM_SINCE: dict[str, tuple[int, int, int]] = {
+    "Ring": (0, 0, 0),
+    "Tree": (0, 0, 0),
+    "CollNetDirect": (2, 14, 0),
+    "CollNetChain": (2, 14, 0),
+    "NVLS": (2, 17, 0),
+    "NVLSTree": (2, 18, 0),
+    "PAT": (2, 23, 0),
+}
+"""The first NCCL release that knows each algorithm (an unknown NCCL_ALGO token fails comm creation)."""
+
+OPS: tuple[str, ...] = ("all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce")
+"""collbench's op names (``collbench.schedules.ops.Op`` values)."""
+
+_OP_ALGORITHM_SINCE: dict[str, dict[str, tuple[int, int, int]]] = {
+    "broadcast": {"Ring": (0, 0, 0)},
+    "reduce": {"Ring": (0, 0, 0)},
+    "all-gather": {"Ring": (0, 0, 0), "NVLS": (2, 17, 0), "CollNetDirect": (2, 20, 0), "PAT": (2, 23, 0)},
+    "reduce-scatter": {"Ring": (0, 0, 0), "NVLS": (2, 17, 0), "CollNetDirect": (2, 20, 0), "PAT": (2, 23, 0)},
+    "all-reduce": {a: ALGORITHM_SINCE[a] for a in ALGORITHMS if a != "PAT"},
+}
+_SIMPLE_ONLY = ("NVLS", "NVLSTree", "PAT")
+_COLLNET = ("CollNetDirect", "CollNetChain")
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("-", "").replace("_", "")
+
+
+_ALGO_KEYS = {_key(a): a for a in ALGORITHMS}
+_PROTO_KEYS = {_key(p): p for p in PROTOCOLS}
+
+
+def canonical_algo(name: str) -> str | None:
+    """``RING``, ``NVLS_TREE``, ``nvls-tree``, ``COLLNET_DIRECT`` -> ``Ring``, ``NVLSTree``, ...; None if unknown."""
+    return _ALGO_KEYS.get(_key(name))
+
+
+def canonical_proto(name: str) -> str | None:
+    """``SIMPLE``, ``simple``, ``ll128`` -> ``Simple``, ``LL128``; None if unknown."""
+    return _PROTO_KEYS.get(_key(name))
+
+
+def _version_text(version: tuple[int, int, int]) -> str:
+    return ".".join(str(v) for v in version)
+
+
+def algorithms_for(nccl_version: tuple[int, int, int]) -> tuple[str, ...]:
+    """The algorithms NCCL ``nccl_version`` knows (accepts in ``NCCL_ALGO``)."""
+    return tuple(a for a in ALGORITHMS if nccl_version >= ALGORITHM_SINCE[a])
+
+
+@dataclass(frozen=True, slots=True)
+class CommShape:
+    """What NCCL's support depends on beyond its version: the communicator's shape and CollNet."""
+
+    world_size: int
+    nodes: int = 1
+    collnet: bool = False
+    """Whether CollNet is enabled and available (a CollNet plugin and ``NCCL_COLLNET_ENABLE=1``)."""
+
+
+def unsupported_reason(
+    op: str,
+    algo: str | None,
+    proto: str | None,
+    nccl_version: tuple[int, int, int] | None,
+    shape: CommShape,
+) -> str | None:
+    """Why NCCL cannot run ``op`` forced to ``algo``/``proto`` on ``shape``; None when it can.
+
+    ``algo``/``proto`` None leave the choice to NCCL (always runnable). ``nccl_version`` None (not
+    known yet, e.g. planning on a machine without NCCL) checks against the newest table. Raises
+    UnknownNameError for an op, algorithm or protocol name NCCL does not have.
+    """
+    if op not in _OP_ALGORITHM_SINCE:
+        raise UnknownNameError("op", op, OPS)
+    if algo is not None and algo not in ALGORITHMS:
+        raise UnknownNameError("NCCL algorithm", algo, ALGORITHMS)
+    if proto is not None and proto not in PROTOCOLS:
+        raise UnknownNameError("NCCL protocol", proto, PROTOCOLS)
+    if algo is None:
+        return None
+    version = nccl_version if nccl_version is not None else (99, 0, 0)
+    where = f"NCCL {_version_text(version)}" if nccl_version is not None else "NCCL"
+    if version < ALGORITHM_SINCE[algo]:
+        return f"{where} has no {algo} (it arrived in {_version_text(ALGORITHM_SINCE[algo])})"
+    for_op = _OP_ALGORITHM_SINCE[op]
+    if algo not in for_op:
+        runs = ", ".join(for_op)
+        return f"NCCL runs {op} with {runs} only, never {algo}"
+    if version < for_op[algo]:
+        return f"{where} runs {op} with {algo} only from {_version_text(for_op[algo])}"
+    if proto is not None and proto != "Simple" and algo in _SIMPLE_ONLY:
+        return f"NCCL runs {algo} with the Simple protocol only, not {proto}"
+    if algo == "NVLSTree" and shape.nodes <= 1:
+        return "NCCL disables NVLSTree on a single node"
+    if (algo in _COLLNET or (algo == "NVLS" and shape.nodes > 1)) and not shape.collnet:
+        what = f"{algo} across nodes" if algo == "NVLS" else algo
+        return f"{what} needs a CollNet network plugin and NCCL_COLLNET_ENABLE=1"
+    if algo == "PAT" and shape.nodes != shape.world_size:
+        return (
+            f"NCCL runs PAT with one GPU per node only ({shape.world_size} ranks on {shape.nodes} "
+            f"node{'s' if shape.nodes != 1 else ''})"
+        )
+    return None
+
+
+def supported_algorithms(op: str, nccl_version: tuple[int, int, int] | None, shape: CommShape) -> tuple[str, ...]:
+    """The algorithms NCCL ``nccl_version`` can be forced to for ``op`` on ``shape``."""
+    return tuple(a for a in ALGORITHMS if unsupported_reason(op, a, None, nccl_version, shape) is None)

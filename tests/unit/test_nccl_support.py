@@ -1,0 +1,104 @@
+"""NCCL's support table (collbench.runtime.nccl_support) against NCCL's src/graph/tuning.cc.
+
+Each case cites the line of ``ncclTopoTuneModel`` / ``ncclTopoInitTunerConstants`` (NVIDIA/nccl,
+v2.30.7-1 unless said) that makes NCCL skip or disable the pair.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from collbench.errors import UnknownNameError
+from collbench.runtime.nccl_support import (
+    ALGORITHMS,
+    CommShape,
+    canonical_algo,
+    canonical_proto,
+    supported_algorithms,
+    unsupported_reason,
+)
+
+V230 = (2, 30, 7)
+ONE_NODE_8 = CommShape(world_size=8, nodes=1)
+FOUR_NODES_4 = CommShape(world_size=4, nodes=4)
+
+
+def test_rooted_ops_run_ring_only() -> None:
+    # tuning.cc: if ((coll == ncclFuncBroadcast || coll == ncclFuncReduce) && a != NCCL_ALGO_RING) continue;
+    for op in ("broadcast", "reduce"):
+        assert supported_algorithms(op, V230, FOUR_NODES_4) == ("Ring",)
+        reason = unsupported_reason(op, "Tree", None, V230, ONE_NODE_8)
+        assert reason == f"NCCL runs {op} with Ring only, never Tree"
+
+
+def test_all_gather_and_reduce_scatter_set() -> None:
+    # tuning.cc: ReduceScatter/AllGather keep PAT, RING, NVLS, COLLNET_DIRECT only.
+    collnet_one_gpu_per_node = CommShape(world_size=4, nodes=4, collnet=True)
+    for op in ("all-gather", "reduce-scatter"):
+        assert supported_algorithms(op, V230, collnet_one_gpu_per_node) == ("Ring", "CollNetDirect", "NVLS", "PAT")
+        assert "never Tree" in (unsupported_reason(op, "Tree", None, V230, ONE_NODE_8) or "")
+    # v2.19.4 src/graph/tuning.cc: all-gather ring or NVLS only; CollNetDirect joined in 2.20.3.
+    assert "only from 2.20" in (
+        unsupported_reason("all-gather", "CollNetDirect", None, (2, 19, 4), collnet_one_gpu_per_node) or ""
+    )
+
+
+def test_all_reduce_never_pat() -> None:
+    # tuning.cc: if (coll == ncclFuncAllReduce && a == NCCL_ALGO_PAT) continue;
+    assert unsupported_reason("all-reduce", "PAT", None, V230, FOUR_NODES_4) == (
+        "NCCL runs all-reduce with Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree only, never PAT"
+    )
+
+
+def test_conditions_of_the_communicator() -> None:
+    # ncclTopoInitTunerConstants: if (comm->nNodes == 1 && a == NCCL_ALGO_NVLS_TREE) disable = 1;
+    assert (
+        unsupported_reason("all-reduce", "NVLSTree", None, V230, ONE_NODE_8)
+        == "NCCL disables NVLSTree on a single node"
+    )
+    assert unsupported_reason("all-reduce", "NVLSTree", None, V230, CommShape(16, 2)) is None
+    # collnetEnable == 0 disables CollNetDirect, CollNetChain, and NVLS when nNodes > 1.
+    assert "CollNet network plugin" in (unsupported_reason("all-reduce", "CollNetChain", None, V230, ONE_NODE_8) or "")
+    assert "NVLS across nodes" in (unsupported_reason("all-reduce", "NVLS", None, V230, CommShape(16, 2)) or "")
+    assert unsupported_reason("all-reduce", "NVLS", None, V230, ONE_NODE_8) is None
+    # ncclPatEnable: if (comm->nNodes != comm->nRanks) return 0; // PAT only supports 1 GPU per node
+    assert "one GPU per node" in (unsupported_reason("all-gather", "PAT", None, V230, ONE_NODE_8) or "")
+    assert unsupported_reason("all-gather", "PAT", None, V230, FOUR_NODES_4) is None
+    # tuning.cc: NVLS/NVLS_TREE and PAT run NCCL_PROTO_SIMPLE only.
+    assert "Simple protocol only" in (unsupported_reason("all-gather", "PAT", "LL", V230, FOUR_NODES_4) or "")
+    assert unsupported_reason("all-reduce", "NVLS", "Simple", V230, ONE_NODE_8) is None
+
+
+def test_versions() -> None:
+    # PAT arrived in 2.23 (ncclAlgoStr of v2.23.4 src/init.cc is the first to list it).
+    assert (
+        unsupported_reason("all-gather", "PAT", None, (2, 22, 3), FOUR_NODES_4)
+        == "NCCL 2.22.3 has no PAT (it arrived in 2.23.0)"
+    )
+    # Unknown version: the newest table applies.
+    assert unsupported_reason("all-gather", "PAT", None, None, FOUR_NODES_4) is None
+    assert unsupported_reason("all-reduce", None, "LL", V230, ONE_NODE_8) is None
+
+
+def test_unknown_names_are_errors() -> None:
+    with pytest.raises(UnknownNameError):
+        unsupported_reason("all-to-all", "Ring", None, V230, ONE_NODE_8)
+    with pytest.raises(UnknownNameError):
+        unsupported_reason("all-reduce", "RING", None, V230, ONE_NODE_8)
+
+
+def test_canonical_spellings() -> None:
+    # ncclAlgoToString (src/collectives.cc, 2.24+) vs ncclAlgoStr (src/init.cc).
+    printed = ["TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"]
+    assert [canonical_algo(p) for p in printed] == [
+        "Tree",
+        "Ring",
+        "CollNetDirect",
+        "CollNetChain",
+        "NVLS",
+        "NVLSTree",
+        "PAT",
+    ]
+    assert {canonical_algo(a) for a in ALGORITHMS} == set(ALGORITHMS)
+    assert [canonical_proto(p) for p in ("LL", "LL128", "SIMPLE", "simple")] == ["LL", "LL128", "Simple", "Simple"]
+    assert canonical_algo("Unknown") is None and canonical_proto("#7") is None
