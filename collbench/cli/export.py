@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -42,10 +42,24 @@ def nccl_tuner(profile: ProfileArg, output: OutputOpt = None) -> None:
 
 @app.command("ompi-rules")
 def ompi_rules(profile: ProfileArg, output: OutputOpt = None) -> None:
-    """Open MPI coll/tuned dynamic rules (classic format) for coll_tuned_dynamic_rules_filename."""
-    from collbench.tuning.exporters.ompi_rules import export_ompi_rules
+    """Open MPI 4.1 coll/tuned dynamic rules (classic format), one entry per communicator size of the profile."""
+    from collbench.tuning.exporters.ompi_rules import build_ompi_rules
 
-    _emit(profile, output, export_ompi_rules, "Open MPI rules")
+    notes: list[str] = []
+
+    def render(loaded: Any) -> str:
+        built = build_ompi_rules(loaded)
+        notes.extend(built.notes)
+        return built.text
+
+    _emit(profile, output, render, "Open MPI rules")
+    for note in notes:
+        err_console.print(f"[yellow]no equivalent[/yellow]: {note}", highlight=False)
+    if output is not None:
+        err_console.print(
+            f"use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {output} ...",
+            highlight=False,
+        )
 
 
 @app.command("env")

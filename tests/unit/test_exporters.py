@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-
-from collbench.tuning.exporters import export_nccl_env, export_nccl_tuner, export_ompi_rules
+from collbench.tuning.exporters import export_nccl_env, export_nccl_tuner
 from collbench.tuning.profile import Profile, RuleSet
 from collbench.tuning.selection import Rule
 
@@ -114,62 +112,6 @@ def test_nccl_tuner_explains_what_it_leaves_out() -> None:
     assert "measured with gloo, not NCCL" in gloo
 
 
-# --- Open MPI coll/tuned classic rules grammar (coll_tuned_dynamic_file.c) --------------------------
-
-
-def parse_ompi_rules(text: str) -> dict[int, dict[int, list[tuple[int, int, int, int]]]]:
-    """Whitespace-separated non-negative integers, '#' to end of line a comment; nested counts."""
-    tokens: list[int] = []
-    for line in text.splitlines():
-        for tok in line.split("#", 1)[0].split():
-            tokens.append(int(tok))
-    assert all(t >= 0 for t in tokens)
-    it = iter(tokens)
-    out: dict[int, dict[int, list[tuple[int, int, int, int]]]] = {}
-    ncoll = next(it)
-    assert ncoll <= 22  # COLLCOUNT
-    for _ in range(ncoll):
-        coll_id, ncom = next(it), next(it)
-        out[coll_id] = {}
-        for _ in range(ncom):
-            comsize, nmsg = next(it), next(it)
-            msgs = [(next(it), next(it), next(it), next(it)) for _ in range(nmsg)]
-            assert msgs and msgs[0][0] == 0, "the first message rule must be for size 0"
-            assert [m[0] for m in msgs] == sorted({m[0] for m in msgs}), "sizes ascend"
-            out[coll_id][comsize] = msgs
-    assert next(it, None) is None, "trailing tokens"
-    return out
-
-
-def ompi_choice(msgs: list[tuple[int, int, int, int]], nbytes: int) -> tuple[int, int, int, int]:
-    return [m for m in msgs if m[0] <= nbytes][-1]
-
-
-def test_ompi_rules_parse_and_map_algorithms() -> None:
-    rules = parse_ompi_rules(export_ompi_rules(MIXED))
-    assert set(rules) == {2, 0, 7}  # allreduce, allgather, bcast
-    allreduce = rules[2][8]
-    # recursive doubling 3; two-tree and native -> 0 (merged: same Open MPI choice); segmented ring 5.
-    assert allreduce == [(0, 3, 0, 0), (4096, 0, 0, 0), (1048576, 5, 0, 131072)]
-    assert ompi_choice(allreduce, 70000)[1] == 0
-    assert rules[0][8] == [(0, 1, 0, 0), (1000, 4, 0, 0)]  # allgather: direct = linear 1, ring 4
-    assert rules[7][8] == [(0, 0, 0, 0)]  # broadcast not mapped: built-in
-
-
-@pytest.mark.parametrize(
-    ("algo", "number"), [("ring", 4), ("recursive-doubling", 3), ("rabenseifner", 6), ("direct", 1)]
-)
-def test_ompi_allreduce_numbers(algo: str, number: int) -> None:
-    p = profile((Rule("all-reduce", 0, None, algo, P),))
-    assert parse_ompi_rules(export_ompi_rules(p)) == {2: {8: [(0, number, 0, 0)]}}
-
-
-def test_ompi_comments_say_why_built_in() -> None:
-    text = export_ompi_rules(MIXED)
-    assert "two-tree: Open MPI's allreduce has no algorithm matching collbench's two-tree" in text
-    assert "native: Open MPI's built-in choice" in text
-
-
 # --- NCCL_ALGO ----------------------------------------------------------------------------------
 
 
@@ -222,4 +164,3 @@ def test_forced_nccl_variants_map_with_their_protocol() -> None:
     ]
     only_ring = profile((Rule("all-reduce", 0, None, "native:ring", P),))
     assert parse_nccl_algo(export_nccl_env(only_ring)) == {"allreduce": "ring"}
-    assert parse_ompi_rules(export_ompi_rules(only_ring)) == {2: {8: [(0, 0, 0, 0)]}}

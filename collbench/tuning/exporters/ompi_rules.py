@@ -1,4 +1,4 @@
-"""Open MPI coll/tuned dynamic rules, classic text format.
+"""Open MPI coll/tuned dynamic rules, classic text format, for every communicator size a profile has.
 
 Grammar (Open MPI's ``coll_tuned_dynamic_file.c``): whitespace-separated integers, ``#`` to the end of
 a line is a comment::
@@ -9,56 +9,35 @@ a line is a comment::
           MSGSIZE ALGORITHM FANINOUT SEGSIZE
 
 The first message rule of a communicator size must be at size 0 (Open MPI rejects the whole file
-otherwise); each covers ``[its size, the next one's)``, the last to infinity: exactly the profile's
-contiguous inclusive ranges. Algorithm 0 means "Open MPI's built-in decision". One communicator-size
-entry, the profile's world size, is written: with a single entry both the older lookup (largest key at
-or below the communicator's size) and the newer one (the last entry reaches to INT_MAX) apply it at
-that size.
+otherwise, silently); each covers ``[its size, the next one's)``, the last to infinity: exactly the
+profile's contiguous inclusive ranges.
 
-Message size: Open MPI counts dtype size x count for allreduce and reduce, and dtype size x comm size x
-count for allgather: the same bytes as collbench's ``size_bytes`` (nccl-tests' convention).
+Scoping (``ompi_coll_tuned_get_com_rule_ptr`` in 4.1): a communicator takes the entry of the largest
+listed size at or below its own, and a communicator smaller than every listed size takes the *first*
+entry. So every size the profile has gets its entry, followed by an entry at size + 1 whose only rule
+is ``0 0 0 0`` (Open MPI's own choice) unless the next size follows at once, and, when the smallest
+size is above 1, a leading entry at size 1 with the same: other communicator sizes get Open MPI's own
+decision, not rules measured at another size.
 
-Algorithm numbers (Open MPI main, ``coll_tuned_<op>_decision.c``):
-
-* allreduce (id 2): ring 4 (5, segmented ring, when the rule carries a segment size), recursive
-  doubling 3, rabenseifner 6, direct 1. collbench's ``direct`` sends every buffer to one root and the
-  result back, which is Open MPI's *basic linear* (linear reduce to rank 0, linear bcast); algorithm 2
-  (*nonoverlapping*) is reduce then bcast through the tuned, tree-shaped reduce and bcast: not direct.
-* allgather (id 0): ring 4, recursive doubling 3, direct 1 (linear: gather to a root, then bcast).
-* reduce (id 11): direct 1 (linear), tree 4 (segmented binary tree), rabenseifner 7.
-* anything else (native, tree and two-tree for allreduce, one-shot, broadcast, reduce-scatter): 0 with
-  a comment: Open MPI keeps its built-in choice there.
+What each collbench algorithm becomes is in :mod:`.ompi_table` (Open MPI 4.1's algorithms, with the
+source they were read from). A rule with no Open MPI counterpart is written as algorithm 0 with a
+comment saying so and what Open MPI does there instead, and reported in :attr:`OmpiRules.notes`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from collbench.errors import UserError
+from collbench.runtime.nccl import is_native
 from collbench.schedules.ops import Op
-from collbench.tuning.profile import Profile
+from collbench.tuning.exporters.ompi_table import BUILT_IN, COLLECTIVES, OMPI_SOURCE, OMPI_VERSION, OmpiCollective
+from collbench.tuning.profile import Profile, RuleSet
 from collbench.tuning.selection import Rule
 
-COLL_IDS: dict[Op, int] = {
-    Op.ALL_GATHER: 0,
-    Op.ALL_REDUCE: 2,
-    Op.BROADCAST: 7,
-    Op.REDUCE: 11,
-    Op.REDUCE_SCATTER: 12,
-}
-OMPI_NAMES: dict[Op, str] = {
-    Op.ALL_GATHER: "allgather",
-    Op.ALL_REDUCE: "allreduce",
-    Op.BROADCAST: "bcast",
-    Op.REDUCE: "reduce",
-    Op.REDUCE_SCATTER: "reduce_scatter",
-}
-ALGORITHMS: dict[Op, dict[str, int]] = {
-    Op.ALL_REDUCE: {"direct": 1, "recursive-doubling": 3, "ring": 4, "rabenseifner": 6},
-    Op.ALL_GATHER: {"direct": 1, "recursive-doubling": 3, "ring": 4},
-    Op.REDUCE: {"direct": 1, "tree": 4, "rabenseifner": 7},
-}
-SEGMENTED_RING = 5
-BUILT_IN = 0
+# Open MPI reads every number with strtol into a long, then keeps the segment size in an int.
+_MAX_SEGSIZE = (1 << 31) - 1
+_OWN_CHOICE = "Open MPI's own choice (its fixed decision rules)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,59 +49,142 @@ class OmpiRule:
     faninout: int
     segsize_bytes: int
     comment: str
+    equivalent: bool = True
+    """False when the profile's algorithm has no Open MPI counterpart and 0 stands in for it."""
 
 
-def ompi_rule(op: Op, rule: Rule) -> OmpiRule:
-    """The Open MPI rule for one collbench rule (algorithm 0 with a reason where there is no match)."""
-    numbers = ALGORITHMS.get(op, {})
-    seg = int(rule.params.get("segment_bytes") or 0)
-    if rule.algo == "native" or rule.algo.startswith("native:"):
-        return OmpiRule(rule.min_bytes, BUILT_IN, 0, 0, f"{rule.algo}: Open MPI's built-in choice")
-    if rule.algo not in numbers:
-        why = (
-            f"Open MPI's {OMPI_NAMES[op]} has no algorithm matching collbench's {rule.algo}"
-            if numbers
-            else f"{op.value} algorithms are not mapped to Open MPI numbers"
+@dataclass(frozen=True, slots=True)
+class OmpiRules:
+    """The rules file's text, and one line per profile rule that Open MPI cannot follow."""
+
+    text: str
+    notes: tuple[str, ...]
+
+
+def ompi_rule(coll: OmpiCollective, rule: Rule) -> OmpiRule:
+    """The Open MPI rule for one collbench rule (algorithm 0, with the reason, where there is no match)."""
+    if is_native(rule.algo):
+        return OmpiRule(rule.min_bytes, BUILT_IN, 0, 0, f"{rule.algo}: {_OWN_CHOICE}")
+    match = coll.matches.get(rule.algo)
+    if match is None:
+        why = coll.no_match.get(rule.algo, f"Open MPI's {coll.name} has no algorithm matching collbench's {rule.algo}")
+        return OmpiRule(
+            rule.min_bytes, BUILT_IN, 0, 0, f"{rule.algo} has no equivalent: {why}; {_OWN_CHOICE} runs instead", False
         )
-        return OmpiRule(rule.min_bytes, BUILT_IN, 0, 0, f"{rule.algo}: {why}; built-in choice")
-    number = numbers[rule.algo]
-    if op is Op.ALL_REDUCE and rule.algo == "ring" and seg > 0:
-        return OmpiRule(rule.min_bytes, SEGMENTED_RING, 0, seg, f"ring in {seg}-byte segments: segmented ring")
-    return OmpiRule(rule.min_bytes, number, 0, seg if number == 4 and op is Op.REDUCE else 0, rule.algo)
+    seg = int(rule.params.get("segment_bytes") or 0) if match.carries_segment else 0
+    if seg > _MAX_SEGSIZE:
+        raise UserError(
+            f"{rule.op} rule at {rule.min_bytes} bytes: a {seg}-byte segment is more than Open MPI's rules file "
+            f"can hold ({_MAX_SEGSIZE})"
+        )
+    number = match.segmented_id if seg and match.segmented_id is not None else match.algorithm_id
+    name = coll.algorithm(number).name
+    comment = f"{rule.algo} -> {name}: {match.why}" + (f", {seg}-byte segments" if seg else "")
+    return OmpiRule(rule.min_bytes, number, 0, seg, comment)
+
+
+def _merged(coll: OmpiCollective, rules: list[Rule]) -> list[OmpiRule]:
+    merged: list[OmpiRule] = []
+    for rule in rules:
+        entry = ompi_rule(coll, rule)
+        last = merged[-1] if merged else None
+        if last and (last.algorithm, last.faninout, last.segsize_bytes) == (
+            entry.algorithm,
+            entry.faninout,
+            entry.segsize_bytes,
+        ):
+            # The same Open MPI choice continues: one rule covers both ranges, both reasons kept.
+            merged[-1] = replace(
+                last,
+                comment=f"{last.comment}; from {entry.msg_size_bytes} B {entry.comment}",
+                equivalent=last.equivalent and entry.equivalent,
+            )
+            continue
+        merged.append(entry)
+    return merged
+
+
+def _check_sizes(profile: Profile) -> list[RuleSet]:
+    """The rule sets by communicator size; UserError where two shapes share a size (Open MPI keys on size)."""
+    by_size: dict[int, RuleSet] = {}
+    for rule_set in profile.rule_sets:
+        other = by_size.get(rule_set.world_size)
+        if other is not None:
+            raise UserError(
+                f"Open MPI's rules key on the communicator size alone, and the profile has two shapes of "
+                f"{rule_set.world_size} ranks ({other.shape_label}; {rule_set.shape_label}): merge or tune "
+                "profiles with one shape per size for Open MPI"
+            )
+        by_size[rule_set.world_size] = rule_set
+    return [by_size[size] for size in sorted(by_size)]
+
+
+def _entry(size: int, rules: list[OmpiRule], label: str) -> list[str]:
+    lines = [f"  {size} {len(rules)}  # {label}"]
+    lines += [f"    {r.msg_size_bytes} {r.algorithm} {r.faninout} {r.segsize_bytes}  # {r.comment}" for r in rules]
+    return lines
+
+
+def build_ompi_rules(profile: Profile) -> OmpiRules:
+    """The rules file for every communicator size of ``profile``, and the rules Open MPI cannot follow.
+
+    Raises UserError when two of the profile's shapes have the same world size (Open MPI's rules cannot
+    tell them apart) or a segment size does not fit the file.
+    """
+    sets = _check_sizes(profile)
+    own = [OmpiRule(0, BUILT_IN, 0, 0, _OWN_CHOICE)]
+    ops = {Op.parse(name) for name in profile.ops}
+    sections: list[list[str]] = []
+    notes: list[str] = []
+    for coll in COLLECTIVES:
+        if coll.op not in ops:
+            continue
+        entries: list[list[str]] = []
+        if sets[0].world_size > 1:
+            entries.append(_entry(1, own, f"fewer than {sets[0].world_size} ranks: {_OWN_CHOICE}"))
+        for i, rule_set in enumerate(sets):
+            kind = "predicted from the fitted models, not measured" if rule_set.predicted else "measured"
+            label = f"{rule_set.world_size} ranks on {rule_set.nodes} node(s), {kind}"
+            if coll.op.value in rule_set.ops:
+                rules = _merged(coll, rule_set.rules_for(coll.op))
+                entries.append(_entry(rule_set.world_size, rules, label))
+                notes += [
+                    f"{coll.name} at {rule_set.shape_label}, from {r.msg_size_bytes} B: {r.comment}"
+                    for r in rules
+                    if not r.equivalent
+                ]
+            else:
+                entries.append(_entry(rule_set.world_size, own, f"{label}; no {coll.op.value} rules: {_OWN_CHOICE}"))
+            following = sets[i + 1].world_size if i + 1 < len(sets) else None
+            if following != rule_set.world_size + 1:
+                if following is None:
+                    upto = "larger communicators"
+                elif following == rule_set.world_size + 2:
+                    upto = f"{rule_set.world_size + 1} ranks"
+                else:
+                    upto = f"{rule_set.world_size + 1} to {following - 1} ranks"
+                entries.append(_entry(rule_set.world_size + 1, own, f"{upto}: {_OWN_CHOICE}"))
+        head = f"{coll.coll_id} {len(entries)}  # {coll.name} ({coll.mpi_call}, collbench's {coll.op.value})"
+        sections.append([head] + [line for entry in entries for line in entry])
+    shapes = ", ".join(
+        f"{s.world_size} ({s.nodes} node(s), {'predicted' if s.predicted else 'measured'})" for s in sets
+    )
+    out = [
+        "# Open MPI coll/tuned dynamic rules made by collbench from a profile",
+        f"# for Open MPI {OMPI_VERSION} (algorithm ids from {OMPI_SOURCE})",
+        f"# machine {profile.fingerprint} ({profile.host}), backend {profile.backend}; communicator sizes: {shapes}",
+        "# a communicator takes the entry of the largest size at or below its own (the first entry if smaller than",
+        "# all): the 0 0 0 0 entries around each size leave every other size to Open MPI's own choice",
+        "# use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename <this file>",
+        "# MSGSIZE ALGORITHM FANINOUT SEGSIZE; algorithm 0 = Open MPI's own choice",
+    ]
+    out += [f"# no equivalent: {note}" for note in notes]
+    out.append(f"{len(sections)}  # number of collectives")
+    for section in sections:
+        out += section
+    return OmpiRules("\n".join(out) + "\n", tuple(notes))
 
 
 def export_ompi_rules(profile: Profile) -> str:
-    """The rules file for ``profile``; ops Open MPI has no collective id for are left out."""
-    sections: list[tuple[Op, list[OmpiRule]]] = []
-    for name in profile.ops:
-        op = Op.parse(name)
-        if op not in COLL_IDS:
-            continue
-        merged: list[OmpiRule] = []
-        for rule in profile.rules_for(op):
-            entry = ompi_rule(op, rule)
-            last = merged[-1] if merged else None
-            if last and (last.algorithm, last.faninout, last.segsize_bytes) == (
-                entry.algorithm,
-                entry.faninout,
-                entry.segsize_bytes,
-            ):
-                # The same Open MPI choice continues: one rule covers both ranges, both reasons kept.
-                merged[-1] = replace(last, comment=f"{last.comment}; from {entry.msg_size_bytes} B {entry.comment}")
-                continue
-            merged.append(entry)
-        sections.append((op, merged))
-    out = [
-        "# Open MPI coll/tuned dynamic rules made by collbench from a profile",
-        f"# machine {profile.fingerprint} ({profile.host}), backend {profile.backend}, "
-        f"{profile.world_size} ranks on {profile.nodes} node(s)",
-        "# use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename <this file>",
-        "# MSGSIZE ALGORITHM FANINOUT SEGSIZE; algorithm 0 = Open MPI's built-in choice",
-        f"{len(sections)}  # number of collectives",
-    ]
-    for op, entries in sections:
-        out.append(f"{COLL_IDS[op]} 1  # {OMPI_NAMES[op]} ({op.value}), one communicator size")
-        out.append(f"  {profile.world_size} {len(entries)}  # communicator size, number of message sizes")
-        for e in entries:
-            out.append(f"    {e.msg_size_bytes} {e.algorithm} {e.faninout} {e.segsize_bytes}  # {e.comment}")
-    return "\n".join(out) + "\n"
+    """The rules file for ``profile`` (see :func:`build_ompi_rules`)."""
+    return build_ompi_rules(profile).text

@@ -1,0 +1,238 @@
+"""What Open MPI 4.1's coll/tuned can run, per collective, and which collbench algorithm each one matches.
+
+Read from Open MPI v4.1.4 (the version Debian 12 ships as openmpi-bin 4.1.4): the algorithm ids are
+the ``case`` labels of ``ompi_coll_tuned_<coll>_intra_do_this`` in
+``ompi/mca/coll/tuned/coll_tuned_<coll>_decision.c``, with the function each one calls, and they
+agree with the names ``ompi_info --param coll tuned --level 9`` prints for 4.1. The collective ids are
+the ``COLLTYPE_T`` enum of ``ompi/mca/coll/base/coll_base_functions.h`` (the rules file's first number
+of each section). The message size each collective's rules compare with is from
+``coll_tuned_decision_dynamic.c``: bytes of one rank's buffer for allreduce, bcast and reduce, the
+whole gathered buffer (comm size x count) for allgather, the whole input (the sum of the receive
+counts) for reduce_scatter and reduce_scatter_block: nccl-tests' ``size`` in every case, collbench's
+``size_bytes``.
+
+An algorithm id that ``do_this`` does not know makes the collective itself fail in the job, so the
+exporter writes only ids from this table. Algorithm 0 leaves the choice to coll/tuned's fixed
+decision rules (``coll_tuned_decision_fixed.c``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from collbench.schedules.ops import Op
+
+OMPI_VERSION = "4.1"
+OMPI_SOURCE = "Open MPI v4.1.4, ompi/mca/coll/tuned/coll_tuned_*_decision.c"
+BUILT_IN = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OmpiAlgorithm:
+    """One algorithm of one coll/tuned collective: its id in the rules file and the function it runs."""
+
+    algorithm_id: int
+    name: str
+    """The name ``ompi_info`` prints for it."""
+    function: str
+    """The ``ompi_coll_base_*`` function coll/tuned calls for it (exported by libmpi)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MatchRule:
+    """A collbench algorithm's counterpart: the Open MPI algorithm, and whether the segment size carries.
+
+    ``segmented_id`` is used instead of ``algorithm_id`` when the collbench rule has a segment size and
+    Open MPI has a separate segmented variant (allreduce: ring 4, segmented ring 5).
+    """
+
+    algorithm_id: int
+    why: str
+    carries_segment: bool = False
+    segmented_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OmpiCollective:
+    """One collective of coll/tuned: its id, the algorithms it has, and collbench's matches."""
+
+    name: str
+    coll_id: int
+    op: Op
+    mpi_call: str
+    algorithms: tuple[OmpiAlgorithm, ...]
+    matches: dict[str, MatchRule] = field(default_factory=dict)
+    no_match: dict[str, str] = field(default_factory=dict)
+    """Why a collbench algorithm has no counterpart here (what Open MPI has that looks close, and why not)."""
+
+    def algorithm(self, algorithm_id: int) -> OmpiAlgorithm:
+        """The algorithm with this id; KeyError for an id coll/tuned does not have."""
+        for algo in self.algorithms:
+            if algo.algorithm_id == algorithm_id:
+                return algo
+        raise KeyError(f"Open MPI {OMPI_VERSION} {self.name} has no algorithm {algorithm_id}")
+
+
+def _algos(coll: str, *entries: tuple[str, str]) -> tuple[OmpiAlgorithm, ...]:
+    """Algorithms 1..n in order: (ompi_info name, ompi_coll_base function suffix)."""
+    return tuple(
+        OmpiAlgorithm(i, name, f"ompi_coll_base_{coll}_{suffix}") for i, (name, suffix) in enumerate(entries, 1)
+    )
+
+
+_NATIVE_WHY = "the backend's own choice was best here, so Open MPI keeps its own"
+
+COLLECTIVES: tuple[OmpiCollective, ...] = (
+    OmpiCollective(
+        "allgather",
+        0,
+        Op.ALL_GATHER,
+        "MPI_Allgather",
+        _algos(
+            "allgather",
+            ("linear", "intra_basic_linear"),
+            ("bruck", "intra_bruck"),
+            ("recursive_doubling", "intra_recursivedoubling"),
+            ("ring", "intra_ring"),
+            ("neighbor", "intra_neighborexchange"),
+            ("two_proc", "intra_two_procs"),
+        ),
+        matches={
+            "direct": MatchRule(1, "linear: gather at rank 0, then broadcast from it"),
+            "recursive-doubling": MatchRule(3, "recursive doubling"),
+            "ring": MatchRule(4, "ring"),
+        },
+        no_match={
+            "one-shot": "Open MPI's allgather has no one-step all-to-all exchange (bruck and neighbor exchange "
+            "take log2(n) and n/2 steps)",
+        },
+    ),
+    OmpiCollective(
+        "allreduce",
+        2,
+        Op.ALL_REDUCE,
+        "MPI_Allreduce",
+        _algos(
+            "allreduce",
+            ("basic_linear", "intra_basic_linear"),
+            ("nonoverlapping", "intra_nonoverlapping"),
+            ("recursive_doubling", "intra_recursivedoubling"),
+            ("ring", "intra_ring"),
+            ("segmented_ring", "intra_ring_segmented"),
+            ("rabenseifner", "intra_redscat_allgather"),
+        ),
+        matches={
+            "direct": MatchRule(1, "basic linear: linear reduce at rank 0, linear broadcast from it"),
+            "recursive-doubling": MatchRule(3, "recursive doubling"),
+            "ring": MatchRule(4, "ring", carries_segment=True, segmented_id=5),
+            "rabenseifner": MatchRule(6, "rabenseifner (recursive halving reduce-scatter + doubling allgather)"),
+        },
+        no_match={
+            "tree": "Open MPI's allreduce has no tree (nonoverlapping is reduce then bcast, each with coll/tuned's "
+            "own choice)",
+            "two-tree": "Open MPI's allreduce has no double binary tree",
+            "one-shot": "Open MPI's allreduce has no one-step exchange",
+        },
+    ),
+    OmpiCollective(
+        "bcast",
+        7,
+        Op.BROADCAST,
+        "MPI_Bcast",
+        _algos(
+            "bcast",
+            ("basic_linear", "intra_basic_linear"),
+            ("chain", "intra_chain"),
+            ("pipeline", "intra_pipeline"),
+            ("split_binary_tree", "intra_split_bintree"),
+            ("binary_tree", "intra_bintree"),
+            ("binomial", "intra_binomial"),
+            ("knomial", "intra_knomial"),
+            ("scatter_allgather", "intra_scatter_allgather"),
+            ("scatter_allgather_ring", "intra_scatter_allgather_ring"),
+        ),
+        matches={
+            "direct": MatchRule(1, "basic linear: the root sends the buffer to every rank"),
+            "one-shot": MatchRule(1, "basic linear: the root sends the buffer to every rank in one step"),
+            "ring": MatchRule(3, "pipeline: one chain through every rank, in segments", carries_segment=True),
+            "tree": MatchRule(5, "binary tree, in segments", carries_segment=True),
+        },
+        no_match={
+            "two-tree": "Open MPI's split binary tree sends each half down one subtree and then swaps halves "
+            "between them: not the double binary tree",
+        },
+    ),
+    OmpiCollective(
+        "reduce",
+        11,
+        Op.REDUCE,
+        "MPI_Reduce",
+        _algos(
+            "reduce",
+            ("linear", "intra_basic_linear"),
+            ("chain", "intra_chain"),
+            ("pipeline", "intra_pipeline"),
+            ("binary", "intra_binary"),
+            ("binomial", "intra_binomial"),
+            ("in-order_binary", "intra_in_order_binary"),
+            ("rabenseifner", "intra_redscat_gather"),
+        ),
+        matches={
+            "direct": MatchRule(1, "linear: every rank sends to the root, which reduces"),
+            "one-shot": MatchRule(1, "linear: every rank sends to the root in one step"),
+            "ring": MatchRule(3, "pipeline: one chain through every rank, in segments", carries_segment=True),
+            "tree": MatchRule(4, "binary tree, in segments", carries_segment=True),
+            "rabenseifner": MatchRule(7, "rabenseifner (recursive halving reduce-scatter + binomial gather)"),
+        },
+        no_match={
+            "two-tree": "Open MPI's reduce has no double binary tree",
+        },
+    ),
+    OmpiCollective(
+        "reduce_scatter",
+        12,
+        Op.REDUCE_SCATTER,
+        "MPI_Reduce_scatter",
+        _algos(
+            "reduce_scatter",
+            ("non-overlapping", "intra_nonoverlapping"),
+            ("recursive_halving", "intra_basic_recursivehalving"),
+            ("ring", "intra_ring"),
+            ("butterfly", "intra_butterfly"),
+        ),
+        matches={
+            "direct": MatchRule(1, "non-overlapping: reduce at rank 0, then scatter from it"),
+            "rabenseifner": MatchRule(2, "recursive halving (Rabenseifner's reduce-scatter half)"),
+            "ring": MatchRule(3, "ring"),
+        },
+        no_match={
+            "one-shot": "Open MPI's reduce_scatter has no one-step exchange (butterfly takes log2(n) steps)",
+        },
+    ),
+    OmpiCollective(
+        "reduce_scatter_block",
+        13,
+        Op.REDUCE_SCATTER,
+        "MPI_Reduce_scatter_block",
+        _algos(
+            "reduce_scatter_block",
+            ("basic_linear", "basic_linear"),  # the one base function of 4.1 without "intra_" in its name
+            ("recursive_doubling", "intra_recursivedoubling"),
+            ("recursive_halving", "intra_recursivehalving"),
+            ("butterfly", "intra_butterfly"),
+        ),
+        matches={
+            "direct": MatchRule(1, "basic linear: reduce at rank 0, then scatter from it"),
+            "rabenseifner": MatchRule(3, "recursive halving (Rabenseifner's reduce-scatter half)"),
+        },
+        no_match={
+            "ring": "Open MPI 4.1's reduce_scatter_block has no ring",
+            "one-shot": "Open MPI's reduce_scatter_block has no one-step exchange",
+        },
+    ),
+)
+
+
+def collectives_for(op: Op) -> list[OmpiCollective]:
+    """The coll/tuned collectives a collbench op's rules drive (reduce-scatter drives two)."""
+    return [c for c in COLLECTIVES if c.op is op]

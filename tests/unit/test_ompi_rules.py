@@ -1,0 +1,166 @@
+"""`export ompi-rules` read back by a parser of Open MPI 4.1's grammar (coll_tuned_dynamic_file.c), and
+the table of what coll/tuned can run. tests/mpi runs the real Open MPI on the same files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.errors import UserError
+from collbench.schedules.ops import Op
+from collbench.schedules.registry import algorithms_for
+from collbench.tuning.exporters.ompi_rules import build_ompi_rules, export_ompi_rules
+from collbench.tuning.exporters.ompi_table import COLLECTIVES, collectives_for
+from collbench.tuning.profile import Profile, RuleSet
+from collbench.tuning.selection import Rule
+
+P = {"segment_bytes": None, "layout": "rank-order"}
+Entries = dict[int, dict[int, list[tuple[int, int, int, int]]]]
+
+
+def parse(text: str) -> Entries:
+    """Whitespace-separated non-negative integers, '#' to end of line a comment; nested counts.
+
+    Open MPI rejects the whole file (silently, in Debian's build) when a communicator size's first
+    message rule is not at 0, a collective id is 22 or more, or a number is missing or negative.
+    """
+    tokens = [int(tok) for line in text.splitlines() for tok in line.split("#", 1)[0].split()]
+    assert all(t >= 0 for t in tokens)
+    it = iter(tokens)
+    out: Entries = {}
+    for _ in range(next(it)):
+        coll_id, ncom = next(it), next(it)
+        assert coll_id < 22 and coll_id not in out
+        out[coll_id] = {}
+        for _ in range(ncom):
+            comsize, nmsg = next(it), next(it)
+            msgs = [(next(it), next(it), next(it), next(it)) for _ in range(nmsg)]
+            assert msgs and msgs[0][0] == 0, "the first message rule must be for size 0"
+            assert [m[0] for m in msgs] == sorted({m[0] for m in msgs}), "sizes ascend"
+            out[coll_id][comsize] = msgs
+        assert list(out[coll_id]) == sorted(out[coll_id]), "communicator sizes ascend"
+    assert next(it, None) is None, "trailing tokens"
+    return out
+
+
+def applied(entries: dict[int, list[tuple[int, int, int, int]]], comm_size: int, nbytes: int) -> tuple[int, ...]:
+    """What Open MPI 4.1 applies (ompi_coll_tuned_get_com_rule_ptr, then the message rule at or below)."""
+    sizes = sorted(entries)
+    chosen = max([s for s in sizes if s <= comm_size], default=sizes[0])  # the first entry below all
+    return [m for m in entries[chosen] if m[0] <= nbytes][-1]
+
+
+def profile(*sets: RuleSet) -> Profile:
+    return Profile(fingerprint="fp", host="h", backend="gloo", rule_sets=sets)
+
+
+FOUR = RuleSet(
+    4,
+    1,
+    (
+        Rule("all-reduce", 0, 4095, "recursive-doubling", P),
+        Rule("all-reduce", 4096, 65535, "two-tree", P),
+        Rule("all-reduce", 65536, 1048575, "native", P),
+        Rule("all-reduce", 1048576, None, "ring", {**P, "segment_bytes": 131072}),
+        Rule("broadcast", 0, 999, "direct", P),
+        Rule("broadcast", 1000, None, "ring", {**P, "segment_bytes": 65536}),
+        Rule("reduce", 0, None, "ring", P),
+        Rule("reduce-scatter", 0, 8191, "rabenseifner", P),
+        Rule("reduce-scatter", 8192, None, "ring", P),
+    ),
+)
+EIGHT = RuleSet(8, 2, (Rule("all-reduce", 0, None, "rabenseifner", P),), predicted=True)
+
+
+def test_every_size_gets_its_entry_bracketed_by_open_mpis_own_choice() -> None:
+    entries = parse(export_ompi_rules(profile(FOUR, EIGHT)))
+    assert set(entries) == {2, 7, 11, 12, 13}  # allreduce, bcast, reduce, reduce_scatter(_block)
+    own = [(0, 0, 0, 0)]
+    allreduce = entries[2]
+    assert allreduce == {
+        1: own,
+        4: [(0, 3, 0, 0), (4096, 0, 0, 0), (1048576, 5, 0, 131072)],  # two-tree and native merged: both 0
+        5: own,
+        8: [(0, 6, 0, 0)],
+        9: own,
+    }
+    for comm_size, nbytes, algorithm in [(2, 0, 0), (3, 1 << 30, 0), (4, 4095, 3), (4, 4096, 0), (4, 1 << 20, 5)]:
+        assert applied(allreduce, comm_size, nbytes)[1] == algorithm
+    for comm_size in (5, 6, 7, 9, 64, 1024):
+        assert applied(allreduce, comm_size, 1 << 20)[1] == 0, "a larger communicator gets Open MPI's own choice"
+    assert applied(allreduce, 8, 0)[1] == 6
+    # broadcast at 8 ranks: the predicted set has no broadcast rules, so Open MPI's own choice there.
+    assert entries[7] == {1: own, 4: [(0, 1, 0, 0), (1000, 3, 0, 65536)], 5: own, 8: own, 9: own}
+    assert entries[11][4] == [(0, 3, 0, 0)]  # reduce: ring -> pipeline
+    assert entries[12][4] == [(0, 2, 0, 0), (8192, 3, 0, 0)]  # reduce_scatter: recursive halving, ring
+    assert entries[13][4] == [(0, 3, 0, 0), (8192, 0, 0, 0)]  # reduce_scatter_block has no ring
+
+
+def test_adjacent_sizes_need_no_bracket_between_them() -> None:
+    five = RuleSet(5, 1, (Rule("all-reduce", 0, None, "ring", P),))
+    one = RuleSet(1, 1, (Rule("all-reduce", 0, None, "direct", P),))
+    assert sorted(parse(export_ompi_rules(profile(FOUR, five, one)))[2]) == [1, 2, 4, 5, 6]
+
+
+def test_comments_and_notes_say_what_has_no_equivalent_and_what_is_predicted() -> None:
+    built = build_ompi_rules(profile(FOUR, EIGHT))
+    assert len(built.notes) == 2
+    assert "allreduce at 4 ranks on 1 node(s), from 4096 B: two-tree has no equivalent" in built.notes[0]
+    assert "reduce_scatter_block" in built.notes[1] and "has no ring" in built.notes[1]
+    assert "Open MPI's own choice (its fixed decision rules) runs instead" in built.notes[0]
+    text = built.text
+    assert "# for Open MPI 4.1 (algorithm ids from Open MPI v4.1.4" in text
+    assert "8 (2 node(s), predicted)" in text
+    assert "  8 1  # 8 ranks on 2 node(s), predicted from the fitted models, not measured" in text
+    assert "ring -> segmented_ring: ring, 131072-byte segments" in text
+    assert "native: Open MPI's own choice" in text
+
+
+def test_shapes_open_mpi_cannot_tell_apart_are_an_error() -> None:
+    other = RuleSet(4, 2, (Rule("all-reduce", 0, None, "ring", P),))
+    with pytest.raises(UserError, match="two shapes of 4 ranks"):
+        export_ompi_rules(profile(FOUR, other))
+    huge = RuleSet(4, 1, (Rule("broadcast", 0, None, "tree", {**P, "segment_bytes": 1 << 31}),))
+    with pytest.raises(UserError, match="more than Open MPI's rules file can hold"):
+        export_ompi_rules(profile(huge))
+
+
+def test_cli_bad_shape_is_one_line_exit_2(tmp_path: Path) -> None:
+    path = profile(FOUR, RuleSet(4, 2, (Rule("all-reduce", 0, None, "ring", P),))).save(tmp_path / "p.yaml")
+    result = CliRunner().invoke(app, ["export", "ompi-rules", str(path)])
+    assert result.exit_code == 2
+    assert "two shapes of 4 ranks" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_table_is_open_mpi_41s() -> None:
+    ids = {c.name: c.coll_id for c in COLLECTIVES}
+    assert ids == {
+        "allgather": 0,
+        "allreduce": 2,
+        "bcast": 7,
+        "reduce": 11,
+        "reduce_scatter": 12,
+        "reduce_scatter_block": 13,
+    }
+    counts = {c.name: len(c.algorithms) for c in COLLECTIVES}
+    assert counts == {
+        "allgather": 6,
+        "allreduce": 6,
+        "bcast": 9,
+        "reduce": 7,
+        "reduce_scatter": 4,
+        "reduce_scatter_block": 4,
+    }
+    for coll in COLLECTIVES:
+        assert [a.algorithm_id for a in coll.algorithms] == list(range(1, len(coll.algorithms) + 1))
+        for match in coll.matches.values():
+            coll.algorithm(match.algorithm_id)  # every id written exists in 4.1
+            if match.segmented_id is not None:
+                coll.algorithm(match.segmented_id)
+        # Every collbench algorithm for the op is either mapped or says why not: nothing silently dropped.
+        known = {s.name for s in algorithms_for(coll.op)} - {"native"}
+        assert known == set(coll.matches) | set(coll.no_match), coll.name
+    assert [c.name for c in collectives_for(Op.REDUCE_SCATTER)] == ["reduce_scatter", "reduce_scatter_block"]
