@@ -7,11 +7,14 @@ path and the problem.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from collbench.errors import InputFileError
 
@@ -59,30 +62,138 @@ def atomic_write_text(path: Path, text: str) -> None:
 
     Creates missing parent directories. Raises InputFileError when the place cannot be written.
     """
+    with atomic_output(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that becomes ``path`` when the block ends without an exception, or vanishes.
+
+    The temporary file is made by ``tempfile.mkstemp`` in the target's directory: an unpredictable
+    name opened with O_EXCL, so a symlink planted under a name collbench would use is never followed
+    (a fixed ``NAME.tmp`` was). It is flushed to disk before the rename, so a crash leaves the old
+    file or the new one. The new file gets the old one's permissions, or the umask's. Creates
+    missing parent directories; raises InputFileError when the place cannot be written.
+    """
     check_writable(path)
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot write: {exc.strerror or exc}") from None
+    tmp = Path(tmp_name)
+    try:
+        os.fchmod(fd, _new_file_mode(path))
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InputFileError(str(path), f"cannot write: {exc.strerror or exc}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _new_file_mode(path: Path) -> int:
+    """The mode a rewritten file keeps: the old file's, or what ``open`` would give a new one."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mask = os.umask(0o022)  # reading the umask means setting it: put it back at once
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+MAX_YAML_NODES = 1_000_000
+"""The most nodes a user's YAML may stand for once its aliases are expanded.
+
+A few KB of nested aliases (a "billion laughs") stand for billions of values: every later walk over
+them (a fingerprint, a copy, a dump) then takes minutes and gigabytes. Real topologies and profiles
+use a few thousand nodes, aliases or not.
+"""
 
 
 def parse_yaml(text: str, path: Path) -> Any:
     """YAML ``text`` read from ``path``; InputFileError with the problem and its line, on one line.
 
-    PyYAML's own message spans several lines (the problem, then a context excerpt).
+    PyYAML's own message spans several lines (the problem, then a context excerpt). Only plain data
+    is built (the safe loader), and a document whose aliases expand past :data:`MAX_YAML_NODES`, an
+    alias to itself, or nesting too deep for the parser are refused before anything is built.
     """
     import yaml
 
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, path)
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise InputFileError(str(path), f"not YAML: {getattr(exc, 'problem', None) or exc}", line=line) from None
+    except RecursionError:
+        raise InputFileError(str(path), "not YAML collbench reads: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: Any, path: Path) -> None:
+    """Raise InputFileError when the node graph under ``root`` expands past MAX_YAML_NODES.
+
+    Aliases make the graph a DAG (or a cycle); each node's expanded size is computed once, without
+    recursion, so the check itself costs time linear in the text.
+    """
+    import yaml
+
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            children = _children(node)
+            total = 1 + sum(sizes[id(c)] for c in children)
+            if total > MAX_YAML_NODES:
+                mark = node.start_mark
+                raise InputFileError(
+                    str(path),
+                    f"YAML aliases expand to more than {MAX_YAML_NODES:,} values; write the values out",
+                    line=mark.line + 1 if mark is not None else None,
+                )
+            sizes[key] = total
+            on_path.discard(key)
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise InputFileError(str(path), "a YAML alias refers to itself", line=node.start_mark.line + 1)
+        if isinstance(node, yaml.ScalarNode):
+            sizes[key] = 1
+            continue
+        on_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in on_path:
+                raise InputFileError(str(path), "a YAML alias refers to itself", line=child.start_mark.line + 1)
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+def _children(node: Any) -> list[Any]:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def parse_json(text: str, path: Path) -> Any:
@@ -91,3 +202,5 @@ def parse_json(text: str, path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputFileError(str(path), f"not JSON: {exc.msg}", line=exc.lineno) from None
+    except RecursionError:
+        raise InputFileError(str(path), "not JSON collbench reads: nested too deeply") from None

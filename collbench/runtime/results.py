@@ -7,7 +7,6 @@ appended as measured), CSV or Parquet at the end; pandas only at that edge.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from collections.abc import Iterable, Iterator
@@ -16,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import InputFileError
-from collbench.fileio import read_text_file
+from collbench.fileio import atomic_output
+from collbench.runtime.journal import append_line
+from collbench.runtime.row_fields import checked_fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,20 +64,11 @@ class ResultRow:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ResultRow:
-        names = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in names}
-        # CSV and Parquet readers give NaN/None for empty optional cells.
-        seg = kwargs.get("segment_bytes")
-        if seg is not None and seg == seg:
-            kwargs["segment_bytes"] = int(seg)
-        else:
-            kwargs["segment_bytes"] = None
-        for key in ("world_size", "size_bytes", "count", "iters", "wrong", "nodes", "root"):
-            if key in kwargs:
-                kwargs[key] = int(kwargs[key])
-        if "in_place" in kwargs:
-            kwargs["in_place"] = _to_bool(kwargs["in_place"])
-        return cls(**kwargs)
+        """A row from what a file gave; FieldError (a ValueError) naming the first bad field.
+
+        Every field is checked by its annotation (type, finite, range, known name): see row_fields.
+        """
+        return cls(**checked_fields(cls, data))
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -96,104 +88,152 @@ class ResultRow:
         )
 
 
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes")
-    return bool(value)
-
-
 def append_jsonl(path: Path, row: ResultRow) -> None:
-    """Append one row and flush it to disk, so a crash loses nothing measured."""
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(row.to_dict(), sort_keys=True) + "\n")
-        f.flush()
+    """Append one row as one whole line, flushed to disk, so a crash loses nothing measured.
+
+    Raises ValueError for a row that is not finite (never written), OSError when the disk refuses
+    (the file is then left as it was before the call).
+    """
+    append_line(path, row.to_dict())
 
 
 def read_jsonl(path: Path) -> Iterator[ResultRow]:
-    """Rows of a JSONL file; a torn last line (a crash mid-write) is skipped.
+    """Rows of a JSONL file, read a line at a time; a torn last line (a crash mid-write) is skipped.
 
-    Raises InputFileError for a missing file, a directory, text that is not UTF-8, a line that is not
-    JSON (but the last) or not a JSON object, or an object that is not a result row.
+    Raises InputFileError naming the file, line and field for a missing file, a directory, text that
+    is not UTF-8, a line that is not JSON (but a last one without its newline), not a JSON object,
+    or a field of the wrong type or range.
     """
-    # Split on newlines only, as the writer ends rows (str.splitlines would also split on \x1c...).
-    lines = read_text_file(path, "a JSONL file of collbench result rows").split("\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if lineno == len(lines):
+    if path.is_dir():
+        raise InputFileError(str(path), "is a directory (expected a JSONL file of collbench result rows)")
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        raise InputFileError(str(path), "no such file (expected a JSONL file of collbench result rows)") from None
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    with f:
+        lineno = 0
+        while True:
+            try:
+                raw = f.readline()
+            except OSError as exc:
+                raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
+            if not raw:
                 return
-            raise InputFileError(str(path), f"not a JSON row ({exc.msg})", line=lineno) from exc
-        if not isinstance(data, dict):
-            raise InputFileError(
-                str(path), f"not a result row (a JSON {type(data).__name__}, not an object)", line=lineno
-            )
-        try:
-            yield ResultRow.from_dict(data)
-        except (TypeError, ValueError) as exc:
-            raise InputFileError(str(path), f"not a collbench result row ({exc})", line=lineno) from exc
+            lineno += 1
+            row = _parse_line(path, lineno, raw)
+            if row is not None:
+                yield row
+
+
+def _parse_line(path: Path, lineno: int, raw: bytes) -> ResultRow | None:
+    # Lines end at b"\n" only, as the writer ends rows (str.splitlines would also split on \x1c...).
+    torn = not raw.endswith(b"\n")
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Not torn by a crash: rows are written as ASCII JSON, so a cut one is still text.
+        raise InputFileError(str(path), f"not text (byte {exc.start} is not UTF-8)", line=lineno) from None
+    if not line.strip():
+        return None
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        if torn:
+            return None
+        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise InputFileError(str(path), f"not a JSON row ({msg})", line=lineno) from None
+    if not isinstance(data, dict):
+        raise InputFileError(str(path), f"not a result row (a JSON {type(data).__name__}, not an object)", line=lineno)
+    try:
+        return ResultRow.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise InputFileError(str(path), f"not a collbench result row ({exc})", line=lineno) from None
 
 
 def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
     """Write rows to ``.jsonl``, ``.csv`` or ``.parquet`` (by extension), atomically.
 
-    Raises InputFileError for another extension or when the file cannot be written.
+    Every row is checked as a reader would check it first: a file collbench writes always reads back.
+    Raises InputFileError for another extension, a row that would not read back (naming its field),
+    or when the file cannot be written.
     """
     rows = list(rows)
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".csv", ".parquet"):
         raise InputFileError(str(path), "unknown results format; use .jsonl, .csv or .parquet")
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        _write_tmp(tmp, suffix, rows)
-        tmp.replace(path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise InputFileError(str(path), f"cannot write results: {exc.strerror or exc}") from None
-
-
-def _write_tmp(tmp: Path, suffix: str, rows: list[ResultRow]) -> None:
-    if suffix == ".jsonl":
-        with tmp.open("w", encoding="utf-8") as f:
+    for index, row in enumerate(rows, start=1):
+        try:
+            ResultRow.from_dict(row.to_dict())
+        except ValueError as exc:
+            raise InputFileError(str(path), f"row {index} was not written: {exc}") from None
+    with atomic_output(path) as f:
+        if suffix == ".jsonl":
             for row in rows:
-                f.write(json.dumps(row.to_dict(), sort_keys=True) + "\n")
-    elif suffix in (".csv", ".parquet"):
-        import pandas as pd
-
-        columns = [f.name for f in dataclasses.fields(ResultRow)]
-        frame = pd.DataFrame([r.to_dict() for r in rows], columns=columns)
-        if suffix == ".csv":
-            frame.to_csv(tmp, index=False)
+                f.write((json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n").encode("utf-8"))
         else:
-            frame.to_parquet(tmp, index=False)
+            import pandas as pd
+
+            columns = [field.name for field in dataclasses.fields(ResultRow)]
+            frame = pd.DataFrame([r.to_dict() for r in rows], columns=columns)
+            if suffix == ".csv":
+                f.write(frame.to_csv(index=False).encode("utf-8"))
+            else:
+                frame.to_parquet(f, index=False)
 
 
 def read_rows(path: Path) -> list[ResultRow]:
-    """Read result rows from a ``.jsonl``, ``.csv`` or ``.parquet`` file."""
+    """Read result rows from a ``.jsonl``, ``.csv`` or ``.parquet`` file.
+
+    Raises InputFileError naming the file, line (CSV: the file's line; Parquet: the row) and field.
+    """
+    return list(iter_rows(path))
+
+
+def iter_rows(path: Path) -> Iterator[ResultRow]:
+    """The rows of a results file one at a time (JSONL streams; CSV and Parquet are read whole).
+
+    Raises InputFileError as :func:`read_rows`, and for a file with no rows.
+    """
     if not path.exists():
         raise InputFileError(str(path), "no such file")
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        rows = list(read_jsonl(path))
+        rows: Iterator[ResultRow] = read_jsonl(path)
     elif suffix in (".csv", ".parquet"):
-        import pandas as pd
-
-        try:
-            frame = pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
-        except Exception as exc:  # pandas raises many types for a bad file
-            raise InputFileError(str(path), f"cannot read results ({exc})") from exc
-        frame = frame.astype(object).where(frame.notna(), None)
-        try:
-            rows = [ResultRow.from_dict({str(k): v for k, v in rec.items()}) for rec in frame.to_dict(orient="records")]
-        except (TypeError, ValueError) as exc:
-            raise InputFileError(str(path), f"not collbench result rows ({exc})") from exc
+        rows = _read_table(path, suffix)
     else:
         raise InputFileError(str(path), "unknown results format; use .jsonl, .csv or .parquet")
-    if not rows:
+    empty = True
+    for row in rows:
+        empty = False
+        yield row
+    if empty:
         raise InputFileError(str(path), "no result rows in the file")
-    return rows
+
+
+def _read_table(path: Path, suffix: str) -> Iterator[ResultRow]:
+    import pandas as pd
+
+    try:
+        # CSV cells stay text: each field's annotation decides what one becomes (and "" is empty).
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False) if suffix == ".csv" else pd.read_parquet(path)
+    except Exception as exc:  # pandas raises many types for a bad file
+        raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
+    frame = frame.astype(object).where(frame.notna(), None)
+    # CSV: line 1 is the header; Parquet has no lines, so its rows are counted from 1.
+    first = 2 if suffix == ".csv" else 1
+    for index, rec in enumerate(frame.to_dict(orient="records")):
+        try:
+            yield ResultRow.from_dict({str(k): v for k, v in rec.items()})
+        except (TypeError, ValueError) as exc:
+            where = index + first
+            if suffix == ".csv":
+                raise InputFileError(str(path), f"not a collbench result row ({exc})", line=where) from None
+            raise InputFileError(str(path), f"row {where}: not a collbench result row ({exc})") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."

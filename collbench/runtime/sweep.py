@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collbench.errors import ConfigError, InputFileError, NotApplicableError, RankError
+from collbench.errors import ConfigError, NotApplicableError, RankError
 from collbench.fileio import check_writable
 from collbench.runtime.launch import launch, resolve_backend, under_torchrun
-from collbench.runtime.results import ResultRow, read_jsonl, write_rows
+from collbench.runtime.results import ResultRow, read_jsonl
+from collbench.runtime.sweep_files import sweep_files, write_output_from_stream
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import algorithm_names, get_algorithm
 
@@ -365,7 +366,10 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
 
     for text in job.notes:
         note(text)
+    output = config.output if config.output != job.stream_path else None
     with contextlib.ExitStack() as stack:
+        # One writer per file: a second run on the same stream or output stops here, before any rank.
+        stack.enter_context(sweep_files(job.stream_path, output, config.resume, note))
         if job.backend == "nccl":
             job = _prepare_nccl(job, stack, note)
         try:
@@ -378,13 +382,9 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
                 raise
             # NCCL's warnings went to the TUNING log, not to stderr: they usually say what broke.
             raise RankError(exc.rank, exc.host, exc.doing, f"{exc.problem}; NCCL said: {warnings}") from exc
-    rows: list[ResultRow] = results[0] if results and results[0] is not None else []
-    if rows and config.output is not None and config.output != job.stream_path:
-        try:
-            write_rows(config.output, rows)
-        except InputFileError as exc:
-            # Checked before the ranks started, but the place can change meanwhile: say where the rows are.
-            raise InputFileError(exc.path, f"{exc.problem}; the measured rows are in {job.stream_path}") from None
+        rows: list[ResultRow] = results[0] if results and results[0] is not None else []
+        if rows and output is not None:
+            write_output_from_stream(output, job.stream_path, rows)
     return rows
 
 

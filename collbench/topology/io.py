@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from collbench.errors import InputFileError
-from collbench.fileio import check_writable, parse_json, parse_yaml, read_text_file
+from collbench.fileio import atomic_write_text, parse_json, parse_yaml, read_text_file
 from collbench.topology.model import Topology
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -40,17 +38,7 @@ def save_topology(topo: Topology, path: Path) -> None:
 
     Raises InputFileError for an unknown extension.
     """
-    text = dumps_topology(topo, _format(path))
-    check_writable(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, dumps_topology(topo, _format(path)))
 
 
 def load_topology(path: Path) -> Topology:

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +32,7 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from collbench.errors import InputFileError
-from collbench.fileio import check_writable, read_text_file
+from collbench.fileio import atomic_write_text, read_text_file
 
 log = logging.getLogger(__name__)
 
@@ -180,17 +178,7 @@ class Recording:
 
     def save(self, path: Path) -> None:
         """Write the recording as JSON, atomically (a temporary file renamed into place)."""
-        check_writable(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.to_dict(), fh, indent=1)
-                fh.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> Recording:

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from collbench.errors import ConfigError, InputFileError
+from collbench.fileio import atomic_write_text
 from collbench.topology.model import DeviceKind, LinkKind, Topology
 
 # NCCL's link type names (kvDictLinkType) for the path kinds collbench knows. NCCL has no NODE level:
@@ -117,13 +118,7 @@ def write_nccl_graph(
     path: Path, topology: Topology, rings: tuple[tuple[int, ...], ...], bandwidths_gbps: tuple[float, ...]
 ) -> None:
     """Write :func:`nccl_graph_xml` to ``path`` (atomically). Raises InputFileError if it cannot."""
-    text = nccl_graph_xml(topology, rings, bandwidths_gbps)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as exc:
-        raise InputFileError(str(path), f"cannot write: {exc.strerror or exc}") from None
+    atomic_write_text(path, nccl_graph_xml(topology, rings, bandwidths_gbps))
 
 
 def read_nccl_graph_rings(text: str, path: str = "<input>") -> list[list[int]]:

@@ -201,6 +201,9 @@ def run_tune(
     except OSError as exc:  # the profile is saved already: a plot that cannot be written is a note
         notes.append(f"no plot: cannot write {config.png_path}: {exc.strerror or exc}")
         plot_path = None
+    except InputFileError as exc:
+        notes.append(f"no plot: {exc}")
+        plot_path = None
     return TuneOutcome(
         profile=profile,
         rows=rows,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from collbench.fileio import atomic_output
 from collbench.runtime.results import ResultRow
 from collbench.tuning.profile import Profile
 
@@ -62,11 +63,11 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Any], profile: Profile, 
         ax.legend(fontsize=7, ncol=3, loc="lower right")
         ax.grid(True, which="both", alpha=0.25)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_output(path) as f:
+            fig.savefig(f, dpi=110, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 

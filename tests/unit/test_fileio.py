@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from collbench.errors import InputFileError
-from collbench.fileio import atomic_write_text, check_writable, read_text_file
+from collbench.fileio import atomic_output, atomic_write_text, check_writable, parse_json, parse_yaml, read_text_file
 
 
 def test_read_text_file_reads_utf8(tmp_path: Path) -> None:
@@ -46,3 +50,59 @@ def test_atomic_write_text(tmp_path: Path) -> None:
     assert [q.name for q in p.parent.iterdir()] == ["o.txt"]
     with pytest.raises(InputFileError):
         atomic_write_text(tmp_path, "x")
+
+
+def test_atomic_write_never_follows_a_planted_temp_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    target = tmp_path / "out.txt"
+    # The fixed names collbench once used for its temporary files.
+    for name in (".out.txt.tmp", "out.txt.tmp"):
+        (tmp_path / name).symlink_to(victim)
+    atomic_write_text(target, "new\n")
+    assert target.read_text() == "new\n" and victim.read_text() == "precious\n"
+
+
+def test_atomic_write_keeps_the_old_mode_or_gives_the_umask_one(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh.txt"
+    atomic_write_text(fresh, "x")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~mask
+    fresh.chmod(0o640)
+    atomic_write_text(fresh, "y")
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o640
+
+
+def test_atomic_output_removes_its_temp_file_on_error(tmp_path: Path) -> None:
+    target = tmp_path / "o.bin"
+    with pytest.raises(RuntimeError), atomic_output(target) as f:
+        f.write(b"half")
+        raise RuntimeError("stop")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _alias_bomb(levels: int) -> str:
+    text = 'a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    for i in range(1, levels):
+        text += f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]\n"
+    return text
+
+
+def test_yaml_alias_bomb_is_one_line_and_fast(tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(InputFileError, match="aliases expand to more than"):
+        parse_yaml(_alias_bomb(10), tmp_path / "t.yaml")
+    assert time.monotonic() - started < 5  # bounded work: once it took 33 s and 3 GB
+
+
+def test_yaml_small_alias_use_and_self_reference(tmp_path: Path) -> None:
+    assert parse_yaml("a: &x {b: 1}\nc: *x\n", tmp_path / "t.yaml") == {"a": {"b": 1}, "c": {"b": 1}}
+    with pytest.raises(InputFileError, match="refers to itself"):
+        parse_yaml("a: &x [1, *x]\n", tmp_path / "t.yaml")
+
+
+@pytest.mark.parametrize("parse", [parse_yaml, parse_json])
+def test_deep_nesting_is_one_line(tmp_path: Path, parse: Any) -> None:
+    with pytest.raises(InputFileError, match="nested too deeply"):
+        parse("[" * 100_000 + "]" * 100_000, tmp_path / "t")

@@ -1,0 +1,175 @@
+"""Results files as a journal: whole rows or nothing, one writer at a time, torn tails set aside.
+
+A stream file is appended to while ranks measure, and read back by ``--resume``, ``fit`` and ``tune``.
+Three things keep what it holds trustworthy:
+
+- each row is one ``write`` of one complete line; if the write fails (a full disk) the file is cut
+  back to where it was, so a row is on disk whole or not at all;
+- a crash can still leave a line without its newline (the machine died mid-write): before anything
+  is appended again, that fragment is moved to ``NAME.torn`` and the file ends on a whole row, so
+  the next row never lands glued to it;
+- one run writes a file at a time: an advisory lock (flock) on a lock file beside it, holding the
+  writer's pid, makes a second run on the same file stop with one line instead of emptying it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from collbench.errors import ConfigError, InputFileError
+
+_LOCK_TRIES = 5
+
+
+def append_line(path: Path, data: dict[str, Any]) -> None:
+    """Append ``data`` as one JSON line, flushed to disk; on failure the file is left as it was.
+
+    NaN and infinities are refused (ValueError): they are not JSON, and no reader would take them.
+    Raises OSError (a full disk, ...) after cutting the file back to its length before the write.
+    """
+    line = (json.dumps(data, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        before = os.fstat(fd).st_size
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError:
+            # Half a row on disk would be glued to the next one appended: take it back.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, before)
+            raise
+    finally:
+        os.close(fd)
+
+
+def set_torn_tail_aside(path: Path) -> str:
+    """Move a last line without its newline (a write cut by a crash) to ``NAME.torn``.
+
+    Returns a note saying what was set aside and where, or "" when the file ends on a whole line.
+    The ``.torn`` file is appended to, never followed through a symlink. Raises InputFileError when
+    the file cannot be read or repaired.
+    """
+    try:
+        with path.open("rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return ""
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return ""
+            start = _last_line_start(f, size)
+            f.seek(start)
+            fragment = f.read()
+            torn = path.with_name(path.name + ".torn")
+            fd = os.open(torn, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            try:
+                os.write(fd, fragment + b"\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            f.truncate(start)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot set its torn last line aside: {exc.strerror or exc}") from None
+    return (
+        f"{path}: its last line was cut short ({len(fragment)} bytes, a crash mid-write); "
+        f"set aside in {torn}, the whole rows before it are kept"
+    )
+
+
+def _last_line_start(f: Any, size: int) -> int:
+    """Offset just after the last newline of the open file ``f`` of ``size`` bytes (0 when none)."""
+    block = 1 << 16
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        f.seek(start)
+        chunk = f.read(end - start)
+        at = chunk.rfind(b"\n")
+        if at >= 0:
+            return start + at + 1
+        end = start
+    return 0
+
+
+@contextlib.contextmanager
+def exclusive_writer(paths: list[Path]) -> Iterator[None]:
+    """Hold the writer's lock of every file in ``paths`` for the block (in a fixed order).
+
+    Raises ConfigError naming the pid (and host) of the run that holds one of them. The lock is
+    advisory (flock): it keeps collbench runs apart, on one machine or on a file system whose
+    flock reaches every client; it is released when the holder exits, however it exits.
+    """
+    unique = sorted({p.resolve() for p in paths})
+    with contextlib.ExitStack() as stack:
+        for path in unique:
+            stack.enter_context(_locked(path))
+        yield
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    lock = path.with_name(f".{path.name}.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = _acquire(lock, path)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+        yield
+    finally:
+        # Unlinked while still held: a run that opened the old file sees it is gone and retries.
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+def _acquire(lock: Path, path: Path) -> int:
+    for _ in range(_LOCK_TRIES):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise InputFileError(str(lock), "is a symlink; collbench will not follow it for its lock") from None
+            raise InputFileError(str(path), f"cannot lock for writing: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise ConfigError(
+                f"{path} is being written by another collbench run ({holder}); "
+                "wait for it to finish, or give another file"
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise InputFileError(str(path), f"cannot lock for writing: {exc.strerror or exc}") from None
+        try:
+            same = os.stat(lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder removed it as we opened it: take the new one
+    raise ConfigError(f"{path}: could not take its writer's lock ({lock} keeps changing); try again")
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+    except OSError:
+        text = []
+    if len(text) >= 2 and text[0].isdecimal():
+        return f"pid {text[0]} on {text[1]}"
+    return "pid unknown"

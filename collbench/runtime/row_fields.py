@@ -1,0 +1,205 @@
+"""Checking a result row's fields as they are read back: type and range of each, by its annotation.
+
+Result files come from users, from other tools and from crashed runs, so nothing in them is trusted:
+every field is checked against the dataclass's own annotation (``int``, ``float``, ``bool``, ``str``,
+or any of those ``| None``), numbers must be finite and in range, and names must be known (op,
+algorithm, dtype, reduction). Fields other areas add to ``ResultRow`` are checked the same way
+without touching this module; a field whose range is not "zero or more" says so in FIELD_RANGES.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+FIELD_RANGES: dict[str, tuple[float, float]] = {
+    "world_size": (1, math.inf),
+    "nodes": (1, math.inf),
+    "wrong": (-1, math.inf),
+    "segment_bytes": (1, math.inf),
+    "stall_fraction": (0.0, 1.0),
+}
+"""Inclusive (low, high) for numeric fields whose range is not [0, inf)."""
+
+_INT_TEXT = re.compile(r"^\s*[+-]?\d+(\.0*)?\s*$")
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+class FieldError(ValueError):
+    """One field of one row is wrong; ``field`` names it."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"field {field}: {problem}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FieldSpec:
+    name: str
+    kind: type
+    optional: bool
+    required: bool
+    default: Any
+
+
+@functools.cache
+def _specs(cls: type) -> tuple[_FieldSpec, ...]:
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+        args = typing.get_args(hint) if union else ()
+        optional = type(None) in args
+        kinds = [a for a in args if a is not type(None)] if args else [hint]
+        if len(kinds) != 1 or kinds[0] not in (int, float, bool, str):
+            raise TypeError(f"{cls.__name__}.{f.name}: only int, float, bool, str (or | None) can be checked")
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append(_FieldSpec(f.name, kinds[0], optional, required, None if required else f.default))
+    return tuple(specs)
+
+
+def checked_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``cls`` from ``data``: every field converted and checked; others dropped.
+
+    Accepts what JSON, CSV text cells and Parquet give: numbers as numbers or text, NaN/None/empty
+    for a missing optional value. Raises FieldError naming the first bad field.
+    """
+    out: dict[str, Any] = {}
+    for spec in _specs(cls):
+        if spec.name not in data:
+            if spec.required:
+                raise FieldError(spec.name, "missing")
+            continue
+        value = _missing_to_none(data[spec.name], spec.kind)
+        if value is None:
+            if spec.optional:
+                out[spec.name] = None
+            elif spec.required:
+                raise FieldError(spec.name, "empty")
+            continue  # an empty cell of a field with a default: the default
+        value = _convert(spec, value)
+        _check_range(spec, value)
+        out[spec.name] = value
+    return out
+
+
+def _missing_to_none(value: Any, kind: type) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str) and kind is not str and not value.strip():
+        return None
+    return value
+
+
+def _convert(spec: _FieldSpec, value: Any) -> Any:
+    kind = spec.kind
+    if kind is str:
+        if not isinstance(value, str):
+            raise FieldError(spec.name, f"expected text, got {_show(value)}")
+        return sys.intern(value)  # thousands of rows repeat the same few names
+    if _is_bool(value):
+        if kind is bool:
+            return bool(value)
+        raise FieldError(spec.name, f"expected a number, got {_show(value)}")
+    if kind is bool:
+        if isinstance(value, str) and value.strip().lower() in (*_TRUE, *_FALSE):
+            return value.strip().lower() in _TRUE
+        if _is_number(value) and float(value) in (0.0, 1.0):
+            return bool(value)
+        raise FieldError(spec.name, f"expected true or false, got {_show(value)}")
+    if isinstance(value, str):
+        try:
+            number = float(value) if kind is float or not _INT_TEXT.match(value) else int(float(value))
+        except ValueError:
+            raise FieldError(spec.name, f"expected a number, got {_show(value)}") from None
+    elif _is_number(value):
+        number = value
+    else:
+        raise FieldError(spec.name, f"expected a number, got {_show(value)}")
+    if not math.isfinite(float(number)):
+        raise FieldError(spec.name, f"{_show(value)} is not a finite number")
+    if kind is int:
+        if float(number) != int(number):
+            raise FieldError(spec.name, f"expected a whole number, got {_show(value)}")
+        return int(number)
+    return float(number)
+
+
+def _check_range(spec: _FieldSpec, value: Any) -> None:
+    if spec.kind in (int, float):
+        low, high = FIELD_RANGES.get(spec.name, (0, math.inf))
+        if not low <= value <= high:
+            bound = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
+            raise FieldError(spec.name, f"{value!r} is out of range (must be {bound})")
+        return
+    check = _NAME_CHECKS.get(spec.name)
+    if check is not None:
+        problem = check(value)
+        if problem:
+            raise FieldError(spec.name, problem)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) or getattr(getattr(value, "dtype", None), "kind", "") in ("i", "u", "f")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _known_op(name: str) -> str:
+    from collbench.schedules.ops import Op
+
+    known = [op.value for op in Op]
+    return "" if name in known else f"unknown op {_show(name)}; known: {', '.join(known)}"
+
+
+def _known_algo(name: str) -> str:
+    from collbench.errors import UserError
+    from collbench.runtime.nccl import is_native, parse_native_variant
+    from collbench.schedules.registry import algorithm_names
+
+    if is_native(name):
+        try:
+            parse_native_variant(name)
+        except UserError:
+            return f"unknown native variant {_show(name)}"
+        return ""
+    known = algorithm_names()
+    return "" if name in known else f"unknown algorithm {_show(name)}; known: {', '.join([*known, 'native'])}"
+
+
+def _known_dtype(name: str) -> str:
+    from collbench.schedules.ops import DTYPE_SIZES
+
+    return "" if name in DTYPE_SIZES else f"unknown dtype {_show(name)}; known: {', '.join(DTYPE_SIZES)}"
+
+
+def _known_redop(name: str) -> str:
+    from collbench.schedules.ops import REDOPS
+
+    return "" if name in REDOPS else f"unknown reduction {_show(name)}; known: {', '.join(REDOPS)}"
+
+
+_NAME_CHECKS: dict[str, Callable[[str], str]] = {
+    "op": _known_op,
+    "algo": _known_algo,
+    "dtype": _known_dtype,
+    "redop": _known_redop,
+}
+"""Text fields whose value must be a known name: each gives the problem, or "" when it is known."""

@@ -1,0 +1,80 @@
+"""What a sweep does with its files around the ranks: lock them, repair the stream, write --output.
+
+``run_sweep`` calls :func:`sweep_files` around the launch. The stream (JSONL) is the record of what was
+measured; ``--output`` is derived from it at the end, read back from disk, so the output never holds
+a row the stream does not (and a row the ranks reported but the disk did not keep is an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from collbench.errors import CollbenchError, InputFileError, RankError
+from collbench.runtime.journal import exclusive_writer, set_torn_tail_aside
+from collbench.runtime.results import ResultRow, read_jsonl, write_rows
+
+
+def writes_files() -> bool:
+    """Whether this process writes the sweep's files: always locally; under torchrun, rank 0 only."""
+    from collbench.runtime.launch import under_torchrun
+
+    return not under_torchrun() or os.environ.get("RANK", "0") == "0"
+
+
+@contextlib.contextmanager
+def sweep_files(stream: Path, output: Path | None, resume: bool, note: Callable[[str], None]) -> Iterator[None]:
+    """Hold the writer's lock of ``stream`` and ``output`` while the block runs.
+
+    On ``resume`` a torn last line of the stream is set aside first (and said in a note). A failure
+    in the block (a rank dying, a full disk) is re-raised saying where the measured rows are.
+    """
+    if not writes_files():
+        yield
+        return
+    with exclusive_writer([stream] + ([output] if output is not None else [])):
+        if resume:
+            said = set_torn_tail_aside(stream)
+            if said:
+                note(said)
+        try:
+            yield
+        except RankError as exc:
+            raise RankError(exc.rank, exc.host, exc.doing, exc.problem + kept_rows_note(stream)) from None
+        except InputFileError as exc:
+            raise InputFileError(exc.path, exc.problem + kept_rows_note(stream), line=exc.line) from None
+
+
+def kept_rows_note(stream: Path) -> str:
+    """``; the N rows measured so far are in STREAM`` (or "" when the stream holds none)."""
+    if not stream.is_file() or stream.stat().st_size == 0:
+        return ""
+    try:
+        count = sum(1 for _ in read_jsonl(stream))
+    except (CollbenchError, OSError):
+        return f"; what was measured is in {stream}"
+    return f"; the {count} rows measured so far are in {stream}" if count else ""
+
+
+def write_output_from_stream(output: Path, stream: Path, rows: list[ResultRow]) -> None:
+    """Write ``rows`` to ``output`` as the stream holds them (atomically).
+
+    Raises InputFileError when a row is not in the stream (the disk lost it), or when the output
+    cannot be written.
+    """
+    on_disk: dict[tuple[Any, ...], ResultRow] = {}
+    for row in read_jsonl(stream):
+        on_disk[row.key] = row
+    missing = [r for r in rows if r.key not in on_disk]
+    if missing:
+        raise InputFileError(
+            str(stream),
+            f"{len(missing)} of {len(rows)} measured rows are not in the stream file (was it changed "
+            f"during the run?); {output} was not written",
+        )
+    # Checked before the ranks started, but the place can change meanwhile: sweep_files then says
+    # where the measured rows are.
+    write_rows(output, [on_disk[r.key] for r in rows])

@@ -1,0 +1,92 @@
+"""collbench.runtime.journal: whole rows or nothing, torn tails set aside, one writer per file."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+from pathlib import Path
+
+import pytest
+
+from collbench.errors import ConfigError, InputFileError
+from collbench.runtime.journal import append_line, exclusive_writer, set_torn_tail_aside
+
+
+def test_append_line_refuses_nan_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    append_line(path, {"a": 1})
+    with pytest.raises(ValueError):
+        append_line(path, {"a": float("nan")})
+    assert path.read_text() == '{"a": 1}\n'
+
+
+def test_append_line_cut_short_by_the_disk_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE makes write() fail part-way (EFBIG), as a full disk does: the half row must go.
+    path = tmp_path / "s.jsonl"
+    append_line(path, {"a": 1})
+    size = path.stat().st_size
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + 10, hard))
+    try:
+        with pytest.raises(OSError):
+            append_line(path, {"long": "x" * 100})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert path.read_text() == '{"a": 1}\n'
+
+
+def test_torn_tail_is_set_aside(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"a": 2}\n{"a": 3, "b"')
+    note = set_torn_tail_aside(path)
+    assert "cut short" in note and "s.jsonl.torn" in note
+    assert path.read_bytes() == b'{"a": 1}\n{"a": 2}\n'
+    assert (tmp_path / "s.jsonl.torn").read_bytes() == b'{"a": 3, "b"\n'
+    assert set_torn_tail_aside(path) == ""
+    append_line(path, {"a": 4})
+    assert [json.loads(line)["a"] for line in path.read_text().splitlines()] == [1, 2, 4]
+
+
+def test_torn_tail_of_a_file_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"a"')
+    set_torn_tail_aside(path)
+    assert path.read_bytes() == b""
+
+
+def test_torn_file_is_never_a_followed_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"a')
+    (tmp_path / "s.jsonl.torn").symlink_to(victim)
+    with pytest.raises(InputFileError, match="torn"):
+        set_torn_tail_aside(path)
+    assert victim.read_text() == "precious\n"
+    assert path.read_bytes() == b'{"a": 1}\n{"a'  # nothing cut when the fragment could not be kept
+
+
+def test_second_writer_is_refused_naming_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with exclusive_writer([path]):
+        # flock conflicts between two open file descriptions, even in one process.
+        refused = pytest.raises(ConfigError, match=f"being written by another collbench run \\(pid {os.getpid()} on ")
+        with refused, exclusive_writer([tmp_path / "other.csv", path]):
+            pass
+        assert not (tmp_path / ".other.csv.lock").exists()  # released when refused
+    assert not (tmp_path / ".s.jsonl.lock").exists()
+    with exclusive_writer([path]):  # free again
+        pass
+
+
+def test_planted_lock_symlink_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / ".s.jsonl.lock").symlink_to(victim)
+    with pytest.raises(InputFileError, match="symlink"), exclusive_writer([tmp_path / "s.jsonl"]):
+        pass
+    assert victim.read_text() == "precious\n"

@@ -1,0 +1,124 @@
+"""Result rows are checked field by field as they are read: type, finite, range, known names."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collbench.errors import InputFileError
+from collbench.runtime.results import ResultRow, read_rows, write_rows
+from collbench.runtime.row_fields import FieldError, checked_fields
+
+
+def _row(**changes: Any) -> dict[str, Any]:
+    base = ResultRow(
+        op="all-reduce", algo="ring", backend="gloo", world_size=4, dtype="float32", redop="sum", in_place=False,
+        size_bytes=1024, count=256, iters=10, time_us=12.5, time_us_mean=13.0, time_us_min=12.0, time_us_max=15.0,
+        algbw_gbps=0.08, busbw_gbps=0.12, wrong=0,
+    ).to_dict()  # fmt: skip
+    base.update(changes)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "problem"),
+    [
+        ({"time_us": math.inf}, "time_us", "not a finite number"),
+        ({"time_us": math.nan}, "time_us", "not a finite number"),
+        ({"time_us_min": -1.0}, "time_us_min", "out of range"),
+        ({"busbw_gbps": "fast"}, "busbw_gbps", "expected a number"),
+        ({"op": 3}, "op", "expected text"),
+        ({"op": "all-to-none"}, "op", "unknown op"),
+        ({"algo": "teleport"}, "algo", "unknown algorithm"),
+        ({"algo": "native:warp"}, "algo", "unknown native variant"),
+        ({"dtype": "float8"}, "dtype", "unknown dtype"),
+        ({"redop": "xor"}, "redop", "unknown reduction"),
+        ({"world_size": 0}, "world_size", "out of range"),
+        ({"world_size": 2.5}, "world_size", "whole number"),
+        ({"world_size": True}, "world_size", "expected a number"),
+        ({"in_place": "maybe"}, "in_place", "true or false"),
+        ({"wrong": -2}, "wrong", "out of range"),
+        ({"segment_bytes": 0}, "segment_bytes", "out of range"),
+        ({"size_bytes": None}, "size_bytes", "empty"),
+        ({"host": 5}, "host", "expected text"),
+    ],
+)
+def test_bad_field_is_named(changes: dict[str, Any], field: str, problem: str) -> None:
+    with pytest.raises(FieldError, match=problem) as info:
+        ResultRow.from_dict(_row(**changes))
+    assert info.value.field == field
+
+
+def test_missing_required_field() -> None:
+    data = _row()
+    del data["time_us"]
+    with pytest.raises(FieldError, match="field time_us: missing"):
+        ResultRow.from_dict(data)
+
+
+def test_text_cells_and_empty_optionals_convert() -> None:
+    text = {k: "" if v is None else str(v) for k, v in _row(segment_bytes=None, nccl_algo="").items()}
+    row = ResultRow.from_dict(text)
+    assert row == ResultRow.from_dict(_row())
+    assert row.segment_bytes is None and row.world_size == 4 and row.in_place is False
+
+
+def test_native_variants_and_unknown_keys_are_accepted() -> None:
+    row = ResultRow.from_dict(_row(algo="native:tree/ll128", some_future_field=1))
+    assert row.algo == "native:tree/ll128"
+
+
+def test_fields_added_later_are_checked_by_their_annotation() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Later:
+        time_us: float
+        stall_fraction: float | None = None
+        reduce_path: str | None = None
+
+    assert checked_fields(Later, {"time_us": "1.5", "stall_fraction": ""}) == {"time_us": 1.5, "stall_fraction": None}
+    with pytest.raises(FieldError, match=r"stall_fraction: 1\.5 is out of range"):
+        checked_fields(Later, {"time_us": 1, "stall_fraction": 1.5})
+    with pytest.raises(FieldError, match="reduce_path: expected text"):
+        checked_fields(Later, {"time_us": 1, "reduce_path": 7})
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_readers_name_file_line_and_field(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"r{suffix}"
+    good = ResultRow.from_dict(_row())
+    write_rows(path, [good, good])
+    text = path.read_text().splitlines()
+    if suffix == ".jsonl":
+        text[1] = json.dumps(_row(time_us="Infinity"))
+        expected = f"{path}:2: "
+    else:
+        cells = text[2].split(",")
+        cells[10] = ""  # time_us
+        text[2] = ",".join(cells)
+        expected = f"{path}:3: "
+    path.write_text("\n".join(text) + "\n")
+    with pytest.raises(InputFileError) as info:
+        read_rows(path)
+    assert str(info.value).startswith(expected) and "field time_us" in str(info.value)
+
+
+def test_parquet_reader_names_the_row(tmp_path: Path) -> None:
+    import pandas as pd
+
+    path = tmp_path / "r.parquet"
+    pd.DataFrame([_row(), _row(time_us=-3.0)]).to_parquet(path)
+    with pytest.raises(InputFileError, match=r"r.parquet: row 2: .*field time_us: -3.0 is out of range"):
+        read_rows(path)
+
+
+def test_writer_refuses_what_no_reader_would_take(tmp_path: Path) -> None:
+    bad = dataclasses.replace(ResultRow.from_dict(_row()), time_us=math.nan)
+    path = tmp_path / "out.csv"
+    with pytest.raises(InputFileError, match="row 2 was not written: field time_us"):
+        write_rows(path, [ResultRow.from_dict(_row()), bad])
+    assert not path.exists()
