@@ -41,3 +41,11 @@ def print_wide(renderable: RenderableType, *, target: Console | None = None) -> 
         out.print(renderable)
     finally:
         out.width = width
+
+
+def print_notes(notes: list[str]) -> None:
+    """What a parser assumed where its input was ambiguous: one yellow line each on stderr, never wrapped."""
+    from rich.markup import escape
+
+    for note in notes:
+        err_console.print(f"[yellow]assumed:[/yellow] {escape(note)}", soft_wrap=True)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, print_notes
 from collbench.cli.render.models import render_fits
 from collbench.errors import InputFileError
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
@@ -17,16 +17,22 @@ from collbench.runtime.results import ResultRow, read_rows
 from collbench.schedules.ops import Op
 
 
-def load_results(paths: list[Path]) -> list[ResultRow]:
-    """Rows of collbench result files (.jsonl/.csv/.parquet) and nccl-tests logs (detected)."""
+def load_results(paths: list[Path], *, op: str | None = None) -> list[ResultRow]:
+    """Rows of collbench result files (.jsonl/.csv/.parquet) and nccl-tests logs (detected).
+
+    ``op`` labels the rows of a log that names no test (a log naming one keeps its own); what a log
+    left to inference is printed, one line each.
+    """
     rows: list[ResultRow] = []
+    notes: list[str] = []
     for path in paths:
         if not path.exists():
             raise InputFileError(str(path), "no such file")
         if looks_like_nccl_tests(path):
-            rows.extend(read_nccl_tests(path))
+            rows.extend(read_nccl_tests(path, op=op, strict_op=False, notes=notes))
         else:
             rows.extend(read_rows(path))
+    print_notes(notes)
     return rows
 
 
@@ -50,7 +56,8 @@ def fit(
         from collbench.report.plots import check_plot_path
 
         check_plot_path(plot)
-    rows = load_results(results)
+    # One --op also names the collective of a log that does not say it; several only filter.
+    rows = load_results(results, op=op[0] if op and len(op) == 1 else None)
     if op:
         ops = {Op.parse(o).value for o in op}
         rows = [r for r in rows if r.op in ops]

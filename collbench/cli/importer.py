@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, print_notes
 from collbench.errors import InputFileError, UnknownNameError
 from collbench.fileio import check_writable
 from collbench.importers.nccl_tests import read_nccl_tests
-from collbench.runtime.results import write_rows
+from collbench.runtime.results import NODES_UNKNOWN, write_rows
 from collbench.schedules.registry import algorithm_names
 
 app = typer.Typer(no_args_is_help=True)
@@ -40,6 +40,9 @@ def nccl_tests(
         str, typer.Option("--algo", help="Algorithm to file the rows under (native, or what was forced).")
     ] = "native",
     op: Annotated[str | None, typer.Option("--op", help="The collective, when the log does not name it.")] = None,
+    ranks: Annotated[
+        int | None, typer.Option("--ranks", min=1, help="The rank count, when the log does not say it.")
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", metavar="OUT", help="Write rows to .jsonl, .csv or .parquet.")
     ] = None,
@@ -50,12 +53,15 @@ def nccl_tests(
     if output is not None:
         check_writable(output)
     algo = _checked_algo(algo)
-    rows = read_nccl_tests(log, algo=algo, op=op)
+    notes: list[str] = []
+    rows = read_nccl_tests(log, algo=algo, op=op, ranks=ranks, notes=notes)
+    print_notes(notes)
     first = rows[0]
     ops = ", ".join(dict.fromkeys(r.op for r in rows))
     algos = ", ".join(dict.fromkeys(r.algo for r in rows))
+    where = "an unknown number of nodes" if first.nodes == NODES_UNKNOWN else f"{first.nodes} node(s)"
     summary = (
-        f"{len(rows)} rows: {ops}, {first.world_size} ranks on {first.nodes} node(s), "
+        f"{len(rows)} rows: {ops}, {first.world_size} ranks on {where}, "
         f"{min(r.size_bytes for r in rows)}-{max(r.size_bytes for r in rows)} bytes, algo {algos}"
     )
     if output is None:

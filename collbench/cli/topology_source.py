@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from collbench.cli.console import print_notes
 from collbench.errors import ConfigError
 from collbench.topology.io import load_topology
 from collbench.topology.model import Topology
@@ -58,9 +59,13 @@ def read_topology(
         }
     )
     if from_nvidia_smi is not None:
+        notes: list[str] = []
         if from_nvidia_smi == "-":
-            return parse_nvidia_smi_topo(sys.stdin.read(), "<stdin>")
-        return read_nvidia_smi_topo(Path(from_nvidia_smi))
+            topo = parse_nvidia_smi_topo(sys.stdin.read(), "<stdin>", notes)
+        else:
+            topo = read_nvidia_smi_topo(Path(from_nvidia_smi), notes)
+        print_notes(notes)
+        return topo
     if from_nccl_xml is not None:
         return read_nccl_xml(from_nccl_xml)
     if from_file is not None:

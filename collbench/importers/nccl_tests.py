@@ -21,6 +21,7 @@ two decimals, which loses small sizes).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,7 +29,10 @@ from typing import Any
 
 from collbench.errors import InputFileError
 from collbench.fileio import read_text_file
-from collbench.runtime.results import ResultRow
+from collbench.importers.log_lines import nccl_line, plain_lines
+from collbench.importers.nccl_tests_infer import TableRow, infer_op, ranks_from_bandwidths
+from collbench.pasted import clean_pasted_text
+from collbench.runtime.results import NODES_UNKNOWN, ResultRow
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 
 PROGRAM_OPS: dict[str, Op] = {
@@ -80,16 +84,35 @@ def _op_from_program(program: str, path: Path) -> Op:
 
 @dataclass
 class _Run:
-    """What the header of one test says, and its table rows so far."""
+    """What the header of one test (and NCCL's lines around it) says, and its table rows so far."""
 
     op: Op | None = None
+    program: str | None = None
+    """The program named by a pasted command line, when the log prints no test name."""
     iters: int = 0
     ranks: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """rank -> (host, device) from ``# Rank`` lines."""
+    info_hosts: dict[int, str] = field(default_factory=dict)
+    """rank -> host from NCCL's ``rank R nranks N`` lines."""
+    nranks: int | None = None
+    nnodes: int | None = None
     version: str = ""
     rows: list[tuple[int, list[str]]] = field(default_factory=list)
+    """(line number, tokens) of each result line."""
     collbench: tuple[str, str, int] | None = None
     """(algorithm, backend, ranks) from a ``# collbench <op> algo A backend B nranks N`` block header."""
     has_root: bool | None = None
+    legacy_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """Where a run's world size and node count came from."""
+
+    world_size: int
+    nodes: int
+    host: str
+    device: str
 
 
 def _factor_row(
@@ -152,75 +175,169 @@ def _choose_op(named: Op | None, override: Op | None, path: Path) -> Op | None:
     return named or override
 
 
-def _parse_text(text: str, path: Path, op_override: Op | None) -> list[ResultRow]:
+def _is_result_line(tokens: list[str]) -> bool:
+    # size and count, then type and redop: nothing else in a log starts with two whole numbers and a name.
+    return len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit() and not tokens[2][:1].isdigit()
+
+
+def _split_runs(text: str, path: Path) -> list[_Run]:
     runs: list[_Run] = [_Run()]
-    legacy_error = False
-    fallback_program: str | None = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped:
+    for lineno, line in enumerate(plain_lines(text), start=1):
+        if not line:
             continue
-        if stripped.startswith("#"):
-            run = runs[-1]
-            if m := _COLLBENCH_RE.match(stripped):
+        run = runs[-1]
+        if line.startswith("#"):
+            if m := _COLLBENCH_RE.match(line):
                 if run.rows or run.op is not None:
                     run = _Run()
                     runs.append(run)
                 run.op = Op.parse(m.group(1))
                 run.collbench = (m.group(2), m.group(3), int(m.group(4)))
-            elif m := _STARTING_RE.match(stripped):
+            elif m := _STARTING_RE.match(line):
                 if run.rows or run.op is not None:
                     run = _Run(version=run.version)
                     runs.append(run)
                 run.op = _op_from_program(m.group(1), path)
-            elif m := _VERSION_RE.search(stripped):
+            elif m := _VERSION_RE.search(line):
                 if run.rows:
                     run = _Run()
                     runs.append(run)
                 run.version = nccl_version_string(int(m.group(1)))
-            elif m := _RANK_RE.match(line.rstrip()):
+            elif m := _RANK_RE.match(line):
                 run.ranks[int(m.group(1))] = (m.group(2), m.group(3).strip())
-            elif (m := _ITERS_RE.search(stripped)) and "nThread" in stripped:
-                run.iters = int(m.group(1))
-            elif "redop" in stripped and "size" in stripped:
-                run.has_root = " root " in f" {stripped} "
-                legacy_error = "#wrong" not in stripped and " error" in stripped
+            elif "nThread" in line:
+                if run.rows:  # a second test pasted after the first, without a test name between them
+                    run = _Run(program=None, version=run.version)
+                    runs.append(run)
+                if m := _ITERS_RE.search(line):
+                    run.iters = int(m.group(1))
+            elif "redop" in line and "size" in line:
+                run.has_root = " root " in f" {line} "
+                run.legacy_error = "#wrong" not in line and " error" in line
             continue
-        tokens = stripped.split()
-        if not tokens[0].isdigit():
-            if m := _PROGRAM_RE.search(stripped):
-                fallback_program = m.group(1)
+        if (info := nccl_line(line)) is not None:
+            if info.rank is not None:
+                run.info_hosts[info.rank] = info.host
+            run.nranks = info.nranks or run.nranks
+            run.nnodes = info.nnodes or run.nnodes
+            if info.version and not run.version:
+                run.version = info.version
             continue
-        runs[-1].rows.append((len(runs[-1].rows), tokens))
+        tokens = line.split()
+        if _is_result_line(tokens):
+            run.rows.append((lineno, tokens))
+        elif m := _PROGRAM_RE.search(line):
+            if run.rows:
+                run = _Run(version=run.version)
+                runs.append(run)
+            run.program = m.group(1)
+    return [r for r in runs if r.rows]
+
+
+def _table_rows(run: _Run) -> list[TableRow]:
+    """The columns inference reads, from the lines that parse (bad lines fail later, with their line)."""
+    head = 5 if _has_root(run, run.rows[0][1]) else 4
+    out: list[TableRow] = []
+    for _, tokens in run.rows:
+        try:
+            root = int(tokens[4]) if head == 5 else None
+            algbw = float(tokens[head + 1]) if len(tokens) > head + 2 else None
+            busbw = float(tokens[head + 2]) if len(tokens) > head + 2 else None
+            out.append(
+                TableRow(int(tokens[0]), int(tokens[1]), _canonical_dtype(tokens[2]), tokens[3], root, algbw, busbw)
+            )
+        except ValueError:
+            continue
+    return out
+
+
+def _has_root(run: _Run, tokens: list[str]) -> bool:
+    return run.has_root if run.has_root is not None else len(tokens) >= 13
+
+
+def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]) -> Op:
+    named = run.op
+    if named is None and run.program is not None:
+        named = _op_from_program(run.program, path)
+    chosen = _choose_op(named, op, path) if strict else named or op
+    if chosen is not None:
+        return chosen
+    inferred = infer_op(_table_rows(run))
+    if inferred is None:
+        raise InputFileError(str(path), "the log names no test and its columns do not identify one; pass --op")
+    notes.append(f"{path}: no test name in the log; took {inferred.op.value} from the columns ({inferred.reason})")
+    return inferred.op
+
+
+def _run_shape(run: _Run, op: Op, path: Path, ranks: int | None, notes: list[str]) -> _Shape:
+    """World size and node count from every source the log gives; nodes is NODES_UNKNOWN when none says."""
+    said: dict[str, int] = {}
+    if run.ranks:
+        said["'# Rank' lines"] = max(run.ranks) + 1
+    if run.nranks:
+        said["NCCL's nranks"] = run.nranks
+    world = max(said.values()) if said else None
+    if world is None:
+        implied = infer_op(_table_rows(run))
+        if implied is not None and implied.op == op and implied.ranks:
+            world = implied.ranks
+            notes.append(f"{path}: no rank count in the log; took {world} ranks from the columns ({implied.reason})")
+    if world is None and ranks is None:
+        world = ranks_from_bandwidths(op, _table_rows(run))
+        if world is not None:
+            notes.append(f"{path}: no rank count in the log; took {world} ranks from busbw/algbw for {op.value}")
+    if ranks is not None:
+        if world is not None and world != ranks and said:
+            raise InputFileError(str(path), f"the log says {world} ranks, not {ranks}; drop --ranks")
+        world = ranks
+    if world is None:
+        raise InputFileError(
+            str(path), "no '# Rank' lines and no NCCL nranks: cannot tell the number of ranks; pass --ranks N"
+        )
+    hosts = {**run.info_hosts, **{r: h for r, (h, _) in run.ranks.items()}}
+    if run.nnodes:
+        nodes = run.nnodes
+    elif len(hosts) >= world and all(r in hosts for r in range(world)):
+        nodes = len({hosts[r] for r in range(world)})
+    else:
+        nodes = NODES_UNKNOWN
+        notes.append(
+            f"{path}: the log names the host of {len(hosts)} of {world} ranks and prints no node count;"
+            " node count left unknown (0)"
+        )
+    if run.ranks:
+        host, device = run.ranks[min(run.ranks)]
+    else:
+        host, device = (hosts[min(hosts)] if hosts else ""), ""
+    return _Shape(world, nodes, host, device)
+
+
+def _parse_text(
+    text: str, path: Path, op: Op | None, *, strict_op: bool, ranks: int | None, notes: list[str]
+) -> list[ResultRow]:
     out: list[ResultRow] = []
-    for run in runs:
-        if not run.rows:
-            continue
-        named = run.op
-        if named is None and fallback_program is not None:
-            named = _op_from_program(fallback_program, path)
-        op = _choose_op(named, op_override, path)
-        if op is None:
-            raise InputFileError(str(path), "cannot tell which collective the log measured; pass --op")
+    for run in _split_runs(text, path):
+        run_op = _run_op(run, path, op, strict_op, notes)
         if run.collbench is not None:
             algo, backend, world_size = run.collbench
             out.extend(
                 replace(r, algo=algo, backend=backend, source="collbench")
-                for tokens in (t for _, t in run.rows)
-                for r in _text_row(tokens, run, op, world_size, legacy_error, path)
+                for lineno, tokens in run.rows
+                for r in _text_row(tokens, lineno, run, run_op, world_size, path)
             )
             continue
-        if not run.ranks:
-            raise InputFileError(str(path), "no '#  Rank N ... device' lines: cannot tell the number of ranks")
-        world_size = max(run.ranks) + 1
-        hosts = {h for h, _ in run.ranks.values()}
-        first_host, device = run.ranks[min(run.ranks)]
+        shape = _run_shape(run, run_op, path, ranks, notes)
         run_rows: list[ResultRow] = []
-        for _, tokens in run.rows:
-            run_rows.extend(_text_row(tokens, run, op, world_size, legacy_error, path))
+        for lineno, tokens in run.rows:
+            run_rows.extend(_text_row(tokens, lineno, run, run_op, shape.world_size, path))
         out.extend(
             replace(
-                r, iters=run.iters, nodes=len(hosts), host=first_host, device_name=device, backend_version=run.version
+                r,
+                iters=run.iters,
+                nodes=shape.nodes,
+                host=shape.host,
+                device_name=shape.device,
+                backend_version=run.version,
             )
             for r in run_rows
         )
@@ -229,26 +346,43 @@ def _parse_text(text: str, path: Path, op_override: Op | None) -> list[ResultRow
     return out
 
 
-def _text_row(tokens: list[str], run: _Run, op: Op, world_size: int, legacy_error: bool, path: Path) -> list[ResultRow]:
-    has_root = run.has_root if run.has_root is not None else len(tokens) >= 13
-    head = 5 if has_root else 4
+def _time_us(token: str, path: Path, lineno: int) -> float:
+    value = float(token)
+    if not math.isfinite(value) or value < 0:
+        raise InputFileError(str(path), f"time {token!r} is not a time (NaN, infinite or negative)", line=lineno)
+    return value
+
+
+def _text_row(tokens: list[str], lineno: int, run: _Run, op: Op, world_size: int, path: Path) -> list[ResultRow]:
+    head = 5 if _has_root(run, tokens) else 4
     body = tokens[head:]
     try:
         size, count = int(tokens[0]), int(tokens[1])
         dtype, redop = _canonical_dtype(tokens[2]), tokens[3]
-        root = int(tokens[4]) if has_root else -1
+        root = int(tokens[4]) if head == 5 else -1
         halves = [body[i : i + 4] for i in range(0, 8, 4) if len(body[i : i + 4]) == 4]
         rows = [
             _factor_row(
-                op, world_size, size, count, dtype, redop, root, i == 1, float(h[0]), _wrong(h[3], legacy_error)
+                op,
+                world_size,
+                size,
+                count,
+                dtype,
+                redop,
+                root,
+                i == 1,
+                _time_us(h[0], path, lineno),
+                _wrong(h[3], run.legacy_error),
             )
             for i, h in enumerate(halves)
             if h[0].upper() != "N/A"  # that mode was not measured
         ]
     except (ValueError, IndexError) as exc:
-        raise InputFileError(str(path), f"cannot read the result line {' '.join(tokens)!r} ({exc})") from exc
+        raise InputFileError(
+            str(path), f"cannot read the result line {' '.join(tokens)!r} ({exc})", line=lineno
+        ) from exc
     if not rows:
-        raise InputFileError(str(path), f"the result line {' '.join(tokens)!r} has no time columns")
+        raise InputFileError(str(path), f"the result line {' '.join(tokens)!r} has no time columns", line=lineno)
     return rows
 
 
@@ -308,28 +442,44 @@ def _parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> lis
     return out
 
 
-def read_nccl_tests(path: Path | str, *, algo: str = "native", op: str | None = None) -> list[ResultRow]:
+def read_nccl_tests(
+    path: Path | str,
+    *,
+    algo: str = "native",
+    op: str | None = None,
+    ranks: int | None = None,
+    strict_op: bool = True,
+    notes: list[str] | None = None,
+) -> list[ResultRow]:
     """Result rows from an nccl-tests log (text table) or its ``-J`` JSON file.
 
     ``algo`` names the algorithm the rows are filed under (``native``, or what the user forced, such as
-    ``native:ring``); ``op`` overrides the collective when the log does not name its program.
-    Raises InputFileError for a missing file, a file that is not nccl-tests output, or one with no rows.
+    ``native:ring``). ``op`` is the collective when the log does not name its program; with
+    ``strict_op`` a log naming another one is an error (``import``), without it the log's own name
+    wins (``fit``, which filters by op afterwards). ``ranks`` is the rank count when the log does not
+    say it. ``notes``, when given, receives one line for each thing inferred rather than read (the op
+    from the columns, the ranks from busbw/algbw, an unknown node count).
+    Raises InputFileError for a missing file, a file that is not nccl-tests output, one with no rows,
+    and a time that is NaN, infinite or negative (naming the line).
     """
     path = Path(path)
     if not path.exists():
         raise InputFileError(str(path), "no such file")
+    if ranks is not None and ranks < 1:
+        raise InputFileError(str(path), f"--ranks must be at least 1, got {ranks}")
     text = read_text_file(path, "nccl-tests output")
     op_override = Op.parse(op) if op else None
-    if text.lstrip().startswith("{"):
+    sink = notes if notes is not None else []
+    if clean_pasted_text(text).lstrip().startswith("{"):
         try:
-            data = json.loads(text)
+            data = json.loads(clean_pasted_text(text))
         except json.JSONDecodeError as exc:
             raise InputFileError(str(path), f"not JSON ({exc.msg})", line=exc.lineno) from exc
         if not isinstance(data, dict) or "results" not in data:
             raise InputFileError(str(path), "not an nccl-tests JSON file (no 'results')")
         rows = _parse_json(data, path, op_override)
     else:
-        rows = _parse_text(text, path, op_override)
+        rows = _parse_text(text, path, op_override, strict_op=strict_op, ranks=ranks, notes=sink)
     # Blocks that collbench itself printed name their algorithm; nccl-tests' rows take the user's.
     return [r if r.source == "collbench" else replace(r, algo=algo) for r in rows]
 

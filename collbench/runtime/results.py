@@ -19,6 +19,10 @@ from collbench.fileio import atomic_output
 from collbench.runtime.journal import append_line
 from collbench.runtime.row_fields import checked_fields
 
+NODES_UNKNOWN = 0
+"""``ResultRow.nodes`` of a row whose source did not say how many nodes ran it (a pasted log with no
+host names). Guessing 1 would file a 1440-rank run as one machine; fit and predict do not read nodes."""
+
 
 @dataclass(frozen=True, slots=True)
 class ResultRow:
@@ -42,6 +46,7 @@ class ResultRow:
     wrong: int
     """Wrong elements found by the data check; -1 when the check was off."""
     nodes: int = 1
+    """Nodes the ranks ran on; NODES_UNKNOWN (0) when the source did not say (an imported log)."""
     root: int = 0
     layout: str = "rank-order"
     segment_bytes: int | None = None

@@ -385,24 +385,38 @@ def _link_from_dict(data: dict[str, Any]) -> Link:
     )
 
 
+# Linux builds for at most 8192 CPUs (NR_CPUS); a list naming more is a typo or a garbled paste, and
+# expanding ``0-100000000`` would allocate gigabytes before anything could say so.
+MAX_CPU_LIST_ENTRIES = 1 << 16
+
+
 def parse_cpu_list(text: str | None) -> tuple[int, ...] | None:
-    """Parse ``0-55,112-167`` into CPU numbers; empty, ``N/A`` or None give None."""
+    """Parse ``0-55,112-167`` into CPU numbers; empty, ``N/A`` or None give None.
+
+    Raises ValueError for text that is not a CPU list, a range that runs backwards, or one naming more
+    than :data:`MAX_CPU_LIST_ENTRIES` CPUs (checked before anything is expanded).
+    """
     if text is None:
         return None
     text = text.strip()
     if not text or text.upper() == "N/A":
         return None
-    cpus: list[int] = []
+    spans: list[tuple[int, int]] = []
+    total = 0
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            cpus.extend(range(int(lo), int(hi) + 1))
-        else:
-            cpus.append(int(part))
-    return tuple(cpus)
+        lo_text, sep, hi_text = part.partition("-")
+        lo = int(lo_text)
+        hi = int(hi_text) if sep else lo
+        if lo < 0 or hi < lo:
+            raise ValueError(f"{part!r} is not a CPU range")
+        total += hi - lo + 1
+        if total > MAX_CPU_LIST_ENTRIES:
+            raise ValueError(f"{text!r} names more than {MAX_CPU_LIST_ENTRIES} CPUs")
+        spans.append((lo, hi))
+    return tuple(cpu for lo, hi in spans for cpu in range(lo, hi + 1))
 
 
 def format_cpu_list(cpus: Iterable[int] | None) -> str:

@@ -7,6 +7,13 @@ names, affinity columns empty or ``N/A``, a ``GPU NUMA ID`` column, and an extra
 nvidia-smi prints before that column. Links are GPU-GPU (one per pair), GPU-NIC, and NIC-NIC where
 NIC rows exist. The text gives the kind of each path but not its speed: bandwidths are the documented
 defaults of :mod:`collbench.topology.model` (source ``default``).
+
+Pastes from terminals, wikis and issue trackers add their own noise: a UTF-8 BOM, CRLF line ends,
+ANSI colour codes, leading indentation, headers that start with tabs and go on with spaces, runs of
+several tabs between cells, blank lines between rows. Columns are found by their words, never by
+counting tab characters alone. Where the text leaves a reading open (an affinity value that is not a
+CPU list, fewer affinity values than columns, NV# read as NVSwitch), the parser goes on and says what it
+assumed, one line each, in the ``notes`` list the caller passes.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from pathlib import Path
 
 from collbench.errors import InputFileError
 from collbench.fileio import read_text_file
+from collbench.pasted import clean_pasted_text
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     DEFAULT_NVLINK_GBPS_PER_LINK,
@@ -44,6 +52,8 @@ _GPU = re.compile(r"^GPU(\d+)$")
 _NIC = re.compile(r"^NIC(\d+)$")
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _WORD = re.compile(r"\S+")
+# nvidia-smi aligns its columns on 8-character tab stops; expanding them lets positions compare.
+_TAB_STOP = 8
 _AFFINITY_VALUE = re.compile(r"^(?:[\d,-]+|N/A)$")
 _KNOWN_TAIL = (("GPU", "NUMA", "ID"), ("CPU", "Affinity"), ("NUMA", "Affinity"))
 _EXPECTED_CELLS = "X, NV#, PIX, PXB, PHB, NODE or SYS"
@@ -104,9 +114,10 @@ def _is_header(line: str) -> bool:
 
 
 class _Parser:
-    def __init__(self, text: str, path: str) -> None:
+    def __init__(self, text: str, path: str, notes: list[str]) -> None:
         self.path = path
         self.lines = text.splitlines()
+        self.notes = notes
         self.tabs = False
         self.columns: list[str] = []
         self.tail_names: list[str] = []
@@ -114,6 +125,10 @@ class _Parser:
 
     def error(self, problem: str, line: int | None) -> InputFileError:
         return InputFileError(self.path, problem, line=line)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
 
     def header(self) -> int:
         for n, line in enumerate(self.lines):
@@ -123,64 +138,69 @@ class _Parser:
         raise self.error("no header line starting with GPU0 (expected the text of `nvidia-smi topo -m`)", 1)
 
     def _read_header(self, line: str, lineno: int) -> None:
-        self.tabs = "\t" in line
-        if self.tabs:
-            names = [f.strip() for f in line.split("\t")]
-            while names and not names[-1]:
-                names.pop()
-            names = names[1:] if names and not names[0] else names
-            i = 0
-            while i < len(names) and _DEVICE_COLUMN.match(names[i]):
-                i += 1
-            self.columns, self.tail_names = names[:i], [n for n in names[i:] if n]
-        else:
-            words = [(m.group(), m.start()) for m in _WORD.finditer(line)]
-            i = 0
-            while i < len(words) and _DEVICE_COLUMN.match(words[i][0]):
-                i += 1
-            self.columns = [w for w, _ in words[:i]]
-            tail = words[i:]
-            self.tail_names = _split_tail_words([w for w, _ in tail])
-            starts: list[int] = []
-            k = 0
-            for name in self.tail_names:
-                starts.append(tail[k][1])
-                k += len(name.split())
-            self.tail_starts = starts
+        words = [(m.group(), m.start()) for m in _WORD.finditer(line.expandtabs(_TAB_STOP))]
+        i = 0
+        while i < len(words) and _DEVICE_COLUMN.match(words[i][0]):
+            i += 1
+        self.columns = [w for w, _ in words[:i]]
+        tail = words[i:]
+        self.tail_names = _split_tail_words([w for w, _ in tail])
+        starts: list[int] = []
+        k = 0
+        for name in self.tail_names:
+            starts.append(tail[k][1])
+            k += len(name.split())
+        self.tail_starts = starts
+        # Tab-separated rows keep empty affinity fields as empty fields, which says which column is
+        # empty; that reading is only safe when the header's tab fields are exactly its columns.
+        fields = [f.strip() for f in line.split("\t") if f.strip()]
+        self.tabs = "\t" in line and fields == self.columns + self.tail_names
         if len(set(self.columns)) != len(self.columns):
             raise self.error("the header names a column twice", lineno)
 
     def row(self, line: str, lineno: int) -> _Row:
-        ncols = len(self.columns)
         if self.tabs:
-            fields = line.split("\t")
-            label = fields[0].strip()
-            raw = [f.strip() for f in fields[1 : 1 + ncols]]
-            tail_fields = [f.strip() for f in fields[1 + ncols :]]
-            complete = len(raw) == ncols and all(raw)
-        else:
-            words = [(m.group(), m.start()) for m in _WORD.finditer(line)]
-            label = words[0][0]
-            raw = [w for w, _ in words[1 : 1 + ncols]]
-            tail_words = words[1 + ncols :]
-            complete = len(raw) == ncols and all(_looks_like_cell(c) for c in raw)
-        if not complete:
-            got = sum(1 for c in raw if c and _looks_like_cell(c))
+            row = self._tab_row(line, lineno)
+            if row is not None:
+                return row
+        return self._word_row(line, lineno)
+
+    def _tab_row(self, line: str, lineno: int) -> _Row | None:
+        """The row read by its tab fields, or None when its tabs do not line up with the header."""
+        ncols = len(self.columns)
+        fields = line.split("\t")
+        label = fields[0].strip()
+        raw = [f.strip() for f in fields[1 : 1 + ncols]]
+        if not label or len(raw) != ncols or not all(c and _looks_like_cell(c) for c in raw):
+            return None
+        tail = self._tab_tail([f.strip() for f in fields[1 + ncols :]], label, lineno)
+        if tail is None:
+            return None
+        cells = tuple(_parse_cell(c, self.path, lineno, label, col) for c, col in zip(raw, self.columns, strict=True))
+        return _Row(label, lineno, cells, tuple(raw), tail)
+
+    def _word_row(self, line: str, lineno: int) -> _Row:
+        ncols = len(self.columns)
+        words = [(m.group(), m.start()) for m in _WORD.finditer(line.expandtabs(_TAB_STOP))]
+        label = words[0][0]
+        raw = [w for w, _ in words[1 : 1 + ncols]]
+        if len(raw) != ncols or not all(_looks_like_cell(c) for c in raw):
+            got = sum(1 for c in raw if _looks_like_cell(c))
             raise self.error(
                 f"ragged row {label}: {got} matrix cells, expected {ncols} (one per header column)", lineno
             )
         cells = tuple(_parse_cell(c, self.path, lineno, label, col) for c, col in zip(raw, self.columns, strict=True))
-        tail = self._tab_tail(tail_fields, label, lineno) if self.tabs else self._space_tail(tail_words, label, lineno)
+        tail = self._space_tail(words[1 + ncols :], label, lineno)
         return _Row(label, lineno, cells, tuple(raw), tail)
 
-    def _tab_tail(self, fields: list[str], label: str, lineno: int) -> dict[str, str]:
+    def _tab_tail(self, fields: list[str], label: str, lineno: int) -> dict[str, str] | None:
         n = len(self.tail_names)
         # Newer nvidia-smi prints an empty field before "GPU NUMA ID": drop empty fields from the right
         # until the row fits the header.
         while len(fields) > n and "" in fields:
             del fields[len(fields) - 1 - fields[::-1].index("")]
         if len(fields) > n:
-            raise self.error(f"row {label} has {len(fields)} affinity fields, the header names {n}", lineno)
+            return None
         return dict(zip(self.tail_names, fields, strict=False))
 
     def _space_tail(self, words: list[tuple[str, int]], label: str, lineno: int) -> dict[str, str]:
@@ -196,6 +216,9 @@ class _Parser:
             best = min(range(first_free, n), key=lambda k: abs(self.tail_starts[k] - start))
             out[self.tail_names[best]] = w
             first_free = best + 1
+        if out and n > 1:
+            placed = ", ".join(f"{v} as {k}" for k, v in out.items())
+            self.note(f"{self.path}:{lineno}: row {label} has {len(words)} of {n} affinity values; read {placed}")
         return out
 
     def nic_legend(self, start: int) -> dict[str, str]:
@@ -212,27 +235,31 @@ def _looks_like_cell(text: str) -> bool:
     return not _AFFINITY_VALUE.match(text)
 
 
-def parse_nvidia_smi_topo(text: str, path: str = "<stdin>") -> Topology:
+def parse_nvidia_smi_topo(text: str, path: str = "<stdin>", notes: list[str] | None = None) -> Topology:
     """Build a topology from the text of ``nvidia-smi topo -m``.
 
-    ``path`` names the input in error messages. Raises InputFileError (naming the file, the line and
+    ``path`` names the input in error messages. ``notes``, when given, receives one line for each
+    assumption made where the text was ambiguous. Raises InputFileError (naming the file, the line and
     what was expected) for empty text, a missing header, ragged or non-square matrices, unknown cell
-    codes and matrices that are not symmetric.
+    codes, matrices that are not symmetric, and text from which no GPU can be read.
     """
+    text = clean_pasted_text(text)
     if not text.strip():
         raise InputFileError(path, "the input is empty (expected the text of `nvidia-smi topo -m`)")
-    p = _Parser(text, path)
+    p = _Parser(text, path, notes if notes is not None else [])
     header_at = p.header()
     rows: dict[str, _Row] = {}
     end = len(p.lines)
-    for n in range(header_at + 1, len(p.lines)):
+    n = header_at + 1
+    while n < len(p.lines):
         line = p.lines[n]
         if not line.strip():
-            if rows:
+            if rows and not _more_rows_follow(p, rows, n):
                 end = n
                 break
+            n += 1
             continue
-        label = line.split()[0] if not p.tabs else line.split("\t")[0].strip()
+        label = line.split()[0]
         if label not in p.columns:
             if _DEVICE_COLUMN.match(label) and not label.endswith(":"):
                 raise p.error(f"row {label} has no column in the header (the matrix is not square)", n + 1)
@@ -241,7 +268,20 @@ def parse_nvidia_smi_topo(text: str, path: str = "<stdin>") -> Topology:
         if label in rows:
             raise p.error(f"row {label} appears twice", n + 1)
         rows[label] = p.row(line, n + 1)
-    return _build(p, rows, p.nic_legend(end), header_at + 1)
+        n += 1
+    topo = _build(p, rows, p.nic_legend(end), header_at + 1)
+    if not topo.gpus:
+        raise p.error("no GPU could be read from the text (expected rows GPU0, GPU1, ...)", header_at + 1)
+    return topo
+
+
+def _more_rows_follow(p: _Parser, rows: dict[str, _Row], blank_at: int) -> bool:
+    """Whether the next non-blank line is a row not yet read (some pastes put a blank line between rows)."""
+    for line in p.lines[blank_at + 1 :]:
+        if line.strip():
+            label = line.split()[0]
+            return label in p.columns and label not in rows
+    return False
 
 
 def _check_square_and_symmetric(p: _Parser, rows: dict[str, _Row], header_line: int) -> None:
@@ -266,16 +306,11 @@ def _check_square_and_symmetric(p: _Parser, rows: dict[str, _Row], header_line: 
 
 
 def _tail_facts(
-    tail: dict[str, str], path: str, line: int
+    p: _Parser, tail: dict[str, str], label: str, line: int
 ) -> tuple[tuple[int, ...] | None, int | None, list[tuple[str, str]]]:
     extra: list[tuple[str, str]] = []
-    try:
-        cpus = parse_cpu_list(tail.get(CPU_AFFINITY))
-        nodes = parse_cpu_list(tail.get(NUMA_AFFINITY))
-    except ValueError:
-        raise InputFileError(
-            path, f"affinity {tail} is not a CPU/NUMA list (expected like 0-55,112-167, empty or N/A)", line=line
-        ) from None
+    cpus = _cpu_list(p, tail.get(CPU_AFFINITY), label, CPU_AFFINITY, line)
+    nodes = _cpu_list(p, tail.get(NUMA_AFFINITY), label, NUMA_AFFINITY, line)
     numa = nodes[0] if nodes is not None and len(nodes) == 1 else None
     if nodes is not None:
         extra.append(("numa_affinity", tail[NUMA_AFFINITY]))
@@ -283,6 +318,15 @@ def _tail_facts(
     if gpu_numa and gpu_numa.upper() != "N/A":
         extra.append(("gpu_numa_id", gpu_numa))
     return cpus, numa, extra
+
+
+def _cpu_list(p: _Parser, value: str | None, label: str, column: str, line: int) -> tuple[int, ...] | None:
+    """A CPU or NUMA list, or None with a note when the paste garbled it (the links are still good)."""
+    try:
+        return parse_cpu_list(value)
+    except ValueError as exc:
+        p.note(f"{p.path}:{line}: {label}'s {column} {value!r} is not usable ({exc}); left unknown")
+        return None
 
 
 def _build(p: _Parser, rows: dict[str, _Row], legend: dict[str, str], header_line: int) -> Topology:
@@ -294,7 +338,7 @@ def _build(p: _Parser, rows: dict[str, _Row], legend: dict[str, str], header_lin
     for col in p.columns:
         gpu, nic = _GPU.match(col), _NIC.match(col)
         row = rows.get(col)
-        cpus, numa, extra = _tail_facts(row.tail, p.path, row.line) if row else (None, None, [])
+        cpus, numa, extra = _tail_facts(p, row.tail, col, row.line) if row else (None, None, [])
         if gpu:
             ids[col] = col
             devices.append(
@@ -318,6 +362,11 @@ def _build(p: _Parser, rows: dict[str, _Row], legend: dict[str, str], header_lin
         and len(nv_counts) == 1
         and max(nv_counts) * (len(gpu_cols) - 1) > MAX_NVLINKS_PER_GPU
     )
+    if switched:
+        p.note(
+            f"{p.path}: NV{max(nv_counts)} between every pair of {len(gpu_cols)} GPUs is more links than a GPU"
+            f" has ({MAX_NVLINKS_PER_GPU}): read as NVSwitch, NV{max(nv_counts)} per GPU to the fabric"
+        )
     links: list[Link] = []
     for a, b in combinations(p.columns, 2):
         row = rows.get(a) or rows.get(b)
@@ -337,7 +386,7 @@ def _build(p: _Parser, rows: dict[str, _Row], legend: dict[str, str], header_lin
     )
 
 
-def read_nvidia_smi_topo(path: Path) -> Topology:
+def read_nvidia_smi_topo(path: Path, notes: list[str] | None = None) -> Topology:
     """Read a file holding the text of ``nvidia-smi topo -m``. Raises InputFileError (see the parser)."""
     text = read_text_file(path, "the text of `nvidia-smi topo -m`")
-    return parse_nvidia_smi_topo(text, str(path))
+    return parse_nvidia_smi_topo(text, str(path), notes)

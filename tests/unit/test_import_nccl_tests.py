@@ -75,6 +75,13 @@ def test_bad_logs(tmp_path: Path) -> None:
             line for line in (FIX / "all_reduce_perf_2node_legacy.log").read_text().splitlines() if "_perf" not in line
         )
     )
-    with pytest.raises(InputFileError, match="pass --op"):
-        read_nccl_tests(anon)
+    # No program name: the columns (redop sum, no root, count x 4 B = size) say all-reduce, and a note says so.
+    notes: list[str] = []
+    assert read_nccl_tests(anon, notes=notes)[0].op == "all-reduce"
+    assert len(notes) == 1 and "took all-reduce from the columns" in notes[0]
     assert read_nccl_tests(anon, op="all-reduce")[0].op == "all-reduce"
+    odd = tmp_path / "odd.log"
+    first_row = "           8             2     float"
+    odd.write_text(anon.read_text().replace(first_row, first_row.replace("2", "3")))
+    with pytest.raises(InputFileError, match="columns do not identify one; pass --op"):
+        read_nccl_tests(odd)

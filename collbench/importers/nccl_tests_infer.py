@@ -1,0 +1,102 @@
+"""What an nccl-tests table says about itself when its header does not: the collective and the ranks.
+
+Older builds print no test name, and pastes often drop the command line and the ``# Rank`` lines.
+The columns still tell a lot (nccl-tests' ``src/*.cu`` fill them): a ``root`` of 0 or more exists only
+for broadcast (``redop none``) and reduce; ``redop none`` with no root is all-gather; a reduction with
+``count`` x type size equal to ``size`` is all-reduce, and with ``size`` = ``count`` x type size x n
+it is reduce-scatter over n ranks (``count`` is the per-rank element count there, and for all-gather).
+Some programs print the same columns (sendrecv as all-reduce, alltoall as all-gather), so every
+inference comes with the sentence that says what was assumed.
+
+The rank count also follows from the table's own bandwidths: busbw = algbw x factor(n), with factor
+2(n-1)/n for all-reduce and (n-1)/n for all-gather and reduce-scatter (doc/PERFORMANCE.md). Read off the
+row with the largest algbw, where the two-decimal rounding costs least.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collbench.schedules.ops import DTYPE_SIZES, Op
+
+# How far the rank count computed from rounded bandwidths may sit from a whole number and still be taken.
+_WHOLE_TOLERANCE = 0.2
+# Below this algbw the table's two decimals leave too little to compute a ratio from.
+_MIN_ALGBW_GBPS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TableRow:
+    """The columns of one result line that inference reads."""
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: int | None
+    """None where the table has no root column (nccl-tests before 2.0 for the reducing tests)."""
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Inferred:
+    op: Op
+    reason: str
+    ranks: int | None = None
+    """The rank count the columns imply (reduce-scatter, all-gather), when they do."""
+
+
+def infer_op(rows: list[TableRow]) -> Inferred | None:
+    """The collective the columns identify, with the sentence saying why; None when they do not."""
+    row = next((r for r in rows if r.count > 0 and r.dtype in DTYPE_SIZES), None)
+    if row is None:
+        return None
+    elem = DTYPE_SIZES[row.dtype]
+    per_rank = row.count * elem
+    if row.root is not None and row.root >= 0:
+        if row.redop == "none":
+            return Inferred(Op.BROADCAST, f"root {row.root} and redop none")
+        return Inferred(Op.REDUCE, f"root {row.root} and redop {row.redop}")
+    if per_rank == 0 or row.size_bytes % per_rank:
+        return None
+    ratio = row.size_bytes // per_rank
+    if row.redop == "none":
+        return Inferred(
+            Op.ALL_GATHER,
+            f"redop none with no root and size = {ratio} x count x {elem} B (alltoall_perf prints the same)",
+            ranks=ratio if ratio > 1 else None,
+        )
+    if ratio == 1:
+        return Inferred(
+            Op.ALL_REDUCE,
+            f"redop {row.redop} with no root and size = count x {elem} B (sendrecv_perf prints the same)",
+        )
+    return Inferred(Op.REDUCE_SCATTER, f"redop {row.redop} and size = {ratio} x count x {elem} B", ranks=ratio)
+
+
+def ranks_from_bandwidths(op: Op, rows: list[TableRow]) -> int | None:
+    """The rank count that busbw/algbw implies for ``op``, or None when the table cannot tell.
+
+    Broadcast and reduce have a factor of 1 whatever the ranks; tables whose bandwidths are all
+    below 1 GB/s round too coarsely; a ratio that is not close to a whole rank count is refused.
+    """
+    usable = [r for r in rows if r.algbw_gbps is not None and r.busbw_gbps is not None]
+    usable = [r for r in usable if r.algbw_gbps is not None and r.algbw_gbps >= _MIN_ALGBW_GBPS]
+    if op not in (Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER) or not usable:
+        return None
+    best = max(usable, key=lambda r: r.algbw_gbps or 0.0)
+    assert best.algbw_gbps is not None and best.busbw_gbps is not None
+    factor = best.busbw_gbps / best.algbw_gbps
+    # all-reduce: f = 2(n-1)/n, so n = 2/(2-f); the others: f = (n-1)/n, so n = 1/(1-f).
+    room = (2.0 if op == Op.ALL_REDUCE else 1.0) - factor
+    if room <= 0:
+        return None
+    estimate = (2.0 if op == Op.ALL_REDUCE else 1.0) / room
+    n = round(estimate)
+    if n < 2 or abs(estimate - n) > _WHOLE_TOLERANCE:
+        return None
+    return n
+
+
+__all__ = ["Inferred", "TableRow", "infer_op", "ranks_from_bandwidths"]
