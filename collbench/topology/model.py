@@ -408,10 +408,12 @@ def parse_cpu_list(text: str | None) -> tuple[int, ...] | None:
         if not part:
             continue
         lo_text, sep, hi_text = part.partition("-")
+        if not lo_text.strip().isdigit() or (sep and not hi_text.strip().isdigit()):
+            raise ValueError(f"{part!r} is not a CPU number or range")
         lo = int(lo_text)
         hi = int(hi_text) if sep else lo
-        if lo < 0 or hi < lo:
-            raise ValueError(f"{part!r} is not a CPU range")
+        if hi < lo:
+            raise ValueError(f"{part!r} runs backwards")
         total += hi - lo + 1
         if total > MAX_CPU_LIST_ENTRIES:
             raise ValueError(f"{text!r} names more than {MAX_CPU_LIST_ENTRIES} CPUs")

@@ -249,6 +249,7 @@ def parse_nvidia_smi_topo(text: str, path: str = "<stdin>", notes: list[str] | N
     p = _Parser(text, path, notes if notes is not None else [])
     header_at = p.header()
     rows: dict[str, _Row] = {}
+    cut_rows: dict[str, _Row] = {}
     end = len(p.lines)
     n = header_at + 1
     while n < len(p.lines):
@@ -262,17 +263,39 @@ def parse_nvidia_smi_topo(text: str, path: str = "<stdin>", notes: list[str] | N
         label = line.split()[0]
         if label not in p.columns:
             if _DEVICE_COLUMN.match(label) and not label.endswith(":"):
-                raise p.error(f"row {label} has no column in the header (the matrix is not square)", n + 1)
+                cut = _cut_nic_row(p, label, line, n + 1, cut_rows)
+                if cut is None:
+                    raise p.error(f"row {label} has no column in the header (the matrix is not square)", n + 1)
+                cut_rows[label] = cut
+                n += 1
+                continue
             end = n
             break
         if label in rows:
             raise p.error(f"row {label} appears twice", n + 1)
         rows[label] = p.row(line, n + 1)
         n += 1
-    topo = _build(p, rows, p.nic_legend(end), header_at + 1)
+    topo = _build(p, rows, cut_rows, p.nic_legend(end), header_at + 1)
     if not topo.gpus:
         raise p.error("no GPU could be read from the text (expected rows GPU0, GPU1, ...)", header_at + 1)
     return topo
+
+
+def _cut_nic_row(p: _Parser, label: str, line: str, lineno: int, seen: dict[str, _Row]) -> _Row | None:
+    """A NIC row whose column the header lacks, or None when ``label``/``line`` is not one.
+
+    A terminal narrower than the matrix cuts the header's NIC columns off while the NIC rows, being
+    short, survive; their cells still say how each NIC reaches the header's devices.
+    """
+    if _GPU.match(label) or label in seen or not (_NIC.match(label) or not label.upper().startswith("GPU")):
+        return None
+    try:
+        row = p._word_row(line, lineno)
+    except InputFileError:
+        return None
+    if any(c.kind is None for c in row.cells) or row.tail:
+        return None
+    return row
 
 
 def _more_rows_follow(p: _Parser, rows: dict[str, _Row], blank_at: int) -> bool:
@@ -329,7 +352,9 @@ def _cpu_list(p: _Parser, value: str | None, label: str, column: str, line: int)
         return None
 
 
-def _build(p: _Parser, rows: dict[str, _Row], legend: dict[str, str], header_line: int) -> Topology:
+def _build(
+    p: _Parser, rows: dict[str, _Row], cut_rows: dict[str, _Row], legend: dict[str, str], header_line: int
+) -> Topology:
     _check_square_and_symmetric(p, rows, header_line)
     col_index = {c: i for i, c in enumerate(p.columns)}
     ids: dict[str, str] = {}
@@ -377,6 +402,23 @@ def _build(p: _Parser, rows: dict[str, _Row], legend: dict[str, str], header_lin
         kind = LinkKind.NVSWITCH if cell.kind == LinkKind.NVLINK and switched else cell.kind
         bw = DEFAULT_NVLINK_GBPS_PER_LINK * cell.count if kind.is_nvlink else DEFAULT_BANDWIDTH_GBPS[kind]
         links.append(Link(ids[a], ids[b], kind, count=cell.count, bandwidth_gbps=bw, source="default"))
+    if cut_rows:
+        p.note(
+            f"{p.path}: rows {', '.join(cut_rows)} have no column in the header (a paste cut at the right?);"
+            " read their links to the header's devices, none between them"
+        )
+    for label, row in cut_rows.items():
+        nic = _NIC.match(label)
+        index = int(nic.group(1)) if nic else nic_count
+        nic_count += 1
+        device_id = f"NIC{index}"
+        if device_id in ids.values():
+            raise p.error(f"row {label} names {device_id}, which the header has already", row.line)
+        devices.append(Device(device_id, DeviceKind.NIC, index, name=legend.get(label) if nic else label))
+        for col, cell in zip(p.columns, row.cells, strict=True):
+            assert cell.kind is not None
+            bw = DEFAULT_NVLINK_GBPS_PER_LINK * cell.count if cell.kind.is_nvlink else DEFAULT_BANDWIDTH_GBPS[cell.kind]
+            links.append(Link(ids[col], device_id, cell.kind, count=cell.count, bandwidth_gbps=bw, source="default"))
     return Topology(
         host="unknown",
         devices=tuple(devices),
