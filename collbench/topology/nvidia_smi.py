@@ -212,8 +212,10 @@ class _Parser:
         # Fewer values than columns (empty affinities): each value belongs to the column it starts nearest.
         out: dict[str, str] = {}
         first_free = 0
-        for w, start in words:
-            best = min(range(first_free, n), key=lambda k: abs(self.tail_starts[k] - start))
+        for j, (w, start) in enumerate(words):
+            # Leave a column for each value still to come, so every value gets one.
+            last = n - (len(words) - j)
+            best = min(range(first_free, last + 1), key=lambda k: abs(self.tail_starts[k] - start))
             out[self.tail_names[best]] = w
             first_free = best + 1
         if out and n > 1:

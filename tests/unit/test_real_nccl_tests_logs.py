@@ -1,0 +1,144 @@
+"""Every published nccl-tests log in tests/fixtures/real, imported and checked against the log itself.
+
+Expected figures were read by eye from each file (SOURCES.md says where each was published): the
+result lines, the op, the ranks and nodes, and the first and last times. Every row's time is also
+compared with the log's own columns, found by a plain scan that knows nothing of launchers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.runtime.results import NODES_UNKNOWN
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+
+
+@dataclass(frozen=True)
+class LogFacts:
+    op: str
+    lines: int
+    """Result lines in the log; each gives an out-of-place and an in-place row."""
+    ranks: int
+    nodes: int
+    first: tuple[float, float]
+    last: tuple[float, float]
+    iters: int = 0
+    notes: tuple[str, ...] = ()
+
+
+INFERRED_AR = "took all-reduce from the columns (redop sum with no root"
+UNKNOWN_NODES = "node count left unknown"
+
+FACTS: dict[str, LogFacts] = {
+    "all_reduce_perf-2080ti-x2-autodl.log": LogFacts("all-reduce", 28, 2, 1, (12.25, 12.00), (268588, 268461), 20),
+    "all_gather_perf-2080ti-x2-autodl.log": LogFacts("all-gather", 28, 2, 1, (0.33, 0.36), (141614, 139719), 20),
+    "broadcast_perf-2080ti-x2-autodl.log": LogFacts("broadcast", 28, 2, 1, (11.65, 11.37), (96800, 96803), 20),
+    "reduce_perf-2080ti-x2-autodl.log": LogFacts("reduce", 28, 2, 1, (10.39, 9.88), (96427, 96450), 20),
+    "all_reduce_perf-h100-2node-mpirun-gcp.log": LogFacts(
+        "all-reduce", 31, 16, 2, (135.8, 123.5), (47535, 47743), 20
+    ),
+    "all_reduce_perf-h100-2node-mpirun-tag-output-eks.log": LogFacts(
+        "all-reduce", 32, 16, 2, (85.14, 62.82), (66108, 66143), 0, (INFERRED_AR,)
+    ),
+    "all_reduce_perf-dgx-a100-4node-slurm-legacy.log": LogFacts(
+        "all-reduce",
+        13,
+        32,
+        NODES_UNKNOWN,
+        (135.3, 132.7),
+        (43557, 43440),
+        0,
+        (INFERRED_AR, "took 32 ranks from busbw/algbw", UNKNOWN_NODES),
+    ),
+    "all_reduce_perf-dgx-a100-2node-k8s-legacy.log": LogFacts(
+        "all-reduce",
+        30,
+        16,
+        NODES_UNKNOWN,
+        (38.63, 38.85),
+        (42715, 42677),
+        0,
+        (INFERRED_AR, "took 16 ranks from busbw/algbw", UNKNOWN_NODES),
+    ),
+    "all_reduce_perf-16rank-k8s-roce-legacy.log": LogFacts(
+        "all-reduce",
+        29,
+        16,
+        NODES_UNKNOWN,
+        (2193.5, 132.2),
+        (175667, 176189),
+        0,
+        (INFERRED_AR, "took 16 ranks from busbw/algbw", UNKNOWN_NODES),
+    ),
+    "all_reduce_perf-p5-2node-mpijob-readme-excerpt.log": LogFacts(
+        "all-reduce",
+        7,
+        16,
+        NODES_UNKNOWN,
+        (15.51, 15.52),
+        (9197.5, 9195.2),
+        0,
+        (INFERRED_AR, "took 16 ranks from busbw/algbw", UNKNOWN_NODES),
+    ),
+}
+
+# A result line as it reads on screen once Open MPI's tags are gone: size, count, type, redop, [root,]
+# then time algbw busbw wrong, twice.
+_TAG = re.compile(r"\[\d+,\d+\]<stdout>:")
+_NUMBER = r"[0-9.]+"
+
+
+def _log_times(path: Path) -> list[tuple[int, float, float]]:
+    out = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        words = _TAG.sub(" ", raw).split()
+        if len(words) >= 12 and words[0].isdigit() and words[2] == "float":
+            head = 5 if len(words) == 13 else 4
+            assert re.fullmatch(_NUMBER, words[head]) and re.fullmatch(_NUMBER, words[head + 4])
+            out.append((int(words[0]), float(words[head]), float(words[head + 4])))
+    return out
+
+
+def test_every_real_log_has_its_facts() -> None:
+    assert sorted(p.name for p in REAL.glob("*.log")) == sorted(FACTS)
+
+
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_real_log(name: str) -> None:
+    facts = FACTS[name]
+    notes: list[str] = []
+    rows = read_nccl_tests(REAL / name, notes=notes)
+    assert len(rows) == 2 * facts.lines
+    assert {r.op for r in rows} == {facts.op}
+    assert {(r.world_size, r.nodes, r.iters) for r in rows} == {(facts.ranks, facts.nodes, facts.iters)}
+    out_of_place, in_place = rows[0::2], rows[1::2]
+    assert not any(r.in_place for r in out_of_place) and all(r.in_place for r in in_place)
+    assert (out_of_place[0].time_us, in_place[0].time_us) == pytest.approx(facts.first)
+    assert (out_of_place[-1].time_us, in_place[-1].time_us) == pytest.approx(facts.last)
+    # Every row's time is the log's, line for line.
+    log = _log_times(REAL / name)
+    assert len(log) == facts.lines
+    assert [(r.size_bytes, r.time_us) for r in out_of_place] == [(s, t) for s, t, _ in log]
+    assert [(r.size_bytes, r.time_us) for r in in_place] == [(s, t) for s, _, t in log]
+    assert len(notes) == len(facts.notes), notes
+    for note, fragment in zip(notes, facts.notes, strict=True):
+        assert fragment in note and "\n" not in note
+
+
+def test_mid_line_tags_and_nccl_lines_give_ranks_and_hosts() -> None:
+    # Open MPI tags each printf: "-1[1,0]<stdout>:    85.14". NCCL's "rank R nranks N" lines name every
+    # rank's host (test-nccl-worker-0 and -1), which is where the node count comes from.
+    rows = read_nccl_tests(REAL / "all_reduce_perf-h100-2node-mpirun-tag-output-eks.log")
+    assert rows[0].host == "test-nccl-worker-0" and rows[0].nodes == 2
+
+
+def test_named_log_and_root_column() -> None:
+    rows = read_nccl_tests(REAL / "broadcast_perf-2080ti-x2-autodl.log")
+    assert {r.root for r in rows} == {0} and {r.redop for r in rows} == {"none"}
+    assert rows[0].device_name == "NVIDIA GeForce RTX 2080 Ti" and rows[0].host == "autodl-container-xxxxx"

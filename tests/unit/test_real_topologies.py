@@ -1,0 +1,155 @@
+"""Every published `nvidia-smi topo -m` paste in tests/fixtures/real, read and checked against its facts.
+
+The facts below were read by eye from each file (tests/fixtures/real/SOURCES.md says where each was
+published). The files are the owners' bytes, never edited to suit the parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from collbench.topology.model import LinkKind, Topology
+from collbench.topology.nvidia_smi import read_nvidia_smi_topo
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+K = LinkKind
+
+
+@dataclass(frozen=True)
+class Facts:
+    gpus: int
+    nics: int
+    links: dict[tuple[str, str], tuple[LinkKind, int] | None]
+    """Pairs checked; None: the paste gives no link for that pair."""
+    nic_names: tuple[str | None, ...] = ()
+    cpus: dict[str, int | None] = field(default_factory=dict)
+    """GPU -> how many CPUs its affinity names (None: unknown)."""
+    numa: dict[str, int | None] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    """A fragment of each assumption the parser must announce, in order."""
+
+
+FACTS: dict[str, Facts] = {
+    "1080ti-x2-phb.topo.txt": Facts(
+        2, 0, {("GPU0", "GPU1"): (K.PHB, 1)}, cpus={"GPU0": 12, "GPU1": 12}, numa={"GPU0": None}
+    ),
+    "2080ti-x2-pix-autodl.topo.txt": Facts(
+        2, 0, {("GPU0", "GPU1"): (K.PIX, 1)}, cpus={"GPU0": 48, "GPU1": 48}, numa={"GPU0": 1, "GPU1": 1}
+    ),
+    "a10-x4-sys-2nics.topo.txt": Facts(
+        4,
+        2,
+        {("GPU0", "GPU3"): (K.SYS, 1), ("GPU2", "NIC1"): (K.SYS, 1), ("NIC0", "NIC1"): (K.PIX, 1)},
+        nic_names=("mlx5_0", "mlx5_1"),
+        cpus={"GPU3": 128},
+        numa={"GPU3": 0},
+    ),
+    "a100-x8-nv12-17nics.topo.txt": Facts(
+        8,
+        17,
+        {
+            ("GPU0", "GPU7"): (K.NVSWITCH, 12),
+            ("GPU0", "NIC0"): (K.PXB, 1),
+            ("GPU0", "NIC4"): (K.SYS, 1),
+            ("GPU3", "NIC7"): (K.PXB, 1),
+            ("GPU7", "NIC15"): (K.PXB, 1),
+            ("GPU7", "NIC16"): (K.SYS, 1),
+            ("NIC0", "NIC1"): (K.PIX, 1),
+            ("NIC0", "NIC2"): (K.PXB, 1),
+            ("NIC12", "NIC16"): (K.SYS, 1),
+        },
+        nic_names=(*(f"mlx5_{i}" for i in range(2, 18)), "mlx5_bond_0"),
+        cpus={"GPU0": 104},
+        numa={"GPU7": 0},
+        notes=("NV12 between every pair of 8 GPUs",),
+    ),
+    "a800-x8-nv8-4nics.topo.txt": Facts(
+        8,
+        4,
+        {
+            ("GPU0", "GPU5"): (K.NVSWITCH, 8),
+            ("GPU0", "NIC0"): (K.NODE, 1),
+            ("GPU1", "NIC0"): (K.PIX, 1),
+            ("GPU3", "NIC1"): (K.PIX, 1),
+            ("GPU0", "NIC2"): (K.SYS, 1),
+            ("GPU7", "NIC3"): (K.PIX, 1),
+            ("NIC0", "NIC1"): (K.NODE, 1),
+            ("NIC2", "NIC3"): (K.PIX, 1),
+        },
+        nic_names=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"),
+        cpus={"GPU0": 64, "GPU4": 64},
+        numa={"GPU0": 0, "GPU4": 1},
+        notes=("NV8 between every pair of 8 GPUs",),
+    ),
+    "h800-x8-nv8-cut-paste.topo.txt": Facts(
+        8,
+        4,
+        {
+            ("GPU2", "GPU6"): (K.NVSWITCH, 8),
+            ("GPU1", "NIC0"): (K.PIX, 1),
+            ("GPU0", "NIC0"): (K.NODE, 1),
+            ("GPU3", "NIC1"): (K.PIX, 1),
+            ("GPU0", "NIC3"): (K.SYS, 1),
+            ("GPU7", "NIC2"): (K.PIX, 1),
+            ("NIC0", "NIC1"): None,  # the NIC columns were cut from the paste
+        },
+        nic_names=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"),
+        # GPU0-3's "-31,64-95" lost its first digits in the paste; GPU7's "2-63,96-127" reads as given.
+        cpus={"GPU0": None, "GPU3": None, "GPU4": 64, "GPU7": 94},
+        numa={"GPU0": 0, "GPU7": 1},
+        notes=(
+            "GPU0's CPU Affinity '-31,64-95' is not usable",
+            "GPU1's CPU Affinity",
+            "GPU2's CPU Affinity",
+            "GPU3's CPU Affinity",
+            "NV8 between every pair of 8 GPUs",
+            "rows NIC0, NIC1, NIC2, NIC3 have no column in the header",
+        ),
+    ),
+}
+
+
+def _kind(topo: Topology, a: str, b: str) -> tuple[LinkKind, int] | None:
+    link = topo.link(a, b)
+    return (link.kind, link.count) if link else None
+
+
+def test_every_real_paste_has_its_facts() -> None:
+    pastes = sorted(p.name for p in REAL.glob("*.topo.txt"))
+    assert pastes == sorted(FACTS)
+
+
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_real_paste(name: str) -> None:
+    facts = FACTS[name]
+    notes: list[str] = []
+    topo = read_nvidia_smi_topo(REAL / name, notes)
+    assert [g.id for g in topo.gpus] == [f"GPU{i}" for i in range(facts.gpus)]
+    assert [n.id for n in topo.nics] == [f"NIC{i}" for i in range(facts.nics)]
+    if facts.nic_names:
+        assert tuple(n.name for n in topo.nics) == facts.nic_names
+    for (a, b), expected in facts.links.items():
+        assert _kind(topo, a, b) == expected, (a, b)
+    # Every GPU pair has exactly one link: the matrix is complete for GPUs in every paste.
+    gpu_links = [lk for lk in topo.links if lk.a.startswith("GPU") and lk.b.startswith("GPU")]
+    assert len(gpu_links) == facts.gpus * (facts.gpus - 1) // 2
+    for gpu, count in facts.cpus.items():
+        cpus = topo.device(gpu).cpus
+        assert (None if cpus is None else len(cpus)) == count, gpu
+    for gpu, node in facts.numa.items():
+        assert topo.device(gpu).numa_node == node, gpu
+    assert len(notes) == len(facts.notes), notes
+    for note, fragment in zip(notes, facts.notes, strict=True):
+        assert fragment in note and "\n" not in note
+
+
+def test_crlf_paste_reads_like_its_lf_copy(tmp_path: Path) -> None:
+    raw = (REAL / "a800-x8-nv8-4nics.topo.txt").read_bytes()
+    assert b"\r\n" in raw  # published with CRLF line ends
+    lf = tmp_path / "lf.txt"
+    lf.write_bytes(raw.replace(b"\r\n", b"\n"))
+    a, b = read_nvidia_smi_topo(REAL / "a800-x8-nv8-4nics.topo.txt"), read_nvidia_smi_topo(lf)
+    assert a.links == b.links and a.devices == b.devices
