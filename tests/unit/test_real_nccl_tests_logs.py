@@ -40,9 +40,7 @@ FACTS: dict[str, LogFacts] = {
     "all_gather_perf-2080ti-x2-autodl.log": LogFacts("all-gather", 28, 2, 1, (0.33, 0.36), (141614, 139719), 20),
     "broadcast_perf-2080ti-x2-autodl.log": LogFacts("broadcast", 28, 2, 1, (11.65, 11.37), (96800, 96803), 20),
     "reduce_perf-2080ti-x2-autodl.log": LogFacts("reduce", 28, 2, 1, (10.39, 9.88), (96427, 96450), 20),
-    "all_reduce_perf-h100-2node-mpirun-gcp.log": LogFacts(
-        "all-reduce", 31, 16, 2, (135.8, 123.5), (47535, 47743), 20
-    ),
+    "all_reduce_perf-h100-2node-mpirun-gcp.log": LogFacts("all-reduce", 31, 16, 2, (135.8, 123.5), (47535, 47743), 20),
     "all_reduce_perf-h100-2node-mpirun-tag-output-eks.log": LogFacts(
         "all-reduce", 32, 16, 2, (85.14, 62.82), (66108, 66143), 0, (INFERRED_AR,)
     ),
