@@ -13,7 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from collbench.cli.console import console, err_console
 from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
 from collbench.errors import ConfigError
+from collbench.runtime.affinity import default_local_ranks
 from collbench.runtime.launch import under_torchrun
+from collbench.runtime.noise import stall_report
 from collbench.runtime.sweep import SweepConfig, SweepProgress, run_sweep, validate
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*$")
@@ -38,7 +40,8 @@ def _split(values: list[str]) -> tuple[str, ...]:
 
 def sweep(
     ranks: Annotated[
-        int | None, typer.Option("--ranks", help="Local ranks to start (leave out under torchrun).")
+        int | None,
+        typer.Option("--ranks", help="Local ranks (default: one per GPU, else min(4, usable cores), at least 2)."),
     ] = None,
     backend: Annotated[
         str, typer.Option("--backend", help="gloo, nccl or auto (nccl when every rank has a GPU).")
@@ -103,7 +106,7 @@ def sweep(
     if check not in (0, 1):
         raise ConfigError(f"-c/--check {check}: use 1 (check) or 0 (do not)")
     config = SweepConfig(
-        world_size=ranks,
+        world_size=ranks if ranks is not None or under_torchrun() else default_local_ranks(backend),
         backend=backend,
         ops=_split(op),
         algos=_split(algo),
@@ -165,6 +168,8 @@ def sweep(
         for table in results_tables(rows):
             console.print(table)
         console.print(TABLE_LEGEND)
+        for line in stall_report(rows):
+            console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
         wrong = sum(max(r.wrong, 0) for r in rows)
         checked = all(r.wrong >= 0 for r in rows)
         status = "[red]FAILED[/red]" if wrong else ("OK" if checked else "not checked")

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from collbench.cli.console import console, err_console
 from collbench.cli.render.profile import render_fits, render_rules
+from collbench.runtime.noise import stall_report
 from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, check_config, run_tune
 
 
@@ -47,7 +48,12 @@ def _command(
 
 
 def tune(
-    ranks: Annotated[int, typer.Option("--ranks", "-n", help="Local ranks to start (ignored under torchrun).")] = 4,
+    ranks: Annotated[
+        int | None,
+        typer.Option(
+            "--ranks", "-n", help="Local ranks (default: one per GPU, else min(4, usable cores), at least 2)."
+        ),
+    ] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (nccl with GPUs, else gloo), gloo or nccl.")] = "auto",
     op: Annotated[
         list[str] | None,
@@ -57,7 +63,7 @@ def tune(
         Path | None, typer.Option("--topology", metavar="FILE", help="Use a saved topology instead of discovering.")
     ] = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="Fewer sizes, shorter timing: about a minute with 4 CPU ranks.")
+        bool, typer.Option("--quick", help="Fewer sizes, shorter timing: about a minute on 2 CPU ranks.")
     ] = False,
     output: Annotated[Path, typer.Option("--output", "-o", metavar="PROFILE.yaml", help="Where the profile goes.")] = (
         DEFAULT_PROFILE
@@ -72,7 +78,9 @@ def tune(
     from collbench.runtime.launch import under_torchrun
 
     ops = op or ["all-reduce"]
-    world: int | None = None if under_torchrun() else ranks
+    from collbench.runtime.affinity import default_local_ranks
+
+    world: int | None = None if under_torchrun() else ranks if ranks is not None else default_local_ranks(backend)
     config = TuneConfig(
         ranks=world,
         backend=backend,
@@ -96,6 +104,7 @@ def tune(
         transient=True,
     ) as bar:
         task = bar.add_task("tune", total=None, now="")
+        shown: set[str] = set()
 
         def stage(name: str) -> None:
             bar.update(task, description=name, now="")
@@ -105,11 +114,17 @@ def tune(
                 bar.update(task, total=event.total, completed=event.done)
             elif event.kind in ("start", "row"):
                 bar.update(task, completed=event.done, now=event.text)
+            elif event.kind == "note" and event.text not in shown:
+                # Every round launches the ranks again: say each note once.
+                shown.add(event.text)
+                bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=True)
 
         outcome = run_tune(config, stage, sweep_progress)
     console.print(render_rules(outcome.profile))
     if outcome.profile.fits:
         console.print(render_fits(outcome.profile))
+    for line in stall_report(outcome.rows):
+        err_console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
     for note in outcome.notes:
         err_console.print(f"[yellow]note[/yellow]: {note}")
     console.print(

@@ -38,6 +38,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from collbench.errors import BackendUnavailableError, ConfigError, RankError, UnknownNameError
+from collbench.runtime.affinity import pin_this_process, rank_cpus
 from collbench.runtime.environment import host_name
 
 BACKENDS = ("gloo", "nccl", "auto")
@@ -259,9 +260,12 @@ def _child_main(
     worker: Callable[[RankContext, Any], Any],
     payload: Any,
     parent_pid: int,
+    cpu: int | None = None,
 ) -> None:
     _die_with_parent(parent_pid)
-    if "OMP_NUM_THREADS" not in os.environ:
+    # A core of its own and one intra-op thread (runtime/affinity.py), before torch starts threads.
+    pinned = pin_this_process(cpu)
+    if not pinned and "OMP_NUM_THREADS" not in os.environ:
         # As torchrun does: ranks share the cores, and idle OpenMP workers spin-wait on them, which
         # delays every other rank's wake-up by a scheduler time slice.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
@@ -380,11 +384,12 @@ def _launch_local(
         timeout=timeout,
         master_listen_fd=listener.detach(),
     )
+    cpus = rank_cpus(world_size, backend, progress)
     context = mp.get_context("spawn")
     procs = [
         context.Process(
             target=_child_main,
-            args=(rank, world_size, store.port, backend, timeout_s, worker, payload, os.getpid()),
+            args=(rank, world_size, store.port, backend, timeout_s, worker, payload, os.getpid(), cpus[rank]),
             daemon=True,
             name=f"collbench-rank-{rank}",
         )

@@ -63,6 +63,12 @@ class ResultRow:
     source: str = "collbench"
     """Who measured it: ``collbench`` or ``nccl-tests`` (imported logs)."""
     timestamp: float = 0.0
+    stall_fraction: float | None = None
+    """Fraction of the timed iterations slower than 3x the fastest (runtime/noise.py); None: not known."""
+    bimodal: bool | None = None
+    """Whether the iterations' times fell into two modes more than 2x apart (runtime/noise.py)."""
+    time_us_p25: float | None = None
+    """First quartile of the iterations' times (slowest rank per iteration)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

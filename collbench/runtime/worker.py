@@ -25,6 +25,7 @@ from collbench.runtime.buffers import PointBuffers, check_buffers, fill, make_bu
 from collbench.runtime.environment import run_environment
 from collbench.runtime.executor import ScheduleRunner, default_segment_bytes
 from collbench.runtime.launch import RankContext
+from collbench.runtime.noise import detect_stalls, quantile
 from collbench.runtime.results import ResultRow, append_jsonl
 from collbench.runtime.sweep import SweepJob, format_bytes, resumed_rows
 from collbench.runtime.timing import AutoIters, make_timer, slowest_rank, summarize
@@ -362,6 +363,7 @@ def _measure(
     if ctx.rank != 0:
         return None
     summary = summarize(samples)
+    stalls = detect_stalls(samples)
     algbw = point.size_bytes / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
     nccl_algo, nccl_proto = _variant_fields(point.algo)
     if reader is not None and native:
@@ -404,6 +406,9 @@ def _measure(
         nccl_algo=nccl_algo,
         nccl_proto=nccl_proto,
         timestamp=time.time(),
+        stall_fraction=round(stalls.fraction, 4),
+        bimodal=stalls.bimodal,
+        time_us_p25=quantile(samples, 0.25),
     )
 
 

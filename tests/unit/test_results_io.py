@@ -77,3 +77,40 @@ def test_unwritable_place_is_input_file_error(tmp_path: Path, suffix: str) -> No
     blocker.write_text("x")
     with pytest.raises(InputFileError, match="cannot write"):
         write_rows(blocker / f"r{suffix}", [ROW])
+
+
+def test_noise_fields_round_trip_and_default_to_unknown(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    base = ResultRow.from_dict(
+        {k: v for k, v in _noise_row().to_dict().items() if k not in ("stall_fraction", "bimodal", "time_us_p25")}
+    )
+    assert (base.stall_fraction, base.bimodal, base.time_us_p25) == (None, None, None)
+    measured = replace(base, stall_fraction=0.37, bimodal=True, time_us_p25=90.5)
+    for name in ("r.jsonl", "r.csv", "r.parquet"):
+        write_rows(tmp_path / name, [measured, base])
+        back = read_rows(tmp_path / name)
+        assert (back[0].stall_fraction, back[0].bimodal, back[0].time_us_p25) == (0.37, True, 90.5)
+        assert (back[1].stall_fraction, back[1].bimodal, back[1].time_us_p25) == (None, None, None)
+
+
+def _noise_row() -> ResultRow:
+    return ResultRow(
+        op="all-reduce",
+        algo="ring",
+        backend="gloo",
+        world_size=2,
+        dtype="float32",
+        redop="sum",
+        in_place=True,
+        size_bytes=1024,
+        count=256,
+        iters=10,
+        time_us=100.0,
+        time_us_mean=100.0,
+        time_us_min=90.0,
+        time_us_max=110.0,
+        algbw_gbps=0.01,
+        busbw_gbps=0.01,
+        wrong=0,
+    )

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from rich import box
 from rich.table import Table
 
+from collbench.runtime.noise import STALL_MARKER, row_stalled
 from collbench.runtime.results import ResultRow
 from collbench.schedules.ops import Op
 
@@ -70,7 +71,10 @@ def _size_str(size: int) -> str:
     return f"{size}B"
 
 
-TABLE_LEGEND = "times: median microseconds; algbw, busbw: GB/s; out: out-of-place, in: in-place"
+TABLE_LEGEND = (
+    "times: median microseconds; algbw, busbw: GB/s; out: out-of-place, in: in-place; "
+    f"{STALL_MARKER}: stalled (>= 5% of iterations slower than 3x the fastest, or two modes)"
+)
 
 
 def results_tables(rows: list[ResultRow]) -> list[Table]:
@@ -99,7 +103,13 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
                 wrong = "N/A" if row.wrong < 0 else str(row.wrong)
                 if row.wrong > 0:
                     wrong = f"[red]{wrong}[/red]"
-                cells += [_time_str(row.time_us).strip(), f"{row.algbw_gbps:.3f}", f"{row.busbw_gbps:.3f}", wrong]
+                mark = STALL_MARKER if row_stalled(row) else ""
+                cells += [
+                    _time_str(row.time_us).strip() + mark,
+                    f"{row.algbw_gbps:.3f}",
+                    f"{row.busbw_gbps:.3f}",
+                    wrong,
+                ]
             table.add_row(*cells)
         tables.append(table)
     return tables

@@ -1,0 +1,155 @@
+"""Where local CPU ranks run: how many by default, and which core each one is pinned to.
+
+Why it matters: a rank that waits for a peer sleeps, and on a shared or virtual machine an idle CPU's
+wake-up can wait for the host's scheduler tick (milliseconds, on calls of tens of microseconds). With
+more ranks than cores every collective waits for such wake-ups, and the times measure the scheduler,
+not the algorithm (issue 10: 4 ranks on 2 cores gave 5-7 ms for a 512-byte all-reduce). So by default
+collbench starts no more ranks than the cores this process may use, and pins each rank to a core of
+its own, so that ranks never queue behind one another and their caches stay warm.
+
+"Cores this process may use" is its affinity mask (``os.sched_getaffinity``: taskset, cpusets,
+Slurm's binding), further limited by a cgroup CPU quota when one is set (containers limited to
+``--cpus 2`` see every core of the host in their mask); never ``os.cpu_count``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MAX_RANKS = 4
+"""The default never starts more local CPU ranks than this (enough to show every algorithm's shape)."""
+MIN_RANKS = 2
+"""A collective needs two ranks; the default never goes below, even on one core."""
+
+_CGROUP_V2_MAX = Path("/sys/fs/cgroup/cpu.max")
+_CGROUP_V1_QUOTA = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+_CGROUP_V1_PERIOD = Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+
+
+def available_cpus() -> tuple[int, ...]:
+    """The CPU ids this process may run on, sorted (its affinity mask)."""
+    getter = getattr(os, "sched_getaffinity", None)
+    if getter is None:  # not Linux: no mask to read, every CPU is allowed
+        return tuple(range(os.cpu_count() or 1))
+    return tuple(sorted(getter(0)))
+
+
+def cgroup_cpu_limit(root: Path = Path("/")) -> float | None:
+    """The cgroup CPU quota in cores (``2.0`` for ``--cpus 2``), or None when there is none.
+
+    Reads cgroup v2's ``cpu.max`` ("max 100000" is no limit) or v1's ``cpu.cfs_quota_us`` (-1 is no
+    limit) over ``cpu.cfs_period_us``. ``root`` is for tests (a fake /sys). Unreadable files: None.
+    """
+    v2 = root / _CGROUP_V2_MAX.relative_to("/")
+    try:
+        quota, _, period = v2.read_text(encoding="ascii").strip().partition(" ")
+        if quota == "max":
+            return None
+        return int(quota) / int(period or "100000")
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((root / _CGROUP_V1_QUOTA.relative_to("/")).read_text(encoding="ascii").strip())
+        period_us = int((root / _CGROUP_V1_PERIOD.relative_to("/")).read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+    if quota_us <= 0 or period_us <= 0:
+        return None
+    return quota_us / period_us
+
+
+def usable_cores(cpus: tuple[int, ...] | None = None, quota: float | None = None) -> int:
+    """How many cores this process can keep busy at once: its mask, capped by a cgroup quota."""
+    mask = len(available_cpus() if cpus is None else cpus)
+    if quota is None:
+        return max(1, mask)
+    # A quota of 1.5 cores cannot run two ranks at once: round down, but never below one.
+    return max(1, min(mask, math.floor(quota)))
+
+
+def default_cpu_ranks(cores: int | None = None) -> int:
+    """The default number of local CPU ranks: ``min(4, usable cores)``, at least 2."""
+    n = usable_cores(quota=cgroup_cpu_limit()) if cores is None else cores
+    return max(MIN_RANKS, min(DEFAULT_MAX_RANKS, n))
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Which CPU each local rank is pinned to (None: not pinned), and a line when oversubscribed."""
+
+    cpus: tuple[int | None, ...]
+    warning: str = ""
+    """One line saying the results measure the scheduler too; empty when every rank has a core."""
+
+
+def plan_placement(world_size: int, cpus: tuple[int, ...] | None = None, cores: int | None = None) -> Placement:
+    """Pin rank r to the r-th allowed CPU when there are enough cores for every rank; else pin none.
+
+    Oversubscribed, pinning would only fix which ranks share a core (and strand a rank behind a busy
+    sibling while another core idles): the kernel's scheduler balances better, so nothing is pinned
+    and the placement carries the warning instead.
+    """
+    allowed = available_cpus() if cpus is None else cpus
+    usable = usable_cores(allowed, cgroup_cpu_limit()) if cores is None else cores
+    if world_size <= min(usable, len(allowed)):
+        return Placement(tuple(allowed[r] for r in range(world_size)))
+    return Placement(
+        (None,) * world_size,
+        f"{world_size} ranks on {usable} core(s): ranks wait for each other to be scheduled, "
+        "so the results measure the scheduler too (use at most "
+        f"{max(usable, MIN_RANKS)} ranks for numbers that measure the collective)",
+    )
+
+
+def pin_this_process(cpu: int | None) -> bool:
+    """Pin the calling process (all its threads to come) to ``cpu``; False when not pinned.
+
+    Called in a rank before torch starts its thread pools or the process group, so that the threads
+    they create inherit the mask. One intra-op thread then: more would only contend for that core.
+    """
+    if cpu is None:
+        return False
+    setter = getattr(os, "sched_setaffinity", None)
+    if setter is None:
+        return False
+    try:
+        setter(0, {cpu})
+    except OSError:
+        # A CPU taken away meanwhile (cpuset changed): run unpinned rather than fail the run.
+        return False
+    import torch
+
+    torch.set_num_threads(1)
+    return True
+
+
+def rank_cpus(
+    world_size: int, backend: str, note: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[int | None, ...]:
+    """The CPU each local rank is pinned to (launch.py's hook); ``note`` gets the oversubscription line.
+
+    GPU ranks are not pinned here: their CPU affinity belongs to their GPU's NUMA node, not to a core.
+    """
+    if backend != "gloo":
+        return (None,) * world_size
+    placement = plan_placement(world_size)
+    if placement.warning and note is not None:
+        note({"kind": "note", "text": placement.warning})
+    return placement.cpus
+
+
+def default_local_ranks(backend: str = "auto") -> int:
+    """Ranks to start when ``--ranks`` is left out: one per GPU on a GPU backend, else :func:`default_cpu_ranks`."""
+    name = backend.strip().lower()
+    if name in ("auto", "nccl"):
+        import torch
+
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus >= MIN_RANKS or (name == "nccl" and gpus >= 1):
+            return gpus
+    return default_cpu_ranks()

@@ -1,0 +1,147 @@
+"""Noise in a point's per-iteration times: the stall regime, and the statistics decisions can use.
+
+On a busy or oversubscribed machine a fraction of calls *stall*: a rank waits for a core (a scheduler
+tick, milliseconds) while the call itself takes microseconds. Stalls only ever make a call slower, so
+they show as a heavy right tail, or as a second mode far above the first when they are common. A
+point's median is then at their mercy: with 40% of calls stalled the median sits on the edge of the
+stall mode and moves by several times between runs.
+
+``stall_fraction`` is the figure rows carry: the fraction of timed iterations slower than
+``STALL_FACTOR`` (3) times the fastest one. A collective's own variation (cache misses, a page fault,
+a rank arriving late to the barrier) stays well inside 3x; a wait for the scheduler does not, at any
+size where the call is shorter than a few scheduler ticks. A point is *stalled* (marked in tables,
+named in the summary) when that fraction reaches ``STALL_MARK`` (5%), or when its times fall into
+two modes (a gap of more than 2x in the sorted times with at least 5% on each side).
+
+The statistics here are the candidates for the time that decisions compare; ``benchmarks/
+bench_statistics.py`` measures their stability under this noise (README "Which time decisions use").
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from collbench.runtime.results import ResultRow
+
+STALL_FACTOR = 3.0
+"""An iteration slower than this many times the point's fastest is a stall."""
+STALL_MARK = 0.05
+"""A point with at least this fraction of stalled iterations is marked as stalled."""
+MODE_GAP = 2.0
+"""Two modes: sorted times jump by more than this factor between neighbours..."""
+MODE_MIN_SHARE = 0.05
+"""...with at least this fraction of the iterations on each side."""
+TRIM = 0.2
+"""The trimmed mean drops this fraction at each end."""
+
+
+def stall_fraction(samples: Sequence[float], factor: float = STALL_FACTOR) -> float:
+    """Fraction of samples slower than ``factor`` times the fastest; ValueError when empty."""
+    if not samples:
+        raise ValueError("no samples")
+    fastest = min(samples)
+    if fastest <= 0:
+        return 0.0
+    return sum(1 for s in samples if s > factor * fastest) / len(samples)
+
+
+def two_modes(samples: Sequence[float]) -> bool:
+    """Whether the times split into two groups more than ``MODE_GAP`` apart, each ``MODE_MIN_SHARE`` or more."""
+    xs = sorted(s for s in samples if s > 0)
+    n = len(xs)
+    least = max(1, math.ceil(MODE_MIN_SHARE * n))
+    return any(xs[i] > MODE_GAP * xs[i - 1] for i in range(least, n - least + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class StallVerdict:
+    """What the samples of one point say about stalls."""
+
+    fraction: float
+    """Iterations slower than 3x the fastest, as a fraction."""
+    bimodal: bool
+
+    @property
+    def stalled(self) -> bool:
+        return self.fraction >= STALL_MARK or self.bimodal
+
+
+def detect_stalls(samples: Sequence[float]) -> StallVerdict:
+    """The stall regime of one point's per-iteration times (see the module docstring)."""
+    return StallVerdict(stall_fraction(samples), two_modes(samples))
+
+
+def quantile(samples: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) with linear interpolation between order statistics."""
+    xs = sorted(samples)
+    if not xs:
+        raise ValueError("no samples")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def trimmed_mean(samples: Sequence[float], trim: float = TRIM) -> float:
+    """Mean of the samples left after dropping ``trim`` of them at each end."""
+    xs = sorted(samples)
+    if not xs:
+        raise ValueError("no samples")
+    cut = int(len(xs) * trim)
+    kept = xs[cut : len(xs) - cut] or xs
+    return statistics.fmean(kept)
+
+
+def min_of_medians(rounds: Sequence[Sequence[float]]) -> float:
+    """The smallest of the rounds' medians: the round least disturbed by the machine's load."""
+    medians = [statistics.median(r) for r in rounds if r]
+    if not medians:
+        raise ValueError("no samples")
+    return min(medians)
+
+
+def stall_summary(label: str, fraction: float) -> str:
+    """The summary line for a stalled point, e.g. "37% of iterations at 16 KiB were >3x the fastest: ..."."""
+    return (
+        f"{100 * fraction:.0f}% of iterations {label} were >{STALL_FACTOR:g}x the fastest: "
+        "the machine is busy or oversubscribed"
+    )
+
+
+def row_stalled(row: ResultRow) -> bool:
+    """Whether a measured point is in the stall regime (False when its rows carry no noise figures)."""
+    return (row.stall_fraction or 0.0) >= STALL_MARK or bool(row.bimodal)
+
+
+STALL_LINES = 3
+"""The summary names this many of the worst stalled points."""
+
+
+def stall_report(rows: Sequence[ResultRow]) -> list[str]:
+    """Summary lines on stalls: how many points, then the worst few (empty when none stalled)."""
+    stalled = [r for r in rows if row_stalled(r)]
+    if not stalled:
+        return []
+    from collbench.runtime.sweep import format_bytes
+
+    lines = [
+        f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "
+        "for the scheduler, and decisions there are less sure"
+    ]
+    worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.algo))[:STALL_LINES]
+    for row in worst:
+        label = f"at {format_bytes(row.size_bytes)} ({row.algo})"
+        if (row.stall_fraction or 0.0) >= STALL_MARK:
+            lines.append(stall_summary(label, row.stall_fraction or 0.0))
+        else:
+            lines.append(f"iterations {label} fell into two modes more than {MODE_GAP:g}x apart")
+    return lines
+
+
+STALL_MARKER = "*"
+"""What tables append to a stalled point's time."""

@@ -1,0 +1,44 @@
+"""Each local CPU rank runs pinned to a core of its own; more ranks than cores are not pinned, and say so."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+import torch
+
+from collbench.runtime.affinity import available_cpus
+from collbench.runtime.launch import RankContext, launch
+
+pytestmark = pytest.mark.dist
+
+
+def _where(ctx: RankContext, _payload: None) -> tuple[int, list[int], int]:
+    """What the rank sees of itself, read inside the rank after the launcher's setup."""
+    return ctx.rank, sorted(os.sched_getaffinity(0)), torch.get_num_threads()
+
+
+@pytest.mark.skipif(len(available_cpus()) < 2, reason="pinning two ranks needs two cores")
+def test_each_rank_is_pinned_to_its_own_core() -> None:
+    notes: list[dict[str, Any]] = []
+    results = launch(2, _where, None, backend="gloo", timeout_s=60.0, progress=notes.append)
+    cpus = available_cpus()
+    assert [r[0] for r in results] == [0, 1]
+    assert results[0][1] == [cpus[0]]
+    assert results[1][1] == [cpus[1]]
+    # One core each: more intra-op threads would only contend for it.
+    assert [r[2] for r in results] == [1, 1]
+    assert not any("scheduler" in str(n.get("text")) for n in notes)
+
+
+def test_more_ranks_than_cores_run_unpinned_with_one_line() -> None:
+    cpus = available_cpus()
+    notes: list[dict[str, Any]] = []
+    world = len(cpus) + 1
+    results = launch(world, _where, None, backend="gloo", timeout_s=60.0, progress=notes.append)
+    assert all(r[1] == list(cpus) for r in results)
+    lines = [n["text"] for n in notes if n.get("kind") == "note"]
+    assert len(lines) == 1
+    assert f"{world} ranks on {len(cpus)} core(s)" in lines[0]
+    assert "measure the scheduler too" in lines[0]
