@@ -16,10 +16,17 @@ so later channels get what earlier ones left. The resources are:
   traffic leaves through the same NVLink ports: the port resource is what stops two channels from each
   claiming the whole fabric. A ring uses every rank's out-port and in-port exactly once, so on an
   NVSwitch machine one ring gets the GPU's full fabric bandwidth and further channels only split it.
-* a **crossing** per PCIe level and ordered pair of islands: GPUs joined by links better than a level
-  form islands; every hop of that level from island A to island B shares one A->B resource with the
-  level's bandwidth (the socket interconnect for ``sys``, a switch uplink for ``pxb``). A ring may
-  cross the same boundary several times; each crossing takes its share.
+* a **domain boundary** per PCIe level and direction, shared like the physical link it stands for:
+  a PCIe switch's uplink (a ``pxb`` or ``phb`` path leaves the switch through it), a host bridge's
+  link to the CPU (``node``), and the socket interconnect (``sys``). Domains at a level are the groups
+  of ranks joined by PCIe paths better than that level; for the socket level, ranks on one NUMA node
+  (or with the same CPU affinity) also share a domain. NVLink never joins domains: two GPUs on
+  different sockets stay on different sockets when a cable joins them. A hop that leaves domain A for
+  domain B at a level takes its bandwidth off "out of A" and "into B" at that level and at every level
+  below it (a ``sys`` hop also climbs its switch uplinks), as NCCL's topology graph charges a path to
+  every PCIe and inter-CPU link it crosses. A ring may cross the same boundary several times; each
+  crossing takes its share, so all channels together never put more over the socket link, in either
+  direction, than it carries.
 * a **NIC** port per direction for hops between hosts, the NIC closest to the sending/receiving GPU.
 
 At equal bandwidth the search prefers the ring whose hops are faster on the whole (lowest sum of
@@ -79,7 +86,7 @@ class RingFabric:
     mirror: tuple[int, ...]
     """The resource the reverse hop uses instead (pair j->i for i->j, in-port for out-port, ...)."""
     multi_use: tuple[bool, ...]
-    """Whether one ring may use the resource on several hops (island crossings, NIC ports)."""
+    """Whether one ring may use the resource on several hops (domain boundaries, NIC ports)."""
     hosts: tuple[str, ...]
     """The host of every rank (one value on a single machine)."""
 
@@ -184,14 +191,14 @@ def fabric_from_topology(topology: Topology) -> RingFabric:
             medium = _PORT_MEDIUM.get(kind) if kind is not None else None
             if medium is not None:
                 port_cap[(medium, i)] = max(port_cap.get((medium, i), 0.0), bw[i][j], bw[j][i])
-    islands = {level: _islands(n, kinds, level) for level in _PCIE_LEVELS[1:]}
-    crossing_cap: dict[tuple[LinkKind, int, int], float] = {}
+    domains = _pcie_domains(ranks, kinds)
+    # A boundary's capacity: the fastest hop that crosses it (the uplink is at least that fast).
+    boundary_cap: dict[tuple[LinkKind, int], float] = {}
     for i in range(n):
         for j in range(n):
-            kind = kinds[i][j]
-            if kind in islands:
-                key = (kind, islands[kind][i], islands[kind][j])
-                crossing_cap[key] = max(crossing_cap.get(key, 0.0), bw[i][j], bw[j][i])
+            for level in _crossed_levels(domains, kinds[i][j], i, j):
+                for key in ((level, domains[level][i]), (level, domains[level][j])):
+                    boundary_cap[key] = max(boundary_cap.get(key, 0.0), bw[i][j], bw[j][i])
     hop_res: list[list[tuple[int, ...]]] = [[() for _ in range(n)] for _ in range(n)]
     for i in range(n):
         for j in range(n):
@@ -204,12 +211,11 @@ def fabric_from_topology(topology: Topology) -> RingFabric:
                 a_id, b_id = ranks[i].id, ranks[j].id
                 res.append(resource(f"{medium} out of {a_id}", f"{medium} into {a_id}", port_cap[(medium, i)], False))
                 res.append(resource(f"{medium} into {b_id}", f"{medium} out of {b_id}", port_cap[(medium, j)], False))
-            if kind in islands:
-                isl_a, isl_b = islands[kind][i], islands[kind][j]
-                if isl_a != isl_b:
-                    cap = crossing_cap[(kind, isl_a, isl_b)]
-                    name, back = f"{kind} island {isl_a}->{isl_b}", f"{kind} island {isl_b}->{isl_a}"
-                    res.append(resource(name, back, cap, True))
+            for level in _crossed_levels(domains, kind, i, j):
+                src, dst = domains[level][i], domains[level][j]
+                out_name, into_name = f"{level} out of domain {src}", f"{level} into domain {dst}"
+                res.append(resource(out_name, f"{level} into domain {src}", boundary_cap[(level, src)], True))
+                res.append(resource(into_name, f"{level} out of domain {dst}", boundary_cap[(level, dst)], True))
             if kind == LinkKind.NET:
                 a_nic, b_nic = nics[i], nics[j]
                 if a_nic is not None:
@@ -232,23 +238,62 @@ def fabric_from_topology(topology: Topology) -> RingFabric:
     )
 
 
-def _islands(n: int, kinds: list[list[LinkKind | None]], level: LinkKind) -> list[int]:
-    """Connected components of ranks under links strictly better than ``level`` (NVLink counts)."""
+_DOMAIN_LEVELS = _PCIE_LEVELS[1:]
+"""Levels whose paths leave a domain: pxb (switch uplink), phb, node (host bridge), sys (socket)."""
+
+
+def _pcie_domains(ranks: tuple[Device, ...], kinds: list[list[LinkKind | None]]) -> dict[LinkKind, list[int]]:
+    """Per level, the domain (a representative rank) of every rank; see the module docstring.
+
+    A domain at ``level`` is a connected group under PCIe paths strictly better than ``level``. NVLink
+    does not count (it says nothing of the PCIe tree: ``nvidia-smi`` prints ``NV#`` where a PCIe path
+    also exists). At the socket level, ranks on the same NUMA node, or with the same CPU affinity when
+    the node is unknown, share a domain too, unless the matrix puts a ``sys`` path between two of them.
+    """
+    n = len(ranks)
     order = {k: i for i, k in enumerate(LinkKind)}
-    parent = list(range(n))
+    out: dict[LinkKind, list[int]] = {}
+    for level in _DOMAIN_LEVELS:
+        parent = list(range(n))
+        for i in range(n):
+            for j in range(i + 1, n):
+                kind = kinds[i][j]
+                if kind in _PCIE_LEVELS and order[kind] < order[level]:
+                    _union(parent, i, j)
+        if level == LinkKind.SYS:
+            # Same NUMA node (or CPU affinity) means same socket, unless the matrix itself says a
+            # path between two of them crosses the sockets: machines that report every CPU as every
+            # GPU's affinity exist (one of the shared fixtures), and SYS is then the better witness.
+            groups: dict[object, list[int]] = {}
+            for i, dev in enumerate(ranks):
+                socket: object = dev.numa_node if dev.numa_node is not None else dev.cpus
+                if socket is not None:
+                    groups.setdefault(socket, []).append(i)
+            for members in groups.values():
+                if all(kinds[a][b] != LinkKind.SYS for a in members for b in members if a != b):
+                    for m in members[1:]:
+                        _union(parent, m, members[0])
+        out[level] = [_find(parent, i) for i in range(n)]
+    return out
 
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
 
-    for i in range(n):
-        for j in range(i + 1, n):
-            kind = kinds[i][j]
-            if kind is not None and order[kind] < order[level]:
-                parent[find(i)] = find(j)
-    return [find(i) for i in range(n)]
+def _find(parent: list[int], x: int) -> int:
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+def _union(parent: list[int], a: int, b: int) -> None:
+    parent[_find(parent, a)] = _find(parent, b)
+
+
+def _crossed_levels(domains: dict[LinkKind, list[int]], kind: LinkKind | None, i: int, j: int) -> list[LinkKind]:
+    """The levels at which a hop of ``kind`` from rank i to rank j leaves one domain for another."""
+    if kind not in _PCIE_LEVELS:
+        return []
+    top = _DOMAIN_LEVELS.index(kind) if kind in _DOMAIN_LEVELS else -1
+    return [lvl for lvl in _DOMAIN_LEVELS[: top + 1] if domains[lvl][i] != domains[lvl][j]]
 
 
 # -- evaluating rings ------------------------------------------------------------------------------
@@ -351,7 +396,7 @@ def _exact_ring(
     multi = fabric.multi_use
     pairs = [(i, j) for i in members for j in members if i != j]
     # Single-use resources (the pair, ports: a ring leaves and enters every rank once) fold into one
-    # number per hop; only island crossings and NIC ports can be used twice by one ring, so only
+    # number per hop; only domain boundaries and NIC ports can be used twice by one ring, so only
     # they are counted along the path.
     single = {(i, j): min(residual[r] for r in hop_res[i][j] if not multi[r]) for i, j in pairs}
     shared = {(i, j): tuple(r for r in hop_res[i][j] if multi[r]) for i, j in pairs}

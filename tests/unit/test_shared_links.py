@@ -1,0 +1,125 @@
+"""The socket interconnect and PCIe switch uplinks are shared links: every channel crossing one takes
+its bandwidth off the same per-direction capacity (issue 11; NCCL's topology graph charges a path to
+each PCIe and CPU-to-CPU link it crosses, src/graph/paths.cc and search.cc).
+
+The loads here are counted independently of the capacity model: from the channels' hops, the link
+kinds of the topology and the sockets the test itself assigned.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collbench.layouts.plan import plan
+from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
+from collbench.topology.sources import discover_topology
+
+NVML = Path(__file__).resolve().parents[1] / "fixtures" / "nvml"
+
+
+def _socket_loads(topo: Topology, socket: dict[str, int]) -> dict[tuple[int, int], float]:
+    """GB/s the layout's channels put over the socket link, per direction (socket a -> socket b)."""
+    result = plan(topo, len(topo.rank_devices))
+    ranks = topo.rank_devices
+    load: dict[tuple[int, int], float] = defaultdict(float)
+    for ch in result.channels:
+        n = len(ch.order)
+        for k in range(n):
+            a, b = ranks[ch.order[k]], ranks[ch.order[(k + 1) % n]]
+            link = topo.link(a.id, b.id)
+            assert link is not None
+            if link.kind == LinkKind.SYS:
+                load[(socket[a.id], socket[b.id])] += ch.bandwidth_gbps
+    return load
+
+
+def _two_socket(kinds: dict[tuple[int, int], tuple[LinkKind, float]], sockets: list[int]) -> Topology:
+    devices = [
+        Device(id=f"GPU{i}", kind=DeviceKind.GPU, index=i, numa_node=s, cpus=tuple(range(s * 8, s * 8 + 8)))
+        for i, s in enumerate(sockets)
+    ]
+    links = [
+        Link(a=f"GPU{i}", b=f"GPU{j}", kind=kind, count=2 if kind == LinkKind.NVLINK else 1, bandwidth_gbps=bw)
+        for (i, j), (kind, bw) in kinds.items()
+    ]
+    return Topology(host="t", devices=tuple(devices), links=tuple(links))
+
+
+def test_dgx1_v100_rings_do_not_oversubscribe_the_socket_link() -> None:
+    # Before: a fifth ring crossed the sockets 8 times at 7.88 GB/s (31.5 GB/s each way over a link
+    # modelled at 7.88), and the total came to 157.9 GB/s, above the GPUs' own 6 x 25 GB/s of NVLink.
+    topo = discover_topology(nvml_replay=NVML / "dgx1-v100.json")
+    socket = {g.id: int(g.numa_node or 0) for g in topo.gpus}
+    sys_gbps = max(lk.bandwidth_gbps for lk in topo.links if lk.kind == LinkKind.SYS)
+    for direction, gbps in _socket_loads(topo, socket).items():
+        assert gbps <= sys_gbps * (1 + 1e-6), f"{direction}: {gbps} GB/s over a {sys_gbps} GB/s socket link"
+    assert plan(topo, 8).ring_bandwidth_gbps <= 6 * 25.0 + 1e-6
+
+
+def test_four_gpus_two_nvlink_pairs_joined_by_sys_share_one_socket_link() -> None:
+    # GPU0-GPU1 and GPU2-GPU3 joined by NVLink inside a socket; every path between the pairs crosses
+    # the sockets. Two rings that each cross twice would put 2 x 10 GB/s each way over a 10 GB/s link.
+    nv, sys = (LinkKind.NVLINK, 50.0), (LinkKind.SYS, 10.0)
+    pairs = {(0, 1): nv, (2, 3): nv, (0, 2): sys, (0, 3): sys, (1, 2): sys, (1, 3): sys}
+    topo = _two_socket(pairs, [0, 0, 1, 1])
+    loads = _socket_loads(topo, {f"GPU{i}": s for i, s in enumerate([0, 0, 1, 1])})
+    assert loads, "every ring over these four GPUs crosses the sockets"
+    assert max(loads.values()) <= 10.0 * (1 + 1e-6)
+    assert plan(topo, 4).ring_bandwidth_gbps == pytest.approx(10.0)
+
+
+def test_pcie_switch_uplink_is_shared_by_every_path_leaving_the_switch() -> None:
+    # Two PCIe switches of two GPUs (PIX inside, PXB between) on one socket: whatever the ring, all
+    # traffic leaving a switch goes up its one uplink, so the rings together get the PXB bandwidth.
+    pix, pxb = (LinkKind.PIX, 24.0), (LinkKind.PXB, 16.0)
+    pairs = {(0, 1): pix, (2, 3): pix, (0, 2): pxb, (0, 3): pxb, (1, 2): pxb, (1, 3): pxb}
+    topo = _two_socket(pairs, [0, 0, 0, 0])
+    result = plan(topo, 4)
+    ranks = topo.rank_devices
+    switch = {"GPU0": 0, "GPU1": 0, "GPU2": 1, "GPU3": 1}
+    up: dict[int, float] = defaultdict(float)
+    for ch in result.channels:
+        for k in range(4):
+            a, b = ranks[ch.order[k]].id, ranks[ch.order[(k + 1) % 4]].id
+            if switch[a] != switch[b]:
+                up[switch[a]] += ch.bandwidth_gbps
+    assert max(up.values()) <= 16.0 * (1 + 1e-6)
+    assert result.ring_bandwidth_gbps == pytest.approx(16.0)
+
+
+@st.composite
+def two_socket_machines(draw: st.DrawFn) -> tuple[Topology, dict[str, int], float]:
+    """2..8 GPUs on two sockets; inside a socket NVLink or a PCIe level, across it NVLink or SYS."""
+    per_socket = [draw(st.integers(1, 4)), draw(st.integers(1, 4))]
+    sockets = [0] * per_socket[0] + [1] * per_socket[1]
+    sys_gbps = draw(st.sampled_from([5.0, 10.0, 16.0, 20.0]))
+    inside = st.sampled_from([LinkKind.NVLINK, LinkKind.PIX, LinkKind.PXB, LinkKind.PHB, LinkKind.NODE])
+    speed = {LinkKind.PIX: 24.0, LinkKind.PXB: 22.0, LinkKind.PHB: 20.0, LinkKind.NODE: 18.0, LinkKind.SYS: sys_gbps}
+    pairs: dict[tuple[int, int], tuple[LinkKind, float]] = {}
+    n = len(sockets)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if sockets[i] == sockets[j]:
+                kind = draw(inside)
+            else:
+                kind = LinkKind.NVLINK if draw(st.integers(0, 3)) == 0 else LinkKind.SYS
+            pairs[(i, j)] = (kind, draw(st.sampled_from([25.0, 50.0])) if kind == LinkKind.NVLINK else speed[kind])
+    topo = _two_socket(pairs, sockets)
+    return topo, {f"GPU{i}": s for i, s in enumerate(sockets)}, sys_gbps
+
+
+@settings(max_examples=80, deadline=None)
+@given(two_socket_machines())
+def test_random_two_socket_machines_never_overdraw_the_socket_link(
+    machine: tuple[Topology, dict[str, int], float],
+) -> None:
+    topo, socket, sys_gbps = machine
+    if len(topo.rank_devices) < 2:
+        return
+    for direction, gbps in _socket_loads(topo, socket).items():
+        assert gbps <= sys_gbps * (1 + 1e-6), f"{direction}: {gbps} GB/s over a {sys_gbps} GB/s socket link"
