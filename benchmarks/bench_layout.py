@@ -1,4 +1,6 @@
-"""How long `plan_layout` takes: 8-GPU machines (target < 1 s) and 64 nodes of 8 GPUs (target < 10 s).
+"""How long `plan_layout` takes: 8-GPU machines (target < 1 s), 64 nodes of 8 GPUs (target < 10 s), and
+1,024 ranks of several shapes (target < 10 s each; issue 13). Past 2,048 ranks a layout is refused with
+one line, which the last case shows.
 
 /work/venv/bin/python benchmarks/bench_layout.py
 """
@@ -8,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from collbench.errors import ConfigError
 from collbench.layouts.plan import plan
 from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
 from collbench.topology.nvidia_smi import read_nvidia_smi_topo
@@ -37,6 +40,35 @@ def cluster(nodes: int, gpus: int = 8, nic_gbps: float = 50.0) -> Topology:
     return Topology(host="cluster", devices=tuple(devices), links=tuple(links))
 
 
+def cpu_host(ranks: int) -> Topology:
+    """One host of ``ranks`` CPU ranks, every pair through host memory (what `discover` gives)."""
+    devices = tuple(Device(id=f"CPU{i}", kind=DeviceKind.CPU, index=i) for i in range(ranks))
+    links = tuple(
+        Link(a=f"CPU{i}", b=f"CPU{j}", kind=LinkKind.LOOPBACK, bandwidth_gbps=10.0)
+        for i in range(ranks)
+        for j in range(i + 1, ranks)
+    )
+    return Topology(host="host", devices=devices, links=links)
+
+
+def pcie_tree(sockets: int = 2, switches: int = 16, per_switch: int = 32) -> Topology:
+    """One host of GPUs under PCIe switches (PIX inside a switch, PXB across, SYS across sockets)."""
+    n = sockets * switches * per_switch
+    where = [(g // (switches * per_switch), g // per_switch) for g in range(n)]
+    devices = tuple(Device(id=f"GPU{g}", kind=DeviceKind.GPU, index=g, numa_node=where[g][0]) for g in range(n))
+    links = []
+    for i in range(n):
+        for j in range(i + 1, n):
+            if where[i][1] == where[j][1]:
+                kind, bw = LinkKind.PIX, 24.0
+            elif where[i][0] == where[j][0]:
+                kind, bw = LinkKind.PXB, 22.0
+            else:
+                kind, bw = LinkKind.SYS, 10.0
+            links.append(Link(a=f"GPU{i}", b=f"GPU{j}", kind=kind, bandwidth_gbps=bw))
+    return Topology(host="host", devices=devices, links=tuple(links))
+
+
 def _time(name: str, topo: Topology, target_s: float) -> None:
     t0 = time.perf_counter()
     result = plan(topo, len(topo.rank_devices))
@@ -58,6 +90,14 @@ def main() -> None:
         if len(topo.rank_devices) == 8:
             _time(f"nvml {rec.name}", topo, 1.0)
     _time("64 nodes x 8 GPUs (NVSwitch, 8 NICs)", cluster(64), 10.0)
+    _time("128 nodes x 8 GPUs (NVSwitch, 8 NICs)", cluster(128), 10.0)
+    _time("1024 nodes x 1 GPU (1 NIC)", cluster(1024, gpus=1), 10.0)
+    _time("1024 CPU ranks on one host", cpu_host(1024), 10.0)
+    _time("1024 GPUs, 32 PCIe switches, 2 sockets", pcie_tree(), 10.0)
+    try:
+        plan(cpu_host(2049), 2049)
+    except ConfigError as exc:
+        print(f"{'2049 CPU ranks on one host':<34} refused: {exc}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,10 @@ from __future__ import annotations
 import itertools
 import math
 
-from collbench.layouts.rings import EXACT_MAX_RANKS, RingFabric, ring_bandwidth
+import numpy as np
+
+from collbench.layouts.fabric import RingFabric
+from collbench.layouts.rings import EXACT_MAX_RANKS, ring_bandwidth
 from collbench.layouts.trees import double_binary_tree
 
 _EPS = 1e-9
@@ -35,7 +38,7 @@ def host_groups(fabric: RingFabric) -> list[tuple[int, ...]]:
 
 
 def _single(fabric: RingFabric, residual: list[float], i: int, j: int) -> float:
-    return min(residual[r] for r in fabric.hop_resources[i][j])
+    return min(residual[r] for r in fabric.hop(i, j))
 
 
 def best_chain(
@@ -52,6 +55,8 @@ def best_chain(
         raise ValueError("a chain through several ranks needs two different ends")
     inner = [m for m in members if m not in (first, last)]
     bw = fabric.bandwidth_gbps
+    # The search reads each hop's width many times: take them off the residual capacities once.
+    width = {(i, j): _single(fabric, residual, i, j) for i in members for j in members if i != j}
 
     def inv(i: int, j: int) -> float:
         return 1.0 / bw[i][j] if bw[i][j] > 0 else 1e9
@@ -59,11 +64,11 @@ def best_chain(
     if len(members) > EXACT_MAX_RANKS:
         path, left = [first], set(inner)
         while left:
-            nxt = max(left, key=lambda j: (_single(fabric, residual, path[-1], j), -inv(path[-1], j), -j))
+            nxt = max(left, key=lambda j: (width[(path[-1], j)], -inv(path[-1], j), -j))
             path.append(nxt)
             left.discard(nxt)
         path.append(last)
-        hops = [_single(fabric, residual, a, b) for a, b in itertools.pairwise(path)]
+        hops = [width[(a, b)] for a, b in itertools.pairwise(path)]
         return tuple(path), min(hops)
 
     min_inv = min(inv(i, j) for i in members for j in members if i != j)
@@ -75,13 +80,13 @@ def best_chain(
         nonlocal best_b, best_c, best_path
         cur = path[-1]
         if not left:
-            b = min(bott, _single(fabric, residual, cur, last))
+            b = min(bott, width[(cur, last)])
             c = cost + inv(cur, last)
             if b > best_b + _EPS or (abs(b - best_b) <= _EPS and c < best_c - 1e-12):
                 best_b, best_c, best_path = b, c, (*path, last)
             return
-        for j in sorted(left, key=lambda j: -_single(fabric, residual, cur, j)):
-            b = min(bott, _single(fabric, residual, cur, j))
+        for j in sorted(left, key=lambda j: -width[(cur, j)]):
+            b = min(bott, width[(cur, j)])
             if b < best_b - _EPS:
                 break
             c = cost + inv(cur, j)
@@ -99,27 +104,19 @@ def best_chain(
 
 def _net_room(fabric: RingFabric, residual: list[float], rank: int, *, leaving: bool) -> float:
     """What the NIC a rank uses to leave (or enter) its node has left, GB/s (inf without NICs)."""
-    word = "out of " if leaving else "into "
-    n = fabric.n
-    for j in range(n):
-        if fabric.hosts[j] == fabric.hosts[rank]:
-            continue
-        hop = fabric.hop_resources[rank][j] if leaving else fabric.hop_resources[j][rank]
-        rooms = [residual[r] for r in hop if fabric.resource_names[r].startswith(word)]
-        return min(rooms) if rooms else math.inf
-    return math.inf
+    r = (fabric.nic_out if leaving else fabric.nic_in)[rank]
+    return residual[r] if r >= 0 else math.inf
 
 
-def _node_signature(fabric: RingFabric, residual: list[float], members: tuple[int, ...]) -> tuple[float, ...]:
-    """The residual capacities a node's search depends on, in member order (for the cache)."""
-    out: list[float] = []
-    for i in members:
-        for j in members:
-            if i != j:
-                out.extend(round(residual[r], 9) for r in fabric.hop_resources[i][j])
-        out.append(round(_net_room(fabric, residual, i, leaving=True), 9))
-        out.append(round(_net_room(fabric, residual, i, leaving=False), 9))
-    return tuple(out)
+def _node_signature(fabric: RingFabric, residual: list[float], snapshot: np.ndarray, members: tuple[int, ...]) -> bytes:
+    """The residual capacities a node's search depends on, in member order (for the cache).
+
+    ``snapshot`` is ``residual`` as an array with +inf appended (what padding in the hop table reads).
+    """
+    idx = np.asarray(members)
+    hops = snapshot[fabric.hop_table[np.ix_(idx, idx)]]
+    rooms = [_net_room(fabric, residual, i, leaving=way) for i in members for way in (True, False)]
+    return np.round(np.concatenate([hops.ravel(), rooms]), 9).tobytes()
 
 
 def _node_chain(
@@ -156,10 +153,11 @@ def multinode_ring_search(fabric: RingFabric, residual: list[float], cap: float)
 
     A :data:`collbench.layouts.rings.RingSearch` for :func:`collbench.layouts.rings.pack_channels`.
     """
-    cache: dict[tuple[int, tuple[float, ...]], tuple[int, ...]] = {}
+    cache: dict[tuple[int, bytes], tuple[int, ...]] = {}
     order: list[int] = []
+    snapshot = np.append(np.asarray(residual, dtype=float), np.inf)
     for members in host_groups(fabric):
-        signature = (len(members), _node_signature(fabric, residual, members))
+        signature = (len(members), _node_signature(fabric, residual, snapshot, members))
         local = cache.get(signature)
         if local is None:
             chain, _ = _node_chain(fabric, residual, members, cap)

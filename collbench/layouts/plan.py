@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.errors import ConfigError
+from collbench.layouts.fabric import RingFabric, fabric_from_topology
 from collbench.layouts.model import Layout
 from collbench.layouts.multinode import multinode_ring_search, node_aware_trees, ring_order_trees
-from collbench.layouts.rings import MAX_CHANNELS, Channel, RingFabric, fabric_from_topology, pack_channels
+from collbench.layouts.rings import MAX_CHANNELS, Channel, pack_channels
 from collbench.topology.model import Topology
 
 

@@ -1,33 +1,7 @@
 """Ring orders from a topology: which order of ranks carries the most data, channel by channel.
 
-The capacity model (:class:`RingFabric`)
------------------------------------------
-A ring hop ``i -> j`` draws bandwidth from a few *resources*, each with a capacity in GB/s per
-direction; a channel (one ring) runs at the smallest share it gets from any resource it uses, and
-takes that bandwidth off every resource of every hop (NCCL's search works the same way, REFERENCE.md),
-so later channels get what earlier ones left. The resources are:
-
-* the **directed pair** ``i -> j``: the link's bandwidth in that direction. Dedicated cables
-  (point-to-point NVLink, measured links) have only this resource, so a ring and its reverse both run
-  at full speed: the two directions of a cable are independent.
-* a **port** per rank and direction for shared media: an NVSwitch fabric (``nvswitch``), PCIe
-  (``pix`` .. ``sys``), host memory (``loopback``) and measured links. Its capacity is the rank's best
-  link of that medium. Through a switch every pair *looks* like a full-speed link, but all of a GPU's
-  traffic leaves through the same NVLink ports: the port resource is what stops two channels from each
-  claiming the whole fabric. A ring uses every rank's out-port and in-port exactly once, so on an
-  NVSwitch machine one ring gets the GPU's full fabric bandwidth and further channels only split it.
-* a **domain boundary** per PCIe level and direction, shared like the physical link it stands for:
-  a PCIe switch's uplink (a ``pxb`` or ``phb`` path leaves the switch through it), a host bridge's
-  link to the CPU (``node``), and the socket interconnect (``sys``). Domains at a level are the groups
-  of ranks joined by PCIe paths better than that level; for the socket level, ranks on one NUMA node
-  (or with the same CPU affinity) also share a domain. NVLink never joins domains: two GPUs on
-  different sockets stay on different sockets when a cable joins them. A hop that leaves domain A for
-  domain B at a level takes its bandwidth off "out of A" and "into B" at that level and at every level
-  below it (a ``sys`` hop also climbs its switch uplinks), as NCCL's topology graph charges a path to
-  every PCIe and inter-CPU link it crosses. A ring may cross the same boundary several times; each
-  crossing takes its share, so all channels together never put more over the socket link, in either
-  direction, than it carries.
-* a **NIC** port per direction for hops between hosts, the NIC closest to the sending/receiving GPU.
+Rings are searched on the capacity model of :mod:`collbench.layouts.fabric` (per-direction resources:
+directed pairs, ports of shared media, PCIe domain boundaries up to the socket link, NIC ports).
 
 At equal bandwidth the search prefers the ring whose hops are faster on the whole (lowest sum of
 1/bandwidth over its hops), which penalises every slow hop: on two PCIe switch trees joined by SYS it
@@ -37,7 +11,7 @@ Exact search (:func:`best_ring`) up to :data:`EXACT_MAX_RANKS` ranks: a depth-fi
 that starts at rank 0 (rotations are the same ring), skips mirror images when the residual capacities
 are symmetric, tries widest hops first and prunes any prefix that cannot beat the best ring found
 (which starts as the heuristic's). Larger machines use a greedy widest-next-hop construction followed
-by 2-opt improvement (:func:`heuristic_ring`); several hosts use the node-chain heuristic of
+by 2-opt improvement up to 64 ranks (:func:`heuristic_ring`); several hosts use the node-chain heuristic of
 :mod:`collbench.layouts.multinode`.
 """
 
@@ -47,10 +21,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from collbench.topology.model import DEFAULT_BANDWIDTH_GBPS, Device, LinkKind, Topology
+import numpy as np
+
+from collbench.layouts.fabric import RingFabric
 
 EXACT_MAX_RANKS = 10
 """Rings over at most this many ranks are searched exactly."""
+TWO_OPT_MAX_RANKS = 64
+"""The heuristic improves its ring by 2-opt up to this many ranks (each round costs n^3)."""
 MAX_CHANNELS = 32
 """NCCL's MAXCHANNELS: the most rings a layout holds."""
 MIN_CHANNEL_SHARE = 0.1
@@ -60,39 +38,6 @@ bandwidth to pay off (a thin channel still costs a kernel block and a latency)."
 _EPS = 1e-9
 RingSearch = Callable[["RingFabric", list[float], float], tuple[tuple[int, ...], float]]
 """Finds one ring on residual capacities with a bandwidth cap: (order, bandwidth GB/s)."""
-_PCIE_LEVELS = (LinkKind.PIX, LinkKind.PXB, LinkKind.PHB, LinkKind.NODE, LinkKind.SYS)
-_PORT_MEDIUM: dict[LinkKind, str] = {
-    LinkKind.NVSWITCH: "nvswitch",
-    LinkKind.LOOPBACK: "host",
-    LinkKind.MEASURED: "measured",
-    **{k: "pcie" for k in _PCIE_LEVELS},
-}
-_NIC_SPEED_KEYS = (("bandwidth_gbps", 1.0), ("speed_gbps", 1.0), ("speed_mbps", 1e-3 / 8), ("speed", 1e-3 / 8))
-
-
-@dataclass(frozen=True, slots=True)
-class RingFabric:
-    """The capacity model of the ranks of a topology (see the module docstring)."""
-
-    n: int
-    bandwidth_gbps: tuple[tuple[float, ...], ...]
-    """Per-direction bandwidth of hop i -> j (0 where there is no path)."""
-    kinds: tuple[tuple[LinkKind | None, ...], ...]
-    """Link kind of hop i -> j (None on the diagonal)."""
-    hop_resources: tuple[tuple[tuple[int, ...], ...], ...]
-    """Resource ids hop i -> j draws from; resource ``i * n + j`` is the directed pair itself."""
-    capacity_gbps: tuple[float, ...]
-    resource_names: tuple[str, ...]
-    mirror: tuple[int, ...]
-    """The resource the reverse hop uses instead (pair j->i for i->j, in-port for out-port, ...)."""
-    multi_use: tuple[bool, ...]
-    """Whether one ring may use the resource on several hops (domain boundaries, NIC ports)."""
-    hosts: tuple[str, ...]
-    """The host of every rank (one value on a single machine)."""
-
-    def hop_bandwidth(self, residual: list[float], i: int, j: int) -> float:
-        """What hop i -> j could carry alone given residual capacities (GB/s)."""
-        return min(residual[r] for r in self.hop_resources[i][j])
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,199 +48,6 @@ class Channel:
     bandwidth_gbps: float
 
 
-def nic_bandwidth_gbps(nic: Device) -> float:
-    """A NIC's speed per direction in GB/s from its ``extra`` facts; 12.5 (100 Gbit/s) when unknown."""
-    for key, scale in _NIC_SPEED_KEYS:
-        value = nic.get(key)
-        if value is not None:
-            try:
-                speed = float(value) * scale
-            except ValueError:
-                continue
-            if speed > 0:
-                return speed
-    return DEFAULT_BANDWIDTH_GBPS[LinkKind.NET]
-
-
-def _closest_nics(topology: Topology, ranks: tuple[Device, ...]) -> list[Device | None]:
-    """For every rank device, the NIC on its host with the best link (ties spread round-robin)."""
-    order = {k: i for i, k in enumerate(LinkKind)}
-    out: list[Device | None] = []
-    used: dict[str, int] = {}
-    for dev in ranks:
-        best: tuple[int, int, int] | None = None
-        pick: Device | None = None
-        for nic in topology.nics:
-            if nic.host != dev.host:
-                continue
-            link = topology.link(dev.id, nic.id)
-            rank = order[link.kind] if link is not None else len(order)
-            key = (rank, used.get(nic.id, 0), nic.index)
-            if best is None or key < best:
-                best, pick = key, nic
-        if pick is not None:
-            used[pick.id] = used.get(pick.id, 0) + 1
-        out.append(pick)
-    return out
-
-
-def fabric_from_topology(topology: Topology) -> RingFabric:
-    """Build the capacity model over ``topology.rank_devices`` (see the module docstring).
-
-    Ranks on different hosts with no link between them are joined through their closest NICs (the
-    slower NIC's speed; 12.5 GB/s when a NIC's speed is unknown). Raises ValueError for no ranks.
-    """
-    ranks = topology.rank_devices
-    n = len(ranks)
-    if n == 0:
-        raise ValueError("the topology has no GPUs and no CPU ranks to lay out")
-    hosts = tuple(d.host or topology.host for d in ranks)
-    bw = [[0.0] * n for _ in range(n)]
-    kinds: list[list[LinkKind | None]] = [[None] * n for _ in range(n)]
-    nics = _closest_nics(topology, ranks) if len(set(hosts)) > 1 else [None] * n
-    nic_speed = [nic_bandwidth_gbps(nic) if nic else DEFAULT_BANDWIDTH_GBPS[LinkKind.NET] for nic in nics]
-    for i in range(n):
-        for j in range(n):
-            if i == j:
-                continue
-            link = topology.link(ranks[i].id, ranks[j].id)
-            if link is not None:
-                bw[i][j], kinds[i][j] = link.bandwidth_gbps, link.kind
-            elif hosts[i] != hosts[j]:
-                speed_a = nic_speed[i]
-                speed_b = nic_speed[j]
-                bw[i][j], kinds[i][j] = min(speed_a, speed_b), LinkKind.NET
-    names = [f"{ranks[i].id}->{ranks[j].id}" for i in range(n) for j in range(n)]
-    capacity = [bw[i][j] for i in range(n) for j in range(n)]
-    mirror = [j * n + i for i in range(n) for j in range(n)]
-    multi = [False] * (n * n)
-    extra: dict[str, int] = {}
-
-    def resource(name: str, back: str, cap: float, multi_use: bool) -> int:
-        """A resource and its other direction (what the reverse hop uses), created together."""
-        if name not in extra:
-            for nm in (name, back):
-                extra[nm] = len(names)
-                names.append(nm)
-                capacity.append(cap)
-                multi.append(multi_use)
-                mirror.append(-1)
-            mirror[extra[name]], mirror[extra[back]] = extra[back], extra[name]
-        return extra[name]
-
-    # Port capacity of a medium: the rank's best link of that medium.
-    port_cap: dict[tuple[str, int], float] = {}
-    for i in range(n):
-        for j in range(n):
-            kind = kinds[i][j]
-            medium = _PORT_MEDIUM.get(kind) if kind is not None else None
-            if medium is not None:
-                port_cap[(medium, i)] = max(port_cap.get((medium, i), 0.0), bw[i][j], bw[j][i])
-    domains = _pcie_domains(ranks, kinds)
-    # A boundary's capacity: the fastest hop that crosses it (the uplink is at least that fast).
-    boundary_cap: dict[tuple[LinkKind, int], float] = {}
-    for i in range(n):
-        for j in range(n):
-            for level in _crossed_levels(domains, kinds[i][j], i, j):
-                for key in ((level, domains[level][i]), (level, domains[level][j])):
-                    boundary_cap[key] = max(boundary_cap.get(key, 0.0), bw[i][j], bw[j][i])
-    hop_res: list[list[tuple[int, ...]]] = [[() for _ in range(n)] for _ in range(n)]
-    for i in range(n):
-        for j in range(n):
-            if i == j:
-                continue
-            res = [i * n + j]
-            kind = kinds[i][j]
-            medium = _PORT_MEDIUM.get(kind) if kind is not None else None
-            if medium is not None:
-                a_id, b_id = ranks[i].id, ranks[j].id
-                res.append(resource(f"{medium} out of {a_id}", f"{medium} into {a_id}", port_cap[(medium, i)], False))
-                res.append(resource(f"{medium} into {b_id}", f"{medium} out of {b_id}", port_cap[(medium, j)], False))
-            for level in _crossed_levels(domains, kind, i, j):
-                src, dst = domains[level][i], domains[level][j]
-                out_name, into_name = f"{level} out of domain {src}", f"{level} into domain {dst}"
-                res.append(resource(out_name, f"{level} into domain {src}", boundary_cap[(level, src)], True))
-                res.append(resource(into_name, f"{level} out of domain {dst}", boundary_cap[(level, dst)], True))
-            if kind == LinkKind.NET:
-                a_nic, b_nic = nics[i], nics[j]
-                if a_nic is not None:
-                    name, back = f"out of {a_nic.host}/{a_nic.id}", f"into {a_nic.host}/{a_nic.id}"
-                    res.append(resource(name, back, nic_speed[i], True))
-                if b_nic is not None:
-                    name, back = f"into {b_nic.host}/{b_nic.id}", f"out of {b_nic.host}/{b_nic.id}"
-                    res.append(resource(name, back, nic_speed[j], True))
-            hop_res[i][j] = tuple(res)
-    return RingFabric(
-        n=n,
-        bandwidth_gbps=tuple(tuple(row) for row in bw),
-        kinds=tuple(tuple(row) for row in kinds),
-        hop_resources=tuple(tuple(row) for row in hop_res),
-        capacity_gbps=tuple(capacity),
-        resource_names=tuple(names),
-        mirror=tuple(mirror),
-        multi_use=tuple(multi),
-        hosts=hosts,
-    )
-
-
-_DOMAIN_LEVELS = _PCIE_LEVELS[1:]
-"""Levels whose paths leave a domain: pxb (switch uplink), phb, node (host bridge), sys (socket)."""
-
-
-def _pcie_domains(ranks: tuple[Device, ...], kinds: list[list[LinkKind | None]]) -> dict[LinkKind, list[int]]:
-    """Per level, the domain (a representative rank) of every rank; see the module docstring.
-
-    A domain at ``level`` is a connected group under PCIe paths strictly better than ``level``. NVLink
-    does not count (it says nothing of the PCIe tree: ``nvidia-smi`` prints ``NV#`` where a PCIe path
-    also exists). At the socket level, ranks on the same NUMA node, or with the same CPU affinity when
-    the node is unknown, share a domain too, unless the matrix puts a ``sys`` path between two of them.
-    """
-    n = len(ranks)
-    order = {k: i for i, k in enumerate(LinkKind)}
-    out: dict[LinkKind, list[int]] = {}
-    for level in _DOMAIN_LEVELS:
-        parent = list(range(n))
-        for i in range(n):
-            for j in range(i + 1, n):
-                kind = kinds[i][j]
-                if kind in _PCIE_LEVELS and order[kind] < order[level]:
-                    _union(parent, i, j)
-        if level == LinkKind.SYS:
-            # Same NUMA node (or CPU affinity) means same socket, unless the matrix itself says a
-            # path between two of them crosses the sockets: machines that report every CPU as every
-            # GPU's affinity exist (one of the shared fixtures), and SYS is then the better witness.
-            groups: dict[object, list[int]] = {}
-            for i, dev in enumerate(ranks):
-                socket: object = dev.numa_node if dev.numa_node is not None else dev.cpus
-                if socket is not None:
-                    groups.setdefault(socket, []).append(i)
-            for members in groups.values():
-                if all(kinds[a][b] != LinkKind.SYS for a in members for b in members if a != b):
-                    for m in members[1:]:
-                        _union(parent, m, members[0])
-        out[level] = [_find(parent, i) for i in range(n)]
-    return out
-
-
-def _find(parent: list[int], x: int) -> int:
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
-
-
-def _union(parent: list[int], a: int, b: int) -> None:
-    parent[_find(parent, a)] = _find(parent, b)
-
-
-def _crossed_levels(domains: dict[LinkKind, list[int]], kind: LinkKind | None, i: int, j: int) -> list[LinkKind]:
-    """The levels at which a hop of ``kind`` from rank i to rank j leaves one domain for another."""
-    if kind not in _PCIE_LEVELS:
-        return []
-    top = _DOMAIN_LEVELS.index(kind) if kind in _DOMAIN_LEVELS else -1
-    return [lvl for lvl in _DOMAIN_LEVELS[: top + 1] if domains[lvl][i] != domains[lvl][j]]
-
-
 # -- evaluating rings ------------------------------------------------------------------------------
 
 
@@ -304,7 +56,7 @@ def ring_bandwidth(fabric: RingFabric, order: tuple[int, ...] | list[int], resid
     uses: dict[int, int] = {}
     n = len(order)
     for k in range(n):
-        for r in fabric.hop_resources[order[k]][order[(k + 1) % n]]:
+        for r in fabric.hop(order[k], order[(k + 1) % n]):
             uses[r] = uses.get(r, 0) + 1
     if n < 2:
         return 0.0
@@ -315,7 +67,7 @@ def take(fabric: RingFabric, order: tuple[int, ...], bandwidth_gbps: float, resi
     """Take a channel's bandwidth off every resource of every hop of ``order`` (in place)."""
     n = len(order)
     for k in range(n):
-        for r in fabric.hop_resources[order[k]][order[(k + 1) % n]]:
+        for r in fabric.hop(order[k], order[(k + 1) % n]):
             residual[r] = max(0.0, residual[r] - bandwidth_gbps)
 
 
@@ -325,7 +77,7 @@ def link_loads(fabric: RingFabric, channels: list[Channel] | tuple[Channel, ...]
     for ch in channels:
         n = len(ch.order)
         for k in range(n):
-            for r in fabric.hop_resources[ch.order[k]][ch.order[(k + 1) % n]]:
+            for r in fabric.hop(ch.order[k], ch.order[(k + 1) % n]):
                 load[r] += ch.bandwidth_gbps
     return load
 
@@ -476,44 +228,58 @@ def _exact_ring(
 def heuristic_ring(
     fabric: RingFabric, residual: list[float], members: tuple[int, ...], cap_gbps: float = math.inf
 ) -> tuple[int, ...]:
-    """A good ring fast: widest-next-hop from a few starts, then 2-opt moves while they improve."""
+    """A good ring fast: widest-next-hop from a few starts, then 2-opt moves while they improve.
+
+    The construction works on arrays (every hop's bandwidth at once, one vector step per rank), so it
+    costs about n vector operations; 2-opt costs n^3 and runs up to :data:`TWO_OPT_MAX_RANKS` ranks.
+    """
     n = len(members)
     if n <= 3:
         return tuple(members)
+    idx = np.asarray(members)
+    width = np.minimum(fabric.hop_bandwidth_matrix(residual)[np.ix_(idx, idx)], cap_gbps)
+    static = fabric.bandwidth_table[np.ix_(idx, idx)]
+    inv = np.where(static > 0, 1.0 / np.where(static > 0, static, 1.0), 1e9)
     best: tuple[int, ...] = tuple(members)
     best_key = ring_key(fabric, best, residual, cap_gbps)
-    starts = members[: min(n, 4)]
-    for s in starts:
-        order = [s]
-        left = set(members) - {s}
-        while left:
-            last = order[-1]
-            nxt = max(
-                left,
-                key=lambda j: (
-                    min(cap_gbps, fabric.hop_bandwidth(residual, last, j)),
-                    -_inv(fabric.bandwidth_gbps[last][j]),
-                    -j,
-                ),
-            )
-            order.append(nxt)
-            left.discard(nxt)
+    for s in range(min(n, 4 if n <= TWO_OPT_MAX_RANKS else 2)):
+        order = tuple(members[k] for k in _widest_next_hop(width, inv, s))
         key = ring_key(fabric, order, residual, cap_gbps)
         if _better(key, best_key):
-            best, best_key = tuple(order), key
-    order = list(best)
-    improved = True
+            best, best_key = order, key
+    order_list = list(best)
+    improved = n <= TWO_OPT_MAX_RANKS
     rounds = 0
     while improved and rounds < 4:
         improved, rounds = False, rounds + 1
         for a in range(1, n - 1):
             for b in range(a + 1, n):
-                cand = order[:a] + order[a : b + 1][::-1] + order[b + 1 :]
+                cand = order_list[:a] + order_list[a : b + 1][::-1] + order_list[b + 1 :]
                 key = ring_key(fabric, cand, residual, cap_gbps)
                 if _better(key, best_key):
-                    order, best_key, improved = cand, key, True
-    pos = order.index(min(order))
-    return tuple(order[pos:] + order[:pos])
+                    order_list, best_key, improved = cand, key, True
+    pos = order_list.index(min(order_list))
+    return tuple(order_list[pos:] + order_list[:pos])
+
+
+def _widest_next_hop(width: np.ndarray, inv: np.ndarray, start: int) -> list[int]:
+    """Positions of a path from ``start``: each step the widest hop to an unvisited rank, then the
+    lowest 1/bandwidth, then the lowest position."""
+    n = width.shape[0]
+    left = width.copy()
+    left[:, start] = -np.inf
+    path = [start]
+    last = start
+    for _ in range(n - 1):
+        row = left[last]
+        cand = np.flatnonzero(row == row.max())
+        if len(cand) > 1:
+            iv = inv[last, cand]
+            cand = cand[iv == iv.min()]
+        last = int(cand[0])
+        left[:, last] = -np.inf
+        path.append(last)
+    return path
 
 
 # -- several channels ------------------------------------------------------------------------------

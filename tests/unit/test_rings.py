@@ -11,11 +11,10 @@ from _layout_topologies import topology_from
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collbench.layouts.fabric import RingFabric, fabric_from_topology
 from collbench.layouts.rings import (
     EXACT_MAX_RANKS,
-    RingFabric,
     best_ring,
-    fabric_from_topology,
     heuristic_ring,
     link_loads,
     pack_channels,
@@ -192,3 +191,27 @@ def test_large_machine_uses_the_heuristic_and_finds_the_fast_cycle() -> None:
     order2, bw2 = best_ring(fabric, list(fabric.capacity_gbps))
     assert bw2 == pytest.approx(50.0)
     assert {frozenset((order2[k], order2[(k + 1) % n])) for k in range(n)} == fast
+
+
+def test_layouts_past_the_rank_bound_are_refused_in_one_line() -> None:
+    from collbench.errors import ConfigError
+    from collbench.layouts.fabric import MAX_LAYOUT_RANKS
+    from collbench.topology.model import Device, DeviceKind
+
+    n = MAX_LAYOUT_RANKS + 1
+    devices = tuple(Device(id=f"CPU{i}", kind=DeviceKind.CPU, index=i) for i in range(n))
+    with pytest.raises(ConfigError, match=f"{n} ranks; layouts are computed for at most {MAX_LAYOUT_RANKS}"):
+        fabric_from_topology(Topology(host="h", devices=devices, links=()))
+
+
+def test_hop_table_and_hop_resources_agree() -> None:
+    # The array the vectorised searches read and the tuples the exact search reads are one model.
+    topo = _read(NVML / "dgx1-v100.json")
+    fabric = fabric_from_topology(topo)
+    residual = list(fabric.capacity_gbps)
+    matrix = fabric.hop_bandwidth_matrix(residual)
+    for i in range(fabric.n):
+        for j in range(fabric.n):
+            if i != j:
+                assert fabric.hop(i, j) == fabric.hop_resources[i][j]
+                assert matrix[i, j] == fabric.hop_bandwidth(residual, i, j)

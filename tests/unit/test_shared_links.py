@@ -123,3 +123,27 @@ def test_random_two_socket_machines_never_overdraw_the_socket_link(
         return
     for direction, gbps in _socket_loads(topo, socket).items():
         assert gbps <= sys_gbps * (1 + 1e-6), f"{direction}: {gbps} GB/s over a {sys_gbps} GB/s socket link"
+
+
+def test_heuristic_regime_keeps_the_socket_link_within_capacity() -> None:
+    # 48 GPUs (past the exact search): 6 PCIe switches of 8 per socket, PIX inside, PXB across, SYS
+    # between the sockets. The heuristic's rings must still respect the shared uplinks.
+    sockets = [g // 24 for g in range(48)]
+    switch = [g // 8 for g in range(48)]
+    pairs: dict[tuple[int, int], tuple[LinkKind, float]] = {}
+    for i in range(48):
+        for j in range(i + 1, 48):
+            if switch[i] == switch[j]:
+                pairs[(i, j)] = (LinkKind.PIX, 24.0)
+            elif sockets[i] == sockets[j]:
+                pairs[(i, j)] = (LinkKind.PXB, 22.0)
+            else:
+                pairs[(i, j)] = (LinkKind.SYS, 10.0)
+    topo = _two_socket(pairs, sockets)
+    result = plan(topo, 48)
+    for ch in result.channels:
+        assert sorted(ch.order) == list(range(48))
+    loads = _socket_loads(topo, {f"GPU{i}": s for i, s in enumerate(sockets)})
+    assert max(loads.values()) <= 10.0 * (1 + 1e-6)
+    # The widest ring crosses the sockets once each way: 10 GB/s.
+    assert result.ring_bandwidth_gbps == pytest.approx(10.0)

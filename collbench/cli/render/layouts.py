@@ -9,9 +9,10 @@ from rich.text import Text
 from rich.tree import Tree
 
 from collbench.cli.render.styles import LINK_STYLES
+from collbench.layouts.fabric import RingFabric
 from collbench.layouts.multinode import host_groups
 from collbench.layouts.plan import LayoutPlan
-from collbench.layouts.rings import RingFabric, ring_bandwidth
+from collbench.layouts.rings import ring_bandwidth
 from collbench.layouts.trees import tree_children, tree_depth
 from collbench.topology.model import LinkKind
 
