@@ -21,7 +21,7 @@ from typing import Any
 
 FIELD_RANGES: dict[str, tuple[float, float]] = {
     "world_size": (1, math.inf),
-    "nodes": (1, math.inf),
+    "nodes": (0, math.inf),  # 0: unknown (results.NODES_UNKNOWN), from a log that does not say
     "wrong": (-1, math.inf),
     "segment_bytes": (1, math.inf),
     "stall_fraction": (0.0, 1.0),
@@ -193,7 +193,10 @@ def _known_dtype(name: str) -> str:
 def _known_redop(name: str) -> str:
     from collbench.schedules.ops import REDOPS
 
-    return "" if name in REDOPS else f"unknown reduction {_show(name)}; known: {', '.join(REDOPS)}"
+    # nccl-tests prints "none" in the redop column of collectives that do not reduce (all-gather,
+    # broadcast), and its imported rows keep it.
+    known = (*REDOPS, "none")
+    return "" if name in known else f"unknown reduction {_show(name)}; known: {', '.join(known)}"
 
 
 _NAME_CHECKS: dict[str, Callable[[str], str]] = {
