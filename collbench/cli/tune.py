@@ -12,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from collbench.cli.console import console, err_console
 from collbench.cli.render.profile import render_fits, render_rules
 from collbench.runtime.noise import stall_report
-from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, check_config, run_tune
+from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, check_config, partial_paths, run_tune
+from collbench.tuning.resume import kept_rows_hint
 
 
 def _command(
@@ -73,6 +74,9 @@ def tune(
         typer.Option("--results", metavar="FILE", help="Where measured rows go (.jsonl/.csv/.parquet)."),
     ] = None,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Where the plot goes.")] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an interrupted tune from the partial rows it kept.")
+    ] = False,
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
     from collbench.runtime.launch import under_torchrun
@@ -90,6 +94,7 @@ def tune(
         output=output,
         results_path=results,
         plot_path=plot,
+        resume=resume,
         command=_command(world, backend, ops, topology, quick, output, results, plot),
     )
     # The checks run before the progress display opens: an error is one line, not a blank one first.
@@ -119,7 +124,13 @@ def tune(
                 shown.add(event.text)
                 bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=True)
 
-        outcome = run_tune(config, stage, sweep_progress)
+        try:
+            outcome = run_tune(config, stage, sweep_progress)
+        except KeyboardInterrupt:
+            hint = kept_rows_hint(partial_paths(config))
+            if hint:
+                bar.console.print(f"[yellow]note[/yellow]: {hint.removeprefix('; ')}", soft_wrap=True)
+            raise
     console.print(render_rules(outcome.profile))
     if outcome.profile.fits:
         console.print(render_fits(outcome.profile))

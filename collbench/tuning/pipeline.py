@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import platform
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from collbench.errors import CollbenchError, ConfigError, InputFileError
 from collbench.fileio import check_writable
 from collbench.runtime.results import ResultRow, write_rows
 from collbench.tuning.profile import Profile, ProfileLayout, RuleSet
+from collbench.tuning.resume import check_partials, kept_rows_hint, partial_topology_path, with_hint
 from collbench.tuning.selection import SelectionSettings, select_rules
 
 DEFAULT_PROFILE = Path("collbench-profile.yaml")
@@ -82,6 +82,8 @@ class TuneConfig:
     command: str = "collbench tune"
     timeout_s: float = 300.0
     selection: SelectionSettings = field(default_factory=SelectionSettings)
+    resume: bool = False
+    """Continue an interrupted tune from the partial rows it left (see tuning/resume.py)."""
 
     @property
     def depth(self) -> Depth:
@@ -126,6 +128,7 @@ def check_config(config: TuneConfig) -> None:
     # Every output is checked now: a place that cannot be written must not cost the whole run.
     for path in (config.output, config.rows_path, config.png_path, *partial_paths(config)):
         check_writable(path)
+    check_partials(partial_paths(config), config.resume)
 
 
 def partial_paths(config: TuneConfig) -> tuple[Path, ...]:
@@ -158,28 +161,23 @@ def run_tune(
     topology = _topology(config)
     layout = _layout(topology, config, notes)
 
-    with tempfile.TemporaryDirectory(prefix="collbench-tune-") as tmp:
-        topo_file: Path | None = None
-        if topology is not None and layout is not None:
-            from collbench.topology.io import save_topology
+    # The topology and the rows stream beside the results file, not into /tmp: an interrupted,
+    # failed or killed tune keeps what it measured there, for --resume, and leaves nothing in /tmp.
+    topo_file: Path | None = None
+    if topology is not None and layout is not None:
+        from collbench.topology.io import save_topology
 
-            topo_file = Path(tmp) / "topology.yaml"
-            save_topology(topology, topo_file)
-        say("sweep")
-        # Rows stream beside the results file, not into the temporary directory: an interrupted
-        # or failed tune keeps what it measured.
-        rows = _sweep(config, topo_file, sweep_progress)
-    if not rows:
-        raise ConfigError("the sweep measured nothing (no rows): nothing to tune from")
-    config.rows_path.parent.mkdir(parents=True, exist_ok=True)
+        topo_file = partial_topology_path(config.rows_path)
+        save_topology(topology, topo_file)
+    say("sweep")
     try:
+        rows = _sweep(config, topo_file, sweep_progress)
+        if not rows:
+            raise ConfigError("the sweep measured nothing (no rows): nothing to tune from")
         write_rows(config.rows_path, rows)
-    except OSError as exc:
-        kept = ", ".join(str(p) for p in partial_paths(config) if p.exists())
-        raise InputFileError(
-            str(config.rows_path), f"cannot write: {exc.strerror or exc}; the measured rows are in {kept}"
-        ) from None
-    for part in partial_paths(config):
+    except CollbenchError as exc:
+        raise with_hint(exc, kept_rows_hint(partial_paths(config))) from None
+    for part in (*partial_paths(config), partial_topology_path(config.rows_path)):
         part.unlink(missing_ok=True)
 
     say("fit")
@@ -263,6 +261,7 @@ def _sweep(config: TuneConfig, topo_file: Path | None, progress: Callable[[Any],
             timeout_s=config.timeout_s,
             stream=config.rows_path.with_name(f"{stem}.partial-{i}.jsonl"),
         )
+        base = dataclasses.replace(base, resume=config.resume and base.stream_path.exists())
         rows.extend(run_sweep(base, progress))
         if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
             continue
@@ -276,6 +275,7 @@ def _sweep(config: TuneConfig, topo_file: Path | None, progress: Callable[[Any],
                 segment_bytes=depth.extra_segment_bytes,
                 stream=config.rows_path.with_name(f"{stem}.partial-segments-{i}.jsonl"),
             )
+            second = dataclasses.replace(second, resume=config.resume and second.stream_path.exists())
             rows.extend(run_sweep(second, progress))
     return rows
 
