@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from collbench.cli.console import console
+from collbench.cli.console import console, err_console
 from collbench.cli.render.models import render_prediction
 from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import parse_json, parse_yaml, read_text_file
@@ -71,6 +71,11 @@ def predict(
     loaded = load_fits(source, profile=profile is not None)
     size_list = sorted({parse_size(s) for s in sizes.split(",") if s.strip()})
     report = predict_times(loaded, ranks, size_list, nodes=nodes, ops=op)
+    if report.refused:
+        err_console.print(
+            f"[yellow]not extrapolated[/yellow] (fits that do not explain their data): {'; '.join(report.refused)}",
+            soft_wrap=True,
+        )
     if json_out:
         typer.echo(json.dumps(report.to_dict(), indent=2))
         return

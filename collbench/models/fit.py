@@ -36,9 +36,18 @@ import numpy as np
 
 from collbench.errors import InputFileError, UserError
 from collbench.models.costs import cost_terms, has_cost_model
-from collbench.models.piecewise import OUTLIER_MIN_EXCESS, FloatArray, Piece, nnls_trimmed, piecewise_fit
+from collbench.models.piecewise import (
+    OUTLIER_MIN_EXCESS,
+    FloatArray,
+    Piece,
+    chain_pieces,
+    nnls_trimmed,
+    piecewise_fit,
+)
 from collbench.runtime.results import ResultRow
 
+R2_MIN = 0.5
+"""Below this R^2 (on log time) a fit is shown as not explaining its data, and not extrapolated."""
 # Gamma/beta coefficient ratios closer than this (relatively) cannot tell gamma from beta.
 _RATIO_SPREAD = 0.2
 _MIN_POINTS = 2
@@ -67,6 +76,9 @@ class Segment:
     alpha_us: float
     beta_us_per_byte: float
     median_abs_pct_error: float
+    offset_us: float = 0.0
+    """Added to the segment's alpha-beta time so that it starts where the previous segment ends
+    (``piecewise.chain_pieces``): the piecewise model is continuous and never decreases with size."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +87,7 @@ class Segment:
             "alpha_us": self.alpha_us,
             "beta_gbps": gbps_from_us_per_byte(self.beta_us_per_byte),
             "median_abs_pct_error": self.median_abs_pct_error,
+            "offset_us": self.offset_us,
         }
 
     @classmethod
@@ -85,6 +98,7 @@ class Segment:
             alpha_us=float(data["alpha_us"]),
             beta_us_per_byte=us_per_byte_from_gbps(data.get("beta_gbps")),
             median_abs_pct_error=float(data.get("median_abs_pct_error", 0.0)),
+            offset_us=float(data.get("offset_us") or 0.0),
         )
 
 
@@ -172,8 +186,15 @@ class Fit:
 
     def params_at(self, size_bytes: float) -> tuple[float, float]:
         """(alpha_us, beta_us_per_byte) in force at a size: its segment's, or the single line's."""
-        if not self.segments:
+        segment = self.segment_at(size_bytes)
+        if segment is None:
             return self.alpha_us, self.beta_us_per_byte
+        return segment.alpha_us, segment.beta_us_per_byte
+
+    def segment_at(self, size_bytes: float) -> Segment | None:
+        """The segment in force at a size (None for a single line)."""
+        if not self.segments:
+            return None
         chosen = self.segments[0]
         for seg in self.segments:
             if size_bytes >= seg.min_bytes:
@@ -184,7 +205,7 @@ class Fit:
             nxt = self.segments[idx + 1]
             if size_bytes > math.sqrt(max(chosen.max_bytes, 1) * max(nxt.min_bytes, 1)):
                 chosen = nxt
-        return chosen.alpha_us, chosen.beta_us_per_byte
+        return chosen
 
     def predict_us(self, size_bytes: float, world_size: int | None = None) -> float:
         """Predicted time (us) at ``size_bytes``; at another world size the formula is re-evaluated at it."""
@@ -192,7 +213,22 @@ class Fit:
         terms = cost_terms(self.op, self.algo, p, size_bytes)
         alpha, beta = self.params_at(size_bytes)
         gamma = self.gamma_us_per_byte or 0.0
-        return terms.time_us(alpha, beta, gamma)
+        segment = self.segment_at(size_bytes)
+        offset = segment.offset_us if segment is not None else 0.0
+        return terms.time_us(alpha, beta, gamma) + offset
+
+    def distrust(self) -> str:
+        """Why this fit must not be used to extrapolate (empty when it may).
+
+        A fit whose R^2 (on log time) is below ``R2_MIN`` explains little of its data, and one whose
+        bandwidth term came out 0 has nothing to say about large messages: extrapolating either one to
+        other sizes or world sizes would present noise as a finding.
+        """
+        if not self.r2 >= R2_MIN:
+            return f"R^2 {self.r2:.2f} is below {R2_MIN:g}"
+        if self.beta_us_per_byte <= 0 and not any(s.beta_us_per_byte > 0 for s in self.segments):
+            return "no bandwidth term measurable (beta fitted as 0)"
+        return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +340,12 @@ def _fit_group(
     if piecewise and len(np.unique(sizes)) >= 6:
         pieces = piecewise_fit(sizes, design, target, times)
         if len(pieces) > 1:
+
+            def design_at(size: float) -> FloatArray:
+                terms = cost_terms(op, algo, p, size)
+                return np.array([terms.alpha, terms.beta], dtype=np.float64)
+
+            pieces = chain_pieces(pieces, sizes, design, target, times, design_at)
             segments, pred = _segments(pieces, sizes, design, coef, times, gamma)
             outliers = sum(piece.outliers for piece in pieces)
             edges = ", ".join(str(s.min_bytes) for s in segments[1:])
@@ -352,10 +394,10 @@ def _segments(
     for piece in pieces:
         mask = (sizes >= piece.min_bytes) & (sizes <= piece.max_bytes)
         x = np.array(piece.coef)
-        seg_pred = design[mask] @ x + (coef[mask, 2] * gamma if gamma is not None else 0.0)
+        seg_pred = design[mask] @ x + piece.offset + (coef[mask, 2] * gamma if gamma is not None else 0.0)
         pred[mask] = seg_pred
         med = float(np.median(100.0 * np.abs(seg_pred - times[mask]) / times[mask]))
-        out.append(Segment(piece.min_bytes, piece.max_bytes, float(x[0]), float(x[1]), med))
+        out.append(Segment(piece.min_bytes, piece.max_bytes, float(x[0]), float(x[1]), med, piece.offset))
     return tuple(out), pred
 
 

@@ -24,6 +24,7 @@ setting points aside is never free: see :func:`piecewise_fit` for why that matte
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,6 +145,12 @@ class Piece:
     rows: int
     outliers: int = 0
     """Rows of this piece set aside as outliers (see :func:`nnls_trimmed`)."""
+    offset: float = 0.0
+    """Added to ``design @ coef`` so that the piece starts where the previous one ends (see :func:`chain_pieces`)."""
+
+    def value(self, row: FloatArray) -> float:
+        """The piece's model at one design row."""
+        return float(np.asarray(row, dtype=np.float64) @ np.asarray(self.coef)) + self.offset
 
 
 def piecewise_fit(
@@ -239,3 +246,50 @@ def piecewise_fit(
             )
         )
     return pieces
+
+
+def switch_point(lower: Piece, upper: Piece) -> float:
+    """Where the model hands over from ``lower`` to ``upper``: the geometric middle of the gap between them."""
+    return math.sqrt(max(lower.max_bytes, 1) * max(upper.min_bytes, 1))
+
+
+def chain_pieces(
+    pieces: list[Piece],
+    sizes: FloatArray,
+    design: FloatArray,
+    target: FloatArray,
+    times: FloatArray,
+    design_at: Callable[[float], FloatArray],
+) -> list[Piece]:
+    """The pieces refitted so that the model is continuous and never decreases with message size.
+
+    Real costs do not drop when a message grows, nor jump at a size no one measured: a protocol switch
+    changes the slope, not the time at the switch. Piece ``k`` is refitted to start where piece
+    ``k - 1`` ends at their switch point ``s``: its model is ``v + (design(n) - design(s)) @ x`` with
+    ``x >= 0`` (NNLS, outliers set aside as before), so with design columns that do not decrease in
+    size (step counts, bytes) it rises from ``v`` and never falls. ``design_at(size)`` is the design
+    row at any size. The first piece is kept as fitted. Each piece's ``offset`` carries
+    ``v - design(s) @ x``.
+    """
+    if len(pieces) < 2:
+        return list(pieces)
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        prev = out[-1]
+        at = switch_point(prev, piece)
+        base = np.asarray(design_at(at), dtype=np.float64)
+        start = prev.value(base)
+        mask = (sizes >= piece.min_bytes) & (sizes <= piece.max_bytes)
+        fit = nnls_trimmed(design[mask] - base, target[mask] - start, times[mask])
+        out.append(
+            Piece(
+                piece.min_bytes,
+                piece.max_bytes,
+                tuple(float(v) for v in fit.x),
+                fit.sse,
+                int(np.count_nonzero(mask)),
+                fit.outliers,
+                offset=start - float(base @ fit.x),
+            )
+        )
+    return out

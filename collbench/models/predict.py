@@ -10,7 +10,7 @@ the same parameters between nodes unless given), as a check of the closed form o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collbench.errors import ConfigError, UserError
@@ -57,6 +57,8 @@ class PredictReport:
     crossovers: list[Crossover]
     choice: list[dict[str, Any]]
     """Per op and size: the algorithm with the lowest predicted time."""
+    refused: list[str] = field(default_factory=list)
+    """Fits not extrapolated, one ``op algo: why`` each (``Fit.distrust``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +67,7 @@ class PredictReport:
             "predictions": [p.to_dict() for p in self.predictions],
             "crossovers": [c.to_dict() for c in self.crossovers],
             "choice": list(self.choice),
+            "refused": list(self.refused),
         }
 
 
@@ -121,10 +124,18 @@ def predict(
         raise ConfigError(f"{world_size} ranks do not spread evenly over {nodes} nodes")
     if not sizes:
         raise ConfigError("no sizes to predict")
-    chosen = pick_fits(fits, ops)
-    if not chosen:
+    picked = pick_fits(fits, ops)
+    if not picked:
         asked = ", ".join(ops) if ops else "any op"
         raise ConfigError(f"no fits for {asked}; the fits cover: {', '.join(sorted({f.op for f in fits}))}")
+    # A fit that does not explain its own data is not extrapolated: its numbers would be noise.
+    refused = [f"{f.op} {f.algo}: {f.distrust()}" for f in picked if f.distrust()]
+    chosen = [f for f in picked if not f.distrust()]
+    if not chosen:
+        raise ConfigError(
+            "no fit explains its data well enough to extrapolate (" + "; ".join(refused) + "); measure again "
+            "on a quieter machine or with fewer ranks than cores"
+        )
     preds: list[Prediction] = []
     for f in chosen:
         factor = Op.parse(f.op).spec.busbw_factor(world_size)
@@ -151,4 +162,4 @@ def predict(
                     "time_us": best.predict_us(size, world_size),
                 }
             )
-    return PredictReport(world_size, nodes, preds, crossovers, choice)
+    return PredictReport(world_size, nodes, preds, crossovers, choice, refused)

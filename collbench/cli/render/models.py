@@ -44,7 +44,10 @@ def render_fits(report: FitReport) -> RenderableType:
     table.add_column("sizes", justify="right")
     # Points set aside as outliers (stalls) when fitting; the error columns still include them.
     table.add_column("outliers", justify="right")
+    # A fit that does not explain its data says so here, and predict does not extrapolate it.
+    table.add_column("use", justify="left")
     for f in report.fits:
+        why = f.distrust()
         gamma = "folded" if f.gamma_folded else _gbps(f.gamma_gbps)
         table.add_row(
             f.op,
@@ -59,6 +62,7 @@ def render_fits(report: FitReport) -> RenderableType:
             f"{f.max_abs_pct_error:.1f}%",
             f"{format_size(f.min_bytes)}-{format_size(f.max_bytes)}",
             f"{f.outliers}/{f.points}",
+            f"[red]no: {why}[/red]" if why else "yes",
         )
     parts: list[RenderableType] = [table]
     for f in report.fits:

@@ -77,11 +77,12 @@ def render_rules(profile: Profile) -> Table:
 def render_fits(profile: Profile) -> Table:
     """The fitted models the profile carries: alpha, the bandwidth beta implies, and the fit quality."""
     table = Table(title="fitted models", title_justify="left")
-    for col in ("op", "algorithm", "alpha", "beta", "R^2", "median err", "worst err"):
-        table.add_column(col, justify="left" if col in ("op", "algorithm") else "right")
+    for col in ("op", "algorithm", "alpha", "beta", "R^2", "median err", "worst err", "use"):
+        table.add_column(col, justify="left" if col in ("op", "algorithm", "use") else "right")
     for fit in profile.fits:
         beta = fit.get("beta_gbps")
         r2 = fit.get("r2")
+        why = _distrust(fit)
         table.add_row(
             str(fit.get("op")),
             str(fit.get("algo")),
@@ -90,8 +91,19 @@ def render_fits(profile: Profile) -> Table:
             "-" if r2 is None else f"{r2:.3f}",
             _pct(fit.get("median_abs_pct_error")),
             _pct(fit.get("max_abs_pct_error")),
+            f"[red]no: {why}[/red]" if why else "yes",
         )
     return table
+
+
+def _distrust(fit: dict[str, Any]) -> str:
+    """Why a profile's fit is not to be extrapolated (``Fit.distrust``), or empty."""
+    from collbench.models.fit import Fit
+
+    try:
+        return Fit.from_dict(fit).distrust()
+    except (ValueError, TypeError):
+        return "malformed fit"
 
 
 def _pct(value: Any) -> str:

@@ -1,0 +1,67 @@
+"""A fit that does not explain its data is marked, and predict does not extrapolate it (issue 10)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.errors import ConfigError
+from collbench.models.fit import R2_MIN, Fit, fit_results
+from collbench.models.predict import predict
+from tests.synthetic_rows import make_rows
+
+
+def _good(algo: str = "ring") -> Fit:
+    (fit,) = fit_results(make_rows(algo, 4, 20.0, 1e-4, noise=0.02, seed=1), crossovers=False).fits
+    return fit
+
+
+def test_a_fit_that_explains_its_data_is_trusted() -> None:
+    fit = _good()
+    assert fit.r2 >= R2_MIN
+    assert fit.distrust() == ""
+
+
+def test_low_r2_and_no_bandwidth_term_are_distrusted() -> None:
+    fit = _good()
+    assert "R^2 -0.69 is below" in dataclasses.replace(fit, r2=-0.69).distrust()
+    assert "no bandwidth term" in dataclasses.replace(fit, beta_us_per_byte=0.0, segments=()).distrust()
+
+
+def test_predict_leaves_out_distrusted_fits_and_names_them() -> None:
+    good = _good("ring")
+    bad = dataclasses.replace(_good("tree"), r2=0.1)
+    report = predict([good, bad], 64, [1 << 20])
+    assert {p.algo for p in report.predictions} == {"ring"}
+    assert report.refused == ["all-reduce tree: R^2 0.10 is below 0.5"]
+    assert report.to_dict()["refused"] == report.refused
+
+
+def test_predict_refuses_when_no_fit_can_be_trusted() -> None:
+    bad = dataclasses.replace(_good("tree"), r2=-2.2)
+    with pytest.raises(ConfigError, match="no fit explains its data well enough"):
+        predict([bad], 64, [1 << 20])
+
+
+def test_predict_cli_warns_in_one_line(tmp_path: Path) -> None:
+    import json
+
+    good = _good("ring")
+    bad = dataclasses.replace(_good("tree"), r2=0.1)
+    path = tmp_path / "fits.json"
+    path.write_text(json.dumps({"fits": [good.to_dict(), bad.to_dict()]}))
+    result = CliRunner().invoke(app, ["predict", "--fits", str(path), "--ranks", "64", "--sizes", "1M"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "not extrapolated" in line]
+    assert len(lines) == 1
+    assert "all-reduce tree: R^2 0.10 is below 0.5" in lines[0]
+    only_bad = tmp_path / "bad.json"
+    only_bad.write_text(json.dumps({"fits": [bad.to_dict()]}))
+    refused = CliRunner().invoke(app, ["predict", "--fits", str(only_bad), "--ranks", "64", "--sizes", "1M"])
+    assert refused.exit_code == 2
+    assert "no fit explains its data" in refused.output
+    assert "Traceback" not in refused.output

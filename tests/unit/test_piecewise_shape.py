@@ -1,0 +1,104 @@
+"""Every piecewise fit is continuous and non-decreasing in message size (models/piecewise.py, fit.py).
+
+Real costs do not drop when a message grows (issue 10: the plot's piecewise fits jumped up and down
+by 2x within a size range), so whatever the data, even data that falls with size, the fitted model
+must not fall, nor jump where the segments hand over.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collbench.models.fit import Fit, fit_results
+from collbench.models.piecewise import switch_point
+from collbench.runtime.results import ResultRow
+
+
+def _rows(algo: str, sizes: list[int], times: list[float]) -> list[ResultRow]:
+    return [
+        ResultRow(
+            op="all-reduce",
+            algo=algo,
+            backend="gloo",
+            world_size=4,
+            dtype="float32",
+            redop="sum",
+            in_place=True,
+            size_bytes=s,
+            count=max(s // 4, 1),
+            iters=10,
+            time_us=t,
+            time_us_mean=t,
+            time_us_min=t,
+            time_us_max=t,
+            algbw_gbps=0.0,
+            busbw_gbps=0.0,
+            wrong=0,
+        )
+        for s, t in zip(sizes, times, strict=True)
+    ]
+
+
+def _fit(algo: str, sizes: list[int], times: list[float]) -> Fit:
+    report = fit_results(_rows(algo, sizes, times), crossovers=False)
+    (fit,) = report.fits
+    return fit
+
+
+def _grid(fit: Fit) -> np.ndarray:
+    lo, hi = max(fit.min_bytes // 4, 1), fit.max_bytes * 4
+    return np.unique(np.geomspace(lo, hi, 400).astype(np.int64))
+
+
+def assert_continuous_and_non_decreasing(fit: Fit) -> None:
+    values = [fit.predict_us(float(s)) for s in _grid(fit)]
+    for a, b in itertools.pairwise(values):
+        assert b >= a * (1 - 1e-9), (a, b)
+    for lower, upper in zip(fit.segments, fit.segments[1:], strict=False):
+        at = math.sqrt(max(lower.max_bytes, 1) * max(upper.min_bytes, 1))
+        left = fit.predict_us(at * (1 - 1e-12))
+        right = fit.predict_us(at * (1 + 1e-12))
+        assert math.isclose(left, right, rel_tol=1e-6), (at, left, right)
+
+
+def test_a_drop_in_the_data_becomes_a_flat_stretch_not_a_drop() -> None:
+    # Slow small messages, then a regime twice as fast from 64 KiB (the kind of data that made the
+    # old fits jump down by 2x), then bandwidth-bound growth.
+    sizes = [2**k for k in range(8, 25)]
+    times = [400.0 + s / 1e3 if s < 65536 else 200.0 + s / 2e3 for s in sizes]
+    fit = _fit("ring", sizes, times)
+    assert len(fit.segments) > 1
+    assert_continuous_and_non_decreasing(fit)
+
+
+def test_a_real_protocol_switch_is_kept_and_joined() -> None:
+    sizes = [2**k for k in range(8, 25)]
+    times = [20.0 + s / 5e3 if s < 65536 else 60.0 + s / 1e3 for s in sizes]
+    fit = _fit("ring", sizes, times)
+    assert len(fit.segments) > 1
+    assert_continuous_and_non_decreasing(fit)
+    assert fit.median_abs_pct_error < 10.0
+
+
+def test_switch_point_is_the_geometric_middle() -> None:
+    from collbench.models.piecewise import Piece
+
+    assert switch_point(Piece(1, 1024, (0.0,), 0.0, 1), Piece(4096, 8192, (0.0,), 0.0, 1)) == 2048.0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    algo=st.sampled_from(["ring", "recursive-doubling", "tree", "native"]),
+    first=st.integers(min_value=3, max_value=12),
+    count=st.integers(min_value=6, max_value=12),
+    times=st.lists(st.floats(min_value=1.0, max_value=1e5), min_size=12, max_size=12),
+)
+def test_every_fit_is_continuous_and_non_decreasing(algo: str, first: int, count: int, times: list[float]) -> None:
+    sizes = [2 ** (first + i) for i in range(count)]
+    fit = _fit(algo, sizes, times[:count])
+    assert_continuous_and_non_decreasing(fit)
