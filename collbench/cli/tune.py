@@ -77,8 +77,15 @@ def tune(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue an interrupted tune from the partial rows it kept.")
     ] = False,
+    check: Annotated[
+        Path | None,
+        typer.Option("--check", metavar="PROFILE", help="Re-measure a profile's choices against the alternatives."),
+    ] = None,
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
+    if check is not None:
+        _check(check, ranks, backend)
+        return
     from collbench.runtime.launch import under_torchrun
 
     ops = op or ["all-reduce"]
@@ -142,3 +149,36 @@ def tune(
         f"profile: [bold]{outcome.profile_path}[/bold]   results: {outcome.results_path}   "
         f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points in {outcome.elapsed_s:.0f} s)"
     )
+
+
+def _check(path: Path, ranks: int | None, backend: str) -> None:
+    """``tune --check PROFILE``: per rule, the regret of its choice, re-measured here."""
+    import tempfile
+
+    from collbench.cli.render.check import check_summary, render_check
+    from collbench.runtime.launch import under_torchrun
+    from collbench.tuning.check import run_check
+    from collbench.tuning.profile import Profile
+
+    profile = Profile.load(path)
+    world = None if under_torchrun() else (ranks if ranks is not None else profile.world_size)
+    with (
+        tempfile.TemporaryDirectory(prefix="collbench-check-") as tmp,
+        Progress(
+            TextColumn("[bold]check"),
+            BarColumn(),
+            TextColumn("{task.fields[now]}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        ) as bar,
+    ):
+        task = bar.add_task("check", total=None, now="")
+
+        def progress(event: Any) -> None:
+            if event.kind == "start":
+                bar.update(task, now=event.text)
+
+        checks = run_check(profile, world_size=world, backend=backend, stream_dir=Path(tmp), progress=progress)
+    console.print(render_check(checks))
+    console.print(check_summary(checks))

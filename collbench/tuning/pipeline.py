@@ -56,10 +56,12 @@ class Depth:
     rounds: int = 2
     """Sweeps of every point; odd rounds run the algorithms in reverse order, so a load that drifts
     during a run does not favour the algorithms measured first, and the rounds' spread is noise."""
+    max_rounds: int = 4
+    """Rounds in all: after ``rounds``, sizes whose winner is tied are measured again (tuning/rounds.py)."""
 
 
-QUICK = Depth(512, 2 << 20, 4.0, 0.05, 1, None, rounds=2)
-THOROUGH = Depth(256, 16 << 20, 2.0, 0.2, 2, 256 << 10, rounds=3)
+QUICK = Depth(512, 2 << 20, 4.0, 0.05, 1, None, rounds=2, max_rounds=4)
+THOROUGH = Depth(256, 16 << 20, 2.0, 0.2, 2, 256 << 10, rounds=3, max_rounds=6)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,7 +141,7 @@ def partial_paths(config: TuneConfig) -> tuple[Path, ...]:
     """
     rows = config.rows_path
     names = []
-    for i in range(config.depth.rounds):
+    for i in range(max(config.depth.rounds, config.depth.max_rounds)):
         names.append(rows.with_name(f"{rows.stem}.partial-{i}.jsonl"))
         names.append(rows.with_name(f"{rows.stem}.partial-segments-{i}.jsonl"))
     return tuple(names)
@@ -172,6 +174,7 @@ def run_tune(
     say("sweep")
     try:
         rows = _sweep(config, topo_file, sweep_progress)
+        rows += _extra_rounds(config, topo_file, sweep_progress, rows, notes)
         if not rows:
             raise ConfigError("the sweep measured nothing (no rows): nothing to tune from")
         write_rows(config.rows_path, rows)
@@ -280,6 +283,53 @@ def _sweep(config: TuneConfig, topo_file: Path | None, progress: Callable[[Any],
     return rows
 
 
+def _extra_rounds(
+    config: TuneConfig,
+    topo_file: Path | None,
+    progress: Callable[[Any], None] | None,
+    rows: list[ResultRow],
+    notes: list[str],
+) -> list[ResultRow]:
+    """Rounds after the fixed ones, of the tied algorithms over the tied sizes, until none is tied."""
+    from collbench.runtime.sweep import SweepConfig, run_sweep
+    from collbench.tuning.rounds import settled_fraction, unsettled
+
+    depth = config.depth
+    extra: list[ResultRow] = []
+    ran = 0
+    for i in range(depth.rounds, depth.max_rounds):
+        todo = unsettled(rows + extra, config.selection)
+        if not todo:
+            break
+        algos = tuple(dict.fromkeys(a for item in todo for a in item.algos))
+        sweep = SweepConfig(
+            world_size=config.ranks,
+            backend=config.backend,
+            ops=tuple(item.op for item in todo),
+            algos=algos if i % 2 == 0 else tuple(reversed(algos)),
+            min_bytes=min(min(item.sizes) for item in todo),
+            max_bytes=max(max(item.sizes) for item in todo),
+            step_factor=depth.step_factor,
+            warmup=depth.warmup,
+            point_budget_s=depth.point_budget_s,
+            in_place=IN_PLACE,
+            topology_path=topo_file,
+            timeout_s=config.timeout_s,
+            stream=config.rows_path.with_name(f"{config.rows_path.stem}.partial-{i}.jsonl"),
+        )
+        sweep = dataclasses.replace(sweep, resume=config.resume and sweep.stream_path.exists())
+        extra.extend(run_sweep(sweep, progress))
+        ran += 1
+    settled, total = settled_fraction(rows + extra, config.selection)
+    if ran or settled < total:
+        notes.append(
+            f"{depth.rounds + ran} rounds ({ran} of them re-measuring tied sizes only): the winner is separated "
+            f"from the runner-up beyond the measured noise at {settled} of {total} sizes; the others are ties, "
+            "which go to the simpler choice (native first), written in the rules' tie_with"
+        )
+    return extra
+
+
 def _algorithm_order(ops: tuple[str, ...]) -> tuple[str, ...]:
     """Every registered algorithm that does one of ``ops``, and native, in the registry's order."""
     from collbench.schedules.ops import Op
@@ -343,7 +393,9 @@ def _profile(
         selection={
             "min_gain": config.selection.min_gain,
             "max_threshold": config.selection.max_threshold,
-            "noise": "per point hypot((p50 - min) / p50 / sqrt(iters), standard error of the rounds' p50s); "
-            "a switch needs a gain above max(min_gain, hypot(noise_a, noise_b)), capped at max_threshold",
+            "noise": "time: each row's p25, median over rounds; per point noise hypot((p50 - min) / p50 / "
+            "sqrt(iters), standard error of the rounds' times); variants within max(min_gain, hypot(noise_a, "
+            "noise_b)) (capped at max_threshold) of the fastest are tied, and a tie goes to native, else the "
+            "variant in use",
         },
     )

@@ -6,8 +6,8 @@ The answer is a list of :class:`Rule` per op whose ranges cover ``[0, unbounded)
 
 How the winner is chosen:
 
-* At every measured size, each *variant* (algorithm, segment size, layout) has a measured time: the
-  point's p50 (the median over iterations of the slowest rank). Rows with wrong elements never win.
+* At every measured size, each *variant* (algorithm, segment size, layout) has a measured time (see
+  ``decision_time_us`` below). Rows with wrong elements never win.
 * Walking the sizes upwards, the current winner is kept unless another variant is faster by more than
   the measurement's noise (hysteresis: a switch must be earned, so noise cannot make the rules flap).
   The walk starts with the backend's default, ``native``, as the incumbent where it was measured, so a
@@ -24,6 +24,13 @@ How the winner is chosen:
   ``sqrt(noise_A^2 + noise_B^2)``, and at least ``min_gain`` (3% by default); the bar is capped at
   ``max_threshold`` (25%) so that on a very noisy machine a clearly faster algorithm (2x at large
   sizes) still wins.
+* Ties. At each size, every variant within that bar of the fastest cannot be told apart from it: they
+  are tied, and a tie goes to the simpler choice: native when it is in the tie, else the variant in
+  use at the size below, else the fastest. The rule records the variants it was tied with
+  (``tie_with``), and at ``at_bytes`` how far the fastest other variant was (``separation``) against
+  the bar (``noise``).
+* The time compared is ``decision_time_us``: each row's first quartile (its p50 for rows without
+  one), the median of them across repeated rows.
 * Between two measured sizes with different winners, the boundary is where the fitted models (when
   given) predict the new winner becomes faster than the old one; without fits, or when the
   predictions do not cross inside the gap, the geometric middle of the gap. Only the two measured
@@ -123,6 +130,14 @@ class Rule:
     predicted_us: float | None = None
     measured_us: float | None = None
     gain_vs_native: float | None = None
+    tie_with: tuple[str, ...] = ()
+    """Variants (labels) that could not be told apart from this one at a measured size of the range: the
+    rule took the simpler choice (native first, then the algorithm already in use)."""
+    separation: float | None = None
+    """At ``at_bytes``: the fastest other variant's time over this one's, less 1 (0.2: the runner-up is 20%
+    slower; negative when a tie kept a slightly slower, simpler choice)."""
+    noise: float | None = None
+    """At ``at_bytes``: the relative difference the measurements could not resolve (the switch threshold)."""
 
     def __post_init__(self) -> None:
         if self.min_bytes < 0:
@@ -152,7 +167,19 @@ class Rule:
             "predicted_us": self.predicted_us,
             "measured_us": self.measured_us,
             "gain_vs_native": self.gain_vs_native,
+            **self._evidence(),
         }
+
+    def _evidence(self) -> dict[str, Any]:
+        """The tie evidence keys, only where there is evidence (older readers never see new keys)."""
+        out: dict[str, Any] = {}
+        if self.tie_with:
+            out["tie_with"] = list(self.tie_with)
+        if self.separation is not None:
+            out["separation"] = self.separation
+        if self.noise is not None:
+            out["noise"] = self.noise
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rule:
@@ -166,6 +193,9 @@ class Rule:
             predicted_us=_opt_float(data.get("predicted_us")),
             measured_us=_opt_float(data.get("measured_us")),
             gain_vs_native=_opt_float(data.get("gain_vs_native")),
+            tie_with=tuple(str(v) for v in data.get("tie_with") or ()),
+            separation=_opt_float(data.get("separation")),
+            noise=_opt_float(data.get("noise")),
         )
 
 
@@ -220,7 +250,7 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
             out[op][variant] = {
                 size: Point(
                     size,
-                    statistics.median(r.time_us for r in rs),
+                    statistics.median(decision_time_us(r) for r in rs),
                     min(r.time_us_min for r in rs),
                     max(r.time_us_max for r in rs),
                     sum(max(r.iters, 1) for r in rs),
@@ -231,11 +261,23 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
     return out
 
 
+def decision_time_us(row: ResultRow) -> float:
+    """The time decisions compare for one measured row: its first quartile where the row has one.
+
+    Stalls only ever add time, and on a busy machine they hit up to half of a point's iterations, so
+    the median lands on their edge and moves by several times between runs; the first quartile stays
+    on the calls that ran undisturbed (benchmarks/bench_statistics.py measures the alternatives; see
+    the README). Rows from older files or other tools, without it, give their p50.
+    """
+    p25 = row.time_us_p25
+    return p25 if p25 is not None and p25 > 0 and math.isfinite(p25) else row.time_us
+
+
 def _between(rows: list[ResultRow]) -> float:
-    """Relative standard error of the p50s of repeated measurements of one point."""
+    """Relative standard error of the decision times of repeated measurements of one point."""
     if len(rows) < 2:
         return 0.0
-    p50s = [r.time_us for r in rows]
+    p50s = [decision_time_us(r) for r in rows]
     return statistics.stdev(p50s) / statistics.median(p50s) / math.sqrt(len(p50s))
 
 
@@ -285,17 +327,12 @@ def _select_op(
 
     sizes = sorted({s for pts in variants.values() for s in pts})
     winners: list[Variant] = []
+    ties: dict[int, tuple[Variant, ...]] = {}
     current: Variant | None = None
     for size in sizes:
         here = {v: pts[size] for v, pts in variants.items() if size in pts}
-        best = min(here, key=lambda v: (here[v].time_us, v.algo != NATIVE))
-        if current is None or current not in here:
-            natives = [v for v in here if v.algo == NATIVE]
-            current = natives[0] if natives else best
-        inc = here[current]
-        bar = settings.threshold(inc.noise, here[best].noise)
-        if best != current and here[best].time_us < inc.time_us * (1.0 - bar):
-            current = best
+        current, tied = decide_at(here, current, settings)
+        ties[size] = tied
         winners.append(current)
 
     # Ranges [start, next start) per measured winner, boundaries placed between measured sizes.
@@ -331,6 +368,8 @@ def _select_op(
                 theirs = predict(Variant(NATIVE), at)
             if mine and theirs:
                 gain = theirs / mine
+        tie_with = sorted({t.label() for s in inside if winners[sizes.index(s)] == variant for t in ties[s]})
+        separation, noise = _evidence_at(variants, variant, at, settings)
         rules.append(
             Rule(
                 op=op,
@@ -342,9 +381,61 @@ def _select_op(
                 predicted_us=_round(predicted),
                 measured_us=_round(measured),
                 gain_vs_native=_round(gain, 4),
+                tie_with=tuple(tie_with),
+                separation=_round(separation, 4),
+                noise=_round(noise, 4),
             )
         )
     return rules
+
+
+def decide_at(
+    here: dict[Variant, Point], current: Variant | None, settings: SelectionSettings
+) -> tuple[Variant, tuple[Variant, ...]]:
+    """The variant to run at one size, and the others it is tied with there.
+
+    The fastest variant and every variant whose time is within the noise bar of it (``settings.
+    threshold`` of the two points' noise) cannot be told apart: they are tied. A tie goes to the
+    simpler choice: the backend's own collective (native) when it is in the tie, else the variant
+    already in use at the size below (so that noise cannot make the rules flap), else the fastest.
+    """
+    best = min(here, key=lambda v: (here[v].time_us, v.algo != NATIVE))
+    fastest = here[best]
+    tied = [
+        v
+        for v in here
+        if v == best or here[v].time_us <= fastest.time_us * (1.0 + settings.threshold(here[v].noise, fastest.noise))
+    ]
+    natives = [v for v in tied if v.algo == NATIVE]
+    if natives:
+        chosen = natives[0]
+    elif current is not None and current in tied:
+        chosen = current
+    else:
+        chosen = best
+    return chosen, tuple(v for v in tied if v != chosen)
+
+
+def separated(here: dict[Variant, Point], settings: SelectionSettings) -> bool:
+    """Whether the fastest variant at a size is faster than every other beyond the measured noise."""
+    if len(here) < 2:
+        return True
+    _, tied = decide_at(here, None, settings)
+    return not tied
+
+
+def _evidence_at(
+    variants: dict[Variant, dict[int, Point]], chosen: Variant, at: int, settings: SelectionSettings
+) -> tuple[float | None, float | None]:
+    """(separation, noise bar) of the chosen variant against the fastest other one at ``at``."""
+    if at not in variants.get(chosen, {}):
+        return None, None
+    mine = variants[chosen][at]
+    others = [pts[at] for v, pts in variants.items() if v != chosen and at in pts]
+    if not others or mine.time_us <= 0:
+        return None, None
+    rival = min(others, key=lambda p: p.time_us)
+    return rival.time_us / mine.time_us - 1.0, settings.threshold(mine.noise, rival.noise)
 
 
 def _boundary(lo: int, hi: int, old: Variant, new: Variant, predict: Any) -> int:

@@ -13,13 +13,13 @@ from collbench.cli.app import app
 from collbench.runtime.results import read_rows
 from collbench.tuning import pipeline
 from collbench.tuning.profile import Profile
-from collbench.tuning.selection import check_coverage
+from collbench.tuning.selection import check_coverage, decision_time_us
 
 
 @pytest.mark.dist
 def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The real pipeline, made small: every algorithm at 1 KiB and 4 KiB, short timing, two rounds.
-    monkeypatch.setattr(pipeline, "QUICK", pipeline.Depth(1024, 4096, 4.0, 0.01, 0, None, rounds=2))
+    monkeypatch.setattr(pipeline, "QUICK", pipeline.Depth(1024, 4096, 4.0, 0.01, 0, None, rounds=2, max_rounds=2))
     out = tmp_path / "p.yaml"
     result = CliRunner().invoke(app, ["tune", "--ranks", "2", "--quick", "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -38,7 +38,7 @@ def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch:
     for rule in profile.rules:
         assert rule.algo in algos
         if rule.measured_us is not None:
-            match = [r.time_us for r in rows if r.algo == rule.algo and r.size_bytes == rule.at_bytes]
+            match = [decision_time_us(r) for r in rows if r.algo == rule.algo and r.size_bytes == rule.at_bytes]
             assert len(match) == 2  # two rounds
             assert rule.measured_us == pytest.approx(statistics.median(match), rel=1e-3)
     assert {f["algo"] for f in profile.fits} <= algos

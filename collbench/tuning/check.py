@@ -1,0 +1,140 @@
+"""``collbench tune --check PROFILE``: re-measure a profile's choices against the alternatives.
+
+For every rule, at its ``at_bytes`` (the measured size the rule was decided at; the middle of its range
+when it has none), every algorithm that does the op is measured again, in rounds that alternate the
+algorithms' order. The *regret* of the rule is the time of its chosen algorithm over the time of the
+fastest one there (1.0: the choice was the best), with its uncertainty: the two points' relative noise
+(``selection.Point.noise``: within-point spread and the rounds' standard error) added in quadrature.
+A regret within its uncertainty of 1 is a choice the measurements cannot fault.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collbench.errors import ConfigError
+from collbench.runtime.results import ResultRow
+from collbench.tuning.profile import Profile
+from collbench.tuning.selection import Point, Rule, Variant, measured_points
+
+CHECK_ROUNDS = 3
+CHECK_BUDGET_S = 0.1
+"""Timed seconds per point and round."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCheck:
+    """One rule re-measured: the chosen algorithm's time against the fastest one's, at one size."""
+
+    rule: Rule
+    size_bytes: int
+    chosen_us: float | None
+    """None when the chosen algorithm could not be measured here (it needs a layout or variant not run)."""
+    best_algo: str
+    best_us: float
+    regret: float | None
+    """chosen / best (>= 1); None when the chosen algorithm was not measured."""
+    regret_err: float | None
+    """Absolute uncertainty of the regret (one standard error, from the two points' noise)."""
+
+    @property
+    def faulted(self) -> bool:
+        """Whether the re-measurement shows a faster algorithm beyond the noise."""
+        if self.regret is None or self.regret_err is None:
+            return False
+        return self.regret - self.regret_err > 1.0
+
+
+def check_sizes(profile: Profile) -> list[tuple[Rule, int]]:
+    """Each rule of the profile's default shape, with the size it is checked at."""
+    out = []
+    for rule in profile.rules:
+        if rule.at_bytes is not None:
+            size = rule.at_bytes
+        elif rule.max_bytes is None:
+            size = max(rule.min_bytes, 1)
+        else:
+            size = int(math.sqrt(max(rule.min_bytes, 1) * max(rule.max_bytes, 1)))
+        out.append((rule, max(size - size % 4, 4)))
+    return out
+
+
+def regrets(profile: Profile, rows: list[ResultRow]) -> list[RuleCheck]:
+    """The regret of every rule from re-measured rows (several rounds of every algorithm at its size)."""
+    points = measured_points(rows)
+    out = []
+    for rule, size in check_sizes(profile):
+        here: dict[Variant, Point] = {v: pts[size] for v, pts in points.get(rule.op, {}).items() if size in pts}
+        if not here:
+            raise ConfigError(f"{rule.op} at {size} bytes: nothing was measured to check the rule against")
+        best = min(here, key=lambda v: here[v].time_us)
+        mine = [v for v in here if v.algo == rule.algo]
+        if not mine:
+            out.append(RuleCheck(rule, size, None, best.algo, here[best].time_us, None, None))
+            continue
+        chosen = min(mine, key=lambda v: here[v].time_us)
+        if chosen == best:
+            others = [v for v in here if v != chosen]
+            rival = min(others, key=lambda v: here[v].time_us) if others else chosen
+        else:
+            rival = best
+        regret = here[chosen].time_us / here[best].time_us
+        err = regret * math.hypot(here[chosen].noise, here[rival].noise)
+        out.append(RuleCheck(rule, size, here[chosen].time_us, best.algo, here[best].time_us, regret, err))
+    return out
+
+
+def run_check(
+    profile: Profile,
+    *,
+    world_size: int | None,
+    backend: str = "auto",
+    rounds: int = CHECK_ROUNDS,
+    point_budget_s: float = CHECK_BUDGET_S,
+    timeout_s: float = 300.0,
+    stream_dir: Path,
+    progress: Callable[[Any], None] | None = None,
+) -> list[RuleCheck]:
+    """Measure every applicable algorithm at each rule's size, ``rounds`` times, and return the regrets.
+
+    Raises ConfigError when ``world_size`` differs from the profile's (its choices are for that shape).
+    """
+    from collbench.runtime.sweep import SweepConfig, run_sweep
+    from collbench.tuning.pipeline import IN_PLACE, _algorithm_order
+
+    if world_size is not None and world_size != profile.world_size:
+        raise ConfigError(f"the profile is for {profile.world_size} ranks; check it with --ranks {profile.world_size}")
+    if rounds < 1:
+        raise ConfigError(f"--check needs at least 1 round, got {rounds}")
+    rows: list[ResultRow] = []
+    sizes = sorted({(rule.op, size) for rule, size in check_sizes(profile)})
+    for i in range(rounds):
+        for op, size in sizes:
+            names = _algorithm_order((op,))
+            config = SweepConfig(
+                world_size=world_size if world_size is not None else None,
+                backend=backend,
+                ops=(op,),
+                algos=names if i % 2 == 0 else tuple(reversed(names)),
+                min_bytes=size,
+                max_bytes=size,
+                warmup=1,
+                point_budget_s=point_budget_s,
+                in_place=IN_PLACE,
+                timeout_s=timeout_s,
+                stream=stream_dir / f"check-{i}-{op}-{size}.jsonl",
+            )
+            rows.extend(run_sweep(config, progress))
+    return regrets(profile, rows)
+
+
+def geomean_regret(checks: list[RuleCheck]) -> float | None:
+    """Geometric mean of the measured regrets (None when none was measured)."""
+    values = [c.regret for c in checks if c.regret is not None and c.regret > 0]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))

@@ -1,0 +1,62 @@
+"""Which points a tune measures again: sizes whose winner is not yet separated from the runner-up.
+
+``collbench tune`` sweeps every algorithm in rounds (odd rounds in reverse order, so that a load that
+drifts during a run does not favour the algorithms measured first). After the fixed rounds, each size
+whose fastest variant is within the measured noise of another (``selection.decide_at``: a tie) is
+measured again, only the tied variants and only over the sizes concerned, until every size is
+separated or the round budget (``Depth.max_rounds``) is spent. Each extra round narrows the noise: the
+standard error of the repeated rows' times shrinks as rows accumulate, and a winner that is really
+faster separates; two that are really the same stay tied, and the tie goes to the simpler choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from collbench.runtime.results import ResultRow
+from collbench.tuning.selection import SelectionSettings, decide_at, measured_points
+
+
+@dataclass(frozen=True, slots=True)
+class Unsettled:
+    """Sizes of one op whose winner is not separated, and the algorithms tied there."""
+
+    op: str
+    sizes: tuple[int, ...]
+    algos: tuple[str, ...]
+
+
+def unsettled(rows: Sequence[ResultRow], settings: SelectionSettings | None = None) -> list[Unsettled]:
+    """Per op, the sizes where the fastest variant is tied with another, and the algorithms in those ties."""
+    settings = settings or SelectionSettings()
+    out: list[Unsettled] = []
+    for op, variants in sorted(measured_points(rows).items()):
+        sizes = sorted({s for pts in variants.values() for s in pts})
+        tied_sizes: list[int] = []
+        algos: list[str] = []
+        for size in sizes:
+            here = {v: pts[size] for v, pts in variants.items() if size in pts}
+            chosen, tied = decide_at(here, None, settings)
+            if not tied:
+                continue
+            tied_sizes.append(size)
+            for variant in (chosen, *tied):
+                if variant.algo not in algos:
+                    algos.append(variant.algo)
+        if tied_sizes:
+            out.append(Unsettled(op, tuple(tied_sizes), tuple(algos)))
+    return out
+
+
+def settled_fraction(rows: Sequence[ResultRow], settings: SelectionSettings | None = None) -> tuple[int, int]:
+    """(sizes whose winner is separated, sizes measured), over every op."""
+    settings = settings or SelectionSettings()
+    total = 0
+    settled = 0
+    for variants in measured_points(rows).values():
+        for size in sorted({s for pts in variants.values() for s in pts}):
+            here = {v: pts[size] for v, pts in variants.items() if size in pts}
+            total += 1
+            settled += not decide_at(here, None, settings)[1]
+    return settled, total

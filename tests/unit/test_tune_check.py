@@ -1,0 +1,102 @@
+"""``tune --check``: regret per rule from re-measured rows, on a synthetic profile (no ranks run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.errors import ConfigError
+from collbench.runtime.results import ResultRow
+from collbench.tuning import check as check_mod
+from collbench.tuning.check import check_sizes, geomean_regret, regrets
+from collbench.tuning.profile import Profile, RuleSet
+from collbench.tuning.selection import Rule
+
+
+def _row(algo: str, size: int, t: float, spread: float = 0.02) -> ResultRow:
+    return ResultRow(
+        op="all-reduce",
+        algo=algo,
+        backend="gloo",
+        world_size=2,
+        dtype="float32",
+        redop="sum",
+        in_place=True,
+        size_bytes=size,
+        count=size // 4,
+        iters=100,
+        time_us=t,
+        time_us_mean=t,
+        time_us_min=t * (1 - spread),
+        time_us_max=t * (1 + spread),
+        algbw_gbps=0.0,
+        busbw_gbps=0.0,
+        wrong=0,
+    )
+
+
+def _profile() -> Profile:
+    rules = (
+        Rule("all-reduce", 0, 65535, "tree", at_bytes=4096),
+        Rule("all-reduce", 65536, None, "native", at_bytes=1 << 20),
+    )
+    return Profile(fingerprint="f", host="h", backend="gloo", rule_sets=(RuleSet(2, 1, rules),))
+
+
+def test_regret_is_chosen_over_fastest_with_an_uncertainty() -> None:
+    rows = []
+    for t_tree, t_ring, t_native in ((100.0, 150.0, 120.0), (102.0, 149.0, 118.0), (98.0, 151.0, 121.0)):
+        rows += [_row("tree", 4096, t_tree), _row("ring", 4096, t_ring), _row("native", 4096, t_native)]
+    for t_native, t_ring in ((1000.0, 800.0), (1010.0, 790.0), (990.0, 810.0)):
+        rows += [_row("native", 1 << 20, t_native), _row("ring", 1 << 20, t_ring)]
+    small, large = regrets(_profile(), rows)
+    assert small.regret == pytest.approx(1.0)
+    assert small.best_algo == "tree"
+    assert small.regret_err is not None and 0 < small.regret_err < 0.05
+    assert not small.faulted
+    assert large.regret == pytest.approx(1000.0 / 800.0)
+    assert large.best_algo == "ring"
+    assert large.faulted
+    assert geomean_regret([small, large]) == pytest.approx((1000.0 / 800.0) ** 0.5)
+
+
+def test_a_chosen_algorithm_not_measured_is_said_so() -> None:
+    rows = [_row("ring", 4096, 100.0), _row("ring", 1 << 20, 800.0), _row("native", 1 << 20, 800.0)]
+    small, _ = regrets(_profile(), rows)
+    assert small.regret is None and small.chosen_us is None and small.best_algo == "ring"
+
+
+def test_check_sizes_use_at_bytes_or_the_middle_of_the_range() -> None:
+    rules = (Rule("all-reduce", 0, 4095, "tree"), Rule("all-reduce", 4096, None, "ring", at_bytes=65536))
+    profile = Profile(fingerprint="f", host="h", backend="gloo", rule_sets=(RuleSet(2, 1, rules),))
+    # sqrt(1 * 4095) = 63.99, rounded down to whole float32 elements: 60 bytes.
+    assert [s for _, s in check_sizes(profile)] == [60, 65536]
+
+
+def test_check_refuses_another_world_size(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="check it with --ranks 2"):
+        check_mod.run_check(_profile(), world_size=4, stream_dir=tmp_path)
+
+
+def test_tune_check_cli_prints_the_regret_per_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "p.yaml"
+    _profile().save(path)
+    measured = [_row("tree", 4096, 100.0), _row("native", 4096, 130.0)]
+    measured += [_row("native", 1 << 20, 1000.0), _row("ring", 1 << 20, 800.0)]
+    seen: dict[str, object] = {}
+
+    def fake_run_check(profile: Profile, **kwargs: object) -> list[check_mod.RuleCheck]:
+        # Stands in for the sweeps only: the regrets come from the real code on these rows.
+        seen.update(kwargs)
+        return regrets(profile, measured)
+
+    monkeypatch.setattr(check_mod, "run_check", fake_run_check)
+    result = CliRunner().invoke(app, ["tune", "--check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert seen["world_size"] == 2
+    assert "1.000 ±" in result.output
+    assert "1.250 ±" in result.output
+    assert "geometric-mean regret 1.118 over 2 rule(s); 1 beaten beyond the noise" in result.output

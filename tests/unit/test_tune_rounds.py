@@ -1,0 +1,90 @@
+"""Extra tune rounds re-measure only tied sizes and algorithms, until separated or out of rounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collbench.runtime import sweep as sweep_mod
+from collbench.runtime.results import ResultRow
+from collbench.tuning import pipeline
+from collbench.tuning.rounds import settled_fraction, unsettled
+
+
+def _row(algo: str, size: int, t: float) -> ResultRow:
+    return ResultRow(
+        op="all-reduce",
+        algo=algo,
+        backend="gloo",
+        world_size=2,
+        dtype="float32",
+        redop="sum",
+        in_place=True,
+        size_bytes=size,
+        count=size // 4,
+        iters=100,
+        time_us=t,
+        time_us_mean=t,
+        time_us_min=t * 0.99,
+        time_us_max=t * 1.01,
+        algbw_gbps=0.0,
+        busbw_gbps=0.0,
+        wrong=0,
+    )
+
+
+def _first_rounds() -> list[ResultRow]:
+    # 1 KiB: tree clearly fastest. 4 KiB: ring and tree 1% apart (tied), native far behind.
+    rows = []
+    for _ in range(2):
+        rows += [_row("tree", 1024, 50.0), _row("ring", 1024, 90.0), _row("native", 1024, 100.0)]
+        rows += [_row("tree", 4096, 60.0), _row("ring", 4096, 60.6), _row("native", 4096, 100.0)]
+    return rows
+
+
+def test_unsettled_names_the_tied_sizes_and_algorithms_only() -> None:
+    (item,) = unsettled(_first_rounds())
+    assert item.op == "all-reduce"
+    assert item.sizes == (4096,)
+    assert set(item.algos) == {"tree", "ring"}
+    assert settled_fraction(_first_rounds()) == (1, 2)
+
+
+def test_extra_rounds_measure_ties_until_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+
+    def fake_run_sweep(config: Any, progress: Any = None) -> list[ResultRow]:
+        # Stands in for the ranks: the two tied algorithms stay 1% apart at every round.
+        calls.append(config)
+        times = {"tree": 60.0, "ring": 60.6}
+        return [_row(a, config.min_bytes, times[a]) for a in config.algos]
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
+    config = pipeline.TuneConfig(ranks=2, quick=True, output=tmp_path / "p.yaml")
+    notes: list[str] = []
+    extra = pipeline._extra_rounds(config, None, None, _first_rounds(), notes)
+    depth = config.depth
+    assert len(calls) == depth.max_rounds - depth.rounds
+    assert all((c.min_bytes, c.max_bytes) == (4096, 4096) for c in calls)
+    assert all(set(c.algos) == {"tree", "ring"} for c in calls)
+    assert len(extra) == 2 * len(calls)
+    assert "separated from the runner-up beyond the measured noise at 1 of 2 sizes" in notes[0]
+
+
+def test_extra_rounds_stop_once_separated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+
+    def fake_run_sweep(config: Any, progress: Any = None) -> list[ResultRow]:
+        # Re-measured, ring turns out 20% slower: one round separates the winner.
+        calls.append(config)
+        times = {"tree": 60.0, "ring": 72.0}
+        return [_row(a, config.min_bytes, times[a]) for a in config.algos] * 4
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
+    config = pipeline.TuneConfig(ranks=2, quick=True, output=tmp_path / "p.yaml")
+    notes: list[str] = []
+    pipeline._extra_rounds(config, None, None, _first_rounds(), notes)
+    assert len(calls) == 1
+    assert "at 2 of 2 sizes" in notes[0]
