@@ -9,7 +9,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from collbench import __version__
-from collbench.cli import discover, explain, export, fit, importer, layout, predict, sweep, tune
+from collbench.cli import discover, explain, export, fit, importer, layout, predict, profile, sweep, tune
 from collbench.cli.console import err_console
 from collbench.errors import CollbenchError
 
@@ -70,6 +70,7 @@ app.command("predict", help="Predict times per algorithm at world sizes no one h
 app.command("tune", help="Run the whole pipeline and write a profile: which algorithm at which size.")(tune.tune)
 app.add_typer(export.app, name="export", help="Turn a profile into what jobs consume (NCCL tuner, Open MPI).")
 app.add_typer(importer.app, name="import", help="Read results measured by other tools (nccl-tests logs).")
+app.add_typer(profile.app, name="profile", help="Work on profiles: merge the shapes of several into one.")
 
 
 def main() -> None:

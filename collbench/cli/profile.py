@@ -1,0 +1,44 @@
+"""`collbench profile`: work on profile files (join the shapes of several into one)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from collbench.cli.console import console, err_console
+
+app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@app.command("merge")
+def merge(
+    profiles: Annotated[
+        list[Path], typer.Argument(help="Profiles of one machine and backend (two or more).", show_default=False)
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="PROFILE.yaml", help="Where the merged profile goes.")
+    ],
+    prefer: Annotated[
+        str,
+        typer.Option("--prefer", help="none: a shape in two profiles is an error; newer: keep the newer profile's."),
+    ] = "none",
+) -> None:
+    """Join profiles' rule sets (one per communicator shape) into one profile."""
+    from collbench.fileio import check_writable
+    from collbench.tuning.merge import merge_profiles
+    from collbench.tuning.profile import Profile
+
+    check_writable(output)
+    loaded = [(str(path), Profile.load(path)) for path in profiles]
+    command = shlex.join(
+        ["collbench", "profile", "merge", *map(str, profiles), "-o", str(output)]
+        + (["--prefer", prefer] if prefer != "none" else [])
+    )
+    merged = merge_profiles(loaded, prefer=prefer, command=command)
+    merged.profile.save(output)
+    for note in merged.notes:
+        err_console.print(f"[yellow]note[/yellow]: {note}", highlight=False)
+    console.print(f"wrote [bold]{output}[/bold]: {merged.profile.shapes_label()}", highlight=False)

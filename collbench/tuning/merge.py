@@ -1,0 +1,95 @@
+"""Joining profiles of one machine and backend into one profile with every communicator shape.
+
+Tuning one shape at a time (``collbench tune --ranks 8``, then ``--ranks 64`` on another allocation)
+gives several files; a job wants one. Profiles join only when they were measured on the same machine
+(topology fingerprint) with the same backend: rules measured elsewhere say nothing about this one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from collbench.errors import ConfigError, UserError
+from collbench.tuning.profile import Profile, RuleSet
+
+Prefer = Literal["none", "newer"]
+PREFER_CHOICES: tuple[Prefer, ...] = ("none", "newer")
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """The joined profile, and one line per shape that two inputs both had, saying which was kept."""
+
+    profile: Profile
+    notes: tuple[str, ...]
+
+
+def merge_profiles(inputs: Sequence[tuple[str, Profile]], *, prefer: str = "none", command: str = "") -> Merged:
+    """Join ``(name, profile)`` pairs, in order: the first input's default shape stays the default.
+
+    A shape in two inputs is a conflict (UserError naming both) unless one of the two was predicted and
+    the other measured (the measured one is kept: a prediction only stands in for a measurement), or
+    ``prefer`` is ``"newer"`` (the one from the profile created later is kept; on a tie, the later
+    input). Fits of every input are kept, once each. Raises UserError when fewer than two profiles
+    are given or their machines or backends differ, ConfigError for an unknown ``prefer``.
+    """
+    if prefer not in PREFER_CHOICES:
+        raise ConfigError(f"--prefer must be one of {', '.join(PREFER_CHOICES)}, got {prefer!r}")
+    if len(inputs) < 2:
+        raise UserError("profile merge needs at least two profiles")
+    first_name, first = inputs[0]
+    for name, profile in inputs[1:]:
+        if profile.fingerprint != first.fingerprint:
+            raise UserError(
+                f"{name} was measured on machine {profile.fingerprint!r}, {first_name} on {first.fingerprint!r}: "
+                "profiles of different machines do not merge"
+            )
+        if profile.backend != first.backend:
+            raise UserError(
+                f"{name} was measured with {profile.backend}, {first_name} with {first.backend}: "
+                "profiles of different backends do not merge"
+            )
+    kept: dict[tuple[int, int], tuple[int, RuleSet]] = {}
+    notes: list[str] = []
+    for index, (name, profile) in enumerate(inputs):
+        for rule_set in profile.rule_sets:
+            held = kept.get(rule_set.shape)
+            if held is None:
+                kept[rule_set.shape] = (index, rule_set)
+                continue
+            held_index, held_set = held
+            held_name, held_profile = inputs[held_index]
+            if held_set.predicted != rule_set.predicted:
+                winner = (index, rule_set) if held_set.predicted else held
+                why = "measured beats predicted"
+            elif prefer == "newer":
+                newer = profile.created >= held_profile.created
+                winner = (index, rule_set) if newer else held
+                why = "the newer profile"
+            else:
+                raise UserError(
+                    f"{held_name} and {name} both have rules for {rule_set.shape_label}: "
+                    "pass --prefer newer to keep the newer profile's, or leave one out"
+                )
+            kept[rule_set.shape] = winner
+            notes.append(f"{rule_set.shape_label}: kept {inputs[winner[0]][0]}'s ({why})")
+    order = sorted(kept.values(), key=lambda item: item[0])  # stable: input order, then each input's order
+    fits: list[dict[str, object]] = []
+    for _, profile in inputs:
+        fits += [f for f in profile.fits if f not in fits]
+    newest = max((p for _, p in inputs), key=lambda p: p.created)
+    merged = Profile(
+        fingerprint=first.fingerprint,
+        host=first.host,
+        backend=first.backend,
+        rule_sets=tuple(rule_set for _, rule_set in order),
+        fits=tuple(fits),
+        versions=dict(newest.versions),
+        command=command,
+        created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        selection=dict(newest.selection),
+    )
+    return Merged(merged, tuple(notes))
