@@ -11,13 +11,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from collbench.cli.console import console, err_console
 from collbench.cli.render.profile import render_fits, render_rules
+from collbench.errors import ConfigError
 from collbench.runtime.noise import stall_report
-from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, check_config, partial_paths, run_tune
+from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, check_config, partial_paths
 from collbench.tuning.resume import kept_rows_hint
+from collbench.tuning.shapes import parse_ranks, parse_shapes, run_tune_shapes, shape_configs
 
 
 def _command(
-    ranks: int | None,
+    ranks: str | None,
     backend: str,
     op: list[str],
     topology: Path | None,
@@ -29,7 +31,7 @@ def _command(
     """The command line that reproduces this run, recorded in the profile."""
     parts = ["collbench", "tune"]
     if ranks is not None:
-        parts += ["--ranks", str(ranks)]
+        parts += ["--ranks", ranks]
     if backend != "auto":
         parts += ["--backend", backend]
     for name in op:
@@ -50,9 +52,12 @@ def _command(
 
 def tune(
     ranks: Annotated[
-        int | None,
+        str | None,
         typer.Option(
-            "--ranks", "-n", help="Local ranks (default: one per GPU, else min(4, usable cores), at least 2)."
+            "--ranks",
+            "-n",
+            help="Local ranks (default: one per GPU, else min(4, usable cores), at least 2); several (2,4,8) "
+            "tune each into one profile. Not under torchrun.",
         ),
     ] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (nccl with GPUs, else gloo), gloo or nccl.")] = "auto",
@@ -81,17 +86,32 @@ def tune(
         Path | None,
         typer.Option("--check", metavar="PROFILE", help="Re-measure a profile's choices against the alternatives."),
     ] = None,
+    predict_ranks: Annotated[
+        str | None,
+        typer.Option(
+            "--predict-ranks",
+            metavar="N[:NODES],...",
+            help="Also add rule sets predicted from the fitted models for these shapes (marked predicted).",
+        ),
+    ] = None,
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
     if check is not None:
-        _check(check, ranks, backend)
+        counts = parse_ranks(ranks) if ranks is not None else None
+        if counts is not None and len(counts) > 1:
+            raise ConfigError("--check re-measures one shape: give --ranks one value")
+        _check(check, counts[0] if counts else None, backend)
         return
     from collbench.runtime.launch import under_torchrun
 
     ops = op or ["all-reduce"]
     from collbench.runtime.affinity import default_local_ranks
 
-    world: int | None = None if under_torchrun() else ranks if ranks is not None else default_local_ranks(backend)
+    rank_counts = parse_ranks(ranks) if ranks is not None else (default_local_ranks(backend),)
+    predict = parse_shapes(predict_ranks) if predict_ranks else ()
+    if under_torchrun() and len(rank_counts) > 1:
+        raise ConfigError("under torchrun the launcher sets the world size: --ranks takes one value there")
+    world: int | None = None if under_torchrun() else rank_counts[0]
     config = TuneConfig(
         ranks=world,
         backend=backend,
@@ -102,7 +122,17 @@ def tune(
         results_path=results,
         plot_path=plot,
         resume=resume,
-        command=_command(world, backend, ops, topology, quick, output, results, plot),
+        command=_command(
+            None if world is None else ",".join(map(str, rank_counts)),
+            backend,
+            ops,
+            topology,
+            quick,
+            output,
+            results,
+            plot,
+        )
+        + (f" --predict-ranks {predict_ranks}" if predict_ranks else ""),
     )
     # The checks run before the progress display opens: an error is one line, not a blank one first.
     check_config(config)
@@ -131,24 +161,27 @@ def tune(
                 shown.add(event.text)
                 bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=True)
 
+        measured = rank_counts if world is not None else None
         try:
-            outcome = run_tune(config, stage, sweep_progress)
+            shapes = run_tune_shapes(config, measured, predict, stage, sweep_progress)
         except KeyboardInterrupt:
-            hint = kept_rows_hint(partial_paths(config))
+            hint = kept_rows_hint([p for c in shape_configs(config, measured) for p in partial_paths(c)])
             if hint:
                 bar.console.print(f"[yellow]note[/yellow]: {hint.removeprefix('; ')}", soft_wrap=True)
             raise
-    console.print(render_rules(outcome.profile))
-    if outcome.profile.fits:
-        console.print(render_fits(outcome.profile))
-    for line in stall_report(outcome.rows):
-        err_console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
-    for note in outcome.notes:
-        err_console.print(f"[yellow]note[/yellow]: {note}")
-    console.print(
-        f"profile: [bold]{outcome.profile_path}[/bold]   results: {outcome.results_path}   "
-        f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points in {outcome.elapsed_s:.0f} s)"
-    )
+    console.print(render_rules(shapes.profile))
+    if shapes.profile.fits:
+        console.print(render_fits(shapes.profile))
+    for outcome in shapes.outcomes:
+        for line in stall_report(outcome.rows):
+            err_console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
+        for note in outcome.notes:
+            err_console.print(f"[yellow]note[/yellow]: {note}")
+    for outcome in shapes.outcomes:
+        console.print(
+            f"profile: [bold]{shapes.profile_path}[/bold]   results: {outcome.results_path}   "
+            f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points in {outcome.elapsed_s:.0f} s)"
+        )
 
 
 def _check(path: Path, ranks: int | None, backend: str) -> None:

@@ -39,12 +39,17 @@ def _params(params: dict[str, Any]) -> str:
 
 
 def render_rules(profile: Profile) -> Table:
-    """One row per rule: op, size range, algorithm, parameters, times and gain over native."""
-    table = Table(
-        title=f"{profile.backend}, {profile.world_size} ranks, {profile.nodes} node(s), machine {profile.fingerprint}",
-        title_justify="left",
-    )
-    for col, just in (
+    """One row per rule: (shape,) op, size range, algorithm, parameters, times and gain over native.
+
+    With several rule sets a first column names each rule's shape, and predicted shapes say so.
+    """
+    several = len(profile.rule_sets) > 1
+    if several:
+        title = f"{profile.backend}, {len(profile.rule_sets)} communicator shapes, machine {profile.fingerprint}"
+    else:
+        title = f"{profile.backend}, {profile.world_size} ranks, {profile.nodes} node(s), machine {profile.fingerprint}"
+    table = Table(title=title, title_justify="left")
+    columns = [
         ("op", "left"),
         ("from", "right"),
         ("to", "right"),
@@ -54,23 +59,30 @@ def render_rules(profile: Profile) -> Table:
         ("measured", "right"),
         ("predicted", "right"),
         ("vs native", "right"),
-    ):
+    ]
+    if several:
+        columns.insert(0, ("ranks", "left"))
+    for col, just in columns:
         table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for rule in profile.rules:
-        gain = "-" if rule.gain_vs_native is None else f"{rule.gain_vs_native:.2f}x"
-        style = "green" if rule.gain_vs_native and rule.gain_vs_native > 1.0 and rule.algo != "native" else None
-        table.add_row(
-            rule.op,
-            _bytes(rule.min_bytes),
-            _bytes(rule.max_bytes),
-            rule.algo,
-            _params(rule.params),
-            _bytes(rule.at_bytes),
-            _us(rule.measured_us),
-            _us(rule.predicted_us),
-            gain,
-            style=style,
-        )
+    for rule_set in profile.rule_sets:
+        shape = f"{rule_set.world_size} on {rule_set.nodes} node(s)" + (" predicted" if rule_set.predicted else "")
+        for rule in rule_set.rules:
+            gain = "-" if rule.gain_vs_native is None else f"{rule.gain_vs_native:.2f}x"
+            style = "green" if rule.gain_vs_native and rule.gain_vs_native > 1.0 and rule.algo != "native" else None
+            if rule_set.predicted:
+                style = "dim"
+            cells = [
+                rule.op,
+                _bytes(rule.min_bytes),
+                _bytes(rule.max_bytes),
+                rule.algo,
+                _params(rule.params),
+                _bytes(rule.at_bytes),
+                _us(rule.measured_us),
+                _us(rule.predicted_us),
+                gain,
+            ]
+            table.add_row(*([shape, *cells] if several else cells), style=style)
     return table
 
 

@@ -1,0 +1,199 @@
+"""Tuning several communicator shapes into one profile, and rule sets predicted from fitted models.
+
+``collbench tune --ranks 2,4`` runs the whole tune pipeline (:func:`~collbench.tuning.pipeline.run_tune`)
+once per rank count, each with its own results and plot files (``NAME-2ranks-results.jsonl``, ...),
+and joins the measured rule sets into the one profile asked for. ``--predict-ranks 8,16`` adds rule
+sets for shapes nobody measured: per op, the algorithm the fitted models (the fits measured at the
+largest world size, re-evaluated at the predicted one, as ``collbench predict`` does) price fastest,
+switching where their predictions cross. Such sets are marked ``predicted`` in the profile, in the
+terminal table and in every export.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collbench.errors import ConfigError
+from collbench.schedules.ops import Op
+from collbench.tuning.profile import Profile, RuleSet
+from collbench.tuning.selection import NATIVE, Rule
+
+PREDICT_PARAMS = {"segment_bytes": None, "layout": "rank-order"}
+"""Predicted rules run unsegmented on rank order: no layout or segment size was measured at that shape."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A communicator shape to predict: ``world_size`` ranks on ``nodes`` nodes (None: as measured)."""
+
+    world_size: int
+    nodes: int | None = None
+
+
+def parse_ranks(text: str, option: str = "--ranks") -> tuple[int, ...]:
+    """``"4"`` or ``"2,4,8"`` as rank counts, each at least 2, none twice; ConfigError otherwise."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 2:
+            raise ConfigError(
+                f"{option} {text!r}: each value must be a whole number of ranks, at least 2, got {part!r}"
+            )
+        if int(part) in out:
+            raise ConfigError(f"{option} {text!r}: {part} is given twice")
+        out.append(int(part))
+    return tuple(out)
+
+
+def parse_shapes(text: str) -> tuple[Shape, ...]:
+    """``--predict-ranks``: ``"8,16"`` or with nodes ``"8:1,64:8"`` (ranks:nodes); ConfigError otherwise."""
+    shapes: list[Shape] = []
+    for part in text.split(","):
+        ranks_text, _, nodes_text = part.strip().partition(":")
+        (ranks,) = parse_ranks(ranks_text, "--predict-ranks")
+        nodes: int | None = None
+        if nodes_text:
+            if not nodes_text.isdigit() or not 1 <= int(nodes_text) <= ranks:
+                raise ConfigError(f"--predict-ranks {text!r}: nodes must be 1..{ranks} for {ranks} ranks, got {part!r}")
+            nodes = int(nodes_text)
+        if any(s.world_size == ranks and s.nodes == nodes for s in shapes):
+            raise ConfigError(f"--predict-ranks {text!r}: {part.strip()} is given twice")
+        shapes.append(Shape(ranks, nodes))
+    return tuple(shapes)
+
+
+def _fits_of(profile: Profile) -> list[Any]:
+    from collbench.models.fit import Fit
+
+    return [Fit.from_dict(f) for f in profile.fits]
+
+
+def predicted_rule_set(fits: Sequence[Any], ops: Sequence[str], world_size: int, nodes: int) -> RuleSet:
+    """Rules at ``world_size`` ranks from the fits: per op, the fastest predicted algorithm per size.
+
+    Each fitted algorithm's model is evaluated at ``world_size`` from 1 byte up to the largest size it
+    was measured at, and the rules switch where the fastest one changes (the crossing size, found on
+    the models); the last rule runs to unbounded. ``predicted_us`` is the model's time at ``at_bytes``
+    (the range's geometric middle, or its start for the last), ``gain_vs_native`` native's model over
+    the chosen one's there. Raises ConfigError when no op has fits.
+    """
+    from collbench.models.crossover import fastest, find_crossovers
+    from collbench.models.predict import pick_fits
+
+    rules: list[Rule] = []
+    for op in ops:
+        chosen = [f for f in pick_fits(fits, [op]) if Op.parse(f.op).value == Op.parse(op).value]
+        if not chosen:
+            continue
+        hi = float(max(f.max_bytes for f in chosen))
+        starts = [0] + [c.size_bytes for c in find_crossovers(chosen, world_size=world_size, lo_bytes=1, hi_bytes=hi)]
+        native = next((f for f in chosen if f.algo == NATIVE), None)
+        for i, start in enumerate(starts):
+            end = starts[i + 1] - 1 if i + 1 < len(starts) else None
+            at = max(1, int(math.sqrt(max(start, 1) * end)) if end is not None else start)
+            best = fastest(chosen, at, world_size)
+            time_us = best.predict_us(at, world_size)
+            gain = None if native is None or time_us <= 0 else native.predict_us(at, world_size) / time_us
+            rule = Rule(Op.parse(op).value, start, end, best.algo, dict(PREDICT_PARAMS), at, time_us, None, gain)
+            if rules and rules[-1].op == rule.op and rules[-1].algo == rule.algo:
+                rule = dataclasses.replace(rule, min_bytes=rules[-1].min_bytes)  # same winner: one range
+                rules.pop()
+            rules.append(rule)
+    if not rules:
+        raise ConfigError(f"no fits to predict {world_size} ranks from (ops: {', '.join(ops)})")
+    return RuleSet(world_size, nodes, tuple(rules), predicted=True)
+
+
+def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
+    """``profile`` with a predicted rule set added per shape (nodes default to the default shape's).
+
+    Raises ConfigError for a shape the profile measured already, or when it carries no fits.
+    """
+    if not shapes:
+        return profile
+    fits = _fits_of(profile)
+    if not fits:
+        raise ConfigError("the profile has no fitted models to predict other shapes from")
+    added: list[RuleSet] = []
+    for shape in shapes:
+        nodes = shape.nodes if shape.nodes is not None else min(profile.nodes, shape.world_size)
+        if (shape.world_size, nodes) in profile.shapes:
+            raise ConfigError(
+                f"--predict-ranks {shape.world_size}: {shape.world_size} ranks on {nodes} node(s) are measured already"
+            )
+        added.append(predicted_rule_set(fits, profile.ops, shape.world_size, nodes))
+    return dataclasses.replace(profile, rule_sets=(*profile.rule_sets, *added))
+
+
+def shape_config(config: Any, ranks: int) -> Any:
+    """The single-shape tune config of a several-shape tune: its own results and plot files."""
+    rows, png = config.rows_path, config.png_path
+    return dataclasses.replace(
+        config,
+        ranks=ranks,
+        results_path=rows.with_name(f"{rows.stem}-{ranks}ranks{rows.suffix}"),
+        plot_path=png.with_name(f"{png.stem}-{ranks}ranks{png.suffix}"),
+    )
+
+
+def shape_configs(config: Any, ranks: Sequence[int] | None) -> list[Any]:
+    """The configs ``run_tune_shapes`` runs: one per rank count, or the config itself for one shape."""
+    return [shape_config(config, r) for r in ranks] if ranks and len(ranks) > 1 else [config]
+
+
+@dataclass(frozen=True, slots=True)
+class ShapesOutcome:
+    profile: Profile
+    outcomes: list[Any]
+    """One TuneOutcome per measured shape, in --ranks order."""
+    profile_path: Path
+
+
+def run_tune_shapes(
+    config: Any,
+    ranks: Sequence[int] | None,
+    predict: Sequence[Shape] = (),
+    stage: Callable[[str], None] | None = None,
+    sweep_progress: Callable[[Any], None] | None = None,
+) -> ShapesOutcome:
+    """Tune each rank count in turn, join the rule sets (and fits) into ``config.output``, add predictions.
+
+    ``ranks`` None (under torchrun) or one value tunes the config's own shape, with its own file names.
+
+    Every shape's profile is written to ``config.output`` as soon as it is measured, joined with the
+    shapes before it, so an interrupted run keeps the shapes it finished. Raises what ``run_tune``
+    raises; ConfigError for a predicted shape that is measured too.
+    """
+    from collbench.tuning.pipeline import check_config, run_tune
+
+    configs = shape_configs(config, ranks)
+    for c in configs:
+        check_config(c)
+    for shape in predict:
+        if shape.world_size in (ranks or ()) and shape.nodes is None:
+            raise ConfigError(f"--predict-ranks {shape.world_size}: it is measured too (--ranks)")
+    outcomes: list[Any] = []
+    joined: Profile | None = None
+    for c in configs:
+        say = (lambda text, r=c.ranks: stage(f"{r} ranks: {text}")) if stage and len(configs) > 1 else stage
+        outcome = run_tune(c, say, sweep_progress)
+        outcomes.append(outcome)
+        joined = outcome.profile if joined is None else _join(joined, outcome.profile, config.command)
+        joined.save(config.output)
+    assert joined is not None  # at least one config ran
+    final = with_predictions(joined, predict)
+    if final is not joined:
+        final.save(config.output)
+    return ShapesOutcome(final, outcomes, config.output)
+
+
+def _join(first: Profile, other: Profile, command: str) -> Profile:
+    """Two tunes of this machine: the rule sets and fits of both (a shape measured twice keeps the later)."""
+    sets = [s for s in first.rule_sets if s.shape not in other.shapes] + list(other.rule_sets)
+    fits = list(first.fits) + [f for f in other.fits if f not in first.fits]
+    return dataclasses.replace(first, rule_sets=tuple(sets), fits=tuple(fits), command=command)

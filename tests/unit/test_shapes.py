@@ -1,0 +1,64 @@
+"""Rule sets predicted from fitted models for shapes nobody measured, and the shape options' parsers."""
+
+from __future__ import annotations
+
+import pytest
+
+from collbench.errors import ConfigError
+from collbench.models.crossover import find_crossovers
+from collbench.models.fit import Fit
+from collbench.tuning.profile import Profile, RuleSet
+from collbench.tuning.selection import Rule
+from collbench.tuning.shapes import Shape, parse_ranks, parse_shapes, predicted_rule_set, with_predictions
+
+
+def fit(algo: str, alpha_us: float, beta_us_per_byte: float, world: int = 4) -> Fit:
+    return Fit("all-reduce", algo, "gloo", world, alpha_us, beta_us_per_byte, None, 1.0, 1.0, 2.0, 256, 1 << 24)
+
+
+# Recursive doubling: few steps, lg(p) x the data; ring: 2(p-1) steps, 2(p-1)/p of the data; native
+# modelled as a slower ring. So recursive doubling wins small messages and ring large ones.
+FITS = [fit("recursive-doubling", 10.0, 0.001), fit("ring", 10.0, 0.001), fit("native", 40.0, 0.002)]
+
+
+def test_predicted_rules_follow_the_models_at_the_new_size() -> None:
+    rule_set = predicted_rule_set(FITS, ["all-reduce"], 16, 2)
+    assert rule_set.predicted and rule_set.shape == (16, 2)
+    algos = [r.algo for r in rule_set.rules]
+    assert algos == ["recursive-doubling", "ring"]
+    (crossover,) = find_crossovers(FITS[:2], world_size=16, lo_bytes=1, hi_bytes=1 << 24)
+    assert rule_set.rules[1].min_bytes == crossover.size_bytes
+    for rule in rule_set.rules:
+        assert rule.measured_us is None and rule.predicted_us is not None and rule.at_bytes is not None
+        chosen = next(f for f in FITS if f.algo == rule.algo)
+        assert rule.predicted_us == pytest.approx(chosen.predict_us(rule.at_bytes, 16))
+        native = FITS[2].predict_us(rule.at_bytes, 16)
+        assert rule.gain_vs_native == pytest.approx(native / rule.predicted_us)
+    # At 16 ranks the crossover moves from where it is at the measured 4 ranks.
+    (at_four,) = find_crossovers(FITS[:2], world_size=4, lo_bytes=1, hi_bytes=1 << 24)
+    assert at_four.size_bytes != crossover.size_bytes
+
+
+def test_with_predictions_adds_sets_and_refuses_measured_shapes() -> None:
+    measured = RuleSet(4, 1, (Rule("all-reduce", 0, None, "ring"),))
+    profile = Profile("fp", "h", "gloo", (measured,), fits=tuple(f.to_dict() for f in FITS))
+    more = with_predictions(profile, [Shape(8), Shape(64, 8)])
+    assert more.shapes == [(4, 1), (8, 1), (64, 8)]
+    assert [s.predicted for s in more.rule_sets] == [False, True, True]
+    assert more.select("all-reduce", 1 << 20, world_size=64).algo == "ring"
+    with pytest.raises(ConfigError, match="measured already"):
+        with_predictions(profile, [Shape(4)])
+    with pytest.raises(ConfigError, match="no fitted models"):
+        with_predictions(Profile("fp", "h", "gloo", (measured,)), [Shape(8)])
+
+
+def test_parsers() -> None:
+    assert parse_ranks("4") == (4,)
+    assert parse_ranks("2, 4,8") == (2, 4, 8)
+    assert parse_shapes("8,64:8") == (Shape(8), Shape(64, 8))
+    for text, message in [("1", "at least 2"), ("2,x", "'x'"), ("2,2", "given twice"), ("", "at least 2")]:
+        with pytest.raises(ConfigError, match=message):
+            parse_ranks(text)
+    for text, message in [("8:9", "nodes must be 1..8"), ("8:0", "nodes must be"), ("8,8", "given twice")]:
+        with pytest.raises(ConfigError, match=message):
+            parse_shapes(text)
