@@ -23,14 +23,16 @@ How the winner is chosen:
 * To switch from A to B at a size, B must be faster by more than the two points' combined noise,
   ``sqrt(noise_A^2 + noise_B^2)``, and at least ``min_gain`` (3% by default); the bar is capped at
   ``max_threshold`` (25%) so that on a very noisy machine a clearly faster algorithm (2x at large
-  sizes) still wins.
+  sizes) still wins, except where a point stalled (runtime/noise.py): there the noise is the
+  iterations' whole spread, uncapped, since a difference inside the stall noise is no finding.
 * Ties. At each size, every variant within that bar of the fastest cannot be told apart from it: they
   are tied, and a tie goes to the simpler choice: native when it is in the tie, else the variant in
   use at the size below, else the fastest. The rule records the variants it was tied with
   (``tie_with``), and at ``at_bytes`` how far the fastest other variant was (``separation``) against
   the bar (``noise``).
 * The time compared is ``decision_time_us``: each row's first quartile (its p50 for rows without
-  one), the median of them across repeated rows.
+  one), the smallest of them across repeated rows (rounds): a round that a burst of load hit must
+  not decide (measured in benchmarks/bench_statistics.py; README "Which time decisions use").
 * Between two measured sizes with different winners, the boundary is where the fitted models (when
   given) predict the new winner becomes faster than the old one; without fits, or when the
   predictions do not cross inside the gap, the geometric middle of the gap. Only the two measured
@@ -49,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from collbench.errors import ConfigError
+from collbench.runtime.noise import row_stalled
 from collbench.runtime.results import ResultRow
 
 NATIVE = "native"
@@ -97,6 +100,8 @@ class Point:
     iters: int = 1
     between: float = 0.0
     """Relative standard error of the p50 across repeated rows (rounds of a sweep); 0 for one row."""
+    stalled: bool = False
+    """Whether a row of the point was in the stall regime (runtime/noise.py)."""
 
     @property
     def spread(self) -> float:
@@ -107,8 +112,14 @@ class Point:
 
     @property
     def noise(self) -> float:
-        """Relative uncertainty of the p50: the spread over sqrt(iterations), and between rounds."""
-        return math.hypot(self.spread / math.sqrt(max(self.iters, 1)), self.between)
+        """Relative uncertainty of the point's time: the spread over sqrt(iterations), and between rounds.
+
+        A stalled point's spread is not divided by sqrt(iterations): stalls come in bursts (a busy
+        minute on the machine), so its iterations are not independent samples, and the time moves
+        between runs by about the whole spread (measured: issue 10's replicate benchmark).
+        """
+        within = self.spread if self.stalled else self.spread / math.sqrt(max(self.iters, 1))
+        return math.hypot(within, self.between)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,17 +226,28 @@ class SelectionSettings:
                 f"got min_gain={self.min_gain}, max_threshold={self.max_threshold}"
             )
 
-    def threshold(self, noise_a: float, noise_b: float) -> float:
-        """The relative gain B needs over A to replace it: combined noise, floored and capped."""
-        return min(self.max_threshold, max(self.min_gain, math.hypot(noise_a, noise_b)))
+    def threshold(self, noise_a: float, noise_b: float, *, capped: bool = True) -> float:
+        """The relative gain B needs over A to replace it: combined noise, floored, and capped unless told not."""
+        bar = max(self.min_gain, math.hypot(noise_a, noise_b))
+        return min(self.max_threshold, bar) if capped else bar
+
+    def bar(self, a: Point, b: Point) -> float:
+        """The relative difference two points cannot resolve.
+
+        Capped at ``max_threshold`` for points of a steady machine (jitter there is independent from
+        call to call, so a clearly faster algorithm wins however noisy); not capped when either point
+        stalled: a difference inside the stall noise is not a finding, whatever its size.
+        """
+        return self.threshold(a.noise, b.noise, capped=not (a.stalled or b.stalled))
 
 
 def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[int, Point]]]:
     """Per op, per variant, per size: the combined measured point. Rows with wrong data are dropped.
 
-    Several rows at one size (in-place and out-of-place, repeats) combine into the median of their
-    p50s, the smallest min and the largest max. Rows of one algorithm at a size no larger than their
-    segment size are the same schedule whatever the segment size, so they combine too.
+    Several rows at one size (in-place and out-of-place, repeats) combine into the smallest of their
+    decision times (``decision_time_us``), the smallest min and the largest max. Rows of one algorithm
+    at a size no larger than their segment size are the same schedule whatever the segment size, so
+    they combine too.
     """
     grouped: dict[str, dict[Variant, dict[int, list[ResultRow]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
@@ -250,11 +272,12 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
             out[op][variant] = {
                 size: Point(
                     size,
-                    statistics.median(decision_time_us(r) for r in rs),
+                    min(decision_time_us(r) for r in rs),
                     min(r.time_us_min for r in rs),
                     max(r.time_us_max for r in rs),
                     sum(max(r.iters, 1) for r in rs),
                     _between(rs),
+                    any(row_stalled(r) for r in rs),
                 )
                 for size, rs in by_size.items()
             }
@@ -401,11 +424,7 @@ def decide_at(
     """
     best = min(here, key=lambda v: (here[v].time_us, v.algo != NATIVE))
     fastest = here[best]
-    tied = [
-        v
-        for v in here
-        if v == best or here[v].time_us <= fastest.time_us * (1.0 + settings.threshold(here[v].noise, fastest.noise))
-    ]
+    tied = [v for v in here if v == best or here[v].time_us <= fastest.time_us * (1.0 + settings.bar(here[v], fastest))]
     natives = [v for v in tied if v.algo == NATIVE]
     if natives:
         chosen = natives[0]
@@ -435,7 +454,7 @@ def _evidence_at(
     if not others or mine.time_us <= 0:
         return None, None
     rival = min(others, key=lambda p: p.time_us)
-    return rival.time_us / mine.time_us - 1.0, settings.threshold(mine.noise, rival.noise)
+    return rival.time_us / mine.time_us - 1.0, settings.bar(mine, rival)
 
 
 def _boundary(lo: int, hi: int, old: Variant, new: Variant, predict: Any) -> int:
