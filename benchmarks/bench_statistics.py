@@ -11,8 +11,9 @@ alternate the algorithms' order, keeping every iteration's time (slowest rank). 
 * agreement: per size, the fraction of runs whose fastest algorithm by that statistic is the one
   most runs name.
 
-Statistics of a run: p50, p25 and the 20%-trimmed mean of the run's pooled iterations, and the smaller
-of its two rounds' medians (min-of-round-medians). The stall fraction of every point is printed too.
+Statistics of a run: p50, p25 and the 20%-trimmed mean of the run's pooled iterations, the smaller
+of its two rounds' medians (min-of-round-medians), and the smaller of its two rounds' p25s (what tune's
+decisions use). The stall fraction of every point is printed too.
 
     python benchmarks/bench_statistics.py [--ranks N] [--rounds 6] [--budget 0.1] [--json out.json]
 """
@@ -85,7 +86,7 @@ def worker(ctx: RankContext, plan: Plan) -> dict[str, list[float]]:
     return out if ctx.rank == 0 else {}
 
 
-STATS = ("p50", "p25", "trimmed mean", "min of round medians")
+STATS = ("p50", "p25", "trimmed mean", "min of round medians", "min of round p25s")
 
 
 def run_stats(rounds: list[list[float]]) -> dict[str, float]:
@@ -95,6 +96,8 @@ def run_stats(rounds: list[list[float]]) -> dict[str, float]:
         "p25": quantile(pooled, 0.25),
         "trimmed mean": trimmed_mean(pooled, 0.2),
         "min of round medians": min_of_medians(rounds),
+        # What tune's decisions use (selection.decision_time_us, combined over rounds by the minimum).
+        "min of round p25s": min(quantile(r, 0.25) for r in rounds),
     }
 
 
