@@ -21,7 +21,8 @@ from collbench.runtime.row_fields import checked_fields
 
 NODES_UNKNOWN = 0
 """``ResultRow.nodes`` of a row whose source did not say how many nodes ran it (a pasted log with no
-host names). Guessing 1 would file a 1440-rank run as one machine; fit and predict do not read nodes."""
+host names). Guessing 1 would file a 1440-rank run as one machine; fit and predict do not read nodes.
+Row checking accepts it (row_fields.FIELD_RANGES)."""
 
 
 @dataclass(frozen=True, slots=True)
