@@ -101,7 +101,9 @@ class _Run:
     """(line number, tokens) of each result line."""
     collbench: tuple[str, str, int] | None = None
     """(algorithm, backend, ranks) from a ``# collbench <op> algo A backend B nranks N`` block header."""
-    has_root: bool | None = None
+    columns: tuple[str, ...] | None = None
+    """The header's columns before the first ``time``: size count type, then redop and root where printed
+    (nccl-tests before 2.0 printed neither for all-gather, and no redop for broadcast)."""
     legacy_error: bool = False
 
 
@@ -211,9 +213,9 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
                     runs.append(run)
                 if m := _ITERS_RE.search(line):
                     run.iters = int(m.group(1))
-            elif "redop" in line and "size" in line:
-                run.has_root = " root " in f" {line} "
-                run.legacy_error = "#wrong" not in line and " error" in line
+            elif (words := line.lstrip("#").split()) and words[0] == "size" and "time" in words:
+                run.columns = tuple(words[: words.index("time")])
+                run.legacy_error = "#wrong" not in words and "error" in words
             continue
         if (info := nccl_line(line)) is not None:
             if info.rank is not None:
@@ -234,25 +236,50 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
     return [r for r in runs if r.rows]
 
 
+@dataclass(frozen=True, slots=True)
+class _Lead:
+    """The columns of a result line before its times."""
+
+    size: int
+    count: int
+    dtype: str
+    redop: str
+    root: int | None
+    times_at: int
+
+
+def _lead(run: _Run, tokens: list[str]) -> _Lead:
+    """Read size, count, type, redop and root by the header's columns (or, with no header, by shape).
+
+    Raises ValueError or IndexError for a line that does not have them.
+    """
+    columns = run.columns
+    if columns is None:
+        if len(tokens) >= 13:
+            columns = ("size", "count", "type", "redop", "root")
+        elif len(tokens) == 12:
+            columns = ("size", "count", "type", "redop" if tokens[3].isalpha() else "root")
+        else:
+            columns = ("size", "count", "type")
+    at = {name: i for i, name in enumerate(columns)}
+    root = int(tokens[at["root"]]) if "root" in at else None
+    redop = tokens[at["redop"]] if "redop" in at else "none"
+    return _Lead(int(tokens[0]), int(tokens[1]), _canonical_dtype(tokens[2]), redop, root, len(columns))
+
+
 def _table_rows(run: _Run) -> list[TableRow]:
     """The columns inference reads, from the lines that parse (bad lines fail later, with their line)."""
-    head = 5 if _has_root(run, run.rows[0][1]) else 4
     out: list[TableRow] = []
     for _, tokens in run.rows:
         try:
-            root = int(tokens[4]) if head == 5 else None
+            lead = _lead(run, tokens)
+            head = lead.times_at
             algbw = float(tokens[head + 1]) if len(tokens) > head + 2 else None
             busbw = float(tokens[head + 2]) if len(tokens) > head + 2 else None
-            out.append(
-                TableRow(int(tokens[0]), int(tokens[1]), _canonical_dtype(tokens[2]), tokens[3], root, algbw, busbw)
-            )
-        except ValueError:
+            out.append(TableRow(lead.size, lead.count, lead.dtype, lead.redop, lead.root, algbw, busbw))
+        except (ValueError, IndexError):
             continue
     return out
-
-
-def _has_root(run: _Run, tokens: list[str]) -> bool:
-    return run.has_root if run.has_root is not None else len(tokens) >= 13
 
 
 def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]) -> Op:
@@ -354,22 +381,19 @@ def _time_us(token: str, path: Path, lineno: int) -> float:
 
 
 def _text_row(tokens: list[str], lineno: int, run: _Run, op: Op, world_size: int, path: Path) -> list[ResultRow]:
-    head = 5 if _has_root(run, tokens) else 4
-    body = tokens[head:]
     try:
-        size, count = int(tokens[0]), int(tokens[1])
-        dtype, redop = _canonical_dtype(tokens[2]), tokens[3]
-        root = int(tokens[4]) if head == 5 else -1
+        lead = _lead(run, tokens)
+        body = tokens[lead.times_at :]
         halves = [body[i : i + 4] for i in range(0, 8, 4) if len(body[i : i + 4]) == 4]
         rows = [
             _factor_row(
                 op,
                 world_size,
-                size,
-                count,
-                dtype,
-                redop,
-                root,
+                lead.size,
+                lead.count,
+                lead.dtype,
+                lead.redop,
+                -1 if lead.root is None else lead.root,
                 i == 1,
                 _time_us(h[0], path, lineno),
                 _wrong(h[3], run.legacy_error),

@@ -19,7 +19,7 @@ WIDE = {"COLUMNS": "200"}
 
 def _result_lines(path: Path) -> int:
     text = path.read_text(encoding="utf-8").replace("[1,0]<stdout>:", " ")
-    return sum(1 for line in text.splitlines() if len(line.split()) >= 12 and line.split()[0].isdigit())
+    return sum(1 for line in text.splitlines() if len(line.split()) >= 11 and line.split()[0].isdigit())
 
 
 @pytest.mark.parametrize("name", LOGS)

@@ -84,7 +84,40 @@ FACTS: dict[str, LogFacts] = {
         0,
         (INFERRED_AR, "took 16 ranks from busbw/algbw", UNKNOWN_NODES),
     ),
+    # One '# Rank' line kept of 72, 144 and 1440: the rank count is read, the node count is not guessed.
+    "all_reduce_perf-gb200-72rank-one-rank-line.log": LogFacts(
+        "all-reduce", 5, 72, NODES_UNKNOWN, (1806.7, 1835.9), (20299, 20006), 0, (INFERRED_AR, "host of 1 of 72 ranks")
+    ),
+    "all_reduce_perf-gb200-144rank-one-rank-line.log": LogFacts(
+        "all-reduce",
+        6,
+        144,
+        NODES_UNKNOWN,
+        (2156.8, 2093.7),
+        (42067, 41557),
+        0,
+        (INFERRED_AR, "host of 1 of 144 ranks"),
+    ),
+    "all_reduce_perf-gb200-1440rank-one-rank-line.log": LogFacts(
+        "all-reduce",
+        6,
+        1440,
+        NODES_UNKNOWN,
+        (7108.4, 7145.8),
+        (84625, 84828),
+        0,
+        (INFERRED_AR, "host of 1 of 1440 ranks"),
+    ),
 }
+
+# nccl-tests before 2.0, 8 GPUs in one process: no test name, no redop column for broadcast and no
+# redop or root column for all-gather, an NCCL line under the header.
+for _name, _op, _first, _last in [
+    ("reduce_scatter-a100-x8-legacy-superbench.log", "reduce-scatter", (34.88, 33.65), (32464, 32502)),
+    ("all_gather-a100-x8-legacy-superbench.log", "all-gather", (34.27, 33.57), (33646, 32669)),
+    ("broadcast-a100-x8-legacy-superbench.log", "broadcast", (34.61, 34.33), (36896, 36599)),
+]:
+    FACTS[_name] = LogFacts(_op, 34, 8, 1, _first, _last, 20, (f"took {_op} from the columns",))
 
 # A result line as it reads on screen once Open MPI's tags are gone: size, count, type, redop, [root,]
 # then time algbw busbw wrong, twice.
@@ -96,8 +129,8 @@ def _log_times(path: Path) -> list[tuple[int, float, float]]:
     out = []
     for raw in path.read_text(encoding="utf-8").splitlines():
         words = _TAG.sub(" ", raw).split()
-        if len(words) >= 12 and words[0].isdigit() and words[2] == "float":
-            head = 5 if len(words) == 13 else 4
+        if len(words) >= 11 and words[0].isdigit() and words[2] == "float":
+            head = len(words) - 8  # two halves of time, algbw, busbw, wrong end every line
             assert re.fullmatch(_NUMBER, words[head]) and re.fullmatch(_NUMBER, words[head + 4])
             out.append((int(words[0]), float(words[head]), float(words[head + 4])))
     return out
