@@ -108,9 +108,28 @@ def _split_tail_words(words: list[str]) -> list[str]:
     return names
 
 
+def _header_start(line: str) -> int | None:
+    """Where the header's GPU0 starts in ``line``, or None when the line is not the header.
+
+    Usually GPU0 is the first word; a paste can carry text before it on the same line (a shell prompt
+    whose newline was lost, the opening of a quoted string), but then GPU0 must be followed by another
+    column name, so prose that mentions GPU0 is not taken for a header.
+    """
+    words = [(m.group(), m.start()) for m in _WORD.finditer(line)]
+    for k, (word, start) in enumerate(words):
+        if word != "GPU0":
+            continue
+        following = words[k + 1][0] if k + 1 < len(words) else None
+        if k == 0:
+            return start if following != "X" else None
+        if following is not None and (_DEVICE_COLUMN.match(following) or following == "CPU"):
+            return start
+        return None
+    return None
+
+
 def _is_header(line: str) -> bool:
-    words = line.split()
-    return len(words) >= 1 and words[0] == "GPU0" and (len(words) == 1 or words[1] != "X")
+    return _header_start(line) is not None
 
 
 class _Parser:
@@ -132,8 +151,12 @@ class _Parser:
 
     def header(self) -> int:
         for n, line in enumerate(self.lines):
-            if _is_header(line):
-                self._read_header(line, n + 1)
+            start = _header_start(line)
+            if start is not None:
+                if line[:start].strip():
+                    self.note(f"{self.path}:{n + 1}: ignored {line[:start].strip()!r} before GPU0 on the header line")
+                # Blank the prefix out rather than cut it, so columns keep their positions on screen.
+                self._read_header(re.sub(r"\S", " ", line[:start]) + line[start:], n + 1)
                 return n
         raise self.error("no header line starting with GPU0 (expected the text of `nvidia-smi topo -m`)", 1)
 

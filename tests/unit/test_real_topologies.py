@@ -109,6 +109,28 @@ FACTS: dict[str, Facts] = {
             "rows NIC0, NIC1, NIC2, NIC3 have no column in the header",
         ),
     ),
+    # DGX-1 (V100) hybrid cube-mesh, quoted in a Python test: the header line starts with the string's
+    # opening; NIC columns carry their port names, out of order.
+    "dgx1-v100-x8-hybrid-cube-mesh-in-python-string.topo.txt": Facts(
+        8,
+        4,
+        {
+            ("GPU0", "GPU1"): (K.NVLINK, 1),
+            ("GPU0", "GPU3"): (K.NVLINK, 2),
+            ("GPU0", "GPU4"): (K.NVLINK, 2),
+            ("GPU0", "GPU5"): (K.SYS, 1),
+            ("GPU3", "GPU7"): (K.NVLINK, 1),
+            ("GPU0", "NIC0"): (K.PIX, 1),
+            ("GPU0", "NIC2"): (K.PHB, 1),
+            ("GPU4", "NIC1"): (K.PIX, 1),
+            ("NIC0", "NIC2"): (K.PHB, 1),
+            ("NIC0", "NIC1"): (K.SYS, 1),
+        },
+        nic_names=("mlx5_0", "mlx5_2", "mlx5_1", "mlx5_3"),
+        cpus={"GPU0": 40, "GPU7": 40},
+        numa={"GPU0": None},
+        notes=("before GPU0 on the header line",),
+    ),
 }
 
 
