@@ -44,6 +44,7 @@ from collbench.models.piecewise import (
     nnls_trimmed,
     piecewise_fit,
 )
+from collbench.runtime.noise import decision_time_us
 from collbench.runtime.results import ResultRow
 
 R2_MIN = 0.5
@@ -267,7 +268,9 @@ def _design(key: GroupKey, rows: list[ResultRow]) -> tuple[FloatArray, FloatArra
         t = cost_terms(op, algo, p, r.size_bytes)
         coefs.append((t.alpha, t.beta, t.gamma))
     sizes = np.array([r.size_bytes for r in rows], dtype=np.float64)
-    times = np.array([r.time_us for r in rows], dtype=np.float64)
+    # The time decisions use (a row's p25 where it has one): fits describe the collective's cost, not
+    # the scheduler stalls that the median of a busy machine's iterations lands on (runtime/noise.py).
+    times = np.array([decision_time_us(r) for r in rows], dtype=np.float64)
     return sizes, np.array(coefs, dtype=np.float64), times
 
 
@@ -452,7 +455,10 @@ def fit_results(rows: list[ResultRow], *, piecewise: bool = True, crossovers: bo
 
 def median_abs_pct_error(fit: Fit, rows: Iterable[ResultRow]) -> float:
     """Median absolute percentage error of a fit's predictions on rows (e.g. held-out sizes)."""
-    errors = [100.0 * abs(fit.predict_us(r.size_bytes, r.world_size) - r.time_us) / r.time_us for r in rows]
+    errors = [
+        100.0 * abs(fit.predict_us(r.size_bytes, r.world_size) - decision_time_us(r)) / decision_time_us(r)
+        for r in rows
+    ]
     if not errors:
         raise ValueError("no rows to score")
     return statistics.median(errors)

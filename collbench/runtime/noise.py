@@ -113,6 +113,19 @@ def stall_summary(label: str, fraction: float) -> str:
     )
 
 
+def decision_time_us(row: ResultRow) -> float:
+    """The time decisions and fits use for one measured row: its first quartile where the row has one.
+
+    Stalls only ever add time, and on a busy machine they hit up to half of a point's iterations, so
+    the median lands on their edge and moves by several times between runs; the first quartile stays
+    on the calls that ran undisturbed (benchmarks/bench_statistics.py measures the alternatives; see
+    the README). Rows from older files or other tools, without it, give their p50. Across repeated
+    rows (rounds), selection takes the smallest: a round that a burst of load hit must not decide.
+    """
+    p25 = row.time_us_p25
+    return p25 if p25 is not None and p25 > 0 and math.isfinite(p25) else row.time_us
+
+
 def row_stalled(row: ResultRow) -> bool:
     """Whether a measured point is in the stall regime (False when its rows carry no noise figures)."""
     return (row.stall_fraction or 0.0) >= STALL_MARK or bool(row.bimodal)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.fileio import atomic_output
+from collbench.runtime.noise import decision_time_us
 from collbench.runtime.results import ResultRow
 from collbench.tuning.profile import Profile
 
@@ -42,9 +43,10 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Any], profile: Profile, 
         for (algo, seg), pts in sorted(by_variant.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
             pts.sort(key=lambda r: r.size_bytes)
             xs = [r.size_bytes for r in pts]
-            ys = [r.time_us for r in pts]
-            lo = [max(0.0, r.time_us - r.time_us_min) for r in pts]
-            hi = [max(0.0, r.time_us_max - r.time_us) for r in pts]
+            # The time decisions and fits use (p25 where measured), so points and fitted lines compare.
+            ys = [decision_time_us(r) for r in pts]
+            lo = [max(0.0, y - r.time_us_min) for y, r in zip(ys, pts, strict=True)]
+            hi = [max(0.0, r.time_us_max - y) for y, r in zip(ys, pts, strict=True)]
             # Name the segment size only where an algorithm was measured with several.
             label = algo if seg is None or seg_count[algo] == 1 else f"{algo} (seg {seg // 1024} KiB)"
             marker = "o" if seg is None or seg_count[algo] == 1 or seg >= (1 << 20) else "s"
@@ -57,7 +59,7 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Any], profile: Profile, 
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("size (bytes)")
-        ax.set_ylabel("time (us), p50; bars min-max")
+        ax.set_ylabel("time (us), p25; bars min-max")
         ax.set_title(f"{op}, {profile.backend}, {profile.world_size} ranks: measured (points), fitted (dashed)")
         _rule_band(ax, profile, op, sizes_all, color)
         ax.legend(fontsize=7, ncol=3, loc="lower right")

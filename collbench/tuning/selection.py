@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from collbench.errors import ConfigError
-from collbench.runtime.noise import row_stalled
+from collbench.runtime.noise import decision_time_us, row_stalled
 from collbench.runtime.results import ResultRow
 
 NATIVE = "native"
@@ -282,18 +282,6 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
                 for size, rs in by_size.items()
             }
     return out
-
-
-def decision_time_us(row: ResultRow) -> float:
-    """The time decisions compare for one measured row: its first quartile where the row has one.
-
-    Stalls only ever add time, and on a busy machine they hit up to half of a point's iterations, so
-    the median lands on their edge and moves by several times between runs; the first quartile stays
-    on the calls that ran undisturbed (benchmarks/bench_statistics.py measures the alternatives; see
-    the README). Rows from older files or other tools, without it, give their p50.
-    """
-    p25 = row.time_us_p25
-    return p25 if p25 is not None and p25 > 0 and math.isfinite(p25) else row.time_us
 
 
 def _between(rows: list[ResultRow]) -> float:
