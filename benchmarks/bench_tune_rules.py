@@ -4,7 +4,7 @@ For every size of a grid (by default 9 sizes over the quick tune's range: 512 B 
 steps), the profile's rule names an algorithm; this benchmark sweeps *all* applicable algorithms again
 at those sizes (a new run, ``--repeats`` times, alternating their order), and reports, per size, the
 chosen algorithm's time over the best measured one's (in place, as tune measures), each time being
-what decisions compare (``selection.decision_time_us``: the row's p25, median over repeats). The
+what decisions compare (``noise.decision_time_us``: the row's p25, smallest over repeats). The
 profile passes at a size when that ratio is at most 1.05 (within 5%), or when the chosen and the best
 cannot be told apart in this re-measurement (``selection.decide_at``: within the measured noise).
 Targets (issue 10): at least 8 of 9 sizes pass, geometric-mean ratio at most 1.05.
@@ -77,7 +77,7 @@ def main() -> None:
         rows = [r for run in runs for r in run]
         points = measured_points(rows).get(op, {})
         sizes = sorted({s for pts in points.values() for s in pts})
-        print(f"\n{op}, {profile.backend}, {profile.world_size} ranks, {args.repeats} fresh run(s), p25 median")
+        print(f"\n{op}, {profile.backend}, {profile.world_size} ranks, {args.repeats} fresh run(s), rounds' min p25")
         print(f"{'size':>10}  {'chosen':<20} {'time us':>10}  {'best':<20} {'time us':>10}  {'ratio':>6}  tie  ok")
         for size in sizes:
             rule = profile.select(op, size)

@@ -148,7 +148,7 @@ def stall_report(rows: Sequence[ResultRow]) -> list[str]:
     ]
     worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.algo))[:STALL_LINES]
     for row in worst:
-        label = f"at {format_bytes(row.size_bytes)} ({row.algo})"
+        label = f"at {format_bytes(row.size_bytes)} ({row.algo}, {'in place' if row.in_place else 'out of place'})"
         if (row.stall_fraction or 0.0) >= STALL_MARK:
             lines.append(stall_summary(label, row.stall_fraction or 0.0))
         else:

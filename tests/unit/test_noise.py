@@ -121,7 +121,7 @@ def test_stall_report_names_the_worst_points() -> None:
     lines = stall_report(rows)
     assert lines[0].startswith("2 of 3 points stalled")
     assert lines[1] == (
-        "37% of iterations at 16 KiB (ring) were >3x the fastest: the machine is busy or oversubscribed"
+        "37% of iterations at 16 KiB (ring, in place) were >3x the fastest: the machine is busy or oversubscribed"
     )
     assert "two modes" in lines[2]
     assert stall_report([rows[1]]) == []
