@@ -9,7 +9,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from collbench import __version__
-from collbench.cli import compare, discover, explain, export, fit, importer, layout, predict, profile, sweep, tune
+from collbench.cli import compare, discover, explain, export, fit, importer, layout, predict, profile, report, sweep, tune
 from collbench.cli.console import err_console
 from collbench.errors import CollbenchError
 
@@ -68,6 +68,9 @@ app.command("explain", help="Show an algorithm's schedule step by step, with its
 app.command("fit", help="Fit alpha-beta-gamma cost models to measured results.")(fit.fit)
 app.command("predict", help="Predict times per algorithm at world sizes no one here has.")(predict.predict)
 app.command("tune", help="Run the whole pipeline and write a profile: which algorithm at which size.")(tune.tune)
+app.command("report", help="One HTML page that opens offline: machine, charts per op, profile, provenance.")(
+    report.report
+)
 app.command("compare", help="Did it get slower? Two result sets point by point, with the noise of each.")(
     compare.compare
 )

@@ -182,6 +182,7 @@ def tune(
             f"profile: [bold]{shapes.profile_path}[/bold]   results: {outcome.results_path}   "
             f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points in {outcome.elapsed_s:.0f} s)"
         )
+    console.print(f"report: [bold]{shapes.report_path or '-'}[/bold]")
 
 
 def _check(path: Path, ranks: int | None, backend: str) -> None:

@@ -113,6 +113,10 @@ class TuneOutcome:
     results_path: Path
     plot_path: Path | None
     elapsed_s: float
+    report_path: Path | None = None
+    """The HTML report beside the profile (None when it could not be written: see ``notes``)."""
+    topology: Any = None
+    """The topology measured on (for the report of several shapes)."""
 
 
 def check_config(config: TuneConfig) -> None:
@@ -205,6 +209,11 @@ def run_tune(
     except InputFileError as exc:
         notes.append(f"no plot: {exc}")
         plot_path = None
+    say("report")
+    from collbench.report.page import write_beside_profile
+
+    report_path, why = write_beside_profile(config.output, rows, profile, topology, config.rows_path)
+    notes += [why] if why else []
     return TuneOutcome(
         profile=profile,
         rows=rows,
@@ -214,6 +223,8 @@ def run_tune(
         results_path=config.rows_path,
         plot_path=plot_path,
         elapsed_s=time.monotonic() - started,
+        report_path=report_path,
+        topology=topology,
     )
 
 

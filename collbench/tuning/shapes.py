@@ -152,6 +152,8 @@ class ShapesOutcome:
     outcomes: list[Any]
     """One TuneOutcome per measured shape, in --ranks order."""
     profile_path: Path
+    report_path: Path | None = None
+    """The HTML report beside the profile, of every shape (None when it could not be written)."""
 
 
 def run_tune_shapes(
@@ -189,7 +191,15 @@ def run_tune_shapes(
     final = with_predictions(joined, predict)
     if final is not joined:
         final.save(config.output)
-    return ShapesOutcome(final, outcomes, config.output)
+    report_path = outcomes[-1].report_path
+    if len(outcomes) > 1 or final is not joined:
+        # Each shape's tune wrote a report of its own shape; the page beside the joined profile shows all.
+        from collbench.report.page import write_beside_profile
+
+        rows = [r for o in outcomes for r in o.rows]
+        report_path, why = write_beside_profile(config.output, rows, final, outcomes[-1].topology, config.rows_path)
+        outcomes[-1].notes.extend([why] if why else [])
+    return ShapesOutcome(final, outcomes, config.output, report_path)
 
 
 def _join(first: Profile, other: Profile, command: str) -> Profile:

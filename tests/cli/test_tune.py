@@ -42,6 +42,9 @@ def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch:
             assert rule.measured_us == pytest.approx(min(match), rel=1e-3)
     assert {f["algo"] for f in profile.fits} <= algos
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The report beside the profile, made from the same rows and profile.
+    page = (tmp_path / "p.html").read_text()
+    assert 'id="profile"' in page and profile.command in page and "all-reduce, gloo, 2 ranks" in page
     assert "profile:" in result.stdout and "algorithm" in result.stdout
     assert yaml.safe_load(out.read_text())["schema_version"] == 2
 

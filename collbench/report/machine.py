@@ -1,0 +1,206 @@
+"""The machine in the report: the topology matrix, and a drawing of devices and links with the layout's
+rings and trees over it.
+
+Rank devices (GPUs, or CPU ranks) sit on a circle in rank order, NICs on an outer circle; a link's
+colour is its kind and its width grows with its bandwidth (log scale: NVLink is 10-50x PCIe). Rings
+are closed arrowed paths through the ranks, one colour per channel; trees are dashed arrows from child
+to parent, bent towards the centre so they do not hide the links.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
+
+KIND_COLORS = {
+    LinkKind.NVLINK: "#2ca02c",
+    LinkKind.NVSWITCH: "#17becf",
+    LinkKind.PIX: "#1f77b4",
+    LinkKind.PXB: "#6baed6",
+    LinkKind.PHB: "#9467bd",
+    LinkKind.NODE: "#ff7f0e",
+    LinkKind.SYS: "#d62728",
+    LinkKind.LOOPBACK: "#8c564b",
+    LinkKind.NET: "#7f7f7f",
+    LinkKind.MEASURED: "#bcbd22",
+}
+RING_COLORS = ("#e41a1c", "#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a65628")
+TREE_COLORS = ("#000000", "#f781bf")
+
+
+def _label(d: Device) -> str:
+    base = f"{d.kind.value.upper()}{d.index}"
+    return base if not d.host else f"{base}@{d.host}"
+
+
+def _link_tip(lk: Link) -> str:
+    bw = f"{lk.bandwidth_gbps:g} GB/s per direction" if lk.bandwidth_gbps else "bandwidth unknown"
+    lat = f", {lk.latency_us:g} us" if lk.latency_us is not None else ""
+    return f"{lk.a} - {lk.b}: {lk.kind.value} x{lk.count}, {bw}{lat} ({lk.source})"
+
+
+def matrix_html(topology: Topology) -> str:
+    """The topology matrix as an HTML table (like ``nvidia-smi topo -m``), bandwidth under each code."""
+    devs = [*topology.rank_devices, *topology.nics]
+    head = "".join(f"<th>{escape(_label(d))}</th>" for d in devs)
+    rows = []
+    for a in devs:
+        cells = []
+        for b in devs:
+            if a.id == b.id:
+                cells.append('<td class="self">X</td>')
+                continue
+            lk = topology.link(a.id, b.id)
+            if lk is None:
+                cells.append('<td class="none">-</td>')
+                continue
+            bw = f"<br><small>{lk.bandwidth_gbps:g}</small>" if lk.bandwidth_gbps else ""
+            cells.append(
+                f'<td style="background:{KIND_COLORS[lk.kind]}33" title="{escape(_link_tip(lk))}">'
+                f"{escape(lk.matrix_code)}{bw}</td>"
+            )
+        rows.append(f"<tr><th>{escape(_label(a))}</th>{''.join(cells)}</tr>")
+    return (
+        '<table class="matrix"><caption>link kind per pair; GB/s per direction below</caption>'
+        f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def drawing_svg(
+    topology: Topology,
+    rings: Sequence[Sequence[int]] = (),
+    trees: Sequence[Sequence[int]] = (),
+    *,
+    size: int = 520,
+) -> str:
+    """Devices, links (kind by colour, bandwidth by width) and the rings and trees over rank indices."""
+    ranks = list(topology.rank_devices)
+    nics = list(topology.nics)
+    cx = cy = size / 2
+    r_rank = size * 0.30
+    r_nic = size * 0.44
+    pos: dict[str, tuple[float, float]] = {}
+    for i, d in enumerate(ranks):
+        a = -math.pi / 2 + 2 * math.pi * i / max(len(ranks), 1)
+        pos[d.id] = (cx + r_rank * math.cos(a), cy + r_rank * math.sin(a))
+    for i, d in enumerate(nics):
+        a = -math.pi / 2 + 2 * math.pi * (i + 0.5) / max(len(nics), 1)
+        pos[d.id] = (cx + r_nic * math.cos(a), cy + r_nic * math.sin(a))
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="machine" width="{size}" height="{size + 60}" '
+        f'viewBox="0 0 {size} {size + 60}" role="img" aria-label="devices, links, rings and trees">',
+        "<defs>",
+        *(
+            f'<marker id="arrow-{name}-{i}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+            f'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{color}"/></marker>'
+            for name, colors in (("ring", RING_COLORS), ("tree", TREE_COLORS))
+            for i, color in enumerate(colors)
+        ),
+        "</defs>",
+    ]
+    bws = [lk.bandwidth_gbps for lk in topology.links if lk.bandwidth_gbps > 0]
+    lo_bw = min(bws) if bws else 1.0
+    drawn = [lk for lk in topology.links if lk.a in pos and lk.b in pos]
+    label_links = len(drawn) <= 28
+    for lk in drawn:
+        (x1, y1), (x2, y2) = pos[lk.a], pos[lk.b]
+        width = 1.0 + 2.0 * math.log2(max(lk.bandwidth_gbps, lo_bw) / lo_bw + 1.0)
+        out.append(
+            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{KIND_COLORS[lk.kind]}" '
+            f'stroke-width="{width:.1f}" stroke-opacity="0.45" class="link">'
+            f"<title>{escape(_link_tip(lk))}</title></line>"
+        )
+        if label_links:
+            bw = f" {lk.bandwidth_gbps:g}" if lk.bandwidth_gbps else ""
+            out.append(
+                f'<text x="{(x1 + x2) / 2:.1f}" y="{(y1 + y2) / 2 - 3:.1f}" text-anchor="middle" class="link-label">'
+                f"{escape(lk.matrix_code)}{bw}</text>"
+            )
+    for c, ring in enumerate(rings):
+        out.append(_ring_path(ring, ranks, pos, cx, cy, c))
+    for t, parents in enumerate(trees):
+        out.extend(_tree_edges(parents, ranks, pos, cx, cy, t))
+    for d in ranks + nics:
+        x, y = pos[d.id]
+        cls = "nic" if d.kind is DeviceKind.NIC else "dev"
+        tip = ", ".join(
+            v
+            for v in (d.id, d.name or "", d.bus_id or "", f"NUMA {d.numa_node}" if d.numa_node is not None else "")
+            if v
+        )
+        out.append(
+            f'<g class="{cls}"><rect x="{x - 26:.1f}" y="{y - 12:.1f}" width="52" height="24" rx="4"/>'
+            f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle">{escape(_label(d).split("@")[0])}</text>'
+            f"<title>{escape(tip)}</title></g>"
+        )
+    out.extend(_legend(topology, rings, trees, size))
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _ring_path(
+    ring: Sequence[int], ranks: list[Device], pos: dict[str, tuple[float, float]], cx: float, cy: float, c: int
+) -> str:
+    # Each channel slightly further inside, so that several rings over the same ranks stay apart.
+    shrink = 0.80 - 0.07 * (c % 5)
+    color = RING_COLORS[c % len(RING_COLORS)]
+    pts = []
+    for r in ring:
+        if r >= len(ranks):
+            return ""
+        x, y = pos[ranks[r].id]
+        pts.append((cx + (x - cx) * shrink, cy + (y - cy) * shrink))
+    segs = []
+    for i, (x1, y1) in enumerate(pts):
+        x2, y2 = pts[(i + 1) % len(pts)]
+        segs.append(
+            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{color}" stroke-width="2" '
+            f'marker-end="url(#arrow-ring-{c % len(RING_COLORS)})"/>'
+        )
+    order = " -> ".join(str(r) for r in ring)
+    return f'<g class="ring"><title>ring {c}: {order} -> {ring[0]}</title>{"".join(segs)}</g>'
+
+
+def _tree_edges(
+    parents: Sequence[int], ranks: list[Device], pos: dict[str, tuple[float, float]], cx: float, cy: float, t: int
+) -> list[str]:
+    color = TREE_COLORS[t % len(TREE_COLORS)]
+    out = [f'<g class="tree"><title>tree {t}: parent of each rank {list(parents)}</title>']
+    for child, parent in enumerate(parents):
+        if parent < 0 or child >= len(ranks) or parent >= len(ranks):
+            continue
+        (x1, y1), (x2, y2) = pos[ranks[child].id], pos[ranks[parent].id]
+        # Bend towards the centre (the two trees bend by different amounts).
+        k = 0.35 + 0.25 * t
+        mx, my = (x1 + x2) / 2, (y1 + y2) / 2
+        qx, qy = mx + (cx - mx) * k, my + (cy - my) * k
+        out.append(
+            f'<path d="M{x1:.1f},{y1:.1f} Q{qx:.1f},{qy:.1f} {x2:.1f},{y2:.1f}" fill="none" stroke="{color}" '
+            f'stroke-width="1.5" stroke-dasharray="5,3" marker-end="url(#arrow-tree-{t % len(TREE_COLORS)})"/>'
+        )
+    out.append("</g>")
+    return out
+
+
+def _legend(topology: Topology, rings: Sequence[Sequence[int]], trees: Sequence[Sequence[int]], size: int) -> list[str]:
+    items: list[tuple[str, str, bool]] = []
+    for kind in dict.fromkeys(lk.kind for lk in topology.links):
+        items.append((kind.value, KIND_COLORS[kind], False))
+    items += [(f"ring {i}", RING_COLORS[i % len(RING_COLORS)], False) for i in range(len(rings))]
+    items += [(f"tree {i} (child to parent)", TREE_COLORS[i % len(TREE_COLORS)], True) for i in range(len(trees))]
+    out, x, y = [], 8.0, float(size + 14)
+    for name, color, dashed in items:
+        w = 34 + 6.5 * len(name)
+        if x + w > size:
+            x, y = 8.0, y + 18
+        dash = ' stroke-dasharray="5,3"' if dashed else ""
+        out.append(
+            f'<line x1="{x:.0f}" y1="{y - 4:.0f}" x2="{x + 22:.0f}" y2="{y - 4:.0f}" stroke="{color}" '
+            f'stroke-width="3"{dash}/>'
+        )
+        out.append(f'<text x="{x + 26:.0f}" y="{y:.0f}" class="legend">{escape(name)}</text>')
+        x += w
+    return out

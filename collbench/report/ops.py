@@ -1,0 +1,220 @@
+"""Per op in the report: busbw and time against size (one line per algorithm, spread bars, the fitted
+curve, crossovers, noise marks) and nccl-tests' columns in a sortable table."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+from collbench.models.crossover import Crossover
+from collbench.models.fit import Fit
+from collbench.report.svg import Marker, Point, Series, color_map, log_chart, size_label
+from collbench.runtime.results import ResultRow
+from collbench.schedules.ops import Op
+
+STALL_MARK = 0.05
+"""A point is marked noisy when at least this fraction of its timed iterations stalled (the sweep's
+``stall_fraction``: iterations slower than 3x the point's fastest)."""
+
+GroupKey = tuple[str, str, int]
+"""(op, backend, world_size): one section."""
+
+
+def stall_fraction(row: ResultRow) -> float | None:
+    """The row's stall fraction, or None for rows recorded before sweeps measured it."""
+    value = getattr(row, "stall_fraction", None)
+    return None if value is None or value != value else float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Combined:
+    size_bytes: int
+    time_us: float
+    time_us_min: float
+    time_us_max: float
+    busbw_gbps: float
+    stall: float | None
+    rows: int
+
+
+def _combine(rows: Sequence[ResultRow]) -> _Combined:
+    stalls = [s for s in (stall_fraction(r) for r in rows) if s is not None]
+    return _Combined(
+        size_bytes=rows[0].size_bytes,
+        time_us=statistics.median(r.time_us for r in rows),
+        time_us_min=min(r.time_us_min for r in rows),
+        time_us_max=max(r.time_us_max for r in rows),
+        busbw_gbps=statistics.median(r.busbw_gbps for r in rows),
+        stall=max(stalls) if stalls else None,
+        rows=len(rows),
+    )
+
+
+def group_rows(rows: Sequence[ResultRow]) -> dict[GroupKey, list[ResultRow]]:
+    groups: dict[GroupKey, list[ResultRow]] = defaultdict(list)
+    for r in rows:
+        groups[(r.op, r.backend, r.world_size)].append(r)
+    return dict(sorted(groups.items()))
+
+
+def section_id(key: GroupKey) -> str:
+    op, backend, p = key
+    return f"op-{op}-{backend}-{p}".replace(":", "-")
+
+
+def _series_name(r: ResultRow, several_dtypes: bool) -> str:
+    return f"{r.algo} {r.dtype}" if several_dtypes else r.algo
+
+
+def op_section(
+    key: GroupKey,
+    rows: Sequence[ResultRow],
+    fits: Sequence[Fit],
+    crossovers: Sequence[Crossover],
+    algo_colors: dict[str, str] | None = None,
+) -> str:
+    """The HTML of one (op, backend, world size): two charts, the crossovers, and the table.
+
+    ``algo_colors`` keeps an algorithm's colour the same across the page (used unless the rows mix
+    dtypes, where each (algorithm, dtype) gets its own)."""
+    op, backend, p = key
+    factor = Op.parse(op).spec.busbw_factor(p)
+    several_dtypes = len({r.dtype for r in rows}) > 1
+    by_series: dict[str, dict[int, list[ResultRow]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if r.time_us > 0:
+            by_series[_series_name(r, several_dtypes)][r.size_bytes].append(r)
+    names = sorted(by_series)
+    colors = color_map(names) if several_dtypes or algo_colors is None else algo_colors
+    has_stall = any(stall_fraction(r) is not None for r in rows)
+    time_series, bw_series = [], []
+    for name in names:
+        points = [_combine(v) for _, v in sorted(by_series[name].items())]
+        algo = name.split(" ")[0]
+        fit = next((f for f in fits if (f.op, f.backend, f.world_size, f.algo) == (op, backend, p, algo)), None)
+        curve_t: tuple[tuple[float, float], ...] = ()
+        curve_b: tuple[tuple[float, float], ...] = ()
+        if fit is not None and points:
+            grid = _geom(points[0].size_bytes, points[-1].size_bytes, 48)
+            curve_t = tuple((s, fit.predict_us(s)) for s in grid)
+            curve_b = tuple((s, s / t / 1e3 * factor) for s, t in curve_t if t > 0)
+        t_pts, b_pts = [], []
+        for c in points:
+            noisy = c.stall is not None and c.stall >= STALL_MARK
+            stall = "" if c.stall is None else f", {100 * c.stall:.0f}% of iterations stalled"
+            tip = (
+                f"{name} {size_label(c.size_bytes)}: p50 {c.time_us:.4g} us (min {c.time_us_min:.4g}, "
+                f"max {c.time_us_max:.4g}), busbw {c.busbw_gbps:.4g} GB/s, {c.rows} row(s){stall}"
+            )
+            t_pts.append(Point(c.size_bytes, c.time_us, c.time_us_min, c.time_us_max, tip, noisy))
+            # busbw is inversely proportional to time: the fastest iteration gives the top of the bar.
+            scale = c.busbw_gbps / c.time_us
+            top = scale * c.time_us_min if c.time_us_min > 0 else 0.0
+            b_pts.append(Point(c.size_bytes, c.busbw_gbps, scale * c.time_us_max, top, tip, noisy))
+        time_series.append(Series(name, colors[name], tuple(t_pts), curve_t))
+        bw_series.append(Series(name, colors[name], tuple(b_pts), curve_b))
+    mine = [c for c in crossovers if (c.op, c.backend, c.world_size) == key]
+    markers = [Marker(c.size_bytes, f"{c.below} | {c.above}") for c in mine]
+    title = f"{op}, {backend}, {p} ranks"
+    parts = [
+        f'<section class="op" id="{section_id(key)}"><h3>{escape(title)}</h3>',
+        '<div class="charts">',
+        log_chart(
+            bw_series, title=f"{title}: busbw", x_label="size", y_label="busbw (GB/s)", markers=markers, width=600
+        ),
+        log_chart(
+            time_series, title=f"{title}: time", x_label="size", y_label="time (us), p50", markers=markers, width=600
+        ),
+        "</div>",
+        '<p class="note">Points: the p50 of each size (median over iterations of the slowest rank); bars: the '
+        "fastest to the slowest iteration; dashed: the fitted model; vertical lines: crossovers of the models. "
+        + (
+            f"Red rings: points where {100 * STALL_MARK:.0f}% or more of the timed iterations stalled (slower than "
+            "3x the fastest)."
+            if has_stall
+            else "These rows carry no stall fraction (recorded before sweeps measured it): no noise marks."
+        )
+        + "</p>",
+    ]
+    if mine:
+        items = "".join(
+            f"<li>{escape(c.below)} until {escape(size_label(c.size_bytes))} ({c.size_bytes} B), then "
+            f"{escape(c.above)}</li>"
+            for c in mine
+        )
+        parts.append(f'<ul class="crossovers">{items}</ul>')
+    n = len({(r.algo, r.size_bytes, r.dtype) for r in rows})
+    parts.append(
+        f'<details class="table"><summary>nccl-tests columns: {n} rows (click a header to sort)</summary>'
+        f"{results_table(rows, has_stall)}</details>"
+    )
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _geom(lo: float, hi: float, n: int) -> list[float]:
+    a, b = math.log(max(lo, 1.0)), math.log(max(hi, 1.0))
+    return [math.exp(a + (b - a) * i / (n - 1)) for i in range(n)] if b > a else [lo]
+
+
+def _td(value: float | int | str, text: str | None = None) -> str:
+    shown = str(value) if text is None else text
+    if isinstance(value, (int, float)):
+        return f'<td data-v="{value}">{escape(shown)}</td>'
+    return f"<td>{escape(shown)}</td>"
+
+
+def results_table(rows: Sequence[ResultRow], has_stall: bool) -> str:
+    """nccl-tests' columns (size count type redop root, then time algbw busbw #wrong out-of-place and
+    in-place) per algorithm and size; every column sorts on click."""
+    spec = Op.parse(rows[0].op).spec
+    cells: dict[tuple[str, int, str, str, int], dict[bool, ResultRow]] = defaultdict(dict)
+    for r in rows:
+        key = (r.algo, r.size_bytes, r.dtype, r.redop, r.root)
+        # Several rows of one mode (rounds, segment sizes): keep the fastest p50, as a table shows one.
+        old = cells[key].get(r.in_place)
+        if old is None or r.time_us < old.time_us:
+            cells[key][r.in_place] = r
+    mode_cols = ["time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"]
+    head = (
+        ["algo", "size", "count", "type", "redop", "root"] + mode_cols + mode_cols + (["stall %"] if has_stall else [])
+    )
+    groups = (
+        '<tr><th colspan="6"></th><th colspan="4">out-of-place</th><th colspan="4">in-place</th>'
+        + ('<th colspan="1"></th>' if has_stall else "")
+        + "</tr>"
+    )
+    ths = "".join(f'<th data-col="{i}" title="click to sort">{escape(h)}</th>' for i, h in enumerate(head))
+    body = []
+    for (algo, size, dtype, redop, root), modes in sorted(cells.items()):
+        first = next(iter(modes.values()))
+        tds = [
+            _td(algo),
+            _td(size, f"{size} ({size_label(size)})"),
+            _td(first.count),
+            _td(dtype),
+            _td(redop if spec.reduces else "none"),
+            _td(root if spec.rooted else -1),
+        ]
+        for mode in (False, True):
+            cell = modes.get(mode)
+            if cell is None:
+                tds += ['<td data-v="">-</td>'] * 4
+                continue
+            tds += [
+                _td(cell.time_us, f"{cell.time_us:.2f}"),
+                _td(cell.algbw_gbps, f"{cell.algbw_gbps:.3g}"),
+                _td(cell.busbw_gbps, f"{cell.busbw_gbps:.3g}"),
+                _td(cell.wrong, "N/A" if cell.wrong < 0 else str(cell.wrong)),
+            ]
+        if has_stall:
+            stalls = [s for s in (stall_fraction(r) for r in modes.values()) if s is not None]
+            tds.append(_td(max(stalls), f"{100 * max(stalls):.0f}") if stalls else '<td data-v="">-</td>')
+        body.append(f"<tr>{''.join(tds)}</tr>")
+    return (
+        f'<table class="sortable results"><thead>{groups}<tr>{ths}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    )

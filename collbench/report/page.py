@@ -1,0 +1,348 @@
+"""``collbench report``: one self-contained HTML page (inline SVG, CSS and a little JS; no network).
+
+Sections, each an element with a fixed id so tests and links find them: ``machine`` (topology matrix,
+drawing, rings and trees), ``ops`` (per op charts and the nccl-tests table), ``profile`` (rules as
+bands over size, with their evidence) and ``provenance`` (versions, commands, dates, fingerprints).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from collbench import __version__
+from collbench.errors import UserError
+from collbench.fileio import atomic_write_text
+from collbench.models.crossover import Crossover, find_crossovers
+from collbench.models.fit import Fit, fit_results
+from collbench.report.assets import CSS, ERROR_TRAP_JS, PAGE_JS
+from collbench.report.machine import drawing_svg, matrix_html
+from collbench.report.ops import group_rows, op_section, section_id
+from collbench.report.svg import Band, band_chart, color_map, size_label
+from collbench.runtime.results import ResultRow
+from collbench.topology.model import Topology
+from collbench.tuning.profile import Profile
+
+SECTION_IDS = ("machine", "ops", "profile", "provenance")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInputs:
+    """What a report is made from. ``rows`` must not be empty."""
+
+    rows: tuple[ResultRow, ...]
+    profile: Profile | None = None
+    topology: Topology | None = None
+    command: str = ""
+    """The command line that made the report."""
+    sources: tuple[str, ...] = ()
+    """The result files read (names only, for the provenance section)."""
+    notes: list[str] = field(default_factory=list)
+
+
+def _fits(inputs: ReportInputs, notes: list[str]) -> list[Fit]:
+    """The profile's fitted models; without a profile, models fitted to the rows here."""
+    if inputs.profile is not None and inputs.profile.fits:
+        fits = []
+        for data in inputs.profile.fits:
+            try:
+                fits.append(Fit.from_dict(data))
+            except (ValueError, TypeError) as exc:
+                notes.append(f"a fit of the profile could not be read ({exc})")
+        return fits
+    try:
+        return fit_results(list(inputs.rows), crossovers=False).fits
+    except UserError as exc:
+        notes.append(f"no models: {exc}")
+        return []
+
+
+def build_report(inputs: ReportInputs, *, now: dt.datetime | None = None) -> str:
+    """The report's HTML text. Raises UserError when there are no rows."""
+    if not inputs.rows:
+        raise UserError("no result rows to report on")
+    now = now or dt.datetime.now(dt.timezone.utc)
+    notes = list(inputs.notes)
+    fits = _fits(inputs, notes)
+    crossovers = find_crossovers(fits) if fits else []
+    groups = group_rows(inputs.rows)
+    rule_algos = [[r.algo for r in rules] for _, _, rules, _ in rule_sets(inputs.profile)] if inputs.profile else []
+    colors = color_map([r.algo for r in inputs.rows] + [a for rules in rule_algos for a in rules])
+    nav = "".join(f'<a href="#{s}">{s}</a>' for s in SECTION_IDS)
+    op_links = "".join(f'<a href="#{section_id(k)}">{escape(k[0])} x{k[2]}</a>' for k in groups)
+    body = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>collbench report: {escape(_machine_name(inputs))}</title>",
+        f"<script>{ERROR_TRAP_JS}</script>",
+        f"<style>{CSS}</style>",
+        "</head><body>",
+        f"<header><h1>collbench report</h1><p>{escape(_summary_line(inputs))}</p><nav>{nav}{op_links}</nav></header>",
+        _machine_section(inputs, notes),
+        '<section id="ops"><h2>Collectives</h2>',
+        *(op_section(k, v, fits, crossovers, colors) for k, v in groups.items()),
+        "</section>",
+        _profile_section(inputs, colors),
+        _provenance_section(inputs, fits, crossovers, now),
+    ]
+    if notes:
+        body.append('<section id="notes"><h2>Notes</h2><ul>')
+        body += [f"<li>{escape(n)}</li>" for n in notes]
+        body.append("</ul></section>")
+    body += [
+        '<pre id="js-errors"></pre>',
+        f"<script>{PAGE_JS}</script>",
+        "</body></html>",
+    ]
+    return "\n".join(body) + "\n"
+
+
+def write_report(path: Path, inputs: ReportInputs) -> Path:
+    """Build the report and write it atomically to ``path``; InputFileError when it cannot be written."""
+    atomic_write_text(path, build_report(inputs))
+    return path
+
+
+def _machine_name(inputs: ReportInputs) -> str:
+    hosts = sorted({r.host for r in inputs.rows if r.host})
+    return ", ".join(hosts) or (inputs.topology.host if inputs.topology else "results")
+
+
+def _summary_line(inputs: ReportInputs) -> str:
+    rows = inputs.rows
+    ops = ", ".join(dict.fromkeys(r.op for r in rows))
+    backends = ", ".join(sorted({r.backend for r in rows}))
+    sizes = sorted({r.size_bytes for r in rows})
+    ranks = ", ".join(str(w) for w in sorted({r.world_size for r in rows}))
+    return (
+        f"{len(rows)} measured rows on {_machine_name(inputs)}: {ops} over {backends}, {ranks} ranks, "
+        f"{size_label(sizes[0])} to {size_label(sizes[-1])}"
+    )
+
+
+def _layout(
+    inputs: ReportInputs, notes: list[str]
+) -> tuple[str, tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    """(where it came from, rings, trees): the profile's layout, else the one planned on the topology."""
+    if inputs.profile is not None and inputs.profile.layout is not None:
+        lay = inputs.profile.layout
+        return f"the profile's layout {lay.name!r}", lay.rings, lay.trees
+    if inputs.topology is None:
+        return "", (), ()
+    from collbench.layouts.plan import plan_layout
+
+    world = max(r.world_size for r in inputs.rows)
+    try:
+        planned = plan_layout(inputs.topology, min(world, len(inputs.topology.rank_devices)))
+    except UserError as exc:
+        notes.append(f"no layout drawn: {exc}")
+        return "", (), ()
+    return f"the layout collbench plans on this topology for {world} ranks", planned.rings, planned.trees
+
+
+def _machine_section(inputs: ReportInputs, notes: list[str]) -> str:
+    source, rings, trees = _layout(inputs, notes)
+    out = ['<section id="machine"><h2>Machine</h2>']
+    topo = inputs.topology
+    if topo is None:
+        out.append(
+            '<p class="note">No topology given (pass <code>--topology FILE</code>, a file from '
+            "<code>collbench discover -o</code>): no matrix or drawing.</p>"
+        )
+    else:
+        out.append(
+            f"<p>{escape(topo.host)}: {len(topo.gpus)} GPU(s), {len(topo.cpus)} CPU rank device(s), "
+            f"{len(topo.nics)} NIC(s), {len(topo.links)} links; source {escape(topo.source)}, "
+            f"fingerprint <code>{escape(topo.fingerprint)}</code>.</p>"
+        )
+        out.append('<div class="machine-view">')
+        out.append(drawing_svg(topo, rings, trees))
+        out.append(matrix_html(topo))
+        out.append("</div>")
+    if rings or trees:
+        items = [f"<li>ring {i}: {' &rarr; '.join(str(r) for r in ring)}</li>" for i, ring in enumerate(rings)]
+        items += [f"<li>tree {i} (parent of each rank, -1 the root): {list(t)}</li>" for i, t in enumerate(trees)]
+        out.append(f"<p>Rings and trees: {escape(source)}.</p><ul>{''.join(items)}</ul>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def rule_sets(profile: Profile) -> list[tuple[int, int, tuple[Any, ...], bool]]:
+    """(world size, nodes, rules, predicted) per shape of the profile; one shape for a profile that
+    has no ``rule_sets`` (schema version 1)."""
+    sets = getattr(profile, "rule_sets", None)
+    if sets:
+        return [(int(s.world_size), int(s.nodes), tuple(s.rules), bool(getattr(s, "predicted", False))) for s in sets]
+    return [(profile.world_size, profile.nodes, tuple(profile.rules), False)]
+
+
+_RULE_KEYS = (
+    "op",
+    "min_bytes",
+    "max_bytes",
+    "algo",
+    "params",
+    "at_bytes",
+    "measured_us",
+    "predicted_us",
+    "gain_vs_native",
+)
+
+
+def _fmt_us(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.4g} us"
+
+
+def _profile_section(inputs: ReportInputs, algos: dict[str, str]) -> str:
+    profile = inputs.profile
+    out = ['<section id="profile"><h2>Profile</h2>']
+    if profile is None:
+        out.append(
+            '<p class="note">No profile given (pass <code>--profile FILE</code>, from <code>collbench tune</code>).</p>'
+        )
+        out.append("</section>")
+        return "\n".join(out)
+    shapes = rule_sets(profile)
+    out.append(
+        f"<p>{escape(profile.backend)} on machine <code>{escape(profile.fingerprint)}</code>, "
+        f"{len(shapes)} shape(s): " + ", ".join(f"{w} ranks on {n} node(s)" for w, n, _, _ in shapes) + ". "
+        "Hatched bands and rules marked <em>predicted</em> come from the models at a world size not measured.</p>"
+    )
+    sizes = [r.size_bytes for r in inputs.rows] or [1]
+    for world, nodes, rules, predicted in shapes:
+        status = "predicted" if predicted else "measured"
+        out.append(f'<div class="ruleset" data-ranks="{world}" data-nodes="{nodes}">')
+        out.append(f"<h3>{world} ranks, {nodes} node(s): {status}</h3>")
+        for op in dict.fromkeys(r.op for r in rules):
+            mine = [r for r in rules if r.op == op]
+            bounds = [r.max_bytes for r in mine if r.max_bytes is not None]
+            lo = max(1.0, min(sizes) / 2)
+            hi = max([*sizes, *bounds]) * 4.0
+            bands = [
+                Band(
+                    r.min_bytes,
+                    r.max_bytes,
+                    r.algo,
+                    algos[r.algo],
+                    f"{op} {size_label(r.min_bytes)}-{'inf' if r.max_bytes is None else size_label(r.max_bytes)}: "
+                    f"{r.algo} ({status})",
+                    hatched=predicted,
+                )
+                for r in mine
+            ]
+            out.append(band_chart(bands, lo=lo, hi=hi, title=f"{op}, {world} ranks: which algorithm where"))
+            out.append(_rules_table(mine, status))
+        out.append("</div>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _rules_table(rules: Sequence[Any], status: str) -> str:
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("from", "to", "algorithm", "params", "at", "measured", "predicted", "vs native", "source", "evidence")
+    )
+    body = []
+    for r in rules:
+        data = r.to_dict()
+        # Keys other engineers add to rules (ties, provenance) are shown as they are, not dropped.
+        extra = {k: v for k, v in data.items() if k not in _RULE_KEYS and v not in (None, (), [], {})}
+        evidence = "; ".join(f"{k}: {json.dumps(v, default=str)}" for k, v in extra.items()) or "-"
+        params = ", ".join(f"{k}={v}" for k, v in (r.params or {}).items() if v is not None) or "-"
+        rule_status = status if status == "predicted" or r.measured_us is not None else "from the models"
+        gain = "-" if r.gain_vs_native is None else f"{r.gain_vs_native:.2f}x"
+        cells = (
+            f"{r.min_bytes} ({size_label(r.min_bytes)})",
+            "inf" if r.max_bytes is None else f"{r.max_bytes} ({size_label(r.max_bytes)})",
+            r.algo,
+            params,
+            "-" if r.at_bytes is None else size_label(r.at_bytes),
+            _fmt_us(r.measured_us),
+            _fmt_us(r.predicted_us),
+            gain,
+            rule_status,
+            evidence,
+        )
+        body.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+    return f'<table class="rules"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _provenance_section(
+    inputs: ReportInputs, fits: Sequence[Fit], crossovers: Sequence[Crossover], now: dt.datetime
+) -> str:
+    rows = inputs.rows
+    items: list[tuple[str, str]] = [
+        ("report made", now.strftime("%Y-%m-%d %H:%M:%S UTC")),
+        ("report command", inputs.command or "-"),
+        ("collbench", __version__),
+        ("result files", ", ".join(inputs.sources) or "-"),
+        ("rows", f"{len(rows)} ({', '.join(sorted({r.source for r in rows}))})"),
+    ]
+    stamps = [r.timestamp for r in rows if r.timestamp > 0]
+    if stamps:
+        items.append(("measured", f"{_when(min(stamps))} to {_when(max(stamps))}"))
+    for label, attr in (
+        ("hosts", "host"),
+        ("backends", "backend"),
+        ("torch", "torch_version"),
+        ("backend version", "backend_version"),
+        ("CUDA", "cuda_version"),
+        ("driver", "driver_version"),
+        ("devices", "device_name"),
+        ("topology fingerprint of the rows", "topology_fingerprint"),
+    ):
+        values = sorted({str(getattr(r, attr)) for r in rows if getattr(r, attr)})
+        if values:
+            items.append((label, ", ".join(values)))
+    profile = inputs.profile
+    if profile is not None:
+        items += [
+            ("profile command", profile.command or "-"),
+            ("profile made", profile.created or "-"),
+            ("profile fingerprint", profile.fingerprint),
+            ("profile versions", ", ".join(f"{k} {v}" for k, v in profile.versions.items()) or "-"),
+            ("profile schema", str(profile.schema_version)),
+        ]
+        if profile.selection:
+            items.append(("selection", json.dumps(profile.selection, default=str)))
+    if inputs.topology is not None:
+        items.append(("topology fingerprint", inputs.topology.fingerprint))
+    items.append(
+        (
+            "models",
+            f"{len(fits)} fitted ({'from the profile' if profile and profile.fits else 'here, from the rows'}), "
+            f"{len(crossovers)} crossover(s)",
+        )
+    )
+    body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in items)
+    return f'<section id="provenance"><h2>How it was made</h2><table class="kv">{body}</table></section>'
+
+
+def write_beside_profile(
+    profile_path: Path, rows: Sequence[ResultRow], profile: Profile, topology: Topology | None, results_path: Path
+) -> tuple[Path | None, str | None]:
+    """``collbench tune``'s report: ``profile_path`` with ``.html``. Returns (path, None), or (None, why)
+    when it could not be written: the profile is saved already, so a report that fails is a note."""
+    path = profile_path.with_suffix(".html")
+    inputs = ReportInputs(
+        rows=tuple(rows),
+        profile=profile,
+        topology=topology,
+        command=profile.command,
+        sources=(str(results_path),),
+    )
+    try:
+        write_report(path, inputs)
+    except UserError as exc:
+        return None, f"no report: {exc}"
+    return path, None

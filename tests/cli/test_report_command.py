@@ -1,0 +1,69 @@
+"""`collbench report` in-process: the page is written; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from report_inputs import A100_TOPO, EXAMPLE_PROFILE, EXAMPLE_RESULTS
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+
+FIX = Path(__file__).parents[1] / "fixtures" / "nccl_tests"
+
+
+def _topology_file(tmp_path: Path) -> Path:
+    out = tmp_path / "a100.yaml"
+    result = CliRunner().invoke(app, ["discover", "--from-nvidia-smi", str(A100_TOPO), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_report_of_the_example_profile(tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "report.html"
+    args = [
+        "report",
+        str(EXAMPLE_RESULTS),
+        "--profile",
+        str(EXAMPLE_PROFILE),
+        "--topology",
+        str(_topology_file(tmp_path)),
+    ]
+    result = CliRunner().invoke(app, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert f"report: {out}" in result.stdout.replace("\n", "")
+    assert 'id="machine"' in html and 'id="profile"' in html and "NV4" in html
+
+
+def test_report_of_an_nccl_tests_log(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(FIX / "all_reduce_perf_8gpu.log"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert "all-reduce, nccl, 8 ranks" in html and "No profile given" in html
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    runner = CliRunner()
+    (tmp_path / "dir.html").mkdir()
+    cases = [
+        (["report", str(EXAMPLE_RESULTS), "-o", str(tmp_path / "r.png")], "use a .html name"),
+        (["report", str(tmp_path / "none.jsonl"), "-o", str(tmp_path / "r.html")], "no such file"),
+        (["report", str(EXAMPLE_RESULTS), "--profile", str(tmp_path / "p.yaml")], "no such profile"),
+        (
+            ["report", str(EXAMPLE_RESULTS), "--profile", str(EXAMPLE_RESULTS), "-o", str(tmp_path / "r.html")],
+            "profile",
+        ),
+        (
+            ["report", str(EXAMPLE_RESULTS), "--topology", str(EXAMPLE_PROFILE), "-o", str(tmp_path / "r.html")],
+            "topology",
+        ),
+        (["report", str(EXAMPLE_RESULTS), "-o", str(tmp_path / "dir.html")], "is a directory"),
+    ]
+    for args, expected in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert expected in result.output and len(result.output.strip().splitlines()) == 1, result.output
+        assert "Traceback" not in result.output
+    assert not (tmp_path / "r.html").exists()

@@ -1,0 +1,147 @@
+"""The report page: every section, well-formed SVG, the profile's rules, noise marks, and no network."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+from report_inputs import a100_topology, example_profile, with_stalls
+
+from collbench.errors import UserError
+from collbench.report.page import SECTION_IDS, ReportInputs, build_report
+from collbench.report.svg import Band, Marker, Point, Series, band_chart, log_chart, size_label
+from collbench.runtime.results import read_rows
+from collbench.tuning.profile import Profile
+
+NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+class _Ids(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        self.srcs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name == "id" and value:
+                self.ids.append(value)
+            if name in ("src", "href") and value and not value.startswith("#"):
+                self.srcs.append(value)
+
+
+def _svgs(html: str) -> list[ET.Element]:
+    return [ET.fromstring(m) for m in re.findall(r"<svg .*?</svg>", html, flags=re.S)]
+
+
+@pytest.fixture(scope="module")
+def example_html() -> str:
+    from report_inputs import EXAMPLE_RESULTS
+
+    rows = read_rows(EXAMPLE_RESULTS)
+    inputs = ReportInputs(rows=tuple(with_stalls(rows)), profile=example_profile(), topology=a100_topology())
+    return build_report(inputs, now=NOW)
+
+
+def test_every_section_and_nothing_fetched(example_html: str) -> None:
+    parser = _Ids()
+    parser.feed(example_html)
+    for section in SECTION_IDS:
+        assert section in parser.ids
+    assert "op-all-reduce-gloo-4" in parser.ids and "js-errors" in parser.ids
+    # Opens offline: no external script, stylesheet, image or font.
+    assert parser.srcs == []
+    assert "http://" not in example_html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in example_html
+
+
+def test_svgs_are_well_formed_and_draw_every_algorithm(example_html: str) -> None:
+    svgs = _svgs(example_html)
+    charts = [s for s in svgs if s.get("class") == "chart"]
+    assert len(charts) == 2  # busbw and time of the one op
+    algos = {"direct", "native", "one-shot", "rabenseifner", "recursive-doubling", "ring", "tree", "two-tree"}
+    for chart in charts:
+        legend = {t.text for t in chart.iter(f"{SVG_NS}text") if t.get("class") == "legend"}
+        assert legend == algos
+        # Measured lines, dashed model curves (one per fitted algorithm), spread bars, points with hover text.
+        kinds = [e.get("class") for e in chart.iter(f"{SVG_NS}polyline")]
+        assert kinds.count("measured") == len(algos) and kinds.count("model") >= 6
+        assert sum(1 for e in chart.iter(f"{SVG_NS}line") if e.get("class") == "spread") > 100
+        # Every 7th row stalled 20% of its iterations: those points carry the red ring.
+        assert sum(1 for e in chart.iter(f"{SVG_NS}circle") if e.get("class") == "noisy") > 10
+    machine = next(s for s in svgs if s.get("class") == "machine")
+    assert len([g for g in machine.iter(f"{SVG_NS}g") if g.get("class") == "ring"]) == 1
+    assert len([g for g in machine.iter(f"{SVG_NS}g") if g.get("class") == "tree"]) == 2
+    assert len([e for e in machine.iter(f"{SVG_NS}line") if e.get("class") == "link"]) == 28
+
+
+def test_crossovers_rules_and_provenance(example_html: str) -> None:
+    profile = example_profile()
+    assert "crossover" in example_html and "tree | direct" in example_html
+    for rule in profile.rules:
+        assert f"{rule.min_bytes} ({size_label(rule.min_bytes)})" in example_html
+    assert example_html.count('class="band"') == len(profile.rules)
+    assert "4 ranks, 1 node(s): measured" in example_html
+    for fact in (profile.command, profile.created, profile.fingerprint, "2.13.0+cpu", "2026-11-23 12:00:00 UTC"):
+        assert fact in example_html
+    # nccl-tests' columns, sortable.
+    assert 'class="sortable results"' in example_html and ">busbw (GB/s)</th>" in example_html
+    assert ">stall %</th>" in example_html
+
+
+def test_a_predicted_rule_set_is_drawn_hatched() -> None:
+    from report_inputs import EXAMPLE_RESULTS
+
+    profile = example_profile()
+    data = profile.to_dict()
+    if "rule_sets" not in data:
+        pytest.skip("this collbench's profiles have one rule set (schema 1)")
+    shapes = data["rule_sets"]
+    shapes.append({**shapes[0], "world_size": 64, "predicted": True})
+    two = Profile.from_dict(data)
+    html = build_report(ReportInputs(rows=tuple(read_rows(EXAMPLE_RESULTS)), profile=two), now=NOW)
+    assert "64 ranks, 1 node(s): predicted" in html and 'fill="url(#hatch)"' in html
+
+
+def test_without_profile_or_topology_or_stalls_the_sections_say_so() -> None:
+    from report_inputs import EXAMPLE_RESULTS
+
+    rows = [r for r in read_rows(EXAMPLE_RESULTS) if r.algo in ("ring", "tree")]
+    html = build_report(ReportInputs(rows=tuple(rows)), now=NOW)
+    assert "No topology given" in html and "No profile given" in html
+    assert "no noise marks" in html and "noisy" not in html.split("<body>")[1].split("</style>")[-1].replace(
+        "svg .noisy", ""
+    )
+    # The models are fitted here when no profile brings them.
+    assert "here, from the rows" in html and 'class="model"' in html
+    with pytest.raises(UserError, match="no result rows"):
+        build_report(ReportInputs(rows=()))
+
+
+def test_log_chart_ticks_and_escaping() -> None:
+    pts = tuple(Point(float(2**k), 10.0 * k, 9.0 * k, 12.0 * k, f"<{k}>") for k in range(4, 21))
+    svg = log_chart(
+        [Series("a<b", "#123456", pts)], title="t&t", x_label="size", y_label="us", markers=[Marker(4096, "x|y")]
+    )
+    root = ET.fromstring(svg)
+    ticks = [t.text for t in root.iter(f"{SVG_NS}text") if t.get("class") == "tick"]
+    assert ticks[:3] == ["16B", "128B", "1K"] and "512K" in ticks and "100" in ticks
+    assert "a&lt;b" in svg and "t&amp;t" in svg
+    assert len([c for c in root.iter(f"{SVG_NS}circle")]) == len(pts)
+    empty = ET.fromstring(log_chart([], title="none", x_label="x", y_label="y"))
+    assert "no points" in "".join(empty.itertext())
+
+
+def test_band_chart_clips_to_the_axis() -> None:
+    bands = [Band(0, 4095, "tree", "#111111", "a"), Band(4096, None, "ring", "#222222", "b", hatched=True)]
+    root = ET.fromstring(band_chart(bands, lo=256, hi=1 << 24, title="x"))
+    rects = [r for r in root.iter(f"{SVG_NS}rect") if r.get("class") == "band"]
+    assert len(rects) == 2
+    x0, w0 = float(rects[0].get("x", 0)), float(rects[0].get("width", 0))
+    x1, w1 = float(rects[1].get("x", 0)), float(rects[1].get("width", 0))
+    assert x0 == pytest.approx(10.0) and x0 + w0 == pytest.approx(x1, abs=0.2)
+    assert x1 + w1 == pytest.approx(750.0)
