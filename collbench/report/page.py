@@ -27,6 +27,7 @@ from collbench.report.svg import Band, band_chart, color_map, size_label
 from collbench.runtime.results import ResultRow
 from collbench.topology.model import Topology
 from collbench.tuning.profile import Profile
+from collbench.tuning.selection import Rule
 
 SECTION_IDS = ("machine", "ops", "profile", "provenance")
 
@@ -173,13 +174,9 @@ def _machine_section(inputs: ReportInputs, notes: list[str]) -> str:
     return "\n".join(out)
 
 
-def rule_sets(profile: Profile) -> list[tuple[int, int, tuple[Any, ...], bool]]:
-    """(world size, nodes, rules, predicted) per shape of the profile; one shape for a profile that
-    has no ``rule_sets`` (schema version 1)."""
-    sets = getattr(profile, "rule_sets", None)
-    if sets:
-        return [(int(s.world_size), int(s.nodes), tuple(s.rules), bool(getattr(s, "predicted", False))) for s in sets]
-    return [(profile.world_size, profile.nodes, tuple(profile.rules), False)]
+def rule_sets(profile: Profile) -> list[tuple[int, int, tuple[Rule, ...], bool]]:
+    """(world size, nodes, rules, predicted) per communicator shape of the profile."""
+    return [(s.world_size, s.nodes, s.rules, s.predicted) for s in profile.rule_sets]
 
 
 _RULE_KEYS = (
@@ -243,7 +240,7 @@ def _profile_section(inputs: ReportInputs, algos: dict[str, str]) -> str:
     return "\n".join(out)
 
 
-def _rules_table(rules: Sequence[Any], status: str) -> str:
+def _rules_table(rules: Sequence[Rule], status: str) -> str:
     head = "".join(
         f"<th>{h}</th>"
         for h in ("from", "to", "algorithm", "params", "at", "measured", "predicted", "vs native", "source", "evidence")

@@ -98,8 +98,6 @@ def test_a_predicted_rule_set_is_drawn_hatched() -> None:
 
     profile = example_profile()
     data = profile.to_dict()
-    if "rule_sets" not in data:
-        pytest.skip("this collbench's profiles have one rule set (schema 1)")
     shapes = data["rule_sets"]
     shapes.append({**shapes[0], "world_size": 64, "predicted": True})
     two = Profile.from_dict(data)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Regenerates docs/report.png, the README's picture of `collbench report`: the committed example
+# profile, its results and its machine's topology, rendered by headless Chromium, cropped to the
+# top of the page and reduced to a 256-colour palette so the PNG stays small (< 300 KB).
+# Needs collbench on PATH (or python -m) and Debian's chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python -m collbench.cli.app report profiles/cpu-2core-gloo-4ranks-results.jsonl \
+  --profile profiles/cpu-2core-gloo-4ranks.yaml --topology profiles/cpu-2core-gloo-4ranks-topology.yaml \
+  -o "$tmp/report.html"
+chromium --headless --disable-gpu --no-sandbox --hide-scrollbars --user-data-dir="$tmp/chromium" \
+  --window-size=1280,2150 --screenshot="$tmp/full.png" "file://$tmp/report.html" \
+  >/dev/null 2>&1
+mkdir -p docs
+python - "$tmp/full.png" docs/report.png <<'PY'
+import sys
+
+from PIL import Image
+
+image = Image.open(sys.argv[1]).convert("RGB")
+image.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(sys.argv[2], optimize=True)
+PY
+ls -l docs/report.png
