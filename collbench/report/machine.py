@@ -4,7 +4,9 @@ rings and trees over it.
 Rank devices (GPUs, or CPU ranks) sit on a circle in rank order, NICs on an outer circle; a link's
 colour is its kind and its width grows with its bandwidth (log scale: NVLink is 10-50x PCIe). Rings
 are closed arrowed paths through the ranks, one colour per channel; trees are dashed arrows from child
-to parent, bent towards the centre so they do not hide the links.
+to parent, bent towards the centre so they do not hide the links. A NIC is drawn linked only to its
+closest devices (its best link kind): on an 8-GPU machine with 10 NICs the SYS paths from every NIC
+to every GPU would otherwise hide everything else; the matrix keeps every pair.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ KIND_COLORS = {
     LinkKind.NET: "#7f7f7f",
     LinkKind.MEASURED: "#bcbd22",
 }
-RING_COLORS = ("#e41a1c", "#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a65628")
+# Saturated and unlike any link kind's colour, so a ring stands out over the links.
+RING_COLORS = ("#e6007e", "#0050b5", "#008a00", "#ff8c00", "#6a00a8", "#8b4513")
 TREE_COLORS = ("#000000", "#f781bf")
 
 
@@ -103,7 +106,7 @@ def drawing_svg(
     ]
     bws = [lk.bandwidth_gbps for lk in topology.links if lk.bandwidth_gbps > 0]
     lo_bw = min(bws) if bws else 1.0
-    drawn = [lk for lk in topology.links if lk.a in pos and lk.b in pos]
+    drawn = _drawn_links(topology, pos)
     label_links = len(drawn) <= 28
     for lk in drawn:
         (x1, y1), (x2, y2) = pos[lk.a], pos[lk.b]
@@ -139,6 +142,24 @@ def drawing_svg(
     out.extend(_legend(topology, rings, trees, size))
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _drawn_links(topology: Topology, pos: dict[str, tuple[float, float]]) -> list[Link]:
+    """Links between drawn devices; a NIC's only where they are of its best kind (LinkKind is best first)."""
+    order = list(LinkKind)
+    nic_ids = {d.id for d in topology.nics}
+    best: dict[str, int] = {}
+    for lk in topology.links:
+        for end in (lk.a, lk.b):
+            if end in nic_ids:
+                best[end] = min(best.get(end, len(order)), order.index(lk.kind))
+    return [
+        lk
+        for lk in topology.links
+        if lk.a in pos
+        and lk.b in pos
+        and all(end not in nic_ids or order.index(lk.kind) == best[end] for end in (lk.a, lk.b))
+    ]
 
 
 def _ring_path(
