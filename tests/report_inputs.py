@@ -1,9 +1,9 @@
 """Inputs for the report tests: the committed example profile and its results, a GPU topology with NICs,
-and rows that carry a stall fraction (as the sweep records it, iterations slower than 3x the fastest)."""
+and rows with a stall fraction (the fraction of iterations slower than 3x the fastest) set."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 from collbench.runtime.results import ResultRow
@@ -17,21 +17,9 @@ EXAMPLE_RESULTS = REPO / "profiles" / "cpu-2core-gloo-4ranks-results.jsonl"
 A100_TOPO = REPO / "tests" / "fixtures" / "topologies" / "a100x4-nv4-nics.topo.txt"
 
 
-@dataclass(frozen=True, slots=True)
-class StalledRow(ResultRow):
-    """A result row with the sweep's stall fraction, whether or not this ResultRow has the field yet."""
-
-    stall_fraction: float | None = None
-
-
 def with_stalls(rows: list[ResultRow], every: int = 7, fraction: float = 0.2) -> list[ResultRow]:
     """Every ``every``-th row stalled ``fraction`` of its iterations; the others none."""
-    out: list[ResultRow] = []
-    for i, r in enumerate(rows):
-        data = {f.name: getattr(r, f.name) for f in fields(ResultRow)}
-        data["stall_fraction"] = fraction if i % every == 0 else 0.0
-        out.append(StalledRow(**data))
-    return out
+    return [replace(r, stall_fraction=fraction if i % every == 0 else 0.0) for i, r in enumerate(rows)]
 
 
 def a100_topology() -> Topology:
@@ -40,7 +28,3 @@ def a100_topology() -> Topology:
 
 def example_profile() -> Profile:
     return Profile.load(EXAMPLE_PROFILE)
-
-
-def as_other_world(rows: list[ResultRow], world_size: int) -> list[ResultRow]:
-    return [replace(r, world_size=world_size) for r in rows]

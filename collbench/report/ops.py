@@ -25,8 +25,8 @@ GroupKey = tuple[str, str, int]
 
 
 def stall_fraction(row: ResultRow) -> float | None:
-    """The row's stall fraction, or None for rows recorded before sweeps measured it."""
-    value = getattr(row, "stall_fraction", None)
+    """The row's stall fraction, or None for rows recorded before sweeps measured it (or NaN from a CSV)."""
+    value = row.stall_fraction
     return None if value is None or value != value else float(value)
 
 
@@ -38,6 +38,7 @@ class _Combined:
     time_us_max: float
     busbw_gbps: float
     stall: float | None
+    bimodal: bool
     rows: int
 
 
@@ -50,6 +51,7 @@ def _combine(rows: Sequence[ResultRow]) -> _Combined:
         time_us_max=max(r.time_us_max for r in rows),
         busbw_gbps=statistics.median(r.busbw_gbps for r in rows),
         stall=max(stalls) if stalls else None,
+        bimodal=any(r.bimodal for r in rows),
         rows=len(rows),
     )
 
@@ -90,7 +92,7 @@ def op_section(
             by_series[_series_name(r, several_dtypes)][r.size_bytes].append(r)
     names = sorted(by_series)
     colors = color_map(names) if several_dtypes or algo_colors is None else algo_colors
-    has_stall = any(stall_fraction(r) is not None for r in rows)
+    has_stall = any(stall_fraction(r) is not None or r.bimodal is not None for r in rows)
     time_series, bw_series = [], []
     for name in names:
         points = [_combine(v) for _, v in sorted(by_series[name].items())]
@@ -104,8 +106,9 @@ def op_section(
             curve_b = tuple((s, s / t / 1e3 * factor) for s, t in curve_t if t > 0)
         t_pts, b_pts = [], []
         for c in points:
-            noisy = c.stall is not None and c.stall >= STALL_MARK
+            noisy = (c.stall is not None and c.stall >= STALL_MARK) or c.bimodal
             stall = "" if c.stall is None else f", {100 * c.stall:.0f}% of iterations stalled"
+            stall += ", two modes more than 2x apart" if c.bimodal else ""
             tip = (
                 f"{name} {size_label(c.size_bytes)}: p50 {c.time_us:.4g} us (min {c.time_us_min:.4g}, "
                 f"max {c.time_us_max:.4g}), busbw {c.busbw_gbps:.4g} GB/s, {c.rows} row(s){stall}"
@@ -134,7 +137,7 @@ def op_section(
         "fastest to the slowest iteration; dashed: the fitted model; vertical lines: crossovers of the models. "
         + (
             f"Red rings: points where {100 * STALL_MARK:.0f}% or more of the timed iterations stalled (slower than "
-            "3x the fastest)."
+            "3x the fastest), or whose iterations fell into two modes more than 2x apart."
             if has_stall
             else "These rows carry no stall fraction (recorded before sweeps measured it): no noise marks."
         )

@@ -76,7 +76,10 @@ def test_svgs_are_well_formed_and_draw_every_algorithm(example_html: str) -> Non
     machine = next(s for s in svgs if s.get("class") == "machine")
     assert len([g for g in machine.iter(f"{SVG_NS}g") if g.get("class") == "ring"]) == 1
     assert len([g for g in machine.iter(f"{SVG_NS}g") if g.get("class") == "tree"]) == 2
-    assert len([e for e in machine.iter(f"{SVG_NS}line") if e.get("class") == "link"]) == 28
+    # Every GPU pair (NV4), and each NIC to its one GPU behind the same switch (PXB); the 22 SYS paths
+    # through the CPU stay in the matrix only.
+    links = [e.findtext(f"{SVG_NS}title") or "" for e in machine.iter(f"{SVG_NS}line") if e.get("class") == "link"]
+    assert sorted(t.split(":")[1].split(",")[0].strip() for t in links) == ["nvlink x4"] * 6 + ["pxb x1"] * 4
 
 
 def test_crossovers_rules_and_provenance(example_html: str) -> None:
@@ -143,3 +146,17 @@ def test_band_chart_clips_to_the_axis() -> None:
     x1, w1 = float(rects[1].get("x", 0)), float(rects[1].get("width", 0))
     assert x0 == pytest.approx(10.0) and x0 + w0 == pytest.approx(x1, abs=0.2)
     assert x1 + w1 == pytest.approx(750.0)
+
+
+def test_two_mode_points_are_marked_too() -> None:
+    from dataclasses import replace
+
+    from report_inputs import EXAMPLE_RESULTS
+
+    rows = [r for r in read_rows(EXAMPLE_RESULTS) if r.algo == "ring"]
+    marked = [replace(r, bimodal=r.size_bytes == 4096) for r in rows]
+    html = build_report(ReportInputs(rows=tuple(marked)), now=NOW)
+    charts = [s for s in _svgs(html) if s.get("class") == "chart"]
+    for chart in charts:
+        rings = [c for c in chart.iter(f"{SVG_NS}circle") if c.get("class") == "noisy"]
+        assert len(rings) == 1 and "two modes" in (rings[0].findtext(f"{SVG_NS}title") or "")
