@@ -9,7 +9,20 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from collbench import __version__
-from collbench.cli import compare, discover, explain, export, fit, importer, layout, predict, profile, report, sweep, tune
+from collbench.cli import (
+    compare,
+    discover,
+    explain,
+    export,
+    fit,
+    importer,
+    layout,
+    predict,
+    profile,
+    report,
+    sweep,
+    tune,
+)
 from collbench.cli.console import err_console
 from collbench.errors import CollbenchError
 

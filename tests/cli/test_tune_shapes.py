@@ -34,6 +34,10 @@ def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytes
     assert {f["world_size"] for f in profile.fits} == {2, 3}
     assert all(r.measured_us is None for r in profile.rule_set(8).rules)
     assert "8 on 1 node(s) predicted" in result.stdout
+    # One report beside the profile, of every shape: both measured ones and the predicted one.
+    page = (tmp_path / "p.html").read_text()
+    for section in ("all-reduce, gloo, 2 ranks", "all-reduce, gloo, 3 ranks", "8 ranks, 1 node(s): predicted"):
+        assert section in page
 
 
 @pytest.mark.parametrize(
