@@ -147,3 +147,30 @@ def test_heuristic_regime_keeps_the_socket_link_within_capacity() -> None:
     assert max(loads.values()) <= 10.0 * (1 + 1e-6)
     # The widest ring crosses the sockets once each way: 10 GB/s.
     assert result.ring_bandwidth_gbps == pytest.approx(10.0)
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_real_two_socket_pastes_never_overdraw_the_socket_link() -> None:
+    # Every published `nvidia-smi topo -m` paste in the corpus whose GPUs sit on two or more NUMA
+    # nodes (by the paste's own NUMA or CPU affinity columns) and that has SYS paths between GPUs.
+    from collbench.topology.nvidia_smi import read_nvidia_smi_topo
+
+    checked = []
+    for path in sorted([*FIXTURES.glob("real/*.topo.txt"), *FIXTURES.glob("topologies/*.topo.txt")]):
+        topo = read_nvidia_smi_topo(path)
+        gpus = topo.gpus
+        keys = {g.id: g.numa_node if g.numa_node is not None else g.cpus for g in gpus}
+        if len(gpus) < 2 or None in keys.values() or len(set(keys.values())) < 2:
+            continue
+        if not any(lk.kind == LinkKind.SYS for lk in topo.links if lk.a in keys and lk.b in keys):
+            continue
+        socket_of = {k: i for i, k in enumerate(dict.fromkeys(keys.values()))}
+        socket = {g: socket_of[k] for g, k in keys.items()}
+        sys_gbps = max(lk.bandwidth_gbps for lk in topo.links if lk.kind == LinkKind.SYS)
+        for direction, gbps in _socket_loads(topo, socket).items():
+            assert gbps <= sys_gbps * (1 + 1e-6), f"{path.name} {direction}: {gbps} GB/s over {sys_gbps}"
+        checked.append(path.name)
+    # The published DGX-1 hybrid cube-mesh is one of them (the 8 x V100 case).
+    assert "dgx1-v100-x8-hybrid-cube-mesh-in-python-string.topo.txt" in checked
