@@ -3,11 +3,11 @@
 Nothing here imports typer or rich: the CLI builds a :class:`TuneConfig` and renders the outcome.
 
 Depth. ``quick`` measures every applicable algorithm at 512 B .. 2 MiB in x4 steps (7 sizes) with a
-short time budget per point, twice (the second time in reverse algorithm order): about a minute with
-4 gloo ranks on a 2-core machine (25-100 s measured there, depending on its load), where one large
-all-reduce takes 10-300 ms. The default (thorough) run measures 256 B .. 16 MiB in x2 steps, three
-times, and sweeps a second segment size for the pipelined algorithms at the sizes where segments
-matter, so the rules choose the segment size too (4-6 minutes there).
+short time budget per point, twice (the second time in reverse algorithm order), then up to two
+more rounds of the tied algorithms at the tied sizes only (tuning/rounds.py): 73-154 s with the
+default 2 gloo ranks on the loaded 2-core development machine. The default (thorough) run measures
+256 B .. 16 MiB in x2 steps, three times (up to six), and sweeps a second segment size for the
+pipelined algorithms at the sizes where segments matter, so the rules choose the segment size too.
 Repeating rounds matters on a shared machine: its load drifts during a sweep, and one round would
 turn that drift into differences between algorithms.
 """
