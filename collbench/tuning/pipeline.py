@@ -190,7 +190,8 @@ def run_tune(
     say("fit")
     fits = _fits(rows, notes)
     say("select")
-    rules = select_rules(rows, fits, settings=config.selection)
+    # Fits that do not explain their data place no boundary and predict no time (Fit.distrust).
+    rules = select_rules(rows, [f for f in fits if not f.distrust()], settings=config.selection)
     profile = _profile(config, rows, fits, rules, topology, layout)
     profile.save(config.output)
 

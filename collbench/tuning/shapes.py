@@ -112,13 +112,19 @@ def predicted_rule_set(fits: Sequence[Any], ops: Sequence[str], world_size: int,
 def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
     """``profile`` with a predicted rule set added per shape (nodes default to the default shape's).
 
-    Raises ConfigError for a shape the profile measured already, or when it carries no fits.
+    Raises ConfigError for a shape the profile measured already, or when it carries no fit that explains
+    its data (``Fit.distrust``): those are never extrapolated.
     """
     if not shapes:
         return profile
-    fits = _fits_of(profile)
-    if not fits:
+    every = _fits_of(profile)
+    if not every:
         raise ConfigError("the profile has no fitted models to predict other shapes from")
+    # A fit that does not explain its own data is not extrapolated (Fit.distrust, issue 10).
+    fits = [f for f in every if not f.distrust()]
+    if not fits:
+        why = "; ".join(f"{f.op} {f.algo}: {f.distrust()}" for f in every)
+        raise ConfigError(f"no fit explains its data well enough to predict other shapes from ({why})")
     added: list[RuleSet] = []
     for shape in shapes:
         nodes = shape.nodes if shape.nodes is not None else min(profile.nodes, shape.world_size)

@@ -65,3 +65,20 @@ def test_predict_cli_warns_in_one_line(tmp_path: Path) -> None:
     assert refused.exit_code == 2
     assert "no fit explains its data" in refused.output
     assert "Traceback" not in refused.output
+
+
+def test_predicted_shapes_leave_out_distrusted_fits() -> None:
+    from collbench.tuning.profile import Profile, RuleSet
+    from collbench.tuning.selection import Rule
+    from collbench.tuning.shapes import Shape, with_predictions
+
+    good, bad = _good("ring"), dataclasses.replace(_good("tree"), r2=-0.7)
+    rules = (Rule("all-reduce", 0, None, "ring"),)
+
+    def profile(*fits: Fit) -> Profile:
+        return Profile("f", "h", "gloo", (RuleSet(4, 1, rules),), fits=tuple(f.to_dict() for f in fits))
+
+    predicted = with_predictions(profile(good, bad), [Shape(64, None)])
+    assert {r.algo for r in predicted.rule_set(64, 1).rules} == {"ring"}
+    with pytest.raises(ConfigError, match="no fit explains its data well enough to predict"):
+        with_predictions(profile(bad), [Shape(64, None)])
