@@ -126,8 +126,10 @@ def parse_yaml(text: str, path: Path) -> Any:
     """
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        # The loader's constructor already reads the text (and refuses control characters).
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -136,11 +138,14 @@ def parse_yaml(text: str, path: Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        raise InputFileError(str(path), f"not YAML: {getattr(exc, 'problem', None) or exc}", line=line) from None
+        # A ReaderError (a control character) has a reason, not a problem; either may span lines.
+        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
+        raise InputFileError(str(path), f"not YAML: {' '.join(str(problem).split())}", line=line) from None
     except RecursionError:
         raise InputFileError(str(path), "not YAML collbench reads: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _check_expansion(root: Any, path: Path) -> None:

@@ -24,6 +24,7 @@ from collbench.fileio import read_text_file
 from collbench.topology.bandwidth import nvlink_gbps, nvlink_generation_for_sm, pcie_gbps, pcie_generation_for_speed
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
+    MAX_CPU_LIST_ENTRIES,
     Device,
     DeviceKind,
     Link,
@@ -82,7 +83,10 @@ def affinity_to_cpus(mask: str | None) -> tuple[int, ...] | None:
     """``"00000000,ffffffff,00000000,ffffffff"`` (32-bit words, most significant first) as CPU numbers."""
     if not mask:
         return None
-    value = int(mask.replace(",", "").strip() or "0", 16)
+    digits = mask.replace(",", "").strip().lstrip("0")
+    if len(digits) > MAX_CPU_LIST_ENTRIES // 4:
+        raise ValueError(f"names more than {MAX_CPU_LIST_ENTRIES} CPUs")
+    value = int(digits or "0", 16)
     cpus = tuple(bit for bit in range(value.bit_length()) if value >> bit & 1)
     return cpus or None
 
@@ -247,6 +251,21 @@ def _extra_pcie(at: _Endpoint) -> list[tuple[str, str]]:
     return out
 
 
+MAX_XML_DEPTH = 64
+"""NCCL's own dumps nest about ten deep (system, cpu, a few PCI switches, gpu, nvlink); the reader
+walks the tree recursively, so a file nested thousands deep is refused before it is walked."""
+
+
+def _check_depth(root: ET.Element, path: str) -> None:
+    stack = [(root, 1)]
+    while stack:
+        el, depth = stack.pop()
+        if depth > MAX_XML_DEPTH:
+            where = _describe(el)
+            raise InputFileError(path, f"elements nest deeper than {MAX_XML_DEPTH} (at {where}); not an NCCL topology")
+        stack.extend((child, depth + 1) for child in el)
+
+
 def parse_nccl_xml(text: str, path: str = "<input>") -> Topology:
     """Build a topology from NCCL topology XML text.
 
@@ -260,6 +279,7 @@ def parse_nccl_xml(text: str, path: str = "<input>") -> Topology:
     except ET.ParseError as exc:
         line = exc.position[0] if exc.position else None
         raise InputFileError(path, f"not XML: {exc.msg if hasattr(exc, 'msg') else exc}", line=line) from None
+    _check_depth(root, path)
     r = _Reader(path)
     r.read(root)
     devices: list[Device] = []
