@@ -89,7 +89,9 @@ app.command("compare", help="Did it get slower? Two result sets point by point, 
 )
 app.add_typer(export.app, name="export", help="Turn a profile into what jobs consume (NCCL tuner, Open MPI).")
 app.add_typer(importer.app, name="import", help="Read results measured by other tools (nccl-tests logs).")
-app.add_typer(profile.app, name="profile", help="Work on profiles: merge the shapes of several into one.")
+app.add_typer(
+    profile.app, name="profile", help="Work on profiles: merge the shapes of several into one, add predicted shapes."
+)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""`collbench profile`: work on profile files (join the shapes of several into one)."""
+"""`collbench profile`: work on profile files (join the shapes of several into one, add predicted shapes)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,31 @@ def merge(
     for note in merged.notes:
         err_console.print(f"[yellow]note[/yellow]: {note}", highlight=False)
     console.print(f"wrote [bold]{output}[/bold]: {merged.profile.shapes_label()}", highlight=False)
+
+
+@app.command("predict")
+def predict(
+    profile: Annotated[Path, typer.Argument(help="A profile with fitted models (from `collbench tune`).")],
+    ranks: Annotated[
+        str, typer.Option("--ranks", "-n", metavar="N[:NODES],...", help="Shapes to predict: 8,16 or 64:8.")
+    ],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="PROFILE.yaml", help="Where it goes (default: in place).")
+    ] = None,
+) -> None:
+    """Add rule sets predicted from the profile's fitted models for shapes not measured (as tune --predict-ranks)."""
+    from collbench.cli.render.profile import render_rules
+    from collbench.fileio import check_writable
+    from collbench.tuning.profile import Profile
+    from collbench.tuning.shapes import fits_of, parse_shapes, refused_fits, with_predictions
+
+    target = output or profile
+    check_writable(target)
+    loaded = Profile.load(profile)
+    shapes = parse_shapes(ranks)
+    added = with_predictions(loaded, shapes)
+    added.save(target)
+    for line in refused_fits(fits_of(added), added.ops):
+        err_console.print(f"[yellow]note[/yellow]: not used for predictions: {line}", highlight=False)
+    console.print(render_rules(added))
+    console.print(f"wrote [bold]{target}[/bold]: {added.shapes_label()}", highlight=False)

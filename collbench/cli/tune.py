@@ -177,6 +177,8 @@ def tune(
             err_console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
         for note in outcome.notes:
             err_console.print(f"[yellow]note[/yellow]: {note}")
+    for note in shapes.notes:
+        err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=True)
     for outcome in shapes.outcomes:
         console.print(
             f"profile: [bold]{shapes.profile_path}[/bold]   results: {outcome.results_path}   "

@@ -67,7 +67,7 @@ def parse_shapes(text: str) -> tuple[Shape, ...]:
     return tuple(shapes)
 
 
-def _fits_of(profile: Profile) -> list[Any]:
+def fits_of(profile: Profile) -> list[Any]:
     from collbench.models.fit import Fit
 
     return [Fit.from_dict(f) for f in profile.fits]
@@ -76,18 +76,21 @@ def _fits_of(profile: Profile) -> list[Any]:
 def predicted_rule_set(fits: Sequence[Any], ops: Sequence[str], world_size: int, nodes: int) -> RuleSet:
     """Rules at ``world_size`` ranks from the fits: per op, the fastest predicted algorithm per size.
 
-    Each fitted algorithm's model is evaluated at ``world_size`` from 1 byte up to the largest size it
-    was measured at, and the rules switch where the fastest one changes (the crossing size, found on
-    the models); the last rule runs to unbounded. ``predicted_us`` is the model's time at ``at_bytes``
-    (the range's geometric middle, or its start for the last), ``gain_vs_native`` native's model over
-    the chosen one's there. Raises ConfigError when no op has fits.
+    Fits that do not explain their own data (``Fit.distrust``: R^2 too low, no bandwidth term) are
+    not extrapolated, as in ``collbench predict``. Each other fitted algorithm's model is evaluated at
+    ``world_size`` from 1 byte up to the largest size it was measured at, and the rules switch where
+    the fastest one changes (the crossing size, found on the models); the last rule runs to unbounded.
+    ``predicted_us`` is the model's time at ``at_bytes`` (the range's geometric middle, or its start
+    for the last), ``gain_vs_native`` native's model over the chosen one's there. Raises ConfigError
+    when no op has a fit to trust, naming why.
     """
     from collbench.models.crossover import fastest, find_crossovers
     from collbench.models.predict import pick_fits
 
     rules: list[Rule] = []
     for op in ops:
-        chosen = [f for f in pick_fits(fits, [op]) if Op.parse(f.op).value == Op.parse(op).value]
+        picked = [f for f in pick_fits(fits, [op]) if Op.parse(f.op).value == Op.parse(op).value]
+        chosen = [f for f in picked if not f.distrust()]
         if not chosen:
             continue
         hi = float(max(f.max_bytes for f in chosen))
@@ -105,8 +108,17 @@ def predicted_rule_set(fits: Sequence[Any], ops: Sequence[str], world_size: int,
                 rules.pop()
             rules.append(rule)
     if not rules:
-        raise ConfigError(f"no fits to predict {world_size} ranks from (ops: {', '.join(ops)})")
+        why = "; ".join(refused_fits(fits, ops)) or "the profile has none for " + ", ".join(ops)
+        raise ConfigError(f"no fitted model to predict {world_size} ranks from ({why})")
     return RuleSet(world_size, nodes, tuple(rules), predicted=True)
+
+
+def refused_fits(fits: Sequence[Any], ops: Sequence[str]) -> list[str]:
+    """``op algo: why`` for each fit of ``ops`` that predictions leave out (``Fit.distrust``)."""
+    from collbench.models.predict import pick_fits
+
+    wanted = {Op.parse(o).value for o in ops}
+    return [f"{f.op} {f.algo}: {f.distrust()}" for f in pick_fits(fits) if f.op in wanted and f.distrust()]
 
 
 def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
@@ -117,7 +129,7 @@ def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
     """
     if not shapes:
         return profile
-    every = _fits_of(profile)
+    every = fits_of(profile)
     if not every:
         raise ConfigError("the profile has no fitted models to predict other shapes from")
     # A fit that does not explain its own data is not extrapolated (Fit.distrust, issue 10).
@@ -160,6 +172,8 @@ class ShapesOutcome:
     profile_path: Path
     report_path: Path | None = None
     """The HTML report beside the profile, of every shape (None when it could not be written)."""
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """Fits the predictions left out, and why, one line each."""
 
 
 def run_tune_shapes(
@@ -194,7 +208,10 @@ def run_tune_shapes(
         joined = outcome.profile if joined is None else _join(joined, outcome.profile, config.command)
         joined.save(config.output)
     assert joined is not None  # at least one config ran
-    final = with_predictions(joined, predict)
+    try:
+        final = with_predictions(joined, predict)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; the measured shapes are saved in {config.output}, without predictions") from None
     if final is not joined:
         final.save(config.output)
     report_path = outcomes[-1].report_path
@@ -205,7 +222,8 @@ def run_tune_shapes(
         rows = [r for o in outcomes for r in o.rows]
         report_path, why = write_beside_profile(config.output, rows, final, outcomes[-1].topology, config.rows_path)
         outcomes[-1].notes.extend([why] if why else [])
-    return ShapesOutcome(final, outcomes, config.output, report_path)
+    notes = [f"not used for predictions: {line}" for line in refused_fits(fits_of(final), final.ops)] if predict else []
+    return ShapesOutcome(final, outcomes, config.output, report_path, notes)
 
 
 def _join(first: Profile, other: Profile, command: str) -> Profile:

@@ -1,4 +1,5 @@
-"""`collbench tune --ranks 2,3 --predict-ranks 8`: several shapes measured into one profile, one predicted."""
+"""`collbench tune --ranks 2,3`: several shapes measured into one profile; `profile predict` (what
+`tune --predict-ranks` runs after measuring) on a real measured profile's fits."""
 
 from __future__ import annotations
 
@@ -18,13 +19,13 @@ def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytes
     # The real pipeline, made small: every algorithm at 1 KiB and 4 KiB, short timing, one round.
     monkeypatch.setattr(pipeline, "QUICK", pipeline.Depth(1024, 4096, 4.0, 0.01, 0, None, rounds=1))
     out = tmp_path / "p.yaml"
-    args = ["tune", "--ranks", "2,3", "--predict-ranks", "8", "--quick", "-o", str(out)]
+    args = ["tune", "--ranks", "2,3", "--quick", "-o", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     profile = Profile.load(out)
-    assert profile.shapes == [(2, 1), (3, 1), (8, 1)]
-    assert [s.predicted for s in profile.rule_sets] == [False, False, True]
-    assert profile.command == f"collbench tune --ranks 2,3 --quick -o {out} --predict-ranks 8"
+    assert profile.shapes == [(2, 1), (3, 1)]
+    assert [s.predicted for s in profile.rule_sets] == [False, False]
+    assert profile.command == f"collbench tune --ranks 2,3 --quick -o {out}"
     for world in (2, 3):
         rows = read_rows(tmp_path / f"p-results-{world}ranks.jsonl")
         assert {r.world_size for r in rows} == {world} and all(r.wrong == 0 for r in rows)
@@ -32,12 +33,43 @@ def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytes
         measured = {r.algo for r in rows}
         assert {r.algo for r in profile.rule_set(world).rules} <= measured
     assert {f["world_size"] for f in profile.fits} == {2, 3}
-    assert all(r.measured_us is None for r in profile.rule_set(8).rules)
-    assert "8 on 1 node(s) predicted" in result.stdout
-    # One report beside the profile, of every shape: both measured ones and the predicted one.
+    assert "2 on 1 node(s)" in result.stdout and "3 on 1 node(s)" in result.stdout
+    # One report beside the profile, of every shape.
     page = (tmp_path / "p.html").read_text()
-    for section in ("all-reduce, gloo, 2 ranks", "all-reduce, gloo, 3 ranks", "8 ranks, 1 node(s): predicted"):
+    for section in ("all-reduce, gloo, 2 ranks", "all-reduce, gloo, 3 ranks"):
         assert section in page
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-4ranks.yaml"
+
+
+def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path) -> None:
+    out = tmp_path / "p.yaml"
+    result = CliRunner().invoke(app, ["profile", "predict", str(EXAMPLE), "--ranks", "8,64:8", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    profile = Profile.load(out)
+    assert profile.shapes == [(4, 1), (8, 1), (64, 8)]
+    assert [s.predicted for s in profile.rule_sets] == [False, True, True]
+    # The example's fits for native, recursive doubling and tree explain their data; the others do
+    # not (R^2 below 0.5, or no bandwidth term) and are not extrapolated, which the notes say.
+    for world in (8, 64):
+        rules = profile.rule_set(world).rules
+        assert {r.algo for r in rules} <= {"native", "recursive-doubling", "tree"}
+        assert all(r.measured_us is None and r.predicted_us for r in rules)
+    assert "not used for predictions: all-reduce ring: R^2 0.04 is below 0.5" in result.stderr
+    assert "64 on 8 node(s) predicted" in result.stdout
+    exported = CliRunner().invoke(app, ["export", "ompi-rules", str(out)])
+    assert "64 ranks on 8 node(s), predicted from the fitted models, not measured" in exported.stdout
+
+
+def test_profile_predict_bad_input_is_one_line(tmp_path: Path) -> None:
+    for args, message in [
+        (["--ranks", "4"], "4 ranks on 1 node(s) are measured already"),
+        (["--ranks", "8:9"], "nodes must be 1..8"),
+    ]:
+        result = CliRunner().invoke(app, ["profile", "predict", str(EXAMPLE), *args, "-o", str(tmp_path / "p.yaml")])
+        assert result.exit_code == 2 and message in result.stderr, result.output
+        assert result.stderr.strip().count("\n") == 0
 
 
 @pytest.mark.parametrize(
@@ -46,6 +78,7 @@ def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytes
         (["--ranks", "2,1"], "whole number of ranks, at least 2"),
         (["--ranks", "2,2"], "given twice"),
         (["--ranks", "2", "--predict-ranks", "2"], "measured too"),
+        (["--ranks", "2,3", "--check", "p.yaml"], "--check re-measures one shape"),
         (["--ranks", "2", "--predict-ranks", "8:9"], "nodes must be 1..8"),
     ],
 )

@@ -12,8 +12,8 @@ from collbench.tuning.selection import Rule
 from collbench.tuning.shapes import Shape, parse_ranks, parse_shapes, predicted_rule_set, with_predictions
 
 
-def fit(algo: str, alpha_us: float, beta_us_per_byte: float, world: int = 4) -> Fit:
-    return Fit("all-reduce", algo, "gloo", world, alpha_us, beta_us_per_byte, None, 1.0, 1.0, 2.0, 256, 1 << 24)
+def fit(algo: str, alpha_us: float, beta_us_per_byte: float, world: int = 4, r2: float = 1.0) -> Fit:
+    return Fit("all-reduce", algo, "gloo", world, alpha_us, beta_us_per_byte, None, r2, 1.0, 2.0, 256, 1 << 24)
 
 
 # Recursive doubling: few steps, lg(p) x the data; ring: 2(p-1) steps, 2(p-1)/p of the data; native
@@ -62,3 +62,11 @@ def test_parsers() -> None:
     for text, message in [("8:9", "nodes must be 1..8"), ("8:0", "nodes must be"), ("8,8", "given twice")]:
         with pytest.raises(ConfigError, match=message):
             parse_shapes(text)
+
+
+def test_fits_that_do_not_explain_their_data_are_not_extrapolated() -> None:
+    noisy_ring = fit("ring", 10.0, 0.001, r2=0.2)
+    rule_set = predicted_rule_set([FITS[0], noisy_ring, FITS[2]], ["all-reduce"], 16, 1)
+    assert "ring" not in {r.algo for r in rule_set.rules}
+    with pytest.raises(ConfigError, match=r"no fitted model to predict 16 ranks from \(all-reduce ring: R\^2 0.20"):
+        predicted_rule_set([noisy_ring], ["all-reduce"], 16, 1)
