@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Annotated, Any
 
 import typer
@@ -38,9 +39,11 @@ class _CollbenchGroup(TyperGroup):
                 raise
             err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             err_console.print("[red]interrupted[/red]: what was measured so far is on disk")
-            raise typer.Exit(130) from None
+            # The shell's convention, 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP.
+            signum = getattr(exc, "signum", signal.SIGINT)
+            raise typer.Exit(128 + int(signum)) from None
 
 
 app = typer.Typer(

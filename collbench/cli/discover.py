@@ -42,7 +42,10 @@ def _probe(topo: Topology, ranks: int | None, backend: str, timeout_s: float, *,
         if exc.name not in ("collbench.topology.probe",):
             raise
         raise UserError("--probe is not available in this build (collbench.topology.probe is missing)") from None
-    world_size = ranks if ranks is not None else len(topo.rank_devices)
+    from collbench.runtime.launch import joined_job
+
+    # Under a launcher the job's size rules (None); locally, every rank device of the topology.
+    world_size = ranks if ranks is not None or joined_job() is not None else len(topo.rank_devices)
     if backend == "auto":
         # The probe runs here: NCCL only when the topology is this machine's own GPUs.
         backend = "nccl" if live and topo.gpus else "gloo"
@@ -109,6 +112,11 @@ def discover(
 
     if probe:
         topo = _probe(topo, ranks, backend, timeout, live=all(v is None for k, v in sources.items() if k != "--record"))
+        from collbench.runtime.launch import job_rank
+
+        if job_rank() != 0:
+            # Every rank of a launcher's job measured the same links: rank 0 alone writes and prints.
+            return
     if output is not None:
         save_topology(topo, output)
         err_console.print(f"wrote topology to {output}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Annotated
@@ -14,7 +13,7 @@ from collbench.cli.console import console, err_console
 from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
 from collbench.errors import ConfigError
 from collbench.runtime.affinity import default_local_ranks
-from collbench.runtime.launch import under_torchrun
+from collbench.runtime.launch import job_rank, under_launcher
 from collbench.runtime.noise import stall_report
 from collbench.runtime.sweep import SweepConfig, SweepProgress, run_sweep, validate
 
@@ -41,7 +40,11 @@ def _split(values: list[str]) -> tuple[str, ...]:
 def sweep(
     ranks: Annotated[
         int | None,
-        typer.Option("--ranks", help="Local ranks (default: one per GPU, else min(4, usable cores), at least 2)."),
+        typer.Option(
+            "--ranks",
+            help="Local ranks (default: one per GPU, else min(4, usable cores), at least 2); "
+            "leave out under torchrun, mpirun or srun.",
+        ),
     ] = None,
     backend: Annotated[
         str, typer.Option("--backend", help="gloo, nccl or auto (nccl when every rank has a GPU).")
@@ -106,7 +109,7 @@ def sweep(
     if check not in (0, 1):
         raise ConfigError(f"-c/--check {check}: use 1 (check) or 0 (do not)")
     config = SweepConfig(
-        world_size=ranks if ranks is not None or under_torchrun() else default_local_ranks(backend),
+        world_size=ranks if ranks is not None or under_launcher() else default_local_ranks(backend),
         backend=backend,
         ops=_split(op),
         algos=_split(algo),
@@ -139,8 +142,8 @@ def sweep(
         TimeRemainingColumn(),
         console=err_console,
         transient=True,
-        # Under torchrun only rank 0 reports; the other ranks stay quiet.
-        disable=under_torchrun() and os.environ.get("RANK", "0") != "0",
+        # Under a launcher only rank 0 reports; the other ranks stay quiet.
+        disable=job_rank() != 0,
     )
     # Bad input is reported before the progress bar starts, so the error is the only thing printed.
     validate(config)

@@ -94,6 +94,9 @@ def tune(
             help="Also add rule sets predicted from the fitted models for these shapes (marked predicted).",
         ),
     ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds before a dead, hung or stopped rank stops the run.")
+    ] = 300.0,
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
     if check is not None:
@@ -102,16 +105,16 @@ def tune(
             raise ConfigError("--check re-measures one shape: give --ranks one value")
         _check(check, counts[0] if counts else None, backend)
         return
-    from collbench.runtime.launch import under_torchrun
+    from collbench.runtime.launch import job_rank, under_launcher
 
     ops = op or ["all-reduce"]
     from collbench.runtime.affinity import default_local_ranks
 
     rank_counts = parse_ranks(ranks) if ranks is not None else (default_local_ranks(backend),)
     predict = parse_shapes(predict_ranks) if predict_ranks else ()
-    if under_torchrun() and len(rank_counts) > 1:
-        raise ConfigError("under torchrun the launcher sets the world size: --ranks takes one value there")
-    world: int | None = None if under_torchrun() else rank_counts[0]
+    if under_launcher() and len(rank_counts) > 1:
+        raise ConfigError("under a launcher it sets the world size: --ranks takes one value there")
+    world: int | None = None if under_launcher() else rank_counts[0]
     config = TuneConfig(
         ranks=world,
         backend=backend,
@@ -122,6 +125,7 @@ def tune(
         results_path=results,
         plot_path=plot,
         resume=resume,
+        timeout_s=timeout,
         command=_command(
             None if world is None else ",".join(map(str, rank_counts)),
             backend,
@@ -144,6 +148,8 @@ def tune(
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
+        # Under a launcher only rank 0 reports; the other ranks stay quiet.
+        disable=job_rank() != 0,
     ) as bar:
         task = bar.add_task("tune", total=None, now="")
         shown: set[str] = set()
@@ -169,6 +175,8 @@ def tune(
             if hint:
                 bar.console.print(f"[yellow]note[/yellow]: {hint.removeprefix('; ')}", soft_wrap=True)
             raise
+    if shapes is None:
+        return  # a rank other than 0 of a launcher's job: rank 0 reports
     console.print(render_rules(shapes.profile))
     if shapes.profile.fits:
         console.print(render_fits(shapes.profile))
@@ -192,12 +200,12 @@ def _check(path: Path, ranks: int | None, backend: str) -> None:
     import tempfile
 
     from collbench.cli.render.check import check_summary, render_check
-    from collbench.runtime.launch import under_torchrun
+    from collbench.runtime.launch import under_launcher
     from collbench.tuning.check import run_check
     from collbench.tuning.profile import Profile
 
     profile = Profile.load(path)
-    world = None if under_torchrun() else (ranks if ranks is not None else profile.world_size)
+    world = None if under_launcher() else (ranks if ranks is not None else profile.world_size)
     with (
         tempfile.TemporaryDirectory(prefix="collbench-check-") as tmp,
         Progress(

@@ -5,10 +5,16 @@ spawns ``world_size`` processes that join it, and watches them. Ranks publish wh
 and their results through that store, so when one dies the parent can say which rank, where, doing
 what. A rank blocked on a dead or hung peer gives up after the process group's timeout.
 
-Under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set), this process is one rank of that
-job: it joins through ``env://`` and runs the worker itself; nothing is spawned.
+Under a launcher (torchrun, mpirun, srun: see :mod:`collbench.runtime.launchers`), this process is
+one rank of that job: it joins it (torchrun through ``env://``, the others through a store that rank
+0 holds at the launcher's address) and runs the worker itself; nothing is spawned.
 
-Workers run ``worker(ctx, payload)``: module-level functions (they are pickled into the children).
+What ranks send the launcher through the store is signed JSON (:mod:`collbench.runtime.rankstore`):
+the store is reachable by any local user, so nothing read from it is unpickled or trusted unsigned.
+
+Workers run ``worker(ctx, payload)``: module-level functions (they and the payload are pickled into
+the children through the spawn pipe, parent to child only). A worker's result travels back as JSON:
+plain data, or dataclasses of the types the caller names in ``result_types``.
 
 Ranks die with the launcher: while it watches them, SIGTERM and SIGHUP (and SIGINT, where Python's
 own handler is in place) raise :class:`Interrupted` in it, which stops every rank before it
@@ -21,16 +27,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import datetime
-import json
 import os
-import pickle
 import signal
 import socket
 import sys
 import threading
-import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -40,13 +42,11 @@ import torch.multiprocessing as mp
 from collbench.errors import BackendUnavailableError, ConfigError, RankError, UnknownNameError
 from collbench.runtime.affinity import pin_this_process, rank_cpus
 from collbench.runtime.environment import host_name
+from collbench.runtime.launchers import JobEnv, detect_job
+from collbench.runtime.rankstore import SignedStore, new_token
+from collbench.runtime.watch import collect_results, stop_ranks, watch_ranks
 
 BACKENDS = ("gloo", "nccl", "auto")
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-_KEY = "collbench/"
-_POLL_S = 0.1
-_GRACE_S = 10.0
-"""After a rank fails, how long the others get to notice and report before they are terminated."""
 
 _PR_SET_PDEATHSIG = 1
 """prctl(2) option: the signal this process gets when its parent (the thread that made it) exits."""
@@ -73,7 +73,7 @@ class RankContext:
         backend: str,
         device: torch.device,
         timeout_s: float,
-        store: Any = None,
+        store: SignedStore | None = None,
         progress: ProgressFn | None = None,
     ) -> None:
         self.rank = rank
@@ -93,16 +93,17 @@ class RankContext:
         """Record what this rank is doing now (named in the error if it dies)."""
         self.current = what
         if self._store is not None:
-            self._store.set(f"{_KEY}doing/{self.rank}", what)
+            self._store.put(f"doing/{self.rank}", what)
 
     def report(self, event: dict[str, Any]) -> None:
         """Send a progress event (JSON-serialisable) to whoever launched the job; rank 0 only."""
         if self.rank != 0:
             return
         if self._store is not None:
-            # Numbered keys, so that the launcher sees every event however fast they come.
-            self._store.set(f"{_KEY}event/{self._events + 1}", json.dumps(event))
-            self._events = int(self._store.add(f"{_KEY}events", 1))
+            # Numbered keys, so that the launcher sees every event however fast they come; each is
+            # signed under its own number, so none can be replayed as another.
+            self._events += 1
+            self._store.put(f"event/{self._events}", event)
         elif self._progress is not None:
             self._progress(event)
 
@@ -177,9 +178,27 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def under_torchrun() -> bool:
-    """Whether this process is one rank of a job started by torchrun (or a launcher like it)."""
-    return all(var in os.environ for var in TORCHRUN_VARS)
+def joined_job() -> JobEnv | None:
+    """The launcher's job (torchrun, mpirun, srun) this process is a rank of, or None.
+
+    Raises ConfigError for a launcher's variables that do not make sense (see ``detect_job``).
+    """
+    return detect_job()
+
+
+def under_launcher() -> bool:
+    """Whether this process is one rank of a job started by torchrun, mpirun or srun."""
+    return joined_job() is not None
+
+
+under_torchrun = under_launcher
+"""The older name of :func:`under_launcher` (it now covers mpirun and srun too)."""
+
+
+def job_rank() -> int:
+    """This process's rank in its launcher's job; 0 when it runs on its own (it writes the files)."""
+    job = joined_job()
+    return 0 if job is None else job.rank
 
 
 def resolve_backend(backend: str, local_ranks: int) -> str:
@@ -211,11 +230,13 @@ def _device_for(backend: str, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def _init_rank(backend: str, rank: int, world_size: int, timeout_s: float, store: Any, device: torch.device) -> Any:
+def _init_rank(
+    backend: str, rank: int, world_size: int, timeout_s: float, store: Any, device: torch.device, prefix: str = ""
+) -> Any:
     timeout = datetime.timedelta(seconds=timeout_s)
     kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world_size, "timeout": timeout}
     if store is not None:
-        kwargs["store"] = dist.PrefixStore("pg/", store)
+        kwargs["store"] = dist.PrefixStore(f"{prefix}pg/", store)
     else:
         kwargs["init_method"] = "env://"
     if backend == "nccl":
@@ -255,6 +276,7 @@ def _child_main(
     rank: int,
     world_size: int,
     port: int,
+    token: bytes,
     backend: str,
     timeout_s: float,
     worker: Callable[[RankContext, Any], Any],
@@ -271,7 +293,8 @@ def _child_main(
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     _shorten_gil_handoff()
     timeout = datetime.timedelta(seconds=timeout_s)
-    store: Any = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+    raw_store: Any = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+    store = SignedStore(raw_store, token)
     device = _device_for(backend, rank)
     ctx = RankContext(
         rank=rank,
@@ -284,13 +307,18 @@ def _child_main(
     )
     try:
         ctx.doing("joining the process group")
-        ctx.control = _init_rank(backend, rank, world_size, timeout_s, store, device)
+        ctx.control = _init_rank(backend, rank, world_size, timeout_s, raw_store, device, store.prefix)
         result = worker(ctx, payload)
-        store.set(f"{_KEY}result/{rank}", pickle.dumps(("ok", result)))
+        store.put(f"result/{rank}", {"status": "ok", "value": result})
     except BaseException as exc:
-        record = ("error", f"{type(exc).__name__}: {exc}", ctx.current, _is_comm_error(exc), traceback.format_exc())
+        record = {
+            "status": "error",
+            "problem": f"{type(exc).__name__}: {exc}",
+            "doing": ctx.current,
+            "comm": _is_comm_error(exc),
+        }
         try:
-            store.set(f"{_KEY}result/{rank}", pickle.dumps(record))
+            store.put(f"result/{rank}", record)
         finally:
             # A process group whose peer died can hang in its destructor: leave at once.
             os._exit(1)
@@ -305,27 +333,63 @@ def launch(
     backend: str,
     timeout_s: float = 60.0,
     progress: ProgressFn | None = None,
+    result_types: Sequence[type] = (),
 ) -> list[R]:
     """Run ``worker(ctx, payload)`` on every rank and return the results of the ranks run from here.
 
-    Locally (not under torchrun) it spawns ``world_size`` ranks and returns all their results, by
-    rank. Under torchrun this process is one rank and the list holds its own result only; pass
-    ``world_size`` None (or torchrun's) there. ``backend`` is gloo, nccl or auto. ``progress``
+    Locally (no launcher) it spawns ``world_size`` ranks and returns all their results, by rank.
+    Under torchrun, mpirun or srun this process is one rank and the list holds its own result only;
+    pass ``world_size`` None (or the job's) there. ``backend`` is gloo, nccl or auto. ``progress``
     receives the events rank 0 reports. ``timeout_s`` bounds every collective and the wait for a
-    peer that died or hung.
+    peer that died, hung or was stopped. Local results travel as JSON: plain data (tuples come back
+    as lists) or dataclasses of ``result_types``, checked against their annotations.
 
-    Raises ConfigError for a world size below 1 (or one that contradicts torchrun's),
-    BackendUnavailableError/UnknownNameError for the backend, and RankError when a rank fails.
+    Raises ConfigError for a world size below 1 (or one that contradicts the launcher's),
+    BackendUnavailableError/UnknownNameError for the backend, and RankError when a rank fails or
+    sends something that is not its signed, well-formed result.
     """
-    if under_torchrun():
-        return [_join_torchrun(world_size, worker, payload, backend=backend, timeout_s=timeout_s, progress=progress)]
+    job = joined_job()
+    if job is not None:
+        return [_join(job, world_size, worker, payload, backend=backend, timeout_s=timeout_s, progress=progress)]
     if world_size is None or world_size < 1:
         raise ConfigError(f"--ranks must be at least 1, got {world_size}")
     resolved = resolve_backend(backend, world_size)
-    return _launch_local(world_size, worker, payload, resolved, timeout_s, progress)
+    return _launch_local(world_size, worker, payload, resolved, timeout_s, progress, tuple(result_types))
 
 
-def _join_torchrun(
+def _job_store(job: JobEnv, timeout_s: float) -> Any:
+    """The store of a job whose launcher has none (mpirun, srun): rank 0 holds it, the others join.
+
+    With every rank on this host it listens on the loopback only; otherwise on every interface of
+    rank 0's host, at ``job.master_port`` (anyone who can reach that port can disrupt the run).
+    """
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if job.rank != 0:
+        return dist.TCPStore(job.master_addr, job.master_port, is_master=False, timeout=timeout)
+    if not job.local_only:
+        return dist.TCPStore(job.master_addr, job.master_port, is_master=True, wait_for_workers=False, timeout=timeout)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind(("127.0.0.1", job.master_port))
+    except OSError as exc:
+        listener.close()
+        raise ConfigError(
+            f"{job.launcher}: cannot listen on 127.0.0.1:{job.master_port} ({exc.strerror or exc}); "
+            "set MASTER_PORT to a free port"
+        ) from None
+    listener.listen(128)
+    return dist.TCPStore(
+        "127.0.0.1",
+        job.master_port,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=timeout,
+        master_listen_fd=listener.detach(),
+    )
+
+
+def _join(
+    job: JobEnv,
     world_size: int | None,
     worker: Callable[[RankContext, P], R],
     payload: P,
@@ -334,19 +398,17 @@ def _join_torchrun(
     timeout_s: float,
     progress: ProgressFn | None,
 ) -> R:
-    rank = int(os.environ["RANK"])
-    size = int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if world_size is not None and world_size != job.world_size:
+        raise ConfigError(
+            f"--ranks {world_size} contradicts {job.launcher}'s world of {job.world_size} ranks; leave --ranks out"
+        )
     _shorten_gil_handoff()
-    if world_size is not None and world_size != size:
-        raise ConfigError(f"--ranks {world_size} contradicts torchrun's WORLD_SIZE={size}; leave --ranks out")
-    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    resolved = resolve_backend(backend, local_size)
-    device = _device_for(resolved, local_rank)
+    resolved = resolve_backend(backend, job.local_world_size)
+    device = _device_for(resolved, job.local_rank)
     ctx = RankContext(
-        rank=rank,
-        world_size=size,
-        local_rank=local_rank,
+        rank=job.rank,
+        world_size=job.world_size,
+        local_rank=job.local_rank,
         backend=resolved,
         device=device,
         timeout_s=timeout_s,
@@ -354,10 +416,13 @@ def _join_torchrun(
     )
     try:
         ctx.doing("joining the process group")
-        ctx.control = _init_rank(resolved, rank, size, timeout_s, None, device)
+        store = None if job.env_init else _job_store(job, timeout_s)
+        ctx.control = _init_rank(resolved, job.rank, job.world_size, timeout_s, store, device)
         result = worker(ctx, payload)
+    except ConfigError:
+        raise
     except Exception as exc:
-        raise RankError(rank, ctx.host, ctx.current, f"{type(exc).__name__}: {exc}") from exc
+        raise RankError(job.rank, ctx.host, ctx.current, f"{type(exc).__name__}: {exc}") from exc
     dist.destroy_process_group()
     return result
 
@@ -369,6 +434,7 @@ def _launch_local(
     backend: str,
     timeout_s: float,
     progress: ProgressFn | None,
+    result_types: tuple[type, ...],
 ) -> list[R]:
     timeout = datetime.timedelta(seconds=timeout_s)
     # Bind the store's socket ourselves: given only a port, TCPStore listens on every interface.
@@ -376,7 +442,7 @@ def _launch_local(
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)
     port = listener.getsockname()[1]
-    store = dist.TCPStore(
+    raw_store = dist.TCPStore(
         "127.0.0.1",
         port,
         is_master=True,
@@ -385,11 +451,25 @@ def _launch_local(
         master_listen_fd=listener.detach(),
     )
     cpus = rank_cpus(world_size, backend, progress)
+    token = new_token()
+    store = SignedStore(raw_store, token)
     context = mp.get_context("spawn")
     procs = [
         context.Process(
             target=_child_main,
-            args=(rank, world_size, store.port, backend, timeout_s, worker, payload, os.getpid(), cpus[rank]),
+            # The token goes through the spawn pipe: not the store, the environment or argv.
+            args=(
+                rank,
+                world_size,
+                raw_store.port,
+                token,
+                backend,
+                timeout_s,
+                worker,
+                payload,
+                os.getpid(),
+                cpus[rank],
+            ),
             daemon=True,
             name=f"collbench-rank-{rank}",
         )
@@ -399,100 +479,8 @@ def _launch_local(
         try:
             for proc in procs:
                 proc.start()
-            _watch(procs, store, progress, timeout_s)
-            return _collect(procs, store)
+            stopped = watch_ranks(procs, store, progress, timeout_s)
+            return collect_results(procs, store, stopped, result_types)
         finally:
             guard.hold()
-            _stop(procs)
-
-
-def _stop(procs: list[Any]) -> None:
-    """Terminate the ranks still running (SIGTERM, then SIGKILL after 5 s) and reap them all."""
-    started = [proc for proc in procs if proc.pid is not None]
-    for proc in started:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in started:
-        proc.join(timeout=5)
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-
-
-def _watch(procs: list[Any], store: Any, progress: ProgressFn | None, timeout_s: float) -> None:
-    """Wait for every rank; after the first failure, give the others a grace period, then stop them."""
-    failed_at: float | None = None
-    finished_at: float | None = None
-    seen = 0
-    while True:
-        seen = _forward_events(store, seen, progress)
-        if not any(p.is_alive() for p in procs):
-            _forward_events(store, seen, progress)
-            return
-        now = time.monotonic()
-        if failed_at is None and any(p.exitcode not in (None, 0) for p in procs):
-            failed_at = now
-        if finished_at is None and any(p.exitcode == 0 for p in procs):
-            finished_at = now
-        if failed_at is not None and now - failed_at > min(_GRACE_S, timeout_s):
-            return
-        # Ranks that finish while another still runs: that one hangs outside any collective.
-        if finished_at is not None and now - finished_at > timeout_s + _GRACE_S:
-            return
-        time.sleep(_POLL_S)
-
-
-def _forward_events(store: Any, seen: int, progress: ProgressFn | None) -> int:
-    """Hand rank 0's events numbered ``seen + 1``.. to ``progress``; the new count of events handled."""
-    total = int(store.add(f"{_KEY}events", 0))
-    for number in range(seen + 1, total + 1):
-        raw = store.get(f"{_KEY}event/{number}")
-        if progress is not None:
-            progress(json.loads(raw))
-    return total
-
-
-def _stored(store: Any, key: str) -> bytes | None:
-    return store.get(key) if store.check([key]) else None
-
-
-def _collect(procs: list[Any], store: Any) -> list[Any]:
-    """Each rank's result, or RankError for the rank that caused a failure."""
-    results: list[Any] = []
-    crashed: list[tuple[int, str]] = []
-    own_errors: list[tuple[int, str, str]] = []
-    comm_errors: list[tuple[int, str, str]] = []
-    hung: list[int] = []
-    for rank, proc in enumerate(procs):
-        raw = _stored(store, f"{_KEY}result/{rank}")
-        if raw is not None:
-            record = pickle.loads(raw)
-            if record[0] == "ok":
-                results.append(record[1])
-                continue
-            _, problem, doing, comm, _tb = record
-            (comm_errors if comm else own_errors).append((rank, doing, problem))
-        elif proc.is_alive():
-            hung.append(rank)
-        else:
-            crashed.append((rank, f"the process died (exit code {proc.exitcode})"))
-        results.append(None)
-    host = host_name()
-
-    def doing_of(rank: int) -> str:
-        raw = _stored(store, f"{_KEY}doing/{rank}")
-        return raw.decode() if raw else "starting"
-
-    if crashed:
-        rank, problem = crashed[0]
-        raise RankError(rank, host, doing_of(rank), problem)
-    if own_errors:
-        rank, doing, problem = own_errors[0]
-        raise RankError(rank, host, doing, problem)
-    if hung:
-        rank = hung[0]
-        raise RankError(rank, host, doing_of(rank), "it stopped answering (hung) and was terminated")
-    if comm_errors:
-        rank, doing, problem = comm_errors[0]
-        raise RankError(rank, host, doing, problem)
-    return results
+            stop_ranks(procs)

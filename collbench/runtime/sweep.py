@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from collbench.errors import ConfigError, NotApplicableError, RankError
 from collbench.fileio import check_writable
-from collbench.runtime.launch import launch, resolve_backend, under_torchrun
+from collbench.runtime.launch import joined_job, launch, resolve_backend
 from collbench.runtime.results import ResultRow, read_jsonl
 from collbench.runtime.sweep_files import sweep_files, write_output_from_stream
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
@@ -195,14 +195,15 @@ def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, 
 
 
 def comm_shape(config: SweepConfig) -> CommShape:
-    """The communicator NCCL will see: ranks, nodes (torchrun: WORLD_SIZE / LOCAL_WORLD_SIZE), CollNet."""
+    """The communicator NCCL will see: ranks, nodes (a launcher's world / ranks per host), CollNet."""
     from collbench.runtime.nccl_support import CommShape
 
-    if config.world_size is not None:
-        world, nodes = config.world_size, 1
+    job = joined_job()
+    if job is None:
+        world, nodes = config.world_size or 1, 1
     else:
-        world = int(_env("WORLD_SIZE", "1"))
-        nodes = max(1, world // max(1, int(_env("LOCAL_WORLD_SIZE", str(world)))))
+        world = job.world_size
+        nodes = max(1, world // max(1, job.local_world_size))
     # CollNet needs NCCL_COLLNET_ENABLE=1 (NCCL's collnetEnable) and a plugin; without the variable it is off.
     collnet = _env("NCCL_COLLNET_ENABLE", "0").strip() == "1"
     return CommShape(world_size=world, nodes=nodes, collnet=collnet)
@@ -245,8 +246,9 @@ def validate(config: SweepConfig) -> SweepJob:
     """
     if config.world_size is not None and config.world_size < 1:
         raise ConfigError(f"--ranks must be at least 1, got {config.world_size}")
-    if under_torchrun() and config.world_size is not None:
-        raise ConfigError("under torchrun the world size is torchrun's; leave --ranks out")
+    job = joined_job()
+    if job is not None and config.world_size is not None:
+        raise ConfigError(f"under {job.launcher} the world size is {job.launcher}'s; leave --ranks out")
     if not config.ops:
         raise ConfigError("no op to run; give --op (all-reduce, ... or all)")
     ops: list[Op] = []
@@ -281,7 +283,7 @@ def validate(config: SweepConfig) -> SweepJob:
     if config.output is not None and config.output.suffix.lower() not in OUTPUT_SUFFIXES:
         raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
     _check_files(config)
-    local = int(_env("LOCAL_WORLD_SIZE", "1")) if config.world_size is None else config.world_size
+    local = job.local_world_size if job is not None else (config.world_size or 1)
     backend = resolve_backend(config.backend, local)
     skipped: list[str] = []
     per_op = resolve_algos(config, ops, backend, skipped)
@@ -374,7 +376,13 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
             job = _prepare_nccl(job, stack, note)
         try:
             results = launch(
-                config.world_size, sweep_worker, job, backend=job.backend, timeout_s=config.timeout_s, progress=forward
+                config.world_size,
+                sweep_worker,
+                job,
+                backend=job.backend,
+                timeout_s=config.timeout_s,
+                progress=forward,
+                result_types=(ResultRow,),
             )
         except RankError as exc:
             warnings = _nccl_warnings(job.nccl_log_dir)

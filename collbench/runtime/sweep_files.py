@@ -8,7 +8,6 @@ a row the stream does not (and a row the ranks reported but the disk did not kee
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +18,10 @@ from collbench.runtime.results import ResultRow, read_jsonl, write_rows
 
 
 def writes_files() -> bool:
-    """Whether this process writes the sweep's files: always locally; under torchrun, rank 0 only."""
-    from collbench.runtime.launch import under_torchrun
+    """Whether this process writes the sweep's files: always locally; under a launcher, rank 0 only."""
+    from collbench.runtime.launch import job_rank
 
-    return not under_torchrun() or os.environ.get("RANK", "0") == "0"
+    return job_rank() == 0
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -293,6 +294,9 @@ def _parse_fault(text: str) -> tuple[int, int, str] | None:
 def _inject(mode: str) -> None:
     if mode == "hang":
         time.sleep(3600)
+    if mode == "stop":
+        # A real SIGSTOP, as a debugger or `kill -STOP` gives: the rank neither runs nor dies.
+        os.kill(os.getpid(), signal.SIGSTOP)
     if mode == "raise":
         raise RuntimeError("injected fault")
     os._exit(17)

@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from collbench.errors import ConfigError
-from collbench.runtime.launch import RankContext, launch
+from collbench.runtime.launch import RankContext, joined_job, launch
 from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
 
 _TRIAL_BYTES = 256 * 1024
@@ -209,7 +209,7 @@ def measured_topology(
 
 
 def probe_topology(
-    world_size: int,
+    world_size: int | None,
     *,
     backend: str = "gloo",
     timeout_s: float = 60.0,
@@ -218,14 +218,16 @@ def probe_topology(
 ) -> Topology:
     """Measure latency and bandwidth between every pair of ``world_size`` ranks; return the topology.
 
-    Local ranks are spawned; under torchrun this process is one rank and ``world_size`` must match
-    the job's (or be its WORLD_SIZE). Links are ``measured`` (GB/s per direction, latency in us).
+    Local ranks are spawned; under a launcher (torchrun, mpirun, srun) this process is one rank and
+    ``world_size`` is None or the job's. Links are ``measured`` (GB/s per direction, latency in us).
     Raises ConfigError for fewer than 2 ranks, RankError when a rank fails or times out,
     BackendUnavailableError for a backend that cannot run here.
     """
-    if world_size < 2:
-        raise ConfigError(f"--probe needs at least 2 ranks to measure a link, got {world_size}")
+    job = joined_job()
+    ranks = job.world_size if job is not None and world_size is None else world_size
+    if ranks is None or ranks < 2:
+        raise ConfigError(f"--probe needs at least 2 ranks to measure a link, got {ranks}")
     cfg = config or ProbeConfig()
-    results = launch(world_size, _probe_worker, cfg, backend=backend, timeout_s=timeout_s)
+    results = launch(world_size, _probe_worker, cfg, backend=backend, timeout_s=timeout_s, result_types=(PairMeasure,))
     hosts, measures = results[0]
     return measured_topology(hosts, measures, gpus=backend == "nccl", base=base)

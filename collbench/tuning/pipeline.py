@@ -123,6 +123,8 @@ def check_config(config: TuneConfig) -> None:
     """Raise ConfigError for options that cannot work, before anything is measured."""
     if config.ranks is not None and config.ranks < 2:
         raise ConfigError(f"--ranks must be at least 2 to tune a collective, got {config.ranks}")
+    if not config.timeout_s > 0 or config.timeout_s == float("inf"):
+        raise ConfigError(f"--timeout must be a positive number of seconds, got {config.timeout_s}")
     if config.output.suffix.lower() not in (".yaml", ".yml"):
         raise ConfigError(f"-o {config.output}: a profile is YAML; use a .yaml name")
     if config.rows_path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
@@ -151,10 +153,25 @@ def partial_paths(config: TuneConfig) -> tuple[Path, ...]:
     return tuple(names)
 
 
+def _joined_rank() -> int:
+    from collbench.runtime.launch import job_rank
+
+    return job_rank()
+
+
+def _under_launcher() -> bool:
+    from collbench.runtime.launch import under_launcher
+
+    return under_launcher()
+
+
 def run_tune(
     config: TuneConfig, stage: StageCallback | None = None, sweep_progress: Callable[[Any], None] | None = None
-) -> TuneOutcome:
+) -> TuneOutcome | None:
     """Discover, plan, sweep, fit, select, and save the profile (atomically) with its results and plot.
+
+    Under a launcher (torchrun, mpirun, srun) every rank measures and rank 0 alone returns the
+    outcome and writes; the other ranks return None.
 
     Raises UserError subclasses for bad options (before measuring), RankError when a rank fails.
     """
@@ -178,7 +195,15 @@ def run_tune(
     say("sweep")
     try:
         rows = _sweep(config, topo_file, sweep_progress)
-        rows += _extra_rounds(config, topo_file, sweep_progress, rows, notes)
+        if not rows and _joined_rank() != 0:
+            # Under a launcher only rank 0 gets the rows: it alone fits, selects and writes.
+            return None
+        if _under_launcher():
+            # The extra rounds are chosen from rank 0's rows, which the other ranks do not have: they
+            # could not agree on what to run, and would leave rank 0 waiting in a collective.
+            notes.append("under a launcher the extra rounds that re-measure tied sizes are not run: ties stay ties")
+        else:
+            rows += _extra_rounds(config, topo_file, sweep_progress, rows, notes)
         if not rows:
             raise ConfigError("the sweep measured nothing (no rows): nothing to tune from")
         write_rows(config.rows_path, rows)

@@ -182,14 +182,15 @@ def run_tune_shapes(
     predict: Sequence[Shape] = (),
     stage: Callable[[str], None] | None = None,
     sweep_progress: Callable[[Any], None] | None = None,
-) -> ShapesOutcome:
+) -> ShapesOutcome | None:
     """Tune each rank count in turn, join the rule sets (and fits) into ``config.output``, add predictions.
 
     ``ranks`` None (under torchrun) or one value tunes the config's own shape, with its own file names.
 
     Every shape's profile is written to ``config.output`` as soon as it is measured, joined with the
     shapes before it, so an interrupted run keeps the shapes it finished. Raises what ``run_tune``
-    raises; ConfigError for a predicted shape that is measured too.
+    raises; ConfigError for a predicted shape that is measured too. Under a launcher, ranks other
+    than 0 return None (rank 0 alone writes).
     """
     from collbench.tuning.pipeline import check_config, run_tune
 
@@ -204,6 +205,8 @@ def run_tune_shapes(
     for c in configs:
         say = (lambda text, r=c.ranks: stage(f"{r} ranks: {text}")) if stage and len(configs) > 1 else stage
         outcome = run_tune(c, say, sweep_progress)
+        if outcome is None:
+            return None  # a rank other than 0 of a launcher's job (one shape there)
         outcomes.append(outcome)
         joined = outcome.profile if joined is None else _join(joined, outcome.profile, config.command)
         joined.save(config.output)

@@ -1,0 +1,270 @@
+"""Which launcher started this process, if any: torchrun, mpirun (Open MPI, MPICH) or Slurm's srun.
+
+Under a launcher this process is one rank of a job that the launcher started; collbench joins it
+instead of spawning ranks. Each launcher says who is who in its own environment variables:
+
+==========  ======================  ======================  =====================  ========================
+launcher    rank                    world size              local rank             store address
+==========  ======================  ======================  =====================  ========================
+torchrun    RANK                    WORLD_SIZE              LOCAL_RANK             MASTER_ADDR:MASTER_PORT
+Open MPI    OMPI_COMM_WORLD_RANK    OMPI_COMM_WORLD_SIZE    ..._LOCAL_RANK         see below
+MPICH/PMI   PMI_RANK                PMI_SIZE                MPI_LOCALRANKID        see below
+srun        SLURM_PROCID            SLURM_STEP_NUM_TASKS    SLURM_LOCALID          first host of the nodelist
+==========  ======================  ======================  =====================  ========================
+
+mpirun and srun name no rendezvous point. The store's address is ``MASTER_ADDR`` when set; else
+127.0.0.1 when every rank is on this host (the launcher's local size equals the world size: the
+store then listens on the loopback only); else, under srun, the first host of
+``SLURM_STEP_NODELIST`` (or ``SLURM_JOB_NODELIST``), where task 0 runs under Slurm's default block
+distribution, and under mpirun an error (``mpirun -x MASTER_ADDR=HOST``). Over several hosts the
+store of rank 0 listens on every interface of its host, as torchrun's does.
+The port is ``MASTER_PORT`` when set, else one from :data:`PORT_BASE` .. ``PORT_BASE + PORT_SPAN - 1``
+derived from the launcher's job id (Open MPI's ``OMPI_MCA_ess_base_jobid``, Slurm's job and step
+ids), so that two jobs on one host rarely pick the same port; MPICH exposes no job id, so it gets
+:data:`PORT_BASE` itself.
+
+Slurm is recognised inside a job step only (``SLURM_STEP_ID`` set, as srun sets it): a batch script
+or an ``salloc`` shell also carries ``SLURM_PROCID``/``SLURM_NTASKS``, and a ``collbench sweep``
+typed there must start its own ranks rather than wait for tasks that were never started.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from collbench.errors import ConfigError
+
+PORT_BASE = 29500
+"""torchrun's default port; mpirun and srun jobs without MASTER_PORT pick from here on."""
+PORT_SPAN = 1000
+_SLURM_SPECIAL_STEPS = 0xFFFFFFF0
+"""Slurm's batch, extern and interactive steps have ids from here up: they are not srun steps."""
+MAX_HOSTLIST = 1 << 16
+"""The most hosts a Slurm hostlist may expand to: more is a typo (``n[0-99999999]``), not a cluster."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnv:
+    """This process's place in a job started by a launcher."""
+
+    launcher: str
+    """``torchrun``, ``mpirun`` or ``srun``."""
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    """Ranks of this job on this host (GPUs it needs here)."""
+    master_addr: str
+    master_port: int
+    env_init: bool = False
+    """True under torchrun: torch's ``env://`` rendezvous reads the variables itself."""
+    local_only: bool = False
+    """Every rank runs on this host: the store listens on the loopback only."""
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ConfigError(f"{self.launcher} says rank {self.rank} of {self.world_size}: not a rank of that job")
+        if not 0 <= self.local_rank < max(self.local_world_size, 1):
+            raise ConfigError(
+                f"{self.launcher} says local rank {self.local_rank} of {self.local_world_size} on this host"
+            )
+        if not 0 < self.master_port < 65536:
+            raise ConfigError(f"{self.launcher}: store port {self.master_port} is not a TCP port (1-65535)")
+
+
+def _int(env: Mapping[str, str], name: str, launcher: str) -> int:
+    text = env[name].strip()
+    if not re.fullmatch(r"\d{1,9}", text):
+        raise ConfigError(f"{launcher} set {name}={env[name]!r}, which is not a non-negative integer")
+    return int(text)
+
+
+def _port(env: Mapping[str, str], launcher: str, job_id: str | None) -> int:
+    if "MASTER_PORT" in env:
+        return _int(env, "MASTER_PORT", launcher)
+    if not job_id:
+        return PORT_BASE
+    return PORT_BASE + zlib.crc32(job_id.encode()) % PORT_SPAN
+
+
+def detect_job(env: Mapping[str, str] | None = None) -> JobEnv | None:
+    """The launcher's job this process belongs to, or None when it runs on its own.
+
+    Checked in order: torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT all set), Open MPI,
+    MPICH/PMI, srun. Raises ConfigError for a launcher's variable that is not a number, a rank
+    outside the world, or an mpirun job over several hosts without MASTER_ADDR.
+    """
+    env = os.environ if env is None else env
+    if all(name in env for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        size = _int(env, "WORLD_SIZE", "torchrun")
+        local_size = _int(env, "LOCAL_WORLD_SIZE", "torchrun") if "LOCAL_WORLD_SIZE" in env else 1
+        return JobEnv(
+            launcher="torchrun",
+            rank=_int(env, "RANK", "torchrun"),
+            world_size=size,
+            local_rank=_int(env, "LOCAL_RANK", "torchrun") if "LOCAL_RANK" in env else 0,
+            local_world_size=local_size,
+            master_addr=env["MASTER_ADDR"],
+            master_port=_int(env, "MASTER_PORT", "torchrun"),
+            env_init=True,
+        )
+    if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
+        return _mpi(
+            env,
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+            env.get("OMPI_MCA_ess_base_jobid"),
+        )
+    if "PMI_RANK" in env and "PMI_SIZE" in env:
+        return _mpi(env, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", None)
+    if "SLURM_PROCID" in env and _in_srun_step(env):
+        return _slurm(env)
+    return None
+
+
+def _mpi(
+    env: Mapping[str, str], rank_var: str, size_var: str, local_var: str, local_size_var: str, job_id: str | None
+) -> JobEnv:
+    launcher = "mpirun"
+    size = _int(env, size_var, launcher)
+    local_size = _int(env, local_size_var, launcher) if local_size_var in env else None
+    local_only = local_size == size
+    if "MASTER_ADDR" in env:
+        addr = env["MASTER_ADDR"]
+    elif local_only:
+        addr = "127.0.0.1"
+    else:
+        raise ConfigError(
+            f"mpirun started {size} ranks over several hosts (or did not say how many are here): "
+            "set MASTER_ADDR to rank 0's host for every rank (mpirun -x MASTER_ADDR=HOST)"
+        )
+    return JobEnv(
+        launcher=launcher,
+        rank=_int(env, rank_var, launcher),
+        world_size=size,
+        local_rank=_int(env, local_var, launcher) if local_var in env else 0,
+        local_world_size=local_size if local_size is not None else 1,
+        master_addr=addr,
+        master_port=_port(env, launcher, job_id),
+        local_only=local_only and "MASTER_ADDR" not in env,
+    )
+
+
+def _in_srun_step(env: Mapping[str, str]) -> bool:
+    step = env.get("SLURM_STEP_ID", env.get("SLURM_STEPID", "")).strip()
+    return step.isdecimal() and int(step) < _SLURM_SPECIAL_STEPS
+
+
+def _slurm(env: Mapping[str, str]) -> JobEnv:
+    launcher = "srun"
+    size_var = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
+    if size_var not in env:
+        raise ConfigError("srun set SLURM_PROCID but neither SLURM_STEP_NUM_TASKS nor SLURM_NTASKS")
+    size = _int(env, size_var, launcher)
+    local_size = _tasks_here(env)
+    local_only = local_size == size and "MASTER_ADDR" not in env
+    if "MASTER_ADDR" in env:
+        addr = env["MASTER_ADDR"]
+    elif local_only:
+        addr = "127.0.0.1"
+    else:
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        if not nodelist:
+            raise ConfigError("srun set no SLURM_JOB_NODELIST: set MASTER_ADDR to task 0's host")
+        addr = expand_hostlist(nodelist)[0]
+    job_id = f"{env.get('SLURM_JOB_ID', env.get('SLURM_JOBID', ''))}.{env.get('SLURM_STEP_ID', '')}"
+    return JobEnv(
+        launcher=launcher,
+        rank=_int(env, "SLURM_PROCID", launcher),
+        world_size=size,
+        local_rank=_int(env, "SLURM_LOCALID", launcher) if "SLURM_LOCALID" in env else 0,
+        local_world_size=local_size,
+        master_addr=addr,
+        master_port=_port(env, launcher, job_id),
+        local_only=local_only,
+    )
+
+
+def _tasks_here(env: Mapping[str, str]) -> int:
+    """Tasks of this step on this node, from ``SLURM_STEP_TASKS_PER_NODE`` (``2(x3),1``) and SLURM_NODEID."""
+    text = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
+    node = env.get("SLURM_NODEID", "0").strip()
+    if not text or not node.isdecimal():
+        return 1
+    counts: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        if match is None:
+            raise ConfigError(f"srun set SLURM_STEP_TASKS_PER_NODE={text!r}, which is not like 2(x3),1")
+        repeat = int(match.group(2) or 1)
+        if len(counts) + repeat > MAX_HOSTLIST:
+            raise ConfigError(f"SLURM_STEP_TASKS_PER_NODE={text!r} names more than {MAX_HOSTLIST} nodes")
+        counts.extend([int(match.group(1))] * repeat)
+    index = int(node)
+    return counts[index] if index < len(counts) else 1
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list as host names, in order: ``gpu[01-03,07],login`` -> 4 hosts + 1.
+
+    Ranges keep their zero padding (``[08-10]`` gives 08, 09, 10); several bracket groups in one
+    name multiply out (``r[1-2]n[1-2]``). Raises ConfigError for unbalanced brackets, a range that
+    runs backwards, or a list of more than :data:`MAX_HOSTLIST` hosts.
+    """
+    hosts: list[str] = []
+    for item in _split_top_level(text):
+        expanded = [""]
+        for literal, group in re.findall(r"([^\[\]]*)(?:\[([^\[\]]*)\])?", item):
+            expanded = [prefix + literal for prefix in expanded]
+            if group:
+                expanded = [prefix + suffix for prefix in expanded for suffix in _range_group(group, text)]
+            if len(hosts) + len(expanded) > MAX_HOSTLIST:
+                raise ConfigError(f"host list {text!r} expands to more than {MAX_HOSTLIST} hosts")
+        hosts.extend(host for host in expanded if host)
+    if not hosts:
+        raise ConfigError(f"host list {text!r} names no host")
+    return hosts
+
+
+def _split_top_level(text: str) -> list[str]:
+    items: list[str] = []
+    depth = 0
+    current = ""
+    for char in text.strip():
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        if depth not in (0, 1):
+            raise ConfigError(f"host list {text!r} has unbalanced brackets")
+        if char == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += char
+    if depth != 0:
+        raise ConfigError(f"host list {text!r} has unbalanced brackets")
+    items.append(current)
+    return [item.strip() for item in items if item.strip()]
+
+
+def _range_group(group: str, whole: str) -> list[str]:
+    out: list[str] = []
+    for part in group.split(","):
+        match = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
+        if match is None:
+            raise ConfigError(f"host list {whole!r}: [{group}] is not like [01-04,07]")
+        first, last = match.group(1), match.group(2) or match.group(1)
+        if int(last) < int(first):
+            raise ConfigError(f"host list {whole!r}: range {part.strip()} runs backwards")
+        if int(last) - int(first) + len(out) >= MAX_HOSTLIST:
+            raise ConfigError(f"host list {whole!r} expands to more than {MAX_HOSTLIST} hosts")
+        width = len(first)
+        out.extend(str(n).zfill(width) for n in range(int(first), int(last) + 1))
+    return out

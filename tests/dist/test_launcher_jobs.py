@@ -1,0 +1,157 @@
+"""collbench joins jobs that other launchers started: Open MPI's mpirun (the real one), srun (its
+variables set as srun sets them, srun(1) "OUTPUT ENVIRONMENT VARIABLES"), and torchrun-style jobs for
+``discover --probe``. Rows measured under a launcher equal those of the same sweep collbench starts
+itself, and every result is checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collbench.runtime.results import ResultRow, read_jsonl
+
+pytestmark = pytest.mark.dist
+
+REPO = Path(__file__).resolve().parents[2]
+SWEEP = ["sweep", "--backend", "gloo", "--op", "all-reduce,all-gather", "--algo", "ring,native"]
+SWEEP += ["-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1", "--both", "--timeout", "60", "--format", "json"]
+JOB_S = 240.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_"))}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        env.pop(name, None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(extra)
+    return env
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "collbench.cli.app", *args]
+
+
+def _points(rows: list[ResultRow]) -> list[tuple[object, ...]]:
+    return sorted((r.op, r.algo, r.world_size, r.dtype, r.in_place, r.size_bytes, r.count, r.iters) for r in rows)
+
+
+def _reference(tmp_path: Path) -> list[ResultRow]:
+    stream = tmp_path / "own.jsonl"
+    done = subprocess.run(
+        _cli(*SWEEP, "--ranks", "2", "--stream", str(stream)),
+        env=_env(), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return list(read_jsonl(stream))
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (.ci/run installs it)")
+def test_a_sweep_under_mpirun_measures_the_rows_collbench_measures_itself(tmp_path: Path) -> None:
+    stream = tmp_path / "mpi.jsonl"
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+    done = subprocess.run(
+        [*mpirun, *_cli(*SWEEP, "--stream", str(stream))],
+        env=_env(MASTER_PORT=str(_free_port())), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = list(read_jsonl(stream))
+    # Rank 0 alone wrote and printed: one stream of rows, and one JSON document on stdout.
+    printed = json.loads(done.stdout)
+    assert len(printed) == len(rows)
+    assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
+    assert _points(rows) == _points(_reference(tmp_path))
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (.ci/run installs it)")
+def test_tune_under_mpirun_writes_one_profile_from_rank_0(tmp_path: Path) -> None:
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+    tune = ["tune", "--quick", "--backend", "gloo", "--timeout", "60", "-o", "p.yaml"]
+    done = subprocess.run(
+        [*mpirun, *_cli(*tune)],
+        env=_env(MASTER_PORT=str(_free_port())), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    from collbench.tuning.profile import Profile
+
+    profile = Profile.load(tmp_path / "p.yaml")
+    assert profile.world_size == 2 and profile.rules
+    assert done.stdout.count("profile:") == 1  # rank 0 alone reported
+    rows = list(read_jsonl(tmp_path / "p-results.jsonl"))
+    assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
+
+
+def test_a_sweep_under_srun_joins_through_the_first_host_of_the_nodelist(tmp_path: Path) -> None:
+    stream = tmp_path / "srun.jsonl"
+    port = str(_free_port())
+    procs = []
+    for task in range(2):
+        # As srun sets them for 2 tasks on 2 nodes of the nodelist (both nodes are this host here).
+        env = _env(
+            SLURM_JOB_ID="1234", SLURM_STEP_ID="0", SLURM_PROCID=str(task), SLURM_NTASKS="2",
+            SLURM_STEP_NUM_TASKS="2", SLURM_LOCALID="0", SLURM_NODEID=str(task), SLURM_STEP_TASKS_PER_NODE="1(x2)",
+            SLURM_JOB_NODELIST="127.0.0.[1-2]", SLURM_STEP_NODELIST="127.0.0.[1-2]", MASTER_PORT=port,
+        )  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                _cli(*SWEEP, "--stream", str(stream)),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=tmp_path,
+            )  # fmt: skip
+        )
+    outputs = [p.communicate(timeout=JOB_S) for p in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, out + err
+    assert outputs[1][0] == ""  # task 1 printed nothing: rank 0 alone reports
+    rows = list(read_jsonl(stream))
+    assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
+    assert _points(rows) == _points(_reference(tmp_path))
+
+
+def test_discover_probe_joins_a_torchrun_job_without_ranks_and_only_rank_0_writes(tmp_path: Path) -> None:
+    # Three ranks: not the number of CPU ranks discover would describe here, which once contradicted.
+    n, port = 3, str(_free_port())
+    procs = []
+    for rank in range(n):
+        cwd = tmp_path / f"rank{rank}"
+        cwd.mkdir()
+        env = _env(
+            RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
+            MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+        )  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                _cli("discover", "--probe", "-o", "measured.yaml", "--timeout", "60"),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=cwd,
+            )  # fmt: skip
+        )
+    outputs = [p.communicate(timeout=JOB_S) for p in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, out + err
+    assert (tmp_path / "rank0" / "measured.yaml").exists()
+    assert not (tmp_path / "rank1" / "measured.yaml").exists() and not (tmp_path / "rank2" / "measured.yaml").exists()
+    from collbench.topology.io import load_topology
+
+    topo = load_topology(tmp_path / "rank0" / "measured.yaml")
+    assert topo.source == "probe"
+    assert len([link for link in topo.links if link.source == "measured"]) == n * (n - 1) // 2

@@ -1,0 +1,138 @@
+"""Which launcher started a process, read from the variables each launcher documents.
+
+The variables are those Open MPI's mpirun sets (checked against Debian's openmpi-bin 4.1: run
+``mpirun -np 2 env``), MPICH's Hydra (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS), Slurm's
+srun (srun(1) "OUTPUT ENVIRONMENT VARIABLES") and torchrun (torch/distributed/run.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from collbench.errors import ConfigError
+from collbench.runtime.launchers import PORT_BASE, PORT_SPAN, detect_job, expand_hostlist
+
+OMPI = {
+    "OMPI_COMM_WORLD_RANK": "1",
+    "OMPI_COMM_WORLD_SIZE": "2",
+    "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+    "OMPI_MCA_ess_base_jobid": "1084489729",
+}
+SRUN = {
+    "SLURM_PROCID": "5",
+    "SLURM_NTASKS": "8",
+    "SLURM_STEP_NUM_TASKS": "8",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "1",
+    "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
+    "SLURM_JOB_NODELIST": "gpu[07-08]",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_STEP_ID": "0",
+}
+
+
+def test_nothing_set_is_no_job() -> None:
+    assert detect_job({}) is None
+    assert detect_job({"RANK": "0", "WORLD_SIZE": "2"}) is None  # torchrun needs the address too
+
+
+def test_torchrun() -> None:
+    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    job = detect_job({**env, "MASTER_ADDR": "h", "MASTER_PORT": "7"})
+    assert job is not None
+    assert (job.launcher, job.rank, job.world_size, job.local_rank, job.local_world_size) == ("torchrun", 3, 4, 1, 2)
+    assert (job.master_addr, job.master_port, job.env_init) == ("h", 7, True)
+
+
+def test_open_mpi_on_one_host_uses_the_loopback_and_a_port_from_the_job_id() -> None:
+    job = detect_job(OMPI)
+    assert job is not None
+    assert (job.launcher, job.rank, job.world_size, job.local_rank, job.local_world_size) == ("mpirun", 1, 2, 1, 2)
+    assert job.master_addr == "127.0.0.1" and job.local_only and not job.env_init
+    assert PORT_BASE <= job.master_port < PORT_BASE + PORT_SPAN
+    # Every rank of the job derives the same port; another job (another id) most likely another.
+    assert detect_job({**OMPI, "OMPI_COMM_WORLD_RANK": "0"}).master_port == job.master_port  # type: ignore[union-attr]
+    other = detect_job({**OMPI, "OMPI_MCA_ess_base_jobid": "1084489730"})
+    assert other is not None and other.master_port != job.master_port
+
+
+def test_open_mpi_over_several_hosts_needs_master_addr() -> None:
+    several = {**OMPI, "OMPI_COMM_WORLD_SIZE": "4"}
+    with pytest.raises(ConfigError, match="MASTER_ADDR"):
+        detect_job(several)
+    job = detect_job({**several, "MASTER_ADDR": "node0", "MASTER_PORT": "31000"})
+    assert job is not None and (job.master_addr, job.master_port, job.local_only) == ("node0", 31000, False)
+
+
+def test_mpich_pmi() -> None:
+    job = detect_job({"PMI_RANK": "0", "PMI_SIZE": "3", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "3"})
+    assert job is not None
+    assert (job.launcher, job.rank, job.world_size, job.master_addr, job.master_port) == (
+        "mpirun",
+        0,
+        3,
+        "127.0.0.1",
+        PORT_BASE,
+    )
+
+
+def test_srun_step() -> None:
+    job = detect_job(SRUN)
+    assert job is not None
+    assert (job.launcher, job.rank, job.world_size, job.local_rank, job.local_world_size) == ("srun", 5, 8, 1, 4)
+    assert job.master_addr == "gpu07"
+    assert PORT_BASE <= job.master_port < PORT_BASE + PORT_SPAN
+    assert detect_job({**SRUN, "MASTER_PORT": "29999"}).master_port == 29999  # type: ignore[union-attr]
+    assert detect_job({**SRUN, "MASTER_ADDR": "login"}).master_addr == "login"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("step", [None, "batch", "4294967294", "4294967291"], ids=["salloc", "name", "batch", "extern"])
+def test_a_batch_script_or_salloc_shell_is_not_a_step(step: str | None) -> None:
+    env = {k: v for k, v in SRUN.items() if k not in ("SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS")}
+    if step is not None:
+        env["SLURM_STEP_ID"] = step
+    assert detect_job(env) is None
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({**OMPI, "OMPI_COMM_WORLD_RANK": "two"}, "OMPI_COMM_WORLD_RANK='two'"),
+        ({**OMPI, "OMPI_COMM_WORLD_RANK": "2"}, "rank 2 of 2"),
+        ({**OMPI, "MASTER_PORT": "70000"}, "not a TCP port"),
+        ({**SRUN, "SLURM_JOB_NODELIST": "gpu[07-08"}, "unbalanced"),
+        ({**SRUN, "SLURM_STEP_TASKS_PER_NODE": "4x2"}, "not like 2"),
+        ({**SRUN, "SLURM_LOCALID": "4"}, "local rank 4 of 4"),
+    ],
+)
+def test_nonsense_from_a_launcher_is_one_config_error(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        detect_job(env)
+
+
+@pytest.mark.parametrize(
+    ("text", "hosts"),
+    [
+        ("node1", ["node1"]),
+        ("gpu[01-04,07]", ["gpu01", "gpu02", "gpu03", "gpu04", "gpu07"]),
+        ("gpu[08-10],login", ["gpu08", "gpu09", "gpu10", "login"]),
+        ("a[1-2]b[3,5]", ["a1b3", "a1b5", "a2b3", "a2b5"]),
+        ("n[9-10]", ["n9", "n10"]),
+        ("x1, y[2-3] ,z", ["x1", "y2", "y3", "z"]),
+    ],
+)
+def test_slurm_hostlists_expand_in_order(text: str, hosts: list[str]) -> None:
+    assert expand_hostlist(text) == hosts
+
+
+@pytest.mark.parametrize("text", ["gpu[4-1]", "gpu[a-b]", "gpu]1[", "", "n[0-99999999]", "gpu[1-2"])
+def test_bad_or_huge_hostlists_are_refused(text: str) -> None:
+    with pytest.raises(ConfigError, match="host list"):
+        expand_hostlist(text)
+
+
+def test_srun_on_one_node_keeps_the_store_on_the_loopback() -> None:
+    one_node = {"SLURM_PROCID": "1", "SLURM_NODEID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_TASKS_PER_NODE": "4"}
+    job = detect_job({**SRUN, **one_node})
+    assert job is not None and (job.master_addr, job.local_only, job.local_world_size) == ("127.0.0.1", True, 4)
