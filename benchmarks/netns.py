@@ -7,8 +7,9 @@ the bridge. Every rank's egress is shaped per destination with htb: one class pe
 ranks has its own rate. Needs root, ``ip`` and ``tc`` (sch_htb); :func:`netns_unavailable` says why
 not where they are missing. Everything is removed on exit, whatever happened.
 
-Ranks are started as a torchrun-style job: RANK, WORLD_SIZE, MASTER_ADDR (rank 0's address),
-MASTER_PORT and LOCAL_RANK set, GLOO_SOCKET_IFNAME naming the rank's veth.
+Ranks are started as a torchrun-style job (RANK, WORLD_SIZE, MASTER_ADDR (rank 0's address),
+MASTER_PORT and LOCAL_RANK set), or with the variables srun or Open MPI's mpirun set (``launcher=``),
+one rank per "host"; GLOO_SOCKET_IFNAME names the rank's veth.
 """
 
 from __future__ import annotations
@@ -123,21 +124,58 @@ class NamespaceCluster:
         while self._made:
             _run("ip", "netns", "del", self._made.pop(), check=False)
 
+    def launcher_env(self, rank: int, launcher: str) -> dict[str, str]:
+        """The variables ``launcher`` (torchrun, srun or mpirun) sets for ``rank``, one rank per host."""
+        if launcher == "torchrun":
+            return {
+                "RANK": str(rank),
+                "WORLD_SIZE": str(self.n),
+                "LOCAL_RANK": "0",
+                "LOCAL_WORLD_SIZE": "1",
+                "MASTER_ADDR": self.address(0),
+                "MASTER_PORT": str(PORT),
+            }
+        if launcher == "srun":
+            # srun(1)'s output variables; the store's host comes from the compressed node list.
+            return {
+                "SLURM_JOB_ID": "77",
+                "SLURM_STEP_ID": "0",
+                "SLURM_PROCID": str(rank),
+                "SLURM_NTASKS": str(self.n),
+                "SLURM_STEP_NUM_TASKS": str(self.n),
+                "SLURM_LOCALID": "0",
+                "SLURM_NODEID": str(rank),
+                "SLURM_STEP_TASKS_PER_NODE": f"1(x{self.n})",
+                "SLURM_JOB_NODELIST": f"{SUBNET}.[1-{self.n}]",
+                "MASTER_PORT": str(PORT),
+            }
+        if launcher == "mpirun":
+            # What Open MPI 4.1's mpirun sets (OMPI_COMM_WORLD_*); across hosts it needs MASTER_ADDR.
+            return {
+                "OMPI_COMM_WORLD_RANK": str(rank),
+                "OMPI_COMM_WORLD_SIZE": str(self.n),
+                "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "1",
+                "MASTER_ADDR": self.address(0),
+                "MASTER_PORT": str(PORT),
+            }
+        raise ValueError(f"unknown launcher {launcher!r}: torchrun, srun or mpirun")
+
     def start(
-        self, rank: int, argv: Sequence[str], *, cwd: Path, env: dict[str, str] | None = None
+        self,
+        rank: int,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        launcher: str = "torchrun",
     ) -> subprocess.Popen[str]:
-        """Start ``argv`` as rank ``rank`` inside its namespace (torchrun-style environment)."""
-        full = dict(os.environ)
+        """Start ``argv`` as rank ``rank`` inside its namespace, in ``launcher``'s environment."""
+        # Only the chosen launcher's variables: another's, inherited, would win the detection.
+        inherited = ("OMPI_", "SLURM_", "PMI_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_")
+        full = {k: v for k, v in os.environ.items() if not k.startswith(inherited)}
         full.update(env or {})
-        full.update(
-            RANK=str(rank),
-            WORLD_SIZE=str(self.n),
-            LOCAL_RANK="0",
-            LOCAL_WORLD_SIZE="1",
-            MASTER_ADDR=self.address(0),
-            MASTER_PORT=str(PORT),
-            GLOO_SOCKET_IFNAME=f"cbv{rank}",
-        )
+        full.update(self.launcher_env(rank, launcher), GLOO_SOCKET_IFNAME=f"cbv{rank}")
         return subprocess.Popen(
             ["ip", "netns", "exec", self.ranks[rank], *argv],
             cwd=cwd,
@@ -148,10 +186,16 @@ class NamespaceCluster:
         )
 
     def run_job(
-        self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: dict[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+        launcher: str = "torchrun",
     ) -> list[str]:
         """Run ``argv`` on every rank at once; return each rank's output. Raises RuntimeError on failure."""
-        procs = [self.start(r, argv, cwd=cwd, env=env) for r in range(self.n)]
+        procs = [self.start(r, argv, cwd=cwd, env=env, launcher=launcher) for r in range(self.n)]
         outputs: list[str] = []
         failed = []
         for r, p in enumerate(procs):
