@@ -27,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import datetime
+import functools
+import itertools
 import os
 import signal
 import socket
@@ -357,12 +359,20 @@ def launch(
     return _launch_local(world_size, worker, payload, resolved, timeout_s, progress, tuple(result_types))
 
 
-def _job_store(job: JobEnv, timeout_s: float) -> Any:
-    """The store of a job whose launcher has none (mpirun, srun): rank 0 holds it, the others join.
+@functools.cache
+def _job_store(job: JobEnv, timeout_s: float) -> tuple[Any, Iterator[int]]:
+    """The store of a job whose launcher has none (mpirun, srun), and a count of the groups made on it.
 
-    With every rank on this host it listens on the loopback only; otherwise on every interface of
-    rank 0's host, at ``job.master_port`` (anyone who can reach that port can disrupt the run).
+    Rank 0 holds it, the others join. With every rank on this host it listens on the loopback only;
+    otherwise on every interface of rank 0's host, at ``job.master_port`` (anyone who can reach that
+    port can disrupt the run). One per job and process, kept for the process's life: ``tune`` launches
+    several sweeps in one job, and a second store could not bind the port while the first's socket
+    lingers. Every rank launches the same sequence, so the count names each group alike on all ranks.
     """
+    return _open_job_store(job, timeout_s), itertools.count()
+
+
+def _open_job_store(job: JobEnv, timeout_s: float) -> Any:
     timeout = datetime.timedelta(seconds=timeout_s)
     if job.rank != 0:
         return dist.TCPStore(job.master_addr, job.master_port, is_master=False, timeout=timeout)
@@ -416,8 +426,11 @@ def _join(
     )
     try:
         ctx.doing("joining the process group")
-        store = None if job.env_init else _job_store(job, timeout_s)
-        ctx.control = _init_rank(resolved, job.rank, job.world_size, timeout_s, store, device)
+        store, prefix = None, ""
+        if not job.env_init:
+            store, groups = _job_store(job, timeout_s)
+            prefix = f"launch{next(groups)}/"
+        ctx.control = _init_rank(resolved, job.rank, job.world_size, timeout_s, store, device, prefix)
         result = worker(ctx, payload)
     except ConfigError:
         raise
