@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -170,8 +171,11 @@ class Link:
             raise ValueError(f"a link joins two different devices, got {self.a} twice")
         if self.count < 0:
             raise ValueError(f"link {self.a}-{self.b}: count must be >= 0")
-        if self.bandwidth_gbps < 0:
-            raise ValueError(f"link {self.a}-{self.b}: bandwidth must be >= 0")
+        # NaN passes a "< 0" test and then breaks whatever ranks links by bandwidth: refuse it here.
+        if not math.isfinite(self.bandwidth_gbps) or self.bandwidth_gbps < 0:
+            raise ValueError(f"link {self.a}-{self.b}: bandwidth must be a finite number >= 0")
+        if self.latency_us is not None and (not math.isfinite(self.latency_us) or self.latency_us < 0):
+            raise ValueError(f"link {self.a}-{self.b}: latency must be a finite number >= 0")
 
     @property
     def ends(self) -> frozenset[str]:

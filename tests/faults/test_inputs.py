@@ -125,3 +125,16 @@ def test_hostile_topologies_are_one_line(tmp_path: Path, kind: str) -> None:
     else:
         # The paste's CPU column is unusable: the links are still read, and the CPUs left unknown.
         assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-1.0"])
+def test_a_topology_with_a_bad_bandwidth_is_one_line(tmp_path: Path, value: str) -> None:
+    from collbench.topology.io import dumps_topology
+    from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
+
+    topo = parse_nvidia_smi_topo((REPO / "tests" / "fixtures" / "topologies" / "a100x4-nv4-nics.topo.txt").read_text())
+    path = tmp_path / "t.yaml"
+    path.write_text(dumps_topology(topo, "yaml").replace("bandwidth_gbps: 100.0", f"bandwidth_gbps: {value}", 1))
+    result = CliRunner().invoke(app, ["layout", "--from-file", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "link GPU0-GPU1: bandwidth must be a finite number >= 0" in result.output
