@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from collbench.cli.console import err_console
 from collbench.fileio import atomic_write_text, check_writable
+from collbench.tuning.exporters.exported import Exported
 
 app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -19,12 +21,16 @@ OutputOpt = Annotated[
 ]
 
 
-def _emit(profile_path: Path, output: Path | None, render: Callable[..., str], what: str) -> None:
+def _emit(profile_path: Path, output: Path | None, render: Callable[..., str | Exported], what: str) -> None:
     from collbench.tuning.profile import Profile
 
     if output is not None:
         check_writable(output)
-    text = render(Profile.load(profile_path))
+    rendered = render(Profile.load(profile_path))
+    text, notes = (rendered, ()) if isinstance(rendered, str) else (rendered.text, rendered.notes)
+    for note in notes:
+        # What the consumer cannot follow goes to stderr too, so a user piping stdout still sees it.
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if output is None:
         typer.echo(text, nl=False)
         return
@@ -34,10 +40,10 @@ def _emit(profile_path: Path, output: Path | None, render: Callable[..., str], w
 
 @app.command("nccl-tuner")
 def nccl_tuner(profile: ProfileArg, output: OutputOpt = None) -> None:
-    """NCCL tuner plugin config lines (for NCCL_TUNER_CONFIG_FILE with NCCL's example tuner plugin)."""
-    from collbench.tuning.exporters.nccl_tuner import export_nccl_tuner
+    """NCCL tuner plugin config lines (NCCL_TUNER_CONFIG_FILE for collbench's or NCCL's example plugin)."""
+    from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
 
-    _emit(profile, output, export_nccl_tuner, "NCCL tuner config")
+    _emit(profile, output, build_nccl_tuner, "NCCL tuner config")
 
 
 @app.command("ompi-rules")
@@ -64,7 +70,23 @@ def ompi_rules(profile: ProfileArg, output: OutputOpt = None) -> None:
 
 @app.command("env")
 def env(profile: ProfileArg, output: OutputOpt = None) -> None:
-    """The NCCL_ALGO setting per collective, where one algorithm wins at every size (else why not)."""
-    from collbench.tuning.exporters.nccl_env import export_nccl_env
+    """NCCL_ALGO/NCCL_PROTO per collective, where one algorithm wins at every size and shape (else why not)."""
+    from collbench.tuning.exporters.nccl_env import build_nccl_env
 
-    _emit(profile, output, export_nccl_env, "NCCL_ALGO setting")
+    _emit(profile, output, build_nccl_env, "NCCL_ALGO/NCCL_PROTO setting")
+
+
+@app.command("nccl-plugin")
+def nccl_plugin(
+    profile: ProfileArg,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Directory for libnccl-tuner-collbench.so and its config.")
+    ] = None,
+    show: Annotated[
+        bool, typer.Option("--show", help="Build it (in a temporary directory without -o) and print what it picks.")
+    ] = False,
+) -> None:
+    """Build collbench's NCCL tuner plugin and config into DIR; print NCCL_TUNER_PLUGIN/NCCL_TUNER_CONFIG_FILE."""
+    from collbench.cli.nccl_plugin import run_nccl_plugin
+
+    run_nccl_plugin(profile, output, show)

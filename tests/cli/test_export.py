@@ -49,8 +49,38 @@ def test_ompi_rules_to_file(profile_path: Path, tmp_path: Path) -> None:
 def test_env(profile_path: Path) -> None:
     result = CliRunner().invoke(app, ["export", "env", str(profile_path)])
     assert result.exit_code == 0, result.output
-    assert "allreduce: the best algorithm changes with size" in result.stdout
+    assert "allreduce: the answer changes with size" in result.stdout
     assert "NCCL_ALGO=" not in result.stdout.replace("no NCCL_ALGO", "")
+    assert "note: allreduce: the answer changes with size" in result.stderr  # said on the terminal too
+
+
+def test_nccl_tuner_notes_rules_left_out_on_the_terminal(profile_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tuner.conf"
+    result = CliRunner().invoke(app, ["export", "nccl-tuner", str(profile_path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "note: allreduce [0, 8191] bytes (4 ranks on 1 node(s), measured): recursive-doubling has no NCCL" in (
+        result.stderr.replace("\n", " ")
+    )
+
+
+@pytest.mark.parametrize("command", ["env", "nccl-tuner"])
+def test_profile_nccl_cannot_follow_is_one_line_exit_2(tmp_path: Path, command: str) -> None:
+    rules = (Rule("broadcast", 0, None, "native:tree", P),)
+    path = Profile(fingerprint="fp", host="h", backend="nccl", rule_sets=(RuleSet(4, 1, rules),)).save(
+        tmp_path / "p.yaml"
+    )
+    result = CliRunner().invoke(app, ["export", command, str(path)])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    assert "native:tree, which NCCL cannot run: NCCL runs broadcast with Ring only" in result.output.replace("\n", "")
+
+
+def test_overlapping_rules_are_one_line_exit_2(profile_path: Path) -> None:
+    text = profile_path.read_text().replace("min_bytes: 8192", "min_bytes: 4096")
+    profile_path.write_text(text)
+    result = CliRunner().invoke(app, ["export", "nccl-tuner", str(profile_path)])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output and "starts at 4096 bytes, expected 8192" in result.output
 
 
 def test_missing_profile_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -80,3 +110,12 @@ def test_unreadable_profile_is_one_line(tmp_path: Path, kind: str) -> None:
     result = CliRunner().invoke(app, ["export", "nccl-tuner", str(bad)])
     assert result.exit_code == 2
     assert "Traceback" not in result.output and str(bad) in result.output
+
+
+@pytest.mark.parametrize("algo", ["warp-drive", "native:nvls_sharp"])
+def test_unknown_algorithm_is_one_line_exit_2(profile_path: Path, algo: str) -> None:
+    profile_path.write_text(profile_path.read_text().replace("algo: ring", f"algo: {algo}"))
+    for command in ("env", "nccl-tuner", "nccl-plugin"):
+        result = CliRunner().invoke(app, ["export", command, str(profile_path), "-o", str(profile_path.parent / "o")])
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert algo.removeprefix("native:") in result.output

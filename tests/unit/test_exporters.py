@@ -1,10 +1,19 @@
-"""Each exporter's output, read back by a parser of the target's own grammar."""
+"""The NCCL exporters' output, read back by a parser of NCCL's own grammar (Open MPI: test_ompi_rules.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+
+from collbench.errors import UserError
+from collbench.schedules.ops import Op
+from collbench.tuning.consumers.nccl import algorithm as nccl_algorithm
+from collbench.tuning.consumers.nccl import protocol_number, why_not
+from collbench.tuning.consumers.nccl_list import check_env
 from collbench.tuning.exporters import export_nccl_env, export_nccl_tuner
+from collbench.tuning.exporters.nccl_env import build_nccl_env
+from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
 from collbench.tuning.profile import Profile, RuleSet
 from collbench.tuning.selection import Rule
 
@@ -84,12 +93,8 @@ def nccl_choice(rules: list[NcclRule], coll: str, nbytes: int, nodes: int, ranks
 def test_nccl_tuner_lines_parse_and_select_as_the_profile() -> None:
     text = export_nccl_tuner(MIXED)
     rules = parse_nccl_tuner(text)
-    assert [(r.coll, r.algo) for r in rules] == [
-        ("allreduce", "tree"),
-        ("allreduce", "ring"),
-        ("allgather", "ring"),
-        ("broadcast", "tree"),
-    ]
+    # broadcast's tree winner has no line: NCCL runs broadcast with ring only (it used to get one).
+    assert [(r.coll, r.algo) for r in rules] == [("allreduce", "tree"), ("allreduce", "ring"), ("allgather", "ring")]
     assert all((r.nodes, r.ranks) == (2, 8) for r in rules)
     ring = rules[1]
     assert (ring.min_bytes, ring.max_bytes, ring.channels, ring.proto) == (1048576, SIZE_MAX, 4, "simple")
@@ -101,66 +106,185 @@ def test_nccl_tuner_lines_parse_and_select_as_the_profile() -> None:
         expect = {"two-tree": "tree", "ring": "ring"}.get(rule.algo)
         assert (chosen.algo if chosen else None) == expect, nbytes
     assert nccl_choice(rules, "allreduce", 1 << 30, 1, 8) is None  # another machine shape: untouched
+    assert nccl_choice(rules, "broadcast", 100, 2, 8) is None
+
+
+def test_nccl_tuner_writes_only_what_nccl_runs_and_comments_stay_readable() -> None:
+    text = export_nccl_tuner(MIXED)
+    for r in parse_nccl_tuner(text):
+        algo = nccl_algorithm(r.algo)
+        assert algo is not None
+        assert why_not(Op.parse(r.coll), algo, protocol_number(r.proto), nodes=r.nodes, ranks=r.ranks) is None, r
+    # The example plugin reads 255 characters a line; a longer comment's tail would become a line.
+    assert all(len(line) < 256 for line in text.splitlines())
 
 
 def test_nccl_tuner_explains_what_it_leaves_out() -> None:
-    text = export_nccl_tuner(MIXED)
-    assert "recursive-doubling left out: NCCL has no recursive-doubling algorithm" in text
-    assert "direct left out: NCCL has no direct algorithm" in text
-    assert "native wins; no line, so NCCL keeps its own choice" in text
+    built = build_nccl_tuner(MIXED)
+    assert "recursive-doubling has no NCCL equivalent (NCCL has ring and tree); NCCL keeps its own choice" in built.text
+    assert "direct has no NCCL equivalent" in built.text
+    assert "tree has no NCCL equivalent for broadcast: NCCL runs broadcast with Ring only" in built.text
+    assert "native wins: NCCL's own choice; no line" in built.text
+    # The terminal hears of every rule NCCL will not follow, not of native ones (nothing lost there).
+    assert len(built.notes) == 3 and all("no NCCL equivalent" in n for n in built.notes)
     gloo = export_nccl_tuner(profile(MIXED.rules, backend="gloo"))
     assert "measured with gloo, not NCCL" in gloo
-
-
-# --- NCCL_ALGO ----------------------------------------------------------------------------------
-
-
-def parse_nccl_algo(text: str) -> dict[str, str]:
-    """`export NCCL_ALGO="coll:algo;coll:algo"` (NCCL 2.24+ per-collective syntax)."""
-    values = [line for line in text.splitlines() if line.startswith("export NCCL_ALGO=")]
-    if not values:
-        return {}
-    assert len(values) == 1
-    value = values[0].split("=", 1)[1].strip('"')
-    out = {}
-    for part in value.split(";"):
-        coll, algo = part.split(":")
-        assert coll in COLLS and algo.lower() in ALGOS
-        out[coll] = algo
-    return out
-
-
-def test_env_sets_ops_with_one_winner_and_says_why_not_for_others() -> None:
-    text = export_nccl_env(MIXED)
-    assert parse_nccl_algo(text) == {"broadcast": "tree"}
-    reasons = [line for line in text.splitlines() if line.startswith("# allreduce")]
-    assert len(reasons) == 1 and "changes with size" in reasons[0] and "nccl-tuner" in reasons[0]
-    assert "allgather: the best algorithm changes with size" in text
-
-
-def test_env_single_algorithm_everywhere() -> None:
-    p = profile((Rule("all-reduce", 0, None, "two-tree", P), Rule("broadcast", 0, None, "ring", P)))
-    assert parse_nccl_algo(export_nccl_env(p)) == {"allreduce": "tree", "broadcast": "ring"}
-    only_rd = profile((Rule("all-reduce", 0, None, "recursive-doubling", P),))
-    text = export_nccl_env(only_rd)
-    assert parse_nccl_algo(text) == {}
-    assert "NCCL has no recursive-doubling algorithm" in text
-    assert "no NCCL_ALGO setting expresses this profile" in text
 
 
 def test_forced_nccl_variants_map_with_their_protocol() -> None:
     p = profile(
         (
             Rule("all-reduce", 0, 65535, "native:tree/ll128", P),
-            Rule("all-reduce", 65536, None, "native:Ring", P),
-            Rule("broadcast", 0, None, "native:NVLSTree/simple", P),
+            Rule("all-reduce", 65536, None, "native:NVLSTree", P),
+            Rule("reduce-scatter", 0, None, "native:collnetdirect", P),
         )
     )
     rules = parse_nccl_tuner(export_nccl_tuner(p))
     assert [(r.coll, r.algo, r.proto, r.min_bytes) for r in rules] == [
         ("allreduce", "tree", "ll128", 0),
-        ("allreduce", "ring", "simple", 65536),
-        ("broadcast", "nvls_tree", "simple", 0),
+        ("allreduce", "nvls_tree", "simple", 65536),
+        ("reducescatter", "collnet_direct", "simple", 0),
     ]
+    text = export_nccl_tuner(p)
+    assert "only where NCCL enables it: needs a CollNet network plugin, NCCL_COLLNET_ENABLE=1, NVSwitch" in text
+    one_gpu_per_node = Profile(
+        fingerprint="fp",
+        host="h",
+        backend="nccl",
+        rule_sets=(RuleSet(4, 4, (Rule("all-gather", 0, None, "native:pat", P),)),),
+    )
+    assert parse_nccl_tuner(export_nccl_tuner(one_gpu_per_node))[0].algo == "pat"
     only_ring = profile((Rule("all-reduce", 0, None, "native:ring", P),))
     assert parse_nccl_algo(export_nccl_env(only_ring)) == {"allreduce": "ring"}
+
+
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        (Rule("broadcast", 0, None, "native:tree", P), "NCCL runs broadcast with Ring only"),
+        (Rule("all-reduce", 0, None, "native:nvls/ll128", P), "nvls with the simple protocol only"),
+        (Rule("all-reduce", 0, None, "native:pat", P), "NCCL runs all-reduce with"),
+        (Rule("all-gather", 0, None, "native:pat", P), "PAT with one GPU per node only"),
+        (Rule("all-reduce", 0, None, "ring", {**P, "protocol": "ll64"}), "NCCL has LL, LL128 and Simple"),
+    ],
+)
+def test_nccl_exports_refuse_rules_nccl_cannot_have_run(rule: Rule, why: str) -> None:
+    for export in (export_nccl_tuner, export_nccl_env):
+        with pytest.raises(UserError, match=why):
+            export(profile((rule,)))
+
+
+def test_nvls_tree_on_one_node_is_refused() -> None:
+    one_node = Profile(
+        fingerprint="fp",
+        host="h",
+        backend="nccl",
+        rule_sets=(RuleSet(8, 1, (Rule("all-reduce", 0, None, "native:nvlstree", P),)),),
+    )
+    with pytest.raises(UserError, match="NCCL disables NVLSTree on a single node"):
+        export_nccl_tuner(one_node)
+
+
+def test_every_rule_set_gets_its_lines_and_predicted_ones_say_so() -> None:
+    p = Profile(
+        fingerprint="fp",
+        host="h",
+        backend="nccl",
+        rule_sets=(
+            RuleSet(8, 2, (Rule("all-reduce", 0, 999, "ring", P), Rule("all-reduce", 1000, None, "two-tree", P))),
+            RuleSet(4, 1, (Rule("all-reduce", 0, None, "ring", P),)),
+            RuleSet(64, 8, (Rule("all-reduce", 0, None, "two-tree", P),), predicted=True),
+        ),
+    )
+    text = export_nccl_tuner(p)
+    rules = parse_nccl_tuner(text)
+    assert [(r.nodes, r.ranks, r.algo) for r in rules] == [
+        (2, 8, "ring"),
+        (2, 8, "tree"),
+        (1, 4, "ring"),
+        (8, 64, "tree"),
+    ]
+    for ranks, nodes in ((8, 2), (4, 1), (64, 8)):
+        for nbytes in (0, 999, 1000, 1 << 30):
+            chosen = nccl_choice(rules, "allreduce", nbytes, nodes, ranks)
+            expect = {"two-tree": "tree"}.get(
+                p.select("all-reduce", nbytes, world_size=ranks, nodes=nodes).algo, "ring"
+            )
+            assert chosen is not None and chosen.algo == expect
+    assert nccl_choice(rules, "allreduce", 10, 2, 16) is None  # a shape the profile lacks: NCCL's choice
+    predicted = text[text.index("# --- 64 ranks on 8 node(s), predicted") :]
+    assert "predicted from the fitted models, not measured" in predicted.splitlines()[1]
+    # NCCL_ALGO is process-wide: ring at one shape and tree at another cannot be one setting.
+    assert parse_nccl_algo(export_nccl_env(p)) == {}
+    same = Profile(
+        fingerprint="fp",
+        host="h",
+        backend="nccl",
+        rule_sets=(
+            RuleSet(8, 2, (Rule("all-reduce", 0, None, "ring", P),)),
+            RuleSet(4, 1, (Rule("all-reduce", 0, None, "ring", P),)),
+        ),
+    )
+    assert parse_nccl_algo(export_nccl_env(same)) == {"allreduce": "ring"}
+
+
+# --- NCCL_ALGO / NCCL_PROTO ----------------------------------------------------------------------
+
+
+def env_values(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("export "):
+            name, value = line.removeprefix("export ").split("=", 1)
+            out[name] = value.strip('"')
+    return out
+
+
+def parse_nccl_algo(text: str) -> dict[str, str]:
+    """`export NCCL_ALGO="coll:algo;..."`, read with NCCL's parser; every collective keeps a runnable algorithm."""
+    values = env_values(text)
+    assert check_env(values.get("NCCL_ALGO"), values.get("NCCL_PROTO")) == []
+    if "NCCL_ALGO" not in values:
+        return {}
+    return dict(part.split(":") for part in values["NCCL_ALGO"].split(";"))
+
+
+def test_env_sets_ops_with_one_winner_and_says_why_not_for_others() -> None:
+    text = export_nccl_env(MIXED)
+    assert parse_nccl_algo(text) == {}  # broadcast's tree has no NCCL equivalent: no broadcast:tree
+    reasons = [line for line in text.splitlines() if line.startswith("# allreduce")]
+    assert len(reasons) == 1 and "changes with size" in reasons[0] and "nccl-plugin" in reasons[0]
+    assert "# allgather: the answer changes with size" in text
+    assert "# broadcast: tree has no NCCL equivalent for broadcast: NCCL runs broadcast with Ring only" in text
+
+
+def test_env_single_algorithm_everywhere() -> None:
+    p = profile((Rule("all-reduce", 0, None, "two-tree", P), Rule("broadcast", 0, None, "ring", P)))
+    assert parse_nccl_algo(export_nccl_env(p)) == {"allreduce": "tree", "broadcast": "ring"}
+    assert "needs NCCL 2.24 or later" in export_nccl_env(p)
+    only_rd = profile((Rule("all-reduce", 0, None, "recursive-doubling", P),))
+    text = export_nccl_env(only_rd)
+    assert parse_nccl_algo(text) == {}
+    assert "recursive-doubling has no NCCL equivalent" in text
+    assert "no NCCL_ALGO or NCCL_PROTO setting expresses this profile" in text
+
+
+def test_env_carries_protocols_and_keeps_ring_beside_conditional_algorithms() -> None:
+    p = profile(
+        (
+            Rule("all-reduce", 0, 65535, "native:tree/ll128", P),
+            Rule("all-reduce", 65536, None, "native:tree/ll128", P),
+            Rule("all-gather", 0, None, "native:nvls", P),
+            Rule("reduce", 0, None, "native:*/ll", P),
+        )
+    )
+    built = build_nccl_env(p)
+    values = env_values(built.text)
+    assert values == {"NCCL_ALGO": "allreduce:tree;allgather:nvls,ring", "NCCL_PROTO": "allreduce:ll128;reduce:ll"}
+    assert parse_nccl_algo(built.text) == {"allreduce": "tree", "allgather": "nvls,ring"}
+    assert any("nvls with ring beside it" in n for n in built.notes)
+    mixed_proto = profile(
+        (Rule("all-reduce", 0, 99, "native:ring/ll", P), Rule("all-reduce", 100, None, "native:ring", P))
+    )
+    values = env_values(export_nccl_env(mixed_proto))
+    assert values == {"NCCL_ALGO": "allreduce:ring"}

@@ -1,52 +1,115 @@
-"""``NCCL_ALGO`` from a profile, where one variable can say what the profile says.
+"""``NCCL_ALGO`` and ``NCCL_PROTO`` from a profile, where process-wide variables can say what it says.
 
-``NCCL_ALGO`` takes one algorithm list per collective (NCCL 2.24+: ``allreduce:tree;broadcast:ring``)
-and no size ranges, so it expresses an op only when a single NCCL algorithm wins at every size. For
-each op the output says either the setting or, in one line, why it cannot: the winner changes with
-size (use the tuner plugin config instead), or the winner is an algorithm NCCL does not have, or the
-winner is native (nothing to set: NCCL's own choice is the default).
+The variables have no size ranges and no communicator shapes: NCCL reads them for every communicator
+of the process (``ncclTopoTuneModel``, src/graph/tuning.cc). So a collective gets a setting only when
+one NCCL algorithm (and, for ``NCCL_PROTO``, one protocol) is the profile's answer at every size of
+every rule set; otherwise the output says why not and points to the tuner plugin, which has ranges.
+
+Spellings are NCCL's (``ring, tree, collnetdirect, collnetchain, nvls, nvlstree, pat``) in the
+per-collective form of NCCL 2.24+ (``allreduce:tree``). A setting must never leave a collective with
+no algorithm it can run, on any communicator of the job: an algorithm that needs hardware or a shape
+(NVLS, NVLSTree, CollNet, PAT) is written with ``ring`` beside it, so NCCL falls back to ring where it
+cannot run it (and picks between the two by its cost model where it can). The value is checked with
+:func:`collbench.tuning.consumers.nccl_list.check_env` before it is written.
 """
 
 from __future__ import annotations
 
 from collbench.schedules.ops import Op
-from collbench.tuning.exporters.nccl_tuner import nccl_algorithm
+from collbench.tuning.consumers.nccl import PER_COLLECTIVE_SYNTAX, PROTOCOLS, NcclAlgorithm
+from collbench.tuning.consumers.nccl_list import check_env
+from collbench.tuning.exporters.exported import Exported
+from collbench.tuning.exporters.nccl_rules import NcclChoice, nccl_choice, shape_label, shapes, span
 from collbench.tuning.profile import Profile
 
 
-def nccl_algo_value(profile: Profile) -> tuple[str | None, list[str]]:
-    """The ``NCCL_ALGO`` value (None when no op can be set) and one reason line per op left out."""
-    settings: list[str] = []
+def _ops(profile: Profile) -> list[Op]:
+    seen: dict[Op, None] = {}
+    for shape in shapes(profile):
+        for rule in shape.rules:
+            seen.setdefault(Op.parse(rule.op), None)
+    return list(seen)
+
+
+def _choices(profile: Profile, op: Op) -> list[NcclChoice]:
+    return [nccl_choice(r, s) for s in shapes(profile) for r in s.rules if Op.parse(r.op) is op]
+
+
+def nccl_env_values(profile: Profile) -> tuple[str | None, str | None, list[str]]:
+    """``NCCL_ALGO`` and ``NCCL_PROTO`` values (None where nothing is set) and one reason line per op.
+
+    Raises UserError (one line) for a rule NCCL cannot have run or an unknown algorithm.
+    """
+    algo_entries: list[str] = []
+    proto_entries: list[str] = []
     reasons: list[str] = []
-    for name in profile.ops:
-        op = Op.parse(name)
-        rules = profile.rules_for(op)
-        algos = list(dict.fromkeys(r.algo for r in rules))
-        nccl = op.spec.nccl_name
+    for op in _ops(profile):
+        coll = op.spec.nccl_name
+        choices = _choices(profile, op)
+        algos: set[NcclAlgorithm | None] = {c.algo for c in choices}
+        if all(c.native for c in choices):
+            reasons.append(f"{coll}: native wins at every size; nothing to set (NCCL's own choice)")
+            continue
+        protos = {c.proto for c in choices}
+        if len(protos) == 1 and None not in protos:
+            (proto,) = protos
+            assert proto is not None
+            proto_entries.append(f"{coll}:{PROTOCOLS[proto].lower()}")
+        elif len(protos) > 1:
+            reasons.append(f"{coll}: the protocol changes with size or shape; NCCL_PROTO has no ranges: NCCL chooses")
+        if algos == {None}:
+            whys = dict.fromkeys(c.why for c in choices if not c.native)
+            reasons.append(f"{coll}: {'; '.join(whys)}")
+            continue
         if len(algos) > 1:
-            ranges = ", ".join(f"{r.algo} from {r.min_bytes} B" for r in rules)
+            ranges = ", ".join(f"{c.rule.algo} {span(c.rule)}" for c in choices)
             reasons.append(
-                f"{nccl}: the best algorithm changes with size ({ranges}); NCCL_ALGO has no size ranges: "
-                "use `collbench export nccl-tuner`"
+                f"{coll}: the answer changes with size or shape ({ranges}); NCCL_ALGO has no ranges: "
+                "use `collbench export nccl-plugin`"
             )
-        elif algos[0] == "native":
-            reasons.append(f"{nccl}: native wins at every size; nothing to set (NCCL's own choice)")
-        elif (mapped := nccl_algorithm(algos[0])) is None:
-            reasons.append(f"{nccl}: {algos[0]} wins at every size, but NCCL has no {algos[0]} algorithm")
-        else:
-            settings.append(f"{nccl}:{mapped[0]}")
-    return (";".join(settings) if settings else None), reasons
+            continue
+        (algo,) = algos
+        assert algo is not None
+        names = [algo.env.lower()]
+        if algo.condition:
+            names.append("ring")
+            reasons.append(
+                f"{coll}: {algo.env.lower()} with ring beside it: {algo.condition}; NCCL runs ring where it cannot "
+                f"run {algo.env.lower()} and chooses between the two by its cost model where it can"
+            )
+        algo_entries.append(f"{coll}:{','.join(names)}")
+    algo_value = ";".join(algo_entries) or None
+    proto_value = ";".join(proto_entries) or None
+    problems = check_env(algo_value, proto_value)
+    assert not problems, problems  # every entry names an algorithm NCCL runs for its collective
+    return algo_value, proto_value, reasons
+
+
+def build_nccl_env(profile: Profile) -> Exported:
+    """Shell lines: ``export NCCL_ALGO=...``/``NCCL_PROTO=...`` where possible, a ``#`` line per op."""
+    algo, proto, reasons = nccl_env_values(profile)
+    out = [f"# NCCL_ALGO / NCCL_PROTO made by collbench from a profile ({profile.fingerprint}, {profile.backend})"]
+    labels = "; ".join(shape_label(s) for s in shapes(profile))
+    out.append(f"# rule sets: {labels}; these variables apply to every communicator of the process")
+    if profile.backend != "nccl":
+        out.append(f"# measured with {profile.backend}, not NCCL")
+    out.extend(f"# {reason}" for reason in reasons)
+    if algo is None and proto is None:
+        out.append("# no NCCL_ALGO or NCCL_PROTO setting expresses this profile")
+        return Exported("\n".join(out) + "\n", tuple(reasons))
+    major, minor = PER_COLLECTIVE_SYNTAX
+    out.append(
+        f"# needs NCCL {major}.{minor} or later: older NCCL reads 'allreduce:tree' as an unknown name and then "
+        "enables no algorithm at all"
+    )
+    if algo is not None:
+        out.append(f'export NCCL_ALGO="{algo}"')
+    if proto is not None:
+        out.append(f'export NCCL_PROTO="{proto}"')
+    notes = [r for r in reasons if "nothing to set" not in r]
+    return Exported("\n".join(out) + "\n", tuple(notes))
 
 
 def export_nccl_env(profile: Profile) -> str:
-    """Shell lines: ``export NCCL_ALGO="..."`` where possible, and a ``#`` line per op it cannot cover."""
-    value, reasons = nccl_algo_value(profile)
-    out = []
-    if profile.backend != "nccl":
-        out.append(f"# note: measured with {profile.backend}, not NCCL")
-    out.extend(f"# {reason}" for reason in reasons)
-    if value is not None:
-        out.append(f'export NCCL_ALGO="{value}"')
-    else:
-        out.append("# no NCCL_ALGO setting expresses this profile")
-    return "\n".join(out) + "\n"
+    """The shell lines for ``profile`` (see :func:`build_nccl_env`)."""
+    return build_nccl_env(profile).text

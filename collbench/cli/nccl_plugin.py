@@ -1,0 +1,37 @@
+"""`collbench export nccl-plugin`: build collbench's NCCL tuner plugin for a profile, or show what it picks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from collbench.cli.console import err_console, print_wide
+from collbench.errors import UserError
+
+
+def run_nccl_plugin(profile_path: Path, output: Path | None, show_picks: bool) -> None:
+    from collbench.tuning.nccl_plugin import build_plugin, show
+    from collbench.tuning.profile import Profile
+
+    profile = Profile.load(profile_path)
+    if show_picks:
+        rows = show(profile, output)
+        table = Table(title=f"collbench tuner plugin, asked as NCCL asks it ({profile_path})")
+        for column in ("shape", "collective", "bytes", "profile says", "plugin picks", "channels"):
+            table.add_column(column, justify="right" if column in ("bytes", "channels") else "left")
+        for r in rows:
+            channels = str(r.channels) if r.channels else "NCCL's"
+            table.add_row(r.shape, r.op.spec.nccl_name, str(r.nbytes), r.profile_algo, r.plugin_pick, channels)
+        print_wide(table)
+        return
+    if output is None:
+        raise UserError("name the directory for the plugin and its config with -o DIR (or use --show)")
+    built = build_plugin(profile, output)
+    for note in built.exported.notes:
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    err_console.print(f"built [bold]{built.plugin}[/bold] and [bold]{built.config}[/bold]; a job needs:")
+    for line in built.env_lines:
+        typer.echo(line)

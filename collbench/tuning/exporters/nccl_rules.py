@@ -1,0 +1,106 @@
+"""A profile's rules as NCCL choices: what NCCL can run for each rule, and why not where it cannot.
+
+Both NCCL exporters (the tuner config and ``NCCL_ALGO``) start here, so they agree on what a rule means
+for NCCL. The facts are :mod:`collbench.tuning.consumers.nccl`'s.
+
+* ``native``: NCCL's own choice; nothing to write.
+* ``native:ALGO[/PROTO]``: NCCL itself forced, as measured on GPUs. It must be something NCCL can run
+  for that collective and shape (a profile claiming ``native:tree`` for broadcast, or ``nvls_tree`` on
+  one node, was not measured by NCCL): such a profile is refused with one line.
+* collbench's ``ring`` is NCCL's ring and ``tree``/``two-tree`` NCCL's tree (a double binary tree over
+  nodes), for the collectives NCCL runs them for (tree: all-reduce only). Other algorithms have no
+  NCCL equivalent; NCCL keeps its own choice in their ranges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collbench.errors import UserError
+from collbench.runtime.nccl import parse_native_variant
+from collbench.schedules.ops import Op
+from collbench.schedules.registry import get_algorithm
+from collbench.tuning.consumers.nccl import NcclAlgorithm, algorithm, condition, protocol_number, why_not
+from collbench.tuning.profile import Profile, RuleSet
+from collbench.tuning.selection import Rule
+
+COLLBENCH_TO_NCCL: dict[str, str] = {"ring": "ring", "tree": "tree", "two-tree": "tree"}
+
+
+def shapes(profile: Profile) -> tuple[RuleSet, ...]:
+    """Every rule set of ``profile`` (one per world size and node count): every export covers each."""
+    return profile.rule_sets
+
+
+def shape_label(shape: RuleSet) -> str:
+    kind = "predicted" if shape.predicted else "measured"
+    return f"{shape.world_size} ranks on {shape.nodes} node(s), {kind}"
+
+
+@dataclass(frozen=True, slots=True)
+class NcclChoice:
+    """What NCCL should run for one rule: an algorithm (and protocol), or nothing with the reason."""
+
+    rule: Rule
+    algo: NcclAlgorithm | None
+    """None: no line; NCCL keeps its own choice in this range."""
+    proto: int | None
+    """``NCCL_PROTO_*`` the rule forces or measured; None where it says nothing about the protocol."""
+    channels: int | None
+    why: str
+    """For the file's comments and the terminal: what the rule becomes, or why it has no equivalent."""
+    native: bool = False
+    """Plain ``native``: NCCL's own choice is the rule itself (nothing is lost)."""
+    condition: str | None = None
+    """A hardware or setting condition NCCL still needs to run ``algo`` (None: always)."""
+
+
+def span(rule: Rule) -> str:
+    top = "unbounded" if rule.max_bytes is None else str(rule.max_bytes)
+    return f"[{rule.min_bytes}, {top}] bytes"
+
+
+def nccl_choice(rule: Rule, shape: RuleSet) -> NcclChoice:
+    """Map one rule; raise UserError for an unknown algorithm or a native variant NCCL cannot run here."""
+    op = Op.parse(rule.op)
+    where = f"{op.value} {span(rule)} at {shape.world_size} ranks on {shape.nodes} node(s)"
+    proto = _protocol(rule, where)
+    channels = rule.params.get("channels")
+    count = int(channels) if channels else None
+    if rule.algo == "native":
+        return NcclChoice(rule, None, None, None, "native wins: NCCL's own choice", native=True)
+    if rule.algo.lower().startswith("native:"):
+        variant = parse_native_variant(rule.algo)
+        if variant.proto is not None:
+            proto = protocol_number(variant.proto)
+        if variant.algo is None:
+            return NcclChoice(rule, None, proto, None, f"{rule.algo}: forces only the protocol")
+        algo = algorithm(variant.algo)
+        assert algo is not None  # parse_native_variant accepts NCCL's names only
+    else:
+        get_algorithm(rule.algo)  # an algorithm collbench does not know is one line, exit 2
+        mapped = COLLBENCH_TO_NCCL.get(rule.algo)
+        if mapped is None:
+            why = f"{rule.algo} has no NCCL equivalent (NCCL has ring and tree); NCCL keeps its own choice"
+            return NcclChoice(rule, None, None, None, why)
+        algo = algorithm(mapped)
+        assert algo is not None
+        reason = why_not(op, algo, None, nodes=shape.nodes, ranks=shape.world_size)
+        if reason is not None:
+            why = f"{rule.algo} has no NCCL equivalent for {op.spec.nccl_name}: {reason}; NCCL keeps its own choice"
+            return NcclChoice(rule, None, None, None, why)
+        return NcclChoice(rule, algo, proto, count, f"{rule.algo} is NCCL's {algo.tuner}")
+    reason = why_not(op, algo, proto, nodes=shape.nodes, ranks=shape.world_size)
+    if reason is not None:
+        raise UserError(f"profile rule {where} says {rule.algo}, which NCCL cannot run: {reason}")
+    return NcclChoice(rule, algo, proto, count, f"{rule.algo} is NCCL's {algo.tuner}", condition=condition(algo))
+
+
+def _protocol(rule: Rule, where: str) -> int | None:
+    named = rule.params.get("protocol")
+    if not named:
+        return None
+    number = protocol_number(str(named))
+    if number is None:
+        raise UserError(f"profile rule {where} names protocol {named!r}; NCCL has LL, LL128 and Simple")
+    return number

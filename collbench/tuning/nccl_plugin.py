@@ -1,0 +1,247 @@
+"""collbench's NCCL tuner plugin (``csrc/nccl_tuner_plugin.c``): build it, and ask it what it picks.
+
+``build_plugin`` compiles the plugin with the system C compiler into ``DIR/libnccl-tuner-collbench.so``
+and writes the profile's tuner config beside it; a job then needs two environment lines
+(:attr:`PluginBuild.env_lines`). ``ask`` runs ``csrc/nccl_tuner_driver.c``, which loads the built
+library with dlopen and calls it as NCCL's ``ncclGetAlgoInfo`` does (cost table, ignored cells, the
+ABI version chosen), so :func:`show` reports the plugin's own answers, not a re-derivation of them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from collbench.errors import UserError
+from collbench.fileio import atomic_write_text
+from collbench.schedules.ops import Op
+from collbench.tuning.consumers.nccl import ALGORITHMS, FUNC_OF_OP, PROTOCOLS, why_not
+from collbench.tuning.exporters.exported import Exported
+from collbench.tuning.exporters.nccl_rules import shape_label, shapes
+from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
+from collbench.tuning.profile import Profile
+
+PLUGIN_FILE = "libnccl-tuner-collbench.so"
+CONFIG_FILE = "nccl-tuner.conf"
+ABI_VERSIONS: dict[int, str] = {6: "2.30", 5: "2.28-2.29", 4: "2.24-2.27", 3: "2.22-2.23", 2: "2.21", 1: "2.19-2.20"}
+"""The ``ncclTunerPlugin_vN`` symbols the plugin exports and the NCCL versions that look each up first."""
+IGNORE = -1.0
+NUM_PROTOCOLS = len(PROTOCOLS)
+TIMEOUT_S = 60.0
+
+
+def csrc_dir() -> Path:
+    """The shipped C sources (``collbench/csrc``, a link to the repo's ``csrc/``)."""
+    return Path(__file__).resolve().parent.parent / "csrc"
+
+
+def c_compiler() -> str:
+    """``$CC``, else ``cc``, ``gcc`` or ``clang`` on PATH; UserError (one line) when there is none."""
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and (found := shutil.which(name)):
+            return found
+    raise UserError("no C compiler found (looked for $CC, cc, gcc, clang): install one, e.g. `apt-get install gcc`")
+
+
+def compile_c(source: Path, output: Path, *, shared: bool) -> Path:
+    """Compile one C file into ``output`` (replaced whole or not at all); UserError if the compiler fails."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    flags = ["-shared", "-fPIC"] if shared else []
+    cmd = [c_compiler(), "-O2", "-std=gnu11", "-Wall", "-Wextra", *flags, "-o", str(tmp), str(source)]
+    if not shared:
+        cmd.append("-ldl")
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"could not run the C compiler {cmd[0]}: {exc}") from exc
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        raise UserError(f"{cmd[0]} failed to build {source.name}: {first}")
+    os.replace(tmp, output)
+    return output
+
+
+@dataclass(frozen=True, slots=True)
+class PluginBuild:
+    plugin: Path
+    config: Path
+    exported: Exported
+
+    @property
+    def env_lines(self) -> tuple[str, str]:
+        """What a job's environment needs, absolute paths (NCCL resolves them in every rank's directory)."""
+        return (
+            f"NCCL_TUNER_PLUGIN={self.plugin.resolve()}",
+            f"NCCL_TUNER_CONFIG_FILE={self.config.resolve()}",
+        )
+
+
+def build_plugin(profile: Profile, out_dir: Path) -> PluginBuild:
+    """Write ``out_dir/nccl-tuner.conf`` from ``profile`` and compile ``out_dir/libnccl-tuner-collbench.so``.
+
+    The config is made first, so a profile NCCL cannot follow fails (one line) before anything is built.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir}: exists and is not a directory; name a directory for the plugin and its config")
+    exported = build_nccl_tuner(profile)
+    plugin = compile_c(csrc_dir() / "nccl_tuner_plugin.c", out_dir / PLUGIN_FILE, shared=True)
+    config = out_dir / CONFIG_FILE
+    atomic_write_text(config, exported.text)
+    return PluginBuild(plugin, config, exported)
+
+
+def build_driver(out_dir: Path) -> Path:
+    return compile_c(csrc_dir() / "nccl_tuner_driver.c", out_dir / "nccl_tuner_driver", shared=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One ``getCollInfo`` call: a collective, its size, and the cost table NCCL hands over."""
+
+    op: Op
+    nbytes: int
+    table: tuple[float, ...]
+    """[algorithm][protocol] in NCCL's order, row after row; -1.0 where NCCL cannot run the pair."""
+    pipe_ops: int = 1
+    reg_buff: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    algo: int
+    """The cell NCCL then picks (the cheapest >= 0): ``NCCL_ALGO_*``, -1 for none."""
+    proto: int
+    channels: int
+    """What the plugin wrote to ``*nChannels`` (0: NCCL's own count)."""
+    rc: int
+    table: tuple[float, ...]
+    """The cost table after the plugin."""
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    init_rc: int
+    answers: tuple[Answer, ...]
+    logs: tuple[tuple[int, str], ...]
+    """(NCCL log level, message) of every logger call: 2 warning, 3 info."""
+    final_rc: int
+
+
+def ask(
+    plugin: Path, driver: Path, *, abi: int, ranks: int, nodes: int, queries: list[Query], config: Path | None
+) -> Session:
+    """Load ``plugin`` as NCCL does with ABI ``abi`` for a communicator of ``ranks`` on ``nodes``, ask every query."""
+    env = {k: v for k, v in os.environ.items() if k != "NCCL_TUNER_CONFIG_FILE"}
+    if config is not None:
+        env["NCCL_TUNER_CONFIG_FILE"] = str(config)
+    lines = []
+    for q in queries:
+        num_algo = len(q.table) // NUM_PROTOCOLS
+        costs = " ".join(f"{c:g}" for c in q.table)
+        lines.append(f"{FUNC_OF_OP[q.op]} {q.nbytes} {q.pipe_ops} {q.reg_buff} {num_algo} {costs}")
+    done = subprocess.run(
+        [str(driver), str(plugin), str(abi), str(ranks), str(nodes)],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the tuner driver failed ({done.returncode}): {done.stderr.strip()}")
+    init_rc = final_rc = -1
+    answers: list[Answer] = []
+    logs: list[tuple[int, str]] = []
+    pick: list[int] | None = None
+    for line in done.stdout.splitlines():
+        head, _, rest = line.partition(" ")
+        if head == "log":
+            level, _, message = rest.partition(" ")
+            logs.append((int(level), message))
+        elif head == "init":
+            init_rc = int(rest)
+        elif head == "final":
+            final_rc = int(rest)
+        elif head == "pick":
+            pick = [int(x) for x in rest.split()]
+        elif head == "table" and pick is not None:
+            algo, proto, channels, rc = pick
+            answers.append(Answer(algo, proto, channels, rc, tuple(float(x) for x in rest.split())))
+    return Session(init_rc, tuple(answers), tuple(logs), final_rc)
+
+
+def nccl_like_table(op: Op, *, nodes: int, ranks: int, num_algo: int = len(ALGORITHMS)) -> tuple[float, ...]:
+    """A cost table as NCCL would hand it over where every hardware condition holds.
+
+    Cells NCCL cannot run for ``op`` on this shape are -1.0 (ignored); the others hold 100 us, the same
+    for all, so a lowered cell is the plugin's doing.
+    """
+    table = []
+    for algo in ALGORITHMS[:num_algo]:
+        for proto in range(len(PROTOCOLS)):
+            ok = why_not(op, algo, proto, nodes=nodes, ranks=ranks) is None
+            table.append(100.0 if ok else IGNORE)
+    return tuple(table)
+
+
+@dataclass(frozen=True, slots=True)
+class ShowRow:
+    shape: str
+    op: Op
+    nbytes: int
+    profile_algo: str
+    plugin_pick: str
+    channels: int
+
+
+def boundaries(min_bytes: list[int]) -> list[int]:
+    """Every rule boundary N as N-1, N, N+1 (and 0), ascending."""
+    sizes = {0}
+    for n in min_bytes:
+        sizes.update(x for x in (n - 1, n, n + 1) if x >= 0)
+    return sorted(sizes)
+
+
+def show(profile: Profile, work_dir: Path | None = None) -> list[ShowRow]:
+    """What the built plugin picks per shape, collective and size boundary of ``profile`` (ABI v6)."""
+    with tempfile.TemporaryDirectory(prefix="collbench-tuner-") as tmp:
+        where = work_dir or Path(tmp)
+        built = build_plugin(profile, where)
+        driver = build_driver(Path(tmp))
+        rows: list[ShowRow] = []
+        for shape in shapes(profile):
+            ops = list(dict.fromkeys(Op.parse(r.op) for r in shape.rules))
+            for op in ops:
+                rules = [r for r in shape.rules if Op.parse(r.op) is op]
+                sizes = boundaries([r.min_bytes for r in rules])
+                table = nccl_like_table(op, nodes=shape.nodes, ranks=shape.world_size)
+                queries = [Query(op, n, table) for n in sizes]
+                session = ask(
+                    built.plugin,
+                    driver,
+                    abi=6,
+                    ranks=shape.world_size,
+                    nodes=shape.nodes,
+                    queries=queries,
+                    config=built.config,
+                )
+                for n, answer in zip(sizes, session.answers, strict=True):
+                    rule = next(r for r in rules if r.covers(n))
+                    rows.append(ShowRow(shape_label(shape), op, n, rule.algo, _pick(answer), answer.channels))
+        return rows
+
+
+def _pick(answer: Answer) -> str:
+    lowered = [i for i, c in enumerate(answer.table) if c == 0.0]
+    if not lowered:
+        return "NCCL's own choice"
+    algo, proto = divmod(lowered[0], NUM_PROTOCOLS)
+    return f"{ALGORITHMS[algo].tuner}/{PROTOCOLS[proto].lower()}"
