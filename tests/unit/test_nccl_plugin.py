@@ -167,7 +167,8 @@ BAD = {
 }
 
 
-@pytest.mark.parametrize("abi", sorted(ABI_VERSIONS))
+# v1 keeps one process-wide context, v2-v4 share one init and v5-v6 another: one version of each.
+@pytest.mark.parametrize("abi", [1, 3, 6])
 @pytest.mark.parametrize("case", list(BAD))
 def test_a_bad_config_is_one_warning_and_no_overrides(
     built: tuple[Path, Path, Path], tmp_path: Path, abi: int, case: str
