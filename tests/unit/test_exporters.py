@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from collbench.errors import UserError
 from collbench.schedules.ops import Op
@@ -288,3 +290,58 @@ def test_env_carries_protocols_and_keeps_ring_beside_conditional_algorithms() ->
     )
     values = env_values(export_nccl_env(mixed_proto))
     assert values == {"NCCL_ALGO": "allreduce:ring"}
+
+
+ALGO_CHOICES = [
+    "native",
+    "ring",
+    "tree",
+    "two-tree",
+    "direct",
+    "recursive-doubling",
+    "native:ring",
+    "native:tree/ll",
+    "native:nvls",
+    "native:nvlstree",
+    "native:collnetchain",
+    "native:pat",
+    "native:*/ll128",
+]
+
+
+@st.composite
+def nccl_profiles(draw: st.DrawFn) -> Profile:
+    sets = []
+    for ranks, nodes in draw(
+        st.lists(st.sampled_from([(8, 2), (4, 1), (4, 4), (16, 2)]), min_size=1, max_size=3, unique=True)
+    ):
+        rules: list[Rule] = []
+        for op in draw(st.lists(st.sampled_from([o.value for o in Op]), min_size=1, max_size=3, unique=True)):
+            cuts = sorted(draw(st.sets(st.integers(1, 1 << 30), max_size=3)))
+            starts = [0, *cuts]
+            for i, start in enumerate(starts):
+                end = starts[i + 1] - 1 if i + 1 < len(starts) else None
+                rules.append(Rule(op, start, end, draw(st.sampled_from(ALGO_CHOICES)), P))
+        try:
+            sets.append(RuleSet(ranks, nodes, tuple(rules)))
+        except ValueError:  # an algorithm collbench does not run for that op: not a profile
+            assume(False)
+    return Profile(fingerprint="fp", host="h", backend="nccl", rule_sets=tuple(sets))
+
+
+@settings(max_examples=60, deadline=None)
+@given(nccl_profiles())
+def test_any_profile_exports_only_what_nccl_runs_or_is_refused_in_one_line(p: Profile) -> None:
+    try:
+        tuner = export_nccl_tuner(p)
+        env = export_nccl_env(p)
+    except UserError as exc:
+        assert "NCCL cannot run" in str(exc) and "\n" not in str(exc)
+        return
+    for r in parse_nccl_tuner(tuner):
+        algo = nccl_algorithm(r.algo)
+        assert algo is not None
+        assert why_not(Op.parse(r.coll), algo, protocol_number(r.proto), nodes=r.nodes, ranks=r.ranks) is None
+        assert (r.ranks, r.nodes) in {(s.world_size, s.nodes) for s in p.rule_sets}
+    assert all(len(line) < 256 for line in tuner.splitlines())
+    parse_nccl_algo(env)  # NCCL's parser accepts it and every collective keeps an algorithm it can run
