@@ -11,6 +11,12 @@ algorithm combines them in:
 The expected output is computed in float64 (int64 for integer dtypes) and cast once to the dtype, so
 a correct collective matches it bit for bit and ``count_wrong`` compares exactly.
 
+Filling and checking work in chunks of ``CHUNK_ELEMS`` elements on the buffers' own device, so the
+memory they add is a few chunk-sized temporaries whatever the size (a whole-buffer float64 copy on
+the host took 2.85 GB and 20 s for 256 MiB on 8 ranks), and on GPUs the work stays on the GPU.
+``check_buffers`` can call back between chunks, so ranks with less to check (a reduce's non-roots)
+wait one chunk at a time instead of for the whole check.
+
 Buffer shapes follow nccl-tests (see ``collbench.schedules.ops``): ``count`` is the larger buffer.
 In-place: all-reduce, broadcast and reduce use one buffer; all-gather's input is the rank's chunk of
 the output, reduce-scatter's output is the rank's chunk of the input.
@@ -18,6 +24,8 @@ the output, reduce-scatter's output is the rank's chunk of the input.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +42,8 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
 }
 SENTINEL = 77
 """What outputs hold before a collective writes them: outside every pattern's range, exact in bf16."""
+CHUNK_ELEMS = 1 << 18
+"""Elements filled or checked at a time: ~2 MiB per 64-bit temporary, a handful of them at once."""
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -42,14 +52,21 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def pattern(
-    rank: int, start: int, stop: int, *, redop: str | None, seed: int = 0, dtype: torch.dtype = torch.int64
+    rank: int,
+    start: int,
+    stop: int,
+    *,
+    redop: str | None,
+    seed: int = 0,
+    dtype: torch.dtype = torch.int64,
+    device: torch.device | str = "cpu",
 ) -> torch.Tensor:
-    """Rank ``rank``'s input values for element indices [start, stop).
+    """Rank ``rank``'s input values for element indices [start, stop), on ``device``.
 
     ``redop`` None means the op does not reduce (all-gather, broadcast). Values are small integers
     (see the module docstring); the result has ``dtype``.
     """
-    idx = torch.arange(start, stop, dtype=torch.int64)
+    idx = torch.arange(start, stop, dtype=torch.int64, device=device)
     if redop in ("sum", "avg"):
         values = (idx * 7 + (rank * 13 + seed * 3)) % 5 - 2
     elif redop == "prod":
@@ -62,13 +79,20 @@ def pattern(
 
 
 def expected_reduction(
-    world_size: int, start: int, stop: int, *, redop: str, dtype: torch.dtype, seed: int = 0
+    world_size: int,
+    start: int,
+    stop: int,
+    *,
+    redop: str,
+    dtype: torch.dtype,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """The exact reduction over ranks 0..world_size-1 of the pattern on [start, stop), in ``dtype``."""
     wide = torch.float64 if dtype.is_floating_point else torch.int64
-    acc = pattern(0, start, stop, redop=redop, seed=seed, dtype=wide)
+    acc = pattern(0, start, stop, redop=redop, seed=seed, dtype=wide, device=device)
     for rank in range(1, world_size):
-        values = pattern(rank, start, stop, redop=redop, seed=seed, dtype=wide)
+        values = pattern(rank, start, stop, redop=redop, seed=seed, dtype=wide, device=device)
         if redop in ("sum", "avg"):
             acc += values
         elif redop == "prod":
@@ -129,8 +153,10 @@ def fill(buffers: PointBuffers, redop: str, seed: int = 0) -> None:
     start, stop = (lo, hi) if b.op is Op.ALL_GATHER else (0, b.input.numel())
     # Non-root broadcast inputs are never read; their pattern differs from the root's, so a
     # broadcast that does nothing is caught.
-    values = pattern(b.rank, start, stop, redop=reducing, seed=seed, dtype=b.input.dtype)
-    b.input.copy_(values.to(b.input.device))
+    for first in range(start, stop, CHUNK_ELEMS):
+        last = min(first + CHUNK_ELEMS, stop)
+        values = pattern(b.rank, first, last, redop=reducing, seed=seed, dtype=b.input.dtype, device=b.input.device)
+        b.input[first - start : last - start].copy_(values)
 
 
 def expected_output(buffers: PointBuffers, redop: str, seed: int = 0) -> torch.Tensor | None:
@@ -164,9 +190,54 @@ def count_wrong(actual: torch.Tensor, expected: torch.Tensor | None) -> int:
     return int(torch.ne(actual.cpu(), expected.cpu()).sum().item())
 
 
-def check_buffers(buffers: PointBuffers, redop: str, seed: int = 0) -> int:
-    """Wrong elements in this rank's output after one call on freshly filled buffers."""
-    return count_wrong(buffers.output, expected_output(buffers, redop, seed))
+def check_chunks(count: int) -> int:
+    """How many chunks ``check_buffers`` takes for a point of ``count`` elements (the same on every rank)."""
+    return max(1, math.ceil(count / CHUNK_ELEMS))
+
+
+def _expected_slice(b: PointBuffers, redop: str, seed: int, start: int, stop: int) -> torch.Tensor:
+    """The expected output for global element indices [start, stop), on the output's device."""
+    dtype, device = b.output.dtype, b.output.device
+    if b.op in (Op.ALL_REDUCE, Op.REDUCE, Op.REDUCE_SCATTER):
+        return expected_reduction(b.world_size, start, stop, redop=redop, dtype=dtype, seed=seed, device=device)
+    if b.op is Op.BROADCAST:
+        return pattern(b.root, start, stop, redop=None, seed=seed, dtype=dtype, device=device)
+    parts = [
+        pattern(owner, max(lo, start), min(hi, stop), redop=None, seed=seed, dtype=dtype, device=device)
+        for owner, (lo, hi) in enumerate(chunk_bounds(b.count, b.world_size))
+        if max(lo, start) < min(hi, stop)
+    ]
+    return torch.cat(parts) if parts else torch.empty(0, dtype=dtype, device=device)
+
+
+def check_buffers(
+    buffers: PointBuffers, redop: str, seed: int = 0, between_chunks: Callable[[], None] | None = None
+) -> int:
+    """Wrong elements in this rank's output after one call on freshly filled buffers.
+
+    Works through the point in ``check_chunks(count)`` chunks of global element indices, on the
+    output's device, and calls ``between_chunks`` after each (every rank the same number of times,
+    whether it has anything to check there or not).
+    """
+    b = buffers
+    # The output's place in global indices: reduce-scatter holds one chunk, a reduce's non-root nothing.
+    lo, hi = chunk_bounds(b.count, b.world_size)[b.rank]
+    if b.op is Op.REDUCE_SCATTER:
+        own = (lo, hi)
+    elif b.op is Op.REDUCE and b.rank != b.root:
+        own = (0, 0)
+    else:
+        own = (0, b.count)
+    wrong = torch.zeros((), dtype=torch.int64, device=b.output.device)
+    for index in range(check_chunks(b.count)):
+        start = max(own[0], index * CHUNK_ELEMS)
+        stop = min(own[1], (index + 1) * CHUNK_ELEMS)
+        if start < stop:
+            expected = _expected_slice(b, redop, seed, start, stop)
+            wrong += torch.ne(b.output[start - own[0] : stop - own[0]], expected).sum()
+        if between_chunks is not None:
+            between_chunks()
+    return int(wrong.item())
 
 
 def redop_allowed(dtype_name: str, redop: str) -> bool:

@@ -154,6 +154,11 @@ class ScheduleRunner:
         self._scratch_elems = max((s for _, s in plans), default=0)
         self._scratch: torch.Tensor | None = None
 
+    @property
+    def scratch_elems(self) -> int:
+        """Elements of scratch this rank allocates on its first run (what the memory estimate counts)."""
+        return self._scratch_elems
+
     def run(self, buffer: torch.Tensor, redop: str) -> None:
         """Run the schedule on ``buffer`` (1-D, ``schedule.count`` elements), in place.
 

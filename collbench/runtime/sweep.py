@@ -368,6 +368,7 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
 
     for text in job.notes:
         note(text)
+    _check_resources(job, note)
     output = config.output if config.output != job.stream_path else None
     with contextlib.ExitStack() as stack:
         # One writer per file: a second run on the same stream or output stops here, before any rank.
@@ -394,6 +395,18 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
         if rows and output is not None:
             write_output_from_stream(output, job.stream_path, rows)
     return rows
+
+
+def _check_resources(job: SweepJob, note: Callable[[str], None]) -> None:
+    """Refuse, before any rank starts, a sweep whose ranks cannot fit in memory; say when ranks share cores."""
+    from collbench.runtime import memory
+
+    world = job.config.world_size if job.config.world_size is not None else int(_env("WORLD_SIZE", "1"))
+    here = job.config.world_size if job.config.world_size is not None else int(_env("LOCAL_WORLD_SIZE", "1"))
+    memory.check_host_memory(job, here, world, memory.host_memory())
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if job.backend == "gloo" and here > cores:
+        note(f"{here} ranks on {cores} cores: ranks take turns on the cores, so times include waiting for one")
 
 
 def resumed_rows(path: Path) -> list[ResultRow]:

@@ -347,9 +347,18 @@ def _measure(
             raise
         failure = f"{type(exc).__name__}: {_first_line(exc)}"
     flags = torch.tensor([1 if failure else 0, 0], dtype=torch.int64)
-    if not failure and cfg.check:
-        flags[1] = check_buffers(bufs, job.redop, cfg.seed)
     dist.all_reduce(flags, group=ctx.control)
+    if int(flags[0]) == 0 and cfg.check:
+        # In lock step, chunk by chunk: a reduce's non-roots, with nothing to check, wait one chunk
+        # at a time on the control group, never the whole check (which could outlast its timeout).
+        tick = torch.zeros(1, dtype=torch.int64)
+
+        def in_step() -> None:
+            dist.all_reduce(tick, group=ctx.control)
+
+        wrong_total = torch.tensor([check_buffers(bufs, job.redop, cfg.seed, in_step)], dtype=torch.int64)
+        dist.all_reduce(wrong_total, group=ctx.control)
+        flags[1] = wrong_total[0]
     if int(flags[0]) > 0:
         # The backend's own collective refused (every rank does, on the same arguments).
         forced = point.algo != "native"
