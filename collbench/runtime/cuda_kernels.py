@@ -10,17 +10,18 @@ Two entry points, both asynchronous on the current CUDA stream like torch's own 
   dst is itself one of ``sources``; ``avg`` divides by ``len(sources)``).
 
 Both return False, so that the caller falls back to torch's ops, when the extension cannot be built or
-loaded here (no CUDA toolkit, no compiler, no ninja: said once per process, as a warning naming the
-cause), when ``COLLBENCH_NO_CUDA_KERNELS=1`` is set, and when the tensors are outside what the kernels
-take (a dtype other than float32, float16, bfloat16; non-contiguous tensors; tensors not all on one
-CUDA device with one dtype and one element count). Partial overlap between dst and a source is a bug
-of the caller and raises RuntimeError.
+loaded here (no CUDA toolkit, a toolkit of another CUDA major version, no compiler, no ninja: said
+once per process, naming the cause and the fix; see ``kernel_build``), when
+``COLLBENCH_NO_CUDA_KERNELS=1`` is set, and when the tensors are outside what the kernels take (a
+dtype other than float32, float16, bfloat16; non-contiguous tensors; tensors not all on one CUDA
+device with one dtype and one element count). Partial overlap between dst and a source is a bug of
+the caller and raises RuntimeError.
 
 Build: ``torch.utils.cpp_extension.load`` compiles ``csrc/reduce_kernels.cu`` and
 ``csrc/reduce_binding.cpp`` (shipped inside the package as ``collbench/csrc``) for the GPUs present
 (or ``TORCH_CUDA_ARCH_LIST``), into ``$COLLBENCH_CACHE_DIR`` or ``~/.cache/collbench`` (a directory per
 torch and CUDA version; torch rebuilds when the sources change and locks the directory, so ranks that
-start together build once).
+start together build once; a lock left by a killed build is removed, see ``kernel_build``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
+
+from collbench.runtime import kernel_build
 
 log = logging.getLogger(__name__)
 
@@ -89,36 +92,61 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def _load_module() -> ModuleType:
+    from torch.utils import cpp_extension
+
+    module: ModuleType = cpp_extension.load(
+        name=EXTENSION_NAME,
+        sources=[str(csrc_dir() / name) for name in SOURCE_FILES],
+        extra_include_paths=[str(csrc_dir())],
+        extra_cflags=["-O3"],
+        extra_cuda_cflags=["-O3", "-std=c++17"],
+        build_directory=str(cache_dir()),
+        verbose=False,
+    )
+    return module
+
+
+def build_extension(say: kernel_build.Say) -> kernel_build.BuildResult:
+    """Build (first time) and load the extension, saying what happens through ``say``; never raises.
+
+    ``say`` hears, one line each: a stale build lock removed, a first build starting and how long it
+    took, or why the kernels are not used and how to fix it (see ``kernel_build``).
+    """
+    reason = unavailable_reason()
+    if reason is not None:
+        return kernel_build.fallback(say, reason)
+    from torch.utils import cpp_extension
+
+    return kernel_build.build(
+        cache_dir(),
+        EXTENSION_NAME,
+        _load_module,
+        say,
+        torch_cuda=torch.version.cuda,
+        cuda_home=cpp_extension.CUDA_HOME,
+    )
+
+
 @functools.cache
 def load_extension() -> ModuleType | None:
-    """Build (first time) and load the extension; None when it cannot be, with one warning per process."""
-    reason = unavailable_reason()
-    if reason is None:
-        try:
-            from torch.utils import cpp_extension
+    """The extension, built on first use; None when it cannot be, with its reasons as warnings (once per process)."""
 
-            build_dir = cache_dir()
-            build_dir.mkdir(parents=True, exist_ok=True)
-            module: ModuleType = cpp_extension.load(
-                name=EXTENSION_NAME,
-                sources=[str(csrc_dir() / name) for name in SOURCE_FILES],
-                extra_include_paths=[str(csrc_dir())],
-                extra_cflags=["-O3"],
-                extra_cuda_cflags=["-O3", "-std=c++17"],
-                build_directory=str(build_dir),
-                verbose=False,
-            )
-            return module
-        except Exception as exc:  # compiler and loader failures come in many types
-            log.debug("building the CUDA reduction kernels failed", exc_info=True)
-            first = str(exc).strip().splitlines()
-            reason = f"building them failed ({type(exc).__name__}: {first[0] if first else 'no message'})"
-    warnings.warn(
-        f"collbench's CUDA reduction kernels are not available: {reason}; reducing with torch's ops instead",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-    return None
+    def warn(text: str) -> None:
+        warnings.warn(text, RuntimeWarning, stacklevel=5)
+
+    return build_extension(warn).module
+
+
+def reduce_path(device: torch.device, dtype: torch.dtype) -> str:
+    """Which path the executor's reductions take for tensors of ``dtype`` on ``device``.
+
+    ``cuda-kernel`` where :func:`reduce_many_cuda` runs (CUDA, a kernel dtype, kernels not disabled
+    and loaded), ``torch-ops`` otherwise (CPU, or the fallback). Loads the extension on CUDA.
+    """
+    if device.type != "cuda" or dtype not in KERNEL_DTYPES or kernels_disabled():
+        return kernel_build.TORCH_OPS
+    return kernel_build.CUDA_KERNEL if load_extension() is not None else kernel_build.TORCH_OPS
 
 
 def _kernel_inputs_ok(dst: torch.Tensor, sources: Sequence[torch.Tensor]) -> bool:

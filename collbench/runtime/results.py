@@ -70,6 +70,9 @@ class ResultRow:
     """Whether the iterations' times fell into two modes more than 2x apart (runtime/noise.py)."""
     time_us_p25: float | None = None
     """First quartile of the iterations' times (slowest rank per iteration)."""
+    reduce_path: str | None = None
+    """Which reduction path collbench's own algorithm ran: ``cuda-kernel`` or ``torch-ops``; None for
+    native rows and ops that do not reduce (runtime/kernel_build.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -199,10 +199,17 @@ def _known_redop(name: str) -> str:
     return "" if name in known else f"unknown reduction {_show(name)}; known: {', '.join(known)}"
 
 
+def _known_reduce_path(name: str) -> str:
+    from collbench.runtime.kernel_build import REDUCE_PATHS
+
+    return "" if name in REDUCE_PATHS else f"unknown reduce path {_show(name)}; known: {', '.join(REDUCE_PATHS)}"
+
+
 _NAME_CHECKS: dict[str, Callable[[str], str]] = {
     "op": _known_op,
     "algo": _known_algo,
     "dtype": _known_dtype,
     "redop": _known_redop,
+    "reduce_path": _known_reduce_path,
 }
 """Text fields whose value must be a known name: each gives the problem, or "" when it is known."""

@@ -433,7 +433,7 @@ def _prepare_nccl(job: SweepJob, stack: contextlib.ExitStack[Any], note: Callabl
     own = any(not is_native(name) for name in names)
     # A first build takes minutes: here it cannot run into the ranks' timeout. Torch caches it and
     # the ranks load it from there. If it fails (said once, here), the ranks do not try again.
-    if own and not cuda_kernels.kernels_disabled() and cuda_kernels.load_extension() is None:
+    if own and not cuda_kernels.kernels_disabled() and cuda_kernels.build_extension(note).module is None:
         stack.enter_context(applied_env({NO_CUDA_KERNELS_ENV: "1"}))
     if not any(is_native(name) for name in names):
         return job

@@ -419,10 +419,23 @@ def _measure(
         nccl_algo=nccl_algo,
         nccl_proto=nccl_proto,
         timestamp=time.time(),
+        reduce_path=_reduce_path(point, ctx.device, dtype),
         stall_fraction=round(stalls.fraction, 4),
         bimodal=stalls.bimodal,
         time_us_p25=quantile(samples, 0.25),
     )
+
+
+def _reduce_path(point: SweepPoint, device: torch.device, dtype: torch.dtype) -> str | None:
+    """The reduction path the point's own algorithm took (None: native, or nothing reduced)."""
+    if _is_native(point.algo) or not point.op.spec.reduces:
+        return None
+    if device.type != "cuda":
+        return "torch-ops"
+    # Imported here only: the CUDA module belongs to the GPU side.
+    from collbench.runtime.cuda_kernels import reduce_path
+
+    return reduce_path(device, dtype)
 
 
 def _is_peer_failure(exc: BaseException) -> bool:

@@ -57,7 +57,7 @@ def test_extension_unavailable_is_said_once() -> None:
     assert cuda_kernels.unavailable_reason() is not None
     cuda_kernels.load_extension.cache_clear()
     try:
-        with pytest.warns(RuntimeWarning, match="reducing with torch's ops instead"):
+        with pytest.warns(RuntimeWarning, match="own algorithms reduce with torch's ops"):
             assert cuda_kernels.load_extension() is None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

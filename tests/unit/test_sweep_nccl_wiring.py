@@ -12,6 +12,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from collbench.errors import NotApplicableError, RankError, UnknownNameError
-from collbench.runtime import cuda_kernels, environment, nccl, sweep, worker
+from collbench.runtime import cuda_kernels, environment, kernel_build, nccl, sweep, worker
 from collbench.runtime.launch import RankContext
 from collbench.runtime.results import ResultRow
 from collbench.runtime.sweep import SweepConfig, SweepJob, SweepProgress
@@ -295,7 +296,7 @@ def test_skipped_pairs_reach_the_user_before_launch(
 ) -> None:
     fake = FakeLaunch()
     monkeypatch.setattr(sweep, "launch", fake)
-    monkeypatch.setattr(cuda_kernels, "load_extension", lambda: object())
+    monkeypatch.setattr(cuda_kernels, "build_extension", lambda say: kernel_build.BuildResult(ModuleType("ext")))
     events: list[SweepProgress] = []
     config = SweepConfig(
         world_size=2, backend="nccl", ops=("all",), algos=("native:pat", "native:ring"), stream=tmp_path / "s.jsonl"
@@ -392,11 +393,11 @@ class FakeLaunch:
 def _builds(monkeypatch: pytest.MonkeyPatch, result: object) -> list[str]:
     calls: list[str] = []
 
-    def load() -> object:
+    def build(say: kernel_build.Say) -> kernel_build.BuildResult:
         calls.append(os.environ.get("NCCL_DEBUG_FILE", ""))
-        return result
+        return kernel_build.BuildResult(result if isinstance(result, ModuleType) else None, "" if result else "no")
 
-    monkeypatch.setattr(cuda_kernels, "load_extension", load)
+    monkeypatch.setattr(cuda_kernels, "build_extension", build)
     return calls
 
 
@@ -409,7 +410,7 @@ def test_parent_builds_kernels_and_sets_up_the_tuning_log(
 ) -> None:
     fake = FakeLaunch()
     monkeypatch.setattr(sweep, "launch", fake)
-    builds = _builds(monkeypatch, object())
+    builds = _builds(monkeypatch, ModuleType("ext"))
     sweep.run_sweep(_nccl_config(tmp_path, ("ring", "native", "native:tree")))
     assert len(builds) == 1
     job = fake.jobs[0]
@@ -437,7 +438,7 @@ def test_a_failed_build_is_not_retried_by_the_ranks(
 
 def test_only_native_points_build_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_gpus: None) -> None:
     monkeypatch.setattr(sweep, "launch", FakeLaunch())
-    builds = _builds(monkeypatch, object())
+    builds = _builds(monkeypatch, ModuleType("ext"))
     sweep.run_sweep(_nccl_config(tmp_path, ("native", "native:ring")))
     assert builds == []
 
@@ -465,7 +466,7 @@ def test_a_rank_failure_shows_nccls_warnings(tmp_path: Path, monkeypatch: pytest
 def test_gloo_sets_up_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeLaunch()
     monkeypatch.setattr(sweep, "launch", fake)
-    builds = _builds(monkeypatch, object())
+    builds = _builds(monkeypatch, ModuleType("ext"))
     sweep.run_sweep(SweepConfig(world_size=2, backend="gloo", algos=("ring", "native"), stream=tmp_path / "s.jsonl"))
     assert builds == [] and fake.jobs[0].nccl_log_dir is None
     assert "NCCL_DEBUG_FILE" not in fake.env
