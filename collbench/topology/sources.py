@@ -6,11 +6,14 @@ GPU, it describes the host and its CPU ranks, with a note saying why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import socket
 from pathlib import Path
 
 from collbench.errors import BackendUnavailableError, ConfigError, HardwareError
+from collbench.topology.device_order import in_cuda_order
 from collbench.topology.host import host_topology
 from collbench.topology.model import Topology
 from collbench.topology.nvml import (
@@ -49,6 +52,10 @@ def _from_backend(backend: NvmlBackend, host: str, ranks: int | None) -> Topolog
         nvml.shutdown()
     if not topo.gpus:
         return _host(ranks, "NVML found no GPU")
+    # Rank i runs on cuda:i: keep and order the GPUs as CUDA shows them, not as NVML numbers them.
+    topo, order_note = in_cuda_order(topo, os.environ)
+    if order_note:
+        topo = dataclasses.replace(topo, note=f"{topo.note}; {order_note}" if topo.note else order_note)
     if ranks is not None:
         try:
             topo = topo.subset(ranks)
@@ -68,7 +75,8 @@ def discover_topology(*, nvml_replay: Path | None = None, ranks: int | None = No
     """This machine's topology from live NVML, or from a recording when ``nvml_replay`` is given.
 
     Without NVML or GPUs, the host with ``ranks`` CPU ranks (default: its core count, at least 2).
-    With GPUs, ``ranks`` keeps the first ``ranks`` GPUs. Raises InputFileError for a bad recording,
+    With GPUs, they are the GPUs ``CUDA_VISIBLE_DEVICES`` shows, in CUDA's order (``CUDA_DEVICE_ORDER``;
+    see ``device_order``), and ``ranks`` keeps the first ``ranks`` of them. Raises InputFileError for a bad recording,
     ConfigError for an impossible ``ranks``, HardwareError when the driver fails unexpectedly.
     """
     if nvml_replay is not None:
