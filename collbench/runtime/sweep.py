@@ -398,15 +398,17 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
 
 
 def _check_resources(job: SweepJob, note: Callable[[str], None]) -> None:
-    """Refuse, before any rank starts, a sweep whose ranks cannot fit in memory; say when ranks share cores."""
+    """Refuse, before any rank starts, a sweep whose ranks cannot fit in memory.
+
+    (More ranks than cores is said once, by runtime/affinity.py's placement.)
+    """
     from collbench.runtime import memory
 
     world = job.config.world_size if job.config.world_size is not None else int(_env("WORLD_SIZE", "1"))
     here = job.config.world_size if job.config.world_size is not None else int(_env("LOCAL_WORLD_SIZE", "1"))
     memory.check_host_memory(job, here, world, memory.host_memory())
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if job.backend == "gloo" and here > cores:
-        note(f"{here} ranks on {cores} cores: ranks take turns on the cores, so times include waiting for one")
+    if job.backend == "nccl":
+        memory.check_device_memory(job, world, memory.gpu_free_bytes(here))
 
 
 def resumed_rows(path: Path) -> list[ResultRow]:

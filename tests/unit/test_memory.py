@@ -151,3 +151,16 @@ def test_the_data_check_adds_memory_independent_of_the_size() -> None:
     assert wrong == 1
     bound = memory.CHECK_TEMPORARIES * CHUNK_ELEMS * 8 + 4 * MiB
     assert grown <= bound, f"the check grew the peak RSS by {grown / MiB:.1f} MiB (bound {bound / MiB:.1f} MiB)"
+
+
+def test_gpu_free_memory_comes_from_nvml_in_cuda_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The NVML fake replays nvmlDeviceGetMemoryInfo(handle).free of a recorded 8x A6000 machine.
+    from collbench.topology import nvml
+
+    recording = nvml.Recording.load(Path(__file__).resolve().parents[1] / "fixtures" / "nvml" / "pcie-a6000x8.json")
+    monkeypatch.setattr(nvml, "PynvmlBackend", lambda: nvml.FakeNvmlBackend(recording))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,2")
+    free = memory.gpu_free_bytes(2)
+    assert len(free) == 2 and all(f > 40 << 30 for f in free)
+    job = _job(world_size=2, algos=("native",), min_bytes=1 << 30, max_bytes=1 << 30)
+    memory.check_device_memory(job, 2, free)  # 2 GiB a rank fits in a 48 GiB A6000
