@@ -80,7 +80,7 @@ def checked_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
             if spec.required:
                 raise FieldError(spec.name, "missing")
             continue
-        value = _missing_to_none(data[spec.name], spec.kind)
+        value = _missing_to_none(data[spec.name], spec.kind, spec.optional)
         if value is None:
             if spec.optional:
                 out[spec.name] = None
@@ -93,10 +93,11 @@ def checked_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _missing_to_none(value: Any, kind: type) -> Any:
+def _missing_to_none(value: Any, kind: type, optional: bool = False) -> Any:
     if value is None:
         return None
-    if isinstance(value, str) and kind is not str and not value.strip():
+    # CSV writes None as an empty cell: empty text is missing, except in a text field that is never None.
+    if isinstance(value, str) and (kind is not str or optional) and not value.strip():
         return None
     return value
 

@@ -34,6 +34,10 @@ from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
 from collbench.schedules.registry import get_algorithm
 
 FAULT_ENV = "COLLBENCH_FAULT_INJECT"
+LOG_STAYS_ON = (
+    "this NCCL cannot switch its log off while running (no ncclResetDebugInit before 2.24): native "
+    "times include NCCL's TUNING line per call (~1 us)"
+)
 MAX_TREE_SEGMENTS = 64
 """Pipelined trees get one segment per ``segment_bytes``, up to this many (each is a step)."""
 
@@ -151,7 +155,9 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     plain_timer = make_timer(ctx.device)
     graph_timer = make_timer(ctx.device, cuda_graph=True) if graphs else plain_timer
     # NCCL's per-call choices (the TUNING lines only rank 0 of a communicator writes), for native rows.
-    reader = _tuning_reader(job) if ctx.rank == 0 else None
+    reader = _tuning_reader(job, ctx.rank)
+    if reader is not None and not reader.switch.switchable:
+        ctx.report({"kind": "note", "text": LOG_STAYS_ON})
     measured: dict[tuple[Any, ...], ResultRow] = {}
     finished = len(points) - len(todo)
     with NativeGroups([p.algo for p in todo]) as groups:
@@ -171,6 +177,8 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
                 measured[_point_key(job, point, ws)] = row
                 ctx.report({"kind": "row", "done": finished, "total": len(points), "row": row.to_dict()})
     ctx.doing("finishing")
+    if reader is not None and reader.leaked:
+        ctx.report({"kind": "note", "text": "NCCL kept logging TUNING lines while timing: native times include them"})
     if ctx.rank != 0:
         return []
     rows = []
@@ -257,12 +265,16 @@ class NativeGroups:
         self._open.pop(algo).close()
 
 
-def _tuning_reader(job: SweepJob) -> Any:
+def _tuning_reader(job: SweepJob, rank: int) -> Any:
+    """Every rank's ``nccl_log.ChoiceLearner`` (rank 0's also reads the log); None without a log."""
     if job.nccl_log_dir is None:
         return None
     from collbench.runtime.nccl import TuningLogReader
+    from collbench.runtime.nccl_log import ChoiceLearner, NcclLogSwitch, find_reset
 
-    return TuningLogReader(job.nccl_log_dir)
+    switch = NcclLogSwitch(job.nccl_log_dir, find_reset())
+    switch.off()  # on only for each native point's untimed call
+    return ChoiceLearner(switch, TuningLogReader(job.nccl_log_dir) if rank == 0 else None)
 
 
 def _fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
@@ -331,15 +343,20 @@ def _measure(
     native = _is_native(point.algo)
     if native and point.algo in groups.refused:
         return None  # NCCL refused this variant at an earlier point (said once, then)
-    if reader is not None and native:
-        reader.new_choices()  # what earlier points logged; this point's choice comes from its own calls
+    learning = reader is not None and native
     failure = ""
     try:
         # A forced variant's communicator is made here, inside the handling: NCCL refusing it
         # (ncclInvalidUsage) fails this variant's points, not the run.
         call = _make_call(ctx, job, point, bufs, layout, root, groups)
         fill(bufs, job.redop, cfg.seed)
-        call()
+        if learning:
+            reader.before_untimed()  # NCCL's TUNING log on for this one untimed call only
+        try:
+            call()
+        finally:
+            if learning:
+                reader.after_untimed()
     except (RuntimeError, ValueError, TypeError) as exc:
         # Only the backend's own collective may refuse (a dtype or reduction it lacks, an algorithm
         # NCCL cannot run); an error in collbench's executor is a bug and a dead peer ends the run.
@@ -373,18 +390,19 @@ def _measure(
     for _ in range(cfg.warmup):
         call()
     samples = _time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s)
+    choices = reader.choices() if learning else []
     if ctx.rank != 0:
         return None
     summary = summarize(samples)
     stalls = detect_stalls(samples)
     algbw = point.size_bytes / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
     nccl_algo, nccl_proto = _variant_fields(point.algo)
-    if reader is not None and native:
+    if learning:
         # What NCCL says it ran beats what was asked for: a forced algorithm a collective cannot run
         # falls back (NCCL before 2.24), and plain native rows have nothing else to say.
         from collbench.runtime.nccl import choice_for
 
-        chosen = choice_for(reader.new_choices(), point.op.spec.nccl_name, point.size_bytes, ws)
+        chosen = choice_for(choices, point.op.spec.nccl_name, point.size_bytes, ws)
         if chosen is not None:
             nccl_algo, nccl_proto = chosen
     return ResultRow(

@@ -158,7 +158,7 @@ def test_reduce_path_names_the_path_the_executor_takes(monkeypatch: pytest.Monke
 
 
 def test_rows_record_the_reduce_path_and_check_it_on_read(tmp_path: Path) -> None:
-    from collbench.runtime.results import ResultRow
+    from collbench.runtime.results import ResultRow, read_rows, write_rows
     from collbench.runtime.sweep import SweepConfig, run_sweep
 
     config = SweepConfig(
@@ -183,5 +183,8 @@ def test_rows_record_the_reduce_path_and_check_it_on_read(tmp_path: Path) -> Non
     }
     data = rows[0].to_dict()
     assert ResultRow.from_dict(data).reduce_path == "torch-ops"
+    # CSV writes None as an empty cell: it reads back as None, not as an unknown path.
+    write_rows(tmp_path / "r.csv", rows)
+    assert [r.reduce_path for r in read_rows(tmp_path / "r.csv")] == [r.reduce_path for r in rows]
     with pytest.raises(ValueError, match="unknown reduce path 'gpu'"):
         ResultRow.from_dict({**data, "reduce_path": "gpu"})

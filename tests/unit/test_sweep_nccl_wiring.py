@@ -470,3 +470,82 @@ def test_gloo_sets_up_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     sweep.run_sweep(SweepConfig(world_size=2, backend="gloo", algos=("ring", "native"), stream=tmp_path / "s.jsonl"))
     assert builds == [] and fake.jobs[0].nccl_log_dir is None
     assert "NCCL_DEBUG_FILE" not in fake.env
+
+
+def test_nccl_logs_one_untimed_call_per_native_point_and_nothing_while_timing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None
+) -> None:
+    # The contract (NCCL src/debug.cc, 2.24+): NCCL reads NCCL_DEBUG/NCCL_DEBUG_FILE at its first log
+    # call and again after ncclResetDebugInit(); rank 0 writes one TUNING line per collective call
+    # (src/enqueue.cc). The fake NCCL below logs by the environment it read at its last reset.
+    from collbench.runtime import nccl_log
+
+    fake = FakeGroups()
+    monkeypatch.setattr(nccl, "variant_group", fake.variant_group)
+    read_env: dict[str, str] = {}
+    resets: list[str] = []
+
+    def reset() -> None:
+        resets.append(os.environ["NCCL_DEBUG"])
+        read_env.update(NCCL_DEBUG=os.environ["NCCL_DEBUG"], NCCL_DEBUG_FILE=os.environ["NCCL_DEBUG_FILE"])
+
+    monkeypatch.setattr(nccl_log, "find_reset", lambda: reset)
+    log_dir = tmp_path / "nccl"
+    log_dir.mkdir()
+    real_native_call = worker._native_call
+    timed_lines = {"count": 0}
+
+    def logging_native_call(op: Op, inp: torch.Tensor, out: torch.Tensor, *args: Any) -> Callable[[], None]:
+        call = real_native_call(op, inp, out, *args)
+
+        def logged() -> None:
+            if read_env.get("NCCL_DEBUG") == "INFO":
+                path = Path(read_env["NCCL_DEBUG_FILE"].replace("%h", "host").replace("%p", str(os.getpid())))
+                with path.open("a") as f:
+                    f.write(_tuning_line("AllReduce", inp.numel() * inp.element_size(), "RING", "LL"))
+                timed_lines["count"] += 1
+            call()
+
+        return logged
+
+    monkeypatch.setattr(worker, "_native_call", logging_native_call)
+    for name in ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS"):
+        monkeypatch.setenv(name, "")
+    config = SweepConfig(
+        world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=256, iters=5, warmup=2
+    )
+    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    job = dataclasses.replace(job, algos=((Op.ALL_REDUCE, ("native", "native:ring")),), nccl_log_dir=log_dir)
+    events: list[dict[str, Any]] = []
+    cpu = torch.device("cpu")
+    ctx = RankContext(
+        rank=0, world_size=1, local_rank=0, backend="gloo", device=cpu, timeout_s=30, progress=events.append
+    )
+    ctx.control = dist.group.WORLD
+    rows = worker.sweep_worker(ctx, job)
+    # 4 points x (1 check call + 2 warm-up + 5 timed): only the 4 untimed calls were logged.
+    assert len(rows) == 4 and timed_lines["count"] == 4
+    assert {(r.nccl_algo, r.nccl_proto) for r in rows} == {("Ring", "LL")}
+    assert resets == ["WARN"] + ["INFO", "WARN"] * 4
+    assert not [e for e in events if e["kind"] == "note"]
+
+
+def test_an_nccl_without_the_reset_says_its_log_stays_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None
+) -> None:
+    from collbench.runtime import nccl_log
+
+    monkeypatch.setattr(nccl_log, "find_reset", lambda: None)
+    monkeypatch.setattr(nccl, "variant_group", FakeGroups().variant_group)
+    (tmp_path / "nccl").mkdir()
+    config = SweepConfig(world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=64, iters=1)
+    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    job = dataclasses.replace(job, nccl_log_dir=tmp_path / "nccl")
+    events: list[dict[str, Any]] = []
+    cpu = torch.device("cpu")
+    ctx = RankContext(
+        rank=0, world_size=1, local_rank=0, backend="gloo", device=cpu, timeout_s=30, progress=events.append
+    )
+    ctx.control = dist.group.WORLD
+    worker.sweep_worker(ctx, job)
+    assert [e["text"] for e in events if e["kind"] == "note"] == [worker.LOG_STAYS_ON]
