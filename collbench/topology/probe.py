@@ -15,6 +15,15 @@ compete; a rank's own link never carries two measurements). Per pair:
 
 Every rank gathers all measurements (``all_gather_object``), so under torchrun every rank returns the
 same topology.
+
+On GPUs the clock is the device's: with NCCL, ``dist.send``/``recv`` return when the work is queued
+and ``Work.wait()`` only orders streams (torch's ProcessGroupNCCL: ``WorkNCCL::wait`` makes the
+current stream wait on NCCL's), so host time around them measures queueing, not the transfer. There,
+CUDA events recorded on the current stream bracket the whole ping-pong (send, then the receive of
+the answer, which cannot complete before the peer got the data), and the elapsed time is read after
+synchronising the end event. A measured bandwidth above what its link can physically carry (the
+known link's nominal speed with a margin, or ``MAX_LINK_GBPS`` for any link) is refused in one line:
+such a number would feed ``layout`` and ``sweep --topology`` silently.
 """
 
 from __future__ import annotations
@@ -27,12 +36,44 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from collbench.errors import ConfigError
+from collbench.errors import ConfigError, HardwareError
 from collbench.runtime.launch import RankContext, joined_job, launch
 from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
 
 _TRIAL_BYTES = 256 * 1024
 _MAX_BYTES = 64 * 1024 * 1024
+MAX_LINK_GBPS = 1000.0
+"""No link carries more per direction: NVLink 5's 18 links give a Blackwell GPU 900 GB/s in all."""
+NOMINAL_MARGIN = 1.25
+"""A measured link may beat its nominal speed by this much (rounding of nominal figures, caches)."""
+
+
+class _Stopwatch:
+    """Seconds between ``start`` and ``stop``: CUDA events on the current stream on GPUs, else the host clock."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self._t0 = 0.0
+        self._events: tuple[Any, Any] | None = None
+
+    def start(self) -> None:
+        if self.cuda:
+            # Whatever ran before (the previous transfer, the allocation) is done before timing starts.
+            torch.cuda.synchronize()
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            self._events = (begin, end)
+        else:
+            self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        if self._events is not None:
+            begin, end = self._events
+            end.record()
+            end.synchronize()
+            self._events = None
+            return float(begin.elapsed_time(end)) / 1e3
+        return time.perf_counter() - self._t0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +118,15 @@ def _ping_pong(ctx: RankContext, peer: int, leader: bool, pings: int) -> float:
     """Median round trip in microseconds (leader's view; the follower returns 0)."""
     buf = torch.zeros(2, dtype=torch.float32, device=ctx.device)
     times: list[float] = []
+    clock = _Stopwatch(ctx.device)
     for k in range(pings + 3):
         if leader:
-            t0 = time.perf_counter()
+            clock.start()
             dist.send(buf, peer)
             dist.recv(buf, peer)
+            elapsed = clock.stop()
             if k >= 3:
-                times.append((time.perf_counter() - t0) * 1e6)
+                times.append(elapsed * 1e6)
         else:
             dist.recv(buf, peer)
             dist.send(buf, peer)
@@ -95,12 +138,12 @@ def _timed_send(ctx: RankContext, peer: int, nbytes: int, sender: bool, one_way_
     data = torch.empty(max(1, nbytes // 4), dtype=torch.float32, device=ctx.device)
     ack = torch.zeros(1, dtype=torch.float32, device=ctx.device)
     if sender:
-        if ctx.device.type == "cuda":
-            torch.cuda.synchronize(ctx.device)
-        t0 = time.perf_counter()
+        clock = _Stopwatch(ctx.device)
+        clock.start()
         dist.send(data, peer)
         dist.recv(ack, peer)
-        elapsed = max(time.perf_counter() - t0 - one_way_s, 1e-9)
+        # The acknowledgement cannot arrive before the data did: less its own one-way trip.
+        elapsed = max(clock.stop() - one_way_s, 1e-9)
         return data.numel() * 4 / elapsed / 1e9
     dist.recv(data, peer)
     if ctx.device.type == "cuda":
@@ -160,13 +203,16 @@ def measured_topology(
 ) -> Topology:
     """Build the topology of the ranks from the probe's measurements (see the module docstring).
 
+    Raises HardwareError when a measurement is faster than its link can physically be.
+
     With ``base`` on one host holding at least as many rank devices, its devices (and links to NICs
     and CPUs) are kept and the links between the first ranks replaced by measured ones; otherwise
     the devices are the ranks themselves (GPU<r> or CPU<r>, with their host names).
     """
     n = len(hosts)
     same_host = len(set(hosts)) == 1
-    if base is not None and same_host and len(base.rank_devices) >= n:
+    based = base is not None and same_host and len(base.rank_devices) >= n
+    if base is not None and based:
         ranks = base.rank_devices[:n]
         keep = {d.id for d in ranks}
         devices = tuple(d for d in base.devices if d.kind not in (DeviceKind.GPU, DeviceKind.CPU) or d.id in keep)
@@ -182,6 +228,10 @@ def measured_topology(
         devices, others = ranks, ()
         host = hosts[0] if same_host else ",".join(dict.fromkeys(hosts))
     by_pair: dict[tuple[int, int], PairMeasure] = {(m.src, m.dst): m for m in measures}
+    for m in measures:
+        # Against the known link (from discovery) where the ranks are its devices; else any link's bound.
+        nominal = base.link(ranks[m.src].id, ranks[m.dst].id) if based and base is not None else None
+        check_physical(m, nominal.bandwidth_gbps if nominal is not None else None)
     links: list[Link] = []
     for a in range(n):
         for b in range(a + 1, n):
@@ -208,6 +258,18 @@ def measured_topology(
     )
 
 
+def check_physical(m: PairMeasure, nominal_gbps: float | None) -> None:
+    """Raise HardwareError (one line) for a measured bandwidth no link of its kind can carry."""
+    bound = MAX_LINK_GBPS if nominal_gbps is None else min(MAX_LINK_GBPS, nominal_gbps * NOMINAL_MARGIN)
+    if m.bandwidth_gbps <= bound:
+        return
+    what = f"its link's nominal {nominal_gbps:g} GB/s" if nominal_gbps is not None else "any link"
+    raise HardwareError(
+        f"the probe measured {m.bandwidth_gbps:.3g} GB/s from rank {m.src} to rank {m.dst}, more than {what} "
+        f"can carry (bound {bound:g} GB/s): the timing did not measure the transfer; nothing was written"
+    )
+
+
 def probe_topology(
     world_size: int | None,
     *,
@@ -221,7 +283,8 @@ def probe_topology(
     Local ranks are spawned; under a launcher (torchrun, mpirun, srun) this process is one rank and
     ``world_size`` is None or the job's. Links are ``measured`` (GB/s per direction, latency in us).
     Raises ConfigError for fewer than 2 ranks, RankError when a rank fails or times out,
-    BackendUnavailableError for a backend that cannot run here.
+    BackendUnavailableError for a backend that cannot run here, HardwareError for a measured link
+    faster than it can physically be (see ``check_physical``).
     """
     job = joined_job()
     ranks = job.world_size if job is not None and world_size is None else world_size
