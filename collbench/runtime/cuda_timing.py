@@ -11,6 +11,11 @@ launched, as nccl-tests' ``-G`` does, so the host's launch cost leaves small-mes
 recorded inside the graph (external event-record nodes, torch's ``Event(external=True)``) still give
 per-iteration times; where this torch cannot record them, the graph launch is timed as a whole and
 each iteration gets the mean.
+
+One graph per timed function: ``-n auto`` times a point in several batches, and capturing anew for
+each would re-time graph instantiation and upload (the first launch of a graph uploads it). The
+graph is captured once, with at least ``MIN_GRAPH_ITERS`` iterations, launched once untimed, and
+replayed for every batch (as many launches as the batch needs; extra iterations are not kept).
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 MAX_GRAPH_ITERS = 1024
-"""Iterations captured in one graph; more are timed as several launches of graphs of this size."""
+"""Iterations captured in one graph at most; more are timed as several launches of it."""
+MIN_GRAPH_ITERS = 16
+"""Iterations captured in one graph at least, so that later, larger batches need few launches."""
 
 
 class CudaEventTimer:
@@ -34,6 +41,9 @@ class CudaEventTimer:
 
     def __init__(self, cuda_graph: bool = False) -> None:
         self.cuda_graph = cuda_graph
+        self._graph: tuple[Callable[[], object], Any, list[Any] | None, int] | None = None
+        self.captures = 0
+        """Graphs captured so far (one per timed function)."""
 
     def time_iterations(self, fn: Callable[[], object], iters: int) -> list[float]:
         """Microseconds of each of ``iters`` calls of ``fn``. Raises ValueError when ``iters < 1``."""
@@ -48,16 +58,24 @@ class CudaEventTimer:
         return _time_stream(fn, iters)
 
     def _time_graph(self, fn: Callable[[], object], iters: int) -> list[float]:
+        graph, events, size = self._graph_for(fn, iters)
         times: list[float] = []
-        chunk = min(iters, MAX_GRAPH_ITERS)
-        graph, events = _capture(fn, chunk)
-        while len(times) + chunk <= iters:
-            times.extend(_replay(graph, events, chunk))
-        rest = iters - len(times)
-        if rest:
-            graph, events = _capture(fn, rest)
-            times.extend(_replay(graph, events, rest))
-        return times
+        while len(times) < iters:
+            times.extend(_replay(graph, events, size))
+        return times[:iters]
+
+    def _graph_for(self, fn: Callable[[], object], iters: int) -> tuple[Any, list[Any] | None, int]:
+        """The graph of ``fn`` (captured on its first batch, then kept), its events and its iterations."""
+        if self._graph is not None and self._graph[0] is fn:
+            return self._graph[1:]
+        # A new function: the previous point's graph (and the memory its pool holds) goes.
+        self._graph = None
+        size = min(MAX_GRAPH_ITERS, max(iters, MIN_GRAPH_ITERS))
+        graph, events = _capture(fn, size)
+        self.captures += 1
+        _replay(graph, events, size)  # untimed: the first launch uploads the graph
+        self._graph = (fn, graph, events, size)
+        return graph, events, size
 
 
 def _time_stream(fn: Callable[[], object], iters: int) -> list[float]:
