@@ -10,7 +10,6 @@ dies, hangs or raises when it reaches point P (0-based among the points this run
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import signal
@@ -26,6 +25,8 @@ from collbench.runtime.buffers import PointBuffers, check_buffers, fill, make_bu
 from collbench.runtime.environment import run_environment
 from collbench.runtime.executor import ScheduleRunner, default_segment_bytes
 from collbench.runtime.launch import RankContext
+from collbench.runtime.native_groups import NativeGroups as NativeGroups
+from collbench.runtime.native_groups import graph_policy as graph_policy
 from collbench.runtime.noise import detect_stalls, quantile
 from collbench.runtime.results import ResultRow, append_jsonl
 from collbench.runtime.sweep import SweepJob, format_bytes, resumed_rows
@@ -189,80 +190,6 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         elif key in done:
             rows.append(done[key])
     return rows
-
-
-def graph_policy(cuda_graph: bool, device: torch.device, algos: list[str]) -> tuple[set[str], str]:
-    """Which algorithms ``--cuda-graph`` times inside CUDA graphs, and a note on those it does not.
-
-    Graphs apply on CUDA devices only (``--cuda-graph`` is ignored on CPU, as before), and to the
-    native algorithms only: collbench's own schedules post point-to-point batches and wait on them
-    from the host step by step, and capturing those in a graph is not verified.
-    """
-    if not cuda_graph or device.type != "cuda":
-        return set(), ""
-    graphed = {a for a in algos if _is_native(a)}
-    own = sorted({a for a in algos if not _is_native(a)})
-    note = ""
-    if own:
-        note = (
-            f"--cuda-graph: {', '.join(own)} timed without CUDA graphs (collbench's own schedules are "
-            "driven step by step from the host); only native rows are graph launches"
-        )
-    return graphed, note
-
-
-class NativeGroups:
-    """The NCCL process group of each native variant, made on first use and destroyed after its last.
-
-    NCCL reads NCCL_ALGO/NCCL_PROTO when a communicator is made, so each forced variant needs a
-    communicator of its own; plain ``native`` runs on the default group. ``algos`` is the algorithm of
-    every point in the order they run, so that a group is destroyed as soon as no later point needs
-    it (communicators hold GPU memory) and none is created twice. Every rank runs the same points in
-    the same order, so the collective creation and destruction match across ranks.
-    """
-
-    def __init__(self, algos: list[str]) -> None:
-        self._last_use = {algo: index for index, algo in enumerate(algos)}
-        self._algos = algos
-        self._open: dict[str, contextlib.ExitStack[Any]] = {}
-        self._groups: dict[str, Any] = {}
-        self.refused: set[str] = set()
-        """Variants NCCL refused (on any rank): their later points are skipped on every rank."""
-
-    def __enter__(self) -> NativeGroups:
-        return self
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is not None:
-            # The rank is failing and about to exit: destroying a communicator whose peer died can
-            # hang (as the default group's can), so the process's exit releases them.
-            return
-        for algo in list(self._open):
-            self._close(algo)
-
-    def group(self, algo: str) -> Any:
-        """The process group ``algo`` (``native`` or ``native:*``) runs on; None for the default group."""
-        if algo == "native":
-            return None
-        if algo not in self._groups:
-            # Imported here only: the NCCL module belongs to the GPU side.
-            from collbench.runtime import nccl
-
-            stack = contextlib.ExitStack()
-            # Not kept when making it fails: a communicator NCCL refused is left to the process's exit.
-            self._groups[algo] = stack.enter_context(nccl.variant_group(nccl.parse_native_variant(algo)))
-            self._open[algo] = stack
-        return self._groups[algo]
-
-    def done_with(self, index: int) -> None:
-        """Point ``index`` has run: destroy its algorithm's group if no later point uses it."""
-        algo = self._algos[index]
-        if self._last_use.get(algo) == index and algo in self._open:
-            self._close(algo)
-
-    def _close(self, algo: str) -> None:
-        self._groups.pop(algo, None)
-        self._open.pop(algo).close()
 
 
 def _tuning_reader(job: SweepJob, rank: int) -> Any:
