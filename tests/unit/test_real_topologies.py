@@ -131,6 +131,28 @@ FACTS: dict[str, Facts] = {
         numa={"GPU0": None},
         notes=("before GPU0 on the header line",),
     ),
+    # Captured from a terminal: the header underlined with ANSI codes (ESC[4m ... ESC[0m).
+    "gb10-x1-4nics-ansi.topo.txt": Facts(
+        1,
+        4,
+        {("GPU0", "NIC0"): (K.NODE, 1), ("NIC0", "NIC1"): (K.PIX, 1), ("NIC1", "NIC2"): (K.NODE, 1)},
+        nic_names=("rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1"),
+        cpus={"GPU0": 20},
+        numa={"GPU0": 0},
+    ),
+    "pcie-x8-node-phb-sys-ansi-benchmark-output.topo.txt": Facts(
+        8,
+        0,
+        {
+            ("GPU0", "GPU1"): (K.NODE, 1),
+            ("GPU1", "GPU2"): (K.PHB, 1),
+            ("GPU3", "GPU4"): (K.PHB, 1),
+            ("GPU6", "GPU7"): (K.PHB, 1),
+            ("GPU0", "GPU6"): (K.SYS, 1),
+        },
+        cpus={"GPU0": 32, "GPU7": 32},
+        numa={"GPU0": 0, "GPU7": 1},
+    ),
 }
 
 
