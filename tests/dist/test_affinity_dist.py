@@ -1,4 +1,5 @@
-"""Each local CPU rank runs pinned to a core of its own; more ranks than cores are not pinned, and say so."""
+"""Local CPU ranks run unpinned by default, each on a core of its own when asked; more ranks than cores
+are never pinned, and say so."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from collbench.runtime.affinity import available_cpus
+from collbench.runtime.affinity import PIN_ENV, available_cpus
 from collbench.runtime.launch import RankContext, launch
 
 pytestmark = pytest.mark.dist
@@ -20,7 +21,8 @@ def _where(ctx: RankContext, _payload: None) -> tuple[int, list[int], int]:
 
 
 @pytest.mark.skipif(len(available_cpus()) < 2, reason="pinning two ranks needs two cores")
-def test_each_rank_is_pinned_to_its_own_core() -> None:
+def test_each_rank_is_pinned_to_its_own_core_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PIN_ENV, "1")
     notes: list[dict[str, Any]] = []
     results = launch(2, _where, None, backend="gloo", timeout_s=60.0, progress=notes.append)
     cpus = available_cpus()
@@ -30,6 +32,13 @@ def test_each_rank_is_pinned_to_its_own_core() -> None:
     # One core each: more intra-op threads would only contend for it.
     assert [r[2] for r in results] == [1, 1]
     assert not any("scheduler" in str(n.get("text")) for n in notes)
+
+
+@pytest.mark.skipif(len(available_cpus()) < 2, reason="two ranks on two cores")
+def test_ranks_are_not_pinned_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PIN_ENV, raising=False)
+    results = launch(2, _where, None, backend="gloo", timeout_s=60.0)
+    assert all(r[1] == list(available_cpus()) for r in results)
 
 
 def test_more_ranks_than_cores_run_unpinned_with_one_line() -> None:
