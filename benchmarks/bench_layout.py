@@ -17,7 +17,7 @@ from collbench.topology.nvidia_smi import read_nvidia_smi_topo
 from collbench.topology.sources import discover_topology
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "fixtures" / "topologies"
+SHARED = REPO / "tests" / "fixtures" / "topologies"
 
 
 def cluster(nodes: int, gpus: int = 8, nic_gbps: float = 50.0) -> Topology:
