@@ -10,6 +10,41 @@ from collbench.runtime.results import ResultRow
 SIZES = [2**k for k in range(3, 28)]
 
 
+def point_row(
+    algo: str,
+    size: int,
+    time_us: float,
+    *,
+    iters: int = 10,
+    spread: float = 0.0,
+    world_size: int = 2,
+    op: str = "all-reduce",
+    in_place: bool = True,
+    **extra: object,
+) -> ResultRow:
+    """One float32 sum row at ``time_us`` (min and max ``spread`` below and above it)."""
+    return ResultRow(
+        op=op,
+        algo=algo,
+        backend="gloo",
+        world_size=world_size,
+        dtype="float32",
+        redop="sum",
+        in_place=in_place,
+        size_bytes=size,
+        count=size // 4,
+        iters=iters,
+        time_us=time_us,
+        time_us_mean=time_us,
+        time_us_min=time_us * (1 - spread),
+        time_us_max=time_us * (1 + spread),
+        algbw_gbps=0.0,
+        busbw_gbps=0.0,
+        wrong=0,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
 def make_rows(
     algo: str,
     p: int,
@@ -29,25 +64,5 @@ def make_rows(
     for s in sizes:
         for mode in in_place:
             t = cost_terms(op, algo, p, s).time_us(alpha, beta, gamma) * (1 + rng.uniform(-noise, noise))
-            rows.append(
-                ResultRow(
-                    op=op,
-                    algo=algo,
-                    backend="gloo",
-                    world_size=p,
-                    dtype="float32",
-                    redop="sum",
-                    in_place=mode,
-                    size_bytes=s,
-                    count=s // 4,
-                    iters=10,
-                    time_us=t,
-                    time_us_mean=t,
-                    time_us_min=t,
-                    time_us_max=t,
-                    algbw_gbps=0.0,
-                    busbw_gbps=0.0,
-                    wrong=0,
-                )
-            )
+            rows.append(point_row(algo, s, t, world_size=p, op=op, in_place=mode))
     return rows

@@ -7,6 +7,7 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from synthetic_rows import point_row
 
 from collbench.runtime.noise import (
     detect_stalls,
@@ -22,26 +23,7 @@ from collbench.runtime.results import ResultRow
 
 
 def make_row(algo: str, size: int, time_us: float, **extra: object) -> ResultRow:
-    return ResultRow(
-        op="all-reduce",
-        algo=algo,
-        backend="gloo",
-        world_size=2,
-        dtype="float32",
-        redop="sum",
-        in_place=True,
-        size_bytes=size,
-        count=size // 4,
-        iters=10,
-        time_us=time_us,
-        time_us_mean=time_us,
-        time_us_min=time_us,
-        time_us_max=time_us,
-        algbw_gbps=0.0,
-        busbw_gbps=0.0,
-        wrong=0,
-        **extra,  # type: ignore[arg-type]
-    )
+    return point_row(algo, size, time_us, **extra)
 
 
 def _samples(n: int, stalled: int, seed: int = 0) -> list[float]:

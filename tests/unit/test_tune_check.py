@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from synthetic_rows import point_row
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -17,25 +18,7 @@ from collbench.tuning.selection import Rule
 
 
 def _row(algo: str, size: int, t: float, spread: float = 0.02) -> ResultRow:
-    return ResultRow(
-        op="all-reduce",
-        algo=algo,
-        backend="gloo",
-        world_size=2,
-        dtype="float32",
-        redop="sum",
-        in_place=True,
-        size_bytes=size,
-        count=size // 4,
-        iters=100,
-        time_us=t,
-        time_us_mean=t,
-        time_us_min=t * (1 - spread),
-        time_us_max=t * (1 + spread),
-        algbw_gbps=0.0,
-        busbw_gbps=0.0,
-        wrong=0,
-    )
+    return point_row(algo, size, t, iters=100, spread=spread)
 
 
 def _profile() -> Profile:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from synthetic_rows import point_row
 
 from collbench.runtime import sweep as sweep_mod
 from collbench.runtime.results import ResultRow
@@ -14,25 +15,7 @@ from collbench.tuning.rounds import settled_fraction, unsettled
 
 
 def _row(algo: str, size: int, t: float) -> ResultRow:
-    return ResultRow(
-        op="all-reduce",
-        algo=algo,
-        backend="gloo",
-        world_size=2,
-        dtype="float32",
-        redop="sum",
-        in_place=True,
-        size_bytes=size,
-        count=size // 4,
-        iters=100,
-        time_us=t,
-        time_us_mean=t,
-        time_us_min=t * 0.99,
-        time_us_max=t * 1.01,
-        algbw_gbps=0.0,
-        busbw_gbps=0.0,
-        wrong=0,
-    )
+    return point_row(algo, size, t, iters=100, spread=0.01)
 
 
 def _first_rounds() -> list[ResultRow]:
