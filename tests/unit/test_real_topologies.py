@@ -153,6 +153,47 @@ FACTS: dict[str, Facts] = {
         cpus={"GPU0": 32, "GPU7": 32},
         numa={"GPU0": 0, "GPU7": 1},
     ),
+    # TensorFlow's GDR README: 4x Tesla K40m over two sockets, an old driver's `SOC` (now SYS), one NIC
+    # named by its port in the header (no NIC legend), no NUMA column; the shell prompt above the header.
+    "k40m-x4-soc-mlx4-tf-gdr.topo.txt": Facts(
+        4,
+        1,
+        {
+            ("GPU0", "GPU1"): (K.PHB, 1),
+            ("GPU0", "GPU2"): (K.SYS, 1),
+            ("GPU1", "GPU3"): (K.SYS, 1),
+            ("GPU2", "GPU3"): (K.PHB, 1),
+            ("GPU0", "NIC0"): (K.SYS, 1),
+            ("GPU2", "NIC0"): (K.PHB, 1),
+            ("GPU3", "NIC0"): (K.PHB, 1),
+        },
+        nic_names=("mlx4_0",),
+        cpus={"GPU0": 6, "GPU2": 6},
+        numa={"GPU0": None, "GPU3": None},
+    ),
+    # Two H100 PCIe cards joined by NVLink bridges (NV12 on the only pair: a direct link, no NVSwitch);
+    # indented by six spaces in a Japanese blog page, the prompt line above the header.
+    "h100pcie-x2-nv12-bridge-indented.topo.txt": Facts(
+        2, 0, {("GPU0", "GPU1"): (K.NVLINK, 12)}, cpus={"GPU0": 64, "GPU1": 64}, numa={"GPU0": 1, "GPU1": 1}
+    ),
+    # ALCF Polaris node: 4x A100 all NV4, two NICs; the header has no leading tab and its last three
+    # columns are separated by single spaces ("mlx5_1 CPU Affinity NUMA Affinity").
+    "a100-x4-nv4-polaris-2nics-header-spaces.topo.txt": Facts(
+        4,
+        2,
+        {
+            ("GPU0", "GPU3"): (K.NVLINK, 4),
+            ("GPU1", "GPU2"): (K.NVLINK, 4),
+            ("GPU0", "NIC0"): (K.SYS, 1),
+            ("GPU1", "NIC1"): (K.PHB, 1),
+            ("GPU3", "NIC0"): (K.PHB, 1),
+            ("GPU3", "NIC1"): (K.SYS, 1),
+            ("NIC0", "NIC1"): (K.SYS, 1),
+        },
+        nic_names=("mlx5_0", "mlx5_1"),
+        cpus={"GPU0": 16, "GPU3": 16},
+        numa={"GPU0": 3, "GPU1": 2, "GPU2": 1, "GPU3": 0},
+    ),
 }
 
 

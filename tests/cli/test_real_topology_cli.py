@@ -1,0 +1,43 @@
+"""Every published `nvidia-smi topo -m` paste in tests/fixtures/real, fed to the CLI as a user would.
+
+tests/unit/test_real_topologies.py checks what the parser reads from each paste; this checks that
+`discover` and `layout` take each one end to end: exit 0, the same devices in the topology document as
+in the paste, and rings that visit every GPU once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+PASTES = sorted(p.name for p in REAL.glob("*.topo.txt"))
+WIDE = {"COLUMNS": "200"}
+
+
+def _gpu_rows(path: Path) -> int:
+    """GPU rows in the paste, counted from the text alone: a line whose first field names a GPU."""
+    text = path.read_text(encoding="utf-8-sig")
+    return len({m.group(1) for m in re.finditer(r"^[^\S\n]*(?:\S*\x1b\[\d*m)?(GPU\d+)\b", text, re.MULTILINE)})
+
+
+@pytest.mark.parametrize("name", PASTES)
+def test_discover_and_layout_take_every_real_paste(name: str) -> None:
+    paste = REAL / name
+    runner = CliRunner()
+    found = runner.invoke(app, ["discover", "--from-nvidia-smi", str(paste), "--json"], env=WIDE)
+    assert found.exit_code == 0, found.output
+    doc = json.loads(found.stdout)
+    gpus = [d["id"] for d in doc["devices"] if d["kind"] == "gpu"]
+    assert len(gpus) == _gpu_rows(paste) > 0
+    laid = runner.invoke(app, ["layout", "--from-nvidia-smi", str(paste), "--json"], env=WIDE)
+    assert laid.exit_code == 0, laid.output
+    rings = json.loads(laid.stdout)["rings"]
+    assert rings and all(sorted(r["order"]) == list(range(len(gpus))) for r in rings)
+    assert "Traceback" not in found.output + laid.output
