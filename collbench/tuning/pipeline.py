@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collbench import __version__
 from collbench.errors import CollbenchError, ConfigError, InputFileError
@@ -37,6 +37,9 @@ SEGMENTED = ("ring", "tree", "two-tree")
 
 IN_PLACE = (True,)
 """Tune measures in place only: that is how jobs call all-reduce (DDP buckets, collbench.torch)."""
+
+if TYPE_CHECKING:
+    from collbench.runtime.sweep import SweepConfig
 
 StageCallback = Callable[[str], None]
 
@@ -277,8 +280,44 @@ def _layout(topology: Any, config: TuneConfig, notes: list[str]) -> Any:
         return None
 
 
+def _round_sweep(
+    config: TuneConfig,
+    topo_file: Path | None,
+    stream_name: str,
+    *,
+    ops: tuple[str, ...],
+    algos: tuple[str, ...],
+    min_bytes: int,
+    max_bytes: int,
+) -> SweepConfig:
+    """One round's SweepConfig at the tune's depth, streaming into ``stream_name`` beside the results.
+
+    It resumes only when asked to and that round's stream exists: a round the interrupted run never
+    started is measured afresh.
+    """
+    from collbench.runtime.sweep import SweepConfig
+
+    depth = config.depth
+    sweep = SweepConfig(
+        world_size=config.ranks,
+        backend=config.backend,
+        ops=ops,
+        algos=algos,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        step_factor=depth.step_factor,
+        warmup=depth.warmup,
+        point_budget_s=depth.point_budget_s,
+        in_place=IN_PLACE,
+        topology_path=topo_file,
+        timeout_s=config.timeout_s,
+        stream=config.rows_path.with_name(stream_name),
+    )
+    return dataclasses.replace(sweep, resume=config.resume and sweep.stream_path.exists())
+
+
 def _sweep(config: TuneConfig, topo_file: Path | None, progress: Callable[[Any], None] | None) -> list[ResultRow]:
-    from collbench.runtime.sweep import SweepConfig, run_sweep
+    from collbench.runtime.sweep import run_sweep
 
     depth = config.depth
     names = _algorithm_order(config.ops)
@@ -286,22 +325,15 @@ def _sweep(config: TuneConfig, topo_file: Path | None, progress: Callable[[Any],
     stem = config.rows_path.stem
     for i in range(depth.rounds):
         order = names if i % 2 == 0 else tuple(reversed(names))
-        base = SweepConfig(
-            world_size=config.ranks,
-            backend=config.backend,
+        base = _round_sweep(
+            config,
+            topo_file,
+            f"{stem}.partial-{i}.jsonl",
             ops=config.ops,
             algos=order,
             min_bytes=depth.min_bytes,
             max_bytes=depth.max_bytes,
-            step_factor=depth.step_factor,
-            warmup=depth.warmup,
-            point_budget_s=depth.point_budget_s,
-            in_place=IN_PLACE,
-            topology_path=topo_file,
-            timeout_s=config.timeout_s,
-            stream=config.rows_path.with_name(f"{stem}.partial-{i}.jsonl"),
         )
-        base = dataclasses.replace(base, resume=config.resume and base.stream_path.exists())
         rows.extend(run_sweep(base, progress))
         if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
             continue
@@ -328,7 +360,7 @@ def _extra_rounds(
     notes: list[str],
 ) -> list[ResultRow]:
     """Rounds after the fixed ones, of the tied algorithms over the tied sizes, until none is tied."""
-    from collbench.runtime.sweep import SweepConfig, run_sweep
+    from collbench.runtime.sweep import run_sweep
     from collbench.tuning.rounds import settled_fraction, unsettled
 
     depth = config.depth
@@ -339,22 +371,15 @@ def _extra_rounds(
         if not todo:
             break
         algos = tuple(dict.fromkeys(a for item in todo for a in item.algos))
-        sweep = SweepConfig(
-            world_size=config.ranks,
-            backend=config.backend,
+        sweep = _round_sweep(
+            config,
+            topo_file,
+            f"{config.rows_path.stem}.partial-{i}.jsonl",
             ops=tuple(item.op for item in todo),
             algos=algos if i % 2 == 0 else tuple(reversed(algos)),
             min_bytes=min(min(item.sizes) for item in todo),
             max_bytes=max(max(item.sizes) for item in todo),
-            step_factor=depth.step_factor,
-            warmup=depth.warmup,
-            point_budget_s=depth.point_budget_s,
-            in_place=IN_PLACE,
-            topology_path=topo_file,
-            timeout_s=config.timeout_s,
-            stream=config.rows_path.with_name(f"{config.rows_path.stem}.partial-{i}.jsonl"),
         )
-        sweep = dataclasses.replace(sweep, resume=config.resume and sweep.stream_path.exists())
         extra.extend(run_sweep(sweep, progress))
         ran += 1
     settled, total = settled_fraction(rows + extra, config.selection)
