@@ -161,6 +161,10 @@ def _wrong(token: str, legacy_error: bool) -> int:
     if token.upper() == "N/A":
         return -1
     value = float(token)
+    if not math.isfinite(value):
+        # float() takes "inf" and "nan"; a count cannot be either, and round() would raise past the
+        # caller's ValueError handler: the line is refused as unreadable like any other bad token.
+        raise ValueError(f"#wrong {token!r} is not a count")
     if legacy_error:
         # Old versions print the largest error, not a count: zero means all right, else unknown count.
         return 0 if value == 0 else -1

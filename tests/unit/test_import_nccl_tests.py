@@ -85,3 +85,17 @@ def test_bad_logs(tmp_path: Path) -> None:
     odd.write_text(anon.read_text().replace(first_row, first_row.replace("2", "3")))
     with pytest.raises(InputFileError, match="columns do not identify one; pass --op"):
         read_nccl_tests(odd)
+
+
+@pytest.mark.parametrize("token", ["inf", "nan", "-Infinity"])
+def test_a_wrong_count_that_is_not_finite_is_one_error_naming_the_line(tmp_path: Path, token: str) -> None:
+    # Found by tests/faults/test_fuzz_readers.py: float() accepts these and round(inf) raised OverflowError.
+    lines = (FIX / "all_reduce_perf_8gpu.log").read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["8388608"])
+    fields = lines[at].split()
+    fields[8] = token
+    lines[at] = "  ".join(fields) + "\n"
+    log = tmp_path / "log.txt"
+    log.write_text("".join(lines))
+    with pytest.raises(InputFileError, match=rf"log.txt:{at + 1}: .*\(#wrong '{token}' is not a count\)"):
+        read_nccl_tests(log)
