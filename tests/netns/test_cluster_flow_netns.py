@@ -5,31 +5,17 @@ one launcher-style job per step: ``discover --probe`` (torchrun), ``layout --fro
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.netns._cluster import needs_netns, netns
 
 pytestmark = pytest.mark.netns
 
-
-def _helper() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("collbench_bench_netns", REPO / "benchmarks" / "netns.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-netns = _helper()
-_WHY = netns.netns_unavailable()
 
 FAST, SLOW = 300.0, 50.0
 SLOW_PAIRS = {(1, 2), (0, 3)}
@@ -44,7 +30,7 @@ def _ring_pairs(order: list[int]) -> set[tuple[int, int]]:
     return {tuple(sorted((order[i], order[(i + 1) % len(order)]))) for i in range(len(order))}  # type: ignore[misc]
 
 
-@pytest.mark.skipif(_WHY is not None, reason=f"network namespaces cannot be made here: {_WHY}")
+@needs_netns
 def test_probe_layout_and_sweep_through_the_cli_avoid_the_slow_pairs(tmp_path: Path) -> None:
     n = 4
     rates = [

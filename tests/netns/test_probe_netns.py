@@ -6,30 +6,16 @@ The probe must rank the pairs in the order of their rates and measure each withi
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.netns._cluster import REPO, needs_netns, netns
 
 pytestmark = pytest.mark.netns
 
-
-def _helper() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("collbench_bench_netns", REPO / "benchmarks" / "netns.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-netns = _helper()
-_WHY = netns.netns_unavailable()
 
 # Symmetric pair rates in Mbit/s, far enough apart (>= 1.3x) that their order is unambiguous.
 RATES = {(0, 1): 60.0, (0, 2): 90.0, (0, 3): 130.0, (1, 2): 180.0, (1, 3): 250.0, (2, 3): 340.0}
@@ -44,7 +30,7 @@ if os.environ["RANK"] == "0":
 """
 
 
-@pytest.mark.skipif(_WHY is not None, reason=f"network namespaces cannot be made here: {_WHY}")
+@needs_netns
 def test_probe_ranks_shaped_links_and_measures_them_within_15_percent(tmp_path: Path) -> None:
     n = 4
     matrix = [[0.0] * n for _ in range(n)]
