@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch.distributed as dist
+from synthetic_rows import point_row
 
 from collbench.runtime.rankstore import SignedStore, StoreValueError, decode, encode, new_token, run_prefix
 from collbench.runtime.results import ResultRow
@@ -17,25 +18,7 @@ from collbench.topology.probe import PairMeasure
 
 
 def _row(**changes: object) -> ResultRow:
-    base = ResultRow(
-        op="all-reduce",
-        algo="ring",
-        backend="gloo",
-        world_size=2,
-        dtype="float32",
-        redop="sum",
-        in_place=False,
-        size_bytes=1024,
-        count=256,
-        iters=5,
-        time_us=10.0,
-        time_us_mean=11.0,
-        time_us_min=9.0,
-        time_us_max=12.0,
-        algbw_gbps=0.1,
-        busbw_gbps=0.1,
-        wrong=0,
-    )
+    base = point_row("ring", 1024, 10.0, spread=0.1, in_place=False, iters=5)
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 

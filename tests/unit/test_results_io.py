@@ -5,29 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from synthetic_rows import point_row
 
 from collbench.errors import InputFileError
 from collbench.runtime.results import ResultRow, read_jsonl, read_rows, write_rows
 
-ROW = ResultRow(
-    op="all-reduce",
-    algo="ring",
-    backend="gloo",
-    world_size=2,
-    dtype="float32",
-    redop="sum",
-    in_place=False,
-    size_bytes=1024,
-    count=256,
-    iters=3,
-    time_us=10.0,
-    time_us_mean=11.0,
-    time_us_min=9.0,
-    time_us_max=12.0,
-    algbw_gbps=0.1,
-    busbw_gbps=0.1,
-    wrong=0,
-)
+ROW = point_row("ring", 1024, 10.0, spread=0.1, in_place=False, iters=3)
 
 
 @pytest.mark.parametrize("reader", [lambda p: list(read_jsonl(p)), read_rows])
@@ -95,22 +78,4 @@ def test_noise_fields_round_trip_and_default_to_unknown(tmp_path: Path) -> None:
 
 
 def _noise_row() -> ResultRow:
-    return ResultRow(
-        op="all-reduce",
-        algo="ring",
-        backend="gloo",
-        world_size=2,
-        dtype="float32",
-        redop="sum",
-        in_place=True,
-        size_bytes=1024,
-        count=256,
-        iters=10,
-        time_us=100.0,
-        time_us_mean=100.0,
-        time_us_min=90.0,
-        time_us_max=110.0,
-        algbw_gbps=0.01,
-        busbw_gbps=0.01,
-        wrong=0,
-    )
+    return point_row("ring", 1024, 100.0, spread=0.1)
