@@ -67,6 +67,18 @@ typedef struct {
 /* v5/v6 pass this for the plugin to edit; collbench leaves NCCL's constants alone. */
 typedef struct ncclTunerConstants_v5 ncclTunerConstants_v5_t;
 
+/* The entry points' signatures, each named once for the versions that share it; a struct member of a
+ * function-pointer typedef has the same layout as the member written out, so the structs below are NCCL's. */
+typedef ncclResult_t (*ncclTunerInitV2_t)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
+                                          void** context); /* v2..v4 */
+typedef ncclResult_t (*ncclTunerInitV5_t)(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                                          ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t* nvlDomainInfo,
+                                          ncclTunerConstants_v5_t* constants); /* v5, v6 */
+typedef ncclResult_t (*ncclTunerCostTableV4_t)(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                                               float** collCostTable, int numAlgo, int numProto, int regBuff,
+                                               int* nChannels); /* v4..v6 */
+typedef ncclResult_t (*ncclTunerFinalize_t)(void* context); /* v2..v6 (v2..v4 call it destroy) */
+
 typedef struct {
   const char* name;
   ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction);
@@ -77,44 +89,40 @@ typedef struct {
 
 typedef struct {
   const char* name;
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context);
+  ncclTunerInitV2_t init;
   ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
                               int nvlsSupport, int numPipeOps, int* algorithm, int* protocol, int* nChannels);
-  ncclResult_t (*destroy)(void* context);
+  ncclTunerFinalize_t destroy;
 } ncclTuner_v2_t;
 
 typedef struct {
   const char* name;
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context);
+  ncclTunerInitV2_t init;
   ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
                               float** collCostTable, int numAlgo, int numProto, int* nChannels);
-  ncclResult_t (*destroy)(void* context);
+  ncclTunerFinalize_t destroy;
 } ncclTuner_v3_t;
 
 typedef struct {
   const char* name;
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context);
-  ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
-                              float** collCostTable, int numAlgo, int numProto, int regBuff, int* nChannels);
-  ncclResult_t (*destroy)(void* context);
+  ncclTunerInitV2_t init;
+  ncclTunerCostTableV4_t getCollInfo;
+  ncclTunerFinalize_t destroy;
 } ncclTuner_v4_t;
 
 typedef struct {
   const char* name;
-  ncclResult_t (*init)(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
-                       ncclNvlDomainInfo_v5_t* nvlDomainInfo, ncclTunerConstants_v5_t* constants);
-  ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
-                              float** collCostTable, int numAlgo, int numProto, int regBuff, int* nChannels);
-  ncclResult_t (*finalize)(void* context);
+  ncclTunerInitV5_t init;
+  ncclTunerCostTableV4_t getCollInfo;
+  ncclTunerFinalize_t finalize;
 } ncclTuner_v5_t;
 
+/* v6 is v5 with getChunkSize appended (NVIDIA/nccl src/include/plugin/tuner/tuner_v6.h); NULL keeps NCCL's. */
 typedef struct {
   const char* name;
-  ncclResult_t (*init)(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
-                       ncclNvlDomainInfo_v5_t* nvlDomainInfo, ncclTunerConstants_v5_t* constants);
-  ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
-                              float** collCostTable, int numAlgo, int numProto, int regBuff, int* nChannels);
-  ncclResult_t (*finalize)(void* context);
+  ncclTunerInitV5_t init;
+  ncclTunerCostTableV4_t getCollInfo;
+  ncclTunerFinalize_t finalize;
   ncclResult_t (*getChunkSize)(void* context, ncclFunc_t collType, size_t nBytes, int algo, int proto,
                                int nChannels, size_t* chunkSize);
 } ncclTuner_v6_t;
