@@ -12,9 +12,10 @@ from html import escape
 
 from collbench.models.crossover import Crossover
 from collbench.models.fit import Fit
-from collbench.report.svg import Marker, Point, Series, color_map, log_chart, size_label
+from collbench.report.svg import Marker, Point, Series, color_map, log_chart
 from collbench.runtime.results import ResultRow
 from collbench.schedules.ops import Op
+from collbench.units import size_label
 
 STALL_MARK = 0.05
 """A point is marked noisy when at least this fraction of its timed iterations stalled (the sweep's

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from collbench.units import size_label
+
 PALETTE = (
     "#1f77b4",
     "#ff7f0e",
@@ -30,15 +32,6 @@ PALETTE = (
 def color_map(names: Sequence[str]) -> dict[str, str]:
     """A colour per name, stable for a sorted list of names."""
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(names)))}
-
-
-def size_label(size: float) -> str:
-    """Bytes as nccl-tests writes them: 512B, 4K, 1.5M (powers of 1024)."""
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if size >= (1 << shift):
-            value = size / (1 << shift)
-            return f"{value:.0f}{unit}" if abs(value - round(value)) < 1e-9 else f"{value:.1f}{unit}"
-    return f"{size:.0f}B"
 
 
 def _num_label(value: float) -> str:

@@ -12,9 +12,10 @@ from report_inputs import a100_topology, example_profile, with_stalls
 
 from collbench.errors import UserError
 from collbench.report.page import SECTION_IDS, ReportInputs, build_report
-from collbench.report.svg import Band, Marker, Point, Series, band_chart, log_chart, size_label
+from collbench.report.svg import Band, Marker, Point, Series, band_chart, log_chart
 from collbench.runtime.results import read_rows
 from collbench.tuning.profile import Profile
+from collbench.units import size_label
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
 SVG_NS = "{http://www.w3.org/2000/svg}"

@@ -11,6 +11,7 @@ from rich.table import Table
 from collbench.runtime.noise import STALL_MARKER, row_stalled
 from collbench.runtime.results import ResultRow
 from collbench.schedules.ops import Op
+from collbench.units import size_label
 
 NCCL_TYPE_NAMES = {
     "float32": "float",
@@ -63,14 +64,6 @@ def _time_str(time_us: float) -> str:
     return f"{time_us:7.2f}"
 
 
-def _size_str(size: int) -> str:
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if size >= (1 << shift):
-            value = size / (1 << shift)
-            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
-    return f"{size}B"
-
-
 TABLE_LEGEND = (
     "times: median microseconds; algbw, busbw: GB/s; out: out-of-place, in: in-place; "
     f"{STALL_MARKER}: stalled (>= 5% of iterations slower than 3x the fastest, or two modes)"
@@ -94,7 +87,7 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
             table.add_column("busbw", justify="right", no_wrap=True)
             table.add_column("wrong", justify="right", no_wrap=True)
         for size, by_mode in _by_size(group):
-            cells = [_size_str(size), str(next(iter(by_mode.values())).count)]
+            cells = [size_label(size), str(next(iter(by_mode.values())).count)]
             for mode in modes:
                 row = by_mode.get(mode)
                 if row is None:

@@ -1,0 +1,18 @@
+"""Quantities as people read them, shared by the terminal (collbench/cli) and the report.
+
+It lives in the core because the core may not import collbench/cli; the CLI imports it from here.
+"""
+
+from __future__ import annotations
+
+_BINARY_UNITS = (("G", 30), ("M", 20), ("K", 10))
+
+
+def size_label(size_bytes: float) -> str:
+    """Bytes as nccl-tests writes them: ``512B``, ``4K``, ``1.5M`` (powers of 1024, one decimal at most)."""
+    for unit, shift in _BINARY_UNITS:
+        if size_bytes >= (1 << shift):
+            value = size_bytes / (1 << shift)
+            # Within float error of a whole number is a whole number: 4K, not 4.0K.
+            return f"{value:.0f}{unit}" if abs(value - round(value)) < 1e-9 else f"{value:.1f}{unit}"
+    return f"{size_bytes:.0f}B"
