@@ -100,10 +100,7 @@ def tune(
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
     if check is not None:
-        counts = parse_ranks(ranks) if ranks is not None else None
-        if counts is not None and len(counts) > 1:
-            raise ConfigError("--check re-measures one shape: give --ranks one value")
-        _check(check, counts[0] if counts else None, backend)
+        _check(check, parse_ranks(ranks) if ranks is not None else None, backend)
         return
     from collbench.runtime.launch import job_rank, under_launcher
 
@@ -195,17 +192,15 @@ def tune(
     console.print(f"report: [bold]{shapes.report_path or '-'}[/bold]")
 
 
-def _check(path: Path, ranks: int | None, backend: str) -> None:
-    """``tune --check PROFILE``: per rule, the regret of its choice, re-measured here."""
+def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:
+    """``tune --check PROFILE``: per rule of each shape this machine can run, the regret of its choice."""
     import tempfile
 
     from collbench.cli.render.check import check_summary, render_check
-    from collbench.runtime.launch import under_launcher
-    from collbench.tuning.check import run_check
+    from collbench.tuning.check_shapes import run_check_shapes
     from collbench.tuning.profile import Profile
 
     profile = Profile.load(path)
-    world = None if under_launcher() else (ranks if ranks is not None else profile.world_size)
     with (
         tempfile.TemporaryDirectory(prefix="collbench-check-") as tmp,
         Progress(
@@ -223,6 +218,12 @@ def _check(path: Path, ranks: int | None, backend: str) -> None:
             if event.kind == "start":
                 bar.update(task, now=event.text)
 
-        checks = run_check(profile, world_size=world, backend=backend, stream_dir=Path(tmp), progress=progress)
-    console.print(render_check(checks))
-    console.print(check_summary(checks))
+        shapes = run_check_shapes(profile, ranks=ranks, backend=backend, stream_dir=Path(tmp), progress=progress)
+    several = len(shapes) > 1
+    for shape in shapes:
+        if shape.skipped:
+            err_console.print(f"[yellow]skipped[/yellow]: {shape.skipped}", soft_wrap=True)
+            continue
+        checks = list(shape.checks)
+        console.print(render_check(checks, shape.rule_set.shape_label if several else None))
+        console.print((f"{shape.rule_set.shape_label}: " if several else "") + check_summary(checks))

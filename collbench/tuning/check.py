@@ -18,7 +18,7 @@ from typing import Any
 
 from collbench.errors import ConfigError
 from collbench.runtime.results import ResultRow
-from collbench.tuning.profile import Profile
+from collbench.tuning.profile import Profile, RuleSet
 from collbench.tuning.selection import Point, Rule, Variant, measured_points
 
 CHECK_ROUNDS = 3
@@ -49,10 +49,10 @@ class RuleCheck:
         return self.regret - self.regret_err > 1.0
 
 
-def check_sizes(profile: Profile) -> list[tuple[Rule, int]]:
-    """Each rule of the profile's default shape, with the size it is checked at."""
+def check_sizes(profile: Profile, rule_set: RuleSet | None = None) -> list[tuple[Rule, int]]:
+    """Each rule of ``rule_set`` (default: the profile's default shape), with the size it is checked at."""
     out = []
-    for rule in profile.rules:
+    for rule in (rule_set or profile.default_set).rules:
         if rule.at_bytes is not None:
             size = rule.at_bytes
         elif rule.max_bytes is None:
@@ -63,11 +63,12 @@ def check_sizes(profile: Profile) -> list[tuple[Rule, int]]:
     return out
 
 
-def regrets(profile: Profile, rows: list[ResultRow]) -> list[RuleCheck]:
-    """The regret of every rule from re-measured rows (several rounds of every algorithm at its size)."""
+def regrets(profile: Profile, rows: list[ResultRow], rule_set: RuleSet | None = None) -> list[RuleCheck]:
+    """The regret of every rule of ``rule_set`` (default: the default shape's) from re-measured rows
+    (several rounds of every algorithm at its size)."""
     points = measured_points(rows)
     out = []
-    for rule, size in check_sizes(profile):
+    for rule, size in check_sizes(profile, rule_set):
         here: dict[Variant, Point] = {v: pts[size] for v, pts in points.get(rule.op, {}).items() if size in pts}
         if not here:
             raise ConfigError(f"{rule.op} at {size} bytes: nothing was measured to check the rule against")
@@ -98,20 +99,23 @@ def run_check(
     timeout_s: float = 300.0,
     stream_dir: Path,
     progress: Callable[[Any], None] | None = None,
+    rule_set: RuleSet | None = None,
 ) -> list[RuleCheck]:
     """Measure every applicable algorithm at each rule's size, ``rounds`` times, and return the regrets.
 
-    Raises ConfigError when ``world_size`` differs from the profile's (its choices are for that shape).
+    ``rule_set`` is the shape to check (default: the profile's default shape). Raises ConfigError when
+    ``world_size`` differs from that shape's (its choices are for that shape).
     """
     from collbench.runtime.sweep import SweepConfig, run_sweep
     from collbench.tuning.pipeline import IN_PLACE, _algorithm_order
 
-    if world_size is not None and world_size != profile.world_size:
-        raise ConfigError(f"the profile is for {profile.world_size} ranks; check it with --ranks {profile.world_size}")
+    target = rule_set or profile.default_set
+    if world_size is not None and world_size != target.world_size:
+        raise ConfigError(f"the profile is for {target.world_size} ranks; check it with --ranks {target.world_size}")
     if rounds < 1:
         raise ConfigError(f"--check needs at least 1 round, got {rounds}")
     rows: list[ResultRow] = []
-    sizes = sorted({(rule.op, size) for rule, size in check_sizes(profile)})
+    sizes = sorted({(rule.op, size) for rule, size in check_sizes(profile, target)})
     for i in range(rounds):
         for op, size in sizes:
             names = _algorithm_order((op,))
@@ -126,10 +130,10 @@ def run_check(
                 point_budget_s=point_budget_s,
                 in_place=IN_PLACE,
                 timeout_s=timeout_s,
-                stream=stream_dir / f"check-{i}-{op}-{size}.jsonl",
+                stream=stream_dir / f"check-{target.world_size}x{target.nodes}-{i}-{op}-{size}.jsonl",
             )
             rows.extend(run_sweep(config, progress))
-    return regrets(profile, rows)
+    return regrets(profile, rows, target)
 
 
 def geomean_regret(checks: list[RuleCheck]) -> float | None:

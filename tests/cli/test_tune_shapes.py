@@ -78,7 +78,7 @@ def test_profile_predict_bad_input_is_one_line(tmp_path: Path) -> None:
         (["--ranks", "2,1"], "whole number of ranks, at least 2"),
         (["--ranks", "2,2"], "given twice"),
         (["--ranks", "2", "--predict-ranks", "2"], "measured too"),
-        (["--ranks", "2,3", "--check", "p.yaml"], "--check re-measures one shape"),
+        (["--ranks", "2,3", "--check", "p.yaml"], "p.yaml: no such profile"),  # every shape is checked now
         (["--ranks", "2", "--predict-ranks", "8:9"], "nodes must be 1..8"),
     ],
 )

@@ -8,9 +8,14 @@ from collbench.cli.render.profile import _bytes, _us
 from collbench.tuning.check import RuleCheck, geomean_regret
 
 
-def render_check(checks: list[RuleCheck]) -> Table:
-    """One row per rule: range, chosen algorithm, size checked, its time, the best one's, the regret."""
+def render_check(checks: list[RuleCheck], shape: str | None = None) -> Table:
+    """One row per rule: range, chosen algorithm, size checked, its time, the best one's, the regret.
+
+    ``shape`` names the rule set's shape in the title, for a profile of several.
+    """
     title = "re-measured: regret = time of the chosen / time of the fastest (+- one standard error)"
+    if shape is not None:
+        title = f"{shape}, {title}"
     table = Table(title=title, title_justify="left")
     for col, just in (
         ("op", "left"),
