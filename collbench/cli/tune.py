@@ -13,9 +13,9 @@ from collbench.cli.console import console, err_console
 from collbench.cli.render.profile import render_fits, render_rules
 from collbench.errors import ConfigError
 from collbench.runtime.noise import stall_report
-from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, check_config, partial_paths
+from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, partial_paths
 from collbench.tuning.resume import kept_rows_hint
-from collbench.tuning.shapes import parse_ranks, parse_shapes, run_tune_shapes, shape_configs
+from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes, shape_configs
 
 
 def _command(
@@ -135,8 +135,9 @@ def tune(
         )
         + (f" --predict-ranks {predict_ranks}" if predict_ranks else ""),
     )
+    measured = rank_counts if world is not None else None
     # The checks run before the progress display opens: an error is one line, not a blank one first.
-    check_config(config)
+    check_shapes(config, measured)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -164,7 +165,6 @@ def tune(
                 shown.add(event.text)
                 bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=True)
 
-        measured = rank_counts if world is not None else None
         try:
             shapes = run_tune_shapes(config, measured, predict, stage, sweep_progress)
         except KeyboardInterrupt:

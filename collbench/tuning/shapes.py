@@ -164,6 +164,23 @@ def shape_configs(config: Any, ranks: Sequence[int] | None) -> list[Any]:
     return [shape_config(config, r) for r in ranks] if ranks and len(ranks) > 1 else [config]
 
 
+def check_shapes(config: Any, ranks: Sequence[int] | None) -> tuple[list[Any], list[str]]:
+    """Check the config of every shape that will be measured, before anything is: what ``check_config`` raises.
+
+    With ``--resume``, the shapes an interrupted run finished are taken from its files instead, and
+    the others resume or start afresh (tuning/shape_resume.py). Returns the ShapePlans, and a note per
+    finished shape that has to be measured again.
+    """
+    from collbench.tuning.pipeline import check_config
+    from collbench.tuning.shape_resume import plan_shapes
+
+    plans, notes = plan_shapes(shape_configs(config, ranks))
+    for plan in plans:
+        if plan.finished is None:
+            check_config(plan.config)
+    return plans, notes
+
+
 @dataclass(frozen=True, slots=True)
 class ShapesOutcome:
     profile: Profile
@@ -192,19 +209,18 @@ def run_tune_shapes(
     raises; ConfigError for a predicted shape that is measured too. Under a launcher, ranks other
     than 0 return None (rank 0 alone writes).
     """
-    from collbench.tuning.pipeline import check_config, run_tune
+    from collbench.tuning.pipeline import run_tune
 
-    configs = shape_configs(config, ranks)
-    for c in configs:
-        check_config(c)
+    plans, resume_notes = check_shapes(config, ranks)
     for shape in predict:
         if shape.world_size in (ranks or ()) and shape.nodes is None:
             raise ConfigError(f"--predict-ranks {shape.world_size}: it is measured too (--ranks)")
     outcomes: list[Any] = []
     joined: Profile | None = None
-    for c in configs:
-        say = (lambda text, r=c.ranks: stage(f"{r} ranks: {text}")) if stage and len(configs) > 1 else stage
-        outcome = run_tune(c, say, sweep_progress)
+    for plan in plans:
+        c = plan.config
+        say = (lambda text, r=c.ranks: stage(f"{r} ranks: {text}")) if stage and len(plans) > 1 else stage
+        outcome = plan.finished or run_tune(c, say, sweep_progress)
         if outcome is None:
             return None  # a rank other than 0 of a launcher's job (one shape there)
         outcomes.append(outcome)
@@ -226,6 +242,7 @@ def run_tune_shapes(
         report_path, why = write_beside_profile(config.output, rows, final, outcomes[-1].topology, config.rows_path)
         outcomes[-1].notes.extend([why] if why else [])
     notes = [f"not used for predictions: {line}" for line in refused_fits(fits_of(final), final.ops)] if predict else []
+    notes = resume_notes + notes
     return ShapesOutcome(final, outcomes, config.output, report_path, notes)
 
 
