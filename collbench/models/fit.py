@@ -218,6 +218,15 @@ class Fit:
         offset = segment.offset_us if segment is not None else 0.0
         return terms.time_us(alpha, beta, gamma) + offset
 
+    def has_size_term(self) -> bool:
+        """Whether the model's time grows with size: a transfer cost (beta, or a segment's), or a
+        reduction cost (gamma, fitted across the op's algorithms) that this algorithm pays."""
+        if self.beta_us_per_byte > 0 or any(s.beta_us_per_byte > 0 for s in self.segments):
+            return True
+        if not self.gamma_us_per_byte:
+            return False
+        return cost_terms(self.op, self.algo, self.world_size, max(self.max_bytes, 1)).gamma > 0
+
     def distrust(self) -> str:
         """Why this fit must not be used to extrapolate (empty when it may).
 
@@ -227,7 +236,7 @@ class Fit:
         """
         if not self.r2 >= R2_MIN:
             return f"R^2 {self.r2:.2f} is below {R2_MIN:g}"
-        if self.beta_us_per_byte <= 0 and not any(s.beta_us_per_byte > 0 for s in self.segments):
+        if not self.has_size_term():
             return "no bandwidth term measurable (beta fitted as 0)"
         return ""
 
@@ -261,16 +270,28 @@ def group_rows(rows: Iterable[ResultRow]) -> dict[GroupKey, list[ResultRow]]:
 
 
 def _design(key: GroupKey, rows: list[ResultRow]) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(sizes, coefficient matrix [c_a, c_b, c_g], times) of a group."""
+    """(sizes, coefficient matrix [c_a, c_b, c_g], times) of a group: one entry per measured size.
+
+    Rows of one size (rounds, repeats, in place and out of place) are one point, whose time is the
+    smallest of their decision times (``decision_time_us``: a row's p25), as selection combines them
+    (``selection.measured_points``). The fit then models the time that decisions compare, and its
+    quality figures say how well it explains those times; the spread between the rounds themselves is
+    noise, reported with each point (``runtime/noise.py``), not model error.
+    """
     op, algo, _, p = key
-    coefs = []
+    # The time decisions use: fits describe the collective's cost, not the scheduler stalls that the
+    # median of a busy machine's iterations lands on (runtime/noise.py).
+    by_size: dict[int, float] = {}
     for r in rows:
-        t = cost_terms(op, algo, p, r.size_bytes)
-        coefs.append((t.alpha, t.beta, t.gamma))
-    sizes = np.array([r.size_bytes for r in rows], dtype=np.float64)
-    # The time decisions use (a row's p25 where it has one): fits describe the collective's cost, not
-    # the scheduler stalls that the median of a busy machine's iterations lands on (runtime/noise.py).
-    times = np.array([decision_time_us(r) for r in rows], dtype=np.float64)
+        t = decision_time_us(r)
+        by_size[r.size_bytes] = min(t, by_size.get(r.size_bytes, math.inf))
+    ordered = sorted(by_size)
+    coefs = []
+    for size in ordered:
+        terms = cost_terms(op, algo, p, size)
+        coefs.append((terms.alpha, terms.beta, terms.gamma))
+    sizes = np.array(ordered, dtype=np.float64)
+    times = np.array([by_size[s] for s in ordered], dtype=np.float64)
     return sizes, np.array(coefs, dtype=np.float64), times
 
 
@@ -341,20 +362,25 @@ def _fit_group(
     segments: tuple[Segment, ...] = ()
     pred = design @ x + (coef[:, 2] * gamma if gamma is not None else 0.0)
     if piecewise and len(np.unique(sizes)) >= 6:
-        pieces = piecewise_fit(sizes, design, target, times)
+
+        def design_at(size: float) -> FloatArray:
+            terms = cost_terms(op, algo, p, size)
+            return np.array([terms.alpha, terms.beta], dtype=np.float64)
+
+        def chained(free: list[Piece]) -> list[Piece]:
+            return chain_pieces(free, sizes, design, target, times, design_at)
+
+        pieces = piecewise_fit(sizes, design, target, times, refine=chained)
         if len(pieces) > 1:
-
-            def design_at(size: float) -> FloatArray:
-                terms = cost_terms(op, algo, p, size)
-                return np.array([terms.alpha, terms.beta], dtype=np.float64)
-
-            pieces = chain_pieces(pieces, sizes, design, target, times, design_at)
             segments, pred = _segments(pieces, sizes, design, coef, times, gamma)
             outliers = sum(piece.outliers for piece in pieces)
             edges = ", ".join(str(s.min_bytes) for s in segments[1:])
             notes.append(f"piecewise: {len(segments)} segments, breaks at {edges} bytes")
-    if beta == 0:
-        notes.append("no bandwidth term measurable (beta fitted as 0)")
+    if beta == 0 and not any(seg.beta_us_per_byte > 0 for seg in segments):
+        if gamma and np.any(coef[:, 2] > 0):
+            notes.append("beta fitted as 0: the per-byte cost is gamma's (fitted across the op's algorithms)")
+        else:
+            notes.append("no bandwidth term measurable (beta fitted as 0)")
     if outliers:
         notes.append(
             f"{outliers} of {len(times)} points set aside as outliers (measured more than "

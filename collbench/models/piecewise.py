@@ -161,8 +161,14 @@ def piecewise_fit(
     *,
     max_segments: int = MAX_SEGMENTS,
     min_sizes: int = MIN_SIZES_PER_SEGMENT,
+    refine: Callable[[list[Piece]], list[Piece]] | None = None,
 ) -> list[Piece]:
     """The best split of the rows (by size) into 1..max_segments pieces, chosen by BIC.
+
+    ``refine`` (e.g. :func:`chain_pieces`) turns each candidate split into the model that will be
+    used, and the split is chosen by BIC on *that* model: a split that looks best with its pieces free
+    can explain the data worse than fewer pieces once each piece must start where the previous ends
+    (a piece whose slope followed one noisy point forces the next far above its own data).
 
     ``sizes`` give each row's message size; rows of one size always stay in one piece. Returns one
     piece when no split pays for itself (or there are too few distinct sizes to split).
@@ -220,32 +226,46 @@ def piecewise_fit(
                 if total < best[k][j]:
                     best[k][j] = total
                     back[k][j] = i
-    scores = {
-        k: n_rows * math.log(best[k][m] / n_rows + _BIC_FLOOR) + (3 * k - 1) * math.log(n_rows)
-        for k in range(1, k_max + 1)
-        if best[k][m] < inf
-    }
-    k_best = min(scores, key=lambda k: (scores[k], k))
-    bounds: list[tuple[int, int]] = []
-    j = m
-    for k in range(k_best, 0, -1):
-        i = back[k][j]
-        bounds.append((i, j))
-        j = i
-    pieces: list[Piece] = []
-    for i, j in reversed(bounds):
-        piece = fit_range(i, j)
-        pieces.append(
-            Piece(
-                int(distinct[i]),
-                int(distinct[j - 1]),
-                tuple(float(v) for v in piece.x),
-                piece.sse,
-                starts[j] - starts[i],
-                piece.outliers,
+
+    def pieces_of(k: int) -> list[Piece]:
+        bounds: list[tuple[int, int]] = []
+        j = m
+        for kk in range(k, 0, -1):
+            i = back[kk][j]
+            bounds.append((i, j))
+            j = i
+        out: list[Piece] = []
+        for i, j in reversed(bounds):
+            piece = fit_range(i, j)
+            out.append(
+                Piece(
+                    int(distinct[i]),
+                    int(distinct[j - 1]),
+                    tuple(float(v) for v in piece.x),
+                    piece.sse,
+                    starts[j] - starts[i],
+                    piece.outliers,
+                )
             )
-        )
-    return pieces
+        return out
+
+    candidates: dict[int, list[Piece]] = {}
+    scores: dict[int, float] = {}
+    for k in range(1, k_max + 1):
+        if best[k][m] == inf:
+            continue
+        pieces = pieces_of(k)
+        if refine is not None:
+            pieces = refine(pieces)
+        candidates[k] = pieces
+        scores[k] = bic(sum(p.sse for p in pieces), n_rows, k)
+    k_best = min(scores, key=lambda k: (scores[k], k))
+    return candidates[k_best]
+
+
+def bic(sse: float, n_rows: int, segments: int) -> float:
+    """The score splits are chosen by: ``N ln(SSE/N + floor) + (3K - 1) ln N`` (lower is better)."""
+    return n_rows * math.log(sse / n_rows + _BIC_FLOOR) + (3 * segments - 1) * math.log(n_rows)
 
 
 def switch_point(lower: Piece, upper: Piece) -> float:

@@ -4,7 +4,8 @@ For every rule, at its ``at_bytes`` (the measured size the rule was decided at; 
 when it has none), every algorithm that does the op is measured again, in rounds that alternate the
 algorithms' order. The *regret* of the rule is the time of its chosen algorithm over the time of the
 fastest one there (1.0: the choice was the best), with its uncertainty: the two points' relative noise
-(``selection.Point.noise``: within-point spread and the rounds' standard error) added in quadrature.
+(``selection.Point.noise``: within-point spread, and the gap between the two best rounds) added in
+quadrature.
 A regret within its uncertainty of 1 is a choice the measurements cannot fault.
 """
 

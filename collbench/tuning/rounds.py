@@ -4,9 +4,10 @@
 drifts during a run does not favour the algorithms measured first). After the fixed rounds, each size
 whose fastest variant is within the measured noise of another (``selection.decide_at``: a tie) is
 measured again, only the tied variants and only over the sizes concerned, until every size is
-separated or the round budget (``Depth.max_rounds``) is spent. Each extra round narrows the noise: the
-standard error of the repeated rows' times shrinks as rows accumulate, and a winner that is really
-faster separates; two that are really the same stay tied, and the tie goes to the simpler choice.
+separated or the round budget (``Depth.max_rounds``) is spent. Each extra round can narrow the noise:
+the gap between a point's two smallest round times (``selection.Point.between``) shrinks as rounds
+undisturbed by load accumulate, and a winner that is really faster separates; two that are really the
+same stay tied, and the tie goes to the simpler choice.
 """
 
 from __future__ import annotations

@@ -13,12 +13,17 @@ How the winner is chosen:
   The walk starts with the backend's default, ``native``, as the incumbent where it was measured, so a
   profile only departs from the default where that pays beyond the noise.
 * The noise of a point has two parts, added in quadrature. Within the point: the uncertainty of its
-  p50, the iterations' relative spread below the median, ``(p50 - min) / p50`` (jitter on a shared
-  machine, not driven by one slow outlier as ``max`` would be), divided by the square root of the
-  iterations timed (the median of n samples varies about 1/sqrt(n) as much as one sample). Between
-  repeats: where a point was measured several times (``collbench tune`` sweeps in rounds, the
-  algorithms in alternating order), the standard error of its p50s, which sees what one point's
-  iterations cannot: the machine's load drifting while a sweep measures one algorithm after another.
+  time, the iterations' relative spread below it, ``(t - min) / t`` (jitter on a shared machine, not
+  driven by one slow outlier as ``max`` would be), divided by the square root of the iterations timed
+  (a quantile of n samples varies about 1/sqrt(n) as much as one sample). Between repeats: where a
+  point was measured several times (``collbench tune`` sweeps in rounds, the algorithms in
+  alternating order), how far the smallest of its rounds' times is from the next smallest, relative
+  to it. The point's time is the smallest over rounds, so that gap is how much it would move with one
+  round fewer: it sees what one point's iterations cannot (the machine's load drifting while a sweep
+  measures one algorithm after another), and, unlike a standard deviation, a round that a burst of
+  load hit does not widen it: a burst makes that round's time large, not the smallest two. A point
+  measured once, in the stall regime, has no such figure; its noise is then its whole spread (stalls
+  come in bursts, so its iterations are not independent samples).
   (The scatter of points around the fitted curves is not used: it mixes noise with model misfit.)
 * To switch from A to B at a size, B must be faster by more than the two points' combined noise,
   ``sqrt(noise_A^2 + noise_B^2)``, and at least ``min_gain`` (3% by default); the bar is capped at
@@ -44,7 +49,6 @@ How the winner is chosen:
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -99,9 +103,12 @@ class Point:
     time_us_max: float
     iters: int = 1
     between: float = 0.0
-    """Relative standard error of the p50 across repeated rows (rounds of a sweep); 0 for one row."""
+    """How far the second-smallest time of repeated rows (rounds) is above the smallest, relatively;
+    0 for one row."""
     stalled: bool = False
     """Whether a row of the point was in the stall regime (runtime/noise.py)."""
+    rounds: int = 1
+    """Rows combined into the point (rounds, repeats, in place and out of place)."""
 
     @property
     def spread(self) -> float:
@@ -114,11 +121,13 @@ class Point:
     def noise(self) -> float:
         """Relative uncertainty of the point's time: the spread over sqrt(iterations), and between rounds.
 
-        A stalled point's spread is not divided by sqrt(iterations): stalls come in bursts (a busy
+        A stalled point measured once has its whole spread as noise: stalls come in bursts (a busy
         minute on the machine), so its iterations are not independent samples, and the time moves
-        between runs by about the whole spread (measured: issue 10's replicate benchmark).
+        between runs by about the whole spread (measured: issue 10's replicate benchmark). Measured in
+        several rounds, how far its rounds' times are apart says that directly (``between``).
         """
-        within = self.spread if self.stalled else self.spread / math.sqrt(max(self.iters, 1))
+        single = self.stalled and self.rounds < 2
+        within = self.spread if single else self.spread / math.sqrt(max(self.iters, 1))
         return math.hypot(within, self.between)
 
 
@@ -278,6 +287,7 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
                     sum(max(r.iters, 1) for r in rs),
                     _between(rs),
                     any(row_stalled(r) for r in rs),
+                    len(rs),
                 )
                 for size, rs in by_size.items()
             }
@@ -285,11 +295,15 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
 
 
 def _between(rows: list[ResultRow]) -> float:
-    """Relative standard error of the decision times of repeated measurements of one point."""
+    """How far the second-smallest decision time of repeated rows is above the smallest, relatively.
+
+    The point's time is the smallest (``measured_points``), so this is how much it moves with one
+    round fewer; 0 for a single row.
+    """
     if len(rows) < 2:
         return 0.0
-    p50s = [decision_time_us(r) for r in rows]
-    return statistics.stdev(p50s) / statistics.median(p50s) / math.sqrt(len(p50s))
+    first, second = sorted(decision_time_us(r) for r in rows)[:2]
+    return (second - first) / first
 
 
 def select_rules(

@@ -41,13 +41,19 @@ def test_gamma_is_told_apart_when_algorithms_differ() -> None:
 
 
 def test_piecewise_finds_a_planted_breakpoint() -> None:
-    small = make_rows("ring", 8, 3.0, 1e-3 / 2.0, 0.0, noise=0.02, seed=5, sizes=[2**k for k in range(3, 17)])
-    large = make_rows("ring", 8, 12.0, 1e-3 / 11.0, 0.0, noise=0.02, seed=6, sizes=[2**k for k in range(17, 28)])
+    small = make_rows(
+        "ring", 8, 3.0, 1e-3 / 2.0, 0.0, noise=0.02, seed=5, sizes=[2**k for k in range(3, 17)], in_place=(True,)
+    )
+    large = make_rows(
+        "ring", 8, 12.0, 1e-3 / 11.0, 0.0, noise=0.02, seed=6, sizes=[2**k for k in range(17, 28)], in_place=(True,)
+    )
     (fit,) = fit_results(small + large).fits
-    assert len(fit.segments) == 2
+    # The planted data jump up by 60% at 128 KiB; the model is continuous (piecewise.chain_pieces), so
+    # a short piece may climb from the first regime to the second before the second's own slope.
+    assert 2 <= len(fit.segments) <= 3
     assert fit.segments[1].min_bytes == 2**17
     assert fit.segments[0].to_dict()["beta_gbps"] == pytest.approx(2.0, rel=0.1)
-    assert fit.segments[1].to_dict()["beta_gbps"] == pytest.approx(11.0, rel=0.1)
+    assert fit.segments[-1].to_dict()["beta_gbps"] == pytest.approx(11.0, rel=0.1)
     assert fit.median_abs_pct_error < 3
 
 
@@ -118,7 +124,7 @@ def with_stalls(rows: list[ResultRow], share: float, seed: int) -> tuple[list[Re
 @pytest.mark.parametrize("piecewise", [True, False])
 def test_stalls_are_set_aside_and_counted(seed: int, piecewise: bool) -> None:
     alpha, beta = 12.0, 1e-3 / 3.5
-    clean = make_rows("ring", 4, alpha, beta, 0.0, noise=0.05, seed=seed)
+    clean = make_rows("ring", 4, alpha, beta, 0.0, noise=0.05, seed=seed, in_place=(True,))
     rows, stalled = with_stalls(clean, 0.25, seed=100 + seed)
     (fit,) = fit_results(rows, piecewise=piecewise).fits
     assert fit.segments == ()  # no segment made up to chase the stalls
@@ -131,19 +137,40 @@ def test_stalls_are_set_aside_and_counted(seed: int, piecewise: bool) -> None:
     assert fit.points == len(rows) and fit.max_abs_pct_error > 85
 
 
+def test_repeated_rows_of_a_size_are_one_point_at_their_smallest_time() -> None:
+    """Rounds and repeats of a size are one point, timed as selection times it (the smallest p25):
+    a stalled round next to a clean one is not model error, and does not count as a point."""
+    clean = make_rows("ring", 4, 12.0, 1e-3 / 3.5, 0.0, noise=0.0, seed=0, in_place=(True,))
+    stalled = [dataclasses.replace(r, time_us=r.time_us * 10, in_place=False) for r in clean]
+    (fit,) = fit_results(clean + stalled).fits
+    (alone,) = fit_results(clean).fits
+    assert fit.points == len(clean) and fit.outliers == 0
+    assert (fit.alpha_us, fit.beta_us_per_byte) == pytest.approx((alone.alpha_us, alone.beta_us_per_byte))
+    assert fit.median_abs_pct_error == pytest.approx(0.0, abs=1e-6)
+
+
 def test_stalls_do_not_hide_a_planted_breakpoint() -> None:
-    small = make_rows("ring", 8, 3.0, 1e-3 / 2.0, 0.0, noise=0.02, seed=5, sizes=[2**k for k in range(3, 17)])
-    large = make_rows("ring", 8, 12.0, 1e-3 / 11.0, 0.0, noise=0.02, seed=6, sizes=[2**k for k in range(17, 28)])
+    small = make_rows(
+        "ring", 8, 3.0, 1e-3 / 2.0, 0.0, noise=0.02, seed=5, sizes=[2**k for k in range(3, 17)], in_place=(True,)
+    )
+    large = make_rows(
+        "ring", 8, 12.0, 1e-3 / 11.0, 0.0, noise=0.02, seed=6, sizes=[2**k for k in range(17, 28)], in_place=(True,)
+    )
     rows, stalled = with_stalls(small + large, 0.2, seed=7)
     (fit,) = fit_results(rows).fits
-    assert [s.min_bytes for s in fit.segments] == [8, 2**17]
+    # The break lies between the last clean point of the first regime and the first clean one of
+    # the second: stalled points there (set aside) cannot say where in that gap it is.
+    clean = sorted(r.size_bytes for r, c in zip(rows, small + large, strict=True) if r.time_us == c.time_us)
+    last_small = max(s for s in clean if s < 2**17)
+    first_large = min(s for s in clean if s >= 2**17)
+    assert last_small < fit.segments[1].min_bytes <= first_large
     assert fit.segments[0].to_dict()["beta_gbps"] == pytest.approx(2.0, rel=0.1)
-    assert fit.segments[1].to_dict()["beta_gbps"] == pytest.approx(11.0, rel=0.1)
+    assert fit.segments[-1].to_dict()["beta_gbps"] == pytest.approx(11.0, rel=0.1)
     assert fit.outliers == stalled
 
 
 def test_never_more_than_a_third_set_aside() -> None:
-    clean = make_rows("ring", 4, 12.0, 1e-3 / 3.5, 0.0, noise=0.0, seed=0)
+    clean = make_rows("ring", 4, 12.0, 1e-3 / 3.5, 0.0, noise=0.0, seed=0, in_place=(True,))
     rows, stalled = with_stalls(clean, 0.4, seed=11)
     assert stalled > len(rows) // 3
     (fit,) = fit_results(rows, piecewise=False).fits
@@ -154,7 +181,7 @@ def test_never_more_than_a_third_set_aside() -> None:
 def test_clean_data_sets_nothing_aside(seed: int) -> None:
     from collbench.models.piecewise import nnls_relative, nnls_trimmed
 
-    rows = make_rows("ring", 4, 12.0, 1e-3 / 3.5, 0.0, noise=0.05, seed=seed)
+    rows = make_rows("ring", 4, 12.0, 1e-3 / 3.5, 0.0, noise=0.05, seed=seed, in_place=(True,))
     (fit,) = fit_results(rows).fits
     assert fit.outliers == 0 and "outlier" not in fit.note
     times = np.array([r.time_us for r in rows])

@@ -72,8 +72,10 @@ def test_a_drop_in_the_data_becomes_a_flat_stretch_not_a_drop() -> None:
     sizes = [2**k for k in range(8, 25)]
     times = [400.0 + s / 1e3 if s < 65536 else 200.0 + s / 2e3 for s in sizes]
     fit = _fit("ring", sizes, times)
-    assert len(fit.segments) > 1
     assert_continuous_and_non_decreasing(fit)
+    # Whether one line or a few joined pieces explain this best is chosen by BIC on the joined model;
+    # either way the model never falls across the drop.
+    assert fit.predict_us(65536) >= fit.predict_us(32768)
 
 
 def test_a_real_protocol_switch_is_kept_and_joined() -> None:
