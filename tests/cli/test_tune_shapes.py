@@ -50,11 +50,12 @@ def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path)
     profile = Profile.load(out)
     assert profile.shapes == [(4, 1), (8, 1), (64, 8)]
     assert [s.predicted for s in profile.rule_sets] == [False, True, True]
-    # The example's fits for native, recursive doubling and tree explain their data; the others do
-    # not (R^2 below 0.5, or no bandwidth term) and are not extrapolated, which the notes say.
+    # The example's fits for direct, native, recursive doubling and tree explain their data (direct's
+    # per-byte cost is the reduction's, gamma, fitted across the algorithms); the others do not (R^2
+    # below 0.5) and are not extrapolated, which the notes say.
     for world in (8, 64):
         rules = profile.rule_set(world).rules
-        assert {r.algo for r in rules} <= {"native", "recursive-doubling", "tree"}
+        assert {r.algo for r in rules} <= {"direct", "native", "recursive-doubling", "tree"}
         assert all(r.measured_us is None and r.predicted_us for r in rules)
     assert "not used for predictions: all-reduce ring: R^2 0.04 is below 0.5" in result.stderr
     assert "64 on 8 node(s) predicted" in result.stdout
