@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -13,7 +14,8 @@ from collbench.cli.render.models import render_fits
 from collbench.errors import InputFileError
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
 from collbench.models.fit import fit_results
-from collbench.runtime.results import ResultRow, read_rows
+from collbench.models.fit_points import PointSummaries
+from collbench.runtime.results import ResultRow, iter_rows
 from collbench.schedules.ops import Op
 
 
@@ -23,17 +25,23 @@ def load_results(paths: list[Path], *, op: str | None = None) -> list[ResultRow]
     ``op`` labels the rows of a log that names no test (a log naming one keeps its own); what a log
     left to inference is printed, one line each.
     """
-    rows: list[ResultRow] = []
+    return list(stream_results(paths, op=op))
+
+
+def stream_results(paths: list[Path], *, op: str | None = None) -> Iterator[ResultRow]:
+    """The rows of :func:`load_results`, one at a time: a results file is never held whole.
+
+    Raises InputFileError as the readers do (file, line and field), when the bad row is reached.
+    """
     notes: list[str] = []
     for path in paths:
         if not path.exists():
             raise InputFileError(str(path), "no such file")
         if looks_like_nccl_tests(path):
-            rows.extend(read_nccl_tests(path, op=op, strict_op=False, notes=notes))
+            yield from read_nccl_tests(path, op=op, strict_op=False, notes=notes)
         else:
-            rows.extend(read_rows(path))
+            yield from iter_rows(path)
     print_notes(notes)
-    return rows
 
 
 def fit(
@@ -56,21 +64,20 @@ def fit(
         from collbench.report.plots import check_plot_path
 
         check_plot_path(plot)
+    ops = {Op.parse(o).value for o in op} if op else None
+    algos = {a.strip().lower() for a in algo} if algo else None
     # One --op also names the collective of a log that does not say it; several only filter.
-    rows = load_results(results, op=op[0] if op and len(op) == 1 else None)
-    if op:
-        ops = {Op.parse(o).value for o in op}
-        rows = [r for r in rows if r.op in ops]
-    if algo:
-        algos = {a.strip().lower() for a in algo}
-        rows = [r for r in rows if r.algo in algos]
-    if not rows:
+    rows = stream_results(results, op=op[0] if op and len(op) == 1 else None)
+    wanted = (r for r in rows if (ops is None or r.op in ops) and (algos is None or r.algo in algos))
+    # Rows are folded into per-point summaries as they are read: memory grows with the points, not the file.
+    points = PointSummaries().extend(wanted)
+    if not points.rows_seen:
         raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo")
-    report = fit_results(rows, piecewise=piecewise)
+    report = fit_results(points, piecewise=piecewise)
     if plot is not None:
         from collbench.report.plots import plot_fits
 
-        plot_fits(rows, report.fits, plot)
+        plot_fits(points.points(), report.fits, plot)
         err_console.print(f"wrote plot to {plot}")
     if json_out:
         typer.echo(json.dumps(report.to_dict(), indent=2))

@@ -1,6 +1,8 @@
 """Fit the closed-form costs (``costs.py``) to measured times: alpha, beta and, where possible, gamma.
 
-One :class:`Fit` per (op, algorithm, backend, world size) group of result rows. The model is
+One :class:`Fit` per (op, algorithm, backend, world size) group of measured points: result rows are
+read once, a row at a time, into one summary per measured size (``fit_points.py``), so a fit's memory
+does not grow with the size of its input. The model is
 ``t = c_a(p, n) alpha + c_b(p, n) beta + c_g(p, n) gamma``, fitted by non-negative least squares in
 relative error (``piecewise.nnls_relative``).
 
@@ -36,6 +38,7 @@ import numpy as np
 
 from collbench.errors import InputFileError, UserError
 from collbench.models.costs import cost_terms, has_cost_model
+from collbench.models.fit_points import FitPoint, PointSummaries, summarize
 from collbench.models.piecewise import (
     OUTLIER_MIN_EXCESS,
     FloatArray,
@@ -260,38 +263,32 @@ class FitReport:
 GroupKey = tuple[str, str, str, int]
 
 
-def group_rows(rows: Iterable[ResultRow]) -> dict[GroupKey, list[ResultRow]]:
-    """Rows by (op, algo, backend, world size), keeping rows with a positive time."""
-    groups: dict[GroupKey, list[ResultRow]] = defaultdict(list)
-    for row in rows:
-        if row.time_us > 0 and row.size_bytes >= 0:
-            groups[(row.op, row.algo, row.backend, row.world_size)].append(row)
+def group_points(points: Iterable[FitPoint]) -> dict[GroupKey, list[FitPoint]]:
+    """Points by (op, algo, backend, world size), in the order they came."""
+    groups: dict[GroupKey, list[FitPoint]] = defaultdict(list)
+    for point in points:
+        groups[point.group].append(point)
     return dict(groups)
 
 
-def _design(key: GroupKey, rows: list[ResultRow]) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _design(key: GroupKey, points: list[FitPoint]) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(sizes, coefficient matrix [c_a, c_b, c_g], times) of a group: one entry per measured size.
 
-    Rows of one size (rounds, repeats, in place and out of place) are one point, whose time is the
-    smallest of their decision times (``decision_time_us``: a row's p25), as selection combines them
-    (``selection.measured_points``). The fit then models the time that decisions compare, and its
-    quality figures say how well it explains those times; the spread between the rounds themselves is
-    noise, reported with each point (``runtime/noise.py``), not model error.
+    Rows of one size (rounds, repeats, in place and out of place) are one point (``fit_points.py``),
+    whose time is the smallest of their decision times (``decision_time_us``: a row's p25), as
+    selection combines them (``selection.measured_points``). The fit then models the time that
+    decisions compare, and its quality figures say how well it explains those times; the spread
+    between the rounds themselves is noise, reported with each point (``runtime/noise.py``), not model
+    error.
     """
     op, algo, _, p = key
-    # The time decisions use: fits describe the collective's cost, not the scheduler stalls that the
-    # median of a busy machine's iterations lands on (runtime/noise.py).
-    by_size: dict[int, float] = {}
-    for r in rows:
-        t = decision_time_us(r)
-        by_size[r.size_bytes] = min(t, by_size.get(r.size_bytes, math.inf))
-    ordered = sorted(by_size)
+    ordered = sorted(points, key=lambda point: point.size_bytes)
     coefs = []
-    for size in ordered:
-        terms = cost_terms(op, algo, p, size)
+    for point in ordered:
+        terms = cost_terms(op, algo, p, point.size_bytes)
         coefs.append((terms.alpha, terms.beta, terms.gamma))
-    sizes = np.array(ordered, dtype=np.float64)
-    times = np.array([by_size[s] for s in ordered], dtype=np.float64)
+    sizes = np.array([point.size_bytes for point in ordered], dtype=np.float64)
+    times = np.array([point.time_us for point in ordered], dtype=np.float64)
     return sizes, np.array(coefs, dtype=np.float64), times
 
 
@@ -430,8 +427,13 @@ def _segments(
     return tuple(out), pred
 
 
-def fit_results(rows: list[ResultRow], *, piecewise: bool = True, crossovers: bool = True) -> FitReport:
+def fit_results(
+    rows: Iterable[ResultRow] | PointSummaries, *, piecewise: bool = True, crossovers: bool = True
+) -> FitReport:
     """Fit every (op, algo, backend, world size) group of ``rows``; see the module docstring.
+
+    ``rows`` is read once, a row at a time, into per-point summaries (``fit_points.py``: the rows of one
+    size are one point at their smallest decision time), or is such summaries already gathered.
 
     Groups whose algorithm has no closed form, of one rank, or with fewer than two distinct sizes, are skipped and
     listed in ``FitReport.skipped``. Raises UserError when no group can be fitted at all.
@@ -439,12 +441,12 @@ def fit_results(rows: list[ResultRow], *, piecewise: bool = True, crossovers: bo
     from collbench.models.crossover import find_crossovers
     from collbench.schedules.ops import Op
 
-    groups = group_rows(rows)
+    groups = group_points(summarize(rows).points())
     if not groups:
         raise InputFileError("results", "no rows with a positive time to fit")
     skipped: list[str] = []
     data: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]] = {}
-    for key, grows in sorted(groups.items()):
+    for key, gpoints in sorted(groups.items()):
         op, algo, backend, p = key
         label = f"{op} {algo} {backend} x{p}"
         try:
@@ -459,10 +461,10 @@ def fit_results(rows: list[ResultRow], *, piecewise: bool = True, crossovers: bo
             # A single rank sends nothing: every cost term is zero, so there is no alpha or beta to find.
             skipped.append(f"{label}: one rank moves no data; there is no communication to model")
             continue
-        if len({r.size_bytes for r in grows}) < _MIN_POINTS:
+        if len({point.size_bytes for point in gpoints}) < _MIN_POINTS:
             skipped.append(f"{label}: needs at least {_MIN_POINTS} sizes to fit, has one")
             continue
-        data[key] = _design(key, grows)
+        data[key] = _design(key, gpoints)
     if not data:
         raise UserError("nothing to fit: " + "; ".join(skipped) if skipped else "nothing to fit")
     pools: dict[tuple[str, str], dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]]] = defaultdict(dict)

@@ -9,7 +9,7 @@ from pathlib import Path
 from collbench.errors import InputFileError
 from collbench.fileio import check_writable
 from collbench.models.fit import Fit
-from collbench.runtime.results import ResultRow
+from collbench.models.fit_points import FitPoint
 from collbench.schedules.ops import Op
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -27,9 +27,10 @@ def check_plot_path(path: Path) -> None:
     check_writable(path)
 
 
-def plot_fits(rows: Sequence[ResultRow], fits: Sequence[Fit], path: Path) -> Path:
+def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Path:
     """Write a PNG: per (op, world size) a column of time and busbw against size (log axes), measured
-    points and fitted curves per algorithm, and the relative residuals below. Returns ``path``.
+    points (each point's p50, ``FitPoint.median_us``) and fitted curves per algorithm, and the relative
+    residuals below. Returns ``path``.
 
     Raises InputFileError when the file cannot be written.
     """
@@ -56,9 +57,9 @@ def plot_fits(rows: Sequence[ResultRow], fits: Sequence[Fit], path: Path) -> Pat
         ax_t, ax_b, ax_r = axes[0][col], axes[1][col], axes[2][col]
         for i, f in enumerate(sorted(panels[key], key=lambda f: f.algo)):
             color = colors[i % len(colors)]
-            mine = [r for r in rows if (r.op, r.algo, r.backend, r.world_size) == (op, f.algo, backend, p)]
-            xs = np.array([r.size_bytes for r in mine], dtype=float)
-            ts = np.array([r.time_us for r in mine], dtype=float)
+            mine = [q for q in points if q.group == (op, f.algo, backend, p)]
+            xs = np.array([q.size_bytes for q in mine], dtype=float)
+            ts = np.array([q.median_us for q in mine], dtype=float)
             grid = np.geomspace(max(f.min_bytes, 1), max(f.max_bytes, 2), 200)
             model = np.array([f.predict_us(s) for s in grid])
             ax_t.plot(grid, model, color=color, label=f.algo)

@@ -1,0 +1,108 @@
+"""Fitting from per-size summaries gathered while rows stream: repeats, order, and what a point keeps."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from synthetic_rows import make_rows, point_row
+
+from collbench.models.fit import fit_results
+from collbench.models.fit_points import PointSummaries
+from collbench.runtime.results import ResultRow, iter_rows, write_rows
+
+
+def _two_algorithms() -> list[ResultRow]:
+    # Two algorithms, so the joint gamma fit and the crossovers run too; noise, so outliers and pieces vary.
+    rows = make_rows("ring", 4, 20.0, 1e-3 / 10, 1e-3 / 20, noise=0.05, seed=3)
+    return rows + make_rows("recursive-doubling", 4, 15.0, 1e-3 / 10, 1e-3 / 20, noise=0.05, seed=4)
+
+
+def test_rows_repeated_n_times_fit_the_same_models() -> None:
+    rows = _two_algorithms()
+    # As a file written three times over (three rounds of the same measurements) would give them.
+    assert fit_results(rows + rows + rows) == fit_results(rows)
+
+
+def test_a_repeated_point_is_fitted_at_the_smallest_decision_time_of_its_rows() -> None:
+    rows = _two_algorithms()
+    # Each point measured again twice: once slower (a round that load hit), once with a p25 below
+    # its p50 (decision_time_us reads the p25 where a row has one).
+    slower = [dataclasses.replace(r, time_us=r.time_us * 3) for r in rows]
+    with_p25 = [dataclasses.replace(r, time_us=r.time_us * 2, time_us_p25=r.time_us * 0.9) for r in rows]
+    fastest = [dataclasses.replace(r, time_us_p25=r.time_us * 0.9) for r in rows]
+    mixed = [r for trio in zip(slower, with_p25, rows, strict=True) for r in trio]
+    assert fit_results(mixed) == fit_results(fastest)
+
+
+def test_points_are_kept_in_first_seen_order_and_never_grow_with_repeats() -> None:
+    rows = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.1, seed=7, in_place=(True,))[::-1]
+    summaries = PointSummaries()
+    for _ in range(50):
+        summaries.extend(rows)
+    assert len(summaries) == len(rows)
+    assert summaries.rows_seen == 50 * len(rows)
+    points = summaries.points()
+    assert [(p.size_bytes, p.rows) for p in points] == [(r.size_bytes, 50) for r in rows]
+    assert [p.time_us for p in points] == [r.time_us for r in rows]
+
+
+def test_one_point_per_group_and_size_whatever_else_the_rows_differ_in() -> None:
+    base = point_row("ring", 1024, 10.0, world_size=4, time_us_p25=9.0)
+    same_size = [
+        dataclasses.replace(base, in_place=False, time_us=8.0, time_us_p25=None),
+        dataclasses.replace(base, dtype="float16", time_us=12.0, time_us_p25=11.0),
+        dataclasses.replace(base, nodes=2, time_us=9.5, time_us_p25=9.5),
+    ]
+    others = [
+        dataclasses.replace(base, size_bytes=2048),
+        dataclasses.replace(base, algo="tree"),
+        dataclasses.replace(base, world_size=8),
+        dataclasses.replace(base, op="all-gather"),
+    ]
+    summaries = PointSummaries().extend([base, *same_size, *others])
+    first, *rest = summaries.points()
+    assert len(rest) == len(others)
+    # The smallest decision time (p25, else p50) and, apart, the smallest p50.
+    assert (first.rows, first.time_us, first.median_us) == (4, 8.0, 8.0)
+    assert all(point.rows == 1 for point in rest)
+
+
+def test_rows_without_a_positive_time_are_counted_but_not_points() -> None:
+    zero = point_row("ring", 1024, 10.0, world_size=4)
+    zero = dataclasses.replace(zero, time_us=0.0)
+    summaries = PointSummaries().extend([zero])
+    assert summaries.rows_seen == 1 and len(summaries) == 0
+
+
+def test_fit_reads_its_rows_once_from_an_iterator(tmp_path: Path) -> None:
+    rows = _two_algorithms()
+    path = tmp_path / "r.jsonl"
+    write_rows(path, rows)
+    consumed: list[int] = []
+
+    def one_at_a_time() -> Iterator[ResultRow]:
+        for row in iter_rows(path):
+            consumed.append(1)
+            yield row
+
+    streamed = fit_results(one_at_a_time())
+    assert len(consumed) == len(rows)
+    assert json.dumps(streamed.to_dict()) == json.dumps(fit_results(rows).to_dict())
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_the_fit_command_streams_the_file_to_the_same_report(tmp_path: Path, suffix: str) -> None:
+    from typer.testing import CliRunner
+
+    from collbench.cli.app import app
+
+    rows = _two_algorithms()
+    path = tmp_path / f"r{suffix}"
+    write_rows(path, rows + rows)
+    result = CliRunner().invoke(app, ["fit", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads(json.dumps(fit_results(rows + rows).to_dict()))
