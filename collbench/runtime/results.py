@@ -112,12 +112,17 @@ def append_jsonl(path: Path, row: ResultRow) -> None:
     append_line(path, row.to_dict())
 
 
+MAX_LINE_BYTES = 1 << 20
+"""The longest line a JSONL reader accepts: a row is well under a kilobyte, and a reader that streams must
+not hold a line of unbounded length."""
+
+
 def read_jsonl(path: Path) -> Iterator[ResultRow]:
     """Rows of a JSONL file, read a line at a time; a torn last line (a crash mid-write) is skipped.
 
     Raises InputFileError naming the file, line and field for a missing file, a directory, text that
-    is not UTF-8, a line that is not JSON (but a last one without its newline), not a JSON object,
-    or a field of the wrong type or range.
+    is not UTF-8, a line that is not JSON (but a last one without its newline), a line longer than
+    ``MAX_LINE_BYTES``, not a JSON object, or a field of the wrong type or range.
     """
     if path.is_dir():
         raise InputFileError(str(path), "is a directory (expected a JSONL file of collbench result rows)")
@@ -131,12 +136,15 @@ def read_jsonl(path: Path) -> Iterator[ResultRow]:
         lineno = 0
         while True:
             try:
-                raw = f.readline()
+                raw = f.readline(MAX_LINE_BYTES + 1)
             except OSError as exc:
                 raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
             if not raw:
                 return
             lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                # Read no further: a file of one endless line must not be held whole to be refused.
+                raise InputFileError(str(path), f"not a result row (longer than {MAX_LINE_BYTES} bytes)", line=lineno)
             row = _parse_line(path, lineno, raw)
             if row is not None:
                 yield row
@@ -228,25 +236,54 @@ def iter_rows(path: Path) -> Iterator[ResultRow]:
         raise InputFileError(str(path), "no result rows in the file")
 
 
+TABLE_CHUNK_ROWS = 4096
+"""CSV and Parquet files are read this many rows at a time, so that a reader that streams holds no
+more of the file than that."""
+
+
 def _read_table(path: Path, suffix: str) -> Iterator[ResultRow]:
+    # CSV: line 1 is the header; Parquet has no lines, so its rows are counted from 1.
+    where = 2 if suffix == ".csv" else 1
+    for frame in _table_chunks(path, suffix):
+        frame = frame.astype(object).where(frame.notna(), None)
+        for rec in frame.to_dict(orient="records"):
+            try:
+                yield ResultRow.from_dict({str(k): v for k, v in rec.items()})
+            except (TypeError, ValueError) as exc:
+                if suffix == ".csv":
+                    raise InputFileError(str(path), f"not a collbench result row ({exc})", line=where) from None
+                raise InputFileError(str(path), f"row {where}: not a collbench result row ({exc})") from None
+            where += 1
+
+
+def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
+    """The file's rows as pandas frames of ``TABLE_CHUNK_ROWS`` rows; InputFileError for a bad file."""
     import pandas as pd
 
     try:
-        # CSV cells stay text: each field's annotation decides what one becomes (and "" is empty).
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False) if suffix == ".csv" else pd.read_parquet(path)
-    except Exception as exc:  # pandas raises many types for a bad file
+        if suffix == ".csv":
+            # CSV cells stay text: each field's annotation decides what one becomes (and "" is empty).
+            chunks: Iterator[Any] = iter(
+                pd.read_csv(path, dtype=str, keep_default_na=False, chunksize=TABLE_CHUNK_ROWS)
+            )
+        else:
+            try:
+                import pyarrow.parquet as pq
+            except ImportError:  # pandas' other Parquet engine (fastparquet) reads the file whole
+                chunks = iter([pd.read_parquet(path)])
+            else:
+                batches = pq.ParquetFile(path).iter_batches(batch_size=TABLE_CHUNK_ROWS)
+                chunks = (batch.to_pandas() for batch in batches)
+    except Exception as exc:  # pandas and pyarrow raise many types for a bad file
         raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
-    frame = frame.astype(object).where(frame.notna(), None)
-    # CSV: line 1 is the header; Parquet has no lines, so its rows are counted from 1.
-    first = 2 if suffix == ".csv" else 1
-    for index, rec in enumerate(frame.to_dict(orient="records")):
+    while True:
         try:
-            yield ResultRow.from_dict({str(k): v for k, v in rec.items()})
-        except (TypeError, ValueError) as exc:
-            where = index + first
-            if suffix == ".csv":
-                raise InputFileError(str(path), f"not a collbench result row ({exc})", line=where) from None
-            raise InputFileError(str(path), f"row {where}: not a collbench result row ({exc})") from None
+            frame = next(chunks)
+        except StopIteration:
+            return
+        except Exception as exc:  # a bad line or page further into the file
+            raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
+        yield frame
 
 
 def _one_line(exc: BaseException) -> str:
