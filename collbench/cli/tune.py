@@ -185,9 +185,10 @@ def tune(
     for note in shapes.notes:
         err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=True)
     for outcome in shapes.outcomes:
+        when = "measured before the interruption" if outcome.resumed_whole else f"in {outcome.elapsed_s:.0f} s"
         console.print(
             f"profile: [bold]{shapes.profile_path}[/bold]   results: {outcome.results_path}   "
-            f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points in {outcome.elapsed_s:.0f} s)"
+            f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points {when})"
         )
     console.print(f"report: [bold]{shapes.report_path or '-'}[/bold]")
 

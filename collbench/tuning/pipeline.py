@@ -120,6 +120,8 @@ class TuneOutcome:
     """The HTML report beside the profile (None when it could not be written: see ``notes``)."""
     topology: Any = None
     """The topology measured on (for the report of several shapes)."""
+    resumed_whole: bool = False
+    """True for a shape ``tune --resume`` took whole from an interrupted run's files (nothing measured now)."""
 
 
 def check_config(config: TuneConfig) -> None:

@@ -101,5 +101,6 @@ def _finished(config: Any) -> tuple[Any, str]:
         results_path=config.rows_path,
         plot_path=png if png.is_file() else None,
         elapsed_s=0.0,
+        resumed_whole=True,
     )
     return outcome, ""

@@ -60,7 +60,10 @@ def test_resume_keeps_the_finished_shape_and_resumes_the_stopped_one(
     resumed = CliRunner().invoke(app, [*args, "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert calls == [(3, "p-results-3ranks.partial-0.jsonl", True), (3, "p-results-3ranks.partial-1.jsonl", False)]
-    assert "2 ranks: finished before the interruption" in " ".join(resumed.output.split())
+    said = " ".join(resumed.output.split())
+    assert "2 ranks: finished before the interruption" in said
+    assert f"results: {tmp_path / 'p-results-2ranks.jsonl'}" in said
+    assert f"({len(two_rows)} points measured before the interruption)" in said
     profile = Profile.load(out)
     assert profile.shapes == [(2, 1), (3, 1)]
     assert {f["world_size"] for f in profile.fits} == {2, 3}
