@@ -271,3 +271,36 @@ def test_a_gain_inside_stall_noise_is_a_tie_however_large() -> None:
     assert rules[0].tie_with == ("ring",)
     # Steady (not stalled) points with the same spread keep the cap: ring wins, as above.
     assert [r.algo for r in select_rules(both(0.0))] == ["ring"]
+
+
+def test_a_round_that_load_hit_does_not_widen_the_noise() -> None:
+    # Three rounds: two agree within 1%, one stalled 10x. The point's time is the smallest round's and
+    # its between-round noise the gap to the next smallest (1%), not a spread the stalled round inflates:
+    # a 10% gain is found.
+    def rounds(algo: str, t: float) -> list[ResultRow]:
+        return [row(algo, s, t * f, spread=0.0) for s in SIZES for f in (1.0, 1.01, 10.0)]
+
+    rules = select_rules(rounds("native", 100.0) + rounds("ring", 90.0))
+    assert [r.algo for r in rules] == ["ring"]
+    assert rules[0].noise == pytest.approx(max(0.03, 0.01 * 2**0.5), rel=1e-3)
+    # Stalled in all rounds but one, the gap is wide (10x) and the two stay tied: rounds must go on.
+    one_clean = [
+        row(a, s, t * f, spread=0.0)
+        for a, t in (("native", 100.0), ("ring", 90.0))
+        for s in SIZES
+        for f in (1.0, 10.0, 12.0)
+    ]
+    assert [r.algo for r in select_rules(one_clean)] == ["native"]
+
+
+def test_a_stalled_point_measured_once_keeps_its_whole_spread_as_noise() -> None:
+    from collbench.tuning.selection import measured_points
+
+    (point,) = measured_points([row("ring", 1024, 100.0, spread=0.4, stall_fraction=0.3, iters=100)])[
+        "all-reduce"
+    ].values()
+    assert point[1024].noise == pytest.approx(0.4)
+    two = [row("ring", 1024, t, spread=0.4, stall_fraction=0.3, iters=100) for t in (100.0, 102.0)]
+    (again,) = measured_points(two)["all-reduce"].values()
+    # Measured twice, the rounds' gap (2%) and the spread over sqrt(all 200 iterations) say it instead.
+    assert again[1024].noise == pytest.approx((0.02**2 + 0.4**2 / 200) ** 0.5, rel=1e-3)
