@@ -21,7 +21,9 @@ How the winner is chosen:
   to it. The point's time is the smallest over rounds, so that gap is how much it would move with one
   round fewer: it sees what one point's iterations cannot (the machine's load drifting while a sweep
   measures one algorithm after another), and, unlike a standard deviation, a round that a burst of
-  load hit does not widen it: a burst makes that round's time large, not the smallest two. A point
+  load hit does not widen it: a burst makes that round's time large, not the smallest two. Since
+  that load is the machine's, a point's gap is raised to the median gap of every algorithm measured
+  at its size: two rounds of one point can agree closely by chance. A point
   measured once, in the stall regime, has no such figure; its noise is then its whole spread (stalls
   come in bursts, so its iterations are not independent samples).
   (The scatter of points around the fitted curves is not used: it mixes noise with model misfit.)
@@ -48,7 +50,9 @@ How the winner is chosen:
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -291,7 +295,28 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
                 )
                 for size, rs in by_size.items()
             }
+        _pool_between(out[op])
     return out
+
+
+def _pool_between(variants: dict[Variant, dict[int, Point]]) -> None:
+    """Raise each point's between-round noise to the median of every variant's at its size.
+
+    The load that moves a round's time is the machine's, shared by every algorithm measured at that
+    size in that round; one point's gap between two rounds is a poor estimate of it on its own (two
+    rounds can agree to 0.5% by chance where runs differ by 10%). The median over the variants is a
+    steadier one, and a point noisier than that keeps its own.
+    """
+    sizes = {size for points in variants.values() for size in points}
+    for size in sizes:
+        gaps = [pts[size].between for pts in variants.values() if size in pts and pts[size].rounds > 1]
+        if len(gaps) < 2:
+            continue
+        pooled = statistics.median(gaps)
+        for pts in variants.values():
+            point = pts.get(size)
+            if point is not None and point.rounds > 1 and point.between < pooled:
+                pts[size] = dataclasses.replace(point, between=pooled)
 
 
 def _between(rows: list[ResultRow]) -> float:

@@ -304,3 +304,15 @@ def test_a_stalled_point_measured_once_keeps_its_whole_spread_as_noise() -> None
     (again,) = measured_points(two)["all-reduce"].values()
     # Measured twice, the rounds' gap (2%) and the spread over sqrt(all 200 iterations) say it instead.
     assert again[1024].noise == pytest.approx((0.02**2 + 0.4**2 / 200) ** 0.5, rel=1e-3)
+
+
+def test_a_point_whose_rounds_agree_by_chance_takes_the_sizes_median_gap() -> None:
+    from collbench.tuning.selection import measured_points
+
+    gaps = {"native": 0.10, "ring": 0.12, "tree": 0.08, "direct": 0.001}
+    data = [row(a, 4096, t, spread=0.0) for a, g in gaps.items() for t in (100.0, 100.0 * (1 + g))]
+    points = {v.algo: pts[4096] for v, pts in measured_points(data)["all-reduce"].items()}
+    # The median of the four gaps is 9%: direct's 0.1% is raised to it, the others keep their own.
+    assert points["direct"].between == pytest.approx(0.09)
+    assert points["ring"].between == pytest.approx(0.12) and points["native"].between == pytest.approx(0.10)
+    assert points["tree"].between == pytest.approx(0.09)
