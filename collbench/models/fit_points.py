@@ -48,7 +48,8 @@ class PointSummaries:
     __slots__ = ("_points", "rows_seen")
 
     def __init__(self) -> None:
-        self._points: dict[tuple[str, str, str, int, int], FitPoint] = {}
+        # Per point: [smallest decision time, smallest p50, rows], updated in place (this runs once a row).
+        self._points: dict[tuple[str, str, str, int, int], list[float]] = {}
         self.rows_seen = 0
 
     def add(self, row: ResultRow) -> None:
@@ -60,20 +61,13 @@ class PointSummaries:
         time = decision_time_us(row)
         seen = self._points.get(key)
         if seen is None:
-            self._points[key] = FitPoint(
-                row.op, row.algo, row.backend, row.world_size, row.size_bytes, time, row.time_us, 1
-            )
+            self._points[key] = [time, row.time_us, 1]
             return
-        self._points[key] = FitPoint(
-            seen.op,
-            seen.algo,
-            seen.backend,
-            seen.world_size,
-            seen.size_bytes,
-            min(seen.time_us, time),
-            min(seen.median_us, row.time_us),
-            seen.rows + 1,
-        )
+        if time < seen[0]:
+            seen[0] = time
+        if row.time_us < seen[1]:
+            seen[1] = row.time_us
+        seen[2] += 1
 
     def extend(self, rows: Iterable[ResultRow]) -> PointSummaries:
         """Fold every row of an iterable (consumed one at a time, never held); returns self."""
@@ -83,7 +77,7 @@ class PointSummaries:
 
     def points(self) -> list[FitPoint]:
         """The points, in the order their first rows came."""
-        return list(self._points.values())
+        return [FitPoint(*key, time, median, int(rows)) for key, (time, median, rows) in self._points.items()]
 
     def __len__(self) -> int:
         return len(self._points)
