@@ -194,6 +194,42 @@ FACTS: dict[str, Facts] = {
         cpus={"GPU0": 16, "GPU3": 16},
         numa={"GPU0": 3, "GPU1": 2, "GPU2": 1, "GPU3": 0},
     ),
+    # A GH200 quad node (4 superchips, NV6 on every pair: 18 links per GPU, direct, no NVSwitch) as a
+    # PyTorch benchmark printed it; each GPU's NUMA affinity is a list of nodes ("0,5-11"), so no single node.
+    "gh200-x4-nv6-numa-lists.topo.txt": Facts(
+        4,
+        0,
+        {("GPU0", "GPU1"): (K.NVLINK, 6), ("GPU0", "GPU3"): (K.NVLINK, 6), ("GPU2", "GPU3"): (K.NVLINK, 6)},
+        cpus={"GPU0": 72, "GPU3": 72},
+        numa={"GPU0": None, "GPU3": None},
+    ),
+    # 3x RTX A6000: one NVLink-bridged pair (NV4), the third card on NODE; the header underlined with ANSI.
+    "a6000-x3-nv4-pair-ansi.topo.txt": Facts(
+        3,
+        0,
+        {("GPU0", "GPU1"): (K.NVLINK, 4), ("GPU0", "GPU2"): (K.NODE, 1), ("GPU1", "GPU2"): (K.NODE, 1)},
+        cpus={"GPU0": 64, "GPU2": 64},
+        numa={"GPU0": 0, "GPU2": 0},
+    ),
+    # 8x V100 hybrid cube-mesh as a Kubernetes KEP quoted it, "simplified" by its author: no affinity
+    # columns at all, two blank lines before the legend.
+    "v100-x8-nv1-nv2-no-affinity-kep.topo.txt": Facts(
+        8,
+        0,
+        {
+            ("GPU0", "GPU1"): (K.NVLINK, 1),
+            ("GPU0", "GPU3"): (K.NVLINK, 2),
+            ("GPU0", "GPU4"): (K.NVLINK, 2),
+            ("GPU0", "GPU5"): (K.SYS, 1),
+            ("GPU1", "GPU5"): (K.NVLINK, 2),
+            ("GPU2", "GPU6"): (K.NVLINK, 1),
+            ("GPU3", "GPU7"): (K.NVLINK, 1),
+            ("GPU5", "GPU7"): (K.NVLINK, 1),
+            ("GPU6", "GPU7"): (K.NVLINK, 2),
+        },
+        cpus={"GPU0": None, "GPU7": None},
+        numa={"GPU0": None, "GPU7": None},
+    ),
 }
 
 
