@@ -52,6 +52,8 @@ _GPU = re.compile(r"^GPU(\d+)$")
 _NIC = re.compile(r"^NIC(\d+)$")
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _WORD = re.compile(r"\S+")
+# Header names a paste ran together: two or more GPU names, or GPU names and then a device name.
+_GLUED = re.compile(r"((?:GPU\d+)+)([A-Za-z][\w.-]*\d)?")
 # nvidia-smi aligns its columns on 8-character tab stops; expanding them lets positions compare.
 _TAB_STOP = 8
 _AFFINITY_VALUE = re.compile(r"^(?:[\d,-]+|N/A)$")
@@ -108,15 +110,34 @@ def _split_tail_words(words: list[str]) -> list[str]:
     return names
 
 
+def _unglue(word: str) -> list[str]:
+    """The column names in a header word: ``GPU0GPU1GPU2mlx5_0`` is four, run together by a paste.
+
+    Only GPU names can be told apart without a separator (``GPU`` starts each); a device name may end
+    the run. Any other word is one name.
+    """
+    m = _GLUED.fullmatch(word)
+    if m is None:
+        return [word]
+    names = re.findall(r"GPU\d+", m.group(1))
+    if m.group(2):
+        names.append(m.group(2))
+    return names if len(names) > 1 else [word]
+
+
 def _header_start(line: str) -> int | None:
     """Where the header's GPU0 starts in ``line``, or None when the line is not the header.
 
     Usually GPU0 is the first word; a paste can carry text before it on the same line (a shell prompt
     whose newline was lost, the opening of a quoted string), but then GPU0 must be followed by another
-    column name, so prose that mentions GPU0 is not taken for a header.
+    column name, so prose that mentions GPU0 is not taken for a header. GPU0 may also open a run of
+    names glued together (:func:`_unglue`): that run names the next columns itself.
     """
     words = [(m.group(), m.start()) for m in _WORD.finditer(line)]
     for k, (word, start) in enumerate(words):
+        glued = _unglue(word)
+        if len(glued) > 1 and glued[0] == "GPU0":
+            return start
         if word != "GPU0":
             continue
         following = words[k + 1][0] if k + 1 < len(words) else None
@@ -161,7 +182,19 @@ class _Parser:
         raise self.error("no header line starting with GPU0 (expected the text of `nvidia-smi topo -m`)", 1)
 
     def _read_header(self, line: str, lineno: int) -> None:
-        words = [(m.group(), m.start()) for m in _WORD.finditer(line.expandtabs(_TAB_STOP))]
+        words: list[tuple[str, int]] = []
+        for m in _WORD.finditer(line.expandtabs(_TAB_STOP)):
+            names = _unglue(m.group())
+            if len(names) > 1:
+                self.note(
+                    f"{self.path}:{lineno}: read the header's {m.group()!r} as {', '.join(names)}"
+                    " (column names run together)"
+                )
+            offset = 0
+            for name in names:
+                offset = m.group().index(name, offset)
+                words.append((name, m.start() + offset))
+                offset += len(name)
         i = 0
         while i < len(words) and _DEVICE_COLUMN.match(words[i][0]):
             i += 1

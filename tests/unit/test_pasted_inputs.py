@@ -196,3 +196,25 @@ def test_inferred_ops_for_each_column_shape(tmp_path: Path) -> None:
         notes: list[str] = []
         assert {r.op for r in read_nccl_tests(unnamed(name), notes=notes)} == {op}
         assert len(notes) == 1 and f"took {op} from the columns" in notes[0]
+
+
+def test_header_names_run_together_are_split_and_said() -> None:
+    # A published DGX-1 paste (tests/fixtures/real/p100-dgx1-x8-nv1-soc-4nics-glued-header.topo.txt)
+    # lost the separators between its header's GPU names: "GPU0GPU1...GPU7mlx5_0". GPU names can be
+    # told apart without them (each starts with GPU), so the header reads, with one line saying so.
+    glued = re.sub(r"GPU0\s+GPU1\s+GPU2\s+GPU3\s+NIC0", "GPU0GPU1GPU2GPU3NIC0", A10, count=1)
+    assert glued != A10
+    notes: list[str] = []
+    _same(parse_nvidia_smi_topo(A10, "a10"), parse_nvidia_smi_topo(glued, "a10", notes))
+    assert len(notes) == 1 and "'GPU0GPU1GPU2GPU3NIC0' as GPU0, GPU1, GPU2, GPU3, NIC0" in notes[0]
+
+
+def test_one_gpu_name_with_many_digits_is_not_split() -> None:
+    header = "        " + "".join(f"GPU{i:<6}" for i in range(12)) + "CPU Affinity\n"
+    rows = "".join(
+        f"GPU{i:<5}" + "".join(" X     " if i == j else "NV12   " for j in range(12)) + "0-7\n" for i in range(12)
+    )
+    notes: list[str] = []
+    topo = parse_nvidia_smi_topo(header + rows, "t", notes)
+    assert [g.id for g in topo.gpus] == [f"GPU{i}" for i in range(12)]
+    assert not any("run together" in n for n in notes)

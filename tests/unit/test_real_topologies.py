@@ -230,6 +230,32 @@ FACTS: dict[str, Facts] = {
         cpus={"GPU0": None, "GPU7": None},
         numa={"GPU0": None, "GPU7": None},
     ),
+    # DGX-1 with P100 (NV1 only), 2017: `SOC`, four NICs named by port out of order, every GPU's CPU
+    # affinity "1-1"; the header lost the separators between its GPU names ("GPU0GPU1...GPU7mlx5_0").
+    "p100-dgx1-x8-nv1-soc-4nics-glued-header.topo.txt": Facts(
+        8,
+        4,
+        {
+            ("GPU0", "GPU1"): (K.NVLINK, 1),
+            ("GPU0", "GPU4"): (K.NVLINK, 1),
+            ("GPU0", "GPU5"): (K.SYS, 1),
+            ("GPU1", "GPU5"): (K.NVLINK, 1),
+            ("GPU3", "GPU7"): (K.NVLINK, 1),
+            ("GPU0", "NIC0"): (K.PIX, 1),
+            ("GPU0", "NIC1"): (K.SYS, 1),
+            ("GPU0", "NIC2"): (K.PHB, 1),
+            ("GPU4", "NIC1"): (K.PIX, 1),
+            ("GPU6", "NIC1"): (K.PHB, 1),
+            ("GPU7", "NIC3"): (K.PIX, 1),
+            ("NIC0", "NIC1"): (K.SYS, 1),
+            ("NIC0", "NIC2"): (K.PHB, 1),
+            ("NIC1", "NIC3"): (K.PHB, 1),
+        },
+        nic_names=("mlx5_0", "mlx5_2", "mlx5_1", "mlx5_3"),
+        cpus={"GPU0": 1, "GPU7": 1},
+        numa={"GPU0": None},
+        notes=("'GPU0GPU1GPU2GPU3GPU4GPU5GPU6GPU7mlx5_0' as GPU0, GPU1,",),
+    ),
 }
 
 
