@@ -24,7 +24,9 @@ so later channels get what earlier ones left. The resources are:
   below it (a ``sys`` hop also climbs its switch uplinks), as NCCL's topology graph charges a path to
   every PCIe and inter-CPU link it crosses. A ring may cross the same boundary several times; each
   crossing takes its share, so all channels together never put more over the socket link, in either
-  direction, than it carries.
+  direction, than it carries. Where the input names no NUMA node and neither the CPU affinities nor
+  the paths tell the sockets apart (more than two socket domains on a host), its ``sys`` hops share
+  one socket link instead (:func:`_unnamed_socket_hops`).
 * a **NIC** port per direction for hops between hosts, the NIC closest to the sending/receiving GPU.
 
 The model is built with array operations over the n x n hops (one pass over the links, none over
@@ -307,7 +309,8 @@ def fabric_from_topology(topology: Topology) -> RingFabric:
     for k, kind in enumerate(_PCIE_LEVELS):
         level_of[_CODE[kind]] = k
     hop_level = level_of[code]
-    for lvl_k, (level, domain) in enumerate(zip(_DOMAIN_LEVELS, _pcie_domains(ranks, code), strict=True)):
+    domains = _pcie_domains(ranks, code)
+    for lvl_k, (level, domain) in enumerate(zip(_DOMAIN_LEVELS, domains, strict=True)):
         crossed = (hop_level >= lvl_k + 1) & (domain[:, None] != domain[None, :])
         if not crossed.any():
             continue
@@ -322,6 +325,15 @@ def fabric_from_topology(topology: Topology) -> RingFabric:
             )
         slots.append(np.where(crossed, out_id[domain][:, None], -1))
         slots.append(np.where(crossed, in_id[domain][None, :], -1))
+
+    # Sockets the input does not name: see _unnamed_socket_hops.
+    for host, blind in _unnamed_socket_hops(ranks, code, domains[-1], host_index):
+        k = first_shared + len(shared_names)
+        shared_names.append(f"sys between the sockets of {host or 'the host'} (sockets not named)")
+        shared_cap.append(2.0 * float(both[blind].max()))
+        shared_multi.append(True)
+        shared_mirror.append(k)
+        slots.append(np.where(blind, k, -1))
 
     # NIC ports for hops between hosts.
     nic_out = np.full(n, -1, dtype=np.int64)
@@ -357,6 +369,32 @@ def fabric_from_topology(topology: Topology) -> RingFabric:
         nic_out=tuple(nic_out.tolist()),
         nic_in=tuple(nic_in.tolist()),
     )
+
+
+def _unnamed_socket_hops(
+    ranks: tuple[Device, ...], code: np.ndarray, socket: np.ndarray, host_index: np.ndarray
+) -> Iterator[tuple[str | None, np.ndarray]]:
+    """Per host whose sockets the input leaves open, the mask of its ``sys`` hops that share one link.
+
+    Without a NUMA node for a GPU, the socket level of :func:`_pcie_domains` knows it only by its CPU
+    affinity and its PCIe paths, and both can say nothing: a DGX-1 quoted without its affinity columns
+    prints only ``NV#`` and ``SYS`` (NVLink hides the PCIe paths), an old one gives every GPU the same
+    affinity (``1-1``) with ``SOC`` between them. Every GPU is then a "socket" of its own, each ``sys``
+    hop looks like a link of its own, and a ring crossing the sockets 8 times seemed to get the full
+    socket bandwidth. When a host's ``sys`` hops touch a GPU with no NUMA node and its socket level
+    has more than two domains, those hops share one resource: the socket link, with its per-direction
+    capacity counted twice, as a ring that crosses from one socket to the other comes back as often.
+    That is exact on two sockets (the GPU machines this reads) and conservative on more.
+    """
+    unknown = np.asarray([d.numa_node is None for d in ranks])
+    if not unknown.any():
+        return
+    candidates = (code == _CODE[LinkKind.SYS]) & (unknown[:, None] | unknown[None, :])
+    # A sys path never leaves its host (hosts are joined by net hops), so a row picks its host's hops.
+    for h in np.unique(host_index[candidates.any(axis=1)]).tolist():
+        on_host = host_index == h
+        if len(np.unique(socket[on_host])) > 2:
+            yield ranks[int(np.flatnonzero(on_host)[0])].host, candidates & on_host[:, None]
 
 
 def _pcie_domains(ranks: tuple[Device, ...], code: np.ndarray) -> list[np.ndarray]:

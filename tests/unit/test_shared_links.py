@@ -174,3 +174,60 @@ def test_real_two_socket_pastes_never_overdraw_the_socket_link() -> None:
         checked.append(path.name)
     # The published DGX-1 hybrid cube-mesh is one of them (the issue's 8 x V100 case).
     assert "dgx1-v100-x8-hybrid-cube-mesh-in-python-string.topo.txt" in checked
+
+
+def _two_colouring_of_sys_pairs(topo: Topology) -> dict[str, int]:
+    """Sockets from the SYS cells alone: every SYS pair crosses the sockets, so colour that graph."""
+    gpus = [g.id for g in topo.gpus]
+    across = {g: [h for h in gpus if (lk := topo.link(g, h)) is not None and lk.kind == LinkKind.SYS] for g in gpus}
+    socket = {gpus[0]: 0}
+    todo = [gpus[0]]
+    while todo:
+        g = todo.pop()
+        for h in across[g]:
+            if h not in socket:
+                socket[h] = 1 - socket[g]
+                todo.append(h)
+            assert socket[h] != socket[g], f"the SYS pairs of {g} and {h} are not two sockets"
+    assert len(socket) == len(gpus), "the SYS pairs leave some GPU's socket open"
+    return socket
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # Quoted without its CPU/NUMA affinity columns: only NV# and SYS. Before, each SYS hop was a
+        # link of its own, and a fifth ring crossed the sockets 8 times at 10 GB/s (40 GB/s each way
+        # over a 10 GB/s link; 160 GB/s in all).
+        "v100-x8-nv1-nv2-no-affinity-kep.topo.txt",
+        # No NUMA column, and every GPU's CPU affinity is the same "1-1" with SOC between them. Before,
+        # two rings crossed the sockets 4 times one way at 8.33 GB/s each (33 GB/s over 10).
+        "p100-dgx1-x8-nv1-soc-4nics-glued-header.topo.txt",
+    ],
+)
+def test_dgx1_pastes_that_name_no_socket_still_share_the_socket_link(name: str) -> None:
+    # Neither paste names a NUMA node, and NVLink hides the PCIe paths between the GPUs.
+    from collbench.topology.nvidia_smi import read_nvidia_smi_topo
+
+    topo = read_nvidia_smi_topo(FIXTURES / "real" / name)
+    assert all(g.numa_node is None for g in topo.gpus)
+    socket = _two_colouring_of_sys_pairs(topo)
+    assert sorted(g for g, s in socket.items() if s == 0) == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    sys_gbps = max(lk.bandwidth_gbps for lk in topo.links if lk.kind == LinkKind.SYS)
+    for direction, gbps in _socket_loads(topo, socket).items():
+        assert gbps <= sys_gbps * (1 + 1e-6), f"{direction}: {gbps} GB/s over a {sys_gbps} GB/s socket link"
+    # The GPUs' own NVLink (6 x 25 GB/s) bounds what rings can add up to.
+    assert plan(topo, 8).ring_bandwidth_gbps <= 6 * 25.0 + 1e-6
+
+
+def test_gpus_of_unknown_socket_on_two_pcie_domains_keep_their_per_direction_links() -> None:
+    # No affinity, but the PCIe paths (NODE inside, SYS across) split the GPUs into two sockets: the
+    # per-direction socket resources already hold, and the rings still get the link each way.
+    node, sys = (LinkKind.NODE, 18.0), (LinkKind.SYS, 10.0)
+    sockets = [0, 0, 1, 1]
+    pairs = {(i, j): node if sockets[i] == sockets[j] else sys for i in range(4) for j in range(i + 1, 4)}
+    devices = tuple(Device(id=f"GPU{i}", kind=DeviceKind.GPU, index=i) for i in range(4))
+    links = tuple(Link(a=f"GPU{i}", b=f"GPU{j}", kind=k, bandwidth_gbps=bw) for (i, j), (k, bw) in pairs.items())
+    topo = Topology(host="t", devices=devices, links=links)
+    loads = _socket_loads(topo, {f"GPU{i}": s for i, s in enumerate(sockets)})
+    assert max(loads.values()) == pytest.approx(10.0)
