@@ -256,6 +256,26 @@ FACTS: dict[str, Facts] = {
         numa={"GPU0": None},
         notes=("'GPU0GPU1GPU2GPU3GPU4GPU5GPU6GPU7mlx5_0' as GPU0, GPU1,",),
     ),
+    # A do-it-yourself box of 7 GeForce cards (6x GTX 1070 + 1x 1080): two PCIe switches (PIX inside,
+    # PHB between), one CPU; an odd GPU count, no legend in the quote.
+    "gtx1070-x7-pix-phb-diy.topo.txt": Facts(
+        7,
+        0,
+        {
+            ("GPU0", "GPU1"): (K.PIX, 1),
+            ("GPU0", "GPU3"): (K.PHB, 1),
+            ("GPU2", "GPU6"): (K.PHB, 1),
+            ("GPU3", "GPU6"): (K.PIX, 1),
+            ("GPU5", "GPU6"): (K.PIX, 1),
+        },
+        cpus={"GPU0": 20, "GPU6": 20},
+        numa={"GPU0": None},
+    ),
+    # An Azure NV12 VM (2x Tesla M60): SOC between the two GPUs although both report the same CPU
+    # affinity; the header starts at the left margin like the rows.
+    "m60-x2-soc-azure-nv12.topo.txt": Facts(
+        2, 0, {("GPU0", "GPU1"): (K.SYS, 1)}, cpus={"GPU0": 12, "GPU1": 12}, numa={"GPU0": None, "GPU1": None}
+    ),
 }
 
 
