@@ -276,6 +276,50 @@ FACTS: dict[str, Facts] = {
     "m60-x2-soc-azure-nv12.topo.txt": Facts(
         2, 0, {("GPU0", "GPU1"): (K.SYS, 1)}, cpus={"GPU0": 12, "GPU1": 12}, numa={"GPU0": None, "GPU1": None}
     ),
+    # 8x V100 cube-mesh (a numbering other than DGX-1's) on two sockets with 2 NICs; re-aligned by hand
+    # in a README: runs of two tabs, tabs followed by spaces, cells that start with a space (" X ").
+    "v100-x8-nv1-nv2-2nics-realigned-tabs.topo.txt": Facts(
+        8,
+        2,
+        {
+            ("GPU0", "GPU1"): (K.NVLINK, 1),
+            ("GPU0", "GPU2"): (K.NVLINK, 2),
+            ("GPU0", "GPU4"): (K.SYS, 1),
+            ("GPU0", "GPU7"): (K.NVLINK, 2),
+            ("GPU1", "GPU6"): (K.NVLINK, 2),
+            ("GPU2", "GPU5"): (K.NVLINK, 1),
+            ("GPU3", "GPU4"): (K.NVLINK, 1),
+            ("GPU0", "NIC0"): (K.NODE, 1),
+            ("GPU2", "NIC0"): (K.PIX, 1),
+            ("GPU0", "NIC1"): (K.SYS, 1),
+            ("GPU5", "NIC1"): (K.NODE, 1),
+            ("GPU7", "NIC1"): (K.PIX, 1),
+            ("NIC0", "NIC1"): (K.SYS, 1),
+        },
+        nic_names=("mlx5_0", "mlx5_1"),
+        cpus={"GPU0": 48, "GPU7": 48},
+        numa={"GPU0": 0, "GPU3": 0, "GPU4": 1, "GPU7": 1},
+    ),
+    # 8x V100 cube-mesh on one socket (Baidu X-Man 2.0): NODE where there is no NVLink, one NIC named
+    # mlx5_0 in the header; header and legend at the left margin.
+    "v100-x8-nv1-nv2-node-one-socket-paddle.topo.txt": Facts(
+        8,
+        1,
+        {
+            ("GPU0", "GPU1"): (K.NVLINK, 2),
+            ("GPU0", "GPU3"): (K.NVLINK, 1),
+            ("GPU0", "GPU5"): (K.NODE, 1),
+            ("GPU1", "GPU5"): (K.NVLINK, 2),
+            ("GPU2", "GPU6"): (K.NVLINK, 1),
+            ("GPU3", "GPU7"): (K.NVLINK, 2),
+            ("GPU4", "GPU7"): (K.NVLINK, 1),
+            ("GPU0", "NIC0"): (K.NODE, 1),
+            ("GPU7", "NIC0"): (K.NODE, 1),
+        },
+        nic_names=("mlx5_0",),
+        cpus={"GPU0": 24, "GPU7": 24},
+        numa={"GPU0": None},
+    ),
 }
 
 
