@@ -320,6 +320,64 @@ FACTS: dict[str, Facts] = {
         cpus={"GPU0": 24, "GPU7": 24},
         numa={"GPU0": None},
     ),
+    # Saved by vLLM's collect-env: the header starts with two spaces then a tab; CPU Affinity is a comma list.
+    "l40s-x2-node-2nics-vllm-collect-env.topo.txt": Facts(
+        2,
+        2,
+        {
+            ("GPU0", "GPU1"): (K.NODE, 1),
+            ("GPU0", "NIC0"): (K.SYS, 1),
+            ("GPU1", "NIC1"): (K.SYS, 1),
+            ("NIC0", "NIC1"): (K.PIX, 1),
+        },
+        nic_names=("mlx5_0", "mlx5_1"),
+        cpus={"GPU0": 6, "GPU1": 6},
+        numa={"GPU0": 0, "GPU1": 0},
+    ),
+    # The shell prompt and command stand above the header.
+    "rtx6000ada-x4-node-sys-4nics-prompt.topo.txt": Facts(
+        4,
+        4,
+        {
+            ("GPU0", "GPU1"): (K.NODE, 1),
+            ("GPU0", "GPU2"): (K.SYS, 1),
+            ("GPU1", "GPU3"): (K.SYS, 1),
+            ("GPU2", "GPU3"): (K.NODE, 1),
+            ("GPU0", "NIC0"): (K.NODE, 1),
+            ("GPU0", "NIC2"): (K.SYS, 1),
+            ("GPU3", "NIC3"): (K.NODE, 1),
+            ("NIC0", "NIC1"): (K.PIX, 1),
+            ("NIC1", "NIC2"): (K.SYS, 1),
+            ("NIC2", "NIC3"): (K.PIX, 1),
+        },
+        nic_names=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"),
+        cpus={"GPU0": 32, "GPU3": 32},
+        numa={"GPU0": 0, "GPU1": 0, "GPU2": 1, "GPU3": 1},
+    ),
+    # A whole file saved from a terminal: tab-separated, NIC rows padded with empty tab cells.
+    "h200-x8-nv18-10nics-saved-whole.topo.txt": Facts(
+        8,
+        10,
+        {
+            ("GPU0", "GPU7"): (K.NVSWITCH, 18),
+            ("GPU0", "NIC0"): (K.NODE, 1),
+            ("GPU0", "NIC3"): (K.PIX, 1),
+            ("GPU0", "NIC6"): (K.SYS, 1),
+            ("GPU3", "NIC0"): (K.PIX, 1),
+            ("GPU3", "NIC2"): (K.PIX, 1),
+            ("GPU4", "NIC7"): (K.PIX, 1),
+            ("GPU5", "NIC9"): (K.PIX, 1),
+            ("GPU7", "NIC6"): (K.PIX, 1),
+            ("NIC0", "NIC1"): (K.PIX, 1),
+            ("NIC0", "NIC3"): (K.NODE, 1),
+            ("NIC0", "NIC6"): (K.SYS, 1),
+            ("NIC6", "NIC9"): (K.NODE, 1),
+        },
+        nic_names=tuple(f"mlx5_{i}" for i in range(10)),
+        cpus={"GPU0": 128, "GPU7": 128},
+        numa={"GPU0": 0, "GPU3": 0, "GPU4": 1, "GPU7": 1},
+        notes=("NV18 between every pair of 8 GPUs",),
+    ),
 }
 
 
