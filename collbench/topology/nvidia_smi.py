@@ -54,6 +54,11 @@ _NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _WORD = re.compile(r"\S+")
 # Header names a paste ran together: two or more GPU names, or GPU names and then a device name.
 _GLUED = re.compile(r"((?:GPU\d+)+)([A-Za-z][\w.-]*\d)?")
+# Two or more cells with no space between them ("NODENODE", "SYSSYS", "NODEPIX"): some pastes lose the
+# padding between two cells, seen where a two-digit NIC column starts (NIC12, mlx5_12).
+_CELL_CODE = r"(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)"
+_GLUED_CELLS = re.compile(rf"{_CELL_CODE}{{2,}}")
+_ONE_CELL = re.compile(_CELL_CODE)
 # nvidia-smi aligns its columns on 8-character tab stops; expanding them lets positions compare.
 _TAB_STOP = 8
 _AFFINITY_VALUE = re.compile(r"^(?:[\d,-]+|N/A)$")
@@ -239,6 +244,7 @@ class _Parser:
         ncols = len(self.columns)
         words = [(m.group(), m.start()) for m in _WORD.finditer(line.expandtabs(_TAB_STOP))]
         label = words[0][0]
+        words = [words[0], *self._unglue(words[1:], ncols, label, lineno)]
         raw = [w for w, _ in words[1 : 1 + ncols]]
         if len(raw) != ncols or not all(_looks_like_cell(c) for c in raw):
             got = sum(1 for c in raw if _looks_like_cell(c))
@@ -248,6 +254,30 @@ class _Parser:
         cells = tuple(_parse_cell(c, self.path, lineno, label, col) for c, col in zip(raw, self.columns, strict=True))
         tail = self._space_tail(words[1 + ncols :], label, lineno)
         return _Row(label, lineno, cells, tuple(raw), tail)
+
+    def _unglue(self, words: list[tuple[str, int]], ncols: int, label: str, lineno: int) -> list[tuple[str, int]]:
+        """The row's words with glued cells split, where that and nothing else gives the row its width.
+
+        A word of two or more whole cell codes cannot be one cell; splitting it is taken only when the row
+        is short of cells as it stands and has exactly one per header column once split.
+        """
+        if all(_ONE_CELL.fullmatch(w) for w, _ in words[:ncols]) and len(words) >= ncols:
+            return words
+        out: list[tuple[str, int]] = []
+        split: list[str] = []
+        for word, start in words:
+            if len(out) < ncols and _GLUED_CELLS.fullmatch(word):
+                parts = _ONE_CELL.findall(word)
+                split.append(f"{word!r} as {' '.join(parts)}")
+                out.extend((part, start) for part in parts)
+            else:
+                out.append((word, start))
+        cells = [w for w, _ in out[:ncols]]
+        fits = len(cells) == ncols and all(_ONE_CELL.fullmatch(c) for c in cells)
+        if not split or not fits or (len(out) > ncols and _ONE_CELL.fullmatch(out[ncols][0])):
+            return words
+        self.note(f"{self.path}:{lineno}: row {label}: read {', '.join(split)} (cells with no space between them)")
+        return out
 
     def _tab_tail(self, fields: list[str], label: str, lineno: int) -> dict[str, str] | None:
         n = len(self.tail_names)

@@ -354,7 +354,7 @@ FACTS: dict[str, Facts] = {
         cpus={"GPU0": 32, "GPU3": 32},
         numa={"GPU0": 0, "GPU1": 0, "GPU2": 1, "GPU3": 1},
     ),
-    # A whole file saved from a terminal: tab-separated, NIC rows padded with empty tab cells.
+    # A whole file saved from a terminal: ANSI-underlined header, tab-separated, NIC rows padded with empty tab cells.
     "h200-x8-nv18-10nics-saved-whole.topo.txt": Facts(
         8,
         10,
@@ -377,6 +377,31 @@ FACTS: dict[str, Facts] = {
         cpus={"GPU0": 128, "GPU7": 128},
         numa={"GPU0": 0, "GPU3": 0, "GPU4": 1, "GPU7": 1},
         notes=("NV18 between every pair of 8 GPUs",),
+    ),
+    # V100 hybrid cube-mesh numbered unlike the DGX-1, 18 NICs by port name; in rows GPU0 and GPU1 the
+    # cells under mlx5_12 and mlx5_13 have no space between them ("NODENODE").
+    "v100-x8-nv1-nv2-18nics-glued-cells.topo.txt": Facts(
+        8,
+        18,
+        {
+            ("GPU0", "GPU1"): (K.NVLINK, 1),
+            ("GPU0", "GPU2"): (K.NVLINK, 2),
+            ("GPU0", "GPU4"): (K.SYS, 1),
+            ("GPU0", "GPU7"): (K.NVLINK, 2),
+            ("GPU1", "GPU6"): (K.NVLINK, 2),
+            ("GPU2", "GPU5"): (K.NVLINK, 1),
+            ("GPU3", "GPU4"): (K.NVLINK, 1),
+            ("GPU0", "NIC12"): (K.NODE, 1),
+            ("GPU0", "NIC13"): (K.NODE, 1),
+            ("GPU1", "NIC13"): (K.NODE, 1),
+            ("GPU2", "NIC0"): (K.PIX, 1),
+            ("GPU4", "NIC17"): (K.SYS, 1),
+            ("NIC0", "NIC17"): (K.PIX, 1),
+        },
+        nic_names=tuple(f"mlx5_{i}" for i in range(18)),
+        cpus={"GPU0": 48, "GPU4": 48},
+        numa={"GPU0": 0, "GPU3": 0, "GPU4": 1, "GPU7": 1},
+        notes=("row GPU0: read 'NODENODE' as NODE NODE", "row GPU1: read 'NODENODE' as NODE NODE"),
     ),
 }
 
