@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ WIDE = {"COLUMNS": "200"}
 
 def _result_lines(path: Path) -> int:
     text = path.read_text(encoding="utf-8").replace("[1,0]<stdout>:", " ")
-    return sum(1 for line in text.splitlines() if len(line.split()) >= 11 and line.split()[0].isdigit())
+    # Slurm's `srun --label` prefix ("0: ") is not part of the line.
+    lines = [re.sub(r"^\s*\d+: ", " ", line) for line in text.splitlines()]
+    return sum(1 for line in lines if len(line.split()) >= 11 and line.split()[0].isdigit())
 
 
 @pytest.mark.parametrize("name", LOGS)

@@ -84,6 +84,27 @@ FACTS: dict[str, LogFacts] = {
         0,
         (INFERRED_AR, "took 16 ranks from busbw/algbw", UNKNOWN_NODES),
     ),
+    # `srun --label` on two nodes: every line starts "0: "; the excerpt keeps only the table.
+    "all_reduce_perf-p4de-2node-srun-label-readme-excerpt.log": LogFacts(
+        "all-reduce",
+        29,
+        16,
+        NODES_UNKNOWN,
+        (164.3, 163.3),
+        (51406, 51406),
+        0,
+        (INFERRED_AR, "took 16 ranks from busbw/algbw", UNKNOWN_NODES),
+    ),
+    "all_reduce_perf-p5-2node-srun-label-readme-excerpt.log": LogFacts(
+        "all-reduce",
+        32,
+        16,
+        NODES_UNKNOWN,
+        (69.12, 72.43),
+        (66132, 66109),
+        0,
+        (INFERRED_AR, "took 16 ranks from busbw/algbw", UNKNOWN_NODES),
+    ),
     # One '# Rank' line kept of 72, 144 and 1440: the rank count is read, the node count is not guessed.
     "all_reduce_perf-gb200-72rank-one-rank-line.log": LogFacts(
         "all-reduce", 5, 72, NODES_UNKNOWN, (1806.7, 1835.9), (20299, 20006), 0, (INFERRED_AR, "host of 1 of 72 ranks")
@@ -122,13 +143,15 @@ for _name, _op, _first, _last in [
 # A result line as it reads on screen once Open MPI's tags are gone: size, count, type, redop, [root,]
 # then time algbw busbw wrong, twice.
 _TAG = re.compile(r"\[\d+,\d+\]<stdout>:")
+# Slurm's `srun --label` puts the task number before every line: "0: ", " 0: ".
+_SRUN_LABEL = re.compile(r"^\s*\d+: ")
 _NUMBER = r"[0-9.]+"
 
 
 def _log_times(path: Path) -> list[tuple[int, float, float]]:
     out = []
     for raw in path.read_text(encoding="utf-8").splitlines():
-        words = _TAG.sub(" ", raw).split()
+        words = _SRUN_LABEL.sub(" ", _TAG.sub(" ", raw)).split()
         if len(words) >= 11 and words[0].isdigit() and words[2] == "float":
             head = len(words) - 8  # two halves of time, algbw, busbw, wrong end every line
             assert re.fullmatch(_NUMBER, words[head]) and re.fullmatch(_NUMBER, words[head + 4])
