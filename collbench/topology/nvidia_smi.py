@@ -10,10 +10,11 @@ defaults of :mod:`collbench.topology.model` (source ``default``).
 
 Pastes from terminals, wikis and issue trackers add their own noise: a UTF-8 BOM, CRLF line ends,
 ANSI colour codes, leading indentation, headers that start with tabs and go on with spaces, runs of
-several tabs between cells, blank lines between rows. Columns are found by their words, never by
-counting tab characters alone. Where the text leaves a reading open (an affinity value that is not a
-CPU list, fewer affinity values than columns, NV# read as NVSwitch), the parser goes on and says what it
-assumed, one line each, in the ``notes`` list the caller passes.
+several tabs between cells, blank lines between rows, two cells with no space between them. Columns
+are found by their words, never by counting tab characters alone. Where the text leaves a reading open
+(an affinity value that is not a CPU list, fewer affinity values than columns, NV# read as NVSwitch,
+glued cells split), the parser goes on and says what it assumed, one line each, in the ``notes`` list
+the caller passes.
 """
 
 from __future__ import annotations
