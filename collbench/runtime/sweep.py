@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from collbench.errors import ConfigError, NotApplicableError, RankError
 from collbench.fileio import check_writable
+from collbench.runtime.idle_latency import idle_cpus_poll
 from collbench.runtime.launch import joined_job, launch, resolve_backend
 from collbench.runtime.results import ResultRow, read_jsonl
 from collbench.runtime.sweep_files import sweep_files, write_output_from_stream
@@ -373,6 +374,9 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
     with contextlib.ExitStack() as stack:
         # One writer per file: a second run on the same stream or output stops here, before any rank.
         stack.enter_context(sweep_files(job.stream_path, output, config.resume, note))
+        held = stack.enter_context(idle_cpus_poll())
+        if held:
+            note(held)
         if job.backend == "nccl":
             job = _prepare_nccl(job, stack, note)
         try:
