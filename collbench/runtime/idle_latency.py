@@ -15,7 +15,8 @@ every CPU's idle governor for states with no exit latency (polling) for as long 
 open; the request ends when the file is closed or the process ends, however it ends (the kernel's
 admin guide, pm/cpuidle.rst, "Power Management Quality of Service for CPUs"). It costs power while it
 is held, which is only while collbench measures. The file is writable by root by default; where it
-is not, nothing changes and the note says so. ``COLLBENCH_IDLE_POLL=0`` turns it off.
+is not, nothing changes, and a run that stalled says so in its stall summary (:func:`unheld_hint`).
+``COLLBENCH_IDLE_POLL=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -52,3 +53,16 @@ def idle_cpus_poll(device: Path = LATENCY_QOS) -> Iterator[str]:
         yield f"idle CPUs poll instead of sleeping while this runs ({device} = 0; {ENV}=0 turns it off)"
     finally:
         os.close(fd)
+
+
+def unheld_hint(device: Path = LATENCY_QOS) -> str:
+    """One line for a stall summary where idle CPUs could not be kept polling ('' where they could, or
+    where the request is switched off or does not exist)."""
+    if os.environ.get(ENV, "1").strip() in ("0", "no", "off", "false") or not device.exists():
+        return ""
+    if os.access(device, os.W_OK):
+        return ""
+    return (
+        f"idle CPUs could sleep during the run (no write permission on {device}): on a VM a sleeping "
+        "core's wake-up adds milliseconds to a call; run as root, and collbench keeps them polling"
+    )

@@ -146,6 +146,10 @@ def stall_report(rows: Sequence[ResultRow]) -> list[str]:
         f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "
         "for the scheduler, and decisions there are less sure"
     ]
+    from collbench.runtime.idle_latency import unheld_hint
+
+    if hint := unheld_hint():
+        lines.append(hint)
     worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.algo))[:STALL_LINES]
     for row in worst:
         label = f"at {format_bytes(row.size_bytes)} ({row.algo}, {'in place' if row.in_place else 'out of place'})"

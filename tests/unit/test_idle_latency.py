@@ -62,3 +62,19 @@ def test_a_symlink_planted_in_its_place_is_not_followed(tmp_path: Path, monkeypa
     with idle_cpus_poll(link) as said:
         assert said.startswith("idle CPUs may sleep")
     assert victim.read_bytes() == b"keep"
+
+
+def test_the_stall_summary_says_when_idle_cpus_could_sleep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collbench.runtime.idle_latency import unheld_hint
+
+    monkeypatch.delenv(ENV, raising=False)
+    device = tmp_path / "cpu_dma_latency"
+    device.write_bytes(b"")
+    device.chmod(0o444)
+    if os.access(device, os.W_OK):  # root writes through file modes: a directory stands in instead
+        device = tmp_path
+        monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert "no write permission" in unheld_hint(device) and "\n" not in unheld_hint(device)
+    assert unheld_hint(tmp_path / "absent") == ""
+    monkeypatch.setenv(ENV, "0")
+    assert unheld_hint(device) == ""
