@@ -31,10 +31,15 @@ LATENCY_QOS = Path("/dev/cpu_dma_latency")
 ENV = "COLLBENCH_IDLE_POLL"
 
 
+def _switched_off() -> bool:
+    """Whether ``COLLBENCH_IDLE_POLL`` asks collbench to leave idle CPUs as they are."""
+    return os.environ.get(ENV, "1").strip() in ("0", "no", "off", "false")
+
+
 @contextlib.contextmanager
 def idle_cpus_poll(device: Path = LATENCY_QOS) -> Iterator[str]:
     """Hold a zero CPU-latency request for the block; yields one line saying what was done ('' when off)."""
-    if os.environ.get(ENV, "1").strip() in ("0", "no", "off", "false"):
+    if _switched_off():
         yield ""
         return
     try:
@@ -58,7 +63,7 @@ def idle_cpus_poll(device: Path = LATENCY_QOS) -> Iterator[str]:
 def unheld_hint(device: Path = LATENCY_QOS) -> str:
     """One line for a stall summary where idle CPUs could not be kept polling ('' where they could, or
     where the request is switched off or does not exist)."""
-    if os.environ.get(ENV, "1").strip() in ("0", "no", "off", "false") or not device.exists():
+    if _switched_off() or not device.exists():
         return ""
     if os.access(device, os.W_OK):
         return ""

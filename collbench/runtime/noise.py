@@ -24,6 +24,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from collbench.runtime.idle_latency import unheld_hint
 from collbench.runtime.results import ResultRow
 
 STALL_FACTOR = 3.0
@@ -146,8 +147,6 @@ def stall_report(rows: Sequence[ResultRow]) -> list[str]:
         f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "
         "for the scheduler, and decisions there are less sure"
     ]
-    from collbench.runtime.idle_latency import unheld_hint
-
     if hint := unheld_hint():
         lines.append(hint)
     worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.algo))[:STALL_LINES]
