@@ -282,19 +282,7 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
     for op, variants in grouped.items():
         out[op] = {}
         for variant, by_size in variants.items():
-            out[op][variant] = {
-                size: Point(
-                    size,
-                    min(decision_time_us(r) for r in rs),
-                    min(r.time_us_min for r in rs),
-                    max(r.time_us_max for r in rs),
-                    sum(max(r.iters, 1) for r in rs),
-                    _between(rs),
-                    any(row_stalled(r) for r in rs),
-                    len(rs),
-                )
-                for size, rs in by_size.items()
-            }
+            out[op][variant] = {size: _point(size, rs) for size, rs in by_size.items()}
         _pool_between(out[op])
     return out
 
@@ -319,16 +307,21 @@ def _pool_between(variants: dict[Variant, dict[int, Point]]) -> None:
                 pts[size] = dataclasses.replace(point, between=pooled)
 
 
-def _between(rows: list[ResultRow]) -> float:
-    """How far the second-smallest decision time of repeated rows is above the smallest, relatively.
-
-    The point's time is the smallest (``measured_points``), so this is how much it moves with one
-    round fewer; 0 for a single row.
-    """
-    if len(rows) < 2:
-        return 0.0
-    first, second = sorted(decision_time_us(r) for r in rows)[:2]
-    return (second - first) / first
+def _point(size: int, rows: list[ResultRow]) -> Point:
+    """The rows of one variant at one size as one point: its time is the smallest decision time, and
+    ``between`` how far the second-smallest is above it, relatively (how much the time moves with one
+    round fewer; 0 for a single row)."""
+    times = sorted(decision_time_us(r) for r in rows)
+    return Point(
+        size,
+        times[0],
+        min(r.time_us_min for r in rows),
+        max(r.time_us_max for r in rows),
+        sum(max(r.iters, 1) for r in rows),
+        (times[1] - times[0]) / times[0] if len(times) > 1 else 0.0,
+        any(row_stalled(r) for r in rows),
+        len(rows),
+    )
 
 
 def select_rules(
