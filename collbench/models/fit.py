@@ -358,7 +358,7 @@ def _fit_group(
     alpha, beta = float(x[0]), float(x[1])
     segments: tuple[Segment, ...] = ()
     pred = design @ x + (coef[:, 2] * gamma if gamma is not None else 0.0)
-    if piecewise and len(np.unique(sizes)) >= 6:
+    if piecewise and len(sizes) >= 6:  # one entry per measured size (_design)
 
         def design_at(size: float) -> FloatArray:
             terms = cost_terms(op, algo, p, size)
@@ -461,7 +461,7 @@ def fit_results(
             # A single rank sends nothing: every cost term is zero, so there is no alpha or beta to find.
             skipped.append(f"{label}: one rank moves no data; there is no communication to model")
             continue
-        if len({point.size_bytes for point in gpoints}) < _MIN_POINTS:
+        if len(gpoints) < _MIN_POINTS:  # one point per measured size (fit_points)
             skipped.append(f"{label}: needs at least {_MIN_POINTS} sizes to fit, has one")
             continue
         data[key] = _design(key, gpoints)

@@ -459,8 +459,7 @@ def _profile(
             "max_threshold": config.selection.max_threshold,
             "noise": "time: each row's p25, smallest over rounds; per point noise hypot((t - min) / t / "
             "sqrt(iters), (second-smallest - smallest) / smallest of the rounds' times); variants within "
-            "max(min_gain, hypot(noise_a, "
-            "noise_b)) (capped at max_threshold) of the fastest are tied, and a tie goes to native, else the "
-            "variant in use",
+            "max(min_gain, hypot(noise_a, noise_b)) (capped at max_threshold) of the fastest are tied, and a "
+            "tie goes to native, else the variant in use",
         },
     )
