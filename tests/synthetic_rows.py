@@ -20,6 +20,7 @@ def point_row(
     world_size: int = 2,
     op: str = "all-reduce",
     in_place: bool = True,
+    wrong: int = 0,
     **extra: object,
 ) -> ResultRow:
     """One float32 sum row at ``time_us`` (min and max ``spread`` below and above it)."""
@@ -40,7 +41,7 @@ def point_row(
         time_us_max=time_us * (1 + spread),
         algbw_gbps=0.0,
         busbw_gbps=0.0,
-        wrong=0,
+        wrong=wrong,
         **extra,  # type: ignore[arg-type]
     )
 

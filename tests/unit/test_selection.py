@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synthetic_rows import point_row
 
 from collbench.errors import ConfigError
 from collbench.runtime.results import ResultRow
@@ -27,26 +28,8 @@ def row(
     iters: int = 10,
     **kw: object,
 ) -> ResultRow:
-    return ResultRow(
-        op=op,
-        algo=algo,
-        backend="gloo",
-        world_size=4,
-        dtype="float32",
-        redop="sum",
-        in_place=False,
-        size_bytes=size,
-        count=size // 4,
-        iters=iters,
-        time_us=t,
-        time_us_mean=t,
-        time_us_min=t * (1 - spread),
-        time_us_max=t * (1 + spread),
-        algbw_gbps=size / t / 1e3,
-        busbw_gbps=size / t / 1e3 * 1.5,
-        wrong=wrong,
-        **kw,  # type: ignore[arg-type]
-    )
+    """A 4-rank, out-of-place row at ``t`` (selection reads times, spread, iterations and wrong elements)."""
+    return point_row(algo, size, t, spread=spread, wrong=wrong, op=op, iters=iters, world_size=4, in_place=False, **kw)
 
 
 def alpha_beta(alpha: float, beta_us_per_byte: float):  # type: ignore[no-untyped-def]
