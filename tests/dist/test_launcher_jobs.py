@@ -45,6 +45,19 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "collbench.cli.app", *args]
 
 
+def _start(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """One task of a launcher-less job, its output captured."""
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+
+
+def _finish(procs: list[subprocess.Popen[str]]) -> list[tuple[str, str]]:
+    """Every task's (stdout, stderr), each task having exited 0."""
+    outputs = [p.communicate(timeout=JOB_S) for p in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, out + err
+    return outputs
+
+
 def _per_rank_output(argv: list[str]) -> list[str]:
     """``argv`` with each rank's stdout sent to ``out.<rank>`` in the working directory.
 
@@ -117,19 +130,8 @@ def test_a_sweep_under_srun_joins_through_the_first_host_of_the_nodelist(tmp_pat
             SLURM_STEP_NUM_TASKS="2", SLURM_LOCALID="0", SLURM_NODEID=str(task), SLURM_STEP_TASKS_PER_NODE="1(x2)",
             SLURM_JOB_NODELIST="127.0.0.[1-2]", SLURM_STEP_NODELIST="127.0.0.[1-2]", MASTER_PORT=port,
         )  # fmt: skip
-        procs.append(
-            subprocess.Popen(
-                _cli(*SWEEP, "--stream", str(stream)),
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                cwd=tmp_path,
-            )  # fmt: skip
-        )
-    outputs = [p.communicate(timeout=JOB_S) for p in procs]
-    for proc, (out, err) in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, out + err
+        procs.append(_start(_cli(*SWEEP, "--stream", str(stream)), env, tmp_path))
+    outputs = _finish(procs)
     assert outputs[1][0] == ""  # task 1 printed nothing: rank 0 alone reports
     rows = list(read_jsonl(stream))
     assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
@@ -147,19 +149,8 @@ def test_discover_probe_joins_a_torchrun_job_without_ranks_and_only_rank_0_write
             RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
             MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
         )  # fmt: skip
-        procs.append(
-            subprocess.Popen(
-                _cli("discover", "--probe", "-o", "measured.yaml", "--timeout", "60"),
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                cwd=cwd,
-            )  # fmt: skip
-        )
-    outputs = [p.communicate(timeout=JOB_S) for p in procs]
-    for proc, (out, err) in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, out + err
+        procs.append(_start(_cli("discover", "--probe", "-o", "measured.yaml", "--timeout", "60"), env, cwd))
+    _finish(procs)
     assert (tmp_path / "rank0" / "measured.yaml").exists()
     assert not (tmp_path / "rank1" / "measured.yaml").exists() and not (tmp_path / "rank2" / "measured.yaml").exists()
     from collbench.topology.io import load_topology
