@@ -1,11 +1,11 @@
 """Where local CPU ranks run: how many by default, and which core each one is pinned to.
 
-Why it matters: a rank that waits for a peer sleeps, and on a shared or virtual machine an idle CPU's
-wake-up can wait for the host's scheduler tick (milliseconds, on calls of tens of microseconds). With
-more ranks than cores every collective waits for such wake-ups, and the times measure the scheduler,
-not the algorithm (issue 10: 4 ranks on 2 cores gave 5-7 ms for a 512-byte all-reduce). So by default
-collbench starts no more ranks than the cores this process may use, and pins each rank to a core of
-its own, so that ranks never queue behind one another and their caches stay warm.
+Why it matters: a rank that waits for a peer sleeps, and a woken thread that finds its core taken
+waits for the scheduler (a tick, ~4 ms here, on calls of tens of microseconds). With more ranks than
+cores every collective waits for such turns, and the times measure the scheduler, not the algorithm
+(issue 10: 4 ranks on 2 cores gave 5-7 ms for a 512-byte all-reduce). So by default collbench starts
+no more ranks than the cores this process may use, and, where its ranks run at real-time priority
+(``rank_priority.py``), pins each one to a core of its own (:func:`rank_cpus` says when and why).
 
 "Cores this process may use" is its affinity mask (``os.sched_getaffinity``: taskset, cpusets,
 Slurm's binding), further limited by a cgroup CPU quota when one is set (containers limited to
@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from collbench.runtime import rank_priority
 
 DEFAULT_MAX_RANKS = 4
 """The default never starts more local CPU ranks than this (enough to show every algorithm's shape)."""
@@ -129,7 +131,8 @@ def pin_this_process(cpu: int | None) -> bool:
 
 
 PIN_ENV = "COLLBENCH_PIN_RANKS"
-"""Set to 1 to pin each local CPU rank to a core of its own (off by default: see rank_cpus)."""
+"""1 pins each local CPU rank to a core of its own, 0 never does; by default they are pinned when they
+run at real-time priority (see rank_cpus)."""
 
 
 def rank_cpus(
@@ -137,19 +140,28 @@ def rank_cpus(
 ) -> tuple[int | None, ...]:
     """The CPU each local rank is pinned to (launch.py's hook); ``note`` gets the oversubscription line.
 
-    Pinning is opt-in (``COLLBENCH_PIN_RANKS=1``). Measured on a 2-core VM, 2 gloo ranks, 200
-    iterations: pinned, a 64 KiB ring all-reduce had a median of 3,867 us with 70% of iterations
-    stalled (>3x the fastest); unpinned, 422 us with 0.5%; at 1 MiB, 4,029 us (99%) against 749 us
-    (15%). A pinned rank's gloo I/O threads share its one core with the thread that waits on them,
-    and each hand-over then waits for a scheduler tick. GPU ranks are not pinned here either: their
-    CPU affinity belongs to their GPU's NUMA node, not to a core.
+    Gloo ranks are pinned, one core each, when they run at real-time priority, as they do by default
+    where the OS permits it; ``COLLBENCH_PIN_RANKS=1`` pins them anyway, ``0`` never. Measured on the
+    2-core VM, 2 gloo ranks, a ring all-reduce of 200 iterations, two runs each way:
+
+    - at real-time priority, pinned and not pinned measure the same: 64 KiB p50 79-81 us against
+      80-82 us, 1 MiB 208-210 us against 211-212 us, no stalls (iterations >3x the fastest) either
+      way; over a wider sweep (ring, tree, native and rabenseifner, 512 B-2 MiB) pinned had 0 of 28
+      points stalled against 0-1, in 4.8-5.2 s against 6.4-6.7 s;
+    - under the normal scheduler, pinned was far worse: 64 KiB 3,867 us with 70% of iterations
+      stalled against 422 us with 0.5%; 1 MiB 4,029 us (99%) against 749 us (15%). A pinned rank's
+      gloo threads share its one core, and a woken one waits for the thread running there to use up
+      its time slice; at real-time priority it runs at once.
+
+    GPU ranks are not pinned here: their CPU affinity belongs to their GPU's NUMA node, not to a core.
     """
     if backend != "gloo":
         return (None,) * world_size
     placement = plan_placement(world_size)
     if placement.warning and note is not None:
         note({"kind": "note", "text": placement.warning})
-    if os.environ.get(PIN_ENV, "") != "1":
+    asked = os.environ.get(PIN_ENV, "").strip()
+    if asked == "0" or (asked != "1" and not rank_priority.will_run_realtime(backend)):
         return (None,) * world_size
     return placement.cpus
 

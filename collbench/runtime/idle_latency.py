@@ -1,14 +1,15 @@
 """Keep idle CPUs polling instead of sleeping while collbench measures (Linux CPU latency QoS).
 
-Why. A collective's ranks wait on each other many times per call. A core with nothing to run goes
-idle, and waking it is not free: on a VM an idle vCPU halts, and its wake-up waits for the host to
-run it again, which on the 2-core development VM took up to a host scheduler tick (~4 ms) on a call
-of 100-300 us. Measured there with nothing else running (2 gloo ranks; ring, tree and native
-all-reduce, 512 B-2 MiB; two sweeps each way): with idle CPUs sleeping, 30 of 42 points stalled (23%
-of iterations >3x the fastest, on average) and four ring points' first quartile sat on a ~4 ms stall;
-with them polling, 22 and 28 of 42 (8-11%) and none, ring at 165-195 us from 512 B to 128 KiB. A
-training job's cores are busy, so its collectives do not pay that wake-up either: the time without it
-is the one to tune for.
+Why. A collective's ranks wait on each other many times per call, and each wait ends with a wake-up.
+On a VM an idle vCPU halts (the development VM's idle driver is haltpoll with guest_halt_poll_ns=0),
+and waking it costs tens of microseconds: two processes ping-ponging a socket there took a p25 of
+42-43 us per round trip with idle CPUs sleeping, 11-21 us with them polling (5,000 round trips, two
+runs each). In gloo sweeps on that VM (2 ranks, 512 B-2 MiB, two sweeps each way), polling took the
+mean fraction of stalled iterations (>3x the fastest) from 23% to 8-11% under the normal scheduler
+(ring, tree and native), and from 0.9-1.0% to 0.3-0.6% with the ranks at real-time priority
+(``rank_priority.py``; ring, tree, native and rabenseifner), which removes most of the rest. A
+training job's cores are busy, so its collectives do not pay those wake-ups either: the time without
+them is the one to tune for.
 
 How. Linux's CPU latency QoS: a process that writes a 32-bit 0 to ``/dev/cpu_dma_latency`` asks
 every CPU's idle governor for states with no exit latency (polling) for as long as it keeps the file
@@ -49,8 +50,8 @@ def idle_cpus_poll(device: Path = LATENCY_QOS) -> Iterator[str]:
         return
     except OSError as exc:
         yield (
-            f"idle CPUs may sleep during the run ({device}: {exc.strerror or exc}); on a VM a sleeping "
-            f"core's wake-up can add milliseconds to a call (stalls); root can avoid that ({ENV}=0 hides this line)"
+            f"idle CPUs may sleep during the run ({device}: {exc.strerror or exc}); on a VM waking a sleeping "
+            f"core adds tens of microseconds to each wait; root can avoid that ({ENV}=0 hides this line)"
         )
         return
     try:
@@ -68,6 +69,6 @@ def unheld_hint(device: Path = LATENCY_QOS) -> str:
     if os.access(device, os.W_OK):
         return ""
     return (
-        f"idle CPUs could sleep during the run (no write permission on {device}): on a VM a sleeping "
-        "core's wake-up adds milliseconds to a call; run as root, and collbench keeps them polling"
+        f"idle CPUs could sleep during the run (no write permission on {device}): on a VM waking a sleeping "
+        "core adds tens of microseconds to each wait; run as root, and collbench keeps them polling"
     )

@@ -45,6 +45,7 @@ from collbench.errors import BackendUnavailableError, ConfigError, RankError, Un
 from collbench.runtime.affinity import pin_this_process, rank_cpus
 from collbench.runtime.environment import host_name
 from collbench.runtime.launchers import JobEnv, detect_job
+from collbench.runtime.rank_priority import realtime_rank
 from collbench.runtime.rankstore import SignedStore, new_token
 from collbench.runtime.watch import collect_results, stop_ranks, watch_ranks
 
@@ -294,6 +295,8 @@ def _child_main(
         # delays every other rank's wake-up by a scheduler time slice.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     _shorten_gil_handoff()
+    # Before the process group starts its threads, which inherit it (runtime/rank_priority.py).
+    realtime_rank(backend)
     timeout = datetime.timedelta(seconds=timeout_s)
     raw_store: Any = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
     store = SignedStore(raw_store, token)
@@ -414,6 +417,7 @@ def _join(
         )
     _shorten_gil_handoff()
     resolved = resolve_backend(backend, job.local_world_size)
+    realtime_rank(resolved)
     device = _device_for(resolved, job.local_rank)
     ctx = RankContext(
         rank=job.rank,

@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from collbench.runtime.idle_latency import unheld_hint
+from collbench.runtime import idle_latency, rank_priority
 from collbench.runtime.results import ResultRow
 
 STALL_FACTOR = 3.0
@@ -147,8 +147,7 @@ def stall_report(rows: Sequence[ResultRow]) -> list[str]:
         f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "
         "for the scheduler, and decisions there are less sure"
     ]
-    if hint := unheld_hint():
-        lines.append(hint)
+    lines.extend(hint for hint in (rank_priority.unheld_hint(), idle_latency.unheld_hint()) if hint)
     worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.algo))[:STALL_LINES]
     for row in worst:
         label = f"at {format_bytes(row.size_bytes)} ({row.algo}, {'in place' if row.in_place else 'out of place'})"

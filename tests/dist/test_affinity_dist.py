@@ -1,5 +1,6 @@
-"""Local CPU ranks run unpinned by default, each on a core of its own when asked; more ranks than cores
-are never pinned, and say so."""
+"""Local CPU ranks run each on a core of its own where they run at real-time priority (the default
+where permitted), or when asked; otherwise, and with more ranks than cores, they are not pinned, and
+the latter says so."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import torch
 
 from collbench.runtime.affinity import PIN_ENV, available_cpus
 from collbench.runtime.launch import RankContext, launch
+from collbench.runtime.rank_priority import ENV as REALTIME_ENV
+from collbench.runtime.rank_priority import permitted
 
 pytestmark = pytest.mark.dist
 
@@ -34,9 +37,23 @@ def test_each_rank_is_pinned_to_its_own_core_when_asked(monkeypatch: pytest.Monk
     assert not any("scheduler" in str(n.get("text")) for n in notes)
 
 
-@pytest.mark.skipif(len(available_cpus()) < 2, reason="two ranks on two cores")
-def test_ranks_are_not_pinned_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.skipif(len(available_cpus()) < 2 or not permitted(), reason="two real-time ranks on two cores")
+def test_real_time_ranks_are_pinned_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(PIN_ENV, raising=False)
+    monkeypatch.delenv(REALTIME_ENV, raising=False)
+    cpus = available_cpus()
+    results = launch(2, _where, None, backend="gloo", timeout_s=60.0)
+    assert [r[1] for r in results] == [[cpus[0]], [cpus[1]]]
+
+
+@pytest.mark.skipif(len(available_cpus()) < 2, reason="two ranks on two cores")
+def test_ranks_under_the_normal_scheduler_or_told_not_to_are_not_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PIN_ENV, raising=False)
+    monkeypatch.setenv(REALTIME_ENV, "0")
+    results = launch(2, _where, None, backend="gloo", timeout_s=60.0)
+    assert all(r[1] == list(available_cpus()) for r in results)
+    monkeypatch.delenv(REALTIME_ENV)
+    monkeypatch.setenv(PIN_ENV, "0")
     results = launch(2, _where, None, backend="gloo", timeout_s=60.0)
     assert all(r[1] == list(available_cpus()) for r in results)
 

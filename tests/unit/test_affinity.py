@@ -82,6 +82,23 @@ def test_gpu_ranks_are_not_pinned_here() -> None:
     assert affinity.rank_cpus(2, "nccl") == (None, None)
 
 
+@pytest.mark.parametrize(
+    ("asked", "realtime", "pinned"),
+    [(None, True, True), (None, False, False), ("0", True, False), ("1", False, True), ("1", True, True)],
+)
+def test_cpu_ranks_are_pinned_when_they_run_real_time_unless_told(
+    monkeypatch: pytest.MonkeyPatch, asked: str | None, realtime: bool, pinned: bool
+) -> None:
+    if asked is None:
+        monkeypatch.delenv(affinity.PIN_ENV, raising=False)
+    else:
+        monkeypatch.setenv(affinity.PIN_ENV, asked)
+    monkeypatch.setattr(affinity.rank_priority, "will_run_realtime", lambda backend: realtime)
+    monkeypatch.setattr(affinity, "available_cpus", lambda: (3, 5))
+    monkeypatch.setattr(affinity, "cgroup_cpu_limit", lambda: None)
+    assert affinity.rank_cpus(2, "gloo") == ((3, 5) if pinned else (None, None))
+
+
 def test_default_local_ranks_on_a_cpu_only_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
