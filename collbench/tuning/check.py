@@ -20,7 +20,7 @@ from typing import Any
 from collbench.errors import ConfigError
 from collbench.runtime.results import ResultRow
 from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Point, Rule, Variant, measured_points
+from collbench.tuning.selection import DEFAULT_SIGMAS, Point, Rule, Variant, measured_points
 
 CHECK_ROUNDS = 3
 CHECK_BUDGET_S = 0.1
@@ -44,10 +44,11 @@ class RuleCheck:
 
     @property
     def faulted(self) -> bool:
-        """Whether the re-measurement shows a faster algorithm beyond the noise."""
+        """Whether the re-measurement shows a faster algorithm beyond the noise: by as many standard
+        errors as selection asks of a winner (``selection.DEFAULT_SIGMAS``)."""
         if self.regret is None or self.regret_err is None:
             return False
-        return self.regret - self.regret_err > 1.0
+        return self.regret - DEFAULT_SIGMAS * self.regret_err > 1.0
 
 
 def check_sizes(profile: Profile, rule_set: RuleSet | None = None) -> list[tuple[Rule, int]]:

@@ -41,8 +41,9 @@ How the winner is chosen:
   one), the smallest of them across repeated rows (rounds): a round that a burst of load hit must
   not decide (measured in benchmarks/bench_statistics.py; README "Which time decisions use").
 * Between two measured sizes with different winners, the boundary is where the fitted models (when
-  given) predict the new winner becomes faster than the old one; without fits, or when the
-  predictions do not cross inside the gap, the geometric middle of the gap. Only the two measured
+  given) predict the new winner becomes faster than the old one; without fits, when the predictions
+  do not cross inside the gap, or when either fit misses a measured end of the gap by more than 10%
+  (``GAP_FIT_TOLERANCE``), the geometric middle of the gap. Only the two measured
   winners compete there: an algorithm that won at neither neighbouring measured size is not claimed
   on predictions alone.
 * Adjacent ranges with the same winner are merged.
@@ -65,6 +66,12 @@ from collbench.runtime.results import ResultRow
 NATIVE = "native"
 DEFAULT_MIN_GAIN = 0.03
 DEFAULT_MAX_THRESHOLD = 0.25
+DEFAULT_SIGMAS = 2.0
+"""How many times the combined noise of two points their times must differ by to be told apart, as
+``collbench compare`` asks of a change. At one, two algorithms that run the same exchange (one-shot
+and recursive doubling on 2 ranks) were called apart in 1 of 4 sizes that either of two quiet runs
+separated, the other run calling them the other way round (issue 10's replicate benchmark, pairs 7
+and 8); at two, in none of 3."""
 
 
 class FitLike(Protocol):
@@ -231,6 +238,8 @@ class SelectionSettings:
     """Smallest relative gain that counts, whatever the measured noise (0.03 = 3%)."""
     max_threshold: float = DEFAULT_MAX_THRESHOLD
     """Largest threshold the noise can raise the bar to."""
+    sigmas: float = DEFAULT_SIGMAS
+    """Multiples of the two points' combined noise that a gain must exceed."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_gain <= self.max_threshold < 1.0:
@@ -238,10 +247,13 @@ class SelectionSettings:
                 f"selection thresholds must satisfy 0 <= min_gain <= max_threshold < 1, "
                 f"got min_gain={self.min_gain}, max_threshold={self.max_threshold}"
             )
+        if not self.sigmas > 0:
+            raise ConfigError(f"selection needs a positive number of sigmas, got {self.sigmas}")
 
     def threshold(self, noise_a: float, noise_b: float, *, capped: bool = True) -> float:
-        """The relative gain B needs over A to replace it: combined noise, floored, and capped unless told not."""
-        bar = max(self.min_gain, math.hypot(noise_a, noise_b))
+        """The relative gain B needs over A to replace it: ``sigmas`` times the combined noise, floored,
+        and capped unless told not."""
+        bar = max(self.min_gain, self.sigmas * math.hypot(noise_a, noise_b))
         return min(self.max_threshold, bar) if capped else bar
 
     def bar(self, a: Point, b: Point) -> float:
@@ -384,7 +396,9 @@ def _select_op(
         prev, new = winners[i - 1], winners[i]
         if new == prev:
             continue
-        boundary = _boundary(sizes[i - 1], sizes[i], prev, new, predict)
+        lo, hi = sizes[i - 1], sizes[i]
+        held = all(_fit_holds(predict, v, size, variants[v].get(size)) for v in (prev, new) for size in (lo, hi))
+        boundary = _boundary(lo, hi, prev, new, predict if held else _no_prediction)
         starts.append((boundary, new))
     merged: list[tuple[int, Variant]] = []
     for start, variant in starts:
@@ -475,6 +489,30 @@ def _evidence_at(
         return None, None
     rival = min(others, key=lambda p: p.time_us)
     return rival.time_us / mine.time_us - 1.0, settings.bar(mine, rival)
+
+
+GAP_FIT_TOLERANCE = 0.10
+"""How close (relatively) both fits must come to both measured ends of a gap for their crossover to
+place the boundary inside it."""
+
+
+def _fit_holds(predict: Any, variant: Variant, size: int, point: Point | None) -> bool:
+    """Whether ``variant``'s fit reproduces its measured time at ``size`` within GAP_FIT_TOLERANCE.
+
+    A model that misses the measured ends of a gap (a cache cliff between them, which no alpha-beta
+    line has) says nothing about where inside the gap one algorithm overtakes the other. Measured on
+    the 2-core VM: recursive doubling's fit was 26% above its time at 512 KiB and 14% below at 1 MiB;
+    the crossover it gave (530 KiB) chose rabenseifner at 674 KiB, where recursive doubling was
+    re-measured 22% faster (issue 10's rules benchmark).
+    """
+    if point is None:
+        return True  # not measured at that end: nothing to hold the fit to
+    predicted = predict(variant, size)
+    return predicted is not None and abs(predicted / point.time_us - 1.0) <= GAP_FIT_TOLERANCE
+
+
+def _no_prediction(_variant: Variant, _size: float) -> None:
+    return None
 
 
 def _boundary(lo: int, hi: int, old: Variant, new: Variant, predict: Any) -> int:

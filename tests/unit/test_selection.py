@@ -82,6 +82,15 @@ def test_boundary_follows_fits_between_measured_sizes() -> None:
     assert rules[1].predicted_us == pytest.approx(BW(rules[1].at_bytes), rel=1e-3)
 
 
+def test_fits_that_miss_the_gaps_measured_ends_do_not_place_the_boundary() -> None:
+    # Ring's fit is 15% slow at both ends of the gap (16 KiB, 64 KiB): its crossover with recursive
+    # doubling (past 64 KiB) says nothing about the gap, whose geometric middle is used instead.
+    fits = [LinearFit("all-reduce", "recursive-doubling", 20.0, 0.004), LinearFit("all-reduce", "ring", 138.0, 0.00115)]
+    rules = select_rules(rows_for({"recursive-doubling": LAT, "ring": BW}), fits)
+    assert [r.algo for r in rules] == ["recursive-doubling", "ring"]
+    assert rules[1].min_bytes == round((16384 * 65536) ** 0.5)
+
+
 def test_without_fits_boundary_is_geometric_middle() -> None:
     rules = select_rules(rows_for({"recursive-doubling": LAT, "ring": BW}))
     assert rules[1].min_bytes == round((16384 * 65536) ** 0.5)
@@ -299,3 +308,21 @@ def test_a_point_whose_rounds_agree_by_chance_takes_the_sizes_median_gap() -> No
     assert points["direct"].between == pytest.approx(0.09)
     assert points["ring"].between == pytest.approx(0.12) and points["native"].between == pytest.approx(0.10)
     assert points["tree"].between == pytest.approx(0.09)
+
+
+def test_a_winner_must_beat_two_standard_errors_of_the_combined_noise() -> None:
+    # Each point's rounds are 4% apart: its noise is 4%, the two points' combined noise 5.7%. A gain of
+    # 6.4% is beyond one standard error but not two: a tie, kept by native. One of 17.6% is beyond both.
+    def rounds(algo: str, t: float) -> list[ResultRow]:
+        return [row(algo, s, t * f, spread=0.0) for s in SIZES for f in (1.0, 1.04)]
+
+    tied = select_rules(rounds("native", 100.0) + rounds("ring", 94.0))
+    assert [r.algo for r in tied] == ["native"]
+    assert tied[0].noise == pytest.approx(2 * 0.04 * 2**0.5, rel=1e-3)
+    assert [r.algo for r in select_rules(rounds("native", 100.0) + rounds("ring", 85.0))] == ["ring"]
+    one_sigma = SelectionSettings(sigmas=1.0)
+    assert [r.algo for r in select_rules(rounds("native", 100.0) + rounds("ring", 94.0), settings=one_sigma)] == [
+        "ring"
+    ]
+    with pytest.raises(ConfigError, match="positive number of sigmas"):
+        SelectionSettings(sigmas=0.0)

@@ -6,6 +6,7 @@ from rich.table import Table
 
 from collbench.cli.render.profile import _bytes, _us
 from collbench.tuning.check import RuleCheck, geomean_regret
+from collbench.tuning.selection import DEFAULT_SIGMAS
 
 
 def render_check(checks: list[RuleCheck], shape: str | None = None) -> Table:
@@ -55,4 +56,7 @@ def check_summary(checks: list[RuleCheck]) -> str:
     geo = geomean_regret(checks)
     faulted = sum(c.faulted for c in checks)
     mean = "-" if geo is None else f"{geo:.3f}"
-    return f"geometric-mean regret {mean} over {len(checks)} rule(s); {faulted} beaten beyond the noise"
+    return (
+        f"geometric-mean regret {mean} over {len(checks)} rule(s); {faulted} beaten beyond the noise "
+        f"({DEFAULT_SIGMAS:g} standard errors)"
+    )
