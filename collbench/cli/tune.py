@@ -69,7 +69,7 @@ def tune(
         Path | None, typer.Option("--topology", metavar="FILE", help="Use a saved topology instead of discovering.")
     ] = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="Fewer sizes, shorter timing: about a minute on 2 CPU ranks.")
+        bool, typer.Option("--quick", help="Fewer sizes, shorter timing: about 20 s on 2 idle CPU ranks.")
     ] = False,
     output: Annotated[Path, typer.Option("--output", "-o", metavar="PROFILE.yaml", help="Where the profile goes.")] = (
         DEFAULT_PROFILE

@@ -2,10 +2,13 @@
 
 Nothing here imports typer or rich: the CLI builds a :class:`TuneConfig` and renders the outcome.
 
-Depth. ``quick`` measures every applicable algorithm at 512 B .. 2 MiB in x4 steps (7 sizes) with a
+Depth. ``quick`` measures every applicable algorithm at 512 B .. 2 MiB in x2 steps (13 sizes) with a
 short time budget per point, twice (the second time in reverse algorithm order), then up to two
-more rounds of the tied algorithms at the tied sizes only (tuning/rounds.py): 73-154 s with the
-default 2 gloo ranks on the loaded 2-core development machine. The default (thorough) run measures
+more rounds of the tied algorithms at the tied sizes only (tuning/rounds.py): 19-21 s with the
+default 2 gloo ranks on the quiet 2-core development machine. x2 rather than x4 steps: with 7 sizes
+a cache cliff (recursive doubling's time triples from 512 KiB to 1 MiB) has no size of its own, one
+line through it misses, and a fit's median error reached 13.4% (issue 10's replicate benchmark, pair
+7) against at most 5.4% in x2 steps (pairs 9 and 10, 16-17 s against 19-21 s). The default (thorough) run measures
 256 B .. 16 MiB in x2 steps, three times (up to six), and sweeps a second segment size for the
 pipelined algorithms at the sizes where segments matter, so the rules choose the segment size too.
 Repeating rounds matters on a shared machine: its load drifts during a sweep, and one round would
@@ -63,7 +66,7 @@ class Depth:
     """Rounds in all: after ``rounds``, sizes whose winner is tied are measured again (tuning/rounds.py)."""
 
 
-QUICK = Depth(512, 2 << 20, 4.0, 0.05, 1, None, rounds=2, max_rounds=4)
+QUICK = Depth(512, 2 << 20, 2.0, 0.05, 1, None, rounds=2, max_rounds=4)
 THOROUGH = Depth(256, 16 << 20, 2.0, 0.2, 2, 256 << 10, rounds=3, max_rounds=6)
 
 
@@ -457,9 +460,10 @@ def _profile(
         selection={
             "min_gain": config.selection.min_gain,
             "max_threshold": config.selection.max_threshold,
+            "sigmas": config.selection.sigmas,
             "noise": "time: each row's p25, smallest over rounds; per point noise hypot((t - min) / t / "
             "sqrt(iters), (second-smallest - smallest) / smallest of the rounds' times); variants within "
-            "max(min_gain, hypot(noise_a, noise_b)) (capped at max_threshold) of the fastest are tied, and a "
+            "max(min_gain, sigmas * hypot(noise_a, noise_b)) (capped at max_threshold) of the fastest are tied, and a "
             "tie goes to native, else the variant in use",
         },
     )
