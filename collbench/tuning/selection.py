@@ -261,9 +261,14 @@ class SelectionSettings:
 
         Capped at ``max_threshold`` for points of a steady machine (jitter there is independent from
         call to call, so a clearly faster algorithm wins however noisy); not capped when either point
-        stalled: a difference inside the stall noise is not a finding, whatever its size.
+        stalled, or when its rounds disagree by more than the cap (the machine itself changed speed
+        between them): a difference inside that noise is not a finding, whatever its size. Measured on
+        the quiet VM: one round of a tune ran 22-30% faster than the other three, for the algorithms
+        it measured first only; capped, their best times beat the others "beyond the noise" at 6 of 13
+        sizes, and a second tune, all of whose rounds agreed, chose the others there.
         """
-        return self.threshold(a.noise, b.noise, capped=not (a.stalled or b.stalled))
+        steady = not (a.stalled or b.stalled) and max(a.between, b.between) <= self.max_threshold
+        return self.threshold(a.noise, b.noise, capped=steady)
 
 
 def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[int, Point]]]:
