@@ -3,18 +3,19 @@
 Why. A gloo rank is three threads that hand each call to one another: the caller, the process
 group's worker, and gloo's socket loop. Under the normal scheduler (CFS/EEVDF) a woken thread does
 not always preempt the thread running on its core, and then waits for the scheduler tick (4 ms at
-250 Hz) on a call of 100-300 us. Measured on the 2-core development VM, with nothing else running,
-idle CPUs polling (``idle_latency.py``), 2 gloo ranks, 2,000 plain ``all_reduce`` calls each: 13-15%
-of calls at 512 B and 11-18% at 2 MiB took more than 3 ms (p25 221-229 us and 968-1046 us). With
-every rank thread at ``SCHED_FIFO`` priority 1: 0-0.1% (p25 89-92 us and 427-434 us). Two processes
-ping-ponging a socket with no threads in between never stalled either way: the stalls are the
-scheduler's hand-offs between a rank's own threads, not the network or the host. The times that are
+250 Hz) on a call of 40-300 us. Measured on the 2-core development VM, with nothing else running and
+idle CPUs polling (``idle_latency.py``), 2 gloo ranks, 2,000 plain ``all_reduce`` calls, two runs each
+way, interleaved: under the normal scheduler 11-12% of calls at 512 B took more than 3 ms (p25
+190-233 us) and 10-16% at 2 MiB (p25 996-1,006 us); with every rank thread at ``SCHED_RR`` 1, none at
+512 B (p25 90-114 us) and 0.1% at 2 MiB (p25 767-802 us). Two processes ping-ponging a socket, with
+no threads in between, never stalled either way: the stalls are the scheduler's hand-offs between a
+rank's own threads, not the network or the host. The times that are
 left are the collective's, which is what decisions compare.
 
 How. ``SCHED_RR`` at the lowest real-time priority (1) for every thread of the rank, set when the
 rank starts, so that the threads torch and gloo start later inherit it. Round-robin rather than FIFO:
 ranks that outnumber the cores still take turns (a 100 ms quantum). The threads block while they
-wait (gloo's and collbench's waits are condition variables and sockets, never spins), and Linux keeps
+wait (on sockets and condition variables: gloo spins on neither), and Linux keeps
 5% of every second for normal tasks however busy real-time ones are (``sched_rt_runtime_us``), so the
 launcher and the shell stay responsive. It needs ``CAP_SYS_NICE`` (root has it) or an
 ``RLIMIT_RTPRIO`` of at least 1 (``ulimit -r``); without either nothing changes, and a run that
