@@ -15,7 +15,7 @@ left are the collective's, which is what decisions compare.
 How. ``SCHED_RR`` at the lowest real-time priority (1) for every thread of the rank, set when the
 rank starts, so that the threads torch and gloo start later inherit it. Round-robin rather than FIFO:
 ranks that outnumber the cores still take turns (a 100 ms quantum). The threads block while they
-wait (on sockets and condition variables: gloo spins on neither), and Linux keeps
+wait (on sockets and condition variables), and Linux keeps
 5% of every second for normal tasks however busy real-time ones are (``sched_rt_runtime_us``), so the
 launcher and the shell stay responsive. It needs ``CAP_SYS_NICE`` (root has it) or an
 ``RLIMIT_RTPRIO`` of at least 1 (``ulimit -r``); without either nothing changes, and a run that

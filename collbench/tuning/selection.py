@@ -263,7 +263,7 @@ class SelectionSettings:
         call to call, so a clearly faster algorithm wins however noisy); not capped when either point
         stalled, or when its rounds disagree by more than the cap (the machine itself changed speed
         between them): a difference inside that noise is not a finding, whatever its size. Measured on
-        the quiet VM: one round of a tune ran 22-30% faster than the other three, for the algorithms
+        the quiet VM: one round of a tune ran 26-29% faster than the other three, for the algorithms
         it measured first only; capped, their best times beat the others "beyond the noise" at 6 of 13
         sizes, and a second tune, all of whose rounds agreed, chose the others there.
         """
