@@ -73,6 +73,10 @@ class ResultRow:
     reduce_path: str | None = None
     """Which reduction path collbench's own algorithm ran: ``cuda-kernel`` or ``torch-ops``; None for
     native rows and ops that do not reduce (runtime/kernel_build.py)."""
+    tune_round: int | None = None
+    """Which of ``collbench tune``'s rounds measured the row (0, 1, ...); None outside a tune. Rows of
+    one round were measured minutes apart from another round's, at whatever speed the machine had then
+    (tuning/selection.py compares algorithms within a round)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

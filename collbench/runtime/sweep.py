@@ -70,6 +70,9 @@ class SweepConfig:
     seed: int = 0
     stream: Path | None = None
     """Where rows stream; None: next to ``output`` (same stem, .jsonl), else collbench-sweep.jsonl."""
+    interleave: bool = False
+    """Measure every algorithm at a size before the next size (tune's rounds), rather than every size
+    of one algorithm before the next algorithm (``worker.plan_points`` says why)."""
 
     @property
     def stream_path(self) -> Path:

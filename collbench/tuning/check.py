@@ -20,7 +20,7 @@ from typing import Any
 from collbench.errors import ConfigError
 from collbench.runtime.results import ResultRow
 from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import DEFAULT_SIGMAS, Point, Rule, Variant, measured_points
+from collbench.tuning.selection import DEFAULT_SIGMAS, Point, Rule, Variant, in_round, measured_points
 
 CHECK_ROUNDS = 3
 CHECK_BUDGET_S = 0.1
@@ -134,7 +134,7 @@ def run_check(
                 timeout_s=timeout_s,
                 stream=stream_dir / f"check-{target.world_size}x{target.nodes}-{i}-{op}-{size}.jsonl",
             )
-            rows.extend(run_sweep(config, progress))
+            rows.extend(in_round(run_sweep(config, progress), i))
     return regrets(profile, rows, target)
 
 

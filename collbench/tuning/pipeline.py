@@ -32,7 +32,7 @@ from collbench.fileio import check_writable
 from collbench.runtime.results import ResultRow, write_rows
 from collbench.tuning.profile import Profile, ProfileLayout, RuleSet
 from collbench.tuning.resume import check_partials, kept_rows_hint, partial_topology_path, with_hint
-from collbench.tuning.selection import SelectionSettings, select_rules
+from collbench.tuning.selection import SelectionSettings, in_round, select_rules
 
 DEFAULT_PROFILE = Path("collbench-profile.yaml")
 SEGMENTED = ("ring", "tree", "two-tree")
@@ -316,6 +316,7 @@ def _round_sweep(
         in_place=IN_PLACE,
         topology_path=topo_file,
         timeout_s=config.timeout_s,
+        interleave=True,
         stream=config.rows_path.with_name(stream_name),
     )
     return dataclasses.replace(sweep, resume=config.resume and sweep.stream_path.exists())
@@ -339,7 +340,7 @@ def _sweep(config: TuneConfig, topo_file: Path | None, progress: Callable[[Any],
             min_bytes=depth.min_bytes,
             max_bytes=depth.max_bytes,
         )
-        rows.extend(run_sweep(base, progress))
+        rows.extend(in_round(run_sweep(base, progress), i))
         if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
             continue
         measured = {r.algo for r in rows}
@@ -353,7 +354,7 @@ def _sweep(config: TuneConfig, topo_file: Path | None, progress: Callable[[Any],
                 stream=config.rows_path.with_name(f"{stem}.partial-segments-{i}.jsonl"),
             )
             second = dataclasses.replace(second, resume=config.resume and second.stream_path.exists())
-            rows.extend(run_sweep(second, progress))
+            rows.extend(in_round(run_sweep(second, progress), i))
     return rows
 
 
@@ -385,7 +386,7 @@ def _extra_rounds(
             min_bytes=min(min(item.sizes) for item in todo),
             max_bytes=max(max(item.sizes) for item in todo),
         )
-        extra.extend(run_sweep(sweep, progress))
+        extra.extend(in_round(run_sweep(sweep, progress), i))
         ran += 1
     settled, total = settled_fraction(rows + extra, config.selection)
     if ran or settled < total:

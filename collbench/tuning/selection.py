@@ -271,18 +271,89 @@ class SelectionSettings:
         return self.threshold(a.noise, b.noise, capped=steady)
 
 
+def in_round(rows: Iterable[ResultRow], index: int) -> list[ResultRow]:
+    """``rows`` marked as measured in round ``index`` of a tune (or of a check)."""
+    return [dataclasses.replace(row, tune_round=index) for row in rows]
+
+
+ROUND_MIN_SHARED = 3
+"""Variants a round must share with the fastest round at a size for its speed to be estimated there."""
+
+
+def round_speeds(rows: Sequence[ResultRow]) -> dict[int, float]:
+    """Per round, how much slower the machine ran than in the fastest round (1.0: as fast), at one size.
+
+    Rounds are blocks: every algorithm at a size is measured within a fraction of a second of the
+    others in the same round (``SweepConfig.interleave``), and minutes from the next round's. When the
+    machine's own speed changes between rounds, all of a round's times move together: measured on
+    the 2-core VM, a tune whose first round ran 26-30% faster than its other three at every size and
+    for every algorithm, without one stalled iteration. Each round's factor is the median, over the
+    variants it shares with a reference round, of their time ratio (a block effect, as in a median
+    polish), then expressed against the fastest round. A round sharing fewer than ROUND_MIN_SHARED
+    variants with the reference keeps 1.0 (with two, each would carry half the other's difference).
+    """
+    times: dict[int, dict[tuple[str, int | None, str], float]] = defaultdict(dict)
+    for row in rows:
+        if row.tune_round is None:
+            continue
+        key = (row.algo, row.segment_bytes, row.layout)
+        t = decision_time_us(row)
+        seen = times[row.tune_round].get(key)
+        times[row.tune_round][key] = t if seen is None else min(seen, t)
+    if len(times) < 2:
+        return {}
+    reference = max(sorted(times), key=lambda r: len(times[r]))
+    factors = {reference: 1.0}
+    for index, these in times.items():
+        shared = [these[k] / times[reference][k] for k in these if k in times[reference]]
+        if index != reference:
+            factors[index] = statistics.median(shared) if len(shared) >= ROUND_MIN_SHARED else 1.0
+    fastest = min(factors.values())
+    return {index: factor / fastest for index, factor in factors.items()}
+
+
+def _at_round_speed(rows: list[ResultRow]) -> list[ResultRow]:
+    """The rows of one size with their times as if every round had run at the fastest round's speed."""
+    speeds = round_speeds(rows)
+    if not speeds or all(abs(f - 1.0) < 1e-12 for f in speeds.values()):
+        return rows
+    out = []
+    for row in rows:
+        f = speeds.get(row.tune_round, 1.0) if row.tune_round is not None else 1.0
+        if f == 1.0:
+            out.append(row)
+            continue
+        p25 = None if row.time_us_p25 is None else row.time_us_p25 / f
+        out.append(
+            dataclasses.replace(
+                row,
+                time_us=row.time_us / f,
+                time_us_p25=p25,
+                time_us_min=row.time_us_min / f,
+                time_us_max=row.time_us_max / f,
+            )
+        )
+    return out
+
+
 def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[int, Point]]]:
     """Per op, per variant, per size: the combined measured point. Rows with wrong data are dropped.
 
     Several rows at one size (in-place and out-of-place, repeats) combine into the smallest of their
     decision times (``decision_time_us``), the smallest min and the largest max. Rows of one algorithm
     at a size no larger than their segment size are the same schedule whatever the segment size, so
-    they combine too.
+    they combine too. Rows of a tune's rounds are first put at the speed of its fastest round
+    (:func:`round_speeds`), so that a round the whole machine ran slower in neither decides nor widens
+    the noise: what is left between rounds is each algorithm's own variation.
     """
     grouped: dict[str, dict[Variant, dict[int, list[ResultRow]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
     usable = [r for r in rows if r.wrong <= 0 and math.isfinite(r.time_us) and r.time_us > 0]
+    at_size: dict[tuple[str, int], list[ResultRow]] = defaultdict(list)
+    for row in usable:
+        at_size[(row.op, row.size_bytes)].append(row)
+    usable = [row for rows_at in at_size.values() for row in _at_round_speed(rows_at)]
     segments: dict[tuple[str, str, str], set[int]] = defaultdict(set)
     for row in usable:
         if row.segment_bytes is not None:

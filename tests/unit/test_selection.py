@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -337,3 +339,52 @@ def test_rounds_that_disagree_beyond_the_cap_are_not_capped() -> None:
     steady = [row("native", s, t, spread=0.0) for s in SIZES for t in (100.0, 100.5)]
     steady += [row("ring", s, t, spread=0.0) for s in SIZES for t in (70.0, 72.0)]
     assert [r.algo for r in select_rules(steady)] == ["ring"]
+
+
+def _rounds_of(times: dict[str, list[float]], size: int = 4096) -> list[ResultRow]:
+    """One row per algorithm and round at ``size``: ``times[algo][r]`` is round r's time."""
+    return [
+        dataclasses.replace(row(algo, size, t, spread=0.0), tune_round=r)
+        for algo, per_round in times.items()
+        for r, t in enumerate(per_round)
+    ]
+
+
+def test_a_round_the_whole_machine_ran_slower_in_is_put_at_the_fastest_rounds_speed() -> None:
+    from collbench.tuning.selection import measured_points, round_speeds
+
+    # Round 1 ran 30% slower for every algorithm (the VM changed speed, no stall): its times are put
+    # at round 0's speed, so the rounds agree and ring's 10% lead is beyond the noise.
+    slow = 1.3
+    times = {"native": [100.0, 100.0 * slow], "ring": [90.0, 90.0 * slow * 1.01], "tree": [120.0, 120.0 * slow]}
+    rows = _rounds_of(times)
+    assert round_speeds(rows) == pytest.approx({0: 1.0, 1: slow})
+    points = {v.algo: pts[4096] for v, pts in measured_points(rows)["all-reduce"].items()}
+    assert points["native"].between == pytest.approx(0.0, abs=1e-9)
+    assert points["ring"].between == pytest.approx(0.01, rel=1e-3)
+    assert [r.algo for r in select_rules(rows)] == ["ring"]
+    # Without the rounds marked, the same times give ring a 30% gap between its rounds: a tie.
+    unmarked = [dataclasses.replace(r, tune_round=None) for r in rows]
+    assert [r.algo for r in select_rules(unmarked)] == ["native"]
+
+
+def test_round_speeds_need_three_shared_variants_and_marked_rounds() -> None:
+    from collbench.tuning.selection import round_speeds
+
+    # With two variants, each one's own difference would be half the round's factor: no factor.
+    assert round_speeds(_rounds_of({"native": [100.0, 130.0], "ring": [90.0, 117.0]})) == {0: 1.0, 1: 1.0}
+    assert round_speeds([row("ring", 4096, 90.0), row("ring", 4096, 95.0)]) == {}
+    # The fastest round is the reference: a faster later round puts the first one at its speed.
+    faster_later = _rounds_of({a: [t * 1.25, t] for a, t in (("native", 100.0), ("ring", 90.0), ("tree", 120.0))})
+    assert round_speeds(faster_later) == pytest.approx({0: 1.25, 1: 1.0})
+
+
+def test_in_round_marks_rows_and_the_mark_survives_a_results_file(tmp_path: Path) -> None:
+    from collbench.runtime.results import read_rows, write_rows
+    from collbench.tuning.selection import in_round
+
+    marked = in_round([row("ring", 4096, 90.0)], 3)
+    assert marked[0].tune_round == 3
+    for name in ("r.jsonl", "r.csv"):
+        write_rows(tmp_path / name, marked)
+        assert read_rows(tmp_path / name)[0].tune_round == 3
