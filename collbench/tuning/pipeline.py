@@ -462,9 +462,12 @@ def _profile(
             "min_gain": config.selection.min_gain,
             "max_threshold": config.selection.max_threshold,
             "sigmas": config.selection.sigmas,
-            "noise": "time: each row's p25, smallest over rounds; per point noise hypot((t - min) / t / "
-            "sqrt(iters), (second-smallest - smallest) / smallest of the rounds' times); variants within "
-            "max(min_gain, sigmas * hypot(noise_a, noise_b)) (capped at max_threshold) of the fastest are tied, and a "
-            "tie goes to native, else the variant in use",
+            "noise": "time: each row's p25, each round put at the fastest round's speed (median ratio over "
+            "shared variants), smallest over rounds; per point noise hypot((t - min) / t / sqrt(iters), "
+            "(second-smallest - smallest) / smallest of the rounds' times); variants within "
+            "max(min_gain, sigmas * hypot(noise_a, noise_b)) (capped at max_threshold where rounds agree "
+            "within it) of the fastest, or not ahead of it round by round (mean log ratio - sigmas * its "
+            "standard error > log(1 + min_gain), over 3 or more shared rounds), are tied, and a tie goes to "
+            "native, else the variant in use",
         },
     )

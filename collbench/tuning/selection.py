@@ -40,6 +40,9 @@ How the winner is chosen:
 * The time compared is ``decision_time_us``: each row's first quartile (its p50 for rows without
   one), the smallest of them across repeated rows (rounds): a round that a burst of load hit must
   not decide (measured in benchmarks/bench_statistics.py; README "Which time decisions use").
+* Rows of a tune's rounds (``tune_round``) are first put at the fastest round's speed
+  (:func:`round_speeds`), and a winner must also stay ahead of the others round by round
+  (``_apart_round_by_round``): rounds are blocks of a machine whose speed drifts.
 * Between two measured sizes with different winners, the boundary is where the fitted models (when
   given) predict the new winner becomes faster than the old one; without fits, when the predictions
   do not cross inside the gap, or when either fit misses a measured end of the gap by more than 10%
