@@ -4,11 +4,11 @@ Nothing here imports typer or rich: the CLI builds a :class:`TuneConfig` and ren
 
 Depth. ``quick`` measures every applicable algorithm at 512 B .. 2 MiB in x2 steps (13 sizes) with a
 short time budget per point, twice (the second time in reverse algorithm order), then up to two
-more rounds of the tied algorithms at the tied sizes only (tuning/rounds.py): 19-21 s with the
+more rounds of the tied algorithms at the tied sizes only (tuning/rounds.py): 21-23 s with the
 default 2 gloo ranks on the quiet 2-core development machine. x2 rather than x4 steps: with 7 sizes
 a cache cliff (recursive doubling's time triples from 512 KiB to 1 MiB) has no size of its own, one
 line through it misses, and a fit's median error reached 13.4% (issue 10's replicate benchmark, pair
-7) against at most 5.4% in x2 steps (pairs 9 and 10, 16-17 s against 19-21 s). The default (thorough) run measures
+7) against at most 5.4% in x2 steps (pairs 9 and 10; 16-17 s against 19-21 s there). The default (thorough) run measures
 256 B .. 16 MiB in x2 steps, three times (up to six), and sweeps a second segment size for the
 pipelined algorithms at the sizes where segments matter, so the rules choose the segment size too.
 Repeating rounds matters on a shared machine: its load drifts during a sweep, and one round would
