@@ -125,6 +125,14 @@ class Point:
     """Rows combined into the point (rounds, repeats, in place and out of place)."""
     by_round: tuple[tuple[int, float], ...] = ()
     """(round, smallest decision time in it) for rows of a tune's marked rounds, by round."""
+    measured_us: float | None = None
+    """The smallest decision time as measured (``time_us`` is at the fastest round's speed, for
+    comparisons; this is what a profile and a check show as measured). None: the same as time_us."""
+
+    @property
+    def shown_us(self) -> float:
+        """The time to show as measured: ``measured_us``, else ``time_us``."""
+        return self.time_us if self.measured_us is None else self.measured_us
 
     @property
     def spread(self) -> float:
@@ -358,12 +366,14 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
     at_size: dict[tuple[str, int], list[ResultRow]] = defaultdict(list)
     for row in usable:
         at_size[(row.op, row.size_bytes)].append(row)
-    usable = [row for rows_at in at_size.values() for row in _at_round_speed(rows_at)]
+    # (as measured, at the fastest round's speed) for every usable row
+    pairs = [pair for rows_at in at_size.values() for pair in zip(rows_at, _at_round_speed(rows_at), strict=True)]
     segments: dict[tuple[str, str, str], set[int]] = defaultdict(set)
     for row in usable:
         if row.segment_bytes is not None:
             segments[(row.op, row.algo, row.layout)].add(row.segment_bytes)
-    for row in usable:
+    measured: dict[tuple[str, Variant, int], float] = {}
+    for raw, row in pairs:
         seg = row.segment_bytes
         if seg is not None and seg >= row.size_bytes:
             # A message no larger than one segment runs the same way whatever the segment size: such
@@ -371,11 +381,16 @@ def measured_points(rows: Iterable[ResultRow]) -> dict[str, dict[Variant, dict[i
             seg = max(segments[(row.op, row.algo, row.layout)])
         variant = Variant(row.algo, seg, row.layout or "rank-order")
         grouped[row.op][variant][row.size_bytes].append(row)
+        key = (row.op, variant, row.size_bytes)
+        measured[key] = min(decision_time_us(raw), measured.get(key, math.inf))
     out: dict[str, dict[Variant, dict[int, Point]]] = {}
     for op, variants in grouped.items():
         out[op] = {}
         for variant, by_size in variants.items():
-            out[op][variant] = {size: _point(size, rs) for size, rs in by_size.items()}
+            out[op][variant] = {
+                size: dataclasses.replace(_point(size, rs), measured_us=measured[(op, variant, size)])
+                for size, rs in by_size.items()
+            }
         _pool_between(out[op])
     return out
 
@@ -499,7 +514,7 @@ def _select_op(
         stop = merged[i + 1][0] - 1 if i + 1 < len(merged) else None
         inside = [s for s in sizes if s >= start and (stop is None or s <= stop) and s in variants[variant]]
         at = inside[len(inside) // 2] if inside else _middle(start, stop)
-        measured = variants[variant][at].time_us if at in variants[variant] else None
+        measured = variants[variant][at].shown_us if at in variants[variant] else None
         predicted = predict(variant, at)
         gain = None
         if variant.algo == NATIVE:
@@ -507,7 +522,7 @@ def _select_op(
         else:
             mine = measured if measured is not None else predicted
             if native_pts is not None and at in native_pts:
-                theirs: float | None = native_pts[at].time_us
+                theirs: float | None = native_pts[at].shown_us
             else:
                 theirs = predict(Variant(NATIVE), at)
             if mine and theirs:

@@ -414,3 +414,21 @@ def test_a_lead_from_one_lucky_round_is_a_tie_and_two_rounds_are_not_enough() ->
     # The same lead in only two shared rounds: measured again rather than trusted.
     two = {k: v[:2] for k, v in steady.items()}
     assert select_rules(_rounds_of(two))[0].tie_with
+
+
+def test_a_rule_shows_the_time_measured_not_the_time_put_at_another_rounds_speed() -> None:
+    from collbench.tuning.selection import measured_points
+
+    # Round 0 ran 30% slower for all; ring's round-0 call was also 5% lucky: at round 1's speed it is
+    # 85.5 us, faster than any time measured. Decisions compare that; the rule shows 90 us, measured.
+    times = {
+        "native": [130.0, 100.0, 100.0],
+        "ring": [90.0 * 1.3 * 0.95, 90.0, 90.4],
+        "tree": [156.0, 120.0, 120.0],
+    }
+    rows = _rounds_of(times)
+    (ring,) = [pts[4096] for v, pts in measured_points(rows)["all-reduce"].items() if v.algo == "ring"]
+    assert ring.time_us == pytest.approx(85.5) and ring.measured_us == pytest.approx(90.0)
+    (rule,) = select_rules(rows)
+    assert rule.algo == "ring" and rule.measured_us == pytest.approx(90.0)
+    assert rule.gain_vs_native == pytest.approx(100.0 / 90.0, rel=1e-3)

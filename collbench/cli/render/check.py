@@ -14,7 +14,9 @@ def render_check(checks: list[RuleCheck], shape: str | None = None) -> Table:
 
     ``shape`` names the rule set's shape in the title, for a profile of several.
     """
-    title = "re-measured: regret = time of the chosen / time of the fastest (+- one standard error)"
+    title = (
+        "re-measured: regret = time of the chosen / time of the fastest, rounds at one speed (+- one standard error)"
+    )
     if shape is not None:
         title = f"{shape}, {title}"
     table = Table(title=title, title_justify="left")
