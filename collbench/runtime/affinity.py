@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.runtime import rank_priority
+from collbench.runtime.switches import env_switch
 
 DEFAULT_MAX_RANKS = 4
 """The default never starts more local CPU ranks than this (enough to show every algorithm's shape)."""
@@ -160,8 +161,8 @@ def rank_cpus(
     placement = plan_placement(world_size)
     if placement.warning and note is not None:
         note({"kind": "note", "text": placement.warning})
-    asked = os.environ.get(PIN_ENV, "").strip()
-    if asked == "0" or (asked != "1" and not rank_priority.will_run_realtime(backend)):
+    asked = env_switch(PIN_ENV)
+    if asked is False or (asked is None and not rank_priority.will_run_realtime(backend)):
         return (None,) * world_size
     return placement.cpus
 

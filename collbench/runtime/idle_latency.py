@@ -28,13 +28,15 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+from collbench.runtime.switches import env_switch
+
 LATENCY_QOS = Path("/dev/cpu_dma_latency")
 ENV = "COLLBENCH_IDLE_POLL"
 
 
 def _switched_off() -> bool:
     """Whether ``COLLBENCH_IDLE_POLL`` asks collbench to leave idle CPUs as they are."""
-    return os.environ.get(ENV, "1").strip() in ("0", "no", "off", "false")
+    return env_switch(ENV) is False
 
 
 @contextlib.contextmanager

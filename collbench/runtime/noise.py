@@ -147,7 +147,8 @@ def stall_report(rows: Sequence[ResultRow]) -> list[str]:
         f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "
         "for the scheduler, and decisions there are less sure"
     ]
-    lines.extend(hint for hint in (rank_priority.unheld_hint(), idle_latency.unheld_hint()) if hint)
+    priority = rank_priority.unheld_hint() if any(r.backend == "gloo" for r in stalled) else ""
+    lines.extend(hint for hint in (priority, idle_latency.unheld_hint()) if hint)
     worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.algo))[:STALL_LINES]
     for row in worst:
         label = f"at {format_bytes(row.size_bytes)} ({row.algo}, {'in place' if row.in_place else 'out of place'})"

@@ -30,6 +30,8 @@ import contextlib
 import os
 import resource
 
+from collbench.runtime.switches import env_switch
+
 ENV = "COLLBENCH_REALTIME"
 PRIORITY = 1
 """The lowest real-time priority: above every normal thread, below anything the system runs as real-time."""
@@ -38,7 +40,7 @@ _TASKS = "/proc/self/task"
 
 def _switched_off() -> bool:
     """Whether ``COLLBENCH_REALTIME`` asks collbench to leave ranks under the normal scheduler."""
-    return os.environ.get(ENV, "1").strip() in ("0", "no", "off", "false")
+    return env_switch(ENV) is False
 
 
 def _policy() -> int | None:
@@ -107,12 +109,21 @@ def permitted() -> bool:
 
 
 def unheld_hint() -> str:
-    """One line for a stall summary where ranks could not run at real-time priority ('' where they
-    could, where it is switched off, or where the OS has no such thing)."""
-    if _switched_off() or _policy() is None or permitted():
+    """One line for a stall summary where gloo ranks ran under the normal scheduler ('' where they ran
+    at real-time priority, or where the OS has no such thing): switched off, or not permitted."""
+    if _policy() is None:
+        return ""
+    pinned = env_switch("COLLBENCH_PIN_RANKS") is True
+    also = ", and pinned one core each (COLLBENCH_PIN_RANKS=1) its threads queue for that core" if pinned else ""
+    if _switched_off():
+        return (
+            f"rank threads ran under the normal scheduler ({ENV}=0): a woken rank thread can wait a "
+            f"scheduler tick (~4 ms) for its core{also}"
+        )
+    if permitted():
         return ""
     return (
         "rank threads ran under the normal scheduler (no CAP_SYS_NICE, and `ulimit -r` is 0): a woken "
-        "rank thread can wait a scheduler tick (~4 ms) for its core; as root, or with `ulimit -r 1`, "
+        f"rank thread can wait a scheduler tick (~4 ms) for its core{also}; as root, or with `ulimit -r 1`, "
         f"collbench runs them at real-time priority ({ENV}=0 keeps them normal)"
     )

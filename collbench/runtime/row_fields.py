@@ -25,6 +25,7 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "wrong": (-1, math.inf),
     "segment_bytes": (1, math.inf),
     "stall_fraction": (0.0, 1.0),
+    "tune_round": (0, 1_000_000),  # a tune makes a handful of rounds
 }
 """Inclusive (low, high) for numeric fields whose range is not [0, inf)."""
 
@@ -119,21 +120,28 @@ def _convert(spec: _FieldSpec, value: Any) -> Any:
             return bool(value)
         raise FieldError(spec.name, f"expected true or false, got {_show(value)}")
     if isinstance(value, str):
+        if "_" in value:  # float() reads "1_0" as 10; no table writes numbers that way
+            raise FieldError(spec.name, f"expected a number, got {_show(value)}")
         try:
-            number = float(value) if kind is float or not _INT_TEXT.match(value) else int(float(value))
+            number = float(value) if kind is float or not _INT_TEXT.match(value) else int(value.strip().split(".")[0])
         except ValueError:
             raise FieldError(spec.name, f"expected a number, got {_show(value)}") from None
     elif _is_number(value):
         number = value
     else:
         raise FieldError(spec.name, f"expected a number, got {_show(value)}")
-    if not math.isfinite(float(number)):
+    try:
+        as_float = float(number)
+    except OverflowError:
+        raise FieldError(spec.name, f"{_show(value)} is out of range") from None
+    if not math.isfinite(as_float):
         raise FieldError(spec.name, f"{_show(value)} is not a finite number")
     if kind is int:
-        if float(number) != int(number):
+        # An int as it is (a float would round one past 2**53); a float only when it is whole.
+        if not isinstance(number, int) and not as_float.is_integer():
             raise FieldError(spec.name, f"expected a whole number, got {_show(value)}")
         return int(number)
-    return float(number)
+    return as_float
 
 
 def _check_range(spec: _FieldSpec, value: Any) -> None:

@@ -24,6 +24,7 @@ from collbench.runtime.idle_latency import idle_cpus_poll
 from collbench.runtime.launch import joined_job, launch, resolve_backend
 from collbench.runtime.results import ResultRow, read_jsonl
 from collbench.runtime.sweep_files import sweep_files, write_output_from_stream
+from collbench.runtime.switches import check_switches
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import algorithm_names, get_algorithm
 
@@ -248,6 +249,7 @@ def validate(config: SweepConfig) -> SweepJob:
     Runs before any process starts: unknown op, algorithm, dtype or reduction, sizes out of order or
     not a multiple of the dtype size, a bad rank count or root, nccl without GPUs, a bad output name.
     """
+    check_switches()
     if config.world_size is not None and config.world_size < 1:
         raise ConfigError(f"--ranks must be at least 1, got {config.world_size}")
     job = joined_job()

@@ -113,6 +113,11 @@ def run_check(
     from collbench.tuning.pipeline import IN_PLACE, _algorithm_order
 
     target = rule_set or profile.default_set
+    if target.world_size < 2:
+        # One rank moves no data: its "collectives" are copies, and a check would fault rules on them.
+        raise ConfigError(
+            f"the profile's rules for {target.shape_label}: nothing to check, a collective needs at least 2 ranks"
+        )
     if world_size is not None and world_size != target.world_size:
         raise ConfigError(f"the profile is for {target.world_size} ranks; check it with --ranks {target.world_size}")
     if rounds < 1:

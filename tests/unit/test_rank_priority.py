@@ -132,9 +132,12 @@ def test_nccl_ranks_and_a_run_switched_off_stay_normal(monkeypatch: pytest.Monke
         return realtime_rank("nccl"), sorted(_policies())
 
     assert _in_child(nccl) == (False, [os.SCHED_OTHER])
-    monkeypatch.setenv(ENV, "0")
+    monkeypatch.setenv(ENV, "Off")
     assert _in_child(_gloo_rank)[:2] == (False, [os.SCHED_OTHER])  # type: ignore[index]
-    assert unheld_hint() == ""
+    # A stall summary then says why, in one line; pinned too, it says that as well.
+    assert unheld_hint().startswith(f"rank threads ran under the normal scheduler ({ENV}=0)")
+    monkeypatch.setenv("COLLBENCH_PIN_RANKS", "1")
+    assert "its threads queue for that core" in unheld_hint() and "\n" not in unheld_hint()
 
 
 def test_a_thread_that_ends_while_it_is_being_changed_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,6 +46,13 @@ def _row(**changes: Any) -> dict[str, Any]:
         ({"segment_bytes": 0}, "segment_bytes", "out of range"),
         ({"size_bytes": None}, "size_bytes", "empty"),
         ({"host": 5}, "host", "expected text"),
+        ({"tune_round": -1}, "tune_round", "out of range"),
+        ({"tune_round": 1.5}, "tune_round", "whole number"),
+        ({"tune_round": 10**30}, "tune_round", "out of range"),  # a whole number, read as one
+        ({"tune_round": 1e300}, "tune_round", "out of range"),
+        ({"tune_round": 10**400}, "tune_round", "out of range"),  # past any float
+        ({"tune_round": "1_0"}, "tune_round", "expected a number"),
+        ({"size_bytes": "1_024"}, "size_bytes", "expected a number"),
     ],
 )
 def test_bad_field_is_named(changes: dict[str, Any], field: str, problem: str) -> None:
@@ -122,3 +129,8 @@ def test_writer_refuses_what_no_reader_would_take(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="row 2 was not written: field time_us"):
         write_rows(path, [ResultRow.from_dict(_row()), bad])
     assert not path.exists()
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(3, 3), ("3", 3), (" 2 ", 2), ("4.0", 4), (None, None)])
+def test_tune_round_reads_whole_numbers(raw: Any, expected: int | None) -> None:
+    assert ResultRow.from_dict(_row(tune_round=raw)).tune_round == expected
