@@ -120,7 +120,18 @@ def pin_this_process(cpu: int | None) -> bool:
     setter = getattr(os, "sched_setaffinity", None)
     if setter is None:
         return False
+    # Linux sets a mask per thread: every thread this process already has (the interpreter's own
+    # helpers), then the calling thread, whose mask the threads started later inherit.
     try:
+        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = []
+    try:
+        for tid in threads:
+            try:
+                setter(tid, {cpu})
+            except ProcessLookupError:
+                continue  # a thread that ended meanwhile
         setter(0, {cpu})
     except OSError:
         # A CPU taken away meanwhile (cpuset changed): run unpinned rather than fail the run.

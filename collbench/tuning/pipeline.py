@@ -393,7 +393,8 @@ def _extra_rounds(
         notes.append(
             f"{depth.rounds + ran} rounds ({ran} of them re-measuring tied sizes only): the winner is separated "
             f"from the runner-up beyond the measured noise at {settled} of {total} sizes; the others are ties, "
-            "which go to the simpler choice (native first), written in the rules' tie_with"
+            "which go to the simpler choice (native when it is in the tie, else the algorithm in use below), "
+            "written in the rules' tie_with"
         )
     return extra
 

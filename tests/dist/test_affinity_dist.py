@@ -19,8 +19,11 @@ pytestmark = pytest.mark.dist
 
 
 def _where(ctx: RankContext, _payload: None) -> tuple[int, list[int], int]:
-    """What the rank sees of itself, read inside the rank after the launcher's setup."""
-    return ctx.rank, sorted(os.sched_getaffinity(0)), torch.get_num_threads()
+    """What the rank sees of itself, read inside the rank after the launcher's setup: its CPUs (the
+    union over every thread's mask, each of which must be the same), and its intra-op threads."""
+    masks = {tuple(sorted(os.sched_getaffinity(int(tid)))) for tid in os.listdir("/proc/self/task")}
+    assert len(masks) == 1, f"threads of rank {ctx.rank} have different masks: {sorted(masks)}"
+    return ctx.rank, list(next(iter(masks))), torch.get_num_threads()
 
 
 @pytest.mark.skipif(len(available_cpus()) < 2, reason="pinning two ranks needs two cores")
