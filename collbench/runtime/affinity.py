@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.runtime import rank_priority
+from collbench.runtime.own_threads import own_threads
 from collbench.runtime.switches import env_switch
 
 DEFAULT_MAX_RANKS = 4
@@ -121,18 +122,13 @@ def pin_this_process(cpu: int | None) -> bool:
     if setter is None:
         return False
     # Linux sets a mask per thread: every thread this process already has (the interpreter's own
-    # helpers), then the calling thread, whose mask the threads started later inherit.
+    # helpers and the calling thread, whose mask the threads started later inherit).
     try:
-        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
-    except OSError:
-        threads = []
-    try:
-        for tid in threads:
+        for tid in own_threads():
             try:
                 setter(tid, {cpu})
             except ProcessLookupError:
                 continue  # a thread that ended meanwhile
-        setter(0, {cpu})
     except OSError:
         # A CPU taken away meanwhile (cpuset changed): run unpinned rather than fail the run.
         return False

@@ -30,12 +30,12 @@ import contextlib
 import os
 import resource
 
+from collbench.runtime.own_threads import own_threads
 from collbench.runtime.switches import env_switch
 
 ENV = "COLLBENCH_REALTIME"
 PRIORITY = 1
 """The lowest real-time priority: above every normal thread, below anything the system runs as real-time."""
-_TASKS = "/proc/self/task"
 
 
 def _switched_off() -> bool:
@@ -63,12 +63,8 @@ def realtime_rank(backend: str) -> bool:
     if backend != "gloo" or _switched_off() or policy is None:
         return False
     param = os.sched_param(PRIORITY)
-    try:
-        threads = [int(tid) for tid in os.listdir(_TASKS)]
-    except OSError:
-        threads = [0]
     done: list[int] = []
-    for tid in threads:
+    for tid in own_threads():
         try:
             os.sched_setscheduler(tid, policy, param)
         except ProcessLookupError:
