@@ -305,14 +305,13 @@ def round_speeds(rows: Sequence[ResultRow]) -> dict[int, float]:
     polish), then expressed against the fastest round. A round sharing fewer than ROUND_MIN_SHARED
     variants with the reference keeps 1.0 (with two, each would carry half the other's difference).
     """
-    times: dict[int, dict[tuple[str, int | None, str], float]] = defaultdict(dict)
+    by_variant: dict[tuple[str, int | None, str], list[ResultRow]] = defaultdict(list)
     for row in rows:
-        if row.tune_round is None:
-            continue
-        key = (row.algo, row.segment_bytes, row.layout)
-        t = decision_time_us(row)
-        seen = times[row.tune_round].get(key)
-        times[row.tune_round][key] = t if seen is None else min(seen, t)
+        by_variant[(row.algo, row.segment_bytes, row.layout)].append(row)
+    times: dict[int, dict[tuple[str, int | None, str], float]] = defaultdict(dict)
+    for key, of_variant in by_variant.items():
+        for index, t in _best_per_round(of_variant).items():
+            times[index][key] = t
     if len(times) < 2:
         return {}
     reference = max(sorted(times), key=lambda r: len(times[r]))
@@ -323,6 +322,16 @@ def round_speeds(rows: Sequence[ResultRow]) -> dict[int, float]:
             factors[index] = statistics.median(shared) if len(shared) >= ROUND_MIN_SHARED else 1.0
     fastest = min(factors.values())
     return {index: factor / fastest for index, factor in factors.items()}
+
+
+def _best_per_round(rows: Iterable[ResultRow]) -> dict[int, float]:
+    """Per marked round, the smallest decision time of ``rows`` in it (rows of no round are left out)."""
+    best: dict[int, float] = {}
+    for row in rows:
+        if row.tune_round is not None:
+            t = decision_time_us(row)
+            best[row.tune_round] = min(t, best.get(row.tune_round, t))
+    return best
 
 
 def _at_round_speed(rows: list[ResultRow]) -> list[ResultRow]:
@@ -420,11 +429,6 @@ def _point(size: int, rows: list[ResultRow]) -> Point:
     ``between`` how far the second-smallest is above it, relatively (how much the time moves with one
     round fewer; 0 for a single row)."""
     times = sorted(decision_time_us(r) for r in rows)
-    by_round: dict[int, float] = {}
-    for r in rows:
-        if r.tune_round is not None:
-            t = decision_time_us(r)
-            by_round[r.tune_round] = min(t, by_round.get(r.tune_round, t))
     return Point(
         size,
         times[0],
@@ -434,7 +438,7 @@ def _point(size: int, rows: list[ResultRow]) -> Point:
         (times[1] - times[0]) / times[0] if len(times) > 1 else 0.0,
         any(row_stalled(r) for r in rows),
         len(rows),
-        tuple(sorted(by_round.items())),
+        tuple(sorted(_best_per_round(rows).items())),
     )
 
 
