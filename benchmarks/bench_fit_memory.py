@@ -37,7 +37,7 @@ SIZES = [1 << k for k in range(6, 26)]
 
 def _templates() -> list[tuple[str, float]]:
     """One JSON row per point with ``@T@`` where its times go, and the point's base time in us."""
-    from collbench.runtime.results import ResultRow
+    from collbench.results.row import ResultRow
     from collbench.schedules.ops import Op
     from collbench.schedules.registry import algorithms_for
 

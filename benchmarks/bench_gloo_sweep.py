@@ -27,9 +27,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from collbench.runtime.launch import RankContext, launch
-from collbench.runtime.sweep import SweepConfig, run_sweep
-from collbench.runtime.timing import CpuTimer, slowest_rank
+from collbench.runtime.executor.timing import CpuTimer, slowest_rank
+from collbench.runtime.launch.ranks import RankContext, launch
+from collbench.runtime.sweep.run import SweepConfig, run_sweep
 
 MiB = 1 << 20
 

@@ -30,7 +30,7 @@ def parse_size(text: str) -> int:
 
 def collbench_times(sizes: list[int], iters: int, warmup: int, cuda_graph: bool, work: Path) -> dict[int, float]:
     """Median microseconds per size from ``run_sweep`` with one NCCL rank, plain ``native``."""
-    from collbench.runtime.sweep import SweepConfig, run_sweep
+    from collbench.runtime.sweep.run import SweepConfig, run_sweep
 
     out: dict[int, float] = {}
     for size in sizes:

@@ -50,7 +50,7 @@ def time_us(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
 def bench(dtype_name: str, size_bytes: int, ks: list[int], reps: int) -> list[dict[str, Any]]:
     import torch
 
-    from collbench.runtime import cuda_kernels
+    from collbench.runtime.cuda import kernels as cuda_kernels
 
     dtype = getattr(torch, dtype_name)
     count = size_bytes // torch.tensor([], dtype=dtype).element_size()

@@ -29,11 +29,11 @@ import torch
 import torch.distributed as dist
 from collbench.layouts.model import Layout
 from collbench.layouts.plan import plan_layout
-from collbench.runtime.executor import run_schedule
-from collbench.runtime.launch import launch
+from collbench.runtime.executor.schedule_runner import run_schedule
+from collbench.runtime.launch.ranks import launch
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
-from collbench.topology.probe import ProbeConfig, probe_topology
+from collbench.runtime.probe import ProbeConfig, probe_topology
 
 nbytes, iters, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 topo = probe_topology(4, timeout_s=120.0, config=ProbeConfig(repeats=2, pings=5, target_s=0.15))

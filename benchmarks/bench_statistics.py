@@ -33,11 +33,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from collbench.runtime.affinity import default_cpu_ranks
-from collbench.runtime.executor import ScheduleRunner
-from collbench.runtime.launch import RankContext, launch
-from collbench.runtime.noise import min_of_medians, quantile, stall_fraction, trimmed_mean
-from collbench.runtime.timing import CpuTimer, slowest_rank
+from collbench.results.noise import min_of_medians, quantile, stall_fraction, trimmed_mean
+from collbench.runtime.executor.schedule_runner import ScheduleRunner
+from collbench.runtime.executor.timing import CpuTimer, slowest_rank
+from collbench.runtime.host.affinity import default_cpu_ranks
+from collbench.runtime.launch.ranks import RankContext, launch
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
 

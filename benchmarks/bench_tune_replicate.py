@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from collbench.models.fit import Fit
-from collbench.runtime.noise import row_stalled
-from collbench.runtime.results import read_rows
+from collbench.results.io import read_rows
+from collbench.results.noise import row_stalled
 from collbench.tuning.profile import Profile
 from collbench.tuning.selection import SelectionSettings, decide_at, measured_points
 

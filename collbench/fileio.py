@@ -209,3 +209,8 @@ def parse_json(text: str, path: Path) -> Any:
         raise InputFileError(str(path), f"not JSON: {exc.msg}", line=exc.lineno) from None
     except RecursionError:
         raise InputFileError(str(path), "not JSON collbench reads: nested too deeply") from None
+
+
+def csrc_dir() -> Path:
+    """The shipped C and CUDA sources (``collbench/csrc``, a link to the repository's ``csrc/``)."""
+    return Path(__file__).resolve().parent / "csrc"

@@ -42,7 +42,7 @@ class _Runners:
     cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def runner(self, rule_set: RuleSet, rule: Rule, count: int, tensor: torch.Tensor, group: Any) -> Any:
-        from collbench.runtime.executor import ScheduleRunner
+        from collbench.runtime.executor.schedule_runner import ScheduleRunner
 
         world = dist.get_world_size(group)
         key = (rule.min_bytes, rule.algo, count, tensor.dtype, tensor.device, world, id(group))
@@ -71,7 +71,7 @@ def _layout(rule_set: RuleSet, rule: Rule, world: int) -> Layout | None:
 
 
 def _build(rule_set: RuleSet, rule: Rule, world: int, count: int, elem_bytes: int) -> Any:
-    from collbench.runtime.worker import MAX_TREE_SEGMENTS
+    from collbench.runtime.sweep.worker import MAX_TREE_SEGMENTS
     from collbench.schedules.registry import get_algorithm
 
     spec = get_algorithm(rule.algo)

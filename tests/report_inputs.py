@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 from collbench.topology.model import Topology
 from collbench.topology.nvidia_smi import read_nvidia_smi_topo
 from collbench.tuning.profile import Profile

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 
 SIZES = [2**k for k in range(8, 25)]
 SLOW_SIZES = {2**k for k in (12, 13, 14, 20, 21)}

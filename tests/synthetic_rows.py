@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from collbench.models.costs import cost_terms
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 
 SIZES = [2**k for k in range(3, 28)]
 

@@ -37,12 +37,12 @@ def _restrict(topo: Topology, ranks: int | None) -> Topology:
 
 def _probe(topo: Topology, ranks: int | None, backend: str, timeout_s: float, *, live: bool) -> Topology:
     try:
-        from collbench.topology.probe import probe_topology
+        from collbench.runtime.probe import probe_topology
     except ModuleNotFoundError as exc:
-        if exc.name not in ("collbench.topology.probe",):
+        if exc.name not in ("collbench.runtime.probe",):
             raise
-        raise UserError("--probe is not available in this build (collbench.topology.probe is missing)") from None
-    from collbench.runtime.launch import joined_job
+        raise UserError("--probe is not available in this build (collbench.runtime.probe is missing)") from None
+    from collbench.runtime.launch.ranks import joined_job
 
     # Under a launcher the job's size rules (None); locally, every rank device of the topology.
     world_size = ranks if ranks is not None or joined_job() is not None else len(topo.rank_devices)
@@ -112,7 +112,7 @@ def discover(
 
     if probe:
         topo = _probe(topo, ranks, backend, timeout, live=all(v is None for k, v in sources.items() if k != "--record"))
-        from collbench.runtime.launch import job_rank
+        from collbench.runtime.launch.ranks import job_rank
 
         if job_rank() != 0:
             # Every rank of a launcher's job measured the same links: rank 0 alone writes and prints.

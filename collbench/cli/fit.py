@@ -15,7 +15,8 @@ from collbench.errors import InputFileError
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
 from collbench.models.fit import fit_results
 from collbench.models.fit_points import PointSummaries
-from collbench.runtime.results import ResultRow, iter_rows
+from collbench.results.io import iter_rows
+from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 
 

@@ -11,7 +11,8 @@ from collbench.cli.console import console, err_console, print_notes
 from collbench.errors import InputFileError, UnknownNameError
 from collbench.fileio import check_writable
 from collbench.importers.nccl_tests import read_nccl_tests
-from collbench.runtime.results import NODES_UNKNOWN, write_rows
+from collbench.results.io import write_rows
+from collbench.results.row import NODES_UNKNOWN
 from collbench.schedules.registry import algorithm_names
 
 app = typer.Typer(no_args_is_help=True)
@@ -24,7 +25,7 @@ def _checked_algo(name: str) -> str:
     """
     key = name.strip().lower()
     if key.startswith("native"):
-        from collbench.runtime.nccl import parse_native_variant
+        from collbench.runtime.cuda.nccl import parse_native_variant
 
         return parse_native_variant(key).name
     known = algorithm_names()

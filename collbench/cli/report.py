@@ -32,7 +32,7 @@ def report(
 ) -> None:
     """One self-contained HTML page: the machine, per op charts and tables, the profile, and provenance."""
     from collbench.report.page import ReportInputs, write_report
-    from collbench.runtime.results import ResultRow
+    from collbench.results.row import ResultRow
 
     if output.suffix.lower() not in (".html", ".htm"):
         raise InputFileError(str(output), "a report is HTML; use a .html name")

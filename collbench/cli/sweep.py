@@ -12,10 +12,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from collbench.cli.console import console, err_console
 from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
 from collbench.errors import ConfigError
-from collbench.runtime.affinity import default_local_ranks
-from collbench.runtime.launch import job_rank, under_launcher
-from collbench.runtime.noise import stall_report
-from collbench.runtime.sweep import SweepConfig, SweepProgress, run_sweep, validate
+from collbench.runtime.host.affinity import default_local_ranks
+from collbench.runtime.launch.ranks import job_rank, under_launcher
+from collbench.runtime.sweep.run import SweepConfig, SweepProgress, run_sweep, validate
+from collbench.runtime.sweep.stalls import stall_report
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*$")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}

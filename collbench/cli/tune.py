@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from collbench.cli.console import console, err_console
 from collbench.cli.render.profile import render_fits, render_rules
 from collbench.errors import ConfigError
-from collbench.runtime.noise import stall_report
+from collbench.runtime.sweep.stalls import stall_report
 from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, partial_paths
 from collbench.tuning.resume import kept_rows_hint
 from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes, shape_configs
@@ -102,10 +102,10 @@ def tune(
     if check is not None:
         _check(check, parse_ranks(ranks) if ranks is not None else None, backend)
         return
-    from collbench.runtime.launch import job_rank, under_launcher
+    from collbench.runtime.launch.ranks import job_rank, under_launcher
 
     ops = op or ["all-reduce"]
-    from collbench.runtime.affinity import default_local_ranks
+    from collbench.runtime.host.affinity import default_local_ranks
 
     rank_counts = parse_ranks(ranks) if ranks is not None else (default_local_ranks(backend),)
     predict = parse_shapes(predict_ranks) if predict_ranks else ()

@@ -32,7 +32,7 @@ from collbench.fileio import read_text_file
 from collbench.importers.log_lines import nccl_line, plain_lines
 from collbench.importers.nccl_tests_infer import TableRow, infer_op, ranks_from_bandwidths
 from collbench.pasted import clean_pasted_text
-from collbench.runtime.results import NODES_UNKNOWN, ResultRow
+from collbench.results.row import NODES_UNKNOWN, ResultRow
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 
 PROGRAM_OPS: dict[str, Op] = {

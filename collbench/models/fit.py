@@ -47,8 +47,8 @@ from collbench.models.piecewise import (
     nnls_trimmed,
     piecewise_fit,
 )
-from collbench.runtime.noise import decision_time_us
-from collbench.runtime.results import ResultRow
+from collbench.results.noise import decision_time_us
+from collbench.results.row import ResultRow
 
 R2_MIN = 0.5
 """Below this R^2 (on log time) a fit is shown as not explaining its data, and not extrapolated."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collbench.runtime.noise import decision_time_us
-from collbench.runtime.results import ResultRow
+from collbench.results.noise import decision_time_us
+from collbench.results.row import ResultRow
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collbench.errors import UserError
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 
 Z = 2.0
 """How many standard errors a change must exceed to count as beyond noise."""

@@ -13,7 +13,7 @@ from html import escape
 from collbench.models.crossover import Crossover
 from collbench.models.fit import Fit
 from collbench.report.svg import Marker, Point, Series, color_map, log_chart
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 from collbench.units import size_label
 

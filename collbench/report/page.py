@@ -24,7 +24,7 @@ from collbench.report.assets import CSS, ERROR_TRAP_JS, PAGE_JS
 from collbench.report.machine import drawing_svg, matrix_html
 from collbench.report.ops import group_rows, op_section, section_id
 from collbench.report.svg import Band, band_chart, color_map
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 from collbench.topology.model import Topology
 from collbench.tuning.profile import Profile
 from collbench.tuning.selection import Rule

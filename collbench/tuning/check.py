@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import ConfigError
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 from collbench.tuning.profile import Profile, RuleSet
 from collbench.tuning.selection import DEFAULT_SIGMAS, Point, Rule, Variant, in_round, measured_points
 
@@ -109,7 +109,7 @@ def run_check(
     ``rule_set`` is the shape to check (default: the profile's default shape). Raises ConfigError when
     ``world_size`` differs from that shape's (its choices are for that shape).
     """
-    from collbench.runtime.sweep import SweepConfig, run_sweep
+    from collbench.runtime.sweep.run import SweepConfig, run_sweep
     from collbench.tuning.pipeline import IN_PLACE, _algorithm_order
 
     target = rule_set or profile.default_set

@@ -48,8 +48,8 @@ class Machine:
 
 def this_machine(backend: str) -> Machine:
     """The shapes this process can run with ``backend``: its launcher's job, else local GPUs or cores."""
-    from collbench.runtime.affinity import DEFAULT_MAX_RANKS, cgroup_cpu_limit, usable_cores
-    from collbench.runtime.launch import joined_job
+    from collbench.runtime.host.affinity import DEFAULT_MAX_RANKS, cgroup_cpu_limit, usable_cores
+    from collbench.runtime.launch.ranks import joined_job
 
     job = joined_job()
     if job is not None:

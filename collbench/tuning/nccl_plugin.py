@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.errors import UserError
-from collbench.fileio import atomic_write_text
+from collbench.fileio import atomic_write_text, csrc_dir
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import ALGORITHMS, FUNC_OF_OP, PROTOCOLS, why_not
 from collbench.tuning.exporters.exported import Exported
@@ -32,11 +32,6 @@ ABI_VERSIONS: dict[int, str] = {6: "2.30", 5: "2.28-2.29", 4: "2.24-2.27", 3: "2
 IGNORE = -1.0
 NUM_PROTOCOLS = len(PROTOCOLS)
 TIMEOUT_S = 60.0
-
-
-def csrc_dir() -> Path:
-    """The shipped C sources (``collbench/csrc``, a link to the repo's ``csrc/``)."""
-    return Path(__file__).resolve().parent.parent / "csrc"
 
 
 def c_compiler() -> str:

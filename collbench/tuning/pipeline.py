@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 from collbench import __version__
 from collbench.errors import CollbenchError, ConfigError, InputFileError
 from collbench.fileio import check_writable
-from collbench.runtime.results import ResultRow, write_rows
+from collbench.results.io import write_rows
+from collbench.results.row import ResultRow
 from collbench.tuning.profile import Profile, ProfileLayout, RuleSet
 from collbench.tuning.resume import check_partials, kept_rows_hint, partial_topology_path, with_hint
 from collbench.tuning.selection import SelectionSettings, in_round, select_rules
@@ -42,7 +43,7 @@ IN_PLACE = (True,)
 """Tune measures in place only: that is how jobs call all-reduce (DDP buckets, collbench.torch)."""
 
 if TYPE_CHECKING:
-    from collbench.runtime.sweep import SweepConfig
+    from collbench.runtime.sweep.run import SweepConfig
 
 StageCallback = Callable[[str], None]
 
@@ -162,13 +163,13 @@ def partial_paths(config: TuneConfig) -> tuple[Path, ...]:
 
 
 def _joined_rank() -> int:
-    from collbench.runtime.launch import job_rank
+    from collbench.runtime.launch.ranks import job_rank
 
     return job_rank()
 
 
 def _under_launcher() -> bool:
-    from collbench.runtime.launch import under_launcher
+    from collbench.runtime.launch.ranks import under_launcher
 
     return under_launcher()
 
@@ -220,12 +221,8 @@ def run_tune(
     for part in (*partial_paths(config), partial_topology_path(config.rows_path)):
         part.unlink(missing_ok=True)
 
-    say("fit")
-    fits = _fits(rows, notes)
-    say("select")
-    # Fits that do not explain their data place no boundary and predict no time (Fit.distrust).
-    rules = select_rules(rows, [f for f in fits if not f.distrust()], settings=config.selection)
-    profile = _profile(config, rows, fits, rules, topology, layout)
+    decided = decide(config, rows, topology=topology, layout=layout, notes=notes, stage=say)
+    fits, profile = decided.fits, decided.profile
     profile.save(config.output)
 
     say("plot")
@@ -260,6 +257,34 @@ def run_tune(
         report_path=report_path,
         topology=topology,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a tune decides from its measured rows: the fits, the rules, and the profile holding both."""
+
+    fits: list[Any]
+    rules: list[Any]
+    profile: Profile
+
+
+def decide(
+    config: TuneConfig,
+    rows: list[ResultRow],
+    *,
+    topology: Any,
+    layout: Any,
+    notes: list[str],
+    stage: StageCallback | None = None,
+) -> Decision:
+    """Fit, select and build the profile from ``rows`` (nothing is measured or written here)."""
+    say = stage or (lambda _text: None)
+    say("fit")
+    fits = _fits(rows, notes)
+    say("select")
+    # Fits that do not explain their data place no boundary and predict no time (Fit.distrust).
+    rules = select_rules(rows, [f for f in fits if not f.distrust()], settings=config.selection)
+    return Decision(fits, rules, _profile(config, rows, fits, rules, topology, layout))
 
 
 def _topology(config: TuneConfig) -> Any:
@@ -300,7 +325,7 @@ def _round_sweep(
     It resumes only when asked to and that round's stream exists: a round the interrupted run never
     started is measured afresh.
     """
-    from collbench.runtime.sweep import SweepConfig
+    from collbench.runtime.sweep.run import SweepConfig
 
     depth = config.depth
     sweep = SweepConfig(
@@ -323,7 +348,7 @@ def _round_sweep(
 
 
 def _sweep(config: TuneConfig, topo_file: Path | None, progress: Callable[[Any], None] | None) -> list[ResultRow]:
-    from collbench.runtime.sweep import run_sweep
+    from collbench.runtime.sweep.run import run_sweep
 
     depth = config.depth
     names = _algorithm_order(config.ops)
@@ -366,7 +391,7 @@ def _extra_rounds(
     notes: list[str],
 ) -> list[ResultRow]:
     """Rounds after the fixed ones, of the tied algorithms over the tied sizes, until none is tied."""
-    from collbench.runtime.sweep import run_sweep
+    from collbench.runtime.sweep.run import run_sweep
     from collbench.tuning.rounds import settled_fraction, unsettled
 
     depth = config.depth

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from collbench.fileio import atomic_output
-from collbench.runtime.noise import decision_time_us
-from collbench.runtime.results import ResultRow
+from collbench.results.noise import decision_time_us
+from collbench.results.row import ResultRow
 from collbench.tuning.profile import Profile
 
 

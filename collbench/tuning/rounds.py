@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 from collbench.tuning.selection import SelectionSettings, decide_at, measured_points
 
 

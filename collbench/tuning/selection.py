@@ -63,8 +63,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from collbench.errors import ConfigError
-from collbench.runtime.noise import decision_time_us, row_stalled
-from collbench.runtime.results import ResultRow
+from collbench.results.noise import decision_time_us, row_stalled
+from collbench.results.row import ResultRow
 
 NATIVE = "native"
 DEFAULT_MIN_GAIN = 0.03

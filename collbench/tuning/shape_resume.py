@@ -68,7 +68,7 @@ def _kept(paths: Sequence[Any]) -> bool:
 
 def _finished(config: Any) -> tuple[Any, str]:
     """The outcome of a shape that finished before the interruption, from the profile and its results file."""
-    from collbench.runtime.results import read_rows
+    from collbench.results.io import read_rows
     from collbench.tuning.pipeline import TuneOutcome
 
     if not config.output.is_file():

@@ -20,7 +20,7 @@ from report_inputs import EXAMPLE_PROFILE, EXAMPLE_RESULTS, a100_topology, examp
 
 from collbench.report.assets import ERROR_TRAP_JS
 from collbench.report.page import SECTION_IDS, ReportInputs, write_report
-from collbench.runtime.results import read_rows
+from collbench.results.io import read_rows
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((b for b in BROWSERS if shutil.which(b)), None)

@@ -10,7 +10,7 @@ from sampled_rows import SIZES, SLOW_SIZES, sampled_row, two_runs
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.runtime.results import write_rows
+from collbench.results.io import write_rows
 
 FIX = Path(__file__).parents[1] / "fixtures" / "nccl_tests"
 

@@ -127,7 +127,7 @@ def test_record_needs_nvml_here(tmp_path: Path) -> None:
 
 
 def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
-    import collbench.topology.probe as probe
+    import collbench.runtime.probe as probe
 
     calls: list[tuple[int, str, float]] = []
 

@@ -9,7 +9,7 @@ from synthetic_rows import make_rows
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.runtime.results import write_rows
+from collbench.results.io import write_rows
 
 FIX = Path(__file__).parents[1] / "fixtures" / "nccl_tests"
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.runtime.results import read_rows
+from collbench.results.io import read_rows
 
 FIX = Path(__file__).parents[1] / "fixtures" / "nccl_tests"
 

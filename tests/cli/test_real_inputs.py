@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.runtime.results import read_rows
+from collbench.results.io import read_rows
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 LOGS = sorted(p.name for p in REAL.glob("*.log"))

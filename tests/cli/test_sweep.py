@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.runtime.results import read_rows
+from collbench.results.io import read_rows
 
 RUNNER = CliRunner()
 
@@ -37,7 +37,7 @@ RUNNER = CliRunner()
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import collbench.runtime.launch as launch_module
+    import collbench.runtime.launch.ranks as launch_module
 
     def no_launch(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("no rank may start on bad input")
@@ -186,7 +186,7 @@ def test_import_reads_back_what_the_nccl_tests_format_prints(tmp_path: Path) -> 
 def test_bad_values_and_files_refused_before_ranks(
     args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import collbench.runtime.launch as launch_module
+    import collbench.runtime.launch.ranks as launch_module
 
     def no_launch(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("no rank may start on bad input")
@@ -207,7 +207,7 @@ def test_bad_values_and_files_refused_before_ranks(
 
 
 def test_sweep_sizes_always_ends() -> None:
-    from collbench.runtime.sweep import sweep_sizes
+    from collbench.runtime.sweep.run import sweep_sizes
 
     assert sweep_sizes(1, 4, 1.5, 1) == [1, 2, 3]
     assert sweep_sizes(1024, 1024, 4.0, 4) == [1024]

@@ -45,7 +45,7 @@ def test_more_ranks_than_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_an_algorithm_this_nccl_lacks_is_refused_before_launching(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from collbench.runtime import environment
+    from collbench.runtime.host import environment
 
     # A CUDA build with 2 GPUs whose NCCL (2.18) predates PAT (2.23).
     monkeypatch.setattr(torch.version, "cuda", "12.4")

@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.runtime.results import read_rows
+from collbench.results.io import read_rows
 from collbench.tuning import pipeline
 from collbench.tuning.profile import Profile
 from collbench.tuning.selection import check_coverage, decision_time_us

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import ConfigError, RankError
-from collbench.runtime import sweep as sweep_mod
-from collbench.runtime.results import read_rows
+from collbench.results.io import read_rows
+from collbench.runtime.sweep import run as sweep_mod
 from collbench.tuning import pipeline
 from collbench.tuning.pipeline import TuneConfig, partial_paths
 from collbench.tuning.profile import Profile

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from collbench.runtime.affinity import PIN_ENV, available_cpus
-from collbench.runtime.launch import RankContext, launch
-from collbench.runtime.rank_priority import ENV as REALTIME_ENV
-from collbench.runtime.rank_priority import permitted
+from collbench.runtime.host.affinity import PIN_ENV, available_cpus
+from collbench.runtime.launch.ranks import RankContext, launch
+from collbench.runtime.host.rank_priority import ENV as REALTIME_ENV
+from collbench.runtime.host.rank_priority import permitted
 
 pytestmark = pytest.mark.dist
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from collbench.runtime.buffers import check_buffers, fill, make_buffers, torch_dtype
-from collbench.runtime.executor import ScheduleRunner, run_schedule
-from collbench.runtime.launch import RankContext, launch
+from collbench.runtime.executor.buffers import check_buffers, fill, make_buffers, torch_dtype
+from collbench.runtime.executor.schedule_runner import ScheduleRunner, run_schedule
+from collbench.runtime.launch.ranks import RankContext, launch
 from collbench.schedules.ir import Recv, Schedule, Send, Step
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, REDOPS, Op, chunk_bounds
 from collbench.schedules.registry import algorithm_names, get_algorithm

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from collbench.models.fit import fit_results, median_abs_pct_error
-from collbench.runtime.noise import decision_time_us
-from collbench.runtime.results import ResultRow
-from collbench.runtime.sweep import SweepConfig, run_sweep
+from collbench.results.noise import decision_time_us
+from collbench.results.row import ResultRow
+from collbench.runtime.sweep.run import SweepConfig, run_sweep
 
 pytestmark = pytest.mark.dist
 

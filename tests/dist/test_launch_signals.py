@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from collbench.runtime.results import read_jsonl
-from collbench.runtime.worker import FAULT_ENV
+from collbench.results.io import read_jsonl
+from collbench.runtime.sweep.worker import FAULT_ENV
 
 pytestmark = pytest.mark.dist
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from collbench.runtime.results import ResultRow, read_jsonl
+from collbench.results.row import ResultRow
+from collbench.results.io import read_jsonl
 
 pytestmark = pytest.mark.dist
 

@@ -8,7 +8,7 @@ from collbench.errors import ConfigError
 from collbench.layouts.plan import plan_layout
 from collbench.topology.host import host_topology
 from collbench.topology.model import LinkKind
-from collbench.topology.probe import ProbeConfig, probe_topology, round_robin_rounds
+from collbench.runtime.probe import ProbeConfig, probe_topology, round_robin_rounds
 
 pytestmark = pytest.mark.dist
 

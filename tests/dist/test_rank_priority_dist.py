@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from collbench.runtime.launch import RankContext, launch
-from collbench.runtime.rank_priority import ENV, PRIORITY, permitted
+from collbench.runtime.launch.ranks import RankContext, launch
+from collbench.runtime.host.rank_priority import ENV, PRIORITY, permitted
 
 pytestmark = [
     pytest.mark.dist,

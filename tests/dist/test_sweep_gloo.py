@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from collbench.errors import RankError
-from collbench.runtime.results import read_jsonl, read_rows
-from collbench.runtime.sweep import SweepConfig, SweepProgress, run_sweep
-from collbench.runtime.worker import FAULT_ENV
+from collbench.results.io import read_jsonl, read_rows
+from collbench.runtime.sweep.run import SweepConfig, SweepProgress, run_sweep
+from collbench.runtime.sweep.worker import FAULT_ENV
 
 pytestmark = pytest.mark.dist
 

@@ -15,14 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from collbench.runtime.results import ResultRow, write_rows
+from collbench.results.io import write_rows
+from collbench.results.row import ResultRow
 from tests.faults._run import DEADLINE_S, env
 from tests.synthetic_rows import point_row
 
 _CHILD = """
 import contextlib, io, json, sys, tracemalloc
 from collbench.cli.app import app
-from collbench.runtime import results
+from collbench.results import io as results
 
 results.TABLE_CHUNK_ROWS = 64
 

@@ -96,7 +96,7 @@ def _write(tmp: Path, name: str, text: str) -> Path:
 
 
 def _seed_rows_text(suffix: str) -> str:
-    from collbench.runtime.results import read_rows, write_rows
+    from collbench.results.io import read_rows, write_rows
 
     src = REPO / "profiles" / "cpu-2core-gloo-4ranks-results.jsonl"
     rows = read_rows(src)[:4]
@@ -110,7 +110,7 @@ def _seed_rows_text(suffix: str) -> str:
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
 def test_result_rows(tmp_path: Path, suffix: str) -> None:
-    from collbench.runtime.results import read_rows
+    from collbench.results.io import read_rows
 
     seed = _seed_rows_text(suffix)
 

@@ -15,7 +15,7 @@ import pytest
 import torch.distributed as dist
 
 from collbench.errors import RankError
-from collbench.runtime.launch import RankContext, launch
+from collbench.runtime.launch.ranks import RankContext, launch
 
 pytestmark = pytest.mark.dist
 

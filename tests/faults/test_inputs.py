@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.runtime.results import write_rows
+from collbench.results.io import write_rows
 from tests.faults._run import cli, env, error_line, start, wait_for, whole_rows
 from tests.synthetic_rows import make_rows
 

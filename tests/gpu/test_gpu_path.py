@@ -15,8 +15,8 @@ import torch
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.runtime import nccl
-from collbench.runtime.nccl_support import CommShape, unsupported_reason
+from collbench.nccl.support import CommShape, unsupported_reason
+from collbench.runtime.cuda import nccl
 from collbench.topology.sources import discover_topology
 
 pytestmark = pytest.mark.gpu

@@ -16,9 +16,9 @@ import torch.distributed as dist
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.runtime import nccl
-from collbench.runtime.cuda_timing import CudaEventTimer
-from collbench.runtime.nccl_support import CommShape, unsupported_reason
+from collbench.nccl.support import CommShape, unsupported_reason
+from collbench.runtime.cuda import nccl
+from collbench.runtime.cuda.timing import CudaEventTimer
 
 pytestmark = pytest.mark.gpu
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-from collbench.runtime import cuda_kernels
+from collbench.runtime.cuda import kernels as cuda_kernels
 
 pytestmark = pytest.mark.gpu
 

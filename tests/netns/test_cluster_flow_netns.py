@@ -52,7 +52,7 @@ def test_probe_layout_and_sweep_through_the_cli_avoid_the_slow_pairs(tmp_path: P
             cwd=tmp_path, timeout_s=JOB_S, launcher="srun",
         )  # fmt: skip
         cluster.run_job(_cli(*sweep, "--stream", "rank-order.jsonl"), cwd=tmp_path, timeout_s=JOB_S, launcher="mpirun")
-    from collbench.runtime.results import read_jsonl
+    from collbench.results.io import read_jsonl
     from collbench.topology.io import load_topology
 
     measured = load_topology(tmp_path / "measured.yaml")

@@ -22,7 +22,7 @@ RATES = {(0, 1): 60.0, (0, 2): 90.0, (0, 3): 130.0, (1, 2): 180.0, (1, 3): 250.0
 
 _SCRIPT = """
 import json, os, sys
-from collbench.topology.probe import ProbeConfig, probe_topology
+from collbench.runtime.probe import ProbeConfig, probe_topology
 topo = probe_topology(4, timeout_s=60.0, config=ProbeConfig(repeats=3, pings=10, target_s=0.25))
 if os.environ["RANK"] == "0":
     with open(sys.argv[1], "w") as f:

@@ -6,13 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from collbench.runtime import affinity
-from collbench.runtime.affinity import (
-    cgroup_cpu_limit,
-    default_cpu_ranks,
-    plan_placement,
-    usable_cores,
-)
+from collbench.runtime.host import affinity
+from collbench.runtime.host.affinity import cgroup_cpu_limit, default_cpu_ranks, plan_placement, usable_cores
 
 
 @pytest.mark.parametrize(("cores", "expected"), [(1, 2), (2, 2), (3, 3), (4, 4), (64, 4)])

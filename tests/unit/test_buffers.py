@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collbench.runtime.buffers import (
+from collbench.runtime.executor.buffers import (
     SENTINEL,
     check_buffers,
     count_wrong,

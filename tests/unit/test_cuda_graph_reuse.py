@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import torch
 
-from collbench.runtime import cuda_timing
-from collbench.runtime.cuda_timing import MIN_GRAPH_ITERS, CudaEventTimer
+from collbench.runtime.cuda import timing as cuda_timing
+from collbench.runtime.cuda.timing import MIN_GRAPH_ITERS, CudaEventTimer
 
 
 class FakeCuda:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from collbench.runtime import cuda_kernels
-from collbench.runtime.cuda_timing import CudaEventTimer
+from collbench.runtime.cuda import kernels as cuda_kernels
+from collbench.runtime.cuda.timing import CudaEventTimer
 
 needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the answers of a machine without CUDA")
 

@@ -12,7 +12,7 @@ from collbench.errors import UserError
 from collbench.models.costs import cost_terms
 from collbench.models.crossover import fastest, find_crossovers
 from collbench.models.fit import Fit, fit_results, median_abs_pct_error
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

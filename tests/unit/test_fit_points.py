@@ -12,7 +12,8 @@ from synthetic_rows import make_rows, point_row
 
 from collbench.models.fit import fit_results
 from collbench.models.fit_points import PointSummaries
-from collbench.runtime.results import ResultRow, iter_rows, write_rows
+from collbench.results.io import iter_rows, write_rows
+from collbench.results.row import ResultRow
 
 
 def _two_algorithms() -> list[ResultRow]:

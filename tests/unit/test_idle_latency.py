@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from collbench.runtime.idle_latency import ENV, idle_cpus_poll
+from collbench.runtime.host.idle_latency import ENV, idle_cpus_poll
 
 
 def _open_fds_to(path: Path) -> int:
@@ -65,7 +65,7 @@ def test_a_symlink_planted_in_its_place_is_not_followed(tmp_path: Path, monkeypa
 
 
 def test_the_stall_summary_says_when_idle_cpus_could_sleep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from collbench.runtime.idle_latency import unheld_hint
+    from collbench.runtime.host.idle_latency import unheld_hint
 
     monkeypatch.delenv(ENV, raising=False)
     device = tmp_path / "cpu_dma_latency"

@@ -1,4 +1,4 @@
-"""collbench.runtime.journal: whole rows or nothing, torn tails set aside, one writer per file."""
+"""collbench.results.journal: whole rows or nothing, torn tails set aside, one writer per file."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from collbench.errors import ConfigError, InputFileError
-from collbench.runtime.journal import append_line, exclusive_writer, set_torn_tail_aside
+from collbench.results.journal import append_line, exclusive_writer, set_torn_tail_aside
 
 
 def test_append_line_refuses_nan_and_writes_nothing(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Building the CUDA kernels out loud (collbench.runtime.kernel_build), without a GPU.
+"""Building the CUDA kernels out loud (collbench.runtime.cuda.kernel_build), without a GPU.
 
 The contracts faked here are torch's (torch/utils/cpp_extension.py, torch 2.13): ``_jit_compile``
 serialises builds with ``FileBaton(os.path.join(build_directory, 'lock'))``, an empty file that
@@ -17,8 +17,8 @@ from types import ModuleType
 
 import pytest
 
-from collbench.runtime import kernel_build
-from collbench.runtime.kernel_build import BuildResult, build, clear_stale_lock, mismatch_reason, nvcc_version
+from collbench.runtime.cuda import kernel_build
+from collbench.runtime.cuda.kernel_build import BuildResult, build, clear_stale_lock, mismatch_reason, nvcc_version
 
 
 def _lock(build_dir: Path, age_s: float, owner_pid: int | None) -> Path:
@@ -142,7 +142,7 @@ def test_build_falls_back_in_one_line_naming_the_fix(tmp_path: Path) -> None:
 def test_reduce_path_names_the_path_the_executor_takes(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from collbench.runtime import cuda_kernels
+    from collbench.runtime.cuda import kernels as cuda_kernels
 
     cuda = torch.device("cuda", 0)  # a name only: the predicate never touches the device
     monkeypatch.delenv("COLLBENCH_NO_CUDA_KERNELS", raising=False)
@@ -158,8 +158,9 @@ def test_reduce_path_names_the_path_the_executor_takes(monkeypatch: pytest.Monke
 
 
 def test_rows_record_the_reduce_path_and_check_it_on_read(tmp_path: Path) -> None:
-    from collbench.runtime.results import ResultRow, read_rows, write_rows
-    from collbench.runtime.sweep import SweepConfig, run_sweep
+    from collbench.results.io import read_rows, write_rows
+    from collbench.results.row import ResultRow
+    from collbench.runtime.sweep.run import SweepConfig, run_sweep
 
     config = SweepConfig(
         world_size=2,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from collbench.errors import ConfigError
-from collbench.runtime.launchers import PORT_BASE, PORT_SPAN, detect_job, expand_hostlist
+from collbench.runtime.launch.launchers import PORT_BASE, PORT_SPAN, detect_job, expand_hostlist
 
 OMPI = {
     "OMPI_COMM_WORLD_RANK": "1",

@@ -1,4 +1,4 @@
-"""The memory estimate made before any rank starts (collbench.runtime.memory), and the bounded check."""
+"""The memory estimate made before any rank starts (collbench.runtime.sweep.memory), and the bounded check."""
 
 from __future__ import annotations
 
@@ -12,9 +12,17 @@ import pytest
 import torch
 
 from collbench.errors import ConfigError
-from collbench.runtime import buffers, memory, sweep
-from collbench.runtime.buffers import CHUNK_ELEMS, check_buffers, check_chunks, fill, make_buffers
-from collbench.runtime.sweep import SweepConfig
+from collbench.runtime.executor import buffers
+from collbench.runtime.executor.buffers import (
+    CHUNK_ELEMS,
+    check_buffers,
+    check_chunks,
+    fill,
+    make_buffers,
+)
+from collbench.runtime.sweep import memory
+from collbench.runtime.sweep import run as sweep
+from collbench.runtime.sweep.run import SweepConfig
 from collbench.schedules.ops import Op
 
 MiB = 1 << 20
@@ -121,7 +129,7 @@ _RSS_SCRIPT = textwrap.dedent(
     """
     import resource, sys
     import torch
-    from collbench.runtime import buffers
+    from collbench.runtime.executor import buffers
     from collbench.schedules.ops import Op
 
     count = int(sys.argv[1])

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collbench.errors import BackendUnavailableError, ConfigError, UnknownNameError
-from collbench.runtime import nccl
-from collbench.runtime.nccl import (
+from collbench.runtime.cuda import nccl
+from collbench.runtime.cuda.nccl import (
     ALGORITHMS,
     PROTOCOLS,
     NativeVariant,

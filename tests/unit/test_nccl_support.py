@@ -1,4 +1,4 @@
-"""NCCL's support table (collbench.runtime.nccl_support) against NCCL's src/graph/tuning.cc.
+"""NCCL's support table (collbench.nccl.support) against NCCL's src/graph/tuning.cc.
 
 Each case cites the line of ``ncclTopoTuneModel`` / ``ncclTopoInitTunerConstants`` (NVIDIA/nccl,
 v2.30.7-1 unless said) that makes NCCL skip or disable the pair.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from collbench.errors import UnknownNameError
-from collbench.runtime.nccl_support import (
+from collbench.nccl.support import (
     ALGORITHMS,
     CommShape,
     canonical_algo,

@@ -9,17 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from synthetic_rows import point_row
 
-from collbench.runtime.noise import (
+from collbench.results.noise import (
     detect_stalls,
     min_of_medians,
     quantile,
     row_stalled,
     stall_fraction,
-    stall_report,
     trimmed_mean,
     two_modes,
 )
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
+from collbench.runtime.sweep.stalls import stall_report
 
 
 def make_row(algo: str, size: int, time_us: float, **extra: object) -> ResultRow:

@@ -13,7 +13,7 @@ import pytest
 from collbench.errors import InputFileError
 from collbench.importers.log_lines import nccl_line, plain_line
 from collbench.importers.nccl_tests import read_nccl_tests
-from collbench.runtime.results import NODES_UNKNOWN
+from collbench.results.row import NODES_UNKNOWN
 from collbench.topology.model import MAX_CPU_LIST_ENTRIES, Topology, parse_cpu_list
 from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from collbench.models.fit import Fit, fit_results
 from collbench.models.piecewise import switch_point
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 
 
 def _rows(algo: str, sizes: list[int], times: list[float]) -> list[ResultRow]:

@@ -1,4 +1,4 @@
-"""The probe's clock on GPUs and its physical bound (collbench.topology.probe), without a GPU.
+"""The probe's clock on GPUs and its physical bound (collbench.runtime.probe), without a GPU.
 
 Contracts faked here: with NCCL, ``dist.send``/``dist.recv`` return once the work is queued and
 ``Work.wait()`` only makes the current stream wait on NCCL's (torch's ProcessGroupNCCL,
@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from collbench.errors import HardwareError
-from collbench.topology import probe
-from collbench.topology.probe import PairMeasure, check_physical, measured_topology
+from collbench.runtime import probe
+from collbench.runtime.probe import PairMeasure, check_physical, measured_topology
 from collbench.topology.sources import discover_topology
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "fixtures" / "nvml"

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
-from collbench.runtime import rank_priority
-from collbench.runtime.rank_priority import ENV, permitted, realtime_rank, unheld_hint
+from collbench.runtime.host import rank_priority
+from collbench.runtime.host.rank_priority import ENV, permitted, realtime_rank, unheld_hint
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_RR"), reason="Linux scheduling policies")
 

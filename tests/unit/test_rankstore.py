@@ -12,9 +12,9 @@ import pytest
 import torch.distributed as dist
 from synthetic_rows import point_row
 
-from collbench.runtime.rankstore import SignedStore, StoreValueError, decode, encode, new_token, run_prefix
-from collbench.runtime.results import ResultRow
-from collbench.topology.probe import PairMeasure
+from collbench.results.row import ResultRow
+from collbench.runtime.launch.rankstore import SignedStore, StoreValueError, decode, encode, new_token, run_prefix
+from collbench.runtime.probe import PairMeasure
 
 
 def _row(**changes: object) -> ResultRow:

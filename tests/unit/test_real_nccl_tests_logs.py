@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from collbench.importers.nccl_tests import read_nccl_tests
-from collbench.runtime.results import NODES_UNKNOWN
+from collbench.results.row import NODES_UNKNOWN
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 

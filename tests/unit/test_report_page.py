@@ -13,7 +13,7 @@ from report_inputs import a100_topology, example_profile, with_stalls
 from collbench.errors import UserError
 from collbench.report.page import SECTION_IDS, ReportInputs, build_report
 from collbench.report.svg import Band, Marker, Point, Series, band_chart, log_chart
-from collbench.runtime.results import read_rows
+from collbench.results.io import read_rows
 from collbench.tuning.profile import Profile
 from collbench.units import size_label
 

@@ -8,7 +8,8 @@ import pytest
 from synthetic_rows import point_row
 
 from collbench.errors import InputFileError
-from collbench.runtime.results import ResultRow, read_jsonl, read_rows, write_rows
+from collbench.results.io import read_jsonl, read_rows, write_rows
+from collbench.results.row import ResultRow
 
 ROW = point_row("ring", 1024, 10.0, spread=0.1, in_place=False, iters=3)
 

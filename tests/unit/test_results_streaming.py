@@ -10,8 +10,8 @@ import pytest
 from synthetic_rows import point_row
 
 from collbench.errors import InputFileError
-from collbench.runtime import results
-from collbench.runtime.results import iter_rows, read_rows, write_rows
+from collbench.results import io as results
+from collbench.results.io import iter_rows, read_rows, write_rows
 
 ROWS = [point_row("ring", 1 << k, 10.0 + k, world_size=4) for k in range(10)]
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from collbench.errors import InputFileError
-from collbench.runtime.results import ResultRow, read_rows, write_rows
-from collbench.runtime.row_fields import FieldError, checked_fields
+from collbench.results.fields import FieldError, checked_fields
+from collbench.results.io import read_rows, write_rows
+from collbench.results.row import ResultRow
 
 
 def _row(**changes: Any) -> dict[str, Any]:

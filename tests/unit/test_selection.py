@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from synthetic_rows import point_row
 
 from collbench.errors import ConfigError
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 from collbench.tuning.selection import Rule, SelectionSettings, check_coverage, select_rules
 
 SIZES = [1 << k for k in range(10, 24, 2)]  # 1 KiB .. 4 MiB, x4 steps
@@ -384,7 +384,7 @@ def test_round_speeds_need_three_shared_variants_and_marked_rounds() -> None:
 
 
 def test_in_round_marks_rows_and_the_mark_survives_a_results_file(tmp_path: Path) -> None:
-    from collbench.runtime.results import read_rows, write_rows
+    from collbench.results.io import read_rows, write_rows
     from collbench.tuning.selection import in_round
 
     marked = in_round([row("ring", 4096, 90.0)], 3)

@@ -20,10 +20,14 @@ import torch
 import torch.distributed as dist
 
 from collbench.errors import NotApplicableError, RankError, UnknownNameError
-from collbench.runtime import cuda_kernels, environment, kernel_build, nccl, sweep, worker
-from collbench.runtime.launch import RankContext
-from collbench.runtime.results import ResultRow
-from collbench.runtime.sweep import SweepConfig, SweepJob, SweepProgress
+from collbench.results.row import ResultRow
+from collbench.runtime.cuda import kernel_build, nccl
+from collbench.runtime.cuda import kernels as cuda_kernels
+from collbench.runtime.host import environment
+from collbench.runtime.launch.ranks import RankContext
+from collbench.runtime.sweep import run as sweep
+from collbench.runtime.sweep import worker
+from collbench.runtime.sweep.run import SweepConfig, SweepJob, SweepProgress
 from collbench.schedules.ops import Op
 
 CUDA = torch.device("cuda", 0)  # only a name here: nothing runs on it
@@ -478,7 +482,7 @@ def test_nccl_logs_one_untimed_call_per_native_point_and_nothing_while_timing(
     # The contract (NCCL src/debug.cc, 2.24+): NCCL reads NCCL_DEBUG/NCCL_DEBUG_FILE at its first log
     # call and again after ncclResetDebugInit(); rank 0 writes one TUNING line per collective call
     # (src/enqueue.cc). The fake NCCL below logs by the environment it read at its last reset.
-    from collbench.runtime import nccl_log
+    from collbench.runtime.cuda import nccl_log
 
     fake = FakeGroups()
     monkeypatch.setattr(nccl, "variant_group", fake.variant_group)
@@ -533,7 +537,7 @@ def test_nccl_logs_one_untimed_call_per_native_point_and_nothing_while_timing(
 def test_an_nccl_without_the_reset_says_its_log_stays_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None
 ) -> None:
-    from collbench.runtime import nccl_log
+    from collbench.runtime.cuda import nccl_log
 
     monkeypatch.setattr(nccl_log, "find_reset", lambda: None)
     monkeypatch.setattr(nccl, "variant_group", FakeGroups().variant_group)

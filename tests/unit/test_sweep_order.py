@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from collbench.runtime.sweep import SweepConfig, validate
-from collbench.runtime.worker import plan_points
+from collbench.runtime.sweep.run import SweepConfig, validate
+from collbench.runtime.sweep.worker import plan_points
 
 SIZES = (1024, 2048, 4096)
 ALGOS = ("ring", "native")

@@ -6,7 +6,14 @@ import random
 
 import pytest
 
-from collbench.runtime.timing import AutoIters, CpuTimer, make_timer, median_ci, slowest_rank, summarize
+from collbench.runtime.executor.timing import (
+    AutoIters,
+    CpuTimer,
+    make_timer,
+    median_ci,
+    slowest_rank,
+    summarize,
+)
 
 
 def test_slowest_rank_takes_the_max_per_iteration() -> None:

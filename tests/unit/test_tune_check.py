@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import ConfigError
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 from collbench.tuning import check as check_mod
 from collbench.tuning.check import check_sizes, geomean_regret, regrets
 from collbench.tuning.profile import Profile, RuleSet

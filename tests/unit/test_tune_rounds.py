@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from synthetic_rows import point_row
 
-from collbench.runtime import sweep as sweep_mod
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
+from collbench.runtime.sweep import run as sweep_mod
 from collbench.tuning import pipeline
 from collbench.tuning.rounds import settled_fraction, unsettled
 

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from rich import box
 from rich.table import Table
 
-from collbench.runtime.noise import STALL_MARKER, row_stalled
-from collbench.runtime.results import ResultRow
+from collbench.results.noise import STALL_MARKER, row_stalled
+from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 from collbench.units import size_label
 

@@ -1,7 +1,7 @@
 """NCCL as the consumer of an export: its numbering and spellings, and what it can run per collective.
 
 What NCCL can run (per collective, version, protocol and communicator shape) has one home,
-:mod:`collbench.runtime.nccl_support` (read from ``ncclTopoTuneModel``, src/graph/tuning.cc, NCCL
+:mod:`collbench.nccl.support` (read from ``ncclTopoTuneModel``, src/graph/tuning.cc, NCCL
 2.14-2.30), which the sweep also uses; this module asks it, and adds what the exports need besides,
 read from NVIDIA/nccl at tags v2.19.3-1 to v2.30.7-1:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collbench.runtime.nccl_support import ALGORITHM_SINCE, CommShape, unsupported_reason
+from collbench.nccl.support import ALGORITHM_SINCE, CommShape, unsupported_reason
 from collbench.schedules.ops import Op
 
 Version = tuple[int, int]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.errors import UserError
-from collbench.runtime.nccl import parse_native_variant
+from collbench.runtime.cuda.nccl import parse_native_variant
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
 from collbench.tuning.consumers.nccl import NcclAlgorithm, algorithm, condition, protocol_number, why_not

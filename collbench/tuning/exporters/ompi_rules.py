@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from collbench.errors import UserError
-from collbench.runtime.nccl import is_native
+from collbench.runtime.cuda.nccl import is_native
 from collbench.schedules.ops import Op
 from collbench.tuning.exporters.ompi_table import BUILT_IN, COLLECTIVES, OMPI_SOURCE, OMPI_VERSION, OmpiCollective
 from collbench.tuning.profile import Profile, RuleSet

@@ -2,7 +2,7 @@
 
 Two entry points, both asynchronous on the current CUDA stream like torch's own ops:
 
-* :func:`reduce_many_cuda` is what ``collbench.runtime.reduce.reduce_many`` calls on CUDA tensors, with
+* :func:`reduce_many_cuda` is what ``collbench.runtime.executor.reduce.reduce_many`` calls on CUDA tensors, with
   the same meaning as its torch loop: ``dst = dst (op) sources[0] (op) sources[1] ...`` in one pass
   (dst's old content is the first input; ``avg`` sums, as there, the executor divides once at the
   end). A tree's reduce step (local data plus two children) is one kernel launch with three inputs.
@@ -37,7 +37,8 @@ from types import ModuleType
 
 import torch
 
-from collbench.runtime import kernel_build
+from collbench.fileio import csrc_dir
+from collbench.runtime.cuda import kernel_build
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,6 @@ REDOP_CODES: dict[str, int] = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 EXTENSION_NAME = "collbench_reduce_ext"
 SOURCE_FILES = ("reduce_kernels.cu", "reduce_binding.cpp")
-
-
-def csrc_dir() -> Path:
-    """The directory of the shipped CUDA sources (``collbench/csrc``, a link to the repo's ``csrc/``)."""
-    return Path(__file__).resolve().parent.parent / "csrc"
 
 
 def cache_dir() -> Path:

@@ -20,16 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from collbench.errors import ConfigError, NotApplicableError, RankError
 from collbench.fileio import check_writable
-from collbench.runtime.idle_latency import idle_cpus_poll
-from collbench.runtime.launch import joined_job, launch, resolve_backend
-from collbench.runtime.results import ResultRow, read_jsonl
-from collbench.runtime.sweep_files import sweep_files, write_output_from_stream
-from collbench.runtime.switches import check_switches
+from collbench.results.io import read_jsonl
+from collbench.results.row import ResultRow
+from collbench.runtime.host.idle_latency import idle_cpus_poll
+from collbench.runtime.host.switches import check_switches
+from collbench.runtime.launch.ranks import joined_job, launch, resolve_backend
+from collbench.runtime.sweep.files import sweep_files, write_output_from_stream
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import algorithm_names, get_algorithm
 
 if TYPE_CHECKING:
-    from collbench.runtime.nccl_support import CommShape
+    from collbench.nccl.support import CommShape
 
 DEFAULT_STREAM = Path("collbench-sweep.jsonl")
 MAX_ITERS = 10**7
@@ -177,9 +178,9 @@ def resolve_algos(
 
 def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, list[str]], skipped: list[str]) -> None:
     # Imported here only: the NCCL modules belong to the GPU side.
-    from collbench.runtime import environment
-    from collbench.runtime.nccl import check_variant_supported, parse_native_variant, parse_version
-    from collbench.runtime.nccl_support import unsupported_reason
+    from collbench.nccl.support import unsupported_reason
+    from collbench.runtime.cuda.nccl import check_variant_supported, parse_native_variant, parse_version
+    from collbench.runtime.host import environment
 
     variant = parse_native_variant(key)
     text = environment.nccl_version()
@@ -201,7 +202,7 @@ def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, 
 
 def comm_shape(config: SweepConfig) -> CommShape:
     """The communicator NCCL will see: ranks, nodes (a launcher's world / ranks per host), CollNet."""
-    from collbench.runtime.nccl_support import CommShape
+    from collbench.nccl.support import CommShape
 
     job = joined_job()
     if job is None:
@@ -351,7 +352,7 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
     rank dies or hangs (what was measured before is in the stream file).
     """
     # Imported here: the worker pulls in torch.distributed, which the option checks do not need.
-    from collbench.runtime.worker import sweep_worker
+    from collbench.runtime.sweep.worker import sweep_worker
 
     job = validate(config)
 
@@ -410,7 +411,7 @@ def _check_resources(job: SweepJob, note: Callable[[str], None]) -> None:
 
     (More ranks than cores is said once, by runtime/affinity.py's placement.)
     """
-    from collbench.runtime import memory
+    from collbench.runtime.sweep import memory
 
     world = job.config.world_size if job.config.world_size is not None else int(_env("WORLD_SIZE", "1"))
     here = job.config.world_size if job.config.world_size is not None else int(_env("LOCAL_WORLD_SIZE", "1"))
@@ -436,8 +437,8 @@ def _prepare_nccl(job: SweepJob, stack: contextlib.ExitStack[Any], note: Callabl
     Everything set here lives in ``os.environ`` (which the ranks inherit) until ``stack`` closes.
     """
     # Imported here only: both modules belong to the GPU side.
-    from collbench.runtime import cuda_kernels
-    from collbench.runtime.nccl import applied_env, is_native, tuning_log_env
+    from collbench.runtime.cuda import kernels as cuda_kernels
+    from collbench.runtime.cuda.nccl import applied_env, is_native, tuning_log_env
 
     names = {name for _, algos in job.algos for name in algos}
     own = any(not is_native(name) for name in names)

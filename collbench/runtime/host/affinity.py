@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.runtime import rank_priority
-from collbench.runtime.own_threads import own_threads
-from collbench.runtime.switches import env_switch
+from collbench.runtime.host import rank_priority
+from collbench.runtime.host.own_threads import own_threads
+from collbench.runtime.host.switches import env_switch
 
 DEFAULT_MAX_RANKS = 4
 """The default never starts more local CPU ranks than this (enough to show every algorithm's shape)."""

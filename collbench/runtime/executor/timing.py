@@ -49,7 +49,7 @@ def make_timer(device: torch.device | str, cuda_graph: bool = False) -> Iteratio
     """
     if torch.device(device).type == "cuda":
         # Imported here only: the CUDA timer needs a GPU runtime the CPU path must not load.
-        from collbench.runtime.cuda_timing import CudaEventTimer
+        from collbench.runtime.cuda.timing import CudaEventTimer
 
         timer: IterationTimer = CudaEventTimer(cuda_graph=cuda_graph)
         return timer

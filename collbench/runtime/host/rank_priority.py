@@ -30,8 +30,8 @@ import contextlib
 import os
 import resource
 
-from collbench.runtime.own_threads import own_threads
-from collbench.runtime.switches import env_switch
+from collbench.runtime.host.own_threads import own_threads
+from collbench.runtime.host.switches import env_switch
 
 ENV = "COLLBENCH_REALTIME"
 PRIORITY = 1

@@ -21,16 +21,23 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from collbench.runtime.buffers import PointBuffers, check_buffers, fill, make_buffers, torch_dtype
-from collbench.runtime.environment import run_environment
-from collbench.runtime.executor import ScheduleRunner, default_segment_bytes
-from collbench.runtime.launch import RankContext
-from collbench.runtime.native_groups import NativeGroups as NativeGroups
-from collbench.runtime.native_groups import graph_policy as graph_policy
-from collbench.runtime.noise import detect_stalls, quantile
-from collbench.runtime.results import ResultRow, append_jsonl
-from collbench.runtime.sweep import SweepJob, format_bytes, resumed_rows
-from collbench.runtime.timing import AutoIters, make_timer, slowest_rank, summarize
+from collbench.results.io import append_jsonl
+from collbench.results.noise import detect_stalls, quantile
+from collbench.results.row import ResultRow
+from collbench.runtime.cuda.native_groups import NativeGroups as NativeGroups
+from collbench.runtime.cuda.native_groups import graph_policy as graph_policy
+from collbench.runtime.executor.buffers import (
+    PointBuffers,
+    check_buffers,
+    fill,
+    make_buffers,
+    torch_dtype,
+)
+from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
+from collbench.runtime.executor.timing import AutoIters, make_timer, slowest_rank, summarize
+from collbench.runtime.host.environment import run_environment
+from collbench.runtime.launch.ranks import RankContext
+from collbench.runtime.sweep.run import SweepJob, format_bytes, resumed_rows
 from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
 from collbench.schedules.registry import get_algorithm
 
@@ -206,8 +213,8 @@ def _tuning_reader(job: SweepJob, rank: int) -> Any:
     """Every rank's ``nccl_log.ChoiceLearner`` (rank 0's also reads the log); None without a log."""
     if job.nccl_log_dir is None:
         return None
-    from collbench.runtime.nccl import TuningLogReader
-    from collbench.runtime.nccl_log import ChoiceLearner, NcclLogSwitch, find_reset
+    from collbench.runtime.cuda.nccl import TuningLogReader
+    from collbench.runtime.cuda.nccl_log import ChoiceLearner, NcclLogSwitch, find_reset
 
     switch = NcclLogSwitch(job.nccl_log_dir, find_reset())
     switch.off()  # on only for each native point's untimed call
@@ -337,7 +344,7 @@ def _measure(
     if learning:
         # What NCCL says it ran beats what was asked for: a forced algorithm a collective cannot run
         # falls back (NCCL before 2.24), and plain native rows have nothing else to say.
-        from collbench.runtime.nccl import choice_for
+        from collbench.runtime.cuda.nccl import choice_for
 
         chosen = choice_for(choices, point.op.spec.nccl_name, point.size_bytes, ws)
         if chosen is not None:
@@ -388,7 +395,7 @@ def _reduce_path(point: SweepPoint, device: torch.device, dtype: torch.dtype) ->
     if device.type != "cuda":
         return "torch-ops"
     # Imported here only: the CUDA module belongs to the GPU side.
-    from collbench.runtime.cuda_kernels import reduce_path
+    from collbench.runtime.cuda.kernels import reduce_path
 
     return reduce_path(device, dtype)
 
@@ -399,7 +406,7 @@ def _is_peer_failure(exc: BaseException) -> bool:
 
 
 def _nccl_refused(exc: BaseException) -> bool:
-    from collbench.runtime.nccl import nccl_refused
+    from collbench.runtime.cuda.nccl import nccl_refused
 
     return nccl_refused(exc)
 
@@ -412,7 +419,7 @@ def _first_line(exc: BaseException) -> str:
 def _variant_fields(algo: str) -> tuple[str, str]:
     if not algo.startswith("native:"):
         return "", ""
-    from collbench.runtime.nccl import parse_native_variant
+    from collbench.runtime.cuda.nccl import parse_native_variant
 
     variant = parse_native_variant(algo)
     return variant.algo or "", variant.proto or ""

@@ -24,8 +24,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from collbench.runtime import idle_latency, rank_priority
-from collbench.runtime.results import ResultRow
+from collbench.results.row import ResultRow
 
 STALL_FACTOR = 3.0
 """An iteration slower than this many times the point's fastest is a stall."""
@@ -130,33 +129,6 @@ def decision_time_us(row: ResultRow) -> float:
 def row_stalled(row: ResultRow) -> bool:
     """Whether a measured point is in the stall regime (False when its rows carry no noise figures)."""
     return (row.stall_fraction or 0.0) >= STALL_MARK or bool(row.bimodal)
-
-
-STALL_LINES = 3
-"""The summary names this many of the worst stalled points."""
-
-
-def stall_report(rows: Sequence[ResultRow]) -> list[str]:
-    """Summary lines on stalls: how many points, then the worst few (empty when none stalled)."""
-    stalled = [r for r in rows if row_stalled(r)]
-    if not stalled:
-        return []
-    from collbench.runtime.sweep import format_bytes
-
-    lines = [
-        f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "
-        "for the scheduler, and decisions there are less sure"
-    ]
-    priority = rank_priority.unheld_hint() if any(r.backend == "gloo" for r in stalled) else ""
-    lines.extend(hint for hint in (priority, idle_latency.unheld_hint()) if hint)
-    worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.algo))[:STALL_LINES]
-    for row in worst:
-        label = f"at {format_bytes(row.size_bytes)} ({row.algo}, {'in place' if row.in_place else 'out of place'})"
-        if (row.stall_fraction or 0.0) >= STALL_MARK:
-            lines.append(stall_summary(label, row.stall_fraction or 0.0))
-        else:
-            lines.append(f"iterations {label} fell into two modes more than {MODE_GAP:g}x apart")
-    return lines
 
 
 STALL_MARKER = "*"

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import BackendUnavailableError, ConfigError, UnknownNameError
-from collbench.runtime.nccl_support import ALGORITHM_SINCE, canonical_algo, canonical_proto
-from collbench.runtime.nccl_support import ALGORITHMS as ALGORITHMS
-from collbench.runtime.nccl_support import PROTOCOLS as PROTOCOLS
-from collbench.runtime.nccl_support import algorithms_for as algorithms_for
+from collbench.nccl.support import ALGORITHM_SINCE, canonical_algo, canonical_proto
+from collbench.nccl.support import ALGORITHMS as ALGORITHMS
+from collbench.nccl.support import PROTOCOLS as PROTOCOLS
+from collbench.nccl.support import algorithms_for as algorithms_for
 
 log = logging.getLogger(__name__)
 

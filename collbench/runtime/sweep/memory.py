@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collbench.errors import ConfigError
-from collbench.runtime.buffers import CHUNK_ELEMS
+from collbench.runtime.executor.buffers import CHUNK_ELEMS
 from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
 
 if TYPE_CHECKING:
-    from collbench.runtime.sweep import SweepJob
+    from collbench.runtime.sweep.run import SweepJob
 
 RANK_BASE_BYTES = 280 << 20
 """Host memory of one rank process before its first buffer (torch, gloo, Python): 277 MiB measured."""
@@ -69,8 +69,8 @@ def _scratch_elems(
 ) -> tuple[int, int]:
     """The most and the least scratch (elements) any sampled rank of the point's schedule allocates."""
     # Imported here only: the registry and executor pull in the schedule builders.
-    from collbench.runtime.executor import ScheduleRunner
-    from collbench.runtime.worker import MAX_TREE_SEGMENTS
+    from collbench.runtime.executor.schedule_runner import ScheduleRunner
+    from collbench.runtime.sweep.worker import MAX_TREE_SEGMENTS
     from collbench.schedules.registry import get_algorithm
 
     spec = get_algorithm(algo)
@@ -112,7 +112,7 @@ def point_bytes(
 
 def largest_point(job: SweepJob, world_size: int, ranks: int) -> PointMemory | None:
     """The point of ``job`` that needs the most memory on ``ranks`` ranks of ``world_size``; None if none."""
-    from collbench.runtime.sweep import format_bytes
+    from collbench.runtime.sweep.run import format_bytes
 
     if not job.sizes:
         return None

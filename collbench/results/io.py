@@ -1,110 +1,18 @@
-"""One measured point, as every later stage (fit, tune, plot, import) reads it.
-
-Columns follow DESIGN.md's measurement conventions: times in microseconds, bandwidths in GB/s
-(10^9 bytes/s), ``size_bytes`` as nccl-tests counts it. Files: JSONL while running (one row a line,
-appended as measured), CSV or Parquet at the end; pandas only at that edge.
-"""
+"""Result rows in files: JSONL while running (one row a line, appended as measured), CSV or Parquet
+at the end; pandas only at that edge."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from collbench.errors import InputFileError
 from collbench.fileio import atomic_output
-from collbench.runtime.journal import append_line
-from collbench.runtime.row_fields import checked_fields
-
-NODES_UNKNOWN = 0
-"""``ResultRow.nodes`` of a row whose source did not say how many nodes ran it (a pasted log with no
-host names). Guessing 1 would file a 1440-rank run as one machine; fit and predict do not read nodes.
-Row checking accepts it (row_fields.FIELD_RANGES)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResultRow:
-    op: str
-    algo: str
-    backend: str
-    world_size: int
-    dtype: str
-    redop: str
-    in_place: bool
-    size_bytes: int
-    count: int
-    iters: int
-    time_us: float
-    """The point's time: median over iterations of the slowest rank's time per iteration."""
-    time_us_mean: float
-    time_us_min: float
-    time_us_max: float
-    algbw_gbps: float
-    busbw_gbps: float
-    wrong: int
-    """Wrong elements found by the data check; -1 when the check was off."""
-    nodes: int = 1
-    """Nodes the ranks ran on; NODES_UNKNOWN (0) when the source did not say (an imported log)."""
-    root: int = 0
-    layout: str = "rank-order"
-    segment_bytes: int | None = None
-    host: str = ""
-    topology_fingerprint: str = ""
-    torch_version: str = ""
-    backend_version: str = ""
-    cuda_version: str = ""
-    driver_version: str = ""
-    device_name: str = ""
-    nccl_algo: str = ""
-    """What NCCL reported choosing (native runs with TUNING logs), or the forced variant."""
-    nccl_proto: str = ""
-    source: str = "collbench"
-    """Who measured it: ``collbench`` or ``nccl-tests`` (imported logs)."""
-    timestamp: float = 0.0
-    stall_fraction: float | None = None
-    """Fraction of the timed iterations slower than 3x the fastest (runtime/noise.py); None: not known."""
-    bimodal: bool | None = None
-    """Whether the iterations' times fell into two modes more than 2x apart (runtime/noise.py)."""
-    time_us_p25: float | None = None
-    """First quartile of the iterations' times (slowest rank per iteration)."""
-    reduce_path: str | None = None
-    """Which reduction path collbench's own algorithm ran: ``cuda-kernel`` or ``torch-ops``; None for
-    native rows and ops that do not reduce (runtime/kernel_build.py)."""
-    tune_round: int | None = None
-    """Which of ``collbench tune``'s rounds measured the row (0, 1, ...); None outside a tune. Rows of
-    one round were measured minutes apart from another round's, at whatever speed the machine had then
-    (tuning/selection.py compares algorithms within a round)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ResultRow:
-        """A row from what a file gave; FieldError (a ValueError) naming the first bad field.
-
-        Every field is checked by its annotation (type, finite, range, known name): see row_fields.
-        """
-        return cls(**checked_fields(cls, data))
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        """What identifies a point, for ``--resume``."""
-        return (
-            self.op,
-            self.algo,
-            self.backend,
-            self.world_size,
-            self.dtype,
-            self.redop,
-            self.in_place,
-            self.size_bytes,
-            self.root,
-            self.layout,
-            self.segment_bytes,
-        )
+from collbench.results.journal import append_line
+from collbench.results.row import ResultRow
 
 
 def append_jsonl(path: Path, row: ResultRow) -> None:

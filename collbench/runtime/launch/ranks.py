@@ -5,11 +5,11 @@ spawns ``world_size`` processes that join it, and watches them. Ranks publish wh
 and their results through that store, so when one dies the parent can say which rank, where, doing
 what. A rank blocked on a dead or hung peer gives up after the process group's timeout.
 
-Under a launcher (torchrun, mpirun, srun: see :mod:`collbench.runtime.launchers`), this process is
+Under a launcher (torchrun, mpirun, srun: see :mod:`collbench.runtime.launch.launchers`), this process is
 one rank of that job: it joins it (torchrun through ``env://``, the others through a store that rank
 0 holds at the launcher's address) and runs the worker itself; nothing is spawned.
 
-What ranks send the launcher through the store is signed JSON (:mod:`collbench.runtime.rankstore`):
+What ranks send the launcher through the store is signed JSON (:mod:`collbench.runtime.launch.rankstore`):
 the store is reachable by any local user, so nothing read from it is unpickled or trusted unsigned.
 
 Workers run ``worker(ctx, payload)``: module-level functions (they and the payload are pickled into
@@ -42,12 +42,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from collbench.errors import BackendUnavailableError, ConfigError, RankError, UnknownNameError
-from collbench.runtime.affinity import pin_this_process, rank_cpus
-from collbench.runtime.environment import host_name
-from collbench.runtime.launchers import JobEnv, detect_job
-from collbench.runtime.rank_priority import realtime_rank
-from collbench.runtime.rankstore import SignedStore, new_token
-from collbench.runtime.watch import collect_results, stop_ranks, watch_ranks
+from collbench.runtime.host.affinity import pin_this_process, rank_cpus
+from collbench.runtime.host.environment import host_name
+from collbench.runtime.host.rank_priority import realtime_rank
+from collbench.runtime.launch.launchers import JobEnv, detect_job
+from collbench.runtime.launch.rankstore import SignedStore, new_token
+from collbench.runtime.launch.watch import collect_results, stop_ranks, watch_ranks
 
 BACKENDS = ("gloo", "nccl", "auto")
 
@@ -220,7 +220,7 @@ def resolve_backend(backend: str, local_ranks: int) -> str:
         if not torch.cuda.is_available():
             raise BackendUnavailableError("--backend nccl needs CUDA GPUs and none is visible here; use --backend gloo")
         # Imported here only: the NCCL module talks to the GPU runtime.
-        from collbench.runtime.nccl import check_nccl_usable
+        from collbench.runtime.cuda.nccl import check_nccl_usable
 
         check_nccl_usable(local_ranks)
     return name

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import CollbenchError, InputFileError, RankError
-from collbench.runtime.journal import exclusive_writer, set_torn_tail_aside
-from collbench.runtime.results import ResultRow, read_jsonl, write_rows
+from collbench.results.io import read_jsonl, write_rows
+from collbench.results.journal import exclusive_writer, set_torn_tail_aside
+from collbench.results.row import ResultRow
 
 
 def writes_files() -> bool:
     """Whether this process writes the sweep's files: always locally; under a launcher, rank 0 only."""
-    from collbench.runtime.launch import job_rank
+    from collbench.runtime.launch.ranks import job_rank
 
     return job_rank() == 0
 

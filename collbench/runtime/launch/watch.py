@@ -2,7 +2,7 @@
 
 A rank's failure is told apart from its peers noticing it: a rank that died, raised on its own or
 hung is named before one whose collective broke because of it. What ranks send comes through the
-signed store (:mod:`collbench.runtime.rankstore`): a value that is not signed by a rank of this
+signed store (:mod:`collbench.runtime.launch.rankstore`): a value that is not signed by a rank of this
 run, or not well-formed, ends the run with one line naming it, and is never executed.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from collbench.errors import RankError
-from collbench.runtime.environment import host_name
-from collbench.runtime.rankstore import SignedStore, StoreValueError
+from collbench.runtime.host.environment import host_name
+from collbench.runtime.launch.rankstore import SignedStore, StoreValueError
 
 ProgressFn = Callable[[dict[str, Any]], None]
 POLL_S = 0.1

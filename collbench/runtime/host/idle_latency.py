@@ -28,7 +28,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from collbench.runtime.switches import env_switch
+from collbench.runtime.host.switches import env_switch
 
 LATENCY_QOS = Path("/dev/cpu_dma_latency")
 ENV = "COLLBENCH_IDLE_POLL"

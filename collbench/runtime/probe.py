@@ -1,7 +1,7 @@
 """Measured links: one-way latency and point-to-point bandwidth between every pair of ranks.
 
 ``probe_topology`` runs a worker on every rank (local processes, or this process as one rank of a
-torchrun job) through :func:`collbench.runtime.launch.launch`. Pairs are measured in rounds of a
+torchrun job) through :func:`collbench.runtime.launch.ranks.launch`. Pairs are measured in rounds of a
 round-robin tournament (the circle method): within a round every rank is in at most one pair, so
 pairs run at once without sharing an endpoint (on a shared switch or memory bus they may still
 compete; a rank's own link never carries two measurements). Per pair:
@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from collbench.errors import ConfigError, HardwareError
-from collbench.runtime.launch import RankContext, joined_job, launch
+from collbench.runtime.launch.ranks import RankContext, joined_job, launch
 from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
 
 _TRIAL_BYTES = 256 * 1024

@@ -180,7 +180,7 @@ def _known_op(name: str) -> str:
 
 def _known_algo(name: str) -> str:
     from collbench.errors import UserError
-    from collbench.runtime.nccl import is_native, parse_native_variant
+    from collbench.runtime.cuda.nccl import is_native, parse_native_variant
     from collbench.schedules.registry import algorithm_names
 
     if is_native(name):
@@ -209,7 +209,7 @@ def _known_redop(name: str) -> str:
 
 
 def _known_reduce_path(name: str) -> str:
-    from collbench.runtime.kernel_build import REDUCE_PATHS
+    from collbench.runtime.cuda.kernel_build import REDUCE_PATHS
 
     return "" if name in REDUCE_PATHS else f"unknown reduce path {_show(name)}; known: {', '.join(REDUCE_PATHS)}"
 

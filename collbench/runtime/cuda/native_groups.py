@@ -70,7 +70,7 @@ class NativeGroups:
             return None
         if algo not in self._groups:
             # Imported here only: the NCCL module belongs to the GPU side.
-            from collbench.runtime import nccl
+            from collbench.runtime.cuda import nccl
 
             stack = contextlib.ExitStack()
             # Not kept when making it fails: a communicator NCCL refused is left to the process's exit.

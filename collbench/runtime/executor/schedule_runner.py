@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from collbench.runtime.reduce import reduce_many
+from collbench.runtime.executor.reduce import reduce_many
 from collbench.schedules.ir import Schedule, Step
 from collbench.schedules.ops import Op, chunk_bounds
 

@@ -17,7 +17,7 @@ def reduce_many(dst: torch.Tensor, sources: Sequence[torch.Tensor], redop: str) 
     """Combine every tensor of ``sources`` into ``dst`` in place, in order.
 
     ``redop`` is one of sum, prod, min, max, avg (avg sums). All tensors have ``dst``'s shape and
-    dtype. On CUDA tensors the fused kernel of ``collbench.runtime.cuda_kernels`` runs when it is
+    dtype. On CUDA tensors the fused kernel of ``collbench.runtime.cuda.kernels`` runs when it is
     available (it answers False when it is not built here); torch's own ops otherwise.
 
     Raises ValueError for an unknown reduction.
@@ -28,7 +28,7 @@ def reduce_many(dst: torch.Tensor, sources: Sequence[torch.Tensor], redop: str) 
         return
     if dst.is_cuda:
         # Imported here only: the CUDA module compiles kernels and must never load on CPU runs.
-        from collbench.runtime.cuda_kernels import reduce_many_cuda
+        from collbench.runtime.cuda.kernels import reduce_many_cuda
 
         if reduce_many_cuda(dst, list(sources), redop):
             return
