@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from collbench.models.fit import Fit
+from collbench.profile.document import Profile
 from collbench.results.io import read_rows
 from collbench.results.noise import row_stalled
-from collbench.tuning.profile import Profile
 from collbench.tuning.selection import SelectionSettings, decide_at, measured_points
 
 

@@ -25,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from collbench.profile.document import Profile
 from collbench.results.row import ResultRow
 from collbench.runtime.sweep.run import SweepConfig, run_sweep
 from collbench.tuning.pipeline import _algorithm_order
-from collbench.tuning.profile import Profile
 from collbench.tuning.selection import SelectionSettings, measured_points
 
 

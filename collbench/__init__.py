@@ -11,7 +11,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+source"
 
 if TYPE_CHECKING:
-    from collbench.tuning.profile import Profile
+    from collbench.profile.document import Profile
 
 __all__ = ["Profile", "__version__"]
 
@@ -19,7 +19,7 @@ __all__ = ["Profile", "__version__"]
 def __getattr__(name: str) -> Any:
     # Lazy, so that `import collbench` stays light (no yaml, no torch) for jobs that only need one part.
     if name == "Profile":
-        from collbench.tuning.profile import Profile
+        from collbench.profile.document import Profile
 
         return Profile
     raise AttributeError(f"module 'collbench' has no attribute {name!r}")

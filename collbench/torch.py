@@ -27,9 +27,9 @@ import torch.distributed as dist
 
 from collbench.errors import ConfigError
 from collbench.layouts.model import Layout
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
 
 _REDOPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "prod": dist.ReduceOp.PRODUCT}
 

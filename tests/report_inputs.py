@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from collbench.profile.document import Profile
 from collbench.results.row import ResultRow
 from collbench.topology.model import Topology
 from collbench.topology.nvidia_smi import read_nvidia_smi_topo
-from collbench.tuning.profile import Profile
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_PROFILE = REPO / "profiles" / "cpu-2core-gloo-4ranks.yaml"

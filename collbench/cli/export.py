@@ -22,7 +22,7 @@ OutputOpt = Annotated[
 
 
 def _emit(profile_path: Path, output: Path | None, render: Callable[..., str | Exported], what: str) -> None:
-    from collbench.tuning.profile import Profile
+    from collbench.profile.document import Profile
 
     if output is not None:
         check_writable(output)

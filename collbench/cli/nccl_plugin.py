@@ -13,8 +13,8 @@ from collbench.errors import UserError
 
 
 def run_nccl_plugin(profile_path: Path, output: Path | None, show_picks: bool) -> None:
+    from collbench.profile.document import Profile
     from collbench.tuning.nccl_plugin import build_plugin, show
-    from collbench.tuning.profile import Profile
 
     profile = Profile.load(profile_path)
     if show_picks:

@@ -28,8 +28,8 @@ def merge(
 ) -> None:
     """Join profiles' rule sets (one per communicator shape) into one profile."""
     from collbench.fileio import check_writable
-    from collbench.tuning.merge import merge_profiles
-    from collbench.tuning.profile import Profile
+    from collbench.profile.document import Profile
+    from collbench.profile.merge import merge_profiles
 
     check_writable(output)
     loaded = [(str(path), Profile.load(path)) for path in profiles]
@@ -57,7 +57,7 @@ def predict(
     """Add rule sets predicted from the profile's fitted models for shapes not measured (as tune --predict-ranks)."""
     from collbench.cli.render.profile import render_rules
     from collbench.fileio import check_writable
-    from collbench.tuning.profile import Profile
+    from collbench.profile.document import Profile
     from collbench.tuning.shapes import fits_of, parse_shapes, refused_fits, with_predictions
 
     target = output or profile

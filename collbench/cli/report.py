@@ -39,7 +39,7 @@ def report(
     check_writable(output)
     loaded_profile = None
     if profile is not None:
-        from collbench.tuning.profile import Profile
+        from collbench.profile.document import Profile
 
         loaded_profile = Profile.load(profile)
     loaded_topology = None

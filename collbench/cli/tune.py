@@ -198,8 +198,8 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:
     import tempfile
 
     from collbench.cli.render.check import check_summary, render_check
+    from collbench.profile.document import Profile
     from collbench.tuning.check_shapes import run_check_shapes
-    from collbench.tuning.profile import Profile
 
     profile = Profile.load(path)
     with (

@@ -20,14 +20,14 @@ from collbench.errors import UserError
 from collbench.fileio import atomic_write_text
 from collbench.models.crossover import Crossover, find_crossovers
 from collbench.models.fit import Fit, fit_results
+from collbench.profile.document import Profile
+from collbench.profile.rules import Rule
 from collbench.report.assets import CSS, ERROR_TRAP_JS, PAGE_JS
 from collbench.report.machine import drawing_svg, matrix_html
 from collbench.report.ops import group_rows, op_section, section_id
 from collbench.report.svg import Band, band_chart, color_map
 from collbench.results.row import ResultRow
 from collbench.topology.model import Topology
-from collbench.tuning.profile import Profile
-from collbench.tuning.selection import Rule
 from collbench.units import size_label
 
 SECTION_IDS = ("machine", "ops", "profile", "provenance")

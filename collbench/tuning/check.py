@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import ConfigError
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule, Variant
 from collbench.results.row import ResultRow
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import DEFAULT_SIGMAS, Point, Rule, Variant, in_round, measured_points
+from collbench.tuning.selection import DEFAULT_SIGMAS, Point, in_round, measured_points
 
 CHECK_ROUNDS = 3
 CHECK_BUDGET_S = 0.1

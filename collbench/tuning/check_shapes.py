@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import ConfigError
+from collbench.profile.document import Profile, RuleSet
 from collbench.tuning.check import RuleCheck
-from collbench.tuning.profile import Profile, RuleSet
 
 
 @dataclass(frozen=True, slots=True)

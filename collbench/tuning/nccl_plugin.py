@@ -18,12 +18,12 @@ from pathlib import Path
 
 from collbench.errors import UserError
 from collbench.fileio import atomic_write_text, csrc_dir
+from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import ALGORITHMS, FUNC_OF_OP, PROTOCOLS, why_not
 from collbench.tuning.exporters.exported import Exported
 from collbench.tuning.exporters.nccl_rules import shape_label, shapes
 from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
-from collbench.tuning.profile import Profile
 
 PLUGIN_FILE = "libnccl-tuner-collbench.so"
 CONFIG_FILE = "nccl-tuner.conf"

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 from collbench import __version__
 from collbench.errors import CollbenchError, ConfigError, InputFileError
 from collbench.fileio import check_writable
+from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.results.io import write_rows
 from collbench.results.row import ResultRow
-from collbench.tuning.profile import Profile, ProfileLayout, RuleSet
 from collbench.tuning.resume import check_partials, kept_rows_hint, partial_topology_path, with_hint
 from collbench.tuning.selection import SelectionSettings, in_round, select_rules
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from collbench.fileio import atomic_output
+from collbench.profile.document import Profile
 from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
-from collbench.tuning.profile import Profile
 
 
 def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Any], profile: Profile, path: Path) -> Path:

@@ -59,10 +59,11 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from collbench.errors import ConfigError
+from collbench.profile.rules import Rule, Variant
 from collbench.results.noise import decision_time_us, row_stalled
 from collbench.results.row import ResultRow
 
@@ -87,24 +88,6 @@ class FitLike(Protocol):
     def algo(self) -> str: ...
 
     def predict_us(self, size_bytes: int, world_size: int | None = None) -> float: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Variant:
-    """An algorithm with the parameters it was measured with."""
-
-    algo: str
-    segment_bytes: int | None = None
-    layout: str = "rank-order"
-
-    def params(self) -> dict[str, Any]:
-        return {"segment_bytes": self.segment_bytes, "layout": self.layout}
-
-    def label(self) -> str:
-        extra = [] if self.segment_bytes is None else [f"seg={self.segment_bytes}"]
-        if self.layout not in ("rank-order", ""):
-            extra.append(self.layout)
-        return self.algo + (f" ({', '.join(extra)})" if extra else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,94 +136,6 @@ class Point:
         single = self.stalled and self.rounds < 2
         within = self.spread if single else self.spread / math.sqrt(max(self.iters, 1))
         return math.hypot(within, self.between)
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One size range of one op and what to run there.
-
-    ``max_bytes`` is inclusive; None means unbounded. ``predicted_us``/``measured_us`` are at
-    ``at_bytes`` (a measured size inside the range, when there is one). ``gain_vs_native`` is the time
-    of ``native`` divided by the chosen algorithm's at ``at_bytes`` (2.0: twice as fast as the default;
-    1.0 when the rule is native itself); None where native was neither measured nor fitted.
-    """
-
-    op: str
-    min_bytes: int
-    max_bytes: int | None
-    algo: str
-    params: dict[str, Any] = field(default_factory=dict)
-    at_bytes: int | None = None
-    predicted_us: float | None = None
-    measured_us: float | None = None
-    gain_vs_native: float | None = None
-    tie_with: tuple[str, ...] = ()
-    """Variants (labels) that could not be told apart from this one at a measured size of the range: the
-    rule took the simpler choice (native first, then the algorithm already in use)."""
-    separation: float | None = None
-    """At ``at_bytes``: the fastest other variant's time over this one's, less 1 (0.2: the runner-up is 20%
-    slower; negative when a tie kept a slightly slower, simpler choice)."""
-    noise: float | None = None
-    """At ``at_bytes``: the relative difference the measurements could not resolve (the switch threshold)."""
-
-    def __post_init__(self) -> None:
-        if self.min_bytes < 0:
-            raise ValueError(f"min_bytes must be >= 0, got {self.min_bytes}")
-        if self.max_bytes is not None and self.max_bytes < self.min_bytes:
-            raise ValueError(f"max_bytes {self.max_bytes} is below min_bytes {self.min_bytes}")
-
-    def covers(self, nbytes: int) -> bool:
-        return self.min_bytes <= nbytes and (self.max_bytes is None or nbytes <= self.max_bytes)
-
-    @property
-    def variant(self) -> Variant:
-        return Variant(
-            self.algo,
-            self.params.get("segment_bytes"),
-            str(self.params.get("layout") or "rank-order"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "op": self.op,
-            "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes,
-            "algo": self.algo,
-            "params": dict(self.params),
-            "at_bytes": self.at_bytes,
-            "predicted_us": self.predicted_us,
-            "measured_us": self.measured_us,
-            "gain_vs_native": self.gain_vs_native,
-            **self._evidence(),
-        }
-
-    def _evidence(self) -> dict[str, Any]:
-        """The tie evidence keys, only where there is evidence (older readers never see new keys)."""
-        out: dict[str, Any] = {}
-        if self.tie_with:
-            out["tie_with"] = list(self.tie_with)
-        if self.separation is not None:
-            out["separation"] = self.separation
-        if self.noise is not None:
-            out["noise"] = self.noise
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Rule:
-        return cls(
-            op=str(data["op"]),
-            min_bytes=int(data["min_bytes"]),
-            max_bytes=None if data.get("max_bytes") is None else int(data["max_bytes"]),
-            algo=str(data["algo"]),
-            params=dict(data.get("params") or {}),
-            at_bytes=None if data.get("at_bytes") is None else int(data["at_bytes"]),
-            predicted_us=_opt_float(data.get("predicted_us")),
-            measured_us=_opt_float(data.get("measured_us")),
-            gain_vs_native=_opt_float(data.get("gain_vs_native")),
-            tie_with=tuple(str(v) for v in data.get("tie_with") or ()),
-            separation=_opt_float(data.get("separation")),
-            noise=_opt_float(data.get("noise")),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -684,29 +579,3 @@ def _middle(start: int, stop: int | None) -> int:
 
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(float(value), digits)
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def check_coverage(rules: Sequence[Rule]) -> None:
-    """Assert the invariant every profile keeps: per op, contiguous ranges from 0 to unbounded.
-
-    Raises ValueError naming the op and the gap or overlap.
-    """
-    by_op: dict[str, list[Rule]] = defaultdict(list)
-    for rule in rules:
-        by_op[rule.op].append(rule)
-    for op, op_rules in by_op.items():
-        expected = 0
-        for i, rule in enumerate(op_rules):
-            if rule.min_bytes != expected:
-                raise ValueError(f"{op}: rule {i} starts at {rule.min_bytes} bytes, expected {expected}")
-            if rule.max_bytes is None:
-                if i != len(op_rules) - 1:
-                    raise ValueError(f"{op}: rule {i} is unbounded but is not the last")
-                break
-            expected = rule.max_bytes + 1
-        else:
-            raise ValueError(f"{op}: the last rule must be unbounded (max_bytes null)")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collbench.errors import UserError
-from collbench.tuning.profile import Profile
+from collbench.profile.document import Profile
 from collbench.tuning.resume import check_partials
 
 

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import ConfigError
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import NATIVE, Rule
+from collbench.tuning.selection import NATIVE
 
 PREDICT_PARAMS = {"segment_bytes": None, "layout": "rank-order"}
 """Predicted rules run unsegmented on rank order: no layout or segment size was measured at that shape."""

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 

@@ -9,10 +9,11 @@ import yaml
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.profile.document import Profile
+from collbench.profile.rules import check_coverage
 from collbench.results.io import read_rows
 from collbench.tuning import pipeline
-from collbench.tuning.profile import Profile
-from collbench.tuning.selection import check_coverage, decision_time_us
+from collbench.tuning.selection import decision_time_us
 
 
 @pytest.mark.dist

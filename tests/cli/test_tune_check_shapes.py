@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 from collbench.tuning import check
 from collbench.tuning.check_shapes import Machine, why_skipped
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
 
 RULES = (Rule("all-reduce", 0, None, "ring", at_bytes=1024),)
 LOCAL = Machine(None, 4, "CPU ranks here: at most max(4, 2 usable cores)")

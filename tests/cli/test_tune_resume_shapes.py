@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import ConfigError, RankError
+from collbench.profile.document import Profile
 from collbench.results.io import read_rows
 from collbench.runtime.sweep import run as sweep_mod
 from collbench.tuning import pipeline
 from collbench.tuning.pipeline import TuneConfig, partial_paths
-from collbench.tuning.profile import Profile
 from collbench.tuning.shape_resume import plan_shapes
 from collbench.tuning.shapes import shape_configs
 

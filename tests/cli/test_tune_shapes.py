@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.profile.document import Profile
 from collbench.results.io import read_rows
 from collbench.tuning import pipeline
-from collbench.tuning.profile import Profile
 
 
 @pytest.mark.dist

@@ -110,7 +110,7 @@ def test_tune_under_mpirun_writes_one_profile_from_rank_0(tmp_path: Path) -> Non
         env=_env(MASTER_PORT=str(_free_port())), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    from collbench.tuning.profile import Profile
+    from collbench.profile.document import Profile
 
     profile = Profile.load(tmp_path / "p.yaml")
     assert profile.world_size == 2 and profile.rules

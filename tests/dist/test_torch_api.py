@@ -15,8 +15,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from collbench.errors import UserError
-from collbench.tuning.profile import Profile, ProfileLayout, RuleSet
-from collbench.tuning.selection import Rule
+from collbench.profile.document import Profile, ProfileLayout, RuleSet
+from collbench.profile.rules import Rule
 
 pytestmark = pytest.mark.dist
 

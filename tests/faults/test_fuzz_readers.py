@@ -124,7 +124,7 @@ def test_result_rows(tmp_path: Path, suffix: str) -> None:
 
 
 def test_profiles(tmp_path: Path) -> None:
-    from collbench.tuning.profile import Profile
+    from collbench.profile.document import Profile
 
     seed = (REPO / "profiles" / "cpu-2core-gloo-4ranks.yaml").read_text()
 

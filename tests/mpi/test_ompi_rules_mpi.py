@@ -25,8 +25,8 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.mpi

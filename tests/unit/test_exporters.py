@@ -9,6 +9,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from collbench.errors import UserError
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import algorithm as nccl_algorithm
 from collbench.tuning.consumers.nccl import protocol_number, why_not
@@ -16,8 +18,6 @@ from collbench.tuning.consumers.nccl_list import check_env
 from collbench.tuning.exporters import export_nccl_env, export_nccl_tuner
 from collbench.tuning.exporters.nccl_env import build_nccl_env
 from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 

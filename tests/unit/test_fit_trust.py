@@ -68,8 +68,8 @@ def test_predict_cli_warns_in_one_line(tmp_path: Path) -> None:
 
 
 def test_predicted_shapes_leave_out_distrusted_fits() -> None:
-    from collbench.tuning.profile import Profile, RuleSet
-    from collbench.tuning.selection import Rule
+    from collbench.profile.document import Profile, RuleSet
+    from collbench.profile.rules import Rule
     from collbench.tuning.shapes import Shape, with_predictions
 
     good, bad = _good("ring"), dataclasses.replace(_good("tree"), r2=-0.7)

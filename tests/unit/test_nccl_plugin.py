@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import UserError
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import PROTOCOLS, algorithm
 from collbench.tuning.nccl_plugin import (
@@ -30,8 +32,6 @@ from collbench.tuning.nccl_plugin import (
     nccl_like_table,
     show,
 )
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 RULES = (

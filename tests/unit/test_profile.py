@@ -13,8 +13,8 @@ import yaml
 
 import collbench
 from collbench.errors import InputFileError, UnknownNameError, UserError
-from collbench.tuning.profile import Profile, ProfileLayout, RuleSet, schema_problem
-from collbench.tuning.selection import Rule
+from collbench.profile.document import Profile, ProfileLayout, RuleSet, schema_problem
+from collbench.profile.rules import Rule
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "profiles" / "schema.json").read_text())

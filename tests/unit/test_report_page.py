@@ -11,10 +11,10 @@ import pytest
 from report_inputs import a100_topology, example_profile, with_stalls
 
 from collbench.errors import UserError
+from collbench.profile.document import Profile
 from collbench.report.page import SECTION_IDS, ReportInputs, build_report
 from collbench.report.svg import Band, Marker, Point, Series, band_chart, log_chart
 from collbench.results.io import read_rows
-from collbench.tuning.profile import Profile
 from collbench.units import size_label
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from synthetic_rows import point_row
 
 from collbench.errors import ConfigError
+from collbench.profile.rules import Rule, check_coverage
 from collbench.results.row import ResultRow
-from collbench.tuning.selection import Rule, SelectionSettings, check_coverage, select_rules
+from collbench.tuning.selection import SelectionSettings, select_rules
 
 SIZES = [1 << k for k in range(10, 24, 2)]  # 1 KiB .. 4 MiB, x4 steps
 

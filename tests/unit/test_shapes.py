@@ -7,8 +7,8 @@ import pytest
 from collbench.errors import ConfigError
 from collbench.models.crossover import find_crossovers
 from collbench.models.fit import Fit
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 from collbench.tuning.shapes import Shape, parse_ranks, parse_shapes, predicted_rule_set, with_predictions
 
 

@@ -10,11 +10,11 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import ConfigError
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 from collbench.results.row import ResultRow
 from collbench.tuning import check as check_mod
 from collbench.tuning.check import check_sizes, geomean_regret, regrets
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
 
 
 def _row(algo: str, size: int, t: float, spread: float = 0.02) -> ResultRow:

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from collbench.tuning.profile import Profile
+from collbench.profile.document import Profile
 
 
 def _bytes(n: int | None) -> str:

@@ -15,12 +15,12 @@ cannot run it (and picks between the two by its cost model where it can). The va
 
 from __future__ import annotations
 
+from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import PER_COLLECTIVE_SYNTAX, PROTOCOLS, NcclAlgorithm
 from collbench.tuning.consumers.nccl_list import check_env
 from collbench.tuning.exporters.exported import Exported
 from collbench.tuning.exporters.nccl_rules import NcclChoice, nccl_choice, shape_label, shapes, span
-from collbench.tuning.profile import Profile
 
 
 def _ops(profile: Profile) -> list[Op]:

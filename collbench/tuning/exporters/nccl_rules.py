@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.errors import UserError
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 from collbench.runtime.cuda.nccl import parse_native_variant
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
 from collbench.tuning.consumers.nccl import NcclAlgorithm, algorithm, condition, protocol_number, why_not
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
 
 COLLBENCH_TO_NCCL: dict[str, str] = {"ring": "ring", "tree": "tree", "two-tree": "tree"}
 

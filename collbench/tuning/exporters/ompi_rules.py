@@ -29,11 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from collbench.errors import UserError
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
 from collbench.runtime.cuda.nccl import is_native
 from collbench.schedules.ops import Op
 from collbench.tuning.exporters.ompi_table import BUILT_IN, COLLECTIVES, OMPI_SOURCE, OMPI_VERSION, OmpiCollective
-from collbench.tuning.profile import Profile, RuleSet
-from collbench.tuning.selection import Rule
 
 # Open MPI reads every number with strtol into a long, then keeps the segment size in an int.
 _MAX_SEGSIZE = (1 << 31) - 1

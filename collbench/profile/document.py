@@ -9,7 +9,7 @@ and Open MPI files, one entry per shape.
 
 Schema version 2 holds ``rule_sets``; version 1 files (one shape: ``world_size``, ``nodes``,
 ``layout`` and ``rules`` at the top) still load, as one measured rule set. Every file is checked
-against the JSON Schema (``collbench/tuning/profile_schema.json``, linked as profiles/schema.json) with
+against the JSON Schema (``collbench/profile/schema.json``, linked as profiles/schema.json) with
 the ``jsonschema`` library before it is built, so a bad file fails at load, naming the element.
 """
 
@@ -29,12 +29,12 @@ import yaml
 
 from collbench.errors import InputFileError, UnknownNameError, UserError
 from collbench.fileio import check_writable, parse_yaml, read_text_file
+from collbench.profile.rules import Rule, check_coverage
 from collbench.schedules.ops import Op
-from collbench.tuning.selection import Rule, check_coverage
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
-SCHEMA_PATH = Path(__file__).with_name("profile_schema.json")
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
 @dataclass(frozen=True, slots=True)

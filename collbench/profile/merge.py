@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from collbench.errors import ConfigError, UserError
-from collbench.tuning.profile import Profile, RuleSet
+from collbench.profile.document import Profile, RuleSet
 
 Prefer = Literal["none", "newer"]
 PREFER_CHOICES: tuple[Prefer, ...] = ("none", "newer")
