@@ -29,7 +29,8 @@ import torch.distributed as dist
 
 from collbench.runtime.executor.timing import CpuTimer, slowest_rank
 from collbench.runtime.launch.ranks import RankContext, launch
-from collbench.runtime.sweep.run import SweepConfig, run_sweep
+from collbench.runtime.sweep.plan import SweepConfig
+from collbench.runtime.sweep.run import run_sweep
 
 MiB = 1 << 20
 

@@ -30,7 +30,8 @@ def parse_size(text: str) -> int:
 
 def collbench_times(sizes: list[int], iters: int, warmup: int, cuda_graph: bool, work: Path) -> dict[int, float]:
     """Median microseconds per size from ``run_sweep`` with one NCCL rank, plain ``native``."""
-    from collbench.runtime.sweep.run import SweepConfig, run_sweep
+    from collbench.runtime.sweep.plan import SweepConfig
+    from collbench.runtime.sweep.run import run_sweep
 
     out: dict[int, float] = {}
     for size in sizes:

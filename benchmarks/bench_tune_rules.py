@@ -27,7 +27,8 @@ from pathlib import Path
 
 from collbench.profile.document import Profile
 from collbench.results.row import ResultRow
-from collbench.runtime.sweep.run import SweepConfig, run_sweep
+from collbench.runtime.sweep.plan import SweepConfig
+from collbench.runtime.sweep.run import run_sweep
 from collbench.tuning.pipeline import _algorithm_order
 from collbench.tuning.selection import SelectionSettings, measured_points
 

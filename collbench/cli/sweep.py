@@ -14,7 +14,8 @@ from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_
 from collbench.errors import ConfigError
 from collbench.runtime.host.affinity import default_local_ranks
 from collbench.runtime.launch.ranks import job_rank, under_launcher
-from collbench.runtime.sweep.run import SweepConfig, SweepProgress, run_sweep, validate
+from collbench.runtime.sweep.plan import SweepConfig, validate
+from collbench.runtime.sweep.run import SweepProgress, run_sweep
 from collbench.runtime.sweep.stalls import stall_report
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*$")

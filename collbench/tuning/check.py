@@ -110,7 +110,8 @@ def run_check(
     ``rule_set`` is the shape to check (default: the profile's default shape). Raises ConfigError when
     ``world_size`` differs from that shape's (its choices are for that shape).
     """
-    from collbench.runtime.sweep.run import SweepConfig, run_sweep
+    from collbench.runtime.sweep.plan import SweepConfig
+    from collbench.runtime.sweep.run import run_sweep
     from collbench.tuning.pipeline import IN_PLACE, _algorithm_order
 
     target = rule_set or profile.default_set

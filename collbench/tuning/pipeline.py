@@ -43,7 +43,7 @@ IN_PLACE = (True,)
 """Tune measures in place only: that is how jobs call all-reduce (DDP buckets, collbench.torch)."""
 
 if TYPE_CHECKING:
-    from collbench.runtime.sweep.run import SweepConfig
+    from collbench.runtime.sweep.plan import SweepConfig
 
 StageCallback = Callable[[str], None]
 
@@ -325,7 +325,7 @@ def _round_sweep(
     It resumes only when asked to and that round's stream exists: a round the interrupted run never
     started is measured afresh.
     """
-    from collbench.runtime.sweep.run import SweepConfig
+    from collbench.runtime.sweep.plan import SweepConfig
 
     depth = config.depth
     sweep = SweepConfig(

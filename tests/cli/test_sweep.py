@@ -207,7 +207,7 @@ def test_bad_values_and_files_refused_before_ranks(
 
 
 def test_sweep_sizes_always_ends() -> None:
-    from collbench.runtime.sweep.run import sweep_sizes
+    from collbench.runtime.sweep.plan import sweep_sizes
 
     assert sweep_sizes(1, 4, 1.5, 1) == [1, 2, 3]
     assert sweep_sizes(1024, 1024, 4.0, 4) == [1024]

@@ -22,7 +22,8 @@ import pytest
 from collbench.models.fit import fit_results, median_abs_pct_error
 from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
-from collbench.runtime.sweep.run import SweepConfig, run_sweep
+from collbench.runtime.sweep.plan import SweepConfig
+from collbench.runtime.sweep.run import run_sweep
 
 pytestmark = pytest.mark.dist
 

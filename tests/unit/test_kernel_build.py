@@ -160,7 +160,8 @@ def test_reduce_path_names_the_path_the_executor_takes(monkeypatch: pytest.Monke
 def test_rows_record_the_reduce_path_and_check_it_on_read(tmp_path: Path) -> None:
     from collbench.results.io import read_rows, write_rows
     from collbench.results.row import ResultRow
-    from collbench.runtime.sweep.run import SweepConfig, run_sweep
+    from collbench.runtime.sweep.plan import SweepConfig
+    from collbench.runtime.sweep.run import run_sweep
 
     config = SweepConfig(
         world_size=2,

@@ -20,9 +20,9 @@ from collbench.runtime.executor.buffers import (
     fill,
     make_buffers,
 )
-from collbench.runtime.sweep import memory
+from collbench.runtime.sweep import memory, plan
 from collbench.runtime.sweep import run as sweep
-from collbench.runtime.sweep.run import SweepConfig
+from collbench.runtime.sweep.plan import SweepConfig
 from collbench.schedules.ops import Op
 
 MiB = 1 << 20
@@ -74,8 +74,8 @@ def test_point_bytes_counts_buffers_and_scratch() -> None:
     assert most == 8 * MiB + 3 * 4 * MiB and least < most
 
 
-def _job(**kw: Any) -> sweep.SweepJob:
-    return sweep.validate(SweepConfig(backend="gloo", **kw))
+def _job(**kw: Any) -> plan.SweepJob:
+    return plan.validate(SweepConfig(backend="gloo", **kw))
 
 
 def test_a_sweep_that_cannot_fit_is_refused_in_one_line() -> None:

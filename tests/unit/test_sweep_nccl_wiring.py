@@ -25,9 +25,10 @@ from collbench.runtime.cuda import kernel_build, nccl
 from collbench.runtime.cuda import kernels as cuda_kernels
 from collbench.runtime.host import environment
 from collbench.runtime.launch.ranks import RankContext
+from collbench.runtime.sweep import plan, worker
 from collbench.runtime.sweep import run as sweep
-from collbench.runtime.sweep import worker
-from collbench.runtime.sweep.run import SweepConfig, SweepJob, SweepProgress
+from collbench.runtime.sweep.plan import SweepConfig, SweepJob
+from collbench.runtime.sweep.run import SweepProgress
 from collbench.schedules.ops import Op
 
 CUDA = torch.device("cuda", 0)  # only a name here: nothing runs on it
@@ -189,7 +190,7 @@ def test_sweep_worker_records_nccl_choices_and_manages_groups(
     config = SweepConfig(
         world_size=1, backend="gloo", algos=("ring", "native"), min_bytes=64, max_bytes=256, iters=2, warmup=1
     )
-    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
     job = dataclasses.replace(
         job, algos=((Op.ALL_REDUCE, ("ring", "native", "native:ring", "native:*/ll")),), nccl_log_dir=log_dir
     )
@@ -230,7 +231,7 @@ def test_forced_fields_stay_when_nccl_logs_nothing(
     fake = FakeGroups()
     monkeypatch.setattr(nccl, "variant_group", fake.variant_group)
     config = SweepConfig(world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=64, iters=1)
-    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
     (tmp_path / "empty").mkdir()
     job = dataclasses.replace(
         job, algos=((Op.ALL_REDUCE, ("native", "native:tree/ll128")),), nccl_log_dir=tmp_path / "empty"
@@ -262,13 +263,13 @@ def fake_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_variant_newer_than_this_nccl_is_refused(fake_gpus: None) -> None:
     config = SweepConfig(world_size=2, backend="nccl", algos=("native:pat",))
     with pytest.raises(UnknownNameError, match=r"NCCL 2\.18\.3 \(it arrived in 2\.23\)") as info:
-        sweep.resolve_algos(config, [Op.ALL_GATHER], "nccl")
+        plan.resolve_algos(config, [Op.ALL_GATHER], "nccl")
     assert "nvlstree" in str(info.value)
 
 
 def test_variants_are_stored_by_their_canonical_name(fake_gpus: None) -> None:
     config = SweepConfig(world_size=2, backend="nccl", algos=("native:NVLS", "native:Ring/LL128", "native:ring/ll128"))
-    per_op = sweep.resolve_algos(config, [Op.ALL_REDUCE], "nccl")
+    per_op = plan.resolve_algos(config, [Op.ALL_REDUCE], "nccl")
     assert per_op[Op.ALL_REDUCE] == ["native:nvls", "native:ring/ll128"]
 
 
@@ -276,7 +277,7 @@ def test_impossible_op_algorithm_pairs_are_skipped_with_one_line(fake_gpus: None
     # NCCL src/graph/tuning.cc (ncclTopoTuneModel): broadcast and reduce run Ring only; all-reduce never PAT.
     config = SweepConfig(world_size=2, backend="nccl", algos=("native:tree", "native:ring"))
     skipped: list[str] = []
-    per_op = sweep.resolve_algos(config, [Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE], "nccl", skipped)
+    per_op = plan.resolve_algos(config, [Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE], "nccl", skipped)
     assert per_op == {
         Op.ALL_REDUCE: ["native:tree", "native:ring"],
         Op.BROADCAST: ["native:ring"],
@@ -292,7 +293,7 @@ def test_a_variant_nccl_runs_for_none_of_the_ops_is_one_line(fake_gpus: None) ->
     # tuning.cc: if (comm->nNodes == 1 && a == NCCL_ALGO_NVLS_TREE) disable = 1;
     config = SweepConfig(world_size=2, backend="nccl", algos=("native:nvlstree",))
     with pytest.raises(NotApplicableError, match="NCCL disables NVLSTree on a single node"):
-        sweep.validate(config)
+        plan.validate(config)
 
 
 def test_skipped_pairs_reach_the_user_before_launch(
@@ -318,7 +319,7 @@ def test_skipped_pairs_reach_the_user_before_launch(
 def test_an_unknown_nccl_version_checks_the_newest_table(fake_gpus: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(environment, "nccl_version", lambda: "")
     config = SweepConfig(world_size=2, backend="nccl", algos=("native:nvls",))
-    assert sweep.resolve_algos(config, [Op.ALL_REDUCE], "nccl")[Op.ALL_REDUCE] == ["native:nvls"]
+    assert plan.resolve_algos(config, [Op.ALL_REDUCE], "nccl")[Op.ALL_REDUCE] == ["native:nvls"]
 
 
 def test_nccl_refusal_is_told_from_a_dead_peer() -> None:
@@ -351,7 +352,7 @@ def test_a_variant_nccl_refuses_fails_its_points_not_the_run(
 
     monkeypatch.setattr(nccl, "variant_group", refusing)
     config = SweepConfig(world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=256, iters=1)
-    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
     job = dataclasses.replace(job, algos=((Op.ALL_REDUCE, ("native:nvls", "native:ring")),))
     events: list[dict[str, Any]] = []
     ctx = RankContext(
@@ -518,7 +519,7 @@ def test_nccl_logs_one_untimed_call_per_native_point_and_nothing_while_timing(
     config = SweepConfig(
         world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=256, iters=5, warmup=2
     )
-    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
     job = dataclasses.replace(job, algos=((Op.ALL_REDUCE, ("native", "native:ring")),), nccl_log_dir=log_dir)
     events: list[dict[str, Any]] = []
     cpu = torch.device("cpu")
@@ -543,7 +544,7 @@ def test_an_nccl_without_the_reset_says_its_log_stays_on(
     monkeypatch.setattr(nccl, "variant_group", FakeGroups().variant_group)
     (tmp_path / "nccl").mkdir()
     config = SweepConfig(world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=64, iters=1)
-    job = sweep.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
+    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
     job = dataclasses.replace(job, nccl_log_dir=tmp_path / "nccl")
     events: list[dict[str, Any]] = []
     cpu = torch.device("cpu")

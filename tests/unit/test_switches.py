@@ -44,7 +44,7 @@ def test_anything_else_is_refused_naming_the_variable(monkeypatch: pytest.Monkey
 
 
 def test_a_sweep_refuses_an_unreadable_switch_before_any_rank_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from collbench.runtime.sweep.run import SweepConfig, validate
+    from collbench.runtime.sweep.plan import SweepConfig, validate
 
     monkeypatch.setenv("COLLBENCH_IDLE_POLL", "garbage")
     with pytest.raises(ConfigError, match="COLLBENCH_IDLE_POLL='garbage'"):

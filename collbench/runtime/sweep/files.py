@@ -78,3 +78,8 @@ def write_output_from_stream(output: Path, stream: Path, rows: list[ResultRow]) 
     # Checked before the ranks started, but the place can change meanwhile: sweep_files then says
     # where the measured rows are.
     write_rows(output, [on_disk[r.key] for r in rows])
+
+
+def resumed_rows(path: Path) -> list[ResultRow]:
+    """Rows already in a stream file (none when it does not exist)."""
+    return list(read_jsonl(path)) if path.exists() else []

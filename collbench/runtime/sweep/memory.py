@@ -29,7 +29,7 @@ from collbench.runtime.executor.buffers import CHUNK_ELEMS
 from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
 
 if TYPE_CHECKING:
-    from collbench.runtime.sweep.run import SweepJob
+    from collbench.runtime.sweep.plan import SweepJob
 
 RANK_BASE_BYTES = 280 << 20
 """Host memory of one rank process before its first buffer (torch, gloo, Python): 277 MiB measured."""
@@ -112,7 +112,7 @@ def point_bytes(
 
 def largest_point(job: SweepJob, world_size: int, ranks: int) -> PointMemory | None:
     """The point of ``job`` that needs the most memory on ``ranks`` ranks of ``world_size``; None if none."""
-    from collbench.runtime.sweep.run import format_bytes
+    from collbench.units import format_bytes
 
     if not job.sizes:
         return None

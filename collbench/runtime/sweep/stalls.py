@@ -18,7 +18,7 @@ def stall_report(rows: Sequence[ResultRow]) -> list[str]:
     stalled = [r for r in rows if row_stalled(r)]
     if not stalled:
         return []
-    from collbench.runtime.sweep.run import format_bytes
+    from collbench.units import format_bytes
 
     lines = [
         f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "

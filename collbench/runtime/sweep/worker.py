@@ -37,9 +37,11 @@ from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_s
 from collbench.runtime.executor.timing import AutoIters, make_timer, slowest_rank, summarize
 from collbench.runtime.host.environment import run_environment
 from collbench.runtime.launch.ranks import RankContext
-from collbench.runtime.sweep.run import SweepJob, format_bytes, resumed_rows
+from collbench.runtime.sweep.files import resumed_rows
+from collbench.runtime.sweep.plan import SweepJob
 from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
 from collbench.schedules.registry import get_algorithm
+from collbench.units import format_bytes
 
 FAULT_ENV = "COLLBENCH_FAULT_INJECT"
 LOG_STAYS_ON = (

@@ -1,0 +1,307 @@
+"""What a sweep measures: ``SweepConfig`` (the CLI's options), checked and resolved by ``validate``
+into the ``SweepJob`` every rank receives (ops, algorithms per op, sizes, dtype, reduction, files),
+before any process starts. Nothing here imports typer or rich.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from collbench.errors import ConfigError, NotApplicableError
+from collbench.fileio import check_writable
+from collbench.results.io import read_jsonl
+from collbench.runtime.host.switches import check_switches
+from collbench.runtime.launch.ranks import joined_job, resolve_backend
+from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
+from collbench.schedules.registry import algorithm_names, get_algorithm
+
+if TYPE_CHECKING:
+    from collbench.nccl.support import CommShape
+
+DEFAULT_STREAM = Path("collbench-sweep.jsonl")
+MAX_ITERS = 10**7
+"""The most timed (or warm-up) iterations per point a sweep accepts: more is a typo, not a benchmark."""
+OUTPUT_SUFFIXES = (".jsonl", ".csv", ".parquet")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepConfig:
+    """Everything one sweep measures and how (the CLI's options, checked by ``validate``)."""
+
+    world_size: int | None = 4
+    """Local ranks to start; None under torchrun (its WORLD_SIZE rules)."""
+    backend: str = "auto"
+    ops: tuple[str, ...] = ("all-reduce",)
+    algos: tuple[str, ...] = ("all",)
+    """Algorithm names, ``all`` for every registered one that applies, ``native:*`` variants (NCCL)."""
+    min_bytes: int = 1024
+    max_bytes: int = 4 << 20
+    step_factor: float = 4.0
+    iters: int | None = None
+    """Timed iterations per point; None for auto (until the median is known within 2%)."""
+    warmup: int = 2
+    dtype: str = "float32"
+    redop: str = "sum"
+    root: int = 0
+    in_place: tuple[bool, ...] = (False,)
+    """Which modes to measure, in order: False out-of-place, True in-place."""
+    check: bool = True
+    segment_bytes: int | None = None
+    """Executor segment size; None for the default of the device type."""
+    topology_path: Path | None = None
+    timeout_s: float = 60.0
+    output: Path | None = None
+    resume: bool = False
+    cuda_graph: bool = False
+    point_budget_s: float = 0.5
+    """Timed seconds per point under ``-n auto``."""
+    seed: int = 0
+    stream: Path | None = None
+    """Where rows stream; None: next to ``output`` (same stem, .jsonl), else collbench-sweep.jsonl."""
+    interleave: bool = False
+    """Measure every algorithm at a size before the next size (tune's rounds), rather than every size
+    of one algorithm before the next algorithm (``worker.plan_points`` says why)."""
+
+    @property
+    def stream_path(self) -> Path:
+        """The JSONL file rows stream into while the sweep runs."""
+        if self.stream is not None:
+            return self.stream
+        if self.output is None:
+            return DEFAULT_STREAM
+        if self.output.suffix.lower() == ".jsonl":
+            return self.output
+        return self.output.with_suffix(".jsonl")
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int, step_factor: float, elem_bytes: int) -> list[int]:
+    """Sizes from ``min_bytes`` to ``max_bytes`` multiplied by ``step_factor``, as nccl-tests steps them.
+
+    A size a fractional factor lands between multiples of the dtype size is rounded down to one.
+
+    Raises ConfigError for a size below 1 byte or a factor that is not a finite number (these would
+    never reach ``max_bytes``). Every step grows the size by at least one byte, so it always ends.
+    """
+    if min_bytes < 1:
+        raise ConfigError(f"--min-bytes must be at least 1, got {min_bytes}")
+    if not math.isfinite(step_factor):
+        raise ConfigError(f"--step-factor must be a finite number, got {step_factor}")
+    sizes: list[int] = []
+    size = min_bytes
+    while size <= max_bytes:
+        rounded = size // elem_bytes * elem_bytes
+        if rounded > 0 and (not sizes or rounded > sizes[-1]):
+            sizes.append(rounded)
+        if step_factor <= 1.0:
+            break
+        grown = size * step_factor
+        if grown > max_bytes:
+            break
+        # A small size times a small factor can floor back to itself (1 * 1.5): always move on.
+        size = max(math.floor(grown), size + 1)
+    return sizes
+
+
+def resolve_algos(
+    config: SweepConfig, ops: list[Op], backend: str, skipped: list[str] | None = None
+) -> dict[Op, list[str]]:
+    """For each op, the algorithms to run: ``all`` expands to every registered one that applies.
+
+    A forced NCCL variant is left out of the ops NCCL cannot run it for (``nccl_support``), with one
+    line each appended to ``skipped``. Raises UnknownNameError for an unknown name,
+    NotApplicableError for one that does none of the ops, or when NCCL can run none of what is left.
+    """
+    per_op: dict[Op, list[str]] = {op: [] for op in ops}
+    skipped = [] if skipped is None else skipped
+    for name in config.algos:
+        key = name.strip().lower()
+        if key == "all":
+            for op in ops:
+                for algo in _ordered(algorithm_names()):
+                    if algo not in per_op[op] and get_algorithm(algo).supports(op):
+                        per_op[op].append(algo)
+            continue
+        if key.startswith("native:"):
+            if backend != "nccl":
+                raise ConfigError(f"{name} forces an NCCL algorithm; it needs --backend nccl")
+            _add_variant(config, key, ops, per_op, skipped)
+            continue
+        spec = get_algorithm(key)
+        if not any(spec.supports(op) for op in ops):
+            does = ", ".join(op.value for op in Op if spec.supports(op))
+            raise NotApplicableError(f"algorithm {spec.name} does none of the ops asked for; it does: {does}")
+        for op in ops:
+            if spec.supports(op) and spec.name not in per_op[op]:
+                per_op[op].append(spec.name)
+    if skipped and not any(per_op.values()):
+        raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
+    return per_op
+
+
+def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, list[str]], skipped: list[str]) -> None:
+    # Imported here only: the NCCL modules belong to the GPU side.
+    from collbench.nccl.support import unsupported_reason
+    from collbench.runtime.cuda.nccl import check_variant_supported, parse_native_variant, parse_version
+    from collbench.runtime.host import environment
+
+    variant = parse_native_variant(key)
+    text = environment.nccl_version()
+    version = parse_version(text) if text else None
+    if version is not None:
+        # NCCL fails communicator creation on an algorithm it does not know: refuse it here, in one line.
+        check_variant_supported(variant, version)
+    shape = comm_shape(config)
+    reasons: list[str] = []
+    for op in ops:
+        reason = unsupported_reason(op.value, variant.algo, variant.proto, version, shape)
+        if reason is not None:
+            reasons.append(f"{variant.name} {op.value}: {reason}; skipped")
+        elif variant.name not in per_op[op]:
+            # The canonical spelling, so that rows, resume keys and NCCL_ALGO agree however it was typed.
+            per_op[op].append(variant.name)
+    skipped.extend(reasons)
+
+
+def comm_shape(config: SweepConfig) -> CommShape:
+    """The communicator NCCL will see: ranks, nodes (a launcher's world / ranks per host), CollNet."""
+    from collbench.nccl.support import CommShape
+
+    job = joined_job()
+    if job is None:
+        world, nodes = config.world_size or 1, 1
+    else:
+        world = job.world_size
+        nodes = max(1, world // max(1, job.local_world_size))
+    # CollNet needs NCCL_COLLNET_ENABLE=1 (NCCL's collnetEnable) and a plugin; without the variable it is off.
+    collnet = _env("NCCL_COLLNET_ENABLE", "0").strip() == "1"
+    return CommShape(world_size=world, nodes=nodes, collnet=collnet)
+
+
+PREFERRED_ORDER = ("ring", "tree", "two-tree", "recursive-doubling", "rabenseifner", "direct", "one-shot", "native")
+"""How ``--algo all`` lists algorithms: bandwidth-optimal first, baselines, then the backend's own."""
+
+
+def _ordered(names: list[str]) -> list[str]:
+    known = [n for n in PREFERRED_ORDER if n in names or n == "native"]
+    return known[:-1] + [n for n in names if n not in PREFERRED_ORDER] + known[-1:]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepJob:
+    """What every rank receives: the checked config and the choices made before launching."""
+
+    config: SweepConfig
+    backend: str
+    ops: tuple[Op, ...]
+    algos: tuple[tuple[Op, tuple[str, ...]], ...]
+    sizes: tuple[int, ...]
+    dtype: str
+    redop: str
+    stream_path: Path
+    topology: Any = None
+    """A loaded ``collbench.topology.model.Topology`` when ``--topology`` was given."""
+    nccl_log_dir: Path | None = None
+    """Where NCCL logs its per-call TUNING choices (nccl runs with native points); rank 0 reads it."""
+    notes: tuple[str, ...] = ()
+    """One line per thing left out before launching (an (op, NCCL algorithm) pair NCCL cannot run)."""
+
+
+def validate(config: SweepConfig) -> SweepJob:
+    """Check every option and resolve names; raise a UserError subclass naming the first mistake.
+
+    Runs before any process starts: unknown op, algorithm, dtype or reduction, sizes out of order or
+    not a multiple of the dtype size, a bad rank count or root, nccl without GPUs, a bad output name.
+    """
+    check_switches()
+    if config.world_size is not None and config.world_size < 1:
+        raise ConfigError(f"--ranks must be at least 1, got {config.world_size}")
+    job = joined_job()
+    if job is not None and config.world_size is not None:
+        raise ConfigError(f"under {job.launcher} the world size is {job.launcher}'s; leave --ranks out")
+    if not config.ops:
+        raise ConfigError("no op to run; give --op (all-reduce, ... or all)")
+    ops: list[Op] = []
+    for name in config.ops:
+        chosen = list(Op) if name.strip().lower() == "all" else [Op.parse(name)]
+        ops.extend(op for op in chosen if op not in ops)
+    dtype = parse_dtype(config.dtype)
+    redop = parse_redop(config.redop)
+    if redop == "avg" and dtype not in FLOAT_DTYPES:
+        raise ConfigError(f"avg is defined for floating dtypes only, not {dtype}; use -o sum or a float dtype")
+    elem = DTYPE_SIZES[dtype]
+    if config.min_bytes < 1 or config.max_bytes < 1:
+        raise ConfigError(f"sizes must be at least 1 byte, got -b {config.min_bytes} -e {config.max_bytes}")
+    if config.min_bytes > config.max_bytes:
+        raise ConfigError(f"--min-bytes {config.min_bytes} is above --max-bytes {config.max_bytes}")
+    for flag, size in (("--min-bytes", config.min_bytes), ("--max-bytes", config.max_bytes)):
+        if size % elem:
+            raise ConfigError(f"{flag} {size} is not a multiple of the {dtype} size ({elem} bytes)")
+    if not math.isfinite(config.step_factor) or config.step_factor < 1.0:
+        raise ConfigError(f"--step-factor must be a finite number of at least 1, got {config.step_factor}")
+    if config.iters is not None and not 1 <= config.iters <= MAX_ITERS:
+        raise ConfigError(f"--iters must be from 1 to {MAX_ITERS} (or auto), got {config.iters}")
+    if not 0 <= config.warmup <= MAX_ITERS:
+        raise ConfigError(f"--warmup must be from 0 to {MAX_ITERS}, got {config.warmup}")
+    for flag, seconds in (("--timeout", config.timeout_s), ("--budget", config.point_budget_s)):
+        if not math.isfinite(seconds) or seconds <= 0:
+            raise ConfigError(f"{flag} must be a positive number of seconds, got {seconds}")
+    if config.segment_bytes is not None and config.segment_bytes < elem:
+        raise ConfigError(f"--segment-bytes {config.segment_bytes} is smaller than one {dtype} element")
+    if config.root < 0 or (config.world_size is not None and config.root >= config.world_size):
+        raise ConfigError(f"--root {config.root} is not a rank of a world of {config.world_size}")
+    if config.output is not None and config.output.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
+    _check_files(config)
+    local = job.local_world_size if job is not None else (config.world_size or 1)
+    backend = resolve_backend(config.backend, local)
+    skipped: list[str] = []
+    per_op = resolve_algos(config, ops, backend, skipped)
+    topology = None
+    if config.topology_path is not None:
+        # Imported here only: the topology package is another area's and loads YAML.
+        from collbench.topology.io import load_topology
+
+        topology = load_topology(config.topology_path)
+    return SweepJob(
+        config=config,
+        backend=backend,
+        ops=tuple(ops),
+        algos=tuple((op, tuple(per_op[op])) for op in ops),
+        sizes=tuple(sweep_sizes(config.min_bytes, config.max_bytes, config.step_factor, elem)),
+        dtype=dtype,
+        redop=redop,
+        stream_path=config.stream_path,
+        topology=topology,
+        notes=tuple(skipped),
+    )
+
+
+def _check_files(config: SweepConfig) -> None:
+    """The stream and output files, checked in the parent before any rank starts.
+
+    Without ``--resume`` the stream file is emptied when the sweep starts. That is refused for a file
+    the user did not name as the stream (``keep.jsonl`` next to ``--output keep.csv``): it may hold
+    earlier results. The default ``collbench-sweep.jsonl`` is collbench's own scratch file and is
+    replaced. With ``--resume`` the rows already there are read now, so a bad file fails in one line.
+    """
+    stream = config.stream_path
+    if config.resume:
+        if not stream.exists():
+            raise ConfigError(f"--resume: no {stream} to resume from")
+        list(read_jsonl(stream))
+    elif config.stream is None and config.output is not None and stream != config.output and stream.exists():
+        raise ConfigError(
+            f"{stream} exists and would be emptied to stream rows into; "
+            "pass --resume to continue it, or --stream FILE to stream elsewhere"
+        )
+    check_writable(stream)
+    if config.output is not None and config.output != stream:
+        check_writable(config.output)
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
