@@ -209,7 +209,7 @@ def _known_redop(name: str) -> str:
 
 
 def _known_reduce_path(name: str) -> str:
-    from collbench.runtime.cuda.kernel_build import REDUCE_PATHS
+    from collbench.results.row import REDUCE_PATHS
 
     return "" if name in REDUCE_PATHS else f"unknown reduce path {_show(name)}; known: {', '.join(REDUCE_PATHS)}"
 

@@ -31,9 +31,6 @@ OWNER_FILE = "collbench-build.owner"
 """Ours beside it: ``<pid> <start time>`` of the collbench process building."""
 STALE_LOCK_S = 1800.0
 """A lock with no living owner, or older than this, is a killed build's leftover (a real build takes minutes)."""
-CUDA_KERNEL = "cuda-kernel"
-TORCH_OPS = "torch-ops"
-REDUCE_PATHS = (CUDA_KERNEL, TORCH_OPS)
 
 Say = Callable[[str], None]
 

@@ -38,6 +38,7 @@ from types import ModuleType
 import torch
 
 from collbench.fileio import csrc_dir
+from collbench.results.row import CUDA_KERNEL, TORCH_OPS
 from collbench.runtime.cuda import kernel_build
 
 log = logging.getLogger(__name__)
@@ -141,8 +142,8 @@ def reduce_path(device: torch.device, dtype: torch.dtype) -> str:
     and loaded), ``torch-ops`` otherwise (CPU, or the fallback). Loads the extension on CUDA.
     """
     if device.type != "cuda" or dtype not in KERNEL_DTYPES or kernels_disabled():
-        return kernel_build.TORCH_OPS
-    return kernel_build.CUDA_KERNEL if load_extension() is not None else kernel_build.TORCH_OPS
+        return TORCH_OPS
+    return CUDA_KERNEL if load_extension() is not None else TORCH_OPS
 
 
 def _kernel_inputs_ok(dst: torch.Tensor, sources: Sequence[torch.Tensor]) -> bool:
