@@ -9,7 +9,6 @@ import typer
 from rich.text import Text
 from typer.core import TyperGroup
 
-from collbench import __version__
 from collbench.cli import (
     compare,
     discover,
@@ -26,6 +25,7 @@ from collbench.cli import (
 )
 from collbench.cli.console import err_console
 from collbench.errors import CollbenchError
+from collbench.version import __version__
 
 
 class _CollbenchGroup(TyperGroup):

@@ -15,7 +15,6 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from collbench import __version__
 from collbench.errors import UserError
 from collbench.fileio import atomic_write_text
 from collbench.models.crossover import Crossover, find_crossovers
@@ -29,6 +28,7 @@ from collbench.report.svg import Band, band_chart, color_map
 from collbench.results.row import ResultRow
 from collbench.topology.model import Topology
 from collbench.units import size_label
+from collbench.version import __version__
 
 SECTION_IDS = ("machine", "ops", "profile", "provenance")
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collbench import __version__
 from collbench.errors import CollbenchError, ConfigError, InputFileError
 from collbench.fileio import check_writable
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
@@ -34,6 +33,7 @@ from collbench.results.io import write_rows
 from collbench.results.row import ResultRow
 from collbench.tuning.resume import check_partials, kept_rows_hint, partial_topology_path, with_hint
 from collbench.tuning.selection import SelectionSettings, in_round, select_rules
+from collbench.version import __version__
 
 DEFAULT_PROFILE = Path("collbench-profile.yaml")
 SEGMENTED = ("ring", "tree", "two-tree")
