@@ -73,7 +73,3 @@ class RankError(CollbenchError):
         self.doing = doing
         self.problem = problem
         super().__init__(f"rank {rank} on {host} failed while {doing}: {problem}")
-
-
-class DataCheckError(CollbenchError):
-    """A collective produced wrong results where results were required to be right."""

@@ -155,10 +155,6 @@ def _header_start(line: str) -> int | None:
     return None
 
 
-def _is_header(line: str) -> bool:
-    return _header_start(line) is not None
-
-
 class _Parser:
     def __init__(self, text: str, path: str, notes: list[str]) -> None:
         self.path = path

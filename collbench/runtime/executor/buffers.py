@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from collbench.schedules.ops import FLOAT_DTYPES, Op, chunk_bounds
+from collbench.schedules.ops import Op, chunk_bounds
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -238,8 +238,3 @@ def check_buffers(
         if between_chunks is not None:
             between_chunks()
     return int(wrong.item())
-
-
-def redop_allowed(dtype_name: str, redop: str) -> bool:
-    """avg divides, so it is defined for floating dtypes only (as in NCCL)."""
-    return redop != "avg" or dtype_name in FLOAT_DTYPES

@@ -194,10 +194,6 @@ def under_launcher() -> bool:
     return joined_job() is not None
 
 
-under_torchrun = under_launcher
-"""The older name of :func:`under_launcher` (it now covers mpirun and srun too)."""
-
-
 def job_rank() -> int:
     """This process's rank in its launcher's job; 0 when it runs on its own (it writes the files)."""
     job = joined_job()

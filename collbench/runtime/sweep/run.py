@@ -38,7 +38,6 @@ class SweepProgress:
     total: int = 0
     text: str = ""
     """What runs (``all-reduce ring 1 MiB in-place``), or the note."""
-    row: ResultRow | None = None
 
 
 ProgressCallback = Callable[[SweepProgress], None]
@@ -62,14 +61,12 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
     def forward(event: dict[str, Any]) -> None:
         if progress is None:
             return
-        row = ResultRow.from_dict(event["row"]) if event.get("row") else None
         progress(
             SweepProgress(
                 kind=str(event["kind"]),
                 done=int(event.get("done", 0)),
                 total=int(event.get("total", 0)),
                 text=str(event.get("text", "")),
-                row=row,
             )
         )
 
