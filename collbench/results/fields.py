@@ -29,6 +29,12 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
 }
 """Inclusive (low, high) for numeric fields whose range is not [0, inf)."""
 
+CUDA_KERNEL = "cuda-kernel"
+TORCH_OPS = "torch-ops"
+REDUCE_PATHS = (CUDA_KERNEL, TORCH_OPS)
+"""What ``ResultRow.reduce_path`` may say: how a GPU rank reduced (collbench's CUDA kernels, or torch's
+own element-wise ops where the kernels could not be built)."""
+
 _INT_TEXT = re.compile(r"^\s*[+-]?\d+(\.0*)?\s*$")
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -209,8 +215,6 @@ def _known_redop(name: str) -> str:
 
 
 def _known_reduce_path(name: str) -> str:
-    from collbench.results.row import REDUCE_PATHS
-
     return "" if name in REDUCE_PATHS else f"unknown reduce path {_show(name)}; known: {', '.join(REDUCE_PATHS)}"
 
 

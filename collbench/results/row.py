@@ -13,12 +13,6 @@ from typing import Any
 
 from collbench.results.fields import checked_fields
 
-CUDA_KERNEL = "cuda-kernel"
-TORCH_OPS = "torch-ops"
-REDUCE_PATHS = (CUDA_KERNEL, TORCH_OPS)
-"""What ``ResultRow.reduce_path`` may say: how a GPU rank reduced (collbench's CUDA kernels, or torch's
-own element-wise ops where the kernels could not be built)."""
-
 NODES_UNKNOWN = 0
 """``ResultRow.nodes`` of a row whose source did not say how many nodes ran it (a pasted log with no
 host names). Guessing 1 would file a 1440-rank run as one machine; fit and predict do not read nodes.

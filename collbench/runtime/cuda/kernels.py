@@ -38,7 +38,7 @@ from types import ModuleType
 import torch
 
 from collbench.fileio import csrc_dir
-from collbench.results.row import CUDA_KERNEL, TORCH_OPS
+from collbench.results.fields import CUDA_KERNEL, TORCH_OPS
 from collbench.runtime.cuda import kernel_build
 
 log = logging.getLogger(__name__)
