@@ -97,7 +97,8 @@ def make_error(name: str) -> Exception:
     return exc
 
 
-def _nvml_error_type() -> type[Exception]:
+def nvml_error_type() -> type[Exception]:
+    """pynvml's error class (NVMLError), for ``except`` clauses; imported only when asked."""
     import pynvml
 
     err: type[Exception] = pynvml.NVMLError
@@ -232,7 +233,7 @@ class RecordingBackend:
         key = call_key(name, args)
         try:
             value = self.inner.call(name, *args)
-        except _nvml_error_type() as exc:
+        except nvml_error_type() as exc:
             self.recording.calls[key] = {"error": error_name(exc)}
             raise
         self.recording.calls[key] = {"value": encode_value(value)}
@@ -263,7 +264,7 @@ class Nvml:
             return
         try:
             self.backend.call("nvmlInit")
-        except _nvml_error_type() as exc:
+        except nvml_error_type() as exc:
             name = error_name(exc)
             if name == "LIBRARY_NOT_FOUND":
                 raise NvmlUnavailableError("NVML library not found (libnvidia-ml.so.1)") from None
@@ -281,7 +282,7 @@ class Nvml:
         self.init()
         try:
             value = self.backend.call(name, *args)
-        except _nvml_error_type() as exc:
+        except nvml_error_type() as exc:
             err = error_name(exc)
             if err == "FUNCTION_NOT_FOUND":
                 if name not in self._logged_missing:
@@ -305,6 +306,6 @@ class Nvml:
         if self._initialised:
             try:
                 self.backend.call("nvmlShutdown")
-            except _nvml_error_type():
+            except nvml_error_type():
                 log.debug("nvmlShutdown failed", exc_info=True)
             self._initialised = False

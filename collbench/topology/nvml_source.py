@@ -7,6 +7,7 @@ NVML does not list NICs, so a topology from NVML has GPUs only; `--from-nvidia-s
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -16,6 +17,7 @@ from collbench.topology.bandwidth import (
     nvlink_gbps,
     pcie_gbps,
 )
+from collbench.topology.device_order import cuda_view
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     Device,
@@ -26,7 +28,7 @@ from collbench.topology.model import (
     Topology,
     normalize_bus_id,
 )
-from collbench.topology.nvml import Gpu, Nvml
+from collbench.topology.nvml import Gpu, Nvml, NvmlUnavailableError, nvml_error_type
 
 log = logging.getLogger(__name__)
 
@@ -203,3 +205,60 @@ def topology_from_nvml(nvml: Nvml, host: str) -> Topology:
         source="nvml",
         note=note,
     )
+
+
+def _local_nvml() -> Nvml | None:
+    """This machine's NVML through pynvml, or None where pynvml is not installed."""
+    from collbench.topology import nvml as nvml_seam  # looked up when called, so a test's fake backend is used
+
+    try:
+        return Nvml(nvml_seam.PynvmlBackend())
+    except ImportError:
+        return None
+
+
+def driver_version() -> str:
+    """The NVIDIA driver's version (``570.86.15``), or empty where NVML cannot say."""
+    nvml = _local_nvml()
+    if nvml is None:
+        return ""
+    try:
+        return str(nvml.call("nvmlSystemGetDriverVersion") or "")
+    except NvmlUnavailableError:
+        return ""
+    except nvml_error_type():  # a driver that cannot report its version is not worth failing a run
+        log.debug("NVML gave no driver version", exc_info=True)
+        return ""
+    finally:
+        nvml.shutdown()
+
+
+def free_memory_bytes(env: Mapping[str, str]) -> list[int]:
+    """Free memory of each GPU CUDA would number 0, 1, ... under ``env`` (CUDA_VISIBLE_DEVICES), via NVML.
+
+    Empty where NVML cannot say. NVML, not CUDA: asking CUDA would create a context in the calling
+    process on a GPU that ranks started later need. Raises ConfigError (through ``cuda_view``) for a
+    CUDA_VISIBLE_DEVICES that names no GPU here.
+    """
+    nvml = _local_nvml()
+    if nvml is None:
+        return []
+    try:
+        count = int(nvml.call("nvmlDeviceGetCount") or 0)
+        gpus = [
+            Device(
+                id=f"GPU{i}",
+                kind=DeviceKind.GPU,
+                index=i,
+                name=nvml.call("nvmlDeviceGetName", Gpu(i)),
+                bus_id=normalize_bus_id(nvml.field("nvmlDeviceGetPciInfo", Gpu(i), attr="busId")),
+                uuid=nvml.call("nvmlDeviceGetUUID", Gpu(i)),
+            )
+            for i in range(count)
+        ]
+        free = [nvml.field("nvmlDeviceGetMemoryInfo", Gpu(d.index), attr="free") for d in cuda_view(gpus, env).devices]
+    except (NvmlUnavailableError, nvml_error_type()):
+        return []
+    finally:
+        nvml.shutdown()
+    return [int(f) for f in free if f is not None]

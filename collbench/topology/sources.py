@@ -25,6 +25,7 @@ from collbench.topology.nvml import (
     Recording,
     RecordingBackend,
     error_name,
+    nvml_error_type,
 )
 from collbench.topology.nvml_source import topology_from_nvml
 
@@ -33,20 +34,13 @@ log = logging.getLogger(__name__)
 HOST_SUFFIX = "describing the host and its CPU ranks"
 
 
-def _nvml_error_type() -> type[Exception]:
-    import pynvml
-
-    err: type[Exception] = pynvml.NVMLError
-    return err
-
-
 def _from_backend(backend: NvmlBackend, host: str, ranks: int | None) -> Topology:
     nvml = Nvml(backend)
     try:
         topo = topology_from_nvml(nvml, host)
     except NvmlUnavailableError as exc:
         return _host(ranks, exc.reason)
-    except _nvml_error_type() as exc:
+    except nvml_error_type() as exc:
         raise HardwareError(f"NVML failed while describing the GPUs ({error_name(exc).lower()}): {exc}") from exc
     finally:
         nvml.shutdown()
@@ -106,7 +100,7 @@ def record_nvml(path: Path, *, description: str = "") -> Topology:
         topo = topology_from_nvml(nvml, host)
     except NvmlUnavailableError as exc:
         raise BackendUnavailableError(f"--record needs NVML: {exc.reason}; nothing to record here") from None
-    except _nvml_error_type() as exc:
+    except nvml_error_type() as exc:
         raise HardwareError(f"NVML failed while recording ({error_name(exc).lower()}): {exc}") from exc
     finally:
         nvml.shutdown()

@@ -41,17 +41,9 @@ def driver_version() -> str:
     """The NVIDIA driver's version through NVML, or empty where there is none."""
     if not torch.cuda.is_available():
         return ""
-    try:
-        import pynvml
+    from collbench.topology.nvml_source import driver_version as nvml_driver_version
 
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # NVML raises its own error family, and may be missing altogether
-        return ""
-    return version.decode() if isinstance(version, bytes) else str(version)
+    return nvml_driver_version()
 
 
 def run_environment(backend: str, device: torch.device | str) -> RunEnvironment:

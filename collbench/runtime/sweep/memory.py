@@ -214,44 +214,14 @@ def check_device_memory(job: SweepJob, world_size: int, free_bytes: list[int]) -
 def gpu_free_bytes(ranks: int) -> list[int]:
     """Free memory of the GPUs of local ranks 0..ranks-1 (CUDA's order), through NVML; [] if it cannot say.
 
-    NVML, not CUDA: asking CUDA would create a context in this parent process on a GPU the ranks need.
+    A CUDA_VISIBLE_DEVICES that discovery refuses gives [] here: the sweep reports it in one line
+    elsewhere, and CUDA's own out-of-memory error still names the point.
     """
     import os
 
-    from collbench.topology.device_order import cuda_view
-    from collbench.topology.model import Device, DeviceKind, normalize_bus_id
-    from collbench.topology.nvml import Gpu, Nvml, NvmlUnavailableError, PynvmlBackend
+    from collbench.topology.nvml_source import free_memory_bytes
 
     try:
-        import pynvml
-    except ImportError:
+        return free_memory_bytes(os.environ)[:ranks]
+    except ConfigError:
         return []
-    nvml_error: type[Exception] = pynvml.NVMLError
-    try:
-        nvml = Nvml(PynvmlBackend())
-    except ImportError:
-        return []
-    try:
-        count = int(nvml.call("nvmlDeviceGetCount") or 0)
-        gpus = [
-            Device(
-                id=f"GPU{i}",
-                kind=DeviceKind.GPU,
-                index=i,
-                name=nvml.call("nvmlDeviceGetName", Gpu(i)),
-                bus_id=normalize_bus_id(nvml.field("nvmlDeviceGetPciInfo", Gpu(i), attr="busId")),
-                uuid=nvml.call("nvmlDeviceGetUUID", Gpu(i)),
-            )
-            for i in range(count)
-        ]
-        free = [
-            nvml.field("nvmlDeviceGetMemoryInfo", Gpu(d.index), attr="free")
-            for d in cuda_view(gpus, os.environ).devices
-        ]
-    except (NvmlUnavailableError, ConfigError, nvml_error):
-        # No NVML or driver here, or a CUDA_VISIBLE_DEVICES that discovery reports in one line:
-        # nothing to compare with, and CUDA's own out-of-memory error still names the point.
-        return []
-    finally:
-        nvml.shutdown()
-    return [int(f) for f in free[:ranks] if f is not None]
