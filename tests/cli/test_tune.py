@@ -12,8 +12,8 @@ from collbench.cli.app import app
 from collbench.profile.document import Profile
 from collbench.profile.rules import check_coverage
 from collbench.results.io import read_rows
+from collbench.results.noise import decision_time_us
 from collbench.tuning import pipeline
-from collbench.tuning.selection import decision_time_us
 
 
 @pytest.mark.dist
@@ -41,7 +41,7 @@ def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch:
             match = [decision_time_us(r) for r in rows if r.algo == rule.algo and r.size_bytes == rule.at_bytes]
             assert len(match) == 2  # two rounds
             assert rule.measured_us == pytest.approx(min(match), rel=1e-3)
-    assert {f["algo"] for f in profile.fits} <= algos
+    assert {f.algo for f in profile.fits} <= algos
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The report beside the profile, made from the same rows and profile.
     page = (tmp_path / "p.html").read_text()

@@ -1,0 +1,132 @@
+"""The decision at one size: which variant runs there, and which others it cannot be told apart from.
+
+* To switch from A to B, B must be faster by more than the two points' combined noise,
+  ``sigmas * sqrt(noise_A^2 + noise_B^2)``, and at least ``min_gain`` (3% by default); the bar is
+  capped at ``max_threshold`` (25%) so that on a very noisy machine a clearly faster algorithm (2x at
+  large sizes) still wins, except where a point stalled (results/noise.py) or its rounds disagree by
+  more than the cap: there the noise is uncapped, since a difference inside it is no finding.
+* A winner must also stay ahead of the others round by round (:func:`apart_round_by_round`): a
+  point's time is its best round's, and one lucky round must not decide.
+* Ties. Every variant within that bar of the fastest, or not ahead of it round by round, cannot be
+  told apart from it: they are tied, and a tie goes to the simpler choice: native when it is in the
+  tie, else the variant in use at the size below (so that noise cannot make the rules flap), else
+  the fastest.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from collbench.errors import ConfigError
+from collbench.profile.rules import Variant
+from collbench.tuning.selection.points import Point
+
+NATIVE = "native"
+"""The backend's own collective: the default a profile departs from only where that pays."""
+DEFAULT_MIN_GAIN = 0.03
+DEFAULT_MAX_THRESHOLD = 0.25
+DEFAULT_SIGMAS = 2.0
+"""How many times the combined noise of two points their times must differ by to be told apart, as
+``collbench compare`` asks of a change. At one, two algorithms that run the same exchange (one-shot
+and recursive doubling on 2 ranks) are called apart at sizes where repeated tunes of one quiet
+machine disagree on which is faster; at two they are tied there."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SelectionSettings:
+    """How far a challenger must beat the incumbent before the rules switch algorithm."""
+
+    min_gain: float = DEFAULT_MIN_GAIN
+    """Smallest relative gain that counts, whatever the measured noise (0.03 = 3%)."""
+    max_threshold: float = DEFAULT_MAX_THRESHOLD
+    """Largest threshold the noise can raise the bar to."""
+    sigmas: float = DEFAULT_SIGMAS
+    """Multiples of the two points' combined noise that a gain must exceed."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_gain <= self.max_threshold < 1.0:
+            raise ConfigError(
+                f"selection thresholds must satisfy 0 <= min_gain <= max_threshold < 1, "
+                f"got min_gain={self.min_gain}, max_threshold={self.max_threshold}"
+            )
+        if not self.sigmas > 0:
+            raise ConfigError(f"selection needs a positive number of sigmas, got {self.sigmas}")
+
+    def threshold(self, noise_a: float, noise_b: float, *, capped: bool = True) -> float:
+        """The relative gain B needs over A to replace it: ``sigmas`` times the combined noise, floored,
+        and capped unless told not."""
+        bar = max(self.min_gain, self.sigmas * math.hypot(noise_a, noise_b))
+        return min(self.max_threshold, bar) if capped else bar
+
+    def bar(self, a: Point, b: Point) -> float:
+        """The relative difference two points cannot resolve.
+
+        Capped at ``max_threshold`` for points of a steady machine (jitter there is independent from
+        call to call, so a clearly faster algorithm wins however noisy); not capped when either point
+        stalled, or when its rounds disagree by more than the cap: the machine itself changed speed
+        between them, and a round that ran faster for the algorithms it measured first would, capped,
+        let their best times beat the others "beyond the noise". A difference inside that noise is not
+        a finding, whatever its size.
+        """
+        steady = not (a.stalled or b.stalled) and max(a.between, b.between) <= self.max_threshold
+        return self.threshold(a.noise, b.noise, capped=steady)
+
+
+def decide_at(
+    here: dict[Variant, Point], current: Variant | None, settings: SelectionSettings
+) -> tuple[Variant, tuple[Variant, ...]]:
+    """The variant to run at one size, and the others it is tied with there.
+
+    The fastest variant and every variant whose time is within the noise bar of it (``settings.
+    threshold`` of the two points' noise) cannot be told apart: they are tied. A tie goes to the
+    simpler choice: the backend's own collective (native) when it is in the tie, else the variant
+    already in use at the size below (so that noise cannot make the rules flap), else the fastest.
+    """
+    best = min(here, key=lambda v: (here[v].time_us, v.algo != NATIVE))
+    fastest = here[best]
+    tied = [
+        v
+        for v in here
+        if v == best
+        or here[v].time_us <= fastest.time_us * (1.0 + settings.bar(here[v], fastest))
+        or not apart_round_by_round(here[v], fastest, settings)
+    ]
+    natives = [v for v in tied if v.algo == NATIVE]
+    if natives:
+        chosen = natives[0]
+    elif current is not None and current in tied:
+        chosen = current
+    else:
+        chosen = best
+    return chosen, tuple(v for v in tied if v != chosen)
+
+
+def apart_round_by_round(slower: Point, faster: Point, settings: SelectionSettings) -> bool:
+    """Whether, round by round, ``slower`` stays slower than ``faster`` beyond the noise.
+
+    Each point's time is its best round's, so a variant with one lucky round can lead one that was as
+    fast in every other round. Where both were measured in the same two or more rounds, the rounds'
+    time ratios must say so too: their mean log ratio, less ``sigmas`` standard errors, above the
+    smallest gain that counts. Two shared rounds are too few to tell a real lead from two rounds that
+    agreed by chance (a lead in both can vanish in the next two): False, so that the tune measures
+    the size again (``rounds.unsettled``). Fewer shared rounds: True (nothing to add to the
+    comparison of best times).
+    """
+    mine, theirs = dict(slower.by_round), dict(faster.by_round)
+    logs = [math.log(mine[r] / theirs[r]) for r in mine if r in theirs and mine[r] > 0 and theirs[r] > 0]
+    if len(logs) < 2:
+        return True
+    if len(logs) < 3:
+        return False
+    error = statistics.stdev(logs) / math.sqrt(len(logs))
+    return statistics.fmean(logs) - settings.sigmas * error > math.log1p(settings.min_gain)
+
+
+def separated(here: dict[Variant, Point], settings: SelectionSettings) -> bool:
+    """Whether the fastest variant at a size is faster than every other beyond the measured noise."""
+    if len(here) < 2:
+        return True
+    _, tied = decide_at(here, None, settings)
+    return not tied
