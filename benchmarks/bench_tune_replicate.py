@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collbench.models.fit import Fit
+from collbench.models.fitted import Fit
 from collbench.profile.document import Profile
 from collbench.results.io import read_rows
 from collbench.results.noise import row_stalled

@@ -14,7 +14,7 @@ from collbench.cli.console import console, err_console
 from collbench.cli.render.models import render_prediction
 from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import parse_json, parse_yaml, read_text_file
-from collbench.models.fit import Fit
+from collbench.models.fitted import Fit
 from collbench.models.predict import predict as predict_times
 
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.models.fit import Fit
+from collbench.models.fitted import Fit
 
 _GRID_POINTS = 96
 

@@ -1,7 +1,7 @@
 """What a fit reads of result rows, gathered while the rows stream past: one summary per measured size.
 
 A fit models one time per (op, algorithm, backend, world size) and size: the smallest decision time
-(``runtime/noise.py``) of every row of that size (rounds, repeats, in place and out of place, files
+(``results/noise.py``) of every row of that size (rounds, repeats, in place and out of place, files
 given together), as selection combines them (``tuning/selection.py``). That is all it reads of the
 rows, so rows are folded into these summaries as they are read: memory grows with the number of
 distinct points (bounded by the sweep plan), never with the number of rows or the file's size.

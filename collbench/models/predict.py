@@ -15,7 +15,7 @@ from typing import Any
 
 from collbench.errors import ConfigError, UserError
 from collbench.models.crossover import Crossover, fastest, find_crossovers
-from collbench.models.fit import Fit
+from collbench.models.fitted import Fit
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
 

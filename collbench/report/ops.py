@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from html import escape
 
 from collbench.models.crossover import Crossover
-from collbench.models.fit import Fit
+from collbench.models.fitted import Fit
 from collbench.report.svg import Marker, Point, Series, color_map, log_chart
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op

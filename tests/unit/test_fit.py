@@ -11,7 +11,8 @@ from synthetic_rows import make_rows
 from collbench.errors import UserError
 from collbench.models.costs import cost_terms
 from collbench.models.crossover import fastest, find_crossovers
-from collbench.models.fit import Fit, fit_results, median_abs_pct_error
+from collbench.models.fit import fit_results, median_abs_pct_error
+from collbench.models.fitted import Fit
 from collbench.results.row import ResultRow
 
 
@@ -96,6 +97,24 @@ def test_round_trip_and_prediction_at_another_world_size() -> None:
         "segments",
     } <= keys
     assert median_abs_pct_error(fit, rows) < 1e-6
+
+
+def test_a_stored_fit_is_what_its_file_form_reads_back() -> None:
+    # Segments, a fitted gamma and a folded one: every per-byte cost a file holds as a bandwidth.
+    low, high = [2**k for k in range(3, 17)], [2**k for k in range(17, 28)]
+    rows = [
+        *make_rows("ring", 4, 10.0, 1e-3 / 7, 1e-3 / 11, noise=0.01, seed=3),
+        *make_rows("recursive-doubling", 4, 5.0, 1e-3 / 3, 1e-3 / 11, noise=0.01, seed=4),
+        *make_rows("ring", 2, 10.0, 1e-3 / 7, 0.0, noise=0.01, seed=5, op="all-gather"),
+        *make_rows("ring", 8, 3.0, 1e-3 / 2, noise=0.02, seed=5, sizes=low, op="all-gather"),
+        *make_rows("ring", 8, 12.0, 1e-3 / 11, noise=0.02, seed=6, sizes=high, op="all-gather"),
+    ]
+    fits = fit_results(rows).fits
+    assert any(f.segments for f in fits) and any(f.gamma_us_per_byte for f in fits)
+    for fit in fits:
+        stored = fit.as_stored()
+        assert stored == Fit.from_dict(fit.to_dict())
+        assert stored.to_dict() == fit.to_dict() and Fit.from_dict(stored.to_dict()) == stored
 
 
 def test_groups_that_cannot_be_fitted() -> None:

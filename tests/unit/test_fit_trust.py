@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import ConfigError
-from collbench.models.fit import R2_MIN, Fit, fit_results
+from collbench.models.fit import fit_results
+from collbench.models.fitted import R2_MIN, Fit
 from collbench.models.predict import predict
 from tests.synthetic_rows import make_rows
 

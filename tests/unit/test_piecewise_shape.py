@@ -14,7 +14,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collbench.models.fit import Fit, fit_results
+from collbench.models.fit import fit_results
+from collbench.models.fitted import Fit
 from collbench.models.piecewise import switch_point
 from collbench.results.row import ResultRow
 

@@ -6,7 +6,7 @@ import pytest
 
 from collbench.errors import ConfigError
 from collbench.models.crossover import find_crossovers
-from collbench.models.fit import Fit
+from collbench.models.fitted import Fit
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.tuning.shapes import Shape, parse_ranks, parse_shapes, predicted_rule_set, with_predictions
