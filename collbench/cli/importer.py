@@ -11,6 +11,7 @@ from collbench.cli.console import console, err_console, print_notes
 from collbench.errors import InputFileError, UnknownNameError
 from collbench.fileio import check_writable
 from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import write_rows
 from collbench.results.row import NODES_UNKNOWN
 from collbench.schedules.registry import algorithm_names
@@ -24,9 +25,7 @@ def _checked_algo(name: str) -> str:
     Raises UnknownNameError for anything else: rows under a made-up name would match nothing later.
     """
     key = name.strip().lower()
-    if key.startswith("native"):
-        from collbench.runtime.cuda.nccl import parse_native_variant
-
+    if is_native(key):
         return parse_native_variant(key).name
     known = algorithm_names()
     if key not in known:

@@ -1,25 +1,20 @@
-"""What NCCL can run, per version: its algorithms, protocols, and which collective each applies to.
+"""What NCCL can run: per collective, per version and per communicator shape.
 
-A low-level table with no imports from collbench beyond errors, so that every layer can share it
-(the sweep skips impossible points with it; exporters above the runtime check profiles with it).
+Below the runtime and the exports so that both ask the same table: the sweep skips the points NCCL
+cannot run with it, the exporters refuse a profile that names one. The names, numbers and protocols
+of the algorithms are :mod:`collbench.nccl.algorithms`'.
 
-Facts from NCCL's source (NVIDIA/nccl), tags v2.14.3 to v2.30.7:
+Facts from NCCL's source (NVIDIA/nccl), tags v2.14.3-1 to v2.30.7-1:
 
-* Names: ``ncclAlgoStr``/``ncclProtoStr`` in ``src/init.cc`` (``Tree``, ``Ring``, ``CollNetDirect``,
-  ``CollNetChain``, ``NVLS``, ``NVLSTree``, ``PAT``; ``LL``, ``LL128``, ``Simple``) are what
-  ``NCCL_ALGO``/``NCCL_PROTO`` are compared with. The TUNING log of 2.24 and later prints
-  ``ncclAlgoToString``/``ncclProtoToString`` (``src/collectives.cc``) instead: ``TREE``, ``RING``,
-  ``COLLNET_DIRECT``, ``COLLNET_CHAIN``, ``NVLS``, ``NVLS_TREE``, ``PAT``; ``LL``, ``LL128``,
-  ``SIMPLE``. :func:`canonical_algo`/:func:`canonical_proto` read every spelling.
 * Algorithms per collective: ``ncclTopoTuneModel`` (``src/graph/tuning.cc``) skips, per collective,
   the algorithms it cannot run: broadcast and reduce: ring only (every version); all-gather and
   reduce-scatter: ring, plus NVLS from 2.17, CollNetDirect from 2.20, PAT from 2.23; all-reduce:
   everything but PAT (``if (coll == ncclFuncAllReduce && a == NCCL_ALGO_PAT) continue``).
+* Protocols: NVLS, NVLSTree and PAT run Simple only (``continue`` for the others, same function).
 * Conditions of the communicator, same function and ``ncclTopoInitTunerConstants``/``algoEnable``:
   NVLSTree is disabled on one node (``comm->nNodes == 1``); CollNet (Direct, Chain, and NVLS across
   nodes) needs CollNet support (a CollNet network plugin and ``NCCL_COLLNET_ENABLE=1``); PAT runs only
-  with one GPU per node (``ncclPatEnable``: ``nNodes != nRanks`` returns 0) and Simple protocol;
-  NVLS and NVLSTree run Simple only.
+  with one GPU per node (``ncclPatEnable``: ``nNodes != nRanks`` returns 0).
 
 Whether the hardware has NVLS (NVSwitch with multicast) is not known up front: a variant NCCL still
 refuses fails its own points, not the run.
@@ -30,62 +25,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.errors import UnknownNameError
+from collbench.nccl.algorithms import ALGORITHM_SINCE, ALGORITHMS, PROTOCOLS, NcclVersion
+from collbench.schedules.ops import Op
 
-ALGORITHMS: tuple[str, ...] = ("Ring", "Tree", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
-"""NCCL's algorithm names, as ``ncclAlgoStr`` spells them (what ``NCCL_ALGO`` takes)."""
-PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
-"""NCCL's protocol names, as ``ncclProtoStr`` spells them (what ``NCCL_PROTO`` takes)."""
-
-ALGORITHM_SINCE: dict[str, tuple[int, int, int]] = {
-    "Ring": (0, 0, 0),
-    "Tree": (0, 0, 0),
-    "CollNetDirect": (2, 14, 0),
-    "CollNetChain": (2, 14, 0),
-    "NVLS": (2, 17, 0),
-    "NVLSTree": (2, 18, 0),
-    "PAT": (2, 23, 0),
-}
-"""The first NCCL release that knows each algorithm (an unknown NCCL_ALGO token fails comm creation)."""
-
-OPS: tuple[str, ...] = ("all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce")
+OPS: tuple[str, ...] = tuple(op.value for op in Op)
 """collbench's op names (``collbench.schedules.ops.Op`` values)."""
 
-_OP_ALGORITHM_SINCE: dict[str, dict[str, tuple[int, int, int]]] = {
+_OP_ALGORITHM_SINCE: dict[str, dict[str, NcclVersion]] = {
     "broadcast": {"Ring": (0, 0, 0)},
     "reduce": {"Ring": (0, 0, 0)},
     "all-gather": {"Ring": (0, 0, 0), "NVLS": (2, 17, 0), "CollNetDirect": (2, 20, 0), "PAT": (2, 23, 0)},
     "reduce-scatter": {"Ring": (0, 0, 0), "NVLS": (2, 17, 0), "CollNetDirect": (2, 20, 0), "PAT": (2, 23, 0)},
     "all-reduce": {a: ALGORITHM_SINCE[a] for a in ALGORITHMS if a != "PAT"},
 }
+"""Per op, the algorithms ``ncclTopoTuneModel`` runs it with and the release each joined."""
 _SIMPLE_ONLY = ("NVLS", "NVLSTree", "PAT")
 _COLLNET = ("CollNetDirect", "CollNetChain")
 
 
-def _key(name: str) -> str:
-    return name.strip().lower().replace("-", "").replace("_", "")
-
-
-_ALGO_KEYS = {_key(a): a for a in ALGORITHMS}
-_PROTO_KEYS = {_key(p): p for p in PROTOCOLS}
-
-
-def canonical_algo(name: str) -> str | None:
-    """``RING``, ``NVLS_TREE``, ``nvls-tree``, ``COLLNET_DIRECT`` -> ``Ring``, ``NVLSTree``, ...; None if unknown."""
-    return _ALGO_KEYS.get(_key(name))
-
-
-def canonical_proto(name: str) -> str | None:
-    """``SIMPLE``, ``simple``, ``ll128`` -> ``Simple``, ``LL128``; None if unknown."""
-    return _PROTO_KEYS.get(_key(name))
-
-
-def _version_text(version: tuple[int, int, int]) -> str:
+def _version_text(version: NcclVersion) -> str:
     return ".".join(str(v) for v in version)
-
-
-def algorithms_for(nccl_version: tuple[int, int, int]) -> tuple[str, ...]:
-    """The algorithms NCCL ``nccl_version`` knows (accepts in ``NCCL_ALGO``)."""
-    return tuple(a for a in ALGORITHMS if nccl_version >= ALGORITHM_SINCE[a])
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +61,7 @@ def unsupported_reason(
     op: str,
     algo: str | None,
     proto: str | None,
-    nccl_version: tuple[int, int, int] | None,
+    nccl_version: NcclVersion | None,
     shape: CommShape,
 ) -> str | None:
     """Why NCCL cannot run ``op`` forced to ``algo``/``proto`` on ``shape``; None when it can.
@@ -144,6 +103,6 @@ def unsupported_reason(
     return None
 
 
-def supported_algorithms(op: str, nccl_version: tuple[int, int, int] | None, shape: CommShape) -> tuple[str, ...]:
+def supported_algorithms(op: str, nccl_version: NcclVersion | None, shape: CommShape) -> tuple[str, ...]:
     """The algorithms NCCL ``nccl_version`` can be forced to for ``op`` on ``shape``."""
     return tuple(a for a in ALGORITHMS if unsupported_reason(op, a, None, nccl_version, shape) is None)

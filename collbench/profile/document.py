@@ -62,7 +62,7 @@ def check_rule_algorithm(rule: Rule) -> None:
 
     A profile naming an algorithm nothing can run must fail when it is loaded, not inside the job.
     """
-    from collbench.runtime.cuda.nccl import is_native, parse_native_variant
+    from collbench.nccl.variants import is_native, parse_native_variant
     from collbench.schedules.registry import algorithm_names, get_algorithm
 
     if is_native(rule.algo):

@@ -186,7 +186,7 @@ def _known_op(name: str) -> str:
 
 def _known_algo(name: str) -> str:
     from collbench.errors import UserError
-    from collbench.runtime.cuda.nccl import is_native, parse_native_variant
+    from collbench.nccl.variants import is_native, parse_native_variant
     from collbench.schedules.registry import algorithm_names
 
     if is_native(name):

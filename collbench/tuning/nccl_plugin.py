@@ -18,9 +18,10 @@ from pathlib import Path
 
 from collbench.errors import UserError
 from collbench.fileio import atomic_write_text, csrc_dir
+from collbench.nccl.algorithms import ALGORITHMS_BY_NUMBER, FUNC_OF_OP, PROTOCOLS
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
-from collbench.tuning.consumers.nccl import ALGORITHMS, FUNC_OF_OP, PROTOCOLS, why_not
+from collbench.tuning.consumers.nccl import why_not
 from collbench.tuning.exporters.exported import Exported
 from collbench.tuning.exporters.nccl_rules import shape_label, shapes
 from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
@@ -173,14 +174,14 @@ def ask(
     return Session(init_rc, tuple(answers), tuple(logs), final_rc)
 
 
-def nccl_like_table(op: Op, *, nodes: int, ranks: int, num_algo: int = len(ALGORITHMS)) -> tuple[float, ...]:
+def nccl_like_table(op: Op, *, nodes: int, ranks: int, num_algo: int = len(ALGORITHMS_BY_NUMBER)) -> tuple[float, ...]:
     """A cost table as NCCL would hand it over where every hardware condition holds.
 
     Cells NCCL cannot run for ``op`` on this shape are -1.0 (ignored); the others hold 100 us, the same
     for all, so a lowered cell is the plugin's doing.
     """
     table = []
-    for algo in ALGORITHMS[:num_algo]:
+    for algo in ALGORITHMS_BY_NUMBER[:num_algo]:
         for proto in range(len(PROTOCOLS)):
             ok = why_not(op, algo, proto, nodes=nodes, ranks=ranks) is None
             table.append(100.0 if ok else IGNORE)
@@ -239,4 +240,4 @@ def _pick(answer: Answer) -> str:
     if not lowered:
         return "NCCL's own choice"
     algo, proto = divmod(lowered[0], NUM_PROTOCOLS)
-    return f"{ALGORITHMS[algo].tuner}/{PROTOCOLS[proto].lower()}"
+    return f"{ALGORITHMS_BY_NUMBER[algo].tuner}/{PROTOCOLS[proto].lower()}"

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.nccl.support import CommShape, unsupported_reason
+from collbench.nccl.variants import all_variants, parse_version
 from collbench.runtime.cuda import nccl
 from collbench.topology.sources import discover_topology
 
@@ -43,14 +44,14 @@ def _sweep(tmp_path: Path, *args: str) -> tuple[list[dict[str, object]], str]:
 def test_forced_variants_at_the_largest_world_size(tmp_path: Path, extra: tuple[str, ...]) -> None:
     # Items 2, 3, 4, 8: every variant NCCL can run here is measured, the others skipped in one line
     # each, NCCL's choice read from its untimed call, graphs re-used across -n auto batches.
-    version = nccl.parse_version(nccl.nccl_versions()["backend_version"])
-    variants = [v.name for v in nccl.all_variants()]
+    version = parse_version(nccl.nccl_versions()["backend_version"])
+    variants = [v.name for v in all_variants()]
     rows, output = _sweep(
         tmp_path, "--op", "all", "--algo", ",".join(variants), "-b", "1K", "-e", "4M", "-f", "16", *extra
     )
     shape = CommShape(world_size=GPUS, nodes=1, collnet=os.environ.get("NCCL_COLLNET_ENABLE") == "1")
     for op in ("all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce"):
-        for v in nccl.all_variants():
+        for v in all_variants():
             reason = unsupported_reason(op, v.algo, None, version, shape)
             measured = any(r["op"] == op and r["algo"] == v.name for r in rows)
             if reason is not None:

@@ -16,7 +16,10 @@ import torch.distributed as dist
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.nccl.algorithms import algorithms_for
 from collbench.nccl.support import CommShape, unsupported_reason
+from collbench.nccl.tuning_log import choice_for
+from collbench.nccl.variants import NativeVariant, all_variants, parse_native_variant, parse_version
 from collbench.runtime.cuda import nccl
 from collbench.runtime.cuda.timing import CudaEventTimer
 
@@ -37,7 +40,7 @@ def one_rank_group(tmp_path: Path) -> Iterator[None]:
 
 def test_versions_on_a_gpu() -> None:
     versions = nccl.nccl_versions()
-    assert nccl.parse_version(versions["backend_version"]) >= (2, 0, 0)
+    assert parse_version(versions["backend_version"]) >= (2, 0, 0)
     assert versions["cuda_version"] == torch.version.cuda
     assert torch.cuda.get_device_name(0) in versions["device_name"]
     nccl.check_nccl_usable(1)
@@ -60,9 +63,9 @@ def test_event_timer(cuda_graph: bool) -> None:
 
 
 def test_every_variant_in_its_own_communicator(one_rank_group: None) -> None:
-    version = nccl.parse_version(nccl.nccl_versions()["backend_version"])
-    for variant in nccl.all_variants():
-        if variant.algo is not None and variant.algo not in nccl.algorithms_for(version):
+    version = parse_version(nccl.nccl_versions()["backend_version"])
+    for variant in all_variants():
+        if variant.algo is not None and variant.algo not in algorithms_for(version):
             continue
         before = {k: os.environ.get(k) for k in ("NCCL_ALGO", "NCCL_PROTO")}
         with nccl.variant_group(variant) as group:
@@ -87,10 +90,10 @@ def _sweep(tmp_path: Path, algos: str, *extra: str) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize("extra", [(), ("--cuda-graph",)], ids=["events", "cuda-graph"])
 def test_sweep_world_size_one_every_algorithm(tmp_path: Path, extra: tuple[str, ...]) -> None:
-    version = nccl.parse_version(nccl.nccl_versions()["backend_version"])
+    version = parse_version(nccl.nccl_versions()["backend_version"])
     one = CommShape(world_size=1, nodes=1)
     # The ones NCCL can run for all-reduce on one node (the sweep skips the others up front).
-    variants = [v for v in nccl.all_variants() if unsupported_reason("all-reduce", v.algo, None, version, one) is None]
+    variants = [v for v in all_variants() if unsupported_reason("all-reduce", v.algo, None, version, one) is None]
     names = ["all", *(v.name for v in variants)]
     rows = _sweep(tmp_path, ",".join(names), *extra)
     seen = {str(r["algo"]) for r in rows}
@@ -103,7 +106,7 @@ def test_sweep_world_size_one_every_algorithm(tmp_path: Path, extra: tuple[str, 
         assert float(str(r["time_us"])) > 0
         assert r["backend_version"] and r["device_name"] and r["cuda_version"]
         if str(r["algo"]).startswith("native:"):
-            forced = nccl.parse_native_variant(str(r["algo"]))
+            forced = parse_native_variant(str(r["algo"]))
             assert r["nccl_algo"] == (forced.algo or ""), r
 
 
@@ -113,7 +116,7 @@ def _two_rank_worker(rank: int, store_path: str, log_dir: str) -> None:
     store = dist.FileStore(store_path, 2)
     dist.init_process_group("nccl", store=store, rank=rank, world_size=2)
     try:
-        for variant in (nccl.NativeVariant(), nccl.NativeVariant("Ring", "LL"), nccl.NativeVariant("Tree")):
+        for variant in (NativeVariant(), NativeVariant("Ring", "LL"), NativeVariant("Tree")):
             with nccl.variant_group(variant) as group:
                 for n in (256, 1 << 20):
                     x = torch.ones(n, device="cuda")
@@ -131,10 +134,10 @@ def test_tuning_lines_of_a_real_nccl(tmp_path: Path) -> None:
     log_dir.mkdir()
     mp.spawn(_two_rank_worker, args=(str(tmp_path / "store"), str(log_dir)), nprocs=2, join=True)
     choices = nccl.read_tuning_logs(log_dir)
-    version = nccl.parse_version(nccl.nccl_versions()["backend_version"])
+    version = parse_version(nccl.nccl_versions()["backend_version"])
     if version < (2, 20, 0):
         assert choices == []  # these versions log no per-call line
         return
-    assert nccl.choice_for(choices, "allreduce", 4 * (1 << 20), 2) is not None
+    assert choice_for(choices, "allreduce", 4 * (1 << 20), 2) is not None
     assert ("Ring", "LL") in {(c.algo, c.proto) for c in choices}
     assert "Tree" in {c.algo for c in choices}

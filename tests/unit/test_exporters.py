@@ -9,11 +9,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from collbench.errors import UserError
+from collbench.nccl.algorithms import algorithm as nccl_algorithm
+from collbench.nccl.algorithms import protocol_number
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
-from collbench.tuning.consumers.nccl import algorithm as nccl_algorithm
-from collbench.tuning.consumers.nccl import protocol_number, why_not
+from collbench.tuning.consumers.nccl import why_not
 from collbench.tuning.consumers.nccl_list import check_env
 from collbench.tuning.exporters import export_nccl_env, export_nccl_tuner
 from collbench.tuning.exporters.nccl_env import build_nccl_env

@@ -11,17 +11,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collbench.errors import BackendUnavailableError, ConfigError, UnknownNameError
-from collbench.runtime.cuda import nccl
-from collbench.runtime.cuda.nccl import (
-    ALGORITHMS,
-    PROTOCOLS,
+from collbench.nccl.algorithms import ALGORITHMS, PROTOCOLS, algorithms_for
+from collbench.nccl.tuning_log import TuningChoice, choice_for, parse_tuning_line, parse_tuning_log
+from collbench.nccl.variants import (
     NativeVariant,
-    TuningChoice,
+    all_variants,
+    check_variant_supported,
+    is_native,
     parse_native_variant,
-    parse_tuning_line,
-    parse_tuning_log,
+    parse_version,
     variant_env,
 )
+from collbench.runtime.cuda import nccl
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 
@@ -96,35 +97,35 @@ def test_variant_env() -> None:
 
 
 def test_all_variants_cover_every_algorithm() -> None:
-    variants = nccl.all_variants()
+    variants = all_variants()
     assert variants[0] == NativeVariant()
     assert [v.algo for v in variants[1:]] == list(ALGORITHMS)
-    assert all(nccl.is_native(v.name) for v in variants)
-    assert not nccl.is_native("ring")
+    assert all(is_native(v.name) for v in variants)
+    assert not is_native("ring")
 
 
 def test_algorithms_by_nccl_version() -> None:
-    assert nccl.algorithms_for((2, 12, 12)) == ("Ring", "Tree")
-    assert "NVLS" in nccl.algorithms_for((2, 17, 1)) and "NVLSTree" not in nccl.algorithms_for((2, 17, 1))
-    assert "PAT" not in nccl.algorithms_for((2, 22, 3))
-    assert nccl.algorithms_for((2, 23, 4)) == tuple(ALGORITHMS)
+    assert algorithms_for((2, 12, 12)) == ("Ring", "Tree")
+    assert "NVLS" in algorithms_for((2, 17, 1)) and "NVLSTree" not in algorithms_for((2, 17, 1))
+    assert "PAT" not in algorithms_for((2, 22, 3))
+    assert algorithms_for((2, 23, 4)) == tuple(ALGORITHMS)
 
 
 def test_check_variant_supported() -> None:
-    nccl.check_variant_supported(parse_native_variant("native:pat"), (2, 23, 4))
-    nccl.check_variant_supported(NativeVariant(), (2, 10, 3))
-    nccl.check_variant_supported(parse_native_variant("native:*/ll128"), (2, 10, 3))
+    check_variant_supported(parse_native_variant("native:pat"), (2, 23, 4))
+    check_variant_supported(NativeVariant(), (2, 10, 3))
+    check_variant_supported(parse_native_variant("native:*/ll128"), (2, 10, 3))
     with pytest.raises(UnknownNameError) as info:
-        nccl.check_variant_supported(parse_native_variant("native:pat"), (2, 21, 5))
+        check_variant_supported(parse_native_variant("native:pat"), (2, 21, 5))
     message = str(info.value)
     assert "2.21.5" in message and "2.23" in message and "'pat'" in message and "nvlstree" in message
 
 
 def test_parse_version() -> None:
-    assert nccl.parse_version("2.21.5") == (2, 21, 5)
-    assert nccl.parse_version("2.18") == (2, 18, 0)
+    assert parse_version("2.21.5") == (2, 21, 5)
+    assert parse_version("2.18") == (2, 18, 0)
     with pytest.raises(ValueError):
-        nccl.parse_version("two")
+        parse_version("two")
 
 
 def test_applied_env_restores(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,7 +168,7 @@ def test_parse_tuning_log_v2_27_underscored_names_and_symmetric() -> None:
         ("AllReduce", 65536, "Symmetric", ""),
     ]
     assert choices[5].kernel == "AllReduce_AGxLL_R" and choices[5].channels == 4
-    assert nccl.choice_for(choices, "allreduce", 268435456, 8) == ("NVLSTree", "Simple")
+    assert choice_for(choices, "allreduce", 268435456, 8) == ("NVLSTree", "Simple")
 
 
 def test_parse_tuning_log_v2_30_every_path() -> None:
@@ -213,12 +214,12 @@ def test_parse_tuning_line_variants() -> None:
 
 def test_choice_for() -> None:
     choices = parse_tuning_log((FIXTURES / "tuning_v2_24.log").read_text())
-    assert nccl.choice_for(choices, "allreduce", 1048576, 8) == ("Ring", "LL128")
+    assert choice_for(choices, "allreduce", 1048576, 8) == ("Ring", "LL128")
     # All-gather's line counts one rank's share: 131072 x 8 ranks = 1 MiB as nccl-tests counts it.
-    assert nccl.choice_for(choices, "allgather", 1048576, 8) == ("Ring", "Simple")
-    assert nccl.choice_for(choices, "broadcast", 1048576, 8) is None
+    assert choice_for(choices, "allgather", 1048576, 8) == ("Ring", "Simple")
+    assert choice_for(choices, "broadcast", 1048576, 8) is None
     old = parse_tuning_log((FIXTURES / "tuning_v2_20_to_2_23.log").read_text())
-    assert nccl.choice_for(old, "allreduce", 8, 2) == ("Tree", "LL")
+    assert choice_for(old, "allreduce", 8, 2) == ("Tree", "LL")
 
 
 def test_tuning_log_env_and_read(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from collbench.nccl.algorithms import algorithm
 from collbench.schedules.ops import Op
-from collbench.tuning.consumers.nccl import algorithm, runnable_algorithms, why_not
+from collbench.tuning.consumers.nccl import runnable_algorithms, why_not
 from collbench.tuning.consumers.nccl_list import NcclListError, algo_names, check_env, parse_list
 
 ALGOS = algo_names()

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import UserError
+from collbench.nccl.algorithms import PROTOCOLS, algorithm
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
-from collbench.tuning.consumers.nccl import PROTOCOLS, algorithm
 from collbench.tuning.nccl_plugin import (
     ABI_VERSIONS,
     IGNORE,

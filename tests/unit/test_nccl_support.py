@@ -9,14 +9,8 @@ from __future__ import annotations
 import pytest
 
 from collbench.errors import UnknownNameError
-from collbench.nccl.support import (
-    ALGORITHMS,
-    CommShape,
-    canonical_algo,
-    canonical_proto,
-    supported_algorithms,
-    unsupported_reason,
-)
+from collbench.nccl.algorithms import ALGORITHMS, canonical_algo, canonical_proto
+from collbench.nccl.support import CommShape, supported_algorithms, unsupported_reason
 
 V230 = (2, 30, 7)
 ONE_NODE_8 = CommShape(world_size=8, nodes=1)

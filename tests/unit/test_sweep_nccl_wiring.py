@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from collbench.errors import NotApplicableError, RankError, UnknownNameError
+from collbench.nccl.variants import NativeVariant, is_native
 from collbench.results.row import ResultRow
 from collbench.runtime.cuda import kernel_build, nccl
 from collbench.runtime.cuda import kernels as cuda_kernels
@@ -63,7 +64,7 @@ class FakeGroups:
         self.open: set[str] = set()
 
     @contextlib.contextmanager
-    def variant_group(self, variant: nccl.NativeVariant, ranks: list[int] | None = None) -> Iterator[Any]:
+    def variant_group(self, variant: NativeVariant, ranks: list[int] | None = None) -> Iterator[Any]:
         self.log.append(("create", variant.name))
         self.open.add(variant.name)
         try:
@@ -79,7 +80,7 @@ def test_one_communicator_per_variant_destroyed_after_its_last_point(monkeypatch
     algos = ["native:ring", "native:ring", "native", "native:tree", "native:ring", "native:tree", "ring"]
     with worker.NativeGroups(algos) as groups:
         for index, algo in enumerate(algos):
-            if worker._is_native(algo):
+            if is_native(algo):
                 groups.group(algo)
             groups.done_with(index)
             if index == 4:
@@ -341,7 +342,7 @@ def test_a_variant_nccl_refuses_fails_its_points_not_the_run(
     fake = FakeGroups()
 
     @contextlib.contextmanager
-    def refusing(variant: nccl.NativeVariant, ranks: list[int] | None = None) -> Iterator[Any]:
+    def refusing(variant: NativeVariant, ranks: list[int] | None = None) -> Iterator[Any]:
         if variant.algo == "NVLS":
             # What torch raises when NCCL's communicator set-up returns ncclInvalidUsage (NCCLUtils.hpp).
             raise dist.DistBackendError(

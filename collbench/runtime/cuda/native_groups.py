@@ -10,9 +10,7 @@ from typing import Any
 
 import torch
 
-
-def _is_native(algo: str) -> bool:
-    return algo == "native" or algo.startswith("native:")
+from collbench.nccl.variants import is_native, parse_native_variant
 
 
 def graph_policy(cuda_graph: bool, device: torch.device, algos: list[str]) -> tuple[set[str], str]:
@@ -24,8 +22,8 @@ def graph_policy(cuda_graph: bool, device: torch.device, algos: list[str]) -> tu
     """
     if not cuda_graph or device.type != "cuda":
         return set(), ""
-    graphed = {a for a in algos if _is_native(a)}
-    own = sorted({a for a in algos if not _is_native(a)})
+    graphed = {a for a in algos if is_native(a)}
+    own = sorted({a for a in algos if not is_native(a)})
     note = ""
     if own:
         note = (
@@ -74,7 +72,7 @@ class NativeGroups:
 
             stack = contextlib.ExitStack()
             # Not kept when making it fails: a communicator NCCL refused is left to the process's exit.
-            self._groups[algo] = stack.enter_context(nccl.variant_group(nccl.parse_native_variant(algo)))
+            self._groups[algo] = stack.enter_context(nccl.variant_group(parse_native_variant(algo)))
             self._open[algo] = stack
         return self._groups[algo]
 

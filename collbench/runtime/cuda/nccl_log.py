@@ -21,7 +21,11 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collbench.nccl.tuning_log import TuningChoice
+    from collbench.runtime.cuda.nccl import TuningLogReader
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +89,13 @@ class ChoiceLearner:
     """Per native point: NCCL's choice from one untimed call with the log on; timing with it off.
 
     Every rank switches its own log (``switch``); rank 0, whose NCCL writes the TUNING lines, also
-    reads them (``reader``: a ``nccl.TuningLogReader``; None on other ranks).
+    reads them (``reader``; None on other ranks).
     """
 
-    def __init__(self, switch: NcclLogSwitch, reader: Any = None) -> None:
+    def __init__(self, switch: NcclLogSwitch, reader: TuningLogReader | None = None) -> None:
         self.switch = switch
         self.reader = reader
-        self._learned: list[Any] = []
+        self._learned: list[TuningChoice] = []
         self.leaked = False
         """Whether TUNING lines were logged while timing (the switch did not hold)."""
 
@@ -104,7 +108,7 @@ class ChoiceLearner:
         self.switch.off()
         self._learned = self.reader.new_choices() if self.reader is not None else []
 
-    def choices(self) -> list[Any]:
+    def choices(self) -> list[TuningChoice]:
         """After timing: the untimed call's choices, plus any logged while timing (noted in ``leaked``)."""
         timed = self.reader.new_choices() if self.reader is not None else []
         if timed and self.switch.switchable:

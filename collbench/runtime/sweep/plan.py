@@ -111,7 +111,7 @@ def resolve_algos(
 ) -> dict[Op, list[str]]:
     """For each op, the algorithms to run: ``all`` expands to every registered one that applies.
 
-    A forced NCCL variant is left out of the ops NCCL cannot run it for (``nccl_support``), with one
+    A forced NCCL variant is left out of the ops NCCL cannot run it for (``collbench.nccl.support``), with one
     line each appended to ``skipped``. Raises UnknownNameError for an unknown name,
     NotApplicableError for one that does none of the ops, or when NCCL can run none of what is left.
     """
@@ -145,7 +145,7 @@ def resolve_algos(
 def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, list[str]], skipped: list[str]) -> None:
     # Imported here only: the NCCL modules belong to the GPU side.
     from collbench.nccl.support import unsupported_reason
-    from collbench.runtime.cuda.nccl import check_variant_supported, parse_native_variant, parse_version
+    from collbench.nccl.variants import check_variant_supported, parse_native_variant, parse_version
     from collbench.runtime.host import environment
 
     variant = parse_native_variant(key)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collbench.errors import RankError
+from collbench.nccl.variants import is_native
 from collbench.results.row import ResultRow
 from collbench.runtime.host.idle_latency import idle_cpus_poll
 from collbench.runtime.launch.ranks import launch
@@ -133,7 +134,7 @@ def _prepare_nccl(job: SweepJob, stack: contextlib.ExitStack[Any], note: Callabl
     """
     # Imported here only: both modules belong to the GPU side.
     from collbench.runtime.cuda import kernels as cuda_kernels
-    from collbench.runtime.cuda.nccl import applied_env, is_native, tuning_log_env
+    from collbench.runtime.cuda.nccl import applied_env, tuning_log_env
 
     names = {name for _, algos in job.algos for name in algos}
     own = any(not is_native(name) for name in names)

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from collbench.nccl.tuning_log import choice_for
+from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import append_jsonl
 from collbench.results.noise import detect_stalls, quantile
 from collbench.results.row import ResultRow
@@ -67,10 +69,6 @@ class SweepPoint:
         return f"{self.op.value} {self.algo} {format_bytes(self.size_bytes)} {mode}"
 
 
-def _is_native(algo: str) -> bool:
-    return algo == "native" or algo.startswith("native:")
-
-
 def plan_points(
     job: SweepJob, world_size: int, device: torch.device, layout_name: str
 ) -> tuple[list[SweepPoint], list[str]]:
@@ -93,7 +91,7 @@ def plan_points(
         else:
             pairs = [(algo, size) for algo in algos for size in job.sizes]
         for algo, size in pairs:
-            native = _is_native(algo)
+            native = is_native(algo)
             count = size // elem
             if native and op in (Op.REDUCE_SCATTER, Op.ALL_GATHER) and count % world_size:
                 # torch's tensor collectives need equal chunks: round as nccl-tests does.
@@ -286,7 +284,7 @@ def _measure(
         in_place=point.in_place,
         device=ctx.device,
     )
-    native = _is_native(point.algo)
+    native = is_native(point.algo)
     if native and point.algo in groups.refused:
         return None  # NCCL refused this variant at an earlier point (said once, then)
     learning = reader is not None and native
@@ -346,8 +344,6 @@ def _measure(
     if learning:
         # What NCCL says it ran beats what was asked for: a forced algorithm a collective cannot run
         # falls back (NCCL before 2.24), and plain native rows have nothing else to say.
-        from collbench.runtime.cuda.nccl import choice_for
-
         chosen = choice_for(choices, point.op.spec.nccl_name, point.size_bytes, ws)
         if chosen is not None:
             nccl_algo, nccl_proto = chosen
@@ -392,7 +388,7 @@ def _measure(
 
 def _reduce_path(point: SweepPoint, device: torch.device, dtype: torch.dtype) -> str | None:
     """The reduction path the point's own algorithm took (None: native, or nothing reduced)."""
-    if _is_native(point.algo) or not point.op.spec.reduces:
+    if is_native(point.algo) or not point.op.spec.reduces:
         return None
     if device.type != "cuda":
         return "torch-ops"
@@ -419,10 +415,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _variant_fields(algo: str) -> tuple[str, str]:
-    if not algo.startswith("native:"):
+    if not is_native(algo):
         return "", ""
-    from collbench.runtime.cuda.nccl import parse_native_variant
-
     variant = parse_native_variant(algo)
     return variant.algo or "", variant.proto or ""
 
@@ -477,7 +471,7 @@ def _make_call(
     rank = ctx.rank
     lo, hi = chunk_bounds(point.count, ctx.world_size)[rank]
     inp, out = bufs.input, bufs.output
-    if _is_native(point.algo):
+    if is_native(point.algo):
         return _native_call(op, inp, out, job.redop, root, rank, groups.group(point.algo))
     spec = get_algorithm(point.algo)
     segments = 1

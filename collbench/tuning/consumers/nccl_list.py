@@ -18,16 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.errors import UserError
+from collbench.nccl.algorithms import ALGORITHMS_BY_NUMBER, FUNC_OF_OP, FUNCTIONS, PROTOCOLS
 from collbench.schedules.ops import Op
-from collbench.tuning.consumers.nccl import (
-    ALGORITHMS,
-    FUNCTIONS,
-    NEWEST,
-    PER_COLLECTIVE_SYNTAX,
-    PROTOCOLS,
-    Version,
-    runnable_algorithms,
-)
+from collbench.tuning.consumers.nccl import NEWEST, PER_COLLECTIVE_SYNTAX, Version, runnable_algorithms
 
 
 class NcclListError(UserError):
@@ -42,22 +35,12 @@ class Enabled:
     by_function: tuple[frozenset[str], ...]
 
     def for_op(self, op: Op) -> frozenset[str]:
-        return self.by_function[FUNCTIONS.index(_func_name(op))]
-
-
-def _func_name(op: Op) -> str:
-    return {
-        Op.BROADCAST: "Broadcast",
-        Op.REDUCE: "Reduce",
-        Op.ALL_GATHER: "AllGather",
-        Op.REDUCE_SCATTER: "ReduceScatter",
-        Op.ALL_REDUCE: "AllReduce",
-    }[op]
+        return self.by_function[FUNC_OF_OP[op]]
 
 
 def algo_names(version: Version = NEWEST) -> tuple[str, ...]:
     """``ncclAlgoStr`` of ``version``."""
-    return tuple(a.env for a in ALGORITHMS if a.since <= version)
+    return tuple(a.env for a in ALGORITHMS_BY_NUMBER if a.since[:2] <= version)
 
 
 def _strtok(text: str, delims: str) -> list[tuple[int, str]]:
@@ -135,6 +118,6 @@ def check_env(algo: str | None, proto: str | None, version: Version = NEWEST) ->
         if protos is None:
             continue
         allowed = protos.for_op(op)
-        if not any(p in allowed for a in usable for p in (("Simple",) if a.simple_only else PROTOCOLS)):
+        if not any(p in allowed for a in usable for p in a.protocols):
             problems.append(f"{op.spec.nccl_name}: no protocol left for {', '.join(a.env for a in usable)}")
     return problems

@@ -15,9 +15,10 @@ cannot run it (and picks between the two by its cost model where it can). The va
 
 from __future__ import annotations
 
+from collbench.nccl.algorithms import PROTOCOLS, NcclAlgorithm
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
-from collbench.tuning.consumers.nccl import PER_COLLECTIVE_SYNTAX, PROTOCOLS, NcclAlgorithm
+from collbench.tuning.consumers.nccl import PER_COLLECTIVE_SYNTAX
 from collbench.tuning.consumers.nccl_list import check_env
 from collbench.tuning.exporters.exported import Exported
 from collbench.tuning.exporters.nccl_rules import NcclChoice, nccl_choice, shape_label, shapes, span

@@ -1,7 +1,7 @@
 """A profile's rules as NCCL choices: what NCCL can run for each rule, and why not where it cannot.
 
 Both NCCL exporters (the tuner config and ``NCCL_ALGO``) start here, so they agree on what a rule means
-for NCCL. The facts are :mod:`collbench.tuning.consumers.nccl`'s.
+for NCCL. The facts are :mod:`collbench.nccl`'s, as :mod:`collbench.tuning.consumers.nccl` asks them.
 
 * ``native``: NCCL's own choice; nothing to write.
 * ``native:ALGO[/PROTO]``: NCCL itself forced, as measured on GPUs. It must be something NCCL can run
@@ -17,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.errors import UserError
+from collbench.nccl.algorithms import NcclAlgorithm, algorithm, protocol_number
+from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
-from collbench.runtime.cuda.nccl import parse_native_variant
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
-from collbench.tuning.consumers.nccl import NcclAlgorithm, algorithm, condition, protocol_number, why_not
+from collbench.tuning.consumers.nccl import condition, why_not
 
 COLLBENCH_TO_NCCL: dict[str, str] = {"ring": "ring", "tree": "tree", "two-tree": "tree"}
 
@@ -67,10 +68,10 @@ def nccl_choice(rule: Rule, shape: RuleSet) -> NcclChoice:
     proto = _protocol(rule, where)
     channels = rule.params.get("channels")
     count = int(channels) if channels else None
-    if rule.algo == "native":
-        return NcclChoice(rule, None, None, None, "native wins: NCCL's own choice", native=True)
-    if rule.algo.lower().startswith("native:"):
+    if is_native(rule.algo):
         variant = parse_native_variant(rule.algo)
+        if not variant.forced:
+            return NcclChoice(rule, None, None, None, "native wins: NCCL's own choice", native=True)
         if variant.proto is not None:
             proto = protocol_number(variant.proto)
         if variant.algo is None:

@@ -17,9 +17,9 @@ no NCCL equivalent is a comment saying what NCCL does instead. The protocol fiel
 
 from __future__ import annotations
 
+from collbench.nccl.algorithms import PROTOCOLS
 from collbench.profile.document import Profile, RuleSet
 from collbench.schedules.ops import Op
-from collbench.tuning.consumers.nccl import PROTOCOLS
 from collbench.tuning.exporters.exported import Exported, comment_lines
 from collbench.tuning.exporters.nccl_rules import NcclChoice, nccl_choice, shape_label, shapes, span
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from collbench.errors import UserError
+from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
-from collbench.runtime.cuda.nccl import is_native
 from collbench.schedules.ops import Op
 from collbench.tuning.exporters.ompi_table import BUILT_IN, COLLECTIVES, OMPI_SOURCE, OMPI_VERSION, OmpiCollective
 
