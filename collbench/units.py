@@ -1,11 +1,37 @@
-"""Quantities as people read them, shared by the terminal (collbench/cli) and the report.
+"""Quantities as people read and write them, shared by the terminal (collbench/cli) and the report.
 
 It lives in the core because the core may not import collbench/cli; the CLI imports it from here.
 """
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
+
+from collbench.errors import ConfigError
+
 _BINARY_UNITS = (("G", 30), ("M", 20), ("K", 10))
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmg])i?b?|b)?\s*$", re.IGNORECASE)
+_SHIFTS = {"": 0, "k": 10, "m": 20, "g": 30}
+
+
+def parse_size(text: str, flag: str = "size") -> int:
+    """Bytes from a size as nccl-tests' ``-b``/``-e`` take it: ``4096``, ``64K``, ``1.5M``, ``1G``.
+
+    K, M and G are powers of 1024; ``KB``, ``KiB`` and ``Ki`` mean the same, in any case, and a bare
+    number may end in ``B``. A fraction is fine when the bytes come out whole (``0.5K`` is 512), so no
+    size is ever truncated. ``flag`` names the option in the message. Raises ConfigError.
+    """
+    match = _SIZE.match(text)
+    if match is None:
+        raise ConfigError(
+            f"{flag} {text!r} is not a size (not a byte count such as 4096, nor K/M/G in powers of 1024 such as 64K)"
+        )
+    # Exact arithmetic: a float would call 1.00000000000000001K whole.
+    value = Fraction(match.group(1)) * (1 << _SHIFTS[(match.group(2) or "").lower()])
+    if value.denominator != 1:
+        raise ConfigError(f"{flag} {text!r} is not a whole number of bytes ({float(value):g})")
+    return int(value)
 
 
 def size_label(size_bytes: float) -> str:

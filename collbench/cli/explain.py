@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Annotated, Any
 
 import typer
@@ -16,20 +15,12 @@ from collbench.schedules.analysis import ScheduleStats, schedule_stats
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 from collbench.schedules.registry import get_algorithm
 from collbench.schedules.whiteboard import Whiteboard, build_whiteboard, rank_letter
+from collbench.units import parse_size
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)(i?b)?\s*$", re.IGNORECASE)
 MAX_BOARD_RANKS = 32
 MAX_BOARD_PIECES = 64
 MAX_EXPLAIN_RANKS = 256
 """The largest world explain builds: schedules grow with ranks squared, and -r 1000 runs for minutes."""
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``4096``, ``64K``, ``1M``, ``1MiB``, ``2G`` (powers of 1024); raise ConfigError."""
-    match = _SIZE.match(text)
-    if not match:
-        raise ConfigError(f"size {text!r} is not a byte count; write it like 4096, 64K, 1M or 1G")
-    return int(match.group(1)) * 1024 ** " kmg".index(match.group(2).lower() or " ")
 
 
 def _stats_dict(stats: ScheduleStats, size_bytes: int, time_us: float) -> dict[str, Any]:
@@ -133,7 +124,7 @@ def explain(
     if not (math.isfinite(link_gbps) and link_gbps > 0):
         raise ConfigError(f"--link-gbps must be a finite number > 0, got {link_gbps}")
     elem_bytes = DTYPE_SIZES[parse_dtype(dtype)]
-    size_bytes = parse_size(size)
+    size_bytes = parse_size(size, "--size")
     if size_bytes % elem_bytes:
         raise ConfigError(f"--size {size} is not a multiple of the {dtype} element size ({elem_bytes} bytes)")
     board_count = ranks * segments if count is None else count

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,18 +15,9 @@ from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import parse_json, parse_yaml, read_text_file
 from collbench.models.fitted import Fit
 from collbench.models.predict import predict as predict_times
+from collbench.units import parse_size
 
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
-_SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    """``1K`` -> 1024 (K/M/G are powers of 1024). Raises ConfigError."""
-    m = _SIZE_RE.match(text)
-    if not m:
-        raise ConfigError(f"size {text!r}: expected a number of bytes with an optional K, M or G suffix")
-    return int(float(m.group(1)) * _SCALE[m.group(2).upper()])
 
 
 def load_fits(path: Path, *, profile: bool) -> list[Fit]:
@@ -69,7 +59,7 @@ def predict(
     source = profile if profile is not None else fits
     assert source is not None
     loaded = load_fits(source, profile=profile is not None)
-    size_list = sorted({parse_size(s) for s in sizes.split(",") if s.strip()})
+    size_list = sorted({parse_size(s, "--sizes") for s in sizes.split(",") if s.strip()})
     report = predict_times(loaded, ranks, size_list, nodes=nodes, ops=op)
     if report.refused:
         err_console.print(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -17,21 +16,9 @@ from collbench.runtime.launch.ranks import job_rank, under_launcher
 from collbench.runtime.sweep.plan import SweepConfig, validate
 from collbench.runtime.sweep.run import SweepProgress, run_sweep
 from collbench.runtime.sweep.stalls import stall_report
+from collbench.units import parse_size
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*$")
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _FORMATS = ("table", "nccl-tests", "json")
-
-
-def parse_size(text: str, flag: str) -> int:
-    """Bytes from ``8``, ``64K``, ``1M``, ``1G`` (powers of 1024, as nccl-tests); ConfigError otherwise."""
-    match = _SIZE.match(text)
-    if match is None:
-        raise ConfigError(f"{flag} {text!r} is not a size; use bytes or K/M/G (powers of 1024), e.g. 64K")
-    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    if value != int(value):
-        raise ConfigError(f"{flag} {text!r} is not a whole number of bytes")
-    return int(value)
 
 
 def _split(values: list[str]) -> tuple[str, ...]:

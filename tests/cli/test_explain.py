@@ -8,8 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.cli.explain import crossover_bytes, parse_size
-from collbench.errors import ConfigError
+from collbench.cli.explain import crossover_bytes
 from collbench.schedules.analysis import schedule_stats
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
@@ -82,19 +81,6 @@ def test_bad_size_and_ranks() -> None:
     assert code == 2 and "--ranks" in err
     code, _, err = _run("ring", "--op", "broadcast", "--root", "5")
     assert code == 2 and "root 5" in err
-
-
-def test_parse_size() -> None:
-    assert parse_size("4096") == 4096
-    assert parse_size("64K") == 65536
-    assert parse_size("1MiB") == 1 << 20
-    assert parse_size("2g") == 2 << 30
-    try:
-        parse_size("1.5M")
-    except ConfigError as exc:
-        assert "1.5M" in str(exc)
-    else:
-        raise AssertionError("1.5M should not parse")
 
 
 def test_crossover_between_ring_and_direct() -> None:

@@ -60,6 +60,7 @@ def test_predict_bad_inputs(tmp_path: Path) -> None:
         (["predict", "--fits", str(fits), "--ranks", "8", "--op", "broadcast"], "no fits for broadcast"),
         (["predict", "--fits", str(fits), "--ranks", "8", "--op", "bogus"], "unknown op"),
         (["predict", "--fits", str(fits), "--ranks", "8", "--sizes", "12Q"], "size"),
+        (["predict", "--fits", str(fits), "--ranks", "8", "--sizes", "1K,0.5"], "whole number of bytes"),
         (["predict", "--fits", str(fits), "--ranks", "6", "--nodes", "4"], "spread evenly"),
     ]
     for args, message in cases:

@@ -26,6 +26,7 @@ RUNNER = CliRunner()
         (["-b", "6", "-d", "float32"], "not a multiple"),
         (["--ranks", "0"], "at least 1"),
         (["-b", "twelve"], "not a size"),
+        (["-e", "1.1K"], "whole number of bytes"),
         (["-n", "many"], "auto"),
         (["-o", "avg", "-d", "int32"], "floating"),
         (["--root", "5"], "not a rank"),

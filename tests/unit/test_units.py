@@ -1,10 +1,60 @@
-"""collbench.units: the one size label the terminal tables and the report share."""
+"""collbench.units: the one size parser every command reads sizes with, and the size labels."""
 
 from __future__ import annotations
 
 import pytest
 
-from collbench.units import size_label
+from collbench.errors import ConfigError
+from collbench.units import format_bytes, parse_size, size_label
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("0", 0),
+        ("8", 8),
+        ("4096", 4096),
+        ("8B", 8),
+        ("64K", 65536),
+        ("64k", 65536),
+        ("64KB", 65536),
+        ("64KiB", 65536),
+        ("64Ki", 65536),
+        ("1M", 1 << 20),
+        ("1MiB", 1 << 20),
+        ("2g", 2 << 30),
+        ("1G", 1 << 30),
+        (" 4 K ", 4096),
+        ("1.5M", 3 << 19),  # nccl-tests reads -b 1.5M as 1572864 bytes
+        ("0.5K", 512),
+        ("2.0", 2),
+    ],
+)
+def test_sizes_read_as_nccl_tests_reads_them(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("0.5", "not a whole number of bytes"),  # never truncated to 0
+        ("1.1K", "not a whole number of bytes"),
+        ("1.00000000000000001K", "not a whole number of bytes"),  # a float would round it to 1024
+        ("twelve", "not a size"),
+        ("12Q", "not a size"),
+        ("1T", "not a size"),
+        ("-1", "not a size"),
+        ("1e3", "not a size"),
+        (".5K", "not a size"),
+        ("8i", "not a size"),
+        ("", "not a size"),
+        ("lots", "not a byte count"),
+    ],
+)
+def test_what_is_not_a_whole_number_of_bytes_is_refused(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_size(text, "-b/--min-bytes")
+    assert str(info.value).startswith(f"-b/--min-bytes {text!r} ")
 
 
 @pytest.mark.parametrize(
@@ -24,3 +74,11 @@ from collbench.units import size_label
 )
 def test_sizes_read_as_nccl_tests_writes_them(size: float, label: str) -> None:
     assert size_label(size) == label
+
+
+@pytest.mark.parametrize(
+    ("size", "label"),
+    [(0, "0 B"), (1000, "1000 B"), (1024, "1 KiB"), (1536, "1536 B"), (3 << 20, "3 MiB"), (2 << 30, "2 GiB")],
+)
+def test_format_bytes_names_exact_powers_of_1024(size: int, label: str) -> None:
+    assert format_bytes(size) == label
