@@ -10,7 +10,7 @@ Facts from NCCL's source (NVIDIA/nccl), tags v2.14.3-1 to v2.30.7-1:
   the algorithms it cannot run: broadcast and reduce: ring only (every version); all-gather and
   reduce-scatter: ring, plus NVLS from 2.17, CollNetDirect from 2.20, PAT from 2.23; all-reduce:
   everything but PAT (``if (coll == ncclFuncAllReduce && a == NCCL_ALGO_PAT) continue``).
-* Protocols: NVLS, NVLSTree and PAT run Simple only (``continue`` for the others, same function).
+* Protocols per algorithm: the same function (:data:`collbench.nccl.algorithms.NcclAlgorithm.protocols`).
 * Conditions of the communicator, same function and ``ncclTopoInitTunerConstants``/``algoEnable``:
   NVLSTree is disabled on one node (``comm->nNodes == 1``); CollNet (Direct, Chain, and NVLS across
   nodes) needs CollNet support (a CollNet network plugin and ``NCCL_COLLNET_ENABLE=1``); PAT runs only
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.errors import UnknownNameError
-from collbench.nccl.algorithms import ALGORITHM_SINCE, ALGORITHMS, PROTOCOLS, NcclVersion
+from collbench.nccl.algorithms import ALGORITHM_SINCE, ALGORITHMS, PROTOCOLS, NcclVersion, algorithm_named
 from collbench.schedules.ops import Op
 
 OPS: tuple[str, ...] = tuple(op.value for op in Op)
@@ -39,7 +39,6 @@ _OP_ALGORITHM_SINCE: dict[str, dict[str, NcclVersion]] = {
     "all-reduce": {a: ALGORITHM_SINCE[a] for a in ALGORITHMS if a != "PAT"},
 }
 """Per op, the algorithms ``ncclTopoTuneModel`` runs it with and the release each joined."""
-_SIMPLE_ONLY = ("NVLS", "NVLSTree", "PAT")
 _COLLNET = ("CollNetDirect", "CollNetChain")
 
 
@@ -88,8 +87,9 @@ def unsupported_reason(
         return f"NCCL runs {op} with {runs} only, never {algo}"
     if version < for_op[algo]:
         return f"{where} runs {op} with {algo} only from {_version_text(for_op[algo])}"
-    if proto is not None and proto != "Simple" and algo in _SIMPLE_ONLY:
-        return f"NCCL runs {algo} with the Simple protocol only, not {proto}"
+    protocols = algorithm_named(algo).protocols
+    if proto is not None and proto not in protocols:
+        return f"NCCL runs {algo} with the {'/'.join(protocols)} protocol only, not {proto}"
     if algo == "NVLSTree" and shape.nodes <= 1:
         return "NCCL disables NVLSTree on a single node"
     if (algo in _COLLNET or (algo == "NVLS" and shape.nodes > 1)) and not shape.collnet:

@@ -1,4 +1,4 @@
-"""NCCL's support table (collbench.nccl.support) against NCCL's src/graph/tuning.cc.
+"""NCCL's support table (collbench.nccl.support) against src/graph/tuning.cc, as the sweep and exports read it.
 
 Each case cites the line of ``ncclTopoTuneModel`` / ``ncclTopoInitTunerConstants`` (NVIDIA/nccl,
 v2.30.7-1 unless said) that makes NCCL skip or disable the pair.
@@ -9,8 +9,18 @@ from __future__ import annotations
 import pytest
 
 from collbench.errors import UnknownNameError
-from collbench.nccl.algorithms import ALGORITHMS, canonical_algo, canonical_proto
+from collbench.nccl.algorithms import (
+    ALGORITHMS,
+    ALGORITHMS_BY_NUMBER,
+    PROTOCOLS,
+    algorithm,
+    canonical_algo,
+    canonical_proto,
+    protocol_number,
+)
 from collbench.nccl.support import CommShape, supported_algorithms, unsupported_reason
+from collbench.schedules.ops import Op
+from collbench.tuning.consumers.nccl import why_not
 
 V230 = (2, 30, 7)
 ONE_NODE_8 = CommShape(world_size=8, nodes=1)
@@ -96,3 +106,26 @@ def test_canonical_spellings() -> None:
     assert {canonical_algo(a) for a in ALGORITHMS} == set(ALGORITHMS)
     assert [canonical_proto(p) for p in ("LL", "LL128", "SIMPLE", "simple")] == ["LL", "LL128", "Simple", "Simple"]
     assert canonical_algo("Unknown") is None and canonical_proto("#7") is None
+
+
+def test_sweep_and_exports_agree_collnet_runs_simple_only() -> None:
+    # ncclTopoTuneModel, src/graph/tuning.cc (v2.14.3-1 to v2.30.7-1, e.g. v2.19.3-1 lines 186-187):
+    #   if (a == NCCL_ALGO_COLLNET_DIRECT && p != NCCL_PROTO_SIMPLE) busBw = 0;  // Not used
+    #   if (a == NCCL_ALGO_COLLNET_CHAIN && p != NCCL_PROTO_SIMPLE) busBw = 0;  // Not used
+    # and ncclTopoGetAlgoTime gives time -1 (never chosen) where the bandwidth is 0.
+    everything = CommShape(world_size=2, nodes=2, collnet=True)  # CollNet on, one GPU per node, two nodes
+    for algo in ("CollNetDirect", "CollNetChain"):
+        nccl_algo = algorithm(algo)
+        assert nccl_algo is not None
+        assert unsupported_reason("all-reduce", algo, "Simple", V230, everything) is None
+        for proto in ("LL", "LL128"):
+            sweep = unsupported_reason("all-reduce", algo, proto, V230, everything)
+            assert sweep == f"NCCL runs {algo} with the Simple protocol only, not {proto}"
+            assert why_not(Op.ALL_REDUCE, nccl_algo, protocol_number(proto), nodes=2, ranks=2) is not None
+    # Every (op, algorithm, protocol): the sweep skips exactly what the exports refuse.
+    for op in Op:
+        for a in ALGORITHMS_BY_NUMBER:
+            for number, proto in enumerate(PROTOCOLS):
+                sweep_runs = unsupported_reason(op.value, a.env, proto, V230, everything) is None
+                export_runs = why_not(op, a, number, nodes=2, ranks=2) is None
+                assert sweep_runs == export_runs, (op, a.env, proto)
