@@ -35,6 +35,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
 from typing import Any, TypeVar
 
 import torch
@@ -87,7 +88,7 @@ class RankContext:
         self.timeout_s = timeout_s
         self.host = host_name()
         self.current = "starting"
-        self.control: Any = None
+        self.control: dist.ProcessGroup | None = None
         self._store = store
         self._progress = progress
         self._events = 0
@@ -134,7 +135,7 @@ class _SignalGuard:
         self._holding = False
         self.held: int | None = None
 
-    def handler(self, signum: int, frame: Any) -> None:
+    def handler(self, signum: int, frame: FrameType | None) -> None:
         if self._holding:
             self.held = self.held or signum
             return
@@ -230,8 +231,14 @@ def _device_for(backend: str, local_rank: int) -> torch.device:
 
 
 def _init_rank(
-    backend: str, rank: int, world_size: int, timeout_s: float, store: Any, device: torch.device, prefix: str = ""
-) -> Any:
+    backend: str,
+    rank: int,
+    world_size: int,
+    timeout_s: float,
+    store: dist.Store | None,
+    device: torch.device,
+    prefix: str = "",
+) -> dist.ProcessGroup | None:
     timeout = datetime.timedelta(seconds=timeout_s)
     kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world_size, "timeout": timeout}
     if store is not None:
@@ -294,7 +301,7 @@ def _child_main(
     # Before the process group starts its threads, which inherit it (runtime/rank_priority.py).
     realtime_rank(backend)
     timeout = datetime.timedelta(seconds=timeout_s)
-    raw_store: Any = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+    raw_store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
     store = SignedStore(raw_store, token)
     device = _device_for(backend, rank)
     ctx = RankContext(
@@ -359,7 +366,7 @@ def launch(
 
 
 @functools.cache
-def _job_store(job: JobEnv, timeout_s: float) -> tuple[Any, Iterator[int]]:
+def _job_store(job: JobEnv, timeout_s: float) -> tuple[dist.TCPStore, Iterator[int]]:
     """The store of a job whose launcher has none (mpirun, srun), and a count of the groups made on it.
 
     Rank 0 holds it, the others join. With every rank on this host it listens on the loopback only;
@@ -371,7 +378,7 @@ def _job_store(job: JobEnv, timeout_s: float) -> tuple[Any, Iterator[int]]:
     return _open_job_store(job, timeout_s), itertools.count()
 
 
-def _open_job_store(job: JobEnv, timeout_s: float) -> Any:
+def _open_job_store(job: JobEnv, timeout_s: float) -> dist.TCPStore:
     timeout = datetime.timedelta(seconds=timeout_s)
     if job.rank != 0:
         return dist.TCPStore(job.master_addr, job.master_port, is_master=False, timeout=timeout)

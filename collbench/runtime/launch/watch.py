@@ -12,7 +12,8 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from collbench.errors import RankError
@@ -29,16 +30,16 @@ started at about the same time. Short, so that ``--timeout`` bounds a run to wit
 """
 
 
-def stop_ranks(procs: list[Any]) -> None:
+def stop_ranks(procs: Sequence[BaseProcess]) -> None:
     """Terminate the ranks still running (SIGTERM, then SIGKILL after 5 s) and reap them all."""
-    started = [proc for proc in procs if proc.pid is not None]
-    for proc in started:
+    started = [(proc, proc.pid) for proc in procs if proc.pid is not None]
+    for proc, pid in started:
         if proc.is_alive():
             proc.terminate()
             # A stopped rank would hold its SIGTERM until continued, and cost the whole 5 s below.
             with contextlib.suppress(OSError):
-                os.kill(proc.pid, signal.SIGCONT)
-    for proc in started:
+                os.kill(pid, signal.SIGCONT)
+    for proc, _pid in started:
         proc.join(timeout=5)
         if proc.is_alive():
             proc.kill()
@@ -54,7 +55,9 @@ def _is_stopped(pid: int) -> bool:
     return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("T", "t")
 
 
-def watch_ranks(procs: list[Any], store: SignedStore, progress: ProgressFn | None, timeout_s: float) -> set[int]:
+def watch_ranks(
+    procs: Sequence[BaseProcess], store: SignedStore, progress: ProgressFn | None, timeout_s: float
+) -> set[int]:
     """Wait for every rank; after the first failure, give the others a grace period, then stop them.
 
     A rank stopped for longer than the timeout counts as hung: its peers may be outside any
@@ -108,7 +111,7 @@ def forward_events(store: SignedStore, seen: int, progress: ProgressFn | None) -
 
 
 def collect_results(
-    procs: list[Any], store: SignedStore, stopped: set[int], result_types: tuple[type, ...]
+    procs: Sequence[BaseProcess], store: SignedStore, stopped: set[int], result_types: tuple[type, ...]
 ) -> list[Any]:
     """Each rank's result, or RankError for the rank that caused a failure."""
     results: list[Any] = []

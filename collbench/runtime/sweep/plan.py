@@ -28,7 +28,7 @@ MAX_ITERS = 10**7
 OUTPUT_SUFFIXES = (".jsonl", ".csv", ".parquet")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SweepConfig:
     """Everything one sweep measures and how (the CLI's options, checked by ``validate``)."""
 
