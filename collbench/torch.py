@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 from collbench.errors import ConfigError
 from collbench.layouts.model import Layout
+from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
@@ -98,7 +99,7 @@ def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, redop: str, 
     rule = rule_set.select(Op.ALL_REDUCE, nbytes)
     # native:ALGO variants were NCCL forced through NCCL_ALGO, which a communicator reads when it is
     # created: inside a job that is the job's setting, so the call is the backend's all_reduce.
-    if rule.algo == "native" or rule.algo.startswith("native:") or tensor.numel() == 0:
+    if is_native(rule.algo) or tensor.numel() == 0:
         if redop == "avg":
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
             tensor.div_(dist.get_world_size(group))

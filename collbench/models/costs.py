@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from collbench.errors import ConfigError, UnknownNameError
+from collbench.nccl.variants import is_native
 from collbench.schedules.ops import Op
 
 ALGORITHMS: tuple[str, ...] = (
@@ -440,7 +441,7 @@ def _as_op(op: Op | str) -> Op:
 def has_cost_model(op: Op | str, algo: str) -> bool:
     """Whether a closed form exists for (op, algo); ``native`` and the named algorithms do."""
     key = algo.strip().lower()
-    if key == "native" or key.startswith("native:"):
+    if is_native(key):
         return True
     return (_as_op(op), key) in _table(2)
 
@@ -460,7 +461,7 @@ def cost_terms(op: Op | str, algo: str, world_size: int, size_bytes: float, *, s
     if segments < 1:
         raise ConfigError(f"segments must be >= 1, got {segments}")
     key = algo.strip().lower()
-    if key == "native" or key.startswith("native:"):
+    if is_native(key):
         key = "ring"
     table = _table(world_size)
     formula = table.get((the_op, key))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collbench.errors import ConfigError
+from collbench.nccl.variants import is_native
 from collbench.runtime.executor.buffers import CHUNK_ELEMS
 from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
 
@@ -102,7 +103,7 @@ def point_bytes(
     elems = count
     if not in_place:
         elems += share if op in (Op.REDUCE_SCATTER, Op.ALL_GATHER) else count
-    if algo == "native" or algo.startswith("native:"):
+    if is_native(algo):
         return elems * elem_bytes, elems * elem_bytes
     if op is Op.REDUCE_SCATTER and not in_place:
         elems += count  # the working copy the schedule reduces in
