@@ -204,24 +204,7 @@ def nccl_versions() -> dict[str, str]:
         if name not in names:
             names.append(name)
     out["device_name"] = ", ".join(names)
-    out["driver_version"] = _driver_version()
+    from collbench.topology.nvml_source import driver_version
+
+    out["driver_version"] = driver_version()
     return out
-
-
-def _driver_version() -> str:
-    from collbench.topology.nvml import Nvml, NvmlUnavailableError, PynvmlBackend
-
-    try:
-        nvml = Nvml(PynvmlBackend())
-    except ImportError:
-        return ""
-    try:
-        value = nvml.call("nvmlSystemGetDriverVersion")
-    except NvmlUnavailableError:
-        return ""
-    except Exception:  # pynvml's own error family; a missing driver version is not worth failing a run
-        log.debug("NVML gave no driver version", exc_info=True)
-        return ""
-    finally:
-        nvml.shutdown()
-    return str(value or "")
