@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collbench.models.fitted import Fit
 from collbench.profile.document import Profile
 from collbench.results.io import read_rows
 from collbench.results.noise import row_stalled
@@ -91,7 +90,7 @@ def main() -> None:
             report["sizes"].append({"op": op, "size": size, "run0": a, "sep0": sep_a, "run1": b, "sep1": sep_b})
         print(f"\n{binding - disagreements}/{binding} sizes separated in either run agree on the winner")
         for i, (profile, _, _, rows) in enumerate(runs):
-            fits = [Fit.from_dict(f) for f in profile.fits]
+            fits = list(profile.fits)
             worst = max((f.median_abs_pct_error for f in fits), default=float("nan"))
             negative_used = [f.algo for f in fits if f.r2 < 0 and not f.distrust()]
             distrusted = [f"{f.algo} ({f.distrust()})" for f in fits if f.distrust()]

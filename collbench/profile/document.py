@@ -29,6 +29,7 @@ import yaml
 
 from collbench.errors import InputFileError, UnknownNameError, UserError
 from collbench.fileio import check_writable, parse_yaml, read_text_file
+from collbench.models.fitted import Fit
 from collbench.profile.rules import Rule, check_coverage
 from collbench.schedules.ops import Op
 
@@ -62,7 +63,7 @@ def check_rule_algorithm(rule: Rule) -> None:
 
     A profile naming an algorithm nothing can run must fail when it is loaded, not inside the job.
     """
-    from collbench.nccl.variants import is_native, parse_native_variant
+    from collbench.runtime.cuda.nccl import is_native, parse_native_variant
     from collbench.schedules.registry import algorithm_names, get_algorithm
 
     if is_native(rule.algo):
@@ -181,14 +182,14 @@ class Profile:
     ``rule_sets`` hold one :class:`RuleSet` per (world size, nodes), each shape once, at least one of
     them measured; the first measured set is the profile's default shape (``world_size``, ``nodes``,
     ``rules`` and ``layout`` are its, for callers that know one shape). ``fits`` are the fitted models
-    as plain dicts (``collbench fit --json``'s fit objects, ``Fit.to_dict()``), of every shape.
+    of every shape (in the file: ``collbench fit --json``'s fit objects).
     """
 
     fingerprint: str
     host: str
     backend: str
     rule_sets: tuple[RuleSet, ...]
-    fits: tuple[dict[str, Any], ...] = ()
+    fits: tuple[Fit, ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
     command: str = ""
     created: str = ""
@@ -289,7 +290,7 @@ class Profile:
             "backend": self.backend,
             "versions": dict(self.versions),
             "selection": dict(self.selection),
-            "fits": [dict(f) for f in self.fits],
+            "fits": [f.to_dict() for f in self.fits],
             "rule_sets": [s.to_dict() for s in self.rule_sets],
         }
 
@@ -318,7 +319,7 @@ class Profile:
                 host=str(data.get("host") or ""),
                 backend=str(data["backend"]),
                 rule_sets=tuple(RuleSet.from_dict(s) for s in data["rule_sets"]),
-                fits=tuple(dict(f) for f in data.get("fits") or ()),
+                fits=tuple(Fit.from_dict(f) for f in data.get("fits") or ()),
                 versions={str(k): str(v) for k, v in (data.get("versions") or {}).items()},
                 command=str(data.get("command") or ""),
                 created=str(data.get("created") or ""),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from collbench.errors import ConfigError, UserError
+from collbench.models.fitted import Fit
 from collbench.profile.document import Profile, RuleSet
 
 Prefer = Literal["none", "newer"]
@@ -77,7 +78,7 @@ def merge_profiles(inputs: Sequence[tuple[str, Profile]], *, prefer: str = "none
             kept[rule_set.shape] = winner
             notes.append(f"{rule_set.shape_label}: kept {inputs[winner[0]][0]}'s ({why})")
     order = sorted(kept.values(), key=lambda item: item[0])  # stable: input order, then each input's order
-    fits: list[dict[str, object]] = []
+    fits: list[Fit] = []
     for _, profile in inputs:
         fits += [f for f in profile.fits if f not in fits]
     newest = max((p for _, p in inputs), key=lambda p: p.created)

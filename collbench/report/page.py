@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import Any
 
 from collbench.errors import UserError
 from collbench.fileio import atomic_write_text
 from collbench.models.crossover import Crossover, find_crossovers
-from collbench.models.fit import Fit, fit_results
+from collbench.models.fit import fit_results
+from collbench.models.fitted import Fit
 from collbench.profile.document import Profile
 from collbench.profile.rules import Rule
 from collbench.report.assets import CSS, ERROR_TRAP_JS, PAGE_JS
@@ -50,13 +50,7 @@ class ReportInputs:
 def _fits(inputs: ReportInputs, notes: list[str]) -> list[Fit]:
     """The profile's fitted models; without a profile, models fitted to the rows here."""
     if inputs.profile is not None and inputs.profile.fits:
-        fits = []
-        for data in inputs.profile.fits:
-            try:
-                fits.append(Fit.from_dict(data))
-            except (ValueError, TypeError) as exc:
-                notes.append(f"a fit of the profile could not be read ({exc})")
-        return fits
+        return list(inputs.profile.fits)
     try:
         return fit_results(list(inputs.rows), crossovers=False).fits
     except UserError as exc:
@@ -193,7 +187,7 @@ _RULE_KEYS = (
 )
 
 
-def _fmt_us(value: Any) -> str:
+def _fmt_us(value: float | None) -> str:
     return "-" if value is None else f"{float(value):.4g} us"
 
 

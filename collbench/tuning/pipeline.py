@@ -228,7 +228,7 @@ def run_tune(
     say("plot")
     plot_path: Path | None = config.png_path
     try:
-        from collbench.report.plots import plot_tune
+        from collbench.tuning.plot import plot_tune
 
         plot_tune(rows, fits, profile, config.png_path)
     except ImportError as exc:  # matplotlib is a dependency; a broken install is reported, not fatal
@@ -480,7 +480,7 @@ def _profile(
                 else ProfileLayout(name=layout.name, rings=tuple(layout.rings), trees=tuple(layout.trees)),
             ),
         ),
-        fits=tuple(f.to_dict() for f in fits),
+        fits=tuple(f.as_stored() for f in fits),
         versions={k: v for k, v in versions.items() if v},
         command=config.command,
         created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -86,7 +86,7 @@ def _finished(config: Any) -> tuple[Any, str]:
     profile = dataclasses.replace(
         saved,
         rule_sets=(sets[0],),
-        fits=tuple(f for f in saved.fits if f.get("world_size") == config.ranks),
+        fits=tuple(f for f in saved.fits if f.world_size == config.ranks),
     )
     png = config.png_path
     outcome = TuneOutcome(

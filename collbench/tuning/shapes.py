@@ -69,9 +69,7 @@ def parse_shapes(text: str) -> tuple[Shape, ...]:
 
 
 def fits_of(profile: Profile) -> list[Any]:
-    from collbench.models.fit import Fit
-
-    return [Fit.from_dict(f) for f in profile.fits]
+    return list(profile.fits)
 
 
 def predicted_rule_set(fits: Sequence[Any], ops: Sequence[str], world_size: int, nodes: int) -> RuleSet:

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.models.fitted import Fit
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 
@@ -16,7 +17,16 @@ P = {"segment_bytes": None, "layout": "rank-order"}
 
 def make(tmp_path: Path, name: str, *sets: RuleSet, created: str = "2026-11-23T10:00:00Z", **kw: str) -> Path:
     fields = {"fingerprint": "fp", "backend": "gloo", **kw}
-    fit = {"op": "all-reduce", "algo": "ring", "alpha_us": 1.0, "beta_gbps": 2.0, "world_size": sets[0].world_size}
+    fit = Fit.from_dict(
+        {
+            "op": "all-reduce",
+            "algo": "ring",
+            "backend": fields["backend"],
+            "alpha_us": 1.0,
+            "beta_gbps": 2.0,
+            "world_size": sets[0].world_size,
+        }
+    )
     profile = Profile(host="h", rule_sets=sets, fits=(fit,), created=created, **fields)  # type: ignore[arg-type]
     return profile.save(tmp_path / name)
 

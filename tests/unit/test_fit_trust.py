@@ -77,7 +77,7 @@ def test_predicted_shapes_leave_out_distrusted_fits() -> None:
     rules = (Rule("all-reduce", 0, None, "ring"),)
 
     def profile(*fits: Fit) -> Profile:
-        return Profile("f", "h", "gloo", (RuleSet(4, 1, rules),), fits=tuple(f.to_dict() for f in fits))
+        return Profile("f", "h", "gloo", (RuleSet(4, 1, rules),), fits=fits)
 
     predicted = with_predictions(profile(good, bad), [Shape(64, None)])
     assert {r.algo for r in predicted.rule_set(64, 1).rules} == {"ring"}

@@ -13,6 +13,7 @@ import yaml
 
 import collbench
 from collbench.errors import InputFileError, UnknownNameError, UserError
+from collbench.models.fitted import Fit
 from collbench.profile.document import Profile, ProfileLayout, RuleSet, schema_problem
 from collbench.profile.rules import Rule
 
@@ -69,21 +70,23 @@ def make_profile(**overrides: object) -> Profile:
         backend="gloo",
         rule_sets=(RuleSet(4, 1, rules, layout=ProfileLayout("topology", rings=((0, 1, 2, 3), (0, 2, 1, 3)))),),
         fits=(
-            {
-                "op": "all-reduce",
-                "algo": "ring",
-                "backend": "gloo",
-                "world_size": 4,
-                "alpha_us": 12.0,
-                "beta_gbps": 3.2,
-                "gamma_gbps": None,
-                "r2": 0.99,
-                "median_abs_pct_error": 2.0,
-                "max_abs_pct_error": 9.0,
-                "min_bytes": 1024,
-                "max_bytes": 4194304,
-                "segments": None,
-            },
+            Fit.from_dict(
+                {
+                    "op": "all-reduce",
+                    "algo": "ring",
+                    "backend": "gloo",
+                    "world_size": 4,
+                    "alpha_us": 12.0,
+                    "beta_gbps": 3.2,
+                    "gamma_gbps": None,
+                    "r2": 0.99,
+                    "median_abs_pct_error": 2.0,
+                    "max_abs_pct_error": 9.0,
+                    "min_bytes": 1024,
+                    "max_bytes": 4194304,
+                    "segments": None,
+                }
+            ),
         ),
         versions={"torch": "2.13.0", "collbench": "0.1.0"},
         command="collbench tune --ranks 4 --quick",

@@ -41,7 +41,7 @@ def test_predicted_rules_follow_the_models_at_the_new_size() -> None:
 
 def test_with_predictions_adds_sets_and_refuses_measured_shapes() -> None:
     measured = RuleSet(4, 1, (Rule("all-reduce", 0, None, "ring"),))
-    profile = Profile("fp", "h", "gloo", (measured,), fits=tuple(f.to_dict() for f in FITS))
+    profile = Profile("fp", "h", "gloo", (measured,), fits=tuple(FITS))
     more = with_predictions(profile, [Shape(8), Shape(64, 8)])
     assert more.shapes == [(4, 1), (8, 1), (64, 8)]
     assert [s.predicted for s in more.rule_sets] == [False, True, True]

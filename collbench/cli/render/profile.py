@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.table import Table
@@ -92,31 +93,20 @@ def render_fits(profile: Profile) -> Table:
     for col in ("op", "algorithm", "alpha", "beta", "R^2", "median err", "worst err", "use"):
         table.add_column(col, justify="left" if col in ("op", "algorithm", "use") else "right")
     for fit in profile.fits:
-        beta = fit.get("beta_gbps")
-        r2 = fit.get("r2")
-        why = _distrust(fit)
+        beta = fit.beta_gbps
+        why = fit.distrust()
         table.add_row(
-            str(fit.get("op")),
-            str(fit.get("algo")),
-            _us(fit.get("alpha_us")),
+            fit.op,
+            fit.algo,
+            _us(fit.alpha_us),
             "-" if beta is None else f"{beta:.3g} GB/s",
-            "-" if r2 is None else f"{r2:.3f}",
-            _pct(fit.get("median_abs_pct_error")),
-            _pct(fit.get("max_abs_pct_error")),
+            "-" if math.isnan(fit.r2) else f"{fit.r2:.3f}",
+            _pct(fit.median_abs_pct_error),
+            _pct(fit.max_abs_pct_error),
             f"[red]no: {why}[/red]" if why else "yes",
         )
     return table
 
 
-def _distrust(fit: dict[str, Any]) -> str:
-    """Why a profile's fit is not to be extrapolated (``Fit.distrust``), or empty."""
-    from collbench.models.fit import Fit
-
-    try:
-        return Fit.from_dict(fit).distrust()
-    except (ValueError, TypeError):
-        return "malformed fit"
-
-
-def _pct(value: Any) -> str:
-    return "-" if value is None or value != value else f"{float(value):.1f}%"
+def _pct(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1f}%"
