@@ -228,7 +228,7 @@ def run_tune(
     say("plot")
     plot_path: Path | None = config.png_path
     try:
-        from collbench.tuning.plot import plot_tune
+        from collbench.report.plots import plot_tune
 
         plot_tune(rows, fits, profile, config.png_path)
     except ImportError as exc:  # matplotlib is a dependency; a broken install is reported, not fatal
