@@ -15,11 +15,8 @@ the ``jsonschema`` library before it is built, so a bad file fails at load, nami
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -28,7 +25,7 @@ from typing import Any
 import yaml
 
 from collbench.errors import InputFileError, UnknownNameError, UserError
-from collbench.fileio import check_writable, parse_yaml, read_text_file
+from collbench.fileio import atomic_write_text, parse_yaml, read_text_file
 from collbench.models.fitted import Fit
 from collbench.profile.rules import Rule, check_coverage
 from collbench.schedules.ops import Op
@@ -63,7 +60,7 @@ def check_rule_algorithm(rule: Rule) -> None:
 
     A profile naming an algorithm nothing can run must fail when it is loaded, not inside the job.
     """
-    from collbench.runtime.cuda.nccl import is_native, parse_native_variant
+    from collbench.nccl.variants import is_native, parse_native_variant
     from collbench.schedules.registry import algorithm_names, get_algorithm
 
     if is_native(rule.algo):
@@ -345,29 +342,11 @@ class Profile:
         return header + yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None, width=100)
 
     def save(self, path: str | Path) -> Path:
-        """Write the profile atomically: a temporary file beside ``path``, fsynced, then renamed over it.
-
-        An existing profile at ``path`` is replaced whole or not at all. Returns the path.
-        """
+        """Write the profile atomically (``fileio.atomic_output``): an existing profile at ``path`` is
+        replaced whole or not at all, and keeps its permissions. Returns the path; raises InputFileError
+        when the place cannot be written."""
         path = Path(path)
-        check_writable(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = self.to_yaml()
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            # mkstemp makes the file private (0600); a profile is meant to be shared: keep the mode of
-            # the file it replaces, else the usual rw-r--r--.
-            mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-            os.chmod(tmp_name, mode)
-            os.replace(tmp_name, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp_name)
-            raise
+        atomic_write_text(path, self.to_yaml())
         return path
 
 

@@ -104,3 +104,14 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     for args, message in cases:
         code, _, stderr = merge(*args)
         assert code == 2 and message in stderr and stderr.strip().count("\n") == 0, (args, stderr)
+
+
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    a = make(tmp_path, "a.yaml", one(4, "ring"))
+    b = make(tmp_path, "b.yaml", one(8, "ring"))
+    # A name the file system takes, but not with the temporary file's prefix and suffix around it: the
+    # check before any work passes, and writing fails.
+    out = tmp_path / ("m" * 240 + ".yaml")
+    code, _, stderr = merge(str(a), str(b), "-o", str(out))
+    assert code == 2 and "cannot write" in stderr and stderr.strip().count("\n") == 0, stderr
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "b.yaml"]

@@ -169,7 +169,8 @@ def test_save_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError, match="disk full"):
+    # A write that fails is the user's one-line error naming the file, never an OSError's traceback.
+    with pytest.raises(InputFileError, match=r"p\.yaml.*disk full"):
         make_profile(host="other").save(path)
     assert path.read_bytes() == before  # the old profile is whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]  # no temporary left behind
