@@ -3,6 +3,8 @@
 Tuning one shape at a time (``collbench tune --ranks 8``, then ``--ranks 64`` on another allocation)
 gives several files; a job wants one. Profiles join only when they were measured on the same machine
 (topology fingerprint) with the same backend: rules measured elsewhere say nothing about this one.
+``collbench profile merge`` joins files (:func:`merge_profiles`); ``collbench tune --ranks 2,4`` joins
+each shape's profile into the ones before it. Both keep shapes and fits by :func:`join_shapes`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from collbench.errors import ConfigError, UserError
 from collbench.models.fitted import Fit
 from collbench.profile.document import Profile, RuleSet
 
-Prefer = Literal["none", "newer"]
+Prefer = Literal["none", "newer", "later"]
 PREFER_CHOICES: tuple[Prefer, ...] = ("none", "newer")
+"""What ``profile merge --prefer`` accepts. ``later`` (the later input's set) is a tune's own: the
+shapes it joins were measured in turn, so the later one is the newer by construction."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +41,8 @@ def merge_profiles(inputs: Sequence[tuple[str, Profile]], *, prefer: str = "none
     input). Fits of every input are kept, once each. Raises UserError when fewer than two profiles
     are given or their machines or backends differ, ConfigError for an unknown ``prefer``.
     """
-    if prefer not in PREFER_CHOICES:
+    choice = next((c for c in PREFER_CHOICES if c == prefer), None)
+    if choice is None:
         raise ConfigError(f"--prefer must be one of {', '.join(PREFER_CHOICES)}, got {prefer!r}")
     if len(inputs) < 2:
         raise UserError("profile merge needs at least two profiles")
@@ -53,6 +58,38 @@ def merge_profiles(inputs: Sequence[tuple[str, Profile]], *, prefer: str = "none
                 f"{name} was measured with {profile.backend}, {first_name} with {first.backend}: "
                 "profiles of different backends do not merge"
             )
+    joined = join_shapes(inputs, prefer=choice)
+    newest = max((p for _, p in inputs), key=lambda p: p.created)
+    merged = Profile(
+        fingerprint=first.fingerprint,
+        host=first.host,
+        backend=first.backend,
+        rule_sets=joined.rule_sets,
+        fits=joined.fits,
+        versions=dict(newest.versions),
+        command=command,
+        created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        selection=dict(newest.selection),
+    )
+    return Merged(merged, joined.notes)
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """The rule sets and fits of several profiles, and one note per shape two of them both had."""
+
+    rule_sets: tuple[RuleSet, ...]
+    fits: tuple[Fit, ...]
+    notes: tuple[str, ...]
+
+
+def join_shapes(inputs: Sequence[tuple[str, Profile]], *, prefer: Prefer = "none") -> Joined:
+    """The rule sets of ``(name, profile)`` pairs, each shape once, in input order, and their fits.
+
+    A shape in two inputs keeps the measured set over a predicted one; between two alike, ``prefer``
+    decides: ``"newer"`` the profile created later (on a tie, the later input), ``"later"`` the later
+    input, ``"none"`` raises UserError naming both. Fits of every input are kept, once each.
+    """
     kept: dict[tuple[int, int], tuple[int, RuleSet]] = {}
     notes: list[str] = []
     for index, (name, profile) in enumerate(inputs):
@@ -70,6 +107,9 @@ def merge_profiles(inputs: Sequence[tuple[str, Profile]], *, prefer: str = "none
                 newer = profile.created >= held_profile.created
                 winner = (index, rule_set) if newer else held
                 why = "the newer profile"
+            elif prefer == "later":
+                winner = (index, rule_set)
+                why = "the later profile"
             else:
                 raise UserError(
                     f"{held_name} and {name} both have rules for {rule_set.shape_label}: "
@@ -81,16 +121,4 @@ def merge_profiles(inputs: Sequence[tuple[str, Profile]], *, prefer: str = "none
     fits: list[Fit] = []
     for _, profile in inputs:
         fits += [f for f in profile.fits if f not in fits]
-    newest = max((p for _, p in inputs), key=lambda p: p.created)
-    merged = Profile(
-        fingerprint=first.fingerprint,
-        host=first.host,
-        backend=first.backend,
-        rule_sets=tuple(rule_set for _, rule_set in order),
-        fits=tuple(fits),
-        versions=dict(newest.versions),
-        command=command,
-        created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        selection=dict(newest.selection),
-    )
-    return Merged(merged, tuple(notes))
+    return Joined(tuple(rule_set for _, rule_set in order), tuple(fits), tuple(notes))

@@ -20,6 +20,7 @@ from typing import Any
 
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
+from collbench.profile.merge import join_shapes
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.tuning.selection import NATIVE
@@ -247,6 +248,5 @@ def run_tune_shapes(
 
 def _join(first: Profile, other: Profile, command: str) -> Profile:
     """Two tunes of this machine: the rule sets and fits of both (a shape measured twice keeps the later)."""
-    sets = [s for s in first.rule_sets if s.shape not in other.shapes] + list(other.rule_sets)
-    fits = list(first.fits) + [f for f in other.fits if f not in first.fits]
-    return dataclasses.replace(first, rule_sets=tuple(sets), fits=tuple(fits), command=command)
+    joined = join_shapes([("", first), ("", other)], prefer="later")
+    return dataclasses.replace(first, rule_sets=joined.rule_sets, fits=joined.fits, command=command)
