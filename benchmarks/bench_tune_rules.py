@@ -29,12 +29,12 @@ from collbench.profile.document import Profile
 from collbench.results.row import ResultRow
 from collbench.runtime.sweep.plan import SweepConfig
 from collbench.runtime.sweep.run import run_sweep
-from collbench.tuning.pipeline import _algorithm_order
 from collbench.tuning.selection import SelectionSettings, measured_points
+from collbench.tuning.sweeps import algorithm_order
 
 
 def remeasure(profile: Profile, op: str, args: argparse.Namespace) -> list[list[ResultRow]]:
-    names = _algorithm_order((op,))
+    names = algorithm_order((op,))
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:
         for i in range(args.repeats):

@@ -13,7 +13,7 @@ from collbench.cli.console import console, err_console
 from collbench.cli.render.profile import render_fits, render_rules
 from collbench.errors import ConfigError
 from collbench.runtime.sweep.stalls import stall_report
-from collbench.tuning.pipeline import DEFAULT_PROFILE, TuneConfig, partial_paths
+from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
 from collbench.tuning.resume import kept_rows_hint
 from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes, shape_configs
 

@@ -112,7 +112,7 @@ def run_check(
     """
     from collbench.runtime.sweep.plan import SweepConfig
     from collbench.runtime.sweep.run import run_sweep
-    from collbench.tuning.pipeline import IN_PLACE, _algorithm_order
+    from collbench.tuning.sweeps import IN_PLACE, algorithm_order
 
     target = rule_set or profile.default_set
     if target.world_size < 2:
@@ -128,7 +128,7 @@ def run_check(
     sizes = sorted({(rule.op, size) for rule, size in check_sizes(profile, target)})
     for i in range(rounds):
         for op, size in sizes:
-            names = _algorithm_order((op,))
+            names = algorithm_order((op,))
             config = SweepConfig(
                 world_size=world_size if world_size is not None else None,
                 backend=backend,

@@ -1,7 +1,7 @@
 """What ``tune`` keeps when it is interrupted or fails, and how ``tune --resume`` continues it.
 
 Tune streams every sweep round into a partial JSONL file beside its results file (see
-``pipeline.partial_paths``), and keeps its planned topology there too, never in /tmp: a tune
+``config.partial_paths``), and keeps its planned topology there too, never in /tmp: a tune
 killed outright (SIGKILL, the OOM killer) then leaves nothing behind in /tmp, and what it measured
 is where the next ``tune --resume`` looks. A plain re-run refuses to empty those files.
 """
@@ -12,11 +12,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError
+from collbench.topology.model import Topology
 
 
 def partial_topology_path(rows_path: Path) -> Path:
     """The topology a tune plans its layout on, kept beside its partial rows."""
     return rows_path.with_name(f"{rows_path.stem}.partial-topology.yaml")
+
+
+def keep_topology(topology: Topology, rows_path: Path) -> None:
+    """Write ``topology`` beside the partial rows (``partial_topology_path``), once per tune."""
+    from collbench.topology.io import save_topology
+
+    save_topology(topology, partial_topology_path(rows_path))
 
 
 def check_partials(partials: Sequence[Path], resume: bool) -> None:

@@ -12,11 +12,9 @@ same stay tied, and the tie goes to the simpler choice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from collbench.results.row import ResultRow
-from collbench.tuning.selection import SelectionSettings, decide_at, measured_points
+from collbench.tuning.selection import PointsByOp, SelectionSettings, decide_at, points_at, sizes_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,17 +26,18 @@ class Unsettled:
     algos: tuple[str, ...]
 
 
-def unsettled(rows: Sequence[ResultRow], settings: SelectionSettings | None = None) -> list[Unsettled]:
-    """Per op, the sizes where the fastest variant is tied with another, and the algorithms in those ties."""
+def unsettled(points: PointsByOp, settings: SelectionSettings | None = None) -> list[Unsettled]:
+    """Per op, the sizes where the fastest variant is tied with another, and the algorithms in those ties.
+
+    ``points`` are the measured rows folded by ``selection.measured_points``.
+    """
     settings = settings or SelectionSettings()
     out: list[Unsettled] = []
-    for op, variants in sorted(measured_points(rows).items()):
-        sizes = sorted({s for pts in variants.values() for s in pts})
+    for op, variants in sorted(points.items()):
         tied_sizes: list[int] = []
         algos: list[str] = []
-        for size in sizes:
-            here = {v: pts[size] for v, pts in variants.items() if size in pts}
-            chosen, tied = decide_at(here, None, settings)
+        for size in sizes_of(variants):
+            chosen, tied = decide_at(points_at(variants, size), None, settings)
             if not tied:
                 continue
             tied_sizes.append(size)
@@ -50,14 +49,13 @@ def unsettled(rows: Sequence[ResultRow], settings: SelectionSettings | None = No
     return out
 
 
-def settled_fraction(rows: Sequence[ResultRow], settings: SelectionSettings | None = None) -> tuple[int, int]:
-    """(sizes whose winner is separated, sizes measured), over every op."""
+def settled_fraction(points: PointsByOp, settings: SelectionSettings | None = None) -> tuple[int, int]:
+    """(sizes whose winner is separated, sizes measured), over every op of ``points``."""
     settings = settings or SelectionSettings()
     total = 0
     settled = 0
-    for variants in measured_points(rows).values():
-        for size in sorted({s for pts in variants.values() for s in pts}):
-            here = {v: pts[size] for v, pts in variants.items() if size in pts}
+    for variants in points.values():
+        for size in sizes_of(variants):
             total += 1
-            settled += not decide_at(here, None, settings)[1]
+            settled += not decide_at(points_at(variants, size), None, settings)[1]
     return settled, total

@@ -13,13 +13,23 @@ from collbench.profile.document import Profile
 from collbench.profile.rules import check_coverage
 from collbench.results.io import read_rows
 from collbench.results.noise import decision_time_us
-from collbench.tuning import pipeline
+from collbench.tuning import config as tune_config
 
 
 @pytest.mark.dist
 def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The real pipeline, made small: every algorithm at 1 KiB and 4 KiB, short timing, two rounds.
-    monkeypatch.setattr(pipeline, "QUICK", pipeline.Depth(1024, 4096, 4.0, 0.01, 0, None, rounds=2, max_rounds=2))
+    small = tune_config.Depth(
+        min_bytes=1024,
+        max_bytes=4096,
+        step_factor=4.0,
+        point_budget_s=0.01,
+        warmup=0,
+        extra_segment_bytes=None,
+        rounds=2,
+        max_rounds=2,
+    )
+    monkeypatch.setattr(tune_config, "QUICK", small)
     out = tmp_path / "p.yaml"
     result = CliRunner().invoke(app, ["tune", "--ranks", "2", "--quick", "-o", str(out)])
     assert result.exit_code == 0, result.output

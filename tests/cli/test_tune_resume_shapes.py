@@ -18,12 +18,21 @@ from collbench.errors import ConfigError, RankError
 from collbench.profile.document import Profile
 from collbench.results.io import read_rows
 from collbench.runtime.sweep import run as sweep_mod
-from collbench.tuning import pipeline
-from collbench.tuning.pipeline import TuneConfig, partial_paths
+from collbench.tuning import config as tune_config
+from collbench.tuning.config import TuneConfig, partial_paths
 from collbench.tuning.shape_resume import plan_shapes
 from collbench.tuning.shapes import shape_configs
 
-TINY = pipeline.Depth(1024, 4096, 4.0, 0.01, 0, None, rounds=2, max_rounds=2)
+TINY = tune_config.Depth(
+    min_bytes=1024,
+    max_bytes=4096,
+    step_factor=4.0,
+    point_budget_s=0.01,
+    warmup=0,
+    extra_segment_bytes=None,
+    rounds=2,
+    max_rounds=2,
+)
 """Every algorithm at 1 KiB and 4 KiB (two sizes: a fit needs two), 10 ms per point, two rounds, no extra."""
 
 
@@ -31,7 +40,7 @@ TINY = pipeline.Depth(1024, 4096, 4.0, 0.01, 0, None, rounds=2, max_rounds=2)
 def test_resume_keeps_the_finished_shape_and_resumes_the_stopped_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pipeline, "QUICK", TINY)
+    monkeypatch.setattr(tune_config, "QUICK", TINY)
     real = sweep_mod.run_sweep
     calls: list[tuple[int | None, str, bool]] = []
 

@@ -11,13 +11,22 @@ from typer.testing import CliRunner
 from collbench.cli.app import app
 from collbench.profile.document import Profile
 from collbench.results.io import read_rows
-from collbench.tuning import pipeline
+from collbench.tuning import config as tune_config
 
 
 @pytest.mark.dist
 def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The real pipeline, made small: every algorithm at 1 KiB and 4 KiB, short timing, one round.
-    monkeypatch.setattr(pipeline, "QUICK", pipeline.Depth(1024, 4096, 4.0, 0.01, 0, None, rounds=1))
+    small = tune_config.Depth(
+        min_bytes=1024,
+        max_bytes=4096,
+        step_factor=4.0,
+        point_budget_s=0.01,
+        warmup=0,
+        extra_segment_bytes=None,
+        rounds=1,
+    )
+    monkeypatch.setattr(tune_config, "QUICK", small)
     out = tmp_path / "p.yaml"
     args = ["tune", "--ranks", "2,3", "--quick", "-o", str(out)]
     result = CliRunner().invoke(app, args)

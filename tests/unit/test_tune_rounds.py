@@ -10,8 +10,11 @@ from synthetic_rows import point_row
 
 from collbench.results.row import ResultRow
 from collbench.runtime.sweep import run as sweep_mod
-from collbench.tuning import pipeline
+from collbench.tuning.config import TuneConfig
+from collbench.tuning.placement import Placement
 from collbench.tuning.rounds import settled_fraction, unsettled
+from collbench.tuning.selection import measured_points
+from collbench.tuning.sweeps import extra_rounds
 
 
 def _row(algo: str, size: int, t: float) -> ResultRow:
@@ -28,11 +31,11 @@ def _first_rounds() -> list[ResultRow]:
 
 
 def test_unsettled_names_the_tied_sizes_and_algorithms_only() -> None:
-    (item,) = unsettled(_first_rounds())
+    (item,) = unsettled(measured_points(_first_rounds()))
     assert item.op == "all-reduce"
     assert item.sizes == (4096,)
     assert set(item.algos) == {"tree", "ring"}
-    assert settled_fraction(_first_rounds()) == (1, 2)
+    assert settled_fraction(measured_points(_first_rounds())) == (1, 2)
 
 
 def test_extra_rounds_measure_ties_until_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,9 +48,9 @@ def test_extra_rounds_measure_ties_until_the_budget(tmp_path: Path, monkeypatch:
         return [_row(a, config.min_bytes, times[a]) for a in config.algos]
 
     monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
-    config = pipeline.TuneConfig(ranks=2, quick=True, output=tmp_path / "p.yaml")
+    config = TuneConfig(ranks=2, quick=True, output=tmp_path / "p.yaml")
     notes: list[str] = []
-    extra = pipeline._extra_rounds(config, None, None, _first_rounds(), notes)
+    extra, _ = extra_rounds(config, Placement(), None, _first_rounds(), notes)
     depth = config.depth
     assert len(calls) == depth.max_rounds - depth.rounds
     assert all((c.min_bytes, c.max_bytes) == (4096, 4096) for c in calls)
@@ -66,8 +69,8 @@ def test_extra_rounds_stop_once_separated(tmp_path: Path, monkeypatch: pytest.Mo
         return [_row(a, config.min_bytes, times[a]) for a in config.algos] * 4
 
     monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
-    config = pipeline.TuneConfig(ranks=2, quick=True, output=tmp_path / "p.yaml")
+    config = TuneConfig(ranks=2, quick=True, output=tmp_path / "p.yaml")
     notes: list[str] = []
-    pipeline._extra_rounds(config, None, None, _first_rounds(), notes)
+    extra_rounds(config, Placement(), None, _first_rounds(), notes)
     assert len(calls) == 1
     assert "at 2 of 2 sizes" in notes[0]

@@ -9,7 +9,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from collbench.errors import ConfigError, NotApplicableError
 from collbench.fileio import check_writable
@@ -20,7 +20,9 @@ from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, 
 from collbench.schedules.registry import algorithm_names, get_algorithm
 
 if TYPE_CHECKING:
+    from collbench.layouts.model import Layout
     from collbench.nccl.support import CommShape
+    from collbench.topology.model import Topology
 
 DEFAULT_STREAM = Path("collbench-sweep.jsonl")
 MAX_ITERS = 10**7
@@ -53,6 +55,10 @@ class SweepConfig:
     segment_bytes: int | None = None
     """Executor segment size; None for the default of the device type."""
     topology_path: Path | None = None
+    topology: Topology | None = None
+    """A loaded topology, in place of ``topology_path`` (``collbench tune`` passes the one it planned on)."""
+    layout: Layout | None = None
+    """The layout planned on ``topology`` for these ranks; None: rank 0 plans it from ``topology``."""
     timeout_s: float = 60.0
     output: Path | None = None
     resume: bool = False
@@ -202,8 +208,8 @@ class SweepJob:
     dtype: str
     redop: str
     stream_path: Path
-    topology: Any = None
-    """A loaded ``collbench.topology.model.Topology`` when ``--topology`` was given."""
+    topology: Topology | None = None
+    """The topology when one was given (``--topology``, or tune's)."""
     nccl_log_dir: Path | None = None
     """Where NCCL logs its per-call TUNING choices (nccl runs with native points); rank 0 reads it."""
     notes: tuple[str, ...] = ()
@@ -260,8 +266,8 @@ def validate(config: SweepConfig) -> SweepJob:
     backend = resolve_backend(config.backend, local)
     skipped: list[str] = []
     per_op = resolve_algos(config, ops, backend, skipped)
-    topology = None
-    if config.topology_path is not None:
+    topology = config.topology
+    if topology is None and config.topology_path is not None:
         # Imported here only: the topology package is another area's and loads YAML.
         from collbench.topology.io import load_topology
 

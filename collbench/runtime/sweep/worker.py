@@ -139,8 +139,8 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         raise ValueError(f"--root {cfg.root} is not a rank of a world of {ws}")
     plan: list[Any] = [None]
     if ctx.rank == 0:
-        layout = None
-        if job.topology is not None:
+        layout = cfg.layout
+        if layout is None and job.topology is not None:
             # Imported here only: layouts are another area's, needed with --topology alone.
             from collbench.layouts.plan import plan_layout
 

@@ -1,0 +1,78 @@
+"""The profile a tune writes: its rules and fits, with what they were measured on and how they were chosen."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from collbench.profile.document import Profile, ProfileLayout, RuleSet
+from collbench.profile.rules import Rule
+from collbench.results.row import ResultRow
+from collbench.tuning.config import TuneConfig
+from collbench.version import __version__
+
+if TYPE_CHECKING:
+    from collbench.layouts.model import Layout
+    from collbench.models.fit import Fit
+    from collbench.topology.model import Topology
+
+HOW_SELECTED = (
+    "time: each row's p25, each round put at the fastest round's speed (median ratio over "
+    "shared variants), smallest over rounds; per point noise hypot((t - min) / t / sqrt(iters), "
+    "(second-smallest - smallest) / smallest of the rounds' times); variants within "
+    "max(min_gain, sigmas * hypot(noise_a, noise_b)) (capped at max_threshold where rounds agree "
+    "within it) of the fastest, or not ahead of it round by round (mean log ratio - sigmas * its "
+    "standard error > log(1 + min_gain), over 3 or more shared rounds), are tied, and a tie goes to "
+    "native, else the variant in use"
+)
+"""The profile's ``selection.noise``: how the rules were chosen (tuning/selection/), in one line."""
+
+
+def build_profile(
+    config: TuneConfig,
+    rows: Sequence[ResultRow],
+    fits: Sequence[Fit],
+    rules: Sequence[Rule],
+    *,
+    topology: Topology | None,
+    layout: Layout | None,
+) -> Profile:
+    """One shape's profile: ``rules`` and ``fits`` from ``rows``, measured on ``topology`` with
+    ``layout`` (the layout the ranks ran; None: rank order)."""
+    first = rows[0]
+    fingerprint = first.topology_fingerprint or (topology.fingerprint if topology is not None else "")
+    versions = {
+        "collbench": __version__,
+        "python": platform.python_version(),
+        "torch": first.torch_version,
+        "backend": first.backend_version,
+        "cuda": first.cuda_version,
+        "driver": first.driver_version,
+    }
+    return Profile(
+        fingerprint=str(fingerprint),
+        host=first.host,
+        backend=first.backend,
+        rule_sets=(
+            RuleSet(
+                world_size=first.world_size,
+                nodes=max(r.nodes for r in rows),
+                rules=tuple(rules),
+                layout=None
+                if layout is None
+                else ProfileLayout(name=layout.name, rings=tuple(layout.rings), trees=tuple(layout.trees)),
+            ),
+        ),
+        fits=tuple(f.as_stored() for f in fits),
+        versions={k: v for k, v in versions.items() if v},
+        command=config.command,
+        created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        selection={
+            "min_gain": config.selection.min_gain,
+            "max_threshold": config.selection.max_threshold,
+            "sigmas": config.selection.sigmas,
+            "noise": HOW_SELECTED,
+        },
+    )

@@ -1,0 +1,146 @@
+"""What one ``collbench tune`` does (:class:`TuneConfig`) and how much it measures (:class:`Depth`),
+checked before anything is measured. Nothing here imports typer or rich: the CLI builds the config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from collbench.errors import ConfigError
+from collbench.fileio import check_writable
+from collbench.tuning.resume import check_partials
+from collbench.tuning.selection import SelectionSettings
+
+DEFAULT_PROFILE = Path("collbench-profile.yaml")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Depth:
+    """How much a tune measures."""
+
+    min_bytes: int
+    max_bytes: int
+    step_factor: float
+    """Each size is the one before times this (nccl-tests' ``-f``)."""
+    point_budget_s: float
+    """Timed seconds per point and round."""
+    warmup: int
+    """Untimed iterations before each point."""
+    extra_segment_bytes: int | None
+    """A second executor segment size swept for the pipelined (segmented) algorithms from
+    ``extra_from_bytes`` up; None: one segment size."""
+    extra_from_bytes: int = 1 << 20
+    rounds: int = 2
+    """Sweeps of every point; odd rounds run the algorithms in reverse order, so a load that drifts
+    during a run does not favour the algorithms measured first, and the rounds' spread is noise."""
+    max_rounds: int = 4
+    """Rounds in all: after ``rounds``, sizes whose winner is tied are measured again (tuning/rounds.py)."""
+
+
+QUICK = Depth(
+    min_bytes=512,
+    max_bytes=2 << 20,
+    step_factor=2.0,
+    point_budget_s=0.05,
+    warmup=1,
+    extra_segment_bytes=None,
+    rounds=2,
+    max_rounds=4,
+)
+"""``tune --quick``: 512 B .. 2 MiB in x2 steps (13 sizes), twice, up to two more rounds of the ties.
+x2 rather than x4 steps: a cache cliff (a time that triples between two sizes) then has sizes of its
+own; between x4 steps one fitted line runs through the cliff and misses the sizes on both sides."""
+THOROUGH = Depth(
+    min_bytes=256,
+    max_bytes=16 << 20,
+    step_factor=2.0,
+    point_budget_s=0.2,
+    warmup=2,
+    extra_segment_bytes=256 << 10,
+    rounds=3,
+    max_rounds=6,
+)
+"""The default: 256 B .. 16 MiB in x2 steps, three rounds (up to six), and a second segment size for
+the pipelined algorithms where segments matter, so the rules choose the segment size too."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TuneConfig:
+    """Everything one ``collbench tune`` does."""
+
+    ranks: int | None = 4
+    """Local ranks to start; None under torchrun."""
+    backend: str = "auto"
+    ops: tuple[str, ...] = ("all-reduce",)
+    """Op names, or ``all``."""
+    topology_path: Path | None = None
+    """A saved topology instead of discovering this machine's."""
+    quick: bool = False
+    output: Path = DEFAULT_PROFILE
+    results_path: Path | None = None
+    """Where the measured rows go (JSONL, CSV or Parquet); default beside the profile."""
+    plot_path: Path | None = None
+    """The plot (PNG); default beside the profile."""
+    command: str = "collbench tune"
+    """The command line recorded in the profile."""
+    timeout_s: float = 300.0
+    selection: SelectionSettings = field(default_factory=SelectionSettings)
+    resume: bool = False
+    """Continue an interrupted tune from the partial rows it left (see tuning/resume.py)."""
+
+    @property
+    def depth(self) -> Depth:
+        return QUICK if self.quick else THOROUGH
+
+    @property
+    def rows_path(self) -> Path:
+        if self.results_path is not None:
+            return self.results_path
+        return self.output.with_name(self.output.stem + "-results.jsonl")
+
+    @property
+    def png_path(self) -> Path:
+        return self.plot_path if self.plot_path is not None else self.output.with_suffix(".png")
+
+
+def check_config(config: TuneConfig) -> None:
+    """Raise ConfigError for options that cannot work, before anything is measured."""
+    if config.ranks is not None and config.ranks < 2:
+        raise ConfigError(f"--ranks must be at least 2 to tune a collective, got {config.ranks}")
+    if not config.timeout_s > 0 or config.timeout_s == float("inf"):
+        raise ConfigError(f"--timeout must be a positive number of seconds, got {config.timeout_s}")
+    if config.output.suffix.lower() not in (".yaml", ".yml"):
+        raise ConfigError(f"-o {config.output}: a profile is YAML; use a .yaml name")
+    if config.rows_path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
+        raise ConfigError(f"--results {config.rows_path}: use a .jsonl, .csv or .parquet name")
+    if config.png_path.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {config.png_path}: use a .png name")
+    if config.output.exists() and config.output.is_dir():
+        raise ConfigError(f"-o {config.output} is a directory; give a file name")
+    # Every output is checked now: a place that cannot be written must not cost the whole run.
+    for path in (config.output, config.rows_path, config.png_path, *partial_paths(config)):
+        check_writable(path)
+    check_partials(partial_paths(config), config.resume)
+
+
+def partial_paths(config: TuneConfig) -> tuple[Path, ...]:
+    """The JSONL files rows stream into while tune measures, beside the results file.
+
+    They are the measurements of a run that was interrupted or failed; a finished run removes them
+    once the results file is written.
+    """
+    names = []
+    for i in range(max(config.depth.rounds, config.depth.max_rounds)):
+        names += [round_stream(config, i), segments_stream(config, i)]
+    return tuple(names)
+
+
+def round_stream(config: TuneConfig, index: int) -> Path:
+    """Where round ``index`` streams its rows."""
+    return config.rows_path.with_name(f"{config.rows_path.stem}.partial-{index}.jsonl")
+
+
+def segments_stream(config: TuneConfig, index: int) -> Path:
+    """Where round ``index`` streams its rows at the second segment size."""
+    return config.rows_path.with_name(f"{config.rows_path.stem}.partial-segments-{index}.jsonl")

@@ -1,0 +1,163 @@
+"""A tune's sweeps: every algorithm in rounds, a second segment size for the pipelined ones, then
+extra rounds of the tied algorithms at the tied sizes, all on the one placement planned for the tune.
+
+Each round streams into its own partial file beside the results (``config.round_stream``), so an
+interrupted tune keeps what it measured for ``tune --resume``: a round resumes only when asked to and
+its stream exists, and a round the interrupted run never started is measured afresh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from collbench.results.row import ResultRow
+from collbench.schedules.ops import Op
+from collbench.schedules.registry import algorithms_for, get_algorithm
+from collbench.tuning.config import TuneConfig, round_stream, segments_stream
+from collbench.tuning.placement import Placement
+from collbench.tuning.rounds import settled_fraction, unsettled
+from collbench.tuning.selection import PointsByOp, in_round, measured_points
+
+if TYPE_CHECKING:
+    from collbench.runtime.sweep.plan import SweepConfig
+    from collbench.runtime.sweep.run import SweepProgress
+
+IN_PLACE = (True,)
+"""Tune measures in place only: that is how jobs call all-reduce (DDP buckets, collbench.torch)."""
+
+Progress = Callable[["SweepProgress"], None]
+
+
+def algorithm_order(ops: Sequence[str]) -> tuple[str, ...]:
+    """Every registered algorithm that does one of ``ops``, and native, in the registry's order."""
+    chosen = list(Op) if any(o.strip().lower() == "all" for o in ops) else [Op.parse(o) for o in ops]
+    names: list[str] = []
+    for op in chosen:
+        for spec in algorithms_for(op):
+            if spec.name not in names:
+                names.append(spec.name)
+    if "native" not in names:
+        names.append("native")
+    return tuple(names)
+
+
+def round_sweep(
+    config: TuneConfig,
+    placement: Placement,
+    stream: Path,
+    *,
+    ops: tuple[str, ...],
+    algos: tuple[str, ...],
+    min_bytes: int,
+    max_bytes: int,
+) -> SweepConfig:
+    """One round's SweepConfig at the tune's depth, on ``placement``, streaming into ``stream``."""
+    from collbench.runtime.sweep.plan import SweepConfig
+
+    depth = config.depth
+    return SweepConfig(
+        world_size=config.ranks,
+        backend=config.backend,
+        ops=ops,
+        algos=algos,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        step_factor=depth.step_factor,
+        warmup=depth.warmup,
+        point_budget_s=depth.point_budget_s,
+        in_place=IN_PLACE,
+        topology=placement.ranks_topology,
+        layout=placement.layout,
+        timeout_s=config.timeout_s,
+        interleave=True,
+        stream=stream,
+        resume=config.resume and stream.exists(),
+    )
+
+
+def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | None) -> list[ResultRow]:
+    """``depth.rounds`` sweeps of every algorithm (odd rounds in reverse order), each followed, at a
+    thorough depth, by the pipelined algorithms at the second segment size."""
+    from collbench.runtime.sweep.run import run_sweep
+
+    depth = config.depth
+    names = algorithm_order(config.ops)
+    rows: list[ResultRow] = []
+    for i in range(depth.rounds):
+        order = names if i % 2 == 0 else tuple(reversed(names))
+        base = round_sweep(
+            config,
+            placement,
+            round_stream(config, i),
+            ops=config.ops,
+            algos=order,
+            min_bytes=depth.min_bytes,
+            max_bytes=depth.max_bytes,
+        )
+        rows.extend(in_round(run_sweep(base, progress), i))
+        if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
+            continue
+        measured = {r.algo for r in rows}
+        pipelined = tuple(a for a in order if get_algorithm(a).segmented and a in measured)
+        if pipelined:
+            stream = segments_stream(config, i)
+            second = dataclasses.replace(
+                base,
+                algos=pipelined,
+                min_bytes=depth.extra_from_bytes,
+                segment_bytes=depth.extra_segment_bytes,
+                stream=stream,
+                resume=config.resume and stream.exists(),
+            )
+            rows.extend(in_round(run_sweep(second, progress), i))
+    return rows
+
+
+def extra_rounds(
+    config: TuneConfig,
+    placement: Placement,
+    progress: Progress | None,
+    rows: list[ResultRow],
+    notes: list[str],
+) -> tuple[list[ResultRow], PointsByOp]:
+    """Rounds after the fixed ones, of the tied algorithms over the tied sizes, until none is tied.
+
+    Returns the rows they measured, and the points of ``rows`` and those together (folded once per
+    round, and handed on so that selection does not fold them again). Adds a note of how many sizes
+    are settled when any round ran or any size stayed tied.
+    """
+    from collbench.runtime.sweep.run import run_sweep
+
+    depth = config.depth
+    extra: list[ResultRow] = []
+    points = measured_points(rows)
+    ran = 0
+    for i in range(depth.rounds, depth.max_rounds):
+        todo = unsettled(points, config.selection)
+        if not todo:
+            break
+        algos = tuple(dict.fromkeys(a for item in todo for a in item.algos))
+        sweep = round_sweep(
+            config,
+            placement,
+            round_stream(config, i),
+            ops=tuple(item.op for item in todo),
+            algos=algos if i % 2 == 0 else tuple(reversed(algos)),
+            min_bytes=min(min(item.sizes) for item in todo),
+            max_bytes=max(max(item.sizes) for item in todo),
+        )
+        extra.extend(in_round(run_sweep(sweep, progress), i))
+        points = measured_points(rows + extra)
+        ran += 1
+    settled, total = settled_fraction(points, config.selection)
+    if ran or settled < total:
+        notes.append(
+            f"{depth.rounds + ran} rounds ({ran} of them re-measuring tied sizes only): the winner is separated "
+            f"from the runner-up beyond the measured noise at {settled} of {total} sizes; the others are ties, "
+            "which go to the simpler choice (native when it is in the tie, else the algorithm in use below), "
+            "written in the rules' tie_with"
+        )
+    return extra, points
