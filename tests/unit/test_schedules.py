@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import math
+import pkgutil
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import collbench.schedules.algorithms
 from collbench.errors import ConfigError, NotApplicableError, UnknownNameError
 from collbench.layouts.model import Layout
 from collbench.schedules.analysis import schedule_stats
 from collbench.schedules.ops import Op, chunk_bounds
-from collbench.schedules.registry import algorithm_names, get_algorithm
+from collbench.schedules.registry import SPECS, algorithm_names, get_algorithm
+from collbench.schedules.spec import MAX_SEGMENTS
 from collbench.schedules.verifier import verify
 
 EXPECTED_OPS = {
@@ -31,6 +35,45 @@ def test_registry_holds_every_family_and_native() -> None:
     assert set(algorithm_names()) == {*EXPECTED_OPS, "native"}
     for name, ops in EXPECTED_OPS.items():
         assert set(get_algorithm(name).ops) == ops, name
+
+
+def test_registry_order_is_how_every_listing_orders_algorithms() -> None:
+    # ``--algo all`` and tune list algorithms in this order: bandwidth-optimal first, native last.
+    assert algorithm_names() == [
+        "ring",
+        "tree",
+        "two-tree",
+        "recursive-doubling",
+        "rabenseifner",
+        "direct",
+        "one-shot",
+        "native",
+    ]
+
+
+def test_every_algorithm_module_is_in_the_registry() -> None:
+    """A module's SPECS that the registry's list leaves out would never run: adding one is both."""
+    registered = set(SPECS)
+    for info in pkgutil.iter_modules(collbench.schedules.algorithms.__path__):
+        module = importlib.import_module(f"collbench.schedules.algorithms.{info.name}")
+        specs = getattr(module, "SPECS", None)
+        if info.name.startswith("_"):
+            assert specs is None, info.name
+            continue
+        assert specs, f"{info.name} exports no SPECS"
+        assert set(specs) <= registered, info.name
+
+
+def test_segments_for_a_size() -> None:
+    tree, ring, direct = get_algorithm("tree"), get_algorithm("ring"), get_algorithm("direct")
+    assert tree.segments_for(1 << 20, 1 << 18) == 4
+    assert tree.segments_for((1 << 20) + 1, 1 << 18) == 5
+    assert tree.segments_for(1, 1 << 18) == 1
+    assert tree.segments_for(0, 1 << 18) == 1
+    assert tree.segments_for(1 << 30, 1 << 10) == MAX_SEGMENTS
+    assert tree.segments_for(1 << 20, None) == tree.segments_for(1 << 20, 0) == 1
+    assert ring.segments_for(1 << 20, 1 << 18) == 4
+    assert direct.segments_for(1 << 20, 1 << 18) == 1
 
 
 def test_unsupported_op_says_so_in_one_line() -> None:

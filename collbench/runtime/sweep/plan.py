@@ -115,7 +115,8 @@ def sweep_sizes(min_bytes: int, max_bytes: int, step_factor: float, elem_bytes: 
 def resolve_algos(
     config: SweepConfig, ops: list[Op], backend: str, skipped: list[str] | None = None
 ) -> dict[Op, list[str]]:
-    """For each op, the algorithms to run: ``all`` expands to every registered one that applies.
+    """For each op, the algorithms to run: ``all`` expands to every registered one that applies,
+    in the registry's order.
 
     A forced NCCL variant is left out of the ops NCCL cannot run it for (``collbench.nccl.support``), with one
     line each appended to ``skipped``. Raises UnknownNameError for an unknown name,
@@ -127,7 +128,7 @@ def resolve_algos(
         key = name.strip().lower()
         if key == "all":
             for op in ops:
-                for algo in _ordered(algorithm_names()):
+                for algo in algorithm_names():
                     if algo not in per_op[op] and get_algorithm(algo).supports(op):
                         per_op[op].append(algo)
             continue
@@ -185,15 +186,6 @@ def comm_shape(config: SweepConfig) -> CommShape:
     # CollNet needs NCCL_COLLNET_ENABLE=1 (NCCL's collnetEnable) and a plugin; without the variable it is off.
     collnet = _env("NCCL_COLLNET_ENABLE", "0").strip() == "1"
     return CommShape(world_size=world, nodes=nodes, collnet=collnet)
-
-
-PREFERRED_ORDER = ("ring", "tree", "two-tree", "recursive-doubling", "rabenseifner", "direct", "one-shot", "native")
-"""How ``--algo all`` lists algorithms: bandwidth-optimal first, baselines, then the backend's own."""
-
-
-def _ordered(names: list[str]) -> list[str]:
-    known = [n for n in PREFERRED_ORDER if n in names or n == "native"]
-    return known[:-1] + [n for n in names if n not in PREFERRED_ORDER] + known[-1:]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,4 @@
-"""One module per algorithm family; importing this package registers them all."""
+"""One module per algorithm family, each exporting its specs (builder and cost formulas) in ``SPECS``.
 
-from collbench.schedules.algorithms import direct, one_shot, recursive, ring, tree
-from collbench.schedules.registry import NATIVE, register
-
-register(NATIVE)
-
-__all__ = ["direct", "one_shot", "recursive", "ring", "tree"]
+Importing this package imports none of them: ``collbench.schedules.registry`` lists the modules.
+"""

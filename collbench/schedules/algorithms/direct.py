@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
+from collbench.schedules.cost import CostFormulas, CostTerms, star
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op, chunk_bounds
-from collbench.schedules.registry import AlgorithmSpec, register
+from collbench.schedules.spec import AlgorithmSpec
 
 
 def build_direct(
@@ -47,11 +48,43 @@ def build_direct(
     return b.build(op, "direct", count, root=root, layout=layout_name(layout))
 
 
-DIRECT = register(
-    AlgorithmSpec(
-        name="direct",
-        ops=frozenset(Op),
-        builder=build_direct,
-        summary="all to one root and back (parameter server): 2 steps, (n-1) x the buffer over the root's link",
-    )
+# -- closed-form costs (p ranks, n bytes, k segments) ----------------------------------------------
+
+
+def _all_reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    # The root takes (p-1) whole buffers in, reduces them, and sends p-1 copies back out.
+    return CostTerms(2.0, 2.0 * (p - 1) * n, (p - 1) * n)
+
+
+def _reduce_scatter_cost(p: int, n: float, k: int) -> CostTerms:
+    return CostTerms(2.0, (p - 1) * n + (p - 1) / p * n, (p - 1) * n)
+
+
+def _all_gather_cost(p: int, n: float, k: int) -> CostTerms:
+    # Gather: the root takes in (p-1) chunks; then it sends every rank the p-1 chunks it lacks.
+    return CostTerms(2.0, (p - 1) / p * n + (p - 1) * (p - 1) / p * n, 0.0)
+
+
+def _broadcast_cost(p: int, n: float, k: int) -> CostTerms:
+    return star(p, n, False)
+
+
+def _reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    return star(p, n, True)
+
+
+DIRECT = AlgorithmSpec(
+    name="direct",
+    ops=frozenset(Op),
+    builder=build_direct,
+    summary="all to one root and back (parameter server): 2 steps, (n-1) x the buffer over the root's link",
+    costs=CostFormulas(
+        all_reduce=_all_reduce_cost,
+        reduce_scatter=_reduce_scatter_cost,
+        all_gather=_all_gather_cost,
+        broadcast=_broadcast_cost,
+        reduce=_reduce_cost,
+    ),
 )
+
+SPECS: tuple[AlgorithmSpec, ...] = (DIRECT,)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
+from collbench.schedules.cost import CostFormulas, CostTerms, star
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op, chunk_bounds
-from collbench.schedules.registry import AlgorithmSpec, register
+from collbench.schedules.spec import AlgorithmSpec
 
 
 def build_one_shot(
@@ -46,11 +47,42 @@ def build_one_shot(
     return b.build(op, "one-shot", count, root=root, layout=layout_name(layout))
 
 
-ONE_SHOT = register(
-    AlgorithmSpec(
-        name="one-shot",
-        ops=frozenset(Op),
-        builder=build_one_shot,
-        summary="every rank sends straight to every rank that needs its data: 1 step, the most traffic",
-    )
+# -- closed-form costs (p ranks, n bytes, k segments) ----------------------------------------------
+
+
+def _all_reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    return CostTerms(1.0, (p - 1) * n, (p - 1) * n)
+
+
+def _reduce_scatter_cost(p: int, n: float, k: int) -> CostTerms:
+    f = (p - 1) / p
+    return CostTerms(1.0, f * n, f * n)
+
+
+def _all_gather_cost(p: int, n: float, k: int) -> CostTerms:
+    return CostTerms(1.0, (p - 1) / p * n, 0.0)
+
+
+def _broadcast_cost(p: int, n: float, k: int) -> CostTerms:
+    return star(p, n, False)
+
+
+def _reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    return star(p, n, True)
+
+
+ONE_SHOT = AlgorithmSpec(
+    name="one-shot",
+    ops=frozenset(Op),
+    builder=build_one_shot,
+    summary="every rank sends straight to every rank that needs its data: 1 step, the most traffic",
+    costs=CostFormulas(
+        all_reduce=_all_reduce_cost,
+        reduce_scatter=_reduce_scatter_cost,
+        all_gather=_all_gather_cost,
+        broadcast=_broadcast_cost,
+        reduce=_reduce_cost,
+    ),
 )
+
+SPECS: tuple[AlgorithmSpec, ...] = (ONE_SHOT,)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
+from collbench.schedules.cost import ZERO, CostFormulas, CostTerms, ceil_log2, log2_floor
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op, chunk_bounds
-from collbench.schedules.registry import AlgorithmSpec, register
+from collbench.schedules.spec import AlgorithmSpec
 
 
 class _Fold:
@@ -159,19 +160,122 @@ def build_rabenseifner(
     return b.build(op, "rabenseifner", count, root=root, layout=layout_name(layout))
 
 
-RECURSIVE_DOUBLING = register(
-    AlgorithmSpec(
-        name="recursive-doubling",
-        ops=frozenset({Op.ALL_REDUCE, Op.ALL_GATHER}),
-        builder=build_recursive_doubling,
-        summary="log2(n) pairwise exchanges of everything so far: fewest steps, lg(n) x the data per link",
-    )
+# -- closed-form costs (p ranks, n bytes, k segments) ----------------------------------------------
+#
+# Where p is not a power of two, the fold above adds one step of the whole buffer in (reduced where the
+# op reduces) and one step handing the result back out; ``_fold_cost`` prices the two.
+
+
+def _fold_cost(p: int, n: float, reduces: bool, back_bytes: float) -> CostTerms:
+    """Extra cost of folding ``p - 2**lg p`` ranks into partners (non powers of two) and back."""
+    if p & (p - 1) == 0:
+        return ZERO
+    pre = CostTerms(1.0, n, n if reduces else 0.0)
+    post = CostTerms(1.0, back_bytes, 0.0)
+    return pre + post
+
+
+def _halving_chunks(p: int) -> int:
+    """Chunks (of n/p) on the critical path of recursive halving, or of doubling, over the fold.
+
+    After the fold, new rank v < extra stands for two ranks (two chunks), the others for one, so the
+    pair exchanging at distance d over new ranks [base, base + 2d) moves the heavier half,
+    ``d + |[base, base + d) & [0, extra)|`` chunks, and both partners wait for it. The pair at base 0 is
+    the heaviest at every distance, and one path of the butterfly visits it at every distance (its
+    bases are the bits already exchanged, which the path may pick freely), so the critical path is
+    ``sum over d of d + min(d, extra)`` chunks: ``p2 - 1`` at a power of two.
+    """
+    p2 = 1 << log2_floor(p)
+    extra = p - p2
+    return sum(d + min(d, extra) for d in (1 << j for j in range(log2_floor(p))))
+
+
+def _rd_all_reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    lg = log2_floor(p)
+    return CostTerms(float(lg), n * lg, n * lg) + _fold_cost(p, n, True, n)
+
+
+def _rab_all_reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    # Halving then doubling over the fold, each along the heaviest pairs (see _halving_chunks); the
+    # fold moves the whole buffer in (reduced) and out.
+    chunks = _halving_chunks(p) * n / p
+    return CostTerms(2.0 * log2_floor(p), 2 * chunks, chunks) + _fold_cost(p, n, True, n)
+
+
+def _halving_reduce_scatter_cost(p: int, n: float, k: int) -> CostTerms:
+    # Rabenseifner's halving over the fold (see _halving_chunks), then the folded rank gets its own
+    # chunk back: n/p more bytes, nothing reduced.
+    chunks = _halving_chunks(p) * n / p
+    return CostTerms(float(log2_floor(p)), chunks, chunks) + _fold_cost(p, n, True, n / p)
+
+
+def _doubling_all_gather_cost(p: int, n: float, k: int) -> CostTerms:
+    # The folded rank hands over its chunk (n/p), the survivors double along the heaviest pairs (see
+    # _halving_chunks), and the folded rank gets everything but its own chunk back (n - n/p).
+    chunks = _halving_chunks(p) * n / p
+    return CostTerms(float(log2_floor(p)), chunks, 0.0) + _fold_cost(p, n / p, False, n - n / p)
+
+
+def _binomial_cost(p: int, n: float, reduces: bool) -> CostTerms:
+    # Recursive doubling builds neither broadcast nor reduce; a binomial tree, ceil(lg p) steps of the
+    # whole buffer, is what it would do.
+    steps = ceil_log2(p)
+    return CostTerms(float(steps), steps * n, steps * n if reduces else 0.0)
+
+
+def _binomial_broadcast_cost(p: int, n: float, k: int) -> CostTerms:
+    return _binomial_cost(p, n, False)
+
+
+def _binomial_reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    return _binomial_cost(p, n, True)
+
+
+def _scatter_allgather_broadcast_cost(p: int, n: float, k: int) -> CostTerms:
+    # Broadcast as scatter (recursive halving) + all-gather (doubling).
+    p2 = 1 << log2_floor(p)
+    f = (p2 - 1) / p2
+    fold = ZERO if p == p2 else CostTerms(1.0, n, 0.0)
+    return CostTerms(2.0 * log2_floor(p), 2 * f * n, 0.0) + fold
+
+
+def _rab_reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    # Fold, halving (see _halving_chunks), then a binomial gather of the blocks to new rank 0 (the
+    # root): lg p more steps, and new rank 0's port takes every block but its own, the chunks of new
+    # ranks 1..p2-1, the first extra - 1 of which stand for two ranks.
+    p2 = 1 << log2_floor(p)
+    extra = p - p2
+    halving = _halving_chunks(p) * n / p
+    gathered = (p2 - 1 + max(0, extra - 1)) * n / p
+    fold = ZERO if extra == 0 else CostTerms(1.0, n, n)
+    return CostTerms(2.0 * log2_floor(p), halving + gathered, halving) + fold
+
+
+RECURSIVE_DOUBLING = AlgorithmSpec(
+    name="recursive-doubling",
+    ops=frozenset({Op.ALL_REDUCE, Op.ALL_GATHER}),
+    builder=build_recursive_doubling,
+    summary="log2(n) pairwise exchanges of everything so far: fewest steps, lg(n) x the data per link",
+    costs=CostFormulas(
+        all_reduce=_rd_all_reduce_cost,
+        reduce_scatter=_halving_reduce_scatter_cost,
+        all_gather=_doubling_all_gather_cost,
+        broadcast=_binomial_broadcast_cost,
+        reduce=_binomial_reduce_cost,
+    ),
 )
-RABENSEIFNER = register(
-    AlgorithmSpec(
-        name="rabenseifner",
-        ops=frozenset({Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.REDUCE}),
-        builder=build_rabenseifner,
-        summary="recursive halving reduce-scatter + doubling all-gather: 2 lg(n) steps, 2(n-1)/n of the data",
-    )
+RABENSEIFNER = AlgorithmSpec(
+    name="rabenseifner",
+    ops=frozenset({Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.REDUCE}),
+    builder=build_rabenseifner,
+    summary="recursive halving reduce-scatter + doubling all-gather: 2 lg(n) steps, 2(n-1)/n of the data",
+    costs=CostFormulas(
+        all_reduce=_rab_all_reduce_cost,
+        reduce_scatter=_halving_reduce_scatter_cost,
+        all_gather=_doubling_all_gather_cost,
+        broadcast=_scatter_allgather_broadcast_cost,
+        reduce=_rab_reduce_cost,
+    ),
 )
+
+SPECS: tuple[AlgorithmSpec, ...] = (RECURSIVE_DOUBLING, RABENSEIFNER)

@@ -21,9 +21,10 @@ from collbench.schedules.algorithms._common import (
     segment_ranges,
     split,
 )
+from collbench.schedules.cost import CostFormulas, CostTerms, tree_phase
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op, chunk_bounds
-from collbench.schedules.registry import AlgorithmSpec, register
+from collbench.schedules.spec import AlgorithmSpec
 
 
 def _reduce_scatter(
@@ -99,12 +100,45 @@ def build_ring(
     return b.build(op, "ring", count, root=root, layout=layout_name(layout), params=params)
 
 
-RING = register(
-    AlgorithmSpec(
-        name="ring",
-        ops=frozenset(Op),
-        builder=build_ring,
-        summary="neighbours only: 2(n-1) steps, 2(n-1)/n of the buffer per link (bandwidth-optimal, latency-poor)",
-        segmented=True,
-    )
+# -- closed-form costs (p ranks, n bytes, k segments) ----------------------------------------------
+
+
+def _all_reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    f = (p - 1) / p
+    return CostTerms(2.0 * (p - 1), 2 * f * n, f * n)
+
+
+def _reduce_scatter_cost(p: int, n: float, k: int) -> CostTerms:
+    f = (p - 1) / p
+    return CostTerms(float(p - 1), f * n, f * n)
+
+
+def _all_gather_cost(p: int, n: float, k: int) -> CostTerms:
+    return CostTerms(float(p - 1), (p - 1) / p * n, 0.0)
+
+
+def _broadcast_cost(p: int, n: float, k: int) -> CostTerms:
+    # A ring used for a rooted op is a chain of p-1 hops, pipelined in k segments.
+    return tree_phase(p - 1, 1, n, k, False)
+
+
+def _reduce_cost(p: int, n: float, k: int) -> CostTerms:
+    return tree_phase(p - 1, 1, n, k, True)
+
+
+RING = AlgorithmSpec(
+    name="ring",
+    ops=frozenset(Op),
+    builder=build_ring,
+    summary="neighbours only: 2(n-1) steps, 2(n-1)/n of the buffer per link (bandwidth-optimal, latency-poor)",
+    costs=CostFormulas(
+        all_reduce=_all_reduce_cost,
+        reduce_scatter=_reduce_scatter_cost,
+        all_gather=_all_gather_cost,
+        broadcast=_broadcast_cost,
+        reduce=_reduce_cost,
+    ),
+    segmented=True,
 )
+
+SPECS: tuple[AlgorithmSpec, ...] = (RING,)
