@@ -17,7 +17,6 @@ hook compiles each bucket size's schedule once and reuses it; ``all_reduce`` bui
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,15 +71,14 @@ def _layout(rule_set: RuleSet, rule: Rule, world: int) -> Layout | None:
 
 
 def _build(rule_set: RuleSet, rule: Rule, world: int, count: int, elem_bytes: int) -> Any:
-    from collbench.runtime.sweep.worker import MAX_TREE_SEGMENTS
     from collbench.schedules.registry import get_algorithm
 
     spec = get_algorithm(rule.algo)
     segments = int(rule.params.get("segments") or 1)
     seg_bytes = rule.params.get("segment_bytes")
-    if spec.segmented and seg_bytes and "segments" not in rule.params:
+    if seg_bytes and "segments" not in rule.params:
         # The sweep pipelined segmented schedules (trees) this way; build what was measured.
-        segments = max(1, min(MAX_TREE_SEGMENTS, math.ceil(count * elem_bytes / int(seg_bytes))))
+        segments = spec.segments_for(count * elem_bytes, int(seg_bytes))
     return spec.build(Op.ALL_REDUCE, world, count, layout=_layout(rule_set, rule, world), segments=segments)
 
 

@@ -19,7 +19,6 @@ of ``MemAvailable`` (``/proc/meminfo``) and what the cgroup still allows (v2 ``m
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,13 +70,10 @@ def _scratch_elems(
     """The most and the least scratch (elements) any sampled rank of the point's schedule allocates."""
     # Imported here only: the registry and executor pull in the schedule builders.
     from collbench.runtime.executor.schedule_runner import ScheduleRunner
-    from collbench.runtime.sweep.worker import MAX_TREE_SEGMENTS
     from collbench.schedules.registry import get_algorithm
 
     spec = get_algorithm(algo)
-    segments = 1
-    if spec.segmented and segment_bytes:
-        segments = max(1, min(MAX_TREE_SEGMENTS, math.ceil(count * elem / segment_bytes)))
+    segments = spec.segments_for(count * elem, segment_bytes)
     schedule = spec.build(op, world_size, count, root=root, layout=None, segments=segments)
     ranks = sorted({0, root, world_size // 2, world_size - 1})[:SCRATCH_RANKS_SAMPLED]
     sizes = [

@@ -10,7 +10,6 @@ dies, hangs or raises when it reaches point P (0-based among the points this run
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import time
@@ -50,8 +49,6 @@ LOG_STAYS_ON = (
     "this NCCL cannot switch its log off while running (no ncclResetDebugInit before 2.24): native "
     "times include NCCL's TUNING line per call (~1 us)"
 )
-MAX_TREE_SEGMENTS = 64
-"""Pipelined trees get one segment per ``segment_bytes``, up to this many (each is a step)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,9 +471,7 @@ def _make_call(
     if is_native(point.algo):
         return _native_call(op, inp, out, job.redop, root, rank, groups.group(point.algo))
     spec = get_algorithm(point.algo)
-    segments = 1
-    if spec.segmented and point.segment_bytes:
-        segments = max(1, min(MAX_TREE_SEGMENTS, math.ceil(point.size_bytes / point.segment_bytes)))
+    segments = spec.segments_for(point.size_bytes, point.segment_bytes)
     schedule = spec.build(op, ctx.world_size, point.count, root=root, layout=layout, segments=segments)
     runner = ScheduleRunner(
         schedule,
