@@ -40,7 +40,13 @@ def _stats_dict(stats: ScheduleStats, size_bytes: int, time_us: float) -> dict[s
 
 def estimate_us(stats: ScheduleStats, alpha_us: float, link_gbps: float) -> float:
     """Alpha-beta estimate: every step costs ``alpha_us``; each rank has one full-duplex port of
-    ``link_gbps`` (GB/s), so the busiest rank's bytes set the bandwidth term."""
+    ``link_gbps`` (GB/s), so the busiest rank's bytes set the bandwidth term.
+
+    Both terms are read off the built schedule (what explain shows), its bytes summed over the whole
+    schedule as if the port never idled. The closed forms that ``fit`` and ``predict`` use
+    (``collbench/models/costs.py``) add the busiest rank of each step along the critical path instead:
+    the two agree for ring all-reduce, recursive doubling and Rabenseifner, not for chains, trees or
+    ``direct``, so explain's numbers are not a closed form's."""
     return stats.steps * alpha_us + stats.busiest_port_bytes / (link_gbps * 1e3)
 
 

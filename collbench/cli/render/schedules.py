@@ -175,18 +175,3 @@ def render_totals(
         text.append("; direct is faster at every size")
     text.append(".")
     return text
-    mine = stats.steps * alpha_us + stats.busiest_link_bytes / (link_gbps * 1e3)
-    theirs = direct_stats.steps * alpha_us + direct_stats.busiest_link_bytes / (link_gbps * 1e3)
-    text.append("\n")
-    text.append("vs direct", style="bold")
-    text.append(
-        f": {direct_stats.steps} step(s), busiest link {human_bytes(direct_stats.busiest_link_bytes)}. "
-        f"At {alpha_us:g} us per step and {link_gbps:g} GB/s per link: {schedule.algo} ~{mine:.1f} us, "
-        f"direct ~{theirs:.1f} us"
-    )
-    if crossover is not None:
-        better_large = stats.busiest_link_bytes < direct_stats.busiest_link_bytes
-        side = "above" if better_large else "below"
-        text.append(f"; {schedule.algo} is faster {side} ~{human_bytes(crossover)}")
-    text.append(".")
-    return text
