@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,39 +17,30 @@ from collbench.errors import ConfigError
 from collbench.runtime.sweep.stalls import stall_report
 from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
 from collbench.tuning.resume import kept_rows_hint
-from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes, shape_configs
+from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
 
 
-def _command(
-    ranks: str | None,
-    backend: str,
-    op: list[str],
-    topology: Path | None,
-    quick: bool,
-    output: Path,
-    results: Path | None,
-    plot: Path | None,
-) -> str:
-    """The command line that reproduces this run, recorded in the profile."""
+def _command(config: TuneConfig, ranks: Sequence[int] | None, predict_ranks: str | None) -> str:
+    """The command line that reproduces the tune ``config`` does (of ``ranks``), recorded in the profile."""
     parts = ["collbench", "tune"]
     if ranks is not None:
-        parts += ["--ranks", ranks]
-    if backend != "auto":
-        parts += ["--backend", backend]
-    for name in op:
-        if name != "all-reduce" or len(op) > 1:
+        parts += ["--ranks", ",".join(map(str, ranks))]
+    if config.backend != "auto":
+        parts += ["--backend", config.backend]
+    for name in config.ops:
+        if name != "all-reduce" or len(config.ops) > 1:
             parts += ["--op", name]
-    if topology is not None:
-        parts += ["--topology", str(topology)]
-    if quick:
+    if config.topology_path is not None:
+        parts += ["--topology", str(config.topology_path)]
+    if config.quick:
         parts.append("--quick")
-    if output != DEFAULT_PROFILE:
-        parts += ["-o", str(output)]
-    if results is not None:
-        parts += ["--results", str(results)]
-    if plot is not None:
-        parts += ["--plot", str(plot)]
-    return shlex.join(parts)
+    if config.output != DEFAULT_PROFILE:
+        parts += ["-o", str(config.output)]
+    if config.results_path is not None:
+        parts += ["--results", str(config.results_path)]
+    if config.plot_path is not None:
+        parts += ["--plot", str(config.plot_path)]
+    return shlex.join(parts) + (f" --predict-ranks {predict_ranks}" if predict_ranks else "")
 
 
 def tune(
@@ -112,6 +105,7 @@ def tune(
     if under_launcher() and len(rank_counts) > 1:
         raise ConfigError("under a launcher it sets the world size: --ranks takes one value there")
     world: int | None = None if under_launcher() else rank_counts[0]
+    measured = rank_counts if world is not None else None
     config = TuneConfig(
         ranks=world,
         backend=backend,
@@ -123,21 +117,10 @@ def tune(
         plot_path=plot,
         resume=resume,
         timeout_s=timeout,
-        command=_command(
-            None if world is None else ",".join(map(str, rank_counts)),
-            backend,
-            ops,
-            topology,
-            quick,
-            output,
-            results,
-            plot,
-        )
-        + (f" --predict-ranks {predict_ranks}" if predict_ranks else ""),
     )
-    measured = rank_counts if world is not None else None
+    config = dataclasses.replace(config, command=_command(config, measured, predict_ranks))
     # The checks run before the progress display opens: an error is one line, not a blank one first.
-    check_shapes(config, measured)
+    plan = check_shapes(config, measured)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -166,9 +149,9 @@ def tune(
                 bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=True)
 
         try:
-            shapes = run_tune_shapes(config, measured, predict, stage, sweep_progress)
+            shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress)
         except KeyboardInterrupt:
-            hint = kept_rows_hint([p for c in shape_configs(config, measured) for p in partial_paths(c)])
+            hint = kept_rows_hint([p for s in plan.shapes for p in partial_paths(s.config)])
             if hint:
                 bar.console.print(f"[yellow]note[/yellow]: {hint.removeprefix('; ')}", soft_wrap=True)
             raise

@@ -13,10 +13,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 from collbench.errors import UserError
 from collbench.profile.document import Profile
+from collbench.results.io import read_rows
+from collbench.tuning.config import TuneConfig, partial_paths
+from collbench.tuning.pipeline import TuneOutcome
 from collbench.tuning.resume import check_partials
 
 
@@ -24,20 +27,17 @@ from collbench.tuning.resume import check_partials
 class ShapePlan:
     """One shape of a several-shape tune: its config (``resume`` set to what it does), or its saved outcome."""
 
-    config: Any
-    """The shape's TuneConfig."""
-    finished: Any = None
-    """A TuneOutcome rebuilt from the files of a shape that finished before the interruption (not run again)."""
+    config: TuneConfig
+    finished: TuneOutcome | None = None
+    """The outcome rebuilt from the files of a shape that finished before the interruption (not run again)."""
 
 
-def plan_shapes(configs: Sequence[Any]) -> tuple[list[ShapePlan], list[str]]:
+def plan_shapes(configs: Sequence[TuneConfig]) -> tuple[list[ShapePlan], list[str]]:
     """The shapes to run (each resuming or not) or take as finished, and a note per shape measured again.
 
     Without ``--resume`` every config runs as it is. Raises ConfigError (via ``check_partials``) for
     ``--resume`` when no shape kept partial rows.
     """
-    from collbench.tuning.pipeline import partial_paths
-
     if not configs or not configs[0].resume:
         return [ShapePlan(c) for c in configs], []
     kept = [_kept(partial_paths(c)) for c in configs]
@@ -62,15 +62,12 @@ def plan_shapes(configs: Sequence[Any]) -> tuple[list[ShapePlan], list[str]]:
     return plans, notes
 
 
-def _kept(paths: Sequence[Any]) -> bool:
+def _kept(paths: Sequence[Path]) -> bool:
     return any(p.is_file() and p.stat().st_size > 0 for p in paths)
 
 
-def _finished(config: Any) -> tuple[Any, str]:
+def _finished(config: TuneConfig) -> tuple[TuneOutcome | None, str]:
     """The outcome of a shape that finished before the interruption, from the profile and its results file."""
-    from collbench.results.io import read_rows
-    from collbench.tuning.pipeline import TuneOutcome
-
     if not config.output.is_file():
         return None, f"finished before the interruption, but {config.output} is gone"
     if not config.rows_path.is_file():

@@ -16,14 +16,21 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.merge import join_shapes
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
+from collbench.tuning.config import TuneConfig, check_config
+from collbench.tuning.pipeline import TuneOutcome, run_tune
 from collbench.tuning.selection import NATIVE
+from collbench.tuning.shape_resume import ShapePlan, plan_shapes
+from collbench.tuning.sweeps import Progress
+
+if TYPE_CHECKING:
+    from collbench.models.fit import Fit
 
 PREDICT_PARAMS = {"segment_bytes": None, "layout": "rank-order"}
 """Predicted rules run unsegmented on rank order: no layout or segment size was measured at that shape."""
@@ -69,11 +76,11 @@ def parse_shapes(text: str) -> tuple[Shape, ...]:
     return tuple(shapes)
 
 
-def fits_of(profile: Profile) -> list[Any]:
+def fits_of(profile: Profile) -> list[Fit]:
     return list(profile.fits)
 
 
-def predicted_rule_set(fits: Sequence[Any], ops: Sequence[str], world_size: int, nodes: int) -> RuleSet:
+def predicted_rule_set(fits: Sequence[Fit], ops: Sequence[str], world_size: int, nodes: int) -> RuleSet:
     """Rules at ``world_size`` ranks from the fits: per op, the fastest predicted algorithm per size.
 
     Fits that do not explain their own data (``Fit.distrust``: R^2 too low, no bandwidth term) are
@@ -113,7 +120,7 @@ def predicted_rule_set(fits: Sequence[Any], ops: Sequence[str], world_size: int,
     return RuleSet(world_size, nodes, tuple(rules), predicted=True)
 
 
-def refused_fits(fits: Sequence[Any], ops: Sequence[str]) -> list[str]:
+def refused_fits(fits: Sequence[Fit], ops: Sequence[str]) -> list[str]:
     """``op algo: why`` for each fit of ``ops`` that predictions leave out (``Fit.distrust``)."""
     from collbench.models.predict import pick_fits
 
@@ -148,7 +155,7 @@ def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
     return dataclasses.replace(profile, rule_sets=(*profile.rule_sets, *added))
 
 
-def shape_config(config: Any, ranks: int) -> Any:
+def shape_config(config: TuneConfig, ranks: int) -> TuneConfig:
     """The single-shape tune config of a several-shape tune: its own results and plot files."""
     rows, png = config.rows_path, config.png_path
     return dataclasses.replace(
@@ -159,32 +166,37 @@ def shape_config(config: Any, ranks: int) -> Any:
     )
 
 
-def shape_configs(config: Any, ranks: Sequence[int] | None) -> list[Any]:
+def shape_configs(config: TuneConfig, ranks: Sequence[int] | None) -> list[TuneConfig]:
     """The configs ``run_tune_shapes`` runs: one per rank count, or the config itself for one shape."""
     return [shape_config(config, r) for r in ranks] if ranks and len(ranks) > 1 else [config]
 
 
-def check_shapes(config: Any, ranks: Sequence[int] | None) -> tuple[list[Any], list[str]]:
+@dataclass(frozen=True, slots=True)
+class TunePlan:
+    """The shapes a tune runs, their configs checked, or taken whole from an interrupted run's files."""
+
+    shapes: tuple[ShapePlan, ...]
+    notes: tuple[str, ...] = ()
+    """One line per shape that finished before an interruption but has to be measured again."""
+
+
+def check_shapes(config: TuneConfig, ranks: Sequence[int] | None) -> TunePlan:
     """Check the config of every shape that will be measured, before anything is: what ``check_config`` raises.
 
     With ``--resume``, the shapes an interrupted run finished are taken from its files instead, and
-    the others resume or start afresh (tuning/shape_resume.py). Returns the ShapePlans, and a note per
-    finished shape that has to be measured again.
+    the others resume or start afresh (tuning/shape_resume.py).
     """
-    from collbench.tuning.pipeline import check_config
-    from collbench.tuning.shape_resume import plan_shapes
-
     plans, notes = plan_shapes(shape_configs(config, ranks))
     for plan in plans:
         if plan.finished is None:
             check_config(plan.config)
-    return plans, notes
+    return TunePlan(tuple(plans), tuple(notes))
 
 
 @dataclass(frozen=True, slots=True)
 class ShapesOutcome:
     profile: Profile
-    outcomes: list[Any]
+    outcomes: list[TuneOutcome]
     """One TuneOutcome per measured shape, in --ranks order."""
     profile_path: Path
     report_path: Path | None = None
@@ -194,38 +206,43 @@ class ShapesOutcome:
 
 
 def run_tune_shapes(
-    config: Any,
-    ranks: Sequence[int] | None,
+    config: TuneConfig,
+    plan: TunePlan,
     predict: Sequence[Shape] = (),
     stage: Callable[[str], None] | None = None,
-    sweep_progress: Callable[[Any], None] | None = None,
+    sweep_progress: Progress | None = None,
 ) -> ShapesOutcome | None:
-    """Tune each rank count in turn, join the rule sets (and fits) into ``config.output``, add predictions.
-
-    ``ranks`` None (under torchrun) or one value tunes the config's own shape, with its own file names.
+    """Tune each shape of ``plan`` (``check_shapes``) in turn, join the rule sets (and fits) into
+    ``config.output``, add predictions.
 
     Every shape's profile is written to ``config.output`` as soon as it is measured, joined with the
     shapes before it, so an interrupted run keeps the shapes it finished. Raises what ``run_tune``
     raises; ConfigError for a predicted shape that is measured too. Under a launcher, ranks other
     than 0 return None (rank 0 alone writes).
     """
-    from collbench.tuning.pipeline import run_tune
-
-    plans, resume_notes = check_shapes(config, ranks)
+    measured = {p.config.ranks for p in plan.shapes}
     for shape in predict:
-        if shape.world_size in (ranks or ()) and shape.nodes is None:
+        if shape.world_size in measured and shape.nodes is None:
             raise ConfigError(f"--predict-ranks {shape.world_size}: it is measured too (--ranks)")
-    outcomes: list[Any] = []
+    outcomes: list[TuneOutcome] = []
     joined: Profile | None = None
-    for plan in plans:
-        c = plan.config
-        say = (lambda text, r=c.ranks: stage(f"{r} ranks: {text}")) if stage and len(plans) > 1 else stage
-        outcome = plan.finished or run_tune(c, say, sweep_progress)
+
+    def save(profile: Profile) -> None:
+        nonlocal joined
+        joined = profile if joined is None else _join(joined, profile, config.command)
+        joined.save(config.output)
+
+    for shape_plan in plan.shapes:
+        c = shape_plan.config
+        say = (lambda text, r=c.ranks: stage(f"{r} ranks: {text}")) if stage and len(plan.shapes) > 1 else stage
+        if shape_plan.finished is not None:
+            outcome: TuneOutcome | None = shape_plan.finished
+            save(shape_plan.finished.profile)
+        else:
+            outcome = run_tune(c, say, sweep_progress, checked=True, save=save)
         if outcome is None:
             return None  # a rank other than 0 of a launcher's job (one shape there)
         outcomes.append(outcome)
-        joined = outcome.profile if joined is None else _join(joined, outcome.profile, config.command)
-        joined.save(config.output)
     assert joined is not None  # at least one config ran
     try:
         final = with_predictions(joined, predict)
@@ -242,7 +259,7 @@ def run_tune_shapes(
         report_path, why = write_beside_profile(config.output, rows, final, outcomes[-1].topology, config.rows_path)
         outcomes[-1].notes.extend([why] if why else [])
     notes = [f"not used for predictions: {line}" for line in refused_fits(fits_of(final), final.ops)] if predict else []
-    notes = resume_notes + notes
+    notes = list(plan.notes) + notes
     return ShapesOutcome(final, outcomes, config.output, report_path, notes)
 
 
