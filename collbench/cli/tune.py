@@ -6,7 +6,7 @@ import dataclasses
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -18,6 +18,9 @@ from collbench.runtime.sweep.stalls import stall_report
 from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
 from collbench.tuning.resume import kept_rows_hint
 from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
+
+if TYPE_CHECKING:
+    from collbench.runtime.sweep.run import SweepProgress
 
 
 def _command(config: TuneConfig, ranks: Sequence[int] | None, predict_ranks: str | None) -> str:
@@ -138,7 +141,7 @@ def tune(
         def stage(name: str) -> None:
             bar.update(task, description=name, now="")
 
-        def sweep_progress(event: Any) -> None:
+        def sweep_progress(event: SweepProgress) -> None:
             if event.kind == "plan":
                 bar.update(task, total=event.total, completed=event.done)
             elif event.kind in ("start", "row"):
@@ -198,7 +201,7 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:
     ):
         task = bar.add_task("check", total=None, now="")
 
-        def progress(event: Any) -> None:
+        def progress(event: SweepProgress) -> None:
             if event.kind == "start":
                 bar.update(task, now=event.text)
 

@@ -15,7 +15,7 @@ from collbench.version import __version__
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
-    from collbench.models.fit import Fit
+    from collbench.models.fitted import Fit
     from collbench.topology.model import Topology
 
 HOW_SELECTED = (

@@ -12,16 +12,15 @@ A regret within its uncertainty of 1 is a choice the measurements cannot fault.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule, Variant
 from collbench.results.row import ResultRow
 from collbench.tuning.selection import DEFAULT_SIGMAS, Point, in_round, measured_points
+from collbench.tuning.sweeps import IN_PLACE, Progress, algorithm_order
 
 CHECK_ROUNDS = 3
 CHECK_BUDGET_S = 0.1
@@ -102,7 +101,7 @@ def run_check(
     point_budget_s: float = CHECK_BUDGET_S,
     timeout_s: float = 300.0,
     stream_dir: Path,
-    progress: Callable[[Any], None] | None = None,
+    progress: Progress | None = None,
     rule_set: RuleSet | None = None,
 ) -> list[RuleCheck]:
     """Measure every applicable algorithm at each rule's size, ``rounds`` times, and return the regrets.
@@ -112,7 +111,6 @@ def run_check(
     """
     from collbench.runtime.sweep.plan import SweepConfig
     from collbench.runtime.sweep.run import run_sweep
-    from collbench.tuning.sweeps import IN_PLACE, algorithm_order
 
     target = rule_set or profile.default_set
     if target.world_size < 2:

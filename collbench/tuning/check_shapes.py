@@ -15,14 +15,14 @@ as skipped, with why, in one line:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
 from collbench.tuning.check import RuleCheck
+from collbench.tuning.sweeps import Progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ def run_check_shapes(
     ranks: Sequence[int] | None,
     backend: str,
     stream_dir: Path,
-    progress: Callable[[Any], None] | None = None,
+    progress: Progress | None = None,
     machine: Machine | None = None,
 ) -> list[ShapeCheck]:
     """Re-measure every rule set of ``profile`` this machine can run; the others come back skipped, with why.

@@ -27,7 +27,7 @@ from collbench.profile.rules import Rule
 from collbench.results.io import write_rows
 from collbench.results.row import ResultRow
 from collbench.tuning.build_profile import build_profile
-from collbench.tuning.config import Depth, TuneConfig, check_config, partial_paths
+from collbench.tuning.config import TuneConfig, check_config, partial_paths
 from collbench.tuning.placement import layout_ran, plan_placement
 from collbench.tuning.resume import keep_topology, kept_rows_hint, partial_topology_path, with_hint
 from collbench.tuning.selection import PointsByOp, select_rules
@@ -35,10 +35,8 @@ from collbench.tuning.sweeps import Progress, extra_rounds, fixed_rounds
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
-    from collbench.models.fit import Fit
+    from collbench.models.fitted import Fit
     from collbench.topology.model import Topology
-
-__all__ = ["Decision", "Depth", "TuneConfig", "TuneOutcome", "check_config", "decide", "partial_paths", "run_tune"]
 
 StageCallback = Callable[[str], None]
 SaveProfile = Callable[[Profile], None]

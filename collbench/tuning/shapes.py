@@ -30,7 +30,7 @@ from collbench.tuning.shape_resume import ShapePlan, plan_shapes
 from collbench.tuning.sweeps import Progress
 
 if TYPE_CHECKING:
-    from collbench.models.fit import Fit
+    from collbench.models.fitted import Fit
 
 PREDICT_PARAMS = {"segment_bytes": None, "layout": "rank-order"}
 """Predicted rules run unsegmented on rank order: no layout or segment size was measured at that shape."""
@@ -139,7 +139,8 @@ def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
     every = fits_of(profile)
     if not every:
         raise ConfigError("the profile has no fitted models to predict other shapes from")
-    # A fit that does not explain its own data is not extrapolated (Fit.distrust, issue 10).
+    # A fit that does not explain its own data is not extrapolated (Fit.distrust): far from the sizes
+    # and ranks it was measured at, its misfit only grows.
     fits = [f for f in every if not f.distrust()]
     if not fits:
         why = "; ".join(f"{f.op} {f.algo}: {f.distrust()}" for f in every)
