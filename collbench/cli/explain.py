@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -11,6 +12,8 @@ import typer
 from collbench.cli.console import console
 from collbench.cli.render.schedules import render_explain
 from collbench.errors import ConfigError
+from collbench.models.costs import cost_terms
+from collbench.models.crossover import time_crossings
 from collbench.schedules.analysis import ScheduleStats, schedule_stats
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 from collbench.schedules.registry import get_algorithm
@@ -23,7 +26,7 @@ MAX_EXPLAIN_RANKS = 256
 """The largest world explain builds: schedules grow with ranks squared, and -r 1000 runs for minutes."""
 
 
-def _stats_dict(stats: ScheduleStats, size_bytes: int, time_us: float) -> dict[str, Any]:
+def _stats_dict(stats: ScheduleStats, size_bytes: int, cost: Estimate) -> dict[str, Any]:
     return {
         "size_bytes": size_bytes,
         "steps": stats.steps,
@@ -34,34 +37,54 @@ def _stats_dict(stats: ScheduleStats, size_bytes: int, time_us: float) -> dict[s
         "busiest_link": list(stats.busiest_link) if stats.busiest_link else None,
         "busiest_port_bytes": stats.busiest_port_bytes,
         "total_bytes": stats.total_bytes,
-        "estimate_us": round(time_us, 3),
+        "cost_steps": cost.steps,
+        "cost_port_bytes": cost.port_bytes,
+        "estimate_us": round(cost.time_us, 3),
     }
 
 
-def estimate_us(stats: ScheduleStats, alpha_us: float, link_gbps: float) -> float:
-    """Alpha-beta estimate: every step costs ``alpha_us``; each rank has one full-duplex port of
-    ``link_gbps`` (GB/s), so the busiest rank's bytes set the bandwidth term.
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """An algorithm's closed-form cost at one size (its spec's formula, the one ``fit`` and ``predict``
+    use): steps and bytes through the busiest port, step by step along the critical path, and their
+    time at explain's illustrative latency and port bandwidth (reductions free)."""
 
-    Both terms are read off the built schedule (what explain shows), its bytes summed over the whole
-    schedule as if the port never idled. The closed forms that ``fit`` and ``predict`` use
-    (``collbench/models/costs.py``) add the busiest rank of each step along the critical path instead:
-    the two agree for ring all-reduce, recursive doubling and Rabenseifner, not for chains, trees or
-    ``direct``, so explain's numbers are not a closed form's."""
-    return stats.steps * alpha_us + stats.busiest_port_bytes / (link_gbps * 1e3)
+    steps: float
+    port_bytes: float
+    time_us: float
 
 
-def crossover_bytes(
-    algo: ScheduleStats, base: ScheduleStats, size_bytes: int, alpha_us: float, link_gbps: float
-) -> float | None:
-    """The size where ``algo`` and ``base`` cost the same under the alpha-beta estimate, taking link
-    bytes as proportional to size (None when one is better at every size)."""
-    if size_bytes <= 0:
+def estimate(
+    op: Op, algo: str, world_size: int, size_bytes: float, segments: int, alpha_us: float, link_gbps: float
+) -> Estimate:
+    """``algo`` doing ``op`` at ``size_bytes`` with ``alpha_us`` per step and one full-duplex port of
+    ``link_gbps`` (GB/s) per rank."""
+    segs = segments if get_algorithm(algo).segmented else 1
+    terms = cost_terms(op, algo, world_size, size_bytes, segments=segs)
+    return Estimate(terms.alpha, terms.beta, terms.time_us(alpha_us, 1.0 / (link_gbps * 1e3), 0.0))
+
+
+CROSSOVER_SEARCH_BYTES = (1.0, float(1 << 40))
+"""The sizes explain searches for a crossover with ``direct``: a byte to a TiB."""
+
+
+def crossover_with_direct(
+    op: Op, algo: str, world_size: int, segments: int, alpha_us: float, link_gbps: float
+) -> tuple[int, bool] | None:
+    """Where ``algo`` and ``direct`` cost the same, and whether ``algo`` is the faster one above it
+    (None when one of them is faster at every size searched)."""
+
+    def mine(size: float) -> float:
+        return estimate(op, algo, world_size, size, segments, alpha_us, link_gbps).time_us
+
+    def theirs(size: float) -> float:
+        return estimate(op, "direct", world_size, size, 1, alpha_us, link_gbps).time_us
+
+    found = time_crossings(mine, theirs, *CROSSOVER_SEARCH_BYTES)
+    if not found:
         return None
-    step_gap_us = (algo.steps - base.steps) * alpha_us
-    byte_gap_us_per_byte = (base.busiest_port_bytes - algo.busiest_port_bytes) / size_bytes / (link_gbps * 1e3)
-    if step_gap_us == 0 or byte_gap_us_per_byte == 0 or (step_gap_us > 0) != (byte_gap_us_per_byte > 0):
-        return None
-    return step_gap_us / byte_gap_us_per_byte
+    top = CROSSOVER_SEARCH_BYTES[1]
+    return found[0], mine(top) < theirs(top)
 
 
 def board_dict(board: Whiteboard) -> dict[str, Any]:
@@ -146,7 +169,14 @@ def explain(
     if spec.name != "direct":
         base = get_algorithm("direct").build(the_op, ranks, size_bytes // elem_bytes, root=root)
         direct_stats = schedule_stats(base, elem_bytes)
-    cross = None if direct_stats is None else crossover_bytes(stats, direct_stats, size_bytes, alpha_us, link_gbps)
+
+    mine = estimate(the_op, spec.name, ranks, size_bytes, segments, alpha_us, link_gbps)
+    theirs = None if direct_stats is None else estimate(the_op, "direct", ranks, size_bytes, 1, alpha_us, link_gbps)
+
+    found = (
+        None if direct_stats is None else crossover_with_direct(the_op, spec.name, ranks, segments, alpha_us, link_gbps)
+    )
+    cross = None if found is None else found[0]
     if as_json:
         out: dict[str, Any] = {
             "algo": spec.name,
@@ -159,11 +189,9 @@ def explain(
             "whiteboard": board_dict(board) if board else None,
             "totals": {
                 "dtype": parse_dtype(dtype),
-                **_stats_dict(stats, size_bytes, estimate_us(stats, alpha_us, link_gbps)),
+                **_stats_dict(stats, size_bytes, mine),
             },
-            "direct": None
-            if direct_stats is None
-            else _stats_dict(direct_stats, size_bytes, estimate_us(direct_stats, alpha_us, link_gbps)),
+            "direct": None if direct_stats is None or theirs is None else _stats_dict(direct_stats, size_bytes, theirs),
             "model": {"alpha_us": alpha_us, "link_gbps": link_gbps, "crossover_bytes": cross},
         }
         typer.echo(json.dumps(out, indent=2))
@@ -179,10 +207,7 @@ def explain(
         dtype=parse_dtype(dtype),
         alpha_us=alpha_us,
         link_gbps=link_gbps,
-        crossover=cross,
-        estimates=(
-            estimate_us(stats, alpha_us, link_gbps),
-            None if direct_stats is None else estimate_us(direct_stats, alpha_us, link_gbps),
-        ),
+        crossover=found,
+        estimates=(mine, theirs),
         limits=(MAX_BOARD_RANKS, MAX_BOARD_PIECES),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,10 +50,23 @@ def _log_grid(lo: float, hi: float, points: int) -> list[float]:
 
 def crossing_sizes(first: Fit, second: Fit, lo: float, hi: float, world_size: int | None = None) -> list[int]:
     """Sizes in [lo, hi] (bytes) where the two fits' predicted times change order."""
+    return time_crossings(
+        lambda size: first.predict_us(size, world_size), lambda size: second.predict_us(size, world_size), lo, hi
+    )
+
+
+def time_crossings(
+    first: Callable[[float], float], second: Callable[[float], float], lo: float, hi: float
+) -> list[int]:
+    """Sizes in [lo, hi] (bytes) where two predicted times (us, as functions of the size) change order.
+
+    Each is the first whole byte on the far side of a crossing: a log-spaced grid finds the sign
+    changes, bisection narrows each to a byte.
+    """
     lo = max(lo, 1.0)
 
     def diff(size: float) -> float:
-        return first.predict_us(size, world_size) - second.predict_us(size, world_size)
+        return first(size) - second(size)
 
     grid = _log_grid(lo, hi, _GRID_POINTS)
     values = [diff(s) for s in grid]
@@ -70,7 +83,6 @@ def crossing_sizes(first: Fit, second: Fit, lo: float, hi: float, world_size: in
                 a = mid
             else:
                 b = mid
-        # The first whole byte on the far side of the crossing.
         found.append(math.ceil(b))
     return found
 

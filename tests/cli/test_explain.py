@@ -8,10 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.cli.explain import crossover_bytes
-from collbench.schedules.analysis import schedule_stats
+from collbench.cli.explain import crossover_with_direct, estimate
 from collbench.schedules.ops import Op
-from collbench.schedules.registry import get_algorithm
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -27,7 +25,9 @@ def test_ring_whiteboard_and_totals() -> None:
     assert "a0+b0+c0" in out
     assert "steps (latency term): 4" in out
     # 1 MiB over 3 ranks: each sends 2 x 2/3 of it.
-    assert "busiest rank, sent or received (bandwidth term): 1.33 MiB" in out
+    assert "busiest rank over the whole schedule, sent or received: 1.33 MiB" in out
+    # The price is the closed form fit and predict use: 2(p-1) steps, 2(p-1)/p of the buffer per port.
+    assert "closed-form cost (what fit and predict use): 4 steps and 1.33 MiB through the busiest port" in out
     assert "vs direct" in out and "ring is faster above" in out
 
 
@@ -84,14 +84,18 @@ def test_bad_size_and_ranks() -> None:
 
 
 def test_crossover_between_ring_and_direct() -> None:
-    size = 1 << 20
-    ring = schedule_stats(get_algorithm("ring").build(Op.ALL_REDUCE, 8, size // 4), 4)
-    direct = schedule_stats(get_algorithm("direct").build(Op.ALL_REDUCE, 8, size // 4), 4)
-    cross = crossover_bytes(ring, direct, size, alpha_us=5.0, link_gbps=10.0)
-    assert cross is not None
-    # 12 more steps at 5 us against (7 - 1.75)/1 bytes per byte saved at 10 GB/s: 60 us / 0.000525 us/B.
-    assert abs(cross - 60.0 / (5.25 / 1e4)) < 1.0
-    assert crossover_bytes(direct, direct, size, alpha_us=5.0, link_gbps=10.0) is None
+    # The closed forms at 8 ranks: ring all-reduce takes 14 steps and moves 2 x 7/8 = 1.75 bytes per byte
+    # through each port; direct takes 2 steps and moves 14 bytes per byte through the root's port
+    # (7 buffers in, then 7 out). 12 more steps at 5 us equal 12.25 bytes per byte at 10 GB/s:
+    # 60 us / (12.25 / 1e4 us per byte) = 48,980 bytes.
+    found = crossover_with_direct(Op.ALL_REDUCE, "ring", 8, 1, alpha_us=5.0, link_gbps=10.0)
+    assert found is not None
+    size, ring_faster_above = found
+    assert abs(size - 60.0 / (12.25 / 1e4)) <= 1.0
+    assert ring_faster_above
+    at = estimate(Op.ALL_REDUCE, "ring", 8, 1 << 20, 1, alpha_us=5.0, link_gbps=10.0)
+    assert (at.steps, at.port_bytes) == (14, 1.75 * (1 << 20))
+    assert crossover_with_direct(Op.ALL_REDUCE, "direct", 8, 1, alpha_us=5.0, link_gbps=10.0) is None
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.text import Text
 
@@ -9,6 +11,9 @@ from collbench.schedules.analysis import ScheduleStats
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op
 from collbench.schedules.whiteboard import BoardStep, Whiteboard, pieces_text, rank_letter
+
+if TYPE_CHECKING:
+    from collbench.cli.explain import Estimate
 
 
 def human_bytes(n: float) -> str:
@@ -80,9 +85,9 @@ def render_explain(
     dtype: str,
     alpha_us: float,
     link_gbps: float,
-    crossover: float | None,
+    crossover: tuple[int, bool] | None,
     limits: tuple[int, int],
-    estimates: tuple[float, float | None],
+    estimates: tuple[Estimate, Estimate | None],
 ) -> None:
     """The whole ``explain`` page: header, whiteboard, totals, comparison with ``direct``."""
     n = schedule.world_size
@@ -132,8 +137,8 @@ def render_totals(
     dtype: str,
     alpha_us: float,
     link_gbps: float,
-    crossover: float | None,
-    estimates: tuple[float, float | None],
+    crossover: tuple[int, bool] | None,
+    estimates: tuple[Estimate, Estimate | None],
 ) -> Text:
     """The cost terms at ``size_bytes`` and, when given, the comparison with ``direct``."""
     text = Text()
@@ -149,29 +154,36 @@ def render_totals(
         text.append(f"  bytes sent per rank: {per_rank}\n")
     port = max(range(len(sent)), key=lambda r: max(sent[r], stats.bytes_received_per_rank[r]), default=None)
     where = "" if port is None else f" (rank {rank_letter(port)})"
-    text.append(f"  busiest rank, sent or received (bandwidth term): {human_bytes(stats.busiest_port_bytes)}{where}\n")
+    text.append(f"  busiest rank over the whole schedule, sent or received: {human_bytes(stats.busiest_port_bytes)}{where}\n")
     link = ""
     if stats.busiest_link:
         link = f" ({rank_letter(stats.busiest_link[0])}→{rank_letter(stats.busiest_link[1])})"
     text.append(f"  busiest link between two ranks: {human_bytes(stats.busiest_link_bytes)}{link}\n")
     text.append(f"  total sent: {human_bytes(stats.total_bytes)}")
     mine, theirs = estimates
-    text.append(f"\n  estimate at {alpha_us:g} us per step, one {link_gbps:g} GB/s port per rank: ~{mine:.1f} us")
+    text.append(
+        f"\n  closed-form cost (what fit and predict use): {mine.steps:g} steps and "
+        f"{human_bytes(mine.port_bytes)} through the busiest port, step by step along the critical path"
+    )
+    text.append(
+        f"\n  estimate at {alpha_us:g} us per step, one {link_gbps:g} GB/s port per rank, reductions free: "
+        f"~{mine.time_us:.1f} us"
+    )
     if direct_stats is None or theirs is None:
         return text
     text.append("\n")
     text.append("vs direct", style="bold")
     text.append(
-        f" (all through one root): {direct_stats.steps} step(s), busiest rank "
-        f"{human_bytes(direct_stats.busiest_port_bytes)}, ~{theirs:.1f} us"
+        f" (all through one root): {theirs.steps:g} step(s), {human_bytes(theirs.port_bytes)} through the "
+        f"root's port, ~{theirs.time_us:.1f} us"
     )
     if crossover is not None:
-        better_large = stats.busiest_port_bytes < direct_stats.busiest_port_bytes
-        side = "above" if better_large else "below"
-        text.append(f"; {schedule.algo} is faster {side} ~{human_bytes(crossover)}")
-    elif mine < theirs:
+        size, faster_above = crossover
+        side = "above" if faster_above else "below"
+        text.append(f"; {schedule.algo} is faster {side} ~{human_bytes(size)}")
+    elif mine.time_us < theirs.time_us:
         text.append(f"; {schedule.algo} is faster at every size")
-    elif theirs < mine:
+    elif theirs.time_us < mine.time_us:
         text.append("; direct is faster at every size")
     text.append(".")
     return text
