@@ -1,0 +1,183 @@
+"""The package's shape: layers that only import downwards, no import circles, files a reader can hold.
+
+The layers, low to high (DESIGN.md, README "Where things are"): shared basics; the topology; layouts;
+schedules; NCCL's facts; result records; importers and the runtime (siblings that never import each
+other); models; the profile; the report; tuning and the Python API; the CLI on top. A module may import
+its own area and any lower layer, never a higher one, not even inside a function. ``ruff`` enforces the
+same per area through the ``ruff.toml`` beside each area's package (banned-api); this test also covers
+the single-module basics and checks those files agree with the layers here.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import tomllib
+
+PACKAGE = Path(__file__).resolve().parents[2] / "collbench"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors",),
+    ("units", "pasted", "version"),
+    ("fileio",),
+    ("topology",),
+    ("layouts",),
+    ("schedules",),
+    ("nccl",),
+    ("results",),
+    ("importers", "runtime"),
+    ("models",),
+    ("profile",),
+    ("report",),
+    ("tuning", "torch"),
+    ("cli",),
+    ("__init__",),
+)
+"""Areas (a subpackage, or a module directly under collbench/) from the lowest layer to the highest.
+``collbench/__init__.py`` is the public facade on top (it re-exports ``Profile`` lazily)."""
+RANK = {area: i for i, areas in enumerate(LAYERS) for area in areas}
+MAX_LINES = 600
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _area(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, bool]]:
+    """(imported collbench module, whether only under TYPE_CHECKING), lazy imports in functions included."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                kept = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*kept, *([node.module] if node.module else [])])
+            # `from pkg import submodule` imports the submodule.
+            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        only_typing = _type_checking_only(node, parents)
+        found.extend((name, only_typing) for name in names if name == "collbench" or name.startswith("collbench."))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for target, only_typing in _imports(name, path):
+            if target in modules and target != name and not only_typing:
+                graph[name].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_every_area_has_a_layer() -> None:
+    areas = {_area(name) for name in _modules()}
+    assert areas <= set(RANK), f"place these in LAYERS: {sorted(areas - set(RANK))}"
+
+
+def test_layers_import_only_downwards() -> None:
+    wrong = []
+    for name, path in sorted(_modules().items()):
+        area = _area(name)
+        for target, _ in _imports(name, path):
+            other = _area(target)
+            if other != area and RANK[other] >= RANK[area]:
+                wrong.append(f"{name} imports {target} ({area} is not above {other})")
+    assert wrong == []
+
+
+def test_ruff_bans_agree_with_the_layers() -> None:
+    """Each area package's ruff.toml bans exactly the areas at or above its layer, and typer/rich."""
+    for area, rank in RANK.items():
+        folder = PACKAGE / area
+        if area == "cli" or not folder.is_dir():
+            continue
+        config = tomllib.loads((folder / "ruff.toml").read_text(encoding="utf-8"))
+        banned = set(config["lint"]["flake8-tidy-imports"]["banned-api"])
+        above = {f"collbench.{a}" for a, r in RANK.items() if r >= rank and a not in (area, "__init__")}
+        assert banned == above | {"typer", "rich"}, area
+
+
+def test_no_module_past_the_length_a_reader_holds() -> None:
+    lengths = {
+        str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")
+    }
+    assert {name: n for name, n in lengths.items() if n > MAX_LINES} == {}
