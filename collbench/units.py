@@ -44,9 +44,16 @@ def size_label(size_bytes: float) -> str:
     return f"{size_bytes:.0f}B"
 
 
-def format_bytes(size: int) -> str:
-    """``1 KiB``-style: the largest power of 1024 that divides the size exactly, else bytes."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size >= (1 << shift) and size % (1 << shift) == 0:
-            return f"{size >> shift} {unit}"
-    return f"{size} B"
+def format_bytes(size_bytes: float) -> str:
+    """Bytes as people read them in text: ``8 B``, ``64 KiB``, ``90.5 KiB``, ``5.66 MiB`` (powers of 1024,
+    three significant digits at most, no decimals for a whole number of units).
+
+    The one formatter for sizes in sentences and tables; ``size_label`` is nccl-tests' own compact
+    column style (``64K``), kept where a table mirrors nccl-tests' output.
+    """
+    value = float(size_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable: the last unit returns")

@@ -78,7 +78,17 @@ def test_sizes_read_as_nccl_tests_writes_them(size: float, label: str) -> None:
 
 @pytest.mark.parametrize(
     ("size", "label"),
-    [(0, "0 B"), (1000, "1000 B"), (1024, "1 KiB"), (1536, "1536 B"), (3 << 20, "3 MiB"), (2 << 30, "2 GiB")],
+    [
+        (0, "0 B"),
+        (1000, "1000 B"),
+        (1024, "1 KiB"),
+        (1536, "1.5 KiB"),
+        (92682, "90.5 KiB"),
+        (5931642, "5.66 MiB"),
+        (3 << 20, "3 MiB"),
+        (2 << 30, "2 GiB"),
+        (3 << 40, "3 TiB"),
+    ],
 )
-def test_format_bytes_names_exact_powers_of_1024(size: int, label: str) -> None:
+def test_format_bytes_in_powers_of_1024_to_three_digits(size: int, label: str) -> None:
     assert format_bytes(size) == label

@@ -11,16 +11,7 @@ from rich.text import Text
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
 from collbench.models.predict import PredictReport
-
-_UNITS = ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K"))
-
-
-def format_size(size_bytes: float) -> str:
-    """Bytes with K/M/G as powers of 1024 (``1M``, ``1.5K``, ``8``)."""
-    for scale, unit in _UNITS:
-        if size_bytes >= scale:
-            return f"{size_bytes / scale:.4g}{unit}"
-    return f"{size_bytes:.4g}"
+from collbench.units import format_bytes
 
 
 def format_time(time_us: float) -> str:
@@ -60,7 +51,7 @@ def render_fits(report: FitReport) -> RenderableType:
             f"{f.r2:.4f}",
             f"{f.median_abs_pct_error:.1f}%",
             f"{f.max_abs_pct_error:.1f}%",
-            f"{format_size(f.min_bytes)}-{format_size(f.max_bytes)}",
+            f"{format_bytes(f.min_bytes)}-{format_bytes(f.max_bytes)}",
             f"{f.outliers}/{f.points}",
             f"[red]no: {why}[/red]" if why else "yes",
         )
@@ -75,8 +66,8 @@ def render_fits(report: FitReport) -> RenderableType:
                 seg.add_column(col, justify="right")
             for s in f.segments:
                 seg.add_row(
-                    format_size(s.min_bytes),
-                    format_size(s.max_bytes),
+                    format_bytes(s.min_bytes),
+                    format_bytes(s.max_bytes),
                     f"{s.alpha_us:.3g}",
                     _gbps(s.to_dict()["beta_gbps"]),
                     f"{s.median_abs_pct_error:.1f}%",
@@ -95,7 +86,7 @@ def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
     for col in ("op", "backend", "ranks", "size", "below", "from here up"):
         table.add_column(col)
     for c in crossovers:
-        table.add_row(c.op, c.backend, str(c.world_size), format_size(c.size_bytes), c.below, c.above)
+        table.add_row(c.op, c.backend, str(c.world_size), format_bytes(c.size_bytes), c.below, c.above)
     return table
 
 
@@ -110,7 +101,7 @@ def render_prediction(report: PredictReport) -> RenderableType:
         table.add_row(
             p.op,
             p.algo,
-            format_size(p.size_bytes),
+            format_bytes(p.size_bytes),
             format_time(p.time_us),
             f"{p.busbw_gbps:.3g}",
             "-" if p.simulated_us is None else format_time(p.simulated_us),
@@ -121,5 +112,5 @@ def render_prediction(report: PredictReport) -> RenderableType:
     for col in ("op", "size", "algo", "time"):
         choice.add_column(col)
     for c in report.choice:
-        choice.add_row(c["op"], format_size(c["size_bytes"]), c["algo"], format_time(c["time_us"]))
+        choice.add_row(c["op"], format_bytes(c["size_bytes"]), c["algo"], format_time(c["time_us"]))
     return Group(table, choice, render_crossovers(report.crossovers))

@@ -8,16 +8,12 @@ from typing import Any
 from rich.table import Table
 
 from collbench.profile.document import Profile
+from collbench.units import format_bytes
 
 
 def _bytes(n: int | None) -> str:
-    if n is None:
-        return "∞"
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= (1 << shift):
-            value = n / (1 << shift)
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{n} B"
+    """A range bound: unbounded (None) as ``∞``."""
+    return "∞" if n is None else format_bytes(n)
 
 
 def _us(value: float | None) -> str:

@@ -11,19 +11,10 @@ from collbench.schedules.analysis import ScheduleStats
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op
 from collbench.schedules.whiteboard import BoardStep, Whiteboard, pieces_text, rank_letter
+from collbench.units import format_bytes
 
 if TYPE_CHECKING:
     from collbench.cli.explain import Estimate
-
-
-def human_bytes(n: float) -> str:
-    """``512 B``, ``1.5 KiB``, ``3 MiB``: powers of 1024, at most three significant digits."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
-        value /= 1024
-    return f"{value:.3g} GiB"
 
 
 def _grid(board: Whiteboard, holdings: tuple[tuple[str, ...], ...]) -> list[Text]:
@@ -142,7 +133,7 @@ def render_totals(
 ) -> Text:
     """The cost terms at ``size_bytes`` and, when given, the comparison with ``direct``."""
     text = Text()
-    text.append(f"totals for {human_bytes(size_bytes)} of {dtype}", style="bold")
+    text.append(f"totals for {format_bytes(size_bytes)} of {dtype}", style="bold")
     text.append(f" ({schedule.op.value}, {schedule.world_size} ranks):\n")
     text.append(f"  steps (latency term): {stats.steps}")
     if stats.max_steps_per_rank != stats.steps:
@@ -150,20 +141,22 @@ def render_totals(
     text.append("\n")
     sent = stats.bytes_sent_per_rank
     if len(sent) <= 8:
-        per_rank = ", ".join(f"{rank_letter(r)} {human_bytes(b)}" for r, b in enumerate(sent))
+        per_rank = ", ".join(f"{rank_letter(r)} {format_bytes(b)}" for r, b in enumerate(sent))
         text.append(f"  bytes sent per rank: {per_rank}\n")
     port = max(range(len(sent)), key=lambda r: max(sent[r], stats.bytes_received_per_rank[r]), default=None)
     where = "" if port is None else f" (rank {rank_letter(port)})"
-    text.append(f"  busiest rank over the whole schedule, sent or received: {human_bytes(stats.busiest_port_bytes)}{where}\n")
+    text.append(
+        f"  busiest rank over the whole schedule, sent or received: {format_bytes(stats.busiest_port_bytes)}{where}\n"
+    )
     link = ""
     if stats.busiest_link:
         link = f" ({rank_letter(stats.busiest_link[0])}→{rank_letter(stats.busiest_link[1])})"
-    text.append(f"  busiest link between two ranks: {human_bytes(stats.busiest_link_bytes)}{link}\n")
-    text.append(f"  total sent: {human_bytes(stats.total_bytes)}")
+    text.append(f"  busiest link between two ranks: {format_bytes(stats.busiest_link_bytes)}{link}\n")
+    text.append(f"  total sent: {format_bytes(stats.total_bytes)}")
     mine, theirs = estimates
     text.append(
         f"\n  closed-form cost (what fit and predict use): {mine.steps:g} steps and "
-        f"{human_bytes(mine.port_bytes)} through the busiest port, step by step along the critical path"
+        f"{format_bytes(mine.port_bytes)} through the busiest port, step by step along the critical path"
     )
     text.append(
         f"\n  estimate at {alpha_us:g} us per step, one {link_gbps:g} GB/s port per rank, reductions free: "
@@ -174,13 +167,13 @@ def render_totals(
     text.append("\n")
     text.append("vs direct", style="bold")
     text.append(
-        f" (all through one root): {theirs.steps:g} step(s), {human_bytes(theirs.port_bytes)} through the "
+        f" (all through one root): {theirs.steps:g} step(s), {format_bytes(theirs.port_bytes)} through the "
         f"root's port, ~{theirs.time_us:.1f} us"
     )
     if crossover is not None:
         size, faster_above = crossover
         side = "above" if faster_above else "below"
-        text.append(f"; {schedule.algo} is faster {side} ~{human_bytes(size)}")
+        text.append(f"; {schedule.algo} is faster {side} ~{format_bytes(size)}")
     elif mine.time_us < theirs.time_us:
         text.append(f"; {schedule.algo} is faster at every size")
     elif theirs.time_us < mine.time_us:
