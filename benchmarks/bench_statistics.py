@@ -1,6 +1,6 @@
 """Which time should decisions compare? The stability of p50, p25, trimmed mean and min-of-round-medians.
 
-On a busy machine a fraction of calls stall (runtime/noise.py), and the statistic a point is summarised
+On a busy machine a fraction of calls stall (results/noise.py), and the statistic a point is summarised
 by decides whether two runs agree. This benchmark measures, on local gloo ranks (default: the default
 rank count), every algorithm in ``--algos`` at each size in ``--sizes``, in ``--rounds`` rounds that
 alternate the algorithms' order, keeping every iteration's time (slowest rank). Rounds are paired

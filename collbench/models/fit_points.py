@@ -2,7 +2,7 @@
 
 A fit models one time per (op, algorithm, backend, world size) and size: the smallest decision time
 (``results/noise.py``) of every row of that size (rounds, repeats, in place and out of place, files
-given together), as selection combines them (``tuning/selection.py``). That is all it reads of the
+given together), as selection combines them (``tuning/selection/``). That is all it reads of the
 rows, so rows are folded into these summaries as they are read: memory grows with the number of
 distinct points (bounded by the sweep plan), never with the number of rows or the file's size.
 """

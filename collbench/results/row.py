@@ -59,18 +59,18 @@ class ResultRow:
     """Who measured it: ``collbench`` or ``nccl-tests`` (imported logs)."""
     timestamp: float = 0.0
     stall_fraction: float | None = None
-    """Fraction of the timed iterations slower than 3x the fastest (runtime/noise.py); None: not known."""
+    """Fraction of the timed iterations slower than 3x the fastest (results/noise.py); None: not known."""
     bimodal: bool | None = None
-    """Whether the iterations' times fell into two modes more than 2x apart (runtime/noise.py)."""
+    """Whether the iterations' times fell into two modes more than 2x apart (results/noise.py)."""
     time_us_p25: float | None = None
     """First quartile of the iterations' times (slowest rank per iteration)."""
     reduce_path: str | None = None
     """Which reduction path collbench's own algorithm ran: ``cuda-kernel`` or ``torch-ops``; None for
-    native rows and ops that do not reduce (runtime/kernel_build.py)."""
+    native rows and ops that do not reduce (runtime/cuda/kernel_build.py)."""
     tune_round: int | None = None
     """Which of ``collbench tune``'s rounds measured the row (0, 1, ...); None outside a tune. Rows of
     one round were measured minutes apart from another round's, at whatever speed the machine had then
-    (tuning/selection.py compares algorithms within a round)."""
+    (tuning/selection/ compares algorithms within a round)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

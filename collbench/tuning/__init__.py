@@ -1,5 +1,6 @@
-"""Tuning: selection of an algorithm per op and size, the profile that records it, and its exporters.
+"""Tuning: the tune (pipeline.py tells it), selection of an algorithm per op and size, and the exports
+jobs consume. The profile it writes is ``collbench.profile``, a layer below.
 
-Submodules are imported where used (``collbench.profile.document``, ``.selection``, ``.pipeline``,
-``.exporters``), so importing this package stays light.
+Submodules are imported where used (``.pipeline``, ``.selection``, ``.exporters``), so importing this
+package stays light.
 """

@@ -1,4 +1,4 @@
-"""Default rank count and rank placement (runtime/affinity.py), from fake masks and a fake /sys."""
+"""Default rank count and rank placement (runtime/host/affinity.py), from fake masks and a fake /sys."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The stall detector and the candidate statistics (runtime/noise.py) on synthetic samples."""
+"""The stall detector and the candidate statistics (results/noise.py) on synthetic samples."""
 
 from __future__ import annotations
 

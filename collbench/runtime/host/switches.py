@@ -2,7 +2,7 @@
 
 ``COLLBENCH_REALTIME`` (rank_priority.py), ``COLLBENCH_PIN_RANKS`` (affinity.py) and
 ``COLLBENCH_IDLE_POLL`` (idle_latency.py) change how a sweep measures. A value that is none of those
-words is refused before any rank starts (:func:`check_switches`, from ``sweep.validate``): read as
+words is refused before any rank starts (:func:`check_switches`, from ``sweep.plan.validate``): read as
 "unset", a typo would silently measure something else than asked.
 """
 

@@ -291,14 +291,14 @@ def _child_main(
     cpu: int | None = None,
 ) -> None:
     _die_with_parent(parent_pid)
-    # A core of its own and one intra-op thread (runtime/affinity.py), before torch starts threads.
+    # A core of its own and one intra-op thread (runtime/host/affinity.py), before torch starts threads.
     pinned = pin_this_process(cpu)
     if not pinned and "OMP_NUM_THREADS" not in os.environ:
         # As torchrun does: ranks share the cores, and idle OpenMP workers spin-wait on them, which
         # delays every other rank's wake-up by a scheduler time slice.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     _shorten_gil_handoff()
-    # Before the process group starts its threads, which inherit it (runtime/rank_priority.py).
+    # Before the process group starts its threads, which inherit it (runtime/host/rank_priority.py).
     realtime_rank(backend)
     timeout = datetime.timedelta(seconds=timeout_s)
     raw_store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)

@@ -81,7 +81,7 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
     with contextlib.ExitStack() as stack:
         # One writer per file: a second run on the same stream or output stops here, before any rank.
         stack.enter_context(sweep_files(job.stream_path, output, config.resume, note))
-        # Silent either way: where it is not allowed, the stall summary says so (noise.stall_report).
+        # Silent either way: where it is not allowed, the stall summary says so (sweep/stalls.stall_report).
         stack.enter_context(idle_cpus_poll())
         if job.backend == "nccl":
             job = _prepare_nccl(job, stack, note)
@@ -110,7 +110,7 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
 def _check_resources(job: SweepJob, note: Callable[[str], None]) -> None:
     """Refuse, before any rank starts, a sweep whose ranks cannot fit in memory.
 
-    (More ranks than cores is said once, by runtime/affinity.py's placement.)
+    (More ranks than cores is said once, by runtime/host/affinity.py's placement.)
     """
     from collbench.runtime.sweep import memory
 
