@@ -76,7 +76,7 @@ class _Stopwatch:
         return time.perf_counter() - self._t0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeConfig:
     """What the probe measures and how long it may take per measurement."""
 

@@ -15,7 +15,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -35,14 +35,17 @@ from collbench.runtime.executor.buffers import (
     torch_dtype,
 )
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
-from collbench.runtime.executor.timing import AutoIters, make_timer, slowest_rank, summarize
-from collbench.runtime.host.environment import run_environment
+from collbench.runtime.executor.timing import AutoIters, IterationTimer, make_timer, slowest_rank, summarize
+from collbench.runtime.host.environment import RunEnvironment, run_environment
 from collbench.runtime.launch.ranks import RankContext
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
 from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
 from collbench.schedules.registry import get_algorithm
 from collbench.units import format_bytes
+
+if TYPE_CHECKING:
+    from collbench.layouts.model import Layout
 
 FAULT_ENV = "COLLBENCH_FAULT_INJECT"
 LOG_STAYS_ON = (
@@ -259,9 +262,9 @@ def _measure(
     ctx: RankContext,
     job: SweepJob,
     point: SweepPoint,
-    layout: Any,
-    timer: Any,
-    env: Any,
+    layout: Layout | None,
+    timer: IterationTimer,
+    env: RunEnvironment,
     fingerprint: str,
     nodes: int,
     groups: NativeGroups,
@@ -419,7 +422,7 @@ def _variant_fields(algo: str) -> tuple[str, str]:
 
 
 def _time_point(
-    ctx: RankContext, call: Callable[[], None], timer: Any, iters: int | None, budget_s: float
+    ctx: RankContext, call: Callable[[], None], timer: IterationTimer, iters: int | None, budget_s: float
 ) -> list[float]:
     """Slowest-rank microseconds per timed iteration (on rank 0; other ranks get the same list)."""
     policy = AutoIters(budget_s=budget_s)
@@ -459,7 +462,7 @@ def _make_call(
     job: SweepJob,
     point: SweepPoint,
     bufs: PointBuffers,
-    layout: Any,
+    layout: Layout | None,
     root: int,
     groups: NativeGroups,
 ) -> Callable[[], None]:
