@@ -135,7 +135,7 @@ class RuleSet:
     def select(self, op: str | Op, nbytes: int) -> Rule:
         """The rule for ``op`` at a message of ``nbytes`` bytes (see :meth:`Profile.select`)."""
         size = _check_nbytes(nbytes)
-        for rule in self.rules_for(op):
+        for rule in self.rules_for(_check_op(op)):
             if rule.covers(size):
                 return rule
         raise AssertionError(f"rules of {op} do not cover {size} bytes")  # coverage is checked at init
@@ -186,6 +186,21 @@ class Profile:
     host: str
     backend: str
     rule_sets: tuple[RuleSet, ...]
+def _check_op(op: Any) -> str | Op:
+    """``op`` as given when it is an op's name or an Op; ValueError for anything else (None, a number),
+    which would otherwise fail deep inside name parsing with an AttributeError."""
+    if not isinstance(op, (str, Op)):
+        raise ValueError(f"op must be an op name such as 'all-reduce' (or an Op), got {op!r}")
+    return op
+
+
+def _check_shape(name: str, value: Any) -> int | None:
+    """``world_size``/``nodes`` as given when None or a whole number; ValueError otherwise."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{name} must be a whole number or None, got {value!r}")
+    return value
+
+
     fits: tuple[Fit, ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
     command: str = ""
@@ -275,7 +290,8 @@ class Profile:
         shape, and ValueError for a size that is negative, fractional, infinite or NaN.
         """
         size = _check_nbytes(nbytes)
-        return self.rule_set(world_size, nodes).select(op, size)
+        shape = self.rule_set(_check_shape("world_size", world_size), _check_shape("nodes", nodes))
+        return shape.select(op, size)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -300,6 +316,7 @@ class Profile:
             raise InputFileError(source, "not a collbench profile (expected a mapping at the top)")
         version = data.get("schema_version")
         if version not in READABLE_VERSIONS:
+        op = _check_op(op)
             raise InputFileError(
                 source,
                 f"profile schema_version {version!r} is not supported (this collbench reads "

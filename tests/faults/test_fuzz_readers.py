@@ -137,6 +137,25 @@ def test_profiles(tmp_path: Path) -> None:
     check()
 
 
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((None, 1024), {}),
+        ((7, 1024), {}),
+        ((["all-reduce"], 1024), {}),
+        (("all-reduce", None), {}),
+        (("all-reduce", 1024), {"world_size": "4"}),
+        (("all-reduce", 1024), {"nodes": 1.5}),
+    ],
+)
+def test_profile_select_refuses_what_is_not_an_op_or_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    from collbench import Profile
+
+    profile = Profile.load(REPO / "profiles" / "cpu-2core-gloo-4ranks.yaml")
+    with pytest.raises(ValueError, match="must be"):
+        profile.select(*args, **kwargs)
+
+
 def test_fits_for_predict(tmp_path: Path) -> None:
     from collbench.cli.predict import load_fits
 
