@@ -67,7 +67,10 @@ def read_topology(
         print_notes(notes)
         return topo
     if from_nccl_xml is not None:
-        return read_nccl_xml(from_nccl_xml)
+        xml_notes: list[str] = []
+        topo = read_nccl_xml(from_nccl_xml, xml_notes)
+        print_notes(xml_notes)
+        return topo
     if from_file is not None:
         return load_topology(from_file)
     return discover_topology(nvml_replay=replay, ranks=ranks)

@@ -10,6 +10,13 @@ in Mb/s). PCIe levels follow ``nvidia-smi topo -m``'s legend, read off the tree:
 * PHB: the ends share only their ``<cpu>`` (the XML does not say whether two root ports sit on one host
   bridge, so NODE is never derived; NCCL itself calls such paths PHB);
 * SYS: the ends are under different ``<cpu>`` elements.
+
+Cloud images ship files for ``NCCL_TOPO_FILE`` that name each GPU and NIC only by a ``<pci busid
+class>`` leaf, with no ``<gpu>``/``<nic>`` element and no ``<nvlink>``: NCCL fills those in from the
+driver at run time. NCCL's ``kvDictPciClass`` (src/graph/xml.cc) reads a class starting ``0x03`` as a
+GPU and ``0x02`` as a NIC; so does this reader. Such GPUs are numbered in bus-id order (what
+``nvidia-smi`` and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` show), their NVLinks are unknown, and each pair gets
+its PCIe path; the caller's ``notes`` receives one line saying so.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ from collbench.topology.model import (
 # PCI classes of an <nvlink tclass=...> target: 0x0680xx "other bridge" is an NVSwitch, 0x03xxxx a GPU.
 _NVSWITCH_CLASS_PREFIX = "0x0680"
 _GPU_CLASS_PREFIX = "0x03"
+# A <pci class> that NCCL's kvDictPciClass maps to a NIC (0x0200xx Ethernet, 0x0207xx InfiniBand).
+_NIC_CLASS_PREFIX = "0x02"
 MBPS_PER_GBPS = 8000.0  # NCCL's net speed is in Mb/s (10^6 bits/s); GB/s is 10^9 bytes/s.
 
 
@@ -56,6 +65,8 @@ class _Gpu:
     at: _Endpoint
     gpu_links: dict[str, int] = field(default_factory=dict)
     switch_links: int = 0
+    by_class: bool = False
+    """Known only by its <pci class> (no <gpu> element): numbered later, in bus-id order."""
 
 
 @dataclass(slots=True)
@@ -65,6 +76,7 @@ class _Nic:
     bus_id: str | None
     speed_mbps: float | None
     at: _Endpoint
+    by_class: bool = False
 
 
 @dataclass(slots=True)
@@ -121,7 +133,20 @@ class _Reader:
             self.cpus.append(_Cpu(self._int(cpu_el, "numaid"), cpus, dict(cpu_el.attrib)))
             self._walk(cpu_el, len(self.cpus) - 1, ())
         if not self.gpus:
-            raise self.error(root, "holds no <gpu> inside <cpu>/<pci> (expected an NCCL topology with GPUs)")
+            raise self.error(
+                root,
+                "holds no <gpu>, and no <pci> of a GPU class (0x03...), inside <cpu>"
+                " (expected an NCCL topology with GPUs)",
+            )
+        self._number_by_class()
+
+    def _number_by_class(self) -> None:
+        """Give GPUs and NICs known only by class the first free numbers, in bus-id order."""
+        for devices in (self.gpus, self.nics):
+            taken = {d.dev for d in devices if not d.by_class}
+            free = (n for n in range(len(devices) + len(taken)) if n not in taken)
+            for d in sorted((d for d in devices if d.by_class), key=lambda d: d.bus_id or ""):
+                d.dev = next(free)
 
     def _walk(self, el: ET.Element, cpu: int, chain: tuple[ET.Element, ...]) -> None:
         for child in el:
@@ -129,6 +154,7 @@ class _Reader:
                 if not child.get("busid"):
                     raise self.error(child, "has no busid attribute")
                 self._walk(child, cpu, (*chain, child))
+                self._by_class(child, cpu, (*chain, child))
             elif child.tag == "gpu":
                 self._gpu(child, cpu, chain)
             elif child.tag == "nic":
@@ -141,6 +167,18 @@ class _Reader:
             return normalize_bus_id(chain[-1].get("busid"))
         except ValueError:
             raise self.error(chain[-1], "busid is not a PCI bus id (expected like 0000:07:00.0)") from None
+
+    def _by_class(self, el: ET.Element, cpu: int, chain: tuple[ET.Element, ...]) -> None:
+        """A GPU or NIC that a <pci> names only by its class, as cloud images' topology files do."""
+        if any(child.tag in ("gpu", "nic", "pci") for child in el):
+            return
+        pci_class = (el.get("class") or "").lower()
+        if pci_class.startswith(_GPU_CLASS_PREFIX):
+            at = _Endpoint(cpu, chain)
+            self.gpus.append(_Gpu(dev=-1, bus_id=self._bus(chain, el), sm=None, rank=None, at=at, by_class=True))
+        elif pci_class.startswith(_NIC_CLASS_PREFIX):
+            at = _Endpoint(cpu, chain)
+            self.nics.append(_Nic(-1, None, self._bus(chain, el), None, at, by_class=True))
 
     def _gpu(self, el: ET.Element, cpu: int, chain: tuple[ET.Element, ...]) -> None:
         if not chain:
@@ -266,11 +304,12 @@ def _check_depth(root: ET.Element, path: str) -> None:
         stack.extend((child, depth + 1) for child in el)
 
 
-def parse_nccl_xml(text: str, path: str = "<input>") -> Topology:
+def parse_nccl_xml(text: str, path: str = "<input>", notes: list[str] | None = None) -> Topology:
     """Build a topology from NCCL topology XML text.
 
-    Raises InputFileError (naming the file and the element) for empty input, XML that does not parse,
-    and XML that is not an NCCL topology.
+    ``notes``, when given, receives one line for what was assumed (GPUs and NICs known only by their
+    PCI class, GPUs without any <nvlink>). Raises InputFileError (naming the file and the element) for
+    empty input, XML that does not parse, and XML that is not an NCCL topology.
     """
     if not text.strip():
         raise InputFileError(path, "the file is empty (expected an NCCL topology XML)")
@@ -282,6 +321,8 @@ def parse_nccl_xml(text: str, path: str = "<input>") -> Topology:
     _check_depth(root, path)
     r = _Reader(path)
     r.read(root)
+    if notes is not None:
+        notes.extend(_assumptions(r, path))
     devices: list[Device] = []
     for g in sorted(r.gpus, key=lambda g: g.dev):
         cpu = r.cpus[g.at.cpu]
@@ -339,7 +380,25 @@ def parse_nccl_xml(text: str, path: str = "<input>") -> Topology:
     )
 
 
-def read_nccl_xml(path: Path) -> Topology:
+def _assumptions(r: _Reader, path: str) -> list[str]:
+    """What the file left open and the reader assumed, one line each."""
+    gpus = sum(g.by_class for g in r.gpus)
+    nics = sum(n.by_class for n in r.nics)
+    out: list[str] = []
+    if gpus or nics:
+        out.append(
+            f"{path}: {gpus} GPU(s) and {nics} NIC(s) named only by PCI class and bus id (no <gpu>/<nic>,"
+            " as cloud images ship NCCL_TOPO_FILE): numbered in bus-id order"
+        )
+    if len(r.gpus) > 1 and not any(g.gpu_links or g.switch_links for g in r.gpus):
+        out.append(
+            f"{path}: no <nvlink> in the file (NCCL asks the driver at run time): NVLink unknown,"
+            " GPU pairs read as their PCIe path"
+        )
+    return out
+
+
+def read_nccl_xml(path: Path, notes: list[str] | None = None) -> Topology:
     """Read an NCCL topology XML file. Raises InputFileError (see :func:`parse_nccl_xml`)."""
     text = read_text_file(path, "an NCCL topology XML")
-    return parse_nccl_xml(text, str(path))
+    return parse_nccl_xml(text, str(path), notes)

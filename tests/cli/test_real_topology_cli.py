@@ -41,3 +41,11 @@ def test_discover_and_layout_take_every_real_paste(name: str) -> None:
     rings = json.loads(laid.stdout)["rings"]
     assert rings and all(sorted(r["order"]) == list(range(len(gpus))) for r in rings)
     assert "Traceback" not in found.output + laid.output
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in REAL.glob("*.topo.xml")))
+def test_discover_takes_cloud_topology_files_and_says_what_it_assumed(name: str) -> None:
+    result = CliRunner().invoke(app, ["discover", "--from-nccl-xml", str(REAL / name)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("assumed:") == 2
+    assert "named only by PCI class" in result.output
