@@ -43,9 +43,23 @@ def c_compiler() -> str:
     raise UserError("no C compiler found (looked for $CC, cc, gcc, clang): install one, e.g. `apt-get install gcc`")
 
 
+def make_dir(path: Path) -> None:
+    """Create ``path`` (and its parents); one-line UserError where the path itself forbids it.
+
+    Running as root, permission bits stop nothing, so what fails here is a path under a regular file, a
+    name longer than the file system takes, or a read-only mount: each is the user's to change.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"{path}: exists and is not a directory; name a directory for the plugin") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot make this directory ({exc.strerror or exc}); name another with -o") from None
+
+
 def compile_c(source: Path, output: Path, *, shared: bool) -> Path:
     """Compile one C file into ``output`` (replaced whole or not at all); UserError if the compiler fails."""
-    output.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(output.parent)
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     flags = ["-shared", "-fPIC"] if shared else []
     cmd = [c_compiler(), "-O2", "-std=gnu11", "-Wall", "-Wextra", *flags, "-o", str(tmp), str(source)]
@@ -60,7 +74,11 @@ def compile_c(source: Path, output: Path, *, shared: bool) -> Path:
         tmp.unlink(missing_ok=True)
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
         raise UserError(f"{cmd[0]} failed to build {source.name}: {first}")
-    os.replace(tmp, output)
+    try:
+        os.replace(tmp, output)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{output}: cannot write the built file ({exc.strerror or exc})") from None
     return output
 
 
@@ -84,9 +102,8 @@ def build_plugin(profile: Profile, out_dir: Path) -> PluginBuild:
 
     The config is made first, so a profile NCCL cannot follow fails (one line) before anything is built.
     """
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"{out_dir}: exists and is not a directory; name a directory for the plugin and its config")
     exported = build_nccl_tuner(profile)
+    make_dir(out_dir)
     plugin = compile_c(csrc_dir() / "nccl_tuner_plugin.c", out_dir / PLUGIN_FILE, shared=True)
     config = out_dir / CONFIG_FILE
     atomic_write_text(config, exported.text)

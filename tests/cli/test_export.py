@@ -119,3 +119,20 @@ def test_unknown_algorithm_is_one_line_exit_2(profile_path: Path, algo: str) -> 
         result = CliRunner().invoke(app, ["export", command, str(profile_path), "-o", str(profile_path.parent / "o")])
         assert result.exit_code == 2 and "Traceback" not in result.output
         assert algo.removeprefix("native:") in result.output
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "name-too-long"])
+@pytest.mark.parametrize("show", [False, True])
+def test_nccl_plugin_output_that_cannot_be_written_is_one_line(
+    profile_path: Path, tmp_path: Path, where: str, show: bool
+) -> None:
+    """Root writes through permission bits, so the write is made to fail by the path itself."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    out = blocker / "sub" if where == "under-a-file" else tmp_path / ("x" * 300)
+    args = ["export", "nccl-plugin", str(profile_path), "-o", str(out), *(["--show"] if show else [])]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert str(out)[:40] in result.output.replace("\n", "")
