@@ -136,3 +136,43 @@ def test_srun_on_one_node_keeps_the_store_on_the_loopback() -> None:
     one_node = {"SLURM_PROCID": "1", "SLURM_NODEID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_TASKS_PER_NODE": "4"}
     job = detect_job({**SRUN, **one_node})
     assert job is not None and (job.master_addr, job.local_only, job.local_world_size) == ("127.0.0.1", True, 4)
+
+
+HUGE_NUMBER = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({**SRUN, "SLURM_STEP_ID": HUGE_NUMBER, "SLURM_STEPID": HUGE_NUMBER}, None),
+        ({**SRUN, "SLURM_NODEID": HUGE_NUMBER}, "SLURM_NODEID"),
+        ({**SRUN, "SLURM_STEP_TASKS_PER_NODE": f"4(x{HUGE_NUMBER})"}, "SLURM_STEP_TASKS_PER_NODE"),
+        ({**SRUN, "SLURM_STEP_TASKS_PER_NODE": HUGE_NUMBER}, "SLURM_STEP_TASKS_PER_NODE"),
+        ({**SRUN, "SLURM_PROCID": HUGE_NUMBER}, "SLURM_PROCID"),
+        ({**SRUN, "SLURM_JOB_NODELIST": f"gpu[{HUGE_NUMBER}]"}, "host list"),
+        ({**SRUN, "SLURM_JOB_NODELIST": f"gpu[1-{HUGE_NUMBER}]"}, "host list"),
+    ],
+)
+def test_slurm_variables_with_5000_digit_numbers_are_one_short_line(env: dict[str, str], message: str | None) -> None:
+    """Python refuses int() of more than 4,300 digits with a ValueError: it must never surface."""
+    if message is None:
+        assert detect_job(env) is None  # a step id that long is no srun step
+        return
+    with pytest.raises(ConfigError, match=message) as caught:
+        detect_job(env)
+    text = str(caught.value)
+    assert "\n" not in text and len(text) < 300, text
+
+
+def test_a_nodelist_whose_groups_multiply_to_billions_gives_its_first_host_without_expanding() -> None:
+    """Two groups of 65,536 are 4.3e9 hosts: only the first one is needed for the store's address."""
+    nodelist = "r[00000-65535]n[00000-65535]"
+    job = detect_job({**SRUN, "SLURM_JOB_NODELIST": nodelist})
+    assert job is not None and job.master_addr == "r00000n00000"
+    with pytest.raises(ConfigError, match="more than 65536 hosts"):
+        expand_hostlist(nodelist)
+
+
+def test_a_job_of_a_billion_ranks_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="999999999 ranks, more than the 131072"):
+        detect_job({**SRUN, "SLURM_NTASKS": "999999999", "SLURM_STEP_NUM_TASKS": "999999999"})

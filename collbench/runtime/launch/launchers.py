@@ -45,6 +45,13 @@ _SLURM_SPECIAL_STEPS = 0xFFFFFFF0
 """Slurm's batch, extern and interactive steps have ids from here up: they are not srun steps."""
 MAX_HOSTLIST = 1 << 16
 """The most hosts a Slurm hostlist may expand to: more is a typo (``n[0-99999999]``), not a cluster."""
+MAX_WORLD_SIZE = 1 << 17
+"""The most ranks a launcher's job may have: the largest GPU jobs run about 100,000 ranks, and every
+rank keeps per-rank tables (chunk bounds, schedules) that a typo like ``SLURM_NTASKS=999999999``
+would make exhaust memory before anything could say so."""
+MAX_NUMBER_DIGITS = 18
+"""Digits a number in a launcher's variable may have (below 2^63): Python refuses to convert
+strings of more than 4,300 digits, and nothing a launcher counts needs more than this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +79,11 @@ class JobEnv:
             raise ConfigError(
                 f"{self.launcher} says local rank {self.local_rank} of {self.local_world_size} on this host"
             )
+        if self.world_size > MAX_WORLD_SIZE:
+            raise ConfigError(
+                f"{self.launcher} says the job has {self.world_size} ranks, "
+                f"more than the {MAX_WORLD_SIZE} collbench runs"
+            )
         if not 0 < self.master_port < 65536:
             raise ConfigError(f"{self.launcher}: store port {self.master_port} is not a TCP port (1-65535)")
 
@@ -79,8 +91,15 @@ class JobEnv:
 def _int(env: Mapping[str, str], name: str, launcher: str) -> int:
     text = env[name].strip()
     if not re.fullmatch(r"\d{1,9}", text):
-        raise ConfigError(f"{launcher} set {name}={env[name]!r}, which is not a non-negative integer")
+        raise ConfigError(
+            f"{launcher} set {name}={_shown(env[name])}, which is not a non-negative integer of at most 9 digits"
+        )
     return int(text)
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for an error line, cut to its first 60 characters (a variable may hold megabytes)."""
+    return repr(text) if len(text) <= 60 else f"{text[:60]!r}... ({len(text)} characters)"
 
 
 def _port(env: Mapping[str, str], launcher: str, job_id: str | None) -> int:
@@ -158,7 +177,8 @@ def _mpi(
 
 def _in_srun_step(env: Mapping[str, str]) -> bool:
     step = env.get("SLURM_STEP_ID", env.get("SLURM_STEPID", "")).strip()
-    return step.isdecimal() and int(step) < _SLURM_SPECIAL_STEPS
+    # A step id is 32 bits: a longer string of digits is no srun step (and int() of 5,000 digits raises).
+    return re.fullmatch(r"\d{1,10}", step, flags=re.ASCII) is not None and int(step) < _SLURM_SPECIAL_STEPS
 
 
 def _slurm(env: Mapping[str, str]) -> JobEnv:
@@ -177,7 +197,7 @@ def _slurm(env: Mapping[str, str]) -> JobEnv:
         nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
         if not nodelist:
             raise ConfigError("srun set no SLURM_JOB_NODELIST: set MASTER_ADDR to task 0's host")
-        addr = expand_hostlist(nodelist)[0]
+        addr = first_host(nodelist)
     job_id = f"{env.get('SLURM_JOB_ID', env.get('SLURM_JOBID', ''))}.{env.get('SLURM_STEP_ID', '')}"
     return JobEnv(
         launcher=launcher,
@@ -197,14 +217,16 @@ def _tasks_here(env: Mapping[str, str]) -> int:
     node = env.get("SLURM_NODEID", "0").strip()
     if not text or not node.isdecimal():
         return 1
+    if len(node) > MAX_NUMBER_DIGITS:
+        raise ConfigError(f"srun set SLURM_NODEID to a {len(node)}-digit number, which is no node of a job")
     counts: list[int] = []
     for part in text.split(","):
-        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        match = re.fullmatch(r"\s*(\d{1,9})(?:\(x(\d{1,9})\))?\s*", part, flags=re.ASCII)
         if match is None:
-            raise ConfigError(f"srun set SLURM_STEP_TASKS_PER_NODE={text!r}, which is not like 2(x3),1")
+            raise ConfigError(f"srun set SLURM_STEP_TASKS_PER_NODE={_shown(text)}, which is not like 2(x3),1")
         repeat = int(match.group(2) or 1)
         if len(counts) + repeat > MAX_HOSTLIST:
-            raise ConfigError(f"SLURM_STEP_TASKS_PER_NODE={text!r} names more than {MAX_HOSTLIST} nodes")
+            raise ConfigError(f"SLURM_STEP_TASKS_PER_NODE={_shown(text)} names more than {MAX_HOSTLIST} nodes")
         counts.extend([int(match.group(1))] * repeat)
     index = int(node)
     return counts[index] if index < len(counts) else 1
@@ -223,13 +245,55 @@ def expand_hostlist(text: str) -> list[str]:
         for literal, group in re.findall(r"([^\[\]]*)(?:\[([^\[\]]*)\])?", item):
             expanded = [prefix + literal for prefix in expanded]
             if group:
-                expanded = [prefix + suffix for prefix in expanded for suffix in _range_group(group, text)]
-            if len(hosts) + len(expanded) > MAX_HOSTLIST:
-                raise ConfigError(f"host list {text!r} expands to more than {MAX_HOSTLIST} hosts")
+                suffixes = _range_group(group, text)
+                # Checked before multiplying out: two groups of 65,536 would be 4.3e9 names.
+                if len(hosts) + len(expanded) * len(suffixes) > MAX_HOSTLIST:
+                    raise ConfigError(f"host list {_shown(text)} expands to more than {MAX_HOSTLIST} hosts")
+                expanded = [prefix + suffix for prefix in expanded for suffix in suffixes]
         hosts.extend(host for host in expanded if host)
     if not hosts:
-        raise ConfigError(f"host list {text!r} names no host")
+        raise ConfigError(f"host list {_shown(text)} names no host")
     return hosts
+
+
+def first_host(text: str) -> str:
+    """The first host of Slurm's compressed host list, without expanding the rest of it.
+
+    Task 0 runs there; the list may name far more hosts than :func:`expand_hostlist` accepts (each
+    bracket group multiplies the count), and only its first name is needed. Raises ConfigError for
+    a list :func:`expand_hostlist` would refuse for its form (brackets, ranges), or one naming no host.
+    """
+    for item in _split_top_level(text):
+        name = ""
+        for literal, group in re.findall(r"([^\[\]]*)(?:\[([^\[\]]*)\])?", item):
+            name += literal
+            if group:
+                name += _first_of_group(group, text)
+        if name:
+            return name
+    raise ConfigError(f"host list {_shown(text)} names no host")
+
+
+def _range_parts(group: str, whole: str) -> list[tuple[str, str]]:
+    """The ranges of one bracket group (``01-04,07``) as (first, last) digit strings, checked."""
+    parts: list[tuple[str, str]] = []
+    for part in group.split(","):
+        match = re.fullmatch(rf"\s*(\d{{1,{MAX_NUMBER_DIGITS}}})(?:-(\d{{1,{MAX_NUMBER_DIGITS}}}))?\s*", part, re.ASCII)
+        if match is None:
+            raise ConfigError(
+                f"host list {_shown(whole)}: [{group[:40]}] is not like [01-04,07] "
+                f"(numbers of at most {MAX_NUMBER_DIGITS} digits)"
+            )
+        first, last = match.group(1), match.group(2) or match.group(1)
+        if int(last) < int(first):
+            raise ConfigError(f"host list {_shown(whole)}: range {part.strip()} runs backwards")
+        parts.append((first, last))
+    return parts
+
+
+def _first_of_group(group: str, whole: str) -> str:
+    first, _last = _range_parts(group, whole)[0]
+    return first
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -242,29 +306,23 @@ def _split_top_level(text: str) -> list[str]:
         elif char == "]":
             depth -= 1
         if depth not in (0, 1):
-            raise ConfigError(f"host list {text!r} has unbalanced brackets")
+            raise ConfigError(f"host list {_shown(text)} has unbalanced brackets")
         if char == "," and depth == 0:
             items.append(current)
             current = ""
         else:
             current += char
     if depth != 0:
-        raise ConfigError(f"host list {text!r} has unbalanced brackets")
+        raise ConfigError(f"host list {_shown(text)} has unbalanced brackets")
     items.append(current)
     return [item.strip() for item in items if item.strip()]
 
 
 def _range_group(group: str, whole: str) -> list[str]:
     out: list[str] = []
-    for part in group.split(","):
-        match = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
-        if match is None:
-            raise ConfigError(f"host list {whole!r}: [{group}] is not like [01-04,07]")
-        first, last = match.group(1), match.group(2) or match.group(1)
-        if int(last) < int(first):
-            raise ConfigError(f"host list {whole!r}: range {part.strip()} runs backwards")
+    for first, last in _range_parts(group, whole):
         if int(last) - int(first) + len(out) >= MAX_HOSTLIST:
-            raise ConfigError(f"host list {whole!r} expands to more than {MAX_HOSTLIST} hosts")
+            raise ConfigError(f"host list {_shown(whole)} expands to more than {MAX_HOSTLIST} hosts")
         width = len(first)
         out.extend(str(n).zfill(width) for n in range(int(first), int(last) + 1))
     return out
