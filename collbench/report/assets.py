@@ -30,6 +30,7 @@ svg .spread{stroke-width:1.2;stroke-opacity:.6}
 svg .noisy{fill:none;stroke:#d00;stroke-width:1.6}
 svg .marker{stroke:#555;stroke-dasharray:2,3}
 svg .marker-label{font-size:10px;fill:#555}
+svg .legend-note{font-size:10px;fill:#555}
 svg .band{stroke:#fff;stroke-width:1}
 svg .band-label{fill:#fff;font-weight:600}
 svg .axis-line{stroke:#888}
@@ -49,6 +50,7 @@ table.matrix td{text-align:center;min-width:40px}
 table.kv th{text-align:left}
 table.kv td{text-align:left}
 table.rules td{text-align:left}
+table.rules td.evidence{max-width:360px;white-space:normal;color:#444}
 #js-errors:empty{display:none}
 #js-errors{color:#b00;border:1px solid #b00;padding:6px}
 """

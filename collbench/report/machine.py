@@ -33,6 +33,15 @@ KIND_COLORS = {
 RING_COLORS = ("#e6007e", "#0050b5", "#008a00", "#ff8c00", "#6a00a8", "#8b4513")
 TREE_COLORS = ("#000000", "#f781bf")
 
+MAX_MATRIX_DEVICES = 40
+"""Rows and columns of the matrix: a pair per cell grows with the square of the devices (a thousand
+devices would make a page of 100 MB); the devices past this are named in a note, not drawn."""
+MAX_DRAWN_RANKS = 64
+"""Rank devices on the drawing's circle; past this the boxes overlap and nothing can be read."""
+MAX_DRAWN_NICS = 32
+MAX_DRAWN_LINKS = 400
+"""Links drawn, best kind first: the rest are in the matrix (or its note)."""
+
 
 def _label(d: Device) -> str:
     base = f"{d.kind.value.upper()}{d.index}"
@@ -45,9 +54,17 @@ def _link_tip(lk: Link) -> str:
     return f"{lk.a} - {lk.b}: {lk.kind.value} x{lk.count}, {bw}{lat} ({lk.source})"
 
 
+def _left_out(what: str, shown: int, total: int) -> str:
+    return "" if total <= shown else f"the first {shown} of {total} {what} shown; {total - shown} left out"
+
+
 def matrix_html(topology: Topology) -> str:
-    """The topology matrix as an HTML table (like ``nvidia-smi topo -m``), bandwidth under each code."""
-    devs = [*topology.rank_devices, *topology.nics]
+    """The topology matrix as an HTML table (like ``nvidia-smi topo -m``), bandwidth under each code.
+
+    At most :data:`MAX_MATRIX_DEVICES` rows and columns (rank devices first, then NICs): the caption
+    says how many were left out."""
+    every = [*topology.rank_devices, *topology.nics]
+    devs = every[:MAX_MATRIX_DEVICES]
     head = "".join(f"<th>{escape(_label(d))}</th>" for d in devs)
     rows = []
     for a in devs:
@@ -66,10 +83,18 @@ def matrix_html(topology: Topology) -> str:
                 f"{escape(lk.matrix_code)}{bw}</td>"
             )
         rows.append(f"<tr><th>{escape(_label(a))}</th>{''.join(cells)}</tr>")
+    left_out = _left_out("devices", len(devs), len(every))
+    caption = "link kind per pair; GB/s per direction below" + (f" ({left_out})" if left_out else "")
     return (
-        '<table class="matrix"><caption>link kind per pair; GB/s per direction below</caption>'
+        f'<table class="matrix"><caption>{escape(caption)}</caption>'
         f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
+
+
+def drawing_size(n_boxes: int) -> int:
+    """The drawing's width in px for this many boxes on its circles: small for the two or four CPU
+    ranks of a laptop, 520 from about eight devices up."""
+    return max(240, min(520, 160 + 45 * n_boxes))
 
 
 def drawing_svg(
@@ -77,11 +102,24 @@ def drawing_svg(
     rings: Sequence[Sequence[int]] = (),
     trees: Sequence[Sequence[int]] = (),
     *,
-    size: int = 520,
+    size: int | None = None,
 ) -> str:
-    """Devices, links (kind by colour, bandwidth by width) and the rings and trees over rank indices."""
-    ranks = list(topology.rank_devices)
-    nics = list(topology.nics)
+    """Devices, links (kind by colour, bandwidth by width) and the rings and trees over rank indices.
+
+    At most :data:`MAX_DRAWN_RANKS` rank devices, :data:`MAX_DRAWN_NICS` NICs and
+    :data:`MAX_DRAWN_LINKS` links are drawn; a line under the drawing says how many were left out.
+    ``size`` (px) defaults to one that suits the number of boxes."""
+    ranks = list(topology.rank_devices)[:MAX_DRAWN_RANKS]
+    nics = list(topology.nics)[:MAX_DRAWN_NICS]
+    size = size or drawing_size(len(ranks) + len(nics))
+    left_out = [
+        text
+        for text in (
+            _left_out("rank devices", len(ranks), len(topology.rank_devices)),
+            _left_out("NICs", len(nics), len(topology.nics)),
+        )
+        if text
+    ]
     cx = cy = size / 2
     r_rank = size * 0.30
     r_nic = size * 0.44
@@ -93,8 +131,7 @@ def drawing_svg(
         a = -math.pi / 2 + 2 * math.pi * (i + 0.5) / max(len(nics), 1)
         pos[d.id] = (cx + r_nic * math.cos(a), cy + r_nic * math.sin(a))
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="machine" width="{size}" height="{size + 60}" '
-        f'viewBox="0 0 {size} {size + 60}" role="img" aria-label="devices, links, rings and trees">',
+        "",  # the <svg> element, written once the legend below says how tall the drawing is
         "<defs>",
         *(
             f'<marker id="arrow-{name}-{i}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
@@ -107,7 +144,11 @@ def drawing_svg(
     bws = [lk.bandwidth_gbps for lk in topology.links if lk.bandwidth_gbps > 0]
     lo_bw = min(bws) if bws else 1.0
     drawn = _drawn_links(topology, pos)
-    label_links = len(drawn) <= 28
+    if len(drawn) > MAX_DRAWN_LINKS:
+        order = list(LinkKind)
+        left_out.append(_left_out("links", MAX_DRAWN_LINKS, len(drawn)))
+        drawn = sorted(drawn, key=lambda lk: (order.index(lk.kind), -lk.bandwidth_gbps))[:MAX_DRAWN_LINKS]
+    label_links = len(drawn) <= 28 and size >= 400
     for lk in drawn:
         (x1, y1), (x2, y2) = pos[lk.a], pos[lk.b]
         width = 1.0 + 2.0 * math.log2(max(lk.bandwidth_gbps, lo_bw) / lo_bw + 1.0)
@@ -139,8 +180,17 @@ def drawing_svg(
             f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle">{escape(_label(d).split("@")[0])}</text>'
             f"<title>{escape(tip)}</title></g>"
         )
-    out.extend(_legend(topology, rings, trees, size))
+    legend, bottom = _legend(topology, rings, trees, size)
+    out.extend(legend)
+    if left_out:
+        bottom += 16
+        out.append(f'<text x="8" y="{bottom:.0f}" class="legend">{escape("; ".join(left_out))}</text>')
     out.append("</svg>")
+    height = bottom + 8
+    out[0] = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="machine" width="{size}" height="{height:.0f}" '
+        f'viewBox="0 0 {size} {height:.0f}" role="img" aria-label="devices, links, rings and trees">'
+    )
     return "\n".join(out)
 
 
@@ -206,7 +256,10 @@ def _tree_edges(
     return out
 
 
-def _legend(topology: Topology, rings: Sequence[Sequence[int]], trees: Sequence[Sequence[int]], size: int) -> list[str]:
+def _legend(
+    topology: Topology, rings: Sequence[Sequence[int]], trees: Sequence[Sequence[int]], size: int
+) -> tuple[list[str], float]:
+    """The legend's marks, wrapped to the drawing's width, and the baseline of its last line."""
     items: list[tuple[str, str, bool]] = []
     for kind in dict.fromkeys(lk.kind for lk in topology.links):
         items.append((kind.value, KIND_COLORS[kind], False))
@@ -215,7 +268,7 @@ def _legend(topology: Topology, rings: Sequence[Sequence[int]], trees: Sequence[
     out, x, y = [], 8.0, float(size + 14)
     for name, color, dashed in items:
         w = 34 + 6.5 * len(name)
-        if x + w > size:
+        if x + w > size and x > 8.0:
             x, y = 8.0, y + 18
         dash = ' stroke-dasharray="5,3"' if dashed else ""
         out.append(
@@ -224,4 +277,4 @@ def _legend(topology: Topology, rings: Sequence[Sequence[int]], trees: Sequence[
         )
         out.append(f'<text x="{x + 26:.0f}" y="{y:.0f}" class="legend">{escape(name)}</text>')
         x += w
-    return out
+    return out, y

@@ -4,7 +4,7 @@ curve, crossovers, noise marks) and nccl-tests' columns in a sortable table."""
 from __future__ import annotations
 
 import math
-import statistics
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +13,7 @@ from html import escape
 from collbench.models.crossover import Crossover
 from collbench.models.fitted import Fit
 from collbench.report.svg import Marker, Point, Series, color_map, log_chart
+from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 from collbench.units import size_label
@@ -33,11 +34,18 @@ def stall_fraction(row: ResultRow) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class _Combined:
+    """One point of a chart: the rows of one series at one size, as the decisions read them."""
+
     size_bytes: int
-    time_us: float
+    decision_us: float
+    """The time decisions and fits use (results.noise.decision_time_us: the p25 where measured), the
+    smallest over the rows: what the profile's "measured" column shows."""
     time_us_min: float
+    """The fastest iteration of that row."""
+    time_us_p50: float
+    """That row's median iteration: the bar runs from the fastest iteration to here."""
     time_us_max: float
-    busbw_gbps: float
+    """The slowest iteration of any row (in the hover text only: one stall would set the scale)."""
     stall: float | None
     bimodal: bool
     rows: int
@@ -45,16 +53,25 @@ class _Combined:
 
 def _combine(rows: Sequence[ResultRow]) -> _Combined:
     stalls = [s for s in (stall_fraction(r) for r in rows) if s is not None]
+    best = min(rows, key=decision_time_us)
+    decision = decision_time_us(best)
+    fastest = best.time_us_min if 0 < best.time_us_min <= decision else decision
     return _Combined(
-        size_bytes=rows[0].size_bytes,
-        time_us=statistics.median(r.time_us for r in rows),
-        time_us_min=min(r.time_us_min for r in rows),
+        size_bytes=best.size_bytes,
+        decision_us=decision,
+        time_us_min=fastest,
+        time_us_p50=max(best.time_us, decision),
         time_us_max=max(r.time_us_max for r in rows),
-        busbw_gbps=statistics.median(r.busbw_gbps for r in rows),
         stall=max(stalls) if stalls else None,
         bimodal=any(r.bimodal for r in rows),
         rows=len(rows),
     )
+
+
+def busbw_gbps(size_bytes: float, time_us: float, factor: float) -> float:
+    """nccl-tests' bus bandwidth of one call: ``factor * size / time`` (GB/s from bytes and us). It
+    falls as time grows, so the slowest time of a spread gives its lowest busbw."""
+    return factor * size_bytes / time_us / 1e3 if time_us > 0 else 0.0
 
 
 def group_rows(rows: Sequence[ResultRow]) -> dict[GroupKey, list[ResultRow]]:
@@ -65,8 +82,10 @@ def group_rows(rows: Sequence[ResultRow]) -> dict[GroupKey, list[ResultRow]]:
 
 
 def section_id(key: GroupKey) -> str:
+    """An element id for one section. The backend comes from a results file, so anything but letters,
+    digits, ``-`` and ``_`` becomes ``-``: an id is also written into ``href`` attributes."""
     op, backend, p = key
-    return f"op-{op}-{backend}-{p}".replace(":", "-")
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"op-{op}-{backend}-{p}")
 
 
 def _series_name(r: ResultRow, several_dtypes: bool) -> str:
@@ -110,15 +129,25 @@ def op_section(
             noisy = (c.stall is not None and c.stall >= STALL_MARK) or c.bimodal
             stall = "" if c.stall is None else f", {100 * c.stall:.0f}% of iterations stalled"
             stall += ", two modes more than 2x apart" if c.bimodal else ""
+            bw = busbw_gbps(c.size_bytes, c.decision_us, factor)
             tip = (
-                f"{name} {size_label(c.size_bytes)}: p50 {c.time_us:.4g} us (min {c.time_us_min:.4g}, "
-                f"max {c.time_us_max:.4g}), busbw {c.busbw_gbps:.4g} GB/s, {c.rows} row(s){stall}"
+                f"{name} {size_label(c.size_bytes)}: p25 {c.decision_us:.4g} us, busbw {bw:.4g} GB/s; "
+                f"iterations: fastest {c.time_us_min:.4g} us "
+                f"({busbw_gbps(c.size_bytes, c.time_us_min, factor):.4g} GB/s), p50 {c.time_us_p50:.4g} us, "
+                f"slowest {c.time_us_max:.4g} us; {c.rows} row(s){stall}"
             )
-            t_pts.append(Point(c.size_bytes, c.time_us, c.time_us_min, c.time_us_max, tip, noisy))
-            # busbw is inversely proportional to time: the fastest iteration gives the top of the bar.
-            scale = c.busbw_gbps / c.time_us
-            top = scale * c.time_us_min if c.time_us_min > 0 else 0.0
-            b_pts.append(Point(c.size_bytes, c.busbw_gbps, scale * c.time_us_max, top, tip, noisy))
+            t_pts.append(Point(c.size_bytes, c.decision_us, c.time_us_min, c.time_us_p50, tip, noisy))
+            # busbw falls as time grows: the fastest iteration is the top of the bar, the p50 its bottom.
+            b_pts.append(
+                Point(
+                    c.size_bytes,
+                    bw,
+                    busbw_gbps(c.size_bytes, c.time_us_p50, factor),
+                    busbw_gbps(c.size_bytes, c.time_us_min, factor),
+                    tip,
+                    noisy,
+                )
+            )
         time_series.append(Series(name, colors[name], tuple(t_pts), curve_t))
         bw_series.append(Series(name, colors[name], tuple(b_pts), curve_b))
     mine = [c for c in crossovers if (c.op, c.backend, c.world_size) == key]
@@ -128,14 +157,29 @@ def op_section(
         f'<section class="op" id="{section_id(key)}"><h3>{escape(title)}</h3>',
         '<div class="charts">',
         log_chart(
-            bw_series, title=f"{title}: busbw", x_label="size", y_label="busbw (GB/s)", markers=markers, width=600
+            bw_series,
+            title=f"{title}: busbw",
+            x_label="size",
+            y_label="busbw (GB/s) at the p25",
+            markers=markers,
+            width=600,
+            legend_note="points: p25; bars: fastest iteration (top) to p50; dashed: fitted model",
         ),
         log_chart(
-            time_series, title=f"{title}: time", x_label="size", y_label="time (us), p50", markers=markers, width=600
+            time_series,
+            title=f"{title}: time",
+            x_label="size",
+            y_label="time (us), p25",
+            markers=markers,
+            width=600,
+            legend_note="points: p25; bars: fastest iteration to p50; dashed: fitted model",
         ),
         "</div>",
-        '<p class="note">Points: the p50 of each size (median over iterations of the slowest rank); bars: the '
-        "fastest to the slowest iteration; dashed: the fitted model; vertical lines: crossovers of the models. "
+        '<p class="note">Points: the p25 of each size (first quartile over iterations of the slowest rank; the '
+        "median where a row has no p25), the time the fits and the profile's choices use and its "
+        '"measured" column shows; busbw is nccl-tests\' bus bandwidth at that time. Bars: the fastest '
+        "iteration to the p50 (the faster half of the iterations; the slowest is in each point's hover "
+        "text). Dashed: the fitted model; vertical lines: crossovers of the models. "
         + (
             f"Red rings: points where {100 * STALL_MARK:.0f}% or more of the timed iterations stalled (slower than "
             "3x the fastest), or whose iterations fell into two modes more than 2x apart."

@@ -235,6 +235,49 @@ def _profile_section(inputs: ReportInputs, algos: dict[str, str]) -> str:
     return "\n".join(out)
 
 
+def _plain(value: object) -> str:
+    """A value a rule carries, as text: lists joined by commas, mappings as ``key value``."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_plain(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_plain(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _evidence(r: Rule) -> str:
+    """Why the rule chose what it did, in words: how far the runner-up was, the noise the measurements
+    could not resolve, and the variants it tied with. Keys other engineers add to rules are shown too,
+    as ``key: value``, never dropped."""
+    parts = []
+    if r.separation is not None:
+        if r.separation >= 0:
+            parts.append(f"the next fastest {100 * r.separation:.0f}% slower")
+        else:
+            parts.append(f"{100 * -r.separation:.0f}% slower than the fastest, kept as the simpler choice")
+    if r.noise is not None:
+        parts.append(f"noise {100 * r.noise:.0f}%")
+    if r.tie_with:
+        parts.append("tied with " + ", ".join(r.tie_with))
+    data = r.to_dict()
+    known = {*_RULE_KEYS, "tie_with", "separation", "noise"}
+    parts += [f"{k}: {_plain(v)}" for k, v in data.items() if k not in known and v not in (None, (), [], {})]
+    return "; ".join(parts) or "-"
+
+
+def _params_text(params: dict[str, object]) -> str:
+    out = []
+    for k, v in params.items():
+        if v is None:
+            continue
+        if k == "segment_bytes" and isinstance(v, int):
+            out.append(f"segments of {size_label(v)}")
+        else:
+            out.append(f"{k.replace('_', ' ')} {_plain(v)}")
+    return ", ".join(out) or "-"
+
+
 def _rules_table(rules: Sequence[Rule], status: str) -> str:
     head = "".join(
         f"<th>{h}</th>"
@@ -242,26 +285,21 @@ def _rules_table(rules: Sequence[Rule], status: str) -> str:
     )
     body = []
     for r in rules:
-        data = r.to_dict()
-        # Keys other engineers add to rules (ties, provenance) are shown as they are, not dropped.
-        extra = {k: v for k, v in data.items() if k not in _RULE_KEYS and v not in (None, (), [], {})}
-        evidence = "; ".join(f"{k}: {json.dumps(v, default=str)}" for k, v in extra.items()) or "-"
-        params = ", ".join(f"{k}={v}" for k, v in (r.params or {}).items() if v is not None) or "-"
         rule_status = status if status == "predicted" or r.measured_us is not None else "from the models"
         gain = "-" if r.gain_vs_native is None else f"{r.gain_vs_native:.2f}x"
         cells = (
             f"{r.min_bytes} ({size_label(r.min_bytes)})",
             "inf" if r.max_bytes is None else f"{r.max_bytes} ({size_label(r.max_bytes)})",
             r.algo,
-            params,
+            _params_text(r.params or {}),
             "-" if r.at_bytes is None else size_label(r.at_bytes),
             _fmt_us(r.measured_us),
             _fmt_us(r.predicted_us),
             gain,
             rule_status,
-            evidence,
         )
-        body.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+        tds = "".join(f"<td>{escape(str(c))}</td>" for c in cells)
+        body.append(f'<tr>{tds}<td class="evidence">{escape(_evidence(r))}</td></tr>')
     return f'<table class="rules"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 

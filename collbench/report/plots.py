@@ -6,8 +6,8 @@ Two drawings, one per command that writes a plot:
   size, each point's p50 (the smallest over its rows) and the fitted curves per algorithm, with the
   relative residuals below.
 - ``plot_tune`` (``collbench tune``'s PNG): one panel per op, each row's decision time (its p25 where
-  measured, else its p50: what the fits and the choice of algorithm read), bars from the fastest to
-  the slowest iteration, and the fitted model (dashed) per algorithm on log-log axes; a band along
+  measured, else its p50: what the fits and the choice of algorithm read), bars from the fastest
+  iteration to the p50, and the fitted model (dashed) per algorithm on log-log axes; a band along
   the top shows which algorithm each rule picks.
 
 matplotlib is imported inside the functions, so reading or writing a report never loads it.
@@ -119,7 +119,7 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Fit], profile: Profile, 
     import matplotlib.pyplot as plt
 
     ops = profile.ops
-    fig, axes = plt.subplots(len(ops), 1, figsize=(9, 4.8 * len(ops)), squeeze=False)
+    fig, axes = plt.subplots(len(ops), 1, figsize=(11, 4.8 * len(ops)), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     algos = sorted({r.algo for r in rows})
     color = {a: colors[i % len(colors)] for i, a in enumerate(algos)}
@@ -137,8 +137,10 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Fit], profile: Profile, 
             xs = [r.size_bytes for r in pts]
             # The time decisions and fits use (p25 where measured), so points and fitted lines compare.
             ys = [decision_time_us(r) for r in pts]
-            lo = [max(0.0, y - r.time_us_min) for y, r in zip(ys, pts, strict=True)]
-            hi = [max(0.0, r.time_us_max - y) for y, r in zip(ys, pts, strict=True)]
+            # Bars: the fastest iteration to the p50 (the faster half), as in the HTML report; the
+            # slowest iteration is one stall and would stretch the axis over decades.
+            lo = [max(0.0, y - r.time_us_min) if r.time_us_min > 0 else 0.0 for y, r in zip(ys, pts, strict=True)]
+            hi = [max(0.0, r.time_us - y) for y, r in zip(ys, pts, strict=True)]
             # Name the segment size only where an algorithm was measured with several.
             label = algo if seg is None or seg_count[algo] == 1 else f"{algo} (seg {seg // 1024} KiB)"
             marker = "o" if seg is None or seg_count[algo] == 1 or seg >= (1 << 20) else "s"
@@ -151,10 +153,11 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Fit], profile: Profile, 
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("size (bytes)")
-        ax.set_ylabel("time (us), p25; bars min-max")
+        ax.set_ylabel("time (us): p25; bars: fastest iteration to p50")
         ax.set_title(f"{op}, {profile.backend}, {profile.world_size} ranks: measured (points), fitted (dashed)")
         _rule_band(ax, profile, op, sizes_all, color)
-        ax.legend(fontsize=7, ncol=3, loc="lower right")
+        # Beside the axes, not over the points.
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         ax.grid(True, which="both", alpha=0.25)
     fig.tight_layout()
     try:

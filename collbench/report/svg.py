@@ -34,6 +34,10 @@ def color_map(names: Sequence[str]) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(names)))}
 
 
+LABEL_CHAR_PX = 6.0
+"""A generous width per character of the 10-11 px labels, to keep a label inside the drawing."""
+
+
 def _num_label(value: float) -> str:
     if value == 0:
         return "0"
@@ -108,9 +112,11 @@ def log_chart(
     markers: Sequence[Marker] = (),
     width: int = 560,
     height: int = 360,
+    legend_note: str = "",
 ) -> str:
     """A log-log chart: per series its measured points (with spread bars) joined by a line, and its
-    dashed model curve; markers as labelled vertical lines; a legend below. Sizes on x (powers of 2)."""
+    dashed model curve; markers as labelled vertical lines; a legend below, ending with
+    ``legend_note`` (what the points and bars are). Sizes on x (powers of 2)."""
     left, right, top, bottom = 64, width - 12, 40, height - 84
     xs = [p.x for s in series for p in s.points] + [x for s in series for x, _ in s.curve]
     ys = [v for s in series for p in s.points for v in (p.lo, p.hi, p.y) if v > 0]
@@ -119,6 +125,9 @@ def log_chart(
         return _empty(title, width, height)
     sx = _LogScale(min(x for x in xs if x > 0), max(xs), left, right)
     sy = _LogScale(min(ys), max(ys), bottom, top)
+    # Room below for every legend line and the note, so that neither is cut at the drawing's edge.
+    legend, legend_end = _legend(series, left, bottom + 46, right, legend_note)
+    height = max(height, legend_end + 8)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
@@ -146,12 +155,18 @@ def log_chart(
                 f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" class="marker">'
                 f"<title>{escape(m.label)}</title></line>"
             )
-            # Crossovers are often close together: stagger their labels down the plot.
+            # Crossovers are often close together: stagger their labels down the plot. A label that
+            # would run past the frame's right edge is written leftwards from its line instead.
             y = top + 11 + 12 * (i % 4)
-            out.append(f'<text x="{x + 3:.1f}" y="{y}" class="marker-label">{escape(m.label)}</text>')
+            if x + 3 + LABEL_CHAR_PX * len(m.label) > right:
+                out.append(
+                    f'<text x="{x - 3:.1f}" y="{y}" text-anchor="end" class="marker-label">{escape(m.label)}</text>'
+                )
+            else:
+                out.append(f'<text x="{x + 3:.1f}" y="{y}" class="marker-label">{escape(m.label)}</text>')
     for s in series:
         out.extend(_series(s, sx, sy))
-    out.extend(_legend(series, left, bottom + 46, right))
+    out.extend(legend)
     out.append("</svg>")
     return "\n".join(out)
 
@@ -178,7 +193,8 @@ def _series(s: Series, sx: _LogScale, sy: _LogScale) -> list[str]:
     return out
 
 
-def _legend(series: Sequence[Series], left: int, y: int, right: int) -> list[str]:
+def _legend(series: Sequence[Series], left: int, y: int, right: int, note: str = "") -> tuple[list[str], int]:
+    """The legend's marks, wrapped to the plot's width, and the baseline of its last line."""
     out, x = [], float(left)
     for s in series:
         w = 26 + 7 * len(s.name)
@@ -187,7 +203,10 @@ def _legend(series: Sequence[Series], left: int, y: int, right: int) -> list[str
         out.append(f'<rect x="{x:.0f}" y="{y - 8}" width="14" height="8" fill="{s.color}"/>')
         out.append(f'<text x="{x + 18:.0f}" y="{y}" class="legend">{escape(s.name)}</text>')
         x += w
-    return out
+    if note:
+        y += 16
+        out.append(f'<text x="{left}" y="{y}" class="legend-note">{escape(note)}</text>')
+    return out, y
 
 
 def _empty(title: str, width: int, height: int) -> str:

@@ -1,0 +1,43 @@
+"""tune's PNG: bars from the fastest iteration to the p50 (one 80 ms stall does not stretch the axis
+over decades), and the legend beside the axes, off the data."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from report_inputs import EXAMPLE_RESULTS, example_profile
+
+from collbench.report.plots import plot_tune
+from collbench.results.io import read_rows
+
+
+def test_tune_plot_bars_and_legend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in read_rows(EXAMPLE_RESULTS) if r.op == "all-reduce"]
+    # One stall: a slowest iteration 300x the p50, as a busy machine gives.
+    rows = [replace(r, time_us_max=300 * r.time_us) if i == 3 else r for i, r in enumerate(rows)]
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    path = plot_tune(rows, [], example_profile(), tmp_path / "tune.png")
+    monkeypatch.setattr(plt, "close", close)
+    assert path.stat().st_size > 10_000
+    (fig,) = figures
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    for ax in fig.axes:
+        top = ax.get_ylim()[1]
+        assert top <= 3 * max(r.time_us for r in rows), top
+        assert "p50" in ax.get_ylabel() and "p25" in ax.get_ylabel()
+        legend = ax.get_legend()
+        assert legend is not None
+        # Off the data: the legend's box does not overlap the axes' box.
+        box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert box.x0 >= frame.x1 or box.y1 <= frame.y0 or box.y0 >= frame.y1
+    close(fig)
