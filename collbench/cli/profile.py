@@ -63,7 +63,7 @@ def predict(
     target = output or profile
     check_writable(target)
     loaded = Profile.load(profile)
-    shapes = parse_shapes(ranks)
+    shapes = parse_shapes(ranks, "--ranks")
     added = with_predictions(loaded, shapes)
     added.save(target)
     for line in refused_fits(fits_of(added), added.ops):

@@ -44,34 +44,57 @@ class Shape:
     nodes: int | None = None
 
 
+def _shown(text: str) -> str:
+    """``text`` quoted for an error line, cut to 60 characters: the option's value may be of any length."""
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
 def parse_ranks(text: str, option: str = "--ranks") -> tuple[int, ...]:
     """``"4"`` or ``"2,4,8"`` as rank counts, each at least 2, none twice; ConfigError otherwise."""
     out: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit() or int(part) < 2:
+        # A digit string past MAX_RANK_DIGITS is no world size, and int() refuses one past 4,300 digits.
+        if not part.isdigit() or len(part) > MAX_RANK_DIGITS or int(part) < 2:
             raise ConfigError(
-                f"{option} {text!r}: each value must be a whole number of ranks, at least 2, got {part!r}"
+                f"{option} {_shown(text)}: each value must be a whole number of ranks, at least 2, got {_shown(part)}"
             )
         if int(part) in out:
-            raise ConfigError(f"{option} {text!r}: {part} is given twice")
+            raise ConfigError(f"{option} {_shown(text)}: {part} is given twice")
         out.append(int(part))
     return tuple(out)
 
 
-def parse_shapes(text: str) -> tuple[Shape, ...]:
-    """``--predict-ranks``: ``"8,16"`` or with nodes ``"8:1,64:8"`` (ranks:nodes); ConfigError otherwise."""
+MAX_RANK_DIGITS = 9
+"""The most digits a rank count may have (under a billion ranks)."""
+
+MAX_PREDICTED_SHAPES = 64
+"""The most shapes one ``--predict-ranks``/``profile predict --ranks`` may add: each is priced from
+every fit at every crossing (about 0.1 s), and a profile of hundreds of shapes is slow to load in
+every job that reads it."""
+
+
+def parse_shapes(text: str, option: str = "--predict-ranks") -> tuple[Shape, ...]:
+    """``--predict-ranks``: ``"8,16"`` or with nodes ``"8:1,64:8"`` (ranks:nodes); ConfigError otherwise,
+    and for more than ``MAX_PREDICTED_SHAPES`` shapes (counted before any is parsed or priced)."""
+    parts = text.split(",")
+    if len(parts) > MAX_PREDICTED_SHAPES:
+        raise ConfigError(
+            f"{option}: {len(parts)} shapes given; at most {MAX_PREDICTED_SHAPES} can be predicted at once"
+        )
     shapes: list[Shape] = []
-    for part in text.split(","):
+    for part in parts:
         ranks_text, _, nodes_text = part.strip().partition(":")
-        (ranks,) = parse_ranks(ranks_text, "--predict-ranks")
+        (ranks,) = parse_ranks(ranks_text, option)
         nodes: int | None = None
         if nodes_text:
-            if not nodes_text.isdigit() or not 1 <= int(nodes_text) <= ranks:
-                raise ConfigError(f"--predict-ranks {text!r}: nodes must be 1..{ranks} for {ranks} ranks, got {part!r}")
+            if not nodes_text.isdigit() or len(nodes_text) > MAX_RANK_DIGITS or not 1 <= int(nodes_text) <= ranks:
+                raise ConfigError(
+                    f"{option} {_shown(text)}: nodes must be 1..{ranks} for {ranks} ranks, got {_shown(part)}"
+                )
             nodes = int(nodes_text)
         if any(s.world_size == ranks and s.nodes == nodes for s in shapes):
-            raise ConfigError(f"--predict-ranks {text!r}: {part.strip()} is given twice")
+            raise ConfigError(f"{option} {_shown(text)}: {part.strip()} is given twice")
         shapes.append(Shape(ranks, nodes))
     return tuple(shapes)
 

@@ -227,3 +227,28 @@ def test_nccl_tests_logs(tmp_path: Path, name: str) -> None:
         _assert_clean(lambda: read_nccl_tests(path, notes=[]))
 
     check()
+
+
+@pytest.mark.parametrize(
+    ("ranks", "message"),
+    [
+        (",".join(str(n) for n in range(8, 20_008)), "20000 shapes given; at most 64"),
+        ("9" * 5000, "whole number of ranks"),
+        ("8:" + "9" * 5000, "nodes must be"),
+    ],
+)
+def test_profile_predict_bounds_the_shapes_it_is_given(tmp_path: Path, ranks: str, message: str) -> None:
+    from typer.testing import CliRunner
+
+    from collbench.cli.app import app
+
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        app,
+        ["profile", "predict", str(REPO / "profiles" / "cpu-2core-gloo-4ranks.yaml"), "--ranks", ranks,
+         "--output", str(tmp_path / "p.yaml")],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert time.monotonic() - started < MAX_SECONDS
+    assert not (tmp_path / "p.yaml").exists()
