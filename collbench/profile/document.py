@@ -1,6 +1,6 @@
 """The profile: a machine's tuning answer, as a versioned YAML file (schema in profiles/schema.json).
 
-A profile says, for one machine (its topology fingerprint) and one backend, which algorithm to run at
+A profile says, for one machine (:func:`machine_fingerprint`) and one backend, which algorithm to run at
 which size, per op, for every communicator shape it knows (world size, nodes): one :class:`RuleSet`
 per shape, measured or predicted from the fitted models. Each rule carries its evidence (predicted
 and measured time, gain over the backend's default). Jobs read it through
@@ -15,12 +15,13 @@ the ``jsonschema`` library before it is built, so a bad file fails at load, nami
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -30,9 +31,33 @@ from collbench.models.fitted import Fit
 from collbench.profile.rules import Rule, check_coverage
 from collbench.schedules.ops import Op
 
+if TYPE_CHECKING:
+    from collbench.topology.model import Topology
+
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
+
+
+HOST_FACTS = ("host_cores", "host_numa_nodes", "host_memory_bytes")
+"""The facts of a CPU host that tell two machines apart when their ranks' devices look alike."""
+
+
+def machine_fingerprint(topology: Topology) -> str:
+    """The fingerprint of the machine ``topology`` was taken from, whatever number of ranks it kept.
+
+    A topology's own fingerprint counts its rank devices, so tunes of one machine at 2 and 4 ranks
+    (or topologies cut to the first 2 or 4 GPUs) would look like two machines, and their profiles
+    would not merge. Subsets keep the first rank devices and every other device (NICs, CPUs), so
+    the topology cut to its first two ranks is the same for any cut of one machine: its fingerprint,
+    with a CPU host's cores, NUMA nodes and memory (its CPU ranks' devices are alike on any host of
+    that CPU model), is the machine's. 12 hex digits, like the topology's.
+    """
+    ranks = topology.rank_devices
+    first = topology.subset(min(2, len(ranks))) if ranks else topology
+    facts = sorted({(key, value) for device in ranks for key, value in device.extra if key in HOST_FACTS})
+    payload = {"first_ranks": first.fingerprint, "host": facts}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import platform
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from collbench.profile.document import Profile, ProfileLayout, RuleSet
+from collbench.profile.document import Profile, ProfileLayout, RuleSet, machine_fingerprint
 from collbench.profile.rules import Rule
 from collbench.results.row import ResultRow
 from collbench.tuning.config import TuneConfig
@@ -42,7 +42,8 @@ def build_profile(
     """One shape's profile: ``rules`` and ``fits`` from ``rows``, measured on ``topology`` with
     ``layout`` (the layout the ranks ran; None: rank order)."""
     first = rows[0]
-    fingerprint = first.topology_fingerprint or (topology.fingerprint if topology is not None else "")
+    # The machine's, not the ranks' topology's: tunes of one machine at other rank counts merge.
+    fingerprint = machine_fingerprint(topology) if topology is not None else first.topology_fingerprint
     versions = {
         "collbench": __version__,
         "python": platform.python_version(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,14 @@ from typer.testing import CliRunner
 from collbench.cli.app import app
 from collbench.models.fitted import Fit
 from collbench.profile.document import Profile, RuleSet
+from collbench.profile.merge import merge_profiles
 from collbench.profile.rules import Rule
+from collbench.results.io import read_rows
+from collbench.topology.host import HostFacts, host_topology
+from collbench.topology.model import Topology
+from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
+from collbench.tuning.build_profile import build_profile
+from collbench.tuning.config import TuneConfig
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 
@@ -44,7 +52,7 @@ def test_merge_joins_shapes_in_order(tmp_path: Path) -> None:
     a = make(tmp_path, "a.yaml", one(4, "ring"))
     b = make(tmp_path, "b.yaml", one(8, "direct", nodes=2), one(16, "ring", nodes=2, predicted=True))
     out = tmp_path / "m.yaml"
-    code, stdout, stderr = merge(str(a), str(b), "-o", str(out))
+    code, stdout, stderr = merge(str(a), str(b), "--output", str(out))
     assert code == 0, stderr
     merged = Profile.load(out)
     assert merged.shapes == [(4, 1), (8, 2), (16, 2)]
@@ -59,12 +67,12 @@ def test_conflicts_are_one_line_unless_prefer_newer(tmp_path: Path) -> None:
     old = make(tmp_path, "old.yaml", one(4, "ring"), created="2026-11-01T00:00:00Z")
     new = make(tmp_path, "new.yaml", one(4, "direct"), created="2026-11-20T00:00:00Z")
     out = tmp_path / "m.yaml"
-    code, _, stderr = merge(str(old), str(new), "-o", str(out))
+    code, _, stderr = merge(str(old), str(new), "--output", str(out))
     assert code == 2 and not out.exists()
     assert stderr.strip().count("\n") == 0
     assert f"{old} and {new} both have rules for 4 ranks on 1 node(s): pass --prefer newer" in stderr
     for order in ((old, new), (new, old)):
-        code, _, stderr = merge(*map(str, order), "--prefer", "newer", "-o", str(out))
+        code, _, stderr = merge(*map(str, order), "--prefer", "newer", "--output", str(out))
         assert code == 0, stderr
         assert Profile.load(out).select("all-reduce", 1).algo == "direct"
         assert f"kept {new}'s (the newer profile)" in stderr
@@ -74,7 +82,7 @@ def test_measured_replaces_predicted_without_asking(tmp_path: Path) -> None:
     a = make(tmp_path, "a.yaml", one(4, "ring"), one(8, "ring", predicted=True))
     b = make(tmp_path, "b.yaml", one(8, "direct"))
     out = tmp_path / "m.yaml"
-    code, _, stderr = merge(str(a), str(b), "-o", str(out))
+    code, _, stderr = merge(str(a), str(b), "--output", str(out))
     assert code == 0, stderr
     assert not Profile.load(out).rule_set(8).predicted
     assert "measured beats predicted" in stderr
@@ -90,16 +98,16 @@ def test_measured_replaces_predicted_without_asking(tmp_path: Path) -> None:
 def test_different_machines_or_backends_do_not_merge(tmp_path: Path, other: dict[str, str], message: str) -> None:
     a = make(tmp_path, "a.yaml", one(4, "ring"))
     b = make(tmp_path, "b.yaml", one(8, "ring"), **other)
-    code, _, stderr = merge(str(a), str(b), "-o", str(tmp_path / "m.yaml"))
+    code, _, stderr = merge(str(a), str(b), "--output", str(tmp_path / "m.yaml"))
     assert code == 2 and message in stderr and stderr.strip().count("\n") == 0
 
 
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
     a = make(tmp_path, "a.yaml", one(4, "ring"))
     cases = [
-        ([str(a), "-o", str(tmp_path / "m.yaml")], "at least two profiles"),
-        ([str(a), str(tmp_path / "none.yaml"), "-o", str(tmp_path / "m.yaml")], "no such profile"),
-        ([str(a), str(a), "--prefer", "older", "-o", str(tmp_path / "m.yaml")], "--prefer must be one of none, newer"),
+        ([str(a), "--output", str(tmp_path / "m.yaml")], "at least two profiles"),
+        ([str(a), str(tmp_path / "none.yaml"), "--output", str(tmp_path / "m.yaml")], "no such profile"),
+        ([str(a), str(a), "--prefer", "older", "--output", str(tmp_path / "m.yaml")], "--prefer must be one of none, newer"),
     ]
     for args, message in cases:
         code, _, stderr = merge(*args)
@@ -112,6 +120,106 @@ def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
     # A name the file system takes, but not with the temporary file's prefix and suffix around it: the
     # check before any work passes, and writing fails.
     out = tmp_path / ("m" * 240 + ".yaml")
-    code, _, stderr = merge(str(a), str(b), "-o", str(out))
+    code, _, stderr = merge(str(a), str(b), "--output", str(out))
     assert code == 2 and "cannot write" in stderr and stderr.strip().count("\n") == 0, stderr
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "b.yaml"]
+
+
+GOLDEN_ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "tune-quick-results.jsonl"
+TOPOLOGIES = Path(__file__).resolve().parents[1] / "fixtures" / "topologies"
+
+
+def tuned(tmp_path: Path, name: str, topology: Topology, world_size: int) -> Path:
+    """What a tune of ``world_size`` ranks on ``topology`` saves (rows of that many ranks)."""
+    rows = [
+        dataclasses.replace(r, world_size=world_size, topology_fingerprint=topology.fingerprint)
+        for r in read_rows(GOLDEN_ROWS)
+    ]
+    rules = [Rule("all-reduce", 0, None, "ring", P)]
+    profile = build_profile(TuneConfig(command="collbench tune"), rows, [], rules, topology=topology, layout=None)
+    return profile.save(tmp_path / name)
+
+
+def _host(ranks: int, cores: int = 2) -> Topology:
+    facts = HostFacts(
+        hostname="vm", cores=cores, cpu_model="AMD EPYC", numa_nodes=((0, tuple(range(cores))),), memory_bytes=None
+    )
+    return host_topology(ranks, facts=facts)
+
+
+def _gpus(name: str, ranks: int) -> Topology:
+    return parse_nvidia_smi_topo((TOPOLOGIES / name).read_text()).subset(ranks)
+
+
+@pytest.mark.parametrize(
+    ("two", "four"),
+    [
+        (_host(2), _host(4)),
+        (_gpus("hgx-h100x8-nv18-nics.topo.txt", 2), _gpus("hgx-h100x8-nv18-nics.topo.txt", 4)),
+        (_gpus("pcie8-pix-pxb.topo.txt", 2), _gpus("pcie8-pix-pxb.topo.txt", 4)),
+    ],
+    ids=["cpu-host", "nvlink-gpus", "pcie-gpus"],
+)
+def test_tunes_of_one_machine_at_two_rank_counts_merge(tmp_path: Path, two: Topology, four: Topology) -> None:
+    # The ranks' topologies differ (2 devices, 4 devices); the machine they were cut from does not.
+    assert two.fingerprint != four.fingerprint
+    p2, p4 = tuned(tmp_path, "p2.yaml", two, 2), tuned(tmp_path, "p4.yaml", four, 4)
+    out = tmp_path / "m.yaml"
+    code, _, stderr = merge(str(p2), str(p4), "--output", str(out))
+    assert code == 0, stderr
+    assert Profile.load(out).shapes == [(2, 1), (4, 1)]
+
+
+@pytest.mark.parametrize(
+    ("one_machine", "other_machine"),
+    [
+        (_host(2), _host(2, cores=64)),
+        (_gpus("hgx-h100x8-nv18-nics.topo.txt", 2), _gpus("pcie8-pix-pxb.topo.txt", 4)),
+        (_gpus("a100x4-nv4-nics.topo.txt", 2), _gpus("hgx-h100x8-nv18-nics.topo.txt", 2)),
+        (_host(2), _gpus("a100x4-nv4-nics.topo.txt", 2)),
+    ],
+    ids=["cpu-cores", "nvlink-vs-pcie", "a100-vs-h100", "cpu-vs-gpu"],
+)
+def test_tunes_of_different_machines_still_refuse(
+    tmp_path: Path, one_machine: Topology, other_machine: Topology
+) -> None:
+    p2, p4 = tuned(tmp_path, "p2.yaml", one_machine, 2), tuned(tmp_path, "p4.yaml", other_machine, 4)
+    code, _, stderr = merge(str(p2), str(p4), "--output", str(tmp_path / "m.yaml"))
+    assert code == 2 and "profiles of different machines do not merge" in stderr, stderr
+
+
+def test_merging_thousands_of_fits_compares_each_fit_about_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two profiles of 5,000 fits each: a merge that searched the kept fits for every fit compared
+    about 25 million pairs (a minute); kept by value, each fit is compared at most once or twice."""
+
+    def profile(world_size: int) -> Profile:
+        fits = tuple(
+            Fit.from_dict(
+                {
+                    "op": "all-reduce",
+                    "algo": "ring",
+                    "backend": "gloo",
+                    "alpha_us": 1.0 + i,
+                    "beta_gbps": 2.0,
+                    "world_size": world_size,
+                }
+            )
+            for i in range(5000)
+        )
+        return Profile(fingerprint="fp", host="h", backend="gloo", rule_sets=(one(world_size, "ring"),), fits=fits)
+
+    a, b = profile(2), profile(4)
+    shared = a.fits[:100]  # fits both inputs hold are kept once
+    b = dataclasses.replace(b, fits=b.fits + shared)
+    compared = 0
+    equal = Fit.__eq__
+
+    def counting(self: Fit, other: object) -> bool:
+        nonlocal compared
+        compared += 1
+        return equal(self, other)
+
+    monkeypatch.setattr(Fit, "__eq__", counting)
+    merged = merge_profiles([("a", a), ("b", b)])
+    assert len(merged.profile.fits) == 10_000
+    assert compared <= 2 * 10_100
