@@ -1,10 +1,17 @@
 /*
  * Drives an NCCL tuner plugin the way NCCL does, without NCCL or a GPU: for tests and `export nccl-plugin --show`.
  *
- * Usage: nccl_tuner_driver PLUGIN.so ABI_VERSION NRANKS NNODES, then one query a line on stdin:
+ * Usage: nccl_tuner_driver PLUGIN.so ABI_VERSION NRANKS NNODES, which creates communicator 0, then one line
+ * on stdin per query or command:
  *   COLL NBYTES NUMPIPEOPS REGBUFF NUMALGO COST[NUMALGO*3]     (costs in us; -1 = NCCL_ALGO_PROTO_IGNORE)
- * and on stdout: "log LEVEL MESSAGE" for every logger call, "init RC", per query "pick ALGO PROTO NCHANNELS RC"
- * then "table COST..." (the table after the plugin), and "final RC".
+ *   open NRANKS NNODES      another communicator (the next number), which later queries go to
+ *   use K / close K         queries go to communicator K / communicator K is destroyed
+ *   time N QUERY            the query N times: "time NS_PER_CALL EXAMINED_PER_CALL" (-1 without the counter)
+ *   race N                  one thread asks the current communicator while this one creates and destroys
+ *                           another N times, as NCCL does for communicators made while others enqueue
+ * and on stdout: "log LEVEL MESSAGE" for every logger call, "init RC" per communicator created, per query
+ * "pick ALGO PROTO NCHANNELS RC" then "table COST..." (the table after the plugin), "race CALLS CYCLES", and
+ * "final RC" per communicator destroyed (those still open at the end are destroyed then, last first).
  *
  * What it mirrors: the plugin is dlopened and its ncclTunerPlugin_vN symbol looked up (src/plugin/tuner.cc);
  * init gets NCCL's variadic logger; per call, ncclGetAlgoInfo (src/enqueue.cc) hands v3+ the cost table
@@ -14,11 +21,13 @@
  */
 #include <dlfcn.h>
 #include <float.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int ncclResult_t;
 typedef void (*logger_t)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
@@ -58,6 +67,8 @@ typedef struct {
 } v5_t; /* v6 starts with the same members */
 
 #define NPROTO 3
+#define MAXALGO 16
+#define MAXCOMMS 64
 #define IGNORE -1.0f
 
 static void logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
@@ -66,11 +77,139 @@ static void logger(int level, unsigned long flags, const char* file, int line, c
   (void)line;
   va_list args;
   va_start(args, fmt);
+  flockfile(stdout);
   printf("log %d ", level);
   vprintf(fmt, args);
   printf("\n");
-  va_end(args);
   fflush(stdout);
+  funlockfile(stdout);
+  va_end(args);
+}
+
+static int version;
+static void* sym;
+static unsigned long long (*examined)(void*);
+
+typedef struct {
+  void* ctx;
+  int open;
+} Comm;
+
+static int create(size_t nRanks, size_t nNodes, void** ctx) {
+  nvl_t nvl = {1, (int)nRanks, (int)nRanks};
+  double constants[144] = {0}; /* sizeof(ncclTunerConstants_v5_t): 7x3 + 3x7x3 + 5 x 4x3 doubles */
+  *ctx = NULL;
+  switch (version) {
+    case 1: return ((v1_t*)sym)->init(nRanks, nNodes, logger);
+    case 2: return ((v2_t*)sym)->init(nRanks, nNodes, logger, ctx);
+    case 3: return ((v3_t*)sym)->init(nRanks, nNodes, logger, ctx);
+    case 4: return ((v4_t*)sym)->init(nRanks, nNodes, logger, ctx);
+    default: return ((v5_t*)sym)->init(ctx, 42, nRanks, nNodes, logger, &nvl, constants);
+  }
+}
+
+static int destroy(void* ctx) {
+  switch (version) {
+    case 1: return ((v1_t*)sym)->destroy();
+    case 2:
+    case 3:
+    case 4: return ((v2_t*)sym)->destroy(ctx);
+    default: return ((v5_t*)sym)->finalize(ctx);
+  }
+}
+
+typedef struct {
+  int coll, pipeOps, regBuff, numAlgo;
+  unsigned long long nBytes;
+  float table[MAXALGO][NPROTO];
+} Query;
+
+/* One call as ncclGetAlgoInfo makes it; the table is the query's own copy, changed as NCCL's would be. */
+static int call(void* ctx, Query* q, int* nChannels) {
+  int algo = -1, proto = -1, rc;
+  *nChannels = 0;
+  if (version <= 2) {
+    /* NCCL's v2 adapter: collNet from CollNetChain/Simple, NVLS from NVLS or NVLSTree/Simple. */
+    int collNet = q->numAlgo > 3 && q->table[3][2] != IGNORE;
+    int nvls = q->numAlgo > 5 && (q->table[4][2] != IGNORE || q->table[5][2] != IGNORE);
+    rc = version == 1
+           ? ((v1_t*)sym)->info(q->coll, q->nBytes, collNet, nvls, q->pipeOps, &algo, &proto, nChannels)
+           : ((v2_t*)sym)->info(ctx, q->coll, q->nBytes, collNet, nvls, q->pipeOps, &algo, &proto, nChannels);
+    if (algo >= 0 && algo < q->numAlgo && proto >= 0 && proto < NPROTO && q->table[algo][proto] != IGNORE)
+      q->table[algo][proto] = 0.0f;
+  } else if (version == 3) {
+    rc = ((v3_t*)sym)->info(ctx, q->coll, q->nBytes, q->pipeOps, (float**)q->table, q->numAlgo, NPROTO, nChannels);
+  } else if (version == 4) {
+    rc = ((v4_t*)sym)->info(ctx, q->coll, q->nBytes, q->pipeOps, (float**)q->table, q->numAlgo, NPROTO, q->regBuff,
+                            nChannels);
+  } else {
+    rc = ((v5_t*)sym)->info(ctx, q->coll, q->nBytes, q->pipeOps, (float**)q->table, q->numAlgo, NPROTO, q->regBuff,
+                            nChannels);
+  }
+  return rc;
+}
+
+/* COLL NBYTES NUMPIPEOPS REGBUFF NUMALGO COSTS... from text; 0 when malformed. */
+static int parseQuery(char* text, Query* q) {
+  int used = 0;
+  if (sscanf(text, "%d %llu %d %d %d%n", &q->coll, &q->nBytes, &q->pipeOps, &q->regBuff, &q->numAlgo, &used) != 5)
+    return 0;
+  if (q->numAlgo < 1 || q->numAlgo > MAXALGO) return 0;
+  text += used;
+  for (int a = 0; a < q->numAlgo; a++)
+    for (int p = 0; p < NPROTO; p++) {
+      if (sscanf(text, "%f%n", &q->table[a][p], &used) != 1) return 0;
+      text += used;
+    }
+  return 1;
+}
+
+static void answer(void* ctx, Query* q) {
+  int nChannels;
+  int rc = call(ctx, q, &nChannels);
+  float best = FLT_MAX;
+  int algo = -1, proto = -1;
+  for (int a = 0; a < q->numAlgo; a++)
+    for (int p = 0; p < NPROTO; p++)
+      if (q->table[a][p] != IGNORE && q->table[a][p] >= 0.0f && q->table[a][p] < best) {
+        best = q->table[a][p];
+        algo = a;
+        proto = p;
+      }
+  flockfile(stdout);
+  printf("pick %d %d %d %d\ntable", algo, proto, nChannels, rc);
+  for (int a = 0; a < q->numAlgo; a++)
+    for (int p = 0; p < NPROTO; p++) printf(" %g", q->table[a][p]);
+  printf("\n");
+  fflush(stdout);
+  funlockfile(stdout);
+}
+
+static double nowNs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+typedef struct {
+  void* ctx;
+  volatile int started, stop;
+  long calls;
+} Race;
+
+static void* raceAsker(void* arg) {
+  Race* race = arg;
+  Query q = {.coll = 4, .pipeOps = 1, .regBuff = -1, .numAlgo = 7};
+  __atomic_store_n(&race->started, 1, __ATOMIC_SEQ_CST);
+  while (!__atomic_load_n(&race->stop, __ATOMIC_SEQ_CST)) {
+    for (int a = 0; a < 7; a++)
+      for (int p = 0; p < NPROTO; p++) q.table[a][p] = 100.0f;
+    q.nBytes = (unsigned long long)(race->calls * 4099 % (1 << 24));
+    int nChannels;
+    call(race->ctx, &q, &nChannels);
+    race->calls++;
+  }
+  return NULL;
 }
 
 int main(int argc, char** argv) {
@@ -78,7 +217,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s PLUGIN.so ABI_VERSION NRANKS NNODES < queries\n", argv[0]);
     return 2;
   }
-  int version = atoi(argv[2]);
+  version = atoi(argv[2]);
   size_t nRanks = (size_t)strtoull(argv[3], NULL, 10), nNodes = (size_t)strtoull(argv[4], NULL, 10);
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
@@ -87,71 +226,82 @@ int main(int argc, char** argv) {
   }
   char symbol[32];
   snprintf(symbol, sizeof(symbol), "ncclTunerPlugin_v%d", version);
-  void* sym = dlsym(lib, symbol);
+  sym = dlsym(lib, symbol);
   if (sym == NULL) {
     fprintf(stderr, "no symbol %s\n", symbol);
     return 4;
   }
-  void* ctx = NULL;
-  ncclResult_t rc;
-  nvl_t nvl = {1, (int)nRanks, (int)nRanks};
-  double constants[144] = {0}; /* sizeof(ncclTunerConstants_v5_t): 7x3 + 3x7x3 + 5 x 4x3 doubles */
-  switch (version) {
-    case 1: rc = ((v1_t*)sym)->init(nRanks, nNodes, logger); break;
-    case 2: rc = ((v2_t*)sym)->init(nRanks, nNodes, logger, &ctx); break;
-    case 3: rc = ((v3_t*)sym)->init(nRanks, nNodes, logger, &ctx); break;
-    case 4: rc = ((v4_t*)sym)->init(nRanks, nNodes, logger, &ctx); break;
-    default: rc = ((v5_t*)sym)->init(&ctx, 42, nRanks, nNodes, logger, &nvl, constants); break;
-  }
-  printf("init %d\n", rc);
+  *(void**)&examined = dlsym(lib, "collbenchTunerExamined");
+  static Comm comms[MAXCOMMS];
+  int nComms = 1, current = 0;
+  comms[0].open = 1;
+  printf("init %d\n", create(nRanks, nNodes, &comms[0].ctx));
   fflush(stdout);
-  int coll, pipeOps, regBuff, numAlgo;
-  unsigned long long nBytes;
-  while (scanf("%d %llu %d %d %d", &coll, &nBytes, &pipeOps, &regBuff, &numAlgo) == 5) {
-    if (numAlgo < 1 || numAlgo > 16) return 5;
-    float table[16][NPROTO];
-    for (int a = 0; a < numAlgo; a++)
-      for (int p = 0; p < NPROTO; p++)
-        if (scanf("%f", &table[a][p]) != 1) return 5;
-    int nChannels = 0, algo = -1, proto = -1;
-    if (version <= 2) {
-      /* NCCL's v2 adapter: collNet from CollNetChain/Simple, NVLS from NVLS or NVLSTree/Simple. */
-      int collNet = numAlgo > 3 && table[3][2] != IGNORE;
-      int nvls = numAlgo > 5 && (table[4][2] != IGNORE || table[5][2] != IGNORE);
-      rc = version == 1 ? ((v1_t*)sym)->info(coll, nBytes, collNet, nvls, pipeOps, &algo, &proto, &nChannels)
-                        : ((v2_t*)sym)->info(ctx, coll, nBytes, collNet, nvls, pipeOps, &algo, &proto, &nChannels);
-      if (algo >= 0 && algo < numAlgo && proto >= 0 && proto < NPROTO && table[algo][proto] != IGNORE)
-        table[algo][proto] = 0.0f;
-    } else if (version == 3) {
-      rc = ((v3_t*)sym)->info(ctx, coll, nBytes, pipeOps, (float**)table, numAlgo, NPROTO, &nChannels);
-    } else if (version == 4) {
-      rc = ((v4_t*)sym)->info(ctx, coll, nBytes, pipeOps, (float**)table, numAlgo, NPROTO, regBuff, &nChannels);
-    } else {
-      rc = ((v5_t*)sym)->info(ctx, coll, nBytes, pipeOps, (float**)table, numAlgo, NPROTO, regBuff, &nChannels);
+  char* line = NULL;
+  size_t cap = 0;
+  while (getline(&line, &cap, stdin) >= 0) {
+    char word[16] = "";
+    int used = 0;
+    sscanf(line, "%15s%n", word, &used);
+    char* rest = line + used;
+    Query q;
+    if (strcmp(word, "open") == 0) {
+      unsigned long long r, n;
+      if (sscanf(rest, "%llu %llu", &r, &n) != 2 || nComms == MAXCOMMS) return 5;
+      current = nComms++;
+      comms[current].open = 1;
+      printf("init %d\n", create((size_t)r, (size_t)n, &comms[current].ctx));
+    } else if (strcmp(word, "use") == 0 || strcmp(word, "close") == 0) {
+      int k;
+      if (sscanf(rest, "%d", &k) != 1 || k < 0 || k >= nComms || !comms[k].open) return 5;
+      if (word[0] == 'u') {
+        current = k;
+      } else {
+        comms[k].open = 0;
+        printf("final %d\n", destroy(comms[k].ctx));
+      }
+    } else if (strcmp(word, "time") == 0) {
+      long n;
+      int more = 0;
+      if (sscanf(rest, "%ld%n", &n, &more) != 1 || n < 1 || !parseQuery(rest + more, &q)) return 5;
+      Query fresh = q;
+      unsigned long long before = examined ? examined(version == 1 ? NULL : comms[current].ctx) : 0;
+      double t0 = nowNs();
+      for (long i = 0; i < n; i++) {
+        int nChannels;
+        q = fresh;
+        call(comms[current].ctx, &q, &nChannels);
+      }
+      double perCall = (nowNs() - t0) / n;
+      double seen = examined ? (double)(examined(version == 1 ? NULL : comms[current].ctx) - before) / n : -1.0;
+      printf("time %.1f %.2f\n", perCall, seen);
+    } else if (strcmp(word, "race") == 0) {
+      long n;
+      if (sscanf(rest, "%ld", &n) != 1 || n < 1) return 5;
+      Race race = {comms[current].ctx, 0, 0, 0};
+      pthread_t asker;
+      if (pthread_create(&asker, NULL, raceAsker, &race) != 0) return 6;
+      while (!__atomic_load_n(&race.started, __ATOMIC_SEQ_CST)) {
+      }
+      for (long i = 0; i < n; i++) {
+        void* other;
+        create(nRanks, nNodes, &other);
+        destroy(other);
+      }
+      __atomic_store_n(&race.stop, 1, __ATOMIC_SEQ_CST);
+      pthread_join(asker, NULL);
+      printf("race %ld %ld\n", race.calls, n);
+    } else if (parseQuery(line, &q)) {
+      answer(comms[current].ctx, &q);
+    } else if (word[0] != '\0') {
+      fprintf(stderr, "cannot read: %s", line);
+      return 5;
     }
-    float best = FLT_MAX;
-    algo = proto = -1;
-    for (int a = 0; a < numAlgo; a++)
-      for (int p = 0; p < NPROTO; p++)
-        if (table[a][p] != IGNORE && table[a][p] >= 0.0f && table[a][p] < best) {
-          best = table[a][p];
-          algo = a;
-          proto = p;
-        }
-    printf("pick %d %d %d %d\ntable", algo, proto, nChannels, rc);
-    for (int a = 0; a < numAlgo; a++)
-      for (int p = 0; p < NPROTO; p++) printf(" %g", table[a][p]);
-    printf("\n");
     fflush(stdout);
   }
-  switch (version) {
-    case 1: rc = ((v1_t*)sym)->destroy(); break;
-    case 2:
-    case 3:
-    case 4: rc = ((v2_t*)sym)->destroy(ctx); break;
-    default: rc = ((v5_t*)sym)->finalize(ctx); break;
-  }
-  printf("final %d\n", rc);
+  free(line);
+  for (int k = nComms - 1; k >= 0; k--)
+    if (comms[k].open) printf("final %d\n", destroy(comms[k].ctx));
   dlclose(lib);
   return 0;
 }

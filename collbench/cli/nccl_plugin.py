@@ -28,7 +28,7 @@ def run_nccl_plugin(profile_path: Path, output: Path | None, show_picks: bool) -
         print_wide(table)
         return
     if output is None:
-        raise UserError("name the directory for the plugin and its config with -o DIR (or use --show)")
+        raise UserError("name the directory for the plugin and its config with --output DIR (or use --show)")
     built = build_plugin(profile, output)
     for note in built.exported.notes:
         err_console.print(f"[yellow]note:[/yellow] {escape(note)}")

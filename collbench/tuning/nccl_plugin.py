@@ -54,15 +54,22 @@ def make_dir(path: Path) -> None:
     except FileExistsError:
         raise UserError(f"{path}: exists and is not a directory; name a directory for the plugin") from None
     except OSError as exc:
-        raise UserError(f"{path}: cannot make this directory ({exc.strerror or exc}); name another with -o") from None
+        raise UserError(
+            f"{path}: cannot make this directory ({exc.strerror or exc}); name another with --output"
+        ) from None
 
 
-def compile_c(source: Path, output: Path, *, shared: bool) -> Path:
-    """Compile one C file into ``output`` (replaced whole or not at all); UserError if the compiler fails."""
+def compile_c(source: Path, output: Path, *, shared: bool, extra_flags: tuple[str, ...] = ()) -> Path:
+    """Compile one C file into ``output`` (replaced whole or not at all); UserError if the compiler fails.
+
+    ``extra_flags`` go to the compiler as they are (tests build with ``-fsanitize=address``).
+    """
     make_dir(output.parent)
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     flags = ["-shared", "-fPIC"] if shared else []
-    cmd = [c_compiler(), "-O2", "-std=gnu11", "-Wall", "-Wextra", *flags, "-o", str(tmp), str(source)]
+    # -pthread: NCCL calls the plugin from several threads (the v1 entry points take a lock).
+    cmd = [c_compiler(), "-O2", "-std=gnu11", "-Wall", "-Wextra", "-pthread", *flags, *extra_flags, "-o", str(tmp)]
+    cmd.append(str(source))
     if not shared:
         cmd.append("-ldl")
     try:
@@ -147,39 +154,57 @@ class Session:
     final_rc: int
 
 
-def ask(
-    plugin: Path, driver: Path, *, abi: int, ranks: int, nodes: int, queries: list[Query], config: Path | None
-) -> Session:
-    """Load ``plugin`` as NCCL does with ABI ``abi`` for a communicator of ``ranks`` on ``nodes``, ask every query."""
+def query_line(q: Query) -> str:
+    """``q`` as the driver reads it: ``COLL NBYTES NUMPIPEOPS REGBUFF NUMALGO COSTS...``."""
+    num_algo = len(q.table) // NUM_PROTOCOLS
+    costs = " ".join(f"{c:g}" for c in q.table)
+    return f"{FUNC_OF_OP[q.op]} {q.nbytes} {q.pipe_ops} {q.reg_buff} {num_algo} {costs}"
+
+
+def drive(
+    plugin: Path,
+    driver: Path,
+    *,
+    abi: int,
+    ranks: int,
+    nodes: int,
+    lines: list[str],
+    config: Path | None,
+    timeout_s: float = TIMEOUT_S,
+) -> str:
+    """Run the driver on ``lines`` (queries and commands: ``csrc/nccl_tuner_driver.c``); its standard output.
+
+    Raises RuntimeError with the driver's standard error when it fails (a sanitizer's report included).
+    """
     env = {k: v for k, v in os.environ.items() if k != "NCCL_TUNER_CONFIG_FILE"}
     if config is not None:
         env["NCCL_TUNER_CONFIG_FILE"] = str(config)
-    lines = []
-    for q in queries:
-        num_algo = len(q.table) // NUM_PROTOCOLS
-        costs = " ".join(f"{c:g}" for c in q.table)
-        lines.append(f"{FUNC_OF_OP[q.op]} {q.nbytes} {q.pipe_ops} {q.reg_buff} {num_algo} {costs}")
     done = subprocess.run(
         [str(driver), str(plugin), str(abi), str(ranks), str(nodes)],
         input="\n".join(lines) + "\n",
         capture_output=True,
         text=True,
         env=env,
-        timeout=TIMEOUT_S,
+        timeout=timeout_s,
         check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(f"the tuner driver failed ({done.returncode}): {done.stderr.strip()}")
+    return done.stdout
+
+
+def parse_session(stdout: str) -> Session:
+    """The driver's output as a :class:`Session` (the first ``init`` and the last ``final`` line)."""
     init_rc = final_rc = -1
     answers: list[Answer] = []
     logs: list[tuple[int, str]] = []
     pick: list[int] | None = None
-    for line in done.stdout.splitlines():
+    for line in stdout.splitlines():
         head, _, rest = line.partition(" ")
         if head == "log":
             level, _, message = rest.partition(" ")
             logs.append((int(level), message))
-        elif head == "init":
+        elif head == "init" and init_rc == -1:
             init_rc = int(rest)
         elif head == "final":
             final_rc = int(rest)
@@ -189,6 +214,14 @@ def ask(
             algo, proto, channels, rc = pick
             answers.append(Answer(algo, proto, channels, rc, tuple(float(x) for x in rest.split())))
     return Session(init_rc, tuple(answers), tuple(logs), final_rc)
+
+
+def ask(
+    plugin: Path, driver: Path, *, abi: int, ranks: int, nodes: int, queries: list[Query], config: Path | None
+) -> Session:
+    """Load ``plugin`` as NCCL does with ABI ``abi`` for a communicator of ``ranks`` on ``nodes``, ask every query."""
+    lines = [query_line(q) for q in queries]
+    return parse_session(drive(plugin, driver, abi=abi, ranks=ranks, nodes=nodes, lines=lines, config=config))
 
 
 def nccl_like_table(op: Op, *, nodes: int, ranks: int, num_algo: int = len(ALGORITHMS_BY_NUMBER)) -> tuple[float, ...]:

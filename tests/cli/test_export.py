@@ -33,7 +33,7 @@ def test_nccl_tuner(profile_path: Path) -> None:
 
 def test_ompi_rules_to_file(profile_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "rules.txt"
-    result = CliRunner().invoke(app, ["export", "ompi-rules", str(profile_path), "-o", str(out)])
+    result = CliRunner().invoke(app, ["export", "ompi-rules", str(profile_path), "--output", str(out)])
     assert result.exit_code == 0, result.output
     body = [line.split("#")[0].split() for line in out.read_text().splitlines()]
     assert [t for t in body if t] == [
@@ -56,7 +56,7 @@ def test_env(profile_path: Path) -> None:
 
 def test_nccl_tuner_notes_rules_left_out_on_the_terminal(profile_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "tuner.conf"
-    result = CliRunner().invoke(app, ["export", "nccl-tuner", str(profile_path), "-o", str(out)])
+    result = CliRunner().invoke(app, ["export", "nccl-tuner", str(profile_path), "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert "note: allreduce [0, 8191] bytes (4 ranks on 1 node(s), measured): recursive-doubling has no NCCL" in (
         result.stderr.replace("\n", " ")
@@ -95,7 +95,7 @@ def test_unwritable_output_is_one_line(profile_path: Path, tmp_path: Path, where
     blocker = tmp_path / "afile"
     blocker.write_text("")
     out = tmp_path if where == "dir" else blocker / "o.txt"
-    result = CliRunner().invoke(app, ["export", "env", str(profile_path), "-o", str(out)])
+    result = CliRunner().invoke(app, ["export", "env", str(profile_path), "--output", str(out)])
     assert result.exit_code == 2
     assert "Traceback" not in result.output and str(out) in result.output
 
@@ -116,7 +116,9 @@ def test_unreadable_profile_is_one_line(tmp_path: Path, kind: str) -> None:
 def test_unknown_algorithm_is_one_line_exit_2(profile_path: Path, algo: str) -> None:
     profile_path.write_text(profile_path.read_text().replace("algo: ring", f"algo: {algo}"))
     for command in ("env", "nccl-tuner", "nccl-plugin"):
-        result = CliRunner().invoke(app, ["export", command, str(profile_path), "-o", str(profile_path.parent / "o")])
+        result = CliRunner().invoke(
+            app, ["export", command, str(profile_path), "--output", str(profile_path.parent / "o")]
+        )
         assert result.exit_code == 2 and "Traceback" not in result.output
         assert algo.removeprefix("native:") in result.output
 
@@ -130,7 +132,7 @@ def test_nccl_plugin_output_that_cannot_be_written_is_one_line(
     blocker = tmp_path / "afile"
     blocker.write_text("")
     out = blocker / "sub" if where == "under-a-file" else tmp_path / ("x" * 300)
-    args = ["export", "nccl-plugin", str(profile_path), "-o", str(out), *(["--show"] if show else [])]
+    args = ["export", "nccl-plugin", str(profile_path), "--output", str(out), *(["--show"] if show else [])]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output

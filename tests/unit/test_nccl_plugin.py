@@ -10,6 +10,8 @@ tuner_v2.cc). v3 is also called with NCCL 2.22's 6-row table (no PAT row).
 
 from __future__ import annotations
 
+import random
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import UserError
+from collbench.fileio import csrc_dir
 from collbench.nccl.algorithms import PROTOCOLS, algorithm
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
@@ -29,7 +32,12 @@ from collbench.tuning.nccl_plugin import (
     ask,
     build_driver,
     build_plugin,
+    c_compiler,
+    compile_c,
+    drive,
     nccl_like_table,
+    parse_session,
+    query_line,
     show,
 )
 
@@ -205,7 +213,7 @@ def test_show_reports_the_plugins_own_answers() -> None:
 def test_cli_builds_the_plugin_and_prints_the_two_environment_lines(tmp_path: Path) -> None:
     path = PROFILE.save(tmp_path / "p.yaml")
     out = tmp_path / "plugin"
-    result = CliRunner().invoke(app, ["export", "nccl-plugin", str(path), "-o", str(out)])
+    result = CliRunner().invoke(app, ["export", "nccl-plugin", str(path), "--output", str(out)])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert f"NCCL_TUNER_PLUGIN={(out / 'libnccl-tuner-collbench.so').resolve()}" in lines
@@ -223,8 +231,206 @@ def test_cli_without_a_compiler_or_output_is_one_line(tmp_path: Path, monkeypatc
     assert result.exit_code == 2 and "Traceback" not in result.output and "-o" in result.output
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CC", raising=False)
-    result = CliRunner().invoke(app, ["export", "nccl-plugin", str(path), "-o", str(tmp_path / "o")])
+    result = CliRunner().invoke(app, ["export", "nccl-plugin", str(path), "--output", str(tmp_path / "o")])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "no C compiler found" in result.output
     with pytest.raises(UserError, match="no C compiler"):
         build_plugin(PROFILE, tmp_path / "o2")
+
+
+def answer_of(
+    built: tuple[Path, Path, Path], config: Path, abi: int, lines: list[str], ranks: int = 8, nodes: int = 2
+) -> Session:
+    plugin, _, driver = built
+    return parse_session(drive(plugin, driver, abi=abi, ranks=ranks, nodes=nodes, lines=lines, config=config))
+
+
+# NCCL's MAXCHANNELS (src/include/device.h) is 32 up to 2.24 and 64 from 2.25, and from 2.22 it keeps the count
+# in `int32_t nMaxChannels:8` (src/include/comm.h): 128 wraps to -128, 256 to 0. v4 serves 2.24 too.
+@pytest.mark.parametrize(
+    ("abi", "channels", "kept"),
+    [
+        *((6, 256, False), (6, 128, False), (6, 65, False), (6, 64, True), (5, 64, True)),
+        *((4, 33, False), (4, 32, True), (3, 48, False), (2, 64, False), (1, 33, False), (1, 32, True)),
+    ],
+)
+def test_a_channel_count_nccl_cannot_hold_is_skipped_with_a_warning(
+    built: tuple[Path, Path, Path], tmp_path: Path, abi: int, channels: int, kept: bool
+) -> None:
+    config = tmp_path / "wide.conf"
+    config.write_text(f"allreduce,0,1000,ring,simple,{channels},-1,-1\nallreduce,0,-1,tree,simple,2,-1,-1\n")
+    session = answer_of(built, config, abi, [query_line(Query(Op.ALL_REDUCE, 100, table_for(Op.ALL_REDUCE)))])
+    (answer,) = session.answers
+    warnings = [m for level, m in session.logs if level == 2]
+    if kept:
+        assert (answer.algo, answer.proto, answer.channels) == (1, 2, channels) and not warnings
+    else:
+        assert (answer.algo, answer.proto, answer.channels) == (0, 2, 2)  # the next line applies
+        assert len(warnings) == 1 and f"line 1: channels {channels} is more than" in warnings[0], warnings
+        assert "skipped" in warnings[0]
+
+
+def test_v1_a_communicator_destroyed_leaves_the_others_rules(built: tuple[Path, Path, Path]) -> None:
+    """NCCL 2.19-2.20 call v1's init and destroy once per communicator: one going must not take the other's."""
+    _, config, _ = built
+    q = query_line(Query(Op.ALL_REDUCE, 1 << 20, table_for(Op.ALL_REDUCE)))
+    session = answer_of(built, config, 1, [q, "open 8 2", "close 1", q, "open 8 2", q, "close 2", q])
+    assert [(a.algo, a.proto, a.channels) for a in session.answers] == [(1, 2, 4)] * 4
+
+
+def test_v1_communicators_of_different_shapes_take_only_lines_for_any_shape(
+    built: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """v1 cannot tell which communicator asks: a line for 8 ranks must not steer a 16-rank one."""
+    config = tmp_path / "shapes.conf"
+    config.write_text("allreduce,0,-1,tree,ll,-1,2,8\nallreduce,0,-1,ring,ll128,-1,-1,-1\n")
+    q = query_line(Query(Op.ALL_REDUCE, 4096, table_for(Op.ALL_REDUCE)))
+    session = answer_of(built, config, 1, [q, "open 16 2", q])
+    assert [(a.algo, a.proto) for a in session.answers] == [(0, 0), (1, 1)]
+    assert any("cannot tell them apart" in m for level, m in session.logs if level == 2)
+
+
+@pytest.mark.parametrize("abi", [2, 4, 6])
+def test_contexts_answer_for_their_own_shape_and_outlive_each_other(
+    built: tuple[Path, Path, Path], tmp_path: Path, abi: int
+) -> None:
+    config = tmp_path / "shapes.conf"
+    config.write_text("allreduce,0,-1,tree,ll,-1,2,8\nallreduce,0,-1,ring,ll128,-1,-1,-1\n")
+    q = query_line(Query(Op.ALL_REDUCE, 4096, nccl_like_table(Op.ALL_REDUCE, nodes=2, ranks=16)))
+    session = answer_of(built, config, abi, [q, "open 16 2", q, "use 0", "close 1", q])
+    assert [(a.algo, a.proto) for a in session.answers] == [(0, 0), (1, 1), (0, 0)]
+
+
+def asan_problem(where: Path) -> str | None:
+    """Why this machine cannot build and run an AddressSanitizer program, or None."""
+    source = where / "asan_probe.c"
+    source.write_text("#include <stdlib.h>\nint main(void) { free(malloc(8)); return 0; }\n")
+    try:
+        binary = compile_c(source, where / "asan_probe", shared=False, extra_flags=("-fsanitize=address",))
+        done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60, check=False)
+    except (UserError, OSError, subprocess.TimeoutExpired) as exc:
+        return f"{c_compiler()} -fsanitize=address does not build here: {exc}"
+    return None if done.returncode == 0 else f"an ASan program does not run here: {done.stderr.strip()[:200]}"
+
+
+@pytest.fixture(scope="module")
+def asan_built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    out = tmp_path_factory.mktemp("asan")
+    problem = asan_problem(out)
+    if problem is not None:
+        pytest.skip(problem)
+    flags = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+    plugin = compile_c(csrc_dir() / "nccl_tuner_plugin.c", out / "plugin.so", shared=True, extra_flags=flags)
+    driver = compile_c(csrc_dir() / "nccl_tuner_driver.c", out / "driver", shared=False, extra_flags=flags)
+    return plugin, driver
+
+
+@pytest.mark.parametrize("abi", [1, 2, 6])
+def test_communicators_made_and_destroyed_while_another_asks_are_memory_safe(
+    asan_built: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, abi: int
+) -> None:
+    """One thread asks communicator 0 while another creates and destroys communicators, under ASan."""
+    plugin, driver = asan_built
+    config = tmp_path / "many.conf"
+    config.write_text("".join(f"allreduce,{i * 1000},{i * 1000 + 999},ring,simple,-1,-1,-1\n" for i in range(2000)))
+    monkeypatch.setenv("ASAN_OPTIONS", "halt_on_error=1:detect_leaks=1")
+    q = query_line(Query(Op.ALL_REDUCE, 4096, table_for(Op.ALL_REDUCE)))
+    out = drive(plugin, driver, abi=abi, ranks=8, nodes=2, lines=["race 200", q], config=config, timeout_s=120)
+    race = next(line.split() for line in out.splitlines() if line.startswith("race "))
+    assert int(race[1]) > 0 and int(race[2]) == 200
+    (answer,) = parse_session(out).answers
+    assert (answer.algo, answer.proto) == (1, 2)  # communicator 0 keeps its rules throughout
+
+
+def test_a_million_line_config_costs_a_lookup_not_a_scan(built: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """NCCL asks before every collective: a long file must cost at init, not per call (a scan took ~5 ms)."""
+    config = tmp_path / "long.conf"
+    algos = ("tree", "ring")
+    config.write_text(
+        "".join(f"allreduce,{16 * i},{16 * i + 15},{algos[i % 2]},simple,-1,-1,-1\n" for i in range(10**6))
+    )
+    table = table_for(Op.ALL_REDUCE)
+    lines = [f"time 2000 {query_line(Query(Op.ALL_REDUCE, 16 * 50_000 + 3, table))}"]
+    lines += [query_line(Query(Op.ALL_REDUCE, n, table)) for n in (16 * 50_001 + 3, 16 * 99_999, 16 * 100_000)]
+    plugin, _, driver = built
+    out = drive(plugin, driver, abi=6, ranks=8, nodes=2, lines=lines, config=config)
+    _, per_call_ns, examined = next(line.split() for line in out.splitlines() if line.startswith("time "))
+    assert float(per_call_ns) < 50_000, out[-500:]  # generous: a lookup takes well under a microsecond
+    assert 0 <= float(examined) <= 2  # one group (allreduce, ring or tree / simple) each: no line-by-line scan
+    session = parse_session(out)
+    assert [(a.algo, a.proto) for a in session.answers[:2]] == [(1, 2), (1, 2)]
+    assert session.answers[2].table == table  # past the cap: no line applies, NCCL's table untouched
+    warnings = [m for level, m in session.logs if level == 2]
+    assert len(warnings) == 1 and "more than 100000 rules" in warnings[0], warnings
+
+
+ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+PROTOS = ("ll", "ll128", "simple")
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("abi", [3, 4, 6])
+def test_the_index_answers_as_the_first_matching_line_would(
+    built: tuple[Path, Path, Path], tmp_path: Path, seed: int, abi: int
+) -> None:
+    """Overlapping ranges, shapes, numPipeOps, regBuff and ignored cells: the plugin's answer is the first line
+    in file order that matches and whose cell NCCL can run, as a line-by-line reading finds it."""
+    rng = random.Random(seed)
+    marks = [0, 1, 100, 4096, 65536, 1 << 20]
+    rules = []
+    for _ in range(300):
+        lo = rng.choice(marks) + rng.randrange(3)
+        hi = -1 if rng.random() < 0.3 else lo + rng.choice(marks)
+        rules.append(
+            (
+                rng.choice(["allreduce", "allgather"]),
+                lo,
+                hi,
+                rng.randrange(7),
+                rng.randrange(3),
+                rng.choice([-1, 1, 8, 32]),
+                rng.choice([-1, 2, 1]),
+                rng.choice([-1, 8, 4]),
+                rng.choice([-1, 1, 2]),
+                rng.choice([-1, 0, 1]),
+            )
+        )
+    config = tmp_path / "random.conf"
+    config.write_text(
+        "".join(
+            f"{c},{lo},{hi},{ALGOS[a]},{PROTOS[p]},{ch},{nd},{rk},{po},{rb}\n"
+            for c, lo, hi, a, p, ch, nd, rk, po, rb in rules
+        )
+    )
+    num_algo = 6 if abi == 3 else 7
+    queries = []
+    for _ in range(300):
+        op = rng.choice([Op.ALL_REDUCE, Op.ALL_GATHER])
+        table = tuple(IGNORE if rng.random() < 0.4 else 100.0 for _ in range(num_algo * 3))
+        n = max(0, rng.choice(marks) * rng.choice([1, 2]) + rng.randrange(-2, 3))
+        queries.append(Query(op, n, table, pipe_ops=rng.choice([1, 2, 3]), reg_buff=rng.choice([0, 1])))
+    session = answer_of(built, config, abi, [query_line(q) for q in queries])
+    for q, answer in zip(queries, session.answers, strict=True):
+        coll = q.op.spec.nccl_name
+        reg = -1 if abi == 3 else q.reg_buff  # v3 has no regBuff argument
+        first = next(
+            (
+                r
+                for r in rules
+                if r[0] == coll
+                and r[1] <= q.nbytes
+                and (r[2] == -1 or q.nbytes <= r[2])
+                and r[6] in (-1, 2)
+                and r[7] in (-1, 8)
+                and r[8] in (-1, q.pipe_ops)
+                and (r[9] == -1 or reg == -1 or r[9] == reg)
+                and r[3] < num_algo
+                and q.table[r[3] * 3 + r[4]] != IGNORE
+            ),
+            None,
+        )
+        expect = list(q.table)
+        if first is not None:
+            expect[first[3] * 3 + first[4]] = 0.0
+        assert answer.table == tuple(expect), (q, first)
+        assert answer.channels == (first[5] if first is not None and first[5] > 0 else 0)
