@@ -64,6 +64,10 @@ def nccl_tests(
         f"{len(rows)} rows: {ops}, {first.world_size} ranks on {where}, "
         f"{min(r.size_bytes for r in rows)}-{max(r.size_bytes for r in rows)} bytes, algo {algos}"
     )
+    failed = sum(1 for r in rows if r.wrong > 0)
+    if failed:
+        # Kept (they were measured) but marked: fit and tune skip rows with wrong data.
+        summary += f"; {failed} row(s) failed validation (wrong > 0): kept, never fitted or selected"
     if output is None:
         import json
 

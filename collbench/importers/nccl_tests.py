@@ -5,7 +5,16 @@ command line a user pasted above it), ``# nThread .. iters: 20 ..``, and one ``#
 Pid .. on HOST device D [BUS] NAME`` line per rank (older versions: no ``Group``). Each data line is
 ``size count type redop [root]`` then ``time algbw busbw #wrong`` twice: out-of-place, then in-place
 (``#wrong`` is ``N/A`` with ``-c 0``; versions before 2.0 print a float ``error`` instead). NCCL's
-INFO lines may be interleaved; several tests may follow each other in one log.
+INFO lines may be interleaved; several tests may follow each other in one log. rccl-tests (AMD) prints
+the same table, with ``RCCL version : X`` lines under the ranks and often no ``Group`` on them.
+
+Validation: a ``#wrong`` count above zero is a failed row, whatever its notation (large counts print
+as ``2.09715e+06``). The legacy ``error`` column is the largest difference from the expected value;
+nccl-tests counted a row out of bounds when it exceeded ``DeltaMaxValue`` of the type (1e-5 for
+float, 1e-12 for double, 5e-2 for half, any difference for integers), so such a row is failed (wrong
+1: at least one element, the count unknown) and one within it passed (wrong 0). rccl-tests marks an
+out-of-bounds error with an asterisk. A failed row is kept (it was measured) but never fitted or
+selected; ``# Out of bounds values : N FAILED`` with no row saying which adds a note.
 
 JSON (nccl-tests' ``util.cu`` writer): ``{"args": [program, ...], "env": [...], "nccl_version": N,
 "config": {"nthreads", "ngpus", "iterations", ..., "devices": [{"rank", "hostname", "device_info"},
@@ -54,7 +63,12 @@ _RANK_RE = re.compile(
 # "warmup iters: 5 iters: 20 agg iters: 1": the timed count is the one after a number.
 _ITERS_RE = re.compile(r"\d\s+iters:\s*(\d+)")
 _NTHREAD_RE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
-_VERSION_RE = re.compile(r"nccl-library=(\d+)")
+_VERSION_RE = re.compile(r"[nr]ccl-library=(\d+)")
+# rccl-tests prints "RCCL version : 2.22.3-HEAD:7d8d67c" under its rank lines.
+_RCCL_VERSION_RE = re.compile(r"^RCCL version\s*:\s*(\d+\.\d+\.\d+)")
+_FOOTER_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
+# nccl-tests' DeltaMaxValue: the largest error a legacy ``error`` column may show and still pass.
+_LEGACY_ERROR_BOUND = {"float16": 5e-2, "bfloat16": 5e-2, "float32": 1e-5, "float64": 1e-12}
 _DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16"}
 
 
@@ -105,6 +119,8 @@ class _Run:
     """The header's columns before the first ``time``: size count type, then redop and root where printed
     (nccl-tests before 2.0 printed neither for all-gather, and no redop for broadcast)."""
     legacy_error: bool = False
+    failed_values: int = 0
+    """The footer's ``Out of bounds values : N FAILED`` count (0 when it says OK or is absent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,17 +173,22 @@ def _factor_row(
     )
 
 
-def _wrong(token: str, legacy_error: bool) -> int:
+def _wrong(token: str, legacy_error: bool, dtype: str) -> int:
+    """The row's wrong count: -1 unchecked, 0 passed, above 0 failed (see the module's docstring)."""
     if token.upper() == "N/A":
         return -1
-    value = float(token)
+    marked = token.endswith("*")
+    value = float(token.rstrip("*"))
     if not math.isfinite(value):
         # float() takes "inf" and "nan"; a count cannot be either, and round() would raise past the
         # caller's ValueError handler: the line is refused as unreadable like any other bad token.
         raise ValueError(f"#wrong {token!r} is not a count")
+    if marked:
+        return max(1, round(value)) if not legacy_error else 1
     if legacy_error:
-        # Old versions print the largest error, not a count: zero means all right, else unknown count.
-        return 0 if value == 0 else -1
+        # Old versions print the largest error, not a count: beyond the type's bound is at least one
+        # element out of bounds; within it the check passed.
+        return 1 if value > _LEGACY_ERROR_BOUND.get(dtype, 0.0) else 0
     return round(value)
 
 
@@ -184,6 +205,11 @@ def _choose_op(named: Op | None, override: Op | None, path: Path) -> Op | None:
 def _is_result_line(tokens: list[str]) -> bool:
     # size and count, then type and redop: nothing else in a log starts with two whole numbers and a name.
     return len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit() and not tokens[2][:1].isdigit()
+
+
+def _read_columns(run: _Run, words: list[str]) -> None:
+    run.columns = tuple(words[: words.index("time")])
+    run.legacy_error = "#wrong" not in words and "error" in words
 
 
 def _split_runs(text: str, path: Path) -> list[_Run]:
@@ -218,8 +244,9 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
                 if m := _ITERS_RE.search(line):
                     run.iters = int(m.group(1))
             elif (words := line.lstrip("#").split()) and words[0] == "size" and "time" in words:
-                run.columns = tuple(words[: words.index("time")])
-                run.legacy_error = "#wrong" not in words and "error" in words
+                _read_columns(run, words)
+            elif m := _FOOTER_RE.search(line):
+                run.failed_values = int(m.group(1))
             continue
         if (info := nccl_line(line)) is not None:
             if info.rank is not None:
@@ -232,6 +259,12 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
         tokens = line.split()
         if _is_result_line(tokens):
             run.rows.append((lineno, tokens))
+        elif tokens and tokens[0] == "size" and "time" in tokens:
+            _read_columns(run, tokens)  # a legacy header printed without its '#'
+        elif m := _FOOTER_RE.search(line):
+            run.failed_values = int(m.group(1))
+        elif m := _RCCL_VERSION_RE.match(line):
+            run.version = run.version or m.group(1)
         elif m := _PROGRAM_RE.search(line):
             if run.rows:
                 run = _Run(version=run.version)
@@ -361,6 +394,11 @@ def _parse_text(
         run_rows: list[ResultRow] = []
         for lineno, tokens in run.rows:
             run_rows.extend(_text_row(tokens, lineno, run, run_op, shape.world_size, path))
+        if run.failed_values and not any(r.wrong > 0 for r in run_rows):
+            notes.append(
+                f"{path}: the log says {run.failed_values} values failed validation but no row says which;"
+                " its rows are kept as they read"
+            )
         out.extend(
             replace(
                 r,
@@ -400,7 +438,7 @@ def _text_row(tokens: list[str], lineno: int, run: _Run, op: Op, world_size: int
                 -1 if lead.root is None else lead.root,
                 i == 1,
                 _time_us(h[0], path, lineno),
-                _wrong(h[3], run.legacy_error),
+                _wrong(h[3], run.legacy_error, lead.dtype),
             )
             for i, h in enumerate(halves)
             if h[0].upper() != "N/A"  # that mode was not measured

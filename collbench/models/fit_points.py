@@ -41,8 +41,8 @@ class FitPoint:
 class PointSummaries:
     """Per-point summaries of the rows given to :meth:`add`, in the order their points first came.
 
-    Rows without a positive time (nothing a fit can use) are counted in ``rows_seen`` and otherwise
-    dropped, as the fit has always dropped them.
+    Rows without a positive time (nothing a fit can use) and rows whose data check found wrong
+    elements (``wrong > 0``) are counted in ``rows_seen`` and otherwise dropped.
     """
 
     __slots__ = ("_points", "rows_seen")
@@ -55,7 +55,8 @@ class PointSummaries:
     def add(self, row: ResultRow) -> None:
         """Fold one row into its point's summary."""
         self.rows_seen += 1
-        if not (row.time_us > 0 and row.size_bytes >= 0):
+        # A row whose data check failed timed a broken collective: its time describes nothing to model.
+        if row.wrong > 0 or not (row.time_us > 0 and row.size_bytes >= 0):
             return
         key = (row.op, row.algo, row.backend, row.world_size, row.size_bytes)
         time = decision_time_us(row)

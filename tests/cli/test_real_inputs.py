@@ -92,3 +92,11 @@ def test_discover_says_what_it_assumed() -> None:
     assert result.exit_code == 0, result.output
     assumed = [line for line in result.stderr.splitlines() if line.startswith("assumed:")]
     assert len(assumed) == 6 and any("have no column in the header" in line for line in assumed)
+
+
+def test_import_says_how_many_rows_failed_validation(tmp_path: Path) -> None:
+    log = REAL / "all_gather_perf-v100-x8-failed-legacy-issue-excerpt.log"
+    out = tmp_path / "rows.jsonl"
+    result = CliRunner().invoke(app, ["import", "nccl-tests", str(log), "--output", str(out)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "2 row(s) failed validation" in result.output

@@ -8,8 +8,10 @@ import pytest
 
 from collbench.errors import InputFileError
 from collbench.importers.nccl_tests import looks_like_nccl_tests, nccl_version_string, read_nccl_tests
+from collbench.models.fit_points import summarize
 
 FIX = Path(__file__).parents[1] / "fixtures" / "nccl_tests"
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
 
 
 def test_all_reduce_text_table() -> None:
@@ -99,3 +101,52 @@ def test_a_wrong_count_that_is_not_finite_is_one_error_naming_the_line(tmp_path:
     log.write_text("".join(lines))
     with pytest.raises(InputFileError, match=rf"log.txt:{at + 1}: .*\(#wrong '{token}' is not a count\)"):
         read_nccl_tests(log)
+
+
+_LEGACY_HEADER = (
+    "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("errors", "wrong"),
+    [
+        (("2e-07", "0e+00"), [0, 0]),  # within float's bound (1e-5): the check passed
+        (("1e+00", "2e-07"), [1, 0]),  # beyond it: failed, the count unknown (at least one)
+        (("3e-04*", "0e+00"), [1, 0]),  # rccl-tests marks an error beyond the bound with an asterisk
+    ],
+)
+def test_legacy_error_column_against_the_types_bound(tmp_path: Path, errors: tuple[str, str], wrong: list[int]) -> None:
+    line = f"  1048576  262144  float  sum  89.15  11.76  21.56  {errors[0]}  88.14  11.90  21.81  {errors[1]}\n"
+    log = tmp_path / "log.txt"
+    log.write_text("# all_reduce_perf\n" + _LEGACY_HEADER + line)
+    assert [r.wrong for r in read_nccl_tests(log, ranks=12)] == wrong
+
+
+def test_wrong_counts_printed_as_floats_fail_the_row(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "# Collective test starting: all_reduce_perf\n"
+        "     4194304       1048576     float     sum      -1    619.0    6.78    6.78  2.09715e+06    619.0"
+        "    6.78    6.78  2.09715e+06\n"
+        "# Out of bounds values : 108 FAILED\n"
+    )
+    assert [r.wrong for r in read_nccl_tests(log, ranks=2)] == [2097150, 2097150]
+
+
+def test_a_failed_footer_with_no_failed_row_says_so(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "# Collective test starting: all_reduce_perf\n"
+        "     4194304       1048576     float     sum      -1    619.0    6.78    6.78  0    619.0    6.78    6.78  0\n"
+        "# Out of bounds values : 4 FAILED\n"
+    )
+    notes: list[str] = []
+    read_nccl_tests(log, ranks=2, notes=notes)
+    assert any("4 values failed validation but no row says which" in n for n in notes)
+
+
+def test_failed_rows_are_never_fitted() -> None:
+    rows = read_nccl_tests(REAL / "all_gather_perf-v100-x8-failed-legacy-issue-excerpt.log")
+    summaries = summarize(rows)
+    assert summaries.rows_seen == 2 and len(summaries) == 0

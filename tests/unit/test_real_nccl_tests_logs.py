@@ -131,6 +131,26 @@ FACTS: dict[str, LogFacts] = {
     ),
 }
 
+# rccl-tests (AMD): rank lines without "Group" and "RCCL version :" lines under them; the second paste
+# keeps no footer, no test name and no nThread line.
+FACTS["all_reduce_perf-mi300x-2node-rccl-tests-no-group.log"] = LogFacts(
+    "all-reduce", 32, 16, 2, (256.5, 254.7), (90115, 90127), 20
+)
+FACTS["all_reduce_perf-mi355x-2node-rccl-tests-no-footer.log"] = LogFacts(
+    "all-reduce", 31, 16, 2, (41.16, 39.80), (43643, 43639), 0, (INFERRED_AR,)
+)
+# A legacy table (no '#' before its header) whose one line failed validation: error 1e+00 both ways.
+FACTS["all_gather_perf-v100-x8-failed-legacy-issue-excerpt.log"] = LogFacts(
+    "all-gather",
+    1,
+    8,
+    NODES_UNKNOWN,
+    (29122, 29169),
+    (29122, 29169),
+    0,
+    ("took 8 ranks from the columns", UNKNOWN_NODES),
+)
+
 # nccl-tests before 2.0, 8 GPUs in one process: no test name, no redop column for broadcast and no
 # redop or root column for all-gather, an NCCL line under the header.
 for _name, _op, _first, _last in [
@@ -196,3 +216,17 @@ def test_named_log_and_root_column() -> None:
     rows = read_nccl_tests(REAL / "broadcast_perf-2080ti-x2-autodl.log")
     assert {r.root for r in rows} == {0} and {r.redop for r in rows} == {"none"}
     assert rows[0].device_name == "NVIDIA GeForce RTX 2080 Ti" and rows[0].host == "autodl-container-xxxxx"
+
+
+def test_rows_that_failed_validation_are_marked_failed() -> None:
+    # error 1e+00 is far beyond float's bound (1e-5): nccl-tests counted both halves out of bounds.
+    rows = read_nccl_tests(REAL / "all_gather_perf-v100-x8-failed-legacy-issue-excerpt.log")
+    assert [r.wrong for r in rows] == [1, 1]
+
+
+def test_rccl_tests_logs_give_version_device_and_hosts() -> None:
+    rows = read_nccl_tests(REAL / "all_reduce_perf-mi300x-2node-rccl-tests-no-group.log")
+    assert {r.wrong for r in rows} == {0}
+    assert (rows[0].backend_version, rows[0].device_name, rows[0].host) == ("2.22.3", "AMD Instinct MI300X", "gpu-53")
+    rows = read_nccl_tests(REAL / "all_reduce_perf-mi355x-2node-rccl-tests-no-footer.log")
+    assert (rows[0].backend_version, rows[0].host) == ("2.26.6", "mi355-gpu-23")
