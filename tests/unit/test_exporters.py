@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from collbench.errors import UserError
+from collbench.errors import InputFileError, UserError
 from collbench.nccl.algorithms import algorithm as nccl_algorithm
 from collbench.nccl.algorithms import protocol_number
-from collbench.profile.document import Profile, RuleSet
+from collbench.nccl.channels import MAX_CHANNELS
+from collbench.profile.document import SCHEMA_PATH, Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import why_not
@@ -346,3 +349,40 @@ def test_any_profile_exports_only_what_nccl_runs_or_is_refused_in_one_line(p: Pr
         assert (r.ranks, r.nodes) in {(s.world_size, s.nodes) for s in p.rule_sets}
     assert all(len(line) < 256 for line in tuner.splitlines())
     parse_nccl_algo(env)  # NCCL's parser accepts it and every collective keeps an algorithm it can run
+
+
+# --- channel counts NCCL can hold (collbench.nccl.channels) ---------------------------------------------
+
+
+def _ring_with(channels: int) -> Profile:
+    return profile((Rule("all-reduce", 0, None, "ring", {**P, "channels": channels}),))
+
+
+@pytest.mark.parametrize("channels", [65, 128, 256, 10**6])
+def test_a_channel_count_no_nccl_holds_is_refused_by_the_exporters(channels: int) -> None:
+    """NCCL keeps the count in 8 signed bits (256 would become 0) and has at most 64 channels."""
+    for build in (build_nccl_tuner, build_nccl_env):
+        with pytest.raises(UserError, match=f"asks for {channels} channels; NCCL holds 1 to 64"):
+            build(_ring_with(channels))
+
+
+def test_a_channel_count_only_newer_nccl_holds_is_written_with_a_note() -> None:
+    built = build_nccl_tuner(_ring_with(48))
+    assert "allreduce,0,-1,ring,simple,48,2,8" in built.text.splitlines()
+    assert "channels 48 applies from NCCL 2.25" in built.text
+    assert any("channels 48 applies from NCCL 2.25" in note for note in built.notes)
+    plain = build_nccl_tuner(_ring_with(32))
+    assert "allreduce,0,-1,ring,simple,32,2,8" in plain.text.splitlines() and "applies from" not in plain.text
+    assert "allreduce,0,-1,ring,simple,64,2,8" in build_nccl_tuner(_ring_with(64)).text.splitlines()
+
+
+@pytest.mark.parametrize("channels", [65, 256])
+def test_the_profile_schema_bounds_channels(tmp_path: Path, channels: int) -> None:
+    schema = json.loads(SCHEMA_PATH.read_text())
+    rule = schema["properties"]["rule_sets"]["items"]["properties"]["rules"]["items"]
+    assert rule["properties"]["params"]["properties"]["channels"]["maximum"] == MAX_CHANNELS
+    path = _ring_with(64).save(tmp_path / "p.yaml")
+    assert Profile.load(path).rule_sets[0].rules[0].params["channels"] == 64
+    path.write_text(path.read_text().replace("channels: 64", f"channels: {channels}"))
+    with pytest.raises(InputFileError, match="channels"):
+        Profile.load(path)

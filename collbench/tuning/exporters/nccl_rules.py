@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from collbench.errors import UserError
 from collbench.nccl.algorithms import NcclAlgorithm, algorithm, protocol_number
+from collbench.nccl.channels import MAX_CHANNELS, MAX_CHANNELS_OLDEST, since_text
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
@@ -66,8 +67,7 @@ def nccl_choice(rule: Rule, shape: RuleSet) -> NcclChoice:
     op = Op.parse(rule.op)
     where = f"{op.value} {span(rule)} at {shape.world_size} ranks on {shape.nodes} node(s)"
     proto = _protocol(rule, where)
-    channels = rule.params.get("channels")
-    count = int(channels) if channels else None
+    count = _channels(rule, where)
     if is_native(rule.algo):
         variant = parse_native_variant(rule.algo)
         if not variant.forced:
@@ -95,6 +95,20 @@ def nccl_choice(rule: Rule, shape: RuleSet) -> NcclChoice:
     if reason is not None:
         raise UserError(f"profile rule {where} says {rule.algo}, which NCCL cannot run: {reason}")
     return NcclChoice(rule, algo, proto, count, f"{rule.algo} is NCCL's {algo.tuner}", condition=condition(algo))
+
+
+def _channels(rule: Rule, where: str) -> int | None:
+    """The rule's channel count, None for NCCL's own; UserError for one no NCCL can hold (it would wrap)."""
+    channels = rule.params.get("channels")
+    if not channels:
+        return None
+    count = int(channels)
+    if not 1 <= count <= MAX_CHANNELS:
+        raise UserError(
+            f"profile rule {where} asks for {count} channels; NCCL holds 1 to {MAX_CHANNELS} "
+            f"({MAX_CHANNELS_OLDEST} before {since_text(MAX_CHANNELS)})"
+        )
+    return count
 
 
 def _protocol(rule: Rule, where: str) -> int | None:

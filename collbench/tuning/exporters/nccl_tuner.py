@@ -12,12 +12,15 @@ so one file serves every communicator of a job; shapes the profile has no rules 
 No line names something NCCL cannot run for its collective and shape (:mod:`.nccl_rules`); a rule with
 no NCCL equivalent is a comment saying what NCCL does instead. The protocol field must name a protocol
 (the example plugin reads anything else as ``simple``): the rule's measured or forced protocol, else
-``simple``, the protocol of bulk transfers that collbench's own schedules resemble.
+``simple``, the protocol of bulk transfers that collbench's own schedules resemble. A channel count is
+1 to :data:`collbench.nccl.channels.MAX_CHANNELS` (a profile asking for more is refused); one above what
+NCCL before 2.25 holds gets a comment and a note, as collbench's plugin skips that line there.
 """
 
 from __future__ import annotations
 
 from collbench.nccl.algorithms import PROTOCOLS
+from collbench.nccl.channels import MAX_CHANNELS_OLDEST, since_text
 from collbench.profile.document import Profile, RuleSet
 from collbench.schedules.ops import Op
 from collbench.tuning.exporters.exported import Exported, comment_lines
@@ -81,6 +84,10 @@ def build_nccl_tuner(profile: Profile) -> Exported:
                 continue
             gain = "" if rule.gain_vs_native is None else f" ({rule.gain_vs_native:.2f}x native)"
             out.extend(comment_lines(f"{head}: {choice.why}{gain}"))
+            if choice.channels is not None and choice.channels > MAX_CHANNELS_OLDEST:
+                older = f"channels {choice.channels} applies from NCCL {since_text(choice.channels)}"
+                out.extend(comment_lines(f"{older}; before it, collbench's plugin skips this line"))
+                notes.append(f"{head} ({shape_label(shape)}): {older}")
             if choice.condition:
                 out.extend(comment_lines(f"only where NCCL enables it: {choice.condition}"))
                 notes.append(
