@@ -9,9 +9,11 @@ that this catches what it should. Skipped only where no Chromium is installed (.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,10 @@ from report_inputs import EXAMPLE_PROFILE, EXAMPLE_RESULTS, a100_topology, examp
 
 from collbench.report.assets import ERROR_TRAP_JS
 from collbench.report.page import SECTION_IDS, ReportInputs, write_report
-from collbench.results.io import read_rows
+from collbench.results.io import read_rows, write_rows
+from collbench.results.row import ResultRow
+from collbench.schedules.ops import Op
+from collbench.units import size_label
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((b for b in BROWSERS if shutil.which(b)), None)
@@ -115,3 +120,104 @@ def test_a_screenshot_is_not_blank(page: Path, tmp_path: Path) -> None:
     assert 0.05 < not_white < 0.9, not_white
     lower = flat.reshape(1600, 1280, 3)[800:]
     assert float(np.mean(lower.min(axis=2) < 240)) > 0.02, "the lower half of the page was not painted"
+
+
+# Run in the page after its own scripts: every chart's text inside its drawing, and in the busbw
+# charts, read from the drawn marks, the axis spanning the measured busbw and no bar above the fastest
+# iteration's busbw (FASTEST: per "algo size", the busbw of the fastest iteration of its rows).
+# Findings go to #js-errors; the counts of labels and bars checked to <body data-geometry>/data-bars.
+GEOMETRY_JS = r"""
+(function(){
+  var checked=0,nbars=0;
+  function box(el){var r=el.getBoundingClientRect();return r;}
+  document.querySelectorAll('svg').forEach(function(svg){
+    var frame=box(svg);
+    svg.querySelectorAll('text').forEach(function(t){
+      var r=box(t);
+      if(!t.textContent.trim()){return;}
+      if(r.left<frame.left-1||r.right>frame.right+1||r.top<frame.top-1||r.bottom>frame.bottom+1){
+        window.collbenchRecord('clipped label: '+t.textContent+' in '+(svg.getAttribute('aria-label')||'svg'));}
+      checked++;
+    });
+  });
+  document.querySelectorAll('svg.chart').forEach(function(svg){
+    var label=svg.getAttribute('aria-label')||'';
+    if(!/busbw$/.test(label)){return;}
+    var ticks=Array.prototype.filter.call(svg.querySelectorAll('text.tick'),function(t){
+      return t.getAttribute('text-anchor')==='end';}).map(function(t){
+      var r=box(t);return {y:(r.top+r.bottom)/2,v:Math.log10(parseFloat(t.textContent))};});
+    var a=ticks[0],b=ticks[ticks.length-1];
+    function value(y){return Math.pow(10,a.v+(y-a.y)*(b.v-a.v)/(b.y-a.y));}
+    var bars=svg.querySelectorAll('line.spread');
+    var dots=Array.prototype.filter.call(svg.querySelectorAll('circle'),function(c){return !c.getAttribute('class');});
+    var top=0,bottom=Infinity;
+    dots.forEach(function(dot,i){
+      var tip=dot.querySelector('title').textContent;
+      var fastest=FASTEST[tip.split(':')[0]];
+      if(fastest===undefined){window.collbenchRecord('no such point: '+tip);return;}
+      var barTop=value(box(bars[i]).top);
+      if(barTop>fastest*1.08){window.collbenchRecord('bar above the fastest iteration: '+tip+' drawn to '+barTop);}
+      top=Math.max(top,fastest);
+      bottom=Math.min(bottom,value(box(bars[i]).bottom));
+      nbars++;
+    });
+    var values=ticks.map(function(t){return Math.pow(10,t.v);});
+    if(Math.max.apply(null,values)>10*top||Math.min.apply(null,values)<bottom/10){
+      window.collbenchRecord('busbw axis '+values.join(',')+' beyond the measured '+bottom+'..'+top);}
+  });
+  document.body.setAttribute('data-geometry',String(checked));
+  document.body.setAttribute('data-bars',String(nbars));
+})();
+"""
+
+
+def test_the_charts_as_drawn(page: Path, tmp_path: Path) -> None:
+    """In the browser's layout: no label cut at its drawing's edge, the busbw axis spans what was
+    measured, and no bar rises above its fastest iteration's busbw."""
+    rows = read_rows(EXAMPLE_RESULTS)
+    factor = Op.parse("all-reduce").spec.busbw_factor(4)
+    fastest: dict[str, float] = {}
+    for r in rows:
+        key = f"{r.algo} {size_label(r.size_bytes)}"
+        fastest[key] = max(fastest.get(key, 0.0), factor * r.size_bytes / r.time_us_min / 1e3)
+    probe = tmp_path / "probe.html"
+    script = f"var FASTEST={json.dumps(fastest)};{GEOMETRY_JS}"
+    probe.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
+    run = _chromium(tmp_path, "--window-size=1280,2000", "--dump-dom", probe.as_uri())
+    assert _errors(run.stdout) == ""
+    checked = re.search(r'data-geometry="(\d+)"', run.stdout)
+    bars = re.search(r'data-bars="(\d+)"', run.stdout)
+    assert checked is not None and int(checked.group(1)) > 50, "the probe did not run"
+    assert bars is not None and int(bars.group(1)) > 100, "no busbw bars checked"
+
+
+PAYLOAD = (
+    "x\"'><script>document.title='PWNED';document.documentElement.setAttribute('data-pwned','1')</script>"
+    "<img src=x onerror=\"document.title='PWNED';document.documentElement.setAttribute('data-pwned','1')\">"
+    "</script><!--<svg onload=\"document.documentElement.setAttribute('data-pwned','1')\">"
+)
+
+
+def _hostile_rows() -> list[ResultRow]:
+    fields = ("backend", "host", "layout", "torch_version", "device_name", "nccl_algo", "source")
+    rows = [r for r in read_rows(EXAMPLE_RESULTS) if r.algo in ("ring", "tree")]
+    return [replace(r, **dict.fromkeys(fields, PAYLOAD)) for r in rows]
+
+
+def test_a_hostile_results_file_runs_no_script(tmp_path: Path) -> None:
+    """Markup in a results file's text fields (and a topology's names) is shown, never run."""
+    results = tmp_path / "hostile.jsonl"
+    write_rows(results, _hostile_rows())
+    topo = a100_topology()
+    topo = replace(topo, host=PAYLOAD, devices=tuple(replace(d, name=PAYLOAD) for d in topo.devices))
+    out = tmp_path / "report.html"
+    write_report(out, ReportInputs(rows=tuple(read_rows(results)), profile=example_profile(), topology=topo))
+    run = _chromium(tmp_path, "--dump-dom", out.as_uri())
+    assert re.search(r'<body[^>]*data-js="ready"', run.stdout), run.stderr[-2000:]
+    assert not re.search(r"<(html|body)[^>]*data-pwned", run.stdout) and "<title>PWNED</title>" not in run.stdout
+    assert "&lt;script&gt;document.title=" in run.stdout  # shown as text
+    # The probe works: the same payload pasted raw into a page does run.
+    raw = tmp_path / "raw.html"
+    raw.write_text(f"<!DOCTYPE html><html><head><title>t</title></head><body><p>{PAYLOAD}</p></body></html>")
+    control = _chromium(tmp_path, "--dump-dom", raw.as_uri())
+    assert re.search(r"<html[^>]*data-pwned", control.stdout)
