@@ -15,7 +15,7 @@ from collbench.errors import InputFileError
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
 from collbench.models.fit import fit_results
 from collbench.models.fit_points import PointSummaries
-from collbench.results.io import iter_rows
+from collbench.results.io import check_regular_file, iter_rows
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 
@@ -36,8 +36,7 @@ def stream_results(paths: list[Path], *, op: str | None = None) -> Iterator[Resu
     """
     notes: list[str] = []
     for path in paths:
-        if not path.exists():
-            raise InputFileError(str(path), "no such file")
+        check_regular_file(path)  # before anything opens it: a FIFO blocks, /dev/zero never ends
         if looks_like_nccl_tests(path):
             yield from read_nccl_tests(path, op=op, strict_op=False, notes=notes)
         else:

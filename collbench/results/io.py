@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -126,13 +128,31 @@ def read_rows(path: Path) -> list[ResultRow]:
     return list(iter_rows(path))
 
 
-def iter_rows(path: Path) -> Iterator[ResultRow]:
-    """The rows of a results file one at a time (JSONL streams; CSV and Parquet are read whole).
+def check_regular_file(path: Path) -> None:
+    """Refuse what is not a regular file before a reader opens it: a FIFO blocks the open until a
+    writer comes, and ``/dev/zero`` or ``/dev/urandom`` never end.
 
-    Raises InputFileError as :func:`read_rows`, and for a file with no rows.
+    Raises InputFileError for a missing file, a directory, a FIFO, a device or a socket.
     """
-    if not path.exists():
-        raise InputFileError(str(path), "no such file")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputFileError(str(path), "no such file") from None
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise InputFileError(str(path), "is a directory (expected a results file or an nccl-tests log)")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise InputFileError(str(path), f"is {kind}, not a regular file (expected a results file or an nccl-tests log)")
+
+
+def iter_rows(path: Path) -> Iterator[ResultRow]:
+    """The rows of a results file one at a time (all three formats stream).
+
+    Raises InputFileError as :func:`read_rows`, for what is not a regular file, and for a file with no rows.
+    """
+    check_regular_file(path)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         rows: Iterator[ResultRow] = read_jsonl(path)
@@ -184,8 +204,12 @@ def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
             except ImportError:  # pandas' other Parquet engine (fastparquet) reads the file whole
                 chunks = iter([pd.read_parquet(path)])
             else:
-                batches = pq.ParquetFile(path).iter_batches(batch_size=TABLE_CHUNK_ROWS)
+                parquet = pq.ParquetFile(path)
+                _check_row_count(path, parquet.metadata.num_rows)
+                batches = parquet.iter_batches(batch_size=TABLE_CHUNK_ROWS)
                 chunks = (batch.to_pandas() for batch in batches)
+    except InputFileError:
+        raise
     except Exception as exc:  # pandas and pyarrow raise many types for a bad file
         raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
     while True:
@@ -196,6 +220,24 @@ def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
         except Exception as exc:  # a bad line or page further into the file
             raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
         yield frame
+
+
+MIN_PARQUET_BYTES_PER_ROW = 1
+"""The fewest bytes of a Parquet file one result row can honestly take. Measured rows differ in their
+times, so even a file of one run's rows repeated 200 times takes ~5 bytes a row; a file that claims
+more rows than it has bytes (20 million in 2.5 MB) is columns of repeats, built to keep a reader busy
+for minutes."""
+
+
+def _check_row_count(path: Path, rows: int) -> None:
+    """InputFileError, before any row is read, when ``rows`` is more than the file's size can hold."""
+    size = path.stat().st_size
+    if rows * MIN_PARQUET_BYTES_PER_ROW > size:
+        raise InputFileError(
+            str(path),
+            f"claims {rows:,} rows in {size:,} bytes; a result row takes at least {MIN_PARQUET_BYTES_PER_ROW} "
+            "byte, so the file is not results as collbench or pandas write them",
+        )
 
 
 def _one_line(exc: BaseException) -> str:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import time
 from pathlib import Path
 
 import pytest
 from synthetic_rows import point_row
 
 from collbench.errors import InputFileError
-from collbench.results.io import read_jsonl, read_rows, write_rows
+from collbench.results.io import check_regular_file, iter_rows, read_jsonl, read_rows, write_rows
 from collbench.results.row import ResultRow
 
 ROW = point_row("ring", 1024, 10.0, spread=0.1, in_place=False, iters=3)
@@ -80,3 +83,39 @@ def test_noise_fields_round_trip_and_default_to_unknown(tmp_path: Path) -> None:
 
 def _noise_row() -> ResultRow:
     return point_row("ring", 1024, 100.0, spread=0.1)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_a_fifo_is_refused_before_it_is_opened(tmp_path: Path, suffix: str) -> None:
+    # Opening a FIFO for reading blocks until a writer comes: the check must come first.
+    fifo = tmp_path / f"rows{suffix}"
+    os.mkfifo(fifo)
+    with pytest.raises(InputFileError, match="is a FIFO, not a regular file"):
+        read_rows(fifo)
+
+
+def test_a_device_is_refused() -> None:
+    with pytest.raises(InputFileError, match="is a device, not a regular file"):
+        check_regular_file(Path("/dev/zero"))
+
+
+def test_a_parquet_file_claiming_more_rows_than_it_has_bytes_is_refused_unread(tmp_path: Path) -> None:
+    """20 million rows of one repeated row compress to a few MB; the footer's count is refused at once."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    columns = {k: [v] for k, v in ROW.to_dict().items()}
+    one = pa.table(columns)
+    path = tmp_path / "many.parquet"
+    pq.write_table(one.take(pa.array([0] * 2_000_000)), path, row_group_size=1_000_000)
+    assert path.stat().st_size < 2_000_000
+    started = time.monotonic()
+    with pytest.raises(InputFileError, match="claims 2,000,000 rows in"):
+        next(iter_rows(path))
+    assert time.monotonic() - started < 5.0
+
+
+def test_parquet_of_repeated_real_rows_still_reads(tmp_path: Path) -> None:
+    rows = [dataclasses.replace(ROW, size_bytes=1024 * (i % 7 + 1)) for i in range(5000)]
+    path = tmp_path / "rows.parquet"
+    write_rows(path, rows)
+    assert read_rows(path) == rows
