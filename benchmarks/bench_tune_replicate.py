@@ -34,7 +34,7 @@ def uptime() -> str:
 
 
 def tune(out: Path, ranks: int | None) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "collbench.cli.app", "tune", "--quick", "-o", str(out)]
+    cmd = [sys.executable, "-m", "collbench.cli.app", "tune", "--quick", "-O", str(out)]
     if ranks is not None:
         cmd += ["--ranks", str(ranks)]
     before = uptime()

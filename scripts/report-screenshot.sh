@@ -9,7 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python -m collbench.cli.app report profiles/cpu-2core-gloo-4ranks-results.jsonl \
   --profile profiles/cpu-2core-gloo-4ranks.yaml --topology docs/cpu-2core-gloo-4ranks-topology.yaml \
-  -o "$tmp/report.html"
+  -O "$tmp/report.html"
 chromium --headless --disable-gpu --no-sandbox --hide-scrollbars --user-data-dir="$tmp/chromium" \
   --window-size=1280,2150 --screenshot="$tmp/full.png" "file://$tmp/report.html" \
   >/dev/null 2>&1

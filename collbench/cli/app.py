@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.text import Text
-from typer.core import TyperGroup
 
 from collbench.cli import (
     compare,
@@ -24,12 +23,21 @@ from collbench.cli import (
     tune,
 )
 from collbench.cli.console import err_console
+from collbench.cli.options import CollbenchCommand, CollbenchGroup, check_command_line, leaf_command
 from collbench.errors import CollbenchError
 from collbench.version import __version__
 
 
-class _CollbenchGroup(TyperGroup):
+class _CollbenchGroup(CollbenchGroup):
     """Turns collbench's errors, from any command below, into one red line and their exit code."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        # Checked before the command parses them: a flag given "true" would otherwise become a file
+        # name, and a letter from another command a bare "no such option".
+        path, command, rest = leaf_command(self, args)
+        if path:
+            check_command_line(path, command, rest)
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -75,21 +83,22 @@ def root(
     ctx.ensure_object(dict)["debug"] = debug
 
 
-app.command("discover", help="Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks).")(
+def _command(name: str, *, help: str) -> Any:
+    """Register a command whose flags read as flags in --help (see CollbenchCommand)."""
+    return app.command(name, cls=CollbenchCommand, help=help)
+
+
+_command("discover", help="Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks).")(
     discover.discover
 )
-app.command("layout", help="Ring orders and two-trees for a topology, fastest first.")(layout.layout)
-app.command("sweep", help="Run and time collectives per algorithm, size and dtype; check every result.")(sweep.sweep)
-app.command("explain", help="Show an algorithm's schedule step by step, with its cost terms.")(explain.explain)
-app.command("fit", help="Fit alpha-beta-gamma cost models to measured results.")(fit.fit)
-app.command("predict", help="Predict times per algorithm at world sizes no one here has.")(predict.predict)
-app.command("tune", help="Run the whole pipeline and write a profile: which algorithm at which size.")(tune.tune)
-app.command("report", help="One HTML page that opens offline: machine, charts per op, profile, provenance.")(
-    report.report
-)
-app.command("compare", help="Did it get slower? Two result sets point by point, with the noise of each.")(
-    compare.compare
-)
+_command("layout", help="Ring orders and two-trees for a topology, fastest first.")(layout.layout)
+_command("sweep", help="Run and time collectives per algorithm, size and dtype; check every result.")(sweep.sweep)
+_command("explain", help="Show an algorithm's schedule step by step, with its cost terms.")(explain.explain)
+_command("fit", help="Fit alpha-beta-gamma cost models to measured results.")(fit.fit)
+_command("predict", help="Predict times per algorithm at world sizes no one here has.")(predict.predict)
+_command("tune", help="Run the whole pipeline and write a profile: which algorithm at which size.")(tune.tune)
+_command("report", help="One HTML page that opens offline: machine, charts per op, profile, provenance.")(report.report)
+_command("compare", help="Did it get slower? Two result sets point by point, with the noise of each.")(compare.compare)
 app.add_typer(export.app, name="export", help="Turn a profile into what jobs consume (NCCL tuner, Open MPI).")
 app.add_typer(importer.app, name="import", help="Read results measured by other tools (nccl-tests logs).")
 app.add_typer(

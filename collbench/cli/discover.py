@@ -62,20 +62,20 @@ def discover(
     ] = None,
     ranks: Annotated[
         int | None,
-        typer.Option("--ranks", "-n", help="Ranks to describe: CPU ranks on a host without GPUs, else the first N."),
+        typer.Option("--ranks", help="Ranks to describe: CPU ranks on a host without GPUs, else the first N."),
     ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the topology document on stdout, nothing else.")
     ] = False,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the topology (.yaml/.yml/.json).")
+        Path | None, typer.Option("--output", "-O", metavar="FILE", help="Write the topology (.yaml/.yml/.json).")
     ] = None,
     bandwidth: Annotated[bool, typer.Option("--bandwidth", help="Show GB/s per pair instead of link kinds.")] = False,
     probe: Annotated[
         bool, typer.Option("--probe", help="Measure pairwise latency and bandwidth (runs ranks).")
     ] = False,
     backend: Annotated[str, typer.Option("--backend", help="Backend for --probe: auto, gloo or nccl.")] = "auto",
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before --probe gives up.")] = 60.0,
+    timeout: Annotated[float, typer.Option("--timeout", "-T", help="Seconds before --probe gives up.")] = 60.0,
 ) -> None:
     """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
     sources = {

@@ -23,7 +23,7 @@ from collbench.units import parse_size
 MAX_BOARD_RANKS = 32
 MAX_BOARD_PIECES = 64
 MAX_EXPLAIN_RANKS = 256
-"""The largest world explain builds: schedules grow with ranks squared, and -r 1000 runs for minutes."""
+"""The largest world explain builds: schedules grow with ranks squared, and --ranks 1000 runs for minutes."""
 
 
 def _stats_dict(stats: ScheduleStats, size_bytes: int, cost: Estimate) -> dict[str, Any]:
@@ -121,7 +121,7 @@ def explain(
     op: Annotated[str, typer.Option("--op", help="Collective: all-reduce, reduce-scatter, all-gather, ...")] = (
         "all-reduce"
     ),
-    ranks: Annotated[int, typer.Option("--ranks", "-r", help="World size.")] = 4,
+    ranks: Annotated[int, typer.Option("--ranks", help="World size.")] = 4,
     count: Annotated[
         int | None, typer.Option("--count", help="Elements on the whiteboard (default: ranks x segments).")
     ] = None,

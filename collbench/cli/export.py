@@ -10,14 +10,16 @@ import typer
 from rich.markup import escape
 
 from collbench.cli.console import err_console
+from collbench.cli.options import CollbenchCommand, CollbenchGroup
 from collbench.fileio import atomic_write_text, check_writable
 from collbench.tuning.exporters.exported import Exported
 
-app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 ProfileArg = Annotated[Path, typer.Argument(help="A profile YAML written by `collbench tune`.", show_default=False)]
 OutputOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")
+    Path | None,
+    typer.Option("--output", "-O", metavar="FILE", help="Write to this file (atomically) instead of stdout."),
 ]
 
 
@@ -38,7 +40,7 @@ def _emit(profile_path: Path, output: Path | None, render: Callable[..., str | E
     err_console.print(f"wrote {what} to [bold]{output}[/bold]")
 
 
-@app.command("nccl-tuner")
+@app.command("nccl-tuner", cls=CollbenchCommand)
 def nccl_tuner(profile: ProfileArg, output: OutputOpt = None) -> None:
     """NCCL tuner plugin config lines (NCCL_TUNER_CONFIG_FILE for collbench's or NCCL's example plugin)."""
     from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
@@ -46,7 +48,7 @@ def nccl_tuner(profile: ProfileArg, output: OutputOpt = None) -> None:
     _emit(profile, output, build_nccl_tuner, "NCCL tuner config")
 
 
-@app.command("ompi-rules")
+@app.command("ompi-rules", cls=CollbenchCommand)
 def ompi_rules(profile: ProfileArg, output: OutputOpt = None) -> None:
     """Open MPI 4.1 coll/tuned dynamic rules (classic format), one entry per communicator size of the profile."""
     from collbench.tuning.exporters.ompi_rules import build_ompi_rules
@@ -68,7 +70,7 @@ def ompi_rules(profile: ProfileArg, output: OutputOpt = None) -> None:
         )
 
 
-@app.command("env")
+@app.command("env", cls=CollbenchCommand)
 def env(profile: ProfileArg, output: OutputOpt = None) -> None:
     """NCCL_ALGO/NCCL_PROTO per collective, where one algorithm wins at every size and shape (else why not)."""
     from collbench.tuning.exporters.nccl_env import build_nccl_env
@@ -76,14 +78,15 @@ def env(profile: ProfileArg, output: OutputOpt = None) -> None:
     _emit(profile, output, build_nccl_env, "NCCL_ALGO/NCCL_PROTO setting")
 
 
-@app.command("nccl-plugin")
+@app.command("nccl-plugin", cls=CollbenchCommand)
 def nccl_plugin(
     profile: ProfileArg,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Directory for libnccl-tuner-collbench.so and its config.")
+        Path | None,
+        typer.Option("--output", "-O", metavar="DIR", help="Directory for libnccl-tuner-collbench.so and its config."),
     ] = None,
     show: Annotated[
-        bool, typer.Option("--show", help="Build it (in a temporary directory without -o) and print what it picks.")
+        bool, typer.Option("--show", help="Build it (in a temporary directory without -O) and print what it picks.")
     ] = False,
 ) -> None:
     """Build collbench's NCCL tuner plugin and config into DIR; print NCCL_TUNER_PLUGIN/NCCL_TUNER_CONFIG_FILE."""

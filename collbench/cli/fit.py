@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from collbench.cli.console import console, err_console, print_notes
+from collbench.cli.options import split_values
 from collbench.cli.render.models import render_fits
 from collbench.errors import InputFileError
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
@@ -53,8 +54,13 @@ def fit(
     plot: Annotated[
         Path | None, typer.Option("--plot", metavar="FILE.png", help="Plot measured points, fitted curves, residuals.")
     ] = None,
-    op: Annotated[list[str] | None, typer.Option("--op", help="Only this op (repeatable).")] = None,
-    algo: Annotated[list[str] | None, typer.Option("--algo", help="Only this algorithm (repeatable).")] = None,
+    op: Annotated[
+        list[str] | None, typer.Option("--op", metavar="OP[,OP...]", help="Only these collectives (commas or repeats).")
+    ] = None,
+    algo: Annotated[
+        list[str] | None,
+        typer.Option("--algo", metavar="ALGO[,ALGO...]", help="Only these algorithms (commas or repeats)."),
+    ] = None,
     piecewise: Annotated[
         bool, typer.Option("--piecewise/--no-piecewise", help="Split sizes into segments where one line does not fit.")
     ] = True,
@@ -64,10 +70,12 @@ def fit(
         from collbench.report.plots import check_plot_path
 
         check_plot_path(plot)
-    ops = {Op.parse(o).value for o in op} if op else None
-    algos = {a.strip().lower() for a in algo} if algo else None
+    op_names = [o for o in split_values(op) if o.lower() != "all"]
+    algo_names = [a.lower() for a in split_values(algo) if a.lower() != "all"]
+    ops = {Op.parse(o).value for o in op_names} if op_names else None
+    algos = set(algo_names) if algo_names else None
     # One --op also names the collective of a log that does not say it; several only filter.
-    rows = stream_results(results, op=op[0] if op and len(op) == 1 else None)
+    rows = stream_results(results, op=op_names[0] if len(op_names) == 1 else None)
     wanted = (r for r in rows if (ops is None or r.op in ops) and (algos is None or r.algo in algos))
     # Rows are folded into per-point summaries as they are read: memory grows with the points, not the file.
     points = PointSummaries().extend(wanted)

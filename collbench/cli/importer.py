@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from collbench.cli.console import console, err_console, print_notes
+from collbench.cli.options import CollbenchCommand, CollbenchGroup
 from collbench.errors import InputFileError, UnknownNameError
 from collbench.fileio import check_writable
 from collbench.importers.nccl_tests import read_nccl_tests
@@ -16,7 +17,7 @@ from collbench.results.io import write_rows
 from collbench.results.row import NODES_UNKNOWN
 from collbench.schedules.registry import algorithm_names
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 
 def _checked_algo(name: str) -> str:
@@ -33,7 +34,7 @@ def _checked_algo(name: str) -> str:
     return key
 
 
-@app.command("nccl-tests")
+@app.command("nccl-tests", cls=CollbenchCommand)
 def nccl_tests(
     log: Annotated[Path, typer.Argument(metavar="LOG", help="nccl-tests output: the text table or its -J JSON.")],
     algo: Annotated[
@@ -44,7 +45,7 @@ def nccl_tests(
         int | None, typer.Option("--ranks", min=1, help="The rank count, when the log does not say it.")
     ] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", metavar="OUT", help="Write rows to .jsonl, .csv or .parquet.")
+        Path | None, typer.Option("--output", "-O", metavar="FILE", help="Write rows to .jsonl, .csv or .parquet.")
     ] = None,
 ) -> None:
     """Read nccl-tests output (text table or -J JSON) into collbench result rows."""

@@ -31,10 +31,10 @@ def layout(
     from_file: FromFile = None,
     replay: Replay = None,
     ranks: Annotated[
-        int | None, typer.Option("--ranks", "-n", help="Lay out the first N devices (default: all of them).")
+        int | None, typer.Option("--ranks", help="Lay out the first N devices (default: all of them).")
     ] = None,
     channels: Annotated[
-        int | None, typer.Option("--channels", "-c", help="Number of rings (default: as many as pay off).")
+        int | None, typer.Option("--channels", help="Number of rings (default: as many as pay off).")
     ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print {rings, ring_bandwidth_gbps, trees} as JSON, nothing else.")

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from collbench.cli.console import console, err_console
+from collbench.cli.options import split_values
 from collbench.cli.render.models import render_prediction
 from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import parse_json, parse_yaml, read_text_file
@@ -45,11 +46,13 @@ def load_fits(path: Path, *, profile: bool) -> list[Fit]:
 
 
 def predict(
-    ranks: Annotated[int, typer.Option("--ranks", "-n", help="World size to predict for.")],
+    ranks: Annotated[int, typer.Option("--ranks", help="World size to predict for.")],
     profile: Annotated[Path | None, typer.Option("--profile", metavar="P", help="A profile (YAML) with fits.")] = None,
     fits: Annotated[Path | None, typer.Option("--fits", metavar="F", help="`collbench fit --json` output.")] = None,
     nodes: Annotated[int, typer.Option("--nodes", help="Nodes the ranks spread over.")] = 1,
-    op: Annotated[list[str] | None, typer.Option("--op", help="Only this op (repeatable).")] = None,
+    op: Annotated[
+        list[str] | None, typer.Option("--op", metavar="OP[,OP...]", help="Only these collectives (commas or repeats).")
+    ] = None,
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated sizes (K/M/G = 1024^n).")] = DEFAULT_SIZES,
     json_out: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON, nothing else.")] = False,
 ) -> None:
@@ -60,7 +63,8 @@ def predict(
     assert source is not None
     loaded = load_fits(source, profile=profile is not None)
     size_list = sorted({parse_size(s, "--sizes") for s in sizes.split(",") if s.strip()})
-    report = predict_times(loaded, ranks, size_list, nodes=nodes, ops=op)
+    op_names = [o for o in split_values(op) if o.lower() != "all"]
+    report = predict_times(loaded, ranks, size_list, nodes=nodes, ops=op_names or None)
     if report.refused:
         err_console.print(
             f"[yellow]not extrapolated[/yellow] (fits that do not explain their data): {'; '.join(report.refused)}",

@@ -9,17 +9,18 @@ from typing import Annotated
 import typer
 
 from collbench.cli.console import console, err_console
+from collbench.cli.options import CollbenchCommand, CollbenchGroup
 
-app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 
-@app.command("merge")
+@app.command("merge", cls=CollbenchCommand)
 def merge(
     profiles: Annotated[
         list[Path], typer.Argument(help="Profiles of one machine and backend (two or more).", show_default=False)
     ],
     output: Annotated[
-        Path, typer.Option("--output", "-o", metavar="PROFILE.yaml", help="Where the merged profile goes.")
+        Path, typer.Option("--output", "-O", metavar="PROFILE.yaml", help="Where the merged profile goes.")
     ],
     prefer: Annotated[
         str,
@@ -34,7 +35,7 @@ def merge(
     check_writable(output)
     loaded = [(str(path), Profile.load(path)) for path in profiles]
     command = shlex.join(
-        ["collbench", "profile", "merge", *map(str, profiles), "-o", str(output)]
+        ["collbench", "profile", "merge", *map(str, profiles), "--output", str(output)]
         + (["--prefer", prefer] if prefer != "none" else [])
     )
     merged = merge_profiles(loaded, prefer=prefer, command=command)
@@ -44,14 +45,12 @@ def merge(
     console.print(f"wrote [bold]{output}[/bold]: {merged.profile.shapes_label()}", highlight=False)
 
 
-@app.command("predict")
+@app.command("predict", cls=CollbenchCommand)
 def predict(
     profile: Annotated[Path, typer.Argument(help="A profile with fitted models (from `collbench tune`).")],
-    ranks: Annotated[
-        str, typer.Option("--ranks", "-n", metavar="N[:NODES],...", help="Shapes to predict: 8,16 or 64:8.")
-    ],
+    ranks: Annotated[str, typer.Option("--ranks", metavar="N[:NODES],...", help="Shapes to predict: 8,16 or 64:8.")],
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", metavar="PROFILE.yaml", help="Where it goes (default: in place).")
+        Path | None, typer.Option("--output", "-O", metavar="PROFILE.yaml", help="Where it goes (default: in place).")
     ] = None,
 ) -> None:
     """Add rule sets predicted from the profile's fitted models for shapes not measured (as tune --predict-ranks)."""

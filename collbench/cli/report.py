@@ -26,7 +26,7 @@ def report(
     topology: Annotated[
         Path | None, typer.Option("--topology", metavar="FILE", help="A topology from `collbench discover -o`.")
     ] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE.html", help="Where the page goes.")] = Path(
+    output: Annotated[Path, typer.Option("--output", "-O", metavar="FILE.html", help="Where the page goes.")] = Path(
         "report.html"
     ),
 ) -> None:

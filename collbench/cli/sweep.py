@@ -9,20 +9,24 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from collbench.cli.console import console, err_console
+from collbench.cli.options import split_values
 from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
-from collbench.errors import ConfigError
+from collbench.errors import ConfigError, UnknownNameError
+from collbench.runtime.executor.schedule_runner import DEFAULT_SEGMENT_BYTES
 from collbench.runtime.host.affinity import default_local_ranks
 from collbench.runtime.launch.ranks import job_rank, under_launcher
 from collbench.runtime.sweep.plan import SweepConfig, validate
 from collbench.runtime.sweep.run import SweepProgress, run_sweep
 from collbench.runtime.sweep.stalls import stall_report
-from collbench.units import parse_size
+from collbench.schedules.ops import parse_redop
+from collbench.units import format_bytes, parse_size
 
 _FORMATS = ("table", "nccl-tests", "json")
 
 
-def _split(values: list[str]) -> tuple[str, ...]:
-    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+def _segment_default() -> str:
+    cpu, gpu = DEFAULT_SEGMENT_BYTES["cpu"], DEFAULT_SEGMENT_BYTES["cuda"]
+    return format_bytes(cpu) if cpu == gpu else f"{format_bytes(cpu)} on CPU, {format_bytes(gpu)} on GPU"
 
 
 def sweep(
@@ -37,9 +41,16 @@ def sweep(
     backend: Annotated[
         str, typer.Option("--backend", help="gloo, nccl or auto (nccl when every rank has a GPU).")
     ] = "auto",
-    op: Annotated[list[str], typer.Option("--op", help="Ops, comma-separated, or all.")] = ["all-reduce"],  # noqa: B006
+    op: Annotated[
+        list[str], typer.Option("--op", metavar="OP[,OP...]", help="Collectives (commas or repeats), or all.")
+    ] = ["all-reduce"],  # noqa: B006
     algo: Annotated[
-        list[str], typer.Option("--algo", help="Algorithms, comma-separated, or all (native:ring... with nccl).")
+        list[str],
+        typer.Option(
+            "--algo",
+            metavar="ALGO[,ALGO...]",
+            help="Algorithms (commas or repeats), or all (native:ring... with nccl).",
+        ),
     ] = ["all"],  # noqa: B006
     min_bytes: Annotated[str, typer.Option("-b", "--min-bytes", help="Smallest size (K/M/G = powers of 1024).")] = "1K",
     max_bytes: Annotated[str, typer.Option("-e", "--max-bytes", help="Largest size.")] = "1M",
@@ -61,16 +72,17 @@ def sweep(
     both: Annotated[bool, typer.Option("--both", help="Measure out-of-place and in-place (the default).")] = False,
     check: Annotated[int, typer.Option("-c", "--check", help="1: check every result (default); 0: do not.")] = 1,
     segment_bytes: Annotated[
-        str | None, typer.Option("--segment-bytes", help="Pipeline segment of the executor (default 1M on CPU).")
+        str | None,
+        typer.Option("--segment-bytes", help=f"Pipeline segment of the executor (default {_segment_default()})."),
     ] = None,
     topology: Annotated[
         Path | None, typer.Option("--topology", metavar="FILE", help="Topology whose layout the schedules follow.")
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds before a dead or hung rank stops the run.")
+        float, typer.Option("--timeout", "-T", help="Seconds before a dead or hung rank stops the run.")
     ] = 60.0,
     output: Annotated[
-        Path | None, typer.Option("--output", metavar="FILE", help="Write rows to .csv, .parquet or .jsonl.")
+        Path | None, typer.Option("--output", "-O", metavar="FILE", help="Write rows to .csv, .parquet or .jsonl.")
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, nccl-tests or json.")] = "table",
     resume: Annotated[bool, typer.Option("--resume", help="Skip points already in the streamed JSONL file.")] = False,
@@ -96,11 +108,19 @@ def sweep(
         raise ConfigError(f"-n/--iters {iters!r}: give a number of iterations or auto")
     if check not in (0, 1):
         raise ConfigError(f"-c/--check {check}: use 1 (check) or 0 (do not)")
+    try:
+        parse_redop(redop)
+    except UnknownNameError as exc:
+        # -o is nccl-tests' reduction; a file name there was meant for the output.
+        looks_like_file = "." in redop or "/" in redop
+        raise ConfigError(
+            f"-o/--redop: {exc}" + ("; to write results use -O/--output" if looks_like_file else "")
+        ) from None
     config = SweepConfig(
         world_size=ranks if ranks is not None or under_launcher() else default_local_ranks(backend),
         backend=backend,
-        ops=_split(op),
-        algos=_split(algo),
+        ops=split_values(op),
+        algos=split_values(algo),
         min_bytes=parse_size(min_bytes, "-b/--min-bytes"),
         max_bytes=parse_size(max_bytes, "-e/--max-bytes"),
         step_factor=step_factor,
@@ -135,6 +155,13 @@ def sweep(
     )
     # Bad input is reported before the progress bar starts, so the error is the only thing printed.
     validate(config)
+    if config.world_size == 1:
+        # Not refused: one rank still times the call's own overhead, and a one-GPU machine's default is one rank.
+        err_console.print(
+            "[yellow]note[/yellow]: a one-rank world moves no data: every point times a local call; "
+            "--ranks 2 or more measures communication",
+            soft_wrap=True,
+        )
     task = progress.add_task("starting ranks", total=None)
 
     def on_event(event: SweepProgress) -> None:

@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from collbench.cli.console import console, err_console
+from collbench.cli.options import split_values
 from collbench.cli.render.profile import render_fits, render_rules
 from collbench.errors import ConfigError
 from collbench.runtime.sweep.stalls import stall_report
@@ -38,7 +39,7 @@ def _command(config: TuneConfig, ranks: Sequence[int] | None, predict_ranks: str
     if config.quick:
         parts.append("--quick")
     if config.output != DEFAULT_PROFILE:
-        parts += ["-o", str(config.output)]
+        parts += ["--output", str(config.output)]
     if config.results_path is not None:
         parts += ["--results", str(config.results_path)]
     if config.plot_path is not None:
@@ -51,7 +52,6 @@ def tune(
         str | None,
         typer.Option(
             "--ranks",
-            "-n",
             help="Local ranks (default: one per GPU, else min(4, usable cores), at least 2); several (2,4,8) "
             "tune each into one profile. Not under torchrun.",
         ),
@@ -59,7 +59,11 @@ def tune(
     backend: Annotated[str, typer.Option("--backend", help="auto (nccl with GPUs, else gloo), gloo or nccl.")] = "auto",
     op: Annotated[
         list[str] | None,
-        typer.Option("--op", help="Op to tune (repeatable): all-reduce (default), ..., or all."),
+        typer.Option(
+            "--op",
+            metavar="OP[,OP...]",
+            help="Collectives to tune (commas or repeats): all-reduce (default), ..., or all.",
+        ),
     ] = None,
     topology: Annotated[
         Path | None, typer.Option("--topology", metavar="FILE", help="Use a saved topology instead of discovering.")
@@ -67,7 +71,7 @@ def tune(
     quick: Annotated[
         bool, typer.Option("--quick", help="Fewer sizes, shorter timing: about 20 s on 2 idle CPU ranks.")
     ] = False,
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="PROFILE.yaml", help="Where the profile goes.")] = (
+    output: Annotated[Path, typer.Option("--output", "-O", metavar="PROFILE.yaml", help="Where the profile goes.")] = (
         DEFAULT_PROFILE
     ),
     results: Annotated[
@@ -91,7 +95,7 @@ def tune(
         ),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds before a dead, hung or stopped rank stops the run.")
+        float, typer.Option("--timeout", "-T", help="Seconds before a dead, hung or stopped rank stops the run.")
     ] = 300.0,
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
@@ -100,7 +104,7 @@ def tune(
         return
     from collbench.runtime.launch.ranks import job_rank, under_launcher
 
-    ops = op or ["all-reduce"]
+    ops = split_values(op) or ("all-reduce",)
     from collbench.runtime.host.affinity import default_local_ranks
 
     rank_counts = parse_ranks(ranks) if ranks is not None else (default_local_ranks(backend),)

@@ -111,13 +111,13 @@ def check_config(config: TuneConfig) -> None:
     if not config.timeout_s > 0 or config.timeout_s == float("inf"):
         raise ConfigError(f"--timeout must be a positive number of seconds, got {config.timeout_s}")
     if config.output.suffix.lower() not in (".yaml", ".yml"):
-        raise ConfigError(f"-o {config.output}: a profile is YAML; use a .yaml name")
+        raise ConfigError(f"-O/--output {config.output}: a profile is YAML; use a .yaml name")
     if config.rows_path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
         raise ConfigError(f"--results {config.rows_path}: use a .jsonl, .csv or .parquet name")
     if config.png_path.suffix.lower() != ".png":
         raise ConfigError(f"--plot {config.png_path}: use a .png name")
     if config.output.exists() and config.output.is_dir():
-        raise ConfigError(f"-o {config.output} is a directory; give a file name")
+        raise ConfigError(f"-O/--output {config.output} is a directory; give a file name")
     # Every output is checked now: a place that cannot be written must not cost the whole run.
     for path in (config.output, config.rows_path, config.png_path, *partial_paths(config)):
         check_writable(path)

@@ -97,7 +97,7 @@ def test_from_nccl_xml() -> None:
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
 def test_output_file_and_from_file_read_back_identically(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"topo{suffix}"
-    code, out, err = _run("--replay", str(RECORDINGS / "pcie-a6000x8.json"), "-o", str(path), "--json")
+    code, out, err = _run("--replay", str(RECORDINGS / "pcie-a6000x8.json"), "-O", str(path), "--json")
     assert code == 0, err
     assert f"wrote topology to {path}" in err
     first = json.loads(out)
@@ -151,7 +151,7 @@ def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--ranks", "0"], "--ranks must be at least 1"),
         (["--replay", str(RECORDINGS / "t4x4-vm.json"), "--ranks", "9"], "--ranks 9"),
         (["--from-file", "a.yaml", "--replay", "b.json"], "--from-file and --replay name different sources"),
-        (["-o", "topo.txt"], "topo.txt: unknown extension"),
+        (["-O", "topo.txt"], "topo.txt: unknown extension"),
         (["--backend", "mpi", "--probe"], "--backend 'mpi'"),
     ],
 )

@@ -104,7 +104,7 @@ def test_crossover_between_ring_and_direct() -> None:
         (["--link-gbps", "nan"], "--link-gbps"),
         (["--alpha-us", "nan"], "--alpha-us"),
         (["-s", "-1"], "--segments"),
-        (["-r", "1000"], "--ranks"),
+        (["--ranks", "1000"], "--ranks"),
     ],
 )
 def test_explain_refuses_bad_numbers_in_one_line(args: list[str], names: str) -> None:

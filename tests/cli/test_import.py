@@ -19,7 +19,7 @@ def test_import_writes_rows(tmp_path: Path, suffix: str) -> None:
     out = tmp_path / f"rows{suffix}"
     result = CliRunner().invoke(
         app,
-        ["import", "nccl-tests", str(FIX / "reduce_scatter_perf_4gpu.json"), "--algo", "native:ring", "-o", str(out)],
+        ["import", "nccl-tests", str(FIX / "reduce_scatter_perf_4gpu.json"), "--algo", "native:ring", "-O", str(out)],
     )
     assert result.exit_code == 0, result.output
     rows = read_rows(out)
@@ -37,5 +37,5 @@ def test_import_bad_inputs(tmp_path: Path) -> None:
     runner = CliRunner()
     missing = runner.invoke(app, ["import", "nccl-tests", str(tmp_path / "x.log")])
     assert missing.exit_code == 2 and "no such file" in missing.output
-    bad_out = runner.invoke(app, ["import", "nccl-tests", str(FIX / "all_reduce_perf_8gpu.log"), "-o", "x.txt"])
+    bad_out = runner.invoke(app, ["import", "nccl-tests", str(FIX / "all_reduce_perf_8gpu.log"), "-O", "x.txt"])
     assert bad_out.exit_code == 2 and "unknown results format" in bad_out.output

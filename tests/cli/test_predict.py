@@ -75,10 +75,10 @@ def test_predict_refuses_negative_alpha_and_unreadable_files(tmp_path: Path) -> 
     data["fits"][0]["alpha_us"] = -3.0
     neg = tmp_path / "neg.json"
     neg.write_text(json.dumps(data))
-    result = CliRunner().invoke(app, ["predict", "-n", "64", "--fits", str(neg)])
+    result = CliRunner().invoke(app, ["predict", "--ranks", "64", "--fits", str(neg)])
     assert result.exit_code == 2 and "alpha_us" in result.output
     binary = tmp_path / "bin.json"
     binary.write_bytes(b"\xff\xfe\x00")
     for args in (["--fits", str(binary)], ["--profile", str(tmp_path)]):
-        result = CliRunner().invoke(app, ["predict", "-n", "64", *args])
+        result = CliRunner().invoke(app, ["predict", "--ranks", "64", *args])
         assert result.exit_code == 2 and "Traceback" not in result.output

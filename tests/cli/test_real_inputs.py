@@ -28,7 +28,7 @@ def _result_lines(path: Path) -> int:
 @pytest.mark.parametrize("name", LOGS)
 def test_import_reads_every_data_row(tmp_path: Path, name: str) -> None:
     out = tmp_path / "rows.jsonl"
-    result = CliRunner().invoke(app, ["import", "nccl-tests", str(REAL / name), "-o", str(out)], env=WIDE)
+    result = CliRunner().invoke(app, ["import", "nccl-tests", str(REAL / name), "-O", str(out)], env=WIDE)
     assert result.exit_code == 0, result.output
     rows = read_rows(out)
     assert len(rows) == 2 * _result_lines(REAL / name)

@@ -14,7 +14,7 @@ FIX = Path(__file__).parents[1] / "fixtures" / "nccl_tests"
 
 def _topology_file(tmp_path: Path) -> Path:
     out = tmp_path / "a100.yaml"
-    result = CliRunner().invoke(app, ["discover", "--from-nvidia-smi", str(A100_TOPO), "-o", str(out)])
+    result = CliRunner().invoke(app, ["discover", "--from-nvidia-smi", str(A100_TOPO), "-O", str(out)])
     assert result.exit_code == 0, result.output
     return out
 
@@ -29,7 +29,7 @@ def test_report_of_the_example_profile(tmp_path: Path) -> None:
         "--topology",
         str(_topology_file(tmp_path)),
     ]
-    result = CliRunner().invoke(app, [*args, "-o", str(out)])
+    result = CliRunner().invoke(app, [*args, "-O", str(out)])
     assert result.exit_code == 0, result.output
     html = out.read_text()
     assert f"report: {out}" in result.stdout.replace("\n", "")
@@ -38,7 +38,7 @@ def test_report_of_the_example_profile(tmp_path: Path) -> None:
 
 def test_report_of_an_nccl_tests_log(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
-    result = CliRunner().invoke(app, ["report", str(FIX / "all_reduce_perf_8gpu.log"), "-o", str(out)])
+    result = CliRunner().invoke(app, ["report", str(FIX / "all_reduce_perf_8gpu.log"), "-O", str(out)])
     assert result.exit_code == 0, result.output
     html = out.read_text()
     assert "all-reduce, nccl, 8 ranks" in html and "No profile given" in html
@@ -48,18 +48,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     runner = CliRunner()
     (tmp_path / "dir.html").mkdir()
     cases = [
-        (["report", str(EXAMPLE_RESULTS), "-o", str(tmp_path / "r.png")], "use a .html name"),
-        (["report", str(tmp_path / "none.jsonl"), "-o", str(tmp_path / "r.html")], "no such file"),
+        (["report", str(EXAMPLE_RESULTS), "-O", str(tmp_path / "r.png")], "use a .html name"),
+        (["report", str(tmp_path / "none.jsonl"), "-O", str(tmp_path / "r.html")], "no such file"),
         (["report", str(EXAMPLE_RESULTS), "--profile", str(tmp_path / "p.yaml")], "no such profile"),
         (
-            ["report", str(EXAMPLE_RESULTS), "--profile", str(EXAMPLE_RESULTS), "-o", str(tmp_path / "r.html")],
+            ["report", str(EXAMPLE_RESULTS), "--profile", str(EXAMPLE_RESULTS), "-O", str(tmp_path / "r.html")],
             "profile",
         ),
         (
-            ["report", str(EXAMPLE_RESULTS), "--topology", str(EXAMPLE_PROFILE), "-o", str(tmp_path / "r.html")],
+            ["report", str(EXAMPLE_RESULTS), "--topology", str(EXAMPLE_PROFILE), "-O", str(tmp_path / "r.html")],
             "topology",
         ),
-        (["report", str(EXAMPLE_RESULTS), "-o", str(tmp_path / "dir.html")], "is a directory"),
+        (["report", str(EXAMPLE_RESULTS), "-O", str(tmp_path / "dir.html")], "is a directory"),
     ]
     for args, expected in cases:
         result = runner.invoke(app, args)

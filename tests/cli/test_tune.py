@@ -31,11 +31,11 @@ def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch:
     )
     monkeypatch.setattr(tune_config, "QUICK", small)
     out = tmp_path / "p.yaml"
-    result = CliRunner().invoke(app, ["tune", "--ranks", "2", "--quick", "-o", str(out)])
+    result = CliRunner().invoke(app, ["tune", "--ranks", "2", "--quick", "-O", str(out)])
     assert result.exit_code == 0, result.output
     profile = Profile.load(out)
     assert (profile.backend, profile.world_size, profile.nodes) == ("gloo", 2, 1)
-    assert profile.command == f"collbench tune --ranks 2 --quick -o {out}"
+    assert profile.command == f"collbench tune --ranks 2 --quick --output {out}"
     check_coverage(profile.rules)
     assert {r.op for r in profile.rules} == {"all-reduce"}
     rows = read_rows(tmp_path / "p-results.jsonl")
@@ -64,7 +64,7 @@ def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch:
     ("args", "message"),
     [
         (["--ranks", "1"], "at least 2"),
-        (["-o", "profile.txt"], "use a .yaml name"),
+        (["-O", "profile.txt"], "use a .yaml name"),
         (["--plot", "p.svg"], "use a .png name"),
         (["--results", "r.txt"], ".jsonl"),
         (["--topology", "does-not-exist.yaml"], "does-not-exist.yaml"),

@@ -52,7 +52,7 @@ def test_resume_keeps_the_finished_shape_and_resumes_the_stopped_one(
 
     monkeypatch.setattr(sweep_mod, "run_sweep", run_sweep)
     out = tmp_path / "p.yaml"
-    args = ["tune", "--ranks", "2,3", "--quick", "--backend", "gloo", "-o", str(out)]
+    args = ["tune", "--ranks", "2,3", "--quick", "--backend", "gloo", "-O", str(out)]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 3, first.output
     assert "the same tune with --resume continues from them" in " ".join(first.output.split())

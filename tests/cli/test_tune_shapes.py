@@ -28,13 +28,13 @@ def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytes
     )
     monkeypatch.setattr(tune_config, "QUICK", small)
     out = tmp_path / "p.yaml"
-    args = ["tune", "--ranks", "2,3", "--quick", "-o", str(out)]
+    args = ["tune", "--ranks", "2,3", "--quick", "-O", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     profile = Profile.load(out)
     assert profile.shapes == [(2, 1), (3, 1)]
     assert [s.predicted for s in profile.rule_sets] == [False, False]
-    assert profile.command == f"collbench tune --ranks 2,3 --quick -o {out}"
+    assert profile.command == f"collbench tune --ranks 2,3 --quick --output {out}"
     for world in (2, 3):
         rows = read_rows(tmp_path / f"p-results-{world}ranks.jsonl")
         assert {r.world_size for r in rows} == {world} and all(r.wrong == 0 for r in rows)
@@ -54,7 +54,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-4ra
 
 def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path) -> None:
     out = tmp_path / "p.yaml"
-    result = CliRunner().invoke(app, ["profile", "predict", str(EXAMPLE), "--ranks", "8,64:8", "-o", str(out)])
+    result = CliRunner().invoke(app, ["profile", "predict", str(EXAMPLE), "--ranks", "8,64:8", "-O", str(out)])
     assert result.exit_code == 0, result.output
     profile = Profile.load(out)
     assert profile.shapes == [(4, 1), (8, 1), (64, 8)]
@@ -77,7 +77,7 @@ def test_profile_predict_bad_input_is_one_line(tmp_path: Path) -> None:
         (["--ranks", "4"], "4 ranks on 1 node(s) are measured already"),
         (["--ranks", "8:9"], "nodes must be 1..8"),
     ]:
-        result = CliRunner().invoke(app, ["profile", "predict", str(EXAMPLE), *args, "-o", str(tmp_path / "p.yaml")])
+        result = CliRunner().invoke(app, ["profile", "predict", str(EXAMPLE), *args, "-O", str(tmp_path / "p.yaml")])
         assert result.exit_code == 2 and message in result.stderr, result.output
         assert result.stderr.strip().count("\n") == 0
 

@@ -104,7 +104,7 @@ def test_a_sweep_under_mpirun_measures_the_rows_collbench_measures_itself(tmp_pa
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (.ci/run installs it)")
 def test_tune_under_mpirun_writes_one_profile_from_rank_0(tmp_path: Path) -> None:
     mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
-    tune = ["tune", "--quick", "--backend", "gloo", "--timeout", "60", "-o", "p.yaml"]
+    tune = ["tune", "--quick", "--backend", "gloo", "--timeout", "60", "-O", "p.yaml"]
     done = subprocess.run(
         [*mpirun, *_per_rank_output(_cli(*tune))],
         env=_env(MASTER_PORT=str(_free_port())), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
@@ -150,7 +150,7 @@ def test_discover_probe_joins_a_torchrun_job_without_ranks_and_only_rank_0_write
             RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
             MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
         )  # fmt: skip
-        procs.append(_start(_cli("discover", "--probe", "-o", "measured.yaml", "--timeout", "60"), env, cwd))
+        procs.append(_start(_cli("discover", "--probe", "-O", "measured.yaml", "--timeout", "60"), env, cwd))
     _finish(procs)
     assert (tmp_path / "rank0" / "measured.yaml").exists()
     assert not (tmp_path / "rank1" / "measured.yaml").exists() and not (tmp_path / "rank2" / "measured.yaml").exists()

@@ -21,7 +21,7 @@ def test_a_killed_tune_leaves_nothing_in_tmp_and_refuses_to_start_over_its_rows(
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     run_env = env(TMPDIR=str(tmpdir))
-    args = ["tune", "--ranks", "2", "--quick", "-o", "p.yaml"]
+    args = ["tune", "--ranks", "2", "--quick", "-O", "p.yaml"]
     partial = tmp_path / "p-results.partial-0.jsonl"
     tune = start(args, tmp_path, env=run_env)
     try:

@@ -76,7 +76,7 @@ def test_tune_with_a_stopped_rank_ends_within_its_timeout(tmp_path: Path) -> Non
     profile = tmp_path / "p.yaml"
     stream = tmp_path / "p-results.partial-0.jsonl"
     args = [sys.executable, "-m", "collbench.cli.app", "tune", "--ranks", "2", "--backend", "gloo", "--quick"]
-    args += ["--timeout", str(TIMEOUT_S), "-o", str(profile)]
+    args += ["--timeout", str(TIMEOUT_S), "-O", str(profile)]
     code, err, took_s, start_s = _run_until_stopped(args, stream, 1)
     _assert_one_line_naming_the_stop(code, err, took_s, start_s)
     assert not profile.exists()
@@ -85,7 +85,7 @@ def test_tune_with_a_stopped_rank_ends_within_its_timeout(tmp_path: Path) -> Non
 
 def test_tune_refuses_a_timeout_that_is_not_a_positive_number(tmp_path: Path) -> None:
     for bad in ("0", "-1", "nan"):
-        args = [sys.executable, "-m", "collbench.cli.app", "tune", "--timeout", bad, "-o", str(tmp_path / "p.yaml")]
+        args = [sys.executable, "-m", "collbench.cli.app", "tune", "--timeout", bad, "-O", str(tmp_path / "p.yaml")]
         done = subprocess.run(args, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2, done.stderr
         assert "--timeout must be a positive number" in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -40,7 +40,7 @@ def test_probe_layout_and_sweep_through_the_cli_avoid_the_slow_pairs(tmp_path: P
     sweep += ["--out-of-place", "--timeout", "120", "--format", "json"]
     with netns.NamespaceCluster(rates) as cluster:
         cluster.run_job(
-            _cli("discover", "--probe", "-o", "measured.yaml", "--timeout", "120"),
+            _cli("discover", "--probe", "-O", "measured.yaml", "--timeout", "120"),
             cwd=tmp_path, timeout_s=JOB_S, launcher="torchrun",
         )  # fmt: skip
         layout = subprocess.run(

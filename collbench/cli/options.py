@@ -1,0 +1,116 @@
+"""What every command's options share: one list syntax, flags shown as flags, hints for mistyped options.
+
+Short letters follow nccl-tests where it has one (``-b -e -f -n -w -c -d -o -r -T``) and mean one
+thing in every command; ``-O/--output`` names the file a command writes. A letter that means
+something else elsewhere gets a hint instead of a bare "no such option", and a flag given a value
+(``--json true``) says it takes none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
+
+Command = TyperCommand | TyperGroup
+
+BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
+"""Values people give flags out of habit from other tools (``--json true``)."""
+
+# A letter a command lacks, the long option it has instead, and what the letter means elsewhere.
+_ELSEWHERE: dict[str, tuple[str, str, str]] = {
+    "-o": ("--output", "write the file with -O/--output", "sweep's reduction, as in nccl-tests"),
+    "-n": ("--ranks", "the number of ranks is --ranks", "sweep's iteration count, as in nccl-tests"),
+    "-r": ("--ranks", "the number of ranks is --ranks", "sweep's root rank, as in nccl-tests"),
+    "-c": ("--channels", "the number of rings is --channels", "sweep's result check, as in nccl-tests"),
+}
+
+
+def split_values(values: Sequence[str] | None) -> tuple[str, ...]:
+    """``--op a,b --op c`` -> ``("a", "b", "c")``: every list option takes commas, repeats, or both."""
+    return tuple(part.strip() for value in values or () for part in value.split(",") if part.strip())
+
+
+class OptionHint(typer.BadParameter):
+    """A usage error whose message is the whole story (no "Invalid value for" in front)."""
+
+    def format_message(self) -> str:
+        return self.message
+
+
+def _flags_take_no_value(params: Sequence[object]) -> None:
+    # Typer shows a flag as `--json <bool>`, which reads as if it wanted `--json true`.
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+
+
+class CollbenchCommand(TyperCommand):
+    """A command whose flags show no ``<bool>`` value in ``--help``: a flag takes none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _flags_take_no_value(self.params)
+
+    def get_help_option(self, ctx: Any) -> TyperOption | None:
+        option = super().get_help_option(ctx)
+        _flags_take_no_value([option])
+        return option
+
+
+class CollbenchGroup(TyperGroup):
+    """A group of commands whose own flags (``--help``, ``--version``) show no ``<bool>`` either."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _flags_take_no_value(self.params)
+
+    def get_help_option(self, ctx: Any) -> TyperOption | None:
+        option = super().get_help_option(ctx)
+        _flags_take_no_value([option])
+        return option
+
+
+def leaf_command(group: Command, args: list[str]) -> tuple[list[str], Command, list[str]]:
+    """The command ``args`` name below ``group`` (through nested groups), its path, and its own args."""
+    path: list[str] = []
+    command = group
+    rest = list(args)
+    while rest:
+        subs = getattr(command, "commands", None)
+        if not isinstance(subs, dict) or rest[0] not in subs:
+            break
+        path.append(rest[0])
+        command = subs[rest[0]]
+        rest = rest[1:]
+    return path, command, rest
+
+
+def check_command_line(path: list[str], command: Command, args: list[str]) -> None:
+    """Raise OptionHint for a flag given a value or a letter that means something else elsewhere."""
+    by_name: dict[str, TyperOption] = {}
+    for declared in command.params:
+        if isinstance(declared, TyperOption):
+            for spelling in (*declared.opts, *declared.secondary_opts):
+                by_name[spelling] = declared
+    where = " ".join(["collbench", *path])
+    for i, token in enumerate(args):
+        if token == "--":
+            return
+        name, eq, attached = token.partition("=")
+        param = by_name.get(name)
+        if param is not None and param.is_flag:
+            given = attached if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if given.lower() in BOOL_WORDS:
+                pair = f"{param.opts[0]} or {param.secondary_opts[0]}" if param.secondary_opts else param.opts[0]
+                raise OptionHint(
+                    f"{name} is a flag and takes no value ({given!r}): write {pair} alone"
+                    + ("" if param.secondary_opts else ", or leave it out for false")
+                )
+        letter = token[:2]
+        if param is None and token.startswith("-") and not token.startswith("--") and letter not in by_name:
+            moved = _ELSEWHERE.get(letter)
+            if moved is not None and moved[0] in by_name:
+                raise OptionHint(f"`{where}` has no option {letter}: {moved[1]} ({letter} is {moved[2]})")
