@@ -2,55 +2,56 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+from rich.console import Group, RenderableType
 
 from collbench.cli.render.profile import _bytes, _us
+from collbench.cli.render.styles import narrow_table
 from collbench.tuning.check import RuleCheck, geomean_regret
 from collbench.tuning.selection import DEFAULT_SIGMAS
 
 
-def render_check(checks: list[RuleCheck], shape: str | None = None) -> Table:
-    """One row per rule: range, chosen algorithm, size checked, its time, the best one's, the regret.
+def render_check(checks: list[RuleCheck], shape: str | None = None) -> RenderableType:
+    """Per op a table, one row per rule: range, chosen algorithm, size checked, its time, the best
+    one's, the regret. ``shape`` names the rule set's shape in the title, for a profile of several.
 
-    ``shape`` names the rule set's shape in the title, for a profile of several.
-    """
-    title = (
-        "re-measured: regret = time of the chosen / time of the fastest, rounds at one speed (+- one standard error)"
-    )
-    if shape is not None:
-        title = f"{shape}, {title}"
-    table = Table(title=title, title_justify="left")
-    for col, just in (
-        ("op", "left"),
-        ("from", "right"),
-        ("to", "right"),
-        ("chosen", "left"),
-        ("at", "right"),
-        ("chosen time", "right"),
-        ("fastest", "left"),
-        ("fastest time", "right"),
-        ("regret", "right"),
-    ):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for c in checks:
-        if c.regret is None or c.regret_err is None:
-            regret = "not measured"
-        else:
-            regret = f"{c.regret:.3f} ± {c.regret_err:.3f}"
-            if c.faulted:
-                regret = f"[red]{regret}[/red]"
-        table.add_row(
-            c.rule.op,
-            _bytes(c.rule.min_bytes),
-            _bytes(c.rule.max_bytes),
-            c.rule.algo,
-            _bytes(c.size_bytes),
-            _us(c.chosen_us),
-            c.best_algo,
-            _us(c.best_us),
-            regret,
-        )
-    return table
+    Fits 100 columns with both algorithm names whole: the op is in each table's title, not a column."""
+    title = "re-measured: regret = time of the chosen / time of the fastest, rounds at one speed (± one standard error)"
+    ops = list(dict.fromkeys(c.rule.op for c in checks)) or [""]
+    tables = []
+    for op in ops:
+        table = narrow_table((f"{shape}, " if shape else "") + title + (f": {op}" if op else ""))
+        for col, just in (
+            ("from", "right"),
+            ("to", "right"),
+            ("chosen", "left"),
+            ("at", "right"),
+            ("chosen\ntime", "right"),
+            ("fastest", "left"),
+            ("fastest\ntime", "right"),
+            ("regret", "right"),
+        ):
+            table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+        for c in checks:
+            if c.rule.op != op:
+                continue
+            if c.regret is None or c.regret_err is None:
+                regret = "not measured"
+            else:
+                regret = f"{c.regret:.3f}±{c.regret_err:.3f}"
+                if c.faulted:
+                    regret = f"[red]{regret}[/red]"
+            table.add_row(
+                _bytes(c.rule.min_bytes),
+                _bytes(c.rule.max_bytes),
+                c.rule.algo,
+                _bytes(c.size_bytes),
+                _us(c.chosen_us),
+                c.best_algo,
+                _us(c.best_us),
+                regret,
+            )
+        tables.append(table)
+    return tables[0] if len(tables) == 1 else Group(*tables)
 
 
 def check_summary(checks: list[RuleCheck]) -> str:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
+from collbench.cli.render.styles import narrow_table
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
+from collbench.models.fitted import Fit
 from collbench.models.predict import PredictReport
 from collbench.units import format_bytes
 
@@ -26,44 +27,57 @@ def _gbps(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _num(value: float) -> str:
+    """Three significant digits, without an exponent below a million (1380, not 1.38e+03)."""
+    return f"{value:.0f}" if 1e3 <= abs(value) < 1e6 else f"{value:.3g}"
+
+
 def render_fits(report: FitReport) -> RenderableType:
-    table = Table(title="fitted cost models  (t = steps*alpha + bytes*beta + reduced*gamma)", title_justify="left")
-    for col in ("op", "algo", "backend", "ranks", "alpha us", "1/beta GB/s", "1/gamma GB/s", "R2 log"):
-        table.add_column(col, justify="right" if col not in ("op", "algo", "backend") else "left")
-    table.add_column("median err", justify="right")
-    table.add_column("worst err", justify="right")
-    table.add_column("sizes", justify="right")
-    # Points set aside as outliers (stalls) when fitting; the error columns still include them.
-    table.add_column("outliers", justify="right")
-    # A fit that does not explain its data says so here, and predict does not extrapolate it.
-    table.add_column("use", justify="left")
+    """A table per (op, backend, ranks), one row per algorithm: the fitted alpha, beta and gamma, the
+    fit's quality and whether predict uses it. Fits 100 columns with every algorithm name whole."""
+    parts: list[RenderableType] = [
+        Text("fitted cost models (t = steps*alpha + bytes*beta + reduced*gamma)", style="bold")
+    ]
+    groups: dict[tuple[str, str, int], list[Fit]] = {}
     for f in report.fits:
-        why = f.distrust()
-        gamma = "folded" if f.gamma_folded else _gbps(f.gamma_gbps)
-        table.add_row(
-            f.op,
-            f.algo,
-            f.backend,
-            str(f.world_size),
-            f"{f.alpha_us:.3g}",
-            _gbps(f.beta_gbps),
-            gamma,
-            f"{f.r2:.4f}",
-            f"{f.median_abs_pct_error:.1f}%",
-            f"{f.max_abs_pct_error:.1f}%",
-            f"{format_bytes(f.min_bytes)}-{format_bytes(f.max_bytes)}",
-            f"{f.outliers}/{f.points}",
-            f"[red]no: {why}[/red]" if why else "yes",
-        )
-    parts: list[RenderableType] = [table]
+        groups.setdefault((f.op, f.backend, f.world_size), []).append(f)
+    for (op, backend, ranks), fits in groups.items():
+        gammas = {"folded" if f.gamma_folded else _gbps(f.gamma_gbps) for f in fits}
+        # One gamma is fitted jointly for all algorithms: said once in the title, not in a column.
+        joint = next(iter(gammas)) if len(gammas) == 1 else None
+        title = f"{op}, {backend}, {ranks} ranks" + (f"; 1/gamma {joint} GB/s" if joint else "")
+        table = narrow_table(title)
+        table.add_column("algo", no_wrap=True)
+        for col in ("alpha\nus", "1/beta\nGB/s", *(() if joint else ("1/gamma\nGB/s",)), "R²\nlog", "err %\nmed/max"):
+            table.add_column(col, justify="right", no_wrap=True)
+        table.add_column("sizes", justify="right", no_wrap=True)
+        # Points set aside as outliers (stalls) when fitting; the error columns still include them.
+        table.add_column("out-\nliers", justify="right", no_wrap=True)
+        # A fit that does not explain its data says so here, and predict does not extrapolate it.
+        table.add_column("use", justify="left")
+        for f in fits:
+            why = f.distrust()
+            gamma = "folded" if f.gamma_folded else _gbps(f.gamma_gbps)
+            table.add_row(
+                f.algo,
+                _num(f.alpha_us),
+                _gbps(f.beta_gbps),
+                *(() if joint else (gamma,)),
+                f"{f.r2:.3f}",
+                f"{f.median_abs_pct_error:.1f}/{f.max_abs_pct_error:.1f}",
+                f"{format_bytes(f.min_bytes)}-{format_bytes(f.max_bytes)}",
+                f"{f.outliers}/{f.points}",
+                f"[red]no: {why}[/red]" if why else "yes",
+            )
+        parts.append(table)
     for f in report.fits:
         if f.note:
             parts.append(Text(f"{f.op} {f.algo} x{f.world_size}: {f.note}", style="dim"))
     for f in report.fits:
         if f.segments:
-            seg = Table(title=f"segments of {f.op} {f.algo} x{f.world_size}", title_justify="left")
+            seg = narrow_table(f"segments of {f.op} {f.algo} x{f.world_size}")
             for col in ("from", "to", "alpha us", "1/beta GB/s", "median err"):
-                seg.add_column(col, justify="right")
+                seg.add_column(col, justify="right", no_wrap=True)
             for s in f.segments:
                 seg.add_row(
                     format_bytes(s.min_bytes),
@@ -82,9 +96,9 @@ def render_fits(report: FitReport) -> RenderableType:
 def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
     if not crossovers:
         return Text("no crossovers: one algorithm is fastest over the whole range (or only one was measured)")
-    table = Table(title="crossovers (the fastest algorithm changes)", title_justify="left")
+    table = narrow_table("crossovers (the fastest algorithm changes)")
     for col in ("op", "backend", "ranks", "size", "below", "from here up"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=True)
     for c in crossovers:
         table.add_row(c.op, c.backend, str(c.world_size), format_bytes(c.size_bytes), c.below, c.above)
     return table
@@ -92,9 +106,9 @@ def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
 
 def render_prediction(report: PredictReport) -> RenderableType:
     title = f"predicted at {report.world_size} ranks" + (f" on {report.nodes} nodes" if report.nodes > 1 else "")
-    table = Table(title=title, title_justify="left")
+    table = narrow_table(title)
     for col in ("op", "algo", "size", "time", "busbw GB/s", "simulated", "fitted at"):
-        table.add_column(col, justify="left" if col in ("op", "algo") else "right")
+        table.add_column(col, justify="left" if col in ("op", "algo") else "right", no_wrap=True)
     best = {(c["op"], c["backend"], c["size_bytes"]): c["algo"] for c in report.choice}
     for p in report.predictions:
         style = "bold green" if best.get((p.op, p.backend, p.size_bytes)) == p.algo else ""
@@ -108,9 +122,9 @@ def render_prediction(report: PredictReport) -> RenderableType:
             f"x{p.fitted_world_size}",
             style=style,
         )
-    choice = Table(title="choice per size (lowest predicted time)", title_justify="left")
+    choice = narrow_table("choice per size (lowest predicted time)")
     for col in ("op", "size", "algo", "time"):
-        choice.add_column(col)
+        choice.add_column(col, no_wrap=True)
     for c in report.choice:
         choice.add_row(c["op"], format_bytes(c["size_bytes"]), c["algo"], format_time(c["time_us"]))
     return Group(table, choice, render_crossovers(report.crossovers))

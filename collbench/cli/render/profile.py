@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
+from collbench.cli.render.styles import narrow_table, one_value
 from collbench.profile.document import Profile
 from collbench.units import format_bytes
 
@@ -35,41 +38,46 @@ def _params(params: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-def render_rules(profile: Profile) -> Table:
-    """One row per rule: (shape,) op, size range, algorithm, parameters, times and gain over native.
+def render_rules(profile: Profile) -> RenderableType:
+    """Per communicator shape a table, one row per rule: (op,) size range, algorithm, parameters,
+    times and gain over native; predicted shapes say so in their title.
 
-    With several rule sets a first column names each rule's shape, and predicted shapes say so.
-    """
+    Fits 100 columns with every algorithm name whole: the shape and, where the rules share one, the
+    op are said in the title rather than in a column, and only the parameters wrap."""
     several = len(profile.rule_sets) > 1
+    tables: list[RenderableType] = []
     if several:
-        title = f"{profile.backend}, {len(profile.rule_sets)} communicator shapes, machine {profile.fingerprint}"
-    else:
-        title = f"{profile.backend}, {profile.world_size} ranks, {profile.nodes} node(s), machine {profile.fingerprint}"
-    table = Table(title=title, title_justify="left")
-    columns = [
-        ("op", "left"),
-        ("from", "right"),
-        ("to", "right"),
-        ("algorithm", "left"),
-        ("params", "left"),
-        ("at", "right"),
-        ("measured", "right"),
-        ("predicted", "right"),
-        ("vs native", "right"),
-    ]
-    if several:
-        columns.insert(0, ("ranks", "left"))
-    for col, just in columns:
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+        tables.append(
+            Text(f"{profile.backend}, {len(profile.rule_sets)} communicator shapes, machine {profile.fingerprint}")
+        )
     for rule_set in profile.rule_sets:
-        shape = f"{rule_set.world_size} on {rule_set.nodes} node(s)" + (" predicted" if rule_set.predicted else "")
+        op = one_value(r.op for r in rule_set.rules)
+        shape = f"{rule_set.world_size} on {rule_set.nodes} node(s)"
+        shape += " predicted (from the fitted models)" if rule_set.predicted else ""
+        title = (f"{op}, " if op else "") + (
+            shape if several else f"{profile.backend}, {shape}, machine {profile.fingerprint}"
+        )
+        table = narrow_table(title)
+        columns = [
+            ("from", "right", True),
+            ("to", "right", True),
+            ("algorithm", "left", True),
+            ("params", "left", False),
+            ("at", "right", True),
+            ("measured", "right", True),
+            ("model", "right", True),
+            ("vs\nnative", "right", True),
+        ]
+        if op is None:
+            columns.insert(0, ("op", "left", True))
+        for col, just, no_wrap in columns:
+            table.add_column(col, justify=just, no_wrap=no_wrap)  # type: ignore[arg-type]
         for rule in rule_set.rules:
             gain = "-" if rule.gain_vs_native is None else f"{rule.gain_vs_native:.2f}x"
             style = "green" if rule.gain_vs_native and rule.gain_vs_native > 1.0 and rule.algo != "native" else None
             if rule_set.predicted:
                 style = "dim"
             cells = [
-                rule.op,
                 _bytes(rule.min_bytes),
                 _bytes(rule.max_bytes),
                 rule.algo,
@@ -79,20 +87,26 @@ def render_rules(profile: Profile) -> Table:
                 _us(rule.predicted_us),
                 gain,
             ]
-            table.add_row(*([shape, *cells] if several else cells), style=style)
-    return table
+            table.add_row(*(cells if op else [rule.op, *cells]), style=style)
+        tables.append(table)
+    return tables[0] if len(tables) == 1 else Group(*tables)
 
 
 def render_fits(profile: Profile) -> Table:
-    """The fitted models the profile carries: alpha, the bandwidth beta implies, and the fit quality."""
-    table = Table(title="fitted models", title_justify="left")
-    for col in ("op", "algorithm", "alpha", "beta", "R^2", "median err", "worst err", "use"):
-        table.add_column(col, justify="left" if col in ("op", "algorithm", "use") else "right")
+    """The fitted models the profile carries: alpha, the bandwidth beta implies, and the fit quality.
+
+    Fits 100 columns: names and numbers never wrap, the reason a fit is not used does."""
+    op = one_value(f.op for f in profile.fits)
+    table = narrow_table(f"fitted models of {op}" if op else "fitted models")
+    columns = ["algorithm", "alpha", "beta", "R²", "median\nerr", "worst\nerr", "use"]
+    if op is None:
+        columns.insert(0, "op")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("op", "algorithm", "use") else "right", no_wrap=col != "use")
     for fit in profile.fits:
         beta = fit.beta_gbps
         why = fit.distrust()
-        table.add_row(
-            fit.op,
+        cells = [
             fit.algo,
             _us(fit.alpha_us),
             "-" if beta is None else f"{beta:.3g} GB/s",
@@ -100,7 +114,8 @@ def render_fits(profile: Profile) -> Table:
             _pct(fit.median_abs_pct_error),
             _pct(fit.max_abs_pct_error),
             f"[red]no: {why}[/red]" if why else "yes",
-        )
+        ]
+        table.add_row(*(cells if op else [fit.op, *cells]))
     return table
 
 

@@ -1,0 +1,112 @@
+"""Every table collbench prints fits a 100-column terminal with every algorithm name whole: the tune
+and profile rules, the profile's fits, tune --check, fit, predict and sweep results,
+rendered as users see them (Rich at width 100), with the longest names at once (recursive-doubling,
+rabenseifner, reduce-scatter) and several ops and shapes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from io import StringIO
+
+from report_inputs import EXAMPLE_RESULTS, example_profile
+from rich.console import Console, RenderableType
+
+from collbench.cli.render.check import render_check
+from collbench.cli.render.models import render_fits as render_fit_report
+from collbench.cli.render.models import render_prediction
+from collbench.cli.render.profile import render_fits, render_rules
+from collbench.cli.render.results import results_tables
+from collbench.models.fit import fit_results
+from collbench.models.predict import predict
+from collbench.profile.document import Profile
+from collbench.results.io import read_rows
+from collbench.results.row import ResultRow
+from collbench.schedules.registry import algorithm_names
+from collbench.tuning.check import RuleCheck
+
+WIDTH = 100
+LONG = ("recursive-doubling", "rabenseifner")
+
+
+def _render(renderable: RenderableType) -> str:
+    console = Console(width=WIDTH, file=StringIO(), color_system=None, legacy_windows=False)
+    console.print(renderable)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert isinstance(out, str)
+    return out
+
+
+def _assert_whole(out: str, names: set[str]) -> None:
+    lines = out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= WIDTH, out
+    assert "…" not in out, out
+    words = {w.strip("│┃,;:()") for line in lines for w in line.split()}
+    for name in names:
+        assert name in words, f"{name} is not whole in:\n{out}"
+
+
+def _rows() -> list[ResultRow]:
+    return read_rows(EXAMPLE_RESULTS)
+
+
+def _profile() -> Profile:
+    """The example profile with the longest names chosen, two ops, and a second, predicted shape."""
+    data = example_profile().to_dict()
+    shape = data["rule_sets"][0]
+    rules = shape["rules"]
+    rules[0]["algo"], rules[1]["algo"] = LONG
+    rules += [
+        {**rules[0], "op": "reduce-scatter", "algo": "rabenseifner"},
+        {**rules[1], "op": "reduce-scatter", "algo": "ring", "max_bytes": None},
+    ]
+    data["rule_sets"].append({**shape, "world_size": 64, "nodes": 8, "predicted": True})
+    for fit in data["fits"][:2]:
+        data["fits"].append({**fit, "op": "reduce-scatter"})
+    return Profile.from_dict(data)
+
+
+def test_profile_rules_and_fits() -> None:
+    profile = _profile()
+    _assert_whole(_render(render_rules(profile)), {*LONG, "reduce-scatter", "all-reduce"})
+    _assert_whole(_render(render_rules(example_profile())), {"tree", "direct", "ring"})
+    fits = {f.algo for f in profile.fits}
+    assert set(LONG) <= fits
+    out = _render(render_fits(profile))
+    _assert_whole(out, fits | {"reduce-scatter"})
+    # R² whole: three decimals, never "0.99…".
+    for fit in profile.fits:
+        assert f"{fit.r2:.3f}" in out
+
+
+def test_check() -> None:
+    profile = _profile()
+    checks = [
+        RuleCheck(rule, rule.at_bytes or 1, 1234.5, best, 1000.0, 1.2345, 0.0123)
+        for rule_set in profile.rule_sets
+        for rule in rule_set.rules
+        for best in (("recursive-doubling",) if rule.op == "all-reduce" else ("rabenseifner",))
+    ]
+    _assert_whole(_render(render_check(checks, "64 ranks on 8 node(s)")), {*LONG, "reduce-scatter"})
+
+
+def test_fit_and_predict() -> None:
+    report = fit_results(_rows())
+    names = {f.algo for f in report.fits}
+    assert set(LONG) <= names
+    _assert_whole(_render(render_fit_report(report)), names)
+    predicted = predict(report.fits, 8, [1024, 1 << 20, 1 << 24])
+    _assert_whole(_render(render_prediction(predicted)), {p.algo for p in predicted.predictions})
+
+
+def test_sweep_results() -> None:
+    rows = [r for r in _rows() if r.algo in LONG]
+    rows += [replace(r, op="reduce-scatter", in_place=not r.in_place) for r in rows]
+    for table in results_tables(rows):
+        _assert_whole(_render(table), set())
+    out = "".join(_render(t) for t in results_tables(rows))
+    _assert_whole(out, {*LONG})
+
+
+def test_every_registered_algorithm_is_covered() -> None:
+    assert set(LONG) <= set(algorithm_names())
+    assert max(algorithm_names(), key=len) == "recursive-doubling"
