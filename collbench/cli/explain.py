@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from collbench.cli.console import console
+from collbench.cli.options import one_value
 from collbench.cli.render.schedules import render_explain
 from collbench.errors import ConfigError
 from collbench.models.costs import cost_terms
@@ -118,9 +119,9 @@ def board_dict(board: Whiteboard) -> dict[str, Any]:
 
 def explain(
     algo: Annotated[str, typer.Argument(help="Algorithm: ring, tree, two-tree, recursive-doubling, ...")],
-    op: Annotated[str, typer.Option("--op", help="Collective: all-reduce, reduce-scatter, all-gather, ...")] = (
-        "all-reduce"
-    ),
+    op: Annotated[
+        str, typer.Option("--op", metavar="OP", help="One collective: all-reduce, reduce-scatter, all-gather, ...")
+    ] = "all-reduce",
     ranks: Annotated[int, typer.Option("--ranks", help="World size.")] = 4,
     count: Annotated[
         int | None, typer.Option("--count", help="Elements on the whiteboard (default: ranks x segments).")
@@ -137,7 +138,7 @@ def explain(
 ) -> None:
     """Show an algorithm's schedule step by step, with its cost terms."""
     spec = get_algorithm(algo)
-    the_op = Op.parse(op)
+    the_op = Op.parse(one_value(op, "--op", "collective") or "all-reduce")
     if ranks < 1:
         raise ConfigError(f"--ranks must be >= 1, got {ranks}")
     if ranks > MAX_EXPLAIN_RANKS:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from collbench.cli.console import console, err_console, print_notes
-from collbench.cli.options import CollbenchCommand, CollbenchGroup
+from collbench.cli.options import CollbenchCommand, CollbenchGroup, one_value
 from collbench.errors import InputFileError, UnknownNameError
 from collbench.fileio import check_writable
 from collbench.importers.nccl_tests import read_nccl_tests
@@ -40,7 +40,9 @@ def nccl_tests(
     algo: Annotated[
         str, typer.Option("--algo", help="Algorithm to file the rows under (native, or what was forced).")
     ] = "native",
-    op: Annotated[str | None, typer.Option("--op", help="The collective, when the log does not name it.")] = None,
+    op: Annotated[
+        str | None, typer.Option("--op", metavar="OP", help="The collective, when the log does not name it.")
+    ] = None,
     ranks: Annotated[
         int | None, typer.Option("--ranks", min=1, help="The rank count, when the log does not say it.")
     ] = None,
@@ -55,7 +57,7 @@ def nccl_tests(
         check_writable(output)
     algo = _checked_algo(algo)
     notes: list[str] = []
-    rows = read_nccl_tests(log, algo=algo, op=op, ranks=ranks, notes=notes)
+    rows = read_nccl_tests(log, algo=algo, op=one_value(op, "--op", "collective"), ranks=ranks, notes=notes)
     print_notes(notes)
     first = rows[0]
     ops = ", ".join(dict.fromkeys(r.op for r in rows))

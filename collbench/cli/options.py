@@ -14,6 +14,8 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from collbench.errors import ConfigError
+
 Command = TyperCommand | TyperGroup
 
 BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
@@ -31,6 +33,14 @@ _ELSEWHERE: dict[str, tuple[str, str, str]] = {
 def split_values(values: Sequence[str] | None) -> tuple[str, ...]:
     """``--op a,b --op c`` -> ``("a", "b", "c")``: every list option takes commas, repeats, or both."""
     return tuple(part.strip() for value in values or () for part in value.split(",") if part.strip())
+
+
+def one_value(value: str | None, option: str, what: str) -> str | None:
+    """The one name a single-valued list option holds; ConfigError (saying so) for a comma list of several."""
+    names = list(dict.fromkeys(split_values([value] if value is not None else None)))
+    if len(names) > 1:
+        raise ConfigError(f"{option} takes one {what} here, got {len(names)}: {', '.join(names)}")
+    return names[0] if names else None
 
 
 class OptionHint(typer.BadParameter):

@@ -21,6 +21,7 @@ from collbench.runtime.executor.schedule_runner import default_segment_bytes
 from collbench.units import format_bytes
 
 WIDE = {"COLUMNS": "200", "NO_COLOR": "1"}
+NCCL_TESTS_LOG = Path(__file__).parents[1] / "fixtures" / "nccl_tests" / "all_reduce_perf_8gpu.log"
 
 # nccl-tests' letters (src/common.cu, its longopts table) and the collbench option each becomes.
 NCCL_TESTS_LETTERS = {
@@ -176,3 +177,22 @@ def test_sweep_of_one_rank_says_it_moves_no_data(tmp_path: Path, monkeypatch: py
     result = CliRunner().invoke(app, args, env=WIDE)
     assert result.exit_code == 0, result.output
     assert "a one-rank world moves no data" in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["explain", "ring", "--op", "all-reduce,all-gather"],
+        ["import", "nccl-tests", str(NCCL_TESTS_LOG), "--op", "all-reduce,broadcast"],
+    ],
+)
+def test_a_command_of_one_collective_says_so_for_a_list(args: list[str]) -> None:
+    result = CliRunner().invoke(app, args, env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert "--op takes one collective here, got 2" in result.output and "Traceback" not in result.output
+
+
+def test_a_command_of_one_collective_reads_one_name_with_a_trailing_comma() -> None:
+    result = CliRunner().invoke(app, ["explain", "ring", "--op", "all-gather,", "--json"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["op"] == "all-gather"
