@@ -121,7 +121,8 @@ def drawing_svg(
         if text
     ]
     cx = cy = size / 2
-    r_rank = size * 0.30
+    # Without NICs the ranks take the outer circle themselves, so the drawing has no empty ring.
+    r_rank = size * (0.30 if nics else 0.40)
     r_nic = size * 0.44
     pos: dict[str, tuple[float, float]] = {}
     for i, d in enumerate(ranks):

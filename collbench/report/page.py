@@ -188,7 +188,9 @@ _RULE_KEYS = (
 
 
 def _fmt_us(value: float | None) -> str:
-    return "-" if value is None else f"{float(value):.4g} us"
+    if value is None:
+        return "-"
+    return f"{value / 1e3:.4g} ms" if value >= 1e4 else f"{float(value):.4g} us"
 
 
 def _profile_section(inputs: ReportInputs, algos: dict[str, str]) -> str:
