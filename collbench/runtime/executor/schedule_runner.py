@@ -4,7 +4,8 @@ Per step, a rank posts its sends and receives as one batch (``batch_isend_irecv`
 the receives in the order listed: copied into its buffer, or reduced into it. Receives land in scratch
 memory, except copies that nothing else in the step touches, which land in the buffer directly.
 
-Large transfers are cut into segments of ``segment_bytes``. When a step's receives write nowhere its
+Large transfers are cut into segments of ``segment_bytes``, at most :data:`MAX_TRANSFER_SEGMENTS` per
+transfer (a larger segment where more would be needed). When a step's receives write nowhere its
 sends read (ring steps, for instance), all segments are posted at once and each is reduced as soon as
 it lands, so the transport moves later segments while the CPU (or GPU) reduces earlier ones. Steps
 whose receives overwrite what they send (recursive doubling exchanges) are posted whole: the IR says
@@ -31,6 +32,18 @@ DEFAULT_SEGMENT_BYTES: dict[str, int] = {"cpu": 4 << 20, "cuda": 4 << 20}
 
 On CPUs every segment costs a blocking wait, and on a busy machine a wait can cost a scheduler time
 slice (4 ms measured on the 2-core development machine), so CPU segments are large."""
+
+
+MAX_TRANSFER_SEGMENTS = 1024
+"""The most segments one transfer is cut into: each is a posted message and a plan entry, so a tiny
+``segment_bytes`` (4 bytes at 16 MiB would be 4 M of them) costs minutes and gigabytes to compile
+and run. 1024 segments of the default 4 MiB reach 4 GiB transfers; beyond that segments grow."""
+
+
+def transfer_segment_elems(longest_elems: int, segment_elems: int) -> int:
+    """The segment (elements) a transfer of ``longest_elems`` is cut into: ``segment_elems``, or
+    larger when that would make more than :data:`MAX_TRANSFER_SEGMENTS` segments."""
+    return max(segment_elems, -(-longest_elems // MAX_TRANSFER_SEGMENTS), 1)
 
 
 def default_segment_bytes(device: torch.device | str) -> int:
@@ -76,12 +89,41 @@ def _segments(start: int, stop: int, seg_elems: int) -> list[tuple[int, int]]:
     return [(s, min(s + seg_elems, stop)) for s in range(start, stop, seg_elems)]
 
 
+def _lands_in_place(step: Step) -> list[bool]:
+    """For each non-empty receive of ``step``: whether it lands in the buffer itself (no scratch).
+
+    A copy that no send reads and no other receive writes can land in place: no scratch, no copy.
+    """
+    sends = [s for s in step.sends if s.count > 0]
+    recvs = [r for r in step.recvs if r.count > 0]
+    send_ranges = [(s.start, s.stop) for s in sends]
+    recv_ranges = [(r.start, r.stop) for r in recvs]
+    return [
+        not r.reduce
+        and not any(_overlaps(recv_ranges[i], other) for j, other in enumerate(recv_ranges) if j != i)
+        and not any(_overlaps(recv_ranges[i], s) for s in send_ranges)
+        for i, r in enumerate(recvs)
+    ]
+
+
+def scratch_elems(schedule: Schedule, rank: int) -> int:
+    """Elements of scratch ``rank`` of ``schedule`` allocates: what :class:`ScheduleRunner` compiles,
+    found without cutting anything into segments (segments of a receive add up to its count), so
+    its cost depends on the schedule's transfers, not on the message or segment size."""
+    most = 0
+    for step in schedule.steps[rank]:
+        recvs = [r for r in step.recvs if r.count > 0]
+        most = max(most, sum(r.count for r, direct in zip(recvs, _lands_in_place(step), strict=True) if not direct))
+    return most
+
+
 def _compile_step(step: Step, seg_elems: int) -> tuple[_StepPlan, int]:
     """The step's plan and the scratch elements it needs."""
     sends = [s for s in step.sends if s.count > 0]
     recvs = [r for r in step.recvs if r.count > 0]
     send_ranges = [(s.start, s.stop) for s in sends]
     recv_ranges = [(r.start, r.stop) for r in recvs]
+    in_place = _lands_in_place(step)
     writes_what_it_sends = any(_overlaps(r, s) for r in recv_ranges for s in send_ranges)
     ordered_recvs = any(
         _overlaps(recv_ranges[i], recv_ranges[j]) and not (recvs[i].reduce and recvs[j].reduce)
@@ -91,18 +133,14 @@ def _compile_step(step: Step, seg_elems: int) -> tuple[_StepPlan, int]:
     # Segmenting changes the order receives are applied in; only order-free steps are pipelined.
     pipelined = not writes_what_it_sends and not ordered_recvs
     longest = max([t.count for t in sends] + [t.count for t in recvs], default=0)
+    seg_elems = transfer_segment_elems(longest, seg_elems)
     if not pipelined or longest <= seg_elems:
         seg_elems = max(longest, 1)
         pipelined = False
 
     scratch = 0
     recv_segs: list[list[_RecvSeg]] = []
-    for i, r in enumerate(recvs):
-        # A copy that no send reads and no other receive writes can land in place: no scratch, no copy.
-        direct = not r.reduce and not any(
-            _overlaps(recv_ranges[i], other) for j, other in enumerate(recv_ranges) if j != i
-        )
-        direct = direct and not any(_overlaps(recv_ranges[i], s) for s in send_ranges)
+    for r, direct in zip(recvs, in_place, strict=True):
         segs: list[_RecvSeg] = []
         for a, b in _segments(r.start, r.stop, seg_elems):
             segs.append(_RecvSeg(r.peer, a, b, r.reduce, -1 if direct else scratch))
