@@ -172,3 +172,173 @@ def test_gpu_free_memory_comes_from_nvml_in_cuda_order(monkeypatch: pytest.Monke
     assert len(free) == 2 and all(f > 40 << 30 for f in free)
     job = _job(world_size=2, algos=("native",), min_bytes=1 << 30, max_bytes=1 << 30)
     memory.check_device_memory(job, 2, free)  # 2 GiB a rank fits in a 48 GiB A6000
+
+
+def _fake_cgroup_tree(tmp_path: Path, self_cgroup: str, files: dict[str, str], available_kib: int) -> tuple[Path, Path]:
+    """A /proc (meminfo, self/cgroup) and a cgroup mount holding ``files`` (paths under the mount)."""
+    proc = _fake_proc(tmp_path, available_kib)
+    (proc / "self").mkdir()
+    (proc / "self" / "cgroup").write_text(self_cgroup)
+    mount = tmp_path / "cg"
+    for name, text in files.items():
+        (mount / name).parent.mkdir(parents=True, exist_ok=True)
+        (mount / name).write_text(text)
+    return proc, mount
+
+
+SLURM_V2 = "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n"
+JOB_V2 = "system.slice/slurmstepd.scope/job_42"
+
+
+def test_host_memory_reads_the_process_own_v2_cgroup_and_its_tightest_ancestor(tmp_path: Path) -> None:
+    """Under Slurm (or systemd, or a container) the limit is on the job's cgroup, not the root's."""
+    proc, mount = _fake_cgroup_tree(
+        tmp_path,
+        SLURM_V2,
+        {
+            "memory.max": "max\n",  # the root: no limit
+            f"{JOB_V2}/memory.max": f"{4 << 30}\n",
+            f"{JOB_V2}/memory.current": f"{1 << 30}\n",
+            f"{JOB_V2}/step_0/memory.max": f"{8 << 30}\n",
+            f"{JOB_V2}/step_0/memory.current": f"{1 << 30}\n",
+            f"{JOB_V2}/step_0/user/task_0/memory.max": "max\n",
+            f"{JOB_V2}/step_0/user/task_0/memory.current": f"{1 << 30}\n",
+        },
+        64 * 1024 * 1024,
+    )
+    found = memory.host_memory(proc, mount)
+    assert found == memory.HostMemory(3 << 30, f"cgroup memory.max of {JOB_V2}")
+
+
+def test_reclaimable_page_cache_of_a_cgroup_counts_as_available(tmp_path: Path) -> None:
+    proc, mount = _fake_cgroup_tree(
+        tmp_path,
+        "0::/box\n",
+        {
+            "box/memory.max": f"{4 << 30}\n",
+            "box/memory.current": f"{3 << 30}\n",
+            "box/memory.stat": f"anon {1 << 30}\ninactive_file {2 << 30}\n",
+        },
+        64 * 1024 * 1024,
+    )
+    assert memory.host_memory(proc, mount) == memory.HostMemory(3 << 30, "cgroup memory.max of box")
+
+
+def test_host_memory_reads_the_process_own_v1_memory_cgroup(tmp_path: Path) -> None:
+    proc, mount = _fake_cgroup_tree(
+        tmp_path,
+        "9:name=systemd:/\n4:memory:/slurm/uid_1000/job_42\n3:cpuset:/\n0::/\n",
+        {
+            "memory/memory.limit_in_bytes": "9223372036854771712\n",
+            "memory/slurm/uid_1000/job_42/memory.limit_in_bytes": f"{2 << 30}\n",
+            "memory/slurm/uid_1000/job_42/memory.usage_in_bytes": f"{512 * MiB}\n",
+        },
+        64 * 1024 * 1024,
+    )
+    found = memory.host_memory(proc, mount)
+    assert found == memory.HostMemory(1536 * MiB, "cgroup memory.limit_in_bytes of slurm/uid_1000/job_42")
+
+
+def test_a_container_whose_cgroup_is_its_mount_root_reads_the_root(tmp_path: Path) -> None:
+    # In a cgroup namespace /proc/self/cgroup says "/" or a path the mount does not hold.
+    for self_cgroup in ("0::/\n", "0::/kubepods/pod1/abc\n"):
+        sub = tmp_path / str(len(self_cgroup))
+        sub.mkdir()
+        proc, mount = _fake_cgroup_tree(
+            sub, self_cgroup, {"memory.max": f"{4 << 30}\n", "memory.current": f"{1 << 30}\n"}, 64 * 1024 * 1024
+        )
+        assert memory.host_memory(proc, mount) == memory.HostMemory(3 << 30, "cgroup memory.max")
+
+
+def test_64_ranks_in_a_4_gib_slurm_cgroup_are_refused_before_they_start(tmp_path: Path) -> None:
+    """64 ranks of torch cost 17.5 GiB before any buffer: the host's free memory said yes, the job's cgroup no."""
+    proc, mount = _fake_cgroup_tree(
+        tmp_path,
+        SLURM_V2,
+        {"memory.max": "max\n", f"{JOB_V2}/memory.max": f"{4 << 30}\n", f"{JOB_V2}/memory.current": "300000000\n"},
+        100 * 1024 * 1024,  # 100 GiB free on the host
+    )
+    job = _job(world_size=64, algos=("ring",), min_bytes=1024, max_bytes=1024)
+    with pytest.raises(ConfigError, match=r"^64 ranks need about 1\d\.\d GiB .*cgroup memory.max of system.slice"):
+        memory.check_host_memory(job, 64, 64, memory.host_memory(proc, mount))
+
+
+MEASURED_PEAK_RSS_MIB = {
+    # (size, ranks) of an int32 ring all-reduce on gloo -> peak RSS of each rank (VmHWM), measured with
+    # torch 2.13 on CPU: `collbench sweep --ranks 2 --backend gloo --algo ring -d int32 -b S -e S -n 1 -w 0`.
+    (512 * MiB, 2): 1586,
+    (2048 * MiB, 2): 5423,
+}
+
+
+@pytest.mark.parametrize(("size", "ranks"), sorted(MEASURED_PEAK_RSS_MIB))
+def test_the_estimate_covers_what_ranks_were_measured_to_hold(size: int, ranks: int) -> None:
+    """What every rank held at its peak must fit the estimate made before they start, by a margin of
+    at most 5% (a much larger one would refuse sweeps that fit)."""
+    job = _job(world_size=ranks, algos=("ring",), dtype="int32", min_bytes=size, max_bytes=size)
+    measured = MEASURED_PEAK_RSS_MIB[(size, ranks)] * MiB * ranks
+    with pytest.raises(ConfigError):
+        memory.check_host_memory(job, ranks, ranks, memory.HostMemory(measured - 1, "cgroup memory.max"))
+    memory.check_host_memory(job, ranks, ranks, memory.HostMemory(int(measured * 1.05), "cgroup memory.max"))
+
+
+def test_a_2_gib_int32_ring_on_2_ranks_does_not_fit_a_10_gib_cgroup(tmp_path: Path) -> None:
+    proc, mount = _fake_cgroup_tree(
+        tmp_path,
+        "0::/user.slice/run.scope\n",
+        {"user.slice/run.scope/memory.max": f"{10 << 30}\n", "user.slice/run.scope/memory.current": "290000000\n"},
+        100 * 1024 * 1024,
+    )
+    job = _job(world_size=2, algos=("ring",), dtype="int32", min_bytes=2 << 30, max_bytes=2 << 30)
+    with pytest.raises(ConfigError, match=r"2 ranks need about 10\.6 GiB"):
+        memory.check_host_memory(job, 2, 2, memory.host_memory(proc, mount))
+
+
+_ESTIMATE_SCRIPT = textwrap.dedent(
+    """
+    import resource, sys, time
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+    from collbench.runtime.sweep import memory
+    from collbench.schedules.ops import Op
+
+    count, segment = int(sys.argv[1]), int(sys.argv[2])
+    for algo in ("ring", "tree", "direct"):
+        most, least = memory.point_bytes(
+            Op.ALL_REDUCE, algo, count, elem_bytes=4, world_size=4, in_place=False, segment_bytes=segment
+        )
+        print(algo, most, least)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("count", "segment"),
+    [((1 << 63) // 4, 4 << 20), ((16 * MiB) // 4, 4), (1 << 40, 4)],
+    ids=["2^63 bytes", "16 MiB in 4-byte segments", "4 TiB in 4-byte segments"],
+)
+def test_the_estimate_is_closed_form_whatever_the_size_or_segment(count: int, segment: int) -> None:
+    """One entry per segment was 22.5 GB for -b 2^63 and minutes at 4-byte segments: bounded here to
+    3 GiB of address space and 60 s (the estimate of each point must take well under a second)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _ESTIMATE_SCRIPT, str(count), str(segment)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    ring = out.stdout.split()[1:3]
+    assert int(ring[0]) == 2 * count * 4 + (count // 4) * 4  # input, output, one chunk of scratch
+
+
+def test_a_size_no_machine_holds_is_refused_at_once() -> None:
+    with pytest.raises(ConfigError, match=r"^--max-bytes 9223372036854775808 is more than the 4 TiB"):
+        _job(world_size=2, min_bytes=1 << 63, max_bytes=1 << 63)
+    with pytest.raises(ConfigError, match="more than 10000 sizes"):
+        _job(world_size=2, min_bytes=4, max_bytes=1 << 40, step_factor=1.0001)
+
+
+def test_a_segment_size_past_the_executor_bound_is_said_in_a_note() -> None:
+    job = _job(world_size=2, algos=("tree",), segment_bytes=4, min_bytes=16 * MiB, max_bytes=16 * MiB)
+    assert any("4194304 segments" in note and "at most 1024" in note for note in job.notes), job.notes
+    assert not _job(world_size=2, algos=("tree",), min_bytes=16 * MiB, max_bytes=16 * MiB).notes

@@ -5,16 +5,24 @@ Without this, a size that cannot fit was found out by the kernel's OOM killer (`
 for one point). The estimate per rank is the largest point of the sweep:
 
 * its buffers, as ``buffers.make_buffers`` allocates them (input and output; one when in place);
-* for collbench's own algorithms, the executor's scratch (``ScheduleRunner.scratch_elems``, compiled
-  from the point's schedule) and reduce-scatter's out-of-place working copy (``worker._make_call``);
+* for collbench's own algorithms, the executor's scratch (``schedule_runner.scratch_elems`` of the
+  point's schedule: what ``ScheduleRunner`` allocates, found without cutting transfers into segments)
+  and reduce-scatter's out-of-place working copy (``worker._make_call``);
 * the data check's chunk temporaries (``buffers.CHUNK_ELEMS``: a few 64-bit chunks);
 * what a rank process costs before any buffer: ``RANK_BASE_BYTES``, measured with torch 2.13 on CPU
-  (277 MiB peak RSS for a 1 KiB sweep on 2 gloo ranks).
+  (277 MiB peak RSS for a 1 KiB sweep on 2 gloo ranks), and what it adds around a large point
+  (``LARGE_POINT_BYTES``).
+
+Its cost is closed-form per point: one schedule built per (op, algorithm, mode) at the largest size,
+whatever the size or the segment size (one entry per 4 MiB segment of ``-b 2^63`` was 22.5 GB).
 
 On CPU ranks (gloo) all of it is host memory; with NCCL the buffers live on each rank's GPU and are
 compared with that GPU's free memory (NVML, where it answers). Host memory available is the smaller
-of ``MemAvailable`` (``/proc/meminfo``) and what the cgroup still allows (v2 ``memory.max`` minus
-``memory.current``, v1 ``memory.limit_in_bytes`` minus ``memory.usage_in_bytes``).
+of ``MemAvailable`` (``/proc/meminfo``) and what this process's cgroup and each of its ancestors
+still allow (v2 ``memory.max`` minus ``memory.current``, v1 ``memory.limit_in_bytes`` minus
+``memory.usage_in_bytes``; page cache the kernel can drop, ``inactive_file``, counts as free). The
+cgroup is the process's own, read from ``/proc/self/cgroup``: under Slurm, systemd or a container
+the limit is set there, not at the root of the hierarchy.
 """
 
 from __future__ import annotations
@@ -26,13 +34,17 @@ from typing import TYPE_CHECKING
 from collbench.errors import ConfigError
 from collbench.nccl.variants import is_native
 from collbench.runtime.executor.buffers import CHUNK_ELEMS
-from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
+from collbench.schedules.ops import DTYPE_SIZES, Op
 
 if TYPE_CHECKING:
     from collbench.runtime.sweep.plan import SweepJob
 
 RANK_BASE_BYTES = 280 << 20
 """Host memory of one rank process before its first buffer (torch, gloo, Python): 277 MiB measured."""
+LARGE_POINT_BYTES = 16 << 20
+"""What a rank holds around a large point beyond its buffers, scratch and check temporaries (gloo's
+transport, the allocator): peak RSS measured per rank on 2 gloo ranks, int32 ring all-reduce, was
+1586 MiB at 512 MiB and 5423 MiB at 2 GiB, 14 and 11 MiB above the rest of this estimate."""
 CHECK_TEMPORARIES = 6
 """64-bit chunk-sized temporaries alive at once while a chunk is filled or checked (pattern, sum, compare)."""
 SCRATCH_RANKS_SAMPLED = 4
@@ -69,16 +81,14 @@ def _scratch_elems(
 ) -> tuple[int, int]:
     """The most and the least scratch (elements) any sampled rank of the point's schedule allocates."""
     # Imported here only: the registry and executor pull in the schedule builders.
-    from collbench.runtime.executor.schedule_runner import ScheduleRunner
+    from collbench.runtime.executor.schedule_runner import scratch_elems
     from collbench.schedules.registry import get_algorithm
 
     spec = get_algorithm(algo)
     segments = spec.segments_for(count * elem, segment_bytes)
     schedule = spec.build(op, world_size, count, root=root, layout=None, segments=segments)
     ranks = sorted({0, root, world_size // 2, world_size - 1})[:SCRATCH_RANKS_SAMPLED]
-    sizes = [
-        ScheduleRunner(schedule, rank=r, segment_bytes=segment_bytes, elem_bytes=elem).scratch_elems for r in ranks
-    ]
+    sizes = [scratch_elems(schedule, r) for r in ranks]
     return max(sizes), min(sizes)
 
 
@@ -94,8 +104,7 @@ def point_bytes(
     segment_bytes: int | None = None,
 ) -> tuple[int, int]:
     """Bytes the fullest rank and each other rank hold for one point: buffers, working copy, scratch."""
-    lo, hi = chunk_bounds(count, world_size)[0]
-    share = hi - lo
+    share = -(-count // world_size)  # rank 0's chunk, the largest (chunk_bounds), without listing all
     elems = count
     if not in_place:
         elems += share if op in (Op.REDUCE_SCATTER, Op.ALL_GATHER) else count
@@ -144,11 +153,86 @@ def _read_int(path: Path) -> int | None:
         text = path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isdigit() and len(text) <= 20 else None
+
+
+def _inactive_file(stat: Path, name: str) -> int:
+    """Page cache the kernel drops before it kills (``inactive_file`` in memory.stat), 0 if unsaid."""
+    try:
+        for line in stat.read_text(encoding="ascii").splitlines():
+            key, _, value = line.partition(" ")
+            if key == name and value.strip().isdigit() and len(value.strip()) <= 20:
+                return int(value)
+    except (OSError, UnicodeDecodeError):
+        pass
+    return 0
+
+
+def own_cgroups(proc: Path) -> tuple[str | None, str | None]:
+    """This process's cgroup paths from ``proc/self/cgroup``: (v2 unified, v1 memory controller).
+
+    Lines read ``0::/path`` (v2) and ``4:memory:/path`` (v1, possibly with other controllers
+    joined by commas); a path that is not absolute (unreadable, a cgroup namespace's "/..") is None.
+    """
+    unified: str | None = None
+    v1: str | None = None
+    try:
+        lines = (proc / "self" / "cgroup").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None, None
+    for line in lines[:256]:
+        parts = line.split(":", 2)
+        if len(parts) != 3 or not parts[2].startswith("/"):
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            unified = parts[2]
+        elif "memory" in parts[1].split(","):
+            v1 = parts[2]
+    return unified, v1
+
+
+def _lineage(mount: Path, path: str | None) -> list[Path]:
+    """The cgroup directory of ``path`` under ``mount`` and each of its ancestors up to ``mount``.
+
+    Levels that are not there are skipped: mounted from inside a cgroup namespace (most containers)
+    the path names none of them, and the mount itself is then the process's own cgroup.
+    """
+    parts = [p for p in (path or "/").split("/") if p and p not in (".", "..")]
+    dirs = [mount.joinpath(*parts[:n]) for n in range(len(parts), -1, -1)]
+    return [d for d in dirs if d.is_dir()] or [mount]
+
+
+def _cgroup_limits(cgroup: Path, unified: str | None, v1: str | None) -> list[HostMemory]:
+    """What each limited cgroup on this process's line still allows (v2 and v1 alike)."""
+    found: list[HostMemory] = []
+    layouts = (
+        (cgroup, unified, "memory.max", "memory.current", "inactive_file", "cgroup memory.max"),
+        (
+            cgroup / "memory",
+            v1,
+            "memory.limit_in_bytes",
+            "memory.usage_in_bytes",
+            "total_inactive_file",
+            "cgroup memory.limit_in_bytes",
+        ),
+    )
+    for mount, path, limit_name, usage_name, cache_name, label in layouts:
+        for where in _lineage(mount, path):
+            limit = _read_int(where / limit_name)  # "max" (no limit) reads as None
+            # cgroup v1 writes "no limit" as a huge number (PAGE_COUNTER_MAX pages); past 2^60 is none.
+            if limit is None or limit >= 1 << 60:
+                continue
+            usage = (_read_int(where / usage_name) or 0) - _inactive_file(where / "memory.stat", cache_name)
+            named = label if where == mount else f"{label} of {where.relative_to(mount)}"
+            found.append(HostMemory(max(0, limit - max(0, usage)), named))
+    return found
 
 
 def host_memory(proc: Path = Path("/proc"), cgroup: Path = Path("/sys/fs/cgroup")) -> HostMemory | None:
-    """What this process's cgroup and the machine still give; None when neither can be read."""
+    """What this process's cgroups and the machine still give; None when neither can be read.
+
+    ``proc`` and ``cgroup`` are where /proc and the cgroup hierarchy are mounted (tests pass fakes).
+    """
     found: list[HostMemory] = []
     try:
         for line in (proc / "meminfo").read_text(encoding="ascii").splitlines():
@@ -156,15 +240,7 @@ def host_memory(proc: Path = Path("/proc"), cgroup: Path = Path("/sys/fs/cgroup"
                 found.append(HostMemory(int(line.split()[1]) * 1024, "MemAvailable"))
     except (OSError, UnicodeDecodeError, ValueError, IndexError):
         pass
-    for limit_name, usage_name, label in (
-        ("memory.max", "memory.current", "cgroup memory.max"),
-        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "cgroup memory.limit_in_bytes"),
-    ):
-        limit = _read_int(cgroup / limit_name)  # "max" (no limit) reads as None
-        usage = _read_int(cgroup / usage_name)
-        # cgroup v1 writes "no limit" as a huge number (PAGE_COUNTER_MAX pages); anything past 2^60 is none.
-        if limit is not None and limit < 1 << 60:
-            found.append(HostMemory(max(0, limit - (usage or 0)), label))
+    found.extend(_cgroup_limits(cgroup, *own_cgroups(proc)))
     return min(found, key=lambda m: m.available_bytes) if found else None
 
 
@@ -180,7 +256,9 @@ def check_host_memory(job: SweepJob, ranks_here: int, world_size: int, available
     if available is None:
         return
     point = largest_point(job, world_size, ranks_here) if job.backend == "gloo" else None
-    need = RANK_BASE_BYTES * ranks_here + (point.total_bytes(ranks_here) if point is not None else 0)
+    need = RANK_BASE_BYTES * ranks_here
+    if point is not None:
+        need += point.total_bytes(ranks_here) + LARGE_POINT_BYTES * ranks_here
     if need <= available.available_bytes:
         return
     what = f" for {point.point}" if point is not None else ""

@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING
 
 from collbench.errors import ConfigError, NotApplicableError
 from collbench.fileio import check_writable
+from collbench.nccl.variants import is_native
 from collbench.results.io import read_jsonl
+from collbench.results.journal import refuse_symlink
 from collbench.runtime.host.switches import check_switches
 from collbench.runtime.launch.ranks import joined_job, resolve_backend
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import algorithm_names, get_algorithm
+from collbench.units import format_bytes
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
@@ -28,6 +31,12 @@ DEFAULT_STREAM = Path("collbench-sweep.jsonl")
 MAX_ITERS = 10**7
 """The most timed (or warm-up) iterations per point a sweep accepts: more is a typo, not a benchmark."""
 OUTPUT_SUFFIXES = (".jsonl", ".csv", ".parquet")
+MAX_SIZE_BYTES = 1 << 42
+"""The largest message a sweep accepts (4 TiB): each rank holds at least one buffer of it, and no
+machine's memory holds more per rank; past it a size is a typo (``-b 2^63``), refused at once
+rather than after estimating its memory."""
+MAX_SIZES = 10_000
+"""The most sizes one sweep steps through (a factor of 1.000001 from 1 byte would be millions)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +71,9 @@ class SweepConfig:
     timeout_s: float = 60.0
     output: Path | None = None
     resume: bool = False
+    overwrite: bool = False
+    """Empty a stream that holds rows; without it (or ``resume``) such a sweep is refused: measured
+    rows are never dropped silently."""
     cuda_graph: bool = False
     point_budget_s: float = 0.5
     """Timed seconds per point under ``-n auto``."""
@@ -101,6 +113,11 @@ def sweep_sizes(min_bytes: int, max_bytes: int, step_factor: float, elem_bytes: 
     while size <= max_bytes:
         rounded = size // elem_bytes * elem_bytes
         if rounded > 0 and (not sizes or rounded > sizes[-1]):
+            if len(sizes) == MAX_SIZES:
+                raise ConfigError(
+                    f"-b {min_bytes} -e {max_bytes} -f {step_factor} steps through more than {MAX_SIZES} sizes: "
+                    "use a larger --step-factor or a narrower range"
+                )
             sizes.append(rounded)
         if step_factor <= 1.0:
             break
@@ -233,6 +250,11 @@ def validate(config: SweepConfig) -> SweepJob:
     elem = DTYPE_SIZES[dtype]
     if config.min_bytes < 1 or config.max_bytes < 1:
         raise ConfigError(f"sizes must be at least 1 byte, got -b {config.min_bytes} -e {config.max_bytes}")
+    if config.max_bytes > MAX_SIZE_BYTES:
+        raise ConfigError(
+            f"--max-bytes {config.max_bytes} is more than the {format_bytes(MAX_SIZE_BYTES)} any rank's memory "
+            "could hold: give a smaller size (K/M/G suffixes are powers of 1024)"
+        )
     if config.min_bytes > config.max_bytes:
         raise ConfigError(f"--min-bytes {config.min_bytes} is above --max-bytes {config.max_bytes}")
     for flag, size in (("--min-bytes", config.min_bytes), ("--max-bytes", config.max_bytes)):
@@ -249,6 +271,8 @@ def validate(config: SweepConfig) -> SweepJob:
             raise ConfigError(f"{flag} must be a positive number of seconds, got {seconds}")
     if config.segment_bytes is not None and config.segment_bytes < elem:
         raise ConfigError(f"--segment-bytes {config.segment_bytes} is smaller than one {dtype} element")
+    if config.segment_bytes is not None and config.segment_bytes > MAX_SIZE_BYTES:
+        raise ConfigError(f"--segment-bytes {config.segment_bytes} is more than {format_bytes(MAX_SIZE_BYTES)}")
     if config.root < 0 or (config.world_size is not None and config.root >= config.world_size):
         raise ConfigError(f"--root {config.root} is not a rank of a world of {config.world_size}")
     if config.output is not None and config.output.suffix.lower() not in OUTPUT_SUFFIXES:
@@ -258,6 +282,7 @@ def validate(config: SweepConfig) -> SweepJob:
     backend = resolve_backend(config.backend, local)
     skipped: list[str] = []
     per_op = resolve_algos(config, ops, backend, skipped)
+    skipped.extend(_segment_notes(config, per_op))
     topology = config.topology
     if topology is None and config.topology_path is not None:
         # Imported here only: the topology package is another area's and loads YAML.
@@ -278,24 +303,41 @@ def validate(config: SweepConfig) -> SweepJob:
     )
 
 
+def _segment_notes(config: SweepConfig, per_op: dict[Op, list[str]]) -> list[str]:
+    """A line when ``--segment-bytes`` would cut the largest transfer into more segments than the
+    executor posts (``schedule_runner.MAX_TRANSFER_SEGMENTS``): there it uses larger segments."""
+    # Imported here only: the executor imports torch, which the CLI's --help need not load.
+    from collbench.runtime.executor.schedule_runner import MAX_TRANSFER_SEGMENTS, transfer_segment_elems
+
+    seg = config.segment_bytes
+    if seg is None or not any(not is_native(a) for algos in per_op.values() for a in algos):
+        return []
+    used = transfer_segment_elems(config.max_bytes, seg)
+    if used == seg:
+        return []
+    return [
+        f"--segment-bytes {format_bytes(seg)} would cut {format_bytes(config.max_bytes)} into "
+        f"{-(-config.max_bytes // seg)} segments; the executor cuts a transfer into at most "
+        f"{MAX_TRANSFER_SEGMENTS} (segments of up to {format_bytes(used)} at that size)"
+    ]
+
+
 def _check_files(config: SweepConfig) -> None:
     """The stream and output files, checked in the parent before any rank starts.
 
-    Without ``--resume`` the stream file is emptied when the sweep starts. That is refused for a file
-    the user did not name as the stream (``keep.jsonl`` next to ``--output keep.csv``): it may hold
-    earlier results. The default ``collbench-sweep.jsonl`` is collbench's own scratch file and is
-    replaced. With ``--resume`` the rows already there are read now, so a bad file fails in one line.
+    A symlink at the stream is refused: it is appended to in place, so the run would write whatever
+    the link points to (``--output`` is replaced by a rename, which never writes through one). With ``--resume`` the
+    rows already there are read now, so a bad file fails in one line. Whether a stream that holds
+    rows may be emptied is decided by ``files.sweep_files`` once it holds the file's lock.
     """
     stream = config.stream_path
+    refuse_symlink(stream)
     if config.resume:
+        if config.overwrite:
+            raise ConfigError("--resume continues the stream and --overwrite empties it: give one of them")
         if not stream.exists():
             raise ConfigError(f"--resume: no {stream} to resume from")
         list(read_jsonl(stream))
-    elif config.stream is None and config.output is not None and stream != config.output and stream.exists():
-        raise ConfigError(
-            f"{stream} exists and would be emptied to stream rows into; "
-            "pass --resume to continue it, or --stream FILE to stream elsewhere"
-        )
     check_writable(stream)
     if config.output is not None and config.output != stream:
         check_writable(config.output)
