@@ -86,6 +86,9 @@ def sweep(
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, nccl-tests or json.")] = "table",
     resume: Annotated[bool, typer.Option("--resume", help="Skip points already in the streamed JSONL file.")] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Empty a stream file that holds rows (else refused: see --resume).")
+    ] = False,
     cuda_graph: Annotated[
         bool, typer.Option("--cuda-graph", help="Time native points as CUDA-graph launches (GPUs; not own algorithms).")
     ] = False,
@@ -136,6 +139,7 @@ def sweep(
         timeout_s=timeout,
         output=output,
         resume=resume,
+        overwrite=overwrite,
         cuda_graph=cuda_graph,
         point_budget_s=budget,
         stream=stream,

@@ -9,7 +9,10 @@ Three things keep what it holds trustworthy:
   is appended again, that fragment is moved to ``NAME.torn`` and the file ends on a whole row, so
   the next row never lands glued to it;
 - one run writes a file at a time: an advisory lock (flock) on a lock file beside it, holding the
-  writer's pid, makes a second run on the same file stop with one line instead of emptying it.
+  writer's pid, host and command, makes a second run on the same file stop with one line instead of
+  emptying it;
+- a results file is never written through a symlink (one planted at ``collbench-sweep.jsonl``
+  would have the run overwrite whatever it points to): every open says ``O_NOFOLLOW``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ import errno
 import fcntl
 import json
 import os
+import shlex
 import socket
+import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +33,9 @@ from typing import Any
 from collbench.errors import ConfigError, InputFileError
 
 _LOCK_TRIES = 5
+_NOT_A_LOCK = "is not a regular file (a FIFO, a directory, a device); the writer's lock must be one: remove it"
+_HOLDER_BYTES = 1024
+"""How much of a lock file is read back to name its holder; the command written there is cut to fit."""
 
 
 def append_line(path: Path, data: dict[str, Any]) -> None:
@@ -36,7 +45,7 @@ def append_line(path: Path, data: dict[str, Any]) -> None:
     Raises OSError (a full disk, ...) after cutting the file back to its length before the write.
     """
     line = (json.dumps(data, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     try:
         before = os.fstat(fd).st_size
         try:
@@ -51,6 +60,48 @@ def append_line(path: Path, data: dict[str, Any]) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def refuse_symlink(path: Path) -> None:
+    """Raise InputFileError when ``path`` is a symlink: a results file is written in place, never
+    through a link, which could point at any file this user may write."""
+    if path.is_symlink():
+        raise InputFileError(
+            str(path), "is a symlink; collbench does not write results through one (remove it or give another file)"
+        )
+
+
+def count_lines(path: Path) -> int:
+    """How many newline-ended lines ``path`` holds (0 when it does not exist), read in blocks."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputFileError(str(path), "is not a regular file; results are written to plain files only")
+        count = 0
+        while block := os.read(fd, 1 << 20):
+            count += block.count(b"\n")
+        return count
+    finally:
+        os.close(fd)
+
+
+def empty_file(path: Path) -> None:
+    """Make ``path`` an empty file (created if absent), never following a symlink there.
+
+    Raises InputFileError when it is a symlink or cannot be written.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            refuse_symlink(path)
+        raise InputFileError(str(path), f"cannot write: {exc.strerror or exc}") from None
+    os.close(fd)
 
 
 def set_torn_tail_aside(path: Path) -> str:
@@ -125,8 +176,11 @@ def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = _acquire(lock, path)
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, _holder_line().encode()[:_HOLDER_BYTES])
+        except OSError as exc:
+            raise InputFileError(str(lock), f"cannot write the writer's lock: {exc.strerror or exc}") from None
         yield
     finally:
         # Unlinked while still held: a run that opened the old file sees it is gone and retries.
@@ -138,11 +192,17 @@ def _locked(path: Path) -> Iterator[None]:
 def _acquire(lock: Path, path: Path) -> int:
     for _ in range(_LOCK_TRIES):
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            # O_NONBLOCK: a FIFO planted at the lock's name would otherwise block the open.
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise InputFileError(str(lock), "is a symlink; collbench will not follow it for its lock") from None
+            if exc.errno == errno.EISDIR:
+                raise InputFileError(str(lock), _NOT_A_LOCK) from None
             raise InputFileError(str(path), f"cannot lock for writing: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InputFileError(str(lock), _NOT_A_LOCK)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -165,11 +225,23 @@ def _acquire(lock: Path, path: Path) -> int:
     raise ConfigError(f"{path}: could not take its writer's lock ({lock} keeps changing); try again")
 
 
+def _holder_line() -> str:
+    """What a lock file holds: ``PID HOST COMMAND``, so a refused run can say who holds the file."""
+    if not sys.argv:
+        return f"{os.getpid()} {socket.gethostname()}\n"
+    program = Path(sys.argv[0])
+    # ``python -m collbench.cli.app`` runs the same command as the ``collbench`` script: say so.
+    name = "collbench" if program.parts[-3:] == ("collbench", "cli", "app.py") else program.name
+    command = " ".join([name, *map(shlex.quote, sys.argv[1:])])
+    return f"{os.getpid()} {socket.gethostname()} {' '.join(command.split())}\n"
+
+
 def _holder(fd: int) -> str:
     try:
-        text = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+        text = os.pread(fd, _HOLDER_BYTES, 0).decode("utf-8", "replace").split(maxsplit=2)
     except OSError:
         text = []
     if len(text) >= 2 and text[0].isdecimal():
-        return f"pid {text[0]} on {text[1]}"
+        command = f": {text[2].strip()}" if len(text) == 3 and text[2].strip() else ""
+        return f"pid {text[0]} on {text[1]}{command}"
     return "pid unknown"

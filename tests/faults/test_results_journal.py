@@ -56,6 +56,7 @@ def test_a_second_run_on_the_same_files_is_refused_and_the_first_keeps_its_rows(
             assert second.returncode == 2
             line = error_line(second.stderr)
             assert "is being written by another collbench run" in line and f"(pid {first.pid} on " in line
+            assert ": collbench sweep --ranks 2 " in line  # and the command that holds it
             assert whole_rows(stream) == measured  # the second run emptied nothing
         first.send_signal(signal.SIGTERM)
         _, err = first.communicate(timeout=60)
@@ -67,6 +68,45 @@ def test_a_second_run_on_the_same_files_is_refused_and_the_first_keeps_its_rows(
     assert whole_rows(stream) == measured
     assert not (tmp_path / "o.csv").exists()  # an interrupted run writes no partial --output
     assert not (tmp_path / ".s.jsonl.lock").exists()
+
+
+def test_a_second_sweep_keeps_the_first_ones_rows(tmp_path: Path) -> None:
+    """The default stream included: a second sweep from the same folder refuses, naming what to do."""
+    stream = tmp_path / "collbench-sweep.jsonl"
+    first = cli([*SWEEP, "-b", "4", "-e", "16"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    measured = whole_rows(stream)
+    assert len(measured) == 2
+    second = cli([*SWEEP, "-b", "64", "-e", "64"], tmp_path)
+    assert second.returncode == 2
+    line = error_line(second.stderr)
+    assert f"{stream.name} holds 2 measured rows" in line and "--resume" in line and "--overwrite" in line
+    assert whole_rows(stream) == measured
+    resumed = cli([*SWEEP, "-b", "4", "-e", "64", "--resume"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert whole_rows(stream)[:2] == measured and len(whole_rows(stream)) == 3
+    replaced = cli([*SWEEP, "-b", "64", "-e", "64", "--overwrite"], tmp_path)
+    assert replaced.returncode == 0, replaced.stderr
+    assert [r["size_bytes"] for r in whole_rows(stream)] == [64]
+
+
+def test_a_planted_symlink_at_the_default_stream_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / "collbench-sweep.jsonl").symlink_to(victim)
+    for extra in ([], ["--overwrite"], ["--resume"]):
+        done = cli([*SWEEP, "-b", "4", "-e", "4", *extra], tmp_path)
+        assert done.returncode == 2
+        assert "collbench-sweep.jsonl: is a symlink" in error_line(done.stderr)
+        assert victim.read_text() == "precious\n"
+    assert not (tmp_path / ".victim.lock").exists()
+
+
+def test_a_lock_file_that_is_a_fifo_is_one_line(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / ".collbench-sweep.jsonl.lock")
+    done = cli([*SWEEP, "-b", "4", "-e", "4"], tmp_path)
+    assert done.returncode == 2
+    assert ".collbench-sweep.jsonl.lock: is not a regular file" in error_line(done.stderr)
 
 
 @contextlib.contextmanager

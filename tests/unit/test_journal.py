@@ -6,12 +6,13 @@ import json
 import os
 import resource
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 from collbench.errors import ConfigError, InputFileError
-from collbench.results.journal import append_line, exclusive_writer, set_torn_tail_aside
+from collbench.results.journal import append_line, empty_file, exclusive_writer, refuse_symlink, set_torn_tail_aside
 
 
 def test_append_line_refuses_nan_and_writes_nothing(tmp_path: Path) -> None:
@@ -89,4 +90,40 @@ def test_planted_lock_symlink_is_not_followed(tmp_path: Path) -> None:
     (tmp_path / ".s.jsonl.lock").symlink_to(victim)
     with pytest.raises(InputFileError, match="symlink"), exclusive_writer([tmp_path / "s.jsonl"]):
         pass
+    assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_lock_file_that_is_not_a_regular_file_is_one_error(tmp_path: Path, kind: str) -> None:
+    lock = tmp_path / ".s.jsonl.lock"
+    if kind == "fifo":
+        os.mkfifo(lock)  # opened for reading and writing without O_NONBLOCK it would block
+    else:
+        lock.mkdir()
+    with pytest.raises(InputFileError) as caught, exclusive_writer([tmp_path / "s.jsonl"]):
+        pass
+    assert "\n" not in str(caught.value) and str(lock) in str(caught.value)
+    assert lock.is_fifo() if kind == "fifo" else lock.is_dir()  # left for its owner to remove
+
+
+def test_the_refusal_names_the_holders_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/collbench", "sweep", "--algo", "ring", "--stream", "s.jsonl"])
+    path = tmp_path / "s.jsonl"
+    with exclusive_writer([path]), pytest.raises(ConfigError) as caught, exclusive_writer([path]):
+        pass
+    assert f"(pid {os.getpid()} on " in str(caught.value)
+    assert ": collbench sweep --algo ring --stream s.jsonl)" in str(caught.value)
+
+
+def test_results_are_never_written_through_a_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    link = tmp_path / "s.jsonl"
+    link.symlink_to(victim)
+    with pytest.raises(OSError):
+        append_line(link, {"a": 1})
+    with pytest.raises(InputFileError, match="is a symlink"):
+        empty_file(link)
+    with pytest.raises(InputFileError, match="is a symlink"):
+        refuse_symlink(link)
     assert victim.read_text() == "precious\n"

@@ -3,6 +3,10 @@
 ``run_sweep`` calls :func:`sweep_files` around the launch. The stream (JSONL) is the record of what was
 measured; ``--output`` is derived from it at the end, read back from disk, so the output never holds
 a row the stream does not (and a row the ranks reported but the disk did not keep is an error).
+
+A stream that already holds rows is never emptied unless asked (``--overwrite``); ``--resume``
+continues it. That is decided once the writer's lock is held: checked before, a run that finished
+in between would still lose its rows to this one.
 """
 
 from __future__ import annotations
@@ -12,9 +16,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from collbench.errors import CollbenchError, InputFileError, RankError
+from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError
 from collbench.results.io import read_jsonl, write_rows
-from collbench.results.journal import exclusive_writer, set_torn_tail_aside
+from collbench.results.journal import count_lines, empty_file, exclusive_writer, refuse_symlink, set_torn_tail_aside
 from collbench.results.row import ResultRow
 
 
@@ -26,26 +30,52 @@ def writes_files() -> bool:
 
 
 @contextlib.contextmanager
-def sweep_files(stream: Path, output: Path | None, resume: bool, note: Callable[[str], None]) -> Iterator[None]:
+def sweep_files(
+    stream: Path, output: Path | None, resume: bool, note: Callable[[str], None], *, overwrite: bool = False
+) -> Iterator[None]:
     """Hold the writer's lock of ``stream`` and ``output`` while the block runs.
 
-    On ``resume`` a torn last line of the stream is set aside first (and said in a note). A failure
-    in the block (a rank dying, a full disk) is re-raised saying where the measured rows are.
+    Without ``resume`` the stream is emptied for the new rows, once the lock is held; a stream that
+    holds rows is refused (ConfigError naming ``--resume`` and ``--overwrite``) unless ``overwrite``.
+    On ``resume`` a torn last line of the stream is set aside first (and said in a note). A symlink
+    at the stream is refused (InputFileError). A failure in the block (a rank dying, a full disk)
+    is re-raised saying where the measured rows are.
     """
     if not writes_files():
         yield
         return
+    refuse_symlink(stream)  # before the lock, which would be made beside the link's target
     with exclusive_writer([stream] + ([output] if output is not None else [])):
         if resume:
             said = set_torn_tail_aside(stream)
             if said:
                 note(said)
+        else:
+            start_stream(stream, overwrite)
         try:
             yield
         except RankError as exc:
             raise RankError(exc.rank, exc.host, exc.doing, exc.problem + kept_rows_note(stream)) from None
         except InputFileError as exc:
             raise InputFileError(exc.path, exc.problem + kept_rows_note(stream), line=exc.line) from None
+
+
+def start_stream(stream: Path, overwrite: bool) -> None:
+    """Empty ``stream`` for a new sweep; ConfigError when it holds rows and ``overwrite`` is not set.
+
+    Measured rows are never dropped silently, the default ``collbench-sweep.jsonl`` included: a
+    second sweep run from the same folder would otherwise replace the first one's rows.
+    """
+    refuse_symlink(stream)
+    held = count_lines(stream)
+    if (held or (stream.exists() and stream.stat().st_size)) and not overwrite:
+        what = f"holds {held} measured rows" if held else "is not empty"
+        raise ConfigError(
+            f"{stream} {what}; pass --resume to continue it, --overwrite to replace it, "
+            "or --stream FILE to stream elsewhere"
+        )
+    stream.parent.mkdir(parents=True, exist_ok=True)
+    empty_file(stream)
 
 
 def kept_rows_note(stream: Path) -> str:

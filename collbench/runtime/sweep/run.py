@@ -80,7 +80,7 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
     output = config.output if config.output != job.stream_path else None
     with contextlib.ExitStack() as stack:
         # One writer per file: a second run on the same stream or output stops here, before any rank.
-        stack.enter_context(sweep_files(job.stream_path, output, config.resume, note))
+        stack.enter_context(sweep_files(job.stream_path, output, config.resume, note, overwrite=config.overwrite))
         # Silent either way: where it is not allowed, the stall summary says so (sweep/stalls.stall_report).
         stack.enter_context(idle_cpus_poll())
         if job.backend == "nccl":

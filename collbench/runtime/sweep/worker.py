@@ -23,6 +23,7 @@ import torch.distributed as dist
 from collbench.nccl.tuning_log import choice_for
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import append_jsonl
+from collbench.results.journal import empty_file
 from collbench.results.noise import detect_stalls, quantile
 from collbench.results.row import ResultRow
 from collbench.runtime.cuda.native_groups import NativeGroups as NativeGroups
@@ -151,7 +152,7 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
             done = {row.key: row for row in resumed_rows(job.stream_path)}
         else:
             job.stream_path.parent.mkdir(parents=True, exist_ok=True)
-            job.stream_path.write_text("")
+            empty_file(job.stream_path)  # never through a symlink planted since the parent checked
         fingerprint, fp_note = _fingerprint(job, ws)
         if fp_note:
             notes.append(fp_note)
