@@ -1,11 +1,14 @@
 """A hostile local client of the rank store: it finds the launcher's port, lists the keys (any
-client can: ``TCPStore.list_keys``) and writes a pickle payload where the launcher reads a rank's
-result. Nothing is executed; the run ends with one line naming the rejected value."""
+client can: ``TCPStore.list_keys``), finds the run's prefix from torch's rendezvous keys, and
+writes a pickle payload where the launcher reads a rank's result, or grows the keys the launcher
+reads to hundreds of megabytes. Nothing is executed, nothing that large is read; the run ends with
+one line naming the rejected value."""
 
 from __future__ import annotations
 
 import datetime
 import pickle
+import resource
 import threading
 import time
 from pathlib import Path
@@ -62,21 +65,38 @@ def _listening_loopback_ports() -> set[int]:
     return ports
 
 
-def _attack(tmp: Path, marker: Path, found: dict[str, Any], before: set[int]) -> None:
+def _run_prefix(client: dist.TCPStore) -> str | None:
+    """The run's key prefix (``collbench/<16 hex>/``), as torch's rendezvous keys show it."""
+    for key in client.list_keys():
+        parts = key.split("/")
+        if len(parts) > 2 and parts[0] == "collbench" and len(parts[1]) == 16:
+            return f"collbench/{parts[1]}/"
+    return None
+
+
+def _attack(tmp: Path, marker: Path, found: dict[str, Any], before: set[int], grow_mib: int = 0) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for port in _listening_loopback_ports() - before:
             try:
                 client = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=5))
-                keys = client.list_keys()
+                prefix = _run_prefix(client)
             except Exception:  # not the store, or not yet: try again
                 continue
-            result_keys = [k for k in keys if k.startswith("collbench/") and k.endswith("/doing/1")]
-            if not result_keys:
+            if prefix is None:
                 continue
-            target = result_keys[0].removesuffix("doing/1") + "result/1"
+            target = prefix + "result/1"
             payload = pickle.dumps(_Payload(str(marker)))
             client.set(target, payload)
+            if grow_mib:
+                # append takes 8 MiB a message, and any number of them: the keys the launcher reads
+                # (today's queues and the keys of the launcher that read values whole) grow past
+                # anything a rank writes.
+                chunk = b"A" * (8 << 20)
+                for _ in range(grow_mib // 8):
+                    client.append(target, chunk)
+                client.queue_push(target, chunk)  # the largest item the server passes
+            client.queue_push(target, payload)
             client.set("collbench/result/1", payload)  # the key of the old, pickling launcher
             found["key"] = target
             (tmp / "struck").touch()
@@ -100,3 +120,29 @@ def test_a_pickle_written_to_the_result_key_is_not_executed_and_is_reported_in_o
     assert "\n" not in message
     assert caught.value.rank == 1
     assert "rejected" in message and "not signed" in message, message
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="finds the store's port in /proc/net/tcp (Linux)")
+def test_a_result_key_grown_to_hundreds_of_megabytes_is_never_read(tmp_path: Path) -> None:
+    """The store's server keeps what the attacker writes (it runs in the launcher: torch has no
+    limit), but the launcher must not read it: getting, splitting and signing a 800 MB value made
+    it grow by several times the value."""
+    grow_mib = 192
+    found: dict[str, Any] = {}
+    before = _listening_loopback_ports()
+    attacker = threading.Thread(
+        target=_attack, args=(tmp_path, tmp_path / "executed", found, before, grow_mib), daemon=True
+    )
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    attacker.start()
+    with pytest.raises(RankError) as caught:
+        launch(2, _victim, str(tmp_path), backend="gloo", timeout_s=30)
+    attacker.join(timeout=10)
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - peak_before
+    assert "key" in found, "the attacker never found the store"
+    assert caught.value.rank == 1 and "rejected" in str(caught.value)
+    print(f"peak RSS grew by {grown / 2**20:.0f} MiB for {grow_mib} MiB written")
+    # The server's copy can be twice the value while it grows (a reallocation); a launcher that
+    # reads the value adds the value again for each copy it makes (it grew by 4 times).
+    bound = 2 * (grow_mib << 20) + (48 << 20)
+    assert grown < bound, f"the launcher grew by {grown / 2**20:.0f} MiB for {grow_mib} MiB written"

@@ -91,7 +91,6 @@ class RankContext:
         self.control: dist.ProcessGroup | None = None
         self._store = store
         self._progress = progress
-        self._events = 0
 
     def doing(self, what: str) -> None:
         """Record what this rank is doing now (named in the error if it dies)."""
@@ -104,10 +103,8 @@ class RankContext:
         if self.rank != 0:
             return
         if self._store is not None:
-            # Numbered keys, so that the launcher sees every event however fast they come; each is
-            # signed under its own number, so none can be replayed as another.
-            self._events += 1
-            self._store.put(f"event/{self._events}", event)
+            # A queue: the launcher sees every event, in order, however fast they come.
+            self._store.put("events", event)
         elif self._progress is not None:
             self._progress(event)
 
@@ -469,6 +466,8 @@ def _launch_local(
         wait_for_workers=False,
         timeout=timeout,
         master_listen_fd=listener.detach(),
+        # libuv's server refuses any message past 8 MiB: that bounds each read of the store (rankstore).
+        use_libuv=True,
     )
     cpus = rank_cpus(world_size, backend, progress)
     token = new_token()

@@ -94,15 +94,15 @@ def watch_ranks(
 
 
 def forward_events(store: SignedStore, seen: int, progress: ProgressFn | None) -> int:
-    """Hand rank 0's events numbered ``seen + 1``.. to ``progress``; the new count of events handled."""
-    while store.has(f"event/{seen + 1}"):
+    """Hand rank 0's events after the first ``seen`` to ``progress``; the new count of events handled."""
+    try:
+        events = store.take("events")
+    except StoreValueError as exc:
+        raise RankError(
+            0, host_name(), "reporting progress", f"its event {seen + 1} in the store was rejected: {exc}"
+        ) from None
+    for event in events:
         seen += 1
-        try:
-            event = store.get(f"event/{seen}")
-        except StoreValueError as exc:
-            raise RankError(
-                0, host_name(), "reporting progress", f"its event {seen} in the store was rejected: {exc}"
-            ) from None
         if not isinstance(event, dict):
             raise RankError(0, host_name(), "reporting progress", f"its event {seen} in the store is not an object")
         if progress is not None:
@@ -121,17 +121,15 @@ def collect_results(
     hung: list[int] = []
     host = host_name()
     for rank, proc in enumerate(procs):
-        key = f"result/{rank}"
-        if store.has(key):
-            try:
-                record = store.get(key, result_types)
-                status = record.get("status") if isinstance(record, dict) else None
-                if status not in ("ok", "error"):
-                    raise StoreValueError("not a result record")
-            except StoreValueError as exc:
-                # A local writer of the store, not the rank: nothing of it was executed or kept.
-                problem = f"the value in the store was rejected: {exc}"
-                raise RankError(rank, host, "sending its result", problem) from None
+        try:
+            record = store.latest(f"result/{rank}", result_types)
+        except StoreValueError as exc:
+            # A local writer of the store, not the rank: nothing of it was executed or kept.
+            raise RankError(rank, host, "sending its result", f"the value in the store was rejected: {exc}") from None
+        if record is not None:
+            status = record.get("status") if isinstance(record, dict) else None
+            if status not in ("ok", "error"):
+                raise RankError(rank, host, "sending its result", "the value in the store is not a result record")
             if status == "ok":
                 results.append(record.get("value"))
                 continue
@@ -144,11 +142,11 @@ def collect_results(
         results.append(None)
 
     def doing_of(rank: int) -> str:
-        key = f"doing/{rank}"
         try:
-            return str(store.get(key)) if store.has(key) else "starting"
+            doing = store.latest(f"doing/{rank}")
         except StoreValueError:
             return "(its status in the store was rejected)"
+        return "starting" if doing is None else str(doing)
 
     if crashed:
         rank, problem = crashed[0]
