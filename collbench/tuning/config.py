@@ -121,7 +121,7 @@ def check_config(config: TuneConfig) -> None:
     # Every output is checked now: a place that cannot be written must not cost the whole run.
     for path in (config.output, config.rows_path, config.png_path, *partial_paths(config)):
         check_writable(path)
-    check_partials(partial_paths(config), config.resume)
+    check_partials(partial_paths(config), config.resume, ranks=config.ranks, ops=config.ops, backend=config.backend)
 
 
 def partial_paths(config: TuneConfig) -> tuple[Path, ...]:

@@ -110,17 +110,22 @@ def run_tune(
         write_rows(config.rows_path, rows)
     except CollbenchError as exc:
         raise with_hint(exc, kept_rows_hint(partial_paths(config))) from None
-    for part in (*partial_paths(config), partial_topology_path(config.rows_path)):
-        part.unlink(missing_ok=True)
 
     decided = decide(
         config, rows, topology=placement.topology, layout=placement.layout, notes=notes, stage=say, points=points
     )
     profile = decided.profile
-    if save is None:
-        profile.save(config.output)
-    else:
-        save(profile)
+    try:
+        if save is None:
+            profile.save(config.output)
+        else:
+            save(profile)
+    except CollbenchError as exc:
+        raise with_hint(exc, kept_rows_hint(partial_paths(config))) from None
+    # Only now, with the results and the profile on disk: a tune stopped before this point (SIGTERM,
+    # a failed save) still has its partial rows for --resume.
+    for part in (*partial_paths(config), partial_topology_path(config.rows_path)):
+        part.unlink(missing_ok=True)
 
     say("plot")
     plot_path = _plot(rows, decided.fits, profile, config.png_path, notes)

@@ -3,15 +3,20 @@
 Tune streams every sweep round into a partial JSONL file beside its results file (see
 ``config.partial_paths``), and keeps its planned topology there too, never in /tmp: a tune
 killed outright (SIGKILL, the OOM killer) then leaves nothing behind in /tmp, and what it measured
-is where the next ``tune --resume`` looks. A plain re-run refuses to empty those files.
+is where the next ``tune --resume`` looks. A plain re-run refuses to empty those files, and so
+does a ``--resume`` that asks for another tune (other ranks, ops or backend): resumed, its rows would
+be set beside rows it never measures, and the files removed once it finishes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError
+from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError, UnknownNameError
+from collbench.schedules.ops import Op
 from collbench.topology.model import Topology
 
 
@@ -27,10 +32,19 @@ def keep_topology(topology: Topology, rows_path: Path) -> None:
     save_topology(topology, partial_topology_path(rows_path))
 
 
-def check_partials(partials: Sequence[Path], resume: bool) -> None:
-    """Refuse to start over rows an interrupted tune left, or to resume from nothing.
+def check_partials(
+    partials: Sequence[Path],
+    resume: bool,
+    *,
+    ranks: int | None = None,
+    ops: Sequence[str] = ("all",),
+    backend: str = "auto",
+) -> None:
+    """Refuse to start over rows an interrupted tune left, to resume from nothing, or to resume them
+    as another tune: ``ranks`` (None: any), ``ops`` (``all``: any) or ``backend`` (``auto``: any)
+    other than the rows'.
 
-    Raises ConfigError naming the files.
+    Raises ConfigError naming the files, and what differs.
     """
     kept = [p for p in partials if p.is_file() and p.stat().st_size > 0]
     if kept and not resume:
@@ -41,6 +55,71 @@ def check_partials(partials: Sequence[Path], resume: bool) -> None:
     if resume and not kept:
         names = _names(list(partials[:1]))
         raise ConfigError(f"--resume: no rows of an interrupted tune to continue (looked for {names} and the like)")
+    differs = _differences(_measured(kept), ranks, ops, backend) if resume else []
+    if differs:
+        raise ConfigError(
+            f"--resume: the interrupted tune in {_names(kept)} measured {'; '.join(differs)}: give its options "
+            "to continue it, or move those files aside to start over (they are kept either way)"
+        )
+
+
+@dataclass(slots=True)
+class _Measured:
+    """What the partial rows were measured as: their world sizes, ops and backends."""
+
+    world_sizes: set[int] = field(default_factory=set)
+    ops: set[str] = field(default_factory=set)
+    backends: set[str] = field(default_factory=set)
+
+
+def _measured(paths: Iterable[Path]) -> _Measured:
+    """The shapes, ops and backends of the rows in ``paths``; lines that are not rows are skipped here
+    (the sweep that resumes them reads them strictly, and a torn last line is set aside there)."""
+    seen = _Measured()
+    for path in paths:
+        try:
+            with path.open(encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    if not isinstance(row, dict):
+                        continue
+                    if isinstance(row.get("world_size"), int):
+                        seen.world_sizes.add(row["world_size"])
+                    if isinstance(row.get("op"), str):
+                        seen.ops.add(row["op"])
+                    if isinstance(row.get("backend"), str):
+                        seen.backends.add(row["backend"])
+        except OSError as exc:
+            raise InputFileError(str(path), f"cannot read the interrupted tune's rows: {exc.strerror or exc}") from None
+    return seen
+
+
+def _differences(seen: _Measured, ranks: int | None, ops: Sequence[str], backend: str) -> list[str]:
+    """One phrase per option the rows were measured with that this tune does not ask for."""
+    out: list[str] = []
+    if ranks is not None and seen.world_sizes and seen.world_sizes != {ranks}:
+        out.append(f"{_listed(seen.world_sizes)} ranks, not --ranks {ranks}")
+    asked = _op_names(ops)
+    if asked is not None and not seen.ops <= asked:
+        out.append(f"--op {_listed(seen.ops)}, not {_listed(asked)}")
+    if backend in ("gloo", "nccl") and seen.backends and seen.backends != {backend}:
+        out.append(f"--backend {_listed(seen.backends)}, not {backend}")
+    return out
+
+
+def _op_names(ops: Sequence[str]) -> set[str] | None:
+    """The op names asked for, canonical; None for ``all`` (or a name the tune will refuse itself)."""
+    try:
+        return None if any(o.strip().lower() == "all" for o in ops) else {Op.parse(o).value for o in ops}
+    except UnknownNameError:
+        return None
+
+
+def _listed(values: Iterable[object]) -> str:
+    return ",".join(str(v) for v in sorted(values, key=str))
 
 
 def kept_rows_hint(partials: Sequence[Path]) -> str:

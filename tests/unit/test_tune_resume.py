@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from collbench.errors import ConfigError, InputFileError, RankError
+from collbench.tuning.config import TuneConfig, check_config, partial_paths
 from collbench.tuning.resume import check_partials, kept_rows_hint, with_hint
 
 
@@ -33,3 +35,71 @@ def test_hint_keeps_the_error_class_and_its_fields(tmp_path: Path) -> None:
     assert isinstance(file, InputFileError) and str(file) == f"o.csv:3: cannot write{hint}"
     config = with_hint(ConfigError("bad"), hint)
     assert isinstance(config, ConfigError) and str(config) == f"bad{hint}"
+
+
+GOLDEN_ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "tune-quick-results.jsonl"
+
+
+def _interrupted(tmp_path: Path) -> tuple[TuneConfig, Path]:
+    """A 2-rank all-reduce gloo tune that stopped with its first round's rows kept."""
+    config = TuneConfig(ranks=2, output=tmp_path / "p.yaml", quick=True, resume=True)
+    part = partial_paths(config)[0]
+    part.write_bytes(GOLDEN_ROWS.read_bytes())
+    return config, part
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"ranks": 4}, "2 ranks, not --ranks 4"),
+        ({"ops": ("all-gather",)}, "--op all-reduce, not all-gather"),
+        ({"backend": "nccl"}, "--backend gloo, not nccl"),
+    ],
+)
+def test_resume_as_another_tune_is_refused_and_keeps_the_rows(
+    tmp_path: Path, change: dict[str, object], says: str
+) -> None:
+    config, part = _interrupted(tmp_path)
+    before = part.read_bytes()
+    with pytest.raises(ConfigError) as caught:
+        check_config(dataclasses.replace(config, **change))  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "\n" not in message and says in message and str(part) in message
+    assert part.read_bytes() == before
+
+
+def test_resume_as_the_same_tune_is_allowed(tmp_path: Path) -> None:
+    config, _ = _interrupted(tmp_path)
+    check_config(config)
+    check_config(dataclasses.replace(config, ops=("all_reduce", "all-gather")))  # more ops: the rows still count
+    check_config(dataclasses.replace(config, ops=("all",), ranks=None, backend="auto"))
+
+
+def test_partial_rows_outlive_the_saving_of_the_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tune stopped while it saves (SIGTERM there exits 143) must leave its rows for --resume."""
+    from collbench.results.io import read_rows
+    from collbench.tuning import pipeline
+    from collbench.tuning.placement import Placement
+
+    config, part = _interrupted(tmp_path)
+    config = dataclasses.replace(config, resume=False)
+    part.unlink()
+    rows = read_rows(GOLDEN_ROWS)
+
+    def measured(*_args: object) -> list[object]:
+        part.write_bytes(GOLDEN_ROWS.read_bytes())  # the round streams its rows as it measures
+        return list(rows)
+
+    monkeypatch.setattr(pipeline, "plan_placement", lambda *_args: Placement())
+    monkeypatch.setattr(pipeline, "fixed_rounds", measured)
+    monkeypatch.setattr(pipeline, "extra_rounds", lambda *_args: ([], None))
+    seen: list[bool] = []
+
+    def stopped(_profile: object) -> None:
+        seen.append(part.exists())
+        raise SystemExit(143)
+
+    with pytest.raises(SystemExit):
+        pipeline.run_tune(config, save=stopped)
+    assert seen == [True] and part.read_bytes() == GOLDEN_ROWS.read_bytes()
+    assert config.rows_path.exists()  # the results were written before the profile
