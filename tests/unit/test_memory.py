@@ -342,3 +342,17 @@ def test_a_segment_size_past_the_executor_bound_is_said_in_a_note() -> None:
     job = _job(world_size=2, algos=("tree",), segment_bytes=4, min_bytes=16 * MiB, max_bytes=16 * MiB)
     assert any("4194304 segments" in note and "at most 1024" in note for note in job.notes), job.notes
     assert not _job(world_size=2, algos=("tree",), min_bytes=16 * MiB, max_bytes=16 * MiB).notes
+
+
+def test_more_ranks_than_memory_holds_is_refused_before_any_schedule_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ring schedule for 100,000 ranks has 2e10 steps: the ranks' own cost is compared first."""
+
+    def no_schedule(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a schedule was built")
+
+    monkeypatch.setattr(memory, "largest_point", no_schedule)
+    job = _job(world_size=100_000, algos=("ring",))
+    with pytest.raises(ConfigError, match=r"^100000 ranks need about 27343\.8 GiB of host memory before any buffer"):
+        memory.check_host_memory(job, 100_000, 100_000, memory.HostMemory(64 << 30, "MemAvailable"))
+    with pytest.raises(ConfigError, match="--ranks must be from 1 to 131072, got 999999999"):
+        _job(world_size=999_999_999)

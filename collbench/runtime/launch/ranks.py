@@ -46,7 +46,7 @@ from collbench.errors import BackendUnavailableError, ConfigError, RankError, Un
 from collbench.runtime.host.affinity import pin_this_process, rank_cpus
 from collbench.runtime.host.environment import host_name
 from collbench.runtime.host.rank_priority import realtime_rank
-from collbench.runtime.launch.launchers import JobEnv, detect_job
+from collbench.runtime.launch.launchers import MAX_WORLD_SIZE, JobEnv, detect_job
 from collbench.runtime.launch.rankstore import SignedStore, new_token
 from collbench.runtime.launch.watch import collect_results, stop_ranks, watch_ranks
 
@@ -349,15 +349,15 @@ def launch(
     peer that died, hung or was stopped. Local results travel as JSON: plain data (tuples come back
     as lists) or dataclasses of ``result_types``, checked against their annotations.
 
-    Raises ConfigError for a world size below 1 (or one that contradicts the launcher's),
+    Raises ConfigError for a world size below 1 or above MAX_WORLD_SIZE (or one that contradicts the launcher's),
     BackendUnavailableError/UnknownNameError for the backend, and RankError when a rank fails or
     sends something that is not its signed, well-formed result.
     """
     job = joined_job()
     if job is not None:
         return [_join(job, world_size, worker, payload, backend=backend, timeout_s=timeout_s, progress=progress)]
-    if world_size is None or world_size < 1:
-        raise ConfigError(f"--ranks must be at least 1, got {world_size}")
+    if world_size is None or not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise ConfigError(f"--ranks must be from 1 to {MAX_WORLD_SIZE}, got {world_size}")
     resolved = resolve_backend(backend, world_size)
     return _launch_local(world_size, worker, payload, resolved, timeout_s, progress, tuple(result_types))
 

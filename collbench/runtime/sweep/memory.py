@@ -255,6 +255,12 @@ def check_host_memory(job: SweepJob, ranks_here: int, world_size: int, available
     """
     if available is None:
         return
+    if RANK_BASE_BYTES * ranks_here > available.available_bytes:
+        # Said before any schedule is built: building one for thousands of ranks is itself slow.
+        raise ConfigError(
+            f"{ranks_here} ranks need about {_gib(RANK_BASE_BYTES * ranks_here)} of host memory before any buffer; "
+            f"{available.source} leaves {_gib(available.available_bytes)}: use fewer ranks"
+        )
     point = largest_point(job, world_size, ranks_here) if job.backend == "gloo" else None
     need = RANK_BASE_BYTES * ranks_here
     if point is not None:

@@ -17,6 +17,7 @@ from collbench.nccl.variants import is_native
 from collbench.results.io import read_jsonl
 from collbench.results.journal import refuse_symlink
 from collbench.runtime.host.switches import check_switches
+from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.runtime.launch.ranks import joined_job, resolve_backend
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import algorithm_names, get_algorithm
@@ -232,8 +233,8 @@ def validate(config: SweepConfig) -> SweepJob:
     not a multiple of the dtype size, a bad rank count or root, nccl without GPUs, a bad output name.
     """
     check_switches()
-    if config.world_size is not None and config.world_size < 1:
-        raise ConfigError(f"--ranks must be at least 1, got {config.world_size}")
+    if config.world_size is not None and not 1 <= config.world_size <= MAX_WORLD_SIZE:
+        raise ConfigError(f"--ranks must be from 1 to {MAX_WORLD_SIZE}, got {config.world_size}")
     job = joined_job()
     if job is not None and config.world_size is not None:
         raise ConfigError(f"under {job.launcher} the world size is {job.launcher}'s; leave --ranks out")
