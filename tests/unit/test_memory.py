@@ -97,7 +97,7 @@ def test_run_sweep_refuses_before_any_rank_starts(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(sweep, "launch", no_launch)
     monkeypatch.setattr(memory, "host_memory", lambda: memory.HostMemory(100 * MiB, "MemAvailable"))
     config = SweepConfig(world_size=2, backend="gloo", algos=("ring",), stream=tmp_path / "s.jsonl")
-    with pytest.raises(ConfigError, match=r"^2 ranks need about 0\.6 GiB of host memory"):
+    with pytest.raises(ConfigError, match=r"^2 ranks need about 0\.5 GiB of host memory before any buffer"):
         sweep.run_sweep(config)
 
 
