@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -254,14 +255,18 @@ def _evidence(r: Rule) -> str:
     as ``key: value``, never dropped."""
     parts = []
     if r.separation is not None:
-        if r.separation >= 0:
+        if abs(r.separation) < 0.005:
+            parts.append("the next fastest as fast")
+        elif r.separation > 0:
             parts.append(f"the next fastest {100 * r.separation:.0f}% slower")
         else:
             parts.append(f"{100 * -r.separation:.0f}% slower than the fastest, kept as the simpler choice")
     if r.noise is not None:
         parts.append(f"noise {100 * r.noise:.0f}%")
     if r.tie_with:
-        parts.append("tied with " + ", ".join(r.tie_with))
+        # Variant labels spell segment sizes in bytes ("ring (seg=4194304, topology)"): shown as 4M.
+        tied = (re.sub(r"seg=(\d+)", lambda m: f"segments of {size_label(int(m.group(1)))}", t) for t in r.tie_with)
+        parts.append("tied with " + ", ".join(tied))
     data = r.to_dict()
     known = {*_RULE_KEYS, "tie_with", "separation", "noise"}
     parts += [f"{k}: {_plain(v)}" for k, v in data.items() if k not in known and v not in (None, (), [], {})]

@@ -181,5 +181,5 @@ def test_the_evidence_column_is_words() -> None:
     )
     assert Rule.from_dict(rule).separation == 0.234
     evidence = re.findall(r'<td class="evidence">(.*?)</td>', page)
-    assert "the next fastest 23% slower; noise 5%; tied with native, ring (seg=65536)" in evidence
+    assert "the next fastest 23% slower; noise 5%; tied with native, ring (segments of 64K)" in evidence
     assert not any("{" in e or "[" in e or "&quot;" in e for e in evidence), evidence
