@@ -52,14 +52,21 @@ def sweep(
             help="Algorithms (commas or repeats), or all (native:ring... with nccl).",
         ),
     ] = ["all"],  # noqa: B006
-    min_bytes: Annotated[str, typer.Option("-b", "--min-bytes", help="Smallest size (K/M/G = powers of 1024).")] = "1K",
-    max_bytes: Annotated[str, typer.Option("-e", "--max-bytes", help="Largest size.")] = "1M",
+    min_bytes: Annotated[
+        str, typer.Option("-b", "--min-bytes", metavar="SIZE", help="Smallest size (K/M/G = powers of 1024).")
+    ] = "1K",
+    max_bytes: Annotated[str, typer.Option("-e", "--max-bytes", metavar="SIZE", help="Largest size.")] = "1M",
     step_factor: Annotated[
         float, typer.Option("-f", "--step-factor", help="Multiply the size by this each step.")
     ] = 4.0,
     iters: Annotated[
         str,
-        typer.Option("-n", "--iters", help="Timed iterations per point, or auto (until the median is known to 2%)."),
+        typer.Option(
+            "-n",
+            "--iters",
+            metavar="N|auto",
+            help="Timed iterations per point, or auto (until the median is known to 2%).",
+        ),
     ] = "auto",
     warmup: Annotated[int, typer.Option("-w", "--warmup", help="Untimed iterations before timing.")] = 1,
     dtype: Annotated[
@@ -73,7 +80,9 @@ def sweep(
     check: Annotated[int, typer.Option("-c", "--check", help="1: check every result (default); 0: do not.")] = 1,
     segment_bytes: Annotated[
         str | None,
-        typer.Option("--segment-bytes", help=f"Pipeline segment of the executor (default {_segment_default()})."),
+        typer.Option(
+            "--segment-bytes", metavar="SIZE", help=f"Pipeline segment of the executor (default {_segment_default()})."
+        ),
     ] = None,
     topology: Annotated[
         Path | None, typer.Option("--topology", metavar="FILE", help="Topology whose layout the schedules follow.")
