@@ -356,8 +356,10 @@ def launch(
     job = joined_job()
     if job is not None:
         return [_join(job, world_size, worker, payload, backend=backend, timeout_s=timeout_s, progress=progress)]
-    if world_size is None or not 1 <= world_size <= MAX_WORLD_SIZE:
-        raise ConfigError(f"--ranks must be from 1 to {MAX_WORLD_SIZE}, got {world_size}")
+    if world_size is None or world_size < 1:
+        raise ConfigError(f"--ranks must be at least 1, got {world_size}")
+    if world_size > MAX_WORLD_SIZE:
+        raise ConfigError(f"--ranks must be at most {MAX_WORLD_SIZE}, got {world_size}")
     resolved = resolve_backend(backend, world_size)
     return _launch_local(world_size, worker, payload, resolved, timeout_s, progress, tuple(result_types))
 

@@ -233,8 +233,10 @@ def validate(config: SweepConfig) -> SweepJob:
     not a multiple of the dtype size, a bad rank count or root, nccl without GPUs, a bad output name.
     """
     check_switches()
-    if config.world_size is not None and not 1 <= config.world_size <= MAX_WORLD_SIZE:
-        raise ConfigError(f"--ranks must be from 1 to {MAX_WORLD_SIZE}, got {config.world_size}")
+    if config.world_size is not None and config.world_size < 1:
+        raise ConfigError(f"--ranks must be at least 1, got {config.world_size}")
+    if config.world_size is not None and config.world_size > MAX_WORLD_SIZE:
+        raise ConfigError(f"--ranks must be at most {MAX_WORLD_SIZE}, got {config.world_size}")
     job = joined_job()
     if job is not None and config.world_size is not None:
         raise ConfigError(f"under {job.launcher} the world size is {job.launcher}'s; leave --ranks out")
