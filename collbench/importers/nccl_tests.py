@@ -301,6 +301,8 @@ def _lead(run: _Run, tokens: list[str]) -> _Lead:
     at = {name: i for i, name in enumerate(columns)}
     root = int(tokens[at["root"]]) if "root" in at else None
     redop = tokens[at["redop"]] if "redop" in at else "none"
+    if not redop.isalpha():
+        raise ValueError(f"its redop column holds {redop!r}, not a reduction: the line does not fit the log's columns")
     return _Lead(int(tokens[0]), int(tokens[1]), _canonical_dtype(tokens[2]), redop, root, len(columns))
 
 
@@ -324,6 +326,8 @@ def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]
     if named is None and run.program is not None:
         named = _op_from_program(run.program, path)
     chosen = _choose_op(named, op, path) if strict else named or op
+    if chosen is not None and named is None and strict:
+        _check_columns_fit(run, chosen, path)
     if chosen is not None:
         return chosen
     inferred = infer_op(_table_rows(run))
@@ -331,6 +335,17 @@ def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]
         raise InputFileError(str(path), "the log names no test and its columns do not identify one; pass --op")
     notes.append(f"{path}: no test name in the log; took {inferred.op.value} from the columns ({inferred.reason})")
     return inferred.op
+
+
+def _check_columns_fit(run: _Run, op: Op, path: Path) -> None:
+    """Refuse ``--op`` for a log whose columns show another collective (filing it would corrupt every use)."""
+    implied = infer_op(_table_rows(run))
+    if implied is not None and implied.op != op:
+        raise InputFileError(
+            str(path),
+            f"the log's columns do not match --op {op.value}: {implied.reason}, so it seems to be"
+            f" {implied.op.value}; pass --op {implied.op.value} or import the right log",
+        )
 
 
 def _run_shape(run: _Run, op: Op, path: Path, ranks: int | None, notes: list[str]) -> _Shape:

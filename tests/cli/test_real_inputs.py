@@ -100,3 +100,12 @@ def test_import_says_how_many_rows_failed_validation(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["import", "nccl-tests", str(log), "--output", str(out)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert "2 row(s) failed validation" in result.output
+
+
+def test_import_with_an_op_the_columns_contradict_is_one_line(tmp_path: Path) -> None:
+    log = REAL / "all_reduce_perf-dgx-a100-4node-slurm-legacy.log"
+    out = tmp_path / "rows.jsonl"
+    args = ["import", "nccl-tests", str(log), "--op", "all-gather", "--ranks", "32", "--output", str(out)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code != 0 and not out.exists()
+    assert "seems to be all-reduce" in result.output and "Traceback" not in result.output

@@ -150,3 +150,24 @@ def test_failed_rows_are_never_fitted() -> None:
     rows = read_nccl_tests(REAL / "all_gather_perf-v100-x8-failed-legacy-issue-excerpt.log")
     summaries = summarize(rows)
     assert summaries.rows_seen == 2 and len(summaries) == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "op", "seems"),
+    [
+        ("all_reduce_perf-dgx-a100-4node-slurm-legacy.log", "all-gather", "all-reduce"),
+        ("broadcast-a100-x8-legacy-superbench.log", "all-gather", "broadcast"),
+        ("reduce_scatter-a100-x8-legacy-superbench.log", "all-reduce", "reduce-scatter"),
+    ],
+)
+def test_an_op_the_columns_contradict_is_refused_naming_the_op_they_show(name: str, op: str, seems: str) -> None:
+    with pytest.raises(InputFileError, match=rf"columns do not match --op {op}: .* seems to be {seems}"):
+        read_nccl_tests(REAL / name, op=op, ranks=8)
+
+
+def test_a_line_that_does_not_fit_the_headers_columns_names_the_line(tmp_path: Path) -> None:
+    # An all-gather line (no redop column) under an all-reduce header: its time sits where redop should.
+    log = tmp_path / "log.txt"
+    log.write_text(_LEGACY_HEADER + "  8  2  float  1.63  0.00  0.00  0e+00  1.70  0.00  0.00  0e+00\n")
+    with pytest.raises(InputFileError, match=r"log.txt:2: .*redop column holds '1.63', not a reduction"):
+        read_nccl_tests(log, op="all-gather", ranks=2)
