@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rich.console import Console
 from rich.text import Text
@@ -13,8 +13,19 @@ from collbench.schedules.ops import Op
 from collbench.schedules.whiteboard import BoardStep, Whiteboard, pieces_text, rank_letter
 from collbench.units import format_bytes
 
-if TYPE_CHECKING:
-    from collbench.cli.explain import Estimate
+
+class Estimate(Protocol):
+    """What the totals show of an algorithm's closed-form cost (``collbench.cli.explain.Estimate``):
+    a protocol here, so that rendering does not import the command that calls it."""
+
+    @property
+    def steps(self) -> float: ...
+
+    @property
+    def port_bytes(self) -> float: ...
+
+    @property
+    def time_us(self) -> float: ...
 
 
 def _grid(board: Whiteboard, holdings: tuple[tuple[str, ...], ...]) -> list[Text]:
