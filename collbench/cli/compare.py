@@ -11,15 +11,20 @@ from rich import box
 from rich.table import Table
 
 from collbench.cli.console import console, err_console
-from collbench.cli.fit import load_results
+from collbench.cli.fit import stream_results
 from collbench.errors import InputFileError
-from collbench.report.compare import Comparison, PointChange, compare_rows, parse_threshold
+from collbench.report.compare import Comparison, PointChange, RunFactor, compare_rows, parse_threshold
+from collbench.results.io import check_regular_file
+
+MAX_TABLE_POINTS = 60
+"""Points the terminal table shows at most: those beyond noise first; ``--json`` lists every point."""
 
 
 def _paths(arg: list[Path], name: str) -> list[Path]:
     for p in arg:
         if not p.exists():
             raise InputFileError(str(p), f"no such file ({name})")
+        check_regular_file(p)
     return arg
 
 
@@ -32,17 +37,27 @@ def _verdict(c: PointChange, threshold: float | None) -> str:
         return "[red]WRONG DATA[/red]"
     if not c.beyond_noise:
         return "[dim]noise[/dim]"
-    if c.ratio > 1.0:
+    if c.relative_ratio > 1.0:
         failing = threshold is not None and c.regressed(threshold)
         return "[red]SLOWER[/red]" if failing or threshold is None else "[yellow]slower[/yellow]"
     return "[green]faster[/green]"
 
 
-def _points_table(comparison: Comparison, threshold: float | None) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, title="time new / base per point (+: slower)", title_justify="left")
-    for name in ("op", "algo", "dtype", "ranks", "size (B)", "base us", "new us", "change", "+-", "verdict"):
+def _shown(comparison: Comparison) -> list[PointChange]:
+    """The table's points: all of them, or past MAX_TABLE_POINTS those beyond noise or newly wrong first."""
+    if len(comparison.changes) <= MAX_TABLE_POINTS:
+        return list(comparison.changes)
+    notable = [c for c in comparison.changes if c.beyond_noise or c.newly_wrong]
+    return notable[:MAX_TABLE_POINTS]
+
+
+def _points_table(comparison: Comparison, shown: list[PointChange], threshold: float | None) -> Table:
+    title = "time new / base per point (+: slower); vs run: the change beyond the whole run's"
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+    columns = ("op", "algo", "dtype", "ranks", "size (B)", "base us", "new us", "change", "vs run", "+-", "verdict")
+    for name in columns:
         table.add_column(name, justify="right" if name not in ("op", "algo", "dtype", "verdict") else "left")
-    for c in comparison.changes:
+    for c in shown:
         table.add_row(
             c.op,
             c.algo,
@@ -52,7 +67,8 @@ def _points_table(comparison: Comparison, threshold: float | None) -> Table:
             f"{c.base.time_us:.2f}",
             f"{c.new.time_us:.2f}",
             _pct(c.ratio),
-            f"{100.0 * c.rel_error:.1f}%",
+            _pct(c.relative_ratio),
+            f"{100.0 * c.judged_error:.1f}%",
             _verdict(c, threshold),
         )
     return table
@@ -69,7 +85,7 @@ def _summary_table(comparison: Comparison) -> Table:
             str(s.points),
             _pct(s.geomean_ratio),
             str(s.worst.size_bytes),
-            f"{_pct(s.worst.ratio)} +- {100.0 * s.worst.rel_error:.1f}%",
+            f"{_pct(s.worst.ratio)} +- {100.0 * s.worst.judged_error:.1f}%",
             str(s.beyond_noise),
         )
     return table
@@ -85,32 +101,74 @@ def compare(
         typer.Option(
             "--fail-above",
             metavar="PCT",
-            help="Exit 1 when a point is slower by more than PCT (e.g. 5%) and beyond noise, or newly wrong.",
+            help="Exit 1 when a point or the whole run is slower than PCT (e.g. 5%) beyond noise, or newly wrong.",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON, nothing else.")] = False,
 ) -> None:
     """Compare two result sets point by point: the ratio, its uncertainty, and whether it is beyond noise."""
     threshold = None if fail_above is None else parse_threshold(fail_above)
-    base_rows = load_results(_paths([base], "BASE"))
-    new_rows = load_results(_paths([new], "NEW"))
-    comparison = compare_rows(base_rows, new_rows)
-    failed = threshold is not None and bool(comparison.regressions(threshold))
+    _paths([base], "BASE")
+    _paths([new], "NEW")
+    # Each side streams into per-point summaries: memory and time grow with the points, not with rows held.
+    comparison = compare_rows(stream_results([base]), stream_results([new]), threshold=threshold)
+    failed = threshold is not None and comparison.failed(threshold)
     if json_out:
         typer.echo(json.dumps(comparison.to_dict(threshold), indent=1))
+        for warning in comparison.warnings:
+            err_console.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=True)
     else:
-        console.print(_points_table(comparison, threshold))
+        shown = _shown(comparison)
+        if shown:
+            console.print(_points_table(comparison, shown, threshold))
         console.print(_summary_table(comparison))
+        for warning in comparison.warnings:
+            err_console.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=True)
         unmatched = ""
         if comparison.only_base or comparison.only_new:
             unmatched = f"; unmatched: {comparison.only_base} only in BASE, {comparison.only_new} only in NEW"
+        hidden = len(comparison.changes) - len(shown)
+        not_shown = f"; {hidden} points within noise not shown (--json lists every one)" if hidden else ""
         err_console.print(
-            f"{len(comparison.changes)} points matched{unmatched}. +- is one standard error of the ratio, from both "
-            "runs' spreads ((p50 - min) / p50 / sqrt(iters), and between repeated rows); noise: within 2 of them."
+            f"{len(comparison.changes)} points matched{unmatched}{not_shown}. +- is one standard error of the "
+            "point's change beyond the whole run's, from both runs' spreads ((p50 - min) / p50 / sqrt(iters), and "
+            f"between repeated rows) and the run-to-run drift; noise: within {_z_text(comparison)} of them "
+            "(so that two runs of one machine flag no point in 95% of comparisons).",
+            highlight=False,
         )
+        err_console.print(_run_line(comparison.run), highlight=False)
         if threshold is not None:
             n = len(comparison.regressions(threshold))
-            verdict = f"[red]{n} point(s) regressed[/red]" if n else "[green]no regression[/green]"
-            err_console.print(f"{verdict} beyond {100.0 * threshold:g}% and beyond noise")
+            verdict = f"[red]{n} point(s) regressed[/red]" if n else "[green]no point regressed[/green]"
+            if comparison.run_regressed(threshold):
+                verdict += ", [red]and the whole run is slower[/red]"
+            err_console.print(f"{verdict} beyond {100.0 * threshold:g}% and beyond noise", highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+def _z_text(comparison: Comparison) -> str:
+    zs = [c.z for c in comparison.changes]
+    low, high = min(zs), max(zs)
+    return f"{low:.1f}" if high - low < 0.05 else f"{low:.1f}-{high:.1f}"
+
+
+def _run_line(run: RunFactor) -> str:
+    """One line on the whole-run factor: how much, how sure, and what was done with it."""
+    change = 100.0 * (run.factor - 1.0)
+    how = f"NEW is {abs(change):.1f}% {'slower' if change >= 0 else 'faster'} than BASE overall"
+    detail = f"(median over {run.points} points, +- {100.0 * run.rel_error:.1f}%)"
+    if run.regressed:
+        verdict = (
+            f"[red]beyond the {100.0 * run.bound:g}% runs may drift, by more than its noise: a whole-run change[/red]"
+        )
+    elif run.beyond_noise:
+        verdict = f"[yellow]beyond noise[/yellow], within the {100.0 * run.bound:g}% runs may drift"
+    else:
+        verdict = "within noise"
+    use = (
+        "points are judged against it"
+        if run.divided_out
+        else "too few points to take it out, points are judged as measured"
+    )
+    return f"{how} {detail}: {verdict}; {use}."

@@ -11,9 +11,26 @@ How the uncertainty is estimated, per side and point, as a relative standard err
 * between rows at the key: the standard error of their p50s, which sees load drifting between repeats.
 
 The two add in quadrature. The ratio ``new / base`` then has the relative uncertainty
-``hypot(u_base, u_new)``; a change is *beyond noise* when ``|ln(ratio)|`` exceeds ``Z`` times it
-(Z = 2: about 95% if the errors were normal). A regression for ``--fail-above`` must be beyond noise
-*and* slower by more than the threshold, so neither a noisy point nor a tiny but certain change fails CI.
+``hypot(u_base, u_new)``.
+
+Both estimates are within one run, and two runs of one machine a minute apart differ by more: the
+clock, the scheduler and the neighbours shift every point of a run by a similar factor, and each point
+by some more. So the comparison first estimates the *whole-run factor*, the median of the points' log
+ratios (a median, so that the points that really changed do not move it), with its standard error
+from the points' robust spread (1.4826 x their median absolute deviation) and the run-to-run
+*scatter*: the part of that spread the within-run errors do not explain. Each point is then judged
+against the factor: *beyond noise* when ``|ln(ratio / factor)|`` exceeds ``Z_n`` times
+``hypot(u_ratio, u_factor, scatter)``, where ``Z_n`` grows with the number of points so that a run
+compared with itself flags no point at all in 95% of cases (Bonferroni over the n points, at least 2;
+Student's t where the scatter, read from the points themselves, carries much of the error).
+
+Dividing by the factor must not hide a real uniform slowdown, so the factor is a finding of its own:
+it is *beyond noise* when ``|ln factor|`` exceeds 2 of its standard errors, and a *whole-run
+regression* when it is slower than the threshold (``--fail-above``; ``RUN_DRIFT_BOUND`` when none is
+given) by more than 2 of them. A regression for ``--fail-above`` is a point beyond noise and slower
+than the threshold relative to the factor, newly wrong data, or the whole-run regression; neither a
+noisy point nor a tiny but certain change fails CI. With fewer than ``MIN_POINTS_FOR_FACTOR`` points
+the factor is reported but not divided out (a median of two points says nothing about drift).
 """
 
 from __future__ import annotations
@@ -21,19 +38,49 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from collbench.errors import UserError
 from collbench.results.row import ResultRow
 
 Z = 2.0
-"""How many standard errors a change must exceed to count as beyond noise."""
+"""Standard errors the whole-run factor must exceed to count as beyond noise (one test, about 95%)."""
+
+FAMILY_FALSE_ALARM = 0.05
+"""The chance that a run compared with itself shows any point beyond noise (Bonferroni over the points)."""
+
+MIN_POINTS_FOR_FACTOR = 5
+"""Matched points needed before the whole-run factor is divided out of every point."""
+
+RUN_DRIFT_BOUND = 0.05
+"""How far the whole run may move before it is a finding when no ``--fail-above`` is given: repeated
+sweeps of one otherwise idle machine stay within it (benchmarks/README.md, "compare: run-to-run drift")."""
+
+MAD_TO_SIGMA = 1.4826
+"""Median absolute deviation to standard deviation, for normal errors."""
+
+MEDIAN_EFFICIENCY = 1.2533
+"""The standard error of a median over that of a mean (sqrt(pi / 2)), for normal errors."""
+
+TRIM_KEEP = 0.8
+"""The share of the smallest deviations from the factor whose mean measures the points' spread."""
+
+TRIMMED_MEAN_ABS_DEV = 0.5586
+"""The mean of the smallest 80% of |x| for standard normal x: 2 (phi(0) - phi(1.2816)) / 0.8."""
+
+MAD_DOF_PER_POINT = 0.37
+"""Degrees of freedom a spread read as a median absolute deviation keeps per point (its efficiency)."""
 
 UNCERTAINTY_METHOD = (
     "per point and run: hypot((p50 - min) / p50 / sqrt(iters), standard error of the p50s of the rows at the point); "
-    f"ratio new/base with relative error hypot(u_base, u_new); beyond noise when |ln ratio| > {Z:g} x that"
+    "ratio new/base with relative error hypot(u_base, u_new); whole-run factor: median of the points' log ratios, "
+    "its error 1.2533 x 1.4826 x MAD / sqrt(points); a point is beyond noise when |ln(ratio / factor)| > Z_n x "
+    "hypot(u_ratio, u_factor, run-to-run scatter), Z_n from a 5% chance of any false flag over the points; "
+    f"the factor is beyond noise past {Z:g} of its errors and a regression when slower than the threshold by as much"
 )
 
 PointKey = tuple[str, str, int, str, int]
@@ -62,6 +109,12 @@ class PointChange:
     world_size: int
     base: RunPoint
     new: RunPoint
+    run_factor: float = 1.0
+    """The whole-run factor the point is judged against (1.0: not divided out)."""
+    run_error: float = 0.0
+    """Relative error the run-to-run drift adds: hypot(the factor's error, the scatter between runs)."""
+    z: float = 2.0
+    """Standard errors a change must exceed to be beyond noise (grows with the number of points)."""
 
     @property
     def ratio(self) -> float:
@@ -70,12 +123,22 @@ class PointChange:
 
     @property
     def rel_error(self) -> float:
-        """Relative standard error of :attr:`ratio`."""
+        """Relative standard error of :attr:`ratio` from the two runs' own spreads."""
         return math.hypot(self.base.rel_error, self.new.rel_error)
 
     @property
+    def relative_ratio(self) -> float:
+        """:attr:`ratio` over the whole-run factor: how much this point changed beyond the run as a whole."""
+        return self.ratio / self.run_factor
+
+    @property
+    def judged_error(self) -> float:
+        """Relative error :attr:`relative_ratio` is judged with: the ratio's and the run-to-run drift's."""
+        return math.hypot(self.rel_error, self.run_error)
+
+    @property
     def beyond_noise(self) -> bool:
-        return abs(math.log(self.ratio)) > Z * self.rel_error
+        return abs(math.log(self.relative_ratio)) > self.z * self.judged_error
 
     @property
     def newly_wrong(self) -> bool:
@@ -83,8 +146,8 @@ class PointChange:
         return self.new.wrong > 0 and self.base.wrong <= 0
 
     def regressed(self, threshold: float) -> bool:
-        """Slower by more than ``threshold`` (0.05 = 5%) and beyond noise."""
-        return self.ratio > 1.0 + threshold and self.beyond_noise
+        """Slower than the whole run by more than ``threshold`` (0.05 = 5%) and beyond noise."""
+        return self.relative_ratio > 1.0 + threshold and self.beyond_noise
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,9 +162,54 @@ class PointChange:
             "new_rel_error": self.new.rel_error,
             "ratio": self.ratio,
             "ratio_rel_error": self.rel_error,
+            "ratio_vs_run": self.relative_ratio,
+            "judged_rel_error": self.judged_error,
             "beyond_noise": self.beyond_noise,
             "base_wrong": self.base.wrong,
             "new_wrong": self.new.wrong,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunFactor:
+    """How much slower NEW is than BASE as a whole: the median of the points' ratios."""
+
+    factor: float
+    """exp(median of ln(ratio)) over the matched points: 1.06 is 6% slower overall."""
+    rel_error: float
+    """Relative standard error of :attr:`factor` (see the module docstring)."""
+    scatter: float
+    """Relative run-to-run spread of single points around the factor that the within-run errors miss."""
+    points: int
+    divided_out: bool
+    """Whether points are judged relative to the factor (enough points to estimate it)."""
+    bound: float
+    """The fraction past which a whole-run slowdown is a regression (the threshold, or RUN_DRIFT_BOUND)."""
+
+    @property
+    def beyond_noise(self) -> bool:
+        return abs(math.log(self.factor)) > Z * self.rel_error
+
+    @property
+    def regressed(self) -> bool:
+        """Slower as a whole than :attr:`bound`, by more than the factor's own noise."""
+        return self.slower_than(self.bound)
+
+    def slower_than(self, bound: float) -> bool:
+        """Slower as a whole than ``bound`` (0.05 = 5%), by more than ``Z`` of the factor's errors: a
+        factor read from a dozen scattered points may pass the bound by its noise alone."""
+        return math.log(self.factor) - math.log1p(bound) > Z * self.rel_error
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "factor": self.factor,
+            "rel_error": self.rel_error,
+            "scatter": self.scatter,
+            "points": self.points,
+            "divided_out": self.divided_out,
+            "bound": self.bound,
+            "beyond_noise": self.beyond_noise,
+            "regressed": self.regressed,
         }
 
 
@@ -138,6 +246,9 @@ class Comparison:
     only_base: int
     """Points of BASE with no match in NEW."""
     only_new: int
+    run: RunFactor
+    warnings: tuple[str, ...] = ()
+    """How the two runs differ beyond their points (backend, world sizes, host, machine), one line each."""
 
     def summaries(self) -> list[GroupSummary]:
         groups: dict[tuple[str, str], list[PointChange]] = defaultdict(list)
@@ -151,8 +262,16 @@ class Comparison:
         return out
 
     def regressions(self, threshold: float) -> list[PointChange]:
-        """Points slower beyond ``threshold`` and beyond noise, or newly wrong."""
+        """Points slower than the whole run beyond ``threshold`` and beyond noise, or newly wrong."""
         return [c for c in self.changes if c.regressed(threshold) or c.newly_wrong]
+
+    def run_regressed(self, threshold: float) -> bool:
+        """The whole run slower than ``threshold``, beyond the factor's noise."""
+        return self.run.slower_than(threshold)
+
+    def failed(self, threshold: float) -> bool:
+        """What ``--fail-above`` exits 1 for: a point's regression, newly wrong data, or the whole run's."""
+        return bool(self.regressions(threshold)) or self.run_regressed(threshold)
 
     def to_dict(self, threshold: float | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -160,6 +279,8 @@ class Comparison:
             "matched": len(self.changes),
             "only_base": self.only_base,
             "only_new": self.only_new,
+            "run": self.run.to_dict(),
+            "warnings": list(self.warnings),
             "points": [c.to_dict() for c in self.changes],
             "summary": [s.to_dict() for s in self.summaries()],
         }
@@ -167,7 +288,8 @@ class Comparison:
             regressed = self.regressions(threshold)
             out["fail_above"] = threshold
             out["regressions"] = [c.to_dict() for c in regressed]
-            out["failed"] = bool(regressed)
+            out["run_regressed"] = self.run_regressed(threshold)
+            out["failed"] = self.failed(threshold)
         return out
 
 
@@ -175,37 +297,116 @@ def _key(row: ResultRow) -> PointKey:
     return (row.op, row.algo, row.size_bytes, row.dtype, row.world_size)
 
 
+def _within(row: ResultRow) -> float:
+    return max(0.0, (row.time_us - row.time_us_min) / row.time_us) / math.sqrt(max(row.iters, 1))
+
+
 def combine(rows: Sequence[ResultRow]) -> RunPoint:
     """One run's point from its rows at a key (all with a positive time)."""
-    times = [r.time_us for r in rows]
-    p50 = statistics.median(times)
-    within = statistics.median(
-        max(0.0, (r.time_us - r.time_us_min) / r.time_us) / math.sqrt(max(r.iters, 1)) for r in rows
-    )
-    between = statistics.stdev(times) / statistics.fmean(times) / math.sqrt(len(times)) if len(times) > 1 else 0.0
+    return _point([_sample(r) for r in rows])
+
+
+_Sample = tuple[float, float, int]
+"""What a point keeps of one row while a file streams past: (p50, within-row error, wrong)."""
+
+
+def _sample(row: ResultRow) -> _Sample:
+    return (row.time_us, _within(row), row.wrong)
+
+
+def _point(samples: list[_Sample]) -> RunPoint:
+    if len(samples) == 1:
+        time_us, within, wrong = samples[0]
+        return RunPoint(time_us=time_us, rel_error=within, rows=1, wrong=wrong)
+    times = [s[0] for s in samples]
+    between = statistics.stdev(times) / statistics.fmean(times) / math.sqrt(len(times))
     return RunPoint(
-        time_us=p50,
-        rel_error=math.hypot(within, between),
-        rows=len(rows),
-        wrong=max(r.wrong for r in rows),
+        time_us=statistics.median(times),
+        rel_error=math.hypot(statistics.median(s[1] for s in samples), between),
+        rows=len(times),
+        wrong=max(s[2] for s in samples),
     )
 
 
-def _points(rows: Sequence[ResultRow]) -> dict[PointKey, RunPoint]:
-    grouped: dict[PointKey, list[ResultRow]] = defaultdict(list)
-    for r in rows:
-        if r.time_us > 0:
-            grouped[_key(r)].append(r)
-    return {k: combine(v) for k, v in grouped.items()}
+FACT_FIELDS = (("backend", "backend"), ("host", "host"), ("topology_fingerprint", "machine fingerprint"))
+"""Row fields that say what ran the rows, and how a warning names them when the runs differ."""
+
+MAX_FACT_VALUES = 8
+"""Distinct values of one fact kept per run: enough to name them, bounded whatever the file holds."""
 
 
-def compare_rows(base: Sequence[ResultRow], new: Sequence[ResultRow]) -> Comparison:
-    """Match the two runs' points and compute each change.
+@dataclass(slots=True)
+class _Run:
+    """One run's points and what ran them, folded from its rows as they stream past."""
+
+    samples: dict[PointKey, list[_Sample]] = field(default_factory=dict)
+    facts: dict[str, set[str]] = field(default_factory=lambda: {name: set() for name, _ in FACT_FIELDS})
+
+    @classmethod
+    def of(cls, rows: Iterable[ResultRow]) -> _Run:
+        run = cls()
+        samples, facts = run.samples, [(name, run.facts[name]) for name, _ in FACT_FIELDS]
+        for row in rows:
+            for name, seen in facts:
+                value = getattr(row, name)
+                if value and value not in seen and len(seen) < MAX_FACT_VALUES:
+                    seen.add(value)
+            if row.time_us > 0:
+                samples.setdefault(_key(row), []).append(_sample(row))
+        return run
+
+    def points(self) -> dict[PointKey, RunPoint]:
+        return {k: _point(v) for k, v in self.samples.items()}
+
+
+def family_z(points: int, dof: Sequence[float] | None = None) -> list[float]:
+    """Standard errors each point's change must exceed so that ``points`` unchanged points all stay within
+    noise with probability 1 - FAMILY_FALSE_ALARM (Bonferroni); never below 2.
+
+    ``dof`` gives each point's degrees of freedom when part of its error is estimated from the points
+    themselves (the run-to-run scatter): Student's t then widens the bound, as a scatter read from a
+    dozen points may well be half the true one. None (or infinite): normal errors.
+    """
+    from scipy import stats
+
+    q = 1.0 - FAMILY_FALSE_ALARM / (2.0 * max(points, 1))
+    normal = float(stats.norm.ppf(q))
+    if dof is None:
+        return [max(2.0, normal)] * points
+    finite = np.asarray(dof, dtype=float)
+    t = np.where(np.isfinite(finite), stats.t.ppf(q, np.where(np.isfinite(finite), finite, 1.0)), normal)
+    return [max(2.0, float(z)) for z in t]
+
+
+def run_factor(log_ratios: Sequence[float], rel_errors: Sequence[float], bound: float) -> RunFactor:
+    """The whole-run factor of points with these ln(new/base) and ratio errors (see the module docstring)."""
+    n = len(log_ratios)
+    centre = statistics.median(log_ratios)
+    typical = statistics.median(rel_errors)
+    if n < 2:
+        return RunFactor(math.exp(centre), typical, 0.0, n, False, bound)
+    deviations = sorted(abs(x - centre) for x in log_ratios)
+    # The median absolute deviation ignores the points that really changed, but read from a dozen points
+    # it is often half the true spread; the mean of the smallest 80% of deviations is steadier and still
+    # ignores up to a fifth of the points changing. The larger of the two errs towards calling a change noise.
+    kept = deviations[: max(1, math.ceil(TRIM_KEEP * n))]
+    spread = max(MAD_TO_SIGMA * deviations[(n - 1) // 2], statistics.fmean(kept) / TRIMMED_MEAN_ABS_DEV)
+    scatter = math.sqrt(max(0.0, spread * spread - typical * typical))
+    error = MEDIAN_EFFICIENCY * max(spread, typical) / math.sqrt(n)
+    return RunFactor(math.exp(centre), error, scatter, n, n >= MIN_POINTS_FOR_FACTOR, bound)
+
+
+def compare_rows(base: Iterable[ResultRow], new: Iterable[ResultRow], *, threshold: float | None = None) -> Comparison:
+    """Match the two runs' points, estimate the whole-run factor and judge each change against it.
+
+    The rows may be a stream: each side is folded into its points as read, never held. ``threshold``
+    (a fraction) is the bound the whole-run factor is held to (RUN_DRIFT_BOUND when None).
 
     Raises UserError when the runs share no world size (naming both), or when no point matches
     (naming what each run has).
     """
-    base_pts, new_pts = _points(base), _points(new)
+    base_run, new_run = _Run.of(base), _Run.of(new)
+    base_pts, new_pts = base_run.points(), new_run.points()
     base_ws = sorted({k[4] for k in base_pts})
     new_ws = sorted({k[4] for k in new_pts})
     if not base_pts or not new_pts:
@@ -222,8 +423,46 @@ def compare_rows(base: Sequence[ResultRow], new: Sequence[ResultRow]) -> Compari
             "no point matches on (op, algorithm, size, dtype, ranks): "
             f"BASE has {_describe(base_pts)}; NEW has {_describe(new_pts)}"
         )
-    changes = tuple(PointChange(*k, base=base_pts[k], new=new_pts[k]) for k in common)
-    return Comparison(changes, only_base=len(base_pts) - len(common), only_new=len(new_pts) - len(common))
+    pairs = [(base_pts[k], new_pts[k]) for k in common]
+    errors = [math.hypot(b.rel_error, n.rel_error) for b, n in pairs]
+    bound = RUN_DRIFT_BOUND if threshold is None else threshold
+    run = run_factor([math.log(n.time_us / b.time_us) for b, n in pairs], errors, bound)
+    if run.divided_out:
+        drift = math.hypot(run.rel_error, run.scatter)
+        # Satterthwaite: the share of a point's variance that was estimated from the points sets its dof.
+        dof_drift = MAD_DOF_PER_POINT * (len(pairs) - 1)
+        dofs = [dof_drift * ((e * e + drift * drift) / (drift * drift)) ** 2 if drift > 0 else math.inf for e in errors]
+        zs = family_z(len(pairs), dofs)
+    else:
+        drift = 0.0
+        zs = family_z(len(pairs))
+    changes = tuple(
+        PointChange(*k, base=b, new=n, run_factor=run.factor if run.divided_out else 1.0, run_error=drift, z=z)
+        for k, (b, n), z in zip(common, pairs, zs, strict=True)
+    )
+    warnings = _differences(base_run, new_run, base_ws, new_ws)
+    return Comparison(
+        changes,
+        only_base=len(base_pts) - len(common),
+        only_new=len(new_pts) - len(common),
+        run=run,
+        warnings=warnings,
+    )
+
+
+def _differences(base: _Run, new: _Run, base_ws: list[int], new_ws: list[int]) -> tuple[str, ...]:
+    """One line per way the runs differ beyond their points: what ran them, or their world sizes."""
+    out = []
+    for name, label in FACT_FIELDS:
+        a, b = base.facts[name], new.facts[name]
+        if a and b and a != b:
+            out.append(f"the runs differ in {label}: BASE {_listing(sorted(a))}, NEW {_listing(sorted(b))}")
+    if base_ws != new_ws:
+        out.append(
+            f"the runs differ in world sizes: BASE {_listing(base_ws)}, NEW {_listing(new_ws)} "
+            "(only the shared ones are compared)"
+        )
+    return tuple(out)
 
 
 def _listing(values: Sequence[Any]) -> str:
