@@ -88,6 +88,11 @@ DEFAULT_BANDWIDTH_GBPS: dict[LinkKind, float] = {
 }
 DEFAULT_NVLINK_GBPS_PER_LINK = 25.0
 
+MAX_MACHINE_DEVICES = 256
+"""The most GPUs and NICs one machine's description (``nvidia-smi topo -m``, an NCCL topology XML) may
+name. The largest single systems have 16 GPUs and a few dozen NICs; every pair of devices gets a link,
+so the work grows with the square of the count: a file naming thousands is refused before it starts."""
+
 
 def normalize_bus_id(bus_id: str | bytes | None) -> str | None:
     """Return a PCI bus id as NCCL writes it, ``0000:07:00.0`` (lower case, 4-digit domain).

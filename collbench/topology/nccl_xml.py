@@ -32,6 +32,7 @@ from collbench.topology.bandwidth import nvlink_gbps, nvlink_generation_for_sm, 
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     MAX_CPU_LIST_ENTRIES,
+    MAX_MACHINE_DEVICES,
     Device,
     DeviceKind,
     Link,
@@ -109,6 +110,9 @@ class _Reader:
         self.cpus: list[_Cpu] = []
         self.gpus: list[_Gpu] = []
         self.nics: list[_Nic] = []
+        # The numbers taken, so a file of many devices is checked for repeats in one pass.
+        self.gpu_devs: set[int] = set()
+        self.nic_devs: set[int] = set()
 
     def error(self, el: ET.Element, problem: str) -> InputFileError:
         return InputFileError(self.path, f"element {_describe(el)}: {problem}")
@@ -137,6 +141,12 @@ class _Reader:
                 root,
                 "holds no <gpu>, and no <pci> of a GPU class (0x03...), inside <cpu>"
                 " (expected an NCCL topology with GPUs)",
+            )
+        if len(self.gpus) + len(self.nics) > MAX_MACHINE_DEVICES:
+            raise self.error(
+                root,
+                f"names {len(self.gpus)} GPUs and {len(self.nics)} NICs; one machine's topology holds at most"
+                f" {MAX_MACHINE_DEVICES} (NCCL writes one file per machine)",
             )
         self._number_by_class()
 
@@ -191,8 +201,9 @@ class _Reader:
             rank=self._int(el, "rank"),
             at=_Endpoint(cpu, chain),
         )
-        if any(g.dev == gpu.dev for g in self.gpus):
+        if gpu.dev in self.gpu_devs:
             raise self.error(el, f"a second GPU with dev={gpu.dev}")
+        self.gpu_devs.add(gpu.dev)
         for nv in el.iter("nvlink"):
             count = self._int(nv, "count") or 1
             tclass = (nv.get("tclass") or "").lower()
@@ -217,8 +228,9 @@ class _Reader:
                 speed_mbps=float(speed) if speed is not None else None,
                 at=_Endpoint(cpu, chain),
             )
-            if any(n.dev == nic.dev for n in self.nics):
+            if nic.dev in self.nic_devs:
                 raise self.error(net, f"a second NIC with dev={nic.dev}")
+            self.nic_devs.add(nic.dev)
             self.nics.append(nic)
 
 

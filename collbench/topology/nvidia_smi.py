@@ -30,6 +30,7 @@ from collbench.pasted import clean_pasted_text
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     DEFAULT_NVLINK_GBPS_PER_LINK,
+    MAX_MACHINE_DEVICES,
     Device,
     DeviceKind,
     Link,
@@ -215,6 +216,12 @@ class _Parser:
         self.tabs = "\t" in line and fields == self.columns + self.tail_names
         if len(set(self.columns)) != len(self.columns):
             raise self.error("the header names a column twice", lineno)
+        if len(self.columns) > MAX_MACHINE_DEVICES:
+            raise self.error(
+                f"the header names {len(self.columns)} GPUs and NICs; one machine's matrix holds at most"
+                f" {MAX_MACHINE_DEVICES} (is this several machines' text joined?)",
+                lineno,
+            )
 
     def row(self, line: str, lineno: int) -> _Row:
         if self.tabs:

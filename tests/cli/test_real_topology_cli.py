@@ -49,3 +49,10 @@ def test_discover_takes_cloud_topology_files_and_says_what_it_assumed(name: str)
     assert result.exit_code == 0, result.output
     assert result.output.count("assumed:") == 2
     assert "named only by PCI class" in result.output
+
+
+def test_a_paste_with_17_nics_says_the_matrix_shows_16_of_them() -> None:
+    paste = REAL / "a100-x8-nv12-17nics.topo.txt"
+    result = CliRunner().invoke(app, ["discover", "--from-nvidia-smi", str(paste)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "(the matrix shows 16 of 17 NICs; --json lists all)" in result.output

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
+from collbench.cli.render.topology import topology_summary
 from collbench.errors import InputFileError
-from collbench.topology.model import LinkKind
+from collbench.topology.model import MAX_MACHINE_DEVICES, LinkKind
 from collbench.topology.nccl_xml import affinity_to_cpus, parse_nccl_xml, read_nccl_xml
 
 SHARED = Path(__file__).resolve().parents[1] / "fixtures" / "topologies"
@@ -123,3 +125,39 @@ def test_not_an_nccl_topology(text: str, expected: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="no such file"):
         read_nccl_xml(tmp_path / "none.xml")
+
+
+def _many_gpus_xml(gpus: int, nics: int = 0) -> str:
+    """Two sockets; each GPU under its own PCIe switch with a <gpu> and an NVSwitch <nvlink>."""
+    parts = ['<system version="1">']
+    for socket in range(2):
+        parts.append(f'<cpu numaid="{socket}" affinity="0000ffff">')
+        for i in range(socket, gpus, 2):
+            parts.append(
+                f'<pci busid="{i // 256:04x}:{i % 256:02x}:00.0" link_speed="16 GT/s" link_width="16">'
+                f'<gpu dev="{i}" sm="90" rank="{i}"><nvlink target="ffff:ff:00.0" count="18" tclass="0x068000"/>'
+                "</gpu></pci>"
+            )
+        for i in range(socket, nics, 2):
+            parts.append(f'<pci busid="{0x100 + i:04x}:00:00.0" class="0x020700"/>')
+        parts.append("</cpu>")
+    return "\n".join([*parts, "</system>"])
+
+
+def test_an_xml_of_thousands_of_gpus_is_refused_at_once() -> None:
+    text = _many_gpus_xml(5000)
+    started = time.perf_counter()
+    with pytest.raises(InputFileError, match=r"names 5000 GPUs and 0 NICs; one machine's topology holds at most"):
+        parse_nccl_xml(text, "many.xml")
+    assert time.perf_counter() - started < 5.0
+
+
+def test_the_largest_xml_allowed_reads_and_summarises_in_seconds() -> None:
+    text = _many_gpus_xml(MAX_MACHINE_DEVICES - 16, 16)
+    started = time.perf_counter()
+    topo = parse_nccl_xml(text, "largest.xml")
+    lines = topology_summary(topo)
+    assert time.perf_counter() - started < 10.0
+    assert (len(topo.gpus), len(topo.nics)) == (MAX_MACHINE_DEVICES - 16, 16)
+    assert topo.link("GPU0", "GPU239").kind == LinkKind.NVSWITCH
+    assert any("18 links per GPU through NVSwitch" in line for line in lines)

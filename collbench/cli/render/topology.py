@@ -50,19 +50,29 @@ def topology_matrix(topo: Topology, *, bandwidth: bool = False) -> Table:
     return table
 
 
-def _links_from_matrix(topo: Topology, gpu: Device) -> str:
-    """NVLinks of a GPU when the source gives only the matrix: NV# summed over peers, or the switch count."""
-    links = [lk for lk in topo.links if gpu.id in (lk.a, lk.b) and lk.kind.is_nvlink]
-    if any(lk.kind == LinkKind.NVSWITCH for lk in links):
-        return str(max(lk.count for lk in links))
-    return str(sum(lk.count for lk in links))
+def _links_from_matrix(topo: Topology) -> dict[str, str]:
+    """NVLinks per GPU when the source gives only the matrix: NV# summed over peers, or the switch count.
+
+    One pass over the links: a scan per GPU would be cubic in the GPU count."""
+    links: dict[str, list[Link]] = {}
+    for lk in topo.links:
+        if lk.kind.is_nvlink:
+            links.setdefault(lk.a, []).append(lk)
+            links.setdefault(lk.b, []).append(lk)
+    return {
+        gpu: str(max(lk.count for lk in its))
+        if any(lk.kind == LinkKind.NVSWITCH for lk in its)
+        else str(sum(lk.count for lk in its))
+        for gpu, its in links.items()
+    }
 
 
 def _gpu_summary(topo: Topology) -> list[str]:
     gpus = topo.gpus
     names = Counter(d.name or "GPU (model unknown)" for d in gpus)
     lines = ["GPUs: " + ", ".join(f"{n} x {name}" for name, n in names.items())]
-    links_per_gpu = Counter(d.get("nvlink_links") or _links_from_matrix(topo, d) for d in gpus)
+    from_matrix = _links_from_matrix(topo)
+    links_per_gpu = Counter(d.get("nvlink_links") or from_matrix.get(d.id, "0") for d in gpus)
     links_per_gpu.pop("0", None)
     gens = Counter(d.get("nvlink_version") or d.get("nvlink_generation") for d in gpus if d.get("nvlink_links"))
     kinds = {lk.kind for lk in topo.links if lk.a.startswith("GPU") and lk.b.startswith("GPU")}
@@ -113,9 +123,13 @@ def _host_summary(topo: Topology) -> list[str]:
 def topology_summary(topo: Topology) -> list[str]:
     """Short lines: GPU model and count, NVLink, PCIe, NUMA, NICs (or the host and its CPU ranks)."""
     lines = _gpu_summary(topo) if topo.gpus else _host_summary(topo)
-    shown = len(topo.rank_devices)
-    if shown > MAX_MATRIX_DEVICES:
-        lines.append(f"(the matrix shows {MAX_MATRIX_DEVICES} of {shown} rank devices; --json lists all)")
+    cut = [
+        f"{MAX_MATRIX_DEVICES} of {count} {what}"
+        for count, what in ((len(topo.rank_devices), "rank devices"), (len(topo.nics), "NICs"))
+        if count > MAX_MATRIX_DEVICES
+    ]
+    if cut:
+        lines.append(f"(the matrix shows {' and '.join(cut)}; --json lists all)")
     lines.append(f"source: {topo.source}, host: {topo.host}, fingerprint: {topo.fingerprint}")
     return lines
 

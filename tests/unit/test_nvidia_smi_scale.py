@@ -1,0 +1,57 @@
+"""Large `nvidia-smi topo -m` matrices: bounded work, one clear line past the bound.
+
+Every pair of devices gets a link, so reading is quadratic in the device count by nature; what must not
+happen is work beyond that (a summary that scans every link per GPU is cubic) or hours spent on a
+matrix no single machine prints.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from collbench.cli.render.topology import topology_summary
+from collbench.errors import InputFileError
+from collbench.topology.model import MAX_MACHINE_DEVICES, LinkKind
+from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
+
+
+def _matrix(gpus: int, nics: int = 0) -> str:
+    """GPUs in NVLink groups of eight (NV4), SYS elsewhere; NICs on PIX to nothing (SYS to all)."""
+    names = [f"GPU{i}" for i in range(gpus)] + [f"NIC{i}" for i in range(nics)]
+    lines = ["\t" + "\t".join(names) + "\tCPU Affinity\tNUMA Affinity"]
+    for i, row in enumerate(names):
+        cells = [
+            "X" if i == j else "NV4" if i < gpus and j < gpus and i // 8 == j // 8 else "SYS" for j in range(len(names))
+        ]
+        lines.append(row + "\t" + "\t".join(cells) + "\t0-63\t0")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_matrix_of_2049_gpus_is_refused_at_once() -> None:
+    n = 2049
+    row = "\t".join(["SYS"] * n)
+    text = "\t" + "\t".join(f"GPU{i}" for i in range(n)) + "\tCPU Affinity\n"
+    text += "".join(f"GPU{i}\t{row[: 4 * i]}X{row[4 * i + 3 :]}\t0-63\n" for i in range(n))
+    started = time.perf_counter()
+    with pytest.raises(InputFileError, match=rf"names {n} GPUs and NICs; one machine's matrix holds at most"):
+        parse_nvidia_smi_topo(text, "big.txt")
+    assert time.perf_counter() - started < 5.0
+
+
+def test_the_largest_matrix_allowed_reads_and_summarises_in_seconds() -> None:
+    text = _matrix(MAX_MACHINE_DEVICES - 16, 16)
+    started = time.perf_counter()
+    topo = parse_nvidia_smi_topo(text, "largest.txt")
+    lines = topology_summary(topo)
+    assert time.perf_counter() - started < 10.0
+    assert (len(topo.gpus), len(topo.nics)) == (MAX_MACHINE_DEVICES - 16, 16)
+    assert topo.link("GPU0", "GPU7").kind == LinkKind.NVLINK and topo.link("GPU0", "GPU8").kind == LinkKind.SYS
+    assert "NVLink: version unknown, 28 links per GPU" in lines
+
+
+def test_more_than_sixteen_nics_are_read_and_the_summary_says_the_matrix_shows_sixteen() -> None:
+    topo = parse_nvidia_smi_topo(_matrix(8, 20), "nics.txt")
+    assert len(topo.nics) == 20 and topo.link("GPU0", "NIC19") is not None
+    assert "(the matrix shows 16 of 20 NICs; --json lists all)" in topology_summary(topo)
