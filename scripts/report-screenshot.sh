@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 page=docs/report.html
 trap 'rm -rf "$tmp" "$page"' EXIT
-python -m collbench.cli.app report profiles/cpu-2core-gloo-4ranks-results.jsonl \
-  --profile profiles/cpu-2core-gloo-4ranks.yaml --topology docs/cpu-2core-gloo-4ranks-topology.yaml \
+python -m collbench.cli.app report profiles/cpu-2core-gloo-2ranks-results.jsonl \
+  --profile profiles/cpu-2core-gloo-2ranks.yaml --topology docs/cpu-2core-gloo-2ranks-topology.yaml \
   --output "$page"
 chromium --headless --disable-gpu --no-sandbox --hide-scrollbars --user-data-dir="$tmp/chromium" \
   --window-size=1280,2150 --screenshot="$tmp/full.png" "file://$PWD/$page" \

@@ -53,7 +53,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         (["report", str(EXAMPLE_RESULTS), "--profile", str(tmp_path / "p.yaml")], "no such profile"),
         (
             ["report", str(EXAMPLE_RESULTS), "--profile", str(EXAMPLE_RESULTS), "-O", str(tmp_path / "r.html")],
-            "profile",
+            "not YAML",
         ),
         (
             ["report", str(EXAMPLE_RESULTS), "--topology", str(EXAMPLE_PROFILE), "-O", str(tmp_path / "r.html")],

@@ -49,7 +49,9 @@ def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytes
         assert section in page
 
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-4ranks.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "profiles" / "cpu-2core-gloo-4ranks.yaml"
+"""The example profiles/ once held (4 ranks on 2 cores): some of its fits explain their data and
+some do not, which is what predictions must tell apart."""
 
 
 def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ def _write(tmp: Path, name: str, text: str) -> Path:
 def _seed_rows_text(suffix: str) -> str:
     from collbench.results.io import read_rows, write_rows
 
-    src = REPO / "profiles" / "cpu-2core-gloo-4ranks-results.jsonl"
+    src = REPO / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
     rows = read_rows(src)[:4]
     out = Path(pytest.importorskip("tempfile").mkdtemp()) / f"seed{suffix}"
     write_rows(out, rows)
@@ -126,7 +126,7 @@ def test_result_rows(tmp_path: Path, suffix: str) -> None:
 def test_profiles(tmp_path: Path) -> None:
     from collbench.profile.document import Profile
 
-    seed = (REPO / "profiles" / "cpu-2core-gloo-4ranks.yaml").read_text()
+    seed = (REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml").read_text()
 
     @FUZZ
     @given(text=_any_text(seed))
@@ -151,7 +151,7 @@ def test_profiles(tmp_path: Path) -> None:
 def test_profile_select_refuses_what_is_not_an_op_or_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     from collbench import Profile
 
-    profile = Profile.load(REPO / "profiles" / "cpu-2core-gloo-4ranks.yaml")
+    profile = Profile.load(REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml")
     with pytest.raises(ValueError, match="must be"):
         profile.select(*args, **kwargs)
 
@@ -159,7 +159,7 @@ def test_profile_select_refuses_what_is_not_an_op_or_size(args: tuple[Any, ...],
 def test_fits_for_predict(tmp_path: Path) -> None:
     from collbench.cli.predict import load_fits
 
-    seed = (REPO / "profiles" / "cpu-2core-gloo-4ranks.yaml").read_text()
+    seed = (REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml").read_text()
 
     @FUZZ
     @given(text=_any_text(seed))
@@ -245,7 +245,7 @@ def test_profile_predict_bounds_the_shapes_it_is_given(tmp_path: Path, ranks: st
     started = time.monotonic()
     result = CliRunner().invoke(
         app,
-        ["profile", "predict", str(REPO / "profiles" / "cpu-2core-gloo-4ranks.yaml"), "--ranks", ranks,
+        ["profile", "predict", str(REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"), "--ranks", ranks,
          "--output", str(tmp_path / "p.yaml")],
     )  # fmt: skip
     assert result.exit_code == 2, result.output

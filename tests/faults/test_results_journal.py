@@ -163,7 +163,7 @@ def test_planted_symlinks_at_temp_names_are_not_followed(tmp_path: Path, command
     for name in (f".{out}.tmp", f"{out}.tmp"):  # the fixed names collbench once used
         (tmp_path / name).symlink_to(victim)
     if command == "export-env":
-        args = ["export", "env", str(repo / "profiles" / "cpu-2core-gloo-4ranks.yaml"), "-O", out]
+        args = ["export", "env", str(repo / "profiles" / "cpu-2core-gloo-2ranks.yaml"), "-O", out]
     else:
         args = ["import", "nccl-tests", str(repo / "tests" / "fixtures" / "nccl_tests" / "all_reduce_perf_8gpu.log")]
         args += ["-O", out]

@@ -1,10 +1,11 @@
 """Tune's decisions and every exported file, byte for byte, from committed results.
 
-A committed results file (the example in ``profiles/`` and a fresh ``tune --quick`` of the 2-core
-development machine) goes through what ``tune`` does after it has measured: fits, selection, the
-profile; then through every export (``env``, ``nccl-tuner``, ``ompi-rules``, the plugin's
-``--show``). The outputs must equal the files under ``tests/fixtures/golden/``. A change that moves
-code must leave them equal; a change that means to alter a decision regenerates them
+A committed results file (``example-results.jsonl``, the 4-ranks-on-2-cores example ``profiles/``
+once held, and a fresh ``tune --quick`` of the 2-core development machine) goes through what
+``tune`` does after it has measured: fits, selection, the profile; then through every export
+(``env``, ``nccl-tuner``, ``ompi-rules``, the plugin's ``--show``). The outputs must equal the files
+under ``tests/fixtures/golden/``. A change that moves code must leave them equal; a change that
+means to alter a decision regenerates them
 (``COLLBENCH_REGEN_GOLDEN=1 pytest tests/unit/test_tune_golden.py``) and says why in its commit.
 """
 
@@ -27,7 +28,7 @@ from collbench.tuning.pipeline import TuneConfig, decide
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 RESULTS = {
-    "example": ROOT / "profiles" / "cpu-2core-gloo-4ranks-results.jsonl",
+    "example": GOLDEN / "example-results.jsonl",
     "tune-quick": GOLDEN / "tune-quick-results.jsonl",
 }
 REGENERATE = os.environ.get("COLLBENCH_REGEN_GOLDEN") == "1"
