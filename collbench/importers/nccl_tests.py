@@ -473,7 +473,9 @@ def _parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> lis
     if op is None:
         raise InputFileError(str(path), "the JSON names no program (args); pass --op")
     config = data.get("config") or {}
-    devices = config.get("devices") or []
+    devices = (config.get("devices") or []) if isinstance(config, dict) else None
+    if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
+        raise InputFileError(str(path), "'config.devices' is not a list of devices: not an nccl-tests -J file")
     if not devices:
         raise InputFileError(str(path), "the JSON lists no devices: cannot tell the number of ranks")
     world_size = len(devices) * int(config.get("nthreads", 1)) * int(config.get("ngpus", 1))
@@ -516,7 +518,7 @@ def _parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> lis
                         nccl_proto=env.get("NCCL_PROTO", ""),
                     )
                 )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise InputFileError(str(path), f"result {i} is not an nccl-tests result ({exc})") from exc
     if not out:
         raise InputFileError(str(path), "the JSON holds no results")
@@ -556,6 +558,9 @@ def read_nccl_tests(
             data = json.loads(clean_pasted_text(text))
         except json.JSONDecodeError as exc:
             raise InputFileError(str(path), f"not JSON ({exc.msg})", line=exc.lineno) from exc
+        except RecursionError:
+            # nccl-tests' -J files nest four deep; Python's reader gives up near a thousand.
+            raise InputFileError(str(path), "the JSON nests too deep to read: not an nccl-tests -J file") from None
         if not isinstance(data, dict) or "results" not in data:
             raise InputFileError(str(path), "not an nccl-tests JSON file (no 'results')")
         rows = _parse_json(data, path, op_override)

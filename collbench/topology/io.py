@@ -12,6 +12,26 @@ from collbench.errors import InputFileError
 from collbench.fileio import atomic_write_text, parse_json, parse_yaml, read_text_file
 from collbench.topology.model import Topology
 
+# What each field of a device or link may hold: a scalar (str, number, bool: from_dict converts it),
+# a list of numbers, or a mapping of scalars. A hand-edited file with a mapping where a name goes, or a
+# string where a device goes, is refused naming the field, before anything hashes or sorts it.
+_SCALAR = "a scalar"
+_DEVICE_FIELDS = {
+    "id": _SCALAR,
+    "kind": _SCALAR,
+    "index": _SCALAR,
+    "name": _SCALAR,
+    "bus_id": _SCALAR,
+    "numa_node": _SCALAR,
+    "memory_bytes": _SCALAR,
+    "uuid": _SCALAR,
+    "host": _SCALAR,
+    "cpus": "a list of CPU numbers",
+    "extra": "a mapping of names to values",
+}
+_LINK_FIELDS = {k: _SCALAR for k in ("a", "b", "kind", "count", "bandwidth_gbps", "latency_us", "source")}
+_TOP_FIELDS = {k: _SCALAR for k in ("schema_version", "host", "fingerprint", "source", "note")}
+
 YAML_SUFFIXES = (".yaml", ".yml")
 JSON_SUFFIXES = (".json",)
 
@@ -23,6 +43,36 @@ def _format(path: Path) -> str:
     if suffix in JSON_SUFFIXES:
         return "json"
     raise InputFileError(str(path), f"unknown extension {suffix or '(none)'!r}; use .yaml, .yml or .json")
+
+
+def _is_scalar(value: object) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _fits(value: object, want: str) -> bool:
+    if value is None or want == _SCALAR:
+        return _is_scalar(value)
+    if want == _DEVICE_FIELDS["cpus"]:
+        return isinstance(value, list) and all(isinstance(c, int | str) and not isinstance(c, bool) for c in value)
+    return isinstance(value, dict) and all(_is_scalar(v) for v in value.values())
+
+
+def _check_shape(data: dict[str, Any]) -> str | None:
+    """The first field that holds the wrong kind of value, as a sentence; None when all fit."""
+    for key, want in _TOP_FIELDS.items():
+        if not _fits(data.get(key), want):
+            return f"{key} is {type(data[key]).__name__}, expected {want}"
+    for section, fields in (("devices", _DEVICE_FIELDS), ("links", _LINK_FIELDS)):
+        items = data.get(section) or []
+        if not isinstance(items, list):
+            return f"{section} is {type(items).__name__}, expected a list"
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                return f"{section}[{i}] is {type(item).__name__} {str(item)[:40]!r}, expected a mapping"
+            for key, want in fields.items():
+                if not _fits(item.get(key), want):
+                    return f"{section}[{i}].{key} is {type(item[key]).__name__}, expected {want}"
+    return None
 
 
 def dumps_topology(topo: Topology, fmt: str) -> str:
@@ -53,6 +103,9 @@ def load_topology(path: Path) -> Topology:
     data: Any = parse_json(text, path) if fmt == "json" else parse_yaml(text, path)
     if not isinstance(data, dict) or "devices" not in data:
         raise InputFileError(str(path), 'not a topology document (expected a mapping with "devices" and "links")')
+    problem = _check_shape(data)
+    if problem is not None:
+        raise InputFileError(str(path), f"not a valid topology: {problem}")
     try:
         return Topology.from_dict(data)
     except KeyError as exc:

@@ -56,3 +56,23 @@ def test_a_paste_with_17_nics_says_the_matrix_shows_16_of_them() -> None:
     result = CliRunner().invoke(app, ["discover", "--from-nvidia-smi", str(paste)], env=WIDE)
     assert result.exit_code == 0, result.output
     assert "(the matrix shows 16 of 17 NICs; --json lists all)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("device", "expected"),
+    [
+        ("GPU0", "devices[0] is str 'GPU0', expected a mapping"),
+        ("{id: GPU0, kind: gpu, index: 0, name: {model: A100}}", "devices[0].name is dict, expected a scalar"),
+        ("{id: [GPU0], kind: gpu, index: 0}", "devices[0].id is list, expected a scalar"),
+        ("{id: GPU0, kind: gpu, index: 0, cpus: {a: 1}}", "devices[0].cpus is dict, expected a list of CPU numbers"),
+    ],
+)
+def test_a_hand_edited_topology_of_the_wrong_shape_is_one_line_naming_the_field(
+    tmp_path: Path, device: str, expected: str
+) -> None:
+    topo = tmp_path / "topo.yaml"
+    topo.write_text(f"schema_version: 1\nhost: h\ndevices:\n  - {device}\nlinks: []\n")
+    result = CliRunner().invoke(app, ["discover", "--from-file", str(topo)], env={"COLUMNS": "300"})
+    assert result.exit_code != 0
+    assert expected in result.output and "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

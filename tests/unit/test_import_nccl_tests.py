@@ -171,3 +171,24 @@ def test_a_line_that_does_not_fit_the_headers_columns_names_the_line(tmp_path: P
     log.write_text(_LEGACY_HEADER + "  8  2  float  1.63  0.00  0.00  0e+00  1.70  0.00  0.00  0e+00\n")
     with pytest.raises(InputFileError, match=r"log.txt:2: .*redop column holds '1.63', not a reduction"):
         read_nccl_tests(log, op="all-gather", ranks=2)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"results": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests too deep to read"),
+        ('{"a": ' * 100_000 + "1" + "}" * 100_000, "nests too deep to read"),
+        ('{"args": ["all_reduce_perf"], "config": "x", "results": []}', "'config.devices' is not a list"),
+        ('{"args": ["all_reduce_perf"], "config": {"devices": ["x"]}, "results": []}', "is not a list of devices"),
+        (
+            '{"args": ["all_reduce_perf"], "config": {"devices": [{"hostname": "h"}]},'
+            ' "results": [{"size": 8, "count": 2, "type": "float", "redop": "sum", "out_of_place": "fast"}]}',
+            "result 0 is not an nccl-tests result",
+        ),
+    ],
+)
+def test_hostile_json_is_one_error_line(tmp_path: Path, text: str, expected: str) -> None:
+    log = tmp_path / "run.json"
+    log.write_text(text)
+    with pytest.raises(InputFileError, match=expected):
+        read_nccl_tests(log)
