@@ -49,8 +49,8 @@ details.table summary{cursor:pointer;color:#1f4e9a;margin:6px 0}
 table.matrix td{text-align:center;min-width:40px}
 table.kv th{text-align:left}
 table.kv td{text-align:left}
-table.rules td,table.rules th{text-align:left}
-table.rules td.evidence{max-width:360px;white-space:normal;color:#444}
+table.rules td,table.rules th{text-align:left;white-space:nowrap}
+table.rules td.evidence{min-width:300px;white-space:normal;color:#444}
 #js-errors:empty{display:none}
 #js-errors{color:#b00;border:1px solid #b00;padding:6px}
 """
