@@ -139,8 +139,9 @@ class _Reader:
         if not self.gpus:
             raise self.error(
                 root,
-                "holds no <gpu>, and no <pci> of a GPU class (0x03...), inside <cpu>"
-                " (expected an NCCL topology with GPUs)",
+                "holds no <gpu> and no <pci> of a GPU class (0x03...) inside <cpu>: it leaves the GPUs to"
+                " NCCL's run-time detection; dump the whole topology with NCCL_TOPO_DUMP_FILE, or use"
+                " --from-nvidia-smi",
             )
         if len(self.gpus) + len(self.nics) > MAX_MACHINE_DEVICES:
             raise self.error(

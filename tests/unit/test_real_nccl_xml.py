@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from collbench.errors import InputFileError
 from collbench.topology.model import LinkKind
 from collbench.topology.nccl_xml import read_nccl_xml
 
@@ -53,6 +54,22 @@ FACTS = {
         {"GPU0": 0, "GPU4": 1, "NIC4": 1},
         {"GPU0": 48, "GPU7": 48},
     ),
+    "aws-p4d-a100-x8-4efa-class-only-comments.topo.xml": (
+        8,
+        4,
+        {
+            ("GPU0", "GPU1"): K.PIX,
+            ("GPU0", "GPU2"): K.PHB,
+            ("GPU0", "GPU4"): K.SYS,
+            ("GPU0", "NIC0"): K.PIX,
+            ("GPU2", "NIC0"): K.PHB,
+            ("GPU7", "NIC3"): K.PIX,
+            ("GPU7", "NIC0"): K.SYS,
+        },
+        {"GPU0": "0000:10:1c.0", "GPU1": "0000:10:1d.0", "GPU7": "0000:a0:1d.0"},
+        {"GPU0": 0, "GPU4": 1, "NIC3": 1},
+        {"GPU0": 48, "GPU7": 48},
+    ),
     "azure-ndv2-v100-x8-1ib-class-only.topo.xml": (
         8,
         1,
@@ -91,3 +108,14 @@ def test_cloud_topology_files_read_by_pci_class(name: str) -> None:
 def test_pcie_generation_of_class_only_devices() -> None:
     topo = read_nccl_xml(REAL / "azure-ndv5-h100-x8-8ib-class-only.topo.xml")
     assert (topo.device("GPU0").get("pcie_gen"), topo.device("GPU0").get("pcie_width")) == ("5", "16")
+
+
+def test_a_file_that_leaves_the_gpus_to_nccl_is_refused_saying_so() -> None:
+    # AWS's p5 file names only PCIe switches and unclassed endpoints; NCCL finds the GPUs at run time.
+    with pytest.raises(InputFileError, match=r"leaves the GPUs to NCCL's run-time detection"):
+        read_nccl_xml(REAL / "aws-p5-no-gpus-nics-only.topo.xml")
+
+
+def test_pcie_generation_of_p4d_devices() -> None:
+    topo = read_nccl_xml(REAL / "aws-p4d-a100-x8-4efa-class-only-comments.topo.xml")
+    assert (topo.device("NIC0").get("pcie_gen"), topo.device("NIC0").get("pcie_width")) == ("3", "16")
