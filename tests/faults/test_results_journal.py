@@ -102,6 +102,13 @@ def test_a_planted_symlink_at_the_default_stream_is_not_followed(tmp_path: Path)
     assert not (tmp_path / ".victim.lock").exists()
 
 
+def test_a_stream_that_is_a_fifo_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "s.jsonl")
+    done = cli([*SWEEP, "-b", "4", "-e", "4", "--stream", "s.jsonl"], tmp_path)
+    assert done.returncode == 2
+    assert "s.jsonl: is not a regular file" in error_line(done.stderr)
+
+
 def test_a_lock_file_that_is_a_fifo_is_one_line(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / ".collbench-sweep.jsonl.lock")
     done = cli([*SWEEP, "-b", "4", "-e", "4"], tmp_path)

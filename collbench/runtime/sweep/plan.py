@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collbench.errors import ConfigError, NotApplicableError
+from collbench.errors import ConfigError, InputFileError, NotApplicableError
 from collbench.fileio import check_writable
 from collbench.nccl.variants import is_native
 from collbench.results.io import read_jsonl
@@ -335,6 +335,11 @@ def _check_files(config: SweepConfig) -> None:
     """
     stream = config.stream_path
     refuse_symlink(stream)
+    if stream.exists() and not stream.is_file() and not stream.is_dir():  # a directory: check_writable says so
+        # A FIFO would block the write check below until someone read it; a device takes no rows back.
+        raise InputFileError(
+            str(stream), "is not a regular file; rows stream into a plain file (give another --stream)"
+        )
     if config.resume:
         if config.overwrite:
             raise ConfigError("--resume continues the stream and --overwrite empties it: give one of them")
