@@ -81,6 +81,8 @@ def fit(
     points = PointSummaries().extend(wanted)
     if not points.rows_seen:
         raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo")
+    if points.rows_failed:
+        err_console.print(f"{points.rows_failed} row(s) failed validation (wrong > 0): left out of the fits")
     report = fit_results(points, piecewise=piecewise)
     if plot is not None:
         from collbench.report.plots import plot_fits

@@ -251,9 +251,11 @@ def fit_results(
     Groups whose algorithm has no closed form, of one rank, or with fewer than two distinct sizes, are skipped and
     listed in ``FitReport.skipped``. Raises UserError when no group can be fitted at all.
     """
-    groups = group_points(summarize(rows).points())
+    summaries = summarize(rows)
+    groups = group_points(summaries.points())
     if not groups:
-        raise InputFileError("results", "no rows with a positive time to fit")
+        failed = f" ({summaries.rows_failed} failed validation)" if summaries.rows_failed else ""
+        raise InputFileError("results", f"no rows with a positive time and right data to fit{failed}")
     skipped: list[str] = []
     data: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]] = {}
     for key, gpoints in sorted(groups.items()):

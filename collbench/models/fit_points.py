@@ -45,18 +45,23 @@ class PointSummaries:
     elements (``wrong > 0``) are counted in ``rows_seen`` and otherwise dropped.
     """
 
-    __slots__ = ("_points", "rows_seen")
+    __slots__ = ("_points", "rows_failed", "rows_seen")
 
     def __init__(self) -> None:
         # Per point: [smallest decision time, smallest p50, rows], updated in place (this runs once a row).
         self._points: dict[tuple[str, str, str, int, int], list[float]] = {}
         self.rows_seen = 0
+        # Rows left out because their data check found wrong elements (said to the user, never fitted).
+        self.rows_failed = 0
 
     def add(self, row: ResultRow) -> None:
         """Fold one row into its point's summary."""
         self.rows_seen += 1
         # A row whose data check failed timed a broken collective: its time describes nothing to model.
-        if row.wrong > 0 or not (row.time_us > 0 and row.size_bytes >= 0):
+        if row.wrong > 0:
+            self.rows_failed += 1
+            return
+        if not (row.time_us > 0 and row.size_bytes >= 0):
             return
         key = (row.op, row.algo, row.backend, row.world_size, row.size_bytes)
         time = decision_time_us(row)

@@ -109,3 +109,11 @@ def test_import_with_an_op_the_columns_contradict_is_one_line(tmp_path: Path) ->
     result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
     assert result.exit_code != 0 and not out.exists()
     assert "seems to be all-reduce" in result.output and "Traceback" not in result.output
+
+
+def test_fit_leaves_failed_rows_out_and_says_so() -> None:
+    log = REAL / "all_gather_perf-v100-x8-failed-legacy-issue-excerpt.log"
+    result = CliRunner().invoke(app, ["fit", str(log)], env={"COLUMNS": "300"})
+    assert result.exit_code != 0
+    assert "2 row(s) failed validation (wrong > 0): left out of the fits" in result.output
+    assert "no rows with a positive time and right data to fit (2 failed validation)" in result.output
