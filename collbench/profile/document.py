@@ -186,6 +186,21 @@ class RuleSet:
         )
 
 
+def _check_op(op: Any) -> str | Op:
+    """``op`` as given when it is an op's name or an Op; ValueError for anything else (None, a number),
+    which would otherwise fail deep inside name parsing with an AttributeError."""
+    if not isinstance(op, (str, Op)):
+        raise ValueError(f"op must be an op name such as 'all-reduce' (or an Op), got {op!r}")
+    return op
+
+
+def _check_shape(name: str, value: Any) -> int | None:
+    """``world_size``/``nodes`` as given when None or a whole number; ValueError otherwise."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{name} must be a whole number or None, got {value!r}")
+    return value
+
+
 def _check_nbytes(nbytes: Any) -> int:
     """``nbytes`` as an int; ValueError for a negative, fractional, infinite or NaN size, or a non-number."""
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)):
@@ -211,21 +226,6 @@ class Profile:
     host: str
     backend: str
     rule_sets: tuple[RuleSet, ...]
-def _check_op(op: Any) -> str | Op:
-    """``op`` as given when it is an op's name or an Op; ValueError for anything else (None, a number),
-    which would otherwise fail deep inside name parsing with an AttributeError."""
-    if not isinstance(op, (str, Op)):
-        raise ValueError(f"op must be an op name such as 'all-reduce' (or an Op), got {op!r}")
-    return op
-
-
-def _check_shape(name: str, value: Any) -> int | None:
-    """``world_size``/``nodes`` as given when None or a whole number; ValueError otherwise."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"{name} must be a whole number or None, got {value!r}")
-    return value
-
-
     fits: tuple[Fit, ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
     command: str = ""
@@ -312,8 +312,10 @@ def _check_shape(name: str, value: Any) -> int | None:
 
         ``world_size`` and ``nodes`` pick the communicator shape (None: the default shape). Raises
         UnknownNameError for an unknown op, UserError when the profile has no rules for that op or
-        shape, and ValueError for a size that is negative, fractional, infinite or NaN.
+        shape, and ValueError for an op that is not a name or an Op (None), a shape that is not a whole
+        number, or a size that is negative, fractional, infinite or NaN.
         """
+        op = _check_op(op)
         size = _check_nbytes(nbytes)
         shape = self.rule_set(_check_shape("world_size", world_size), _check_shape("nodes", nodes))
         return shape.select(op, size)
@@ -341,7 +343,6 @@ def _check_shape(name: str, value: Any) -> int | None:
             raise InputFileError(source, "not a collbench profile (expected a mapping at the top)")
         version = data.get("schema_version")
         if version not in READABLE_VERSIONS:
-        op = _check_op(op)
             raise InputFileError(
                 source,
                 f"profile schema_version {version!r} is not supported (this collbench reads "
