@@ -78,8 +78,9 @@ MAD_DOF_PER_POINT = 0.37
 UNCERTAINTY_METHOD = (
     "per point and run: hypot((p50 - min) / p50 / sqrt(iters), standard error of the p50s of the rows at the point); "
     "ratio new/base with relative error hypot(u_base, u_new); whole-run factor: median of the points' log ratios, "
-    "its error 1.2533 x 1.4826 x MAD / sqrt(points); a point is beyond noise when |ln(ratio / factor)| > Z_n x "
-    "hypot(u_ratio, u_factor, run-to-run scatter), Z_n from a 5% chance of any false flag over the points; "
+    "its error 1.2533 x the points' robust spread / sqrt(points); a point is beyond noise when "
+    "|ln(ratio / factor)| > Z_n x hypot(u_ratio, u_factor, run-to-run scatter), Z_n from a 5% chance of any false "
+    "flag over the points; "
     f"the factor is beyond noise past {Z:g} of its errors and a regression when slower than the threshold by as much"
 )
 
@@ -392,7 +393,9 @@ def run_factor(log_ratios: Sequence[float], rel_errors: Sequence[float], bound: 
     kept = deviations[: max(1, math.ceil(TRIM_KEEP * n))]
     spread = max(MAD_TO_SIGMA * deviations[(n - 1) // 2], statistics.fmean(kept) / TRIMMED_MEAN_ABS_DEV)
     scatter = math.sqrt(max(0.0, spread * spread - typical * typical))
-    error = MEDIAN_EFFICIENCY * max(spread, typical) / math.sqrt(n)
+    # The points' own spread, not their within-run errors: when every point moved alike (a file and the
+    # same file 10% slower) the factor is known however noisy each run was.
+    error = MEDIAN_EFFICIENCY * spread / math.sqrt(n)
     return RunFactor(math.exp(centre), error, scatter, n, n >= MIN_POINTS_FOR_FACTOR, bound)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -97,6 +98,16 @@ def test_a_uniform_slowdown_is_a_finding_of_its_own(seed: int) -> None:
     # Without a threshold, the stated bound (5%) holds the run.
     assert compare_rows(base, new).run.regressed
     assert not compare_rows(base, _drifted(base, rng, 1.03, 0.0)).run.regressed
+
+
+def test_a_noisy_run_against_itself_10_percent_slower_is_a_whole_run_regression() -> None:
+    """Each point's own error is large (few, jittery iterations), but every point moved alike: the
+    factor is known from how alike they moved, not from how noisy each run was."""
+    rng = np.random.default_rng(9)
+    base = [sampled_row(rng, s, 100.0, iters=5, jitter=0.4) for s in SIZES[:12]]
+    assert statistics.median(combine([r]).rel_error for r in base) > 0.05
+    result = compare_rows(base, _drifted(base, rng, 1.10, 0.0), threshold=0.05)
+    assert result.run.regressed and result.failed(0.05)
 
 
 def test_a_few_points_are_judged_without_a_run_factor() -> None:
