@@ -80,8 +80,8 @@ def test_tune_check_cli_prints_the_regret_per_rule(tmp_path: Path, monkeypatch: 
     result = CliRunner().invoke(app, ["tune", "--check", str(path)])
     assert result.exit_code == 0, result.output
     assert seen["world_size"] == 2
-    assert "1.000 ±" in result.output
-    assert "1.250 ±" in result.output
+    assert "1.000±" in result.output
+    assert "1.250±" in result.output
     assert "geometric-mean regret 1.118 over 2 rule(s); 1 beaten beyond the noise" in result.output
 
 
