@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
 from rich.table import Table
 
 from collbench.cli.console import console, err_console
 from collbench.cli.fit import stream_results
+from collbench.cli.render.styles import narrow_table, one_value
 from collbench.errors import InputFileError
 from collbench.report.compare import Comparison, PointChange, RunFactor, compare_rows, parse_threshold
 from collbench.results.io import check_regular_file
@@ -52,17 +52,24 @@ def _shown(comparison: Comparison) -> list[PointChange]:
 
 
 def _points_table(comparison: Comparison, shown: list[PointChange], threshold: float | None) -> Table:
+    """Per point: what every shown point shares (op, dtype, ranks) goes in the title, so the table fits
+    100 columns with every algorithm name whole."""
+    shared = {
+        "op": one_value(c.op for c in shown),
+        "dtype": one_value(c.dtype for c in shown),
+        "ranks": one_value(str(c.world_size) for c in shown),
+    }
+    said = ", ".join(f"{value} {name}" if name == "ranks" else value for name, value in shared.items() if value)
     title = "time new / base per point (+: slower); vs run: the change beyond the whole run's"
-    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
-    columns = ("op", "algo", "dtype", "ranks", "size (B)", "base us", "new us", "change", "vs run", "+-", "verdict")
+    table = narrow_table(f"{title}{' (' + said + ')' if said else ''}")
+    columns = [n for n in ("op", "algo", "dtype", "ranks") if shared.get(n) is None]
+    columns += ["size (B)", "base us", "new us", "change", "vs run", "±", "verdict"]
     for name in columns:
-        table.add_column(name, justify="right" if name not in ("op", "algo", "dtype", "verdict") else "left")
+        table.add_column(name, justify="left" if name in ("op", "algo", "dtype", "verdict") else "right", no_wrap=True)
     for c in shown:
+        cells = {"op": c.op, "algo": c.algo, "dtype": c.dtype, "ranks": str(c.world_size)}
         table.add_row(
-            c.op,
-            c.algo,
-            c.dtype,
-            str(c.world_size),
+            *(cells[n] for n in columns if n in cells),
             str(c.size_bytes),
             f"{c.base.time_us:.2f}",
             f"{c.new.time_us:.2f}",
@@ -75,9 +82,9 @@ def _points_table(comparison: Comparison, shown: list[PointChange], threshold: f
 
 
 def _summary_table(comparison: Comparison) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, title="per op and algorithm", title_justify="left")
+    table = narrow_table("per op and algorithm")
     for name in ("op", "algo", "points", "geomean", "worst size (B)", "worst", "beyond noise"):
-        table.add_column(name, justify="left" if name in ("op", "algo") else "right")
+        table.add_column(name, justify="left" if name in ("op", "algo") else "right", no_wrap=name in ("op", "algo"))
     for s in comparison.summaries():
         table.add_row(
             s.op,
@@ -85,7 +92,7 @@ def _summary_table(comparison: Comparison) -> Table:
             str(s.points),
             _pct(s.geomean_ratio),
             str(s.worst.size_bytes),
-            f"{_pct(s.worst.ratio)} +- {100.0 * s.worst.judged_error:.1f}%",
+            f"{_pct(s.worst.ratio)} ± {100.0 * s.worst.judged_error:.1f}%",
             str(s.beyond_noise),
         )
     return table

@@ -110,3 +110,15 @@ def test_sweep_results() -> None:
 def test_every_registered_algorithm_is_covered() -> None:
     assert set(LONG) <= set(algorithm_names())
     assert max(algorithm_names(), key=len) == "recursive-doubling"
+
+
+def test_compare() -> None:
+    from collbench.cli.compare import _points_table, _summary_table
+    from collbench.report.compare import compare_rows
+
+    base = [r for r in _rows() if r.algo in LONG]
+    base += [replace(r, op="reduce-scatter") for r in base]
+    new = [replace(r, time_us=r.time_us * 1.3) for r in base]
+    comparison = compare_rows(base, new, threshold=0.05)
+    out = _render(_points_table(comparison, list(comparison.changes), 0.05)) + _render(_summary_table(comparison))
+    _assert_whole(out, {*LONG, "reduce-scatter"})
