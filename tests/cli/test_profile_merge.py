@@ -107,7 +107,10 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     cases = [
         ([str(a), "--output", str(tmp_path / "m.yaml")], "at least two profiles"),
         ([str(a), str(tmp_path / "none.yaml"), "--output", str(tmp_path / "m.yaml")], "no such profile"),
-        ([str(a), str(a), "--prefer", "older", "--output", str(tmp_path / "m.yaml")], "--prefer must be one of none, newer"),
+        (
+            [str(a), str(a), "--prefer", "older", "--output", str(tmp_path / "m.yaml")],
+            "--prefer must be one of none, newer",
+        ),
     ]
     for args, message in cases:
         code, _, stderr = merge(*args)
