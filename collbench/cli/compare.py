@@ -137,7 +137,7 @@ def compare(
         hidden = len(comparison.changes) - len(shown)
         not_shown = f"; {hidden} points within noise not shown (--json lists every one)" if hidden else ""
         err_console.print(
-            f"{len(comparison.changes)} points matched{unmatched}{not_shown}. +- is one standard error of the "
+            f"{len(comparison.changes)} points matched{unmatched}{not_shown}. ± is one standard error of the "
             "point's change beyond the whole run's, from both runs' spreads ((p50 - min) / p50 / sqrt(iters), and "
             f"between repeated rows) and the run-to-run drift; noise: within {_z_text(comparison)} of them "
             "(so that two runs of one machine flag no point in 95% of comparisons).",
