@@ -88,3 +88,13 @@ def tree_phase(depth: int, fan: int, n: float, k: int, reduces: bool) -> CostTer
 def star(p: int, n: float, reduces: bool) -> CostTerms:
     """One step in which the root's port moves p-1 whole buffers (in for reduce, out for broadcast)."""
     return CostTerms(1.0, (p - 1) * n, (p - 1) * n if reduces else 0.0)
+
+
+def star_broadcast(p: int, n: float, k: int) -> CostTerms:
+    """Broadcast as one star step from the root (direct's and one-shot's: they do the same exchange)."""
+    return star(p, n, False)
+
+
+def star_reduce(p: int, n: float, k: int) -> CostTerms:
+    """Reduce as one star step into the root (direct's and one-shot's: they do the same exchange)."""
+    return star(p, n, True)

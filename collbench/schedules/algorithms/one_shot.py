@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
-from collbench.schedules.cost import CostFormulas, CostTerms, star
+from collbench.schedules.cost import CostFormulas, CostTerms, star_broadcast, star_reduce
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
@@ -63,14 +63,6 @@ def _all_gather_cost(p: int, n: float, k: int) -> CostTerms:
     return CostTerms(1.0, (p - 1) / p * n, 0.0)
 
 
-def _broadcast_cost(p: int, n: float, k: int) -> CostTerms:
-    return star(p, n, False)
-
-
-def _reduce_cost(p: int, n: float, k: int) -> CostTerms:
-    return star(p, n, True)
-
-
 ONE_SHOT = AlgorithmSpec(
     name="one-shot",
     ops=frozenset(Op),
@@ -80,8 +72,8 @@ ONE_SHOT = AlgorithmSpec(
         all_reduce=_all_reduce_cost,
         reduce_scatter=_reduce_scatter_cost,
         all_gather=_all_gather_cost,
-        broadcast=_broadcast_cost,
-        reduce=_reduce_cost,
+        broadcast=star_broadcast,
+        reduce=star_reduce,
     ),
 )
 
