@@ -15,6 +15,7 @@ from collbench.cli.render.models import render_prediction
 from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import parse_json, parse_yaml, read_text_file
 from collbench.models.fitted import Fit
+from collbench.models.nccl_cost import ARCHS, Arch
 from collbench.models.predict import predict as predict_times
 from collbench.units import parse_size
 
@@ -45,6 +46,36 @@ def load_fits(path: Path, *, profile: bool) -> list[Fit]:
     return fits
 
 
+def _arch(name: str) -> Arch:
+    for arch in ARCHS:
+        if arch == name:
+            return arch
+    raise ConfigError(f"--nccl-arch {name!r}: expected one of {', '.join(ARCHS)}")
+
+
+def _measured_nodes(source: Path, fits: list[Fit], given: int | None, is_profile: bool) -> dict[int, int]:
+    """The nodes each fit's world size was measured on: ``--measured-nodes`` for every fit, else what a
+    profile's measured rule sets say (``fit --json`` output does not say it)."""
+    if given is not None:
+        bad = sorted({f.world_size for f in fits if f.world_size % given})
+        if bad:
+            raise ConfigError(f"--measured-nodes {given}: {bad[0]} ranks do not spread evenly over {given} nodes")
+        return {f.world_size: given for f in fits}
+    if not is_profile:
+        return {}
+    data = parse_yaml(read_text_file(source, "a profile"), source)
+    sets = data.get("rule_sets") if isinstance(data, dict) else None
+    if isinstance(data, dict) and sets is None:
+        sets = [data]  # schema version 1: one shape, at the top level
+    out: dict[int, int] = {}
+    for entry in sets if isinstance(sets, list) else []:
+        if isinstance(entry, dict) and not entry.get("predicted"):
+            world, nodes = entry.get("world_size"), entry.get("nodes")
+            if isinstance(world, int) and isinstance(nodes, int) and nodes >= 1:
+                out[world] = nodes
+    return out
+
+
 def predict(
     ranks: Annotated[int, typer.Option("--ranks", help="World size to predict for.")],
     profile: Annotated[Path | None, typer.Option("--profile", metavar="P", help="A profile (YAML) with fits.")] = None,
@@ -55,6 +86,18 @@ def predict(
     ] = None,
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated sizes (K/M/G = 1024^n).")] = DEFAULT_SIZES,
     json_out: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON, nothing else.")] = False,
+    measured_nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--measured-nodes", help="Nodes the fits were measured on (a profile says it; `fit --json` does not)."
+        ),
+    ] = None,
+    nccl_arch: Annotated[
+        str,
+        typer.Option(
+            "--nccl-arch", help="GPU generation for NCCL's model of native: volta, ampere, hopper, blackwell."
+        ),
+    ] = "hopper",
 ) -> None:
     """Predict times per algorithm at world sizes no one here has."""
     if (profile is None) == (fits is None):
@@ -64,12 +107,21 @@ def predict(
     loaded = load_fits(source, profile=profile is not None)
     size_list = sorted({parse_size(s, "--sizes") for s in sizes.split(",") if s.strip()})
     op_names = [o for o in split_values(op) if o.lower() != "all"]
-    report = predict_times(loaded, ranks, size_list, nodes=nodes, ops=op_names or None)
+    arch = nccl_arch.strip().lower()
+    if arch not in ARCHS:
+        raise ConfigError(f"--nccl-arch {nccl_arch!r}: expected one of {', '.join(ARCHS)}")
+    if measured_nodes is not None and measured_nodes < 1:
+        raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
+    measured = _measured_nodes(source, loaded, measured_nodes, profile is not None)
+    report = predict_times(
+        loaded, ranks, size_list, nodes=nodes, ops=op_names or None, measured_nodes=measured, nccl_arch=_arch(arch)
+    )
     if report.refused:
         err_console.print(
-            f"[yellow]not extrapolated[/yellow] (fits that do not explain their data): {'; '.join(report.refused)}",
-            soft_wrap=True,
+            f"[yellow]not extrapolated[/yellow]: {'; '.join(report.refused)}", soft_wrap=True, highlight=False
         )
+    for line in report.notes:
+        err_console.print(f"[yellow]note[/yellow]: {line}", soft_wrap=True, highlight=False)
     if json_out:
         typer.echo(json.dumps(report.to_dict(), indent=2))
         return

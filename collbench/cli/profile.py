@@ -57,7 +57,7 @@ def predict(
     from collbench.cli.render.profile import render_rules
     from collbench.fileio import check_writable
     from collbench.profile.document import Profile
-    from collbench.tuning.shapes import fits_of, parse_shapes, refused_fits, with_predictions
+    from collbench.tuning.shapes import parse_shapes, prediction_notes, with_predictions
 
     target = output or profile
     check_writable(target)
@@ -65,7 +65,7 @@ def predict(
     shapes = parse_shapes(ranks, "--ranks")
     added = with_predictions(loaded, shapes)
     added.save(target)
-    for line in refused_fits(fits_of(added), added.ops):
-        err_console.print(f"[yellow]note[/yellow]: not used for predictions: {line}", highlight=False)
+    for line in prediction_notes(loaded, shapes):
+        err_console.print(f"[yellow]note[/yellow]: {line}", highlight=False)
     console.print(render_rules(added))
     console.print(f"wrote [bold]{target}[/bold]: {added.shapes_label()}", highlight=False)

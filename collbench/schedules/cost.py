@@ -24,9 +24,23 @@ class CostTerms:
     alpha: float
     beta: float
     gamma: float
+    messages: float | None = None
+    """Messages through the busiest port along the critical path, where a step posts several to
+    different peers (a star: one-shot, direct); None where every step posts one, so it equals ``alpha``.
+
+    Fits price a step at one latency (at the world size they measured, steps and messages cannot be
+    told apart); predictions at another world size charge each message its share, because a port
+    posts its messages one after another, as it sends their bytes."""
+
+    @property
+    def message_count(self) -> float:
+        """``messages``, or the step count where each step posts one."""
+        return self.alpha if self.messages is None else self.messages
 
     def __add__(self, other: CostTerms) -> CostTerms:
-        return CostTerms(self.alpha + other.alpha, self.beta + other.beta, self.gamma + other.gamma)
+        both_one_per_step = self.messages is None and other.messages is None
+        messages = None if both_one_per_step else self.message_count + other.message_count
+        return CostTerms(self.alpha + other.alpha, self.beta + other.beta, self.gamma + other.gamma, messages)
 
     def time_us(self, alpha_us: float, beta_us_per_byte: float, gamma_us_per_byte: float) -> float:
         """The predicted time in microseconds for the given parameters."""
@@ -86,8 +100,9 @@ def tree_phase(depth: int, fan: int, n: float, k: int, reduces: bool) -> CostTer
 
 
 def star(p: int, n: float, reduces: bool) -> CostTerms:
-    """One step in which the root's port moves p-1 whole buffers (in for reduce, out for broadcast)."""
-    return CostTerms(1.0, (p - 1) * n, (p - 1) * n if reduces else 0.0)
+    """One step in which the root's port moves p-1 whole buffers (in for reduce, out for broadcast),
+    one message per other rank."""
+    return CostTerms(1.0, (p - 1) * n, (p - 1) * n if reduces else 0.0, float(p - 1))
 
 
 def star_broadcast(p: int, n: float, k: int) -> CostTerms:

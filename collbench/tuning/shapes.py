@@ -12,8 +12,7 @@ terminal table and in every export.
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,7 +24,6 @@ from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.tuning.config import TuneConfig, check_config
 from collbench.tuning.pipeline import TuneOutcome, run_tune
-from collbench.tuning.selection import NATIVE
 from collbench.tuning.shape_resume import ShapePlan, plan_shapes
 from collbench.tuning.sweeps import Progress
 
@@ -103,43 +101,35 @@ def fits_of(profile: Profile) -> list[Fit]:
     return list(profile.fits)
 
 
-def predicted_rule_set(fits: Sequence[Fit], ops: Sequence[str], world_size: int, nodes: int) -> RuleSet:
+def predicted_rule_set(
+    fits: Sequence[Fit], ops: Sequence[str], world_size: int, nodes: int, measured: Mapping[int, int] | None = None
+) -> RuleSet:
     """Rules at ``world_size`` ranks from the fits: per op, the fastest predicted algorithm per size.
 
-    Fits that do not explain their own data (``Fit.distrust``: R^2 too low, no bandwidth term) are
-    not extrapolated, as in ``collbench predict``. Each other fitted algorithm's model is evaluated at
-    ``world_size`` from 1 byte up to the largest size it was measured at, and the rules switch where
-    the fastest one changes (the crossing size, found on the models); the last rule runs to unbounded.
+    Fits that may not be used (``Fit.distrust``) are left out, as in ``collbench predict``, and so is
+    a native whose algorithm is unknown (not NCCL's). Each other algorithm is priced at ``world_size``
+    from its own structure (``models/predict.py``) from 1 byte up to the largest size it was measured
+    at, and the rules switch where the fastest one changes; the last rule runs to unbounded.
     ``predicted_us`` is the model's time at ``at_bytes`` (the range's geometric middle, or its start
-    for the last), ``gain_vs_native`` native's model over the chosen one's there. Raises ConfigError
-    when no op has a fit to trust, naming why.
+    for the last), ``gain_vs_native`` native's predicted time over the chosen one's there, where native
+    is predicted. ``measured`` maps a fit's world size to its nodes. Raises ConfigError when no op has
+    a fit to use, naming why.
     """
-    from collbench.models.crossover import fastest, find_crossovers
-    from collbench.models.predict import pick_fits
+    from collbench.models.predict import Shapes, predicted_ranges
 
     rules: list[Rule] = []
+    why: list[str] = []
     for op in ops:
-        picked = [f for f in pick_fits(fits, [op]) if Op.parse(f.op).value == Op.parse(op).value]
-        chosen = [f for f in picked if not f.distrust()]
-        if not chosen:
-            continue
-        hi = float(max(f.max_bytes for f in chosen))
-        starts = [0] + [c.size_bytes for c in find_crossovers(chosen, world_size=world_size, lo_bytes=1, hi_bytes=hi)]
-        native = next((f for f in chosen if f.algo == NATIVE), None)
-        for i, start in enumerate(starts):
-            end = starts[i + 1] - 1 if i + 1 < len(starts) else None
-            at = max(1, int(math.sqrt(max(start, 1) * end)) if end is not None else start)
-            best = fastest(chosen, at, world_size)
-            time_us = best.predict_us(at, world_size)
-            gain = None if native is None or time_us <= 0 else native.predict_us(at, world_size) / time_us
-            rule = Rule(Op.parse(op).value, start, end, best.algo, dict(PREDICT_PARAMS), at, time_us, None, gain)
-            if rules and rules[-1].op == rule.op and rules[-1].algo == rule.algo:
-                rule = dataclasses.replace(rule, min_bytes=rules[-1].min_bytes)  # same winner: one range
-                rules.pop()
+        ranges, refused, _ = predicted_ranges(fits, op, world_size, nodes, shapes=Shapes(dict(measured or {})))
+        why.extend(refused)
+        for r in ranges:
+            gain = None if r.native_us is None or r.time_us <= 0 else r.native_us / r.time_us
+            params = dict(PREDICT_PARAMS)
+            rule = Rule(Op.parse(op).value, r.min_bytes, r.max_bytes, r.algo, params, r.at_bytes, r.time_us, None, gain)
             rules.append(rule)
     if not rules:
-        why = "; ".join(refused_fits(fits, ops)) or "the profile has none for " + ", ".join(ops)
-        raise ConfigError(f"no fitted model to predict {world_size} ranks from ({why})")
+        reason = "; ".join(why) or "the profile has none for " + ", ".join(ops)
+        raise ConfigError(f"no fitted model to predict {world_size} ranks from ({reason})")
     return RuleSet(world_size, nodes, tuple(rules), predicted=True)
 
 
@@ -149,6 +139,23 @@ def refused_fits(fits: Sequence[Fit], ops: Sequence[str]) -> list[str]:
 
     wanted = {Op.parse(o).value for o in ops}
     return [f"{f.op} {f.algo}: {f.distrust()}" for f in pick_fits(fits) if f.op in wanted and f.distrust()]
+
+
+def prediction_notes(profile: Profile, shapes: Sequence[Shape]) -> list[str]:
+    """What the predicted rule sets of ``shapes`` leave out and assume, one line each, without repeats:
+    fits not used and why (``Fit.distrust``, a native whose algorithm is unknown), and where the
+    predictions assume the measured links (``models/predict.py``)."""
+    from collbench.models.predict import Shapes as MeasuredShapes
+    from collbench.models.predict import price_fits
+
+    measured = MeasuredShapes({s.world_size: s.nodes for s in profile.rule_sets if not s.predicted})
+    lines: list[str] = []
+    for shape in shapes:
+        nodes = shape.nodes if shape.nodes is not None else min(profile.nodes, shape.world_size)
+        _, refused, notes = price_fits(fits_of(profile), shape.world_size, nodes, ops=profile.ops, shapes=measured)
+        lines.extend(f"not used for predictions: {line}" for line in refused)
+        lines.extend(notes)
+    return list(dict.fromkeys(lines))
 
 
 def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
@@ -175,7 +182,8 @@ def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
             raise ConfigError(
                 f"--predict-ranks {shape.world_size}: {shape.world_size} ranks on {nodes} node(s) are measured already"
             )
-        added.append(predicted_rule_set(fits, profile.ops, shape.world_size, nodes))
+        measured = {s.world_size: s.nodes for s in profile.rule_sets if not s.predicted}
+        added.append(predicted_rule_set(fits, profile.ops, shape.world_size, nodes, measured))
     return dataclasses.replace(profile, rule_sets=(*profile.rule_sets, *added))
 
 

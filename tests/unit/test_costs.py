@@ -131,3 +131,19 @@ def test_cost_terms_is_cheap_at_4096_ranks() -> None:
     assert all(t.alpha >= 1 for t in terms)
     reduce_tree = cost_terms(Op.REDUCE, "tree", 4095, 1 << 20)
     assert reduce_tree.beta == 2 * 11 * (1 << 20)  # a perfect tree of height 11: two buffers a level
+
+
+def test_stars_count_a_message_per_peer_and_the_rest_one_per_step() -> None:
+    """One-shot and direct post one message per other rank through the busiest port in a step; every
+    other algorithm posts one a step, so its message count is its step count."""
+    for p in (2, 7, 64):
+        assert cost_terms("all-reduce", "one-shot", p, 100).message_count == p - 1
+        assert cost_terms("reduce-scatter", "one-shot", p, 100).message_count == p - 1
+        assert cost_terms("broadcast", "one-shot", p, 100).message_count == p - 1
+        assert cost_terms("all-reduce", "direct", p, 100).message_count == 2 * (p - 1)
+        for algo in ("ring", "recursive-doubling", "rabenseifner", "tree"):
+            terms = cost_terms("all-reduce", algo, p, 100)
+            assert terms.messages is None and terms.message_count == terms.alpha
+    star = cost_terms("broadcast", "direct", 5, 10)
+    both = star + cost_terms("all-reduce", "ring", 5, 10)
+    assert both.message_count == 4 + 8

@@ -17,7 +17,7 @@ def fit(algo: str, alpha_us: float, beta_us_per_byte: float, world: int = 4, r2:
 
 
 # Recursive doubling: few steps, lg(p) x the data; ring: 2(p-1) steps, 2(p-1)/p of the data; native
-# modelled as a slower ring. So recursive doubling wins small messages and ring large ones.
+# a slower one (not predicted at other shapes: gloo's algorithm is not known). So recursive doubling wins small messages and ring large ones.
 FITS = [fit("recursive-doubling", 10.0, 0.001), fit("ring", 10.0, 0.001), fit("native", 40.0, 0.002)]
 
 
@@ -32,8 +32,8 @@ def test_predicted_rules_follow_the_models_at_the_new_size() -> None:
         assert rule.measured_us is None and rule.predicted_us is not None and rule.at_bytes is not None
         chosen = next(f for f in FITS if f.algo == rule.algo)
         assert rule.predicted_us == pytest.approx(chosen.predict_us(rule.at_bytes, 16))
-        native = FITS[2].predict_us(rule.at_bytes, 16)
-        assert rule.gain_vs_native == pytest.approx(native / rule.predicted_us)
+        # gloo's native runs an algorithm its fit cannot know: no gain over it is claimed at 16 ranks.
+        assert rule.gain_vs_native is None
     # At 16 ranks the crossover moves from where it is at the measured 4 ranks.
     (at_four,) = find_crossovers(FITS[:2], world_size=4, lo_bytes=1, hi_bytes=1 << 24)
     assert at_four.size_bytes != crossover.size_bytes

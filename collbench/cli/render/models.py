@@ -107,24 +107,38 @@ def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
 def render_prediction(report: PredictReport) -> RenderableType:
     title = f"predicted at {report.world_size} ranks" + (f" on {report.nodes} nodes" if report.nodes > 1 else "")
     table = narrow_table(title)
-    for col in ("op", "algo", "size", "time", "busbw GB/s", "simulated", "fitted at"):
+    for col in ("op", "algo", "size", "time", "latency", "busbw GB/s", "error", "simulated", "from"):
         table.add_column(col, justify="left" if col in ("op", "algo") else "right", no_wrap=True)
     best = {(c["op"], c["backend"], c["size_bytes"]): c["algo"] for c in report.choice}
+    bases: dict[tuple[str, str, str], dict[str, list[str]]] = {}
     for p in report.predictions:
         style = "bold green" if best.get((p.op, p.backend, p.size_bytes)) == p.algo else ""
+        scale = "" if p.world_size == p.fitted_world_size else f" (x{p.scale:.3g})"
         table.add_row(
             p.op,
             p.algo,
             format_bytes(p.size_bytes),
             format_time(p.time_us),
+            format_time(p.latency_us),
             f"{p.busbw_gbps:.3g}",
+            "?" if p.error_pct is None else f"±{p.error_pct:.1f}%",
             "-" if p.simulated_us is None else format_time(p.simulated_us),
-            f"x{p.fitted_world_size}",
+            f"x{p.fitted_world_size}{scale}",
             style=style,
         )
+        bases.setdefault((p.op, p.algo, p.fit), {}).setdefault(p.basis, []).append(format_bytes(p.size_bytes))
+    how = Text()
+    for (op, algo, fit), by_basis in bases.items():
+        for basis, sizes in by_basis.items():
+            at = f" ({', '.join(sizes)})" if len(by_basis) > 1 else ""
+            how.append(f"{algo}: {fit}; {basis}{at}\n")
+    how.append(
+        "error: the model's median error on measured points near that size and shape; "
+        "?: none measured near (xN: N times the measured world size)"
+    )
     choice = narrow_table("choice per size (lowest predicted time)")
     for col in ("op", "size", "algo", "time"):
         choice.add_column(col, no_wrap=True)
     for c in report.choice:
         choice.add_row(c["op"], format_bytes(c["size_bytes"]), c["algo"], format_time(c["time_us"]))
-    return Group(table, choice, render_crossovers(report.crossovers))
+    return Group(table, how, choice, render_crossovers(report.crossovers))

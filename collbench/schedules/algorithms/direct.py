@@ -53,16 +53,17 @@ def build_direct(
 
 def _all_reduce_cost(p: int, n: float, k: int) -> CostTerms:
     # The root takes (p-1) whole buffers in, reduces them, and sends p-1 copies back out.
-    return CostTerms(2.0, 2.0 * (p - 1) * n, (p - 1) * n)
+    # The root's port takes p-1 messages in, then sends p-1 out.
+    return CostTerms(2.0, 2.0 * (p - 1) * n, (p - 1) * n, 2.0 * (p - 1))
 
 
 def _reduce_scatter_cost(p: int, n: float, k: int) -> CostTerms:
-    return CostTerms(2.0, (p - 1) * n + (p - 1) / p * n, (p - 1) * n)
+    return CostTerms(2.0, (p - 1) * n + (p - 1) / p * n, (p - 1) * n, 2.0 * (p - 1))
 
 
 def _all_gather_cost(p: int, n: float, k: int) -> CostTerms:
     # Gather: the root takes in (p-1) chunks; then it sends every rank the p-1 chunks it lacks.
-    return CostTerms(2.0, (p - 1) / p * n + (p - 1) * (p - 1) / p * n, 0.0)
+    return CostTerms(2.0, (p - 1) / p * n + (p - 1) * (p - 1) / p * n, 0.0, 2.0 * (p - 1))
 
 
 DIRECT = AlgorithmSpec(

@@ -50,17 +50,20 @@ def build_one_shot(
 # -- closed-form costs (p ranks, n bytes, k segments) ----------------------------------------------
 
 
+# Every rank's port sends p-1 messages and takes in p-1 in its one step.
+
+
 def _all_reduce_cost(p: int, n: float, k: int) -> CostTerms:
-    return CostTerms(1.0, (p - 1) * n, (p - 1) * n)
+    return CostTerms(1.0, (p - 1) * n, (p - 1) * n, float(p - 1))
 
 
 def _reduce_scatter_cost(p: int, n: float, k: int) -> CostTerms:
     f = (p - 1) / p
-    return CostTerms(1.0, f * n, f * n)
+    return CostTerms(1.0, f * n, f * n, float(p - 1))
 
 
 def _all_gather_cost(p: int, n: float, k: int) -> CostTerms:
-    return CostTerms(1.0, (p - 1) / p * n, 0.0)
+    return CostTerms(1.0, (p - 1) / p * n, 0.0, float(p - 1))
 
 
 ONE_SHOT = AlgorithmSpec(

@@ -1,0 +1,275 @@
+"""NCCL's own cost model for its ring and tree algorithms, as ``src/graph/tuning.cc`` writes it.
+
+NCCL picks an (algorithm, protocol) per call by pricing each as ``latency + bytes / bandwidth``
+(``ncclTopoGetAlgoTime``) and running the cheapest. This module follows NVIDIA/nccl v2.30.7
+(commit 5067397c2676d5aed50042fc39e5c8ee96eb0027), ``src/graph/tuning.cc``:
+
+* the constants: ``baseLatencies`` (lines 150-151), ``hwLatencies`` per link class NVLink, PCI and NET
+  (lines 157-175), ``llMaxBws`` (178-183), ``perChMaxRingLL128Bws`` (185-190), ``perChMaxTreeLL128Bws``
+  (192-197), ``perChMaxTreeBws`` (199-204);
+* ``ncclTopoTuneModel`` (lines 288-413): the steps per collective (``nsteps``), each protocol's bus
+  bandwidth from the graph's (``busBw`` and its refinements, lines 324-336), bus to algorithm bandwidth
+  (lines 376-382), and the latencies: a ring pays ``nsteps - nInterSteps`` intra-node hops and
+  ``2 (nNodes - 1)`` inter-node hops (lines 393-413, network post overhead included), a tree
+  ``2 ((ppn - 1) intraLat + log2(nNodes) interLat)`` (line 416);
+* ``ncclTopoGetAlgoTime`` (lines 630-654): the tree all-reduce's per-size correction factor (623-627),
+  the ring's plateau factor across nodes (647-650), one operation per call.
+
+Only ring and tree are priced: NVLS, NVLS-tree, CollNet and PAT need facts about the machine (NVSwitch
+count, SHARP, one GPU per node) that a measured log does not give. What NCCL reads from its topology
+search, and a fit does not hold, is a parameter here: the ring's bus bandwidth (``nChannels * bw``,
+the same for the tree graph), the channel count for the per-channel caps, the GPU generation, whether
+links within a node are NVLink, and whether LL128 is enabled. ``latency_scale`` multiplies every
+latency: 1 is NCCL's own model; a fitted value keeps NCCL's structure with this machine's latencies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from collbench.errors import ConfigError
+from collbench.schedules.ops import Op
+
+NCCL_SOURCE = "NVIDIA/nccl v2.30.7 src/graph/tuning.cc"
+
+Arch = Literal["volta", "ampere", "hopper", "blackwell"]
+ARCHS: tuple[Arch, ...] = ("volta", "ampere", "hopper", "blackwell")
+PROTOCOLS = ("LL", "LL128", "Simple")
+_LL, _LL128, _SIMPLE = range(3)
+
+# baseLatencies (us), per protocol LL, LL128, Simple.
+_BASE_LAT = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
+# hwLatencies (us) per link class, algorithm and protocol.
+_HW_LAT = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)},
+    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)},
+}
+# llMaxBws (GB/s): [compcap index for one node, or CPU vendor (Intel 0, AMD 1) across nodes][min(nodes, 3) - 1].
+_LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (2 * 141.0, 2 * 45.0, 2 * 35.0))
+_PER_CH_RING_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (40.0, 40.0, 40.0))
+_PER_CH_TREE_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
+_PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
+# treeCorrectionFactor[protocol][log2(bytes / 64)], 64 B to 256 MiB.
+_TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0),
+    (0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9),
+)
+"""The first 23 entries of each row: ``ncclTopoGetAlgoTime`` reads them for ``0 <= logSize < 23`` only."""
+_NET_OVERHEAD_US = 1.0
+"""getNetOverhead on Intel x86 and unknown CPUs (AMD: 2.0); tripled for Simple."""
+
+DEFAULT_CHANNELS = 16
+"""Channels assumed for the per-channel caps and the ring's plateau test, where the topology is not known."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclMachine:
+    """What NCCL's topology search gives its cost model, and a fit does not hold."""
+
+    bus_bw_gbps: float
+    """The ring graph's bus bandwidth, ``nChannels * bw`` (the tree graph's taken the same)."""
+    arch: Arch = "hopper"
+    nvlink: bool = True
+    """Links within a node are NVLink (else PCI): picks ``hwLatencies``' class, and enables LL128."""
+    channels: int = DEFAULT_CHANNELS
+    amd_cpu: bool = False
+    latency_scale: float = 1.0
+    """Multiplies every latency; 1 is NCCL's own model."""
+    inter_bus_bw_gbps: float | None = None
+    """The bus bandwidth NCCL uses beyond two nodes (``bwInter``); None: the same as ``bus_bw_gbps``."""
+
+    def __post_init__(self) -> None:
+        if not self.bus_bw_gbps > 0 or not math.isfinite(self.bus_bw_gbps):
+            raise ConfigError(f"NCCL's model needs a positive bus bandwidth, got {self.bus_bw_gbps}")
+        if self.arch not in ARCHS:
+            raise ConfigError(f"unknown GPU generation {self.arch!r}; known: {', '.join(ARCHS)}")
+        if self.channels < 1 or not self.latency_scale >= 0:
+            raise ConfigError("NCCL's model needs at least one channel and a latency scale >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class NcclChoice:
+    """The (algorithm, protocol) NCCL's model prices cheapest at one size, and its time."""
+
+    algo: str
+    proto: str
+    time_us: float
+    latency_us: float
+
+
+def _steps(op: Op, ranks: int) -> int:
+    if op is Op.ALL_REDUCE:
+        return 2 * (ranks - 1)
+    if op in (Op.REDUCE_SCATTER, Op.ALL_GATHER):
+        return ranks - 1
+    return ranks
+
+
+def _candidates(op: Op) -> tuple[str, ...]:
+    # Broadcast, reduce, reduce-scatter and all-gather have only the ring among ring and tree.
+    return ("tree", "ring") if op is Op.ALL_REDUCE else ("ring",)
+
+
+def _bandwidth(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int) -> float:
+    """Algorithm bandwidth (GB/s) of (algo, proto): tuning.cc lines 306-382, ring and tree only."""
+    arch = ARCHS.index(machine.arch)
+    col = min(nodes, 3) - 1
+    ll_max = _LL_MAX_BW[arch if nodes == 1 else (1 if machine.amd_cpu else 0)][col]
+    inter = machine.inter_bus_bw_gbps if machine.inter_bus_bw_gbps is not None else machine.bus_bw_gbps
+    bus = machine.bus_bw_gbps if nodes <= 2 else inter
+    ch = machine.channels
+    if algo == "ring":
+        if proto == _LL:
+            bus = min(ll_max, bus * 0.5)
+        elif proto == _LL128:
+            bus = min(bus * 0.92, ch * _PER_CH_RING_LL128[arch][col])
+        return bus * ranks / _steps(op, ranks)
+    bus = min(bus * 0.92, ch * _PER_CH_TREE[arch][col])
+    if proto == _LL:
+        bus = min(bus / 3.8, ll_max)
+    elif proto == _LL128:
+        bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), ch * _PER_CH_TREE_LL128[arch][col])
+    return bus * 0.5
+
+
+def _latency(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int) -> float:
+    """Latency (us) of (algo, proto): tuning.cc lines 384-416, ring and tree only."""
+    intra_class = "nvlink" if machine.nvlink else "pci"
+    ppn = ranks / nodes
+    lat = _BASE_LAT[algo][proto]
+    intra = _HW_LAT[intra_class][algo][proto]
+    # With one rank per node the tree's network latency is exposed on every hop (line 387).
+    inter = _HW_LAT["net"]["tree" if ppn == 1 else algo][proto]
+    nsteps = _steps(op, ranks)
+    if algo == "ring":
+        if op in (Op.BROADCAST, Op.REDUCE):
+            hw = _HW_LAT[intra_class if nodes == 1 else "net"]["ring"][proto]
+            return lat + hw  # sameChannels: one hop's latency (line 397)
+        overhead = 0.0
+        if nodes > 1:
+            overhead = _NET_OVERHEAD_US * (2.0 if machine.amd_cpu else 1.0) * (3.0 if proto == _SIMPLE else 1.0)
+        intra = max(intra, overhead)
+        inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if op is Op.ALL_REDUCE else nodes - 1)
+        return lat + (nsteps - inter_steps) * intra + inter_steps * inter
+    if op is Op.ALL_REDUCE:
+        lat += 2 * ((ranks // nodes - 1) * intra + int(math.log2(nodes)) * inter)
+    return lat
+
+
+def _tree_correction(proto: int, size_bytes: float, smooth: bool) -> float:
+    """treeCorrectionFactor at ``log2(bytes >> 6)`` (NCCL's steps), or interpolated in log size.
+
+    NCCL's own table steps at powers of two, so its predicted time can fall when a size crosses one;
+    ``smooth`` interpolates between the table's entries instead, which keeps time rising with size
+    (a factor never grows by more than 25% per doubling).
+    """
+    table = _TREE_CORRECTION[proto]
+    units = size_bytes / 64.0
+    if units < 1:
+        return 1.0
+    x = math.log2(units)
+    if not smooth:
+        idx = math.floor(x)
+        return table[idx] if idx < len(table) else 1.0
+    # Interpolated between the entries, and from the last entry to 1 over the next doubling.
+    ends = (*table, 1.0)
+    if x >= len(ends) - 1:
+        return 1.0
+    lo = math.floor(x)
+    return ends[lo] + (ends[lo + 1] - ends[lo]) * (x - lo)
+
+
+def nccl_choice(
+    machine: NcclMachine, op: Op | str, ranks: int, nodes: int, size_bytes: float, *, smooth: bool = False
+) -> NcclChoice:
+    """The cheapest of ring and tree over LL, LL128 and Simple at one size, priced as NCCL does.
+
+    ``smooth`` interpolates the tree's correction factor (see :func:`_tree_correction`); without it the
+    model is NCCL's exactly. Raises ConfigError for fewer than 2 ranks or nodes that do not divide them.
+    """
+    the_op = op if isinstance(op, Op) else Op.parse(op)
+    if ranks < 2 or nodes < 1 or ranks % nodes:
+        raise ConfigError(f"NCCL's model needs 2 or more ranks spread evenly over the nodes, got {ranks} on {nodes}")
+    best: NcclChoice | None = None
+    # LL128 runs over NVLink (and NICs close enough); NCCL leaves it off over PCI (lines 518-536).
+    protos = (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
+    for algo in _candidates(the_op):
+        for proto in protos:
+            bw = _bandwidth(machine, the_op, algo, proto, ranks, nodes)
+            lat = _latency(machine, the_op, algo, proto, ranks, nodes)
+            if algo == "tree" and the_op is Op.ALL_REDUCE:
+                bw *= _tree_correction(proto, size_bytes, smooth)
+            ring_plateau = algo == "ring" and proto == _SIMPLE and nodes > 1 and the_op is Op.ALL_REDUCE
+            if ring_plateau and size_bytes / (machine.channels * ranks) >= 64:
+                lat *= 1.9 if machine.arch == "volta" else 1.4
+            lat *= machine.latency_scale
+            # GB/s is 10^3 bytes per microsecond.
+            time_us = lat + size_bytes / (1e3 * bw)
+            if best is None or time_us < best.time_us:
+                best = NcclChoice(algo, PROTOCOLS[proto], time_us, lat)
+    assert best is not None
+    return best
+
+
+def nccl_time_us(
+    machine: NcclMachine, op: Op | str, ranks: int, nodes: int, size_bytes: float, *, smooth: bool = False
+) -> float:
+    """NCCL's predicted time (us) of its cheapest ring or tree at one size: :func:`nccl_choice`'s."""
+    return nccl_choice(machine, op, ranks, nodes, size_bytes, smooth=smooth).time_us
+
+
+def peak_bus_bw_gbps(op: Op | str, ranks: int, sizes: list[float], times_us: list[float]) -> float:
+    """The largest bus bandwidth (GB/s) among measured points: what NCCL's topology search would find
+    its links to give, read from the measurement instead. Raises ConfigError when there is none."""
+    the_op = op if isinstance(op, Op) else Op.parse(op)
+    factor = the_op.spec.busbw_factor(ranks)
+    best = max((s / t / 1e3 * factor for s, t in zip(sizes, times_us, strict=True) if t > 0), default=0.0)
+    if not best > 0:
+        raise ConfigError("no measured point with a positive time to read a bus bandwidth from")
+    return best
+
+
+def calibrate(
+    machine: NcclMachine, op: Op | str, ranks: int, nodes: int, sizes: list[float], times_us: list[float]
+) -> NcclMachine:
+    """``machine`` with the latency scale and bus bandwidth that make NCCL's model (smoothed) follow the
+    measured times at their own shape best, in squared log error.
+
+    NCCL's structure (which algorithm and protocol at which size, how latency and bandwidth grow with
+    ranks and nodes) is kept; only the two numbers a machine sets are fitted, by a coarse grid then a
+    finer one around its best. Where the sizes cannot tell the latency (all large), the scale stays
+    near 1, NCCL's own, through a small pull towards it.
+    """
+    if not sizes:
+        raise ConfigError("no measured points to calibrate NCCL's model on")
+    logs = np.log(np.asarray(times_us, dtype=np.float64))
+    peak = peak_bus_bw_gbps(op, ranks, sizes, times_us)
+
+    def loss(scale: float, bus: float) -> float:
+        trial = _replace(machine, scale, bus)
+        model = [math.log(nccl_time_us(trial, op, ranks, nodes, s, smooth=True)) for s in sizes]
+        return float(np.sum((np.asarray(model) - logs) ** 2)) + 1e-3 * math.log(scale) ** 2
+
+    best = (loss(1.0, peak), 1.0, peak)
+    for span, centre_scale, centre_bus in ((4.0, 1.0, peak), (0.5, None, None)):
+        cs = best[1] if centre_scale is None else centre_scale
+        cb = best[2] if centre_bus is None else centre_bus
+        for i in range(-8, 9):
+            scale = cs * 2.0 ** (span * i / 8)
+            for j in range(-8, 9):
+                bus = cb * 2.0 ** (span / 4 * j / 8)
+                value = loss(scale, bus)
+                if value < best[0]:
+                    best = (value, scale, bus)
+    return _replace(machine, best[1], best[2])
+
+
+def _replace(machine: NcclMachine, latency_scale: float, bus_bw_gbps: float) -> NcclMachine:
+    return dataclasses.replace(machine, latency_scale=latency_scale, bus_bw_gbps=bus_bw_gbps)

@@ -1,0 +1,98 @@
+"""NCCL's own cost model (``collbench/models/nccl_cost.py``) against NVIDIA/nccl v2.30.7's
+``src/graph/tuning.cc``: the latencies and bandwidths it computes by hand from the source's formulas."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collbench.errors import ConfigError
+from collbench.models.nccl_cost import NcclMachine, calibrate, nccl_choice, nccl_time_us
+from collbench.schedules.ops import Op
+
+H100 = NcclMachine(bus_bw_gbps=300.0, arch="hopper")
+
+
+def test_tree_ll_latency_is_base_plus_intra_and_inter_hops() -> None:
+    # 16 ranks on 2 nodes: baseLat[Tree][LL] 6.8 + 2 ((ppn-1) x NVLink 0.6 + log2(2) x NET 5.0).
+    choice = nccl_choice(H100, Op.ALL_REDUCE, 16, 2, 8.0)
+    assert (choice.algo, choice.proto) == ("tree", "LL")
+    assert choice.latency_us == pytest.approx(6.8 + 2 * (7 * 0.6 + 1 * 5.0))
+
+
+def test_ring_simple_latency_and_bandwidth_at_a_large_size() -> None:
+    size = float(1 << 32)
+    choice = nccl_choice(H100, Op.ALL_REDUCE, 16, 2, size)
+    assert (choice.algo, choice.proto) == ("ring", "Simple")
+    # 2(n-1) = 30 steps, 2 (nodes-1) = 2 of them inter-node (NET 14.0); the others at
+    # max(NVLink 3.4, net overhead 1.0 x 3); then x1.4, the ring's plateau across nodes.
+    latency = (8.4 + 28 * 3.4 + 2 * 14.0) * 1.4
+    assert choice.latency_us == pytest.approx(latency)
+    algbw = 300.0 * 16 / 30
+    assert choice.time_us == pytest.approx(latency + size / (1e3 * algbw))
+
+
+def test_one_node_uses_nvlink_latencies_and_no_network_steps() -> None:
+    choice = nccl_choice(H100, Op.ALL_GATHER, 8, 1, 64.0)
+    assert choice.algo == "ring"  # all-gather has no tree
+    assert choice.latency_us == pytest.approx(6.6 + 7 * 0.6)
+
+
+def test_pci_machines_leave_ll128_off() -> None:
+    pci = dataclasses.replace(H100, nvlink=False)
+    protos = {nccl_choice(pci, Op.ALL_REDUCE, 2, 1, float(1 << k)).proto for k in range(3, 34)}
+    assert "LL128" not in protos
+
+
+def test_nccls_own_tree_correction_steps_and_the_smoothed_one_rises() -> None:
+    # The tree's correction factor jumps at powers of two; NCCL's model can price a larger size lower.
+    ll_tree = NcclMachine(bus_bw_gbps=40.0, arch="ampere", nvlink=False)
+    edge = 64.0 * (1 << 15)  # treeCorrectionFactor[Simple] goes from .5 to .6 here
+    before = nccl_choice(ll_tree, Op.ALL_REDUCE, 64, 64, edge - 1)
+    after = nccl_choice(ll_tree, Op.ALL_REDUCE, 64, 64, edge)
+    assert (before.algo, before.proto) == (after.algo, after.proto) == ("tree", "Simple")
+    assert after.time_us < before.time_us
+    smooth_before = nccl_time_us(ll_tree, Op.ALL_REDUCE, 64, 64, edge - 1, smooth=True)
+    smooth_after = nccl_time_us(ll_tree, Op.ALL_REDUCE, 64, 64, edge, smooth=True)
+    assert smooth_after >= smooth_before
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    ranks_per_node=st.sampled_from([1, 2, 4, 8]),
+    nodes=st.integers(1, 512),
+    bus=st.floats(5.0, 900.0),
+    arch=st.sampled_from(["volta", "ampere", "hopper", "blackwell"]),
+    sizes=st.lists(st.integers(1, 1 << 36), min_size=2, max_size=30),
+)
+def test_smoothed_model_never_falls_with_size(
+    ranks_per_node: int, nodes: int, bus: float, arch: str, sizes: list[int]
+) -> None:
+    ranks = ranks_per_node * nodes
+    if ranks < 2:
+        return
+    machine = NcclMachine(bus_bw_gbps=bus, arch=arch)  # type: ignore[arg-type]
+    times = [nccl_time_us(machine, Op.ALL_REDUCE, ranks, nodes, float(s), smooth=True) for s in sorted(sizes)]
+    assert all(b >= a for a, b in itertools.pairwise(times))
+
+
+def test_calibration_recovers_a_known_machine() -> None:
+    truth = dataclasses.replace(H100, latency_scale=2.5, bus_bw_gbps=180.0)
+    sizes = [float(1 << k) for k in range(3, 34)]
+    times = [nccl_time_us(truth, Op.ALL_REDUCE, 16, 2, s, smooth=True) for s in sizes]
+    found = calibrate(H100, Op.ALL_REDUCE, 16, 2, sizes, times)
+    assert found.latency_scale == pytest.approx(2.5, rel=0.1)
+    assert found.bus_bw_gbps == pytest.approx(180.0, rel=0.05)
+
+
+def test_bad_shapes_are_refused() -> None:
+    with pytest.raises(ConfigError):
+        nccl_choice(H100, Op.ALL_REDUCE, 1, 1, 8.0)
+    with pytest.raises(ConfigError):
+        nccl_choice(H100, Op.ALL_REDUCE, 6, 4, 8.0)
+    with pytest.raises(ConfigError):
+        NcclMachine(bus_bw_gbps=0.0)
