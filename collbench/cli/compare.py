@@ -170,7 +170,10 @@ def _run_line(run: RunFactor) -> str:
             f"[red]beyond the {100.0 * run.bound:g}% runs may drift, by more than its noise: a whole-run change[/red]"
         )
     elif run.beyond_noise:
-        verdict = f"[yellow]beyond noise[/yellow], within the {100.0 * run.bound:g}% runs may drift"
+        verdict = (
+            f"[yellow]beyond noise[/yellow], but not beyond the {100.0 * run.bound:g}% runs may drift"
+            " by more than its noise"
+        )
     else:
         verdict = "within noise"
     use = (
