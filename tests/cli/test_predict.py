@@ -82,3 +82,40 @@ def test_predict_refuses_negative_alpha_and_unreadable_files(tmp_path: Path) -> 
     for args in (["--fits", str(binary)], ["--profile", str(tmp_path)]):
         result = CliRunner().invoke(app, ["predict", "--ranks", "64", *args])
         assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+REAL_H100 = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+
+
+def test_predict_says_where_each_number_comes_from_and_how_sure_it_is(tmp_path: Path) -> None:
+    """The issue's example: the H100 2-node log's fit at 1,024 ranks on 128 nodes rises with size, and
+    every prediction names its fit, its scale and (away from the measured shape) no error claim."""
+    runner = CliRunner()
+    fitted = runner.invoke(app, ["fit", str(REAL_H100), "--json"])
+    assert fitted.exit_code == 0, fitted.output
+    fits = tmp_path / "f.json"
+    fits.write_text(fitted.stdout)
+    args = ["predict", "--fits", str(fits), "--ranks", "1024", "--nodes", "128", "--sizes", "32K,64K,1M"]
+    result = runner.invoke(app, [*args, "--measured-nodes", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    times = [p["time_us"] for p in doc["predictions"]]
+    assert times == sorted(times)
+    for p in doc["predictions"]:
+        assert p["fit"] == "all-reduce native nccl x16 on 2 nodes"
+        assert p["scale"] == 64 and p["scale_text"] == "x64 the measured world size"
+        assert p["error_pct"] is None and "NCCL's model" in p["basis"]
+    at_home = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "16", "--nodes", "2", "--sizes", "1M"])
+    assert at_home.exit_code == 0, at_home.output
+    assert "x16" in at_home.stdout and "±" in at_home.stdout  # measured there: the model's error is shown
+    text = runner.invoke(app, args)
+    assert text.exit_code == 0 and "x16 (x64)" in text.stdout
+    assert "does not say their node count" in text.stderr or "does not say how many nodes" in text.stderr
+
+
+def test_predict_refuses_a_bad_arch_or_node_count_in_one_line(tmp_path: Path) -> None:
+    fits = _fits_file(tmp_path)
+    for extra, message in [(["--nccl-arch", "kepler"], "--nccl-arch"), (["--measured-nodes", "3"], "spread evenly")]:
+        result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "8", *extra])
+        assert result.exit_code == 2, result.output
+        assert message in result.output and "Traceback" not in result.output
