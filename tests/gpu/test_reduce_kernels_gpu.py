@@ -1,7 +1,8 @@
 """collbench's CUDA reduction kernels against torch: every dtype, reduction, k, odd sizes, unaligned offsets.
 
 The kernels accumulate in float32 and round once per pass of up to 8 inputs, so the reference does the
-same float32 operations in the same order and the results must match exactly.
+same float32 operations in the same order and the results must match exactly (avg: one IEEE division
+of the float32 sum, as the kernel's; see ``reference``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,11 @@ def reference(sources: Sequence[torch.Tensor], redop: str, dtype: torch.dtype, a
         for s in chunk:
             acc = _combine(acc, s.float(), redop)
     if redop == "avg":
-        acc = acc / len(sources)
+        # The kernel divides (``acc / divisor``, IEEE division). ``acc / len(sources)`` would not: on
+        # CUDA torch multiplies by the reciprocal of a Python scalar (BinaryDivTrueKernel.cu), one ulp
+        # off the quotient for some values when len(sources) is not a power of two. A divisor on the
+        # device makes torch divide (its DivFunctor).
+        acc = acc / torch.full((), len(sources), dtype=torch.float32, device=acc.device)
     return acc.to(dtype)
 
 

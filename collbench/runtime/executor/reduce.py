@@ -1,7 +1,8 @@
 """Element-wise reductions the executor applies when a receive lands: ``dst = dst (op) src``.
 
 ``avg`` reduces as ``sum`` here; the executor divides by the world size once, at the end, so that
-the division happens in one place and rounds once (see ``executor.finish_avg``).
+the division happens in one place and rounds once (:func:`divide_exactly`, called by
+``schedule_runner.finish_avg``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,13 @@ from collections.abc import Sequence
 import torch
 
 REDUCING_OPS = ("sum", "prod", "min", "max", "avg")
+_EXACT_INTEGERS: dict[torch.dtype, int] = {
+    torch.float16: 1 << 11,
+    torch.bfloat16: 1 << 8,
+    torch.float32: 1 << 24,
+    torch.float64: 1 << 53,
+}
+"""The largest integer up to which every integer is exact in each floating dtype (its significand bits)."""
 
 
 def reduce_many(dst: torch.Tensor, sources: Sequence[torch.Tensor], redop: str) -> None:
@@ -41,3 +49,40 @@ def reduce_many(dst: torch.Tensor, sources: Sequence[torch.Tensor], redop: str) 
             torch.minimum(dst, src, out=dst)
         else:
             torch.maximum(dst, src, out=dst)
+
+
+def divide_exactly(values: torch.Tensor, divisor: int) -> None:
+    """``values /= divisor`` in place, correctly rounded (one rounding of the exact quotient) on every device.
+
+    Why not ``values.div_(divisor)``: on CUDA, torch divides by a Python scalar as a multiplication by
+    its reciprocal (``div_true_kernel_cuda`` in aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu: "if
+    the second operand is a CPU scalar, compute a * reciprocal(b) ... may lose one bit of precision"),
+    two roundings that for a divisor other than a power of two can land one ulp from the quotient
+    (float32: 5 / 3, 9 / 5, 7 / 6, 3 / 7). Divided by a tensor on the same device, torch runs its
+    ``DivFunctor`` (``a / b``: IEEE division in float32 and float64; float16 and bfloat16 divide in
+    float32 and round again, which stays correctly rounded because float32 has at least twice their
+    significand bits plus two, 24 >= 2 * 11 + 2). On the CPU, torch divides by a scalar already
+    (``div_true_kernel`` in aten/src/ATen/native/cpu/BinaryOpsKernel.cpp).
+
+    ``divisor`` must be at least 1; ``values`` a floating tensor. Raises ValueError otherwise.
+    """
+    if divisor < 1:
+        raise ValueError(f"divisor must be at least 1, got {divisor}")
+    if not values.dtype.is_floating_point:
+        raise ValueError(f"divide_exactly needs a floating dtype, got {values.dtype}")
+    if divisor == 1 or values.numel() == 0:
+        return
+    if values.device.type == "cpu":
+        values.div_(divisor)
+        return
+    exact = _EXACT_INTEGERS.get(values.dtype, 0)
+    if divisor <= exact:
+        # The tensor takes values' dtype (the iterator casts a divisor of another dtype to it), which
+        # holds the divisor exactly up to ``exact``.
+        values.div_(values.new_full((), divisor))
+        return
+    # A divisor the dtype cannot hold (more than 256 ranks in bfloat16): divide in float32 and round
+    # once to the dtype, as above.
+    wide = values.float()
+    wide.div_(wide.new_full((), divisor))
+    values.copy_(wide)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from collbench.runtime.executor.reduce import reduce_many
+from collbench.runtime.executor.reduce import divide_exactly, reduce_many
 from collbench.schedules.ir import Schedule, Step
 from collbench.schedules.ops import Op, chunk_bounds
 
@@ -290,7 +290,8 @@ def finish_avg(schedule: Schedule, buffer: torch.Tensor, rank: int) -> None:
     """Divide the rank's reduced elements by the world size: avg is a sum, then one division."""
     span = result_range(schedule, rank)
     if span is not None and schedule.world_size > 1:
-        buffer[span[0] : span[1]].div_(schedule.world_size)
+        # Not div_(world_size): on CUDA that multiplies by the reciprocal (see divide_exactly).
+        divide_exactly(buffer[span[0] : span[1]], schedule.world_size)
 
 
 def run_schedule(

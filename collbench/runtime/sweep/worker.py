@@ -318,7 +318,7 @@ def _measure(
         def in_step() -> None:
             dist.all_reduce(tick, group=ctx.control)
 
-        wrong_total = torch.tensor([check_buffers(bufs, job.redop, cfg.seed, in_step)], dtype=torch.int64)
+        wrong_total = torch.tensor([_count_wrong(job, point, bufs, in_step)], dtype=torch.int64)
         dist.all_reduce(wrong_total, group=ctx.control)
         flags[1] = wrong_total[0]
     if int(flags[0]) > 0:
@@ -385,6 +385,16 @@ def _measure(
         bimodal=stalls.bimodal,
         time_us_p25=quantile(samples, 0.25),
     )
+
+
+def _count_wrong(job: SweepJob, point: SweepPoint, bufs: PointBuffers, between_chunks: Callable[[], None]) -> int:
+    """Wrong elements after the point's untimed call: exact, except NCCL's own avg (within its rounding)."""
+    if job.redop == "avg" and job.backend == "nccl" and is_native(point.algo) and point.op.spec.reduces:
+        # NCCL premultiplies each input by 1/n rounded and sums: not the correctly rounded S/n.
+        from collbench.runtime.cuda.nccl_avg import check_nccl_avg
+
+        return check_nccl_avg(bufs, job.config.seed, between_chunks)
+    return check_buffers(bufs, job.redop, job.config.seed, between_chunks)
 
 
 def _reduce_path(point: SweepPoint, device: torch.device, dtype: torch.dtype) -> str | None:
