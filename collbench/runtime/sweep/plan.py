@@ -167,6 +167,12 @@ def resolve_algos(
     return per_op
 
 
+ONE_RANK_NO_ALGORITHM = (
+    "NCCL runs no algorithm on one rank (ncclLaunchOneRank in NCCL's src/enqueue.cc: a copy, or nothing at "
+    "all in place)"
+)
+
+
 def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, list[str]], skipped: list[str]) -> None:
     # Imported here only: the NCCL modules belong to the GPU side.
     from collbench.nccl.support import unsupported_reason
@@ -180,6 +186,10 @@ def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, 
         # NCCL fails communicator creation on an algorithm it does not know: refuse it here, in one line.
         check_variant_supported(variant, version)
     shape = comm_shape(config)
+    if shape.world_size == 1:
+        # Rows of a forced variant would name an algorithm that never ran.
+        skipped.append(f"{variant.name}: {ONE_RANK_NO_ALGORITHM}, so there is nothing to force; skipped")
+        return
     reasons: list[str] = []
     for op in ops:
         reason = unsupported_reason(op.value, variant.algo, variant.proto, version, shape)

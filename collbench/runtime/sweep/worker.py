@@ -40,7 +40,7 @@ from collbench.runtime.executor.timing import AutoIters, IterationTimer, make_ti
 from collbench.runtime.host.environment import RunEnvironment, run_environment
 from collbench.runtime.launch.ranks import RankContext
 from collbench.runtime.sweep.files import resumed_rows
-from collbench.runtime.sweep.plan import SweepJob
+from collbench.runtime.sweep.plan import ONE_RANK_NO_ALGORITHM, SweepJob
 from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
 from collbench.schedules.registry import get_algorithm
 from collbench.units import format_bytes
@@ -86,6 +86,8 @@ def plan_points(
     seg = cfg.segment_bytes or default_segment_bytes(device)
     points: list[SweepPoint] = []
     notes: list[str] = []
+    if world_size == 1 and job.backend == "nccl" and any(is_native(a) for _, algos in job.algos for a in algos):
+        notes.append(f"{ONE_RANK_NO_ALGORITHM}: native rows carry no nccl_algo or nccl_proto")
     for op, algos in job.algos:
         if cfg.interleave:
             pairs = [(algo, size) for size in job.sizes for algo in algos]
@@ -380,7 +382,7 @@ def _measure(
         nccl_algo=nccl_algo,
         nccl_proto=nccl_proto,
         timestamp=time.time(),
-        reduce_path=_reduce_path(point, ctx.device, dtype),
+        reduce_path=_reduce_path(point, ctx.device, dtype, ws),
         stall_fraction=round(stalls.fraction, 4),
         bimodal=stalls.bimodal,
         time_us_p25=quantile(samples, 0.25),
@@ -397,9 +399,12 @@ def _count_wrong(job: SweepJob, point: SweepPoint, bufs: PointBuffers, between_c
     return check_buffers(bufs, job.redop, job.config.seed, between_chunks)
 
 
-def _reduce_path(point: SweepPoint, device: torch.device, dtype: torch.dtype) -> str | None:
-    """The reduction path the point's own algorithm took (None: native, or nothing reduced)."""
-    if is_native(point.algo) or not point.op.spec.reduces:
+def _reduce_path(point: SweepPoint, device: torch.device, dtype: torch.dtype, world_size: int) -> str | None:
+    """The reduction path the point's own algorithm took (None: native, or nothing reduced).
+
+    Nothing is reduced on one rank: a schedule of one rank has no step, and avg divides by 1 not at all.
+    """
+    if is_native(point.algo) or not point.op.spec.reduces or world_size == 1:
         return None
     if device.type != "cuda":
         return "torch-ops"
