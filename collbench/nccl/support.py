@@ -18,6 +18,11 @@ Facts from NCCL's source (NVIDIA/nccl), tags v2.14.3-1 to v2.30.7-1:
 
 Whether the hardware has NVLS (NVSwitch with multicast) is not known up front: a variant NCCL still
 refuses fails its own points, not the run.
+
+:func:`tune_variants` is what ``collbench tune`` measures on NCCL: every runnable algorithm x protocol,
+each at NCCL's own channel count and at :data:`TUNE_CHANNEL_COUNTS`. At one rank NCCL runs no
+algorithm at all (``ncclLaunchOneRank`` in ``src/enqueue.cc`` copies the buffer, or does nothing in
+place), so there is nothing to force and nothing is measured.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 
 from collbench.errors import UnknownNameError
 from collbench.nccl.algorithms import ALGORITHM_SINCE, ALGORITHMS, PROTOCOLS, NcclVersion, algorithm_named
+from collbench.nccl.variants import COMM_CHANNELS_SINCE, NativeVariant, max_channels_for
 from collbench.schedules.ops import Op
 
 OPS: tuple[str, ...] = tuple(op.value for op in Op)
@@ -106,3 +112,45 @@ def unsupported_reason(
 def supported_algorithms(op: str, nccl_version: NcclVersion | None, shape: CommShape) -> tuple[str, ...]:
     """The algorithms NCCL ``nccl_version`` can be forced to for ``op`` on ``shape``."""
     return tuple(a for a in ALGORITHMS if unsupported_reason(op, a, None, nccl_version, shape) is None)
+
+
+TUNE_CHANNEL_COUNTS: tuple[int, ...] = (4, 16, 32)
+"""The channel counts a tune forces each algorithm/protocol pair to, besides NCCL's own count: few
+(fewer SMs busy, less setup per call), about what NCCL sets up on a machine of NVLink GPUs, and the
+most every NCCL with per-communicator bounds holds (``MAXCHANNELS`` 32 before 2.25)."""
+
+
+def runnable_pairs(op: str, nccl_version: NcclVersion | None, shape: CommShape) -> tuple[tuple[str, str], ...]:
+    """Every (algorithm, protocol) NCCL ``nccl_version`` can be forced to for ``op`` on ``shape``, in
+    :data:`ALGORITHMS` then :data:`PROTOCOLS` order."""
+    return tuple(
+        (algo, proto)
+        for algo in ALGORITHMS
+        for proto in PROTOCOLS
+        if unsupported_reason(op, algo, proto, nccl_version, shape) is None
+    )
+
+
+def tune_variants(
+    op: str,
+    nccl_version: NcclVersion | None,
+    shape: CommShape,
+    channel_counts: tuple[int, ...] = TUNE_CHANNEL_COUNTS,
+) -> tuple[NativeVariant, ...]:
+    """The forced variants a tune of ``op`` measures: each runnable algorithm x protocol at NCCL's own
+    channel count, then at each of ``channel_counts`` this NCCL holds per communicator.
+
+    Empty at one rank (NCCL runs no algorithm there). Channel counts are left out for an NCCL before
+    ``ncclConfig_t`` had ``minCTAs``/``maxCTAs`` (2.17), and each count above its ``MAXCHANNELS``.
+    """
+    if shape.world_size < 2:
+        return ()
+    counts = channel_counts
+    if nccl_version is not None:
+        most = max_channels_for(nccl_version)
+        counts = () if nccl_version < COMM_CHANNELS_SINCE else tuple(c for c in counts if c <= most)
+    variants: list[NativeVariant] = []
+    for algo, proto in runnable_pairs(op, nccl_version, shape):
+        variants.append(NativeVariant(algo, proto))
+        variants.extend(NativeVariant(algo, proto, count) for count in counts)
+    return tuple(variants)

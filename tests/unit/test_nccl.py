@@ -16,11 +16,14 @@ from collbench.nccl.tuning_log import TuningChoice, choice_for, parse_tuning_lin
 from collbench.nccl.variants import (
     NativeVariant,
     all_variants,
+    channel_bounds,
     check_variant_supported,
     is_native,
+    max_channels_for,
     parse_native_variant,
     parse_version,
     variant_env,
+    variant_process_env,
 )
 from collbench.runtime.cuda import nccl
 
@@ -287,3 +290,72 @@ def test_tuning_log_reader_returns_only_new_lines(tmp_path: Path) -> None:
         f.write("ee proto LL channel{Lo..Hi}={0..1}\n")
     assert [(c.size_bytes, c.algo) for c in reader.new_choices()] == [(256, "Tree")]
     assert reader.new_choices() == []
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("native:ring/simple@16ch", NativeVariant("Ring", "Simple", 16)),
+        ("native:tree/LL128@4CH", NativeVariant("Tree", "LL128", 4)),
+        ("native:nvls @ 32ch", NativeVariant("NVLS", None, 32)),
+        ("native:*@8ch", NativeVariant(None, None, 8)),
+        ("native@8ch", NativeVariant(None, None, 8)),
+        ("native:ring/ll@64ch", NativeVariant("Ring", "LL", 64)),
+    ],
+)
+def test_parse_channel_count(name: str, expected: NativeVariant) -> None:
+    assert parse_native_variant(name) == expected
+    assert is_native(name)
+
+
+@pytest.mark.parametrize("name", ["native:ring@0ch", "native:ring@65ch", "native:ring@4", "native:ring@ch", "native@x"])
+def test_bad_channel_count_is_one_line(name: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_native_variant(name)
+    assert "\n" not in str(info.value) and "ch" in str(info.value)
+
+
+def test_variant_refuses_a_channel_count_nccl_cannot_hold() -> None:
+    for bad in (0, 65, True):
+        with pytest.raises(ConfigError):
+            NativeVariant("Ring", "Simple", bad)
+
+
+@given(
+    st.sampled_from((None, *ALGORITHMS)),
+    st.sampled_from((None, *PROTOCOLS)),
+    st.one_of(st.none(), st.integers(min_value=1, max_value=64)),
+)
+def test_name_round_trips_with_channels(algo: str | None, proto: str | None, channels: int | None) -> None:
+    variant = NativeVariant(algo, proto, channels)
+    assert parse_native_variant(variant.name) == variant
+    assert is_native(variant.name)
+    assert variant.forced == (algo is not None or proto is not None or channels is not None)
+
+
+def test_channel_count_is_forced_per_communicator_not_through_the_environment() -> None:
+    # NCCL_MIN/MAX_NCHANNELS are NCCL_PARAMs, cached in a function-local static the first time NCCL
+    # reads them (src/include/param.h): set around a second communicator of a process they do nothing.
+    # The communicator's ncclConfig_t minCTAs/maxCTAs is read per communicator (src/graph/connect.cc).
+    variant = parse_native_variant("native:ring/simple@16ch")
+    assert variant_env(variant) == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}
+    assert channel_bounds(variant) == (16, 16)
+    assert channel_bounds(parse_native_variant("native:ring/simple")) is None
+    assert variant_process_env(variant) == {
+        "NCCL_ALGO": "Ring",
+        "NCCL_PROTO": "Simple",
+        "NCCL_MIN_NCHANNELS": "16",
+        "NCCL_MAX_NCHANNELS": "16",
+    }
+
+
+def test_check_variant_supported_channel_counts() -> None:
+    check_variant_supported(parse_native_variant("native:ring/simple@32ch"), (2, 17, 1))
+    check_variant_supported(parse_native_variant("native:ring/simple@64ch"), (2, 25, 1))
+    with pytest.raises(ConfigError) as info:
+        check_variant_supported(parse_native_variant("native:ring/simple@4ch"), (2, 16, 5))
+    assert "minCTAs" in str(info.value) and "2.17" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        check_variant_supported(parse_native_variant("native:ring/simple@64ch"), (2, 24, 3))
+    assert "at most 32" in str(info.value)
+    assert max_channels_for((2, 24, 3)) == 32 and max_channels_for((2, 25, 0)) == 64

@@ -18,7 +18,14 @@ from collbench.nccl.algorithms import (
     canonical_proto,
     protocol_number,
 )
-from collbench.nccl.support import CommShape, supported_algorithms, unsupported_reason
+from collbench.nccl.support import (
+    TUNE_CHANNEL_COUNTS,
+    CommShape,
+    runnable_pairs,
+    supported_algorithms,
+    tune_variants,
+    unsupported_reason,
+)
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import why_not
 
@@ -129,3 +136,30 @@ def test_sweep_and_exports_agree_collnet_runs_simple_only() -> None:
                 sweep_runs = unsupported_reason(op.value, a.env, proto, V230, everything) is None
                 export_runs = why_not(op, a, number, nodes=2, ranks=2) is None
                 assert sweep_runs == export_runs, (op, a.env, proto)
+
+
+def test_tune_variants_every_runnable_algorithm_protocol_and_channel_count() -> None:
+    # One node of 8: Ring and Tree with LL, LL128, Simple; NVLS with Simple only; NVLSTree off on one
+    # node; CollNet off without NCCL_COLLNET_ENABLE; PAT never for all-reduce (tuning.cc).
+    variants = tune_variants("all-reduce", V230, ONE_NODE_8)
+    pairs = [(v.algo, v.proto) for v in variants if v.channels is None]
+    ring_tree = [(a, p) for a in ("Ring", "Tree") for p in ("LL", "LL128", "Simple")]
+    assert pairs == [*ring_tree, ("NVLS", "Simple")]
+    assert pairs == list(runnable_pairs("all-reduce", V230, ONE_NODE_8))
+    assert len(variants) == len(pairs) * (1 + len(TUNE_CHANNEL_COUNTS))
+    assert {v.channels for v in variants} == {None, *TUNE_CHANNEL_COUNTS}
+    assert len({v.name for v in variants}) == len(variants)  # each is a row of its own
+    for v in variants:
+        assert unsupported_reason("all-reduce", v.algo, v.proto, V230, ONE_NODE_8) is None
+
+
+def test_tune_variants_per_op_version_and_shape() -> None:
+    # Broadcast runs Ring only; PAT joins all-gather from 2.23 with one GPU per node.
+    assert {v.algo for v in tune_variants("broadcast", V230, ONE_NODE_8)} == {"Ring"}
+    assert "PAT" in {v.algo for v in tune_variants("all-gather", (2, 23, 4), FOUR_NODES_4)}
+    assert "PAT" not in {v.algo for v in tune_variants("all-gather", (2, 22, 3), FOUR_NODES_4)}
+    # ncclConfig_t minCTAs/maxCTAs arrived in 2.17: no channel variants before.
+    assert {v.channels for v in tune_variants("all-reduce", (2, 16, 5), ONE_NODE_8)} == {None}
+    # ncclLaunchOneRank: at one rank NCCL runs no algorithm, so nothing is forced.
+    assert tune_variants("all-reduce", V230, CommShape(world_size=1)) == ()
+    assert tune_variants("all-reduce", None, ONE_NODE_8) == tune_variants("all-reduce", (99, 0, 0), ONE_NODE_8)

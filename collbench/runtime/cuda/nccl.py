@@ -28,7 +28,7 @@ from typing import Any
 
 from collbench.errors import BackendUnavailableError, ConfigError
 from collbench.nccl.tuning_log import TuningChoice, parse_tuning_log
-from collbench.nccl.variants import NativeVariant, variant_env
+from collbench.nccl.variants import NativeVariant, channel_bounds, variant_env
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +56,19 @@ def variant_group(variant: NativeVariant, ranks: list[int] | None = None) -> Ite
     communicator is created inside the variant's environment (NCCL reads NCCL_ALGO/NCCL_PROTO when it
     creates a communicator) by one small all-reduce, so torch's lazy creation cannot happen later,
     outside it. For plain ``native`` any inherited NCCL_ALGO/NCCL_PROTO stays in force, as the user set it.
+    A channel count goes in the communicator's own ``ncclConfig_t`` (``min_ctas``/``max_ctas``):
+    NCCL_MIN/MAX_NCHANNELS are read once per process (:mod:`collbench.nccl.variants`).
     """
     import torch
     import torch.distributed as dist
 
+    options = None
+    bounds = channel_bounds(variant)
+    if bounds is not None:
+        options = dist.ProcessGroupNCCL.Options()
+        options.config.min_ctas, options.config.max_ctas = bounds
     with applied_env(variant_env(variant)):
-        group = dist.new_group(ranks=ranks, backend="nccl")
+        group = dist.new_group(ranks=ranks, backend="nccl", pg_options=options)
         probe = torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()))
         dist.all_reduce(probe, group=group)
         torch.cuda.synchronize()
