@@ -171,7 +171,7 @@ def tune(
         for line in stall_report(outcome.rows):
             err_console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
         for note in outcome.notes:
-            err_console.print(f"[yellow]note[/yellow]: {note}")
+            err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=True)
     for note in shapes.notes:
         err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=True)
     for outcome in shapes.outcomes:

@@ -42,9 +42,7 @@ def plan_placement(config: TuneConfig, notes: list[str]) -> Placement:
 
         topology = load_topology(config.topology_path)
     else:
-        from collbench.topology.sources import discover_topology
-
-        topology = discover_topology(ranks=config.ranks)
+        topology = topology_for_ranks(config, notes)
     if config.ranks is None:
         return Placement(topology=topology)
     from collbench.layouts.plan import plan_layout
@@ -55,6 +53,53 @@ def plan_placement(config: TuneConfig, notes: list[str]) -> Placement:
         notes.append(f"layout not planned ({exc}); rank order used")
         return Placement(topology=topology)
     return Placement(topology=topology, layout=layout)
+
+
+def topology_for_ranks(config: TuneConfig, notes: list[str]) -> Topology:
+    """This machine as the tune's ranks use it: its GPUs under NCCL, the host's CPUs under gloo.
+
+    Local ranks that run over gloo (``--backend gloo``, or ``auto`` with fewer GPUs than ranks: NCCL
+    runs one rank per GPU) run on CPUs, so a GPU topology would name devices they never use and hold
+    fewer ranks than they are (one GPU, four ranks). Their topology is the host's, as their rows'
+    fingerprints are; where GPUs were there, ``notes`` gets one line saying why they were not used.
+    """
+    from collbench.topology.sources import discover_topology
+
+    if config.ranks is None:  # under a launcher: the ranks are its job's
+        return discover_topology()
+    from collbench.runtime.launch.ranks import resolve_backend
+
+    asked = config.backend.strip().lower()
+    if asked == "nccl" or resolve_backend(config.backend, config.ranks) == "nccl":
+        return discover_topology(ranks=config.ranks)
+    import torch
+
+    from collbench.topology.host import host_topology
+
+    cuda_gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not cuda_gpus:
+        # No GPU for torch: NVML says why there is none (no driver, no library), or, where it sees
+        # GPUs that torch does not (a CPU-only build of torch), the ranks leave them unused.
+        found = discover_topology()
+        if not found.gpus:
+            return host_topology(config.ranks, found.note)
+        why = (
+            f"NVML shows {_gpus(len(found.gpus))} but torch {torch.__version__} sees none (a CPU-only build?): "
+            f"{config.ranks} CPU ranks over gloo, on this host's CPUs"
+        )
+    elif asked == "gloo":
+        return host_topology(config.ranks, "--backend gloo: the ranks run on this host's CPUs")
+    else:
+        why = (
+            f"{_gpus(cuda_gpus)} for {config.ranks} ranks and NCCL runs one rank per GPU: "
+            f"{config.ranks} CPU ranks over gloo, on this host's CPUs"
+        )
+    notes.append(why)
+    return host_topology(config.ranks, why)
+
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
 
 
 def layout_ran(rows: Sequence[ResultRow], layout: Layout | None) -> Layout | None:
