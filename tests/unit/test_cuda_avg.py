@@ -156,8 +156,15 @@ def _orders(n: int) -> list[list[int]]:
 
 @pytest.mark.parametrize(
     ("dtype", "n"),
-    [(torch.float32, 3), (torch.float32, 6), (torch.float32, 7), (torch.float16, 3), (torch.float16, 6)]
-    + [(torch.bfloat16, 3), (torch.bfloat16, 6)],
+    [
+        (torch.float32, 3),
+        (torch.float32, 6),
+        (torch.float32, 7),
+        (torch.float16, 3),
+        (torch.float16, 6),
+        (torch.bfloat16, 3),
+        (torch.bfloat16, 6),
+    ],
     ids=str,
 )
 def test_a_correct_nccl_avg_fails_the_exact_check(dtype: torch.dtype, n: int) -> None:

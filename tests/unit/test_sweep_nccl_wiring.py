@@ -123,6 +123,9 @@ class _Timer:
         self.calls.append("time")
         return [1.0] * iters
 
+    def sample_iters(self, iters: int) -> list[int]:
+        return [1] * iters
+
 
 def test_cuda_is_synchronised_before_each_timing_barrier(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []

@@ -1,16 +1,28 @@
-"""Per-iteration times of GPU work from CUDA events on the current stream (the IterationTimer for CUDA).
+"""Times of GPU work from CUDA events on the current stream (the IterationTimer for CUDA).
 
-Events are recorded back to back on the current stream: one before the first iteration and one after
-each, so iteration ``i`` takes ``elapsed(e[i], e[i+1])``, gaps included (a GPU waiting for the host or
-for another rank is part of the collective's time, as with nccl-tests). torch's collectives run on
-NCCL's own stream but make the current stream wait for them (``async_op=False``), so the events
-close after the collective has finished.
+Without graphs, iterations are timed in rounds of up to ``ROUND_ITERS``, back to back: one event
+before the first iteration and one after each round's last, so a round takes ``elapsed(e[k], e[k+1])``,
+gaps included (a GPU waiting for the host or for another rank is part of the collective's time).
+That is how nccl-tests times its loop (``BenchTime`` in NVIDIA/nccl-tests src/common.cu: the ``-n``
+iterations are launched back to back inside one timer, then the stream is synchronised and the
+elapsed time divided by the iterations). An event recorded after every iteration, as this timer did
+before, puts a host call (torch's ``Event.record``, a ``cudaEventRecord``) between every two
+collectives, and a GPU that finishes a small collective sooner than the host issues the next one
+waits for it: each iteration's time then included that call. A round of ``k`` iterations pays for
+one record instead of ``k``. Each round gives one sample, its mean time per iteration
+(:meth:`CudaEventTimer.sample_iters` says how many iterations each covers): single iterations are
+not timed, so a row's spread (min, max, p25, stalls) is over rounds. Where the host issues calls more
+slowly than the GPU runs them (torch's dispatch of a small collective), the time is the host's pace
+per call, as nccl-tests' is without ``-G``; ``--cuda-graph`` takes the host out.
+
+torch's collectives run on NCCL's own stream but make the current stream wait for them
+(``async_op=False``), so the events close after the collective has finished.
 
 With ``cuda_graph=True`` the timed iterations are captured into one CUDA graph and the graph is
 launched, as nccl-tests' ``-G`` does, so the host's launch cost leaves small-message latency. Events
-recorded inside the graph (external event-record nodes, torch's ``Event(external=True)``) still give
-per-iteration times; where this torch cannot record them, the graph launch is timed as a whole and
-each iteration gets the mean.
+recorded inside the graph (external event-record nodes, torch's ``Event(external=True)``) are nodes
+the GPU runs with no host call between iterations, so they give per-iteration times; where this torch
+cannot record them, the graph launch is timed as a whole and each iteration gets the mean.
 
 One graph per timed function: ``-n auto`` times a point in several batches, and capturing anew for
 each would re-time graph instantiation and upload (the first launch of a graph uploads it). The
@@ -30,6 +42,14 @@ MAX_GRAPH_ITERS = 1024
 """Iterations captured in one graph at most; more are timed as several launches of it."""
 MIN_GRAPH_ITERS = 16
 """Iterations captured in one graph at least, so that later, larger batches need few launches."""
+ROUND_ITERS = 20
+"""Iterations timed by one pair of events without graphs at most (nccl-tests' default ``-n``)."""
+ROUNDS_NOTE = (
+    f"CUDA events time rounds of up to {ROUND_ITERS} iterations, one pair around each as nccl-tests "
+    "times its loop: a row's time_us, min, max, p25 and stalls are over the rounds' means per "
+    "iteration, not single iterations"
+)
+"""What a sweep says once when rows are timed in rounds (GPU rows without ``--cuda-graph``)."""
 
 
 class CudaEventTimer:
@@ -45,17 +65,31 @@ class CudaEventTimer:
         self.captures = 0
         """Graphs captured so far (one per timed function)."""
 
-    def time_iterations(self, fn: Callable[[], object], iters: int) -> list[float]:
-        """Microseconds of each of ``iters`` calls of ``fn``. Raises ValueError when ``iters < 1``."""
+    def sample_iters(self, iters: int) -> list[int]:
+        """How many iterations each value :meth:`time_iterations` returns for ``iters`` covers, in order.
+
+        Graphs: one each (events inside the graph). Otherwise rounds as even as can be, none longer
+        than ``ROUND_ITERS`` (45 iterations: 15, 15, 15). Raises ValueError when ``iters < 1``.
+        """
         if iters < 1:
             raise ValueError(f"iters must be >= 1, got {iters}")
+        if self.cuda_graph:
+            return [1] * iters
+        return round_sizes(iters)
+
+    def time_iterations(self, fn: Callable[[], object], iters: int) -> list[float]:
+        """Microseconds per iteration of ``iters`` calls of ``fn``, one value per :meth:`sample_iters` entry.
+
+        Raises ValueError when ``iters < 1``, RuntimeError without CUDA.
+        """
+        sizes = self.sample_iters(iters)
         import torch
 
         if not torch.cuda.is_available():
             raise RuntimeError("CudaEventTimer needs CUDA; use the CPU timer on machines without a GPU")
         if self.cuda_graph:
             return self._time_graph(fn, iters)
-        return _time_stream(fn, iters)
+        return _time_rounds(fn, sizes)
 
     def _time_graph(self, fn: Callable[[], object], iters: int) -> list[float]:
         graph, events, size = self._graph_for(fn, iters)
@@ -78,16 +112,25 @@ class CudaEventTimer:
         return graph, events, size
 
 
-def _time_stream(fn: Callable[[], object], iters: int) -> list[float]:
+def round_sizes(iters: int) -> list[int]:
+    """``iters`` split into the fewest rounds of at most ``ROUND_ITERS``, as even as can be (longer first)."""
+    rounds = -(-iters // ROUND_ITERS)
+    base, extra = divmod(iters, rounds)
+    return [base + 1] * extra + [base] * (rounds - extra)
+
+
+def _time_rounds(fn: Callable[[], object], sizes: list[int]) -> list[float]:
+    """Microseconds per iteration of each round of ``sizes[k]`` calls, one event between rounds."""
     import torch
 
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(len(sizes) + 1)]
     events[0].record()
-    for i in range(iters):
-        fn()
-        events[i + 1].record()
+    for k, size in enumerate(sizes):
+        for _ in range(size):
+            fn()
+        events[k + 1].record()
     events[-1].synchronize()
-    return [events[i].elapsed_time(events[i + 1]) * 1000.0 for i in range(iters)]
+    return [events[k].elapsed_time(events[k + 1]) * 1000.0 / size for k, size in enumerate(sizes)]
 
 
 def _external_events(n: int) -> list[Any] | None:

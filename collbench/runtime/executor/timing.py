@@ -2,7 +2,9 @@
 
 Conventions (DESIGN.md, as nccl-tests): warm-up is not timed; ranks meet at a barrier before timing;
 every rank times every iteration; an iteration's time is its slowest rank's (the collective is done
-when the last rank is done); a point keeps p50, mean, min and max over iterations.
+when the last rank is done); a point keeps p50, mean, min and max over iterations. A timer may time
+several iterations as one sample (the CUDA timer's rounds): then a sample is their mean, its time the
+slowest rank's mean, and the statistics are over samples (``IterationTimer.sample_iters``).
 
 ``-n auto`` runs batches until the median is known to within ``target_rel`` (2%): the confidence
 interval of a median from order statistics needs no assumption about the distribution, which is
@@ -22,9 +24,14 @@ import torch
 
 
 class IterationTimer(Protocol):
-    """Times ``iters`` back-to-back calls of ``fn``; returns microseconds per iteration."""
+    """Times ``iters`` back-to-back calls of ``fn``; returns microseconds per iteration, one value per sample."""
 
     def time_iterations(self, fn: Callable[[], object], iters: int) -> list[float]: ...
+
+    def sample_iters(self, iters: int) -> list[int]:
+        """How many of the ``iters`` calls each value of ``time_iterations`` covers, in order (summing to
+        ``iters``); the same on every rank, so that ranks' samples pair up."""
+        ...
 
 
 class CpuTimer:
@@ -40,6 +47,10 @@ class CpuTimer:
             fn()
             append((clock() - t0) / 1000.0)
         return times
+
+    def sample_iters(self, iters: int) -> list[int]:
+        """One iteration per sample: every call is timed on its own."""
+        return [1] * iters
 
 
 def make_timer(device: torch.device | str, cuda_graph: bool = False) -> IterationTimer:
@@ -120,19 +131,24 @@ class AutoIters:
     batch_s: float = 0.2
     """Longest batch between two decisions (each decision is one small gather and broadcast)."""
 
-    def next_batch(self, samples: Sequence[float], elapsed_s: float) -> int:
-        """Iterations to run next, given the slowest-rank samples so far; 0 to stop."""
+    def next_batch(self, samples: Sequence[float], elapsed_s: float, iters_done: int | None = None) -> int:
+        """Iterations to run next, given the slowest-rank samples so far; 0 to stop.
+
+        ``samples`` are microseconds per iteration; ``iters_done`` the iterations they cover (None: one
+        each). The median's interval needs ``min_iters`` samples, however many iterations they cover.
+        """
         n = len(samples)
+        done = n if iters_done is None else iters_done
         if n == 0:
             return self.min_iters
-        if n >= self.max_iters or elapsed_s >= self.budget_s:
+        if done >= self.max_iters or elapsed_s >= self.budget_s:
             return 0
         if n >= self.min_iters and self.precise_enough(samples):
             return 0
         per_iter_s = max(statistics.median(samples) * 1e-6, 1e-7)
         room = min(self.budget_s - elapsed_s, self.batch_s) / per_iter_s
         # Double the sample each time: the interval narrows like 1/sqrt(n), so a few decisions suffice.
-        batch = min(n, int(room), self.max_iters - n)
+        batch = min(done, int(room), self.max_iters - done)
         return max(batch, 1)
 
     def precise_enough(self, samples: Sequence[float]) -> bool:

@@ -175,6 +175,11 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         ctx.report({"kind": "note", "text": graph_note})
     plain_timer = make_timer(ctx.device)
     graph_timer = make_timer(ctx.device, cuda_graph=True) if graphs else plain_timer
+    if ctx.device.type == "cuda" and any(p.algo not in graphs for p in todo):
+        # Imported here only: the CUDA module belongs to the GPU side.
+        from collbench.runtime.cuda.timing import ROUNDS_NOTE
+
+        ctx.report({"kind": "note", "text": ROUNDS_NOTE})
     # NCCL's per-call choices (the TUNING lines only rank 0 of a communicator writes), for native rows.
     reader = _tuning_reader(job, ctx.rank)
     if reader is not None and not reader.switch.switchable:
@@ -336,7 +341,8 @@ def _measure(
     wrong = int(flags[1]) if cfg.check else -1
     for _ in range(cfg.warmup):
         call()
-    samples = _time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s)
+    timed = _time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s)
+    samples = timed.samples_us
     choices = reader.choices() if learning else []
     if ctx.rank != 0:
         return None
@@ -360,7 +366,7 @@ def _measure(
         in_place=point.in_place,
         size_bytes=point.size_bytes,
         count=point.count,
-        iters=summary.iters,
+        iters=timed.iters,
         time_us=summary.time_us,
         time_us_mean=summary.time_us_mean,
         time_us_min=summary.time_us_min,
@@ -437,12 +443,24 @@ def _variant_fields(algo: str) -> tuple[str, str]:
     return variant.algo or "", variant.proto or ""
 
 
+@dataclass(frozen=True, slots=True)
+class TimedPoint:
+    """A point's timed samples (slowest rank's microseconds per iteration) and the iterations behind them."""
+
+    samples_us: list[float]
+    iters: int
+
+
 def _time_point(
     ctx: RankContext, call: Callable[[], None], timer: IterationTimer, iters: int | None, budget_s: float
-) -> list[float]:
-    """Slowest-rank microseconds per timed iteration (on rank 0; other ranks get the same list)."""
+) -> TimedPoint:
+    """Slowest-rank samples of the point (on rank 0; other ranks get the same) and the iterations timed.
+
+    A sample is one iteration on the CPU, a round of iterations with CUDA events (``timer.sample_iters``).
+    """
     policy = AutoIters(budget_s=budget_s)
     samples: list[float] = []
+    covered: list[int] = []
     batch = iters if iters is not None else policy.next_batch(samples, 0.0)
     cuda = ctx.device.type == "cuda"
     while batch > 0:
@@ -451,16 +469,20 @@ def _time_point(
             # runs the previous batch or the warm-up, or that rank's first event waits for them.
             torch.cuda.synchronize(ctx.device)
         dist.barrier(group=ctx.control)
+        sizes = timer.sample_iters(batch)
         mine = torch.tensor(timer.time_iterations(call, batch), dtype=torch.float64)
-        gathered = torch.empty(ctx.world_size * batch, dtype=torch.float64)
+        assert mine.numel() == len(sizes), "a timer returned other samples than sample_iters said"
+        gathered = torch.empty(ctx.world_size * len(sizes), dtype=torch.float64)
         _all_gather_single(gathered, mine, group=ctx.control)
-        per_rank = gathered.view(ctx.world_size, batch).tolist()
+        per_rank = gathered.view(ctx.world_size, len(sizes)).tolist()
         samples.extend(slowest_rank(per_rank))
+        covered.extend(sizes)
         if iters is not None:
             break
         # Every rank holds the same samples, so every rank takes the same decision: no broadcast.
-        batch = policy.next_batch(samples, sum(samples) * 1e-6)
-    return samples
+        elapsed_s = sum(t * k for t, k in zip(samples, covered, strict=True)) * 1e-6
+        batch = policy.next_batch(samples, elapsed_s, iters_done=sum(covered))
+    return TimedPoint(samples, sum(covered))
 
 
 def _all_gather_single(output: torch.Tensor, tensor: torch.Tensor, group: Any = None) -> Any:
