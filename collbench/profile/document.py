@@ -7,6 +7,13 @@ and measured time, gain over the backend's default). Jobs read it through
 ``Profile.load(path).select(op, nbytes, world_size=..., nodes=...)``; the exporters turn it into NCCL
 and Open MPI files, one entry per shape.
 
+Each rule set keeps up to two selections. ``rules`` is chosen among everything measured (collbench's
+algorithms and NCCL's variants alike): the Python API and the DDP hook run it. ``nccl_rules``, on a
+profile measured over NCCL, is chosen among NCCL's own variants only (``native`` and ``native:...``):
+every NCCL export is built from it, since NCCL can run nothing else. A rule set without ``nccl_rules``
+(measured over another backend, predicted from fits, or written before collbench kept the second
+selection) has one selection, ``rules``, and the NCCL exports map it as they always did.
+
 Schema version 2 holds ``rule_sets``; version 1 files (one shape: ``world_size``, ``nodes``,
 ``layout`` and ``rules`` at the top) still load, as one measured rule set. Every file is checked
 against the JSON Schema (``collbench/profile/schema.json``, linked as profiles/schema.json) with
@@ -113,6 +120,10 @@ class RuleSet:
     name algorithms collbench knows for their op. ``predicted`` is True when the rules come from the
     fitted models rather than from measurements at this shape. ``layout`` is the ring orders and trees
     the rules were measured with (rules name it in ``params.layout``), when recorded.
+
+    ``nccl_rules`` is the second selection, among NCCL's own variants only, where one was made (a tune
+    over NCCL); None where there is none (the module's docstring says what that means). They cover
+    their ops as ``rules`` do and name only ``native`` and ``native:...``.
     """
 
     world_size: int
@@ -120,6 +131,7 @@ class RuleSet:
     rules: tuple[Rule, ...]
     predicted: bool = False
     layout: ProfileLayout | None = None
+    nccl_rules: tuple[Rule, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or self.nodes < 1:
@@ -132,6 +144,8 @@ class RuleSet:
             Op.parse(rule.op)
             check_rule_algorithm(rule)
         check_coverage(self.rules)
+        if self.nccl_rules is not None:
+            _check_nccl_rules(self.nccl_rules, self.shape_label)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -166,24 +180,53 @@ class RuleSet:
         raise AssertionError(f"rules of {op} do not cover {size} bytes")  # coverage is checked at init
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "world_size": self.world_size,
             "nodes": self.nodes,
             "predicted": self.predicted,
             "layout": None if self.layout is None else self.layout.to_dict(),
             "rules": [r.to_dict() for r in self.rules],
         }
+        if self.nccl_rules is not None:
+            # Only where there is a second selection: a file without one reads as before, in older collbench too.
+            out["nccl_rules"] = [r.to_dict() for r in self.nccl_rules]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RuleSet:
         layout = data.get("layout")
+        nccl_rules = data.get("nccl_rules")
         return cls(
             world_size=int(data["world_size"]),
             nodes=int(data["nodes"]),
             rules=tuple(Rule.from_dict(r) for r in data["rules"]),
             predicted=bool(data.get("predicted", False)),
             layout=None if layout is None else ProfileLayout.from_dict(layout),
+            nccl_rules=None if nccl_rules is None else tuple(Rule.from_dict(r) for r in nccl_rules),
         )
+
+
+def _check_nccl_rules(rules: tuple[Rule, ...], shape: str) -> None:
+    """ValueError unless ``rules`` are a selection among NCCL's variants covering their ops."""
+    from collbench.nccl.variants import is_native
+
+    if not rules:
+        raise ValueError(f"the NCCL selection for {shape} is empty; leave nccl_rules out instead")
+    for rule in rules:
+        Op.parse(rule.op)
+        if not is_native(rule.algo):
+            raise ValueError(
+                f"nccl_rules at {shape}: the {rule.op} rule at {rule.min_bytes} bytes names {rule.algo}, which is "
+                "not one of NCCL's own variants (native, native:...); collbench's algorithms belong in rules"
+            )
+        try:
+            check_rule_algorithm(rule)
+        except ValueError as exc:
+            raise ValueError(f"nccl_rules at {shape}: {exc}") from None
+    try:
+        check_coverage(rules)
+    except ValueError as exc:
+        raise ValueError(f"nccl_rules at {shape}: {exc}") from None
 
 
 def _check_op(op: Any) -> str | Op:

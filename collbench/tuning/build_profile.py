@@ -11,6 +11,7 @@ from collbench.profile.document import Profile, ProfileLayout, RuleSet, machine_
 from collbench.profile.rules import Rule
 from collbench.results.row import ResultRow
 from collbench.tuning.config import TuneConfig
+from collbench.tuning.selection import select_nccl_rules
 from collbench.version import __version__
 
 if TYPE_CHECKING:
@@ -40,8 +41,15 @@ def build_profile(
     layout: Layout | None,
 ) -> Profile:
     """One shape's profile: ``rules`` and ``fits`` from ``rows``, measured on ``topology`` with
-    ``layout`` (the layout the ranks ran; None: rank order)."""
+    ``layout`` (the layout the ranks ran; None: rank order).
+
+    ``rules`` is the selection among everything measured; over NCCL the profile also keeps the
+    selection among NCCL's own variants (``tuning/selection/nccl.py``), made here from the same rows,
+    settings and trusted fits, which the NCCL exports are built from.
+    """
     first = rows[0]
+    # Fits that do not explain their data place no boundary (Fit.distrust), as for ``rules``.
+    nccl_rules = select_nccl_rules(rows, [f for f in fits if not f.distrust()], settings=config.selection)
     # The machine's, not the ranks' topology's: tunes of one machine at other rank counts merge.
     fingerprint = machine_fingerprint(topology) if topology is not None else first.topology_fingerprint
     versions = {
@@ -61,6 +69,7 @@ def build_profile(
                 world_size=first.world_size,
                 nodes=max(r.nodes for r in rows),
                 rules=tuple(rules),
+                nccl_rules=None if nccl_rules is None else tuple(nccl_rules),
                 layout=None
                 if layout is None
                 else ProfileLayout(name=layout.name, rings=tuple(layout.rings), trees=tuple(layout.trees)),

@@ -291,3 +291,66 @@ def test_schema_problem_names_the_element() -> None:
     data["rule_sets"][0]["world_size"] = 0
     assert schema_problem(data) == "$.rule_sets[0].world_size: 0 is less than the minimum of 1"
     assert schema_problem(make_profile().to_dict()) is None
+
+
+NP = {"segment_bytes": None, "layout": "rank-order"}
+NCCL_SELECTION = (
+    Rule("all-reduce", 0, 65535, "native:ring/ll@4ch", NP, 1024, None, 10.0, 1.5),
+    Rule("all-reduce", 65536, None, "native", NP, 1 << 20, None, 90.0, 1.0),
+    Rule("broadcast", 0, None, "native:ring/simple@32ch", NP, 65536, None, 70.0, 1.2),
+)
+
+
+def nccl_profile(nccl_rules: tuple[Rule, ...] | None = NCCL_SELECTION) -> Profile:
+    base = make_profile()
+    return make_profile(
+        backend="nccl", rule_sets=(RuleSet(4, 1, base.rules, layout=base.layout, nccl_rules=nccl_rules),)
+    )
+
+
+def test_both_selections_round_trip_and_validate(tmp_path: Path) -> None:
+    profile = nccl_profile()
+    path = profile.save(tmp_path / "p.yaml")
+    data = yaml.safe_load(path.read_text())
+    assert validate(data) == []
+    assert [r["algo"] for r in data["rule_sets"][0]["nccl_rules"]] == [r.algo for r in NCCL_SELECTION]
+    loaded = Profile.load(path)
+    assert loaded == profile
+    assert loaded.default_set.nccl_rules == NCCL_SELECTION
+    # The Python API reads the selection among everything.
+    assert loaded.select("all-reduce", 1024).algo == "recursive-doubling"
+
+
+def test_a_profile_without_the_nccl_selection_still_loads(tmp_path: Path) -> None:
+    # Made before collbench kept it, or over gloo: the key is absent, and the profile has one selection.
+    path = nccl_profile(None).save(tmp_path / "old.yaml")
+    assert "nccl_rules" not in path.read_text()
+    assert Profile.load(path).default_set.nccl_rules is None
+    for example in sorted((REPO / "profiles").glob("*.yaml")):
+        assert all(s.nccl_rules is None for s in Profile.load(example).rule_sets)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: {**r, "algo": "ring"}, "not one of NCCL's own variants"),
+        (lambda r: {**r, "max_bytes": 1000}, "starts at 65536 bytes, expected 1001"),
+        (lambda r: {**r, "algo": "native:ring/simple@99ch"}, "channel count is 1 to 64"),
+    ],
+)
+def test_bad_nccl_selection_fails_at_load_in_one_line(tmp_path: Path, change: object, message: str) -> None:
+    data = nccl_profile().to_dict()
+    rules = data["rule_sets"][0]["nccl_rules"]
+    rules[0] = change(rules[0])  # type: ignore[operator]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputFileError) as info:
+        Profile.load(path)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert "nccl_rules" in str(info.value) or "native:ring/simple@99ch" in str(info.value)
+
+
+def test_schema_rejects_an_empty_nccl_selection() -> None:
+    data = nccl_profile().to_dict()
+    data["rule_sets"][0]["nccl_rules"] = []
+    assert any("nccl_rules" in e for e in validate(data))

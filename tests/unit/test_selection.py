@@ -15,7 +15,7 @@ from synthetic_rows import point_row
 from collbench.errors import ConfigError
 from collbench.profile.rules import Rule, check_coverage
 from collbench.results.row import ResultRow
-from collbench.tuning.selection import SelectionSettings, select_rules
+from collbench.tuning.selection import SelectionSettings, select_nccl_rules, select_rules
 
 SIZES = [1 << k for k in range(10, 24, 2)]  # 1 KiB .. 4 MiB, x4 steps
 
@@ -433,3 +433,31 @@ def test_a_rule_shows_the_time_measured_not_the_time_put_at_another_rounds_speed
     (rule,) = select_rules(rows)
     assert rule.algo == "ring" and rule.measured_us == pytest.approx(90.0)
     assert rule.gain_vs_native == pytest.approx(100.0 / 90.0, rel=1e-3)
+
+
+def test_nccl_selection_is_made_among_nccl_variants_only() -> None:
+    # Over NCCL, collbench's own recursive doubling wins the small sizes overall; the NCCL exports need
+    # the best of what NCCL itself can run there, chosen the same way.
+    models = {
+        "recursive-doubling": alpha_beta(5.0, 0.004),
+        "native": NAT,
+        "native:ring/ll@4ch": alpha_beta(15.0, 0.004),
+        "native:ring/simple@32ch": alpha_beta(150.0, 0.0005),
+    }
+    rows = [dataclasses.replace(r, backend="nccl") for r in rows_for(models)]
+    overall = select_rules(rows)
+    assert overall[0].algo == "recursive-doubling"
+    nccl = select_nccl_rules(rows)
+    assert nccl is not None
+    check_coverage(nccl)
+    assert [r.algo for r in nccl] == ["native:ring/ll@4ch", "native:ring/simple@32ch"]
+    assert nccl[-1].algo == overall[-1].algo
+    # Its gains are against NCCL's own choice, as the overall selection's are.
+    assert nccl[0].gain_vs_native == pytest.approx(NAT(nccl[0].at_bytes) / nccl[0].measured_us, rel=1e-3)
+
+
+def test_no_nccl_selection_for_another_backend() -> None:
+    rows = rows_for({"recursive-doubling": LAT, "native": NAT})  # gloo rows
+    assert select_nccl_rules(rows) is None
+    only_own = [dataclasses.replace(r, backend="nccl") for r in rows_for({"ring": BW})]
+    assert select_nccl_rules(only_own) is None

@@ -10,6 +10,9 @@ The answer is a list of :class:`~collbench.profile.rules.Rule` per op whose rang
   bar, a round-by-round test, ties to the simpler choice).
 * ``ranges``: the sizes walked upwards with the variant in use as the incumbent, boundaries placed
   in the gaps between measured sizes (from the fits where they hold there), equal neighbours merged.
+
+``nccl`` makes a profile's second selection over NCCL: the same steps among NCCL's own variants only,
+which the NCCL exports are built from.
 """
 
 from collbench.tuning.selection.decision import (
@@ -22,6 +25,7 @@ from collbench.tuning.selection.decision import (
     decide_at,
     separated,
 )
+from collbench.tuning.selection.nccl import select_nccl_rules
 from collbench.tuning.selection.points import (
     ROUND_MIN_SHARED,
     Point,
@@ -53,6 +57,7 @@ __all__ = [
     "measured_points",
     "points_at",
     "round_speeds",
+    "select_nccl_rules",
     "select_rules",
     "separated",
     "sizes_of",
