@@ -21,6 +21,14 @@ OutputOpt = Annotated[
     Path | None,
     typer.Option("--output", "-O", metavar="FILE", help="Write to this file (atomically) instead of stdout."),
 ]
+FromOtherBackendOpt = Annotated[
+    bool,
+    typer.Option(
+        "--from-other-backend",
+        help="Export a profile measured over another backend than NCCL (gloo) anyway; its lines say which "
+        "of collbench's algorithms won there, not what NCCL runs best.",
+    ),
+]
 
 
 def _emit(profile_path: Path, output: Path | None, render: Callable[..., str | Exported], what: str) -> None:
@@ -41,11 +49,14 @@ def _emit(profile_path: Path, output: Path | None, render: Callable[..., str | E
 
 
 @app.command("nccl-tuner", cls=CollbenchCommand)
-def nccl_tuner(profile: ProfileArg, output: OutputOpt = None) -> None:
+def nccl_tuner(profile: ProfileArg, output: OutputOpt = None, from_other_backend: FromOtherBackendOpt = False) -> None:
     """NCCL tuner plugin config lines (NCCL_TUNER_CONFIG_FILE for collbench's or NCCL's example plugin)."""
     from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
 
-    _emit(profile, output, build_nccl_tuner, "NCCL tuner config")
+    def render(loaded: Any) -> Exported:
+        return build_nccl_tuner(loaded, from_other_backend=from_other_backend)
+
+    _emit(profile, output, render, "NCCL tuner config")
 
 
 @app.command("ompi-rules", cls=CollbenchCommand)
@@ -71,11 +82,14 @@ def ompi_rules(profile: ProfileArg, output: OutputOpt = None) -> None:
 
 
 @app.command("env", cls=CollbenchCommand)
-def env(profile: ProfileArg, output: OutputOpt = None) -> None:
+def env(profile: ProfileArg, output: OutputOpt = None, from_other_backend: FromOtherBackendOpt = False) -> None:
     """NCCL_ALGO/NCCL_PROTO per collective, where one algorithm wins at every size and shape (else why not)."""
     from collbench.tuning.exporters.nccl_env import build_nccl_env
 
-    _emit(profile, output, build_nccl_env, "NCCL_ALGO/NCCL_PROTO setting")
+    def render(loaded: Any) -> Exported:
+        return build_nccl_env(loaded, from_other_backend=from_other_backend)
+
+    _emit(profile, output, render, "NCCL_ALGO/NCCL_PROTO setting")
 
 
 @app.command("nccl-plugin", cls=CollbenchCommand)
@@ -88,8 +102,9 @@ def nccl_plugin(
     show: Annotated[
         bool, typer.Option("--show", help="Build it (in a temporary directory without -O) and print what it picks.")
     ] = False,
+    from_other_backend: FromOtherBackendOpt = False,
 ) -> None:
     """Build collbench's NCCL tuner plugin and config into DIR; print NCCL_TUNER_PLUGIN/NCCL_TUNER_CONFIG_FILE."""
     from collbench.cli.nccl_plugin import run_nccl_plugin
 
-    run_nccl_plugin(profile, output, show)
+    run_nccl_plugin(profile, output, show, from_other_backend=from_other_backend)

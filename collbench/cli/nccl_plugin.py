@@ -12,13 +12,15 @@ from collbench.cli.console import err_console, print_wide
 from collbench.errors import UserError
 
 
-def run_nccl_plugin(profile_path: Path, output: Path | None, show_picks: bool) -> None:
+def run_nccl_plugin(
+    profile_path: Path, output: Path | None, show_picks: bool, *, from_other_backend: bool = False
+) -> None:
     from collbench.profile.document import Profile
     from collbench.tuning.nccl_plugin import build_plugin, show
 
     profile = Profile.load(profile_path)
     if show_picks:
-        rows = show(profile, output)
+        rows = show(profile, output, from_other_backend=from_other_backend)
         table = Table(title=f"collbench tuner plugin, asked as NCCL asks it ({profile_path})")
         for column in ("shape", "collective", "bytes", "profile says", "plugin picks", "channels"):
             table.add_column(column, justify="right" if column in ("bytes", "channels") else "left")
@@ -29,7 +31,7 @@ def run_nccl_plugin(profile_path: Path, output: Path | None, show_picks: bool) -
         return
     if output is None:
         raise UserError("name the directory for the plugin and its config with --output DIR (or use --show)")
-    built = build_plugin(profile, output)
+    built = build_plugin(profile, output, from_other_backend=from_other_backend)
     for note in built.exported.notes:
         err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
     err_console.print(f"built [bold]{built.plugin}[/bold] and [bold]{built.config}[/bold]; a job needs:")

@@ -23,7 +23,7 @@ from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import why_not
 from collbench.tuning.exporters.exported import Exported
-from collbench.tuning.exporters.nccl_rules import shape_label, shapes
+from collbench.tuning.exporters.nccl_rules import nccl_selection, shape_label, shapes
 from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
 
 PLUGIN_FILE = "libnccl-tuner-collbench.so"
@@ -104,12 +104,13 @@ class PluginBuild:
         )
 
 
-def build_plugin(profile: Profile, out_dir: Path) -> PluginBuild:
+def build_plugin(profile: Profile, out_dir: Path, *, from_other_backend: bool = False) -> PluginBuild:
     """Write ``out_dir/nccl-tuner.conf`` from ``profile`` and compile ``out_dir/libnccl-tuner-collbench.so``.
 
-    The config is made first, so a profile NCCL cannot follow fails (one line) before anything is built.
+    The config is made first, so a profile NCCL cannot follow fails (one line) before anything is built,
+    as does one measured over another backend than NCCL unless ``from_other_backend``.
     """
-    exported = build_nccl_tuner(profile)
+    exported = build_nccl_tuner(profile, from_other_backend=from_other_backend)
     make_dir(out_dir)
     plugin = compile_c(csrc_dir() / "nccl_tuner_plugin.c", out_dir / PLUGIN_FILE, shared=True)
     config = out_dir / CONFIG_FILE
@@ -256,17 +257,19 @@ def boundaries(min_bytes: list[int]) -> list[int]:
     return sorted(sizes)
 
 
-def show(profile: Profile, work_dir: Path | None = None) -> list[ShowRow]:
-    """What the built plugin picks per shape, collective and size boundary of ``profile`` (ABI v6)."""
+def show(profile: Profile, work_dir: Path | None = None, *, from_other_backend: bool = False) -> list[ShowRow]:
+    """What the built plugin picks per shape, collective and size boundary of ``profile`` (ABI v6), for
+    the rules the NCCL exports follow (:func:`collbench.tuning.exporters.nccl_rules.nccl_selection`)."""
     with tempfile.TemporaryDirectory(prefix="collbench-tuner-") as tmp:
         where = work_dir or Path(tmp)
-        built = build_plugin(profile, where)
+        built = build_plugin(profile, where, from_other_backend=from_other_backend)
         driver = build_driver(Path(tmp))
         rows: list[ShowRow] = []
         for shape in shapes(profile):
-            ops = list(dict.fromkeys(Op.parse(r.op) for r in shape.rules))
+            followed = nccl_selection(shape)
+            ops = list(dict.fromkeys(Op.parse(r.op) for r in followed))
             for op in ops:
-                rules = [r for r in shape.rules if Op.parse(r.op) is op]
+                rules = [r for r in followed if Op.parse(r.op) is op]
                 sizes = boundaries([r.min_bytes for r in rules])
                 table = nccl_like_table(op, nodes=shape.nodes, ranks=shape.world_size)
                 queries = [Query(op, n, table) for n in sizes]

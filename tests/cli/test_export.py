@@ -14,14 +14,58 @@ from collbench.profile.rules import Rule
 P = {"segment_bytes": None, "layout": "rank-order"}
 
 
+RULES = (
+    Rule("all-reduce", 0, 8191, "recursive-doubling", P, 1024, None, 20.0, 2.0),
+    Rule("all-reduce", 8192, None, "ring", P, 1 << 20, None, 900.0, 1.4),
+)
+
+
 @pytest.fixture
 def profile_path(tmp_path: Path) -> Path:
-    rules = (
-        Rule("all-reduce", 0, 8191, "recursive-doubling", P, 1024, None, 20.0, 2.0),
-        Rule("all-reduce", 8192, None, "ring", P, 1 << 20, None, 900.0, 1.4),
-    )
-    profile = Profile(fingerprint="fp", host="h", backend="gloo", rule_sets=(RuleSet(4, 1, rules),))
+    """A profile measured over NCCL before collbench kept a selection among NCCL's own variants."""
+    profile = Profile(fingerprint="fp", host="h", backend="nccl", rule_sets=(RuleSet(4, 1, RULES),))
     return profile.save(tmp_path / "p.yaml")
+
+
+@pytest.fixture
+def gloo_profile_path(tmp_path: Path) -> Path:
+    profile = Profile(fingerprint="fp", host="h", backend="gloo", rule_sets=(RuleSet(4, 1, RULES),))
+    return profile.save(tmp_path / "gloo.yaml")
+
+
+NCCL_EXPORTS = (["nccl-tuner"], ["env"], ["nccl-plugin", "--output", "tuner"], ["nccl-plugin", "--show"])
+
+
+@pytest.mark.parametrize("command", NCCL_EXPORTS, ids=" ".join)
+def test_nccl_export_of_a_gloo_profile_is_refused_in_one_line(
+    gloo_profile_path: Path, tmp_path: Path, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["export", command[0], str(gloo_profile_path), *command[1:]])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    line = " ".join(result.output.split())
+    assert len(result.output.strip().splitlines()) <= 2, result.output  # one line, wrapped at most once
+    assert "measured over gloo, not NCCL" in line
+    assert "collbench tune --backend nccl" in line and "--from-other-backend" in line
+    assert not (tmp_path / "tuner").exists()
+
+
+@pytest.mark.parametrize("command", NCCL_EXPORTS[:3], ids=" ".join)
+def test_nccl_export_of_a_gloo_profile_with_the_flag(
+    gloo_profile_path: Path, tmp_path: Path, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["export", command[0], str(gloo_profile_path), *command[1:], "--from-other-backend"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "tuner" / "nccl-tuner.conf").read_text() if command[0] == "nccl-plugin" else result.stdout
+    assert "measured with gloo, not NCCL" in text
+
+
+def test_ompi_rules_of_a_gloo_profile_are_not_refused(gloo_profile_path: Path) -> None:
+    result = CliRunner().invoke(app, ["export", "ompi-rules", str(gloo_profile_path)])
+    assert result.exit_code == 0, result.output
 
 
 def test_nccl_tuner(profile_path: Path) -> None:

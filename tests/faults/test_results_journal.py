@@ -171,6 +171,7 @@ def test_planted_symlinks_at_temp_names_are_not_followed(tmp_path: Path, command
         (tmp_path / name).symlink_to(victim)
     if command == "export-env":
         args = ["export", "env", str(repo / "profiles" / "cpu-2core-gloo-2ranks.yaml"), "-O", out]
+        args.append("--from-other-backend")  # a gloo profile
     else:
         args = ["import", "nccl-tests", str(repo / "tests" / "fixtures" / "nccl_tests" / "all_reduce_perf_8gpu.log")]
         args += ["-O", out]

@@ -20,7 +20,7 @@ from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import why_not
 from collbench.tuning.consumers.nccl_list import check_env
 from collbench.tuning.exporters import export_nccl_env, export_nccl_tuner
-from collbench.tuning.exporters.nccl_env import build_nccl_env
+from collbench.tuning.exporters.nccl_env import build_nccl_env, nccl_env_values
 from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
 
 P = {"segment_bytes": None, "layout": "rank-order"}
@@ -133,7 +133,7 @@ def test_nccl_tuner_explains_what_it_leaves_out() -> None:
     assert "native wins: NCCL's own choice; no line" in built.text
     # The terminal hears of every rule NCCL will not follow, not of native ones (nothing lost there).
     assert len(built.notes) == 3 and all("no NCCL equivalent" in n for n in built.notes)
-    gloo = export_nccl_tuner(profile(MIXED.rules, backend="gloo"))
+    gloo = export_nccl_tuner(profile(MIXED.rules, backend="gloo"), from_other_backend=True)
     assert "measured with gloo, not NCCL" in gloo
 
 
@@ -379,10 +379,77 @@ def test_a_channel_count_only_newer_nccl_holds_is_written_with_a_note() -> None:
 @pytest.mark.parametrize("channels", [65, 256])
 def test_the_profile_schema_bounds_channels(tmp_path: Path, channels: int) -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
-    rule = schema["properties"]["rule_sets"]["items"]["properties"]["rules"]["items"]
+    rule = schema["$defs"]["rule"]  # rules and nccl_rules both hold rules of this form
     assert rule["properties"]["params"]["properties"]["channels"]["maximum"] == MAX_CHANNELS
     path = _ring_with(64).save(tmp_path / "p.yaml")
     assert Profile.load(path).rule_sets[0].rules[0].params["channels"] == 64
     path.write_text(path.read_text().replace("channels: 64", f"channels: {channels}"))
     with pytest.raises(InputFileError, match="channels"):
         Profile.load(path)
+
+
+# --- the two selections: NCCL's exports follow the one among NCCL's own variants -----------------------
+
+NCCL_SELECTION = (
+    Rule("all-reduce", 0, 8191, "native:ring/ll@4ch", P, 1024, None, 10.0, 1.6),
+    Rule("all-reduce", 8192, 262143, "native", P, 65536, None, 30.0, 1.0),
+    Rule("all-reduce", 262144, None, "native:ring/simple@32ch", P, 1 << 20, None, 90.0, 1.3),
+)
+OVERALL = (
+    Rule("all-reduce", 0, 2047, "native:ring/ll@4ch", P, 1024, None, 10.0, 1.6),
+    Rule("all-reduce", 2048, 32767, "recursive-doubling", P, 8192, None, 14.0, 1.4),
+    Rule("all-reduce", 32768, 262143, "native", P, 65536, None, 30.0, 1.0),
+    Rule("all-reduce", 262144, None, "native:ring/simple@32ch", P, 1 << 20, None, 90.0, 1.3),
+)
+TWO_SELECTIONS = Profile(
+    fingerprint="fp", host="h", backend="nccl", rule_sets=(RuleSet(8, 1, OVERALL, nccl_rules=NCCL_SELECTION),)
+)
+
+
+def test_nccl_tuner_follows_the_selection_among_nccl_variants() -> None:
+    built = build_nccl_tuner(TWO_SELECTIONS)
+    rules = parse_nccl_tuner(built.text)
+    assert [(r.min_bytes, r.max_bytes, r.algo, r.proto, r.channels) for r in rules] == [
+        (0, 8191, "ring", "ll", 4),
+        (262144, SIZE_MAX, "ring", "simple", 32),
+    ]
+    # collbench's own recursive doubling won overall between 2048 and 32767 bytes: a comment (and a
+    # note) says so and points at the Python API, and no line names it.
+    text = " ".join(built.text.split())
+    assert "allreduce [2048, 32767] bytes: collbench's recursive-doubling wins overall (1.40x NCCL's own" in text
+    assert "Python API" in text
+    assert any("recursive-doubling wins overall" in n for n in built.notes)
+    assert "chosen among NCCL's own variants" in text
+    assert "32 channels: measured on a communicator of 32 channels" in text
+
+
+def test_nccl_env_follows_the_selection_among_nccl_variants() -> None:
+    algo, proto, reasons = nccl_env_values(TWO_SELECTIONS)
+    assert algo is None and proto is None  # native in the middle: no one algorithm at every size
+    assert any("channel count won" in r for r in reasons)
+    one = Profile(
+        fingerprint="fp",
+        host="h",
+        backend="nccl",
+        rule_sets=(RuleSet(8, 1, OVERALL, nccl_rules=(Rule("all-reduce", 0, None, "native:tree/ll128", P),)),),
+    )
+    assert nccl_env_values(one)[:2] == ("allreduce:tree", "allreduce:ll128")
+    text = build_nccl_env(one).text
+    assert "collbench's recursive-doubling wins overall" in text and "Python API" in text
+
+
+def test_old_nccl_profile_maps_its_one_selection_and_says_so() -> None:
+    built = build_nccl_tuner(MIXED)
+    assert "no selection among NCCL's own variants" in " ".join(built.text.split())
+    assert [r.algo for r in parse_nccl_tuner(built.text)] == ["tree", "ring", "ring"]
+
+
+@pytest.mark.parametrize("build", [build_nccl_tuner, build_nccl_env])
+def test_profile_of_another_backend_is_refused_unless_asked(build) -> None:  # type: ignore[no-untyped-def]
+    gloo = profile(MIXED.rules, backend="gloo")
+    with pytest.raises(UserError) as info:
+        build(gloo)
+    message = str(info.value)
+    assert "\n" not in message and "measured over gloo, not NCCL" in message
+    assert "collbench tune --backend nccl" in message and "--from-other-backend" in message
+    assert "measured with gloo, not NCCL" in build(gloo, from_other_backend=True).text

@@ -46,14 +46,15 @@ def _outputs(name: str) -> dict[str, str]:
     outputs = {
         "profile.yaml": profile.to_yaml(),
         "fits.json": json.dumps([f.to_dict() for f in decided.fits], indent=1, sort_keys=True) + "\n",
-        "nccl-tuner.conf": build_nccl_tuner(profile).text,
-        "nccl-env.sh": build_nccl_env(profile).text,
+        # Both results were measured over gloo: the NCCL exports are asked for anyway, as a user would.
+        "nccl-tuner.conf": build_nccl_tuner(profile, from_other_backend=True).text,
+        "nccl-env.sh": build_nccl_env(profile, from_other_backend=True).text,
         "ompi-rules.conf": build_ompi_rules(profile).text,
     }
     if shutil.which("cc") or shutil.which("gcc"):
         from collbench.tuning.nccl_plugin import show
 
-        picks = [dataclasses.astuple(r) for r in show(profile)]
+        picks = [dataclasses.astuple(r) for r in show(profile, from_other_backend=True)]
         outputs["plugin-show.json"] = json.dumps([[str(v) for v in row] for row in picks], indent=1) + "\n"
     return outputs
 

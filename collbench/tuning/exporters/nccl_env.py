@@ -11,29 +11,46 @@ no algorithm it can run, on any communicator of the job: an algorithm that needs
 (NVLS, NVLSTree, CollNet, PAT) is written with ``ring`` beside it, so NCCL falls back to ring where it
 cannot run it (and picks between the two by its cost model where it can). The value is checked with
 :func:`collbench.tuning.consumers.nccl_list.check_env` before it is written.
+
+As the tuner config, the lines come from a rule set's selection among NCCL's own variants where it has
+one (:func:`.nccl_rules.nccl_selection`), and a profile measured over another backend is refused
+unless ``from_other_backend``. A won channel count is not written: ``NCCL_MIN_NCHANNELS`` and
+``NCCL_MAX_NCHANNELS`` have no collectives or ranges either; the tuner plugin carries it.
 """
 
 from __future__ import annotations
 
 from collbench.nccl.algorithms import PROTOCOLS, NcclAlgorithm
+from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import PER_COLLECTIVE_SYNTAX
 from collbench.tuning.consumers.nccl_list import check_env
 from collbench.tuning.exporters.exported import Exported
-from collbench.tuning.exporters.nccl_rules import NcclChoice, nccl_choice, shape_label, shapes, span
+from collbench.tuning.exporters.nccl_rules import (
+    NCCL_BACKEND,
+    NcclChoice,
+    check_backend,
+    collbench_wins,
+    nccl_choice,
+    nccl_selection,
+    selection_label,
+    shape_label,
+    shapes,
+    span,
+)
 
 
 def _ops(profile: Profile) -> list[Op]:
     seen: dict[Op, None] = {}
     for shape in shapes(profile):
-        for rule in shape.rules:
+        for rule in nccl_selection(shape):
             seen.setdefault(Op.parse(rule.op), None)
     return list(seen)
 
 
 def _choices(profile: Profile, op: Op) -> list[NcclChoice]:
-    return [nccl_choice(r, s) for s in shapes(profile) for r in s.rules if Op.parse(r.op) is op]
+    return [nccl_choice(r, s) for s in shapes(profile) for r in nccl_selection(s) if Op.parse(r.op) is op]
 
 
 def nccl_env_values(profile: Profile) -> tuple[str | None, str | None, list[str]]:
@@ -51,6 +68,8 @@ def nccl_env_values(profile: Profile) -> tuple[str | None, str | None, list[str]
         if all(c.native for c in choices):
             reasons.append(f"{coll}: native wins at every size; nothing to set (NCCL's own choice)")
             continue
+        if any(c.channels is not None and is_native(c.rule.algo) for c in choices):
+            reasons.append(f"{coll}: a channel count won in some range; it is in the tuner plugin's config only")
         protos = {c.proto for c in choices}
         if len(protos) == 1 and None not in protos:
             (proto,) = protos
@@ -86,14 +105,23 @@ def nccl_env_values(profile: Profile) -> tuple[str | None, str | None, list[str]
     return algo_value, proto_value, reasons
 
 
-def build_nccl_env(profile: Profile) -> Exported:
-    """Shell lines: ``export NCCL_ALGO=...``/``NCCL_PROTO=...`` where possible, a ``#`` line per op."""
+def build_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> Exported:
+    """Shell lines: ``export NCCL_ALGO=...``/``NCCL_PROTO=...`` where possible, a ``#`` line per op.
+
+    Raises UserError (one line) as :func:`nccl_env_values`, and for a profile measured over another
+    backend than NCCL unless ``from_other_backend``.
+    """
+    check_backend(profile, from_other_backend)
     algo, proto, reasons = nccl_env_values(profile)
     out = [f"# NCCL_ALGO / NCCL_PROTO made by collbench from a profile ({profile.fingerprint}, {profile.backend})"]
     labels = "; ".join(shape_label(s) for s in shapes(profile))
     out.append(f"# rule sets: {labels}; these variables apply to every communicator of the process")
-    if profile.backend != "nccl":
+    if profile.backend != NCCL_BACKEND:
         out.append(f"# measured with {profile.backend}, not NCCL")
+    else:
+        out.extend(f"# {shape_label(s)}: {selection_label(s)}" for s in shapes(profile))
+    # Where collbench's own algorithm won overall: NCCL cannot run it, the Python API can.
+    reasons += [f"{won} ({shape_label(s)})" for s in shapes(profile) for won in collbench_wins(s)]
     out.extend(f"# {reason}" for reason in reasons)
     if algo is None and proto is None:
         out.append("# no NCCL_ALGO or NCCL_PROTO setting expresses this profile")
@@ -111,6 +139,6 @@ def build_nccl_env(profile: Profile) -> Exported:
     return Exported("\n".join(out) + "\n", tuple(notes))
 
 
-def export_nccl_env(profile: Profile) -> str:
+def export_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> str:
     """The shell lines for ``profile`` (see :func:`build_nccl_env`)."""
-    return build_nccl_env(profile).text
+    return build_nccl_env(profile, from_other_backend=from_other_backend).text

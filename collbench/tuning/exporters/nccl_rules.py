@@ -10,6 +10,13 @@ for NCCL. The facts are :mod:`collbench.nccl`'s, as :mod:`collbench.tuning.consu
 * collbench's ``ring`` is NCCL's ring and ``tree``/``two-tree`` NCCL's tree (a double binary tree over
   nodes), for the collectives NCCL runs them for (tree: all-reduce only). Other algorithms have no
   NCCL equivalent; NCCL keeps its own choice in their ranges.
+
+Which rules: a rule set measured over NCCL keeps a selection among NCCL's own variants
+(``RuleSet.nccl_rules``), and the exports are built from it alone (:func:`nccl_selection`); where
+collbench's own algorithm won overall, they say so in a comment (:func:`collbench_wins`). A rule set
+without one (another backend, predicted, or a profile written before collbench kept it) is mapped
+as above. A profile measured over another backend is refused (:func:`check_backend`) unless the user
+asks for it: its rules say what won over that backend, not what NCCL runs best.
 """
 
 from __future__ import annotations
@@ -27,6 +34,56 @@ from collbench.schedules.registry import get_algorithm
 from collbench.tuning.consumers.nccl import condition, why_not
 
 COLLBENCH_TO_NCCL: dict[str, str] = {"ring": "ring", "tree": "tree", "two-tree": "tree"}
+NCCL_BACKEND = "nccl"
+FROM_OTHER_BACKEND_OPTION = "--from-other-backend"
+
+
+def check_backend(profile: Profile, from_other_backend: bool) -> None:
+    """UserError (one line) for a profile measured over another backend than NCCL, unless asked for."""
+    if profile.backend == NCCL_BACKEND or from_other_backend:
+        return
+    raise UserError(
+        f"this profile was measured over {profile.backend}, not NCCL: its rules say which of collbench's "
+        f"algorithms won over {profile.backend}, not which of NCCL's own algorithms, protocols and channel "
+        "counts runs fastest; measure NCCL itself with `collbench tune --backend nccl` on the GPUs, or pass "
+        f"{FROM_OTHER_BACKEND_OPTION} to export it anyway"
+    )
+
+
+def nccl_selection(shape: RuleSet) -> tuple[Rule, ...]:
+    """The rules an NCCL export follows for ``shape``: its selection among NCCL's own variants where it
+    has one, else its only selection."""
+    return shape.rules if shape.nccl_rules is None else shape.nccl_rules
+
+
+def selection_label(shape: RuleSet) -> str:
+    """Which of ``shape``'s selections an NCCL export follows, for the file's comments."""
+    if shape.nccl_rules is not None:
+        return "rules chosen among NCCL's own variants (algorithm, protocol, channels), as measured"
+    if shape.predicted:
+        return "rules predicted from the fitted models; no selection among NCCL's own variants"
+    return (
+        "no selection among NCCL's own variants (a profile of another backend, or made before collbench "
+        "kept one): the overall rules, mapped to NCCL's nearest algorithm"
+    )
+
+
+def collbench_wins(shape: RuleSet) -> list[str]:
+    """One line per range where collbench's own algorithm won ``shape``'s overall selection while the
+    NCCL export follows NCCL's own variants: NCCL cannot run it; collbench's Python API can."""
+    if shape.nccl_rules is None:
+        return []
+    lines = []
+    for rule in shape.rules:
+        if is_native(rule.algo):
+            continue
+        coll = Op.parse(rule.op).spec.nccl_name
+        gain = "" if rule.gain_vs_native is None else f" ({rule.gain_vs_native:.2f}x NCCL's own choice)"
+        lines.append(
+            f"{coll} {span(rule)}: collbench's {rule.algo} wins overall{gain}; NCCL cannot run it: run it with "
+            "collbench's Python API (Profile.select; collbench.torch.all_reduce and ddp_comm_hook for all-reduce)"
+        )
+    return lines
 
 
 def shapes(profile: Profile) -> tuple[RuleSet, ...]:
@@ -74,8 +131,11 @@ def nccl_choice(rule: Rule, shape: RuleSet) -> NcclChoice:
             return NcclChoice(rule, None, None, None, "native wins: NCCL's own choice", native=True)
         if variant.proto is not None:
             proto = protocol_number(variant.proto)
+        if variant.channels is not None:
+            count = variant.channels
         if variant.algo is None:
-            return NcclChoice(rule, None, proto, None, f"{rule.algo}: forces only the protocol")
+            forces = "the protocol" if variant.channels is None else "the protocol and channel count"
+            return NcclChoice(rule, None, proto, None, f"{rule.algo}: forces only {forces}")
         algo = algorithm(variant.algo)
         assert algo is not None  # parse_native_variant accepts NCCL's names only
     else:

@@ -15,6 +15,11 @@ no NCCL equivalent is a comment saying what NCCL does instead. The protocol fiel
 ``simple``, the protocol of bulk transfers that collbench's own schedules resemble. A channel count is
 1 to :data:`collbench.nccl.channels.MAX_CHANNELS` (a profile asking for more is refused); one above what
 NCCL before 2.25 holds gets a comment and a note, as collbench's plugin skips that line there.
+
+A rule set measured over NCCL gives its lines from the selection among NCCL's own variants
+(:func:`.nccl_rules.nccl_selection`): a won channel count becomes the line's channels, and where
+collbench's own algorithm won overall, a comment points at collbench's Python API. A profile measured
+over another backend is refused unless ``from_other_backend`` (:func:`.nccl_rules.check_backend`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,18 @@ from collbench.nccl.channels import MAX_CHANNELS_OLDEST, since_text
 from collbench.profile.document import Profile, RuleSet
 from collbench.schedules.ops import Op
 from collbench.tuning.exporters.exported import Exported, comment_lines
-from collbench.tuning.exporters.nccl_rules import NcclChoice, nccl_choice, shape_label, shapes, span
+from collbench.tuning.exporters.nccl_rules import (
+    NCCL_BACKEND,
+    NcclChoice,
+    check_backend,
+    collbench_wins,
+    nccl_choice,
+    nccl_selection,
+    selection_label,
+    shape_label,
+    shapes,
+    span,
+)
 
 UNBOUNDED = -1
 KEEP = -1
@@ -53,11 +69,13 @@ def _coll(op: str) -> str:
     return Op.parse(op).spec.nccl_name
 
 
-def build_nccl_tuner(profile: Profile) -> Exported:
+def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> Exported:
     """The config text for every rule set of ``profile``, and the terminal notes for rules left out.
 
-    Raises UserError (one line) for a rule NCCL cannot have run or an unknown algorithm.
+    Raises UserError (one line) for a rule NCCL cannot have run or an unknown algorithm, and for a
+    profile measured over another backend than NCCL unless ``from_other_backend``.
     """
+    check_backend(profile, from_other_backend)
     out = [
         "# NCCL tuner plugin config made by collbench from a profile",
         f"# machine {profile.fingerprint} ({profile.host}), backend {profile.backend}",
@@ -73,7 +91,9 @@ def build_nccl_tuner(profile: Profile) -> Exported:
         out.append(f"# --- {shape_label(shape)}")
         if shape.predicted:
             out.append("# these rules are predicted from the fitted models, not measured at this shape")
-        for rule in shape.rules:
+        if profile.backend == NCCL_BACKEND:
+            out.extend(comment_lines(selection_label(shape)))
+        for rule in nccl_selection(shape):
             choice = nccl_choice(rule, shape)
             line = tuner_line(choice, shape)
             head = f"{_coll(rule.op)} {span(rule)}"
@@ -93,10 +113,21 @@ def build_nccl_tuner(profile: Profile) -> Exported:
                 notes.append(
                     f"{head} ({shape_label(shape)}): {choice.algo.tuner if choice.algo else ''} {choice.condition}"
                 )
+            if choice.channels is not None and shape.nccl_rules is not None:
+                count = choice.channels
+                out.extend(
+                    comment_lines(
+                        f"{count} channels: measured on a communicator of {count} channels (ncclConfig_t minCTAs = "
+                        f"maxCTAs); NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS={count} gives a job's communicators as many"
+                    )
+                )
             out.append(line)
+        for won in collbench_wins(shape):
+            out.extend(comment_lines(won))
+            notes.append(f"{won} ({shape_label(shape)})")
     return Exported("\n".join(out) + "\n", tuple(notes))
 
 
-def export_nccl_tuner(profile: Profile) -> str:
+def export_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> str:
     """The tuner config text for ``profile`` (see :func:`build_nccl_tuner`)."""
-    return build_nccl_tuner(profile).text
+    return build_nccl_tuner(profile, from_other_backend=from_other_backend).text
