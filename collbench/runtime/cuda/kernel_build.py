@@ -6,11 +6,17 @@ version (X) mismatches the version that was used to compile PyTorch (Y)"), and s
 an empty lock file, ``<build dir>/lock`` (``_jit_compile``: ``FileBaton(os.path.join(build_directory,
 'lock'))``; ``FileBaton.wait`` spins while the file exists, forever if its builder was killed).
 
-So before torch is asked, this module says why it cannot work (CUDA major mismatch, no toolkit),
-removes a lock whose builder is gone, and records its own owner file beside torch's lock (pid and
-start time), because torch's lock names nobody. Each sweep's rows then say which reduction path ran
-(``ResultRow.reduce_path``: ``cuda-kernel`` or ``torch-ops``; None for native rows and ops that do
-not reduce).
+Torch's loader also needs two things it only reports mid-build: ``ninja``, which it runs by name from
+``PATH`` on every load, cached or not (``_jit_compile`` builds whenever the extension is new to the
+process; ``verify_ninja_availability``, ``_run_ninja_build``), and ``Python.h`` in
+``sysconfig.get_path('include', scheme='posix_prefix')``, the include directory it compiles against
+(``_write_ninja_file_to_build_library``), needed when it compiles.
+
+So before torch is asked, this module says why it cannot work (CUDA major mismatch, no toolkit, no
+ninja, no Python.h), removes a lock whose builder is gone, and records its own owner file beside
+torch's lock (pid and start time), because torch's lock names nobody. Each sweep's rows then say
+which reduction path ran (``ResultRow.reduce_path``: ``cuda-kernel`` or ``torch-ops``; None for
+native rows and ops that do not reduce).
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
+import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -128,6 +137,63 @@ def mismatch_reason(torch_cuda: str | None, nvcc: tuple[int, int] | None, cuda_h
 
 
 @dataclass(frozen=True, slots=True)
+class BuildTools:
+    """What torch's extension loader runs and reads besides the CUDA toolkit, as found here."""
+
+    ninja: Path | None
+    """The ``ninja`` it will run (None: none found)."""
+    python_h: Path
+    """Where it expects ``Python.h`` (it may be missing)."""
+
+
+def find_build_tools(
+    path: str | None = None, python_bin: Path | None = None, include_dir: str | None = None
+) -> BuildTools:
+    """``ninja`` on ``path`` (default ``$PATH``), else beside this Python, and where ``Python.h`` should be.
+
+    pip installs the ``ninja`` package's program beside the interpreter (``.venv/bin``), which is on
+    ``PATH`` only in an activated environment: a ``.venv/bin/collbench`` run without activating it
+    still finds it there. ``python_bin`` and ``include_dir`` (default: this interpreter's directory
+    and ``sysconfig``'s posix_prefix include directory, the one torch compiles against) are for tests.
+    """
+    on_path = shutil.which("ninja", path=path)
+    beside = (python_bin if python_bin is not None else Path(sys.executable).parent) / "ninja"
+    ninja = Path(on_path) if on_path else (beside if os.access(beside, os.X_OK) else None)
+    include = include_dir if include_dir is not None else sysconfig.get_path("include", scheme="posix_prefix")
+    return BuildTools(ninja=ninja, python_h=Path(include) / "Python.h")
+
+
+def missing_tools_reason(tools: BuildTools, *, compiles: bool) -> str | None:
+    """One clause naming what is missing and how to get it; None when nothing is.
+
+    ``compiles``: whether the loader will compile (no built library yet); loading a built one needs
+    ninja only, as torch runs it on every load.
+    """
+    missing: list[str] = []
+    fixes: list[str] = []
+    if tools.ninja is None:
+        missing.append("ninja")
+        fixes.append("pip install ninja")
+    if compiles and not tools.python_h.is_file():
+        missing.append("Python.h")
+        fixes.append(
+            f"no {tools.python_h}: install this Python's development headers "
+            f"(python{sys.version_info.major}.{sys.version_info.minor}-dev on Debian and Ubuntu)"
+        )
+    if not missing:
+        return None
+    verb = "is" if len(missing) == 1 else "are"
+    return f"{' and '.join(missing)} {verb} missing for torch's extension loader ({'; '.join(fixes)})"
+
+
+def ninja_on_path(ninja: Path) -> None:
+    """Put ``ninja``'s directory on this process's ``PATH``: torch runs ``ninja`` by name."""
+    here = os.environ.get("PATH", "")
+    if shutil.which("ninja", path=here) is None:
+        os.environ["PATH"] = str(ninja.parent) + (os.pathsep + here if here else "")
+
+
+@dataclass(frozen=True, slots=True)
 class BuildResult:
     module: ModuleType | None
     """The loaded extension; None when the kernels are not used (``reason`` says why)."""
@@ -148,20 +214,35 @@ def build(
     *,
     torch_cuda: str | None,
     cuda_home: str | None,
+    tools: BuildTools | None = None,
 ) -> BuildResult:
     """Build (or load from the cache) with ``load``, telling ``say`` what happens; never raises.
 
     Says, in one line each: a stale lock removed; that a first build starts and where; how long it
-    took; or why the kernels are not used and how to fix it (the rows then record ``torch-ops``).
+    took; or why the kernels are not used and how to fix it (the rows then record ``torch-ops``):
+    a first build without ``$CUDA_HOME/bin/nvcc``, a toolkit of another CUDA major version, ninja or
+    Python.h missing, or the build failing. ``tools``: ninja and Python.h as found here
+    (``find_build_tools``), checked before ``load``; None for a ``load`` that runs neither (tests'
+    fakes of torch's loader).
     """
+    first = not built_library(build_dir, name).exists()
+    nvcc = Path(cuda_home) / "bin" / "nvcc" if cuda_home else None
+    if first and nvcc is not None and not nvcc.is_file():
+        # torch takes $CUDA_HOME as given and would fail mid-build running its bin/nvcc.
+        return fallback(say, f"no nvcc at {nvcc} (set CUDA_HOME to the directory holding bin/nvcc)")
     reason = mismatch_reason(torch_cuda, nvcc_version(cuda_home), cuda_home)
     if reason is not None:
         return fallback(say, reason)
+    if tools is not None:
+        missing = missing_tools_reason(tools, compiles=first)
+        if missing is not None:
+            return fallback(say, missing)
+        if tools.ninja is not None:
+            ninja_on_path(tools.ninja)
     build_dir.mkdir(parents=True, exist_ok=True)
     cleared = clear_stale_lock(build_dir)
     if cleared:
         say(cleared)
-    first = not built_library(build_dir, name).exists()
     if first:
         say(f"building collbench's CUDA reduction kernels into {build_dir} (first time only; about 30 s to minutes)")
     start = time.monotonic()

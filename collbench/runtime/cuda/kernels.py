@@ -84,8 +84,6 @@ def unavailable_reason() -> str | None:
 
     if cpp_extension.CUDA_HOME is None:
         return "no CUDA toolkit found (set CUDA_HOME to the directory holding bin/nvcc)"
-    if not cpp_extension.is_ninja_available():
-        return "ninja is not installed (pip install ninja)"
     return None
 
 
@@ -122,6 +120,7 @@ def build_extension(say: kernel_build.Say) -> kernel_build.BuildResult:
         say,
         torch_cuda=torch.version.cuda,
         cuda_home=cpp_extension.CUDA_HOME,
+        tools=kernel_build.find_build_tools(),
     )
 
 
