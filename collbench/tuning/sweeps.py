@@ -13,10 +13,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from collbench.nccl.variants import is_native
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithms_for, get_algorithm
 from collbench.tuning.config import TuneConfig, round_stream, segments_stream
+from collbench.tuning.nccl_variants import nccl_variant_names
 from collbench.tuning.placement import Placement
 from collbench.tuning.rounds import settled_fraction, unsettled
 from collbench.tuning.selection import PointsByOp, in_round, measured_points
@@ -84,7 +86,8 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
     from collbench.runtime.sweep.run import run_sweep
 
     depth = config.depth
-    names = algorithm_order(config.ops)
+    # On NCCL, NCCL's own algorithm x protocol x channel variants too: the NCCL exports choose among them.
+    names = algorithm_order(config.ops) + nccl_variant_names(config)
     rows: list[ResultRow] = []
     for i in range(depth.rounds):
         order = names if i % 2 == 0 else tuple(reversed(names))
@@ -101,7 +104,7 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
         if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
             continue
         measured = {r.algo for r in rows}
-        pipelined = tuple(a for a in order if get_algorithm(a).segmented and a in measured)
+        pipelined = tuple(a for a in order if not is_native(a) and get_algorithm(a).segmented and a in measured)
         if pipelined:
             stream = segments_stream(config, i)
             second = dataclasses.replace(
