@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -25,10 +26,10 @@ def _smi(*args: str) -> str:
     return subprocess.run(["nvidia-smi", *args], check=True, capture_output=True, text=True, timeout=60).stdout
 
 
-def _discover(*args: str) -> dict[str, object]:
+def _discover(*args: str) -> dict[str, Any]:
     result = CliRunner().invoke(app, ["discover", "--json", *args])
     assert result.exit_code == 0, result.stderr
-    data: dict[str, object] = json.loads(result.stdout)
+    data: dict[str, Any] = json.loads(result.stdout)
     return data
 
 
@@ -37,7 +38,7 @@ def test_gpus_match_nvidia_smi_q() -> None:
     expected = [[f.strip() for f in line.split(",")] for line in query.strip().splitlines()]
     data = _discover()
     assert data["source"] == "nvml"
-    gpus = [d for d in data["devices"] if d["kind"] == "gpu"]  # type: ignore[union-attr,index]
+    gpus = [d for d in data["devices"] if d["kind"] == "gpu"]
     assert len(gpus) == len(expected)
     for gpu, (index, name, bus, uuid) in zip(gpus, expected, strict=True):
         assert gpu["index"] == int(index)
@@ -52,7 +53,13 @@ def test_gpus_match_nvidia_smi_q() -> None:
 def test_links_match_nvidia_smi_topo_m() -> None:
     smi = parse_nvidia_smi_topo(_smi("topo", "-m"), "nvidia-smi topo -m")
     data = _discover()
-    links = {(lk["a"], lk["b"]): lk for lk in data["links"]}  # type: ignore[union-attr,index]
+    # The GPUs and their CPU affinity first: on one GPU there is no pair to compare.
+    gpus = {d["id"]: d for d in data["devices"] if d["kind"] == "gpu"}
+    assert sorted(gpus) == sorted(g.id for g in smi.gpus)
+    for shown in smi.gpus:
+        if shown.cpus is not None and gpus[shown.id]["cpus"] is not None:
+            assert set(gpus[shown.id]["cpus"]) == set(shown.cpus), shown.id
+    links = {(lk["a"], lk["b"]): lk for lk in data["links"]}
     for a in smi.gpus:
         for b in smi.gpus:
             if a.index < b.index:
