@@ -283,7 +283,7 @@ def test_thorough_tune_sweeps_every_variant_and_segments_only_its_own_algorithms
 
     def record(config: Any, progress: Any = None) -> list[ResultRow]:
         configs.append(config)
-        return []
+        return [_row(op, algo, config.min_bytes, 10.0) for op in config.ops for algo in config.algos]
 
     monkeypatch.setattr(ranks, "resolve_backend", lambda backend, local: "nccl")
     monkeypatch.setattr(environment, "nccl_version", lambda: NCCL_VERSION)
