@@ -266,7 +266,7 @@ def show(profile: Profile, work_dir: Path | None = None, *, from_other_backend: 
         driver = build_driver(Path(tmp))
         rows: list[ShowRow] = []
         for shape in shapes(profile):
-            followed = nccl_selection(shape)
+            followed = nccl_selection(shape, profile)
             ops = list(dict.fromkeys(Op.parse(r.op) for r in followed))
             for op in ops:
                 rules = [r for r in followed if Op.parse(r.op) is op]

@@ -453,3 +453,20 @@ def test_profile_of_another_backend_is_refused_unless_asked(build) -> None:  # t
     assert "\n" not in message and "measured over gloo, not NCCL" in message
     assert "collbench tune --backend nccl" in message and "--from-other-backend" in message
     assert "measured with gloo, not NCCL" in build(gloo, from_other_backend=True).text
+
+
+def test_shape_without_nccl_selection_keeps_nccl_choice_when_others_have_one() -> None:
+    # A shape predicted from the fits measured none of NCCL's variants: its collbench ring is not
+    # mapped onto NCCL's ring (what the NCCL selection replaces); NCCL keeps its own choice there.
+    predicted = RuleSet(16, 2, (Rule("all-reduce", 0, None, "ring", P),), predicted=True)
+    both = Profile(
+        fingerprint="fp",
+        host="h",
+        backend="nccl",
+        rule_sets=(RuleSet(8, 1, OVERALL, nccl_rules=NCCL_SELECTION), predicted),
+    )
+    built = build_nccl_tuner(both)
+    assert [(r.ranks, r.algo) for r in parse_nccl_tuner(built.text)] == [(8, "ring"), (8, "ring")]
+    assert "no selection among NCCL's own variants at this shape (predicted from the fitted models)" in built.text
+    algo, _proto, _reasons = nccl_env_values(both)
+    assert algo is None

@@ -44,13 +44,13 @@ from collbench.tuning.exporters.nccl_rules import (
 def _ops(profile: Profile) -> list[Op]:
     seen: dict[Op, None] = {}
     for shape in shapes(profile):
-        for rule in nccl_selection(shape):
+        for rule in nccl_selection(shape, profile):
             seen.setdefault(Op.parse(rule.op), None)
     return list(seen)
 
 
 def _choices(profile: Profile, op: Op) -> list[NcclChoice]:
-    return [nccl_choice(r, s) for s in shapes(profile) for r in nccl_selection(s) if Op.parse(r.op) is op]
+    return [nccl_choice(r, s) for s in shapes(profile) for r in nccl_selection(s, profile) if Op.parse(r.op) is op]
 
 
 def nccl_env_values(profile: Profile) -> tuple[str | None, str | None, list[str]]:
@@ -119,7 +119,7 @@ def build_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> Exp
     if profile.backend != NCCL_BACKEND:
         out.append(f"# measured with {profile.backend}, not NCCL")
     else:
-        out.extend(f"# {shape_label(s)}: {selection_label(s)}" for s in shapes(profile))
+        out.extend(f"# {shape_label(s)}: {selection_label(s, profile)}" for s in shapes(profile))
     # Where collbench's own algorithm won overall: NCCL cannot run it, the Python API can.
     reasons += [f"{won} ({shape_label(s)})" for s in shapes(profile) for won in collbench_wins(s)]
     out.extend(f"# {reason}" for reason in reasons)

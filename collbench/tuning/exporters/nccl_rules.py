@@ -50,16 +50,34 @@ def check_backend(profile: Profile, from_other_backend: bool) -> None:
     )
 
 
-def nccl_selection(shape: RuleSet) -> tuple[Rule, ...]:
-    """The rules an NCCL export follows for ``shape``: its selection among NCCL's own variants where it
-    has one, else its only selection."""
-    return shape.rules if shape.nccl_rules is None else shape.nccl_rules
+def _keeps_nccl_selections(profile: Profile) -> bool:
+    return any(s.nccl_rules is not None for s in profile.rule_sets)
 
 
-def selection_label(shape: RuleSet) -> str:
-    """Which of ``shape``'s selections an NCCL export follows, for the file's comments."""
+def nccl_selection(shape: RuleSet, profile: Profile) -> tuple[Rule, ...]:
+    """The rules an NCCL export follows for ``shape`` of ``profile``.
+
+    Its selection among NCCL's own variants where it has one. Where it has none but the profile's other
+    shapes have (a shape predicted from the fits, or joined from an older profile), NCCL's own choice
+    for each of its ops: none of NCCL's variants was measured there, and a mapping of collbench's
+    algorithms onto NCCL's is what the NCCL selection replaces. A profile with no NCCL selection at all
+    (another backend, or made before collbench kept one) is mapped as it always was: its only selection.
+    """
+    if shape.nccl_rules is not None:
+        return shape.nccl_rules
+    if not _keeps_nccl_selections(profile):
+        return shape.rules
+    own = {"segment_bytes": None, "layout": "rank-order"}
+    return tuple(Rule(op, 0, None, "native", dict(own)) for op in shape.ops)
+
+
+def selection_label(shape: RuleSet, profile: Profile) -> str:
+    """Which rules an NCCL export follows for ``shape`` (:func:`nccl_selection`), for the file's comments."""
     if shape.nccl_rules is not None:
         return "rules chosen among NCCL's own variants (algorithm, protocol, channels), as measured"
+    if _keeps_nccl_selections(profile):
+        kind = "predicted from the fitted models" if shape.predicted else "from a profile made before collbench kept it"
+        return f"no selection among NCCL's own variants at this shape ({kind}): NCCL keeps its own choice"
     if shape.predicted:
         return "rules predicted from the fitted models; no selection among NCCL's own variants"
     return (

@@ -92,8 +92,8 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
         if shape.predicted:
             out.append("# these rules are predicted from the fitted models, not measured at this shape")
         if profile.backend == NCCL_BACKEND:
-            out.extend(comment_lines(selection_label(shape)))
-        for rule in nccl_selection(shape):
+            out.extend(comment_lines(selection_label(shape, profile)))
+        for rule in nccl_selection(shape, profile):
             choice = nccl_choice(rule, shape)
             line = tuner_line(choice, shape)
             head = f"{_coll(rule.op)} {span(rule)}"
