@@ -165,6 +165,12 @@ def tune(
     if shapes is None:
         return  # a rank other than 0 of a launcher's job: rank 0 reports
     console.print(render_rules(shapes.profile))
+    from collbench.profile.document import nccl_selection_view
+
+    nccl_view = nccl_selection_view(shapes.profile)
+    if nccl_view is not None:
+        console.print("Among NCCL's own variants only (what export nccl-plugin, nccl-tuner and env follow):")
+        console.print(render_rules(nccl_view))
     if shapes.profile.fits:
         console.print(render_fits(shapes.profile))
     for outcome in shapes.outcomes:

@@ -22,6 +22,7 @@ the ``jsonschema`` library before it is built, so a bad file fails at load, nami
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -434,6 +435,19 @@ class Profile:
         path = Path(path)
         atomic_write_text(path, self.to_yaml())
         return path
+
+
+def nccl_selection_view(profile: Profile) -> Profile | None:
+    """``profile`` with each rule set's selection among NCCL's own variants as its rules, for showing
+    it as the rules are shown; only the shapes that have one. None where no shape has one."""
+    sets = tuple(
+        RuleSet(s.world_size, s.nodes, s.nccl_rules, predicted=s.predicted, layout=s.layout)
+        for s in profile.rule_sets
+        if s.nccl_rules is not None
+    )
+    if not sets or all(s.predicted for s in sets):
+        return None
+    return dataclasses.replace(profile, rule_sets=sets)
 
 
 def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:

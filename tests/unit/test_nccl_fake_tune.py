@@ -34,6 +34,7 @@ from collbench.cli.app import app
 from collbench.nccl.support import CommShape
 from collbench.nccl.variants import is_native, parse_native_variant, variant_process_env
 from collbench.profile.document import Profile
+from collbench.results.io import read_rows
 from collbench.results.row import ResultRow
 from collbench.runtime.cuda import nccl
 from collbench.runtime.cuda.native_groups import NativeGroups
@@ -41,7 +42,6 @@ from collbench.runtime.sweep.plan import sweep_sizes
 from collbench.tuning.config import TuneConfig
 from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
 from collbench.tuning.nccl_variants import variant_names
-from collbench.tuning.pipeline import run_tune
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGY = ROOT / "docs" / "cpu-2core-gloo-2ranks-topology.yaml"
@@ -227,9 +227,15 @@ def test_tune_measures_every_nccl_variant_and_keeps_two_selections(
     monkeypatch.setattr(environment, "nccl_version", lambda: NCCL_VERSION)
     monkeypatch.setattr(sweep_run, "run_sweep", fake_run_sweep(fake_nccl, measured))
     output = tmp_path / "profile.yaml"
+    args = ["tune", "--ranks", "2", "--backend", "nccl", "--quick", "--topology", str(TOPOLOGY), "-O", str(output)]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
     config = TuneConfig(ranks=2, backend="nccl", quick=True, output=output, topology_path=TOPOLOGY)
-    outcome = run_tune(config)
-    assert outcome is not None
+    rows_measured = read_rows(config.rows_path)
+    # The terminal shows both selections.
+    shown = " ".join(done.stdout.split())
+    assert "Among NCCL's own variants only (what export nccl-plugin, nccl-tuner and env follow)" in shown
+    assert SMALL_WINNER in shown and OWN_WINNER in shown
 
     # Every runnable algorithm x protocol x channel count of NCCL 2.27 on 2 ranks of one node was
     # measured as a row of its own, on a communicator that read exactly that variant's settings.
@@ -238,7 +244,7 @@ def test_tune_measures_every_nccl_variant_and_keeps_two_selections(
     sizes = sweep_sizes(config.depth.min_bytes, config.depth.max_bytes, config.depth.step_factor, 4)
     for name in expected:
         variant = parse_native_variant(name)
-        rows = [r for r in outcome.rows if r.algo == name]
+        rows = [r for r in rows_measured if r.algo == name]
         assert len({(r.size_bytes, r.tune_round) for r in rows}) == len(rows) >= len(sizes) * config.depth.rounds
         comms = {comm for algo, comm in measured if algo == name}
         channels = SEARCH_CHANNELS if variant.channels is None else variant.channels

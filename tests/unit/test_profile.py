@@ -14,7 +14,7 @@ import yaml
 import collbench
 from collbench.errors import InputFileError, UnknownNameError, UserError
 from collbench.models.fitted import Fit
-from collbench.profile.document import Profile, ProfileLayout, RuleSet, schema_problem
+from collbench.profile.document import Profile, ProfileLayout, RuleSet, nccl_selection_view, schema_problem
 from collbench.profile.rules import Rule
 
 REPO = Path(__file__).resolve().parents[2]
@@ -354,3 +354,9 @@ def test_schema_rejects_an_empty_nccl_selection() -> None:
     data = nccl_profile().to_dict()
     data["rule_sets"][0]["nccl_rules"] = []
     assert any("nccl_rules" in e for e in validate(data))
+
+
+def test_nccl_selection_view_shows_it_as_rules() -> None:
+    view = nccl_selection_view(nccl_profile())
+    assert view is not None and view.rules == NCCL_SELECTION and view.default_set.nccl_rules is None
+    assert nccl_selection_view(nccl_profile(None)) is None
