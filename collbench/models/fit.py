@@ -15,18 +15,22 @@ group and one shared beta and gamma. Each group then refits its own alpha and be
 fixed. Otherwise gamma is folded into beta (``gamma_folded: true``, ``gamma_gbps: null``) and the
 fit says so in its ``note``.
 
-Where one line does not explain a group (protocol switches), a piecewise fit (``piecewise.py``) is
-kept and reported as ``segments``; the quality figures then describe the piecewise model.
+Where one line does not explain a group (protocol switches, cache levels), a continuous piecewise
+model (``piecewise.py``) is kept and reported as ``segments``, each with its own alpha and beta. Of
+the candidates (one per segment count), the fit keeps the best by BIC among those within the
+usability bounds at every point (``fitted.bound_failure``), else the best by BIC.
 
-Stalls (a call measured far above the model: a scheduler tick, a page fault) are set aside before the
-coefficients are final (``piecewise.nnls_trimmed``: in the joint gamma fit, the single line and inside
-every candidate segment), at most a third of a group's points. The fit reports how many in
-``outliers`` and in its note. The quality figures (R^2, median and max error) are always computed on
-*all* the group's points, outliers included, so a fit never looks better than the data it came from.
+Every point is data, however far it sits from a line: only a point whose own measurement marks it
+(every row stalled, two modes, rounds that disagree beyond their noise: ``fit_points.py``) is left
+out, and the fit's note names each such point and why. The quality figures (R^2, median and max
+error) are those of the points fitted. A fit that misses any of them by more than 25%, or has a
+median error above 10%, is marked not usable with the reason (``Fit.unusable_because``): it is shown,
+and nothing else uses it (crossovers, predictions, predicted rules, the report's curves).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -39,22 +43,25 @@ from collbench.errors import InputFileError, UserError
 from collbench.models.costs import cost_terms, has_cost_model
 from collbench.models.crossover import Crossover, find_crossovers
 from collbench.models.fit_points import FitPoint, PointSummaries, summarize
-from collbench.models.fitted import Fit, Segment
+from collbench.models.fitted import Fit, Segment, bound_failure
 from collbench.models.piecewise import (
-    OUTLIER_MIN_EXCESS,
+    MAX_SEGMENTS,
     FloatArray,
-    Piece,
-    chain_pieces,
-    nnls_trimmed,
-    piecewise_fit,
+    JoinedFit,
+    bic,
+    nnls_relative,
+    piecewise_candidates,
 )
 from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
+from collbench.units import format_bytes
 
 # Gamma/beta coefficient ratios closer than this (relatively) cannot tell gamma from beta.
 _RATIO_SPREAD = 0.2
 _MIN_POINTS = 2
+_MAX_SEGMENTS = MAX_SEGMENTS
+_FOLDED = "gamma folded into beta: one algorithm at one world size cannot tell them apart"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +92,8 @@ def group_points(points: Iterable[FitPoint]) -> dict[GroupKey, list[FitPoint]]:
 
 
 def _design(key: GroupKey, points: list[FitPoint]) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(sizes, coefficient matrix [c_a, c_b, c_g], times) of a group: one entry per measured size.
+    """(sizes, coefficient matrix [c_a, c_b, c_g], times) of a group: one entry per measured size that
+    is data (points their own measurement marks are left out: ``fit_points.py``).
 
     Rows of one size (rounds, repeats, in place and out of place) are one point (``fit_points.py``),
     whose time is the smallest of their decision times (``decision_time_us``: a row's p25), as
@@ -95,7 +103,7 @@ def _design(key: GroupKey, points: list[FitPoint]) -> tuple[FloatArray, FloatArr
     error.
     """
     op, algo, _, p = key
-    ordered = sorted(points, key=lambda point: point.size_bytes)
+    ordered = sorted((point for point in points if not point.set_aside), key=lambda point: point.size_bytes)
     coefs = []
     for point in ordered:
         terms = cost_terms(op, algo, p, point.size_bytes)
@@ -120,7 +128,6 @@ def _joint_gamma(groups: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray
     blocks = []
     targets = []
     times_all = []
-    labels = []
     for gi, key in enumerate(keys):
         _, coef, times = groups[key]
         block = np.zeros((len(times), len(keys) + 2))
@@ -130,11 +137,9 @@ def _joint_gamma(groups: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray
         blocks.append(block)
         targets.append(times)
         times_all.append(times)
-        labels.append(np.full(len(times), gi, dtype=np.int64))
     t = np.concatenate(times_all)
-    # Each group keeps at least 3 rows (its alpha plus the shared beta and gamma, plus one to check).
-    joint = nnls_trimmed(np.vstack(blocks), np.concatenate(targets), t, groups=np.concatenate(labels), min_kept=3)
-    return float(joint.x[-1])
+    joint, _ = nnls_relative(np.vstack(blocks), np.concatenate(targets), t)
+    return float(joint[-1])
 
 
 def _quality(pred: FloatArray, times: FloatArray) -> tuple[float, float, float]:
@@ -149,7 +154,12 @@ def _quality(pred: FloatArray, times: FloatArray) -> tuple[float, float, float]:
 
 
 def _fit_group(
-    key: GroupKey, data: tuple[FloatArray, FloatArray, FloatArray], gamma: float | None, reduces: bool, piecewise: bool
+    key: GroupKey,
+    data: tuple[FloatArray, FloatArray, FloatArray],
+    gamma: float | None,
+    reduces: bool,
+    piecewise: bool,
+    set_aside: list[FitPoint],
 ) -> Fit:
     sizes, coef, times = data
     op, algo, backend, p = key
@@ -163,42 +173,45 @@ def _fit_group(
         gamma_out = None
         folded = reduces and bool(np.any(coef[:, 2] > 0))
         if folded:
-            notes.append("gamma folded into beta: one algorithm at one world size cannot tell them apart")
+            notes.append(_FOLDED)
+    fixed = coef[:, 2] * gamma if gamma is not None else np.zeros_like(times)
     design = coef[:, :2]
-    line = nnls_trimmed(design, target, times)
-    x = line.x
-    outliers = line.outliers
-    alpha, beta = float(x[0]), float(x[1])
+
+    def design_at(size: float) -> FloatArray:
+        terms = cost_terms(op, algo, p, size)
+        return np.array([terms.alpha, terms.beta], dtype=np.float64)
+
+    candidates = piecewise_candidates(
+        sizes, design, target, times, design_at, max_segments=_MAX_SEGMENTS if piecewise and len(sizes) >= 6 else 1
+    )
+    chosen = _choose(candidates, fixed, times)
+    pred = chosen.pred + fixed
     segments: tuple[Segment, ...] = ()
-    pred = design @ x + (coef[:, 2] * gamma if gamma is not None else 0.0)
-    if piecewise and len(sizes) >= 6:  # one entry per measured size (_design)
-
-        def design_at(size: float) -> FloatArray:
-            terms = cost_terms(op, algo, p, size)
-            return np.array([terms.alpha, terms.beta], dtype=np.float64)
-
-        def chained(free: list[Piece]) -> list[Piece]:
-            return chain_pieces(free, sizes, design, target, times, design_at)
-
-        pieces = piecewise_fit(sizes, design, target, times, refine=chained)
-        if len(pieces) > 1:
-            segments, pred = _segments(pieces, sizes, design, coef, times, gamma)
-            outliers = sum(piece.outliers for piece in pieces)
-            edges = ", ".join(str(s.min_bytes) for s in segments[1:])
-            notes.append(f"piecewise: {len(segments)} segments, breaks at {edges} bytes")
-    if beta == 0 and not any(seg.beta_us_per_byte > 0 for seg in segments):
+    first, last = chosen.pieces[0], chosen.pieces[-1]
+    # One line: its alpha and beta. Pieces: the latency of the smallest messages and the bandwidth of
+    # the largest, the two figures a reader asks of a network; every piece's own are in ``segments``.
+    alpha, beta = first.coef[0], last.coef[1]
+    if len(chosen.pieces) > 1:
+        segments = _segments(chosen, sizes, pred, times)
+        edges = ", ".join(str(s.min_bytes) for s in segments[1:])
+        notes.append(f"piecewise: {len(segments)} segments, breaks at {edges} bytes")
+    if all(piece.coef[1] == 0 for piece in chosen.pieces):
         if gamma and np.any(coef[:, 2] > 0):
             notes.append("beta fitted as 0: the per-byte cost is gamma's (fitted across the op's algorithms)")
         else:
             notes.append("no bandwidth term measurable (beta fitted as 0)")
-    if outliers:
-        notes.append(
-            f"{outliers} of {len(times)} points set aside as outliers (measured more than "
-            f"max({100 * OUTLIER_MIN_EXCESS:.0f}%, 3x the median error) above the model, e.g. "
-            "scheduler stalls); error figures include them"
-        )
-    # On all points, outliers included: the figures describe the data, not only the points kept.
+    if set_aside:
+        named = "; ".join(f"{q.label}: {q.set_aside}" for q in sorted(set_aside, key=lambda q: q.size_bytes))
+        notes.append(f"{len(set_aside)} point(s) set aside as their own measurement marks them ({named})")
     r2, med, worst = _quality(pred, times)
+    why = bound_failure(med, worst)
+    if why:
+        at = int(np.argmax(np.abs(pred - times) / times))
+        why = (
+            f"{why}: at {format_bytes(int(sizes[at]))} measured {times[at]:.4g} us, "
+            f"model {pred[at]:.4g} us; no continuous non-decreasing model of "
+            f"{'up to ' + str(_MAX_SEGMENTS) + ' segments' if piecewise else 'one line'} follows every point"
+        )
     return Fit(
         op=op,
         algo=algo,
@@ -216,28 +229,33 @@ def _fit_group(
         gamma_folded=folded,
         points=len(times),
         note="; ".join(notes),
-        outliers=outliers,
+        outliers=len(set_aside),
+        unusable_because=why,
     )
 
 
-def _segments(
-    pieces: list[Piece],
-    sizes: FloatArray,
-    design: FloatArray,
-    coef: FloatArray,
-    times: FloatArray,
-    gamma: float | None,
-) -> tuple[tuple[Segment, ...], FloatArray]:
-    pred = np.zeros_like(times)
+def _choose(candidates: list[JoinedFit], fixed: FloatArray, times: FloatArray) -> JoinedFit:
+    """The candidate with the best BIC among those within the usability bounds at every point; the
+    best BIC of all when none is (the fit is then marked not usable)."""
+
+    def within(candidate: JoinedFit) -> bool:
+        _, med, worst = _quality(candidate.pred + fixed, times)
+        return not bound_failure(med, worst)
+
+    def score(candidate: JoinedFit) -> tuple[float, int]:
+        return bic(candidate.sse, len(times), candidate.segments), candidate.segments
+
+    good = [c for c in candidates if within(c)]
+    return min(good or candidates, key=score)
+
+
+def _segments(chosen: JoinedFit, sizes: FloatArray, pred: FloatArray, times: FloatArray) -> tuple[Segment, ...]:
     out = []
-    for piece in pieces:
+    for piece in chosen.pieces:
         mask = (sizes >= piece.min_bytes) & (sizes <= piece.max_bytes)
-        x = np.array(piece.coef)
-        seg_pred = design[mask] @ x + piece.offset + (coef[mask, 2] * gamma if gamma is not None else 0.0)
-        pred[mask] = seg_pred
-        med = float(np.median(100.0 * np.abs(seg_pred - times[mask]) / times[mask]))
-        out.append(Segment(piece.min_bytes, piece.max_bytes, float(x[0]), float(x[1]), med, piece.offset))
-    return tuple(out), pred
+        med = float(np.median(100.0 * np.abs(pred[mask] - times[mask]) / times[mask]))
+        out.append(Segment(piece.min_bytes, piece.max_bytes, piece.coef[0], piece.coef[1], med))
+    return tuple(out)
 
 
 def fit_results(
@@ -258,6 +276,7 @@ def fit_results(
         raise InputFileError("results", f"no rows with a positive time and right data to fit{failed}")
     skipped: list[str] = []
     data: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]] = {}
+    aside_of: dict[GroupKey, list[FitPoint]] = {}
     for key, gpoints in sorted(groups.items()):
         op, algo, backend, p = key
         label = f"{op} {algo} {backend} x{p}"
@@ -273,10 +292,14 @@ def fit_results(
             # A single rank sends nothing: every cost term is zero, so there is no alpha or beta to find.
             skipped.append(f"{label}: one rank moves no data; there is no communication to model")
             continue
-        if len(gpoints) < _MIN_POINTS:  # one point per measured size (fit_points)
-            skipped.append(f"{label}: needs at least {_MIN_POINTS} sizes to fit, has one")
+        kept = [q for q in gpoints if not q.set_aside]
+        if len(kept) < _MIN_POINTS:  # one point per measured size (fit_points)
+            aside = len(gpoints) - len(kept)
+            why = f" ({aside} set aside as their measurement marks them)" if aside else ""
+            skipped.append(f"{label}: needs at least {_MIN_POINTS} sizes to fit, has {len(kept)}{why}")
             continue
         data[key] = _design(key, gpoints)
+        aside_of[key] = [q for q in gpoints if q.set_aside]
     if not data:
         raise UserError("nothing to fit: " + "; ".join(skipped) if skipped else "nothing to fit")
     pools: dict[tuple[str, str], dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]]] = defaultdict(dict)
@@ -287,9 +310,22 @@ def fit_results(
         reduces = Op.parse(op).spec.reduces
         gamma = _joint_gamma(pool) if reduces else None
         for key, value in pool.items():
-            fits.append(_fit_group(key, value, gamma, reduces, piecewise))
+            fit = _fit_group(key, value, gamma, reduces, piecewise, aside_of[key])
+            if gamma is not None and fit.unusable_because:
+                # The shared gamma sets a least per-byte cost; where that keeps the model off this
+                # algorithm's own points, the algorithm's per-byte cost is fitted whole (gamma folded).
+                folded = _fit_group(key, value, None, reduces, piecewise, aside_of[key])
+                if folded.max_abs_pct_error < fit.max_abs_pct_error:
+                    shared = (
+                        "gamma folded into beta: with the gamma fitted across the op's algorithms the model "
+                        f"missed a point of this one by {fit.max_abs_pct_error:.0f}%, folded by "
+                        f"{folded.max_abs_pct_error:.0f}%"
+                    )
+                    fit = dataclasses.replace(folded, note=folded.note.replace(_FOLDED, shared, 1))
+            fits.append(fit)
     fits.sort(key=lambda f: (f.op, f.backend, f.world_size, f.algo))
-    found = find_crossovers(fits) if crossovers else []
+    # A fit that does not follow its points places no crossover (Fit.distrust).
+    found = find_crossovers([f for f in fits if f.usable]) if crossovers else []
     return FitReport(fits=fits, crossovers=found, skipped=skipped)
 
 

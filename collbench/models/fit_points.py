@@ -1,19 +1,41 @@
 """What a fit reads of result rows, gathered while the rows stream past: one summary per measured size.
 
 A fit models one time per (op, algorithm, backend, world size) and size: the smallest decision time
-(``results/noise.py``) of every row of that size (rounds, repeats, in place and out of place, files
+(``results/noise.py``) of the rows of that size (rounds, repeats, in place and out of place, files
 given together), as selection combines them (``tuning/selection/``). That is all it reads of the
 rows, so rows are folded into these summaries as they are read: memory grows with the number of
-distinct points (bounded by the sweep plan), never with the number of rows or the file's size.
+distinct points (bounded by the sweep plan) and their rounds, never with the number of rows or the
+file's size.
+
+Which points are data. A point is left out of a fit only where its own measurement says its time
+cannot be trusted, never because it sits far from a line:
+
+- a row in the stall regime (``results/noise.row_stalled``: 5% or more of its iterations slower than
+  3x the fastest, or its iterations in two modes) does not give the point its time when another row
+  of the point is clean; a point whose every row is stalled is set aside;
+- a point measured in several rounds of a tune (``tune_round``) whose two fastest clean rounds
+  disagree beyond their own noise is set aside: the slower round's *fastest* iteration is slower
+  than the faster round's *slowest*, so the two rounds' iterations do not overlap at all and the
+  point has no one time. Rounds merely some percent apart are not that: a shared machine's speed
+  drifts between rounds minutes apart (10-50% here) while each round's iterations spread over more,
+  and the point's time is its fastest round's, as selection takes it.
+
+A call of 0 bytes is no collective at all (NCCL's ``ncclEnqueueCheck`` returns at once for a count
+of 0; nccl-tests still times the call): it is set aside too, since a latency fitted to it would be the
+cost of an empty function call. Each set-aside point carries the reason (``FitPoint.set_aside``),
+which the fit's note repeats.
+Rows of nccl-tests logs and other tools carry no stall figures and no rounds: their points are data.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collbench.results.noise import decision_time_us
+from collbench.results.noise import STALL_FACTOR, decision_time_us, row_stalled
 from collbench.results.row import ResultRow
+from collbench.units import format_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,16 +48,50 @@ class FitPoint:
     world_size: int
     size_bytes: int
     time_us: float
-    """The smallest decision time (p25, else p50) of the point's rows: what the fit is made from."""
+    """The smallest decision time (p25, else p50) of the point's clean rows (of every row when none is
+    clean): what the fit is made from."""
     median_us: float
-    """The smallest p50 of the point's rows (what plots show as measured)."""
+    """The smallest p50 of the same rows (what plots show as measured)."""
     rows: int
     """How many rows of the input were this point."""
+    set_aside: str = ""
+    """Why the point's own measurement keeps it out of the fit; empty when it is data."""
+    stall_fraction: float | None = None
+    """The smallest stall fraction of the point's rows (None: no row carries one)."""
 
     @property
     def group(self) -> tuple[str, str, str, int]:
         """The fit this point belongs to: (op, algo, backend, world size)."""
         return (self.op, self.algo, self.backend, self.world_size)
+
+    @property
+    def label(self) -> str:
+        """The point as a note names it: its size."""
+        return format_bytes(self.size_bytes)
+
+
+@dataclass(slots=True)
+class _RoundBest:
+    """The fastest clean row of one round of one point: its decision time, fastest and slowest iteration."""
+
+    decision_us: float
+    min_us: float
+    max_us: float
+
+
+@dataclass(slots=True)
+class _Summary:
+    """One point's rows so far (updated in place: this runs once a row)."""
+
+    clean_time: float = math.inf
+    clean_median: float = math.inf
+    any_time: float = math.inf
+    any_median: float = math.inf
+    rows: int = 0
+    clean_rows: int = 0
+    least_stall: float | None = None
+    every_stalled_row_bimodal: bool = True
+    rounds: dict[int, _RoundBest] | None = None
 
 
 class PointSummaries:
@@ -48,8 +104,7 @@ class PointSummaries:
     __slots__ = ("_points", "rows_failed", "rows_seen")
 
     def __init__(self) -> None:
-        # Per point: [smallest decision time, smallest p50, rows], updated in place (this runs once a row).
-        self._points: dict[tuple[str, str, str, int, int], list[float]] = {}
+        self._points: dict[tuple[str, str, str, int, int], _Summary] = {}
         self.rows_seen = 0
         # Rows left out because their data check found wrong elements (said to the user, never fitted).
         self.rows_failed = 0
@@ -64,16 +119,27 @@ class PointSummaries:
         if not (row.time_us > 0 and row.size_bytes >= 0):
             return
         key = (row.op, row.algo, row.backend, row.world_size, row.size_bytes)
-        time = decision_time_us(row)
         seen = self._points.get(key)
         if seen is None:
-            self._points[key] = [time, row.time_us, 1]
+            seen = self._points[key] = _Summary()
+        time = decision_time_us(row)
+        seen.rows += 1
+        seen.any_time = min(seen.any_time, time)
+        seen.any_median = min(seen.any_median, row.time_us)
+        if row.stall_fraction is not None:
+            seen.least_stall = min(row.stall_fraction, seen.least_stall or math.inf)
+        if row_stalled(row):
+            seen.every_stalled_row_bimodal = seen.every_stalled_row_bimodal and bool(row.bimodal)
             return
-        if time < seen[0]:
-            seen[0] = time
-        if row.time_us < seen[1]:
-            seen[1] = row.time_us
-        seen[2] += 1
+        seen.clean_rows += 1
+        seen.clean_time = min(seen.clean_time, time)
+        seen.clean_median = min(seen.clean_median, row.time_us)
+        if row.tune_round is not None:
+            rounds = seen.rounds if seen.rounds is not None else {}
+            seen.rounds = rounds
+            best = rounds.get(row.tune_round)
+            if best is None or time < best.decision_us:
+                rounds[row.tune_round] = _RoundBest(time, row.time_us_min, row.time_us_max)
 
     def extend(self, rows: Iterable[ResultRow]) -> PointSummaries:
         """Fold every row of an iterable (consumed one at a time, never held); returns self."""
@@ -82,11 +148,41 @@ class PointSummaries:
         return self
 
     def points(self) -> list[FitPoint]:
-        """The points, in the order their first rows came."""
-        return [FitPoint(*key, time, median, int(rows)) for key, (time, median, rows) in self._points.items()]
+        """The points, in the order their first rows came, each with why it is set aside (if it is)."""
+        out = []
+        for key, s in self._points.items():
+            if s.clean_rows:
+                time, median = s.clean_time, s.clean_median
+            else:
+                time, median = s.any_time, s.any_median
+            why = _EMPTY if key[-1] == 0 else _why_set_aside(s)
+            out.append(FitPoint(*key, time, median, s.rows, why, s.least_stall))
+        return out
 
     def __len__(self) -> int:
         return len(self._points)
+
+
+_EMPTY = "a call of 0 bytes moves no data (NCCL returns at once for a count of 0): no collective to model"
+
+
+def _why_set_aside(s: _Summary) -> str:
+    """Why a point's measurement keeps it out of a fit (see the module docstring); empty when it is data."""
+    if not s.clean_rows:
+        every = "its only row" if s.rows == 1 else f"all {s.rows} rows"
+        if s.every_stalled_row_bimodal:
+            return f"{every} two-moded (iterations in two groups more than 2x apart)"
+        least = 100 * (s.least_stall or 0.0)
+        return f"{every} stalled (at least {least:.0f}% of iterations >{STALL_FACTOR:g}x the fastest)"
+    if s.rounds is None or len(s.rounds) < 2:
+        return ""
+    (first, a), (second, b) = sorted(s.rounds.items(), key=lambda item: item[1].decision_us)[:2]
+    if b.min_us > a.max_us > 0:
+        return (
+            f"rounds {first} and {second} disagree beyond their noise (fastest iteration of round {second} "
+            f"{b.min_us:.4g} us, above round {first}'s slowest {a.max_us:.4g} us)"
+        )
+    return ""
 
 
 def summarize(rows: Iterable[ResultRow] | PointSummaries) -> PointSummaries:

@@ -22,6 +22,28 @@ from collbench.models.costs import cost_terms
 R2_MIN = 0.5
 """Below this R^2 (on log time) a fit is shown as not explaining its data, and not extrapolated."""
 
+POINT_ERROR_BOUND_PCT = 25.0
+"""A fit is usable only when the model is within this of every point it kept (percent of the time)..."""
+MEDIAN_ERROR_BOUND_PCT = 10.0
+"""...and within this of its points at the median (percent)."""
+
+_REFERENCE_BYTES = float(1 << 20)
+"""A size at which a cost formula's per-byte coefficient is read (formulas are linear in the size)."""
+
+
+def bound_failure(median_abs_pct_error: float, max_abs_pct_error: float) -> str:
+    """Why error figures break the usability bounds (empty when they keep them).
+
+    A model that misses one of its own points by more than ``POINT_ERROR_BOUND_PCT`` does not describe
+    the machine there, whatever its median says; one whose median misses by more than
+    ``MEDIAN_ERROR_BOUND_PCT`` describes it nowhere well.
+    """
+    if not max_abs_pct_error <= POINT_ERROR_BOUND_PCT:
+        return f"misses a point by {max_abs_pct_error:.0f}% (bound {POINT_ERROR_BOUND_PCT:g}% at every point)"
+    if not median_abs_pct_error <= MEDIAN_ERROR_BOUND_PCT:
+        return f"median error {median_abs_pct_error:.1f}% (bound {MEDIAN_ERROR_BOUND_PCT:g}%)"
+    return ""
+
 
 def gbps_from_us_per_byte(cost_us_per_byte: float) -> float | None:
     """1/cost in GB/s (10^9 bytes/s); None for a zero cost (no bandwidth limit measurable)."""
@@ -57,9 +79,22 @@ def _whole(data: Mapping[str, Any], key: str) -> int:
     return 0 if value is None else int(value)
 
 
+def _unusable_because(data: Mapping[str, Any]) -> str:
+    """The reason a fit's mapping gives for not using it; a file from before fits said so is judged by
+    its error figures (which then counted every point, so the judgement is if anything strict)."""
+    if "usable" in data:
+        return "" if data.get("usable") else str(data.get("unusable_because") or "not usable")
+    return bound_failure(_number(data, "median_abs_pct_error", 0.0), _number(data, "max_abs_pct_error", 0.0))
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """A size range with its own alpha and beta (gamma stays the group's)."""
+    """A size range with its own alpha and beta (gamma stays the group's).
+
+    A fit's segments meet where they hand over (the geometric middle of the gap between one's
+    ``max_bytes`` and the next's ``min_bytes``): each has its own latency and per-byte cost, both
+    non-negative, and they agree there, so the model is continuous and never decreases with size.
+    """
 
     min_bytes: int
     max_bytes: int
@@ -67,8 +102,8 @@ class Segment:
     beta_us_per_byte: float
     median_abs_pct_error: float
     offset_us: float = 0.0
-    """Added to the segment's alpha-beta time so that it starts where the previous segment ends
-    (``piecewise.chain_pieces``): the piecewise model is continuous and never decreases with size."""
+    """Added to the segment's alpha-beta time. Fits made now leave it 0 (each segment's own alpha and
+    beta join it to its neighbours); files written before that carry the offset that joined them."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,7 +150,12 @@ class Fit:
     points: int = 0
     note: str = ""
     outliers: int = 0
-    """Points set aside as outliers (measured far above the model) when fitting; still in the quality figures."""
+    """Points set aside because their own measurement marks them (every row stalled, two modes, rounds
+    that disagree beyond their noise; ``fit_points.py``); the note names them. Not in ``points`` and
+    not in the quality figures, which describe the points the model was made from."""
+    unusable_because: str = ""
+    """Why the model does not describe its own points well enough to be used (``bound_failure``), or
+    empty. An unusable fit is shown with its reason and used for nothing else (:meth:`distrust`)."""
 
     @property
     def beta_gbps(self) -> float | None:
@@ -145,6 +185,8 @@ class Fit:
             "points": self.points,
             "note": self.note,
             "outliers": self.outliers,
+            "usable": not self.distrust(),
+            "unusable_because": self.distrust(),
         }
 
     @classmethod
@@ -171,6 +213,7 @@ class Fit:
                 points=_whole(data, "points"),
                 note=str(data.get("note", "")),
                 outliers=_whole(data, "outliers"),
+                unusable_because=_unusable_because(data),
             )
         except KeyError as exc:
             raise ValueError(f"a fit needs the key {exc.args[0]!r}") from exc
@@ -191,36 +234,56 @@ class Fit:
             ),
         )
 
-    def params_at(self, size_bytes: float) -> tuple[float, float]:
-        """(alpha_us, beta_us_per_byte) in force at a size: its segment's, or the single line's."""
-        segment = self.segment_at(size_bytes)
+    def params_at(self, size_bytes: float, world_size: int | None = None) -> tuple[float, float]:
+        """(alpha_us, beta_us_per_byte) in force at a size (at ``world_size``, default the fit's own):
+        its segment's, or the single line's."""
+        segment = self.segment_at(size_bytes, world_size)
         if segment is None:
             return self.alpha_us, self.beta_us_per_byte
         return segment.alpha_us, segment.beta_us_per_byte
 
-    def segment_at(self, size_bytes: float) -> Segment | None:
-        """The segment in force at a size (None for a single line)."""
+    def segment_at(self, size_bytes: float, world_size: int | None = None) -> Segment | None:
+        """The segment in force at a size (None for a single line), at ``world_size`` ranks (default:
+        the fit's own).
+
+        Segments hand over at the geometric midpoint of the gap between their measured ranges. At
+        another world size the hand-over moves with the algorithm's bytes per step (:meth:`own_size`):
+        two lines ``alpha_k A + beta_k B`` meet where ``B / A`` takes one value at every world size, so
+        the model stays continuous and non-decreasing there too.
+        """
         if not self.segments:
             return None
+        size = self.own_size(size_bytes, world_size)
         chosen = self.segments[0]
         for seg in self.segments:
-            if size_bytes >= seg.min_bytes:
+            if size >= seg.min_bytes:
                 chosen = seg
-        # Between two segments' measured ranges, switch at the geometric midpoint of the gap.
         idx = self.segments.index(chosen)
-        if idx + 1 < len(self.segments) and size_bytes > chosen.max_bytes:
+        if idx + 1 < len(self.segments) and size > chosen.max_bytes:
             nxt = self.segments[idx + 1]
-            if size_bytes > math.sqrt(max(chosen.max_bytes, 1) * max(nxt.min_bytes, 1)):
+            if size > math.sqrt(max(chosen.max_bytes, 1) * max(nxt.min_bytes, 1)):
                 chosen = nxt
         return chosen
+
+    def own_size(self, size_bytes: float, world_size: int | None = None) -> float:
+        """The size at the fit's own world size with the bytes per step that ``size_bytes`` has at
+        ``world_size``: where a segment's range is read at another world size (the size itself at the
+        fit's own, or where the formula has no steps or no bytes)."""
+        if world_size is None or world_size == self.world_size or not self.segments:
+            return size_bytes
+        there = cost_terms(self.op, self.algo, world_size, size_bytes)
+        here = cost_terms(self.op, self.algo, self.world_size, _REFERENCE_BYTES)
+        if there.alpha <= 0 or here.alpha <= 0 or here.beta <= 0:
+            return size_bytes
+        return there.beta / there.alpha * here.alpha * _REFERENCE_BYTES / here.beta
 
     def predict_us(self, size_bytes: float, world_size: int | None = None) -> float:
         """Predicted time (us) at ``size_bytes``; at another world size the formula is re-evaluated at it."""
         p = self.world_size if world_size is None else world_size
         terms = cost_terms(self.op, self.algo, p, size_bytes)
-        alpha, beta = self.params_at(size_bytes)
+        alpha, beta = self.params_at(size_bytes, world_size)
         gamma = self.gamma_us_per_byte or 0.0
-        segment = self.segment_at(size_bytes)
+        segment = self.segment_at(size_bytes, world_size)
         offset = segment.offset_us if segment is not None else 0.0
         return terms.time_us(alpha, beta, gamma) + offset
 
@@ -233,13 +296,23 @@ class Fit:
             return False
         return cost_terms(self.op, self.algo, self.world_size, max(self.max_bytes, 1)).gamma > 0
 
-    def distrust(self) -> str:
-        """Why this fit must not be used to extrapolate (empty when it may).
+    @property
+    def usable(self) -> bool:
+        """Whether anything may use this fit beyond showing it (:meth:`distrust` is empty)."""
+        return not self.distrust()
 
-        A fit whose R^2 (on log time) is below ``R2_MIN`` explains little of its data, and one whose
-        bandwidth term came out 0 has nothing to say about large messages: extrapolating either one to
-        other sizes or world sizes would present noise as a finding.
+    def distrust(self) -> str:
+        """Why this fit must not be used (empty when it may): for crossovers, predictions, predicted
+        rules and the report's curves alike.
+
+        A fit that misses one of its own points by more than ``POINT_ERROR_BOUND_PCT`` (or whose median
+        error is above ``MEDIAN_ERROR_BOUND_PCT``) does not describe the machine there
+        (``unusable_because``). One whose R^2 (on log time) is below ``R2_MIN`` explains little of its
+        data, and one whose bandwidth term came out 0 has nothing to say about large messages: using
+        any of them would present noise as a finding.
         """
+        if self.unusable_because:
+            return self.unusable_because
         if not self.r2 >= R2_MIN:
             return f"R^2 {self.r2:.2f} is below {R2_MIN:g}"
         if not self.has_size_term():

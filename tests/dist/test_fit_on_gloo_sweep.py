@@ -3,10 +3,11 @@
 On a small shared VM a call sometimes stalls for milliseconds (a scheduler tick when an idle vCPU
 wakes, or another process's burst), and under load more than half of a point's iterations can stall,
 so the point's median lands on the stall. That is true of the held-out points too, which are the
-ground truth here. The fit sets such points aside (``nnls_trimmed``), but a stalled *held-out* point
-would still count as a miss. So each point is represented by its first quartile (the time fits and
-decisions use), and the sweep is repeated with each size keeping the lowest: stalls only ever add
-time, so the least-disturbed figure estimates the undisturbed time that the model describes. (The median of 20-odd iterations on this VM still
+ground truth here. The fit sets a point aside only where its own rows mark it stalled
+(``fit_points``), and a stalled *held-out* point would still count as a miss. So each point is
+represented by its first quartile (the time fits and decisions use), and the sweep is repeated with
+each size keeping the lowest: stalls only ever add time, so the least-disturbed figure estimates the
+undisturbed time that the model describes. (The median of 20-odd iterations on this VM still
 wandered by 30-50% between runs at small sizes, which is noise in the ground truth, not model error.)
 collbench's own ``ring`` is used rather than gloo's native all-reduce: on this VM native's medians
 land on a ~4 ms stall at more than half the sizes even on a quiet machine. The same rule applies to training and

@@ -107,3 +107,41 @@ def test_the_fit_command_streams_the_file_to_the_same_report(tmp_path: Path, suf
     result = CliRunner().invoke(app, ["fit", "--json", str(path)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == json.loads(json.dumps(fit_results(rows + rows).to_dict()))
+
+
+def _rounds(size: int, times: list[float], **extra: object) -> list[ResultRow]:
+    """One clean row per round at ``size``: each round's iterations 5% either side of its time."""
+    return [point_row("ring", size, t, spread=0.05, tune_round=k, **extra) for k, t in enumerate(times)]
+
+
+def _only_point(rows: list[ResultRow]) -> tuple[str, float]:
+    (point,) = PointSummaries().extend(rows).points()
+    return point.set_aside, point.time_us
+
+
+def test_a_point_is_set_aside_only_where_its_own_measurement_marks_it() -> None:
+    # Clean rounds some percent apart (a shared machine's speed drifts between rounds): data, at the
+    # fastest round's time, however far that is from any line.
+    assert _only_point(_rounds(4096, [100.0, 108.0, 130.0], stall_fraction=0.0)) == ("", 100.0)
+    # A stalled round beside a clean one: the clean one gives the time, even when the stalled one is faster.
+    stalled = point_row("ring", 4096, 80.0, stall_fraction=0.4, tune_round=0)
+    assert _only_point([stalled, *_rounds(4096, [0.0, 100.0])[1:]]) == ("", 100.0)
+    # Every row stalled, or two-moded: set aside, saying which.
+    why, _ = _only_point([dataclasses.replace(stalled, tune_round=k, stall_fraction=0.2 + k / 10) for k in range(3)])
+    assert why == "all 3 rows stalled (at least 20% of iterations >3x the fastest)"
+    why, _ = _only_point([point_row("ring", 4096, 90.0, stall_fraction=0.0, bimodal=True)])
+    assert why.startswith("its only row two-moded")
+    # Rounds whose iterations do not overlap at all (round 1's fastest above round 0's slowest).
+    why, time = _only_point(_rounds(4096, [100.0, 200.0], stall_fraction=0.0))
+    assert why.startswith("rounds 0 and 1 disagree beyond their noise") and time == 100.0
+
+
+def test_rows_without_noise_figures_are_data_except_a_call_of_no_bytes() -> None:
+    """nccl-tests rows carry no stall fraction and no rounds: every point is data, but a 0-byte call,
+    which moves nothing (NCCL returns at once for a count of 0), is no collective to model."""
+    rows = [point_row("native", s, 10.0 + s / 1e3) for s in (0, 8, 1024, 1 << 20)]
+    points = PointSummaries().extend(rows).points()
+    assert [p.set_aside == "" for p in points] == [False, True, True, True]
+    assert "0 bytes moves no data" in points[0].set_aside
+    (fit,) = fit_results(rows).fits
+    assert fit.points == 3 and fit.outliers == 1 and "0 B:" in fit.note

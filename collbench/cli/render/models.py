@@ -51,8 +51,9 @@ def render_fits(report: FitReport) -> RenderableType:
         for col in ("alpha\nus", "1/beta\nGB/s", *(() if joint else ("1/gamma\nGB/s",)), "R²\nlog", "err %\nmed/max"):
             table.add_column(col, justify="right", no_wrap=True)
         table.add_column("sizes", justify="right", no_wrap=True)
-        # Points set aside as outliers (stalls) when fitting; the error columns still include them.
-        table.add_column("out-\nliers", justify="right", no_wrap=True)
+        # Points set aside because their own measurement marks them (the note names them and why);
+        # the error columns are those of the points fitted.
+        table.add_column("set\naside", justify="right", no_wrap=True)
         # A fit that does not explain its data says so here, and predict does not extrapolate it.
         table.add_column("use", justify="left")
         for f in fits:
@@ -66,7 +67,7 @@ def render_fits(report: FitReport) -> RenderableType:
                 f"{f.r2:.3f}",
                 f"{f.median_abs_pct_error:.1f}/{f.max_abs_pct_error:.1f}",
                 f"{format_bytes(f.min_bytes)}-{format_bytes(f.max_bytes)}",
-                f"{f.outliers}/{f.points}",
+                f"{f.outliers}/{f.points + f.outliers}",
                 f"[red]no: {why}[/red]" if why else "yes",
             )
         parts.append(table)
