@@ -30,6 +30,15 @@ FromOtherBackendOpt = Annotated[
     ),
 ]
 
+OmpiFromOtherBackendOpt = Annotated[
+    bool,
+    typer.Option(
+        "--from-other-backend",
+        help="Export a profile measured over another backend than Open MPI (gloo, nccl) anyway; its rules say "
+        "which of collbench's algorithms won there, mapped to Open MPI's nearest, not what Open MPI runs best.",
+    ),
+]
+
 
 def _emit(profile_path: Path, output: Path | None, render: Callable[..., str | Exported], what: str) -> None:
     from collbench.profile.document import Profile
@@ -60,20 +69,27 @@ def nccl_tuner(profile: ProfileArg, output: OutputOpt = None, from_other_backend
 
 
 @app.command("ompi-rules", cls=CollbenchCommand)
-def ompi_rules(profile: ProfileArg, output: OutputOpt = None) -> None:
+def ompi_rules(
+    profile: ProfileArg, output: OutputOpt = None, from_other_backend: OmpiFromOtherBackendOpt = False
+) -> None:
     """Open MPI 4.1 coll/tuned dynamic rules (classic format), one entry per communicator size of the profile."""
     from collbench.tuning.exporters.ompi_rules import build_ompi_rules
 
     notes: list[str] = []
+    unneeded: list[str] = []
 
     def render(loaded: Any) -> str:
-        built = build_ompi_rules(loaded)
+        built = build_ompi_rules(loaded, from_other_backend=from_other_backend)
         notes.extend(built.notes)
+        unneeded.extend(built.unneeded)
         return built.text
 
     _emit(profile, output, render, "Open MPI rules")
     for note in notes:
         err_console.print(f"[yellow]no equivalent[/yellow]: {note}", highlight=False)
+    for line in unneeded:
+        # The comment already opens with "no rule needed: ...".
+        err_console.print(escape(line), highlight=False)
     if output is not None:
         err_console.print(
             f"use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {output} ...",

@@ -63,9 +63,24 @@ def test_nccl_export_of_a_gloo_profile_with_the_flag(
     assert "measured with gloo, not NCCL" in text
 
 
-def test_ompi_rules_of_a_gloo_profile_are_not_refused(gloo_profile_path: Path) -> None:
-    result = CliRunner().invoke(app, ["export", "ompi-rules", str(gloo_profile_path)])
+@pytest.mark.parametrize("backend", ["gloo", "nccl"])
+def test_ompi_rules_of_another_backends_profile_are_refused_in_one_line(tmp_path: Path, backend: str) -> None:
+    profile = Profile(fingerprint="fp", host="h", backend=backend, rule_sets=(RuleSet(4, 1, RULES),))
+    path = profile.save(tmp_path / "p.yaml")
+    out = tmp_path / "rules.txt"
+    result = CliRunner().invoke(app, ["export", "ompi-rules", str(path), "-O", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 2, result.output
+    line = " ".join(result.output.split())
+    assert f"measured over {backend}, not Open MPI" in line
+    assert "collbench tune --backend mpi" in line and "--from-other-backend" in line
+    assert not out.exists()
+
+
+def test_ompi_rules_of_a_gloo_profile_with_the_flag(gloo_profile_path: Path) -> None:
+    result = CliRunner().invoke(app, ["export", "ompi-rules", str(gloo_profile_path), "--from-other-backend"])
     assert result.exit_code == 0, result.output
+    assert "backend gloo" in result.stdout and "ring -> ring" in result.stdout
 
 
 def test_nccl_tuner(profile_path: Path) -> None:
@@ -77,7 +92,8 @@ def test_nccl_tuner(profile_path: Path) -> None:
 
 def test_ompi_rules_to_file(profile_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "rules.txt"
-    result = CliRunner().invoke(app, ["export", "ompi-rules", str(profile_path), "--output", str(out)])
+    args = ["export", "ompi-rules", str(profile_path), "--output", str(out), "--from-other-backend"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     body = [line.split("#")[0].split() for line in out.read_text().splitlines()]
     assert [t for t in body if t] == [

@@ -70,7 +70,7 @@ def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path)
         assert all(r.measured_us is None and r.predicted_us for r in rules)
     assert "not used for predictions: all-reduce ring: R^2 0.04 is below 0.5" in result.stderr
     assert "64 on 8 node(s) predicted" in result.stdout
-    exported = CliRunner().invoke(app, ["export", "ompi-rules", str(out)])
+    exported = CliRunner().invoke(app, ["export", "ompi-rules", str(out), "--from-other-backend"])
     assert "64 ranks on 8 node(s), predicted from the fitted models, not measured" in exported.stdout
 
 

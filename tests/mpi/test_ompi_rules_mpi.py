@@ -222,7 +222,8 @@ def test_open_mpi_runs_what_the_exported_rules_say(tmp_path: Path) -> None:
     profile = make_profile()
     profile_path = profile.save(tmp_path / "profile.yaml")
     rules = tmp_path / "rules.txt"
-    result = CliRunner().invoke(app, ["export", "ompi-rules", str(profile_path), "-O", str(rules)])
+    args = ["export", "ompi-rules", str(profile_path), "-O", str(rules), "--from-other-backend"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     # The CLI named, on the terminal, the rules Open MPI cannot follow.
     assert "two-tree has no equivalent" in result.stderr and "reduce_scatter_block" in result.stderr

@@ -57,6 +57,11 @@ def profile(*sets: RuleSet) -> Profile:
     return Profile(fingerprint="fp", host="h", backend="gloo", rule_sets=sets)
 
 
+def mapped_rules(gloo_profile: Profile) -> str:
+    """The file for a profile of collbench's algorithms over gloo, exported as a user must ask for it."""
+    return export_ompi_rules(gloo_profile, from_other_backend=True)
+
+
 FOUR = RuleSet(
     4,
     1,
@@ -76,7 +81,7 @@ EIGHT = RuleSet(8, 2, (Rule("all-reduce", 0, None, "rabenseifner", P),), predict
 
 
 def test_every_size_gets_its_entry_bracketed_by_open_mpis_own_choice() -> None:
-    entries = parse(export_ompi_rules(profile(FOUR, EIGHT)))
+    entries = parse(mapped_rules(profile(FOUR, EIGHT)))
     assert set(entries) == {2, 7, 11, 12, 13}  # allreduce, bcast, reduce, reduce_scatter(_block)
     own = [(0, 0, 0, 0)]
     allreduce = entries[2]
@@ -102,11 +107,11 @@ def test_every_size_gets_its_entry_bracketed_by_open_mpis_own_choice() -> None:
 def test_adjacent_sizes_need_no_bracket_between_them() -> None:
     five = RuleSet(5, 1, (Rule("all-reduce", 0, None, "ring", P),))
     one = RuleSet(1, 1, (Rule("all-reduce", 0, None, "direct", P),))
-    assert sorted(parse(export_ompi_rules(profile(FOUR, five, one)))[2]) == [1, 2, 4, 5, 6]
+    assert sorted(parse(mapped_rules(profile(FOUR, five, one)))[2]) == [1, 2, 4, 5, 6]
 
 
 def test_comments_and_notes_say_what_has_no_equivalent_and_what_is_predicted() -> None:
-    built = build_ompi_rules(profile(FOUR, EIGHT))
+    built = build_ompi_rules(profile(FOUR, EIGHT), from_other_backend=True)
     assert len(built.notes) == 2
     assert "allreduce at 4 ranks on 1 node(s), from 4096 B: two-tree has no equivalent" in built.notes[0]
     assert "reduce_scatter_block" in built.notes[1] and "has no ring" in built.notes[1]
@@ -122,15 +127,15 @@ def test_comments_and_notes_say_what_has_no_equivalent_and_what_is_predicted() -
 def test_shapes_open_mpi_cannot_tell_apart_are_an_error() -> None:
     other = RuleSet(4, 2, (Rule("all-reduce", 0, None, "ring", P),))
     with pytest.raises(UserError, match="two shapes of 4 ranks"):
-        export_ompi_rules(profile(FOUR, other))
+        mapped_rules(profile(FOUR, other))
     huge = RuleSet(4, 1, (Rule("broadcast", 0, None, "tree", {**P, "segment_bytes": 1 << 31}),))
     with pytest.raises(UserError, match="more than Open MPI's rules file can hold"):
-        export_ompi_rules(profile(huge))
+        mapped_rules(profile(huge))
 
 
 def test_cli_bad_shape_is_one_line_exit_2(tmp_path: Path) -> None:
     path = profile(FOUR, RuleSet(4, 2, (Rule("all-reduce", 0, None, "ring", P),))).save(tmp_path / "p.yaml")
-    result = CliRunner().invoke(app, ["export", "ompi-rules", str(path)])
+    result = CliRunner().invoke(app, ["export", "ompi-rules", str(path), "--from-other-backend"])
     assert result.exit_code == 2
     assert "two shapes of 4 ranks" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 

@@ -49,7 +49,7 @@ def _outputs(name: str) -> dict[str, str]:
         # Both results were measured over gloo: the NCCL exports are asked for anyway, as a user would.
         "nccl-tuner.conf": build_nccl_tuner(profile, from_other_backend=True).text,
         "nccl-env.sh": build_nccl_env(profile, from_other_backend=True).text,
-        "ompi-rules.conf": build_ompi_rules(profile).text,
+        "ompi-rules.conf": build_ompi_rules(profile, from_other_backend=True).text,
     }
     if shutil.which("cc") or shutil.which("gcc"):
         from collbench.tuning.nccl_plugin import show

@@ -19,9 +19,17 @@ is ``0 0 0 0`` (Open MPI's own choice) unless the next size follows at once, and
 size is above 1, a leading entry at size 1 with the same: other communicator sizes get Open MPI's own
 decision, not rules measured at another size.
 
-What each collbench algorithm becomes is in :mod:`.ompi_table` (Open MPI 4.1's algorithms, with the
-source they were read from). A rule with no Open MPI counterpart is written as algorithm 0 with a
-comment saying so and what Open MPI does there instead, and reported in :attr:`OmpiRules.notes`.
+Which rules. A profile measured over Open MPI itself (``tune --backend mpi``) chose, per op, size and
+communicator size, among Open MPI's own algorithms (``native:<algorithm>``, each forced in turn) and
+its fixed decision (plain ``native``, nothing forced): each forced rule is written with its evidence
+(the measured times, the ratio over the fixed decision, the noise it beat), and where the fixed
+decision was fastest within the noise the file says "no rule needed" and leaves the choice to Open
+MPI (algorithm 0). A profile measured over another backend (gloo, nccl) says which of collbench's
+algorithms won there, not which of Open MPI's runs fastest: it is refused (:func:`check_backend`)
+unless the user asks for it, and then each collbench algorithm is mapped by :mod:`.ompi_table` (Open
+MPI 4.1's algorithms, with the source they were read from); a rule with no Open MPI counterpart is
+written as algorithm 0 with a comment saying so and what Open MPI does there instead, and reported
+in :attr:`OmpiRules.notes`.
 """
 
 from __future__ import annotations
@@ -33,49 +41,64 @@ from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
-from collbench.tuning.exporters.ompi_table import BUILT_IN, COLLECTIVES, OMPI_SOURCE, OMPI_VERSION, OmpiCollective
+from collbench.tuning.exporters.ompi_measured import (
+    MPI_BACKEND,
+    measured_here,
+    measured_over_mpi,
+    measured_rule,
+    selection_header,
+)
+from collbench.tuning.exporters.ompi_table import (
+    BUILT_IN,
+    COLLECTIVES,
+    MAX_SEGSIZE,
+    OMPI_SOURCE,
+    OMPI_VERSION,
+    OWN_CHOICE,
+    OmpiCollective,
+    OmpiRule,
+)
 
-# Open MPI reads every number with strtol into a long, then keeps the segment size in an int.
-_MAX_SEGSIZE = (1 << 31) - 1
-_OWN_CHOICE = "Open MPI's own choice (its fixed decision rules)"
+FROM_OTHER_BACKEND_OPTION = "--from-other-backend"
 
 
-@dataclass(frozen=True, slots=True)
-class OmpiRule:
-    """One message-size rule: from ``msg_size_bytes`` up to the next rule's size."""
-
-    msg_size_bytes: int
-    algorithm: int
-    faninout: int
-    segsize_bytes: int
-    comment: str
-    equivalent: bool = True
-    """False when the profile's algorithm has no Open MPI counterpart and 0 stands in for it."""
+def check_backend(profile: Profile, from_other_backend: bool) -> None:
+    """UserError (one line) for a profile measured over another backend than Open MPI, unless asked for."""
+    if profile.backend == MPI_BACKEND or from_other_backend:
+        return
+    raise UserError(
+        f"this profile was measured over {profile.backend}, not Open MPI: its rules say which of collbench's "
+        f"algorithms won over {profile.backend}, not which of Open MPI's own coll/tuned algorithms runs fastest; "
+        f"measure Open MPI itself with `collbench tune --backend mpi`, or pass {FROM_OTHER_BACKEND_OPTION} to "
+        "export it anyway"
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class OmpiRules:
-    """The rules file's text, and one line per profile rule that Open MPI cannot follow."""
+    """The rules file's text, one line per profile rule that Open MPI cannot follow, and one per range
+    where Open MPI's fixed decision was already fastest (no rule needed)."""
 
     text: str
     notes: tuple[str, ...]
+    unneeded: tuple[str, ...] = ()
 
 
 def ompi_rule(coll: OmpiCollective, rule: Rule) -> OmpiRule:
     """The Open MPI rule for one collbench rule (algorithm 0, with the reason, where there is no match)."""
     if is_native(rule.algo):
-        return OmpiRule(rule.min_bytes, BUILT_IN, 0, 0, f"{rule.algo}: {_OWN_CHOICE}")
+        return OmpiRule(rule.min_bytes, BUILT_IN, 0, 0, f"{rule.algo}: {OWN_CHOICE}")
     match = coll.matches.get(rule.algo)
     if match is None:
         why = coll.no_match.get(rule.algo, f"Open MPI's {coll.name} has no algorithm matching collbench's {rule.algo}")
         return OmpiRule(
-            rule.min_bytes, BUILT_IN, 0, 0, f"{rule.algo} has no equivalent: {why}; {_OWN_CHOICE} runs instead", False
+            rule.min_bytes, BUILT_IN, 0, 0, f"{rule.algo} has no equivalent: {why}; {OWN_CHOICE} runs instead", False
         )
     seg = int(rule.params.get("segment_bytes") or 0) if match.carries_segment else 0
-    if seg > _MAX_SEGSIZE:
+    if seg > MAX_SEGSIZE:
         raise UserError(
             f"{rule.op} rule at {rule.min_bytes} bytes: a {seg}-byte segment is more than Open MPI's rules file "
-            f"can hold ({_MAX_SEGSIZE})"
+            f"can hold ({MAX_SEGSIZE})"
         )
     number = match.segmented_id if seg and match.segmented_id is not None else match.algorithm_id
     name = coll.algorithm(number).name
@@ -83,10 +106,10 @@ def ompi_rule(coll: OmpiCollective, rule: Rule) -> OmpiRule:
     return OmpiRule(rule.min_bytes, number, 0, seg, comment)
 
 
-def _merged(coll: OmpiCollective, rules: list[Rule]) -> list[OmpiRule]:
+def _merged(coll: OmpiCollective, rules: list[Rule], measured: bool) -> list[OmpiRule]:
     merged: list[OmpiRule] = []
     for rule in rules:
-        entry = ompi_rule(coll, rule)
+        entry = measured_rule(coll, rule) if measured else ompi_rule(coll, rule)
         last = merged[-1] if merged else None
         if last and (last.algorithm, last.faninout, last.segsize_bytes) == (
             entry.algorithm,
@@ -125,36 +148,50 @@ def _entry(size: int, rules: list[OmpiRule], label: str) -> list[str]:
     return lines
 
 
-def build_ompi_rules(profile: Profile) -> OmpiRules:
-    """The rules file for every communicator size of ``profile``, and the rules Open MPI cannot follow.
+def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> OmpiRules:
+    """The rules file for every communicator size of ``profile``, the rules Open MPI cannot follow, and
+    where no rule is needed (a profile measured over Open MPI, whose fixed decision was fastest there).
 
-    Raises UserError when two of the profile's shapes have the same world size (Open MPI's rules cannot
-    tell them apart) or a segment size does not fit the file.
+    Raises UserError when the profile was measured over another backend than Open MPI and
+    ``from_other_backend`` is not set, when two of the profile's shapes have the same world size (Open
+    MPI's rules cannot tell them apart), or a rule does not fit the file or this Open MPI.
     """
+    check_backend(profile, from_other_backend)
+    measured = measured_over_mpi(profile)
     sets = _check_sizes(profile)
-    own = [OmpiRule(0, BUILT_IN, 0, 0, _OWN_CHOICE)]
+    own = [OmpiRule(0, BUILT_IN, 0, 0, OWN_CHOICE)]
     ops = {Op.parse(name) for name in profile.ops}
     sections: list[list[str]] = []
     notes: list[str] = []
+    unneeded: list[str] = []
     for coll in COLLECTIVES:
         if coll.op not in ops:
             continue
         entries: list[list[str]] = []
         if sets[0].world_size > 1:
-            entries.append(_entry(1, own, f"fewer than {sets[0].world_size} ranks: {_OWN_CHOICE}"))
+            entries.append(_entry(1, own, f"fewer than {sets[0].world_size} ranks: {OWN_CHOICE}"))
         for i, rule_set in enumerate(sets):
             kind = "predicted from the fitted models, not measured" if rule_set.predicted else "measured"
             label = f"{rule_set.world_size} ranks on {rule_set.nodes} node(s), {kind}"
-            if coll.op.value in rule_set.ops:
-                rules = _merged(coll, rule_set.rules_for(coll.op))
+            if measured and coll.op.value in rule_set.ops and not measured_here(coll):
+                why = f"{label}; {coll.mpi_call} was not measured (collbench's {coll.op.value} measures another)"
+                entries.append(_entry(rule_set.world_size, own, f"{why}: {OWN_CHOICE}"))
+            elif coll.op.value in rule_set.ops:
+                rules = _merged(coll, rule_set.rules_for(coll.op), measured)
                 entries.append(_entry(rule_set.world_size, rules, label))
+                if measured:
+                    unneeded += [
+                        f"{coll.name} at {rule_set.shape_label}, from {r.msg_size_bytes} B: {r.comment}"
+                        for r in rules
+                        if r.algorithm == BUILT_IN
+                    ]
                 notes += [
                     f"{coll.name} at {rule_set.shape_label}, from {r.msg_size_bytes} B: {r.comment}"
                     for r in rules
                     if not r.equivalent
                 ]
             else:
-                entries.append(_entry(rule_set.world_size, own, f"{label}; no {coll.op.value} rules: {_OWN_CHOICE}"))
+                entries.append(_entry(rule_set.world_size, own, f"{label}; no {coll.op.value} rules: {OWN_CHOICE}"))
             following = sets[i + 1].world_size if i + 1 < len(sets) else None
             if following != rule_set.world_size + 1:
                 if following is None:
@@ -163,7 +200,7 @@ def build_ompi_rules(profile: Profile) -> OmpiRules:
                     upto = f"{rule_set.world_size + 1} ranks"
                 else:
                     upto = f"{rule_set.world_size + 1} to {following - 1} ranks"
-                entries.append(_entry(rule_set.world_size + 1, own, f"{upto}: {_OWN_CHOICE}"))
+                entries.append(_entry(rule_set.world_size + 1, own, f"{upto}: {OWN_CHOICE}"))
         head = f"{coll.coll_id} {len(entries)}  # {coll.name} ({coll.mpi_call}, collbench's {coll.op.value})"
         sections.append([head] + [line for entry in entries for line in entry])
     shapes = ", ".join(
@@ -178,13 +215,14 @@ def build_ompi_rules(profile: Profile) -> OmpiRules:
         "# use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename <this file>",
         "# MSGSIZE ALGORITHM FANINOUT SEGSIZE; algorithm 0 = Open MPI's own choice",
     ]
+    out += selection_header(profile)
     out += [f"# no equivalent: {note}" for note in notes]
     out.append(f"{len(sections)}  # number of collectives")
     for section in sections:
         out += section
-    return OmpiRules("\n".join(out) + "\n", tuple(notes))
+    return OmpiRules("\n".join(out) + "\n", tuple(notes), tuple(unneeded))
 
 
-def export_ompi_rules(profile: Profile) -> str:
+def export_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> str:
     """The rules file for ``profile`` (see :func:`build_ompi_rules`)."""
-    return build_ompi_rules(profile).text
+    return build_ompi_rules(profile, from_other_backend=from_other_backend).text

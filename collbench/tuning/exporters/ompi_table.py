@@ -25,6 +25,22 @@ from collbench.schedules.ops import Op
 OMPI_VERSION = "4.1"
 OMPI_SOURCE = "Open MPI v4.1.4, ompi/mca/coll/tuned/coll_tuned_*_decision.c"
 BUILT_IN = 0
+OWN_CHOICE = "Open MPI's own choice (its fixed decision rules)"
+MAX_SEGSIZE = (1 << 31) - 1
+"""Open MPI reads every number of the rules file with strtol into a long, then keeps the segment size in an int."""
+
+
+@dataclass(frozen=True, slots=True)
+class OmpiRule:
+    """One message-size rule of the rules file: from ``msg_size_bytes`` up to the next rule's size."""
+
+    msg_size_bytes: int
+    algorithm: int
+    faninout: int
+    segsize_bytes: int
+    comment: str
+    equivalent: bool = True
+    """False when the profile's algorithm has no Open MPI counterpart and 0 stands in for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +87,11 @@ class OmpiCollective:
             if algo.algorithm_id == algorithm_id:
                 return algo
         raise KeyError(f"Open MPI {OMPI_VERSION} {self.name} has no algorithm {algorithm_id}")
+
+    def named(self, name: str) -> OmpiAlgorithm | None:
+        """The algorithm ``ompi_info`` calls ``name`` (any case, dashes or underscores); None if none."""
+        key = name.strip().lower().replace("-", "_")
+        return next((a for a in self.algorithms if a.name.lower().replace("-", "_") == key), None)
 
 
 def _algos(coll: str, *entries: tuple[str, str]) -> tuple[OmpiAlgorithm, ...]:
