@@ -117,7 +117,10 @@ def op_section(
     for name in names:
         points = [_combine(v) for _, v in sorted(by_series[name].items())]
         algo = name.split(" ")[0]
-        fit = next((f for f in fits if (f.op, f.backend, f.world_size, f.algo) == (op, backend, p, algo)), None)
+        # Only a usable fit draws a curve: one that misses its own points would be drawn as if it held.
+        fit = next(
+            (f for f in fits if (f.op, f.backend, f.world_size, f.algo) == (op, backend, p, algo) and f.usable), None
+        )
         curve_t: tuple[tuple[float, float], ...] = ()
         curve_b: tuple[tuple[float, float], ...] = ()
         if fit is not None and points:

@@ -7,7 +7,10 @@ bands over size, with their evidence) and ``provenance`` (versions, commands, da
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import datetime as dt
+import itertools
 import json
 import re
 from collections.abc import Sequence
@@ -59,6 +62,56 @@ def _fits(inputs: ReportInputs, notes: list[str]) -> list[Fit]:
         return []
 
 
+def marked_crossovers(found: Sequence[Crossover], inputs: ReportInputs, notes: list[str]) -> list[Crossover]:
+    """The models' crossovers the report marks: those the profile's rules agree with.
+
+    A profile's rules are chosen from the measurements; between two measured sizes they switch where
+    the models cross when the models hold there (``tuning/selection/ranges.py``). Where the models
+    cross from X to Y and the rules of that shape switch from X to Y inside the same gap between
+    measured sizes, the two agree, and the mark is put at the rules' boundary. Where the rules of
+    that shape switch between X and Y only elsewhere, or not at all, the models contradict what was
+    measured: no mark, and a note says so. Without a profile, or for a shape it has no rules for,
+    every crossover of the usable models is marked.
+    """
+    profile = inputs.profile
+    if profile is None:
+        return list(found)
+    boundaries: dict[tuple[str, int], list[tuple[int, str, str]]] = {}
+    for world, _, rules, _ in rule_sets(profile):
+        for rule in rules:
+            boundaries.setdefault((rule.op, world), [])
+        for below, above in itertools.pairwise(rules):
+            if below.op == above.op and below.algo != above.algo:
+                boundaries[(below.op, world)].append((above.min_bytes, below.algo, above.algo))
+    out = []
+    for c in found:
+        shape = boundaries.get((c.op, c.world_size))
+        if shape is None or c.backend != profile.backend:
+            out.append(c)
+            continue
+        sizes = sorted({r.size_bytes for r in inputs.rows if (r.op, r.world_size) == (c.op, c.world_size)})
+        pair = [b for b, lo, hi in shape if (lo, hi) == (c.below, c.above)]
+        same = [b for b in pair if _gap(sizes, b) == _gap(sizes, c.size_bytes)]
+        if same:
+            out.append(dataclasses.replace(c, size_bytes=same[0]))
+            continue
+        where = (
+            f"switch from {c.below} to {c.above} at {', '.join(size_label(b) for b in pair)}"
+            if pair
+            else "do not switch between them"
+        )
+        notes.append(
+            f"{c.op} x{c.world_size}: the models cross from {c.below} to {c.above} at {size_label(c.size_bytes)}; "
+            f"the profile's rules, chosen from the measurements, {where}: the crossing is not marked"
+        )
+    return out
+
+
+def _gap(sizes: Sequence[int], size: int) -> int:
+    """Which gap between measured sizes ``size`` falls in: the count of measured sizes below it."""
+    return bisect.bisect_left(sizes, size)
+
+
 def build_report(inputs: ReportInputs, *, now: dt.datetime | None = None) -> str:
     """The report's HTML text. Raises UserError when there are no rows."""
     if not inputs.rows:
@@ -66,7 +119,9 @@ def build_report(inputs: ReportInputs, *, now: dt.datetime | None = None) -> str
     now = now or dt.datetime.now(dt.timezone.utc)
     notes = list(inputs.notes)
     fits = _fits(inputs, notes)
-    crossovers = find_crossovers(fits) if fits else []
+    # A fit that does not follow its own points draws no curve and places no crossover (Fit.distrust).
+    usable = [f for f in fits if f.usable]
+    crossovers = marked_crossovers(find_crossovers(usable), inputs, notes) if usable else []
     groups = group_rows(inputs.rows)
     rule_algos = [[r.algo for r in rules] for _, _, rules, _ in rule_sets(inputs.profile)] if inputs.profile else []
     colors = color_map([r.algo for r in inputs.rows] + [a for rules in rule_algos for a in rules])

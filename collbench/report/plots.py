@@ -81,17 +81,25 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
             mine = [q for q in points if q.group == (op, f.algo, backend, p)]
             xs = np.array([q.size_bytes for q in mine], dtype=float)
             ts = np.array([q.median_us for q in mine], dtype=float)
-            grid = np.geomspace(max(f.min_bytes, 1), max(f.max_bytes, 2), 200)
-            model = np.array([f.predict_us(s) for s in grid])
-            ax_t.plot(grid, model, color=color, label=f.algo)
-            ax_b.plot(grid, grid / model / 1e3 * factor, color=color)
+            aside = np.array([bool(q.set_aside) for q in mine], dtype=bool)
+            # A fit that does not follow its points draws no curve, only its points (Fit.distrust).
+            if f.usable:
+                grid = np.geomspace(max(f.min_bytes, 1), max(f.max_bytes, 2), 200)
+                model = np.array([f.predict_us(s) for s in grid])
+                ax_t.plot(grid, model, color=color, label=f.algo)
+                ax_b.plot(grid, grid / model / 1e3 * factor, color=color)
             if len(mine):
-                ok = xs > 0
-                ax_t.scatter(xs[ok], ts[ok], color=color, s=12)
+                ok = (xs > 0) & ~aside
+                label = None if f.usable else f"{f.algo} (not usable: no curve)"
+                ax_t.scatter(xs[ok], ts[ok], color=color, s=12, label=label)
                 ax_b.scatter(xs[ok], xs[ok] / ts[ok] / 1e3 * factor, color=color, s=12)
-                pred = np.array([f.predict_us(s) for s in xs])
-                ax_r.scatter(xs[ok], 100 * (ts[ok] - pred[ok]) / pred[ok], color=color, s=10)
-            for seg in f.segments[1:]:
+                # Points their own measurement set aside: crosses, not fitted.
+                out = (xs > 0) & aside
+                ax_t.scatter(xs[out], ts[out], color=color, s=20, marker="x")
+                if f.usable:
+                    pred = np.array([f.predict_us(s) for s in xs])
+                    ax_r.scatter(xs[ok], 100 * (ts[ok] - pred[ok]) / pred[ok], color=color, s=10)
+            for seg in f.segments[1:] if f.usable else ():
                 ax_t.axvline(seg.min_bytes, color=color, linestyle=":", linewidth=0.8)
         ax_t.set(xscale="log", yscale="log", ylabel="time (us)", title=f"{op}, {backend}, {p} ranks")
         ax_b.set(xscale="log", yscale="log", ylabel="busbw (GB/s)")
@@ -100,7 +108,7 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
         ax_t.legend(fontsize=8)
         for ax in (ax_t, ax_b, ax_r):
             ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle("measured (points) and fitted (lines)")
+    fig.suptitle("measured (points; crosses: set aside as their measurement marks them) and fitted (lines)")
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=110)
@@ -146,7 +154,8 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Fit], profile: Profile, 
             marker = "o" if seg is None or seg_count[algo] == 1 or seg >= (1 << 20) else "s"
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker, ms=4, capsize=2, color=color[algo], label=label, alpha=0.8)
         for fit in fits:
-            if fit.op != op or not sizes_all:
+            # A fit that does not follow its points is not drawn (Fit.distrust).
+            if fit.op != op or not sizes_all or not fit.usable:
                 continue
             grid = _geom(sizes_all[0], sizes_all[-1], 60)
             ax.plot(grid, [fit.predict_us(s) for s in grid], "--", lw=1, color=color.get(fit.algo, "grey"))

@@ -41,3 +41,36 @@ def test_tune_plot_bars_and_legend(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
         assert box.x0 >= frame.x1 or box.y1 <= frame.y0 or box.y0 >= frame.y1
     close(fig)
+
+
+def test_fit_plot_draws_no_curve_for_a_fit_that_misses_its_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from synthetic_rows import make_rows
+
+    from collbench.models.fit import fit_results
+    from collbench.models.fit_points import PointSummaries
+    from collbench.report.plots import plot_fits
+
+    rows = make_rows("ring", 8, 10.0, 1e-3 / 5, 0.0, noise=0.0, seed=0)
+    # Falling with size: no non-decreasing model follows it.
+    rows += [replace(r, algo="recursive-doubling", time_us=1e5 / (1 + r.size_bytes) ** 0.3) for r in rows]
+    points = PointSummaries().extend(rows)
+    report = fit_results(points)
+    assert [f.usable for f in report.fits] == [False, True]  # recursive-doubling, ring
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    plot_fits(points.points(), report.fits, tmp_path / "fits.png")
+    monkeypatch.setattr(plt, "close", close)
+    (fig,) = figures
+    top = fig.axes[0]
+    assert [line.get_label() for line in top.get_lines()] == ["ring"]
+    legend = top.get_legend()
+    assert legend is not None
+    assert "recursive-doubling (not usable: no curve)" in [t.get_text() for t in legend.get_texts()]
+    close(fig)
