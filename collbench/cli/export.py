@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from collbench.cli.console import err_console
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
+from collbench.errors import UserError
 from collbench.fileio import atomic_write_text, check_writable
 from collbench.tuning.exporters.exported import Exported
 
@@ -95,6 +96,54 @@ def ompi_rules(
             f"use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {output} ...",
             highlight=False,
         )
+
+
+@app.command("ompi-rankfile", cls=CollbenchCommand)
+def ompi_rankfile(
+    profile: ProfileArg,
+    output: OutputOpt = None,
+    ranks: Annotated[
+        int | None,
+        typer.Option(
+            "--ranks",
+            metavar="N",
+            help="The communicator size whose layout to follow (default: the one measured with a ring).",
+            show_default=False,
+        ),
+    ] = None,
+    hosts: Annotated[
+        str | None,
+        typer.Option(
+            "--hosts",
+            metavar="H0,H1,...",
+            help="The tuned job's hosts, one per node, in the order its ranks filled them (default: localhost on one "
+            "node, else +n0,+n1,... of a resource manager's allocation).",
+            show_default=False,
+        ),
+    ] = None,
+    slots: Annotated[
+        str | None,
+        typer.Option(
+            "--slots",
+            metavar="LIST",
+            help="One Open MPI slot list for every rank (0-15, 1:0-3); default: each rank's position on its node.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Open MPI rankfile (mpirun --rankfile): ranks in the order of the profile's ring; the --map-by alternative."""
+    from collbench.tuning.exporters.ompi_rankfile import build_ompi_rankfile
+
+    names = None if hosts is None else [h.strip() for h in hosts.split(",")]
+    if names is not None and not all(names):
+        raise UserError(f"--hosts {hosts!r}: comma-separated host names, none empty")
+
+    def render(loaded: Any) -> Exported:
+        return build_ompi_rankfile(loaded, world_size=ranks, hosts=names, slots=slots)
+
+    _emit(profile, output, render, "Open MPI rankfile")
+    if output is not None:
+        err_console.print(f"use: mpirun --rankfile {output} ...", highlight=False)
 
 
 @app.command("env", cls=CollbenchCommand)

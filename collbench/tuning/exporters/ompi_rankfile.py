@@ -1,0 +1,164 @@
+"""An Open MPI rankfile that puts MPI_COMM_WORLD ranks in the order of the profile's ring.
+
+Open MPI's ring algorithms (allreduce ring and segmented ring, allgather ring, reduce_scatter ring,
+the bcast/reduce pipeline) send from rank ``r`` to rank ``r + 1``: they follow rank order and nothing
+else. Where the links are uneven (two hosts' pair slower than the others), the ring collbench's layout
+found (``collbench.layouts``, recorded in the profile as ``layout.rings``; the first is the fastest)
+takes the fast pairs and rank order may not. A rankfile is the one knob that changes which process is
+which rank: rank ``j`` of the job is put where the tuned job's rank ``ring[j]`` ran, so Open MPI's
+``j -> j + 1`` is the ring's own hop.
+
+Syntax (Open MPI 4.1 ``orterun(1)``, "Rankfiles"): one line per rank, ``rank <N>=<host> slot=<slot
+list>``, the slot list a logical core (``1``), a range (``0-3``) or ``socket:core``; the slot list is
+required (4.1.4's mpirun refuses a line without one). Hosts are absolute names, or relative ``+n<X>``:
+the X-th host of an allocation a resource manager made (Slurm, PBS); mpirun's own ``-H``/``--hostfile``
+is no such allocation (4.1.4: "A relative host was specified, but no prior allocation has been made").
+``#`` starts a comment, on its own line or after an entry (4.1.4's lexer skips both).
+
+Where tuned ranks were: ranks fill each node in turn (rank ``r`` on node ``r // per_node``, at local
+position ``r % per_node``), as mpirun's default ``--map-by slot`` and torchrun number them; a node's
+host is the name given for it (``hosts``), else ``localhost`` on one node, else ``+n<node>``. The slot
+is the local position (the tuned rank's core, one rank per core), unless one slot list is given for
+every rank.
+
+The ``--map-by`` alternative: where the ring order is what a mapping policy gives (rank order: the
+default, ``--map-by slot``; round robin over nodes: ``--map-by node``; each node's ranks together and
+in order, nodes in another order: ``-H`` with the hosts in ring order), that line does it without a
+file; otherwise the comment says that no policy expresses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from collbench.errors import UserError
+from collbench.profile.document import Profile, RuleSet
+from collbench.tuning.exporters.exported import Exported
+
+
+@dataclass(frozen=True, slots=True)
+class RankPlace:
+    """Where rank ``rank`` of the job runs: where the tuned job's rank ``tuned_rank`` ran."""
+
+    rank: int
+    tuned_rank: int
+    node: int
+    local: int
+
+
+@dataclass(frozen=True, slots=True)
+class OmpiRankfile(Exported):
+    """The rankfile's text, notes for the terminal, the places, and the ``--map-by`` alternative."""
+
+    places: tuple[RankPlace, ...] = ()
+    map_by: str | None = None
+    """The mpirun options that give the same order without a file; None where none does."""
+
+
+def places_along(ring: Sequence[int], nodes: int) -> tuple[RankPlace, ...]:
+    """Rank ``j`` at tuned rank ``ring[j]``'s node and local position (ranks fill each node in turn)."""
+    per_node = len(ring) // nodes
+    return tuple(RankPlace(j, r, r // per_node, r % per_node) for j, r in enumerate(ring))
+
+
+def map_by_alternative(places: Sequence[RankPlace], nodes: int, hosts: Sequence[str] | None) -> str | None:
+    """mpirun's mapping options that give ``places`` without a rankfile, or None where none does."""
+    per_node = len(places) // nodes
+    if all(p.tuned_rank == p.rank for p in places):
+        return "--map-by slot (mpirun's default: rank order is the ring)"
+    if all(p.node == p.rank % nodes and p.local == p.rank // nodes for p in places):
+        return "--map-by node"
+    node_order = list(dict.fromkeys(p.node for p in places))
+    contiguous = all(p.node == node_order[p.rank // per_node] and p.local == p.rank % per_node for p in places)
+    if contiguous and hosts is not None:
+        listed = ",".join(f"{hosts[n]}:{per_node}" for n in node_order)
+        return f"-H {listed} --map-by slot"
+    return None
+
+
+def _rule_set(profile: Profile, world_size: int | None) -> RuleSet:
+    if world_size is not None:
+        return profile.rule_set(world_size)
+    measured = [s for s in profile.rule_sets if not s.predicted and s.layout is not None and s.layout.rings]
+    if len(measured) > 1:
+        sizes = ", ".join(str(s.world_size) for s in measured)
+        raise UserError(f"the profile has ring layouts for {sizes} ranks: pick one with --ranks")
+    return measured[0] if measured else profile.default_set
+
+
+def _host_names(rule_set: RuleSet, hosts: Sequence[str] | None) -> list[str]:
+    if hosts is not None:
+        if len(hosts) != rule_set.nodes:
+            raise UserError(
+                f"--hosts names {len(hosts)} host(s); the profile's {rule_set.shape_label} ran on {rule_set.nodes}: "
+                "give one per node, in the order the tuned job's ranks filled them"
+            )
+        return list(hosts)
+    if rule_set.nodes == 1:
+        return ["localhost"]
+    return [f"+n{i}" for i in range(rule_set.nodes)]
+
+
+def build_ompi_rankfile(
+    profile: Profile,
+    *,
+    world_size: int | None = None,
+    hosts: Sequence[str] | None = None,
+    slots: str | None = None,
+) -> OmpiRankfile:
+    """The rankfile putting ranks along the first ring of the profile's layout for ``world_size`` ranks.
+
+    ``hosts``: the tuned job's hosts, one per node in the order its ranks filled them; ``slots``: one
+    slot list for every rank (default: each rank's local position, a core). Raises UserError where the
+    profile has no such shape, the shape has no measured ring layout, its ranks do not divide evenly
+    over its nodes, or ``hosts`` does not name one host per node.
+    """
+    rule_set = _rule_set(profile, world_size)
+    layout = rule_set.layout
+    if rule_set.predicted or layout is None or not layout.rings:
+        why = "predicted from the fitted models" if rule_set.predicted else "its ranks ran in rank order"
+        raise UserError(
+            f"the profile records no ring layout for {rule_set.shape_label} ({why}): there is no ring order for "
+            "a rankfile to follow; run `collbench tune` with a topology (--topology, or discover's) to plan one"
+        )
+    world, nodes = rule_set.world_size, rule_set.nodes
+    if world % nodes:
+        raise UserError(f"{world} ranks on {nodes} nodes are not the same number per node: no slot layout to follow")
+    if slots is not None and (not slots.strip() or any(c.isspace() for c in slots.strip())):
+        raise UserError(f"--slots {slots!r}: one Open MPI slot list without spaces, like 0-3 or 1:0-2")
+    ring = layout.rings[0]
+    places = places_along(ring, nodes)
+    names = _host_names(rule_set, hosts)
+    map_by = map_by_alternative(places, nodes, hosts)
+    which = f" (the fastest of its {len(layout.rings)} rings)" if len(layout.rings) > 1 else ""
+    out = [
+        "# Open MPI rankfile made by collbench from a profile: ranks in the order of the layout's ring",
+        f"# machine {profile.fingerprint} ({profile.host}), backend {profile.backend}; {rule_set.shape_label}",
+        f"# layout {layout.name}: ring {'-'.join(map(str, ring))}{which}, in the tuned job's ranks",
+        "# Open MPI's ring algorithms send from rank j to rank j+1: here that is the ring's own hop",
+        f"# use: mpirun -np {world} --rankfile <this file> ...",
+    ]
+    if any(name.startswith("+n") for name in names):
+        out.append(
+            "# +nX is the X-th host of a resource manager's allocation (Slurm, PBS); for plain mpirun, export with "
+            "--hosts naming the tuned job's hosts"
+        )
+    if map_by is not None:
+        out.append(f"# alternative without a file: mpirun {map_by}")
+    elif hosts is None:
+        out.append(
+            "# no --map-by policy gives this order without host names (--hosts gives the -H form where one does)"
+        )
+    else:
+        out.append("# no --map-by policy gives this order: the rankfile is needed")
+    for place in places:
+        slot = slots.strip() if slots is not None else str(place.local)
+        out.append(
+            f"rank {place.rank}={names[place.node]} slot={slot}  # where tuned rank {place.tuned_rank} ran "
+            f"(node {place.node}, position {place.local})"
+        )
+    notes: list[str] = []
+    if all(p.rank == p.tuned_rank for p in places):
+        notes.append(f"the layout's ring at {rule_set.shape_label} is rank order already: the rankfile changes nothing")
+    return OmpiRankfile("\n".join(out) + "\n", tuple(notes), places, map_by)

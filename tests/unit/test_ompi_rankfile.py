@@ -1,0 +1,131 @@
+"""`export ompi-rankfile`: rank order along the profile's ring, read back as Open MPI 4.1 reads a rankfile
+(orterun(1), "Rankfiles": ``rank N=host slot=list``, ``#`` comments). tests/mpi runs the real mpirun on it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.errors import UserError
+from collbench.profile.document import Profile, ProfileLayout, RuleSet
+from collbench.profile.rules import Rule
+from collbench.tuning.exporters.ompi_rankfile import build_ompi_rankfile
+
+P = {"segment_bytes": None, "layout": "topology"}
+LINE = re.compile(r"^rank (\d+)=(\S+) slot=(\S+)$")
+
+
+def parse_rankfile(text: str) -> dict[int, tuple[str, str]]:
+    """rank -> (host, slot list), as Open MPI's rankfile lexer reads it (comments dropped)."""
+    out: dict[int, tuple[str, str]] = {}
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = LINE.match(line)
+        assert match, f"not a rankfile line: {raw!r}"
+        rank = int(match.group(1))
+        assert rank not in out, f"rank {rank} twice"
+        out[rank] = (match.group(2), match.group(3))
+    return out
+
+
+def shaped(world: int, nodes: int, ring: tuple[int, ...] | None, *, predicted: bool = False) -> RuleSet:
+    layout = None if ring is None else ProfileLayout("topology", rings=(ring,))
+    return RuleSet(world, nodes, (Rule("all-reduce", 0, None, "native", P),), predicted=predicted, layout=layout)
+
+
+def profile(*sets: RuleSet, backend: str = "mpi") -> Profile:
+    return Profile(fingerprint="fp", host="h", backend=backend, rule_sets=sets)
+
+
+def test_four_hosts_take_the_rings_order() -> None:
+    built = build_ompi_rankfile(profile(shaped(4, 4, (0, 2, 1, 3))), hosts=["a", "b", "c", "d"])
+    # Rank j runs where the tuned job's rank ring[j] ran: rank 1 -> host c (tuned rank 2).
+    assert parse_rankfile(built.text) == {0: ("a", "0"), 1: ("c", "0"), 2: ("b", "0"), 3: ("d", "0")}
+    # One rank per node, each node's ranks together: the hosts in ring order say the same.
+    assert built.map_by == "-H a:1,c:1,b:1,d:1 --map-by slot"
+    assert "# alternative without a file: mpirun -H a:1,c:1,b:1,d:1 --map-by slot" in built.text
+
+
+def test_without_host_names_relative_hosts_and_why() -> None:
+    built = build_ompi_rankfile(profile(shaped(4, 4, (0, 2, 1, 3))))
+    assert [host for host, _ in parse_rankfile(built.text).values()] == ["+n0", "+n2", "+n1", "+n3"]
+    assert built.map_by is None
+    assert "resource manager's allocation" in built.text and "--hosts" in built.text
+
+
+def test_one_node_slots_follow_the_ring_and_no_policy_gives_it() -> None:
+    built = build_ompi_rankfile(profile(shaped(4, 1, (0, 3, 1, 2))))
+    assert parse_rankfile(built.text) == {
+        0: ("localhost", "0"),
+        1: ("localhost", "3"),
+        2: ("localhost", "1"),
+        3: ("localhost", "2"),
+    }
+    assert built.map_by is None
+
+
+def test_rank_order_ring_says_the_default_does_it() -> None:
+    built = build_ompi_rankfile(profile(shaped(2, 1, (0, 1))))
+    assert built.map_by is not None and built.map_by.startswith("--map-by slot")
+    assert built.notes and "changes nothing" in built.notes[0]
+
+
+def test_round_robin_over_nodes_is_map_by_node() -> None:
+    # Two nodes of two ranks (tuned 0,1 on node 0; 2,3 on node 1), ring 0-2-1-3 alternates nodes.
+    built = build_ompi_rankfile(profile(shaped(4, 2, (0, 2, 1, 3))), hosts=["x", "y"])
+    assert parse_rankfile(built.text) == {0: ("x", "0"), 1: ("y", "0"), 2: ("x", "1"), 3: ("y", "1")}
+    assert built.map_by == "--map-by node"
+
+
+def test_one_slot_list_for_every_rank() -> None:
+    built = build_ompi_rankfile(profile(shaped(4, 4, (0, 2, 1, 3))), hosts=list("abcd"), slots="0-1")
+    assert {slot for _, slot in parse_rankfile(built.text).values()} == {"0-1"}
+
+
+@given(st.permutations(range(8)), st.sampled_from([1, 2, 4, 8]))
+def test_every_rank_once_at_the_place_its_ring_position_ran(ring: list[int], nodes: int) -> None:
+    built = build_ompi_rankfile(profile(shaped(8, nodes, tuple(ring))), hosts=[f"h{i}" for i in range(nodes)])
+    read = parse_rankfile(built.text)
+    assert sorted(read) == list(range(8))
+    per_node = 8 // nodes
+    for j, tuned in enumerate(ring):
+        assert read[j][0] == f"h{tuned // per_node}"
+        assert read[j][1] == str(tuned % per_node)
+
+
+@pytest.mark.parametrize(
+    ("sets", "kwargs", "message"),
+    [
+        ((shaped(4, 1, None),), {}, "no ring layout for 4 ranks"),
+        ((shaped(4, 1, (0, 1, 2, 3)), shaped(8, 2, None, predicted=True)), {"world_size": 8}, "predicted"),
+        ((shaped(4, 1, (0, 1, 2, 3)),), {"world_size": 6}, "no rules for 6 ranks"),
+        ((shaped(4, 4, (0, 1, 2, 3)),), {"hosts": ["a", "b"]}, "--hosts names 2 host(s)"),
+        ((shaped(4, 1, (0, 1, 2, 3)), shaped(2, 1, (0, 1))), {}, "pick one with --ranks"),
+        ((shaped(3, 2, (0, 1, 2)),), {}, "not the same number per node"),
+        ((shaped(2, 1, (0, 1)),), {"slots": "0 1"}, "one Open MPI slot list"),
+    ],
+)
+def test_what_cannot_be_a_rankfile_is_one_error(sets: tuple[RuleSet, ...], kwargs: dict, message: str) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        build_ompi_rankfile(profile(*sets), **kwargs)
+
+
+def test_cli_writes_the_file_and_bad_input_is_one_line(tmp_path: Path) -> None:
+    path = profile(shaped(4, 4, (0, 2, 1, 3))).save(tmp_path / "p.yaml")
+    out = tmp_path / "ranks.txt"
+    result = CliRunner().invoke(app, ["export", "ompi-rankfile", str(path), "--hosts", "a,b,c,d", "-O", str(out)])
+    assert result.exit_code == 0, result.output
+    assert parse_rankfile(out.read_text())[1] == ("c", "0")
+    assert f"mpirun --rankfile {out}" in result.stderr
+    for args, message in [(["--hosts", "a,,c,d"], "none empty"), (["--ranks", "2"], "no rules for 2 ranks")]:
+        bad = CliRunner().invoke(app, ["export", "ompi-rankfile", str(path), *args])
+        assert bad.exit_code == 2 and message in bad.stderr, bad.output
+        assert len(bad.stderr.strip().splitlines()) <= 2 and "Traceback" not in bad.output
