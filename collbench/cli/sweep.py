@@ -39,7 +39,12 @@ def sweep(
         ),
     ] = None,
     backend: Annotated[
-        str, typer.Option("--backend", help="gloo, nccl or auto (nccl when every rank has a GPU).")
+        str,
+        typer.Option(
+            "--backend",
+            help="gloo, nccl, auto (nccl when every rank has a GPU), or mpi: Open MPI's own algorithms "
+            "(native, native:<algorithm>), under an mpirun collbench starts.",
+        ),
     ] = "auto",
     op: Annotated[
         list[str], typer.Option("--op", metavar="OP[,OP...]", help="Collectives (commas or repeats), or all.")

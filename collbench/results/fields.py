@@ -187,9 +187,12 @@ def _known_op(name: str) -> str:
 def _known_algo(name: str) -> str:
     from collbench.errors import UserError
     from collbench.nccl.variants import is_native, parse_native_variant
+    from collbench.ompi.algorithms import known_algos
     from collbench.schedules.registry import algorithm_names
 
     if is_native(name):
+        if name in known_algos():  # an Open MPI algorithm forced (backend mpi)
+            return ""
         try:
             parse_native_variant(name)
         except UserError:

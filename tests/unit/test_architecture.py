@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "collbench"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("units", "pasted", "version"),
+    ("units", "pasted", "version", "ompi"),
     ("fileio",),
     ("topology",),
     ("layouts",),

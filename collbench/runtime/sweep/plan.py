@@ -292,9 +292,17 @@ def validate(config: SweepConfig) -> SweepJob:
         raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
     _check_files(config)
     local = job.local_world_size if job is not None else (config.world_size or 1)
-    backend = resolve_backend(config.backend, local)
     skipped: list[str] = []
-    per_op = resolve_algos(config, ops, backend, skipped)
+    if config.backend.strip().lower() == "mpi":
+        # Open MPI's own collectives, measured by a harness under mpirun (runtime/mpi/).
+        from collbench.runtime.mpi.plan import check_mpi_config, mpi_algos
+
+        check_mpi_config(config, dtype, redop)
+        backend = "mpi"
+        per_op = mpi_algos(config, ops, skipped)
+    else:
+        backend = resolve_backend(config.backend, local)
+        per_op = resolve_algos(config, ops, backend, skipped)
     skipped.extend(_segment_notes(config, per_op))
     topology = config.topology
     if topology is None and config.topology_path is not None:

@@ -85,6 +85,14 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
         stack.enter_context(idle_cpus_poll())
         if job.backend == "nccl":
             job = _prepare_nccl(job, stack, note)
+        if job.backend == "mpi":
+            # Open MPI's own collectives run under mpirun, not as collbench's ranks (runtime/mpi/).
+            from collbench.runtime.mpi.sweep import run_mpi_sweep
+
+            measured = run_mpi_sweep(job, forward)
+            if measured and output is not None:
+                write_output_from_stream(output, job.stream_path, measured)
+            return measured
         try:
             results = launch(
                 config.world_size,

@@ -1,0 +1,132 @@
+"""Open MPI's own collective algorithms (coll/tuned), as ``collbench sweep --backend mpi`` names them.
+
+A row of Open MPI's own collective is ``native`` (coll/tuned's fixed decision, algorithm 0) or
+``native:<name>`` with the name ``ompi_info --param coll tuned --level 9`` prints for the forced
+algorithm (``native:segmented_ring``). What an installed Open MPI has is read from its ``ompi_info``
+at run time (:func:`parse_ompi_info`), so another version's list is measured as it is; the table here
+is Open MPI 4.1's (v4.1.4, ``ompi_coll_tuned_<coll>_intra_do_this`` in
+``ompi/mca/coll/tuned/coll_tuned_<coll>_decision.c``), which names the rows results files may hold and
+says which algorithms take a segment size (``coll_tuned_<coll>_algorithm_segmentsize``; the others
+ignore it).
+
+Only the collectives collbench has an op for are here: Open MPI's reduce_scatter (MPI_Reduce_scatter)
+stands for collbench's reduce-scatter; reduce_scatter_block, alltoall, gather, scatter and barrier have
+no collbench op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NATIVE = "native"
+NATIVE_PREFIX = "native:"
+
+
+@dataclass(frozen=True, slots=True)
+class OmpiAlgorithm:
+    """One forcible algorithm of one coll/tuned collective."""
+
+    algorithm_id: int
+    """The value of ``coll_tuned_<coll>_algorithm`` that forces it (0 is Open MPI's own choice)."""
+    name: str
+    """The name ``ompi_info`` prints for it."""
+    takes_segment: bool
+    """Whether it reads ``coll_tuned_<coll>_algorithm_segmentsize`` (0 there: one segment)."""
+
+    @property
+    def algo(self) -> str:
+        """The name collbench's rows give it (``native:<name>``)."""
+        return NATIVE_PREFIX + self.name
+
+
+COLLECTIVE_FOR_OP: dict[str, str] = {
+    "all-reduce": "allreduce",
+    "broadcast": "bcast",
+    "reduce": "reduce",
+    "all-gather": "allgather",
+    "reduce-scatter": "reduce_scatter",
+}
+"""collbench op (``Op.value``) -> the coll/tuned collective measured for it."""
+
+
+def _algos(*entries: tuple[str, bool]) -> tuple[OmpiAlgorithm, ...]:
+    return tuple(OmpiAlgorithm(i, name, seg) for i, (name, seg) in enumerate(entries, 1))
+
+
+OPEN_MPI_4_1: dict[str, tuple[OmpiAlgorithm, ...]] = {
+    "allreduce": _algos(
+        ("basic_linear", False),
+        ("nonoverlapping", False),
+        ("recursive_doubling", False),
+        ("ring", False),
+        ("segmented_ring", True),
+        ("rabenseifner", False),
+    ),
+    "bcast": _algos(
+        ("basic_linear", False),
+        ("chain", True),
+        ("pipeline", True),
+        ("split_binary_tree", True),
+        ("binary_tree", True),
+        ("binomial", True),
+        ("knomial", True),
+        ("scatter_allgather", True),
+        ("scatter_allgather_ring", True),
+    ),
+    "reduce": _algos(
+        ("linear", False),
+        ("chain", True),
+        ("pipeline", True),
+        ("binary", True),
+        ("binomial", True),
+        ("in-order_binary", True),
+        ("rabenseifner", False),
+    ),
+    "allgather": _algos(
+        ("linear", False),
+        ("bruck", False),
+        ("recursive_doubling", False),
+        ("ring", False),
+        ("neighbor", False),
+        ("two_proc", False),
+    ),
+    "reduce_scatter": _algos(
+        ("non-overlapping", False),
+        ("recursive_halving", False),
+        ("ring", False),
+        ("butterfly", False),
+    ),
+}
+
+
+def known_algos() -> frozenset[str]:
+    """Every ``native:<name>`` Open MPI 4.1 can be forced to run for a collbench op (results files name these)."""
+    return frozenset(a.algo for algos in OPEN_MPI_4_1.values() for a in algos)
+
+
+def takes_segment(collective: str, name: str) -> bool:
+    """Whether Open MPI 4.1's algorithm reads a segment size (False for a name the table lacks)."""
+    return any(a.name == name and a.takes_segment for a in OPEN_MPI_4_1.get(collective, ()))
+
+
+def parse_ompi_info(text: str) -> dict[str, tuple[OmpiAlgorithm, ...]]:
+    """The forcible algorithms per collective from ``ompi_info --param coll tuned --level 9 --parsable``.
+
+    Lines read ``mca:coll:tuned:param:coll_tuned_<coll>_algorithm:enumerator:value:<id>:<name>``; id 0
+    (``ignore``, Open MPI's own choice) is left out. Collectives collbench has no op for are left out.
+    """
+    found: dict[str, list[OmpiAlgorithm]] = {}
+    wanted = set(COLLECTIVE_FOR_OP.values())
+    for line in text.splitlines():
+        parts = line.strip().split(":")
+        if len(parts) != 9 or parts[:4] != ["mca", "coll", "tuned", "param"] or parts[5:7] != ["enumerator", "value"]:
+            continue
+        var = parts[4]
+        if not (var.startswith("coll_tuned_") and var.endswith("_algorithm")):
+            continue
+        collective = var.removeprefix("coll_tuned_").removesuffix("_algorithm")
+        if collective not in wanted or not parts[7].isdigit() or int(parts[7]) == 0:
+            continue
+        name = parts[8]
+        found.setdefault(collective, []).append(OmpiAlgorithm(int(parts[7]), name, takes_segment(collective, name)))
+    return {coll: tuple(sorted(algos, key=lambda a: a.algorithm_id)) for coll, algos in found.items()}

@@ -1,0 +1,285 @@
+"""The C harness that measures Open MPI's own collectives, built with ``mpicc`` and cached, and its job.
+
+Why a C program and not a Python binding: the timed loop is ``MPI_Wtime(); MPI_Allreduce(...);
+MPI_Wtime()`` with nothing else in it, so a row's time is Open MPI's, not an interpreter's
+(benchmarks/README.md, "sweep --backend mpi", measures both against a bare C loop).
+
+One ``mpirun`` runs the whole sweep (``csrc/ompi_harness.c`` says how each forced algorithm gets its
+own communicator through MPI_T); rank 0 takes commands on its standard input, which ``mpirun``
+forwards to it, and answers on standard output, one ``@cb`` line each. The harness is built once per
+source, ``mpicc`` and Open MPI version, under ``$COLLBENCH_CACHE_DIR`` (else
+``$XDG_CACHE_HOME/collbench``, else ``~/.cache/collbench``) in ``ompi/``, as the CUDA kernels are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import selectors
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from collbench.errors import BackendUnavailableError, ConfigError, RankError, UserError
+from collbench.fileio import csrc_dir
+
+SOURCE = "ompi_harness.c"
+MPIRUN_ARGS_ENV = "COLLBENCH_MPIRUN_ARGS"
+"""Extra ``mpirun`` arguments, split as a shell would (``--hostfile hosts --mca btl tcp,self``)."""
+_STDERR_SHOWN = 600
+"""Characters of mpirun's standard error a failure shows (its last lines say what broke)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenMpiTools:
+    """Where Open MPI's programs are."""
+
+    mpirun: str
+    mpicc: str
+    ompi_info: str
+
+
+def find_tools() -> OpenMpiTools:
+    """mpirun, mpicc and ompi_info on PATH; BackendUnavailableError (one line) naming what is missing."""
+    found = {name: shutil.which(name) for name in ("mpirun", "mpicc", "ompi_info")}
+    missing = [name for name, path in found.items() if path is None]
+    if missing:
+        raise BackendUnavailableError(
+            f"--backend mpi needs Open MPI's {', '.join(missing)} on PATH: install Open MPI "
+            "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)"
+        )
+    return OpenMpiTools(str(found["mpirun"]), str(found["mpicc"]), str(found["ompi_info"]))
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BackendUnavailableError(f"{cmd[0]} could not run: {exc}") from None
+    if done.returncode != 0:
+        first = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        raise BackendUnavailableError(f"{' '.join(cmd[:2])} failed: {first[0] if first else done.returncode}")
+    return done.stdout
+
+
+def ompi_info_text(tools: OpenMpiTools) -> str:
+    """coll/tuned's parameters as ``ompi_info --parsable`` prints them (the algorithms per collective)."""
+    return _run([tools.ompi_info, "--param", "coll", "tuned", "--level", "9", "--parsable"])
+
+
+def cache_root() -> Path:
+    """``$COLLBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/collbench``, else ``~/.cache/collbench``."""
+    root = os.environ.get("COLLBENCH_CACHE_DIR")
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "collbench"
+
+
+def build_harness(tools: OpenMpiTools, note: Callable[[str], None]) -> Path:
+    """The built harness, from the cache when this source, mpicc and Open MPI built it before.
+
+    Raises UserError (one line) when mpicc fails.
+    """
+    source = csrc_dir() / SOURCE
+    # mpicc's own command line names the MPI it wraps (include and library paths): a new Open MPI
+    # gets a new build.
+    wrapped = _run([tools.mpicc, "--showme"]) + _run([tools.mpirun, "--version"]).splitlines()[0]
+    digest = hashlib.sha256(source.read_bytes() + wrapped.encode()).hexdigest()[:16]
+    built = cache_root() / "ompi" / f"ompi_harness-{digest}"
+    if built.is_file() and os.access(built, os.X_OK):
+        return built
+    note(f"building the Open MPI harness with {tools.mpicc} (once, cached in {built.parent})")
+    try:
+        built.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{built.parent}: cannot create the cache directory ({exc.strerror or exc})") from None
+    tmp = built.with_name(f".{built.name}.{os.getpid()}.tmp")
+    cmd = [tools.mpicc, "-O2", "-std=gnu11", "-Wall", "-o", str(tmp), str(source), "-ldl"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"could not run {tools.mpicc}: {exc}") from None
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        raise UserError(f"{tools.mpicc} failed to build {SOURCE}: {first}")
+    # Whole or not at all: another sweep building the same harness at once replaces it with the same file.
+    os.replace(tmp, built)
+    return built
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessVariant:
+    """One communicator of the job: a collective with its algorithm (0: Open MPI's own) and segment size."""
+
+    collective: str
+    algorithm_id: int
+    segment_bytes: int
+
+    def argument(self) -> str:
+        return f"{self.collective}:{self.algorithm_id}:{self.segment_bytes}"
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A point's untimed call: Open MPI's error (0: none), wrong elements over ranks (-1: not checked)."""
+
+    error_code: int
+    wrong: int
+    ran: str
+    """The ``ompi_coll_base_*`` function that ran, where the observing shim is preloaded; else ``-``."""
+    error_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the started job says about itself."""
+
+    version: str
+    """Open MPI's version (``4.1.4``)."""
+    nodes: int
+
+
+def mpirun_command(
+    tools: OpenMpiTools, harness: Path, world_size: int, args: list[str], extra: list[str] | None = None
+) -> list[str]:
+    """The ``mpirun`` line: coll/tuned's dynamic rules on (read once, at MPI_Init), the harness and its arguments."""
+    cmd = [tools.mpirun, "-np", str(world_size)]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")  # Open MPI refuses root without it; containers run as root
+    if world_size > (os.cpu_count() or 1):
+        # Open MPI refuses more ranks than cores unless told; it then makes idle ranks yield.
+        cmd.append("--oversubscribe")
+    cmd += ["--mca", "coll_tuned_use_dynamic_rules", "1"]
+    cmd += extra if extra is not None else shlex.split(os.environ.get(MPIRUN_ARGS_ENV, ""))
+    return [*cmd, str(harness), *args]
+
+
+class HarnessJob:
+    """A running harness under ``mpirun``: commands in, answers out, each within ``timeout_s``."""
+
+    def __init__(self, cmd: list[str], timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.doing = "starting mpirun"
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        env = dict(os.environ)
+        # Rules from a file would replace Open MPI's fixed decisions in the ``native`` rows.
+        env.pop("OMPI_MCA_coll_tuned_dynamic_rules_filename", None)
+        env.pop("OMPI_MCA_coll_tuned_use_dynamic_rules", None)
+        try:
+            self._proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, bufsize=0
+            )
+        except OSError as exc:
+            self._stderr.close()
+            raise BackendUnavailableError(f"{cmd[0]} could not start: {exc}") from None
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        self._out: IO[bytes] = self._proc.stdout
+        self._in: IO[bytes] = self._proc.stdin
+        self._pending = b""
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._out, selectors.EVENT_READ)
+
+    def __enter__(self) -> HarnessJob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> JobFacts:
+        """The job's first answer: Open MPI's version and how many nodes its ranks are on."""
+        self.doing = "starting the ranks and making a communicator per algorithm"
+        fields = self._answer("H").split()
+        if len(fields) != 2 or not fields[1].isdigit():
+            raise self._failure(f"the harness said {' '.join(fields)!r} at start")
+        return JobFacts(fields[0], int(fields[1]))
+
+    def prepare(self, variant: int, count: int, in_place: bool, warmup: int, check: bool, doing: str) -> Prepared:
+        """Fill, run once, check, then ``warmup`` untimed calls of variant ``variant`` on ``count`` elements."""
+        self.doing = doing
+        self._send(f"P {variant} {count} {int(in_place)} {warmup} {int(check)}")
+        fields = self._answer("P").split(" ", 3)
+        if len(fields) < 3:
+            raise self._failure(f"the harness answered {' '.join(fields)!r}")
+        return Prepared(int(fields[0]), int(fields[1]), fields[2], fields[3].strip() if len(fields) > 3 else "")
+
+    def time(self, iters: int) -> list[float]:
+        """Microseconds of each of ``iters`` calls, each the slowest rank's."""
+        self._send(f"T {iters}")
+        samples = [float(v) for v in self._answer("T").split()]
+        if len(samples) != iters:
+            raise self._failure(f"asked for {iters} timed calls, the harness gave {len(samples)}")
+        return samples
+
+    def close(self) -> None:
+        """Ask the ranks to finish, then make sure mpirun is gone (killed after the timeout)."""
+        if self._proc.poll() is None:
+            try:
+                self._in.write(b"Q\n")
+                self._in.close()
+            except OSError:
+                pass  # mpirun already gone: nothing to ask
+            try:
+                self._proc.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._selector.close()
+        self._out.close()
+        self._stderr.close()
+
+    def _send(self, line: str) -> None:
+        try:
+            self._in.write(line.encode() + b"\n")
+            self._in.flush()
+        except OSError:
+            raise self._failure("mpirun stopped taking commands") from None
+
+    def _answer(self, kind: str) -> str:
+        """The rest of the next ``@cb <kind>`` line; other lines (Open MPI's own output) are skipped."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            line = self._line(deadline)
+            if not line.startswith("@cb "):
+                continue
+            head, _, rest = line[4:].partition(" ")
+            if head == "E":
+                raise self._failure(rest)
+            if head == kind:
+                return rest
+
+    def _line(self, deadline: float) -> str:
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._selector.select(timeout=left):
+                self._proc.kill()
+                raise self._failure(f"no answer within {self.timeout_s:g} s (--timeout)")
+            chunk = os.read(self._out.fileno(), 1 << 20)
+            if not chunk:
+                self._proc.wait()
+                raise self._failure(f"mpirun ended (exit code {self._proc.returncode})")
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode(errors="replace").strip()
+
+    def _failure(self, problem: str) -> RankError:
+        self._stderr.seek(0)
+        said = " ".join(self._stderr.read().decode(errors="replace").split())[-_STDERR_SHOWN:]
+        return RankError(0, socket.gethostname(), self.doing, problem + (f"; mpirun said: {said}" if said else ""))
+
+
+def check_world_size(world_size: int | None) -> int:
+    """The ranks to start: ``--ranks`` (collbench starts mpirun itself, so it cannot run under one)."""
+    if world_size is None:
+        raise ConfigError(
+            "--backend mpi starts mpirun itself: run `collbench sweep --backend mpi --ranks N` outside any launcher"
+        )
+    return world_size

@@ -1,0 +1,234 @@
+"""``sweep --backend mpi``: Open MPI's collectives, each coll/tuned algorithm forced in turn, as rows.
+
+The points are planned as for every backend (``worker.plan_points``: the same order, ``--interleave``
+included, and the same rounding of all-gather and reduce-scatter to whole chunks); every point is
+filled, run once and checked, warmed up and timed by the C harness (harness.py), in batches chosen by
+the same ``-n auto`` policy (``timing.AutoIters``), and summarised by the same functions
+(``timing.summarize``, ``noise.detect_stalls``). Rows stream to the sweep's file as they are measured.
+
+Each row's ``algo`` is ``native`` (Open MPI's fixed decision) or ``native:<name>``, the algorithm
+forced (``collbench.ompi.algorithms``); ``segment_bytes`` is the forced segment size where that
+algorithm takes one and ``--segment-bytes`` gave it (without it Open MPI's forced default, 0: one
+segment); ``backend_version`` is Open MPI's version.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from collbench.errors import CollbenchError
+from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, takes_segment
+from collbench.results.io import append_jsonl
+from collbench.results.journal import empty_file
+from collbench.results.noise import detect_stalls, quantile
+from collbench.results.row import ResultRow
+from collbench.runtime.executor.timing import AutoIters, summarize
+from collbench.runtime.mpi.harness import (
+    HarnessJob,
+    HarnessVariant,
+    JobFacts,
+    build_harness,
+    check_world_size,
+    find_tools,
+    mpirun_command,
+    ompi_info_text,
+)
+from collbench.runtime.sweep.files import resumed_rows
+from collbench.runtime.sweep.plan import SweepJob
+from collbench.runtime.sweep.worker import SweepPoint, plan_points
+
+Event = Callable[[dict[str, Any]], None]
+
+
+def _algorithm_ids() -> dict[tuple[str, str], int]:
+    from collbench.ompi.algorithms import parse_ompi_info
+
+    ids = {(coll, NATIVE): 0 for coll in COLLECTIVE_FOR_OP.values()}
+    for coll, algos in parse_ompi_info(ompi_info_text(find_tools())).items():
+        for algo in algos:
+            ids[(coll, algo.algo)] = algo.algorithm_id
+    return ids
+
+
+def _segment(job: SweepJob, collective: str, algo: str) -> int | None:
+    """The segment size forced for a point: ``--segment-bytes`` where the algorithm reads one, else None."""
+    name = algo.removeprefix(NATIVE_PREFIX)
+    if algo == NATIVE or not takes_segment(collective, name):
+        return None
+    return job.config.segment_bytes
+
+
+def _key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, ...]:
+    """ResultRow.key of the point's row."""
+    root = job.config.root if point.op.spec.rooted else 0
+    return (
+        point.op.value,
+        point.algo,
+        job.backend,
+        world_size,
+        job.dtype,
+        job.redop,
+        point.in_place,
+        point.size_bytes,
+        root,
+        point.layout,
+        point.segment_bytes,
+    )
+
+
+def _fingerprint(world_size: int) -> tuple[str, str]:
+    from collbench.topology.host import host_topology
+
+    try:
+        return str(host_topology(world_size).fingerprint), ""
+    except (CollbenchError, ValueError) as exc:
+        return "", f"no topology fingerprint in the rows: {exc}"
+
+
+def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
+    """Measure every point of ``job`` under one mpirun; every row, resumed ones included, in plan order.
+
+    Raises UserError subclasses for what cannot start (no Open MPI, a failed build) and RankError when
+    the job dies or stops answering (what was measured before is in the stream file).
+    """
+    cfg = job.config
+    world = check_world_size(cfg.world_size)
+    tools = find_tools()
+    ids = _algorithm_ids()
+    points, notes = plan_points(job, world, torch.device("cpu"), "rank-order")
+    points = [_with_segment(job, p) for p in points]
+    done: dict[tuple[Any, ...], ResultRow] = {}
+    if cfg.resume:
+        done = {row.key: row for row in resumed_rows(job.stream_path)}
+    else:
+        job.stream_path.parent.mkdir(parents=True, exist_ok=True)
+        empty_file(job.stream_path)
+    fingerprint, fp_note = _fingerprint(world)
+    for text in [*notes, *([fp_note] if fp_note else [])]:
+        report({"kind": "note", "text": text})
+    todo = [p for p in points if _key(job, p, world) not in done]
+    report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
+    measured: dict[tuple[Any, ...], ResultRow] = {}
+    if todo:
+        variants: list[HarnessVariant] = []
+        for p in todo:
+            coll = COLLECTIVE_FOR_OP[p.op.value]
+            variant = HarnessVariant(coll, ids[(coll, p.algo)], p.segment_bytes or 0)
+            if variant not in variants:
+                variants.append(variant)
+        harness = build_harness(tools, lambda text: report({"kind": "note", "text": text}))
+        args = [job.dtype, job.redop, str(cfg.root), str(cfg.seed), *(v.argument() for v in variants)]
+        with HarnessJob(mpirun_command(tools, harness, world, args), cfg.timeout_s) as running:
+            facts = running.start()
+            refused: set[int] = set()
+            finished = len(points) - len(todo)
+            for point in todo:
+                coll = COLLECTIVE_FOR_OP[point.op.value]
+                index = variants.index(HarnessVariant(coll, ids[(coll, point.algo)], point.segment_bytes or 0))
+                report({"kind": "start", "done": finished, "total": len(points), "text": point.describe()})
+                finished += 1
+                if index in refused:
+                    continue
+                outcome = _measure(job, point, index, world, running, facts, fingerprint, report)
+                if outcome is None:
+                    refused.add(index)
+                    continue
+                row, ran = outcome
+                append_jsonl(job.stream_path, row)
+                measured[_key(job, point, world)] = row
+                # ``ran``: the function coll/tuned called, where the observing shim is preloaded (tests).
+                report({"kind": "row", "done": finished, "total": len(points), "row": row.to_dict(), "ran": ran})
+    rows = []
+    for point in points:
+        key = _key(job, point, world)
+        if key in measured:
+            rows.append(measured[key])
+        elif key in done:
+            rows.append(done[key])
+    return rows
+
+
+def _with_segment(job: SweepJob, point: SweepPoint) -> SweepPoint:
+    from dataclasses import replace
+
+    return replace(point, segment_bytes=_segment(job, COLLECTIVE_FOR_OP[point.op.value], point.algo))
+
+
+def _measure(
+    job: SweepJob,
+    point: SweepPoint,
+    variant: int,
+    world: int,
+    running: HarnessJob,
+    facts: JobFacts,
+    fingerprint: str,
+    report: Event,
+) -> tuple[ResultRow, str] | None:
+    """One point's row and what ran (``Prepared.ran``); None when Open MPI refused the forced algorithm
+    (said once, in a note)."""
+    cfg = job.config
+    prepared = running.prepare(
+        variant, point.count, point.in_place, cfg.warmup, cfg.check, f"measuring {point.describe()}"
+    )
+    if prepared.error_code != 0:
+        report(
+            {
+                "kind": "note",
+                "text": f"{point.algo} {point.op.value} (all its points): Open MPI cannot run it on {world} ranks "
+                f"({prepared.error_text or f'MPI error {prepared.error_code}'}); skipped",
+            }
+        )
+        return None
+    samples = _time_point(running, cfg.iters, cfg.point_budget_s)
+    summary = summarize(samples)
+    stalls = detect_stalls(samples)
+    algbw = point.size_bytes / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
+    row = ResultRow(
+        op=point.op.value,
+        algo=point.algo,
+        backend=job.backend,
+        world_size=world,
+        dtype=job.dtype,
+        redop=job.redop,
+        in_place=point.in_place,
+        size_bytes=point.size_bytes,
+        count=point.count,
+        iters=len(samples),
+        time_us=summary.time_us,
+        time_us_mean=summary.time_us_mean,
+        time_us_min=summary.time_us_min,
+        time_us_max=summary.time_us_max,
+        algbw_gbps=algbw,
+        busbw_gbps=algbw * point.op.spec.busbw_factor(world),
+        wrong=prepared.wrong,
+        nodes=facts.nodes,
+        root=cfg.root if point.op.spec.rooted else 0,
+        layout=point.layout,
+        segment_bytes=point.segment_bytes,
+        host=socket.gethostname(),
+        topology_fingerprint=fingerprint,
+        backend_version=facts.version,
+        timestamp=time.time(),
+        stall_fraction=round(stalls.fraction, 4),
+        bimodal=stalls.bimodal,
+        time_us_p25=quantile(samples, 0.25),
+    )
+    return row, prepared.ran
+
+
+def _time_point(running: HarnessJob, iters: int | None, budget_s: float) -> list[float]:
+    """Slowest-rank microseconds per call, in batches as ``worker._time_point`` takes them."""
+    policy = AutoIters(budget_s=budget_s)
+    samples: list[float] = []
+    batch = iters if iters is not None else policy.next_batch(samples, 0.0)
+    while batch > 0:
+        samples.extend(running.time(batch))
+        if iters is not None:
+            break
+        batch = policy.next_batch(samples, sum(samples) * 1e-6, iters_done=len(samples))
+    return samples

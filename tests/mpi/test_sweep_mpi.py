@@ -1,0 +1,216 @@
+"""`collbench sweep --backend mpi` against the real Open MPI: every forced coll/tuned algorithm measured,
+the observing shim (ompi_observe_shim.c) showing that each one is what ran, every result checked.
+
+The function each forced algorithm must reach is written out here from Open MPI v4.1.4's
+``ompi_coll_tuned_<coll>_intra_do_this`` (coll_tuned_<coll>_decision.c), independently of
+collbench.ompi.algorithms: the shim reports the outermost ``ompi_coll_base_*`` call coll/tuned made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.ompi.algorithms import OPEN_MPI_4_1, parse_ompi_info
+from collbench.results.io import read_jsonl
+from collbench.results.row import ResultRow
+from collbench.runtime.mpi.harness import MPIRUN_ARGS_ENV
+from collbench.runtime.mpi.sweep import run_mpi_sweep
+from collbench.runtime.sweep.plan import SweepConfig, validate
+
+HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.mpi
+
+B = "ompi_coll_base_"
+FORCED: dict[tuple[str, str], str] = {
+    ("all-reduce", "native:basic_linear"): B + "allreduce_intra_basic_linear",
+    ("all-reduce", "native:nonoverlapping"): B + "allreduce_intra_nonoverlapping",
+    ("all-reduce", "native:recursive_doubling"): B + "allreduce_intra_recursivedoubling",
+    ("all-reduce", "native:ring"): B + "allreduce_intra_ring",
+    ("all-reduce", "native:segmented_ring"): B + "allreduce_intra_ring_segmented",
+    ("all-reduce", "native:rabenseifner"): B + "allreduce_intra_redscat_allgather",
+    ("broadcast", "native:basic_linear"): B + "bcast_intra_basic_linear",
+    ("broadcast", "native:chain"): B + "bcast_intra_chain",
+    ("broadcast", "native:pipeline"): B + "bcast_intra_pipeline",
+    ("broadcast", "native:split_binary_tree"): B + "bcast_intra_split_bintree",
+    ("broadcast", "native:binary_tree"): B + "bcast_intra_bintree",
+    ("broadcast", "native:binomial"): B + "bcast_intra_binomial",
+    ("broadcast", "native:knomial"): B + "bcast_intra_knomial",
+    ("broadcast", "native:scatter_allgather"): B + "bcast_intra_scatter_allgather",
+    ("broadcast", "native:scatter_allgather_ring"): B + "bcast_intra_scatter_allgather_ring",
+    ("reduce", "native:linear"): B + "reduce_intra_basic_linear",
+    ("reduce", "native:chain"): B + "reduce_intra_chain",
+    ("reduce", "native:pipeline"): B + "reduce_intra_pipeline",
+    ("reduce", "native:binary"): B + "reduce_intra_binary",
+    ("reduce", "native:binomial"): B + "reduce_intra_binomial",
+    ("reduce", "native:in-order_binary"): B + "reduce_intra_in_order_binary",
+    ("reduce", "native:rabenseifner"): B + "reduce_intra_redscat_gather",
+    ("all-gather", "native:linear"): B + "allgather_intra_basic_linear",
+    ("all-gather", "native:bruck"): B + "allgather_intra_bruck",
+    ("all-gather", "native:recursive_doubling"): B + "allgather_intra_recursivedoubling",
+    ("all-gather", "native:ring"): B + "allgather_intra_ring",
+    ("all-gather", "native:neighbor"): B + "allgather_intra_neighborexchange",
+    ("all-gather", "native:two_proc"): B + "allgather_intra_two_procs",
+    ("reduce-scatter", "native:non-overlapping"): B + "reduce_scatter_intra_nonoverlapping",
+    ("reduce-scatter", "native:recursive_halving"): B + "reduce_scatter_intra_basic_recursivehalving",
+    ("reduce-scatter", "native:ring"): B + "reduce_scatter_intra_ring",
+    ("reduce-scatter", "native:butterfly"): B + "reduce_scatter_intra_butterfly",
+}
+COLL = {"all-reduce": "allreduce", "broadcast": "bcast", "reduce": "reduce", "all-gather": "allgather"}
+COLL["reduce-scatter"] = "reduce_scatter"
+
+
+def _need_open_mpi() -> str:
+    if not (shutil.which("mpirun") and shutil.which("mpicc") and shutil.which("ompi_info")):
+        pytest.skip("Open MPI is not installed (openmpi-bin, libopenmpi-dev; .ci/run installs them)")
+    version = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=60).stdout
+    if "4.1." not in version:
+        pytest.skip(f"the expected functions are Open MPI 4.1's; this is {version.splitlines()[0] if version else '?'}")
+    return version.split()[3] if len(version.split()) > 3 else ""
+
+
+def _cc(tmp_path: Path, source: str, out: str, compiler: str) -> Path:
+    built = tmp_path / out
+    subprocess.run(
+        [compiler, "-O1", "-Wall", "-shared", "-fPIC", "-o", built, HERE / source, "-ldl"], check=True, timeout=120
+    )
+    return built
+
+
+def _sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preload: Path | None, **options: Any
+) -> tuple[list[ResultRow], list[dict[str, Any]]]:
+    monkeypatch.setenv("COLLBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    if preload is not None:
+        monkeypatch.setenv(MPIRUN_ARGS_ENV, f"-x LD_PRELOAD={preload}")
+    defaults: dict[str, Any] = {
+        "backend": "mpi",
+        "world_size": 2,
+        "min_bytes": 64,
+        "max_bytes": 4096,
+        "step_factor": 64.0,
+        "iters": 3,
+        "warmup": 1,
+        "in_place": (False, True),
+        "stream": tmp_path / "rows.jsonl",
+    }
+    defaults.update(options)
+    events: list[dict[str, Any]] = []
+    rows = run_mpi_sweep(validate(SweepConfig(**defaults)), events.append)
+    return rows, events
+
+
+def test_every_forced_algorithm_is_measured_is_what_ran_and_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    version = _need_open_mpi()
+    shim = _cc(tmp_path, "ompi_observe_shim.c", "shim.so", os.environ.get("CC", "cc"))
+    rows, events = _sweep(tmp_path, monkeypatch, shim, ops=("all",), algos=("all",))
+    measured = {(r.op, r.algo) for r in rows}
+    # Every algorithm Open MPI 4.1 can be forced to run for collbench's ops, and its own choice per op.
+    assert measured == set(FORCED) | {(op, "native") for op in COLL}
+    ran = [(e["row"]["op"], e["row"]["algo"], e["ran"]) for e in events if e["kind"] == "row"]
+    assert len(ran) == len(rows) == len(measured) * 2 * 2  # 2 sizes, out of place and in place
+    for op, algo, function in ran:
+        if algo == "native":
+            assert function.startswith(f"{B}{COLL[op]}_"), (op, function)  # Open MPI's fixed decision
+        else:
+            assert function == FORCED[(op, algo)], (op, algo, function)
+    assert all(r.wrong == 0 for r in rows), [(r.op, r.algo, r.size_bytes, r.wrong) for r in rows if r.wrong]
+    # Rows like every other backend's: read back from the stream through the field checks.
+    streamed = list(read_jsonl(tmp_path / "rows.jsonl"))
+    assert streamed == rows
+    for row in rows:
+        assert ResultRow.from_dict(row.to_dict()) == row
+        assert (row.backend, row.backend_version, row.world_size, row.nodes) == ("mpi", version, 2, 1)
+        assert row.iters == 3 and row.time_us_min <= row.time_us <= row.time_us_max and row.busbw_gbps > 0
+    # A forced segment size is kept where the algorithm reads one, and only there.
+    assert {r.segment_bytes for r in rows} == {None}
+
+
+def test_segment_size_is_forced_where_the_algorithm_takes_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _need_open_mpi()
+    rows, _ = _sweep(
+        tmp_path,
+        monkeypatch,
+        None,
+        ops=("all-reduce",),
+        algos=("native:ring", "native:segmented_ring"),
+        segment_bytes=1024,
+        max_bytes=64,
+    )
+    assert {(r.algo, r.segment_bytes) for r in rows} == {("native:ring", None), ("native:segmented_ring", 1024)}
+
+
+def test_a_wrong_result_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _need_open_mpi()
+    broken = _cc(tmp_path, "corrupt_allreduce.c", "corrupt.so", "mpicc")
+    rows, _ = _sweep(tmp_path, monkeypatch, broken, ops=("all-reduce", "broadcast"), algos=("native", "native:ring"))
+    # Rank 1's last element of every all-reduce is off by one; broadcasts are untouched.
+    assert {(r.op, r.wrong) for r in rows} == {("all-reduce", 1), ("broadcast", 0)}
+
+
+def test_an_algorithm_open_mpi_refuses_is_skipped_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _need_open_mpi()
+    rows, events = _sweep(
+        tmp_path, monkeypatch, None, world_size=3, ops=("all-gather",), algos=("native:two_proc", "native:ring")
+    )
+    assert {r.algo for r in rows} == {"native:ring"}
+    notes = [e["text"] for e in events if e["kind"] == "note" and "two_proc" in e["text"]]
+    assert len(notes) == 1 and "MPI_ERR_UNSUPPORTED_OPERATION" in notes[0] and "3 ranks" in notes[0]
+
+
+def test_resume_measures_only_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _need_open_mpi()
+    first, _ = _sweep(tmp_path, monkeypatch, None, ops=("all-reduce",), algos=("native:ring",))
+    again, events = _sweep(
+        tmp_path, monkeypatch, None, ops=("all-reduce",), algos=("native:ring", "native"), resume=True
+    )
+    assert again[: len(first)] == first
+    assert {e["row"]["algo"] for e in events if e["kind"] == "row"} == {"native"}
+
+
+def test_ompi_info_lists_what_collbench_names(tmp_path: Path) -> None:
+    _need_open_mpi()
+    text = subprocess.run(
+        ["ompi_info", "--param", "coll", "tuned", "--level", "9", "--parsable"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert parse_ompi_info(text) == OPEN_MPI_4_1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--algo", "native:nosuch"],
+            "unknown Open MPI algorithm for all-reduce 'native:nosuch'; known: native:basic_linear",
+        ),
+        (["--algo", "ring"], "ring is collbench's own: run it with --backend gloo"),
+        (["-d", "bfloat16"], "MPI has no bfloat16 type"),
+        (["-o", "avg"], "MPI has no avg reduction"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
+    _need_open_mpi()
+    result = CliRunner().invoke(app, ["sweep", "--backend", "mpi", "--ranks", "2", *args])
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_no_mpirun_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no Open MPI programs
+    result = CliRunner().invoke(app, ["sweep", "--backend", "mpi", "--ranks", "2"])
+    assert result.exit_code == 2, result.output
+    assert "needs Open MPI's mpirun, mpicc, ompi_info on PATH" in " ".join(result.output.split())
