@@ -130,6 +130,16 @@ def ompi_rankfile(
             show_default=False,
         ),
     ] = None,
+    topology: Annotated[
+        Path | None,
+        typer.Option(
+            "--topology",
+            metavar="FILE",
+            help="Plan the ring on this topology (`collbench discover -O`, or --probe across the job's hosts) "
+            "instead of the layout the profile recorded (a profile of Open MPI's own collectives records none).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Open MPI rankfile (mpirun --rankfile): ranks in the order of the profile's ring; the --map-by alternative."""
     from collbench.tuning.exporters.ompi_rankfile import build_ompi_rankfile
@@ -138,8 +148,14 @@ def ompi_rankfile(
     if names is not None and not all(names):
         raise UserError(f"--hosts {hosts!r}: comma-separated host names, none empty")
 
+    topo = None
+    if topology is not None:
+        from collbench.topology.io import load_topology
+
+        topo = load_topology(topology)
+
     def render(loaded: Any) -> Exported:
-        return build_ompi_rankfile(loaded, world_size=ranks, hosts=names, slots=slots)
+        return build_ompi_rankfile(loaded, world_size=ranks, hosts=names, slots=slots, topology=topo)
 
     _emit(profile, output, render, "Open MPI rankfile")
     if output is not None:

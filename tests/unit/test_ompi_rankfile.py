@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from collbench.cli.app import app
 from collbench.errors import UserError
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.profile.rules import Rule
+from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
 from collbench.tuning.exporters.ompi_rankfile import build_ompi_rankfile
 
 P = {"segment_bytes": None, "layout": "topology"}
@@ -129,3 +131,41 @@ def test_cli_writes_the_file_and_bad_input_is_one_line(tmp_path: Path) -> None:
         bad = CliRunner().invoke(app, ["export", "ompi-rankfile", str(path), *args])
         assert bad.exit_code == 2 and message in bad.stderr, bad.output
         assert len(bad.stderr.strip().splitlines()) <= 2 and "Traceback" not in bad.output
+
+
+SLOW = {frozenset((0, 1)), frozenset((2, 3))}
+
+
+def probed(hosts: list[str]) -> Topology:
+    """Four CPU ranks on four hosts, as the probe writes them: pairs 0-1 and 2-3 at a tenth of the others."""
+    ranks = tuple(Device(id=f"CPU{r}", kind=DeviceKind.CPU, index=r, name=f"rank {r}", host=hosts[r]) for r in range(4))
+    links = tuple(
+        Link(
+            a=f"CPU{a}",
+            b=f"CPU{b}",
+            kind=LinkKind.MEASURED,
+            bandwidth_gbps=0.005 if frozenset((a, b)) in SLOW else 0.05,
+            latency_us=100.0,
+            source="measured",
+        )
+        for a in range(4)
+        for b in range(a + 1, 4)
+    )
+    return Topology(host=",".join(hosts), devices=ranks, links=links, source="probe")
+
+
+def test_a_topology_plans_the_ring_a_profile_of_open_mpi_lacks(tmp_path: Path) -> None:
+    hosts = ["n0", "n1", "n2", "n3"]
+    built = build_ompi_rankfile(profile(shaped(4, 4, None)), hosts=hosts, topology=probed(hosts))
+    placed = [int(host[1]) for host, _ in parse_rankfile(built.text).values()]
+    # Open MPI's ring hop j -> j+1 (and 3 -> 0) lands on fast pairs only.
+    assert all(frozenset((placed[j], placed[(j + 1) % 4])) not in SLOW for j in range(4)), placed
+    assert "planned on the given topology" in built.text
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps(probed(hosts).to_dict()))
+    path = profile(shaped(4, 4, None)).save(tmp_path / "p.yaml")
+    result = CliRunner().invoke(
+        app, ["export", "ompi-rankfile", str(path), "--hosts", ",".join(hosts), "--topology", str(topo)]
+    )
+    assert result.exit_code == 0, result.output
+    assert parse_rankfile(result.stdout) == parse_rankfile(built.text)

@@ -15,6 +15,12 @@ the X-th host of an allocation a resource manager made (Slurm, PBS); mpirun's ow
 is no such allocation (4.1.4: "A relative host was specified, but no prior allocation has been made").
 ``#`` starts a comment, on its own line or after an entry (4.1.4's lexer skips both).
 
+Which ring: the profile's recorded layout; or, given a topology (``--topology``, the file ``discover``
+writes, ``discover --probe`` across a job's hosts), the layout planned on it for the shape's ranks, as
+``tune`` plans one (with one rank per host, over the links measured between them: :func:`_pairwise`).
+A profile of Open MPI's own collectives records none (its rows run in whatever order mpirun gave), so
+the topology is how its ranks get a ring.
+
 Where tuned ranks were: ranks fill each node in turn (rank ``r`` on node ``r // per_node``, at local
 position ``r % per_node``), as mpirun's default ``--map-by slot`` and torchrun number them; a node's
 host is the name given for it (``hosts``), else ``localhost`` on one node, else ``+n<node>``. The slot
@@ -30,11 +36,15 @@ file; otherwise the comment says that no policy expresses it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from collbench.errors import UserError
-from collbench.profile.document import Profile, RuleSet
+from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.tuning.exporters.exported import Exported
+
+if TYPE_CHECKING:
+    from collbench.topology.model import Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +87,34 @@ def map_by_alternative(places: Sequence[RankPlace], nodes: int, hosts: Sequence[
     return None
 
 
-def _rule_set(profile: Profile, world_size: int | None) -> RuleSet:
+def _rule_set(profile: Profile, world_size: int | None, planned: bool) -> RuleSet:
     if world_size is not None:
         return profile.rule_set(world_size)
-    measured = [s for s in profile.rule_sets if not s.predicted and s.layout is not None and s.layout.rings]
+    measured = [
+        s for s in profile.rule_sets if not s.predicted and (planned or (s.layout is not None and s.layout.rings))
+    ]
     if len(measured) > 1:
         sizes = ", ".join(str(s.world_size) for s in measured)
         raise UserError(f"the profile has ring layouts for {sizes} ranks: pick one with --ranks")
     return measured[0] if measured else profile.default_set
+
+
+def _pairwise(topology: Topology, world: int) -> Topology:
+    """``topology`` with its ranks on one fabric where each of the first ``world`` ranks is a host of its
+    own and every pair of them has a measured link (``discover --probe`` across hosts).
+
+    collbench's multi-host planner keeps the nodes in rank order (on a uniform network every order is
+    the same ring) and never reads links between hosts; with one rank per host, the links the probe
+    measured between them are the whole fabric, and the one-fabric search picks the ring from them.
+    """
+    ranks = topology.rank_devices[:world]
+    own_hosts = len({d.host for d in ranks}) == len(ranks) > 1
+    measured = all(topology.link(a.id, b.id) is not None for i, a in enumerate(ranks) for b in ranks[i + 1 :])
+    if not (own_hosts and measured):
+        return topology
+    one = topology.host.split(",")[0]
+    devices = tuple(replace(d, host=one) if d in ranks else d for d in topology.devices)
+    return replace(topology, devices=devices)
 
 
 def _host_names(rule_set: RuleSet, hosts: Sequence[str] | None) -> list[str]:
@@ -106,21 +136,31 @@ def build_ompi_rankfile(
     world_size: int | None = None,
     hosts: Sequence[str] | None = None,
     slots: str | None = None,
+    topology: Topology | None = None,
 ) -> OmpiRankfile:
     """The rankfile putting ranks along the first ring of the profile's layout for ``world_size`` ranks.
 
     ``hosts``: the tuned job's hosts, one per node in the order its ranks filled them; ``slots``: one
-    slot list for every rank (default: each rank's local position, a core). Raises UserError where the
-    profile has no such shape, the shape has no measured ring layout, its ranks do not divide evenly
-    over its nodes, or ``hosts`` does not name one host per node.
+    slot list for every rank (default: each rank's local position, a core); ``topology``: plan the ring
+    on it instead of reading the profile's. Raises UserError where the profile has no such shape, the
+    shape has no measured ring layout (and no topology is given), its ranks do not divide evenly over
+    its nodes, or ``hosts`` does not name one host per node; ConfigError where the topology has fewer
+    ranks than the shape.
     """
-    rule_set = _rule_set(profile, world_size)
+    rule_set = _rule_set(profile, world_size, topology is not None)
     layout = rule_set.layout
+    source = "recorded in the profile"
+    if topology is not None and not rule_set.predicted:
+        from collbench.layouts.plan import plan_layout
+
+        planned = plan_layout(_pairwise(topology, rule_set.world_size), rule_set.world_size)
+        layout = ProfileLayout(planned.name, rings=tuple(planned.rings), trees=tuple(planned.trees))
+        source = "planned on the given topology"
     if rule_set.predicted or layout is None or not layout.rings:
         why = "predicted from the fitted models" if rule_set.predicted else "its ranks ran in rank order"
         raise UserError(
             f"the profile records no ring layout for {rule_set.shape_label} ({why}): there is no ring order for "
-            "a rankfile to follow; run `collbench tune` with a topology (--topology, or discover's) to plan one"
+            "a rankfile to follow; give the topology the ranks ran on (--topology, from `collbench discover`)"
         )
     world, nodes = rule_set.world_size, rule_set.nodes
     if world % nodes:
@@ -135,7 +175,7 @@ def build_ompi_rankfile(
     out = [
         "# Open MPI rankfile made by collbench from a profile: ranks in the order of the layout's ring",
         f"# machine {profile.fingerprint} ({profile.host}), backend {profile.backend}; {rule_set.shape_label}",
-        f"# layout {layout.name}: ring {'-'.join(map(str, ring))}{which}, in the tuned job's ranks",
+        f"# layout {layout.name} ({source}): ring {'-'.join(map(str, ring))}{which}, in the tuned job's ranks",
         "# Open MPI's ring algorithms send from rank j to rank j+1: here that is the ring's own hop",
         f"# use: mpirun -np {world} --rankfile <this file> ...",
     ]
