@@ -65,6 +65,10 @@ _TREE_CORRECTION = (
 _NET_OVERHEAD_US = 1.0
 """getNetOverhead on Intel x86 and unknown CPUs (AMD: 2.0); tripled for Simple."""
 
+LATENCY_SHARE_TO_FIT = 0.2
+"""The least share of the time at the smallest measured size that latency must take for the points to
+tell a latency scale; below it NCCL's own latencies are kept."""
+
 DEFAULT_CHANNELS = 16
 """Channels assumed for the per-channel caps and the ring's plateau test, where the topology is not known."""
 
@@ -244,24 +248,28 @@ def calibrate(
 
     NCCL's structure (which algorithm and protocol at which size, how latency and bandwidth grow with
     ranks and nodes) is kept; only the two numbers a machine sets are fitted, by a coarse grid then a
-    finer one around its best. Where the sizes cannot tell the latency (all large), the scale stays
-    near 1, NCCL's own, through a small pull towards it.
+    finer one around its best. Where the sizes cannot tell the latency (NCCL's latency is under
+    ``LATENCY_SHARE_TO_FIT`` of its time even at the smallest size), the scale stays 1: NCCL's own.
     """
     if not sizes:
         raise ConfigError("no measured points to calibrate NCCL's model on")
     logs = np.log(np.asarray(times_us, dtype=np.float64))
     peak = peak_bus_bw_gbps(op, ranks, sizes, times_us)
+    smallest = nccl_choice(_replace(machine, 1.0, peak), op, ranks, nodes, min(sizes), smooth=True)
+    # Where even the smallest measured size is mostly bandwidth, the points cannot tell the latency:
+    # NCCL's own latencies stand, and only the bandwidth is fitted.
+    latency_measured = smallest.latency_us >= LATENCY_SHARE_TO_FIT * smallest.time_us
 
     def loss(scale: float, bus: float) -> float:
         trial = _replace(machine, scale, bus)
         model = [math.log(nccl_time_us(trial, op, ranks, nodes, s, smooth=True)) for s in sizes]
-        return float(np.sum((np.asarray(model) - logs) ** 2)) + 1e-3 * math.log(scale) ** 2
+        return float(np.sum((np.asarray(model) - logs) ** 2))
 
     best = (loss(1.0, peak), 1.0, peak)
     for span, centre_scale, centre_bus in ((4.0, 1.0, peak), (0.5, None, None)):
         cs = best[1] if centre_scale is None else centre_scale
         cb = best[2] if centre_bus is None else centre_bus
-        for i in range(-8, 9):
+        for i in range(-8, 9) if latency_measured else (0,):
             scale = cs * 2.0 ** (span * i / 8)
             for j in range(-8, 9):
                 bus = cb * 2.0 ** (span / 4 * j / 8)

@@ -21,6 +21,8 @@ a check of the closed form on the actual schedule.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -265,44 +267,82 @@ def nccl_machine_for(fit: Fit, nodes: int, arch: Arch, nvlink: bool = True) -> N
 
 
 def _native_nccl(
-    fit: Fit, others: Sequence[Fit], world_size: int, nodes: int, shapes: Shapes, arch: Arch
+    fit: Fit,
+    others: Sequence[Fit],
+    world_size: int,
+    nodes: int,
+    shapes: Shapes,
+    arch: Arch,
+    at_shape: bool,
+    nvlink: bool = True,
 ) -> tuple[Priced, list[str]]:
+    """NCCL's native at a shape: NCCL's model with this machine's fitted numbers.
+
+    At the measured shape the fit itself prices every size, except more than a doubling below the
+    measured sizes where the fit's smallest size is mostly bandwidth (its latency was not measured):
+    there NCCL's model does, capped by the fit's time at that edge so that the time never falls with
+    size. The model is
+    calibrated only where it is used.
+    """
     measured_nodes = shapes.assumed_nodes(fit)
-    machine = nccl_machine_for(fit, measured_nodes, arch)
     notes: list[str] = []
-    inter_from = ""
-    if _node_class(nodes) == 3 and _node_class(measured_nodes) < 3:
+    inter_fit: Fit | None = None
+    if _node_class(nodes) == 3 and _node_class(measured_nodes) < 3 and not at_shape:
         beyond = [f for f in others if f is not fit and _node_class(shapes.assumed_nodes(f)) == 3]
         if beyond:
-            far = max(beyond, key=lambda f: f.world_size)
-            inter = nccl_machine_for(far, shapes.assumed_nodes(far), arch)
-            machine = NcclMachine(
-                bus_bw_gbps=machine.bus_bw_gbps,
-                arch=arch,
-                latency_scale=machine.latency_scale,
-                inter_bus_bw_gbps=inter.bus_bw_gbps,
-            )
-            inter_from = f"; beyond 2 nodes the bus bandwidth of x{far.world_size} ({inter.bus_bw_gbps:.3g} GB/s)"
+            inter_fit = max(beyond, key=lambda f: f.world_size)
         else:
             notes.append(
                 f"{_label(fit, shapes)}: NCCL uses its inter-node bandwidth beyond 2 nodes; none was measured, "
                 "so the prediction assumes the measured bus bandwidth there too"
             )
 
+    @functools.cache
+    def machine() -> NcclMachine:
+        own = nccl_machine_for(fit, measured_nodes, arch, nvlink)
+        if inter_fit is None:
+            return own
+        inter = nccl_machine_for(inter_fit, shapes.assumed_nodes(inter_fit), arch, nvlink)
+        return dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
+
+    # A fit speaks for its measured sizes and one doubling below them, as far as its error is shown.
+    lo = fit.min_bytes / 2
+    scaled = ScaledFit.of(fit) if at_shape else None
+    # The fit's latency is its own where its smallest size is mostly latency.
+    smallest = float(fit.min_bytes)
+    fit_below = scaled is not None and (
+        scaled.parts(smallest, world_size).latency_us >= 0.5 * scaled.time_us(smallest, world_size)
+    )
+
+    def from_fit(size: float) -> bool:
+        return scaled is not None and (size >= lo or fit_below)
+
     def time_us(size: float) -> float:
-        return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True).time_us
+        if scaled is not None and from_fit(size):
+            return scaled.time_us(size, world_size)
+        model = nccl_choice(machine(), fit.op, world_size, nodes, size, smooth=True).time_us
+        return model if scaled is None else min(scaled.time_us(lo, world_size), model)
 
     def latency_us(size: float) -> float:
-        return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True).latency_us
+        if scaled is not None and from_fit(size):
+            return scaled.parts(size, world_size).latency_us
+        return nccl_choice(machine(), fit.op, world_size, nodes, size, smooth=True).latency_us
 
     def basis(size: float) -> str:
-        c = nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True)
+        if from_fit(size):
+            return "the fit itself, at the shape it was measured at"
+        m = machine()
+        c = nccl_choice(m, fit.op, world_size, nodes, size, smooth=True)
+        below = " (below the measured sizes)" if scaled is not None else ""
+        inter = ""
+        if m.inter_bus_bw_gbps is not None and inter_fit is not None:
+            inter = f"; beyond 2 nodes the bus bandwidth of x{inter_fit.world_size} ({m.inter_bus_bw_gbps:.3g} GB/s)"
         return (
-            f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; fitted: latencies "
-            f"x{machine.latency_scale:.2g}, bus {machine.bus_bw_gbps:.3g} GB/s{inter_from}"
+            f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}{below}; fitted: latencies "
+            f"x{m.latency_scale:.2g}, bus {m.bus_bw_gbps:.3g} GB/s{inter}"
         )
 
-    return Priced(fit, time_us, latency_us, basis, False, None), notes
+    return Priced(fit, time_us, latency_us, basis, at_shape, None), notes
 
 
 def price_fits(
@@ -313,6 +353,7 @@ def price_fits(
     ops: Sequence[str] | None = None,
     shapes: Shapes | None = None,
     nccl_arch: Arch = "hopper",
+    nccl_nvlink: bool = True,
 ) -> tuple[list[Priced], list[str], list[str]]:
     """Every usable (op, algo, backend) ready to price at ``world_size`` ranks on ``nodes`` nodes.
 
@@ -338,7 +379,7 @@ def price_fits(
         fit = _pick_for(usable, world_size, nodes, shapes)
         label = _label(fit, shapes)
         at_shape = fit.world_size == world_size and shapes.assumed_nodes(fit) == nodes
-        if algo != "native" or at_shape:
+        if algo != "native" or (at_shape and backend != "nccl"):
             priced.append(_named(fit, world_size))
             if algo != "native":
                 linked.setdefault((op, backend, fit.world_size, shapes.nodes_of(fit)), []).append(algo)
@@ -349,12 +390,12 @@ def price_fits(
                 "not predicted at another shape"
             )
             continue
-        if shapes.nodes_of(fit) is None:
+        if shapes.nodes_of(fit) is None and not at_shape:
             notes.append(
                 f"{label}: the fit does not say how many nodes it was measured on; taken as "
                 f"{shapes.assumed_nodes(fit)} ({RANKS_PER_NODE_GUESS} ranks a node; give --measured-nodes)"
             )
-        entry, more = _native_nccl(fit, usable, world_size, nodes, shapes, nccl_arch)
+        entry, more = _native_nccl(fit, usable, world_size, nodes, shapes, nccl_arch, at_shape, nccl_nvlink)
         priced.append(entry)
         notes.extend(more)
     return priced, refused, _links_notes(linked, nodes) + notes
@@ -417,10 +458,12 @@ def predict(
     elem_bytes: int = 4,
     measured_nodes: Mapping[int, int] | None = None,
     nccl_arch: Arch = "hopper",
+    nccl_nvlink: bool = True,
 ) -> PredictReport:
     """Predicted time and busbw per (op, algorithm) at ``world_size`` ranks for every size (bytes).
 
-    ``measured_nodes`` maps a fit's world size to the nodes it was measured on, where known.
+    ``measured_nodes`` maps a fit's world size to the nodes it was measured on, where known;
+    ``nccl_arch`` and ``nccl_nvlink`` describe the GPUs for NCCL's model of native (the fits do not).
     Raises ConfigError for a world size below 2, nodes that do not divide it, no sizes, no fits left
     for the ops asked, or none that may be used.
     """
@@ -435,7 +478,9 @@ def predict(
         asked = ", ".join(ops) if ops else "any op"
         raise ConfigError(f"no fits for {asked}; the fits cover: {', '.join(sorted({f.op for f in fits}))}")
     shapes = Shapes(dict(measured_nodes or {}))
-    entries, refused, notes = price_fits(fits, world_size, nodes, ops=ops, shapes=shapes, nccl_arch=nccl_arch)
+    entries, refused, notes = price_fits(
+        fits, world_size, nodes, ops=ops, shapes=shapes, nccl_arch=nccl_arch, nccl_nvlink=nccl_nvlink
+    )
     if not entries:
         raise ConfigError(
             "no fit explains its data well enough to extrapolate (" + "; ".join(refused) + "); measure again "

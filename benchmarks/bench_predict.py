@@ -1,0 +1,262 @@
+"""Are predictions right? Fit published nccl-tests logs, predict the others of the same system, compare.
+
+Every all-reduce log in ``tests/fixtures/real/`` is fitted as ``collbench fit`` does. Then:
+
+* scale pairs: each log of a system predicts each other log of that system at the other's world size,
+  node count and sizes (GB200 NVL72 at 72, 144 and 1,440 ranks; DGX A100 on 2 and 4 nodes; the three
+  p5 2-node logs, H100 8x2, one another at their own sizes);
+* leave one size out: each log's fit without one size predicts that size, at the log's own shape.
+
+Beside every collbench prediction stands NCCL's own cost model on the same pair
+(``collbench/models/nccl_cost.py``: NVIDIA/nccl v2.30.7 ``src/graph/tuning.cc``, ring and tree, its
+own latencies, exactly, tree correction steps included), given what NCCL's topology search would find
+and a log does not say: the bus bandwidth, read as the source log's peak busbw. collbench's
+prediction of ``native`` keeps NCCL's structure and fits its latency scale and bus bandwidth to every
+point of the source log (``models/predict.py``). Errors are ``|predicted - published| / published``
+of the published time (the smaller of in place and out of place, as ``fit`` takes it).
+
+    python benchmarks/bench_predict.py [--details] [--json out.json]
+
+Targets: the median error over the scale pairs at or below NCCL's model's; no collbench prediction
+that decreases with size. Node counts: GB200 logs are counted in NVL72 racks (72 GPUs an NVLink
+domain); the others as their logs or sources say (8 GPUs a node).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from collbench.errors import UserError
+from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.models.fit import fit_results
+from collbench.models.fitted import Fit
+from collbench.models.nccl_cost import Arch, NcclMachine, nccl_time_us, peak_bus_bw_gbps
+from collbench.models.predict import predict
+from collbench.results.noise import decision_time_us
+from collbench.results.row import ResultRow
+from collbench.schedules.ops import Op
+
+REAL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real"
+
+
+@dataclass(frozen=True, slots=True)
+class Log:
+    name: str
+    file: str
+    system: str
+    nodes: int
+    arch: Arch
+    nvlink: bool = True
+    rccl: bool = False
+
+
+LOGS = (
+    Log("gb200-72", "all_reduce_perf-gb200-72rank-one-rank-line.log", "gb200", 1, "blackwell"),
+    Log("gb200-144", "all_reduce_perf-gb200-144rank-one-rank-line.log", "gb200", 2, "blackwell"),
+    Log("gb200-1440", "all_reduce_perf-gb200-1440rank-one-rank-line.log", "gb200", 20, "blackwell"),
+    Log("dgx-a100-2n", "all_reduce_perf-dgx-a100-2node-k8s-legacy.log", "dgx-a100", 2, "ampere"),
+    Log("dgx-a100-4n", "all_reduce_perf-dgx-a100-4node-slurm-legacy.log", "dgx-a100", 4, "ampere"),
+    Log("p5-eks", "all_reduce_perf-h100-2node-mpirun-tag-output-eks.log", "p5", 2, "hopper"),
+    Log("p5-mpijob", "all_reduce_perf-p5-2node-mpijob-readme-excerpt.log", "p5", 2, "hopper"),
+    Log("p5-srun", "all_reduce_perf-p5-2node-srun-label-readme-excerpt.log", "p5", 2, "hopper"),
+    Log("h100-gcp", "all_reduce_perf-h100-2node-mpirun-gcp.log", "a3-mega", 2, "hopper"),
+    Log("p4de", "all_reduce_perf-p4de-2node-srun-label-readme-excerpt.log", "p4de", 2, "ampere"),
+    Log("roce-16", "all_reduce_perf-16rank-k8s-roce-legacy.log", "roce-16", 2, "ampere"),
+    Log("2080ti-x2", "all_reduce_perf-2080ti-x2-autodl.log", "2080ti", 1, "volta", nvlink=False),
+    Log("mi300x", "all_reduce_perf-mi300x-2node-rccl-tests-no-group.log", "mi300x", 2, "hopper", rccl=True),
+    Log("mi355x", "all_reduce_perf-mi355x-2node-rccl-tests-no-footer.log", "mi355x", 2, "hopper", rccl=True),
+)
+
+
+@dataclass
+class Loaded:
+    log: Log
+    world: int
+    times: dict[int, float]
+    """Published time (us) per size: the smaller of in place and out of place."""
+    rows: list[ResultRow]
+
+
+def load(log: Log) -> Loaded:
+    rows = [r for r in read_nccl_tests(REAL / log.file) if r.wrong == 0 and r.size_bytes > 0]
+    times: dict[int, float] = {}
+    for r in rows:
+        times[r.size_bytes] = min(times.get(r.size_bytes, math.inf), decision_time_us(r))
+    return Loaded(log, rows[0].world_size, times, rows)
+
+
+def nccl_machine(src: Loaded, sizes: list[int] | None = None) -> NcclMachine:
+    """NCCL's model given the source log's peak bus bandwidth (what its topology search would find)."""
+    use = sorted(sizes if sizes is not None else src.times)
+    bus = peak_bus_bw_gbps(Op.ALL_REDUCE, src.world, [float(s) for s in use], [src.times[s] for s in use])
+    return NcclMachine(bus_bw_gbps=bus, arch=src.log.arch, nvlink=src.log.nvlink)
+
+
+def only_fit(rows: list[ResultRow]) -> Fit:
+    (fit,) = fit_results(rows).fits
+    return fit
+
+
+@dataclass
+class PairResult:
+    source: str
+    target: str
+    sizes: list[int]
+    published: list[float]
+    ours: list[float] | None
+    nccl: list[float] | None
+    why_not_ours: str = ""
+    decreasing: int = 0
+
+
+def _errors(pred: list[float] | None, published: list[float]) -> list[float]:
+    if pred is None:
+        return []
+    return [100 * abs(p - t) / t for p, t in zip(pred, published, strict=True)]
+
+
+def scale_pair(src: Loaded, dst: Loaded, fit: Fit) -> PairResult:
+    sizes = sorted(dst.times)
+    published = [dst.times[s] for s in sizes]
+    result = PairResult(src.log.name, dst.log.name, sizes, published, None, None)
+    if fit.distrust():
+        result.why_not_ours = f"source fit not usable: {fit.distrust()}"
+    else:
+        report = predict(
+            [fit],
+            dst.world,
+            sizes,
+            nodes=dst.log.nodes,
+            measured_nodes={src.world: src.log.nodes},
+            nccl_arch=src.log.arch,
+            nccl_nvlink=src.log.nvlink,
+            simulate_max_ranks=0,
+        )
+        result.ours = [p.time_us for p in report.predictions]
+        result.decreasing = sum(1 for a, b in zip(result.ours, result.ours[1:], strict=False) if b < a)
+    if not src.log.rccl:
+        machine = nccl_machine(src)
+        result.nccl = [nccl_time_us(machine, Op.ALL_REDUCE, dst.world, dst.log.nodes, float(s)) for s in sizes]
+    return result
+
+
+def leave_one_out(src: Loaded) -> PairResult:
+    sizes = sorted(src.times)
+    published, ours, nccl = [], [], []
+    why = ""
+    unusable = 0
+    for s in sizes:
+        rest = [r for r in src.rows if r.size_bytes != s]
+        published.append(src.times[s])
+        try:
+            fit = only_fit(rest)
+        except UserError as exc:
+            why = f"cannot fit without a size: {exc}"
+            ours = []
+            break
+        if fit.distrust():
+            unusable += 1
+            why = why or f"e.g. {_size(s)}: {fit.distrust()}"
+            ours.append(math.nan)
+        else:
+            (p,) = predict([fit], src.world, [s], nodes=src.log.nodes, measured_nodes={src.world: src.log.nodes},
+                           nccl_arch=src.log.arch, nccl_nvlink=src.log.nvlink,
+                           simulate_max_ranks=0).predictions  # fmt: skip
+            ours.append(p.time_us)
+        if not src.log.rccl:
+            machine = nccl_machine(src, [x for x in sizes if x != s])
+            nccl.append(nccl_time_us(machine, Op.ALL_REDUCE, src.world, src.log.nodes, float(s)))
+    kept = [i for i, v in enumerate(ours) if not math.isnan(v)] if ours else []
+    if unusable:
+        why = f"{unusable} of {len(sizes)} sizes left out: the fit without them is not usable ({why})"
+    return PairResult(
+        src.log.name,
+        "(itself)",
+        [sizes[i] for i in kept],
+        [published[i] for i in kept],
+        [ours[i] for i in kept] if ours else None,
+        [nccl[i] for i in kept] if nccl and ours else (nccl or None),
+        why,
+    )
+
+
+def _fmt_err(errors: list[float]) -> str:
+    if not errors:
+        return "-"
+    return f"{statistics.median(errors):.1f} / {max(errors):.0f}"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--details", action="store_true", help="Print predicted vs published per size.")
+    parser.add_argument("--json", type=Path, help="Write every number here.")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    loaded = {log.name: load(log) for log in LOGS}
+    fits = {name: only_fit(item.rows) for name, item in loaded.items()}
+    pairs: list[PairResult] = []
+    for src in loaded.values():
+        for dst in loaded.values():
+            if src is not dst and src.log.system == dst.log.system:
+                pairs.append(scale_pair(src, dst, fits[src.log.name]))
+    loo = [leave_one_out(item) for item in loaded.values()]
+    print("scale pairs: median / worst error (%) of the time, collbench vs NCCL's own model")
+    print("| source -> target | ranks | sizes | collbench | NCCL's model | decreasing |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    ours_medians, nccl_medians = [], []
+    for r in pairs:
+        src, dst = loaded[r.source], loaded[r.target]
+        e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
+        if e_ours:
+            ours_medians.append(statistics.median(e_ours))
+        if e_nccl:
+            nccl_medians.append(statistics.median(e_nccl))
+        ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
+        print(
+            f"| {r.source} -> {r.target} | {src.world} -> {dst.world} | {_size(r.sizes[0])}-{_size(r.sizes[-1])} "
+            f"| {ours_text} | {_fmt_err(e_nccl)} | {r.decreasing} |"
+        )
+    if ours_medians and nccl_medians:
+        print(
+            f"\nacross the scale pairs: median of the pairs' median errors, collbench "
+            f"{statistics.median(ours_medians):.1f}% ({len(ours_medians)} pairs), NCCL's model "
+            f"{statistics.median(nccl_medians):.1f}% ({len(nccl_medians)} pairs)"
+        )
+    print("\nleave one size out (the log's own shape): median / worst error (%)")
+    print("| log | ranks | sizes | collbench | NCCL's model |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in loo:
+        e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published) if r.ours else []
+        extra = f" ({r.why_not_ours})" if r.why_not_ours else ""
+        nccl_text = "- (RCCL)" if loaded[r.source].log.rccl else _fmt_err(e_nccl)
+        print(f"| {r.source} | {loaded[r.source].world} | {len(r.sizes)} | {_fmt_err(e_ours)}{extra} | {nccl_text} |")
+    if args.details:
+        for r in pairs:
+            print(f"\n{r.source} -> {r.target}: size, published us, collbench us (busbw), NCCL's model us (busbw)")
+            factor = Op.ALL_REDUCE.spec.busbw_factor(loaded[r.target].world)
+            for i, s in enumerate(r.sizes):
+                pub = r.published[i]
+                row = [f"{_size(s):>6}", f"{pub:10.1f} ({s / pub / 1e3 * factor:7.1f})"]
+                for pred in (r.ours, r.nccl):
+                    row.append("-" if pred is None else f"{pred[i]:10.1f} ({s / pred[i] / 1e3 * factor:7.1f})")
+                print("  " + "  ".join(row))
+    print(f"\n{time.perf_counter() - started:.1f} s")
+    if args.json:
+        args.json.write_text(json.dumps([r.__dict__ for r in pairs + loo], indent=1))
+
+
+if __name__ == "__main__":
+    main()
