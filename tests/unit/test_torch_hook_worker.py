@@ -1,0 +1,60 @@
+"""The DDP hook's worker thread: buckets run in the order handed over, each future completes with its
+bucket, and a failure reaches DDP through the future (DDP raises a hook future's error in backward),
+failing every later bucket too, since the peers' messages no longer line up with this rank's."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from collbench.torch import _ScheduleWorker
+
+
+class _FakeRunner:
+    """Stands in for a compiled schedule: records the order it ran in, adds one, or fails."""
+
+    def __init__(self, name: str, ran: list[str], *, fails: bool = False, gate: threading.Event | None = None) -> None:
+        self.name, self.ran, self.fails, self.gate = name, ran, fails, gate
+
+    def run(self, buffer: torch.Tensor, redop: str) -> None:
+        if self.gate is not None:
+            assert self.gate.wait(timeout=30)
+        assert redop == "sum"
+        self.ran.append(self.name)
+        if self.fails:
+            raise RuntimeError(f"peer gone in {self.name}")
+        buffer.add_(1)
+
+
+def test_buckets_run_in_order_and_futures_complete_after_submit_returns() -> None:
+    worker = _ScheduleWorker()
+    ran: list[str] = []
+    gate = threading.Event()
+    buffers = [torch.zeros(3) for _ in range(3)]
+    futures = [
+        worker.submit(_FakeRunner(f"b{i}", ran, gate=gate if i == 0 else None), buf)  # type: ignore[arg-type]
+        for i, buf in enumerate(buffers)
+    ]
+    # The first schedule is held back: nothing has completed, yet every submit has returned.
+    assert not any(f.done() for f in futures)
+    gate.set()
+    for buf, fut in zip(buffers, futures, strict=True):
+        assert fut.wait() is buf
+        assert torch.equal(buf, torch.ones(3))
+    assert ran == ["b0", "b1", "b2"]
+
+
+def test_a_failed_schedule_fails_its_bucket_and_every_later_one() -> None:
+    worker = _ScheduleWorker()
+    ran: list[str] = []
+    first = worker.submit(_FakeRunner("ok", ran), torch.zeros(2))  # type: ignore[arg-type]
+    bad = worker.submit(_FakeRunner("bad", ran, fails=True), torch.zeros(2))  # type: ignore[arg-type]
+    later = worker.submit(_FakeRunner("later", ran), torch.zeros(2))  # type: ignore[arg-type]
+    assert torch.equal(first.wait(), torch.ones(2))
+    with pytest.raises(RuntimeError, match="peer gone in bad"):
+        bad.wait()
+    with pytest.raises(RuntimeError, match="an earlier bucket's all-reduce failed: peer gone in bad"):
+        later.wait()
+    assert ran == ["ok", "bad"]  # the later schedule never ran
