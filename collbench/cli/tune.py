@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, print_notes
 from collbench.cli.options import split_values
 from collbench.cli.render.profile import render_fits, render_rules
 from collbench.errors import ConfigError
@@ -19,6 +19,7 @@ from collbench.runtime.sweep.stalls import stall_report
 from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
 from collbench.tuning.resume import kept_rows_hint
 from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
+from collbench.units import parse_size
 
 if TYPE_CHECKING:
     from collbench.runtime.sweep.run import SweepProgress
@@ -38,6 +39,10 @@ def _command(config: TuneConfig, ranks: Sequence[int] | None, predict_ranks: str
         parts += ["--topology", str(config.topology_path)]
     if config.quick:
         parts.append("--quick")
+    if config.min_bytes is not None:
+        parts += ["-b", str(config.min_bytes)]
+    if config.max_bytes is not None:
+        parts += ["-e", str(config.max_bytes)]
     if config.output != DEFAULT_PROFILE:
         parts += ["--output", str(config.output)]
     if config.results_path is not None:
@@ -71,6 +76,19 @@ def tune(
     quick: Annotated[
         bool, typer.Option("--quick", help="Fewer sizes, shorter timing: about 20 s on 2 idle CPU ranks.")
     ] = False,
+    min_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "-b",
+            "--min-bytes",
+            metavar="SIZE",
+            help="Smallest size (K/M/G = powers of 1024; default 256 B, quick 512 B).",
+        ),
+    ] = None,
+    max_bytes: Annotated[
+        str | None,
+        typer.Option("-e", "--max-bytes", metavar="SIZE", help="Largest size (default 16 MiB, quick 2 MiB)."),
+    ] = None,
     output: Annotated[Path, typer.Option("--output", "-O", metavar="PROFILE.yaml", help="Where the profile goes.")] = (
         DEFAULT_PROFILE
     ),
@@ -124,6 +142,8 @@ def tune(
         plot_path=plot,
         resume=resume,
         timeout_s=timeout,
+        min_bytes=parse_size(min_bytes, "-b/--min-bytes") if min_bytes is not None else None,
+        max_bytes=parse_size(max_bytes, "-e/--max-bytes") if max_bytes is not None else None,
     )
     config = dataclasses.replace(config, command=_command(config, measured, predict_ranks))
     # The checks run before the progress display opens: an error is one line, not a blank one first.
@@ -174,6 +194,7 @@ def tune(
     if shapes.profile.fits:
         console.print(render_fits(shapes.profile))
     for outcome in shapes.outcomes:
+        print_notes(outcome.assumed)
         for line in stall_report(outcome.rows):
             err_console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
         for note in outcome.notes:

@@ -4,6 +4,7 @@ checked before anything is measured. Nothing here imports typer or rich: the CLI
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from collbench.tuning.resume import check_partials
 from collbench.tuning.selection import SelectionSettings
 
 DEFAULT_PROFILE = Path("collbench-profile.yaml")
+TUNE_ELEMENT_BYTES = 4
+"""Tune measures float32 (the sweep's default dtype), as DDP's gradients are."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,10 +91,22 @@ class TuneConfig:
     selection: SelectionSettings = field(default_factory=SelectionSettings)
     resume: bool = False
     """Continue an interrupted tune from the partial rows it left (see tuning/resume.py)."""
+    min_bytes: int | None = None
+    """The smallest size measured (``-b``); None: the depth's."""
+    max_bytes: int | None = None
+    """The largest size measured (``-e``); None: the depth's."""
 
     @property
     def depth(self) -> Depth:
-        return QUICK if self.quick else THOROUGH
+        """Quick or thorough, over the sizes ``-b``/``-e`` chose where they were given."""
+        depth = QUICK if self.quick else THOROUGH
+        if self.min_bytes is None and self.max_bytes is None:
+            return depth
+        return dataclasses.replace(
+            depth,
+            min_bytes=depth.min_bytes if self.min_bytes is None else self.min_bytes,
+            max_bytes=depth.max_bytes if self.max_bytes is None else self.max_bytes,
+        )
 
     @property
     def rows_path(self) -> Path:
@@ -108,6 +123,20 @@ def check_config(config: TuneConfig) -> None:
     """Raise ConfigError for options that cannot work, before anything is measured."""
     if config.ranks is not None and config.ranks < 2:
         raise ConfigError(f"--ranks must be at least 2 to tune a collective, got {config.ranks}")
+    depth = config.depth
+    for flag, size in (("-b/--min-bytes", depth.min_bytes), ("-e/--max-bytes", depth.max_bytes)):
+        if size < TUNE_ELEMENT_BYTES or size % TUNE_ELEMENT_BYTES:
+            raise ConfigError(
+                f"{flag} {size}: tune measures float32 elements, so sizes are multiples of {TUNE_ELEMENT_BYTES} bytes"
+            )
+    if depth.min_bytes > depth.max_bytes:
+        raise ConfigError(f"-b/--min-bytes {depth.min_bytes} is above -e/--max-bytes {depth.max_bytes}")
+    if depth.min_bytes * depth.step_factor > depth.max_bytes:
+        # Known now, not after the whole measurement: the models are fitted over sizes.
+        raise ConfigError(
+            f"-b/--min-bytes {depth.min_bytes} and -e/--max-bytes {depth.max_bytes} give one size; tune fits "
+            f"its models over sizes: give at least two (sizes grow x{depth.step_factor:g})"
+        )
     if not config.timeout_s > 0 or config.timeout_s == float("inf"):
         raise ConfigError(f"--timeout must be a positive number of seconds, got {config.timeout_s}")
     if config.output.suffix.lower() not in (".yaml", ".yml"):

@@ -15,6 +15,7 @@ Nothing here imports typer or rich: the CLI builds a :class:`TuneConfig` and ren
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ class TuneOutcome:
     """The topology measured on (for the report of several shapes)."""
     resumed_whole: bool = False
     """True for a shape ``tune --resume`` took whole from an interrupted run's files (nothing measured now)."""
+    assumed: list[str] = dataclasses.field(default_factory=list)
+    """What the tune guessed where nothing said (the nodes of a launcher's job), one line each."""
 
 
 def run_tune(
@@ -78,7 +81,7 @@ def run_tune(
 
     Raises UserError subclasses for bad options (before measuring), RankError when a rank fails.
     """
-    from collbench.runtime.launch.ranks import job_rank, under_launcher
+    from collbench.runtime.launch.ranks import job_rank
 
     if not checked:
         check_config(config)
@@ -88,28 +91,24 @@ def run_tune(
 
     say("topology")
     placement = plan_placement(config, notes)
-    if placement.ranks_topology is not None:
+    if placement.ranks_topology is not None and job_rank() == 0:
         # Beside the results, not in /tmp: an interrupted, failed or killed tune keeps it with its rows.
         keep_topology(placement.ranks_topology, config.rows_path)
     say("sweep")
-    points: PointsByOp | None = None
     try:
         rows = fixed_rounds(config, placement, sweep_progress)
-        if not rows and job_rank() != 0:
+        # Under a launcher every rank takes part in these rounds too: rank 0 decides which (it holds the rows).
+        extra, points = extra_rounds(config, placement, sweep_progress, rows, notes)
+        rows += extra
+        if job_rank() != 0:
             # Under a launcher only rank 0 gets the rows: it alone fits, selects and writes.
             return None
-        if under_launcher():
-            # The extra rounds are chosen from rank 0's rows, which the other ranks do not have: they
-            # could not agree on what to run, and would leave rank 0 waiting in a collective.
-            notes.append("under a launcher the extra rounds that re-measure tied sizes are not run: ties stay ties")
-        else:
-            extra, points = extra_rounds(config, placement, sweep_progress, rows, notes)
-            rows += extra
         if not rows:
             raise ConfigError("the sweep measured nothing (no rows): nothing to tune from")
         write_rows(config.rows_path, rows)
     except CollbenchError as exc:
         raise with_hint(exc, kept_rows_hint(partial_paths(config))) from None
+    assumed = nodes_assumed(rows)
 
     decided = decide(
         config, rows, topology=placement.topology, layout=placement.layout, notes=notes, stage=say, points=points
@@ -145,6 +144,7 @@ def run_tune(
         elapsed_s=time.monotonic() - started,
         report_path=report_path,
         topology=placement.topology,
+        assumed=assumed,
     )
 
 
@@ -185,6 +185,24 @@ def decide(
     rules = select_rules(rows, trusted, settings=config.selection, points=points)
     profile = build_profile(config, rows, fits, rules, topology=topology, layout=layout_ran(rows, layout))
     return Decision(fits, rules, profile)
+
+
+def nodes_assumed(rows: Sequence[ResultRow]) -> list[str]:
+    """One line when the node count in ``rows`` is a guess: the launcher said nothing of its nodes."""
+    from collbench.runtime.launch.ranks import joined_job
+    from collbench.runtime.launch.session import this_node
+
+    job = joined_job()
+    if job is None or not rows:
+        return []
+    node = this_node(job)
+    if not node.guessed:
+        return []
+    nodes = max(row.nodes for row in rows)
+    return [
+        f"{nodes} node(s), told apart by {node.basis}: {job.launcher} did not say which node a rank runs on "
+        "(torchrun's GROUP_RANK or LOCAL_WORLD_SIZE, Slurm's SLURM_NODEID, mpirun's local size)"
+    ]
 
 
 def _plot(

@@ -33,9 +33,11 @@ class Placement:
 def plan_placement(config: TuneConfig, notes: list[str]) -> Placement:
     """The topology (``config.topology_path``, else discovered) and its planned layout.
 
-    The layout is None under a launcher (``config.ranks`` None: the launcher placed the ranks) and
-    when it cannot be planned, with a note saying why. Raises InputFileError for a topology file
-    that cannot be read.
+    Under a launcher (``config.ranks`` None) the layout is planned for its job's world on a topology
+    given with ``--topology`` (one ``discover --probe`` measured across the job's hosts); a topology
+    discovered here describes this host alone, so the ranks then run in rank order. The layout is None,
+    with a note saying why, when it cannot be planned. Raises InputFileError for a topology file that
+    cannot be read.
     """
     if config.topology_path is not None:
         from collbench.topology.io import load_topology
@@ -43,12 +45,18 @@ def plan_placement(config: TuneConfig, notes: list[str]) -> Placement:
         topology = load_topology(config.topology_path)
     else:
         topology = topology_for_ranks(config, notes)
-    if config.ranks is None:
+    world = config.ranks
+    if world is None and config.topology_path is not None:
+        from collbench.runtime.launch.ranks import joined_job
+
+        job = joined_job()
+        world = job.world_size if job is not None else None
+    if world is None:
         return Placement(topology=topology)
     from collbench.layouts.plan import plan_layout
 
     try:
-        layout = plan_layout(topology, config.ranks)
+        layout = plan_layout(topology, world)
     except CollbenchError as exc:
         notes.append(f"layout not planned ({exc}); rank order used")
         return Placement(topology=topology)
@@ -70,7 +78,8 @@ def topology_for_ranks(config: TuneConfig, notes: list[str]) -> Topology:
     from collbench.runtime.launch.ranks import resolve_backend
 
     asked = config.backend.strip().lower()
-    if asked == "nccl" or resolve_backend(config.backend, config.ranks) == "nccl":
+    # Open MPI's ranks (mpi) run on this host's CPUs, as gloo's do; resolve_backend knows torch's backends.
+    if asked == "nccl" or (asked != "mpi" and resolve_backend(config.backend, config.ranks) == "nccl"):
         return discover_topology(ranks=config.ranks)
     import torch
 
@@ -87,8 +96,8 @@ def topology_for_ranks(config: TuneConfig, notes: list[str]) -> Topology:
             f"NVML shows {_gpus(len(found.gpus))} but torch {torch.__version__} sees none (a CPU-only build?): "
             f"{config.ranks} CPU ranks over gloo, on this host's CPUs"
         )
-    elif asked == "gloo":
-        return host_topology(config.ranks, "--backend gloo: the ranks run on this host's CPUs")
+    elif asked in ("gloo", "mpi"):
+        return host_topology(config.ranks, f"--backend {asked}: the ranks run on this host's CPUs")
     else:
         why = (
             f"{_gpus(cuda_gpus)} for {config.ranks} ranks and NCCL runs one rank per GPU: "

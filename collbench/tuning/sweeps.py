@@ -1,6 +1,12 @@
 """A tune's sweeps: every algorithm in rounds, a second segment size for the pipelined ones, then
 extra rounds of the tied algorithms at the tied sizes, all on the one placement planned for the tune.
 
+Under a launcher every rank runs this loop, and each sweep is a step all of them must take together:
+a rank that skipped a sweep would leave the others waiting in a group it never joins. So every
+decision here is the same on every rank: what the fixed rounds run comes from the plan (the depth
+and the algorithms), and which sizes the extra rounds re-measure, which only rank 0's rows can say,
+is decided on rank 0 and handed to the others (``runtime.launch.session.agree``).
+
 Each round streams into its own partial file beside the results (``config.round_stream``), so an
 interrupted tune keeps what it measured for ``tune --resume``: a round resumes only when asked to and
 its stream exists, and a round the interrupted run never started is measured afresh.
@@ -15,12 +21,14 @@ from typing import TYPE_CHECKING
 
 from collbench.nccl.variants import is_native
 from collbench.results.row import ResultRow
+from collbench.runtime.launch.session import agree, job_step
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithms_for, get_algorithm
 from collbench.tuning.config import TuneConfig, round_stream, segments_stream
+from collbench.tuning.mpi_variants import mpi_variant_names
 from collbench.tuning.nccl_variants import nccl_variant_names
 from collbench.tuning.placement import Placement
-from collbench.tuning.rounds import settled_fraction, unsettled
+from collbench.tuning.rounds import Unsettled, settled_fraction, unsettled
 from collbench.tuning.selection import PointsByOp, in_round, measured_points
 
 if TYPE_CHECKING:
@@ -87,7 +95,8 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
 
     depth = config.depth
     # On NCCL, NCCL's own algorithm x protocol x channel variants too: the NCCL exports choose among them.
-    names = algorithm_order(config.ops) + nccl_variant_names(config)
+    # On Open MPI, its own algorithms alone: collbench's schedules do not run inside it.
+    names = mpi_variant_names(config) or algorithm_order(config.ops) + nccl_variant_names(config)
     rows: list[ResultRow] = []
     for i in range(depth.rounds):
         order = names if i % 2 == 0 else tuple(reversed(names))
@@ -100,22 +109,24 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
             min_bytes=depth.min_bytes,
             max_bytes=depth.max_bytes,
         )
-        rows.extend(in_round(run_sweep(base, progress), i))
+        with job_step(f"round {i}"):
+            rows.extend(in_round(run_sweep(base, progress), i))
         if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
             continue
-        measured = {r.algo for r in rows}
-        pipelined = tuple(a for a in order if not is_native(a) and get_algorithm(a).segmented and a in measured)
+        # From the plan, never from the rows (only rank 0 holds them under a launcher).
+        pipelined = tuple(a for a in order if not is_native(a) and get_algorithm(a).segmented)
         if pipelined:
             stream = segments_stream(config, i)
             second = dataclasses.replace(
                 base,
                 algos=pipelined,
-                min_bytes=depth.extra_from_bytes,
+                min_bytes=max(depth.extra_from_bytes, depth.min_bytes),
                 segment_bytes=depth.extra_segment_bytes,
                 stream=stream,
                 resume=config.resume and stream.exists(),
             )
-            rows.extend(in_round(run_sweep(second, progress), i))
+            with job_step(f"round {i} at the second segment size"):
+                rows.extend(in_round(run_sweep(second, progress), i))
     return rows
 
 
@@ -139,7 +150,7 @@ def extra_rounds(
     points = measured_points(rows)
     ran = 0
     for i in range(depth.rounds, depth.max_rounds):
-        todo = unsettled(points, config.selection)
+        todo = agreed_ties(config, points, i)
         if not todo:
             break
         algos = tuple(dict.fromkeys(a for item in todo for a in item.algos))
@@ -152,7 +163,8 @@ def extra_rounds(
             min_bytes=min(min(item.sizes) for item in todo),
             max_bytes=max(max(item.sizes) for item in todo),
         )
-        extra.extend(in_round(run_sweep(sweep, progress), i))
+        with job_step(f"round {i}, re-measuring ties"):
+            extra.extend(in_round(run_sweep(sweep, progress), i))
         points = measured_points(rows + extra)
         ran += 1
     settled, total = settled_fraction(points, config.selection)
@@ -164,3 +176,19 @@ def extra_rounds(
             "written in the rules' tie_with"
         )
     return extra, points
+
+
+def agreed_ties(config: TuneConfig, points: PointsByOp, index: int) -> list[Unsettled]:
+    """What round ``index`` re-measures (``rounds.unsettled`` of ``points``), decided where the rows are.
+
+    Under a launcher only rank 0 holds rows: it decides, and every rank gets its answer, so that all
+    of them run the same round or none. Raises RankError when rank 0's answer does not come.
+    """
+
+    def decide() -> list[list[object]]:
+        return [[item.op, list(item.sizes), list(item.algos)] for item in unsettled(points, config.selection)]
+
+    decided = agree(f"which sizes round {index} re-measures", decide, timeout_s=config.timeout_s)
+    return [
+        Unsettled(str(op), tuple(int(s) for s in sizes), tuple(str(a) for a in algos)) for op, sizes, algos in decided
+    ]

@@ -74,3 +74,51 @@ def test_extra_rounds_stop_once_separated(tmp_path: Path, monkeypatch: pytest.Mo
     extra_rounds(config, Placement(), None, _first_rounds(), notes)
     assert len(calls) == 1
     assert "at 2 of 2 sizes" in notes[0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_quick_tune_under_a_launcher_separates_a_consistent_6x_gap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on four namespace hosts with two slow links: rabenseifner 6x faster than native at 1-2 MiB
+    in every round. Two shared rounds are a tie by design (selection.apart_round_by_round); the rounds
+    that settle ties must run under a launcher too, or native wins every size as the simpler choice."""
+    from collbench.tuning.config import check_config
+    from collbench.tuning.pipeline import run_tune
+
+    calls: list[Any] = []
+
+    def fake_run_sweep(config: Any, progress: Any = None) -> list[ResultRow]:
+        # Stands in for rank 0 of the job: every asked algorithm at every size, the same gap each round.
+        calls.append(config)
+        times = {"rabenseifner": 110e3, "native": 661e3}
+        sizes = [s for s in (1 << 20, 2 << 20) if config.min_bytes <= s <= config.max_bytes]
+        return [
+            point_row(a, s, times.get(a, 400e3) * s / (2 << 20), iters=3, spread=0.05)
+            for s in sizes
+            for a in config.algos
+        ]
+
+    # Rank 0 of a one-rank torchrun-style job: under a launcher, as far as tune can tell.
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
+    config = TuneConfig(
+        ranks=None, backend="gloo", quick=True, min_bytes=1 << 20, max_bytes=2 << 20, output=tmp_path / "p.yaml"
+    )
+    check_config(config)
+    outcome = run_tune(config, checked=True)
+    assert outcome is not None
+    assert len(calls) > config.depth.rounds  # the rounds that settle ties ran
+    for size in (1 << 20, 2 << 20):
+        rule = outcome.profile.select("all-reduce", size)
+        assert rule.algo == "rabenseifner" and not rule.tie_with, rule

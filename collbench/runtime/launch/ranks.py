@@ -6,8 +6,9 @@ and their results through that store, so when one dies the parent can say which 
 what. A rank blocked on a dead or hung peer gives up after the process group's timeout.
 
 Under a launcher (torchrun, mpirun, srun: see :mod:`collbench.runtime.launch.launchers`), this process is
-one rank of that job: it joins it (torchrun through ``env://``, the others through a store that rank
-0 holds at the launcher's address) and runs the worker itself; nothing is spawned.
+one rank of that job: it joins it through the job's one store (rank 0's at the launcher's address,
+or torchrun's agent's: :mod:`collbench.runtime.launch.session`) and runs the worker itself; nothing
+is spawned.
 
 What ranks send the launcher through the store is signed JSON (:mod:`collbench.runtime.launch.rankstore`):
 the store is reachable by any local user, so nothing read from it is unpickled or trusted unsigned.
@@ -27,8 +28,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import datetime
-import functools
-import itertools
 import os
 import signal
 import socket
@@ -48,6 +47,7 @@ from collbench.runtime.host.environment import host_name
 from collbench.runtime.host.rank_priority import realtime_rank
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE, JobEnv, detect_job
 from collbench.runtime.launch.rankstore import SignedStore, new_token
+from collbench.runtime.launch.session import job_session, this_node
 from collbench.runtime.launch.watch import collect_results, stop_ranks, watch_ranks
 
 BACKENDS = ("gloo", "nccl", "auto")
@@ -79,6 +79,7 @@ class RankContext:
         timeout_s: float,
         store: SignedStore | None = None,
         progress: ProgressFn | None = None,
+        node: str | None = None,
     ) -> None:
         self.rank = rank
         self.world_size = world_size
@@ -87,6 +88,8 @@ class RankContext:
         self.device = device
         self.timeout_s = timeout_s
         self.host = host_name()
+        self.node = node if node is not None else self.host
+        """What this rank's node is known by: ranks on one node share it (``launchers.node_identity``)."""
         self.current = "starting"
         self.control: dist.ProcessGroup | None = None
         self._store = store
@@ -232,16 +235,14 @@ def _init_rank(
     rank: int,
     world_size: int,
     timeout_s: float,
-    store: dist.Store | None,
+    store: dist.Store,
     device: torch.device,
     prefix: str = "",
 ) -> dist.ProcessGroup | None:
     timeout = datetime.timedelta(seconds=timeout_s)
     kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world_size, "timeout": timeout}
-    if store is not None:
-        kwargs["store"] = dist.PrefixStore(f"{prefix}pg/", store)
-    else:
-        kwargs["init_method"] = "env://"
+    # Under a prefix of the run's or the step's own: no other run or step can mistake its keys.
+    kwargs["store"] = dist.PrefixStore(f"{prefix}pg/", store)
     if backend == "nccl":
         kwargs["device_id"] = device
     dist.init_process_group(**kwargs)
@@ -364,45 +365,6 @@ def launch(
     return _launch_local(world_size, worker, payload, resolved, timeout_s, progress, tuple(result_types))
 
 
-@functools.cache
-def _job_store(job: JobEnv, timeout_s: float) -> tuple[dist.TCPStore, Iterator[int]]:
-    """The store of a job whose launcher has none (mpirun, srun), and a count of the groups made on it.
-
-    Rank 0 holds it, the others join. With every rank on this host it listens on the loopback only;
-    otherwise on every interface of rank 0's host, at ``job.master_port`` (anyone who can reach that
-    port can disrupt the run). One per job and process, kept for the process's life: ``tune`` launches
-    several sweeps in one job, and a second store could not bind the port while the first's socket
-    lingers. Every rank launches the same sequence, so the count names each group alike on all ranks.
-    """
-    return _open_job_store(job, timeout_s), itertools.count()
-
-
-def _open_job_store(job: JobEnv, timeout_s: float) -> dist.TCPStore:
-    timeout = datetime.timedelta(seconds=timeout_s)
-    if job.rank != 0:
-        return dist.TCPStore(job.master_addr, job.master_port, is_master=False, timeout=timeout)
-    if not job.local_only:
-        return dist.TCPStore(job.master_addr, job.master_port, is_master=True, wait_for_workers=False, timeout=timeout)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        listener.bind(("127.0.0.1", job.master_port))
-    except OSError as exc:
-        listener.close()
-        raise ConfigError(
-            f"{job.launcher}: cannot listen on 127.0.0.1:{job.master_port} ({exc.strerror or exc}); "
-            "set MASTER_PORT to a free port"
-        ) from None
-    listener.listen(128)
-    return dist.TCPStore(
-        "127.0.0.1",
-        job.master_port,
-        is_master=True,
-        wait_for_workers=False,
-        timeout=timeout,
-        master_listen_fd=listener.detach(),
-    )
-
-
 def _join(
     job: JobEnv,
     world_size: int | None,
@@ -429,16 +391,20 @@ def _join(
         device=device,
         timeout_s=timeout_s,
         progress=progress,
+        node=this_node(job).key,
     )
+    session = job_session(job, timeout_s)
+    session.set_timeout(timeout_s)
+    prefix, step = session.begin_launch()
     try:
-        ctx.doing("joining the process group")
-        store, prefix = None, ""
-        if not job.env_init:
-            store, groups = _job_store(job, timeout_s)
-            prefix = f"launch{next(groups)}/"
-        ctx.control = _init_rank(resolved, job.rank, job.world_size, timeout_s, store, device, prefix)
+        ctx.doing(f"joining {step}")
+        try:
+            ctx.control = _init_rank(resolved, job.rank, job.world_size, timeout_s, session.store, device, prefix)
+        except Exception as exc:
+            raise session.missing(step, exc, timeout_s) from None
+        session.joined(ctx.control, step)
         result = worker(ctx, payload)
-    except ConfigError:
+    except (ConfigError, RankError):
         raise
     except Exception as exc:
         raise RankError(job.rank, ctx.host, ctx.current, f"{type(exc).__name__}: {exc}") from exc

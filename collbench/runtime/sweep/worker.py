@@ -162,7 +162,8 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     dist.broadcast_object_list(plan, src=0, group=ctx.control)
     points, layout, notes, done, fingerprint = plan[0]
     hosts: list[Any] = [None] * ws
-    dist.all_gather_object(hosts, ctx.host, group=ctx.control)
+    # What identifies each rank's node (ranks.RankContext.node): namespaces and containers share a host name.
+    dist.all_gather_object(hosts, ctx.node, group=ctx.control)
     env = run_environment(job.backend, ctx.device)
     fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
 

@@ -1,0 +1,279 @@
+"""A launcher's job as one session: one store for the whole job, the token that signs what its ranks
+tell each other there, and the checks that every rank takes the same step.
+
+Under torchrun, mpirun or srun a command may run several steps in one job: ``tune`` launches a sweep
+per round, and decides between them what to run next. Rank 0 holds one TCPStore for the life of the
+process (under torchrun's elastic agent, every rank joins the agent's instead), and each step's
+process group meets there under keys of its own (``launch<N>/``): a rank early for the next step
+waits for that step's keys, and can never reach a store or the keys of the step before. A fresh
+store per step, on one port, let a rank early for the next step join the previous step's store
+just before it closed ("Connection reset"), about once in twenty joins.
+
+Every rank counts its steps. They stay the same on every rank only while every decision between
+steps is: :func:`agree` takes a decision on rank 0 and hands it, signed, to the others. If the ranks
+still part, the first step where they do says so in one line naming the rank and the step, rather
+than the store's timeout: right after each group forms, the ranks compare their steps' names; and a
+rank that never comes is named by rank 0 from the step it last recorded.
+
+The token that signs values here (:mod:`collbench.runtime.launch.rankstore`) is made by rank 0 and
+sent to the others over the first process group's connections, never through the store. Those
+connections are set up through the store's unsigned rendezvous keys, as torch's own are: a local
+user who won a race against that rendezvous could read it (README, "What the rank store exposes").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import datetime
+import functools
+import itertools
+import json
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from collbench.errors import ConfigError, RankError
+from collbench.runtime.host.environment import host_name
+from collbench.runtime.launch.launchers import JobEnv, NodeIdentity, detect_job, node_identity
+from collbench.runtime.launch.rankstore import TOKEN_BYTES, SignedStore, decode, encode, new_token
+
+T = TypeVar("T")
+
+STEP_NAME_BYTES = 240
+"""How much of a step's name (and its host's) the ranks compare after joining: enough to tell steps apart."""
+POLL_S = 0.02
+"""How often a rank waiting for rank 0's decision looks for it in the store."""
+
+_current_step: contextvars.ContextVar[str] = contextvars.ContextVar("collbench_job_step", default="")
+
+
+@contextlib.contextmanager
+def job_step(name: str) -> Iterator[None]:
+    """Name the launches made inside: errors about a step of a launcher's job name it so."""
+    token = _current_step.set(name)
+    try:
+        yield
+    finally:
+        _current_step.reset(token)
+
+
+def _open_store(job: JobEnv, timeout_s: float) -> dist.Store:
+    """The job's store: rank 0 holds it (on the loopback when every rank is on this host), the others
+    join; under torchrun's agent every rank joins the agent's."""
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if job.rank != 0 or job.agent_store:
+        return dist.TCPStore(job.master_addr, job.master_port, is_master=False, timeout=timeout)
+    if not job.local_only:
+        return dist.TCPStore(job.master_addr, job.master_port, is_master=True, wait_for_workers=False, timeout=timeout)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind(("127.0.0.1", job.master_port))
+    except OSError as exc:
+        listener.close()
+        raise ConfigError(
+            f"{job.launcher}: cannot listen on 127.0.0.1:{job.master_port} ({exc.strerror or exc}); "
+            "set MASTER_PORT to a free port"
+        ) from None
+    listener.listen(128)
+    return dist.TCPStore(
+        "127.0.0.1",
+        job.master_port,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=timeout,
+        master_listen_fd=listener.detach(),
+    )
+
+
+class JobSession:
+    """This process's part of a launcher's job: the store, the token once shared, and its steps so far."""
+
+    def __init__(self, job: JobEnv, store: dist.Store) -> None:
+        self.job = job
+        self.store = store
+        self.signed: SignedStore | None = None
+        self.host = host_name()
+        self.step = "starting"
+        self._launches = itertools.count()
+        self._decisions = itertools.count()
+
+    def set_timeout(self, timeout_s: float) -> None:
+        self.store.set_timeout(datetime.timedelta(seconds=timeout_s))
+
+    def begin_launch(self) -> tuple[str, str]:
+        """The next step's store prefix and its name; recorded as this rank's step."""
+        index = next(self._launches)
+        name = _current_step.get()
+        step = f"step {index}" + (f" ({name})" if name else "")
+        self._record(step)
+        return f"{self.job.store_scope}collbench/launch{index}/", step
+
+    def _record(self, step: str) -> None:
+        self.step = step
+        if self.signed is not None:
+            self.signed.put(f"step/{self.job.rank}", {"step": step, "host": self.host})
+
+    def joined(self, control: dist.ProcessGroup | None, step: str) -> None:
+        """After a step's group formed: share the token (first time), then check every rank is at ``step``.
+
+        Raises RankError naming the first rank whose step is not rank 0's.
+        """
+        if self.signed is None:
+            self.signed = SignedStore(self.store, _share_token(self.job.rank, control))
+            self._record(step)
+        mine = _fixed_width(f"{step}\0{self.host}")
+        gathered = torch.empty(self.job.world_size * STEP_NAME_BYTES, dtype=torch.uint8)
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather(gathered, mine, group=control)
+        rows = gathered.view(self.job.world_size, STEP_NAME_BYTES).tolist()
+        named = [bytes(row).rstrip(b"\0").decode("utf-8", "replace").partition("\0") for row in rows]
+        first = named[0][0]
+        for rank, (theirs, _, host) in enumerate(named):
+            if theirs != first:
+                raise RankError(
+                    rank, host, f"starting {theirs}", f"rank 0 is starting {first}: the ranks took different steps"
+                )
+
+    def missing(self, step: str, exc: BaseException, timeout_s: float) -> RankError:
+        """The error for a step's group that did not form: on rank 0, the rank that is elsewhere and where."""
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if self.job.rank == 0 and self.signed is not None:
+            for rank in range(1, self.job.world_size):
+                try:
+                    record = self.signed.latest(f"step/{rank}")
+                except ValueError:
+                    continue
+                if not isinstance(record, dict):
+                    continue
+                theirs = str(record.get("step", "?"))
+                if theirs != step:
+                    return RankError(
+                        rank,
+                        str(record.get("host", "?")),
+                        f"at {theirs}",
+                        f"it did not join {step}, where rank 0 waited {timeout_s:.0f} s: "
+                        "the ranks took different steps",
+                    )
+        return RankError(
+            self.job.rank,
+            self.host,
+            f"joining {step}",
+            f"not every rank of the job joined within {timeout_s:.0f} s (a rank took another step, stopped, or "
+            f"cannot reach {self.job.master_addr}:{self.job.master_port}; rank 0's error names it): {why}",
+        )
+
+    def agree(self, name: str, decide: Callable[[], T], timeout_s: float, types_allowed: Sequence[type]) -> Any:
+        """``decide()`` on rank 0, handed to every rank through the store, signed; the same value everywhere."""
+        index = next(self._decisions)
+        step = f"decision {index} ({name})"
+        if self.signed is None:
+            self._share_token_in_a_group(timeout_s)
+        self._record(step)
+        assert self.signed is not None
+        key = f"decision/{index}/"
+        if self.job.rank == 0:
+            value = decide()
+            # One queue per rank: a queue's item goes to the first rank that pops it.
+            for rank in range(1, self.job.world_size):
+                self.signed.put(f"{key}{rank}", value)
+            return _round_trip(value, types_allowed)
+        key += str(self.job.rank)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            values = self.signed.take(key, types_allowed)
+            if values:
+                return values[-1]
+            if time.monotonic() > deadline:
+                raise RankError(
+                    self.job.rank,
+                    self.host,
+                    f"waiting for {step}",
+                    f"rank 0 sent no decision within {timeout_s:.0f} s: it took another step, or stopped",
+                )
+            time.sleep(POLL_S)
+
+    def _share_token_in_a_group(self, timeout_s: float) -> None:
+        """Share the token in a small gloo group of its own (a decision before any launch)."""
+        prefix, step = self.begin_launch()
+        try:
+            dist.init_process_group(
+                backend="gloo",
+                store=dist.PrefixStore(f"{prefix}pg/", self.store),
+                rank=self.job.rank,
+                world_size=self.job.world_size,
+                timeout=datetime.timedelta(seconds=timeout_s),
+            )
+        except Exception as exc:
+            raise self.missing(step, exc, timeout_s) from None
+        try:
+            self.joined(dist.group.WORLD, step)
+        finally:
+            dist.destroy_process_group()
+
+
+def _share_token(rank: int, control: dist.ProcessGroup | None) -> bytes:
+    """Rank 0's new token, on every rank: sent over the group's connections, not the store."""
+    token = (
+        torch.tensor(list(new_token()), dtype=torch.uint8) if rank == 0 else torch.zeros(TOKEN_BYTES, dtype=torch.uint8)
+    )
+    dist.broadcast(token, src=0, group=control)
+    return bytes(token.tolist())
+
+
+def _fixed_width(text: str) -> torch.Tensor:
+    data = text.encode("utf-8")[:STEP_NAME_BYTES].ljust(STEP_NAME_BYTES, b"\0")
+    return torch.tensor(list(data), dtype=torch.uint8)
+
+
+def _round_trip(value: Any, types_allowed: Sequence[type]) -> Any:
+    """``value`` as the other ranks receive it (through JSON: tuples become lists)."""
+    return decode(json.loads(json.dumps(encode(value))), types_allowed)
+
+
+@functools.cache
+def _sessions() -> dict[JobEnv, JobSession]:
+    return {}
+
+
+def job_session(job: JobEnv, timeout_s: float) -> JobSession:
+    """This process's session of ``job``, opened once for the process's life (a second store could
+    not bind the port while the first's socket lingers): ``timeout_s`` bounds joining its store."""
+    sessions = _sessions()
+    if job not in sessions:
+        sessions[job] = JobSession(job, _open_store(job, timeout_s))
+    return sessions[job]
+
+
+def agree(name: str, decide: Callable[[], T], *, timeout_s: float, types_allowed: Sequence[type] = ()) -> Any:
+    """A decision the same on every rank: ``decide()`` runs on rank 0 of a launcher's job and the
+    others receive its value (JSON, signed with the job's token), within ``timeout_s``.
+
+    Run on its own (no launcher), it is ``decide()``. Either way the value comes back as JSON makes
+    it (tuples as lists; dataclasses of ``types_allowed``), so that every rank holds the same one.
+    Raises RankError when rank 0's decision does not come (the ranks took different steps).
+    """
+    job = detect_job()
+    if job is None or job.world_size == 1:
+        return _round_trip(decide(), types_allowed)
+    return job_session(job, timeout_s).agree(name, decide, timeout_s, types_allowed)
+
+
+def route_address(host: str, port: int) -> str | None:
+    """The local address this host sends from to reach ``host`` (no packet is sent); None if unroutable."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.connect(address)
+            return str(probe.getsockname()[0])
+    except (OSError, IndexError, UnicodeError):
+        return None
+
+
+def this_node(job: JobEnv) -> NodeIdentity:
+    """What identifies this rank's node in ``job`` (see ``launchers.node_identity``)."""
+    return node_identity(job, host_name(), route_address)

@@ -1,0 +1,77 @@
+"""A launcher's job as one session: decisions the same on every rank, and a rank that is elsewhere
+named by the step it last recorded (signed; a record not signed with the job's token is ignored)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+import torch.distributed as dist
+
+from collbench.errors import RankError
+from collbench.runtime.launch.launchers import JobEnv
+from collbench.runtime.launch.rankstore import SignedStore, new_token
+from collbench.runtime.launch.session import JobSession, agree
+
+
+def _store() -> dist.TCPStore:
+    return dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=5))
+
+
+def _job(rank: int, port: int) -> JobEnv:
+    return JobEnv(
+        launcher="torchrun", rank=rank, world_size=3, local_rank=rank, local_world_size=3,
+        master_addr="127.0.0.1", master_port=port, local_only=True,
+    )  # fmt: skip
+
+
+def test_a_decision_on_its_own_comes_back_as_the_other_ranks_would_receive_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    assert agree("which sizes", lambda: [("all-reduce", (1024, 2048))], timeout_s=5) == [["all-reduce", [1024, 2048]]]
+
+
+def test_rank_0_names_the_rank_that_recorded_another_step() -> None:
+    store = _store()
+    token = new_token()
+    session = JobSession(_job(0, store.port), store)
+    session.signed = SignedStore(store, token)
+    for rank, step in ((1, "step 4 (round 2)"), (2, "decision 1 (which sizes round 3 re-measures)")):
+        peer = SignedStore(store, token)
+        peer.put(f"step/{rank}", {"step": step, "host": f"h{rank}"})
+    error = session.missing("step 4 (round 2)", RuntimeError("Socket Timeout"), 60)
+    assert isinstance(error, RankError)
+    assert str(error) == (
+        "rank 2 on h2 failed while at decision 1 (which sizes round 3 re-measures): it did not join step 4 "
+        "(round 2), where rank 0 waited 60 s: the ranks took different steps"
+    )
+
+
+def test_a_step_record_not_signed_by_the_job_is_not_believed() -> None:
+    store = _store()
+    session = JobSession(_job(0, store.port), store)
+    session.signed = SignedStore(store, new_token())
+    SignedStore(store, new_token()).put("step/1", {"step": "forged", "host": "evil"})
+    error = session.missing("step 2 (round 1)", RuntimeError("Socket Timeout\nmore"), 30)
+    assert error.rank == 0 and "evil" not in str(error) and "\n" not in str(error)
+    assert "not every rank of the job joined within 30 s" in str(error) and "Socket Timeout" in str(error)
+
+
+def test_a_rank_waiting_for_a_decision_that_never_comes_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _store()
+    session = JobSession(_job(1, store.port), store)
+    session.signed = SignedStore(store, new_token())
+    with pytest.raises(RankError, match=r"rank 1 .* waiting for decision 0 \(which sizes\): rank 0 sent no decision"):
+        session.agree("which sizes", lambda: [], 0.2, ())
+
+
+def test_a_decision_reaches_every_other_rank_signed() -> None:
+    store = _store()
+    token = new_token()
+    sessions = [JobSession(_job(rank, store.port), store) for rank in range(3)]
+    for session in sessions:
+        session.signed = SignedStore(store, token)
+    decided = [["all-reduce", [4096]]]
+    assert sessions[0].agree("which sizes", lambda: [("all-reduce", [4096])], 5, ()) == decided
+    for follower in sessions[1:]:  # each of them, not only the first to look
+        assert follower.agree("which sizes", lambda: pytest.fail("only rank 0 decides"), 5, ()) == decided
