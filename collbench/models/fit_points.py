@@ -14,11 +14,15 @@ cannot be trusted, never because it sits far from a line:
   3x the fastest, or its iterations in two modes) does not give the point its time when another row
   of the point is clean; a point whose every row is stalled is set aside;
 - a point measured in several rounds of a tune (``tune_round``) whose two fastest clean rounds
-  disagree beyond their own noise is set aside: the slower round's *fastest* iteration is slower
-  than the faster round's *slowest*, so the two rounds' iterations do not overlap at all and the
-  point has no one time. Rounds merely some percent apart are not that: a shared machine's speed
-  drifts between rounds minutes apart (10-50% here) while each round's iterations spread over more,
-  and the point's time is its fastest round's, as selection takes it.
+  disagree beyond their own noise is set aside: once each round is put at the machine's speed in
+  it, the slower round's *fastest* iteration is slower than the faster round's *slowest*, so the two
+  rounds' iterations do not overlap at all and the point has no one time. The machine's speed in a
+  round is the median, over the algorithms measured at that size in it and in the round that
+  measured the most of them, of their time ratio (as ``tuning/selection/points.round_speeds``
+  takes it): rounds are minutes apart, and a shared machine's speed drifts between them by 10-70%
+  for every algorithm at once, which says nothing about one point. Where fewer than three algorithms
+  tell a round's speed, the point's rounds are not judged (their disagreement cannot be told from
+  the machine's). The point's time is its fastest clean round's, as selection takes it.
 
 A call of 0 bytes is no collective at all (NCCL's ``ncclEnqueueCheck`` returns at once for a count
 of 0; nccl-tests still times the call): it is set aside too, since a latency fitted to it would be the
@@ -30,6 +34,7 @@ Rows of nccl-tests logs and other tools carry no stall figures and no rounds: th
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -149,15 +154,37 @@ class PointSummaries:
 
     def points(self) -> list[FitPoint]:
         """The points, in the order their first rows came, each with why it is set aside (if it is)."""
+        speeds = self._round_speeds()
         out = []
         for key, s in self._points.items():
             if s.clean_rows:
                 time, median = s.clean_time, s.clean_median
             else:
                 time, median = s.any_time, s.any_median
-            why = _EMPTY if key[-1] == 0 else _why_set_aside(s)
+            op, _, backend, world_size, size = key
+            why = _EMPTY if size == 0 else _why_set_aside(s, speeds.get((op, backend, world_size, size), {}))
             out.append(FitPoint(*key, time, median, s.rows, why, s.least_stall))
         return out
+
+    def _round_speeds(self) -> dict[tuple[str, str, int, int], dict[int, float]]:
+        """Per (op, backend, world size, size), each round's time relative to the round that measured
+        the most algorithms there (the median ratio over the algorithms both measured); rounds sharing
+        fewer than ``_ROUND_MIN_SHARED`` algorithms with it are left out (their speed is unknown)."""
+        by_size: dict[tuple[str, str, int, int], dict[int, dict[str, float]]] = {}
+        for (op, algo, backend, world_size, size), s in self._points.items():
+            for index, best in (s.rounds or {}).items():
+                by_size.setdefault((op, backend, world_size, size), {}).setdefault(index, {})[algo] = best.decision_us
+        speeds: dict[tuple[str, str, int, int], dict[int, float]] = {}
+        for at, rounds in by_size.items():
+            reference = max(sorted(rounds), key=lambda index: len(rounds[index]))
+            base = rounds[reference]
+            factors = {}
+            for index, times in rounds.items():
+                shared = [times[a] / base[a] for a in times if a in base and base[a] > 0]
+                if len(shared) >= _ROUND_MIN_SHARED:
+                    factors[index] = statistics.median(shared)
+            speeds[at] = factors
+        return speeds
 
     def __len__(self) -> int:
         return len(self._points)
@@ -166,7 +193,11 @@ class PointSummaries:
 _EMPTY = "a call of 0 bytes moves no data (NCCL returns at once for a count of 0): no collective to model"
 
 
-def _why_set_aside(s: _Summary) -> str:
+_ROUND_MIN_SHARED = 3
+"""Algorithms a round must share with the reference round at a size for its speed to be known there."""
+
+
+def _why_set_aside(s: _Summary, speeds: dict[int, float]) -> str:
     """Why a point's measurement keeps it out of a fit (see the module docstring); empty when it is data."""
     if not s.clean_rows:
         every = "its only row" if s.rows == 1 else f"all {s.rows} rows"
@@ -174,13 +205,16 @@ def _why_set_aside(s: _Summary) -> str:
             return f"{every} two-moded (iterations in two groups more than 2x apart)"
         least = 100 * (s.least_stall or 0.0)
         return f"{every} stalled (at least {least:.0f}% of iterations >{STALL_FACTOR:g}x the fastest)"
-    if s.rounds is None or len(s.rounds) < 2:
+    # Each round at the machine's speed in it; rounds whose speed is unknown are not judged.
+    known = [(index, best, speeds[index]) for index, best in (s.rounds or {}).items() if speeds.get(index, 0) > 0]
+    if len(known) < 2:
         return ""
-    (first, a), (second, b) = sorted(s.rounds.items(), key=lambda item: item[1].decision_us)[:2]
-    if b.min_us > a.max_us > 0:
+    (first, a, fa), (second, b, fb) = sorted(known, key=lambda item: item[1].decision_us / item[2])[:2]
+    if b.min_us / fb > a.max_us / fa > 0:
         return (
-            f"rounds {first} and {second} disagree beyond their noise (fastest iteration of round {second} "
-            f"{b.min_us:.4g} us, above round {first}'s slowest {a.max_us:.4g} us)"
+            f"rounds {first} and {second} disagree beyond their noise (at the machine's speed in each, the "
+            f"fastest iteration of round {second}, {b.min_us * fa / fb:.4g} us, is above round {first}'s "
+            f"slowest, {a.max_us:.4g} us)"
         )
     return ""
 

@@ -109,19 +109,18 @@ def test_the_fit_command_streams_the_file_to_the_same_report(tmp_path: Path, suf
     assert json.loads(result.stdout) == json.loads(json.dumps(fit_results(rows + rows).to_dict()))
 
 
-def _rounds(size: int, times: list[float], **extra: object) -> list[ResultRow]:
+def _rounds(size: int, times: list[float], algo: str = "ring", **extra: object) -> list[ResultRow]:
     """One clean row per round at ``size``: each round's iterations 5% either side of its time."""
-    return [point_row("ring", size, t, spread=0.05, tune_round=k, **extra) for k, t in enumerate(times)]
+    return [point_row(algo, size, t, spread=0.05, tune_round=k, **extra) for k, t in enumerate(times)]
 
 
-def _only_point(rows: list[ResultRow]) -> tuple[str, float]:
-    (point,) = PointSummaries().extend(rows).points()
+def _only_point(rows: list[ResultRow], algo: str = "ring") -> tuple[str, float]:
+    (point,) = [p for p in PointSummaries().extend(rows).points() if p.algo == algo]
     return point.set_aside, point.time_us
 
 
 def test_a_point_is_set_aside_only_where_its_own_measurement_marks_it() -> None:
-    # Clean rounds some percent apart (a shared machine's speed drifts between rounds): data, at the
-    # fastest round's time, however far that is from any line.
+    # Clean rounds some percent apart: data, at the fastest round's time, however far from any line.
     assert _only_point(_rounds(4096, [100.0, 108.0, 130.0], stall_fraction=0.0)) == ("", 100.0)
     # A stalled round beside a clean one: the clean one gives the time, even when the stalled one is faster.
     stalled = point_row("ring", 4096, 80.0, stall_fraction=0.4, tune_round=0)
@@ -131,9 +130,21 @@ def test_a_point_is_set_aside_only_where_its_own_measurement_marks_it() -> None:
     assert why == "all 3 rows stalled (at least 20% of iterations >3x the fastest)"
     why, _ = _only_point([point_row("ring", 4096, 90.0, stall_fraction=0.0, bimodal=True)])
     assert why.startswith("its only row two-moded")
-    # Rounds whose iterations do not overlap at all (round 1's fastest above round 0's slowest).
-    why, time = _only_point(_rounds(4096, [100.0, 200.0], stall_fraction=0.0))
+
+
+def test_rounds_that_disagree_beyond_their_noise_and_the_machines_drift() -> None:
+    others = ("tree", "direct", "one-shot")
+    # The whole machine twice as slow in round 1: every algorithm's rounds agree once each round is
+    # put at the machine's speed in it.
+    slower = [r for a in ("ring", *others) for r in _rounds(4096, [100.0, 200.0], a, stall_fraction=0.0)]
+    assert _only_point(slower) == ("", 100.0)
+    # Round 1 twice as slow for the ring alone: its rounds' iterations do not overlap at all.
+    alone = _rounds(4096, [100.0, 200.0], stall_fraction=0.0)
+    alone += [r for a in others for r in _rounds(4096, [100.0, 101.0], a, stall_fraction=0.0)]
+    why, time = _only_point(alone)
     assert why.startswith("rounds 0 and 1 disagree beyond their noise") and time == 100.0
+    # Measured with too few algorithms to tell the machine's speed in a round: not judged.
+    assert _only_point(_rounds(4096, [100.0, 200.0], stall_fraction=0.0)) == ("", 100.0)
 
 
 def test_rows_without_noise_figures_are_data_except_a_call_of_no_bytes() -> None:
