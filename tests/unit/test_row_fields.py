@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collbench.errors import InputFileError
+from collbench.results import fields as fields_module
 from collbench.results.fields import FieldError, checked_fields
 from collbench.results.io import read_rows, write_rows
 from collbench.results.row import ResultRow
@@ -135,3 +138,74 @@ def test_writer_refuses_what_no_reader_would_take(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("raw", "expected"), [(3, 3), ("3", 3), (" 2 ", 2), ("4.0", 4), (None, None)])
 def test_tune_round_reads_whole_numbers(raw: Any, expected: int | None) -> None:
     assert ResultRow.from_dict(_row(tune_round=raw)).tune_round == expected
+
+
+# Every field's fast check must give what the full check gives: the same value, or (through the full
+# check it falls back to) the same error. Values a file may hold for any field, well-formed or not.
+_ODD_VALUES: list[Any] = [
+    None, True, False, 0, 1, -1, 2, 7, 1024, 10**6, 2**53 + 1, 2**62 - 1, 2**62, 2**63, -(2**62), 10**30,
+    10**400, 0.0, -0.0, 0.5, 1.0, 1.5, 12.5, -3.0, 1e300, 1e-300, 5e-324, math.inf, -math.inf, math.nan,
+    "", " ", "\t", "3", " 2 ", "4.0", "1_0", "1e3", "nan", "inf", "true", "no", "fast", "ring", " ring",
+    "ring ", "all-reduce", "native", "native:tree/ll128", "native:warp", "float32", "float8", "sum", "none",
+    "xor", "cuda-kernel", "torch-ops", " cuda-kernel", "gloo", "x" * 65, "ring" * 20, [1], {"a": 1},
+]  # fmt: skip
+
+
+def _full_check(data: dict[str, Any]) -> dict[str, Any]:
+    """What checked_fields gives when every field meets the full check alone."""
+    out: dict[str, Any] = {}
+    for spec in fields_module._specs(ResultRow):
+        if spec.name not in data:
+            if spec.required:
+                raise FieldError(spec.name, "missing")
+            continue
+        value = fields_module._checked_value(spec, data[spec.name])
+        if value is not fields_module._DEFAULT:
+            out[spec.name] = value
+    return out
+
+
+def _outcome(check: Any, data: dict[str, Any]) -> Any:
+    try:
+        return ("ok", check(ResultRow, data) if check is checked_fields else check(data))
+    except FieldError as exc:
+        return ("error", str(exc))
+
+
+def _same(a: Any, b: Any) -> bool:
+    # NaN never reaches a result (it is refused), so == compares values; types must match too.
+    return a == b and {k: type(v) for k, v in (a[1] if a[0] == "ok" else {}).items()} == {
+        k: type(v) for k, v in (b[1] if b[0] == "ok" else {}).items()
+    }
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(ResultRow)])
+def test_each_field_fast_check_agrees_with_the_full_check(field: str) -> None:
+    for value in _ODD_VALUES:
+        data = _row(**{field: value})
+        fast, full = _outcome(checked_fields, data), _outcome(_full_check, data)
+        assert _same(fast, full), (field, value, fast, full)
+    missing = _row()
+    del missing[field]
+    assert _same(_outcome(checked_fields, missing), _outcome(_full_check, missing))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from([f.name for f in dataclasses.fields(ResultRow)]), st.sampled_from(_ODD_VALUES)))
+def test_rows_of_odd_values_read_as_the_full_check_reads_them(changes: dict[str, Any]) -> None:
+    data = _row(**changes)
+    assert _same(_outcome(checked_fields, data), _outcome(_full_check, data))
+
+
+def test_numpy_and_text_values_take_the_full_check() -> None:
+    import numpy as np
+
+    data = _row(world_size=np.int64(4), time_us=np.float64(12.5), in_place=np.bool_(True), size_bytes="1024")
+    row = ResultRow.from_dict(data)
+    assert (row.world_size, row.time_us, row.in_place, row.size_bytes) == (4, 12.5, True, 1024)
+    assert type(row.world_size) is int and type(row.time_us) is float and type(row.in_place) is bool
+
+
+def test_a_long_unknown_name_is_refused_as_any_unknown_name() -> None:
+    with pytest.raises(FieldError, match="unknown algorithm 'xxxxxxxx"):
+        ResultRow.from_dict(_row(algo="x" * 10_000))
