@@ -3,6 +3,7 @@ and reproducing the published logs at their own shape."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from pathlib import Path
@@ -201,3 +202,25 @@ def test_shapes_guess_nodes_only_where_not_told() -> None:
     fit = line_fit("ring", 16, 1.0, 1e-4)
     assert Shapes().assumed_nodes(fit) == 2
     assert Shapes({16: 1}).assumed_nodes(fit) == 1
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    per_node=st.sampled_from([1, 2, 4, 8]),
+    nodes=st.integers(1, 512),
+    sizes=st.lists(st.integers(1, 1 << 36), min_size=2, max_size=12),
+)
+def test_nccl_native_predictions_never_fall_with_size(per_node: int, nodes: int, sizes: list[int]) -> None:
+    """native from the H100 2-node log, at any shape up to 4,096 ranks: NCCL's structure (or, at the
+    measured shape, the fit joined to it) is non-decreasing in size."""
+    world = per_node * nodes
+    if world < 2:
+        return
+    (entry,), _, _ = price_fits([_h100_fit()], world, nodes, shapes=Shapes({16: 2}))
+    times = [entry.time_us(float(s)) for s in sorted(sizes)]
+    assert all(b >= a for a, b in itertools.pairwise(times))
+
+
+@functools.cache
+def _h100_fit() -> Fit:
+    return fit_results(_log_rows("all_reduce_perf-h100-2node-mpirun-gcp.log")).fits[0]
