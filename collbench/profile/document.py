@@ -97,6 +97,10 @@ def check_rule_algorithm(rule: Rule) -> None:
     from collbench.schedules.registry import algorithm_names, get_algorithm
 
     if is_native(rule.algo):
+        from collbench.ompi.algorithms import known_algos
+
+        if rule.algo.strip().lower() in known_algos():
+            return  # one of Open MPI's own algorithms, forced (a profile of tune --backend mpi)
         try:
             parse_native_variant(rule.algo)
         except UserError as exc:

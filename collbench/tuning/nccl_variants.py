@@ -48,7 +48,7 @@ def tune_shape(config: TuneConfig) -> CommShape:
 
 def nccl_variant_names(config: TuneConfig) -> tuple[str, ...]:
     """The forced NCCL variants a tune of ``config`` measures (empty unless its backend is nccl)."""
-    if tune_backend(config) != "nccl":
+    if config.backend.strip().lower() == "mpi" or tune_backend(config) != "nccl":
         return ()
     from collbench.runtime.host import environment
 

@@ -169,3 +169,74 @@ def test_table_is_open_mpi_41s() -> None:
         known = {s.name for s in algorithms_for(coll.op)} - {"native"}
         assert known == set(coll.matches) | set(coll.no_match), coll.name
     assert [c.name for c in collectives_for(Op.REDUCE_SCATTER)] == ["reduce_scatter", "reduce_scatter_block"]
+
+
+def measured(op: str, lo: int, hi: int | None, algo: str, **evidence: object) -> Rule:
+    params = {"segment_bytes": evidence.pop("segment_bytes", None), "layout": "rank-order"}
+    return Rule(op, lo, hi, algo, params, **evidence)  # type: ignore[arg-type]
+
+
+OPEN_MPI = RuleSet(
+    2,
+    1,
+    (
+        measured(
+            "all-reduce", 0, 65535, "native", at_bytes=4096, measured_us=20.0, gain_vs_native=1.0,
+            tie_with=("native:ring",), separation=0.01, noise=0.05,
+        ),
+        measured(
+            "all-reduce", 65536, 1048575, "native:segmented_ring", segment_bytes=65536, at_bytes=262144,
+            measured_us=300.0, gain_vs_native=1.5, separation=0.2, noise=0.04,
+        ),
+        measured(
+            "all-reduce", 1048576, None, "native:ring", at_bytes=4194304, measured_us=900.0, gain_vs_native=2.0,
+            separation=0.3, noise=0.03,
+        ),
+        measured(
+            "reduce-scatter", 0, None, "native:ring", at_bytes=65536, measured_us=50.0, gain_vs_native=1.25,
+            noise=0.02,
+        ),
+        measured("broadcast", 0, None, "native", at_bytes=65536, measured_us=30.0, separation=0.1, noise=0.02),
+    ),
+)  # fmt: skip
+
+
+def open_mpi_profile(*sets: RuleSet) -> Profile:
+    return Profile(fingerprint="fp", host="h", backend="mpi", rule_sets=sets)
+
+
+def test_open_mpis_own_winners_are_written_with_their_evidence() -> None:
+    built = build_ompi_rules(open_mpi_profile(OPEN_MPI))
+    entries = parse(built.text)
+    # allreduce: the fixed decision below 64 KiB (no rule), segmented ring with its segment, then ring.
+    assert entries[2][2] == [(0, 0, 0, 0), (65536, 5, 0, 65536), (1048576, 4, 0, 0)]
+    assert entries[12][2] == [(0, 3, 0, 0)]  # MPI_Reduce_scatter: ring, as measured
+    assert entries[13][2] == [(0, 0, 0, 0)]  # MPI_Reduce_scatter_block was not measured: Open MPI's own
+    assert entries[7][2] == [(0, 0, 0, 0)]  # bcast: the fixed decision was fastest
+    text = built.text
+    assert (
+        "native:segmented_ring -> segmented_ring, 65536-byte segments: measured at 262144 B: 300 us against "
+        "Open MPI's fixed decision 450 us, 1.50x, noise 4.0%" in text
+    )
+    assert "native:ring -> ring: measured at 4194304 B: 900 us against Open MPI's fixed decision 1800 us, 2.00x" in text
+    assert "no rule needed: Open MPI's fixed decision (20 us) at 4096 B: tied within the noise with native:ring" in text
+    assert "MPI_Reduce_scatter_block was not measured" in text
+    assert "rules chosen among Open MPI's own algorithms" in text
+    assert built.notes == ()  # everything measured is something Open MPI runs
+    assert len(built.unneeded) == 2
+    assert built.unneeded[0].startswith("allreduce at 2 ranks on 1 node(s), from 0 B: no rule needed")
+    assert "bcast" in built.unneeded[1] and "the fastest forced algorithm 10.0% slower" in built.unneeded[1]
+
+
+def test_an_algorithm_this_open_mpi_lacks_for_the_collective_is_one_error() -> None:
+    wrong = RuleSet(2, 1, (measured("all-reduce", 0, None, "native:bruck"),))
+    with pytest.raises(UserError, match="allreduce has no algorithm 'bruck'"):
+        build_ompi_rules(open_mpi_profile(wrong))
+
+
+def test_cli_of_an_open_mpi_profile_needs_no_flag_and_lists_unneeded_ranges(tmp_path: Path) -> None:
+    path = open_mpi_profile(OPEN_MPI).save(tmp_path / "p.yaml")
+    result = CliRunner().invoke(app, ["export", "ompi-rules", str(path)])
+    assert result.exit_code == 0, result.output
+    assert parse(result.stdout)[2][2][1] == (65536, 5, 0, 65536)
+    assert result.stderr.count("no rule needed") == 2

@@ -11,24 +11,22 @@ to ``native``). So a rule here is either:
 * ``native``: no rule needed. Algorithm 0 leaves the choice to Open MPI, and the comment says that
   the fixed decision was fastest within the noise there (and which forced algorithms it tied with).
 
-The collective a reduce-scatter row measured is MPI_Reduce_scatter_block (equal blocks, nccl-tests'
-reduce_scatter): its rules go to that collective only, and MPI_Reduce_scatter keeps Open MPI's own
-choice, since it was not measured.
+The collective a row measured is :data:`collbench.ompi.algorithms.COLLECTIVE_FOR_OP`'s: for
+reduce-scatter MPI_Reduce_scatter, so its rules go to that collective only, and MPI_Reduce_scatter_block
+keeps Open MPI's own choice, since it was not measured.
 """
 
 from __future__ import annotations
 
 from collbench.errors import UserError
+from collbench.ompi.algorithms import COLLECTIVE_FOR_OP
 from collbench.profile.document import Profile
 from collbench.profile.rules import Rule
-from collbench.schedules.ops import Op
 from collbench.tuning.exporters.ompi_table import BUILT_IN, MAX_SEGSIZE, OMPI_VERSION, OmpiCollective, OmpiRule
 
 MPI_BACKEND = "mpi"
 """The backend name of rows measured with Open MPI's own collectives."""
 NO_RULE = "no rule needed"
-MEASURED_COLLECTIVE: dict[Op, str] = {Op.REDUCE_SCATTER: "reduce_scatter_block"}
-"""For an op that drives two coll/tuned collectives, the one its rows measured."""
 
 
 def measured_over_mpi(profile: Profile) -> bool:
@@ -38,7 +36,7 @@ def measured_over_mpi(profile: Profile) -> bool:
 
 def measured_here(coll: OmpiCollective) -> bool:
     """Whether an Open MPI profile's rules of ``coll.op`` were measured on ``coll`` (see the module doc)."""
-    return MEASURED_COLLECTIVE.get(coll.op, coll.name) == coll.name
+    return COLLECTIVE_FOR_OP.get(coll.op.value) == coll.name
 
 
 def ompi_algorithm_name(algo: str) -> str | None:
