@@ -61,7 +61,12 @@ def tune(
             "tune each into one profile. Not under torchrun.",
         ),
     ] = None,
-    backend: Annotated[str, typer.Option("--backend", help="auto (nccl with GPUs, else gloo), gloo or nccl.")] = "auto",
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend", help="auto (nccl with GPUs, else gloo), gloo, nccl, or mpi (Open MPI's own algorithms)."
+        ),
+    ] = "auto",
     op: Annotated[
         list[str] | None,
         typer.Option(
