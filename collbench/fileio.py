@@ -117,24 +117,36 @@ use a few thousand nodes, aliases or not.
 """
 
 
-def parse_yaml(text: str, path: Path) -> Any:
+MAX_YAML_DEPTH = 100
+"""The deepest a user's YAML may nest (collections in collections). Topologies and profiles nest fewer
+than ten; PyYAML's own loader runs out of stack a few hundred deep, libyaml's at 1,000, and a
+document only as deep as either allows would still overflow later walks over it."""
+
+
+def parse_yaml(text: str, path: Path, *, libyaml: bool = True) -> Any:
     """YAML ``text`` read from ``path``; InputFileError with the problem and its line, on one line.
 
     PyYAML's own message spans several lines (the problem, then a context excerpt). Only plain data
     is built (the safe loader), and a document whose aliases expand past :data:`MAX_YAML_NODES`, an
-    alias to itself, or nesting too deep for the parser are refused before anything is built.
+    alias to itself, or nesting past :data:`MAX_YAML_DEPTH` (or too deep for the parser) is refused
+    before anything is built.
+
+    The text is parsed by libyaml (``yaml.CSafeLoader``) where PyYAML was built with it: PyYAML's
+    pure-Python parser takes about 30 s for a 1 MB topology. Whatever libyaml finds wrong is parsed
+    again by PyYAML's own ``SafeLoader``, so the result, or the error and its line, is the same with
+    or without libyaml. ``libyaml=False`` uses PyYAML's loader alone.
     """
     import yaml
 
-    loader = None
+    fast = getattr(yaml, "CSafeLoader", None) if libyaml else None
+    if fast is not None:
+        try:
+            return _load_yaml(fast, text, path)
+        except (yaml.YAMLError, RecursionError, ValueError):
+            # libyaml's messages differ from PyYAML's (and it may refuse what PyYAML reads): PyYAML decides.
+            pass
     try:
-        # The loader's constructor already reads the text (and refuses control characters).
-        loader = yaml.SafeLoader(text)
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_expansion(node, path)
-        return loader.construct_document(node)
+        return _load_yaml(yaml.SafeLoader, text, path)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -142,21 +154,39 @@ def parse_yaml(text: str, path: Path) -> Any:
         problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
         raise InputFileError(str(path), f"not YAML: {' '.join(str(problem).split())}", line=line) from None
     except RecursionError:
-        raise InputFileError(str(path), "not YAML collbench reads: nested too deeply") from None
+        raise InputFileError(str(path), _TOO_DEEP) from None
+
+
+_TOO_DEEP = "not YAML collbench reads: nested too deeply"
+
+
+def _load_yaml(loader_class: Any, text: str, path: Path) -> Any:
+    """The document in ``text`` built by ``loader_class`` once its node graph passed _check_expansion."""
+    loader = None
+    try:
+        # The loader's constructor already reads the text (and refuses control characters).
+        loader = loader_class(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, path)
+        return loader.construct_document(node)
     finally:
         if loader is not None:
             loader.dispose()
 
 
 def _check_expansion(root: Any, path: Path) -> None:
-    """Raise InputFileError when the node graph under ``root`` expands past MAX_YAML_NODES.
+    """Raise InputFileError when the node graph under ``root`` expands past MAX_YAML_NODES, nests past
+    MAX_YAML_DEPTH, or holds an alias to itself.
 
-    Aliases make the graph a DAG (or a cycle); each node's expanded size is computed once, without
-    recursion, so the check itself costs time linear in the text.
+    Aliases make the graph a DAG (or a cycle); each node's expanded size and depth are computed once,
+    without recursion, so the check itself costs time linear in the text.
     """
     import yaml
 
     sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
     on_path: set[int] = set()
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
@@ -165,7 +195,11 @@ def _check_expansion(root: Any, path: Path) -> None:
         if children_done:
             children = _children(node)
             total = 1 + sum(sizes[id(c)] for c in children)
-            if total > MAX_YAML_NODES:
+            depth = 1 + max((depths[id(c)] for c in children), default=0)
+            if total > MAX_YAML_NODES or depth > MAX_YAML_DEPTH:
+                if depth > MAX_YAML_DEPTH:
+                    # No line, as when the parser itself runs out of stack: the same words either way.
+                    raise InputFileError(str(path), _TOO_DEEP)
                 mark = node.start_mark
                 raise InputFileError(
                     str(path),
@@ -173,6 +207,7 @@ def _check_expansion(root: Any, path: Path) -> None:
                     line=mark.line + 1 if mark is not None else None,
                 )
             sizes[key] = total
+            depths[key] = depth
             on_path.discard(key)
             continue
         if key in sizes:
@@ -181,6 +216,7 @@ def _check_expansion(root: Any, path: Path) -> None:
             raise InputFileError(str(path), "a YAML alias refers to itself", line=node.start_mark.line + 1)
         if isinstance(node, yaml.ScalarNode):
             sizes[key] = 1
+            depths[key] = 0
             continue
         on_path.add(key)
         stack.append((node, True))
