@@ -54,7 +54,8 @@ class Prediction:
     time_us: float
     busbw_gbps: float
     simulated_us: float | None
-    """The real schedule priced by the simulator (small world sizes only), else None."""
+    """The real schedule priced by the simulator (small world sizes only), else None; None also for
+    one-shot and direct, whose latency per message the simulator does not model."""
     fitted_world_size: int
     latency_us: float = 0.0
     """The latency part of ``time_us`` (steps or messages times the per-step latency)."""
@@ -405,7 +406,9 @@ def _simulated(entry: Priced, world_size: int, nodes: int, size_bytes: int, elem
     from collbench.schedules.registry import algorithm_names, get_algorithm
 
     fit, scaled = entry.fit, entry.scaled
-    if scaled is None or fit.algo not in algorithm_names():
+    # The simulator prices a step at one latency however many messages it posts: where an algorithm
+    # posts one per peer (a star), it would check another model than the one predicted.
+    if scaled is None or fit.algo not in algorithm_names() or scaled.terms0.messages is not None:
         return None
     spec = get_algorithm(fit.algo)
     op = Op.parse(fit.op)

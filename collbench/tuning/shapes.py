@@ -133,14 +133,6 @@ def predicted_rule_set(
     return RuleSet(world_size, nodes, tuple(rules), predicted=True)
 
 
-def refused_fits(fits: Sequence[Fit], ops: Sequence[str]) -> list[str]:
-    """``op algo: why`` for each fit of ``ops`` that predictions leave out (``Fit.distrust``)."""
-    from collbench.models.predict import pick_fits
-
-    wanted = {Op.parse(o).value for o in ops}
-    return [f"{f.op} {f.algo}: {f.distrust()}" for f in pick_fits(fits) if f.op in wanted and f.distrust()]
-
-
 def prediction_notes(profile: Profile, shapes: Sequence[Shape]) -> list[str]:
     """What the predicted rule sets of ``shapes`` leave out and assume, one line each, without repeats:
     fits not used and why (``Fit.distrust``, a native whose algorithm is unknown), and where the
@@ -290,7 +282,7 @@ def run_tune_shapes(
         rows = [r for o in outcomes for r in o.rows]
         report_path, why = write_beside_profile(config.output, rows, final, outcomes[-1].topology, config.rows_path)
         outcomes[-1].notes.extend([why] if why else [])
-    notes = [f"not used for predictions: {line}" for line in refused_fits(fits_of(final), final.ops)] if predict else []
+    notes = prediction_notes(final, predict) if predict else []
     notes = list(plan.notes) + notes
     return ShapesOutcome(final, outcomes, config.output, report_path, notes)
 
