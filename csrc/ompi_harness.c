@@ -13,8 +13,12 @@
  * variables and duplicates MPI_COMM_WORLD: each duplicate keeps its own forced algorithm, and one job
  * measures every algorithm, interleaved if asked, on the same processes and memory.
  *
- * usage: ompi_harness DTYPE REDOP ROOT SEED VARIANT...
+ * usage: ompi_harness DTYPE REDOP ROOT SEED REALTIME VARIANT...
  *   VARIANT is COLL:ALGORITHM:SEGMENT_BYTES (allreduce:5:65536; algorithm 0 is Open MPI's own choice)
+ *   REALTIME 1: each rank's measuring thread runs at SCHED_RR priority 1 once its communicators are made
+ *   (an Open MPI rank spins while it waits for a peer: on a busy host, a peer that lost its core to
+ *   another process is waited for a whole time slice, on calls of a few microseconds; collbench runs
+ *   its gloo ranks the same way, runtime/host/rank_priority.py). 0: the normal scheduler.
  * Rank 0 reads commands on standard input (mpirun forwards it to rank 0) and answers on standard
  * output, each answer one line starting with "@cb ":
  *   P VARIANT COUNT IN_PLACE WARMUP CHECK   fill, run once, check (CHECK 1), then WARMUP untimed calls
@@ -23,12 +27,14 @@
  *   T ITERS                           time ITERS calls, each on its own (MPI_Wtime around the call)
  *       -> "@cb T <us> <us> ..."     per iteration, the slowest rank's microseconds (MPI_MAX over ranks)
  *   Q                                 finish
- * At start it says "@cb H <Open MPI version> <nodes>" (nodes: distinct MPI_Get_processor_name).
+ * At start it says "@cb H <Open MPI version> <nodes> <1: every rank at real-time priority>" (nodes:
+ * distinct MPI_Get_processor_name).
  * Data: the pattern of collbench/runtime/executor/buffers.py (small integers, exact in every dtype
  * whatever the order of reduction), outputs preset to 77, compared exactly.
  */
 #include <dlfcn.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,7 +276,7 @@ static void grow(long n, size_t *have) {
     *have = want;
 }
 
-static void announce(void) {
+static void announce(int realtime) {
     char version[MPI_MAX_LIBRARY_VERSION_STRING], me[MPI_MAX_PROCESSOR_NAME];
     int len;
     MPI_Get_library_version(version, &len);
@@ -289,7 +295,7 @@ static void announce(void) {
     char number[64] = "?";
     const char *v = strstr(version, " v");
     if (v) sscanf(v + 2, "%63[0-9.a-z]", number);
-    printf("@cb H %s %d\n", number, nodes);
+    printf("@cb H %s %d %d\n", number, nodes, realtime);
     fflush(stdout);
 }
 
@@ -299,26 +305,34 @@ int main(int argc, char **argv) {
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (argc < 6 || set_types(argv[1], argv[2]) != 0) {
-        say("@cb E %s\n", "usage: ompi_harness DTYPE(float32|float64|int32|int64) REDOP(sum|prod|min|max) ROOT SEED VARIANT...");
+    if (argc < 7 || set_types(argv[1], argv[2]) != 0) {
+        say("@cb E %s\n",
+            "usage: ompi_harness DTYPE(float32|float64|int32|int64) REDOP(sum|prod|min|max) ROOT SEED REALTIME VARIANT...");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     root = atoi(argv[3]);
     seed = atoi(argv[4]);
-    int nvariants = argc - 5;
+    int realtime = atoi(argv[5]);
+    int nvariants = argc - 6;
     variant_t *variants = calloc((size_t)nvariants, sizeof *variants);
     for (int i = 0; i < nvariants; i++) {
-        int rc = parse_variant(argv[5 + i], &variants[i]);
+        int rc = parse_variant(argv[6 + i], &variants[i]);
         if (rc == 0) rc = make_comm(&variants[i]);
         if (rc != 0) {
             char why[LINE];
-            snprintf(why, sizeof why, "%s: %s", argv[5 + i],
+            snprintf(why, sizeof why, "%s: %s", argv[6 + i],
                      rc == -1 ? "this Open MPI does not take that algorithm" : "this Open MPI does not take that segment size");
             say("@cb E %s\n", why);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
-    announce();
+    if (realtime) {
+        struct sched_param param = {.sched_priority = 1};
+        realtime = sched_setscheduler(0, SCHED_RR, &param) == 0;
+    }
+    int everywhere;
+    MPI_Allreduce(&realtime, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    announce(everywhere);
     take_fn take = (take_fn)dlsym(RTLD_DEFAULT, "collbench_shim_take");
     counts = calloc((size_t)world, sizeof(int));
     size_t have = 0;

@@ -214,3 +214,19 @@ def test_no_mpirun_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
     result = CliRunner().invoke(app, ["sweep", "--backend", "mpi", "--ranks", "2"])
     assert result.exit_code == 2, result.output
     assert "needs Open MPI's mpirun, mpicc, ompi_info on PATH" in " ".join(result.output.split())
+
+
+def test_ranks_measure_at_real_time_priority_where_permitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _need_open_mpi()
+    from collbench.runtime.host.rank_priority import permitted
+    from collbench.runtime.mpi.harness import HarnessJob, build_harness, find_tools, mpirun_command, realtime_ranks
+
+    monkeypatch.setenv("COLLBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    tools = find_tools()
+    built = build_harness(tools, lambda _: None)
+    for asked in (True, False):
+        cmd = mpirun_command(tools, built, 2, ["float32", "sum", "0", "0", str(int(asked)), "allreduce:0:0"], [])
+        with HarnessJob(cmd, 60.0) as job:
+            assert job.start().realtime == (asked and permitted())
+    monkeypatch.setenv("COLLBENCH_REALTIME", "0")
+    assert realtime_ranks(2) is False

@@ -13,6 +13,7 @@ source, ``mpicc`` and Open MPI version, under ``$COLLBENCH_CACHE_DIR`` (else
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import selectors
@@ -69,8 +70,12 @@ def _run(cmd: list[str]) -> str:
     return done.stdout
 
 
+@functools.cache
 def ompi_info_text(tools: OpenMpiTools) -> str:
-    """coll/tuned's parameters as ``ompi_info --parsable`` prints them (the algorithms per collective)."""
+    """coll/tuned's parameters as ``ompi_info --parsable`` prints them (the algorithms per collective).
+
+    Read once per process: a tune's rounds each start a sweep, and the installed Open MPI does not change.
+    """
     return _run([tools.ompi_info, "--param", "coll", "tuned", "--level", "9", "--parsable"])
 
 
@@ -146,6 +151,8 @@ class JobFacts:
     version: str
     """Open MPI's version (``4.1.4``)."""
     nodes: int
+    realtime: bool
+    """Whether every rank measures at real-time priority (``csrc/ompi_harness.c``, REALTIME)."""
 
 
 def mpirun_command(
@@ -198,9 +205,9 @@ class HarnessJob:
         """The job's first answer: Open MPI's version and how many nodes its ranks are on."""
         self.doing = "starting the ranks and making a communicator per algorithm"
         fields = self._answer("H").split()
-        if len(fields) != 2 or not fields[1].isdigit():
+        if len(fields) != 3 or not fields[1].isdigit():
             raise self._failure(f"the harness said {' '.join(fields)!r} at start")
-        return JobFacts(fields[0], int(fields[1]))
+        return JobFacts(fields[0], int(fields[1]), fields[2] == "1")
 
     def prepare(self, variant: int, count: int, in_place: bool, warmup: int, check: bool, doing: str) -> Prepared:
         """Fill, run once, check, then ``warmup`` untimed calls of variant ``variant`` on ``count`` elements."""
@@ -274,6 +281,17 @@ class HarnessJob:
         self._stderr.seek(0)
         said = " ".join(self._stderr.read().decode(errors="replace").split())[-_STDERR_SHOWN:]
         return RankError(0, socket.gethostname(), self.doing, problem + (f"; mpirun said: {said}" if said else ""))
+
+
+def realtime_ranks(world_size: int) -> bool:
+    """Whether the harness's ranks should measure at ``SCHED_RR`` 1: as gloo ranks do
+    (``COLLBENCH_REALTIME``, permitted), and only with a core per rank: Open MPI's ranks spin while they
+    wait, and two real-time spinners on one core would each wait out the other's 100 ms quantum."""
+    from collbench.runtime.host.affinity import cgroup_cpu_limit, usable_cores
+    from collbench.runtime.host.rank_priority import ENV, permitted
+    from collbench.runtime.host.switches import env_switch
+
+    return env_switch(ENV) is not False and world_size <= usable_cores(quota=cgroup_cpu_limit()) and permitted()
 
 
 def check_world_size(world_size: int | None) -> int:

@@ -37,6 +37,7 @@ from collbench.runtime.mpi.harness import (
     find_tools,
     mpirun_command,
     ompi_info_text,
+    realtime_ranks,
 )
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
@@ -81,9 +82,12 @@ def _key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, ...]:
     )
 
 
-def _fingerprint(world_size: int) -> tuple[str, str]:
+def _fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
+    """The given topology's fingerprint (tune's), else this host's, as ``worker._fingerprint`` gives it."""
     from collbench.topology.host import host_topology
 
+    if job.topology is not None:
+        return str(job.topology.fingerprint), ""
     try:
         return str(host_topology(world_size).fingerprint), ""
     except (CollbenchError, ValueError) as exc:
@@ -108,7 +112,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
     else:
         job.stream_path.parent.mkdir(parents=True, exist_ok=True)
         empty_file(job.stream_path)
-    fingerprint, fp_note = _fingerprint(world)
+    fingerprint, fp_note = _fingerprint(job, world)
     for text in [*notes, *([fp_note] if fp_note else [])]:
         report({"kind": "note", "text": text})
     todo = [p for p in points if _key(job, p, world) not in done]
@@ -122,9 +126,19 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
             if variant not in variants:
                 variants.append(variant)
         harness = build_harness(tools, lambda text: report({"kind": "note", "text": text}))
-        args = [job.dtype, job.redop, str(cfg.root), str(cfg.seed), *(v.argument() for v in variants)]
+        realtime = realtime_ranks(world)
+        args = [job.dtype, job.redop, str(cfg.root), str(cfg.seed), str(int(realtime))]
+        args += [v.argument() for v in variants]
         with HarnessJob(mpirun_command(tools, harness, world, args), cfg.timeout_s) as running:
             facts = running.start()
+            if realtime and not facts.realtime:
+                report(
+                    {
+                        "kind": "note",
+                        "text": "Open MPI's ranks could not run at real-time priority: on a busy "
+                        "host their times include waits for a core",
+                    }
+                )
             refused: set[int] = set()
             finished = len(points) - len(todo)
             for point in todo:
