@@ -24,7 +24,12 @@ more step); those extra steps are in the formulas.
 
 ``native`` (the backend's own collective) has no schedule; its spec takes the ring formulas (see
 ``algorithms/native.py``). That is an assumption (NCCL picks ring or tree per size; gloo mostly rings),
-which the fitted parameters absorb: they describe native's time as if it were a ring.
+which the fitted parameters absorb: they describe native's time as if it were a ring, at the world size
+measured. Predictions at another world size do not extrapolate native with them: ``predict.py`` prices
+NCCL's native with NCCL's own cost model (``nccl_cost.py``) and refuses any other backend's.
+
+``CostTerms.messages`` counts the messages through the busiest port where a step posts one per peer
+(one-shot, direct); fits price a step at one latency, predictions at another world size a message.
 
 Exactness. Each formula is derived from its builder (``collbench/schedules/algorithms``) and equals
 ``simulator.simulate_terms`` of the built schedule (steps, critical-path bytes, critical-path reduced

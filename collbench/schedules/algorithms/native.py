@@ -2,8 +2,9 @@
 
 It has no schedule, so it has no formula of its own either. It is priced by the ring formulas: NCCL
 picks ring or tree per size and gloo mostly rings, and a fitted model absorbs the difference, its
-parameters describing native's time as if it were a ring. The spec takes ring's table itself rather
-than a copy, so that the two can never drift apart.
+parameters describing native's time as if it were a ring at the world size measured (predictions
+at other world sizes price NCCL's with NCCL's own cost model instead, ``models/nccl_cost.py``). The
+spec takes ring's table itself rather than a copy, so that the two can never drift apart.
 """
 
 from __future__ import annotations
