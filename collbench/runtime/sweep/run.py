@@ -21,7 +21,7 @@ from collbench.errors import RankError
 from collbench.nccl.variants import is_native
 from collbench.results.row import ResultRow
 from collbench.runtime.host.idle_latency import idle_cpus_poll
-from collbench.runtime.launch.ranks import launch
+from collbench.runtime.launch.ranks import joined_job, launch
 from collbench.runtime.sweep.files import sweep_files, write_output_from_stream
 from collbench.runtime.sweep.plan import SweepConfig, SweepJob, validate
 
@@ -122,8 +122,13 @@ def _check_resources(job: SweepJob, note: Callable[[str], None]) -> None:
     """
     from collbench.runtime.sweep import memory
 
-    world = job.config.world_size if job.config.world_size is not None else int(os.environ.get("WORLD_SIZE", "1"))
-    here = job.config.world_size if job.config.world_size is not None else int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    # Under a launcher its job says how many ranks there are, here and in all (mpirun and srun set no
+    # WORLD_SIZE); a schedule's buffers grow with the world, so guessing 1 would pass what cannot fit.
+    launched = joined_job()
+    if launched is not None:
+        world, here = launched.world_size, max(1, launched.local_world_size)
+    else:
+        world = here = job.config.world_size if job.config.world_size is not None else 1
     memory.check_host_memory(job, here, world, memory.host_memory())
     if job.backend == "nccl":
         memory.check_device_memory(job, world, memory.gpu_free_bytes(here))
