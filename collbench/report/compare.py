@@ -249,7 +249,7 @@ class Comparison:
     only_new: int
     run: RunFactor
     warnings: tuple[str, ...] = ()
-    """How the two runs differ beyond their points (backend, world sizes, host, machine), one line each."""
+    """How the two runs differ beyond their points (backend, world sizes, host, topology fingerprint), one line each."""
 
     def summaries(self) -> list[GroupSummary]:
         groups: dict[tuple[str, str], list[PointChange]] = defaultdict(list)
@@ -329,7 +329,7 @@ def _point(samples: list[_Sample]) -> RunPoint:
     )
 
 
-FACT_FIELDS = (("backend", "backend"), ("host", "host"), ("topology_fingerprint", "machine fingerprint"))
+FACT_FIELDS = (("backend", "backend"), ("host", "host"), ("topology_fingerprint", "topology fingerprint"))
 """Row fields that say what ran the rows, and how a warning names them when the runs differ."""
 
 MAX_FACT_VALUES = 8

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from collbench.cli.render.styles import LINK_STYLES
+from collbench.profile.document import machine_fingerprint
 from collbench.topology.model import Device, Link, LinkKind, Topology, format_cpu_list
 
 # Wider matrices stop being readable in a terminal; --json lists every device.
@@ -130,7 +131,14 @@ def topology_summary(topo: Topology) -> list[str]:
     ]
     if cut:
         lines.append(f"(the matrix shows {' and '.join(cut)}; --json lists all)")
-    lines.append(f"source: {topo.source}, host: {topo.host}, fingerprint: {topo.fingerprint}")
+    lines.append(f"source: {topo.source}, host: {topo.host}")
+    # Two fingerprints, named for what carries each: result rows name these rank devices, a profile
+    # names the machine whatever rank count it was tuned at (profile.document.machine_fingerprint).
+    ranks = len(topo.rank_devices)
+    lines.append(
+        f"fingerprints: topology {topo.fingerprint} ({ranks} rank{'s' if ranks != 1 else ''}; in result rows), "
+        f"machine {machine_fingerprint(topo)} (in profiles)"
+    )
     return lines
 
 
