@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.errors import ConfigError
 from collbench.ompi.algorithms import OPEN_MPI_4_1, parse_ompi_info
 from collbench.results.io import read_jsonl
 from collbench.results.row import ResultRow
@@ -230,3 +231,9 @@ def test_ranks_measure_at_real_time_priority_where_permitted(tmp_path: Path, mon
             assert job.start().realtime == (asked and permitted())
     monkeypatch.setenv("COLLBENCH_REALTIME", "0")
     assert realtime_ranks(2) is False
+
+
+def test_under_a_launcher_it_is_refused_before_anything_starts() -> None:
+    # collbench starts mpirun itself; under one (or torchrun) the CLI leaves world_size to the launcher.
+    with pytest.raises(ConfigError, match="starts mpirun itself"):
+        validate(SweepConfig(backend="mpi", world_size=None))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from collbench.errors import ConfigError, NotApplicableError, UnknownNameError
 from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, OmpiAlgorithm, parse_ompi_info
-from collbench.runtime.mpi.harness import find_tools, ompi_info_text
+from collbench.runtime.mpi.harness import check_world_size, find_tools, ompi_info_text
 
 if TYPE_CHECKING:
     from collbench.runtime.sweep.plan import SweepConfig
@@ -37,6 +37,7 @@ def installed_algorithms() -> dict[str, tuple[OmpiAlgorithm, ...]]:
 
 def check_mpi_config(config: SweepConfig, dtype: str, redop: str) -> None:
     """The options ``--backend mpi`` cannot honour, refused in one line each."""
+    check_world_size(config.world_size)
     if dtype not in MPI_DTYPES:
         raise ConfigError(f"--backend mpi: MPI has no {dtype} type; use one of {', '.join(MPI_DTYPES)}")
     if redop not in MPI_REDOPS:
