@@ -130,3 +130,37 @@ def parse_ompi_info(text: str) -> dict[str, tuple[OmpiAlgorithm, ...]]:
         name = parts[8]
         found.setdefault(collective, []).append(OmpiAlgorithm(int(parts[7]), name, takes_segment(collective, name)))
     return {coll: tuple(sorted(algos, key=lambda a: a.algorithm_id)) for coll, algos in found.items()}
+
+
+def parameter_value(text: str, name: str) -> str | None:
+    """The current value of MCA parameter ``name`` in ``ompi_info --parsable`` output (None: not listed)."""
+    for line in text.splitlines():
+        parts = line.strip().split(":")
+        if len(parts) == 7 and parts[4] == name and parts[5] == "value":
+            return parts[6]
+    return None
+
+
+FANOUT_PARAMETERS: dict[str, tuple[str, str]] = {
+    "chain": ("chain_fanout", "chain fan-out"),
+    "knomial": ("knomial_radix", "radix"),
+}
+"""Algorithms that read a fan-out Open MPI's forced path takes from an MCA parameter rather than the
+rules file (``coll_tuned_<coll>_algorithm_<parameter>``), and what it is called."""
+
+
+def fanout_notes(text: str, forced: set[tuple[str, str]]) -> list[str]:
+    """One line per forced (collective, algorithm name) whose fan-out is Open MPI's setting, with its value.
+
+    Rows name the algorithm only: the fan-out it ran with is the one ``ompi_info`` shows.
+    """
+    notes = []
+    for collective, name in sorted(forced):
+        if name not in FANOUT_PARAMETERS:
+            continue
+        parameter, what = FANOUT_PARAMETERS[name]
+        full = f"coll_tuned_{collective}_algorithm_{parameter}"
+        value = parameter_value(text, full)
+        if value is not None:
+            notes.append(f"native:{name} {collective} runs with Open MPI's {what} {value} ({full})")
+    return notes

@@ -134,6 +134,14 @@ def test_every_forced_algorithm_is_measured_is_what_ran_and_is_checked(
         assert row.iters == 3 and row.time_us_min <= row.time_us <= row.time_us_max and row.busbw_gbps > 0
     # A forced segment size is kept where the algorithm reads one, and only there.
     assert {r.segment_bytes for r in rows} == {None}
+    # Fan-outs the rows do not name are said once, with Open MPI's value.
+    notes = [e["text"] for e in events if e["kind"] == "note"]
+    for line in (
+        "native:chain bcast runs with Open MPI's chain fan-out 4 (coll_tuned_bcast_algorithm_chain_fanout)",
+        "native:chain reduce runs with Open MPI's chain fan-out 4 (coll_tuned_reduce_algorithm_chain_fanout)",
+        "native:knomial bcast runs with Open MPI's radix 4 (coll_tuned_bcast_algorithm_knomial_radix)",
+    ):
+        assert line in notes
 
 
 def test_segment_size_is_forced_where_the_algorithm_takes_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

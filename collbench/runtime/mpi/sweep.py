@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from collbench.errors import CollbenchError
-from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, takes_segment
+from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, fanout_notes, takes_segment
 from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
 from collbench.results.noise import detect_stalls, quantile
@@ -113,6 +113,8 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
         job.stream_path.parent.mkdir(parents=True, exist_ok=True)
         empty_file(job.stream_path)
     fingerprint, fp_note = _fingerprint(job, world)
+    forced = {(COLLECTIVE_FOR_OP[p.op.value], p.algo.removeprefix(NATIVE_PREFIX)) for p in points if p.algo != NATIVE}
+    notes += fanout_notes(ompi_info_text(tools), forced)
     for text in [*notes, *([fp_note] if fp_note else [])]:
         report({"kind": "note", "text": text})
     todo = [p for p in points if _key(job, p, world) not in done]
