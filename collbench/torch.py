@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from collbench.errors import ConfigError
 from collbench.layouts.model import Layout
@@ -269,4 +270,36 @@ def ddp_comm_hook(profile: Profile) -> CommHook:
     # DDP compares the hook's annotations with the real objects; this module's annotations are strings
     # (postponed evaluation), so state them as objects.
     hook.__annotations__ = {"group": Any, "bucket": dist.GradBucket, "return": torch.futures.Future[torch.Tensor]}
+    return hook
+
+
+def _native_throughout(rule_set: RuleSet, smallest_bytes: int, largest_bytes: int) -> bool:
+    """Whether every all-reduce rule that meets ``[smallest_bytes, largest_bytes]`` is native."""
+    return all(
+        is_native(r.algo)
+        for r in rule_set.rules_for(Op.ALL_REDUCE)
+        if r.min_bytes <= largest_bytes and (r.max_bytes is None or r.max_bytes >= smallest_bytes)
+    )
+
+
+def register_comm_hook(model: torch.nn.Module, profile: Profile, group: Any = None) -> CommHook | None:
+    """Make ``model`` (a DistributedDataParallel) all-reduce its buckets as the profile says.
+
+    Registers :func:`ddp_comm_hook` on ``model`` with ``group`` as its state, unless the profile's
+    rules for the group's size are native at every size a bucket of this model can have: then nothing
+    is registered and DDP keeps its built-in all-reduce, which runs without Python per bucket (any
+    Python hook, torch's own ``allreduce_hook`` included, adds a call and a callback under the GIL to
+    each bucket). DDP never splits a parameter across buckets, so a bucket holds between the smallest
+    parameter's gradient and all of them. Returns the hook registered, or None. Raises ConfigError
+    when torch.distributed is not initialised; UserError when the profile has no all-reduce rules
+    for the group's size.
+    """
+    _check_initialised()
+    if not isinstance(model, DistributedDataParallel):
+        raise ConfigError(f"register_comm_hook needs a DistributedDataParallel model, got {type(model).__name__}")
+    grads = [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
+    if not grads or _native_throughout(_rule_set(profile, group), min(grads), sum(grads)):
+        return None
+    hook = ddp_comm_hook(profile)
+    model.register_comm_hook(group, hook)
     return hook

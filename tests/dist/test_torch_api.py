@@ -92,7 +92,10 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
             # Every rank creates the group (torch's rule); only its members call the collective.
             pair_group = dist.new_group([0, 1])
             if rank < 2:
-                sub, ref = torch.arange(5000, dtype=torch.float64) + rank, torch.arange(5000, dtype=torch.float64) + rank
+                sub, ref = (
+                    torch.arange(5000, dtype=torch.float64) + rank,
+                    torch.arange(5000, dtype=torch.float64) + rank,
+                )
                 results["pair_algo"] = ctorch.all_reduce(sub, profile=profile, group=pair_group).algo
                 dist.all_reduce(ref, group=pair_group)
                 assert torch.equal(sub, ref)
@@ -131,3 +134,58 @@ def test_ddp_hook_matches_default_and_all_reduce_matches_native(tmp_path: Path, 
     if world > 2:
         # The subgroup of two took the profile's two-rank rules, not the world's (ring at 40 KB).
         assert [r.get("pair_algo") for r in results] == ["recursive-doubling", "recursive-doubling", None]
+
+
+def _register_worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import collbench.torch as ctorch
+    from collbench.errors import ConfigError
+
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world)
+    try:
+        # _model()'s gradients: 12 B (the smallest bias) to 13,068 B (all parameters in one bucket).
+        ring = {"segment_bytes": None, "layout": "rank-order"}
+        profiles = {
+            "all native": (Rule("all-reduce", 0, None, "native", P),),
+            "collbench below the smallest gradient": (
+                Rule("all-reduce", 0, 11, "ring", ring),
+                Rule("all-reduce", 12, None, "native", P),
+            ),
+            "collbench above all gradients": (
+                Rule("all-reduce", 0, 13068, "native", P),
+                Rule("all-reduce", 13069, None, "ring", ring),
+            ),
+            "collbench within": (
+                Rule("all-reduce", 0, 1000, "native", P),
+                Rule("all-reduce", 1001, None, "ring", ring),
+            ),
+        }
+        results: dict[str, Any] = {}
+        for name, rules in profiles.items():
+            profile = Profile(fingerprint="t", host="t", backend="gloo", rule_sets=(RuleSet(world, 1, rules),))
+            model = DDP(_model())
+            hook = ctorch.register_comm_hook(model, profile)
+            results[name] = (hook is not None, len(model._comm_hooks))
+        try:
+            ctorch.register_comm_hook(_model(), make_profile(world))
+        except ConfigError as exc:
+            results["not ddp"] = str(exc)
+        torch.save(results, f"{out_dir}/register{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_register_comm_hook_keeps_ddps_own_all_reduce_where_every_bucket_size_is_native(tmp_path: Path) -> None:
+    params = [p.numel() * p.element_size() for p in _model().parameters()]
+    assert (min(params), sum(params)) == (12, 13068)  # the bounds the profiles below are drawn around
+    mp.start_processes(
+        _register_worker, args=(2, str(tmp_path / "store"), str(tmp_path)), nprocs=2, join=True, start_method="spawn"
+    )
+    for rank in range(2):
+        res = torch.load(tmp_path / f"register{rank}.pt")
+        assert res["all native"] == (False, 0)
+        assert res["collbench below the smallest gradient"] == (False, 0)
+        assert res["collbench above all gradients"] == (False, 0)
+        assert res["collbench within"] == (True, 1)
+        assert "needs a DistributedDataParallel model, got Sequential" in res["not ddp"]
