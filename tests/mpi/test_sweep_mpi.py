@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.errors import ConfigError
+from collbench.errors import ConfigError, RankError
 from collbench.ompi.algorithms import OPEN_MPI_4_1, parse_ompi_info
 from collbench.results.io import read_jsonl
 from collbench.results.row import ResultRow
@@ -245,3 +245,25 @@ def test_under_a_launcher_it_is_refused_before_anything_starts() -> None:
     # collbench starts mpirun itself; under one (or torchrun) the CLI leaves world_size to the launcher.
     with pytest.raises(ConfigError, match="starts mpirun itself"):
         validate(SweepConfig(backend="mpi", world_size=None))
+
+
+def _processes_running(path_part: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if path_part in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # a process that ended meanwhile
+    return found
+
+
+def test_a_hung_rank_ends_the_job_and_keeps_what_was_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _need_open_mpi()
+    hang = _cc(tmp_path, "hang_reduce.c", "hang.so", "mpicc")
+    with pytest.raises(RankError, match=r"measuring reduce native 64 B out-of-place: no answer within 5 s"):
+        _sweep(tmp_path, monkeypatch, hang, ops=("all-reduce", "reduce"), algos=("native",), timeout_s=5.0)
+    # What was measured before the hang is in the stream; no rank is left running (mpirun ended them).
+    assert {(r.op, r.wrong) for r in read_jsonl(tmp_path / "rows.jsonl")} == {("all-reduce", 0)}
+    assert _processes_running(str(tmp_path / "cache")) == []

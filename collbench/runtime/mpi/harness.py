@@ -34,6 +34,8 @@ from collbench.fileio import csrc_dir
 SOURCE = "ompi_harness.c"
 MPIRUN_ARGS_ENV = "COLLBENCH_MPIRUN_ARGS"
 """Extra ``mpirun`` arguments, split as a shell would (``--hostfile hosts --mca btl tcp,self``)."""
+STOP_GRACE_S = 10.0
+"""How long mpirun gets to end its ranks after SIGTERM before it is killed."""
 _STDERR_SHOWN = 600
 """Characters of mpirun's standard error a failure shows (its last lines say what broke)."""
 
@@ -237,11 +239,21 @@ class HarnessJob:
             try:
                 self._proc.wait(timeout=self.timeout_s)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+                self._stop()
         self._selector.close()
         self._out.close()
         self._stderr.close()
+
+    def _stop(self) -> None:
+        """End the job: SIGTERM to mpirun, which ends its ranks (each in a process group of its own, so
+        only mpirun reaches them); SIGKILL after a grace period. Killed outright, mpirun would leave its
+        ranks running, spinning at real-time priority in a collective that never completes."""
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
 
     def _send(self, line: str) -> None:
         try:
@@ -267,7 +279,7 @@ class HarnessJob:
         while b"\n" not in self._pending:
             left = deadline - time.monotonic()
             if left <= 0 or not self._selector.select(timeout=left):
-                self._proc.kill()
+                self._stop()
                 raise self._failure(f"no answer within {self.timeout_s:g} s (--timeout)")
             chunk = os.read(self._out.fileno(), 1 << 20)
             if not chunk:
