@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -261,9 +262,21 @@ def _processes_running(path_part: str) -> list[int]:
 
 def test_a_hung_rank_ends_the_job_and_keeps_what_was_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _need_open_mpi()
+    from collbench.runtime.mpi.harness import HarnessJob
+
     hang = _cc(tmp_path, "hang_reduce.c", "hang.so", "mpicc")
+    started: list[int] = []
+    real_init = HarnessJob.__init__
+
+    def noting_init(self: HarnessJob, cmd: list[str], timeout_s: float) -> None:
+        real_init(self, cmd, timeout_s)
+        started.append(self._proc.pid)
+
+    monkeypatch.setattr(HarnessJob, "__init__", noting_init)
     with pytest.raises(RankError, match=r"measuring reduce native 64 B out-of-place: no answer within 5 s"):
         _sweep(tmp_path, monkeypatch, hang, ops=("all-reduce", "reduce"), algos=("native",), timeout_s=5.0)
-    # What was measured before the hang is in the stream; no rank is left running (mpirun ended them).
+    # What was measured before the hang is in the stream; no rank is left running, and mpirun, ended
+    # with SIGTERM, removed its session directory (a SIGKILL leaves /tmp/ompi.<host>.<uid>/pid.<pid>).
     assert {(r.op, r.wrong) for r in read_jsonl(tmp_path / "rows.jsonl")} == {("all-reduce", 0)}
     assert _processes_running(str(tmp_path / "cache")) == []
+    assert len(started) == 1 and list(Path(tempfile.gettempdir()).glob(f"ompi.*/pid.{started[0]}")) == []

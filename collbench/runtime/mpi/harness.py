@@ -245,9 +245,10 @@ class HarnessJob:
         self._stderr.close()
 
     def _stop(self) -> None:
-        """End the job: SIGTERM to mpirun, which ends its ranks (each in a process group of its own, so
-        only mpirun reaches them); SIGKILL after a grace period. Killed outright, mpirun would leave its
-        ranks running, spinning at real-time priority in a collective that never completes."""
+        """End the job: SIGTERM to mpirun, which ends its ranks and removes its session directory
+        (``/tmp/ompi.<host>.<uid>/pid.<pid>``); SIGKILL only after a grace period. Killed outright,
+        mpirun leaves that directory behind, and its ranks run on (spinning, where a peer hangs) until
+        they notice their local server is gone."""
         self._proc.terminate()
         try:
             self._proc.wait(timeout=STOP_GRACE_S)
