@@ -280,3 +280,32 @@ def test_a_hung_rank_ends_the_job_and_keeps_what_was_measured(tmp_path: Path, mo
     assert {(r.op, r.wrong) for r in read_jsonl(tmp_path / "rows.jsonl")} == {("all-reduce", 0)}
     assert _processes_running(str(tmp_path / "cache")) == []
     assert len(started) == 1 and list(Path(tempfile.gettempdir()).glob(f"ompi.*/pid.{started[0]}")) == []
+
+
+@pytest.mark.parametrize(("dtype", "redop"), [("int32", "prod"), ("float64", "min"), ("int64", "max")])
+def test_every_dtype_and_reduction_mpi_has_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: str, redop: str
+) -> None:
+    _need_open_mpi()
+    rows, _ = _sweep(
+        tmp_path, monkeypatch, None, world_size=3, ops=("all",), algos=("native",), dtype=dtype, redop=redop, root=1
+    )
+    assert {r.op for r in rows} == set(COLL) and {(r.dtype, r.redop) for r in rows} == {(dtype, redop)}
+    assert all(r.wrong == 0 for r in rows)
+    assert {r.root for r in rows if r.op in ("broadcast", "reduce")} == {1}
+
+
+def test_the_cli_runs_it_and_writes_the_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _need_open_mpi()
+    monkeypatch.setenv("COLLBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "rows.csv"
+    args = ["sweep", "--backend", "mpi", "--ranks", "2", "--algo", "native,native:ring", "-b", "1K", "-e", "1K"]
+    result = CliRunner().invoke(app, [*args, "-n", "5", "--stream", str(tmp_path / "s.jsonl"), "-O", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "all-reduce · native:ring · mpi · 2 ranks · float32 · sum" in result.output
+    assert "wrong elements: 0 (OK)" in result.output
+    from collbench.results.io import read_rows
+
+    assert {(r.algo, r.in_place, r.iters) for r in read_rows(out)} == {
+        (algo, in_place, 5) for algo in ("native", "native:ring") for in_place in (False, True)
+    }
