@@ -2,8 +2,10 @@
 
 A :class:`Fit` is one (op, algorithm, backend, world size)'s alpha, beta and gamma, with the figures
 that say how well they explain the measurements, and optionally :class:`Segment` s where one line did
-not (protocol switches). It prices a size at its own world size or at another (the closed forms in
-``costs.py`` re-evaluated there), and says when it must not be extrapolated (:meth:`Fit.distrust`).
+not (protocol switches), each with its own alpha and beta. It prices a size at its own world size or
+at another (the closed forms in ``costs.py`` re-evaluated there), and says when it must not be used
+(:meth:`Fit.distrust`): a fit that misses one of its own points by more than 25%, or its points at
+the median by more than 10%, is shown with the reason and used for nothing else.
 
 Files hold per-byte costs as bandwidths (GB/s, a reader's unit); a fit holds them as us/byte (the
 fitter's unit). ``to_dict``/``from_dict`` convert at the file's edge, and nowhere else.
@@ -136,7 +138,9 @@ class Fit:
     backend: str
     world_size: int
     alpha_us: float
+    """Latency per step; with segments, the first segment's (the smallest messages')."""
     beta_us_per_byte: float
+    """Cost per byte; with segments, the last segment's (the largest messages')."""
     gamma_us_per_byte: float | None
     """None when gamma could not be told apart from beta (folded into beta) or nothing is reduced."""
     r2: float
