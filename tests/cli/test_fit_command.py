@@ -46,3 +46,17 @@ def test_fit_bad_inputs(tmp_path: Path) -> None:
     assert bad_op.exit_code == 2 and "unknown op" in bad_op.output
     filtered = runner.invoke(app, ["fit", str(FIX / "all_reduce_perf_8gpu.log"), "--op", "broadcast"])
     assert filtered.exit_code == 2 and "no rows left" in filtered.output
+
+
+def test_a_fit_that_misses_its_points_says_so_in_the_table_and_the_json() -> None:
+    # A published log whose times alternate 84/130/580 us with size: no non-decreasing model follows it.
+    log = Path(__file__).parents[1] / "fixtures" / "real" / "all_reduce_perf-16rank-k8s-roce-legacy.log"
+    runner = CliRunner()
+    table = runner.invoke(app, ["fit", str(log)], env={"COLUMNS": "100"})
+    assert table.exit_code == 0, table.output
+    assert "no: misses a point by 28% (bound 25%" in " ".join(table.stdout.split())
+    doc = json.loads(runner.invoke(app, ["fit", str(log), "--json"]).stdout)
+    (fit,) = doc["fits"]
+    assert fit["usable"] is False and fit["unusable_because"].startswith("misses a point by 28%")
+    assert "at 4 KiB measured 139.8 us" in fit["unusable_because"]
+    assert doc["crossovers"] == []
