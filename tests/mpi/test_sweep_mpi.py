@@ -209,6 +209,7 @@ def test_ompi_info_lists_what_collbench_names(tmp_path: Path) -> None:
         (["--algo", "ring"], "ring is collbench's own: run it with --backend gloo"),
         (["-d", "bfloat16"], "MPI has no bfloat16 type"),
         (["-o", "avg"], "MPI has no avg reduction"),
+        (["-e", "8G"], "is 2147483648 float32 elements; an MPI count is a C int (at most 2147483647)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:

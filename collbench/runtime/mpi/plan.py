@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from collbench.errors import ConfigError, NotApplicableError, UnknownNameError
 from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, OmpiAlgorithm, parse_ompi_info
 from collbench.runtime.mpi.harness import check_world_size, find_tools, ompi_info_text
+from collbench.schedules.ops import DTYPE_SIZES
 
 if TYPE_CHECKING:
     from collbench.runtime.sweep.plan import SweepConfig
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 MPI_DTYPES = ("float32", "float64", "int32", "int64")
 """collbench dtypes with an MPI datatype (MPI_FLOAT, MPI_DOUBLE, MPI_INT32_T, MPI_INT64_T); MPI has no
 16-bit float type."""
+MPI_MAX_COUNT = (1 << 31) - 1
+"""The most elements one MPI call takes (its count is a C int)."""
 MPI_REDOPS = ("sum", "prod", "min", "max")
 """Reductions with an MPI_Op; MPI has no average."""
 
@@ -42,6 +45,12 @@ def check_mpi_config(config: SweepConfig, dtype: str, redop: str) -> None:
         raise ConfigError(f"--backend mpi: MPI has no {dtype} type; use one of {', '.join(MPI_DTYPES)}")
     if redop not in MPI_REDOPS:
         raise ConfigError(f"--backend mpi: MPI has no {redop} reduction; use one of {', '.join(MPI_REDOPS)}")
+    elements = config.max_bytes // DTYPE_SIZES[dtype]
+    if elements > MPI_MAX_COUNT:
+        raise ConfigError(
+            f"--backend mpi: -e {config.max_bytes} is {elements} {dtype} elements; an MPI count is a C int "
+            f"(at most {MPI_MAX_COUNT})"
+        )
     if config.cuda_graph:
         raise ConfigError("--cuda-graph captures GPU work; --backend mpi runs on the CPU")
 
