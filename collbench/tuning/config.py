@@ -119,8 +119,9 @@ class TuneConfig:
         return self.plot_path if self.plot_path is not None else self.output.with_suffix(".png")
 
 
-def check_config(config: TuneConfig) -> None:
-    """Raise ConfigError for options that cannot work, before anything is measured."""
+def check_config(config: TuneConfig, *, files: bool = True) -> None:
+    """Raise ConfigError for options that cannot work, before anything is measured; with ``files``,
+    also for outputs that cannot be written and partial rows in the way (``check_files``)."""
     if config.ranks is not None and config.ranks < 2:
         raise ConfigError(f"--ranks must be at least 2 to tune a collective, got {config.ranks}")
     depth = config.depth
@@ -145,6 +146,16 @@ def check_config(config: TuneConfig) -> None:
         raise ConfigError(f"--results {config.rows_path}: use a .jsonl, .csv or .parquet name")
     if config.png_path.suffix.lower() != ".png":
         raise ConfigError(f"--plot {config.png_path}: use a .png name")
+    if files:
+        check_files(config)
+
+
+def check_files(config: TuneConfig) -> None:
+    """Raise ConfigError (or InputFileError) for an output that cannot be written, or for partial rows
+    that an interrupted tune left where this one would start over (or none where it would resume).
+
+    Under a launcher only rank 0 writes: these are its files.
+    """
     if config.output.exists() and config.output.is_dir():
         raise ConfigError(f"-O/--output {config.output} is a directory; give a file name")
     # Every output is checked now: a place that cannot be written must not cost the whole run.

@@ -210,7 +210,36 @@ def check_shapes(config: TuneConfig, ranks: Sequence[int] | None) -> TunePlan:
     With ``--resume``, the shapes an interrupted run finished are taken from its files instead, and
     the others resume or start afresh (tuning/shape_resume.py).
     """
-    plans, notes = plan_shapes(shape_configs(config, ranks))
+    configs = shape_configs(config, ranks)
+    from collbench.runtime.launch.ranks import joined_job
+
+    job = joined_job()
+    if job is None or job.world_size == 1:
+        return _plan(configs)
+    # A launcher's job: every rank checks the options, rank 0 alone its files (only it writes or
+    # resumes), and every rank learns rank 0's verdict, so that all of them stop, or start, together.
+    for c in configs:
+        check_config(c, files=False)
+    from collbench.errors import UserError
+    from collbench.runtime.launch.session import agree
+
+    if job.rank != 0:
+        refused = agree("checking rank 0's files", lambda: None, timeout_s=config.timeout_s)
+        if refused is not None:
+            raise ConfigError(f"rank 0: {refused}")
+        return TunePlan(tuple(ShapePlan(c) for c in configs))
+    try:
+        plan = _plan(configs)
+    except UserError as exc:
+        refusal = str(exc)
+        agree("checking rank 0's files", lambda: refusal, timeout_s=config.timeout_s)
+        raise
+    agree("checking rank 0's files", lambda: None, timeout_s=config.timeout_s)
+    return plan
+
+
+def _plan(configs: Sequence[TuneConfig]) -> TunePlan:
+    plans, notes = plan_shapes(configs)
     for plan in plans:
         if plan.finished is None:
             check_config(plan.config)

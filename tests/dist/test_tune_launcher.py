@@ -48,15 +48,19 @@ def _env(rank: int, n: int, port: int) -> dict[str, str]:
     return env
 
 
-def _job(n: int, argv_of: list[list[str]] | list[str], cwd: Path) -> list[subprocess.CompletedProcess[str]]:
-    """Run the CLI as ranks 0..n-1 of one torchrun-style job (``argv_of``: one argv, or one per rank)."""
+def _job(
+    n: int, argv_of: list[list[str]] | list[str], cwd: Path | list[Path]
+) -> list[subprocess.CompletedProcess[str]]:
+    """Run the CLI as ranks 0..n-1 of one torchrun-style job (``argv_of``: one argv, or one per rank;
+    ``cwd``: one folder, or one per rank)."""
     port = _free_port()
     per_rank = argv_of if argv_of and isinstance(argv_of[0], list) else [argv_of] * n
+    folders = cwd if isinstance(cwd, list) else [cwd] * n
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "collbench.cli.app", *per_rank[rank]],  # type: ignore[misc]
             env=_env(rank, n, port),
-            cwd=cwd,
+            cwd=folders[rank],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -121,9 +125,23 @@ def test_ranks_that_take_different_steps_are_named_in_one_line(tmp_path: Path) -
     assert all(proc.returncode == 3 for proc in done), [p.stderr for p in done]
     for proc in done:
         (line,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-        assert line.startswith("error: rank 1 on ") and "failed while starting step 1 (round 1): " in line
+        assert line.startswith("error: rank 1 on ") and "failed while starting step 2 (round 1): " in line
         # What was measured before is kept, as after any failure (tune --resume).
         assert (
-            "rank 0 is starting step 1 (round 0 at the second segment size): the ranks took different steps; " in line
+            "rank 0 is starting step 2 (round 0 at the second segment size): the ranks took different steps; " in line
         )
         assert "Traceback" not in proc.stderr and "Timed out" not in proc.stderr
+
+
+def test_rank_0s_files_decide_for_every_rank_and_its_refusal_reaches_them_at_once(tmp_path: Path) -> None:
+    # Ranks on hosts of their own (a folder each): only rank 0 writes, so only its files are checked,
+    # and the others hear its verdict instead of waiting in a rendezvous it never joins.
+    folders = [tmp_path / f"rank{rank}" for rank in range(2)]
+    for folder in folders:
+        folder.mkdir()
+    (folders[0] / "p.yaml").mkdir()  # rank 0 cannot write its profile there
+    tune = ["tune", "--quick", "--backend", "gloo", "--timeout", "60", "-O", "p.yaml"]
+    done = _job(2, tune, folders)
+    assert [proc.returncode for proc in done] == [2, 2], [p.stderr for p in done]
+    assert "error: -O/--output p.yaml is a directory; give a file name" in done[0].stderr
+    assert "error: rank 0: -O/--output p.yaml is a directory; give a file name" in done[1].stderr

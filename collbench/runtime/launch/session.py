@@ -199,7 +199,8 @@ class JobSession:
 
     def _share_token_in_a_group(self, timeout_s: float) -> None:
         """Share the token in a small gloo group of its own (a decision before any launch)."""
-        prefix, step = self.begin_launch()
+        with job_step("sharing the job's token"):
+            prefix, step = self.begin_launch()
         try:
             dist.init_process_group(
                 backend="gloo",
