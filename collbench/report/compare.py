@@ -299,7 +299,7 @@ def _key(row: ResultRow) -> PointKey:
 
 
 def _within(row: ResultRow) -> float:
-    return max(0.0, (row.time_us - row.time_us_min) / row.time_us) / math.sqrt(max(row.iters, 1))
+    return max(0.0, (row.time_us - row.time_us_min) / row.time_us) / math.sqrt(max(row.samples, 1))
 
 
 def combine(rows: Sequence[ResultRow]) -> RunPoint:

@@ -26,6 +26,7 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "segment_bytes": (1, math.inf),
     "stall_fraction": (0.0, 1.0),
     "tune_round": (0, 1_000_000),  # a tune makes a handful of rounds
+    "timed_samples": (1, math.inf),
 }
 """Inclusive (low, high) for numeric fields whose range is not [0, inf)."""
 

@@ -71,9 +71,18 @@ class ResultRow:
     """Which of ``collbench tune``'s rounds measured the row (0, 1, ...); None outside a tune. Rows of
     one round were measured minutes apart from another round's, at whatever speed the machine had then
     (tuning/selection/ compares algorithms within a round)."""
+    timed_samples: int | None = None
+    """How many timed samples the statistics (time_us, min, max, p25, stalls) are over, where that is
+    fewer than ``iters``: GPU rows without graphs are timed in rounds of iterations, one pair of CUDA
+    events around each (runtime/cuda/timing.py). None: one sample per iteration."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def samples(self) -> int:
+        """The timed samples behind the row's statistics: what a standard error divides by."""
+        return self.timed_samples if self.timed_samples is not None else self.iters
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ResultRow:

@@ -368,6 +368,7 @@ def _measure(
         size_bytes=point.size_bytes,
         count=point.count,
         iters=timed.iters,
+        timed_samples=len(timed.samples_us) if len(timed.samples_us) != timed.iters else None,
         time_us=summary.time_us,
         time_us_mean=summary.time_us_mean,
         time_us_min=summary.time_us_min,

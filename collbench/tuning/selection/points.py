@@ -48,6 +48,7 @@ class Point:
     time_us_min: float
     time_us_max: float
     iters: int = 1
+    """Timed samples behind the point's rows (iterations, or rounds of them on GPUs: ResultRow.samples)."""
     between: float = 0.0
     """How far the second-smallest time of repeated rows (rounds) is above the smallest, relatively;
     0 for one row."""
@@ -252,7 +253,7 @@ def _point(size: int, rows: list[ResultRow]) -> Point:
         time_us=times[0],
         time_us_min=min(r.time_us_min for r in rows),
         time_us_max=max(r.time_us_max for r in rows),
-        iters=sum(max(r.iters, 1) for r in rows),
+        iters=sum(max(r.samples, 1) for r in rows),
         between=(times[1] - times[0]) / times[0] if len(times) > 1 else 0.0,
         stalled=any(row_stalled(r) for r in rows),
         rounds=len(rows),
