@@ -41,7 +41,10 @@ TCP_ONLY = (
     "--mca", "btl", "self,tcp",
     "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24",
     "--mca", "oob_tcp_if_include", f"{SUBNET}.0/24",
+    "--mca", "mpi_yield_when_idle", "1",
 )  # fmt: skip
+"""Rank traffic over TCP on the cluster's subnet only; and, since every "host" is this one machine's
+few cores, ranks that wait yield them (mpirun sees one slot per host, so it would let them spin)."""
 
 
 def _agent(hosts: Sequence[str], namespaces: Sequence[str]) -> str:

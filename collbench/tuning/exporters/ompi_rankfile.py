@@ -117,6 +117,26 @@ def _pairwise(topology: Topology, world: int) -> Topology:
     return replace(topology, devices=devices)
 
 
+def planned_layout(topology: Topology, world: int) -> ProfileLayout:
+    """The layout ``tune`` would plan on ``topology`` for ``world`` ranks (one rank per host: :func:`_pairwise`).
+
+    Raises ConfigError where the topology has fewer ranks than ``world``.
+    """
+    from collbench.layouts.plan import plan_layout
+
+    planned = plan_layout(_pairwise(topology, world), world)
+    return ProfileLayout(planned.name, rings=tuple(planned.rings), trees=tuple(planned.trees))
+
+
+def rankfile_entries(places: Sequence[RankPlace], names: Sequence[str], slots: str | None) -> list[str]:
+    """One ``rank N=host slot=list`` line per place, ``names`` the host of each node."""
+    return [
+        f"rank {p.rank}={names[p.node]} slot={slots.strip() if slots is not None else p.local}  "
+        f"# where tuned rank {p.tuned_rank} ran (node {p.node}, position {p.local})"
+        for p in places
+    ]
+
+
 def _host_names(rule_set: RuleSet, hosts: Sequence[str] | None) -> list[str]:
     if hosts is not None:
         if len(hosts) != rule_set.nodes:
@@ -151,10 +171,7 @@ def build_ompi_rankfile(
     layout = rule_set.layout
     source = "recorded in the profile"
     if topology is not None and not rule_set.predicted:
-        from collbench.layouts.plan import plan_layout
-
-        planned = plan_layout(_pairwise(topology, rule_set.world_size), rule_set.world_size)
-        layout = ProfileLayout(planned.name, rings=tuple(planned.rings), trees=tuple(planned.trees))
+        layout = planned_layout(topology, rule_set.world_size)
         source = "planned on the given topology"
     if rule_set.predicted or layout is None or not layout.rings:
         why = "predicted from the fitted models" if rule_set.predicted else "its ranks ran in rank order"
@@ -192,12 +209,7 @@ def build_ompi_rankfile(
         )
     else:
         out.append("# no --map-by policy gives this order: the rankfile is needed")
-    for place in places:
-        slot = slots.strip() if slots is not None else str(place.local)
-        out.append(
-            f"rank {place.rank}={names[place.node]} slot={slot}  # where tuned rank {place.tuned_rank} ran "
-            f"(node {place.node}, position {place.local})"
-        )
+    out += rankfile_entries(places, names, slots)
     notes: list[str] = []
     if all(p.rank == p.tuned_rank for p in places):
         notes.append(f"the layout's ring at {rule_set.shape_label} is rank order already: the rankfile changes nothing")
