@@ -1,0 +1,121 @@
+"""collbench under the real Slurm: ``srun -N1 -n 2 collbench sweep|tune`` on a one-node cluster of
+this machine (Debian's slurm-wlm and munge, configured and started by scripts/slurm-local.sh).
+
+srun starts both tasks; collbench must join them as one job (rank 0 alone prints and writes, the
+rows equal those of the same sweep collbench starts itself, every result checked), as it joins
+mpirun's (tests/dist/test_launcher_jobs.py). Skipped, with the reason, where srun is missing or the
+daemons cannot start (no root, no munge key, a container that refuses them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collbench.results.io import read_jsonl
+from collbench.results.row import ResultRow
+
+pytestmark = pytest.mark.dist
+
+REPO = Path(__file__).resolve().parents[2]
+SWEEP = ["sweep", "--backend", "gloo", "--op", "all-reduce,all-gather", "--algo", "ring,native"]
+SWEEP += ["-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1", "--both", "--timeout", "60", "--format", "json"]
+JOB_S = 300.0
+SETUP_S = 120.0
+
+
+def _slurm_unavailable() -> str | None:
+    """Why srun cannot run a job step here (None when it can), starting the local daemons if needed."""
+    if shutil.which("srun") is None or shutil.which("scontrol") is None:
+        return "Slurm's srun is not installed (.ci/run installs slurm-wlm and munge)"
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
+    if ping.returncode == 0 and "UP" in ping.stdout:
+        return None
+    if os.geteuid() != 0:
+        return "no Slurm controller answers, and starting the local one needs root"
+    setup = subprocess.run([str(REPO / "scripts" / "slurm-local.sh")], capture_output=True, text=True, timeout=SETUP_S)
+    if setup.returncode != 0:
+        lines = (setup.stderr or setup.stdout).strip().splitlines()
+        return f"the local Slurm daemons cannot start: {lines[-1] if lines else f'exit {setup.returncode}'}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm() -> None:
+    why = _slurm_unavailable()
+    if why is not None:
+        pytest.skip(why)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env() -> dict[str, str]:
+    # srun exports the caller's environment to its tasks: nothing of another launcher may leak in.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_"))}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        env.pop(name, None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env["OMP_NUM_THREADS"] = "1"
+    env["MASTER_PORT"] = str(_free_port())
+    return env
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "collbench.cli.app", *args]
+
+
+def _srun(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``srun -N1 -n 2`` of collbench, each task's stdout in ``out.<task>`` (srun's ``-o out.%t``)."""
+    srun = ["srun", "-N1", "-n", "2", "--oversubscribe", "--kill-on-bad-exit=1", "-o", "out.%t", "-e", "err.%t"]
+    return subprocess.run([*srun, *_cli(*args)], env=_env(), capture_output=True, text=True, timeout=JOB_S, cwd=cwd)
+
+
+def _outputs(cwd: Path) -> str:
+    return "".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(cwd.glob("*.[01]")))
+
+
+def _points(rows: list[ResultRow]) -> list[tuple[object, ...]]:
+    return sorted((r.op, r.algo, r.world_size, r.dtype, r.in_place, r.size_bytes, r.count, r.iters) for r in rows)
+
+
+def test_srun_sweep_measures_the_rows_collbench_measures_itself(slurm: None, tmp_path: Path) -> None:
+    done = _srun([*SWEEP, "--stream", "srun.jsonl"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr + _outputs(tmp_path)
+    rows = list(read_jsonl(tmp_path / "srun.jsonl"))
+    # One job of two ranks, not two jobs: task 0 alone wrote rows and printed them.
+    printed = json.loads((tmp_path / "out.0").read_text())
+    assert len(printed) == len(rows)
+    assert (tmp_path / "out.1").read_text() == ""
+    assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
+    own = subprocess.run(
+        _cli(*SWEEP, "--ranks", "2", "--stream", "own.jsonl"),
+        env=_env(), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
+    )  # fmt: skip
+    assert own.returncode == 0, own.stderr
+    assert _points(rows) == _points(list(read_jsonl(tmp_path / "own.jsonl")))
+
+
+def test_srun_tune_quick_writes_one_profile_from_task_0(slurm: None, tmp_path: Path) -> None:
+    tune = ["tune", "--quick", "--backend", "gloo", "-b", "512", "-e", "64K", "--timeout", "60", "-O", "p.yaml"]
+    done = _srun(tune, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr + _outputs(tmp_path)
+    from collbench.profile.document import Profile
+
+    profile = Profile.load(tmp_path / "p.yaml")
+    assert profile.world_size == 2 and profile.rules
+    assert "profile:" in (tmp_path / "out.0").read_text()
+    assert (tmp_path / "out.1").read_text() == ""  # task 0 alone reported
+    rows = list(read_jsonl(tmp_path / "p-results.jsonl"))
+    assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
+    assert {r.size_bytes for r in rows} <= set(range(512, 64 * 1024 + 1))  # the sizes -b/-e asked for
