@@ -54,11 +54,14 @@ def write_files(folder: Path, points: int) -> tuple[Path, Path]:
     return paths
 
 
-def run(tree: Path, args: list[str]) -> tuple[int, float, int]:
-    """(exit code, CPU seconds, peak RSS bytes) of ``collbench ARGS`` with ``tree``'s collbench."""
+def run(tree: Path, args: list[str], cwd: Path) -> tuple[int, float, int]:
+    """(exit code, CPU seconds, peak RSS bytes) of ``collbench ARGS`` with ``tree``'s collbench.
+
+    ``cwd`` must hold no collbench: ``python -m`` puts the working directory before PYTHONPATH.
+    """
     env = {**os.environ, "PYTHONPATH": str(tree)}
     command = [sys.executable, "-c", _CHILD, sys.executable, "-m", "collbench.cli.app", *args]
-    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, check=True).stdout.split()
     return int(out[0]), float(out[1]), int(out[2])
 
 
@@ -75,11 +78,11 @@ def main() -> None:
         print(f"{opts.points:,} points a file, {base.stat().st_size / 1e6:.0f} MB each; load {os.getloadavg()}")
         cpu: dict[str, list[float]] = {name: [] for name in trees}
         for name, tree in trees.items():
-            _, help_s, _ = run(tree, ["compare", "--help"])
+            _, help_s, _ = run(tree, ["compare", "--help"], Path(tmp))
             print(f"{name}: compare --help (importing the CLI) {help_s:.1f} s CPU")
         for attempt in range(opts.runs):
             for name, tree in trees.items():
-                rc, seconds, rss = run(tree, ["compare", str(base), str(new), "--fail-above", "5%"])
+                rc, seconds, rss = run(tree, ["compare", str(base), str(new), "--fail-above", "5%"], Path(tmp))
                 cpu[name].append(seconds)
                 print(f"{name} run {attempt + 1}: exit {rc}, {seconds:.1f} s CPU, {rss / 2**20:.0f} MiB peak RSS")
         for i in range(opts.runs):
