@@ -122,6 +122,9 @@ def test_schema_rejects_what_it_should() -> None:
     assert any("'backend' is a required property" in e for e in validate(missing))
     assert any("'algorithm' was unexpected" in e for e in validate(with_rule({**rule0, "algorithm": "ring"})))
     assert any("'predicted'" in e for e in validate({**data, "rule_sets": [{**data["rule_sets"][0], "predicted": 1}]}))
+    fit0 = data["fits"][0]
+    assert validate({**data, "fits": [{**fit0, "usable": False, "unusable_because": "misses 512 B by 28%"}]}) == []
+    assert any("not of type 'boolean'" in e for e in validate({**data, "fits": [{**fit0, "usable": "no"}]}))
 
 
 def test_every_example_profile_validates_and_loads() -> None:
