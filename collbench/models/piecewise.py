@@ -255,7 +255,12 @@ def piecewise_candidates(
         for kk in range(k, 1, -1):
             j = back[kk][j]
             breaks.append(j)
-        out.append(_refined(tuple(sorted(breaks)), m, min_sizes, joined))
+        try:
+            out.append(_refined(tuple(sorted(breaks)), m, min_sizes, joined))
+        except ValueError:
+            # Sizes many orders of magnitude apart can leave a split's joined design without full rank:
+            # the rows cannot tell its coefficients apart, so that piece count is no candidate.
+            continue
     return out
 
 

@@ -41,7 +41,11 @@ from collbench.nccl.channels import MAX_CHANNELS, MAX_CHANNELS_SINCE
 
 COMM_CHANNELS_SINCE: NcclVersion = (2, 17, 0)
 """The first NCCL whose ``ncclConfig_t`` has ``minCTAs``/``maxCTAs`` (the per-communicator channel bound)."""
-_CHANNELS_RE = re.compile(r"^\s*(\d+)\s*ch\s*$", re.IGNORECASE)
+_CHANNELS_RE = re.compile(r"^\s*([0-9]+)\s*ch\s*$", re.IGNORECASE | re.ASCII)
+"""ASCII digits only: ``\\d`` would also take Arabic-Indic and other digits, which ``int`` reads."""
+_CHANNEL_DIGITS_MAX = 6
+"""More digits than this is past :data:`MAX_CHANNELS` whatever they say; ``int`` is not asked to read
+them (it refuses past 4,300 digits with a bare ValueError)."""
 
 
 def is_native(name: str) -> bool:
@@ -125,12 +129,14 @@ def parse_native_variant(name: str) -> NativeVariant:
 
 
 def _parse_channels(text: str, name: str) -> int:
+    shown = name if len(name) <= 80 else f"{name[:60]}...({len(name)} characters)"
     match = _CHANNELS_RE.match(text)
     if match is None:
-        raise ConfigError(f"{name!r}: a channel count is written @<N>ch, e.g. native:ring/simple@16ch")
-    count = int(match.group(1))
+        raise ConfigError(f"{shown!r}: a channel count is written @<N>ch in ASCII digits, e.g. native:ring/simple@16ch")
+    digits = match.group(1).lstrip("0")
+    count = int(digits) if digits and len(digits) <= _CHANNEL_DIGITS_MAX else (0 if not digits else MAX_CHANNELS + 1)
     if not 1 <= count <= MAX_CHANNELS:
-        raise ConfigError(f"{name!r}: an NCCL channel count is 1 to {MAX_CHANNELS} (NCCL's MAXCHANNELS)")
+        raise ConfigError(f"{shown!r}: an NCCL channel count is 1 to {MAX_CHANNELS} (NCCL's MAXCHANNELS)")
     return count
 
 

@@ -168,8 +168,21 @@ def mpirun_command(
         # Open MPI refuses more ranks than cores unless told; it then makes idle ranks yield.
         cmd.append("--oversubscribe")
     cmd += ["--mca", "coll_tuned_use_dynamic_rules", "1"]
-    cmd += extra if extra is not None else shlex.split(os.environ.get(MPIRUN_ARGS_ENV, ""))
+    cmd += extra if extra is not None else extra_mpirun_args()
     return [*cmd, str(harness), *args]
+
+
+def extra_mpirun_args() -> list[str]:
+    """The words of ``COLLBENCH_MPIRUN_ARGS``, split as a POSIX shell would.
+
+    Raises ConfigError naming the variable when a shell could not split it either (an open quote, a
+    trailing backslash), so the user learns which setting to fix rather than meeting shlex's message.
+    """
+    text = os.environ.get(MPIRUN_ARGS_ENV, "")
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        raise ConfigError(f"{MPIRUN_ARGS_ENV}={text!r} is not shell words ({str(err).lower()})") from None
 
 
 class HarnessJob:

@@ -1,0 +1,65 @@
+"""Hostile and mistaken inputs an attacker found: each must end in one error line (or be handled), never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.errors import ConfigError, UserError
+from collbench.nccl.variants import parse_native_variant
+from collbench.runtime.mpi.harness import MPIRUN_ARGS_ENV, extra_mpirun_args
+
+REPO = Path(__file__).resolve().parents[2]
+REAL = REPO / "tests" / "fixtures" / "real"
+
+
+def test_fit_of_a_log_with_a_40_digit_size_answers_without_a_traceback(tmp_path: Path) -> None:
+    # A real log with one size's digits replaced: sizes 37 orders of magnitude apart leave some split
+    # designs without full rank.
+    text = (REAL / "all_reduce_perf-h100-2node-mpirun-gcp.log").read_text()
+    line = next(x for x in text.splitlines() if x.split()[:2] == ["64", "16"])
+    path = tmp_path / "hugesize.log"
+    path.write_text(text.replace(line, line.replace(" 64 ", " " + "9" * 40 + " ", 1), 1))
+    result = CliRunner().invoke(app, ["fit", str(path)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "rank deficient" not in result.output
+
+
+@pytest.mark.parametrize("value", ['"x', "a\\", "--host 'a"])
+def test_an_unsplittable_mpirun_args_variable_is_one_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(MPIRUN_ARGS_ENV, value)
+    with pytest.raises(ConfigError, match=MPIRUN_ARGS_ENV) as err:
+        extra_mpirun_args()
+    assert "\n" not in str(err.value)
+
+
+def test_mpirun_args_still_split_as_a_shell_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MPIRUN_ARGS_ENV, "--mca btl self,tcp -x 'A=b c'")
+    assert extra_mpirun_args() == ["--mca", "btl", "self,tcp", "-x", "A=b c"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "native:ring/simple@" + "9" * 5000 + "ch",  # past int's 4,300-digit limit
+        "native:ring/simple@" + "9" * 50 + "ch",
+        "native:ring/simple@\u0661\u0666ch",  # Arabic-Indic 16, which \d and int both accept
+        "native@\uff11\uff16ch",  # fullwidth 16
+        "native@0ch",
+        "native@ch",
+    ],
+)
+def test_channel_counts_are_bounded_ascii_digits(name: str) -> None:
+    with pytest.raises(UserError) as err:
+        parse_native_variant(name)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+def test_ascii_channel_counts_still_parse() -> None:
+    assert parse_native_variant("native:ring/simple@16ch").channels == 16
+    assert parse_native_variant("native@064ch").channels == 64
