@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from collbench.errors import InputFileError
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
 from collbench.models.fit import fit_results
 from collbench.models.fit_points import PointSummaries
+from collbench.models.fitted import Fit
 from collbench.results.io import check_regular_file, iter_rows
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
@@ -43,6 +45,21 @@ def stream_results(paths: list[Path], *, op: str | None = None) -> Iterator[Resu
         else:
             yield from iter_rows(path)
     print_notes(notes)
+
+
+def _noting_nodes(rows: Iterable[ResultRow], seen: dict[tuple[str, str, str, int], set[int]]) -> Iterator[ResultRow]:
+    """The rows unchanged, noting each group's node counts on the way (a stream is read once)."""
+    for row in rows:
+        seen.setdefault((row.op, row.algo, row.backend, row.world_size), set()).add(row.nodes)
+        yield row
+
+
+def _with_nodes(fit: Fit, seen: dict[tuple[str, str, str, int], set[int]]) -> Fit:
+    """The fit with its measured node count where every row of its group gave the same known one."""
+    counts = seen.get((fit.op, fit.algo, fit.backend, fit.world_size), set())
+    if len(counts) == 1 and min(counts) >= 1:
+        return dataclasses.replace(fit, nodes=min(counts))
+    return fit
 
 
 def fit(
@@ -77,13 +94,15 @@ def fit(
     # One --op also names the collective of a log that does not say it; several only filter.
     rows = stream_results(results, op=op_names[0] if len(op_names) == 1 else None)
     wanted = (r for r in rows if (ops is None or r.op in ops) and (algos is None or r.algo in algos))
+    nodes_seen: dict[tuple[str, str, str, int], set[int]] = {}
     # Rows are folded into per-point summaries as they are read: memory grows with the points, not the file.
-    points = PointSummaries().extend(wanted)
+    points = PointSummaries().extend(_noting_nodes(wanted, nodes_seen))
     if not points.rows_seen:
         raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo")
     if points.rows_failed:
         err_console.print(f"{points.rows_failed} row(s) failed validation (wrong > 0): left out of the fits")
     report = fit_results(points, piecewise=piecewise)
+    report = dataclasses.replace(report, fits=[_with_nodes(f, nodes_seen) for f in report.fits])
     if plot is not None:
         from collbench.report.plots import plot_fits
 

@@ -17,6 +17,7 @@ from collbench.fileio import parse_json, parse_yaml, read_text_file
 from collbench.models.fitted import Fit
 from collbench.models.nccl_cost import ARCHS, Arch
 from collbench.models.predict import predict as predict_times
+from collbench.models.predict_defaults import default_nodes
 from collbench.units import parse_size
 
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
@@ -54,20 +55,21 @@ def _arch(name: str) -> Arch:
 
 
 def _measured_nodes(source: Path, fits: list[Fit], given: int | None, is_profile: bool) -> dict[int, int]:
-    """The nodes each fit's world size was measured on: ``--measured-nodes`` for every fit, else what a
-    profile's measured rule sets say (``fit --json`` output does not say it)."""
+    """The nodes each fit's world size was measured on: ``--measured-nodes`` for every fit, else what the
+    fits carry (``fit --json`` of rows that said it) and a profile's measured rule sets say."""
     if given is not None:
         bad = sorted({f.world_size for f in fits if f.world_size % given})
         if bad:
             raise ConfigError(f"--measured-nodes {given}: {bad[0]} ranks do not spread evenly over {given} nodes")
         return {f.world_size: given for f in fits}
+    from_fits = {f.world_size: f.nodes for f in fits if f.nodes is not None}
     if not is_profile:
-        return {}
+        return from_fits
     data = parse_yaml(read_text_file(source, "a profile"), source)
     sets = data.get("rule_sets") if isinstance(data, dict) else None
     if isinstance(data, dict) and sets is None:
         sets = [data]  # schema version 1: one shape, at the top level
-    out: dict[int, int] = {}
+    out: dict[int, int] = dict(from_fits)
     for entry in sets if isinstance(sets, list) else []:
         if isinstance(entry, dict) and not entry.get("predicted"):
             world, nodes = entry.get("world_size"), entry.get("nodes")
@@ -80,7 +82,12 @@ def predict(
     ranks: Annotated[int, typer.Option("--ranks", help="World size to predict for.")],
     profile: Annotated[Path | None, typer.Option("--profile", metavar="P", help="A profile (YAML) with fits.")] = None,
     fits: Annotated[Path | None, typer.Option("--fits", metavar="F", help="`collbench fit --json` output.")] = None,
-    nodes: Annotated[int, typer.Option("--nodes", help="Nodes the ranks spread over.")] = 1,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes", help="Nodes the ranks spread over (default: as many as keep the measured ranks a node)."
+        ),
+    ] = None,
     op: Annotated[
         list[str] | None, typer.Option("--op", metavar="OP[,OP...]", help="Only these collectives (commas or repeats).")
     ] = None,
@@ -89,7 +96,8 @@ def predict(
     measured_nodes: Annotated[
         int | None,
         typer.Option(
-            "--measured-nodes", help="Nodes the fits were measured on (a profile says it; `fit --json` does not)."
+            "--measured-nodes",
+            help="Nodes the fits were measured on, where the fits do not say it (`fit --json` of rows that did not).",
         ),
     ] = None,
     nccl_arch: Annotated[
@@ -113,6 +121,9 @@ def predict(
     if measured_nodes is not None and measured_nodes < 1:
         raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
     measured = _measured_nodes(source, loaded, measured_nodes, profile is not None)
+    if nodes is None:
+        nodes, assumed = default_nodes(ranks, measured)
+        err_console.print(f"[yellow]assumed[/yellow]: {assumed}", soft_wrap=True, highlight=False)
     report = predict_times(
         loaded, ranks, size_list, nodes=nodes, ops=op_names or None, measured_nodes=measured, nccl_arch=_arch(arch)
     )

@@ -45,12 +45,32 @@ def merge(
     console.print(f"wrote [bold]{output}[/bold]: {merged.profile.shapes_label()}", highlight=False)
 
 
+def predicted_path(profile: Path) -> Path:
+    """Where ``profile predict`` writes when -O is left out: a new file beside the input.
+
+    The input is what was measured: rewriting it in place would lose the file as it was, so only an
+    explicit -O may name it. An existing file at the default path is refused rather than replaced.
+    """
+    from collbench.errors import InputFileError
+
+    target = profile.with_name(f"{profile.stem}.predicted{profile.suffix or '.yaml'}")
+    if target.exists() or target.is_symlink():
+        raise InputFileError(str(target), "exists; give -O PATH to say where the predicted profile goes")
+    return target
+
+
 @app.command("predict", cls=CollbenchCommand)
 def predict(
     profile: Annotated[Path, typer.Argument(help="A profile with fitted models (from `collbench tune`).")],
     ranks: Annotated[str, typer.Option("--ranks", metavar="N[:NODES],...", help="Shapes to predict: 8,16 or 64:8.")],
     output: Annotated[
-        Path | None, typer.Option("--output", "-O", metavar="PROFILE.yaml", help="Where it goes (default: in place).")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-O",
+            metavar="PROFILE.yaml",
+            help="Where it goes (default: NAME.predicted.yaml beside the input, never the input itself).",
+        ),
     ] = None,
 ) -> None:
     """Add rule sets predicted from the profile's fitted models for shapes not measured (as tune --predict-ranks)."""
@@ -59,7 +79,7 @@ def predict(
     from collbench.profile.document import Profile
     from collbench.tuning.shapes import parse_shapes, prediction_notes, with_predictions
 
-    target = output or profile
+    target = output if output is not None else predicted_path(profile)
     check_writable(target)
     loaded = Profile.load(profile)
     shapes = parse_shapes(ranks, "--ranks")

@@ -81,6 +81,17 @@ def _whole(data: Mapping[str, Any], key: str) -> int:
     return 0 if value is None else int(value)
 
 
+def _nodes(data: Mapping[str, Any]) -> int | None:
+    """A fit's measured node count; absent, null or below 1 (files from before fits kept it, a source that
+    did not say) is None. Raises ValueError for a value that is not a whole number."""
+    value = data.get("nodes")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"nodes is {value!r}; it must be a whole number")
+    return value if value >= 1 else None
+
+
 def _unusable_because(data: Mapping[str, Any]) -> str:
     """The reason a fit's mapping gives for not using it; a file from before fits said so is judged by
     its error figures (which then counted every point, so the judgement is if anything strict)."""
@@ -160,6 +171,9 @@ class Fit:
     unusable_because: str = ""
     """Why the model does not describe its own points well enough to be used (``bound_failure``), or
     empty. An unusable fit is shown with its reason and used for nothing else (:meth:`distrust`)."""
+    nodes: int | None = None
+    """The nodes its points were measured on, where every row of the group says the same count; None
+    where they do not say (a pasted log without host names), so that no reader takes a guess for a fact."""
 
     @property
     def beta_gbps(self) -> float | None:
@@ -191,7 +205,7 @@ class Fit:
             "outliers": self.outliers,
             "usable": not self.distrust(),
             "unusable_because": self.distrust(),
-        }
+        } | ({} if self.nodes is None else {"nodes": self.nodes})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Fit:
@@ -218,6 +232,7 @@ class Fit:
                 note=str(data.get("note", "")),
                 outliers=_whole(data, "outliers"),
                 unusable_because=_unusable_because(data),
+                nodes=_nodes(data),
             )
         except KeyError as exc:
             raise ValueError(f"a fit needs the key {exc.args[0]!r}") from exc

@@ -32,6 +32,7 @@ from collbench.errors import ConfigError, UserError
 from collbench.models.crossover import Crossover, time_crossings
 from collbench.models.fitted import Fit
 from collbench.models.nccl_cost import NCCL_SOURCE, Arch, NcclMachine, calibrate, nccl_choice
+from collbench.models.predict_defaults import remeasure_advice
 from collbench.models.scaled import ScaledFit
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
@@ -486,8 +487,10 @@ def predict(
     )
     if not entries:
         raise ConfigError(
-            "no fit explains its data well enough to extrapolate (" + "; ".join(refused) + "); measure again "
-            "on a quieter machine or with fewer ranks than cores"
+            "no fit explains its data well enough to extrapolate ("
+            + "; ".join(refused)
+            + "); "
+            + remeasure_advice(fits)
         )
     preds: list[Prediction] = []
     for e in entries:

@@ -110,7 +110,8 @@ def test_predict_says_where_each_number_comes_from_and_how_sure_it_is(tmp_path: 
     assert "x16" in at_home.stdout and "±" in at_home.stdout  # measured there: the model's error is shown
     text = runner.invoke(app, args)
     assert text.exit_code == 0 and "x16 (x64)" in text.stdout
-    assert "does not say their node count" in text.stderr or "does not say how many nodes" in text.stderr
+    # The log names both hosts: the fit carries its 2 nodes, so nothing is guessed about them.
+    assert "does not say" not in text.stderr and "on 2 nodes" in text.stdout
 
 
 def test_predict_refuses_a_bad_arch_or_node_count_in_one_line(tmp_path: Path) -> None:

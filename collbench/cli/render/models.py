@@ -106,7 +106,7 @@ def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
 
 
 def render_prediction(report: PredictReport) -> RenderableType:
-    title = f"predicted at {report.world_size} ranks" + (f" on {report.nodes} nodes" if report.nodes > 1 else "")
+    title = f"predicted at {report.world_size} ranks on {report.nodes} node{'s' if report.nodes != 1 else ''}"
     table = narrow_table(title)
     for col in ("op", "algo", "size", "time", "latency", "busbw GB/s", "error", "simulated", "from"):
         table.add_column(col, justify="left" if col in ("op", "algo") else "right", no_wrap=True)

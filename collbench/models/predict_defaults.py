@@ -1,0 +1,51 @@
+"""What ``predict`` assumes where it is not told: the node count, and the advice for fits too noisy to use.
+
+Both depend on where the fits were measured: a cluster's GPUs (nccl-tests logs, collbench on GPUs) or
+collbench's own CPU runs, and on the node count the fits carry from their rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from collbench.models.fitted import Fit
+
+GPU_BACKENDS = frozenset({"nccl", "rccl"})
+"""Backends measured on GPUs (a cluster's nccl-tests log, or collbench on GPUs): their noise is the
+network's and the other jobs', not ranks contending for a few CPU cores."""
+
+
+def remeasure_advice(fits: Sequence[Fit]) -> str:
+    """What to do about fits too noisy to use, for where they were measured."""
+    if fits and all(f.backend in GPU_BACKENDS for f in fits):
+        return (
+            "measure again with more iterations per size (nccl-tests -n, -w; collbench --iters) "
+            "when the cluster's network is not shared with other jobs"
+        )
+    return "measure again on a quieter machine or with fewer ranks than cores"
+
+
+def default_nodes(world_size: int, measured_nodes: Mapping[int, int]) -> tuple[int, str]:
+    """Nodes for ``world_size`` ranks when none are asked, and the line that says so.
+
+    The measured ranks per node are kept (the largest measured shape's, where shapes differ): at the
+    measured world size that is the measured shape itself, so the fit prices it with its own error.
+    Without a measured node count, 1 node, and the line says it is an assumption.
+    """
+    known = [(w, n) for w, n in measured_nodes.items() if n >= 1 and w % n == 0]
+    if not known:
+        return 1, "--nodes not given: 1 node (the fits do not say their node count; give --nodes N)"
+    world, nodes = max(known)
+    per_node = world // nodes
+    if world_size % per_node == 0:
+        count = world_size // per_node
+        return count, (
+            f"--nodes not given: {count} node{'s' if count != 1 else ''} "
+            f"({per_node} ranks a node, as measured at {world} ranks on {nodes})"
+        )
+    if world_size < per_node:
+        return 1, f"--nodes not given: 1 node ({world_size} ranks, fewer than the {per_node} a measured node held)"
+    return 1, (
+        f"--nodes not given: 1 node ({world_size} ranks do not fill nodes of {per_node}, the measured ranks a node; "
+        "give --nodes N)"
+    )

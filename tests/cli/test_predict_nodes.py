@@ -1,0 +1,98 @@
+"""`fit --json` carries the measured node count; `predict` keeps the measured ranks a node when --nodes is
+not given, advises for where the fits were measured, and `profile predict` never rewrites its input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.models.fitted import Fit
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+REAL_H100 = REAL / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+EXAMPLE = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+
+
+def _h100_fits(tmp_path: Path) -> Path:
+    fitted = CliRunner().invoke(app, ["fit", str(REAL_H100), "--json"])
+    assert fitted.exit_code == 0, fitted.output
+    path = tmp_path / "f.json"
+    path.write_text(fitted.stdout)
+    return path
+
+
+def test_fit_json_carries_the_node_count_its_rows_give(tmp_path: Path) -> None:
+    """The log names the host of each of its 16 ranks, two hosts: every fit says 2 nodes."""
+    doc = json.loads(_h100_fits(tmp_path).read_text())
+    assert doc["fits"] and all(f["nodes"] == 2 for f in doc["fits"])
+    loaded = Fit.from_dict(doc["fits"][0])
+    assert loaded.nodes == 2 and loaded.to_dict()["nodes"] == 2
+    # A file written before fits kept the node count still loads, saying nothing of it.
+    old = {k: v for k, v in doc["fits"][0].items() if k != "nodes"}
+    assert Fit.from_dict(old).nodes is None and "nodes" not in Fit.from_dict(old).to_dict()
+
+
+def test_predict_without_nodes_keeps_the_measured_ranks_a_node_and_reproduces_the_log(tmp_path: Path) -> None:
+    """nccl-tests printed 6759.0 us (out of place) for 1 GiB at 16 ranks on 2 nodes; asked at 16 ranks
+    with no --nodes, the prediction is that shape, within the fit's shown error of the log."""
+    fits = _h100_fits(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "16", "--sizes", "1G", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["nodes"] == 2
+    (pred,) = doc["predictions"]
+    assert pred["error_pct"] is not None
+    assert abs(pred["time_us"] - 6759.0) / 6759.0 * 100 <= pred["error_pct"]
+    assert "assumed: --nodes not given: 2 nodes (8 ranks a node, as measured at 16 ranks on 2)" in result.stderr
+    text = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--sizes", "1G"])
+    assert text.exit_code == 0, text.output
+    assert "predicted at 64 ranks on 8 nodes" in text.stdout and "8 nodes (8 ranks a node" in text.stderr
+
+
+def test_predict_says_it_took_one_node_when_the_fits_do_not_say(tmp_path: Path) -> None:
+    doc = json.loads(_h100_fits(tmp_path).read_text())
+    for f in doc["fits"]:
+        del f["nodes"]
+    fits = tmp_path / "old.json"
+    fits.write_text(json.dumps(doc))
+    result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "16", "--sizes", "1G"])
+    assert result.exit_code == 0, result.output
+    assert "assumed: --nodes not given: 1 node (the fits do not say their node count" in result.stderr
+    assert "predicted at 16 ranks on 1 node" in result.stdout
+
+
+def _unusable(tmp_path: Path, backend: str) -> Path:
+    fit = Fit(
+        "all-reduce", "native", backend, 16, 5.0, 1e-5, None, 0.99, 3.0, 28.0, 8, 1 << 30,
+        points=20, unusable_because="misses a point by 28% (bound 25% at every point)",
+    )  # fmt: skip
+    path = tmp_path / f"{backend}.json"
+    path.write_text(json.dumps({"fits": [fit.to_dict()]}))
+    return path
+
+
+def test_refusal_advice_fits_where_the_fits_were_measured(tmp_path: Path) -> None:
+    cluster = CliRunner().invoke(app, ["predict", "--fits", str(_unusable(tmp_path, "nccl")), "--ranks", "32"])
+    assert cluster.exit_code == 2, cluster.output
+    assert "nccl-tests -n" in cluster.output and "fewer ranks than cores" not in cluster.output
+    cpu = CliRunner().invoke(app, ["predict", "--fits", str(_unusable(tmp_path, "gloo")), "--ranks", "32"])
+    assert cpu.exit_code == 2 and "fewer ranks than cores" in cpu.output, cpu.output
+
+
+def test_profile_predict_without_output_writes_a_new_file_never_the_input(tmp_path: Path) -> None:
+    profile = tmp_path / "example.yaml"
+    profile.write_bytes(EXAMPLE.read_bytes())
+    result = CliRunner().invoke(app, ["profile", "predict", str(profile), "--ranks", "8"])
+    assert result.exit_code == 0, result.output
+    written = tmp_path / "example.predicted.yaml"
+    assert profile.read_bytes() == EXAMPLE.read_bytes() and written.is_file()
+    assert f"wrote {written}" in " ".join(result.stdout.split())
+    # The default path taken already: refused in one line, nothing replaced.
+    before = written.read_bytes()
+    again = CliRunner().invoke(app, ["profile", "predict", str(profile), "--ranks", "16"])
+    assert again.exit_code == 2 and "give -O" in again.stderr and again.stderr.strip().count("\n") == 0
+    assert written.read_bytes() == before and profile.read_bytes() == EXAMPLE.read_bytes()
