@@ -37,6 +37,7 @@ from collbench.errors import InputFileError, UnknownNameError, UserError
 from collbench.fileio import atomic_write_text, parse_yaml, read_text_file
 from collbench.models.fitted import Fit
 from collbench.profile.rules import Rule, check_coverage
+from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.schedules.ops import Op
 
 if TYPE_CHECKING:
@@ -143,6 +144,10 @@ class RuleSet:
             raise ValueError(f"world_size and nodes must be >= 1, got {self.world_size} and {self.nodes}")
         if self.nodes > self.world_size:
             raise ValueError(f"{self.world_size} ranks cannot span {self.nodes} nodes")
+        if not self.predicted and self.world_size > MAX_WORLD_SIZE:
+            raise ValueError(f"a measured rule set of {self.world_size} ranks: collbench runs at most {MAX_WORLD_SIZE}")
+        if self.layout is not None:
+            _check_layout(self.layout, self.world_size)
         if not self.rules:
             raise ValueError(f"the rule set for {self.shape_label} needs at least one rule")
         for rule in self.rules:
@@ -211,6 +216,28 @@ class RuleSet:
         )
 
 
+def _check_layout(layout: ProfileLayout, world_size: int) -> None:
+    """ValueError unless each ring orders every rank ``0..world_size-1`` once and each tree gives every
+    rank a parent (a rank, or -1 for the root).
+
+    A rankfile and the ring a job runs are built from these lists: a repeated rank would put two ranks
+    on one slot, and a ring shorter than the world leaves ranks nowhere.
+    """
+    ranks = list(range(world_size))
+    for i, ring in enumerate(layout.rings):
+        if sorted(ring) != ranks:
+            shown = list(ring[:8]) + (["..."] if len(ring) > 8 else [])
+            raise ValueError(
+                f"layout {layout.name!r} ring {i} {shown} is not an order of the ranks 0..{world_size - 1} "
+                f"(each exactly once)"
+            )
+    for i, tree in enumerate(layout.trees):
+        if len(tree) != world_size or any(not -1 <= parent < world_size for parent in tree):
+            raise ValueError(
+                f"layout {layout.name!r} tree {i} must give each of the {world_size} ranks a parent rank (-1: the root)"
+            )
+
+
 def _check_nccl_rules(rules: tuple[Rule, ...], shape: str) -> None:
     """ValueError unless ``rules`` are a selection among NCCL's variants covering their ops."""
     from collbench.nccl.variants import is_native
@@ -232,6 +259,26 @@ def _check_nccl_rules(rules: tuple[Rule, ...], shape: str) -> None:
         check_coverage(rules)
     except ValueError as exc:
         raise ValueError(f"nccl_rules at {shape}: {exc}") from None
+
+
+def _check_open_mpi_rules(rule_sets: tuple[RuleSet, ...]) -> None:
+    """ValueError for a rule of a backend ``mpi`` profile naming an NCCL variant (``native:ring/simple@16ch``).
+
+    Open MPI runs ``native`` (its fixed decision) or one of its own coll/tuned algorithms; an NCCL
+    variant means nothing to it, and exported as Open MPI rules it would be read as a different algorithm.
+    """
+    from collbench.nccl.variants import is_native
+    from collbench.ompi.algorithms import known_algos
+
+    own = known_algos()
+    for rule_set in rule_sets:
+        for rule in (*rule_set.rules, *(rule_set.nccl_rules or ())):
+            key = rule.algo.strip().lower()
+            if is_native(key) and key != "native" and key not in own:
+                raise ValueError(
+                    f"{rule.op} rule at {rule.min_bytes} bytes names {rule.algo!r}, an NCCL variant, in a backend "
+                    f"mpi profile; Open MPI runs native or one of: {', '.join(sorted(own))}"
+                )
 
 
 def _check_op(op: Any) -> str | Op:
@@ -293,6 +340,8 @@ class Profile:
             raise ValueError(f"a profile holds each communicator shape once; repeated: {listed}")
         if all(s.predicted for s in self.rule_sets):
             raise ValueError("a profile needs at least one measured rule set (all are predicted)")
+        if self.backend == "mpi":
+            _check_open_mpi_rules(self.rule_sets)
 
     @property
     def default_set(self) -> RuleSet:

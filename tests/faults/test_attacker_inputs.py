@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.errors import ConfigError, UserError
+from collbench.errors import ConfigError, InputFileError, UserError
 from collbench.nccl.variants import parse_native_variant
+from collbench.profile.document import Profile
 from collbench.runtime.mpi.harness import MPIRUN_ARGS_ENV, extra_mpirun_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,3 +66,46 @@ def test_channel_counts_are_bounded_ascii_digits(name: str) -> None:
 def test_ascii_channel_counts_still_parse() -> None:
     assert parse_native_variant("native:ring/simple@16ch").channels == 16
     assert parse_native_variant("native@064ch").channels == 64
+
+
+def _profile_data() -> dict[str, Any]:
+    data = yaml.safe_load((REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.mark.parametrize("ring", [[0, 0], [0], [0, 1, 2], [1, 2]])
+def test_a_ring_that_is_not_an_order_of_the_ranks_is_refused_at_load(ring: list[int]) -> None:
+    data = _profile_data()
+    data["rule_sets"][0]["layout"]["rings"] = [ring]
+    with pytest.raises(InputFileError, match=r"is not an order of the ranks 0\.\.1") as err:
+        Profile.from_dict(data)
+    assert "\n" not in str(err.value)
+
+
+def test_a_measured_world_size_past_what_collbench_runs_is_refused_at_load() -> None:
+    data = _profile_data()
+    data["rule_sets"][0]["world_size"] = 10**9
+    data["rule_sets"][0]["layout"]["rings"] = [[1, 0]]
+    with pytest.raises(InputFileError, match="1000000000 ranks"):
+        Profile.from_dict(data)
+
+
+def test_the_real_profile_still_loads() -> None:
+    assert Profile.from_dict(_profile_data()).world_size == 2
+
+
+def test_an_mpi_profile_naming_an_nccl_variant_is_refused_at_load() -> None:
+    data = _profile_data()
+    data["backend"] = "mpi"
+    data["rule_sets"][0]["layout"] = None
+    rules = data["rule_sets"][0]["rules"]
+    for rule in rules:
+        rule["algo"], rule["params"] = "native", {"segment_bytes": None, "layout": "rank-order"}
+    Profile.from_dict(data)  # native and Open MPI's own algorithms are what an mpi profile names
+    rules[1]["algo"] = "native:ring"
+    Profile.from_dict(data)
+    rules[1]["algo"] = "native:ring/simple@16ch"
+    with pytest.raises(InputFileError, match="an NCCL variant, in a backend mpi profile") as err:
+        Profile.from_dict(data)
+    assert "\n" not in str(err.value)
