@@ -1,8 +1,10 @@
 """``collbench tune --check PROFILE``: re-measure a profile's choices against the alternatives.
 
 For every rule, at its ``at_bytes`` (the measured size the rule was decided at; the middle of its range
-when it has none), every algorithm that does the op is measured again, in rounds that alternate the
-algorithms' order. The *regret* of the rule is the time of its chosen algorithm over the time of the
+when it has none), every algorithm the profile's own backend chose among for the op is measured again,
+on that backend, in rounds that alternate the algorithms' order: a profile of ``tune --backend mpi``
+re-measures Open MPI's own algorithms under mpirun, never collbench's schedules over gloo (its rules
+are not a choice among those). The *regret* of the rule is the time of its chosen algorithm over the time of the
 fastest one there (1.0: the choice was the best), with its uncertainty: the two points' relative noise
 (``selection.Point.noise``: within-point spread, and the gap between the two best rounds) added in
 quadrature.
@@ -19,6 +21,7 @@ from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule, Variant
 from collbench.results.row import ResultRow
+from collbench.schedules.ops import Op
 from collbench.tuning.selection import DEFAULT_SIGMAS, Point, in_round, measured_points
 from collbench.tuning.sweeps import IN_PLACE, Progress, algorithm_order
 
@@ -65,6 +68,51 @@ def check_sizes(profile: Profile, rule_set: RuleSet | None = None) -> list[tuple
     return out
 
 
+def check_backend(profile: Profile, asked: str) -> str:
+    """The backend the profile's rules were chosen on, which its check re-measures on.
+
+    ``asked`` (``--backend``) may be ``auto`` or that same backend; another one is refused in one line:
+    its candidates are not the ones the rules were chosen among.
+    """
+    own = profile.backend.strip().lower()
+    wanted = asked.strip().lower()
+    if wanted in ("", "auto") or wanted == own:
+        return own
+    raise ConfigError(
+        f"the profile's rules were chosen over {own}; --check re-measures them there: "
+        f"use --backend {own} or leave --backend out (not {asked})"
+    )
+
+
+def check_candidates(backend: str, op: str, rule_set: RuleSet) -> tuple[str, ...]:
+    """What the check measures for ``op`` on ``backend``: what a tune there chooses among.
+
+    mpi: Open MPI's fixed decision (``native``) and every algorithm this Open MPI can be forced to run
+    for the op; nccl: collbench's algorithms, ``native`` and NCCL's own algorithm x protocol x channel
+    variants for the rule set's shape; gloo: collbench's algorithms and ``native``.
+    """
+    if backend == "mpi":
+        from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE
+        from collbench.runtime.mpi.plan import installed_algorithms
+
+        forced = installed_algorithms().get(COLLECTIVE_FOR_OP[Op.parse(op).value], ())
+        return (NATIVE, *(a.algo for a in forced))
+    names = algorithm_order((op,))
+    if backend == "nccl":
+        import os
+
+        from collbench.nccl.support import CommShape
+        from collbench.nccl.variants import parse_version
+        from collbench.runtime.host import environment
+        from collbench.tuning.nccl_variants import variant_names
+
+        text = environment.nccl_version()
+        collnet = os.environ.get("NCCL_COLLNET_ENABLE", "0").strip() == "1"
+        shape = CommShape(world_size=rule_set.world_size, nodes=rule_set.nodes, collnet=collnet)
+        names += tuple(n for n in variant_names((op,), parse_version(text) if text else None, shape) if n not in names)
+    return names
+
+
 def regrets(profile: Profile, rows: list[ResultRow], rule_set: RuleSet | None = None) -> list[RuleCheck]:
     """The regret of every rule of ``rule_set`` (default: the default shape's) from re-measured rows
     (several rounds of every algorithm at its size)."""
@@ -106,8 +154,10 @@ def run_check(
 ) -> list[RuleCheck]:
     """Measure every applicable algorithm at each rule's size, ``rounds`` times, and return the regrets.
 
-    ``rule_set`` is the shape to check (default: the profile's default shape). Raises ConfigError when
-    ``world_size`` differs from that shape's (its choices are for that shape).
+    ``rule_set`` is the shape to check (default: the profile's default shape). The measuring runs on the
+    profile's own backend (:func:`check_backend`), among what it chose from there (:func:`check_candidates`).
+    Raises ConfigError when ``world_size`` differs from that shape's (its choices are for that shape),
+    and when ``backend`` names another backend than the profile's.
     """
     from collbench.runtime.sweep.plan import SweepConfig
     from collbench.runtime.sweep.run import run_sweep
@@ -122,11 +172,12 @@ def run_check(
         raise ConfigError(f"the profile is for {target.world_size} ranks; check it with --ranks {target.world_size}")
     if rounds < 1:
         raise ConfigError(f"--check needs at least 1 round, got {rounds}")
+    backend = check_backend(profile, backend)
     rows: list[ResultRow] = []
     sizes = sorted({(rule.op, size) for rule, size in check_sizes(profile, target)})
     for i in range(rounds):
         for op, size in sizes:
-            names = algorithm_order((op,))
+            names = check_candidates(backend, op, target)
             config = SweepConfig(
                 world_size=world_size if world_size is not None else None,
                 backend=backend,

@@ -96,11 +96,14 @@ def run_check_shapes(
     """Re-measure every rule set of ``profile`` this machine can run; the others come back skipped, with why.
 
     ``ranks`` (``--ranks``) restricts the check to those world sizes, and lets a shape past this
-    machine's usual rank count run. Raises ConfigError for a ``--ranks`` value the profile has no
-    measured rule set for, and when no set at all can be re-measured here (naming why for each).
+    machine's usual rank count run. The sets are measured on the profile's own backend
+    (``check.check_backend``: ``backend`` is ``auto`` or that one). Raises ConfigError for a
+    ``--ranks`` value the profile has no measured rule set for, and when no set at all can be
+    re-measured here (naming why for each).
     """
     from collbench.tuning import check
 
+    backend = check.check_backend(profile, backend)
     machine = machine or this_machine(backend)
     measured = {s.world_size for s in profile.rule_sets if not s.predicted}
     missing = [n for n in ranks or () if n not in measured]
