@@ -64,6 +64,19 @@ class TuneOutcome:
     """What the tune guessed where nothing said (the nodes of a launcher's job), one line each."""
 
 
+def check_backend_runs(config: TuneConfig) -> None:
+    """Raise BackendUnavailableError (one line) where the tune's backend cannot run here (nccl with no
+    GPU, mpi without Open MPI's tools), before anything is planned or written."""
+    if config.backend.strip().lower() == "mpi":
+        from collbench.runtime.mpi.harness import find_tools
+
+        find_tools()
+        return
+    from collbench.tuning.nccl_variants import tune_backend
+
+    tune_backend(config)
+
+
 def run_tune(
     config: TuneConfig,
     stage: StageCallback | None = None,
@@ -85,6 +98,8 @@ def run_tune(
 
     if not checked:
         check_config(config)
+    # Before the topology is kept beside the results: a tune refused here leaves no file behind.
+    check_backend_runs(config)
     started = time.monotonic()
     say = stage or (lambda _text: None)
     notes: list[str] = []

@@ -23,7 +23,7 @@ from collbench.profile.merge import join_shapes
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.tuning.config import TuneConfig, check_config
-from collbench.tuning.pipeline import TuneOutcome, run_tune
+from collbench.tuning.pipeline import TuneOutcome, check_backend_runs, run_tune
 from collbench.tuning.shape_resume import ShapePlan, plan_shapes
 from collbench.tuning.sweeps import Progress
 
@@ -211,6 +211,8 @@ def check_shapes(config: TuneConfig, ranks: Sequence[int] | None) -> TunePlan:
     the others resume or start afresh (tuning/shape_resume.py).
     """
     configs = shape_configs(config, ranks)
+    for c in configs:
+        check_backend_runs(c)
     from collbench.runtime.launch.ranks import joined_job
 
     job = joined_job()
