@@ -15,9 +15,16 @@ row with the largest algbw, where the two-decimal rounding costs least.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
+from collbench.fileio import read_text_file
+from collbench.importers.log_lines import plain_lines
 from collbench.schedules.ops import DTYPE_SIZES, Op
+
+# "#  Rank 1439 Group  0 Pid  21082 on HOST device  3 [0x01] NVIDIA GB200": the rank's device number.
+_RANK_DEVICE_RE = re.compile(r"^#\s+Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device\s+(\d+)\s")
 
 # How far the rank count computed from rounded bandwidths may sit from a whole number and still be taken.
 _WHOLE_TOLERANCE = 0.2
@@ -100,3 +107,16 @@ def ranks_from_bandwidths(op: Op, rows: list[TableRow]) -> int | None:
 
 
 __all__ = ["Inferred", "TableRow", "infer_op", "ranks_from_bandwidths"]
+
+
+def ranks_per_node_from_devices(path: Path) -> int | None:
+    """Ranks a node holds, from the highest device number on the log's ``# Rank`` lines (0-3: 4).
+
+    nccl-tests numbers a process's GPUs from 0 on each node, and launchers place ranks node by node, so
+    a log whose rank lines stop at device 3 ran 4 ranks a node, even when it prints one rank line (the
+    last rank's). None without rank lines, or when every rank says device 0: a launcher that shows each
+    process one GPU numbers every one 0, which says nothing of the node.
+    """
+    devices = [int(m.group(1)) for line in plain_lines(read_text_file(path, "nccl-tests output"))
+               if (m := _RANK_DEVICE_RE.match(line))]  # fmt: skip
+    return max(devices) + 1 if devices and max(devices) >= 1 else None

@@ -96,3 +96,41 @@ def test_profile_predict_without_output_writes_a_new_file_never_the_input(tmp_pa
     again = CliRunner().invoke(app, ["profile", "predict", str(profile), "--ranks", "16"])
     assert again.exit_code == 2 and "give -O" in again.stderr and again.stderr.strip().count("\n") == 0
     assert written.read_bytes() == before and profile.read_bytes() == EXAMPLE.read_bytes()
+
+
+REAL_GB200 = REAL / "all_reduce_perf-gb200-1440rank-one-rank-line.log"
+
+
+def test_a_log_without_host_names_gives_ranks_a_node_from_its_rank_lines_devices(tmp_path: Path) -> None:
+    """The GB200 log prints one rank line, rank 1439 on device 3: 4 GPUs a node, so 360 nodes (not 180 as
+    8 ranks a node would say). Predicted at its own shape with no --nodes, the fit's error is shown."""
+    runner = CliRunner()
+    fitted = runner.invoke(app, ["fit", str(REAL_GB200), "--json"])
+    assert fitted.exit_code == 0, fitted.output
+    assert [f["nodes"] for f in json.loads(fitted.stdout)["fits"]] == [360]
+    assert "reach device 3: taken as 4 ranks a node (1440 ranks on 360 nodes)" in fitted.stderr
+    fits = tmp_path / "gb.json"
+    fits.write_text(fitted.stdout)
+    result = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "1440", "--sizes", "1G", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["nodes"] == 360 and doc["predictions"][0]["error_pct"] is not None
+    assert "taken as 180" not in result.stderr and "8 ranks a node" not in result.stderr
+
+
+def test_ranks_a_node_is_the_highest_device_number_plus_one() -> None:
+    from collbench.importers.nccl_tests_infer import ranks_per_node_from_devices
+
+    assert ranks_per_node_from_devices(REAL_H100) == 8
+    assert ranks_per_node_from_devices(REAL_GB200) == 4
+
+
+def test_a_launcher_that_shows_each_rank_one_gpu_leaves_the_node_count_unknown(tmp_path: Path) -> None:
+    from collbench.importers.nccl_tests_infer import ranks_per_node_from_devices
+
+    log = tmp_path / "isolated.log"
+    log.write_text(
+        "#  Rank  0 Group  0 Pid  100 on nodeA device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+        "#  Rank  1 Group  0 Pid  101 on nodeA device  0 [0x2b] NVIDIA H100 80GB HBM3\n"
+    )
+    assert ranks_per_node_from_devices(log) is None
