@@ -105,6 +105,10 @@ def tune(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue an interrupted tune from the partial rows it kept.")
     ] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option("--overwrite", help="Replace a profile or results file already there (else refused)."),
+    ] = False,
     check: Annotated[
         Path | None,
         typer.Option("--check", metavar="PROFILE", help="Re-measure a profile's choices against the alternatives."),
@@ -146,6 +150,7 @@ def tune(
         results_path=results,
         plot_path=plot,
         resume=resume,
+        overwrite=overwrite,
         timeout_s=timeout,
         min_bytes=parse_size(min_bytes, "-b/--min-bytes") if min_bytes is not None else None,
         max_bytes=parse_size(max_bytes, "-e/--max-bytes") if max_bytes is not None else None,

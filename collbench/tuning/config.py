@@ -10,7 +10,8 @@ from pathlib import Path
 
 from collbench.errors import ConfigError
 from collbench.fileio import check_writable
-from collbench.tuning.resume import check_partials
+from collbench.results.journal import count_lines
+from collbench.tuning.resume import PartialPlan, check_partials
 from collbench.tuning.selection import SelectionSettings
 
 DEFAULT_PROFILE = Path("collbench-profile.yaml")
@@ -66,6 +67,8 @@ THOROUGH = Depth(
 )
 """The default: 256 B .. 16 MiB in x2 steps, three rounds (up to six), and a second segment size for
 the pipelined algorithms where segments matter, so the rules choose the segment size too."""
+MOST_ROUNDS = max(max(d.rounds, d.max_rounds) for d in (QUICK, THOROUGH))
+"""The most rounds any depth streams into partial files."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +94,9 @@ class TuneConfig:
     selection: SelectionSettings = field(default_factory=SelectionSettings)
     resume: bool = False
     """Continue an interrupted tune from the partial rows it left (see tuning/resume.py)."""
+    overwrite: bool = False
+    """Replace a profile or results file already at the outputs; without it (or ``resume``) such a
+    tune is refused: measured rows are never replaced silently."""
     min_bytes: int | None = None
     """The smallest size measured (``-b``); None: the depth's."""
     max_bytes: int | None = None
@@ -146,6 +152,8 @@ def check_config(config: TuneConfig, *, files: bool = True) -> None:
         raise ConfigError(f"--results {config.rows_path}: use a .jsonl, .csv or .parquet name")
     if config.png_path.suffix.lower() != ".png":
         raise ConfigError(f"--plot {config.png_path}: use a .png name")
+    if config.resume and config.overwrite:
+        raise ConfigError("--resume continues an interrupted tune and --overwrite starts over: give one of them")
     if files:
         check_files(config)
 
@@ -161,7 +169,65 @@ def check_files(config: TuneConfig) -> None:
     # Every output is checked now: a place that cannot be written must not cost the whole run.
     for path in (config.output, config.rows_path, config.png_path, *partial_paths(config)):
         check_writable(path)
-    check_partials(partial_paths(config), config.resume, ranks=config.ranks, ops=config.ops, backend=config.backend)
+    check_partials(
+        partial_paths(config),
+        config.resume,
+        ranks=config.ranks,
+        ops=config.ops,
+        backend=config.backend,
+        plans=partial_plans(config),
+        sizes_asked=_sizes_asked(config),
+    )
+    if not config.resume and not config.overwrite:
+        _refuse_replacing(config)
+
+
+def _refuse_replacing(config: TuneConfig) -> None:
+    """ConfigError when the profile or the results file is there already, as sweep refuses a stream
+    that holds rows: a second tune into the same path would replace what the first one measured."""
+    held = [_held(path) for path in (config.output, config.rows_path)]
+    if any(held):
+        what = " and ".join(h for h in held if h)
+        raise ConfigError(
+            f"{what}; pass --overwrite to replace them, --resume to continue an interrupted tune, "
+            "or -O/--results to write elsewhere"
+        )
+
+
+def _held(path: Path) -> str:
+    """``PATH holds N measured rows`` / ``PATH is not empty`` for a file there with content; else ""."""
+    if path.is_symlink() or not path.is_file() or path.stat().st_size == 0:
+        return ""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return f"{path} holds a profile"
+    if path.suffix.lower() == ".jsonl":
+        return f"{path} holds {count_lines(path)} measured rows"
+    return f"{path} holds measured rows"
+
+
+def _sizes_asked(config: TuneConfig) -> str:
+    """The options that chose the sizes, as the user gives them (for a message)."""
+    depth = config.depth
+    return f"{'--quick' if config.quick else 'a thorough tune'} -b {depth.min_bytes} -e {depth.max_bytes}"
+
+
+def partial_plans(config: TuneConfig) -> tuple[PartialPlan, ...]:
+    """Per partial file, the sizes this tune measures into it (none for a round its depth lacks)."""
+    from collbench.runtime.sweep.plan import sweep_sizes
+
+    depth = config.depth
+    sizes = frozenset(sweep_sizes(depth.min_bytes, depth.max_bytes, depth.step_factor, TUNE_ELEMENT_BYTES))
+    segment_sizes: frozenset[int] = frozenset()
+    if depth.extra_segment_bytes is not None and depth.extra_from_bytes <= depth.max_bytes:
+        low = max(depth.extra_from_bytes, depth.min_bytes)
+        segment_sizes = frozenset(sweep_sizes(low, depth.max_bytes, depth.step_factor, TUNE_ELEMENT_BYTES))
+    rounds = max(depth.rounds, depth.max_rounds)
+    plans: list[PartialPlan] = []
+    for i in range(MOST_ROUNDS):
+        plans.append(PartialPlan(round_stream(config, i), sizes if i < rounds else frozenset()))
+        seg = segment_sizes if i < depth.rounds else frozenset()
+        plans.append(PartialPlan(segments_stream(config, i), seg, depth.extra_segment_bytes))
+    return tuple(plans)
 
 
 def partial_paths(config: TuneConfig) -> tuple[Path, ...]:
@@ -171,7 +237,8 @@ def partial_paths(config: TuneConfig) -> tuple[Path, ...]:
     once the results file is written.
     """
     names = []
-    for i in range(max(config.depth.rounds, config.depth.max_rounds)):
+    # Every depth's names, not only this one's: the rounds a deeper tune left are looked for too.
+    for i in range(MOST_ROUNDS):
         names += [round_stream(config, i), segments_stream(config, i)]
     return tuple(names)
 

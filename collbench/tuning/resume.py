@@ -4,20 +4,21 @@ Tune streams every sweep round into a partial JSONL file beside its results file
 ``config.partial_paths``), and keeps its planned topology there too, never in /tmp: a tune
 killed outright (SIGKILL, the OOM killer) then leaves nothing behind in /tmp, and what it measured
 is where the next ``tune --resume`` looks. A plain re-run refuses to empty those files, and so
-does a ``--resume`` that asks for another tune (other ranks, ops or backend): resumed, its rows would
-be set beside rows it never measures, and the files removed once it finishes.
+does a ``--resume`` that asks for another tune (other ranks, ops, backend, sizes or depth): resumed, its
+rows would be set beside rows it never measures, or dropped, and the files removed once it finishes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError, UnknownNameError
 from collbench.schedules.ops import Op
 from collbench.topology.model import Topology
+from collbench.units import format_bytes
 
 
 def partial_topology_path(rows_path: Path) -> Path:
@@ -32,6 +33,18 @@ def keep_topology(topology: Topology, rows_path: Path) -> None:
     save_topology(topology, partial_topology_path(rows_path))
 
 
+@dataclass(frozen=True, slots=True)
+class PartialPlan:
+    """What one partial file would hold were this tune to resume it: the sizes it measures there."""
+
+    path: Path
+    sizes_bytes: frozenset[int]
+    """The sizes this tune sweeps into ``path``; empty when it never writes that file (a round or a
+    second segment size its depth does not have)."""
+    segment_bytes: int | None = None
+    """The segment size every row of ``path`` is measured at; None: any (the executor's own)."""
+
+
 def check_partials(
     partials: Sequence[Path],
     resume: bool,
@@ -39,10 +52,14 @@ def check_partials(
     ranks: int | None = None,
     ops: Sequence[str] = ("all",),
     backend: str = "auto",
+    plans: Sequence[PartialPlan] = (),
+    sizes_asked: str = "",
 ) -> None:
     """Refuse to start over rows an interrupted tune left, to resume from nothing, or to resume them
     as another tune: ``ranks`` (None: any), ``ops`` (``all``: any) or ``backend`` (``auto``: any)
-    other than the rows'.
+    other than the rows', or rows in a file of ``plans`` at a size (or segment size) that plan does
+    not measure, which the resumed sweep would drop (``sizes_asked`` names the options that chose
+    the sizes, for the message).
 
     Raises ConfigError naming the files, and what differs.
     """
@@ -56,6 +73,8 @@ def check_partials(
         names = _names(list(partials[:1]))
         raise ConfigError(f"--resume: no rows of an interrupted tune to continue (looked for {names} and the like)")
     differs = _differences(_measured(kept), ranks, ops, backend) if resume else []
+    if resume:
+        differs += _size_differences([p for p in plans if p.path in kept], sizes_asked)
     if differs:
         raise ConfigError(
             f"--resume: the interrupted tune in {_names(kept)} measured {'; '.join(differs)}: give its options "
@@ -77,24 +96,30 @@ def _measured(paths: Iterable[Path]) -> _Measured:
     (the sweep that resumes them reads them strictly, and a torn last line is set aside there)."""
     seen = _Measured()
     for path in paths:
-        try:
-            with path.open(encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    try:
-                        row = json.loads(line)
-                    except ValueError:
-                        continue
-                    if not isinstance(row, dict):
-                        continue
-                    if isinstance(row.get("world_size"), int):
-                        seen.world_sizes.add(row["world_size"])
-                    if isinstance(row.get("op"), str):
-                        seen.ops.add(row["op"])
-                    if isinstance(row.get("backend"), str):
-                        seen.backends.add(row["backend"])
-        except OSError as exc:
-            raise InputFileError(str(path), f"cannot read the interrupted tune's rows: {exc.strerror or exc}") from None
+        for row in _rows(path):
+            world_size, op, backend = row.get("world_size"), row.get("op"), row.get("backend")
+            if isinstance(world_size, int):
+                seen.world_sizes.add(world_size)
+            if isinstance(op, str):
+                seen.ops.add(op)
+            if isinstance(backend, str):
+                seen.backends.add(backend)
     return seen
+
+
+def _rows(path: Path) -> Iterator[dict[str, object]]:
+    """The JSON objects of ``path``, one a line; lines that are not are skipped (see ``_measured``)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    yield row
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read the interrupted tune's rows: {exc.strerror or exc}") from None
 
 
 def _differences(seen: _Measured, ranks: int | None, ops: Sequence[str], backend: str) -> list[str]:
@@ -107,6 +132,34 @@ def _differences(seen: _Measured, ranks: int | None, ops: Sequence[str], backend
         out.append(f"--op {_listed(seen.ops)}, not {_listed(asked)}")
     if backend in ("gloo", "nccl") and seen.backends and seen.backends != {backend}:
         out.append(f"--backend {_listed(seen.backends)}, not {backend}")
+    return out
+
+
+def _size_differences(plans: Sequence[PartialPlan], sizes_asked: str) -> list[str]:
+    """One phrase when rows of ``plans``' files lie outside the sizes (or segment sizes) planned there."""
+    outside: set[int] = set()
+    segments: set[int] = set()
+    unplanned: list[str] = []
+    for plan in plans:
+        if not plan.sizes_bytes:
+            unplanned.append(plan.path.name)
+            continue
+        for row in _rows(plan.path):
+            size = row.get("size_bytes")
+            if isinstance(size, int) and size not in plan.sizes_bytes:
+                outside.add(size)
+            segment = row.get("segment_bytes")
+            if plan.segment_bytes is not None and isinstance(segment, int) and segment != plan.segment_bytes:
+                segments.add(segment)
+    out: list[str] = []
+    if unplanned:
+        out.append(f"rounds ({', '.join(unplanned)}) that {sizes_asked or 'this tune'} does not run (another depth)")
+    if outside:
+        shown = ", ".join(format_bytes(s) for s in sorted(outside)[:6]) + (", ..." if len(outside) > 6 else "")
+        count = f"{len(outside)} size{'s' if len(outside) > 1 else ''}"
+        out.append(f"rows at {count} ({shown}) that {sizes_asked or 'this tune'} does not measure")
+    if segments:
+        out.append(f"segment sizes {', '.join(format_bytes(s) for s in sorted(segments))} of another depth")
     return out
 
 

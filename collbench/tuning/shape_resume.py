@@ -36,9 +36,13 @@ def plan_shapes(configs: Sequence[TuneConfig]) -> tuple[list[ShapePlan], list[st
     """The shapes to run (each resuming or not) or take as finished, and a note per shape measured again.
 
     Without ``--resume`` every config runs as it is. Raises ConfigError (via ``check_partials``) for
-    ``--resume`` when no shape kept partial rows.
+    ``--resume`` when no shape kept partial rows, and without it when any shape did.
     """
     if not configs or not configs[0].resume:
+        # Rows an interrupted run kept in any shape are named first: --resume is the way on, even where
+        # the shapes it finished also left a profile or results that a fresh tune would refuse to replace.
+        for c in configs:
+            check_partials(partial_paths(c), resume=False)
         return [ShapePlan(c) for c in configs], []
     kept = [_kept(partial_paths(c)) for c in configs]
     if not any(kept):
@@ -51,15 +55,22 @@ def plan_shapes(configs: Sequence[TuneConfig]) -> tuple[list[ShapePlan], list[st
             plans.append(ShapePlan(c))
             continue
         if i > stopped:
-            plans.append(ShapePlan(dataclasses.replace(c, resume=False)))  # never started
+            plans.append(ShapePlan(_afresh(c)))  # never started
             continue
         outcome, why = _finished(c)
         if outcome is None:
             notes.append(f"{c.ranks} ranks: {why}; measured again")
-            plans.append(ShapePlan(dataclasses.replace(c, resume=False)))
+            plans.append(ShapePlan(_afresh(c)))
         else:
             plans.append(ShapePlan(c, outcome))
     return plans, notes
+
+
+def _afresh(config: TuneConfig) -> TuneConfig:
+    """A shape of the resumed run measured from the start. It replaces what is at its outputs: the
+    interrupted run was let start over them (its check refused files there without --overwrite), and
+    the profile there is the one it was writing, the shapes it finished."""
+    return dataclasses.replace(config, resume=False, overwrite=True)
 
 
 def _kept(paths: Sequence[Path]) -> bool:
