@@ -42,9 +42,15 @@ def check_backend(profile: Profile, from_other_backend: bool) -> None:
     """UserError (one line) for a profile measured over another backend than NCCL, unless asked for."""
     if profile.backend == NCCL_BACKEND or from_other_backend:
         return
+    # An Open MPI profile (tune --backend mpi) chose among Open MPI's own algorithms, not collbench's.
+    won = (
+        "which of Open MPI's own coll/tuned algorithms won"
+        if profile.backend == "mpi"
+        else f"which of collbench's algorithms won over {profile.backend}"
+    )
     raise UserError(
-        f"this profile was measured over {profile.backend}, not NCCL: its rules say which of collbench's "
-        f"algorithms won over {profile.backend}, not which of NCCL's own algorithms, protocols and channel "
+        f"this profile was measured over {profile.backend}, not NCCL: its rules say {won}, "
+        "not which of NCCL's own algorithms, protocols and channel "
         "counts runs fastest; measure NCCL itself with `collbench tune --backend nccl` on the GPUs, or pass "
         f"{FROM_OTHER_BACKEND_OPTION} to export it anyway"
     )
