@@ -30,6 +30,10 @@ def load_fits(path: Path, *, profile: bool) -> list[Fit]:
     data: Any = parse_yaml(text, path) if yaml_file else parse_json(text, path)
     if not isinstance(data, dict) or not isinstance(data.get("fits"), list):
         raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output or a profile)")
+    for entry in data["fits"]:
+        problem = _stored_fit_problem(entry) if isinstance(entry, dict) else None
+        if problem is not None:
+            raise InputFileError(str(path), problem)
     try:
         fits = [Fit.from_dict(f) for f in data["fits"]]
     except (ValueError, TypeError, AttributeError) as exc:
@@ -45,6 +49,42 @@ def load_fits(path: Path, *, profile: bool) -> list[Fit]:
                     str(path), f"fit {fit.op}/{fit.algo}: {name} is {value}; it must be a finite number >= 0"
                 )
     return fits
+
+
+MAX_FIT_WORLD_SIZE = 1 << 20
+"""The most ranks a stored fit may say it was measured at: more than any machine has run one job on."""
+
+
+def _stored_fit_problem(entry: dict[str, Any]) -> str | None:
+    """What is wrong with one stored fit's world size and bandwidths, or None.
+
+    A bandwidth is absent or null where the fit has no such term; where present it must be a finite
+    number above 0: 0, a negative or an infinite bandwidth would be read as a free transfer and a NaN
+    poisons every time, so the file is wrong rather than the machine fast.
+    """
+    label = f"fit {entry.get('op')}/{entry.get('algo')}"
+    world = entry.get("world_size")
+    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_FIT_WORLD_SIZE:
+        return f"{label}: world_size is {world!r}; it must be a whole number 1 to {MAX_FIT_WORLD_SIZE}"
+    parts = [("", entry)] + [
+        (f" segment {i}", seg) for i, seg in enumerate(entry.get("segments") or ()) if isinstance(seg, dict)
+    ]
+    for where, part in parts[1:]:
+        alpha = part.get("alpha_us")
+        if isinstance(alpha, (int, float)) and not (math.isfinite(alpha) and alpha >= 0):
+            return f"{label}{where}: alpha_us is {alpha!r}; it must be a finite number >= 0"
+    for where, part in parts:
+        for name in ("beta_gbps", "gamma_gbps"):
+            value = part.get(name)
+            if value is None:
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value > 0)
+            ):
+                return f"{label}{where}: {name} is {value!r}; it must be a finite number > 0 (null: no such term)"
+    return None
 
 
 def _arch(name: str) -> Arch:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +111,46 @@ def test_an_mpi_profile_naming_an_nccl_variant_is_refused_at_load() -> None:
     with pytest.raises(InputFileError, match="an NCCL variant, in a backend mpi profile") as err:
         Profile.from_dict(data)
     assert "\n" not in str(err.value)
+
+
+def _fit_json(tmp_path: Path, **changes: Any) -> Path:
+    """``fit --json`` of a real nccl-tests log, with one fit's fields changed as a hand edit would."""
+    log = REAL / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+    result = CliRunner().invoke(app, ["fit", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    segment = changes.pop("segment", None)
+    data["fits"][0].update(changes)
+    if segment is not None:
+        data["fits"][0]["segments"][0].update(segment)
+    path = tmp_path / "fits.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"beta_gbps": -1},
+        {"beta_gbps": 0},
+        {"beta_gbps": math.inf},
+        {"gamma_gbps": -1.0},
+        {"gamma_gbps": math.nan},
+        {"world_size": 10**30},
+        {"world_size": 0},
+        {"segment": {"beta_gbps": -2.0}},
+    ],
+)
+def test_predict_refuses_a_fit_with_an_impossible_bandwidth_or_world_size(
+    tmp_path: Path, change: dict[str, Any]
+) -> None:
+    path = _fit_json(tmp_path, **change)
+    result = CliRunner().invoke(app, ["predict", "--ranks", "64", "--fits", str(path)])
+    assert result.exit_code != 0
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "must be" in result.output
+
+
+def test_predict_still_reads_an_untouched_fit(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["predict", "--ranks", "64", "--fits", str(_fit_json(tmp_path))])
+    assert result.exit_code == 0, result.output
