@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from collbench.cli.app import app
 from collbench.errors import ConfigError, InputFileError, UserError
@@ -154,3 +154,41 @@ def test_predict_refuses_a_fit_with_an_impossible_bandwidth_or_world_size(
 def test_predict_still_reads_an_untouched_fit(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["predict", "--ranks", "64", "--fits", str(_fit_json(tmp_path))])
     assert result.exit_code == 0, result.output
+
+
+def _rankfile(tmp_path: Path, *options: str) -> Result:
+    data = _profile_data()
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return CliRunner().invoke(app, ["export", "ompi-rankfile", str(path), "-O", str(tmp_path / "rf"), *options])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("--hosts", "a b"),
+        ("--hosts", "a#b"),
+        ("--hosts", "a=b"),
+        ("--hosts", "-a"),
+        ("--slots", "garbage;rm"),
+        ("--slots", "0 #x"),
+        ("--slots", "99999-0"),
+        ("--slots", "1:2:3"),
+        ("--slots", "\u0661"),
+    ],
+)
+def test_rankfile_hosts_and_slots_are_checked_before_they_are_written(tmp_path: Path, options: tuple[str, str]) -> None:
+    result = _rankfile(tmp_path, *options)
+    assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
+    assert options[0] in result.output
+    assert not (tmp_path / "rf").exists()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [("--hosts", "node-1.example.com"), ("--hosts", "10.0.0.1"), ("--slots", "1:0-2"), ("--slots", "0,2-3")],
+)
+def test_rankfile_takes_real_host_names_and_slot_lists(tmp_path: Path, options: tuple[str, str]) -> None:
+    result = _rankfile(tmp_path, *options)
+    assert result.exit_code == 0, result.output
+    assert options[1] in (tmp_path / "rf").read_text()

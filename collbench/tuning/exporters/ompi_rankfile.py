@@ -35,6 +35,8 @@ file; otherwise the comment says that no policy expresses it.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -137,6 +139,50 @@ def rankfile_entries(places: Sequence[RankPlace], names: Sequence[str], slots: s
     ]
 
 
+_SLOT_LIST = re.compile(r"[0-9]{1,6}(?:-[0-9]{1,6})?(?:,[0-9]{1,6}(?:-[0-9]{1,6})?)*", re.ASCII)
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+_RELATIVE_HOST = re.compile(r"\+n[0-9]{1,6}", re.ASCII)
+
+
+def _check_slots(slots: str) -> None:
+    """UserError unless ``slots`` is Open MPI's slot syntax: a list of cores (``0-3``, ``0,2``), or a
+    socket list and a core list joined by a colon (``1:0-2``), every range ascending.
+
+    The text is written into each rankfile line as it is: anything else (a space, a ``#``, a ``;``)
+    would end the line's value early, start a comment or make mpirun refuse the file.
+    """
+    example = "like 0-3, 0,2 or 1:0-2 (socket:cores)"
+    parts = slots.strip().split(":")
+    if len(parts) > 2 or not all(_SLOT_LIST.fullmatch(part) for part in parts):
+        raise UserError(
+            f"--slots {slots[:80]!r}: not one Open MPI slot list (digits, ranges, commas, one colon), {example}"
+        )
+    for part in parts:
+        for item in part.split(","):
+            low, _, high = item.partition("-")
+            if high and int(high) < int(low):
+                raise UserError(f"--slots {slots!r}: the range {item} runs backwards; write {high}-{low}")
+
+
+def _check_host(host: str) -> None:
+    """UserError unless ``host`` is an RFC 1123 host name, an IP address or Open MPI's relative ``+n<N>``.
+
+    Each name is written into a rankfile line as it is, where a space, ``#`` or ``=`` would change
+    what mpirun reads.
+    """
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    labels = host.split(".")
+    if _RELATIVE_HOST.fullmatch(host) or (len(host) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels)):
+        return
+    raise UserError(
+        f"--hosts: {host[:80]!r} is not a host name (letters, digits, '-' and '.', RFC 1123), an IP address or +n<N>"
+    )
+
+
 def _host_names(rule_set: RuleSet, hosts: Sequence[str] | None) -> list[str]:
     if hosts is not None:
         if len(hosts) != rule_set.nodes:
@@ -182,8 +228,10 @@ def build_ompi_rankfile(
     world, nodes = rule_set.world_size, rule_set.nodes
     if world % nodes:
         raise UserError(f"{world} ranks on {nodes} nodes are not the same number per node: no slot layout to follow")
-    if slots is not None and (not slots.strip() or any(c.isspace() for c in slots.strip())):
-        raise UserError(f"--slots {slots!r}: one Open MPI slot list without spaces, like 0-3 or 1:0-2")
+    if slots is not None:
+        _check_slots(slots)
+    for host in hosts or ():
+        _check_host(host)
     ring = layout.rings[0]
     places = places_along(ring, nodes)
     names = _host_names(rule_set, hosts)
