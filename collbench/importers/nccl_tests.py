@@ -579,7 +579,8 @@ def looks_like_nccl_tests(path: Path) -> bool:
         head = path.read_text(encoding="utf-8", errors="replace")[:20000]
     except OSError:
         return False
-    markers = ("nccl-tests", "out-of-place", "Avg bus bandwidth", "_perf", '"results"')
+    # "busbw" is in the table's own column header, which is all an excerpt pasted from a job log may keep.
+    markers = ("nccl-tests", "out-of-place", "Avg bus bandwidth", "_perf", '"results"', "busbw")
     return any(m in head for m in markers)
 
 

@@ -192,3 +192,17 @@ def test_rankfile_takes_real_host_names_and_slot_lists(tmp_path: Path, options: 
     result = _rankfile(tmp_path, *options)
     assert result.exit_code == 0, result.output
     assert options[1] in (tmp_path / "rf").read_text()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "all_reduce_perf-p4de-2node-srun-label-readme-excerpt.log",
+        "all_reduce_perf-p5-2node-srun-label-readme-excerpt.log",
+    ],
+)
+def test_fit_reads_an_nccl_tests_excerpt_that_import_reads(name: str) -> None:
+    # These excerpts keep only the table (its column header, no "out-of-place" banner): import reads them.
+    result = CliRunner().invoke(app, ["fit", str(REAL / name)])
+    assert result.exit_code == 0, result.output
+    assert "fitted cost models" in result.output
