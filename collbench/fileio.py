@@ -18,25 +18,94 @@ from typing import Any, BinaryIO
 
 from collbench.errors import InputFileError
 
+MAX_TEXT_FILE_BYTES = 64 * 1024 * 1024
+"""The most bytes collbench reads from a user's text file (a profile, a topology, a fit, a log).
+
+Real ones are kilobytes to a few megabytes; the cap is there so that a device that never ends
+(``/dev/zero``) or a file of junk fails in one line instead of exhausting memory."""
+
+
+def _kind_of(mode: int) -> str:
+    """What a file that is not a regular file is, in the words ``ls -l`` and ``stat`` use."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "not a regular file"
+
 
 def read_text_file(path: Path, expected: str) -> str:
-    """The text of ``path``; InputFileError saying what was ``expected`` when it cannot be read."""
-    if path.is_dir():
-        raise InputFileError(str(path), f"is a directory (expected {expected})")
+    """The text of ``path``; InputFileError saying what was ``expected`` when it cannot be read.
+
+    Only a regular file is read: a FIFO would block the open until a writer came, and a device such
+    as ``/dev/zero`` never ends. At most :data:`MAX_TEXT_FILE_BYTES` are read.
+    """
     try:
-        return path.read_bytes().decode("utf-8")
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise InputFileError(str(path), f"no such file (expected {expected})") from None
-    except UnicodeDecodeError as exc:
-        raise InputFileError(str(path), f"not text (byte {exc.start} is not UTF-8; expected {expected})") from None
     except OSError as exc:
         raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise InputFileError(str(path), f"is a directory (expected {expected})")
+    if not stat.S_ISREG(mode):
+        raise InputFileError(str(path), f"is {_kind_of(mode)}, not a regular file (expected {expected})")
+    try:
+        # O_NONBLOCK: should the path have become a FIFO since the stat, the open does not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputFileError(str(path), f"no such file (expected {expected})") from None
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            opened = os.fstat(f.fileno()).st_mode
+            if not stat.S_ISREG(opened):
+                raise InputFileError(str(path), f"is {_kind_of(opened)}, not a regular file (expected {expected})")
+            data = f.read(MAX_TEXT_FILE_BYTES + 1)
+        except OSError as exc:
+            raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_TEXT_FILE_BYTES:
+        raise InputFileError(
+            str(path),
+            f"larger than {MAX_TEXT_FILE_BYTES // (1024 * 1024)} MiB, the most collbench reads (expected {expected})",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(str(path), f"not text (byte {exc.start} is not UTF-8; expected {expected})") from None
 
 
 def check_writable(path: Path) -> None:
-    """Raise InputFileError now, before any work, when ``path`` could not be written later."""
-    if path.is_dir():
+    """Raise InputFileError now, before any work, when ``path`` could not be written later.
+
+    Only a regular file (or a new one) is ever written: the rename that makes a written file appear
+    would replace a device, a FIFO or a socket by a regular file, so those are refused, as is ``-``
+    (a file named ``-`` is never what was meant) and a symlink to nothing (the rename would replace
+    the link, not create what it points to).
+    """
+    if str(path) == "-":
+        raise InputFileError(
+            "-", "is not a file name collbench writes to: leave -O out to print to stdout where the command can"
+        )
+    if path.is_symlink() and not path.exists():
+        raise InputFileError(
+            str(path), f"is a symlink to {os.readlink(path)}, which does not exist; give the target itself"
+        )
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
         raise InputFileError(str(path), "is a directory; give a file name")
+    if mode is not None and not stat.S_ISREG(mode):
+        raise InputFileError(str(path), f"is {_kind_of(mode)}, not a regular file; collbench writes only regular files")
     parent = path.parent if str(path.parent) else Path(".")
     existing = parent
     while not existing.exists() and existing != existing.parent:
@@ -47,6 +116,11 @@ def check_writable(path: Path) -> None:
     try:
         with tempfile.NamedTemporaryFile(dir=existing, prefix=".collbench-probe-"):
             pass
+    except FileNotFoundError:
+        # Creating a file in a directory that exists fails so only on a pseudo file system.
+        raise InputFileError(
+            str(path), f"cannot write here: {existing} refuses new files (a kernel file system such as /proc or /sys)"
+        ) from None
     except OSError as exc:
         raise InputFileError(str(path), f"cannot write here ({existing}: {exc.strerror or exc})") from None
     if path.exists():

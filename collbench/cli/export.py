@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +21,13 @@ app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"h
 ProfileArg = Annotated[Path, typer.Argument(help="A profile YAML written by `collbench tune`.", show_default=False)]
 OutputOpt = Annotated[
     Path | None,
-    typer.Option("--output", "-O", metavar="FILE", help="Write to this file (atomically) instead of stdout."),
+    typer.Option(
+        "--output",
+        "-O",
+        metavar="FILE",
+        help="Write to this file (atomically) instead of stdout (- is stdout); never the input profile or an "
+        "existing .jsonl/.csv/.parquet file.",
+    ),
 ]
 FromOtherBackendOpt = Annotated[
     bool,
@@ -41,11 +48,31 @@ OmpiFromOtherBackendOpt = Annotated[
 ]
 
 
+RESULT_SUFFIXES = (".jsonl", ".csv", ".parquet")
+
+
+def check_not_measured(output: Path, profile_path: Path) -> None:
+    """Refuse an -O that would replace what was measured: the input profile itself, or an existing
+    results file (named .jsonl, .csv or .parquet, the formats collbench writes rows in; no export is
+    one of them). Raises UserError naming the file and the rule."""
+    with contextlib.suppress(OSError):
+        if output.exists() and profile_path.exists() and output.samefile(profile_path):
+            raise UserError(f"-O {output} is the input profile; write the export to another file")
+    if output.suffix.lower() in RESULT_SUFFIXES and output.exists():
+        raise UserError(
+            f"-O {output}: an existing {output.suffix.lower()} file may hold measured results, and export never "
+            "overwrites one; name a new file"
+        )
+
+
 def _emit(profile_path: Path, output: Path | None, render: Callable[..., str | Exported], what: str) -> None:
     from collbench.profile.document import Profile
 
+    if output is not None and str(output) == "-":
+        output = None  # -O - is stdout, as when -O is left out
     if output is not None:
         check_writable(output)
+        check_not_measured(output, profile_path)
     rendered = render(Profile.load(profile_path))
     text, notes = (rendered, ()) if isinstance(rendered, str) else (rendered.text, rendered.notes)
     for note in notes:
@@ -91,7 +118,7 @@ def ompi_rules(
     for line in unneeded:
         # The comment already opens with "no rule needed: ...".
         err_console.print(escape(line), highlight=False)
-    if output is not None:
+    if output is not None and str(output) != "-":
         err_console.print(
             f"use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {output} ...",
             highlight=False,
@@ -158,7 +185,7 @@ def ompi_rankfile(
         return build_ompi_rankfile(loaded, world_size=ranks, hosts=names, slots=slots, topology=topo)
 
     _emit(profile, output, render, "Open MPI rankfile")
-    if output is not None:
+    if output is not None and str(output) != "-":
         err_console.print(f"use: mpirun --rankfile {output} ...", highlight=False)
 
 
