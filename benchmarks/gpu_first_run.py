@@ -26,8 +26,10 @@ check that overruns is interrupted (SIGINT, so that torch's build lock is releas
 ``finally``), killed 15 s later if still there, recorded as timed out, and the next check starts.
 The report (``-O``, default gpu-first-run.md) holds the machine, a summary table, and per check its
 command, exit code, duration and output (all of it up to 200 lines, else its last 200; every log is
-kept whole beside the report, in ``<report>-files/``). ``--dry-run`` lists every check, its command
-and time limit, and why it would be skipped on this machine, and runs nothing.
+kept whole beside the report, in ``<report>-files/``). An earlier run's report and files are never
+overwritten: when either exists the run writes ``<report>-2.md`` (or -3, ...) and says so.
+``--dry-run`` lists every check, its command and time limit, and why it would be skipped on this
+machine, and runs nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shlex
 import shutil
@@ -47,6 +50,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from collbench.errors import InputFileError
+from collbench.fileio import check_writable
 from collbench.topology.model import Device, Link, LinkKind, Topology, format_cpu_list
 
 REPO = Path(__file__).resolve().parents[1]
@@ -454,11 +459,34 @@ def compare_discover() -> int:
     return 1 if differences else 0
 
 
+def files_of(report_path: Path) -> Path:
+    """The folder of a report's logs and outputs: ``<report>-files`` beside it."""
+    return report_path.with_name(report_path.stem + "-files")
+
+
+def free_report_name(wanted: Path) -> Path:
+    """``wanted``, or when it or its files folder exists (an earlier run's report and logs, which a run
+    never overwrites), the first of ``<stem>-2<suffix>``, ``<stem>-3<suffix>``, ... free of both.
+    """
+    candidate = wanted
+    number = 1
+    while candidate.exists() or candidate.is_symlink() or files_of(candidate).exists():
+        number += 1
+        candidate = wanted.with_name(f"{wanted.stem}-{number}{wanted.suffix}")
+    return candidate
+
+
+def _refuse(message: str) -> int:
+    """Say what was wrong in one line; the exit code of a usage error."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("-O", "--output", type=Path, default=Path("gpu-first-run.md"), help="the markdown report")
     parser.add_argument("--minutes", type=float, default=None, help="the whole run's limit (15, +5 per extra GPU)")
-    parser.add_argument("--only", default="", help="run only these checks (names, commas)")
+    parser.add_argument("--only", default=None, help="run only these checks (names, commas)")
     parser.add_argument("--dry-run", action="store_true", help="list the checks and why each is skipped here")
     # The body of a check that is this script's own code, run by the check in a process of its own.
     parser.add_argument(
@@ -469,16 +497,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return compare_discover()
     if args.body is not None:
         return kernel_build_body(expect_fallback=args.body == "kernel-fallback")
+    if args.minutes is not None and not (math.isfinite(args.minutes) and args.minutes > 0):
+        return _refuse(f"--minutes {args.minutes}: give a number of minutes above 0")
+    wanted = None if args.only is None else {name.strip() for name in args.only.split(",") if name.strip()}
+    if wanted is not None and not wanted:
+        return _refuse(f"--only {args.only!r} names no check; give check names separated by commas")
+    try:
+        check_writable(args.output)  # a device, a FIFO or an unwritable place: refused, not renamed around
+        output = free_report_name(args.output)
+        check_writable(output)
+    except InputFileError as exc:
+        return _refuse(str(exc))
+    if output != args.output:
+        print(f"note: {args.output} or its files exist; this run's report goes to {output}", file=sys.stderr)
     machine = probe_machine()
     minutes = args.minutes or BASE_MINUTES + PER_EXTRA_GPU_MINUTES * max(machine.gpus - 1, 0)
-    files = args.output.resolve().with_name(args.output.stem + "-files")
+    files = files_of(output).resolve()
     planned = checks(machine.gpus, files)
-    if args.only:
-        wanted = {name.strip() for name in args.only.split(",") if name.strip()}
+    if wanted is not None:
         unknown = sorted(wanted - {c.name for c in planned})
         if unknown:
-            print(f"error: unknown check(s) {', '.join(unknown)}; known: {', '.join(c.name for c in planned)}")
-            return 2
+            return _refuse(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(c.name for c in planned)}")
         planned = [c for c in planned if c.name in wanted]
     if args.dry_run:
         print(f"machine: {machine.describe()}; the run's limit {minutes:.0f} min")
@@ -503,8 +542,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             outcome = run_check(check, files, min(check.timeout_s, left))
             print(f"   {outcome.status}, {outcome.seconds:.1f} s", flush=True)
             outcomes.append(outcome)
-        args.output.write_text(report(machine, outcomes, minutes, files))  # kept up to date as it goes
-    print(f"report: {args.output}")
+        output.write_text(report(machine, outcomes, minutes, files))  # kept up to date as it goes
+    print(f"report: {output}")
     return 0 if all(o.status in ("passed", "skipped") for o in outcomes) else 1
 
 

@@ -8,6 +8,7 @@ code, output and overrun is checked here; the real checks themselves need a GPU.
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -158,3 +159,77 @@ def test_discover_and_nvidia_smi_of_two_machines_differ_line_by_line() -> None:
     assert first_run.topology_differences(parse_nvidia_smi_topo(text, "hgx"), one)[0] == (
         "GPUs: nvidia-smi shows 8, NVML 1"
     )
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line on stderr of a run refused before it starts (exit code 2)."""
+    assert first_run.main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and captured.out == "", captured
+    return lines[0]
+
+
+@pytest.fixture
+def no_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused run never gets as far as probing the machine."""
+
+    def probe() -> None:
+        raise AssertionError("the machine was probed before the options were checked")
+
+    monkeypatch.setattr(first_run, "probe_machine", probe)
+
+
+@pytest.mark.usefixtures("no_machine")
+def test_a_report_that_cannot_be_written_is_one_line_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _refused(["-O", str(tmp_path)], capsys) == f"error: {tmp_path}: is a directory; give a file name"
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    line = _refused(["-O", str(blocker / "r.md")], capsys)
+    assert line == f"error: {blocker / 'r.md'}: cannot write here ({blocker} is not a directory)"
+    assert _refused(["-O", "/proc/version"], capsys) == (
+        "error: /proc/version: cannot write here: /proc refuses new files (a kernel file system such as /proc or /sys)"
+    )
+    fifo = tmp_path / "r.fifo"
+    os.mkfifo(fifo)
+    line = _refused(["-O", str(fifo)], capsys)
+    assert line == f"error: {fifo}: is a FIFO, not a regular file; collbench writes only regular files"
+
+
+@pytest.mark.usefixtures("no_machine")
+@pytest.mark.parametrize("minutes", ["-5", "0", "nan", "inf", "-inf"])
+def test_minutes_must_be_finite_and_above_zero(minutes: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refused([f"--minutes={minutes}", "--dry-run"], capsys)
+    assert line == f"error: --minutes {float(minutes)}: give a number of minutes above 0"
+
+
+@pytest.mark.usefixtures("no_machine")
+@pytest.mark.parametrize("only", [",", "", " , "])
+def test_only_naming_no_check_is_refused(only: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refused(["--only", only, "--dry-run"], capsys)
+    assert line == f"error: --only {only!r} names no check; give check names separated by commas"
+
+
+def test_an_earlier_report_and_its_files_are_never_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    py = sys.executable
+    fake = [first_run.Check(name="ok", what="passes", command=(py, "-c", "print('new run')"), timeout_s=60)]
+    monkeypatch.setattr(
+        first_run, "probe_machine", lambda: first_run.Machine(gpus=1, torch_version="t", torch_cuda="13.0")
+    )
+    monkeypatch.setattr(first_run, "checks", lambda gpus, files: fake)
+    earlier = tmp_path / "r.md"
+    earlier.write_text("the earlier run's report\n")
+    (tmp_path / "r-2-files").mkdir()  # an earlier run's logs alone also keep their name taken
+    (tmp_path / "r-2-files" / "ok.log").write_text("earlier log\n")
+    assert first_run.main(["-O", str(earlier)]) == 0
+    assert earlier.read_text() == "the earlier run's report\n"
+    assert (tmp_path / "r-2-files" / "ok.log").read_text() == "earlier log\n"
+    assert "new run" in (tmp_path / "r-3.md").read_text()
+    assert (tmp_path / "r-3-files" / "ok.log").read_text() == "new run\n"
+    captured = capsys.readouterr()
+    assert f"note: {earlier} or its files exist; this run's report goes to {tmp_path / 'r-3.md'}" in captured.err
+    assert f"report: {tmp_path / 'r-3.md'}" in captured.out
