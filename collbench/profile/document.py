@@ -223,9 +223,9 @@ def _check_layout(layout: ProfileLayout, world_size: int) -> None:
     A rankfile and the ring a job runs are built from these lists: a repeated rank would put two ranks
     on one slot, and a ring shorter than the world leaves ranks nowhere.
     """
-    ranks = list(range(world_size))
     for i, ring in enumerate(layout.rings):
-        if sorted(ring) != ranks:
+        # The length first: a predicted shape may be far larger than the ring, and no list of its ranks is made.
+        if len(ring) != world_size or sorted(ring) != list(range(world_size)):
             shown = list(ring[:8]) + (["..."] if len(ring) > 8 else [])
             raise ValueError(
                 f"layout {layout.name!r} ring {i} {shown} is not an order of the ranks 0..{world_size - 1} "
