@@ -206,3 +206,10 @@ def test_fit_reads_an_nccl_tests_excerpt_that_import_reads(name: str) -> None:
     result = CliRunner().invoke(app, ["fit", str(REAL / name)])
     assert result.exit_code == 0, result.output
     assert "fitted cost models" in result.output
+
+
+def test_sweep_mpi_with_an_unknown_algo_says_it_is_not_open_mpis_and_lists_them() -> None:
+    result = CliRunner().invoke(app, ["sweep", "--backend", "mpi", "--ranks", "2", "--algo", "bogus"])
+    assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
+    assert "unknown Open MPI algorithm" in result.output and "native:ring" in result.output
+    assert "collbench's own" not in result.output

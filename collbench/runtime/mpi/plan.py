@@ -12,6 +12,7 @@ from collbench.errors import ConfigError, NotApplicableError, UnknownNameError
 from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, OmpiAlgorithm, parse_ompi_info
 from collbench.runtime.mpi.harness import check_world_size, find_tools, ompi_info_text
 from collbench.schedules.ops import DTYPE_SIZES
+from collbench.schedules.registry import algorithm_names
 
 if TYPE_CHECKING:
     from collbench.runtime.sweep.plan import SweepConfig
@@ -87,9 +88,14 @@ def mpi_algos(
                     per_op[op].append(NATIVE)
             continue
         if not key.startswith(NATIVE_PREFIX):
-            raise ConfigError(
-                f"--backend mpi measures Open MPI's own algorithms (native, native:<algorithm>, all); {name} is "
-                "collbench's own: run it with --backend gloo"
+            if key in algorithm_names():
+                raise ConfigError(
+                    f"--backend mpi measures Open MPI's own algorithms (native, native:<algorithm>, all); {name} is "
+                    "collbench's own: run it with --backend gloo"
+                )
+            known = sorted({f"native:{a.name}" for op in ops for a in forcible(op)})
+            raise UnknownNameError(
+                f"Open MPI algorithm for {', '.join(op.value for op in ops)}", name, [NATIVE, *known]
             )
         wanted = key.removeprefix(NATIVE_PREFIX).strip()
         taken = False
