@@ -213,3 +213,20 @@ def test_sweep_mpi_with_an_unknown_algo_says_it_is_not_open_mpis_and_lists_them(
     assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
     assert "unknown Open MPI algorithm" in result.output and "native:ring" in result.output
     assert "collbench's own" not in result.output
+
+
+def test_sweep_gloo_with_a_channel_count_says_channel_counts_are_ncclS() -> None:
+    result = CliRunner().invoke(app, ["sweep", "--backend", "gloo", "--ranks", "2", "--algo", "native@16ch"])
+    assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
+    assert "channel count" in result.output and "--backend nccl" in result.output
+    assert "unknown algorithm" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("algo", "said"), [("native@0ch", "1 to 64"), ("native@ch", "@<N>ch"), ("native@-1ch", "@<N>ch")]
+)
+def test_sweep_nccl_checks_the_algo_before_the_gpu(algo: str, said: str) -> None:
+    # Whether or not a GPU is visible, a misspelt variant is the error reported.
+    result = CliRunner().invoke(app, ["sweep", "--backend", "nccl", "--ranks", "2", "--algo", algo])
+    assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
+    assert said in result.output and "needs CUDA GPUs" not in result.output

@@ -150,9 +150,10 @@ def resolve_algos(
                     if algo not in per_op[op] and get_algorithm(algo).supports(op):
                         per_op[op].append(algo)
             continue
-        if key.startswith("native:"):
+        if key.startswith(("native:", "native@")):
             if backend != "nccl":
-                raise ConfigError(f"{name} forces an NCCL algorithm; it needs --backend nccl")
+                what = "a channel count (@<N>ch, NCCL's channels)" if "@" in key else "an NCCL algorithm"
+                raise ConfigError(f"{name} forces {what}; it needs --backend nccl")
             _add_variant(config, key, ops, per_op, skipped)
             continue
         spec = get_algorithm(key)
@@ -301,6 +302,7 @@ def validate(config: SweepConfig) -> SweepJob:
         backend = "mpi"
         per_op = mpi_algos(config, ops, skipped)
     else:
+        _check_variant_spellings(config)
         backend = resolve_backend(config.backend, local)
         per_op = resolve_algos(config, ops, backend, skipped)
     skipped.extend(_segment_notes(config, per_op))
@@ -322,6 +324,17 @@ def validate(config: SweepConfig) -> SweepJob:
         topology=topology,
         notes=tuple(skipped),
     )
+
+
+def _check_variant_spellings(config: SweepConfig) -> None:
+    """Raise for a misspelt ``native:``/``native@`` variant before the backend is checked, so a mistake in
+    ``--algo`` is reported as such on a machine without GPUs too (not hidden behind "needs CUDA GPUs")."""
+    from collbench.nccl.variants import parse_native_variant
+
+    for name in config.algos:
+        key = name.strip().lower()
+        if key.startswith(("native:", "native@")):
+            parse_native_variant(key)
 
 
 def _segment_notes(config: SweepConfig, per_op: dict[Op, list[str]]) -> list[str]:
