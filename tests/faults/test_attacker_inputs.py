@@ -230,3 +230,15 @@ def test_sweep_nccl_checks_the_algo_before_the_gpu(algo: str, said: str) -> None
     result = CliRunner().invoke(app, ["sweep", "--backend", "nccl", "--ranks", "2", "--algo", algo])
     assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
     assert said in result.output and "needs CUDA GPUs" not in result.output
+
+
+@pytest.mark.parametrize(("algo", "said"), [("native:*@8ch", "8 channels"), ("native:*/ll128", "protocol LL128")])
+def test_a_variant_without_an_algorithm_is_described_as_what_it_forces(algo: str, said: str) -> None:
+    from collbench.profile.rules import Rule
+    from collbench.tuning.exporters.nccl_rules import nccl_choice
+
+    shape = Profile.from_dict(_profile_data()).default_set
+    choice = nccl_choice(Rule("all-reduce", 0, None, algo), shape)
+    assert choice.algo is None
+    assert said in choice.why and "no algorithm" in choice.why
+    assert ("protocol" in choice.why) == ("/" in algo)

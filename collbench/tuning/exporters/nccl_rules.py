@@ -158,8 +158,13 @@ def nccl_choice(rule: Rule, shape: RuleSet) -> NcclChoice:
         if variant.channels is not None:
             count = variant.channels
         if variant.algo is None:
-            forces = "the protocol" if variant.channels is None else "the protocol and channel count"
-            return NcclChoice(rule, None, proto, None, f"{rule.algo}: forces only {forces}")
+            forced = [f"protocol {variant.proto}"] if variant.proto is not None else []
+            forced += [f"{variant.channels} channels"] if variant.channels is not None else []
+            why = (
+                f"{rule.algo} forces {' and '.join(forced)} and no algorithm; a tuner line must name an algorithm, "
+                "so the tuner config forces nothing here"
+            )
+            return NcclChoice(rule, None, proto, None, why)
         algo = algorithm(variant.algo)
         assert algo is not None  # parse_native_variant accepts NCCL's names only
     else:
