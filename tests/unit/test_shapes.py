@@ -17,7 +17,8 @@ def fit(algo: str, alpha_us: float, beta_us_per_byte: float, world: int = 4, r2:
 
 
 # Recursive doubling: few steps, lg(p) x the data; ring: 2(p-1) steps, 2(p-1)/p of the data; native
-# a slower one (not predicted at other shapes: gloo's algorithm is not known). So recursive doubling wins small messages and ring large ones.
+# a slower one (not predicted at other shapes: gloo's algorithm is not known). So recursive doubling
+# wins small messages and ring large ones.
 FITS = [fit("recursive-doubling", 10.0, 0.001), fit("ring", 10.0, 0.001), fit("native", 40.0, 0.002)]
 
 

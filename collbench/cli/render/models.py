@@ -129,7 +129,7 @@ def render_prediction(report: PredictReport) -> RenderableType:
         )
         bases.setdefault((p.op, p.algo, p.fit), {}).setdefault(p.basis, []).append(format_bytes(p.size_bytes))
     how = Text()
-    for (op, algo, fit), by_basis in bases.items():
+    for (_op, algo, fit), by_basis in bases.items():
         for basis, sizes in by_basis.items():
             at = f" ({', '.join(sizes)})" if len(by_basis) > 1 else ""
             how.append(f"{algo}: {fit}; {basis}{at}\n")
