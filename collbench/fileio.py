@@ -68,7 +68,13 @@ def read_text_file(path: Path, expected: str) -> str:
             opened = os.fstat(f.fileno()).st_mode
             if not stat.S_ISREG(opened):
                 raise InputFileError(str(path), f"is {_kind_of(opened)}, not a regular file (expected {expected})")
-            data = f.read(MAX_TEXT_FILE_BYTES + 1)
+            # In pieces: one read of the cap would allocate the whole cap for a file of a few bytes.
+            chunks: list[bytes] = []
+            size = 0
+            while size <= MAX_TEXT_FILE_BYTES and (chunk := f.read(1 << 20)):
+                chunks.append(chunk)
+                size += len(chunk)
+            data = b"".join(chunks)
         except OSError as exc:
             raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_TEXT_FILE_BYTES:
