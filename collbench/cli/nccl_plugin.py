@@ -31,6 +31,8 @@ def run_nccl_plugin(
         return
     if output is None:
         raise UserError("name the directory for the plugin and its config with --output DIR (or use --show)")
+    if str(output) == "-":
+        raise UserError("the plugin is a shared library and its config, written into a directory: not --output -")
     built = build_plugin(profile, output, from_other_backend=from_other_backend)
     for note in built.exported.notes:
         err_console.print(f"[yellow]note:[/yellow] {escape(note)}")

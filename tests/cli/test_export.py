@@ -198,3 +198,16 @@ def test_nccl_plugin_output_that_cannot_be_written_is_one_line(
     assert "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert str(out)[:40] in result.output.replace("\n", "")
+
+
+def test_nccl_plugin_output_dash_is_refused_not_made_a_directory(
+    profile_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin is a built library and its config: nothing a terminal can take, so no folder named '-'."""
+    monkeypatch.chdir(tmp_path)
+    args = ["export", "nccl-plugin", str(profile_path), "-O", "-", "--from-other-backend"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert "--output -" in result.output
+    assert not (tmp_path / "-").exists()
