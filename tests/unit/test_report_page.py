@@ -120,7 +120,7 @@ def test_a_predicted_rule_set_is_drawn_hatched() -> None:
     profile = example_profile()
     data = profile.to_dict()
     shapes = data["rule_sets"]
-    shapes.append({**shapes[0], "world_size": 64, "predicted": True})
+    shapes.append({**shapes[0], "world_size": 64, "predicted": True, "layout": None})
     two = Profile.from_dict(data)
     html = build_report(ReportInputs(rows=tuple(read_rows(EXAMPLE_RESULTS)), profile=two), now=NOW)
     assert "64 ranks, 1 node(s): predicted" in html and 'fill="url(#hatch)"' in html

@@ -59,7 +59,7 @@ def _profile() -> Profile:
         {**rules[0], "op": "reduce-scatter", "algo": "rabenseifner"},
         {**rules[1], "op": "reduce-scatter", "algo": "ring", "max_bytes": None},
     ]
-    data["rule_sets"].append({**shape, "world_size": 64, "nodes": 8, "predicted": True})
+    data["rule_sets"].append({**shape, "world_size": 64, "nodes": 8, "predicted": True, "layout": None})
     for fit in data["fits"][:2]:
         data["fits"].append({**fit, "op": "reduce-scatter"})
     return Profile.from_dict(data)

@@ -67,6 +67,8 @@ def brute_force_best(fabric: RingFabric) -> tuple[float, float]:
 @pytest.mark.parametrize("path", _fixture_paths(), ids=lambda p: p.name)
 def test_ring_is_the_best_single_ring_by_brute_force(path: Path) -> None:
     fabric = fabric_from_topology(_read(path))
+    if fabric.n < 2:
+        pytest.skip("one rank: there is no ring to order")
     assert fabric.n <= 8, "brute force over all orders is only feasible for small machines"
     order, bw = best_ring(fabric, list(fabric.capacity_gbps))
     assert sorted(order) == list(range(fabric.n))
