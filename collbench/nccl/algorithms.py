@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collbench.schedules.ops import Op
+from collbench.schedules.ops import NCCL_TUNED_OPS, Op
 
 NcclVersion = tuple[int, int, int]
 """An NCCL release as (major, minor, patch)."""
@@ -97,8 +97,8 @@ ALGORITHM_SINCE: dict[str, NcclVersion] = {a.env: a.since for a in ALGORITHMS_BY
 _BY_ENV = {a.env: a for a in ALGORITHMS_BY_NUMBER}
 _BY_NCCL_SPELLING = {a.env.lower(): a for a in ALGORITHMS_BY_NUMBER} | {a.tuner: a for a in ALGORITHMS_BY_NUMBER}
 
-FUNC_OF_OP: dict[Op, int] = {op: [f.lower() for f in FUNCTIONS].index(op.spec.nccl_name) for op in Op}
-"""``ncclFunc_t`` of each collbench op."""
+FUNC_OF_OP: dict[Op, int] = {op: [f.lower() for f in FUNCTIONS].index(op.spec.nccl_name) for op in NCCL_TUNED_OPS}
+"""``ncclFunc_t`` of each op NCCL tunes (the others are grouped send/recv, with nothing to choose)."""
 
 
 def _key(name: str) -> str:

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from collbench.errors import UnknownNameError
 from collbench.nccl.algorithms import ALGORITHM_SINCE, ALGORITHMS, PROTOCOLS, NcclVersion, algorithm_named
 from collbench.nccl.variants import COMM_CHANNELS_SINCE, NativeVariant, max_channels_for
-from collbench.schedules.ops import Op
+from collbench.schedules.ops import NCCL_TUNED_OPS
 
-OPS: tuple[str, ...] = tuple(op.value for op in Op)
+OPS: tuple[str, ...] = tuple(op.value for op in NCCL_TUNED_OPS)
 """collbench's op names (``collbench.schedules.ops.Op`` values)."""
 
 _OP_ALGORITHM_SINCE: dict[str, dict[str, NcclVersion]] = {

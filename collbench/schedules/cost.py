@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from collbench.errors import NotApplicableError
 from collbench.schedules.ops import Op
 
 
@@ -67,13 +68,26 @@ class CostFormulas:
     all_gather: CostFormula
     broadcast: CostFormula
     reduce: CostFormula
+    all_to_all: CostFormula | None = None
+    scatter: CostFormula | None = None
+    gather: CostFormula | None = None
+    sendrecv: CostFormula | None = None
+    barrier: CostFormula | None = None
+    """The data-movement ops and barrier: set by the algorithms that do them (and native); the five
+    above are required of every algorithm, these only of those that build them."""
     approximate: frozenset[Op] = frozenset()
     """Ops whose byte and reduced-byte terms are upper bounds, not the built schedule's exact critical
     path (their step counts are exact); the others equal the simulated schedule when sizes divide."""
 
+    def has(self, op: Op) -> bool:
+        """Whether there is a formula for ``op``."""
+        return getattr(self, op.name.lower()) is not None
+
     def of(self, op: Op) -> CostFormula:
-        """The formula for ``op``."""
-        formula: CostFormula = getattr(self, op.name.lower())
+        """The formula for ``op``; raise NotApplicableError where the algorithm has none."""
+        formula: CostFormula | None = getattr(self, op.name.lower())
+        if formula is None:
+            raise NotApplicableError(f"no cost formula for {op.value} here: the algorithm does not do it")
         return formula
 
 

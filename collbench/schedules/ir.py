@@ -6,7 +6,17 @@ Every rank works on one buffer of ``count`` elements (see ``ops.py`` for what ``
 * reduce-scatter: starts as the full input; rank r's chunk ``chunk_bounds(count, n)[r]`` must end reduced;
 * all-gather: rank r starts holding only its own chunk; every chunk must end present everywhere;
 * broadcast: the root's buffer must end everywhere;
-* reduce: the root's buffer must end as the reduction over ranks.
+* reduce: the root's buffer must end as the reduction over ranks;
+* scatter: the root holds ``n`` blocks (``ops.block_bounds``); rank r must end with block r of the root's
+  buffer at the same place (nccl-tests' in-place scatter);
+* gather: rank r starts with its block r; the root must end with every rank's block in place;
+* all-to-all: the buffer is ``2 * count`` elements, the input at [0, count), the output after it; rank
+  r's output block j must end as rank j's input block r;
+* send/recv: the buffer is ``2 * count``, input then output; rank r's output must end as rank r-1's
+  input (a ring shift, as nccl-tests' ``sendrecv.cu``);
+* barrier: a one-element token (count 0, nothing checked); every rank's last step must come after
+  every rank's first, which a transfer carries as "has heard from": a receive with ``reduce`` merges
+  what the sender has heard, as a reduction would, but counts nobody twice.
 
 A step is a set of transfers that a rank posts together and waits for together (one batched
 isend/irecv). Semantics, which the verifier, the executor and the simulator all share:
@@ -19,13 +29,17 @@ isend/irecv). Semantics, which the verifier, the executor and the simulator all 
 
 A receive may place data at a different offset than the sender read it from (``Recv.start``), which
 algorithms that pack chunks need; most keep the same offsets.
+
+A rank may send to itself: a local copy (all-to-all's own block). Its send and receive are in the same
+step, and it follows the same semantics (the data is read when the step starts, written at its end);
+the executor copies, and the simulator charges no link for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from collbench.schedules.ops import Op
+from collbench.schedules.ops import Op, buffer_elems
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +110,19 @@ class Schedule:
         assert 0 <= self.root < max(self.world_size, 1), "root must be a rank"
 
     @property
+    def buffer_elems(self) -> int:
+        """Elements of each rank's buffer: ``count``, twice that for the out-of-place ops, 1 for barrier."""
+        return buffer_elems(self.op, self.count)
+
+    @property
     def num_steps(self) -> int:
         """The longest rank's step count: the latency term."""
         return max((len(s) for s in self.steps), default=0)
 
     def elements_sent(self, rank: int) -> int:
-        return sum(send.count for step in self.steps[rank] for send in step.sends)
+        """Elements ``rank`` sends to other ranks (local copies excluded)."""
+        return sum(send.count for step in self.steps[rank] for send in step.sends if send.peer != rank)
 
     def elements_received(self, rank: int) -> int:
-        return sum(recv.count for step in self.steps[rank] for recv in step.recvs)
+        """Elements ``rank`` receives from other ranks (local copies excluded)."""
+        return sum(recv.count for step in self.steps[rank] for recv in step.recvs if recv.peer != rank)

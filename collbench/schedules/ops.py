@@ -4,6 +4,13 @@ Counting convention (the same as nccl-tests', so numbers compare): ``count`` is 
 in the larger of one rank's send and receive buffers, and ``size_bytes = count * dtype size``. For
 all-gather that is the gathered output; for reduce-scatter the full input. Rank ``r``'s share of such a
 buffer is ``chunk_bounds(count, world_size)[r]``: counts need not divide by the world size.
+
+All-to-all, scatter and gather move equal blocks, one per rank, as nccl-tests' ``alltoall.cu``,
+``scatter.cu`` and ``gather.cu`` do: ``count`` is the whole per-rank buffer (all-to-all's send and
+receive buffers, scatter's root input, gather's root output), a block is ``count // n`` elements and a
+count that does not divide is rounded down to ``n * (count // n)`` (:func:`op_count`), as nccl-tests'
+``*GetCollByteCount`` do. Send/recv (``sendrecv.cu``) moves the whole buffer one rank along a ring.
+Barrier moves no payload: its count is 0 and only its time is reported.
 """
 
 from __future__ import annotations
@@ -20,6 +27,11 @@ class Op(str, Enum):
     ALL_GATHER = "all-gather"
     BROADCAST = "broadcast"
     REDUCE = "reduce"
+    ALL_TO_ALL = "all-to-all"
+    SCATTER = "scatter"
+    GATHER = "gather"
+    SENDRECV = "sendrecv"
+    BARRIER = "barrier"
 
     def __str__(self) -> str:
         return self.value
@@ -32,6 +44,7 @@ class Op(str, Enum):
     def parse(cls, name: str) -> Op:
         """Accept ``all-reduce``, ``all_reduce``, ``allreduce`` and the like; raise UnknownNameError."""
         key = name.strip().lower().replace("_", "-")
+        key = _OP_ALIASES.get(key.replace("-", ""), key)
         for op in cls:
             if key in (op.value, op.value.replace("-", "")):
                 return op
@@ -49,6 +62,16 @@ class OpSpec:
     """busbw = algbw * busbw_numerator * (n - 1) / n, or algbw when 0 (broadcast, reduce)."""
     nccl_name: str
     """The name in NCCL's tuner config and nccl-tests (allreduce, allgather, ...)."""
+    nccl_tuned: bool = True
+    """Whether NCCL chooses an algorithm and protocol for it (the five reductions and gathers). The
+    others are grouped point-to-point in NCCL (``ncclSend``/``ncclRecv``): nothing to choose or export."""
+    blocks: bool = False
+    """Whether the buffer is ``n`` equal blocks, one per rank (all-to-all, scatter, gather)."""
+    payload: bool = True
+    """False for barrier: no data, a time only, no bandwidth."""
+    out_of_place: bool = False
+    """Whether a schedule's buffer holds a separate output region after the input (all-to-all,
+    send/recv): ``count`` elements of input at [0, count), then ``count`` of output."""
 
     def busbw_factor(self, world_size: int) -> float:
         """algbw -> busbw factor: what the busiest link carries in a bandwidth-optimal algorithm.
@@ -56,6 +79,8 @@ class OpSpec:
         All-reduce moves 2(n-1)/n of the buffer over each rank's link (reduce-scatter then all-gather);
         reduce-scatter and all-gather (n-1)/n; broadcast and reduce pass the whole buffer once: 1.
         """
+        if not self.payload:
+            return 0.0
         if self.busbw_numerator == 0:
             return 1.0
         if world_size <= 1:
@@ -71,7 +96,75 @@ OP_SPECS: dict[Op, OpSpec] = {
     Op.ALL_GATHER: OpSpec(Op.ALL_GATHER, reduces=False, rooted=False, busbw_numerator=1, nccl_name="allgather"),
     Op.BROADCAST: OpSpec(Op.BROADCAST, reduces=False, rooted=True, busbw_numerator=0, nccl_name="broadcast"),
     Op.REDUCE: OpSpec(Op.REDUCE, reduces=True, rooted=True, busbw_numerator=0, nccl_name="reduce"),
+    Op.ALL_TO_ALL: OpSpec(
+        Op.ALL_TO_ALL,
+        reduces=False,
+        rooted=False,
+        busbw_numerator=1,
+        nccl_name="alltoall",
+        nccl_tuned=False,
+        blocks=True,
+        out_of_place=True,
+    ),
+    Op.SCATTER: OpSpec(
+        Op.SCATTER, reduces=False, rooted=True, busbw_numerator=1, nccl_name="scatter", nccl_tuned=False, blocks=True
+    ),
+    Op.GATHER: OpSpec(
+        Op.GATHER, reduces=False, rooted=True, busbw_numerator=1, nccl_name="gather", nccl_tuned=False, blocks=True
+    ),
+    Op.SENDRECV: OpSpec(
+        Op.SENDRECV,
+        reduces=False,
+        rooted=False,
+        busbw_numerator=0,
+        nccl_name="sendrecv",
+        nccl_tuned=False,
+        out_of_place=True,
+    ),
+    Op.BARRIER: OpSpec(
+        Op.BARRIER, reduces=False, rooted=False, busbw_numerator=0, nccl_name="barrier", nccl_tuned=False, payload=False
+    ),
 }
+
+NCCL_TUNED_OPS: tuple[Op, ...] = tuple(op for op in Op if OP_SPECS[op].nccl_tuned)
+"""The ops NCCL picks an algorithm and protocol for (its ``ncclFunc_t`` collectives), in ``Op`` order."""
+
+CLASSIC_OPS: frozenset[Op] = frozenset({Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.ALL_GATHER, Op.BROADCAST, Op.REDUCE})
+"""The five reductions and gathers the ring, direct and one-shot builders do (NCCL tunes the same five)."""
+
+_OP_ALIASES: dict[str, str] = {
+    "alltoall": "all-to-all",
+    "a2a": "all-to-all",
+    "sendrecv": "sendrecv",
+    "sendreceive": "sendrecv",
+    "ringshift": "sendrecv",
+}
+
+
+def op_count(op: Op, count: int, world_size: int) -> int:
+    """The elements a call of ``op`` with ``count`` really moves: ``count`` rounded down to a multiple of
+    the world size for the block ops (as nccl-tests' ``*GetCollByteCount``), 0 for barrier."""
+    spec = OP_SPECS[op]
+    if not spec.payload:
+        return 0
+    if spec.blocks and world_size >= 1:
+        return count - count % world_size
+    return count
+
+
+def block_bounds(count: int, world_size: int) -> list[tuple[int, int]]:
+    """Block ``j`` of a block op's buffer (all-to-all, scatter, gather): ``count // n`` elements each."""
+    b = count // world_size
+    return [(j * b, (j + 1) * b) for j in range(world_size)]
+
+
+def buffer_elems(op: Op, count: int) -> int:
+    """Elements of one rank's schedule buffer: input then output for the out-of-place ops, one token for
+    barrier (its transfers carry one element that nothing checks), ``count`` otherwise."""
+    spec = OP_SPECS[op]
+    if not spec.payload:
+        return 1
+    return 2 * count if spec.out_of_place else count
 
 
 def chunk_bounds(count: int, parts: int) -> list[tuple[int, int]]:

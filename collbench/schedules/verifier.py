@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from collbench.errors import CollbenchError
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.ops import Op, block_bounds, chunk_bounds
 
 
 class ScheduleError(CollbenchError):
@@ -63,6 +63,8 @@ class BufferState:
 
     def set(self, start: int, stop: int, contributors: int) -> None:
         """Overwrite ``[start, stop)`` with the rank set ``contributors`` (in place, shift 0)."""
+        if start >= stop:
+            return
         self._write(start, [Piece(start, stop, contributors)], reduce=False, on_conflict=None)
 
     def pieces(self, start: int = 0, stop: int | None = None) -> list[Piece]:
@@ -135,15 +137,21 @@ def _ranks_text(mask: int) -> str:
 def initial_states(schedule: Schedule) -> list[BufferState]:
     """Every rank's buffer before the first step, as ir.py defines it per op."""
     n, count, op = schedule.world_size, schedule.count, schedule.op
+    extent = schedule.buffer_elems
     states = []
     for r in range(n):
+        state = BufferState(extent)
         if op is Op.ALL_GATHER:
-            state = BufferState(count)
             state.set(*chunk_bounds(count, n)[r], 1 << r)
-        elif op is Op.BROADCAST:
-            state = BufferState(count, 1 << r if r == schedule.root else 0)
+        elif op is Op.GATHER:
+            state.set(*block_bounds(count, n)[r], 1 << r)
+        elif op in (Op.BROADCAST, Op.SCATTER):
+            if r == schedule.root:
+                state.set(0, count, 1 << r)
+        elif op.spec.out_of_place:
+            state.set(0, count, 1 << r)
         else:
-            state = BufferState(count, 1 << r)
+            state.set(0, extent, 1 << r)
         states.append(state)
     return states
 
@@ -157,7 +165,7 @@ def _match(
 ) -> tuple[dict[tuple[int, int, int], tuple[int, int, int]], list[list[list[tuple[int, int]]]]]:
     """Pair the k-th send a->b with the k-th receive on b from a. Returns, per receive (rank, step, index),
     its send (rank, step, index), and per (rank, step) the (partner, partner step) it waits for."""
-    n, count = schedule.world_size, schedule.count
+    n, count = schedule.world_size, schedule.buffer_elems
     sends: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     recvs: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     for r in range(n):
@@ -190,6 +198,11 @@ def _match(
                 )
             (_, sa, ia), (_, sb, ib) = out[k], into[k]
             snd, rcv = schedule.steps[a][sa].sends[ia], schedule.steps[b][sb].recvs[ib]
+            if a == b and sa != sb:
+                raise ScheduleError(
+                    f"rank {a} copies elements [{snd.start}, {snd.stop}) to itself in step {sa}, but the matching "
+                    f"receive is in step {sb}: a local copy sends and receives in one step"
+                )
             if snd.count != rcv.count:
                 raise ScheduleError(
                     f"rank {a} step {sa} sends {snd.count} element(s) [{snd.start}, {snd.stop}) to rank {b}, but the "
@@ -202,8 +215,8 @@ def _match(
 
 
 def _check_transfer(rank: int, step: int, verb: str, peer: int, start: int, stop: int, n: int, count: int) -> None:
-    if not 0 <= peer < n or peer == rank:
-        raise ScheduleError(f"rank {rank} step {step} {verb} with peer {peer}, which is not another rank of {n}")
+    if not 0 <= peer < n:
+        raise ScheduleError(f"rank {rank} step {step} {verb} with peer {peer}, which is not a rank of {n}")
     if stop > count:
         raise ScheduleError(
             f"rank {rank} step {step} {verb} elements [{start}, {stop}), beyond the buffer of {count} element(s)"
@@ -217,6 +230,7 @@ def simulate(schedule: Schedule, observer: Observer | None = None) -> list[Buffe
     for), or a reduction that double-counts or mixes elements or undefined data.
     """
     n = schedule.world_size
+    barrier = schedule.op is Op.BARRIER
     matched, waits = _match(schedule)
     states = initial_states(schedule)
     cur = [0] * n
@@ -247,9 +261,9 @@ def simulate(schedule: Schedule, observer: Observer | None = None) -> list[Buffe
                 incoming = [
                     Piece(p.start + moved, p.stop + moved, p.contributors, p.shift - moved) for p in payloads.pop(src)
                 ]
-                states[r]._write(
-                    rcv.start, incoming, reduce=rcv.reduce, on_conflict=_conflict_check(r, s, src[0], schedule.op)
-                )
+                # A barrier's "reduce" merges who has been heard from: hearing twice is no error.
+                check = None if barrier else _conflict_check(r, s, src[0], schedule.op)
+                states[r]._write(rcv.start, incoming, reduce=rcv.reduce, on_conflict=check)
         for r in ready:
             cur[r] += 1
             post(r)
@@ -330,23 +344,34 @@ def _conflict_check(rank: int, step: int, src: int, op: Op) -> Callable[[int, Pi
     return check
 
 
-def _expected(schedule: Schedule) -> list[list[tuple[int, int, int]]]:
-    """Per rank, the (start, stop, contributors) ranges the op requires at the end."""
-    n, count, op = schedule.world_size, schedule.count, schedule.op
+def _expected(schedule: Schedule) -> list[list[tuple[int, int, int, int]]]:
+    """Per rank, the (start, stop, contributors, shift) ranges the op requires at the end: elements
+    [start, stop) must hold the data of ``contributors`` at element index + ``shift``."""
+    n, count, op, root = schedule.world_size, schedule.count, schedule.op, schedule.root
     full = (1 << n) - 1
     chunks = chunk_bounds(count, n)
-    need: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
+    blocks = block_bounds(count, n) if op.spec.blocks else []
+    need: list[list[tuple[int, int, int, int]]] = [[] for _ in range(n)]
     for r in range(n):
-        if op is Op.ALL_REDUCE:
-            need[r] = [(0, count, full)]
+        if op in (Op.ALL_REDUCE, Op.BARRIER):
+            need[r] = [(0, schedule.buffer_elems, full, 0)]
         elif op is Op.REDUCE_SCATTER:
-            need[r] = [(*chunks[r], full)]
+            need[r] = [(*chunks[r], full, 0)]
         elif op is Op.ALL_GATHER:
-            need[r] = [(a, z, 1 << c) for c, (a, z) in enumerate(chunks)]
+            need[r] = [(a, z, 1 << c, 0) for c, (a, z) in enumerate(chunks)]
         elif op is Op.BROADCAST:
-            need[r] = [(0, count, 1 << schedule.root)]
-        elif r == schedule.root:
-            need[r] = [(0, count, full)]
+            need[r] = [(0, count, 1 << root, 0)]
+        elif op is Op.REDUCE:
+            need[r] = [(0, count, full, 0)] if r == root else []
+        elif op is Op.SCATTER:
+            need[r] = [(*blocks[r], 1 << root, 0)]
+        elif op is Op.GATHER:
+            need[r] = [(a, z, 1 << j, 0) for j, (a, z) in enumerate(blocks)] if r == root else []
+        elif op is Op.ALL_TO_ALL:
+            # Output block j (at count + j*b) holds rank j's input block r (at r*b).
+            need[r] = [(count + a, count + z, 1 << j, blocks[r][0] - count - a) for j, (a, z) in enumerate(blocks)]
+        elif op is Op.SENDRECV:
+            need[r] = [(count, 2 * count, 1 << ((r - 1) % n), -count)]
     return need
 
 
@@ -354,9 +379,9 @@ def verify(schedule: Schedule) -> None:
     """Prove that ``schedule`` computes its op on every rank; raise ScheduleError naming what is wrong."""
     states = simulate(schedule)
     for r, ranges in enumerate(_expected(schedule)):
-        for a, z, want in ranges:
+        for a, z, want, shift in ranges:
             for piece in states[r].pieces(a, z):
-                if piece.contributors != want or piece.shift != 0:
+                if piece.contributors != want or piece.shift != shift:
                     got = (
                         "no defined data"
                         if piece.contributors == 0
@@ -366,5 +391,5 @@ def verify(schedule: Schedule) -> None:
                         got += f" to element {piece.start + piece.shift}"
                     raise ScheduleError(
                         f"after its last step, rank {r} element {piece.start} holds {got}, but {schedule.op.value} "
-                        f"needs the contributions of ranks {_ranks_text(want)} to element {piece.start} there"
+                        f"needs the contributions of ranks {_ranks_text(want)} to element {piece.start + shift} there"
                     )

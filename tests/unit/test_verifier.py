@@ -152,9 +152,16 @@ def test_reducing_undefined_data_is_caught() -> None:
 
 
 def test_bad_peer_and_range() -> None:
+    outside = ((Step(sends=(Send(2, 0, 1),)),), ())
+    with pytest.raises(ScheduleError, match="peer 2, which is not a rank of 2"):
+        verify(Schedule(Op.BROADCAST, "hand", 2, 1, steps=outside))
+    # A send to oneself is a local copy (ir.py): without its receive in the same step it is unmatched.
     self_send = ((Step(sends=(Send(0, 0, 1),)),), ())
-    with pytest.raises(ScheduleError, match="peer 0, which is not another rank"):
+    with pytest.raises(ScheduleError, match="rank 0 posts only 0 receive"):
         verify(Schedule(Op.BROADCAST, "hand", 2, 1, steps=self_send))
+    split_copy = ((Step(sends=(Send(0, 0, 1),)), Step(recvs=(Recv(0, 0, 1, False),))), ())
+    with pytest.raises(ScheduleError, match="a local copy sends and receives in one step"):
+        verify(Schedule(Op.BROADCAST, "hand", 2, 1, steps=split_copy))
     beyond = ((Step(sends=(Send(1, 0, 5),)),), (Step(recvs=(Recv(0, 0, 5, False),)),))
     with pytest.raises(ScheduleError, match="beyond the buffer of 4"):
         verify(Schedule(Op.BROADCAST, "hand", 2, 4, steps=beyond))

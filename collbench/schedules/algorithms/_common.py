@@ -46,10 +46,10 @@ class RoundBuilder:
         """In round ``rnd``, ``src`` sends ``[start, stop)`` to ``dst``, which reduces or copies it in.
 
         Empty ranges are dropped (both ends), so counts below the world size just leave ranks idle.
+        ``src == dst`` is a local copy (ir.py), in the rank's step for that round.
         """
         if stop <= start:
             return
-        assert src != dst, f"rank {src} sends to itself in round {rnd}"
         at = start if dst_start is None else dst_start
         sends, _, src_labels = self._slot(rnd, src)
         sends.append(Send(dst, start, stop))

@@ -11,7 +11,7 @@ from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
 from collbench.schedules.cost import CostFormulas, CostTerms, star_broadcast, star_reduce
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.ops import CLASSIC_OPS, Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
 
@@ -68,7 +68,7 @@ def _all_gather_cost(p: int, n: float, k: int) -> CostTerms:
 
 DIRECT = AlgorithmSpec(
     name="direct",
-    ops=frozenset(Op),
+    ops=CLASSIC_OPS,
     builder=build_direct,
     summary="all to one root and back (parameter server): 2 steps, (n-1) x the buffer over the root's link",
     costs=CostFormulas(

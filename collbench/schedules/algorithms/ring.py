@@ -23,7 +23,7 @@ from collbench.schedules.algorithms._common import (
 )
 from collbench.schedules.cost import CostFormulas, CostTerms, tree_phase
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.ops import CLASSIC_OPS, Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
 
@@ -128,7 +128,7 @@ def _reduce_cost(p: int, n: float, k: int) -> CostTerms:
 
 RING = AlgorithmSpec(
     name="ring",
-    ops=frozenset(Op),
+    ops=CLASSIC_OPS,
     builder=build_ring,
     summary="neighbours only: 2(n-1) steps, 2(n-1)/n of the buffer per link (bandwidth-optimal, latency-poor)",
     costs=CostFormulas(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from collbench.errors import UserError
 from collbench.nccl.algorithms import ALGORITHMS_BY_NUMBER, FUNC_OF_OP, FUNCTIONS, PROTOCOLS
-from collbench.schedules.ops import Op
+from collbench.schedules.ops import NCCL_TUNED_OPS, Op
 from collbench.tuning.consumers.nccl import NEWEST, PER_COLLECTIVE_SYNTAX, Version, runnable_algorithms
 
 
@@ -106,7 +106,7 @@ def check_env(algo: str | None, proto: str | None, version: Version = NEWEST) ->
     algos = parse_list(algo, algo_names(version), version) if algo is not None else None
     protos = parse_list(proto, PROTOCOLS, version) if proto is not None else None
     problems = []
-    for op in Op:
+    for op in NCCL_TUNED_OPS:
         runnable = runnable_algorithms(op, version)
         usable = [a for a in runnable if algos is None or a.env in algos.for_op(op)]
         if not usable:
