@@ -39,19 +39,28 @@ from typing import Any
 from collbench.errors import InputFileError
 from collbench.fileio import read_text_file
 from collbench.importers.log_lines import nccl_line, plain_lines
-from collbench.importers.nccl_tests_infer import TableRow, infer_op, ranks_from_bandwidths
+from collbench.importers.nccl_tests_infer import TableRow, infer_op, ranks_from_bandwidths, ranks_from_blocks
+from collbench.importers.nccl_tests_ops import (
+    BLANK_REDOP_OPS,
+    DEFAULT_HALVES,
+    PROGRAM_ALGOS,
+    PROGRAM_OPS,
+    UNMODELLED,
+    Half,
+    canonical_dtype,
+    factor_row,
+    header_halves,
+    is_table_header,
+    lead_columns,
+    program_name,
+    ranks_from_command,
+    row_columns,
+    shape_columns,
+    wrong_count,
+)
 from collbench.pasted import clean_pasted_text
 from collbench.results.row import NODES_UNKNOWN, ResultRow
-from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
-
-PROGRAM_OPS: dict[str, Op] = {
-    "all_reduce_perf": Op.ALL_REDUCE,
-    "all_gather_perf": Op.ALL_GATHER,
-    "reduce_scatter_perf": Op.REDUCE_SCATTER,
-    "broadcast_perf": Op.BROADCAST,
-    "reduce_perf": Op.REDUCE,
-}
-_UNMODELLED = ("alltoall_perf", "alltoallv_perf", "sendrecv_perf", "gather_perf", "scatter_perf", "hypercube_perf")
+from collbench.schedules.ops import Op
 
 _PROGRAM_RE = re.compile(r"\b(\w+_perf)(?:_mpi)?\b")
 # The block header of `collbench sweep --format nccl-tests`: one block per (op, algorithm).
@@ -64,12 +73,10 @@ _RANK_RE = re.compile(
 _ITERS_RE = re.compile(r"\d\s+iters:\s*(\d+)")
 _NTHREAD_RE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _VERSION_RE = re.compile(r"[nr]ccl-library=(\d+)")
-# rccl-tests prints "RCCL version : 2.22.3-HEAD:7d8d67c" under its rank lines.
-_RCCL_VERSION_RE = re.compile(r"^RCCL version\s*:\s*(\d+\.\d+\.\d+)")
+# rccl-tests prints "RCCL version : 2.22.3-HEAD:7d8d67c" under its rank lines; NCCL prints "NCCL version
+# 2.28.7+cuda13.0" on stdout (init.cc's showVersion) whatever NCCL_DEBUG says.
+_RCCL_VERSION_RE = re.compile(r"^[NR]CCL version\s*:?\s*(\d+\.\d+\.\d+)")
 _FOOTER_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
-# nccl-tests' DeltaMaxValue: the largest error a legacy ``error`` column may show and still pass.
-_LEGACY_ERROR_BOUND = {"float16": 5e-2, "bfloat16": 5e-2, "float32": 1e-5, "float64": 1e-12}
-_DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16"}
 
 
 def nccl_version_string(code: int) -> str:
@@ -79,20 +86,12 @@ def nccl_version_string(code: int) -> str:
     return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
-def _canonical_dtype(name: str) -> str:
-    key = _DTYPE_NAMES.get(name, name)
-    try:
-        return parse_dtype(key)
-    except Exception:
-        return name
-
-
 def _op_from_program(program: str, path: Path) -> Op:
-    name = Path(program).name.removesuffix("_mpi")
+    name = program_name(program)
     if name in PROGRAM_OPS:
         return PROGRAM_OPS[name]
-    if name in _UNMODELLED:
-        raise InputFileError(str(path), f"{name} measures a collective collbench does not model")
+    if name in UNMODELLED:
+        raise InputFileError(str(path), UNMODELLED[name])
     raise InputFileError(str(path), f"{program!r} is not an nccl-tests program collbench knows")
 
 
@@ -103,6 +102,12 @@ class _Run:
     op: Op | None = None
     program: str | None = None
     """The program named by a pasted command line, when the log prints no test name."""
+    named: str | None = None
+    """The program ``# Collective test starting:`` names."""
+    command: str = ""
+    """The pasted command line that named ``program``."""
+    per_process: int | None = None
+    """Ranks in each process: nThread x nGpus from the ``# nThread`` line."""
     iters: int = 0
     ranks: dict[int, tuple[str, str]] = field(default_factory=dict)
     """rank -> (host, device) from ``# Rank`` lines."""
@@ -118,6 +123,8 @@ class _Run:
     columns: tuple[str, ...] | None = None
     """The header's columns before the first ``time``: size count type, then redop and root where printed
     (nccl-tests before 2.0 printed neither for all-gather, and no redop for broadcast)."""
+    halves: tuple[Half, ...] = DEFAULT_HALVES
+    """Where each half's time, algbw, busbw and #wrong sit after the lead columns (by the header)."""
     legacy_error: bool = False
     failed_values: int = 0
     """The footer's ``Out of bounds values : N FAILED`` count (0 when it says OK or is absent)."""
@@ -131,65 +138,6 @@ class _Shape:
     nodes: int
     host: str
     device: str
-
-
-def _factor_row(
-    op: Op,
-    world_size: int,
-    size: int,
-    count: int,
-    dtype: str,
-    redop: str,
-    root: int,
-    in_place: bool,
-    time_us: float,
-    wrong: int,
-) -> ResultRow:
-    algbw = size / time_us / 1e3 if time_us > 0 else 0.0
-    # nccl-tests prints the per-rank count for all-gather and reduce-scatter; collbench's count is the
-    # elements of the larger buffer (size / dtype size) for every op, as DESIGN.md fixes it.
-    if dtype in DTYPE_SIZES:
-        count = size // DTYPE_SIZES[dtype]
-    return ResultRow(
-        op=op.value,
-        algo="native",
-        backend="nccl",
-        world_size=world_size,
-        dtype=dtype,
-        redop=redop,
-        in_place=in_place,
-        size_bytes=size,
-        count=count,
-        iters=0,
-        time_us=time_us,
-        time_us_mean=time_us,
-        time_us_min=time_us,
-        time_us_max=time_us,
-        algbw_gbps=algbw,
-        busbw_gbps=algbw * op.spec.busbw_factor(world_size),
-        wrong=wrong,
-        root=max(root, 0),
-        source="nccl-tests",
-    )
-
-
-def _wrong(token: str, legacy_error: bool, dtype: str) -> int:
-    """The row's wrong count: -1 unchecked, 0 passed, above 0 failed (see the module's docstring)."""
-    if token.upper() == "N/A":
-        return -1
-    marked = token.endswith("*")
-    value = float(token.rstrip("*"))
-    if not math.isfinite(value):
-        # float() takes "inf" and "nan"; a count cannot be either, and round() would raise past the
-        # caller's ValueError handler: the line is refused as unreadable like any other bad token.
-        raise ValueError(f"#wrong {token!r} is not a count")
-    if marked:
-        return max(1, round(value)) if not legacy_error else 1
-    if legacy_error:
-        # Old versions print the largest error, not a count: beyond the type's bound is at least one
-        # element out of bounds; within it the check passed.
-        return 1 if value > _LEGACY_ERROR_BOUND.get(dtype, 0.0) else 0
-    return round(value)
 
 
 def _choose_op(named: Op | None, override: Op | None, path: Path) -> Op | None:
@@ -208,8 +156,21 @@ def _is_result_line(tokens: list[str]) -> bool:
 
 
 def _read_columns(run: _Run, words: list[str]) -> None:
-    run.columns = tuple(words[: words.index("time")])
+    run.columns = lead_columns(words)
+    run.halves = header_halves(words)
     run.legacy_error = "#wrong" not in words and "error" in words
+
+
+def _program(run: _Run) -> str | None:
+    """The run's program as nccl-tests names it (``hypercube_perf``), from its test name or command line."""
+    named = run.named or run.program
+    return program_name(named) if named else None
+
+
+def _blank_redop(run: _Run, op: Op | None) -> bool:
+    """Whether the run's program may print an empty redop column (nccl_tests_ops' layouts)."""
+    program = _program(run)
+    return op in BLANK_REDOP_OPS or program == "hypercube_perf" or PROGRAM_OPS.get(program or "") in BLANK_REDOP_OPS
 
 
 def _split_runs(text: str, path: Path) -> list[_Run]:
@@ -230,6 +191,7 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
                     run = _Run(version=run.version)
                     runs.append(run)
                 run.op = _op_from_program(m.group(1), path)
+                run.named = m.group(1)
             elif m := _VERSION_RE.search(line):
                 if run.rows:
                     run = _Run()
@@ -243,7 +205,9 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
                     runs.append(run)
                 if m := _ITERS_RE.search(line):
                     run.iters = int(m.group(1))
-            elif (words := line.lstrip("#").split()) and words[0] == "size" and "time" in words:
+                if m := _NTHREAD_RE.search(line):
+                    run.per_process = int(m.group(1)) * int(m.group(2))
+            elif is_table_header(words := line.lstrip("#").split()):
                 _read_columns(run, words)
             elif m := _FOOTER_RE.search(line):
                 run.failed_values = int(m.group(1))
@@ -259,7 +223,7 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
         tokens = line.split()
         if _is_result_line(tokens):
             run.rows.append((lineno, tokens))
-        elif tokens and tokens[0] == "size" and "time" in tokens:
+        elif is_table_header(tokens):
             _read_columns(run, tokens)  # a legacy header printed without its '#'
         elif m := _FOOTER_RE.search(line):
             run.failed_values = int(m.group(1))
@@ -270,6 +234,7 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
                 run = _Run(version=run.version)
                 runs.append(run)
             run.program = m.group(1)
+            run.command = line
     return [r for r in runs if r.rows]
 
 
@@ -285,25 +250,18 @@ class _Lead:
     times_at: int
 
 
-def _lead(run: _Run, tokens: list[str]) -> _Lead:
+def _lead(run: _Run, tokens: list[str], op: Op | None = None) -> _Lead:
     """Read size, count, type, redop and root by the header's columns (or, with no header, by shape).
 
     Raises ValueError or IndexError for a line that does not have them.
     """
-    columns = run.columns
-    if columns is None:
-        if len(tokens) >= 13:
-            columns = ("size", "count", "type", "redop", "root")
-        elif len(tokens) == 12:
-            columns = ("size", "count", "type", "redop" if tokens[3].isalpha() else "root")
-        else:
-            columns = ("size", "count", "type")
+    columns = shape_columns(tokens) if run.columns is None else row_columns(run.columns, tokens, _blank_redop(run, op))
     at = {name: i for i, name in enumerate(columns)}
     root = int(tokens[at["root"]]) if "root" in at else None
     redop = tokens[at["redop"]] if "redop" in at else "none"
     if not redop.isalpha():
         raise ValueError(f"its redop column holds {redop!r}, not a reduction: the line does not fit the log's columns")
-    return _Lead(int(tokens[0]), int(tokens[1]), _canonical_dtype(tokens[2]), redop, root, len(columns))
+    return _Lead(int(tokens[0]), int(tokens[1]), canonical_dtype(tokens[2]), redop, root, len(columns))
 
 
 def _table_rows(run: _Run) -> list[TableRow]:
@@ -311,10 +269,10 @@ def _table_rows(run: _Run) -> list[TableRow]:
     out: list[TableRow] = []
     for _, tokens in run.rows:
         try:
-            lead = _lead(run, tokens)
-            head = lead.times_at
-            algbw = float(tokens[head + 1]) if len(tokens) > head + 2 else None
-            busbw = float(tokens[head + 2]) if len(tokens) > head + 2 else None
+            lead = _lead(run, tokens, run.op)
+            head, half = lead.times_at, run.halves[0]
+            algbw = float(tokens[head + half.algbw]) if len(tokens) > head + half.busbw else None
+            busbw = float(tokens[head + half.busbw]) if len(tokens) > head + half.busbw else None
             out.append(TableRow(lead.size, lead.count, lead.dtype, lead.redop, lead.root, algbw, busbw))
         except (ValueError, IndexError):
             continue
@@ -361,6 +319,17 @@ def _run_shape(run: _Run, op: Op, path: Path, ranks: int | None, notes: list[str
         if implied is not None and implied.op == op and implied.ranks:
             world = implied.ranks
             notes.append(f"{path}: no rank count in the log; took {world} ranks from the columns ({implied.reason})")
+    if world is None and (blocks := ranks_from_blocks(op, _table_rows(run))) is not None:
+        world = blocks
+        notes.append(
+            f"{path}: no rank count in the log; took {world} ranks from the columns"
+            f" (size = {world} x count x type size, as {op.value} prints one rank's block as count)"
+        )
+    program = _program(run)
+    cmd = ranks_from_command(run.command, program, run.per_process) if program else None
+    if world is None and ranks is None and cmd is not None:
+        world = cmd.ranks
+        notes.append(f"{path}: no rank count in the log; took {world} ranks from the command line ({cmd.how})")
     if world is None and ranks is None:
         world = ranks_from_bandwidths(op, _table_rows(run))
         if world is not None:
@@ -378,6 +347,9 @@ def _run_shape(run: _Run, op: Op, path: Path, ranks: int | None, notes: list[str
         nodes = run.nnodes
     elif len(hosts) >= world and all(r in hosts for r in range(world)):
         nodes = len({hosts[r] for r in range(world)})
+    elif cmd is not None and cmd.one_process and cmd.ranks == world:
+        nodes = 1
+        notes.append(f"{path}: the command line starts one process ({cmd.how}): took 1 node")
     else:
         nodes = NODES_UNKNOWN
         notes.append(
@@ -414,9 +386,11 @@ def _parse_text(
                 f"{path}: the log says {run.failed_values} values failed validation but no row says which;"
                 " its rows are kept as they read"
             )
+        program_algo = PROGRAM_ALGOS.get(_program(run) or "")
         out.extend(
             replace(
                 r,
+                algo=program_algo or r.algo,
                 iters=run.iters,
                 nodes=shape.nodes,
                 host=shape.host,
@@ -439,11 +413,11 @@ def _time_us(token: str, path: Path, lineno: int) -> float:
 
 def _text_row(tokens: list[str], lineno: int, run: _Run, op: Op, world_size: int, path: Path) -> list[ResultRow]:
     try:
-        lead = _lead(run, tokens)
+        lead = _lead(run, tokens, op)
         body = tokens[lead.times_at :]
-        halves = [body[i : i + 4] for i in range(0, 8, 4) if len(body[i : i + 4]) == 4]
+        halves = [(body[h.time], body[h.wrong]) for h in run.halves if len(body) > max(h.time, h.wrong)]
         rows = [
-            _factor_row(
+            factor_row(
                 op,
                 world_size,
                 lead.size,
@@ -453,7 +427,7 @@ def _text_row(tokens: list[str], lineno: int, run: _Run, op: Op, world_size: int
                 -1 if lead.root is None else lead.root,
                 i == 1,
                 _time_us(h[0], path, lineno),
-                _wrong(h[3], run.legacy_error, lead.dtype),
+                wrong_count(h[1], run.legacy_error, lead.dtype),
             )
             for i, h in enumerate(halves)
             if h[0].upper() != "N/A"  # that mode was not measured
@@ -482,6 +456,7 @@ def _parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> lis
     env = dict(e.split("=", 1) for e in data.get("env") or [] if isinstance(e, str) and "=" in e)
     version = nccl_version_string(int(data["nccl_version"])) if "nccl_version" in data else ""
     hosts = {str(d.get("hostname", "")) for d in devices}
+    algo = PROGRAM_ALGOS.get(program_name(str(args[0])), "native") if args else "native"
     out: list[ResultRow] = []
     for i, rec in enumerate(data.get("results") or []):
         try:
@@ -494,12 +469,12 @@ def _parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> lis
                 time_us = float(part.get("time", part.get("cpu_time")))
                 nwrong = part.get("nwrong")
                 wrong = -1 if nwrong is None or nwrong == "nan" else round(float(nwrong))
-                row = _factor_row(
+                row = factor_row(
                     op,
                     world_size,
                     size,
                     count,
-                    _canonical_dtype(str(rec["type"])),
+                    canonical_dtype(str(rec["type"])),
                     str(rec["redop"]),
                     root,
                     in_place,
@@ -509,6 +484,7 @@ def _parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> lis
                 out.append(
                     replace(
                         row,
+                        algo=algo,
                         iters=int(rec.get("actual_iterations", config.get("iterations", 0))),
                         nodes=len(hosts),
                         host=str(devices[0].get("hostname", "")),
@@ -566,8 +542,14 @@ def read_nccl_tests(
         rows = _parse_json(data, path, op_override)
     else:
         rows = _parse_text(text, path, op_override, strict_op=strict_op, ranks=ranks, notes=sink)
-    # Blocks that collbench itself printed name their algorithm; nccl-tests' rows take the user's.
-    return [r if r.source == "collbench" else replace(r, algo=algo) for r in rows]
+    # Blocks that collbench itself printed name their algorithm, and so does a program that runs one of
+    # collbench's schedules (hypercube_perf: recursive doubling); nccl-tests' other rows take the user's.
+    fixed = {r.algo for r in rows if r.source != "collbench" and r.algo != "native"}
+    if fixed and algo != "native" and fixed != {algo}:
+        raise InputFileError(
+            str(path), f"the log's program runs {', '.join(sorted(fixed))}, not --algo {algo}; drop --algo"
+        )
+    return [r if r.source == "collbench" or r.algo != "native" else replace(r, algo=algo) for r in rows]
 
 
 def looks_like_nccl_tests(path: Path) -> bool:

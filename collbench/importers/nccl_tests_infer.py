@@ -2,14 +2,17 @@
 
 Older builds print no test name, and pastes often drop the command line and the ``# Rank`` lines.
 The columns still tell a lot (nccl-tests' ``src/*.cu`` fill them): a ``root`` of 0 or more exists only
-for broadcast (``redop none``) and reduce; ``redop none`` with no root is all-gather; a reduction with
+for broadcast (``redop none``, size = count x type size), reduce, and scatter and gather (``redop
+none``, size = n x count x type size: which of the two, the columns cannot tell); ``redop none`` with
+no root is all-gather; a reduction with
 ``count`` x type size equal to ``size`` is all-reduce, and with ``size`` = ``count`` x type size x n
 it is reduce-scatter over n ranks (``count`` is the per-rank element count there, and for all-gather).
-Some programs print the same columns (sendrecv as all-reduce, alltoall as all-gather), so every
-inference comes with the sentence that says what was assumed.
+Some programs print the same columns (sendrecv as all-reduce, alltoall and hypercube as all-gather),
+so every inference comes with the sentence that says what was assumed.
 
 The rank count also follows from the table's own bandwidths: busbw = algbw x factor(n), with factor
-2(n-1)/n for all-reduce and (n-1)/n for all-gather and reduce-scatter (doc/PERFORMANCE.md). Read off the
+2(n-1)/n for all-reduce and (n-1)/n for all-gather, reduce-scatter, all-to-all, scatter and gather
+(doc/PERFORMANCE.md, ``*GetBw``). Read off the
 row with the largest algbw, where the two-decimal rounding costs least.
 """
 
@@ -21,6 +24,7 @@ from pathlib import Path
 
 from collbench.fileio import read_text_file
 from collbench.importers.log_lines import plain_lines
+from collbench.importers.nccl_tests_ops import BLOCK_COUNTED, block_ranks
 from collbench.schedules.ops import DTYPE_SIZES, Op
 
 # "#  Rank 1439 Group  0 Pid  21082 on HOST device  3 [0x01] NVIDIA GB200": the rank's device number.
@@ -62,9 +66,12 @@ def infer_op(rows: list[TableRow]) -> Inferred | None:
     elem = DTYPE_SIZES[row.dtype]
     per_rank = row.count * elem
     if row.root is not None and row.root >= 0:
-        if row.redop == "none":
-            return Inferred(Op.BROADCAST, f"root {row.root} and redop none")
-        return Inferred(Op.REDUCE, f"root {row.root} and redop {row.redop}")
+        if row.redop != "none":
+            return Inferred(Op.REDUCE, f"root {row.root} and redop {row.redop}")
+        if row.size_bytes == per_rank:
+            return Inferred(Op.BROADCAST, f"root {row.root}, redop none and size = count x {elem} B")
+        # size = n x count x type size with a root: scatter_perf or gather_perf, which print the same.
+        return None
     if per_rank == 0 or row.size_bytes % per_rank:
         return None
     ratio = row.size_bytes // per_rank
@@ -90,7 +97,7 @@ def ranks_from_bandwidths(op: Op, rows: list[TableRow]) -> int | None:
     """
     usable = [r for r in rows if r.algbw_gbps is not None and r.busbw_gbps is not None]
     usable = [r for r in usable if r.algbw_gbps is not None and r.algbw_gbps >= _MIN_ALGBW_GBPS]
-    if op not in (Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER) or not usable:
+    if (op != Op.ALL_REDUCE and op.spec.busbw_numerator != 1) or not usable:
         return None
     best = max(usable, key=lambda r: r.algbw_gbps or 0.0)
     assert best.algbw_gbps is not None and best.busbw_gbps is not None
@@ -106,7 +113,22 @@ def ranks_from_bandwidths(op: Op, rows: list[TableRow]) -> int | None:
     return n
 
 
-__all__ = ["Inferred", "TableRow", "infer_op", "ranks_from_bandwidths"]
+def ranks_from_blocks(op: Op, rows: list[TableRow]) -> int | None:
+    """The rank count a block-counted op's columns give (size = n x count x type size), or None.
+
+    All-gather, reduce-scatter, all-to-all, scatter and gather print one rank's block as ``count``;
+    every readable row must give the same n, or the table is not read that way.
+    """
+    if op not in BLOCK_COUNTED:
+        return None
+    found = {block_ranks(r.size_bytes, r.count, r.dtype) for r in rows if r.count > 0}
+    if len(found) != 1:
+        return None
+    n = found.pop()
+    return n if n is not None and n >= 1 else None
+
+
+__all__ = ["Inferred", "TableRow", "infer_op", "ranks_from_bandwidths", "ranks_from_blocks"]
 
 
 def ranks_per_node_from_devices(path: Path) -> int | None:

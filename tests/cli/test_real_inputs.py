@@ -62,6 +62,12 @@ def test_import_ranks_option(tmp_path: Path) -> None:
     log = tmp_path / "bcast.log"
     log.write_text("\n".join(line for line in lines if "Rank" not in line) + "\n")
     runner = CliRunner()
+    # The command line (one process, -g2) still says 2 ranks, and that is what is taken, aloud.
+    said = runner.invoke(app, ["import", "nccl-tests", str(log)], env=WIDE)
+    assert said.exit_code == 0 and "took 2 ranks from the command line (one process" in said.stderr
+    assert "56 rows: broadcast, 2 ranks on 1 node(s)" in said.stderr
+    # Without it (and the nThread line) nothing says how many ran: broadcast's busbw is its algbw.
+    log.write_text("\n".join(ln for ln in lines if "Rank" not in ln and "_perf -b" not in ln and "nGpus" not in ln))
     missing = runner.invoke(app, ["import", "nccl-tests", str(log)], env=WIDE)
     assert missing.exit_code == 2 and "pass --ranks N" in missing.output
     given = runner.invoke(app, ["import", "nccl-tests", str(log), "--ranks", "8"], env=WIDE)

@@ -67,10 +67,10 @@ def test_bad_logs(tmp_path: Path) -> None:
     empty.write_text("# nothing here\n")
     with pytest.raises(InputFileError, match="no nccl-tests result lines"):
         read_nccl_tests(empty)
-    a2a = tmp_path / "a2a.log"
-    a2a.write_text((FIX / "all_reduce_perf_8gpu.log").read_text().replace("all_reduce_perf", "alltoall_perf"))
-    with pytest.raises(InputFileError, match="does not model"):
-        read_nccl_tests(a2a)
+    a2av = tmp_path / "a2av.log"
+    a2av.write_text((FIX / "all_reduce_perf_8gpu.log").read_text().replace("all_reduce_perf", "alltoallv_perf"))
+    with pytest.raises(InputFileError, match="alltoallv_perf moves blocks of different sizes"):
+        read_nccl_tests(a2av)
     anon = tmp_path / "anon.log"
     anon.write_text(
         "\n".join(

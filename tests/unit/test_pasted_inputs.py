@@ -172,7 +172,9 @@ def test_ranks_option_for_a_log_that_does_not_say(tmp_path: Path) -> None:
     # Broadcast's busbw equals its algbw whatever the ranks: nothing in this table says how many ran.
     lines = (REAL / "broadcast_perf-2080ti-x2-autodl.log").read_text().splitlines()
     path = tmp_path / "bcast.log"
-    path.write_text("\n".join(line for line in lines if "Rank" not in line) + "\n")
+    # Nor the command line (one process, -g2) or the nThread line (nGpus 2), which would say 2.
+    keep = [line for line in lines if "Rank" not in line and "broadcast_perf -b" not in line and "nGpus" not in line]
+    path.write_text("\n".join(keep) + "\n")
     with pytest.raises(InputFileError, match="cannot tell the number of ranks; pass --ranks N"):
         read_nccl_tests(path)
     rows = read_nccl_tests(path, ranks=4)

@@ -144,11 +144,42 @@ FACTS["all_gather_perf-v100-x8-failed-legacy-issue-excerpt.log"] = LogFacts(
     "all-gather",
     1,
     8,
-    NODES_UNKNOWN,
+    1,
     (29122, 29169),
     (29122, 29169),
     0,
+    ("took 8 ranks from the columns", "starts one process (one process, -t 1, -g 8): took 1 node"),
+)
+
+# The other programs (SOURCES.md): all-to-all prints one rank's block as count, so the columns give
+# the ranks where the paste keeps no rank lines; send/recv's ranks come from its command line.
+FACTS["alltoall_perf-gb300-x4-nccl-tests.log"] = LogFacts("all-to-all", 2, 4, 1, (10308, 9568.2), (20527, 18929), 50)
+FACTS["alltoall_perf-gb300-64rank-elided-rank-lines.log"] = LogFacts(
+    "all-to-all", 2, 64, NODES_UNKNOWN, (13028, 12953), (25357, 25565), 50, ("host of 4 of 64 ranks",)
+)
+FACTS["alltoall_perf-b300-x8-no-rank-lines.log"] = LogFacts(
+    "all-to-all",
+    1,
+    8,
+    NODES_UNKNOWN,
+    (11126, 11206),
+    (11126, 11206),
+    20,
     ("took 8 ranks from the columns", UNKNOWN_NODES),
+)
+FACTS["alltoall_perf-b300-2node-no-rank-lines.log"] = LogFacts(
+    "all-to-all",
+    1,
+    16,
+    NODES_UNKNOWN,
+    (44498, 44500),
+    (44498, 44500),
+    50,
+    ("took 16 ranks from the columns", UNKNOWN_NODES),
+)
+FACTS["alltoall_perf-mi355x-x8-rccl-tests.log"] = LogFacts("all-to-all", 2, 8, 1, (20837, 20817), (41593, 41618), 20)
+FACTS["sendrecv_perf-a100-x8-command-line.log"] = LogFacts(
+    "sendrecv", 4, 8, 1, (1211.2, 1211.8), (5503.4, 5490.5), 0, ("took 8 ranks from the command line", "took 1 node")
 )
 
 # nccl-tests before 2.0, 8 GPUs in one process: no test name, no redop column for broadcast and no
