@@ -39,7 +39,13 @@ from typing import Any
 from collbench.errors import InputFileError
 from collbench.fileio import read_text_file
 from collbench.importers.log_lines import nccl_line, plain_lines
-from collbench.importers.nccl_tests_infer import TableRow, infer_op, ranks_from_bandwidths, ranks_from_blocks
+from collbench.importers.nccl_tests_infer import (
+    TableRow,
+    infer_op,
+    ranks_from_bandwidths,
+    ranks_from_blocks,
+    unidentified,
+)
 from collbench.importers.nccl_tests_ops import (
     BLANK_REDOP_OPS,
     DEFAULT_HALVES,
@@ -290,7 +296,7 @@ def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]
         return chosen
     inferred = infer_op(_table_rows(run))
     if inferred is None:
-        raise InputFileError(str(path), "the log names no test and its columns do not identify one; pass --op")
+        raise InputFileError(str(path), f"the log names no test and {unidentified(_table_rows(run))}")
     notes.append(f"{path}: no test name in the log; took {inferred.op.value} from the columns ({inferred.reason})")
     return inferred.op
 

@@ -113,6 +113,19 @@ def ranks_from_bandwidths(op: Op, rows: list[TableRow]) -> int | None:
     return n
 
 
+def unidentified(rows: list[TableRow]) -> str:
+    """Why :func:`infer_op` found no collective, as the end of a sentence that asks for ``--op``."""
+    row = next((r for r in rows if r.count > 0 and r.dtype in DTYPE_SIZES), None)
+    if row is not None and row.root is not None and row.root >= 0 and row.redop == "none":
+        n = block_ranks(row.size_bytes, row.count, row.dtype)
+        if n is not None and n > 1:
+            return (
+                f"its columns (a root, size = {n} x count x type size) fit scatter_perf and gather_perf alike;"
+                " pass --op scatter or --op gather"
+            )
+    return "its columns do not identify one; pass --op"
+
+
 def ranks_from_blocks(op: Op, rows: list[TableRow]) -> int | None:
     """The rank count a block-counted op's columns give (size = n x count x type size), or None.
 
@@ -128,7 +141,7 @@ def ranks_from_blocks(op: Op, rows: list[TableRow]) -> int | None:
     return n if n is not None and n >= 1 else None
 
 
-__all__ = ["Inferred", "TableRow", "infer_op", "ranks_from_bandwidths", "ranks_from_blocks"]
+__all__ = ["Inferred", "TableRow", "infer_op", "ranks_from_bandwidths", "ranks_from_blocks", "unidentified"]
 
 
 def ranks_per_node_from_devices(path: Path) -> int | None:

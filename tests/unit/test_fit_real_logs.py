@@ -27,7 +27,9 @@ LOGS = sorted(REAL.glob("*.log"))
 
 @pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
 def test_a_log_is_fitted_from_every_validated_row(path: Path) -> None:
-    rows = read_nccl_tests(path, strict_op=False, notes=[])
+    # The one excerpt whose columns fit scatter and gather alike is fitted as the op it was (SOURCES.md).
+    op = "gather" if path.name == "gather_perf-a100-2node-issue-excerpt.log" else None
+    rows = read_nccl_tests(path, strict_op=False, notes=[], op=op)
     # nccl-tests writes #wrong 0 for a checked row and N/A (-1) where it did not check (-c 0): both
     # are data; a row it found wrong is not.
     validated = [r for r in rows if r.wrong <= 0 and r.time_us > 0]
