@@ -41,6 +41,7 @@ from collbench.fileio import read_text_file
 from collbench.importers.log_lines import nccl_line, plain_lines
 from collbench.importers.nccl_tests_infer import (
     TableRow,
+    column_ops,
     infer_op,
     ranks_from_bandwidths,
     ranks_from_blocks,
@@ -303,13 +304,17 @@ def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]
 
 def _check_columns_fit(run: _Run, op: Op, path: Path) -> None:
     """Refuse ``--op`` for a log whose columns show another collective (filing it would corrupt every use)."""
-    implied = infer_op(_table_rows(run))
-    if implied is not None and implied.op != op:
-        raise InputFileError(
-            str(path),
-            f"the log's columns do not match --op {op.value}: {implied.reason}, so it seems to be"
-            f" {implied.op.value}; pass --op {implied.op.value} or import the right log",
-        )
+    rows = _table_rows(run)
+    allowed = column_ops(rows)
+    if allowed is None or op in allowed:
+        return  # alltoall_perf prints all-gather's columns, sendrecv_perf all-reduce's: those stand
+    implied = infer_op(rows)
+    if implied is not None:
+        seems = f"{implied.reason}, so it seems to be {implied.op.value}; pass --op {implied.op.value}"
+    else:
+        ops = " or --op ".join(sorted(o.value for o in allowed))
+        seems = f"{unidentified(rows).split(';')[0]}; pass --op {ops},"
+    raise InputFileError(str(path), f"the log's columns do not match --op {op.value}: {seems} or import the right log")
 
 
 def _run_shape(run: _Run, op: Op, path: Path, ranks: int | None, notes: list[str]) -> _Shape:

@@ -113,6 +113,30 @@ def ranks_from_bandwidths(op: Op, rows: list[TableRow]) -> int | None:
     return n
 
 
+def column_ops(rows: list[TableRow]) -> frozenset[Op] | None:
+    """Every op whose program prints these columns, or None where they do not narrow it down.
+
+    A root of 0 or more: reduce (a reduction), broadcast (size = count x type size), scatter or gather
+    (size = n x count x type size). No root: all-reduce or send/recv (a reduction, size = count x type
+    size), all-gather or all-to-all (redop none, n blocks), reduce-scatter (a reduction, n blocks).
+    """
+    row = next((r for r in rows if r.count > 0 and r.dtype in DTYPE_SIZES), None)
+    if row is None:
+        return None
+    n = block_ranks(row.size_bytes, row.count, row.dtype)
+    if row.root is not None and row.root >= 0:
+        if row.redop != "none":
+            return frozenset({Op.REDUCE})
+        if n == 1:
+            return frozenset({Op.BROADCAST})
+        return frozenset({Op.SCATTER, Op.GATHER}) if n is not None else None
+    if n is None:
+        return None
+    if row.redop == "none":
+        return frozenset({Op.ALL_GATHER, Op.ALL_TO_ALL}) if n > 1 else None
+    return frozenset({Op.ALL_REDUCE, Op.SENDRECV}) if n == 1 else frozenset({Op.REDUCE_SCATTER})
+
+
 def unidentified(rows: list[TableRow]) -> str:
     """Why :func:`infer_op` found no collective, as the end of a sentence that asks for ``--op``."""
     row = next((r for r in rows if r.count > 0 and r.dtype in DTYPE_SIZES), None)
@@ -141,7 +165,15 @@ def ranks_from_blocks(op: Op, rows: list[TableRow]) -> int | None:
     return n if n is not None and n >= 1 else None
 
 
-__all__ = ["Inferred", "TableRow", "infer_op", "ranks_from_bandwidths", "ranks_from_blocks", "unidentified"]
+__all__ = [
+    "Inferred",
+    "TableRow",
+    "column_ops",
+    "infer_op",
+    "ranks_from_bandwidths",
+    "ranks_from_blocks",
+    "unidentified",
+]
 
 
 def ranks_per_node_from_devices(path: Path) -> int | None:

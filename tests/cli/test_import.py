@@ -39,3 +39,35 @@ def test_import_bad_inputs(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "no such file" in missing.output
     bad_out = runner.invoke(app, ["import", "nccl-tests", str(FIX / "all_reduce_perf_8gpu.log"), "-O", "x.txt"])
     assert bad_out.exit_code == 2 and "unknown results format" in bad_out.output
+
+
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
+
+
+def test_import_an_alltoall_log(tmp_path: Path) -> None:
+    # The first thing a mixture-of-experts user tries: a published alltoall_perf log (SOURCES.md).
+    out = tmp_path / "a2a.jsonl"
+    result = CliRunner().invoke(
+        app, ["import", "nccl-tests", str(REAL / "alltoall_perf-gb300-x4-nccl-tests.log"), "-O", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "4 rows: all-to-all, 4 ranks on 1 node(s), 8589934592-17179869184 bytes, algo native" in result.output
+    rows = read_rows(out)
+    assert {(r.op, r.world_size, r.count) for r in rows} == {
+        ("all-to-all", 4, 2147483648),
+        ("all-to-all", 4, 4294967296),
+    }
+
+
+def test_import_new_ops_bad_inputs_are_one_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    gather = REAL / "gather_perf-a100-2node-issue-excerpt.log"
+    unnamed = runner.invoke(app, ["import", "nccl-tests", str(gather)])
+    assert unnamed.exit_code == 2 and "Traceback" not in unnamed.output
+    assert "fit scatter_perf and gather_perf alike; pass --op scatter or --op gather" in unnamed.output
+    wrong = runner.invoke(app, ["import", "nccl-tests", str(gather), "--op", "broadcast"])
+    assert wrong.exit_code == 2 and "Traceback" not in wrong.output
+    named = runner.invoke(
+        app, ["import", "nccl-tests", str(REAL / "alltoall_perf-gb300-x4-nccl-tests.log"), "--op", "gather"]
+    )
+    assert named.exit_code == 2 and "the log measured all-to-all, not gather" in named.output

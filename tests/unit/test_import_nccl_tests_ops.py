@@ -186,6 +186,21 @@ def test_an_unnamed_scatter_or_gather_table_asks_for_op(tmp_path: Path) -> None:
     assert rows[0].op == "gather" and rows[0].world_size == 4
 
 
+def test_unnamed_tables_that_other_programs_print_alike_take_op(tmp_path: Path) -> None:
+    # alltoall_perf prints all-gather's columns and sendrecv_perf all-reduce's: --op says which, and the
+    # columns' own guess (said in a note) is only taken without it.
+    a2a = (REAL / "alltoall_perf-gb300-x4-nccl-tests.log").read_text().replace("alltoall_perf", "")
+    notes: list[str] = []
+    assert read_nccl_tests(_write(tmp_path, a2a), notes=notes)[0].op == "all-gather"
+    assert any("alltoall_perf prints the same" in n for n in notes)
+    assert {r.op for r in read_nccl_tests(_write(tmp_path, a2a), op="all-to-all")} == {"all-to-all"}
+    sendrecv = "\n".join((REAL / "sendrecv_perf-a100-x8-command-line.log").read_text().splitlines()[1:])
+    rows = read_nccl_tests(_write(tmp_path, sendrecv), op="sendrecv", ranks=8)
+    assert {(r.op, r.world_size) for r in rows} == {("sendrecv", 8)}
+    with pytest.raises(InputFileError, match=r"columns do not match --op gather: .* seems to be all-reduce"):
+        read_nccl_tests(_write(tmp_path, sendrecv), op="gather", ranks=8)
+
+
 def test_alltoall_of_2022_prints_an_empty_redop_before_its_root(tmp_path: Path) -> None:
     # 2.13 to September 2022: alltoall.cu's TimeTest(..., "", -1) under the five-column header.
     text = "# Collective test starting: alltoall_perf\n" + _NEW_HEADER
