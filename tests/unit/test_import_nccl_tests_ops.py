@@ -11,6 +11,7 @@ own ``printf`` formats, quoted from NVIDIA/nccl-tests: ``src/util.cu`` @ a0b82b2
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -246,6 +247,31 @@ def test_per_iteration_columns_and_cputime_are_read_by_the_header(tmp_path: Path
     cpu = _NEW_HEADER.replace("    time", " cputime") + _new_line(1024, 256, "sum", -1, [(9.5, 0.1, 0.1, "0")] * 2)
     rows = read_nccl_tests(_write(tmp_path, named + cpu + "\n"), ranks=2)
     assert [r.time_us for r in rows] == [9.5, 9.5]
+
+
+@pytest.mark.parametrize(
+    ("program", "redop", "op", "algo"),
+    [("alltoall_perf", "none", "all-to-all", "native"), ("hypercube_perf", "", "all-gather", "recursive-doubling")],
+)
+def test_json_of_the_other_programs(tmp_path: Path, program: str, redop: str, op: str, algo: str) -> None:
+    # util.cu's -J writer: root is its printed string ("%6i"), count one rank's block; 4 GPUs in one process.
+    device = {"rank": 0, "hostname": "h1", "device_info": "NVIDIA H100 80GB HBM3"}
+    half = {"time": 50.0, "alg_bw": 0.33, "bus_bw": 0.25, "nwrong": 0.0}
+    record = {"size": 16384, "count": 1024, "type": "float", "redop": redop, "root": "    -1"}
+    data = {
+        "args": [f"./build/{program}", "-g", "4"],
+        "nccl_version": 22703,
+        "config": {"nthreads": 1, "ngpus": 4, "iterations": 20, "devices": [device]},
+        "results": [{**record, "out_of_place": half, "in_place": half}],
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    rows = read_nccl_tests(path)
+    assert [(r.op, r.algo, r.world_size, r.count, r.in_place) for r in rows] == [
+        (op, algo, 4, 4096, False),
+        (op, algo, 4, 4096, True),
+    ]
+    assert rows[0].busbw_gbps == pytest.approx(16384 / 50.0 / 1e3 * 3 / 4)
 
 
 def test_alltoallv_is_refused_in_one_line(tmp_path: Path) -> None:
