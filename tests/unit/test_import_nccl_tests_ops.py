@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -309,3 +311,65 @@ def test_ranks_from_a_command_line(line: str, ranks: int, one_process: bool) -> 
 )
 def test_a_command_line_that_does_not_say_gives_nothing(line: str) -> None:
     assert ranks_from_command(line, "alltoall_perf") is None
+
+
+# Every program in every layout it has printed: (program, lead printf format, redop printed, root printed).
+_LAYOUTS = [
+    ("alltoall_perf", "new", "none", -1),
+    ("alltoall_perf", "new", "", -1),  # 2.13 to September 2022
+    ("alltoall_perf", "old", "", None),  # before 2.13: an empty redop under "redop", no root
+    ("scatter_perf", "new", "none", 2),
+    ("scatter_perf", "old", None, 2),  # before 2.13: "%12li  %12li  %8s  %6i"
+    ("gather_perf", "new", "none", 1),
+    ("gather_perf", "old", None, 1),
+    ("sendrecv_perf", "new", "sum", -1),
+    ("sendrecv_perf", "old", None, None),  # before 2.13: size count type
+    ("hypercube_perf", "new", "", -1),
+    ("hypercube_perf", "old", None, None),
+]
+_OPS = {"alltoall_perf": "all-to-all", "scatter_perf": "scatter", "gather_perf": "gather"}
+_OPS |= {"sendrecv_perf": "sendrecv", "hypercube_perf": "all-gather"}
+
+
+@settings(max_examples=60, deadline=4000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    layout=st.sampled_from(_LAYOUTS),
+    ranks=st.sampled_from([2, 4, 8, 16]),
+    blocks=st.lists(st.integers(1, 1 << 20), min_size=1, max_size=4),
+    time=st.floats(0.5, 5e5, allow_nan=False),
+)
+def test_every_layout_of_every_program_reads_back(
+    tmp_path: Path, layout: tuple[str, str, str | None, int | None], ranks: int, blocks: list[int], time: float
+) -> None:
+    program, style, redop, root = layout
+    op = _OPS[program]
+    columns = ["size", "count", "type"] + ["redop"] * (redop is not None) + ["root"] * (root is not None)
+    if style == "new":
+        columns = ["size", "count", "type", "redop", "root"]
+    text = f"mpirun -np {ranks} ./build/{program} -b 8 -e 1G -g 1\n# " + " ".join(columns)
+    text += " " + " ".join(_COLUMNS if style == "new" else _OLD_COLUMNS) + "\n"
+    timestr = printf("%7.2f", time) if time < 100 else printf("%7.1f", time) if time < 10000 else printf("%7.0f", time)
+    for block in blocks:
+        count = block if program != "sendrecv_perf" else block * ranks  # sendrecv: the whole buffer
+        size = count * 4 * (1 if program == "sendrecv_perf" else ranks)
+        if style == "new":
+            line = printf("%12li  %12li  %8s  %6s  %6s", size, count, "float", redop, printf("%6i", root))
+        else:
+            line = printf("%12li  %12li  %8s", size, count, "float")
+            line += printf("  %6s", redop) if redop is not None else ""
+            line += printf("  %6i", root) if root is not None else ""
+        line += printf("  %7s  %6.2f  %6.2f  %6g", timestr, 1.0, 1.0, 0) * 2
+        text += line + "\n"
+    path = tmp_path / f"{program}.log"
+    path.write_text(text)
+    rows = read_nccl_tests(path, notes=[])
+    assert len(rows) == 2 * len(blocks)
+    assert {(r.op, r.world_size, r.dtype, r.wrong) for r in rows} == {(op, ranks, "float32", 0)}
+    expected_sizes = [b * 4 * ranks for b in blocks]
+    assert [r.size_bytes for r in rows[0::2]] == expected_sizes and [r.count for r in rows[1::2]] == [
+        s // 4 for s in expected_sizes
+    ]
+    assert {r.root for r in rows} == {max(root or 0, 0)}
+    assert {r.redop for r in rows} == {redop or "none"}
+    assert all(r.time_us == pytest.approx(float(timestr)) for r in rows)
+    assert {r.algo for r in rows} == {"recursive-doubling" if program == "hypercube_perf" else "native"}
