@@ -6,7 +6,10 @@ Pid .. on HOST device D [BUS] NAME`` line per rank (older versions: no ``Group``
 ``size count type redop [root]`` then ``time algbw busbw #wrong`` twice: out-of-place, then in-place
 (``#wrong`` is ``N/A`` with ``-c 0``; versions before 2.0 print a float ``error`` instead). NCCL's
 INFO lines may be interleaved; several tests may follow each other in one log. rccl-tests (AMD) prints
-the same table, with ``RCCL version : X`` lines under the ranks and often no ``Group`` on them.
+the same table, with ``RCCL version : X`` lines under the ranks and often no ``Group`` on them. Which
+programs are read (alltoall, scatter, gather, sendrecv and hypercube besides the five) and the lead
+columns each has printed over the versions are ``nccl_tests_ops.py``'s; the header's words place each
+half's figures.
 
 Validation: a ``#wrong`` count above zero is a failed row, whatever its notation (large counts print
 as ``2.09715e+06``). The legacy ``error`` column is the largest difference from the expected value;
