@@ -267,13 +267,13 @@ def _lead(run: _Run, tokens: list[str], op: Op | None = None) -> _Lead:
     """
     columns = shape_columns(tokens) if run.columns is None else row_columns(run.columns, tokens, _blank_redop(run, op))
     at = {name: i for i, name in enumerate(columns)}
-    root = int(tokens[at["root"]]) if "root" in at else None
     redop = tokens[at["redop"]] if "redop" in at else "none"
     if not redop.isalpha():
         raise ValueError(
             f"its redop column holds {redop!r}, not a reduction: the line does not fit the log's columns"
             " (hypercube_perf and alltoall_perf of 2022 leave it empty: keep the test's name in the paste)"
         )
+    root = int(tokens[at["root"]]) if "root" in at else None
     return _Lead(int(tokens[0]), int(tokens[1]), canonical_dtype(tokens[2]), redop, root, len(columns))
 
 

@@ -373,3 +373,10 @@ def test_every_layout_of_every_program_reads_back(
     assert {r.redop for r in rows} == {redop or "none"}
     assert all(r.time_us == pytest.approx(float(timestr)) for r in rows)
     assert {r.algo for r in rows} == {"recursive-doubling" if program == "hypercube_perf" else "native"}
+
+
+def test_an_unnamed_hypercube_table_says_why_its_lines_do_not_fit(tmp_path: Path) -> None:
+    # Without its name, a blank redop is a number under "redop": refused, saying which programs do that.
+    text = _NEW_HEADER + _new_line(16384, 1024, "", -1, [(50.0, 0.25, 0.25, "0")] * 2) + "\n"
+    with pytest.raises(InputFileError, match=r"run.log:4: .*holds '-1', not a reduction.*hypercube_perf"):
+        read_nccl_tests(_write(tmp_path, text), op="all-gather", ranks=4)
