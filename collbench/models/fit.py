@@ -42,8 +42,9 @@ import numpy as np
 from collbench.errors import InputFileError, UserError
 from collbench.models.costs import cost_terms, has_cost_model
 from collbench.models.crossover import Crossover, find_crossovers
+from collbench.models.fit_latency import fit_latency_only
 from collbench.models.fit_points import FitPoint, PointSummaries, summarize
-from collbench.models.fitted import Fit, Segment, bound_failure
+from collbench.models.fitted import Fit, Segment, bound_failure, op_has_payload
 from collbench.models.piecewise import (
     MAX_SEGMENTS,
     FloatArray,
@@ -266,8 +267,10 @@ def fit_results(
     ``rows`` is read once, a row at a time, into per-point summaries (``fit_points.py``: the rows of one
     size are one point at their smallest decision time), or is such summaries already gathered.
 
-    Groups whose algorithm has no closed form, of one rank, or with fewer than two distinct sizes, are skipped and
-    listed in ``FitReport.skipped``. Raises UserError when no group can be fitted at all.
+    Barrier's groups (no data, one point at 0 bytes) get a latency-only model (``fit_latency.py``).
+    Groups whose algorithm has no closed form (or none for the op), of one rank, or with fewer than two
+    distinct sizes, are skipped and listed in ``FitReport.skipped``.
+    Raises UserError when no group can be fitted at all.
     """
     summaries = summarize(rows)
     groups = group_points(summaries.points())
@@ -275,6 +278,7 @@ def fit_results(
         failed = f" ({summaries.rows_failed} failed validation)" if summaries.rows_failed else ""
         raise InputFileError("results", f"no rows with a positive time and right data to fit{failed}")
     skipped: list[str] = []
+    latency_fits: list[Fit] = []
     data: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]] = {}
     aside_of: dict[GroupKey, list[FitPoint]] = {}
     for key, gpoints in sorted(groups.items()):
@@ -292,7 +296,21 @@ def fit_results(
             # A single rank sends nothing: every cost term is zero, so there is no alpha or beta to find.
             skipped.append(f"{label}: one rank moves no data; there is no communication to model")
             continue
+        try:
+            cost_terms(op, algo, p, 1.0)
+        except UserError as exc:  # an algorithm without a formula for this op
+            skipped.append(f"{label}: {exc}")
+            continue
         kept = [q for q in gpoints if not q.set_aside]
+        if not op_has_payload(op):
+            if not kept:
+                skipped.append(f"{label}: its one point is set aside ({gpoints[0].set_aside})")
+                continue
+            try:
+                latency_fits.append(fit_latency_only(key, kept, [q for q in gpoints if q.set_aside]))
+            except UserError as exc:
+                skipped.append(f"{label}: {exc}")
+            continue
         if len(kept) < _MIN_POINTS:  # one point per measured size (fit_points)
             aside = len(gpoints) - len(kept)
             why = f" ({aside} set aside as their measurement marks them)" if aside else ""
@@ -300,12 +318,12 @@ def fit_results(
             continue
         data[key] = _design(key, gpoints)
         aside_of[key] = [q for q in gpoints if q.set_aside]
-    if not data:
+    if not data and not latency_fits:
         raise UserError("nothing to fit: " + "; ".join(skipped) if skipped else "nothing to fit")
     pools: dict[tuple[str, str], dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]]] = defaultdict(dict)
     for key, value in data.items():
         pools[(key[0], key[2])][key] = value
-    fits: list[Fit] = []
+    fits: list[Fit] = list(latency_fits)
     for (op, _backend), pool in pools.items():
         reduces = Op.parse(op).spec.reduces
         gamma = _joint_gamma(pool) if reduces else None

@@ -26,8 +26,10 @@ cannot be trusted, never because it sits far from a line:
 
 A call of 0 bytes is no collective at all (NCCL's ``ncclEnqueueCheck`` returns at once for a count
 of 0; nccl-tests still times the call): it is set aside too, since a latency fitted to it would be the
-cost of an empty function call. Each set-aside point carries the reason (``FitPoint.set_aside``),
-which the fit's note repeats.
+cost of an empty function call. Barrier is the exception: it moves no data by nature, every call of
+it is the same call whatever size a row names, so its rows are one point at 0 bytes (time only),
+and that point is data (``fit_latency.py`` fits a latency per round to it). Each set-aside point
+carries the reason (``FitPoint.set_aside``), which the fit's note repeats.
 Rows of nccl-tests logs and other tools carry no stall figures and no rounds: their points are data.
 """
 
@@ -40,7 +42,11 @@ from dataclasses import dataclass
 
 from collbench.results.noise import STALL_FACTOR, decision_time_us, row_stalled
 from collbench.results.row import ResultRow
+from collbench.schedules.ops import Op
 from collbench.units import format_bytes
+
+_NO_PAYLOAD: frozenset[str] = frozenset(op.value for op in Op if not op.spec.payload)
+"""Ops that move no data (barrier): every row of one is a call of 0 bytes, whatever size it names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +129,8 @@ class PointSummaries:
             return
         if not (row.time_us > 0 and row.size_bytes >= 0):
             return
-        key = (row.op, row.algo, row.backend, row.world_size, row.size_bytes)
+        size = 0 if row.op in _NO_PAYLOAD else row.size_bytes
+        key = (row.op, row.algo, row.backend, row.world_size, size)
         seen = self._points.get(key)
         if seen is None:
             seen = self._points[key] = _Summary()
@@ -162,7 +169,8 @@ class PointSummaries:
             else:
                 time, median = s.any_time, s.any_median
             op, _, backend, world_size, size = key
-            why = _EMPTY if size == 0 else _why_set_aside(s, speeds.get((op, backend, world_size, size), {}))
+            empty = size == 0 and op not in _NO_PAYLOAD
+            why = _EMPTY if empty else _why_set_aside(s, speeds.get((op, backend, world_size, size), {}))
             out.append(FitPoint(*key, time, median, s.rows, why, s.least_stall))
         return out
 

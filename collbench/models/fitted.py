@@ -19,7 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from collbench.errors import UserError
 from collbench.models.costs import cost_terms
+from collbench.schedules.ops import Op
 
 R2_MIN = 0.5
 """Below this R^2 (on log time) a fit is shown as not explaining its data, and not extrapolated."""
@@ -31,6 +33,14 @@ MEDIAN_ERROR_BOUND_PCT = 10.0
 
 _REFERENCE_BYTES = float(1 << 20)
 """A size at which a cost formula's per-byte coefficient is read (formulas are linear in the size)."""
+
+
+def op_has_payload(op: str) -> bool:
+    """Whether ``op`` moves data (every op but barrier); an unknown name is taken to (its formula says)."""
+    try:
+        return Op.parse(op).spec.payload
+    except UserError:
+        return True
 
 
 def bound_failure(median_abs_pct_error: float, max_abs_pct_error: float) -> str:
@@ -328,12 +338,20 @@ class Fit:
         error is above ``MEDIAN_ERROR_BOUND_PCT``) does not describe the machine there
         (``unusable_because``). One whose R^2 (on log time) is below ``R2_MIN`` explains little of its
         data, and one whose bandwidth term came out 0 has nothing to say about large messages: using
-        any of them would present noise as a finding.
+        any of them would present noise as a finding. A barrier has no bandwidth term by nature: its
+        fit is usable when its latency is positive.
         """
         if self.unusable_because:
             return self.unusable_because
         if not self.r2 >= R2_MIN:
             return f"R^2 {self.r2:.2f} is below {R2_MIN:g}"
-        if not self.has_size_term():
+        if not op_has_payload(self.op):
+            # A barrier's time is latency only: no bandwidth term to find, by its nature.
+            return "" if self.alpha_us > 0 else "no latency measured (alpha fitted as 0)"
+        try:
+            sized = self.has_size_term()
+        except UserError as exc:  # an algorithm with no formula for the op (a stored fit of it)
+            return str(exc)
+        if not sized:
             return "no bandwidth term measurable (beta fitted as 0)"
         return ""

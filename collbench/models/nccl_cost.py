@@ -15,6 +15,11 @@ NCCL picks an (algorithm, protocol) per call by pricing each as ``latency + byte
 * ``ncclTopoGetAlgoTime`` (lines 630-654): the tree all-reduce's per-size correction factor (623-627),
   the ring's plateau factor across nodes (647-650), one operation per call.
 
+Only the five collectives NCCL tunes (``NCCL_TUNED_OPS``) have a place in this model: all-to-all,
+scatter, gather, send/recv and barrier NCCL runs as grouped ``ncclSend``/``ncclRecv`` (nccl-tests'
+``alltoall.cu``, ``scatter.cu``, ``gather.cu``, ``sendrecv.cu``), which ``ncclTopoTuneModel`` never
+prices; :func:`nccl_choice` refuses them rather than price them as a ring they do not run.
+
 Only ring and tree are priced: NVLS, NVLS-tree, CollNet and PAT need facts about the machine (NVSwitch
 count, SHARP, one GPU per node) that a measured log does not give. What NCCL reads from its topology
 search, and a fit does not hold, is a parameter here: the ring's bus bandwidth (``nChannels * bw``,
@@ -32,8 +37,8 @@ from typing import Literal
 
 import numpy as np
 
-from collbench.errors import ConfigError
-from collbench.schedules.ops import Op
+from collbench.errors import ConfigError, NotApplicableError
+from collbench.schedules.ops import NCCL_TUNED_OPS, Op
 
 NCCL_SOURCE = "NVIDIA/nccl v2.30.7 src/graph/tuning.cc"
 
@@ -196,9 +201,16 @@ def nccl_choice(
     """The cheapest of ring and tree over LL, LL128 and Simple at one size, priced as NCCL does.
 
     ``smooth`` interpolates the tree's correction factor (see :func:`_tree_correction`); without it the
-    model is NCCL's exactly. Raises ConfigError for fewer than 2 ranks or nodes that do not divide them.
+    model is NCCL's exactly. Raises ConfigError for fewer than 2 ranks or nodes that do not divide them,
+    NotApplicableError for an op NCCL does not tune (it runs those as grouped send/recv).
     """
     the_op = op if isinstance(op, Op) else Op.parse(op)
+    if not the_op.spec.nccl_tuned:
+        tuned = ", ".join(o.spec.nccl_name for o in NCCL_TUNED_OPS)
+        raise NotApplicableError(
+            f"NCCL's cost model ({NCCL_SOURCE}) prices only the collectives it tunes ({tuned}): "
+            f"NCCL runs {the_op.value} as grouped send/recv, with no ring or tree to choose"
+        )
     if ranks < 2 or nodes < 1 or ranks % nodes:
         raise ConfigError(f"NCCL's model needs 2 or more ranks spread evenly over the nodes, got {ranks} on {nodes}")
     best: NcclChoice | None = None

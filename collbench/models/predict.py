@@ -6,10 +6,16 @@ one, else at the same kind of node count (one node, two, more), else at the larg
 * A named algorithm (ring, recursive doubling, ...) is priced from its own structure
   (``scaled.py``): its per-step latency times the messages its busiest port posts, its per-byte cost
   times the bytes over that port, and its reduction cost, each at the asked world size.
-* ``native`` is the backend's own choice. For NCCL that is ring or tree, chosen and priced by NCCL's
-  own cost model (``nccl_cost.py``), with its latency scale and bus bandwidth fitted to the measured
-  curve: NCCL's structure with this machine's numbers. For any other backend its algorithm is unknown,
-  so it is predicted only at the shape it was measured at, and refused elsewhere with one line.
+* ``native`` is the backend's own choice. For the five collectives NCCL tunes that is ring or tree,
+  chosen and priced by NCCL's own cost model (``nccl_cost.py``), with its latency scale and bus
+  bandwidth fitted to the measured curve: NCCL's structure with this machine's numbers
+  (``predict_native.py``). The others (all-to-all, scatter, gather, send/recv, barrier) NCCL runs as
+  grouped send/recv, which its model does not price: they are priced by native's formula, the
+  structure of grouped point-to-point, and the basis says it is that assumption. For any other
+  backend native's algorithm is unknown, so it is predicted only at the shape it was measured at, and
+  refused elsewhere with one line.
+* Barrier moves no data: a fit of it is a latency per round, its prediction one time (at size 0) per
+  algorithm, with no bandwidth.
 
 Every prediction carries the fit it came from, its scale ("x64 the measured world size") and, at the
 measured shape and sizes, the model's error there. Crossing from the measured node count to another
@@ -21,28 +27,37 @@ a check of the closed form on the actual schedule.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from collbench.errors import ConfigError, UserError
 from collbench.models.crossover import Crossover, time_crossings
-from collbench.models.fitted import Fit
-from collbench.models.nccl_cost import NCCL_SOURCE, Arch, NcclMachine, calibrate, nccl_choice
+from collbench.models.fitted import Fit, op_has_payload
+from collbench.models.nccl_cost import Arch
 from collbench.models.predict_defaults import remeasure_advice
-from collbench.models.scaled import ScaledFit
+from collbench.models.predict_native import native_nccl
+from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label, node_class
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
 
 DEFAULT_SIMULATE_MAX_RANKS = 64
-RANKS_PER_NODE_GUESS = 8
-"""Ranks a node is taken to hold when a fit does not say its node count (8 GPUs, as most GPU nodes)."""
-_CALIBRATION_POINTS = 40
 
-TimeFn = Callable[[float], float]
+__all__ = [
+    "DEFAULT_SIMULATE_MAX_RANKS",
+    "RANKS_PER_NODE_GUESS",
+    "PredictReport",
+    "PredictedRange",
+    "Prediction",
+    "Priced",
+    "Shapes",
+    "crossovers_of",
+    "pick_fits",
+    "predict",
+    "predicted_ranges",
+    "price_fits",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +68,8 @@ class Prediction:
     world_size: int
     size_bytes: int
     time_us: float
-    busbw_gbps: float
+    busbw_gbps: float | None
+    """None for barrier: it moves no data, so it has no bandwidth (a time only)."""
     simulated_us: float | None
     """The real schedule priced by the simulator (small world sizes only), else None; None also for
     one-shot and direct, whose latency per message the simulator does not model."""
@@ -143,65 +159,27 @@ def pick_fits(fits: Sequence[Fit], ops: Sequence[str] | None = None) -> list[Fit
     return sorted(best.values(), key=lambda f: (f.op, f.backend, f.algo))
 
 
-def _node_class(nodes: int) -> int:
-    """NCCL's own classes of node counts: one node, two (``bwIntra`` still), more (``bwInter``)."""
-    return min(nodes, 3)
-
-
-@dataclass(frozen=True, slots=True)
-class Shapes:
-    """The node count each fit was measured on, where known (by the fit's world size)."""
-
-    nodes_by_world_size: Mapping[int, int] = field(default_factory=dict)
-
-    def nodes_of(self, fit: Fit) -> int | None:
-        return self.nodes_by_world_size.get(fit.world_size)
-
-    def assumed_nodes(self, fit: Fit) -> int:
-        known = self.nodes_of(fit)
-        if known is not None:
-            return known
-        if fit.world_size <= RANKS_PER_NODE_GUESS or fit.world_size % RANKS_PER_NODE_GUESS:
-            return 1
-        return fit.world_size // RANKS_PER_NODE_GUESS
-
-
 def _pick_for(candidates: Sequence[Fit], world_size: int, nodes: int, shapes: Shapes) -> Fit:
     """The fit to price a shape from: the shape itself, else its node class, else the largest."""
 
     def rank(f: Fit) -> tuple[int, int, int]:
         same = f.world_size == world_size and shapes.assumed_nodes(f) == nodes
-        same_class = _node_class(shapes.assumed_nodes(f)) == _node_class(nodes)
+        same_class = node_class(shapes.assumed_nodes(f)) == node_class(nodes)
         return (int(same), int(same_class), f.world_size)
 
     return max(candidates, key=rank)
 
 
-def _label(fit: Fit, shapes: Shapes) -> str:
-    nodes = shapes.nodes_of(fit)
-    where = f" on {nodes} node{'s' if nodes != 1 else ''}" if nodes is not None else ""
-    return f"{fit.op} {fit.algo} {fit.backend} x{fit.world_size}{where}"
-
-
 def _error_near(fit: Fit, size_bytes: float) -> float | None:
-    """The model's median error near a size at its own shape, where a measured point is near."""
+    """The model's median error near a size at its own shape, where a measured point is near (none for
+    a model of one point, a barrier's: it reproduces that point, which says nothing of its error)."""
+    if fit.points == 1:
+        return None
     if not fit.min_bytes / 2 <= size_bytes <= 2 * max(fit.max_bytes, 1):
         return None
     segment = fit.segment_at(size_bytes)
     value = segment.median_abs_pct_error if segment is not None else fit.median_abs_pct_error
     return value if math.isfinite(value) else None
-
-
-@dataclass(frozen=True, slots=True)
-class Priced:
-    """One (op, algo, backend) ready to price at the asked shape."""
-
-    fit: Fit
-    time_us: TimeFn
-    latency_us: TimeFn
-    basis: Callable[[float], str]
-    measured_shape: bool
-    scaled: ScaledFit | None
 
 
 def _links_notes(linked: Mapping[tuple[str, str, int, int | None], list[str]], nodes: int) -> list[str]:
@@ -231,120 +209,6 @@ def _links_notes(linked: Mapping[tuple[str, str, int, int | None], list[str]], n
         else:
             out.append(f"{which}): inter-node parameters from its measurement on {measured} nodes")
     return out
-
-
-def _named(fit: Fit, world_size: int) -> Priced:
-    scaled = ScaledFit.of(fit)
-    terms = scaled.parts(1.0, world_size)
-    what = "a step" if scaled.terms0.messages is None else "a message"
-    if fit.algo == "native":
-        basis = "the fit itself, at the shape it was measured at"
-    else:
-        basis = f"its own structure: {scaled.latency_per_message_us:.3g} us {what} + bytes over the busiest port"
-    return Priced(
-        fit,
-        lambda s: scaled.time_us(s, world_size),
-        lambda s: terms.latency_us,
-        lambda s: basis,
-        world_size == fit.world_size,
-        scaled,
-    )
-
-
-def _calibration_points(fit: Fit) -> tuple[list[float], list[float]]:
-    """The fit's curve at its own shape, sampled evenly in log size over its measured sizes."""
-    lo, hi = max(float(fit.min_bytes), 1.0), max(float(fit.max_bytes), 2.0)
-    if hi <= lo:
-        hi = lo * 2
-    sizes = [lo * (hi / lo) ** (i / (_CALIBRATION_POINTS - 1)) for i in range(_CALIBRATION_POINTS)]
-    scaled = ScaledFit.of(fit)
-    return sizes, [scaled.time_us(s, fit.world_size) for s in sizes]
-
-
-def nccl_machine_for(fit: Fit, nodes: int, arch: Arch, nvlink: bool = True) -> NcclMachine:
-    """NCCL's model calibrated to ``fit``'s curve at its own shape (``nodes`` nodes)."""
-    sizes, times = _calibration_points(fit)
-    start = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink)
-    return calibrate(start, fit.op, fit.world_size, nodes, sizes, times)
-
-
-def _native_nccl(
-    fit: Fit,
-    others: Sequence[Fit],
-    world_size: int,
-    nodes: int,
-    shapes: Shapes,
-    arch: Arch,
-    at_shape: bool,
-    nvlink: bool = True,
-) -> tuple[Priced, list[str]]:
-    """NCCL's native at a shape: NCCL's model with this machine's fitted numbers.
-
-    At the measured shape the fit itself prices every size, except more than a doubling below the
-    measured sizes where the fit's smallest size is mostly bandwidth (its latency was not measured):
-    there NCCL's model does, capped by the fit's time at that edge so that the time never falls with
-    size. The model is
-    calibrated only where it is used.
-    """
-    measured_nodes = shapes.assumed_nodes(fit)
-    notes: list[str] = []
-    inter_fit: Fit | None = None
-    if _node_class(nodes) == 3 and _node_class(measured_nodes) < 3 and not at_shape:
-        beyond = [f for f in others if f is not fit and _node_class(shapes.assumed_nodes(f)) == 3]
-        if beyond:
-            inter_fit = max(beyond, key=lambda f: f.world_size)
-        else:
-            notes.append(
-                f"{_label(fit, shapes)}: NCCL uses its inter-node bandwidth beyond 2 nodes; none was measured, "
-                "so the prediction assumes the measured bus bandwidth there too"
-            )
-
-    @functools.cache
-    def machine() -> NcclMachine:
-        own = nccl_machine_for(fit, measured_nodes, arch, nvlink)
-        if inter_fit is None:
-            return own
-        inter = nccl_machine_for(inter_fit, shapes.assumed_nodes(inter_fit), arch, nvlink)
-        return dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
-
-    # A fit speaks for its measured sizes and one doubling below them, as far as its error is shown.
-    lo = fit.min_bytes / 2
-    scaled = ScaledFit.of(fit) if at_shape else None
-    # The fit's latency is its own where its smallest size is mostly latency.
-    smallest = float(fit.min_bytes)
-    fit_below = scaled is not None and (
-        scaled.parts(smallest, world_size).latency_us >= 0.5 * scaled.time_us(smallest, world_size)
-    )
-
-    def from_fit(size: float) -> bool:
-        return scaled is not None and (size >= lo or fit_below)
-
-    def time_us(size: float) -> float:
-        if scaled is not None and from_fit(size):
-            return scaled.time_us(size, world_size)
-        model = nccl_choice(machine(), fit.op, world_size, nodes, size, smooth=True).time_us
-        return model if scaled is None else min(scaled.time_us(lo, world_size), model)
-
-    def latency_us(size: float) -> float:
-        if scaled is not None and from_fit(size):
-            return scaled.parts(size, world_size).latency_us
-        return nccl_choice(machine(), fit.op, world_size, nodes, size, smooth=True).latency_us
-
-    def basis(size: float) -> str:
-        if from_fit(size):
-            return "the fit itself, at the shape it was measured at"
-        m = machine()
-        c = nccl_choice(m, fit.op, world_size, nodes, size, smooth=True)
-        below = " (below the measured sizes)" if scaled is not None else ""
-        inter = ""
-        if m.inter_bus_bw_gbps is not None and inter_fit is not None:
-            inter = f"; beyond 2 nodes the bus bandwidth of x{inter_fit.world_size} ({m.inter_bus_bw_gbps:.3g} GB/s)"
-        return (
-            f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}{below}; fitted: latencies "
-            f"x{m.latency_scale:.2g}, bus {m.bus_bw_gbps:.3g} GB/s{inter}"
-        )
-
-    return Priced(fit, time_us, latency_us, basis, at_shape, None), notes
 
 
 def price_fits(
@@ -379,11 +243,16 @@ def price_fits(
             refused.append(f"{op} {algo}: {worst.distrust()}")
             continue
         fit = _pick_for(usable, world_size, nodes, shapes)
-        label = _label(fit, shapes)
+        fit_label = label(fit, shapes)
         at_shape = fit.world_size == world_size and shapes.assumed_nodes(fit) == nodes
-        if algo != "native" or (at_shape and backend != "nccl"):
-            priced.append(_named(fit, world_size))
-            if algo != "native":
+        grouped_p2p = backend == "nccl" and not Op.parse(op).spec.nccl_tuned
+        if algo != "native" or (at_shape and backend != "nccl") or grouped_p2p:
+            try:
+                priced.append(by_structure(fit, world_size))
+            except UserError as exc:  # no formula for the op (an algorithm that does not do it)
+                refused.append(f"{op} {algo}: {exc}")
+                continue
+            if algo != "native" or grouped_p2p:
                 linked.setdefault((op, backend, fit.world_size, shapes.nodes_of(fit)), []).append(algo)
             continue
         if backend != "nccl":
@@ -394,13 +263,18 @@ def price_fits(
             continue
         if shapes.nodes_of(fit) is None and not at_shape:
             notes.append(
-                f"{label}: the fit does not say how many nodes it was measured on; taken as "
+                f"{fit_label}: the fit does not say how many nodes it was measured on; taken as "
                 f"{shapes.assumed_nodes(fit)} ({RANKS_PER_NODE_GUESS} ranks a node; give --measured-nodes)"
             )
-        entry, more = _native_nccl(fit, usable, world_size, nodes, shapes, nccl_arch, at_shape, nccl_nvlink)
+        entry, more = native_nccl(fit, usable, world_size, nodes, shapes, nccl_arch, at_shape, nccl_nvlink)
         priced.append(entry)
         notes.extend(more)
     return priced, refused, _links_notes(linked, nodes) + notes
+
+
+def _sizes_of(op: str, sizes: Sequence[int]) -> list[int]:
+    """The sizes ``op`` is predicted at: those asked, or for barrier (no payload) its one call, 0 bytes."""
+    return list(sizes) if op_has_payload(op) else [0]
 
 
 def _simulated(entry: Priced, world_size: int, nodes: int, size_bytes: int, elem_bytes: int) -> float | None:
@@ -496,27 +370,29 @@ def predict(
     for e in entries:
         f = e.fit
         factor = Op.parse(f.op).spec.busbw_factor(world_size)
-        label = _label(f, shapes)
-        for size in sizes:
+        fit_label = label(f, shapes)
+        for size in _sizes_of(f.op, sizes):
             t = e.time_us(size)
             sim = _simulated(e, world_size, nodes, size, elem_bytes) if world_size <= simulate_max_ranks else None
-            busbw = size / t / 1e3 * factor if t > 0 else 0.0
+            # Barrier moves nothing: no bandwidth to claim (its factor is 0, and 0 GB/s would read as slow).
+            busbw = None if not op_has_payload(f.op) else (size / t / 1e3 * factor if t > 0 else 0.0)
             error = _error_near(f, size) if e.measured_shape else None
             basis = e.basis(size)
             preds.append(
                 Prediction(
                     f.op, f.algo, f.backend, world_size, size, t, busbw, sim, f.world_size,
-                    latency_us=e.latency_us(size), fit=label, scale=world_size / f.world_size,
+                    latency_us=e.latency_us(size), fit=fit_label, scale=world_size / f.world_size,
                     error_pct=error, basis=basis,
                 )
             )  # fmt: skip
-    crossovers = crossovers_of(entries, world_size, float(min(sizes)), float(max(sizes)))
+    sized = [e for e in entries if op_has_payload(e.fit.op)]
+    crossovers = crossovers_of(sized, world_size, float(min(sizes)), float(max(sizes)))
     choice: list[dict[str, Any]] = []
     groups: dict[tuple[str, str], list[Priced]] = {}
     for e in entries:
         groups.setdefault((e.fit.op, e.fit.backend), []).append(e)
     for (op, backend), members in sorted(groups.items()):
-        for size in sizes:
+        for size in _sizes_of(op, sizes):
             best = _fastest(members, size)
             choice.append(
                 {"op": op, "backend": backend, "size_bytes": size, "algo": best.fit.algo, "time_us": best.time_us(size)}

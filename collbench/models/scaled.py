@@ -5,7 +5,11 @@ closed form (``costs.py``, the table beside the builder) says how each part of t
 
 * the latency part is the per-step latency ``a`` (the fit's latency at its smallest sizes) times the
   messages the busiest port posts along the critical path (the step count, or for a star one message
-  per peer): ``2(p-1)`` for a ring all-reduce, ``log2 p`` for recursive doubling;
+  per peer): ``2(p-1)`` for a ring all-reduce, ``log2 p`` for recursive doubling; for the ops that
+  move data without reducing it, ``p-1`` steps for a pairwise all-to-all, ``ceil(log2 p)`` for
+  Bruck's, ``p-1`` messages in one step for the linear one (every pair at once, as NCCL's grouped
+  send/recv), ``p-1`` messages from the root for a linear scatter or gather against ``ceil(log2 p)``
+  steps for a binomial tree, and ``ceil(log2 p)`` rounds for a dissemination barrier;
 * the bandwidth part is what is left of ``T0(n)`` once that latency and the reduction are taken out,
   ``R0(n)``: the bytes over the busiest port at ``p0`` times the per-byte cost at size ``n`` (which a
   piecewise fit lets change with size: protocols). At ``p`` ranks the same per-byte cost applies to
@@ -17,6 +21,10 @@ So ``T(p, n) = a * messages(p) + R0(n) * bytes(p) / bytes(p0) + gamma * reduced(
 ``T0(n)`` at ``p0``. ``R0`` is made non-decreasing in ``n`` (its running maximum, over every size where
 a piecewise fit hands over from one segment to the next), so the prediction never falls as the size
 grows, at any world size.
+
+A barrier has no bytes (its fit is a latency per round, ``fit_latency.py``): its prediction is the
+latency part alone. An algorithm with no formula for the op (``CostFormulas.of``) cannot be priced:
+:meth:`ScaledFit.of` raises NotApplicableError, which ``predict`` reports as one refused line.
 """
 
 from __future__ import annotations
@@ -69,7 +77,9 @@ class ScaledFit:
 
     @classmethod
     def of(cls, fit: Fit) -> ScaledFit:
-        """Prepare ``fit``; every size it may hand over at is on the grid, so the envelope is exact."""
+        """Prepare ``fit``; every size it may hand over at is on the grid, so the envelope is exact.
+
+        Raises NotApplicableError where the fit's algorithm has no formula for its op."""
         terms0 = cost_terms(fit.op, fit.algo, fit.world_size, 1.0)
         alpha0 = fit.params_at(max(fit.min_bytes, 1))[0]
         messages0 = terms0.message_count

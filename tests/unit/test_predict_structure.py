@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collbench.errors import NotApplicableError
 from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.models.costs import cost_terms
 from collbench.models.fit import fit_results
@@ -21,6 +22,7 @@ from collbench.models.scaled import ScaledFit
 from collbench.profile.document import Profile
 from collbench.results.noise import decision_time_us
 from collbench.schedules.ops import Op
+from collbench.schedules.registry import get_algorithm
 from collbench.tuning.shapes import Shape, with_predictions
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
@@ -63,6 +65,11 @@ def piecewise_fits(draw: st.DrawFn) -> Fit:
 @settings(max_examples=60, deadline=None)
 @given(fit=piecewise_fits(), world=st.integers(2, 4096), sizes=st.lists(st.integers(1, 1 << 36), min_size=2))
 def test_every_prediction_is_non_decreasing_in_size(fit: Fit, world: int, sizes: list[int]) -> None:
+    if not get_algorithm(fit.algo).costs.has(Op.parse(fit.op)):
+        # An algorithm that does not do the op has no formula for it: refused in one line, never priced.
+        with pytest.raises(NotApplicableError, match=f"no cost formula for {fit.op}"):
+            ScaledFit.of(fit)
+        return
     scaled = ScaledFit.of(fit)
     times = [scaled.time_us(s, world) for s in sorted(sizes)]
     for a, b in itertools.pairwise(times):

@@ -10,7 +10,7 @@ from rich.text import Text
 from collbench.cli.render.styles import narrow_table
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
-from collbench.models.fitted import Fit
+from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.predict import PredictReport
 from collbench.units import format_bytes
 
@@ -42,6 +42,9 @@ def render_fits(report: FitReport) -> RenderableType:
     for f in report.fits:
         groups.setdefault((f.op, f.backend, f.world_size), []).append(f)
     for (op, backend, ranks), fits in groups.items():
+        if not op_has_payload(op):
+            parts.append(_latency_table(op, backend, ranks, fits))
+            continue
         gammas = {"folded" if f.gamma_folded else _gbps(f.gamma_gbps) for f in fits}
         # One gamma is fitted jointly for all algorithms: said once in the title, not in a column.
         joint = next(iter(gammas)) if len(gammas) == 1 else None
@@ -94,6 +97,30 @@ def render_fits(report: FitReport) -> RenderableType:
     return Group(*parts)
 
 
+def _latency_table(op: str, backend: str, ranks: int, fits: Sequence[Fit]) -> RenderableType:
+    """A barrier's fits: microseconds per round and the time measured, with no bandwidth (it moves no
+    data) and no error column (one point each: the model reproduces it)."""
+    table = narrow_table(f"{op}, {backend}, {ranks} ranks (latency only: no data moves)")
+    table.add_column("algo", no_wrap=True)
+    for col in ("alpha\nus/round", "rounds", "time\nus"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("set\naside", justify="right", no_wrap=True)
+    table.add_column("use", justify="left")
+    for f in fits:
+        why = f.distrust()
+        time_us = f.predict_us(0)
+        rounds = time_us / f.alpha_us if f.alpha_us > 0 else 0.0
+        table.add_row(
+            f.algo,
+            _num(f.alpha_us),
+            f"{rounds:.3g}",
+            _num(time_us),
+            f"{f.outliers}/{f.points + f.outliers}",
+            f"[red]no: {why}[/red]" if why else "yes",
+        )
+    return table
+
+
 def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
     if not crossovers:
         return Text("no crossovers: one algorithm is fastest over the whole range (or only one was measured)")
@@ -118,10 +145,10 @@ def render_prediction(report: PredictReport) -> RenderableType:
         table.add_row(
             p.op,
             p.algo,
-            format_bytes(p.size_bytes),
+            format_bytes(p.size_bytes) if p.busbw_gbps is not None else "-",
             format_time(p.time_us),
             format_time(p.latency_us),
-            f"{p.busbw_gbps:.3g}",
+            "-" if p.busbw_gbps is None else f"{p.busbw_gbps:.3g}",
             "?" if p.error_pct is None else f"±{p.error_pct:.1f}%",
             "-" if p.simulated_us is None else format_time(p.simulated_us),
             f"x{p.fitted_world_size}{scale}",
@@ -141,5 +168,6 @@ def render_prediction(report: PredictReport) -> RenderableType:
     for col in ("op", "size", "algo", "time"):
         choice.add_column(col, no_wrap=True)
     for c in report.choice:
-        choice.add_row(c["op"], format_bytes(c["size_bytes"]), c["algo"], format_time(c["time_us"]))
+        size = format_bytes(c["size_bytes"]) if op_has_payload(c["op"]) else "-"
+        choice.add_row(c["op"], size, c["algo"], format_time(c["time_us"]))
     return Group(table, how, choice, render_crossovers(report.crossovers))

@@ -1,0 +1,126 @@
+"""One (op, algorithm, backend) ready to price at an asked shape, and the pricing by its own structure.
+
+``predict.py`` picks a fit per (op, algorithm, backend) and hands it here or to ``predict_native.py``
+(NCCL's own tuned collectives). A named algorithm, and NCCL's native of an op NCCL does not tune, is
+priced from the structure its closed form (``costs.py``) gives at the asked world size
+(``scaled.py``): steps or messages times the fitted latency, bytes over the busiest port times the
+fitted per-byte cost. The basis a prediction prints names that structure (its steps and messages at
+the asked world size), so that a reader sees what the number assumes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from collbench.models.costs import cost_terms
+from collbench.models.fitted import Fit, op_has_payload
+from collbench.models.scaled import ScaledFit
+from collbench.schedules.ops import Op
+
+RANKS_PER_NODE_GUESS = 8
+"""Ranks a node is taken to hold when a fit does not say its node count (8 GPUs, as most GPU nodes)."""
+
+TimeFn = Callable[[float], float]
+
+GROUPED_P2P = (
+    "NCCL runs {op} as grouped send/recv (ncclSend/ncclRecv in one group): it has no algorithm to choose "
+    "and its tuning model (tuning.cc) does not price it"
+)
+"""What NCCL does for the ops it does not tune (``OpSpec.nccl_tuned``), said where native is priced."""
+
+
+def node_class(nodes: int) -> int:
+    """NCCL's own classes of node counts: one node, two (``bwIntra`` still), more (``bwInter``)."""
+    return min(nodes, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class Shapes:
+    """The node count each fit was measured on, where known (by the fit's world size)."""
+
+    nodes_by_world_size: Mapping[int, int] = field(default_factory=dict)
+
+    def nodes_of(self, fit: Fit) -> int | None:
+        return self.nodes_by_world_size.get(fit.world_size)
+
+    def assumed_nodes(self, fit: Fit) -> int:
+        known = self.nodes_of(fit)
+        if known is not None:
+            return known
+        if fit.world_size <= RANKS_PER_NODE_GUESS or fit.world_size % RANKS_PER_NODE_GUESS:
+            return 1
+        return fit.world_size // RANKS_PER_NODE_GUESS
+
+
+def label(fit: Fit, shapes: Shapes) -> str:
+    """``op algo backend xP`` and the nodes it was measured on, where known."""
+    nodes = shapes.nodes_of(fit)
+    where = f" on {nodes} node{'s' if nodes != 1 else ''}" if nodes is not None else ""
+    return f"{fit.op} {fit.algo} {fit.backend} x{fit.world_size}{where}"
+
+
+@dataclass(frozen=True, slots=True)
+class Priced:
+    """One (op, algo, backend) ready to price at the asked shape."""
+
+    fit: Fit
+    time_us: TimeFn
+    latency_us: TimeFn
+    basis: Callable[[float], str]
+    measured_shape: bool
+    scaled: ScaledFit | None
+
+
+def _count(value: float) -> str:
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.3g}"
+
+
+def structure_text(fit: Fit, scaled: ScaledFit, world_size: int) -> str:
+    """The algorithm's structure at ``world_size`` as the closed form gives it: its steps (rounds for a
+    barrier), the messages its busiest port posts where they differ, the latency each costs, and
+    whether bytes cross the port. Raises NotApplicableError where the algorithm has no formula for the op."""
+    terms = cost_terms(fit.op, fit.algo, world_size, 1.0)
+    payload = op_has_payload(fit.op)
+    steps = f"{_count(terms.alpha)} {'step' if payload else 'round'}{'' if terms.alpha == 1 else 's'}"
+    if terms.messages is not None:
+        steps += f", {_count(terms.message_count)} messages a port"
+        each = "a message"
+    else:
+        each = "a step" if payload else "a round"
+    text = f"{steps} at x{world_size}, {scaled.latency_per_message_us:.3g} us {each}"
+    return text + (" + bytes over the busiest port" if payload and terms.beta > 0 else "")
+
+
+def by_structure(fit: Fit, world_size: int) -> Priced:
+    """``fit``'s algorithm priced at ``world_size`` from its own structure (``scaled.py``).
+
+    ``native`` of a backend that picks its own algorithm is priced so only at its measured shape (the
+    caller's rule), where it is the fit itself; NCCL's native of an op NCCL does not tune is grouped
+    point-to-point, priced by native's formula for it, and says so. Raises NotApplicableError where
+    the algorithm has no formula for the op.
+    """
+    scaled = ScaledFit.of(fit)
+    terms = scaled.parts(1.0, world_size)
+    structure = structure_text(fit, scaled, world_size)
+    the_op = Op.parse(fit.op)
+    if fit.algo == "native" and fit.backend == "nccl" and not the_op.spec.nccl_tuned:
+        basis = (
+            GROUPED_P2P.format(op=fit.op)
+            + f"; priced by native's formula for it, the structure of grouped point-to-point ({structure}); "
+            "an assumption: how NCCL spreads the peers over its channels is not modelled"
+        )
+    elif fit.algo == "native":
+        basis = "the fit itself, at the shape it was measured at"
+    else:
+        basis = f"its own structure: {structure}"
+    if fit.points <= 1 and world_size == fit.world_size:
+        basis += "; one measured point (a barrier has no sizes): the prediction is its time, with no error figure"
+    return Priced(
+        fit,
+        lambda s: scaled.time_us(s, world_size),
+        lambda s: terms.latency_us,
+        lambda s: basis,
+        world_size == fit.world_size,
+        scaled,
+    )
