@@ -89,6 +89,7 @@ def test_ring_all_reduce_busbw_holds_from_8_to_4096_ranks(alpha: float, bandwidt
     for world in (8, 64, 512, 4096):
         report = predict([fit], world, [gib], simulate_max_ranks=0)
         (p,) = report.predictions
+        assert p.busbw_gbps is not None  # all-reduce moves data: it has a bandwidth
         busbw.append(p.busbw_gbps)
         # The latency part is 2(p-1) steps of the per-step latency: linear in the world size.
         assert p.latency_us == pytest.approx(2 * (world - 1) * alpha)
