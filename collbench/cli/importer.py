@@ -38,10 +38,17 @@ def _checked_algo(name: str) -> str:
 def nccl_tests(
     log: Annotated[Path, typer.Argument(metavar="LOG", help="nccl-tests output: the text table or its -J JSON.")],
     algo: Annotated[
-        str, typer.Option("--algo", help="Algorithm to file the rows under (native, or what was forced).")
+        str,
+        typer.Option(
+            "--algo",
+            help="Algorithm to file the rows under (native, or what was forced; hypercube's: recursive-doubling).",
+        ),
     ] = "native",
     op: Annotated[
-        str | None, typer.Option("--op", metavar="OP", help="The collective, when the log does not name it.")
+        str | None,
+        typer.Option(
+            "--op", metavar="OP", help="The collective, when the log does not name it (scatter and gather print alike)."
+        ),
     ] = None,
     ranks: Annotated[
         int | None, typer.Option("--ranks", min=1, help="The rank count, when the log does not say it.")
@@ -50,7 +57,11 @@ def nccl_tests(
         Path | None, typer.Option("--output", "-O", metavar="FILE", help="Write rows to .jsonl, .csv or .parquet.")
     ] = None,
 ) -> None:
-    """Read nccl-tests output (text table or -J JSON) into collbench result rows."""
+    """Read nccl-tests or rccl-tests output (text table or -J JSON) into collbench result rows.
+
+    Every program they print: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall,
+    scatter, gather, sendrecv and hypercube (an all-gather by recursive doubling).
+    """
     if output is not None and output.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
         raise InputFileError(str(output), "unknown results format; use .jsonl, .csv or .parquet")
     if output is not None:
