@@ -100,7 +100,7 @@ def render_fits(report: FitReport) -> RenderableType:
 def _latency_table(op: str, backend: str, ranks: int, fits: Sequence[Fit]) -> RenderableType:
     """A barrier's fits: microseconds per round and the time measured, with no bandwidth (it moves no
     data) and no error column (one point each: the model reproduces it)."""
-    table = narrow_table(f"{op}, {backend}, {ranks} ranks (latency only: no data moves)")
+    table = narrow_table(f"{op}, {backend}, {ranks} ranks: latency only")
     table.add_column("algo", no_wrap=True)
     for col in ("alpha\nus/round", "rounds", "time\nus"):
         table.add_column(col, justify="right", no_wrap=True)
