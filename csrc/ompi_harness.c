@@ -4,6 +4,20 @@
  * between the timer and the call, and check every result the way collbench checks its other backends.
  * Requires: Open MPI 4.1 or later, built with mpicc at run time and cached (runtime/mpi/harness.py).
  *
+ * Collectives: allreduce, bcast, reduce, allgather, reduce_scatter (MPI_Reduce_scatter), alltoall,
+ * gather, scatter, barrier, and sendrecv: collbench's ring shift (MPI_Sendrecv to rank+1 from rank-1),
+ * which is point-to-point, so nothing of coll/tuned is set for it (only algorithm 0 is taken). Barrier
+ * has no coll_tuned_barrier_algorithm_segmentsize (coll_tuned_barrier_decision.c), so only its
+ * algorithm is set. Buffers follow collbench's ops (schedules/ops.py, nccl-tests' counting): COUNT is
+ * the whole per-rank buffer; alltoall, gather and scatter move COUNT/ranks elements per block (COUNT a
+ * multiple of the ranks); barrier ignores COUNT (0 allowed). In place: alltoall's output replaces its
+ * input (MPI_IN_PLACE); scatter's rank r ends with block r at its place in a COUNT buffer, gather's
+ * rank r starts with it there (the root passes MPI_IN_PLACE); sendrecv uses MPI_Sendrecv_replace.
+ * Every rank passes the block count and datatype of both sides, even where MPI ignores them (the
+ * root's in-place gather send, a non-root's scatter send): coll/tuned's dynamic rules size a gather or
+ * scatter from them (sdtype x scount x ranks, coll_tuned_decision_dynamic.c), and ranks that size the
+ * call differently would pick different algorithms.
+ *
  * How each algorithm is forced: the job starts with OMPI_MCA_coll_tuned_use_dynamic_rules=1 (a
  * read-only MCA variable, MCA_BASE_VAR_SCOPE_READONLY in coll_tuned_component.c: set before MPI_Init
  * or never). coll_tuned_<coll>_algorithm and _segmentsize are MCA_BASE_VAR_SCOPE_ALL
@@ -45,9 +59,10 @@
 
 typedef const char *(*take_fn)(char *, size_t);
 
-enum coll { ALLREDUCE, BCAST, REDUCE, ALLGATHER, REDUCE_SCATTER };
-static const char *COLL_NAMES[] = {"allreduce", "bcast", "reduce", "allgather", "reduce_scatter"};
-#define NCOLLS 5
+enum coll { ALLREDUCE, BCAST, REDUCE, ALLGATHER, REDUCE_SCATTER, ALLTOALL, GATHER, SCATTER, BARRIER, SENDRECV };
+static const char *COLL_NAMES[] = {"allreduce", "bcast", "reduce", "allgather", "reduce_scatter",
+                                   "alltoall", "gather", "scatter", "barrier", "sendrecv"};
+#define NCOLLS 10
 
 typedef struct {
     enum coll coll;
@@ -118,6 +133,13 @@ static int reduces(enum coll c) { return c == ALLREDUCE || c == REDUCE || c == R
 
 static long chunk(void) { return count / world; }
 
+/* Whether COUNT is n equal blocks, one per rank. */
+static int blocked(enum coll c) {
+    return c == ALLGATHER || c == REDUCE_SCATTER || c == ALLTOALL || c == GATHER || c == SCATTER;
+}
+
+static unsigned char *at(unsigned char *buf, long i) { return buf + (size_t)i * (size_t)elem_bytes; }
+
 static int call(void) {
     MPI_Comm comm = cur->comm;
     long n = count, k = chunk();
@@ -140,6 +162,24 @@ static int call(void) {
             for (int i = 0; i < world; i++) counts[i] = (int)k;
             return in_place ? MPI_Reduce_scatter(MPI_IN_PLACE, in_buf, counts, dtype, mpi_op, comm)
                             : MPI_Reduce_scatter(in_buf, out_buf, counts, dtype, mpi_op, comm);
+        case ALLTOALL:
+            return in_place ? MPI_Alltoall(MPI_IN_PLACE, (int)k, dtype, in_buf, (int)k, dtype, comm)
+                            : MPI_Alltoall(in_buf, (int)k, dtype, out_buf, (int)k, dtype, comm);
+        case GATHER:
+            if (!in_place) return MPI_Gather(in_buf, (int)k, dtype, out_buf, (int)k, dtype, root, comm);
+            if (rank == root) return MPI_Gather(MPI_IN_PLACE, (int)k, dtype, in_buf, (int)k, dtype, root, comm);
+            return MPI_Gather(at(in_buf, rank * k), (int)k, dtype, out_buf, (int)k, dtype, root, comm);
+        case SCATTER:
+            if (!in_place) return MPI_Scatter(in_buf, (int)k, dtype, out_buf, (int)k, dtype, root, comm);
+            if (rank == root) return MPI_Scatter(in_buf, (int)k, dtype, MPI_IN_PLACE, (int)k, dtype, root, comm);
+            return MPI_Scatter(out_buf, (int)k, dtype, at(in_buf, rank * k), (int)k, dtype, root, comm);
+        case BARRIER:
+            return MPI_Barrier(comm);
+        case SENDRECV: {
+            int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+            if (in_place) return MPI_Sendrecv_replace(in_buf, (int)n, dtype, next, 0, prev, 0, comm, MPI_STATUS_IGNORE);
+            return MPI_Sendrecv(in_buf, (int)n, dtype, next, 0, out_buf, (int)n, dtype, prev, 0, comm, MPI_STATUS_IGNORE);
+        }
     }
     return MPI_ERR_OTHER;
 }
@@ -148,6 +188,21 @@ static int call(void) {
 static void fill(void) {
     long k = chunk();
     int red = reduces(cur->coll);
+    if (cur->coll == BARRIER) return;
+    if (cur->coll == GATHER || cur->coll == SCATTER) {
+        /* gather: every rank's own block; scatter: the root's whole buffer. Outputs: the sentinel. */
+        int gather = cur->coll == GATHER;
+        unsigned char *out = in_place ? in_buf : out_buf;
+        long out_n = gather ? (rank == root ? count : 0) : (in_place ? count : k);
+        for (long i = 0; i < out_n; i++) store(out, i, SENTINEL);
+        if (gather) {
+            unsigned char *mine = in_place ? at(in_buf, rank * k) : in_buf;
+            for (long i = 0; i < k; i++) store(mine, i, (double)pattern(rank, rank * k + i, 0));
+        } else if (rank == root) {
+            for (long i = 0; i < count; i++) store(in_buf, i, (double)pattern(root, i, 0));
+        }
+        return;
+    }
     if (cur->coll == ALLGATHER) {
         for (long i = 0; i < count; i++) store(out_buf, i, SENTINEL);
         unsigned char *mine = in_place ? out_buf + (size_t)(rank * k) * elem_bytes : in_buf;
@@ -161,10 +216,39 @@ static void fill(void) {
 }
 
 /* Elements of this rank's output that differ from the exact result (buffers.check_buffers). */
+static int differs(const unsigned char *out, long i, int source) {
+    unsigned char one[8];
+    store(one, 0, (double)pattern(source, i, 0));
+    return load(out, i) != load(one, 0);
+}
+
 static long check(void) {
     long k = chunk(), wrong = 0;
     const unsigned char *out = in_place && cur->coll != ALLGATHER ? in_buf : out_buf;
     switch (cur->coll) {
+        case ALLTOALL: /* output block j = rank j's input block `rank` */
+            for (long i = 0; i < count; i++) {
+                unsigned char one[8];
+                store(one, 0, (double)pattern((int)(i / k), rank * k + i % k, 0));
+                wrong += load(out, i) != load(one, 0);
+            }
+            break;
+        case GATHER:
+            if (rank == root)
+                for (long i = 0; i < count; i++) wrong += differs(out, i, (int)(i / k));
+            break;
+        case SCATTER: /* block `rank` of the root's buffer: at its place in place, else at the start */
+            for (long i = 0; i < k; i++) {
+                unsigned char one[8];
+                store(one, 0, (double)pattern(root, rank * k + i, 0));
+                wrong += load(out, in_place ? rank * k + i : i) != load(one, 0);
+            }
+            break;
+        case SENDRECV:
+            for (long i = 0; i < count; i++) wrong += differs(out, i, (rank + world - 1) % world);
+            break;
+        case BARRIER:
+            break;
         case ALLREDUCE:
             for (long i = 0; i < count; i++) wrong += load(out, i) != expected_reduced(i);
             break;
@@ -225,16 +309,19 @@ static int parse_variant(const char *text, variant_t *v) {
 static int make_comm(variant_t *v) {
     char name[128];
     const char *coll = COLL_NAMES[v->coll];
+    int tuned = v->coll != SENDRECV, segmented = tuned && v->coll != BARRIER;
+    if (!tuned && v->algorithm != 0) return -1;
+    if (!segmented && v->segment_bytes != 0) return -2;
     snprintf(name, sizeof name, "coll_tuned_%s_algorithm", coll);
-    if (set_cvar(name, v->algorithm) != MPI_SUCCESS) return -1;
+    if (tuned && set_cvar(name, v->algorithm) != MPI_SUCCESS) return -1;
     snprintf(name, sizeof name, "coll_tuned_%s_algorithm_segmentsize", coll);
-    if (set_cvar(name, v->segment_bytes) != MPI_SUCCESS) return -2;
+    if (segmented && set_cvar(name, v->segment_bytes) != MPI_SUCCESS) return -2;
     MPI_Comm_dup(MPI_COMM_WORLD, &v->comm);
     /* A forced algorithm that cannot run here (two_proc on more than 2 ranks) returns its error. */
     MPI_Comm_set_errhandler(v->comm, MPI_ERRORS_RETURN);
-    set_cvar(name, 0);
+    if (segmented) set_cvar(name, 0);
     snprintf(name, sizeof name, "coll_tuned_%s_algorithm", coll);
-    set_cvar(name, 0);
+    if (tuned) set_cvar(name, 0);
     return 0;
 }
 
@@ -347,8 +434,8 @@ int main(int argc, char **argv) {
         if (line[0] == 'P') {
             int v, warmup, checking;
             if (sscanf(line + 1, "%d %ld %d %d %d", &v, &count, &in_place, &warmup, &checking) != 5 || v < 0 ||
-                v >= nvariants || count < 1 ||
-                ((variants[v].coll == ALLGATHER || variants[v].coll == REDUCE_SCATTER) && count % world)) {
+                v >= nvariants || count < (variants[v].coll == BARRIER ? 0 : 1) ||
+                (blocked(variants[v].coll) && count % world)) {
                 say("@cb E bad command: %s", line);
                 continue;
             }

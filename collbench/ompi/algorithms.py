@@ -10,8 +10,15 @@ says which algorithms take a segment size (``coll_tuned_<coll>_algorithm_segment
 ignore it).
 
 Only the collectives collbench has an op for are here: Open MPI's reduce_scatter (MPI_Reduce_scatter)
-stands for collbench's reduce-scatter; reduce_scatter_block, alltoall, gather, scatter and barrier have
-no collbench op.
+stands for collbench's reduce-scatter (reduce_scatter_block has no op of its own). alltoall, gather,
+scatter and barrier are read from the same v4.1.4 files (``coll_tuned_{alltoall,gather,scatter,
+barrier}_decision.c``: the ``*_algorithms[]`` enumerators and the ``case`` labels of ``*_intra_do_this``);
+Open MPI v5.0.0 and v5.0.9 list the same ids, names and functions for these four. Of them only gather's
+``linear_sync`` reads a segment size (its first segment, ``ompi_coll_base_gather_intra_linear_sync``);
+barrier has no ``_algorithm_segmentsize`` parameter at all.
+
+collbench's sendrecv (a ring shift) is ``MPI_Sendrecv``, a point-to-point call: coll/tuned has nothing
+to choose for it, so it is measured as ``native`` only (:data:`UNTUNED`) and has no rules.
 """
 
 from __future__ import annotations
@@ -45,8 +52,22 @@ COLLECTIVE_FOR_OP: dict[str, str] = {
     "reduce": "reduce",
     "all-gather": "allgather",
     "reduce-scatter": "reduce_scatter",
+    "all-to-all": "alltoall",
+    "gather": "gather",
+    "scatter": "scatter",
+    "barrier": "barrier",
+    "sendrecv": "sendrecv",
 }
-"""collbench op (``Op.value``) -> the coll/tuned collective measured for it."""
+"""collbench op (``Op.value``) -> the coll/tuned collective measured for it (``sendrecv``: the harness's
+``MPI_Sendrecv``, which coll/tuned does not handle; see :data:`UNTUNED`)."""
+
+UNTUNED = frozenset({"sendrecv"})
+"""Names in :data:`COLLECTIVE_FOR_OP` that are not coll/tuned collectives: no algorithm to force, no
+``coll_tuned_<coll>_*`` parameters, no rules; only ``native`` is measured."""
+
+NO_SEGMENT_PARAMETER = frozenset({"barrier", *UNTUNED})
+"""Collectives with no ``coll_tuned_<coll>_algorithm_segmentsize`` parameter (barrier_decision.c
+registers only ``barrier_algorithm``)."""
 
 
 def _algos(*entries: tuple[str, bool]) -> tuple[OmpiAlgorithm, ...]:
@@ -95,6 +116,34 @@ OPEN_MPI_4_1: dict[str, tuple[OmpiAlgorithm, ...]] = {
         ("recursive_halving", False),
         ("ring", False),
         ("butterfly", False),
+    ),
+    # coll_tuned_alltoall_decision.c: 4 (linear_sync) reads max_requests, not a segment size.
+    "alltoall": _algos(
+        ("linear", False),
+        ("pairwise", False),
+        ("modified_bruck", False),
+        ("linear_sync", False),
+        ("two_proc", False),
+    ),
+    # coll_tuned_gather_decision.c: 3 (linear_sync) passes segsize as its first segment's size.
+    "gather": _algos(
+        ("basic_linear", False),
+        ("binomial", False),
+        ("linear_sync", True),
+    ),
+    # coll_tuned_scatter_decision.c: 3 (linear_nb) reads the blocking-send ratio (max_requests).
+    "scatter": _algos(
+        ("basic_linear", False),
+        ("binomial", False),
+        ("linear_nb", False),
+    ),
+    "barrier": _algos(
+        ("linear", False),
+        ("double_ring", False),
+        ("recursive_doubling", False),
+        ("bruck", False),
+        ("two_proc", False),
+        ("tree", False),
     ),
 }
 

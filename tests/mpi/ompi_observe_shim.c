@@ -9,6 +9,9 @@
  * chose, so nested calls are not noted.
  *
  * Prototypes: Open MPI v4.1.4 ompi/mca/coll/base/coll_base_functions.h, with the opaque structs as void *.
+ * alltoall, barrier, gather and scatter: the functions `nm -D --undefined-only mca_coll_tuned.so` lists
+ * for Debian 12's openmpi-bin 4.1.4 (ALLTOALL_ARGS, BARRIER_ARGS, GATHER_ARGS, SCATTER_ARGS there, and
+ * the extra int of linear_sync and linear_nb).
  * The program asks what ran since its last question through collbench_shim_take().
  */
 #define _GNU_SOURCE
@@ -106,3 +109,31 @@ WRAP(ompi_coll_base_reduce_scatter_block_basic_linear, RSB_P, RSB_A)
 WRAP(ompi_coll_base_reduce_scatter_block_intra_recursivedoubling, RSB_P, RSB_A)
 WRAP(ompi_coll_base_reduce_scatter_block_intra_recursivehalving, RSB_P, RSB_A)
 WRAP(ompi_coll_base_reduce_scatter_block_intra_butterfly, RSB_P, RSB_A)
+
+#define A2A_P(...) (const void *s, int sc, void *st, void *r, int rc_, void *rt, void *comm, void *m, ##__VA_ARGS__)
+#define A2A_A s, sc, st, r, rc_, rt, comm, m
+WRAP(ompi_coll_base_alltoall_intra_basic_linear, A2A_P(), (A2A_A))
+WRAP(ompi_coll_base_alltoall_intra_pairwise, A2A_P(), (A2A_A))
+WRAP(ompi_coll_base_alltoall_intra_bruck, A2A_P(), (A2A_A))
+WRAP(ompi_coll_base_alltoall_intra_linear_sync, A2A_P(int max_requests), (A2A_A, max_requests))
+WRAP(ompi_coll_base_alltoall_intra_two_procs, A2A_P(), (A2A_A))
+
+#define BAR_P (void *comm, void *m)
+#define BAR_A (comm, m)
+WRAP(ompi_coll_base_barrier_intra_basic_linear, BAR_P, BAR_A)
+WRAP(ompi_coll_base_barrier_intra_doublering, BAR_P, BAR_A)
+WRAP(ompi_coll_base_barrier_intra_recursivedoubling, BAR_P, BAR_A)
+WRAP(ompi_coll_base_barrier_intra_bruck, BAR_P, BAR_A)
+WRAP(ompi_coll_base_barrier_intra_two_procs, BAR_P, BAR_A)
+WRAP(ompi_coll_base_barrier_intra_tree, BAR_P, BAR_A)
+
+/* Gather and scatter share their prototype (GATHER_ARGS and SCATTER_ARGS). */
+#define GS_P(...) \
+    (const void *s, int sc, void *st, void *r, int rc_, void *rt, int root, void *comm, void *m, ##__VA_ARGS__)
+#define GS_A s, sc, st, r, rc_, rt, root, comm, m
+WRAP(ompi_coll_base_gather_intra_basic_linear, GS_P(), (GS_A))
+WRAP(ompi_coll_base_gather_intra_binomial, GS_P(), (GS_A))
+WRAP(ompi_coll_base_gather_intra_linear_sync, GS_P(int first_segment_size), (GS_A, first_segment_size))
+WRAP(ompi_coll_base_scatter_intra_basic_linear, GS_P(), (GS_A))
+WRAP(ompi_coll_base_scatter_intra_binomial, GS_P(), (GS_A))
+WRAP(ompi_coll_base_scatter_intra_linear_nb, GS_P(int max_reqs), (GS_A, max_reqs))

@@ -64,9 +64,28 @@ FORCED: dict[tuple[str, str], str] = {
     ("reduce-scatter", "native:recursive_halving"): B + "reduce_scatter_intra_basic_recursivehalving",
     ("reduce-scatter", "native:ring"): B + "reduce_scatter_intra_ring",
     ("reduce-scatter", "native:butterfly"): B + "reduce_scatter_intra_butterfly",
+    # coll_tuned_{alltoall,gather,scatter,barrier}_decision.c, v4.1.4 (the same in v5.0.x)
+    ("all-to-all", "native:linear"): B + "alltoall_intra_basic_linear",
+    ("all-to-all", "native:pairwise"): B + "alltoall_intra_pairwise",
+    ("all-to-all", "native:modified_bruck"): B + "alltoall_intra_bruck",
+    ("all-to-all", "native:linear_sync"): B + "alltoall_intra_linear_sync",
+    ("all-to-all", "native:two_proc"): B + "alltoall_intra_two_procs",
+    ("gather", "native:basic_linear"): B + "gather_intra_basic_linear",
+    ("gather", "native:binomial"): B + "gather_intra_binomial",
+    ("gather", "native:linear_sync"): B + "gather_intra_linear_sync",
+    ("scatter", "native:basic_linear"): B + "scatter_intra_basic_linear",
+    ("scatter", "native:binomial"): B + "scatter_intra_binomial",
+    ("scatter", "native:linear_nb"): B + "scatter_intra_linear_nb",
+    ("barrier", "native:linear"): B + "barrier_intra_basic_linear",
+    ("barrier", "native:double_ring"): B + "barrier_intra_doublering",
+    ("barrier", "native:recursive_doubling"): B + "barrier_intra_recursivedoubling",
+    ("barrier", "native:bruck"): B + "barrier_intra_bruck",
+    ("barrier", "native:two_proc"): B + "barrier_intra_two_procs",
+    ("barrier", "native:tree"): B + "barrier_intra_tree",
 }
 COLL = {"all-reduce": "allreduce", "broadcast": "bcast", "reduce": "reduce", "all-gather": "allgather"}
-COLL["reduce-scatter"] = "reduce_scatter"
+COLL.update({"reduce-scatter": "reduce_scatter", "all-to-all": "alltoall", "gather": "gather", "scatter": "scatter"})
+COLL["barrier"] = "barrier"
 
 
 def _need_open_mpi() -> str:
@@ -117,11 +136,14 @@ def test_every_forced_algorithm_is_measured_is_what_ran_and_is_checked(
     rows, events = _sweep(tmp_path, monkeypatch, shim, ops=("all",), algos=("all",))
     measured = {(r.op, r.algo) for r in rows}
     # Every algorithm Open MPI 4.1 can be forced to run for collbench's ops, and its own choice per op.
-    assert measured == set(FORCED) | {(op, "native") for op in COLL}
+    # sendrecv (MPI_Sendrecv) is point-to-point: Open MPI's own call only, no coll/tuned function.
+    assert measured == set(FORCED) | {(op, "native") for op in COLL} | {("sendrecv", "native")}
     ran = [(e["row"]["op"], e["row"]["algo"], e["ran"]) for e in events if e["kind"] == "row"]
     assert len(ran) == len(rows) == len(measured) * 2 * 2  # 2 sizes, out of place and in place
     for op, algo, function in ran:
-        if algo == "native":
+        if op == "sendrecv":
+            assert function == "none", function
+        elif algo == "native":
             assert function.startswith(f"{B}{COLL[op]}_"), (op, function)  # Open MPI's fixed decision
         else:
             assert function == FORCED[(op, algo)], (op, algo, function)
@@ -132,7 +154,8 @@ def test_every_forced_algorithm_is_measured_is_what_ran_and_is_checked(
     for row in rows:
         assert ResultRow.from_dict(row.to_dict()) == row
         assert (row.backend, row.backend_version, row.world_size, row.nodes) == ("mpi", version, 2, 1)
-        assert row.iters == 3 and row.time_us_min <= row.time_us <= row.time_us_max and row.busbw_gbps > 0
+        assert row.iters == 3 and row.time_us_min <= row.time_us <= row.time_us_max
+        assert (row.busbw_gbps > 0) == (row.op != "barrier"), row  # barrier: latency only
     # A forced segment size is kept where the algorithm reads one, and only there.
     assert {r.segment_bytes for r in rows} == {None}
     # Fan-outs the rows do not name are said once, with Open MPI's value.
@@ -165,6 +188,40 @@ def test_a_wrong_result_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     rows, _ = _sweep(tmp_path, monkeypatch, broken, ops=("all-reduce", "broadcast"), algos=("native", "native:ring"))
     # Rank 1's last element of every all-reduce is off by one; broadcasts are untouched.
     assert {(r.op, r.wrong) for r in rows} == {("all-reduce", 1), ("broadcast", 0)}
+
+
+def test_a_wrong_block_or_shifted_result_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _need_open_mpi()
+    broken = _cc(tmp_path, "corrupt_blocks.c", "corrupt.so", "mpicc")
+    ops = ("all-to-all", "gather", "scatter", "sendrecv", "barrier")
+    rows, _ = _sweep(tmp_path, monkeypatch, broken, world_size=3, ops=ops, algos=("native",))
+    # One element off on one rank (the root's for gather) per call; barrier has nothing to check.
+    wrong = {(r.op, r.wrong) for r in rows}
+    assert wrong == {("all-to-all", 1), ("gather", 1), ("scatter", 1), ("sendrecv", 1), ("barrier", 0)}, rows
+
+
+def test_block_ops_are_whole_blocks_and_sendrecv_takes_no_forced_algorithm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _need_open_mpi()
+    rows, _ = _sweep(
+        tmp_path,
+        monkeypatch,
+        None,
+        world_size=3,
+        ops=("all-to-all", "sendrecv"),
+        algos=("native", "native:pairwise"),
+        min_bytes=64,
+        max_bytes=64,
+    )
+    # 64 B of float32 is 16 elements: 15 on 3 ranks, as nccl-tests' alltoall counts; sendrecv keeps 16.
+    assert {(r.op, r.algo, r.count, r.size_bytes) for r in rows} == {
+        ("all-to-all", "native", 15, 60),
+        ("all-to-all", "native:pairwise", 15, 60),
+        ("sendrecv", "native", 16, 64),
+    }
+    job = validate(SweepConfig(backend="mpi", world_size=3, ops=("all-to-all", "sendrecv"), algos=("native:pairwise",)))
+    assert any("native:pairwise sendrecv" in n and "point-to-point" in n for n in job.notes), job.notes
 
 
 def test_an_algorithm_open_mpi_refuses_is_skipped_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -291,9 +348,9 @@ def test_every_dtype_and_reduction_mpi_has_is_checked(
     rows, _ = _sweep(
         tmp_path, monkeypatch, None, world_size=3, ops=("all",), algos=("native",), dtype=dtype, redop=redop, root=1
     )
-    assert {r.op for r in rows} == set(COLL) and {(r.dtype, r.redop) for r in rows} == {(dtype, redop)}
+    assert {r.op for r in rows} == {*COLL, "sendrecv"} and {(r.dtype, r.redop) for r in rows} == {(dtype, redop)}
     assert all(r.wrong == 0 for r in rows)
-    assert {r.root for r in rows if r.op in ("broadcast", "reduce")} == {1}
+    assert {r.root for r in rows if r.op in ("broadcast", "reduce", "gather", "scatter")} == {1}
 
 
 def test_the_cli_runs_it_and_writes_the_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

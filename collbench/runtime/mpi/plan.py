@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from collbench.errors import ConfigError, NotApplicableError, UnknownNameError
-from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, OmpiAlgorithm, parse_ompi_info
+from collbench.ompi.algorithms import (
+    COLLECTIVE_FOR_OP,
+    NATIVE,
+    NATIVE_PREFIX,
+    UNTUNED,
+    OmpiAlgorithm,
+    parse_ompi_info,
+)
 from collbench.runtime.mpi.harness import check_world_size, find_tools, ompi_info_text
 from collbench.schedules.ops import DTYPE_SIZES
 from collbench.schedules.registry import algorithm_names
@@ -105,6 +112,11 @@ def mpi_algos(
                 taken = True
                 if NATIVE_PREFIX + wanted not in per_op[op]:
                     per_op[op].append(NATIVE_PREFIX + wanted)
+            elif COLLECTIVE_FOR_OP[op.value] in UNTUNED:
+                skipped.append(
+                    f"native:{wanted} {op.value}: MPI_{COLLECTIVE_FOR_OP[op.value].capitalize()} is point-to-point, "
+                    "coll/tuned has no algorithm for it (native only); skipped"
+                )
             else:
                 skipped.append(
                     f"native:{wanted} {op.value}: Open MPI's {COLLECTIVE_FOR_OP[op.value]} has no such "

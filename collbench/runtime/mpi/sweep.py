@@ -10,6 +10,11 @@ Each row's ``algo`` is ``native`` (Open MPI's fixed decision) or ``native:<name>
 forced (``collbench.ompi.algorithms``); ``segment_bytes`` is the forced segment size where that
 algorithm takes one and ``--segment-bytes`` gave it (without it Open MPI's forced default, 0: one
 segment); ``backend_version`` is Open MPI's version.
+
+All-to-all, gather and scatter move one equal block per rank, so their points are rounded down to
+whole blocks (``ops.op_count``, nccl-tests' ``*GetCollByteCount``); barrier moves nothing, so its rows
+have no bandwidth (0) whatever size the plan gave them; sendrecv is the ring shift, ``MPI_Sendrecv``,
+measured as ``native`` only (nothing of coll/tuned applies to it).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from collbench.runtime.mpi.harness import (
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
 from collbench.runtime.sweep.worker import SweepPoint, plan_points
+from collbench.schedules.ops import DTYPE_SIZES, op_count
 
 Event = Callable[[dict[str, Any]], None]
 
@@ -105,6 +111,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
     tools = find_tools()
     ids = _algorithm_ids()
     points, notes = plan_points(job, world, torch.device("cpu"), "rank-order")
+    points = _whole_blocks(job, points, world, notes)
     points = [_with_segment(job, p) for p in points]
     done: dict[tuple[Any, ...], ResultRow] = {}
     if cfg.resume:
@@ -175,6 +182,31 @@ def _with_segment(job: SweepJob, point: SweepPoint) -> SweepPoint:
     return replace(point, segment_bytes=_segment(job, COLLECTIVE_FOR_OP[point.op.value], point.algo))
 
 
+def _whole_blocks(job: SweepJob, points: list[SweepPoint], world: int, notes: list[str]) -> list[SweepPoint]:
+    """The points of block ops rounded down to whole blocks (one per rank), as MPI calls count them;
+    those with less than a block per rank are left out with a note, and a point that rounds onto
+    another's size is measured once."""
+    from dataclasses import replace
+
+    elem = DTYPE_SIZES[job.dtype]
+    out: list[SweepPoint] = []
+    seen: set[tuple[Any, ...]] = set()
+    for point in points:
+        if point.op.spec.blocks:
+            count = op_count(point.op, point.count, world)
+            if count == 0:
+                notes.append(
+                    f"{point.op.value} {point.algo} {point.size_bytes} B: less than one element per rank, skipped"
+                )
+                continue
+            point = replace(point, count=count, size_bytes=count * elem)
+        key = _key(job, point, world)
+        if key not in seen:
+            seen.add(key)
+            out.append(point)
+    return out
+
+
 def _measure(
     job: SweepJob,
     point: SweepPoint,
@@ -203,7 +235,8 @@ def _measure(
     samples = _time_point(running, cfg.iters, cfg.point_budget_s)
     summary = summarize(samples)
     stalls = detect_stalls(samples)
-    algbw = point.size_bytes / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
+    moved = point.size_bytes if point.op.spec.payload else 0  # barrier: latency only
+    algbw = moved / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
     row = ResultRow(
         op=point.op.value,
         algo=point.algo,
