@@ -139,7 +139,9 @@ def test_every_forced_algorithm_is_measured_is_what_ran_and_is_checked(
     # sendrecv (MPI_Sendrecv) is point-to-point: Open MPI's own call only, no coll/tuned function.
     assert measured == set(FORCED) | {(op, "native") for op in COLL} | {("sendrecv", "native")}
     ran = [(e["row"]["op"], e["row"]["algo"], e["ran"]) for e in events if e["kind"] == "row"]
-    assert len(ran) == len(rows) == len(measured) * 2 * 2  # 2 sizes, out of place and in place
+    # 2 sizes (barrier: one, at 0 bytes), out of place and in place
+    assert len(ran) == len(rows) == sum(2 if op == "barrier" else 4 for op, _ in measured)
+    assert {(r.size_bytes, r.count) for r in rows if r.op == "barrier"} == {(0, 0)}
     for op, algo, function in ran:
         if op == "sendrecv":
             assert function == "none", function

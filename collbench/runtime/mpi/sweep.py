@@ -12,8 +12,9 @@ algorithm takes one and ``--segment-bytes`` gave it (without it Open MPI's force
 segment); ``backend_version`` is Open MPI's version.
 
 All-to-all, gather and scatter move one equal block per rank, so their points are rounded down to
-whole blocks (``ops.op_count``, nccl-tests' ``*GetCollByteCount``); barrier moves nothing, so its rows
-have no bandwidth (0) whatever size the plan gave them; sendrecv is the ring shift, ``MPI_Sendrecv``,
+whole blocks (``ops.op_count``, nccl-tests' ``*GetCollByteCount``); barrier moves nothing, so it is
+one point per algorithm and mode at 0 bytes (count 0), with no bandwidth, whatever sizes were asked
+(Open MPI's barrier rules are looked up at message size 0 too); sendrecv is the ring shift, ``MPI_Sendrecv``,
 measured as ``native`` only (nothing of coll/tuned applies to it).
 """
 
@@ -111,7 +112,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
     tools = find_tools()
     ids = _algorithm_ids()
     points, notes = plan_points(job, world, torch.device("cpu"), "rank-order")
-    points = _whole_blocks(job, points, world, notes)
+    points = _mpi_counts(job, points, world, notes)
     points = [_with_segment(job, p) for p in points]
     done: dict[tuple[Any, ...], ResultRow] = {}
     if cfg.resume:
@@ -182,10 +183,10 @@ def _with_segment(job: SweepJob, point: SweepPoint) -> SweepPoint:
     return replace(point, segment_bytes=_segment(job, COLLECTIVE_FOR_OP[point.op.value], point.algo))
 
 
-def _whole_blocks(job: SweepJob, points: list[SweepPoint], world: int, notes: list[str]) -> list[SweepPoint]:
-    """The points of block ops rounded down to whole blocks (one per rank), as MPI calls count them;
-    those with less than a block per rank are left out with a note, and a point that rounds onto
-    another's size is measured once."""
+def _mpi_counts(job: SweepJob, points: list[SweepPoint], world: int, notes: list[str]) -> list[SweepPoint]:
+    """The points of block ops rounded down to whole blocks (one per rank), as MPI calls count them
+    (those with less than a block per rank left out with a note); barrier's at 0 elements; a point that
+    lands on another's size is measured once."""
     from dataclasses import replace
 
     elem = DTYPE_SIZES[job.dtype]
@@ -200,6 +201,8 @@ def _whole_blocks(job: SweepJob, points: list[SweepPoint], world: int, notes: li
                 )
                 continue
             point = replace(point, count=count, size_bytes=count * elem)
+        elif not point.op.spec.payload:
+            point = replace(point, count=0, size_bytes=0)
         key = _key(job, point, world)
         if key not in seen:
             seen.add(key)
