@@ -18,7 +18,8 @@ NCCL picks an (algorithm, protocol) per call by pricing each as ``latency + byte
 Only the five collectives NCCL tunes (``NCCL_TUNED_OPS``) have a place in this model: all-to-all,
 scatter, gather, send/recv and barrier NCCL runs as grouped ``ncclSend``/``ncclRecv`` (nccl-tests'
 ``alltoall.cu``, ``scatter.cu``, ``gather.cu``, ``sendrecv.cu``), which ``ncclTopoTuneModel`` never
-prices; :func:`nccl_choice` refuses them rather than price them as a ring they do not run.
+prices (and NCCL has no barrier: ``torch.distributed`` runs one as an all-reduce of one byte);
+:func:`nccl_choice` refuses them rather than price them as a ring they do not run.
 
 Only ring and tree are priced: NVLS, NVLS-tree, CollNet and PAT need facts about the machine (NVSwitch
 count, SHARP, one GPU per node) that a measured log does not give. What NCCL reads from its topology
@@ -195,6 +196,22 @@ def _tree_correction(proto: int, size_bytes: float, smooth: bool) -> float:
     return ends[lo] + (ends[lo + 1] - ends[lo]) * (x - lo)
 
 
+def _tuned(op: Op | str) -> Op:
+    """``op`` as an Op; raise NotApplicableError for one NCCL does not tune (grouped send/recv in NCCL)."""
+    the_op = op if isinstance(op, Op) else Op.parse(op)
+    if not the_op.spec.nccl_tuned:
+        tuned = ", ".join(o.spec.nccl_name for o in NCCL_TUNED_OPS)
+        runs = (
+            f"NCCL runs {the_op.value} as grouped send/recv, with no ring or tree to choose"
+            if the_op.spec.payload
+            else "NCCL has no barrier (torch.distributed runs one as an all-reduce of one byte)"
+        )
+        raise NotApplicableError(
+            f"NCCL's cost model ({NCCL_SOURCE}) prices only the collectives it tunes ({tuned}): {runs}"
+        )
+    return the_op
+
+
 def nccl_choice(
     machine: NcclMachine, op: Op | str, ranks: int, nodes: int, size_bytes: float, *, smooth: bool = False
 ) -> NcclChoice:
@@ -204,13 +221,7 @@ def nccl_choice(
     model is NCCL's exactly. Raises ConfigError for fewer than 2 ranks or nodes that do not divide them,
     NotApplicableError for an op NCCL does not tune (it runs those as grouped send/recv).
     """
-    the_op = op if isinstance(op, Op) else Op.parse(op)
-    if not the_op.spec.nccl_tuned:
-        tuned = ", ".join(o.spec.nccl_name for o in NCCL_TUNED_OPS)
-        raise NotApplicableError(
-            f"NCCL's cost model ({NCCL_SOURCE}) prices only the collectives it tunes ({tuned}): "
-            f"NCCL runs {the_op.value} as grouped send/recv, with no ring or tree to choose"
-        )
+    the_op = _tuned(op)
     if ranks < 2 or nodes < 1 or ranks % nodes:
         raise ConfigError(f"NCCL's model needs 2 or more ranks spread evenly over the nodes, got {ranks} on {nodes}")
     best: NcclChoice | None = None
@@ -263,6 +274,7 @@ def calibrate(
     finer one around its best. Where the sizes cannot tell the latency (NCCL's latency is under
     ``LATENCY_SHARE_TO_FIT`` of its time even at the smallest size), the scale stays 1: NCCL's own.
     """
+    _tuned(op)
     if not sizes:
         raise ConfigError("no measured points to calibrate NCCL's model on")
     logs = np.log(np.asarray(times_us, dtype=np.float64))

@@ -35,9 +35,10 @@ from typing import Any
 from collbench.errors import ConfigError, UserError
 from collbench.models.crossover import Crossover, time_crossings
 from collbench.models.fitted import Fit, op_has_payload
+from collbench.models.native_structure import formula_disagreement, native_structure
 from collbench.models.nccl_cost import Arch
 from collbench.models.predict_defaults import remeasure_advice
-from collbench.models.predict_native import native_nccl
+from collbench.models.predict_native import native_nccl, nccl_barrier
 from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label, node_class
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
@@ -245,14 +246,22 @@ def price_fits(
         fit = _pick_for(usable, world_size, nodes, shapes)
         fit_label = label(fit, shapes)
         at_shape = fit.world_size == world_size and shapes.assumed_nodes(fit) == nodes
-        grouped_p2p = backend == "nccl" and not Op.parse(op).spec.nccl_tuned
-        if algo != "native" or (at_shape and backend != "nccl") or grouped_p2p:
-            try:
-                priced.append(by_structure(fit, world_size))
-            except UserError as exc:  # no formula for the op (an algorithm that does not do it)
-                refused.append(f"{op} {algo}: {exc}")
+        known = native_structure(backend, op) if algo == "native" else None
+        if algo != "native" or (at_shape and (backend != "nccl" or known is not None)):
+            entry: Priced | None = _by_structure(fit, world_size, refused)
+            if entry is not None:
+                priced.append(entry)
+                if algo != "native":
+                    linked.setdefault((op, backend, fit.world_size, shapes.nodes_of(fit)), []).append(algo)
+            continue
+        if known is not None:
+            disagreement = formula_disagreement(backend, op)
+            if disagreement:
+                refused.append(f"{op} native: {disagreement}; not predicted at another shape")
                 continue
-            if algo != "native" or grouped_p2p:
+            entry = _by_structure(fit, world_size, refused, known.what)
+            if entry is not None:
+                priced.append(entry)
                 linked.setdefault((op, backend, fit.world_size, shapes.nodes_of(fit)), []).append(algo)
             continue
         if backend != "nccl":
@@ -266,6 +275,9 @@ def price_fits(
                 f"{fit_label}: the fit does not say how many nodes it was measured on; taken as "
                 f"{shapes.assumed_nodes(fit)} ({RANKS_PER_NODE_GUESS} ranks a node; give --measured-nodes)"
             )
+        if not op_has_payload(op):
+            priced.append(nccl_barrier(fit, world_size, nodes, shapes, nccl_arch, nccl_nvlink))
+            continue
         entry, more = native_nccl(fit, usable, world_size, nodes, shapes, nccl_arch, at_shape, nccl_nvlink)
         priced.append(entry)
         notes.extend(more)
@@ -275,6 +287,15 @@ def price_fits(
 def _sizes_of(op: str, sizes: Sequence[int]) -> list[int]:
     """The sizes ``op`` is predicted at: those asked, or for barrier (no payload) its one call, 0 bytes."""
     return list(sizes) if op_has_payload(op) else [0]
+
+
+def _by_structure(fit: Fit, world_size: int, refused: list[str], native: str = "") -> Priced | None:
+    """``priced.by_structure``, or None with the refusal noted where the algorithm has no formula for the op."""
+    try:
+        return by_structure(fit, world_size, native)
+    except UserError as exc:
+        refused.append(f"{fit.op} {fit.algo}: {exc}")
+        return None
 
 
 def _simulated(entry: Priced, world_size: int, nodes: int, size_bytes: int, elem_bytes: int) -> float | None:

@@ -1,10 +1,12 @@
-"""NCCL's native at another shape, for the collectives NCCL tunes: NCCL's own model with this machine's numbers.
+"""NCCL's native at another shape: NCCL's own model with this machine's numbers, where NCCL has one.
 
 For the five collectives NCCL picks an algorithm and protocol for (``NCCL_TUNED_OPS``), its native is
 priced by NCCL's own cost model (``nccl_cost.py``, ``src/graph/tuning.cc``), with its latency scale and
-bus bandwidth fitted to the measured curve. The others (all-to-all, scatter, gather, send/recv,
-barrier) NCCL runs as grouped point-to-point, which tuning.cc does not price: ``priced.by_structure``
-prices those by native's formula and says so.
+bus bandwidth fitted to the measured curve. The others (all-to-all, scatter, gather, send/recv) NCCL
+runs as grouped point-to-point, which tuning.cc does not price: ``priced.by_structure`` prices those
+by native's formula where it has their structure (``native_structure.py``) and says so. Barrier
+through ``torch.distributed`` is an all-reduce of one byte: :func:`nccl_barrier` prices it with
+NCCL's model of that all-reduce, its latencies scaled to the measured time.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collbench.models.fitted import Fit
 from collbench.models.nccl_cost import NCCL_SOURCE, Arch, NcclMachine, calibrate, nccl_choice
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit
+from collbench.schedules.ops import Op
 
 _CALIBRATION_POINTS = 40
 
@@ -115,3 +118,34 @@ def native_nccl(
         )
 
     return Priced(fit, time_us, latency_us, basis, at_shape, None), notes
+
+
+BARRIER_BYTES = 1.0
+"""The all-reduce ``torch.distributed``'s NCCL barrier runs: one element of one byte
+(``ProcessGroupNCCL::barrier``: "All reduce to achieve the barrier", an ``at::kByte`` tensor of 1)."""
+
+
+def nccl_barrier(fit: Fit, world_size: int, nodes: int, shapes: Shapes, arch: Arch, nvlink: bool = True) -> Priced:
+    """NCCL's native barrier at a shape: through ``torch.distributed`` it is an all-reduce of one byte,
+    priced by NCCL's own model (``nccl_cost.py``) with its latencies scaled so that it takes the
+    measured time at the measured shape. At one byte the time is latency (the bandwidth part is under
+    a nanosecond at any bus bandwidth NCCL's model allows a GPU), so the scale is all the fit tells.
+    """
+    measured_nodes = shapes.assumed_nodes(fit)
+    machine = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink)
+    there = nccl_choice(machine, Op.ALL_REDUCE, world_size, nodes, BARRIER_BYTES, smooth=True)
+    here = nccl_choice(machine, Op.ALL_REDUCE, fit.world_size, measured_nodes, BARRIER_BYTES, smooth=True)
+    measured = fit.predict_us(0.0)
+    scale = measured / here.latency_us if here.latency_us > 0 else 0.0
+    time_us = there.latency_us * scale
+    at_shape = fit.world_size == world_size and measured_nodes == nodes
+    if at_shape:
+        basis = "the fit itself, at the shape it was measured at; one measured point, with no error figure"
+    else:
+        basis = (
+            "torch's NCCL barrier is an all-reduce of one byte (ProcessGroupNCCL::barrier): NCCL's model "
+            f"({NCCL_SOURCE}) picks {there.algo}/{there.proto} at x{world_size} on {nodes} node"
+            f"{'s' if nodes != 1 else ''}, its latencies scaled x{scale:.3g} to the {measured:.4g} us measured "
+            f"at x{fit.world_size}"
+        )
+    return Priced(fit, lambda s: time_us, lambda s: time_us, lambda s: basis, at_shape, None)

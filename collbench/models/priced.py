@@ -1,11 +1,12 @@
 """One (op, algorithm, backend) ready to price at an asked shape, and the pricing by its own structure.
 
 ``predict.py`` picks a fit per (op, algorithm, backend) and hands it here or to ``predict_native.py``
-(NCCL's own tuned collectives). A named algorithm, and NCCL's native of an op NCCL does not tune, is
+(NCCL's own tuned collectives, and its barrier). A named algorithm is
 priced from the structure its closed form (``costs.py``) gives at the asked world size
 (``scaled.py``): steps or messages times the fitted latency, bytes over the busiest port times the
-fitted per-byte cost. The basis a prediction prints names that structure (its steps and messages at
-the asked world size), so that a reader sees what the number assumes.
+fitted per-byte cost; so is a backend's native where what it runs is known (``native_structure.py``).
+The basis a prediction prints names that structure (its steps and messages at the asked world size),
+so that a reader sees what the number assumes.
 """
 
 from __future__ import annotations
@@ -16,18 +17,11 @@ from dataclasses import dataclass, field
 from collbench.models.costs import cost_terms
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.scaled import ScaledFit
-from collbench.schedules.ops import Op
 
 RANKS_PER_NODE_GUESS = 8
 """Ranks a node is taken to hold when a fit does not say its node count (8 GPUs, as most GPU nodes)."""
 
 TimeFn = Callable[[float], float]
-
-GROUPED_P2P = (
-    "NCCL runs {op} as grouped send/recv (ncclSend/ncclRecv in one group): it has no algorithm to choose "
-    "and its tuning model (tuning.cc) does not price it"
-)
-"""What NCCL does for the ops it does not tune (``OpSpec.nccl_tuned``), said where native is priced."""
 
 
 def node_class(nodes: int) -> int:
@@ -92,35 +86,34 @@ def structure_text(fit: Fit, scaled: ScaledFit, world_size: int) -> str:
     return text + (" + bytes over the busiest port" if payload and terms.beta > 0 else "")
 
 
-def by_structure(fit: Fit, world_size: int) -> Priced:
+def by_structure(fit: Fit, world_size: int, native: str = "") -> Priced:
     """``fit``'s algorithm priced at ``world_size`` from its own structure (``scaled.py``).
 
-    ``native`` of a backend that picks its own algorithm is priced so only at its measured shape (the
-    caller's rule), where it is the fit itself; NCCL's native of an op NCCL does not tune is grouped
-    point-to-point, priced by native's formula for it, and says so. Raises NotApplicableError where
-    the algorithm has no formula for the op.
+    ``native`` says what the backend's own collective runs, where that is known
+    (``native_structure.py``): native is then priced by its formula at any shape, and the basis says
+    so. Without it, native is priced so only at its measured shape (the caller's rule), where it is
+    the fit itself. Raises NotApplicableError where the algorithm has no formula for the op.
     """
     scaled = ScaledFit.of(fit)
     terms = scaled.parts(1.0, world_size)
-    structure = structure_text(fit, scaled, world_size)
-    the_op = Op.parse(fit.op)
-    if fit.algo == "native" and fit.backend == "nccl" and not the_op.spec.nccl_tuned:
-        basis = (
-            GROUPED_P2P.format(op=fit.op)
-            + f"; priced by native's formula for it, the structure of grouped point-to-point ({structure}); "
-            "an assumption: how NCCL spreads the peers over its channels is not modelled"
-        )
-    elif fit.algo == "native":
+    at_shape = world_size == fit.world_size
+    if fit.algo == "native" and (at_shape or not native):
         basis = "the fit itself, at the shape it was measured at"
+    elif fit.algo == "native":
+        structure = structure_text(fit, scaled, world_size)
+        basis = (
+            f"{native}; priced by native's formula, which has that structure ({structure}); "
+            "an assumption where the backend's own scheduling differs"
+        )
     else:
-        basis = f"its own structure: {structure}"
-    if fit.points <= 1 and world_size == fit.world_size:
+        basis = f"its own structure: {structure_text(fit, scaled, world_size)}"
+    if fit.points == 1 and at_shape:
         basis += "; one measured point (a barrier has no sizes): the prediction is its time, with no error figure"
     return Priced(
         fit,
         lambda s: scaled.time_us(s, world_size),
         lambda s: terms.latency_us,
         lambda s: basis,
-        world_size == fit.world_size,
+        at_shape,
         scaled,
     )
