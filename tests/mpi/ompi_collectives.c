@@ -3,9 +3,11 @@
  * usage: ompi_collectives OUT_DIR COMM_SIZES SIZE... (COMM_SIZES like 2,3,4; SIZE like allreduce:1500)
  * For each communicator size k (ranks 0..k-1 of MPI_COMM_WORLD, split off), each collective at each
  * size in bytes (nccl-tests' size: the whole gathered or scattered buffer), rank r writes
- * "k collective bytes function" to OUT_DIR/rank<r>.txt (allgather and reduce_scatter_block only at
- * multiples of k). Bytes are MPI_UINT8_T elements, so the size
- * coll/tuned compares with its rules is exactly the bytes asked for.
+ * "k collective bytes function" to OUT_DIR/rank<r>.txt (allgather, reduce_scatter_block, alltoall, gather
+ * and scatter only at multiples of k: their bytes are k equal blocks). Bytes are MPI_UINT8_T elements, so
+ * the size coll/tuned compares with its rules is exactly the bytes asked for (barrier: it ignores them,
+ * Open MPI looks its rules up at 0). Gather and scatter are rooted at 0, and every rank passes both
+ * sides' counts and types: coll/tuned sizes the call from the send side on every rank.
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -33,6 +35,14 @@ static void run(const char *coll, long bytes, MPI_Comm comm, unsigned char *a, u
         MPI_Reduce_scatter(a, b, counts, MPI_UINT8_T, MPI_SUM, comm);
     } else if (!strcmp(coll, "reduce_scatter_block")) {
         MPI_Reduce_scatter_block(a, b, n / p, MPI_UINT8_T, MPI_SUM, comm);
+    } else if (!strcmp(coll, "alltoall")) {
+        MPI_Alltoall(a, n / p, MPI_UINT8_T, b, n / p, MPI_UINT8_T, comm);
+    } else if (!strcmp(coll, "gather")) {
+        MPI_Gather(a, n / p, MPI_UINT8_T, b, n / p, MPI_UINT8_T, 0, comm);
+    } else if (!strcmp(coll, "scatter")) {
+        MPI_Scatter(a, n / p, MPI_UINT8_T, b, n / p, MPI_UINT8_T, 0, comm);
+    } else if (!strcmp(coll, "barrier")) {
+        MPI_Barrier(comm);
     } else {
         fprintf(stderr, "unknown collective %s\n", coll);
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -71,7 +81,8 @@ int main(int argc, char **argv) {
             char coll[64];
             snprintf(coll, sizeof coll, "%.*s", (int)(strchr(argv[i], ':') - argv[i]), argv[i]);
             long bytes = atol(strchr(argv[i], ':') + 1);
-            int blocks = !strcmp(coll, "allgather") || !strcmp(coll, "reduce_scatter_block");
+            int blocks = !strcmp(coll, "allgather") || !strcmp(coll, "reduce_scatter_block") ||
+                         !strcmp(coll, "alltoall") || !strcmp(coll, "gather") || !strcmp(coll, "scatter");
             if (blocks && (bytes < k || bytes % k)) continue; /* not a size these k ranks can have */
             take(seen, sizeof seen);
             run(coll, bytes, comm, a, b, counts);

@@ -55,6 +55,7 @@ from collbench.tuning.exporters.ompi_table import (
     OMPI_SOURCE,
     OMPI_VERSION,
     OWN_CHOICE,
+    SIZE_ZERO_ONLY,
     OmpiCollective,
     OmpiRule,
 )
@@ -127,6 +128,21 @@ def _merged(coll: OmpiCollective, rules: list[Rule], measured: bool) -> list[Omp
     return merged
 
 
+def _applied(coll: OmpiCollective, rules: list[Rule], where: str, notes: list[str]) -> list[Rule]:
+    """The rules Open MPI can apply: for barrier (looked up at size 0) only the one covering 0, each
+    other named in ``notes``."""
+    if coll.name not in SIZE_ZERO_ONLY or len(rules) <= 1:
+        return rules
+    kept = [next((r for r in rules if r.covers(0)), rules[0])]
+    notes += [
+        f"{coll.name} at {where}, from {r.min_bytes} B: {r.algo} is never applied (Open MPI looks up "
+        f"{coll.mpi_call}'s rules at size 0; the rule at 0 stands for every call)"
+        for r in rules
+        if r is not kept[0]
+    ]
+    return [replace(kept[0], min_bytes=0, max_bytes=None)]
+
+
 def _check_sizes(profile: Profile) -> list[RuleSet]:
     """The rule sets by communicator size; UserError where two shapes share a size (Open MPI keys on size)."""
     by_size: dict[int, RuleSet] = {}
@@ -177,7 +193,8 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
                 why = f"{label}; {coll.mpi_call} was not measured (collbench's {coll.op.value} measures another)"
                 entries.append(_entry(rule_set.world_size, own, f"{why}: {OWN_CHOICE}"))
             elif coll.op.value in rule_set.ops:
-                rules = _merged(coll, rule_set.rules_for(coll.op), measured)
+                chosen = _applied(coll, list(rule_set.rules_for(coll.op)), rule_set.shape_label, notes)
+                rules = _merged(coll, chosen, measured)
                 entries.append(_entry(rule_set.world_size, rules, label))
                 if measured:
                     unneeded += [
@@ -216,6 +233,10 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
         "# MSGSIZE ALGORITHM FANINOUT SEGSIZE; algorithm 0 = Open MPI's own choice",
     ]
     out += selection_header(profile)
+    if Op.SENDRECV in ops:
+        out.append(
+            "# sendrecv: MPI_Sendrecv is point-to-point; coll/tuned has no algorithm or rules for it (none written)"
+        )
     out += [f"# no equivalent: {note}" for note in notes]
     out.append(f"{len(sections)}  # number of collectives")
     for section in sections:

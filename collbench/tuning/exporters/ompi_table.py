@@ -8,8 +8,15 @@ the ``COLLTYPE_T`` enum of ``ompi/mca/coll/base/coll_base_functions.h`` (the rul
 of each section). The message size each collective's rules compare with is from
 ``coll_tuned_decision_dynamic.c``: bytes of one rank's buffer for allreduce, bcast and reduce, the
 whole gathered buffer (comm size x count) for allgather, the whole input (the sum of the receive
-counts) for reduce_scatter and reduce_scatter_block: nccl-tests' ``size`` in every case, collbench's
-``size_bytes``.
+counts) for reduce_scatter and reduce_scatter_block, comm size x the send count for alltoall (one
+rank's whole send buffer), gather and scatter (the whole gathered or scattered buffer): nccl-tests'
+``size`` in every case, collbench's ``size_bytes``. Barrier's rules are looked up at size 0 always
+(``ompi_coll_tuned_barrier_intra_dec_dynamic``), so only its first rule, at 0, is ever applied.
+
+alltoall (collective id 3), barrier (6), gather (9) and scatter (15) were read from the same v4.1.4
+files (``coll_tuned_{alltoall,barrier,gather,scatter}_decision.c``, the ``COLLTYPE_T`` enum and
+``coll_tuned_decision_dynamic.c``); Open MPI v5.0.0 and v5.0.9 have the same ids, names, functions and
+enum values for them.
 
 An algorithm id that ``do_this`` does not know makes the collective itself fail in the job, so the
 exporter writes only ids from this table. Algorithm 0 leaves the choice to coll/tuned's fixed
@@ -94,6 +101,10 @@ class OmpiCollective:
         return next((a for a in self.algorithms if a.name.lower().replace("-", "_") == key), None)
 
 
+SIZE_ZERO_ONLY = frozenset({"barrier"})
+"""Collectives whose rules Open MPI looks up at message size 0 whatever the call (no payload)."""
+
+
 def _algos(coll: str, *entries: tuple[str, str]) -> tuple[OmpiAlgorithm, ...]:
     """Algorithms 1..n in order: (ompi_info name, ompi_coll_base function suffix)."""
     return tuple(
@@ -156,6 +167,48 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         },
     ),
     OmpiCollective(
+        "alltoall",
+        3,
+        Op.ALL_TO_ALL,
+        "MPI_Alltoall",
+        _algos(
+            "alltoall",
+            ("linear", "intra_basic_linear"),
+            ("pairwise", "intra_pairwise"),
+            ("modified_bruck", "intra_bruck"),
+            ("linear_sync", "intra_linear_sync"),
+            ("two_proc", "intra_two_procs"),
+        ),
+        matches={
+            "linear": MatchRule(1, "basic linear: every pair's send and receive posted at once"),
+            "pairwise": MatchRule(2, "pairwise exchange: n-1 steps, step s to rank+s and from rank-s"),
+            "bruck": MatchRule(3, "modified Bruck: log2(n) steps of combined blocks"),
+        },
+        no_match={
+            "topo-pairwise": "Open MPI's pairwise exchange goes in rank order (step s: to rank+s, from rank-s); it "
+            "takes no order from the layout",
+        },
+    ),
+    OmpiCollective(
+        "barrier",
+        6,
+        Op.BARRIER,
+        "MPI_Barrier",
+        _algos(
+            "barrier",
+            ("linear", "intra_basic_linear"),
+            ("double_ring", "intra_doublering"),
+            ("recursive_doubling", "intra_recursivedoubling"),
+            ("bruck", "intra_bruck"),
+            ("two_proc", "intra_two_procs"),
+            ("tree", "intra_tree"),
+        ),
+        matches={
+            "dissemination": MatchRule(4, "bruck: the dissemination barrier (step k: to rank+2^k, from rank-2^k)"),
+            "tree": MatchRule(6, "tree: up a binomial tree to rank 0 and back down"),
+        },
+    ),
+    OmpiCollective(
         "bcast",
         7,
         Op.BROADCAST,
@@ -181,6 +234,22 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         no_match={
             "two-tree": "Open MPI's split binary tree sends each half down one subtree and then swaps halves "
             "between them: not the double binary tree",
+        },
+    ),
+    OmpiCollective(
+        "gather",
+        9,
+        Op.GATHER,
+        "MPI_Gather",
+        _algos(
+            "gather",
+            ("basic_linear", "intra_basic_linear"),
+            ("binomial", "intra_binomial"),
+            ("linear_sync", "intra_linear_sync"),
+        ),
+        matches={
+            "linear": MatchRule(1, "basic linear: every rank sends its block to the root"),
+            "binomial": MatchRule(2, "binomial tree to the root"),
         },
     ),
     OmpiCollective(
@@ -249,6 +318,22 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         no_match={
             "ring": "Open MPI 4.1's reduce_scatter_block has no ring",
             "one-shot": "Open MPI's reduce_scatter_block has no one-step exchange",
+        },
+    ),
+    OmpiCollective(
+        "scatter",
+        15,
+        Op.SCATTER,
+        "MPI_Scatter",
+        _algos(
+            "scatter",
+            ("basic_linear", "intra_basic_linear"),
+            ("binomial", "intra_binomial"),
+            ("linear_nb", "intra_linear_nb"),
+        ),
+        matches={
+            "linear": MatchRule(1, "basic linear: the root sends each rank its block"),
+            "binomial": MatchRule(2, "binomial tree from the root"),
         },
     ),
 )

@@ -1,0 +1,203 @@
+"""`export ompi-rules` for alltoall, gather, scatter and barrier, fed to the real Open MPI and observed.
+
+As tests/mpi/test_ompi_rules_mpi.py and test_ompi_tune_mpi.py do for the first five collectives: a
+profile of Open MPI's own algorithms (what ``tune --backend mpi`` writes) is exported; ompi_collectives.c
+runs each collective at every rule's ends and the sizes either side of each boundary (as whole blocks
+for the block collectives), and at each rule's evidence size, on communicators of 2, 3 and 4 ranks split
+off one mpirun, with and without the rules; the preloaded shim (ompi_observe_shim.c) says which
+``ompi_coll_base_*`` function coll/tuned ran. Inside a forced rule it must be that algorithm's function;
+inside a "no rule needed" range, and at the communicator size the profile lacks, Open MPI's own choice.
+
+The function of each forced algorithm is written out here from Open MPI v4.1.4's
+``ompi_coll_tuned_{alltoall,gather,scatter,barrier}_intra_do_this``, independently of
+collbench.tuning.exporters.ompi_table. sendrecv rules are left out of the file, and it says so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
+
+HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.mpi
+
+WORLD = 4
+COMM_SIZES = (2, 3, 4)
+B = "ompi_coll_base_"
+FORCED = {
+    ("alltoall", "native:linear"): B + "alltoall_intra_basic_linear",
+    ("alltoall", "native:pairwise"): B + "alltoall_intra_pairwise",
+    ("alltoall", "native:modified_bruck"): B + "alltoall_intra_bruck",
+    ("alltoall", "native:linear_sync"): B + "alltoall_intra_linear_sync",
+    ("alltoall", "native:two_proc"): B + "alltoall_intra_two_procs",
+    ("gather", "native:basic_linear"): B + "gather_intra_basic_linear",
+    ("gather", "native:binomial"): B + "gather_intra_binomial",
+    ("gather", "native:linear_sync"): B + "gather_intra_linear_sync",
+    ("scatter", "native:basic_linear"): B + "scatter_intra_basic_linear",
+    ("scatter", "native:binomial"): B + "scatter_intra_binomial",
+    ("scatter", "native:linear_nb"): B + "scatter_intra_linear_nb",
+    ("barrier", "native:linear"): B + "barrier_intra_basic_linear",
+    ("barrier", "native:double_ring"): B + "barrier_intra_doublering",
+    ("barrier", "native:recursive_doubling"): B + "barrier_intra_recursivedoubling",
+    ("barrier", "native:bruck"): B + "barrier_intra_bruck",
+    ("barrier", "native:two_proc"): B + "barrier_intra_two_procs",
+    ("barrier", "native:tree"): B + "barrier_intra_tree",
+}
+OPS = {"alltoall": "all-to-all", "gather": "gather", "scatter": "scatter", "barrier": "barrier"}
+NONE: dict[str, object] = {"segment_bytes": None, "layout": "rank-order"}
+
+
+def _rules(op: str, *parts: tuple[int, str]) -> list[Rule]:
+    """Contiguous rules, each with evidence measured in its range (a third of the way in)."""
+    out = []
+    for i, (start, algo) in enumerate(parts):
+        end = parts[i + 1][0] - 1 if i + 1 < len(parts) else None
+        at = start + ((end - start) // 3 if end is not None else 7000)
+        params = {**NONE, "segment_bytes": 1024} if algo == "native:linear_sync" and op == "gather" else NONE
+        gain = None if algo == "native" else 1.2
+        out.append(Rule(op, start, end, algo, dict(params), at_bytes=at, measured_us=10.0, gain_vs_native=gain))
+    return out
+
+
+def make_profile() -> Profile:
+    """Every forced algorithm of the four collectives somewhere, "no rule needed" ranges, two sizes."""
+    three = RuleSet(
+        3,
+        1,
+        tuple(
+            _rules(
+                "all-to-all",
+                (0, "native"),
+                (100, "native:linear"),
+                (1500, "native:pairwise"),
+                (6000, "native:modified_bruck"),
+                (30000, "native:linear_sync"),
+            )
+            + _rules("gather", (0, "native:binomial"), (1500, "native:basic_linear"), (30000, "native:linear_sync"))
+            + _rules("scatter", (0, "native:basic_linear"), (1500, "native:linear_nb"), (30000, "native:binomial"))
+            + _rules("barrier", (0, "native:tree"))
+            + _rules("sendrecv", (0, "native"))
+        ),
+    )
+    two = RuleSet(
+        2,
+        1,
+        tuple(
+            _rules("all-to-all", (0, "native:two_proc"), (30000, "native"))
+            + _rules("gather", (0, "native"))
+            + _rules("scatter", (0, "native:binomial"), (6000, "native:linear_nb"))
+            + _rules("barrier", (0, "native:two_proc"))
+        ),
+    )
+    return Profile(fingerprint="fp", host="h", backend="mpi", rule_sets=(two, three))
+
+
+def sizes_for(profile: Profile, coll: str, k: int) -> list[int]:
+    """Every rule's first and last byte and evidence size, and each boundary's neighbours, as sizes a
+    call on k ranks can have (barrier: 0, the only size Open MPI looks its rules up at)."""
+    if coll == "barrier":
+        return [0]
+    wanted: set[int] = {60000}
+    for rule_set in profile.rule_sets:
+        for rule in rule_set.rules_for(OPS[coll]):
+            top = rule.max_bytes if rule.max_bytes is not None else 60000
+            wanted |= {rule.min_bytes - 1, rule.min_bytes, rule.min_bytes + 1, top}
+            if rule.at_bytes is not None:
+                wanted.add(rule.at_bytes)
+    out = set()
+    for n in wanted:
+        out |= {k * (n // k), k * -(-n // k)}
+    return sorted(s for s in out if s >= k)
+
+
+def _need_open_mpi() -> None:
+    if not (shutil.which("mpirun") and shutil.which("mpicc")):
+        pytest.skip("Open MPI is not installed (openmpi-bin, libopenmpi-dev; .ci/run installs them)")
+    version = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=60).stdout
+    if "4.1." not in version:
+        pytest.skip(f"the expected functions are Open MPI 4.1's; this is {version.splitlines()[0] if version else '?'}")
+
+
+def _build(tmp_path: Path) -> tuple[Path, Path]:
+    shim, program = tmp_path / "shim.so", tmp_path / "collectives"
+    cc = os.environ.get("CC", "cc")
+    subprocess.run(
+        [cc, "-O1", "-Wall", "-shared", "-fPIC", "-o", shim, HERE / "ompi_observe_shim.c", "-ldl"],
+        check=True,
+        timeout=120,
+    )
+    subprocess.run(
+        ["mpicc", "-O1", "-Wall", "-o", program, HERE / "ompi_collectives.c", "-ldl"], check=True, timeout=120
+    )
+    return shim, program
+
+
+def observe(
+    tmp_path: Path, name: str, built: tuple[Path, Path], calls: list[str], rules: Path | None
+) -> dict[tuple[int, str, int], str]:
+    """(communicator size, collective, bytes) -> the function coll/tuned ran, agreed by every rank."""
+    shim, program = built
+    out = tmp_path / name
+    out.mkdir()
+    mca = ["--mca", "coll_tuned_use_dynamic_rules", "1"]
+    if rules is not None:
+        mca += ["--mca", "coll_tuned_dynamic_rules_filename", str(rules)]
+    command = [
+        "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(WORLD), "--mca", "pml", "ob1",
+        "--mca", "btl", "self,vader", "--mca", "mpi_yield_when_idle", "1", *mca, "-x", f"LD_PRELOAD={shim}",
+        str(program), str(out), ",".join(map(str, COMM_SIZES)), *calls,
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    seen: dict[tuple[int, str, int], set[str]] = {}
+    for rank in range(WORLD):
+        for line in (out / f"rank{rank}.txt").read_text().splitlines():
+            k, coll, nbytes, function = line.split()
+            seen.setdefault((int(k), coll, int(nbytes)), set()).add(function)
+    assert all(len(f) == 1 for f in seen.values()), {key: f for key, f in seen.items() if len(f) > 1}
+    return {key: next(iter(f)) for key, f in seen.items()}
+
+
+def test_open_mpi_runs_the_new_collectives_rules_at_every_rules_ends_and_evidence(tmp_path: Path) -> None:
+    _need_open_mpi()
+    profile = make_profile()
+    path = profile.save(tmp_path / "profile.yaml")
+    rules_file = tmp_path / "rules.txt"
+    exported = CliRunner().invoke(app, ["export", "ompi-rules", str(path), "-O", str(rules_file)])
+    assert exported.exit_code == 0, exported.output
+    assert "sendrecv: MPI_Sendrecv is point-to-point" in rules_file.read_text()
+
+    built = _build(tmp_path)
+    calls = sorted({f"{coll}:{n}" for coll in OPS for k in COMM_SIZES for n in sizes_for(profile, coll, k)})
+    own = observe(tmp_path, "own", built, calls, None)
+    ruled = observe(tmp_path, "ruled", built, calls, rules_file)
+    assert set(own) == set(ruled) and all(f.startswith(B) for f in ruled.values()), ruled
+    wrong = {}
+    forced_seen = set()
+    for key, function in sorted(ruled.items()):
+        k, coll, nbytes = key
+        if k not in (2, 3):
+            expected = own[key]  # a size the profile does not have: Open MPI's own choice
+        else:
+            rule = profile.select(OPS[coll], nbytes, world_size=k)
+            expected = own[key] if rule.algo == "native" else FORCED[(coll, rule.algo)]
+            if rule.algo != "native":
+                forced_seen.add((coll, rule.algo))
+        if function != expected:
+            wrong[key] = (function, expected)
+    assert wrong == {}
+    # Every forced algorithm of the profile was observed running, each collective at both sizes.
+    forced = {(c, r.algo) for rs in profile.rule_sets for c in OPS for r in rs.rules_for(OPS[c]) if r.algo != "native"}
+    assert forced_seen == forced
+    assert len(forced) == 13
+    # And the rules changed what ran: at the profile's communicator sizes only.
+    assert {key[0] for key in ruled if ruled[key] != own[key]} == {2, 3}
