@@ -341,14 +341,14 @@ class Fit:
         any of them would present noise as a finding. A barrier has no bandwidth term by nature: its
         fit is usable when its latency is positive.
         """
-        if self.unusable_because:
-            return self.unusable_because
-        if not self.r2 >= R2_MIN:
-            return f"R^2 {self.r2:.2f} is below {R2_MIN:g}"
         try:
             cost_terms(self.op, self.algo, max(self.world_size, 2), 1.0)
         except UserError as exc:  # an algorithm with no formula for the op (a stored fit of it)
             return str(exc)
+        if self.unusable_because:
+            return self.unusable_because
+        if not self.r2 >= R2_MIN:
+            return f"R^2 {self.r2:.2f} is below {R2_MIN:g}"
         if not op_has_payload(self.op):
             # A barrier's time is latency only: no bandwidth term to find, by its nature.
             return "" if self.alpha_us > 0 else "no latency measured (alpha fitted as 0)"

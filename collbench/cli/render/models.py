@@ -8,10 +8,12 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from collbench.cli.render.styles import narrow_table
+from collbench.errors import UserError
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.predict import PredictReport
+from collbench.schedules.ops import Op
 from collbench.units import format_bytes
 
 
@@ -46,9 +48,11 @@ def render_fits(report: FitReport) -> RenderableType:
             parts.append(_latency_table(op, backend, ranks, fits))
             continue
         gammas = {"folded" if f.gamma_folded else _gbps(f.gamma_gbps) for f in fits}
-        # One gamma is fitted jointly for all algorithms: said once in the title, not in a column.
-        joint = next(iter(gammas)) if len(gammas) == 1 else None
-        title = f"{op}, {backend}, {ranks} ranks" + (f"; 1/gamma {joint} GB/s" if joint else "")
+        # One gamma is fitted jointly for all algorithms: said once in the title, not in a column. An op
+        # that reduces nothing (all-gather, all-to-all...) has no gamma to say at all.
+        reduces = _reduces(op)
+        joint = next(iter(gammas)) if len(gammas) == 1 or not reduces else None
+        title = f"{op}, {backend}, {ranks} ranks" + (f"; 1/gamma {joint} GB/s" if joint and reduces else "")
         table = narrow_table(title)
         table.add_column("algo", no_wrap=True)
         for col in ("alpha\nus", "1/beta\nGB/s", *(() if joint else ("1/gamma\nGB/s",)), "R²\nlog", "err %\nmed/max"):
@@ -95,6 +99,13 @@ def render_fits(report: FitReport) -> RenderableType:
     for line in report.skipped:
         parts.append(Text(f"skipped: {line}", style="yellow"))
     return Group(*parts)
+
+
+def _reduces(op: str) -> bool:
+    try:
+        return Op.parse(op).spec.reduces
+    except UserError:
+        return True  # an op this version does not know: show its gamma as stored
 
 
 def _latency_table(op: str, backend: str, ranks: int, fits: Sequence[Fit]) -> RenderableType:

@@ -1,0 +1,73 @@
+"""`collbench fit` and `collbench predict` of the new ops, in-process: barrier in microseconds with no
+bandwidth, all-to-all priced by each algorithm's structure at another world size."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from new_op_rows import barrier_rows, data_op_rows, priced_pairs
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.models.costs import cost_terms
+from collbench.results.io import write_rows
+from collbench.schedules.ops import Op
+
+BARRIER_ALGOS = priced_pairs(Op.BARRIER)
+A2A_ALGOS = priced_pairs(Op.ALL_TO_ALL)
+
+
+def _results(tmp_path: Path) -> Path:
+    rows = [row for algo in BARRIER_ALGOS for row in barrier_rows(algo, 4, 30.0, named_sizes=(0, 1024))]
+    for i, algo in enumerate(A2A_ALGOS):
+        rows += data_op_rows(Op.ALL_TO_ALL, algo, 4, 20.0 + 5 * i, 1e-3 / (2.0 + i), seed=i, noise=0.0)
+    path = tmp_path / "x.jsonl"
+    write_rows(path, rows)
+    return path
+
+
+@pytest.mark.skipif(not BARRIER_ALGOS or not A2A_ALGOS, reason="no barrier or all-to-all formulas registered yet")
+def test_fit_then_predict_barrier_and_all_to_all_at_64_ranks(tmp_path: Path) -> None:
+    results = _results(tmp_path)
+    runner = CliRunner()
+    table = runner.invoke(app, ["fit", str(results)])
+    assert table.exit_code == 0, table.output
+    assert "barrier, gloo, 4 ranks: latency only" in table.stdout and "us/round" in table.stdout
+    fitted = runner.invoke(app, ["fit", str(results), "--json"])
+    assert fitted.exit_code == 0, fitted.output
+    doc = json.loads(fitted.stdout)
+    barriers = [f for f in doc["fits"] if f["op"] == "barrier"]
+    assert {f["algo"] for f in barriers} == set(BARRIER_ALGOS)
+    assert all(f["beta_gbps"] is None and f["usable"] and f["min_bytes"] == 0 for f in barriers)
+    fits = tmp_path / "fits.json"
+    fits.write_text(fitted.stdout)
+    predicted = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--nodes", "1", "--json"])
+    assert predicted.exit_code == 0, predicted.output
+    out = json.loads(predicted.stdout)
+    for p in out["predictions"]:
+        if p["op"] == "barrier":
+            assert p["size_bytes"] == 0 and p["busbw_gbps"] is None and p["error_pct"] is None
+        elif p["algo"] != "native":
+            steps = cost_terms("all-to-all", p["algo"], 64, 1.0).alpha
+            assert f"{steps:.0f} step" in p["basis"]
+            assert p["busbw_gbps"] > 0
+    assert sum(1 for c in out["choice"] if c["op"] == "barrier") == 1
+    shown = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--nodes", "1", "--op", "barrier"])
+    assert shown.exit_code == 0, shown.output
+    rows = [line for line in shown.stdout.splitlines() if line.startswith("barrier ")]
+    assert len(rows) == len(BARRIER_ALGOS) + 1  # a prediction row each, and the one choice row
+    assert all(" - " in line for line in rows)  # no size, no bandwidth
+
+
+def test_predict_of_a_fit_whose_op_has_no_formula_is_one_line(tmp_path: Path) -> None:
+    fit = {"op": "barrier", "algo": "ring", "backend": "gloo", "world_size": 4, "alpha_us": 10.0, "points": 1}
+    if "ring" in BARRIER_ALGOS:
+        pytest.skip("ring has a barrier formula")
+    path = tmp_path / "fits.json"
+    path.write_text(json.dumps({"fits": [fit]}))
+    result = CliRunner().invoke(app, ["predict", "--fits", str(path), "--ranks", "64"])
+    assert result.exit_code == 2
+    assert "barrier ring: no cost formula for barrier" in result.output
+    assert "Traceback" not in result.output
