@@ -77,6 +77,7 @@ def mpi_algos(
     """
     have = algorithms if algorithms is not None else installed_algorithms()
     per_op: dict[Op, list[str]] = {op: [] for op in ops}
+    untuned: dict[Op, list[str]] = {}
 
     def forcible(op: Op) -> tuple[OmpiAlgorithm, ...]:
         return have.get(COLLECTIVE_FOR_OP[op.value], ())
@@ -106,6 +107,7 @@ def mpi_algos(
             )
         wanted = key.removeprefix(NATIVE_PREFIX).strip()
         taken = False
+        lacking: list[Op] = []
         for op in ops:
             names = [a.name for a in forcible(op)]
             if wanted in names:
@@ -113,18 +115,29 @@ def mpi_algos(
                 if NATIVE_PREFIX + wanted not in per_op[op]:
                     per_op[op].append(NATIVE_PREFIX + wanted)
             elif COLLECTIVE_FOR_OP[op.value] in UNTUNED:
-                skipped.append(
-                    f"native:{wanted} {op.value}: MPI_{COLLECTIVE_FOR_OP[op.value].capitalize()} is point-to-point, "
-                    "coll/tuned has no algorithm for it (native only); skipped"
-                )
+                untuned.setdefault(op, []).append(NATIVE_PREFIX + wanted)
             else:
-                skipped.append(
-                    f"native:{wanted} {op.value}: Open MPI's {COLLECTIVE_FOR_OP[op.value]} has no such "
-                    "algorithm; skipped"
-                )
+                lacking.append(op)
+        if lacking:
+            # One line per name: a tune asks every op for every name some op has.
+            colls = ", ".join(COLLECTIVE_FOR_OP[op.value] for op in lacking)
+            skipped.append(
+                f"native:{wanted} {', '.join(op.value for op in lacking)}: Open MPI's {colls} "
+                f"{'has' if len(lacking) == 1 else 'have'} no such algorithm; skipped"
+            )
+        if not taken and all(COLLECTIVE_FOR_OP[op.value] in UNTUNED for op in ops):
+            raise NotApplicableError(
+                f"{name} {', '.join(op.value for op in ops)}: MPI_Sendrecv is point-to-point, coll/tuned has no "
+                "algorithm to force for it; measure it with --algo native"
+            )
         if not taken:
             known = sorted({f"native:{a.name}" for op in ops for a in forcible(op)})
             raise UnknownNameError(f"Open MPI algorithm for {', '.join(op.value for op in ops)}", name, known)
+    for op, names in untuned.items():
+        skipped.append(
+            f"{', '.join(names)} {op.value}: MPI_{COLLECTIVE_FOR_OP[op.value].capitalize()} is point-to-point, "
+            "coll/tuned has no algorithm for it (native only); skipped"
+        )
     if not any(per_op.values()):
         raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
     return per_op
