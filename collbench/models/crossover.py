@@ -3,7 +3,8 @@
 Two algorithms of the same op, backend and world size cross where their predicted times are equal. The
 predicted-time difference is sampled on a logarithmic grid of sizes and every sign change is refined by
 bisection (in log size) to the byte. Fits may be evaluated at another world size than they were
-measured at (``world_size=``), which is how ``predict`` finds crossovers at 4,096 ranks.
+measured at (``world_size=``), which is how ``predict`` finds crossovers at 4,096 ranks. Barrier has no
+sizes (one time per algorithm), so no crossovers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.models.fitted import Fit
+from collbench.models.fitted import Fit, op_has_payload
 
 _GRID_POINTS = 96
 
@@ -102,7 +103,9 @@ def find_crossovers(
     """
     groups: dict[tuple[str, str, int], list[Fit]] = defaultdict(list)
     for f in fits:
-        groups[(f.op, f.backend, world_size or f.world_size)].append(f)
+        # A barrier has one time and no sizes: nothing to cross at (its fastest is a choice, not a range).
+        if op_has_payload(f.op):
+            groups[(f.op, f.backend, world_size or f.world_size)].append(f)
     out: list[Crossover] = []
     for (op, backend, p), members in sorted(groups.items()):
         if len(members) < 2:

@@ -85,6 +85,17 @@ def test_a_barrier_fit_table_shows_microseconds_and_no_bandwidth(algo: str) -> N
     assert "us/round" in text and "GB/s" not in text.split("fitted cost models")[1].split("no crossovers")[0]
 
 
+@pytest.mark.skipif(len(BARRIER_ALGOS) < 2, reason="fewer than two barrier algorithms registered yet")
+def test_barrier_algorithms_are_compared_by_time_with_no_crossover() -> None:
+    rows = [row for i, algo in enumerate(BARRIER_ALGOS) for row in barrier_rows(algo, 8, 20.0 + 5 * i)]
+    report = fit_results(rows)
+    assert sorted(f.algo for f in report.fits) == sorted(BARRIER_ALGOS)
+    assert report.crossovers == []
+    out = io.StringIO()
+    Console(file=out, width=100, color_system=None).print(render_fits(report))
+    assert "crossover" not in out.getvalue()
+
+
 @pytest.mark.parametrize(("op", "algo"), DATA_PAIRS)
 def test_a_data_op_fit_finds_the_latency_and_bandwidth_its_rows_were_timed_with(op: Op, algo: str) -> None:
     alpha, beta = 15.0, 1e-3 / 4.0

@@ -95,7 +95,8 @@ def render_fits(report: FitReport) -> RenderableType:
                     f"{s.median_abs_pct_error:.1f}%",
                 )
             parts.append(seg)
-    parts.append(render_crossovers(report.crossovers))
+    if any(op_has_payload(f.op) for f in report.fits):  # barrier alone has no sizes to cross at
+        parts.append(render_crossovers(report.crossovers))
     for line in report.skipped:
         parts.append(Text(f"skipped: {line}", style="yellow"))
     return Group(*parts)
@@ -181,4 +182,5 @@ def render_prediction(report: PredictReport) -> RenderableType:
     for c in report.choice:
         size = format_bytes(c["size_bytes"]) if op_has_payload(c["op"]) else "-"
         choice.add_row(c["op"], size, c["algo"], format_time(c["time_us"]))
-    return Group(table, how, choice, render_crossovers(report.crossovers))
+    sized = any(op_has_payload(p.op) for p in report.predictions)
+    return Group(table, how, choice, *((render_crossovers(report.crossovers),) if sized else ()))
