@@ -198,18 +198,32 @@ FANOUT_PARAMETERS: dict[str, tuple[str, str]] = {
 rules file (``coll_tuned_<coll>_algorithm_<parameter>``), and what it is called."""
 
 
+REQUEST_PARAMETERS: dict[tuple[str, str], tuple[str, str]] = {
+    ("alltoall", "linear_sync"): ("max_requests", "outstanding-request limit"),
+    ("scatter", "linear_nb"): ("max_requests", "blocking-send interval"),
+}
+"""(collective, algorithm) pairs that read ``coll_tuned_<coll>_algorithm_max_requests``: alltoall's
+linear_sync when forced (the 4.1 rules file has no column for it and gives 0), scatter's linear_nb
+always (``ompi_coll_tuned_scatter_blocking_send_ratio``, coll_tuned_scatter_decision.c)."""
+
+
 def fanout_notes(text: str, forced: set[tuple[str, str]]) -> list[str]:
-    """One line per forced (collective, algorithm name) whose fan-out is Open MPI's setting, with its value.
+    """One line per forced (collective, algorithm name) whose fan-out (or request limit) is Open MPI's
+    setting, with its value.
 
     Rows name the algorithm only: the fan-out it ran with is the one ``ompi_info`` shows.
     """
     notes = []
     for collective, name in sorted(forced):
-        if name not in FANOUT_PARAMETERS:
+        if (collective, name) in REQUEST_PARAMETERS:
+            parameter, what = REQUEST_PARAMETERS[(collective, name)]
+        elif name in FANOUT_PARAMETERS:
+            parameter, what = FANOUT_PARAMETERS[name]
+        else:
             continue
-        parameter, what = FANOUT_PARAMETERS[name]
         full = f"coll_tuned_{collective}_algorithm_{parameter}"
         value = parameter_value(text, full)
         if value is not None:
-            notes.append(f"native:{name} {collective} runs with Open MPI's {what} {value} ({full})")
+            zero = " (none)" if value == "0" and parameter == "max_requests" else ""
+            notes.append(f"native:{name} {collective} runs with Open MPI's {what} {value}{zero} ({full})")
     return notes

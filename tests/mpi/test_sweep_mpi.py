@@ -166,6 +166,10 @@ def test_every_forced_algorithm_is_measured_is_what_ran_and_is_checked(
         "native:chain bcast runs with Open MPI's chain fan-out 4 (coll_tuned_bcast_algorithm_chain_fanout)",
         "native:chain reduce runs with Open MPI's chain fan-out 4 (coll_tuned_reduce_algorithm_chain_fanout)",
         "native:knomial bcast runs with Open MPI's radix 4 (coll_tuned_bcast_algorithm_knomial_radix)",
+        "native:linear_sync alltoall runs with Open MPI's outstanding-request limit 0 (none) "
+        "(coll_tuned_alltoall_algorithm_max_requests)",
+        "native:linear_nb scatter runs with Open MPI's blocking-send interval 0 (none) "
+        "(coll_tuned_scatter_algorithm_max_requests)",
     ):
         assert line in notes
 
