@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from collbench.models.costs import cost_terms
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.scaled import ScaledFit
+from collbench.units import format_bytes
 
 RANKS_PER_NODE_GUESS = 8
 """Ranks a node is taken to hold when a fit does not say its node count (8 GPUs, as most GPU nodes)."""
@@ -107,6 +108,15 @@ def by_structure(fit: Fit, world_size: int, native: str = "") -> Priced:
         )
     else:
         basis = f"its own structure: {structure_text(fit, scaled, world_size)}"
+    if not at_shape and op_has_payload(fit.op):
+        smallest = float(max(fit.min_bytes, 1))
+        own = scaled.parts(smallest, fit.world_size)
+        if own.time_us > 0 and own.latency_us < 0.5 * own.time_us:
+            # The latency then comes from points that are mostly bandwidth: said, as the error is unknown.
+            basis += (
+                f"; its latency is barely measured (at its smallest size, {format_bytes(int(smallest))}, "
+                f"latency is {own.latency_us / own.time_us:.0%} of the fitted time)"
+            )
     if fit.points == 1 and at_shape:
         basis += "; one measured point (a barrier has no sizes): the prediction is its time, with no error figure"
     return Priced(

@@ -4,6 +4,7 @@ barrier as one time with no bandwidth, NCCL's native of an op it does not tune a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -178,3 +179,14 @@ def test_a_data_op_fit_predicts_its_own_rows_at_the_measured_shape(op: Op, algo:
         assert p.error_pct is not None and p.error_pct < 2.0
         factor = op.spec.busbw_factor(4)
         assert p.busbw_gbps == pytest.approx(p.size_bytes / p.time_us / 1e3 * factor)
+
+
+def test_a_latency_fitted_from_points_that_are_mostly_bandwidth_is_said_to_be_barely_measured() -> None:
+    """A log of 8 GiB and 16 GiB only (as published all-to-all logs often are) fits a latency that
+    its points hardly show: a prediction at another world size built on it says so."""
+    fit = Fit("all-reduce", "ring", "nccl", 8, 40.0, 1e-3 / 300.0, None, 1.0, 0.0, 0.0, 8 << 30, 16 << 30)
+    (p,) = predict([fit], 64, [1024], nodes=8, measured_nodes={8: 1}).predictions
+    assert "its latency is barely measured (at its smallest size, 8 GiB, latency is 1% of the fitted time)" in p.basis
+    measured_small = dataclasses.replace(fit, min_bytes=1024)
+    (q,) = predict([measured_small], 64, [1024], nodes=8, measured_nodes={8: 1}).predictions
+    assert "barely measured" not in q.basis
