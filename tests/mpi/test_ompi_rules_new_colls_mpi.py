@@ -142,7 +142,12 @@ def _build(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def observe(
-    tmp_path: Path, name: str, built: tuple[Path, Path], calls: list[str], rules: Path | None
+    tmp_path: Path,
+    name: str,
+    built: tuple[Path, Path],
+    calls: list[str],
+    rules: Path | None,
+    comm_sizes: tuple[int, ...] = COMM_SIZES,
 ) -> dict[tuple[int, str, int], str]:
     """(communicator size, collective, bytes) -> the function coll/tuned ran, agreed by every rank."""
     shim, program = built
@@ -154,7 +159,7 @@ def observe(
     command = [
         "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(WORLD), "--mca", "pml", "ob1",
         "--mca", "btl", "self,vader", "--mca", "mpi_yield_when_idle", "1", *mca, "-x", f"LD_PRELOAD={shim}",
-        str(program), str(out), ",".join(map(str, COMM_SIZES)), *calls,
+        str(program), str(out), ",".join(map(str, comm_sizes)), *calls,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -201,3 +206,36 @@ def test_open_mpi_runs_the_new_collectives_rules_at_every_rules_ends_and_evidenc
     assert len(forced) == 13
     # And the rules changed what ran: at the profile's communicator sizes only.
     assert {key[0] for key in ruled if ruled[key] != own[key]} == {2, 3}
+
+
+def test_tune_over_open_mpi_of_the_new_collectives_writes_rules_open_mpi_then_runs(tmp_path: Path) -> None:
+    """The real flow: tune --backend mpi on 3 ranks, export ompi-rules, and Open MPI under those rules
+    runs what the profile chose at every rule's ends and evidence size (its own choice where none).
+
+    Barrier is left out here: a tie between barrier algorithms sends the tune's extra rounds to a sweep
+    of -b 0, which the sweep refuses (reported); the test above covers barrier's rules."""
+    _need_open_mpi()
+    path = tmp_path / "profile.yaml"
+    ops = "all-to-all,gather,scatter"
+    args = ["tune", "--backend", "mpi", "--ranks", "3", "--quick", "--op", ops, "-e", "64K", "-O", str(path)]
+    tuned = CliRunner().invoke(app, args)
+    if tuned.exit_code != 0 and "no cost formula for" in tuned.output:
+        pytest.skip("the fit has no formula yet for these ops' native rows (issue 21's builders bring them)")
+    assert tuned.exit_code == 0, tuned.output
+    profile = Profile.load(path)
+    assert profile.backend == "mpi"
+    rules_file = tmp_path / "rules.txt"
+    exported = CliRunner().invoke(app, ["export", "ompi-rules", str(path), "-O", str(rules_file)])
+    assert exported.exit_code == 0, exported.output
+    chosen = {(c, r.algo) for c in OPS for r in profile.rule_set(3).rules_for(OPS[c]) if c != "barrier"}
+    assert {a for _, a in chosen} - {"native"} <= {a for _, a in FORCED}, "only Open MPI's own algorithms"
+    assert all(a == "native" or (c, a) in FORCED for c, a in chosen)
+
+    built = _build(tmp_path)
+    calls = sorted({f"{coll}:{n}" for coll in OPS for n in sizes_for(profile, coll, 3) if coll != "barrier"})
+    own = observe(tmp_path, "own", built, calls, None, (3,))
+    ruled = observe(tmp_path, "ruled", built, calls, rules_file, (3,))
+    for (k, coll, nbytes), function in sorted(ruled.items()):
+        rule = profile.select(OPS[coll], nbytes, world_size=k)
+        expected = own[(k, coll, nbytes)] if rule.algo == "native" else FORCED[(coll, rule.algo)]
+        assert function == expected, f"{coll} {nbytes} B: profile says {rule.algo}, Open MPI ran {function}"
