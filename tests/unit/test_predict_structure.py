@@ -22,12 +22,11 @@ from collbench.models.scaled import ScaledFit
 from collbench.profile.document import Profile
 from collbench.results.noise import decision_time_us
 from collbench.schedules.ops import Op
-from collbench.schedules.registry import get_algorithm
+from collbench.schedules.registry import algorithm_names, get_algorithm
 from collbench.tuning.shapes import Shape, with_predictions
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 REPO = Path(__file__).resolve().parents[2]
-ALGOS = ("ring", "recursive-doubling", "rabenseifner", "tree", "two-tree", "one-shot", "direct")
 
 
 def line_fit(algo: str, world: int, alpha_us: float, beta_us_per_byte: float, op: str = "all-reduce") -> Fit:
@@ -36,8 +35,9 @@ def line_fit(algo: str, world: int, alpha_us: float, beta_us_per_byte: float, op
 
 @st.composite
 def piecewise_fits(draw: st.DrawFn) -> Fit:
-    """A fit of any algorithm with 1-4 segments of any latency, bandwidth and offset (continuous or not)."""
-    algo = draw(st.sampled_from(ALGOS))
+    """A fit of any registered algorithm (the new ops' ones as they land) with 1-4 segments of any
+    latency, bandwidth and offset (continuous or not)."""
+    algo = draw(st.sampled_from(algorithm_names()))
     op = draw(st.sampled_from([o.value for o in Op]))
     world = draw(st.integers(2, 64))
     count = draw(st.integers(1, 4))
