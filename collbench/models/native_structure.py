@@ -6,6 +6,8 @@ what the backend runs is known. For these it is, from the backend's source:
 * gloo's all-to-all (``gloo/alltoall.cc``, what ``ProcessGroupGloo::alltoall_base`` calls) copies its
   own block, posts its n-1 sends and n-1 receives at once (peer ``rank + i`` and ``rank - i``), then
   waits for them all: the linear exchange, n-1 messages through each port.
+* gloo's scatter and gather (``gloo/scatter.cc``, ``gloo/gather.cc``) post the root's n-1 sends (or
+  receives) at once and copy its own block: linear, n-1 messages through the root's port.
 * gloo's barrier (``gloo/barrier.cc``, what ``ProcessGroupGloo::barrier`` calls) is a dissemination
   barrier (Hensgen, Finkel and Manber, 1988): ceil(log2 n) rounds of one message.
 * NCCL's all-to-all, scatter, gather and send/recv are grouped ``ncclSend``/``ncclRecv`` (nccl-tests'
@@ -50,6 +52,12 @@ NATIVE_STRUCTURES: dict[tuple[str, Op], NativeStructure] = {
         "gloo's all-to-all posts its n-1 sends and receives at once, then waits (gloo/alltoall.cc): "
         "the linear exchange",
         lambda p: p - 1,
+    ),
+    ("gloo", Op.SCATTER): NativeStructure(
+        "gloo's scatter posts the root's n-1 sends at once (gloo/scatter.cc): linear", lambda p: p - 1
+    ),
+    ("gloo", Op.GATHER): NativeStructure(
+        "gloo's gather posts the root's n-1 receives at once (gloo/gather.cc): linear", lambda p: p - 1
     ),
     ("gloo", Op.BARRIER): NativeStructure(
         "gloo's barrier is a dissemination barrier, ceil(log2 n) rounds (gloo/barrier.cc)", ceil_log2
