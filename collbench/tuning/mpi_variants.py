@@ -6,6 +6,10 @@ every algorithm the installed Open MPI can be forced to run for the asked ops (`
 name ``ompi_info`` prints). collbench's own schedules run over gloo or NCCL, not inside Open MPI, so
 they are not measured here. The selection then keeps the fixed decision wherever no forced algorithm
 beats it beyond the noise (its ties go to ``native``).
+
+all-to-all, gather, scatter and barrier have coll/tuned algorithms like the first five
+(``collbench.ompi.algorithms``); sendrecv is ``MPI_Sendrecv``, point-to-point, so only ``native`` is
+measured for it and its rules write nothing for Open MPI.
 """
 
 from __future__ import annotations

@@ -67,3 +67,18 @@ def test_segment_sizes_only_where_open_mpi_reads_one() -> None:
     assert takes_segment("gather", "linear_sync")
     assert not any(takes_segment(c, a.name) for c in ("alltoall", "scatter", "barrier") for a in OPEN_MPI_4_1[c])
     assert {"native:modified_bruck", "native:linear_nb", "native:double_ring", "native:tree"} <= known_algos()
+
+
+def test_a_tune_over_open_mpi_measures_every_forcible_algorithm_of_the_new_ops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from collbench.runtime.mpi import plan as mpi_plan
+    from collbench.tuning.config import TuneConfig
+    from collbench.tuning.mpi_variants import mpi_variant_names
+
+    monkeypatch.setattr(mpi_plan, "installed_algorithms", lambda: OPEN_MPI_4_1)
+    names = mpi_variant_names(TuneConfig(backend="mpi", ops=("all-to-all", "barrier", "sendrecv")))
+    assert names[0] == "native"
+    assert set(names) == {"native"} | {a.algo for c in ("alltoall", "barrier") for a in OPEN_MPI_4_1[c]}
+    assert len(names) == len(set(names))  # native:linear is alltoall's and barrier's: once
+    assert mpi_variant_names(TuneConfig(backend="mpi", ops=("sendrecv",))) == ("native",)
