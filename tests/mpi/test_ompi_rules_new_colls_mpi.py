@@ -239,3 +239,55 @@ def test_tune_over_open_mpi_of_the_new_collectives_writes_rules_open_mpi_then_ru
         rule = profile.select(OPS[coll], nbytes, world_size=k)
         expected = own[(k, coll, nbytes)] if rule.algo == "native" else FORCED[(coll, rule.algo)]
         assert function == expected, f"{coll} {nbytes} B: profile says {rule.algo}, Open MPI ran {function}"
+
+
+# A gloo profile's collbench algorithms, mapped (--from-other-backend): the function Open MPI must run
+# for each, from v4.1.4's do_this and coll_base_barrier.c (bruck is the dissemination barrier, tree the
+# binomial fan-in and fan-out); a collbench algorithm not listed has no equivalent: Open MPI's own choice.
+MAPPED = {
+    ("alltoall", "linear"): B + "alltoall_intra_basic_linear",
+    ("alltoall", "pairwise"): B + "alltoall_intra_pairwise",
+    ("alltoall", "bruck"): B + "alltoall_intra_bruck",
+    ("gather", "linear"): B + "gather_intra_basic_linear",
+    ("gather", "binomial"): B + "gather_intra_binomial",
+    ("scatter", "linear"): B + "scatter_intra_basic_linear",
+    ("scatter", "binomial"): B + "scatter_intra_binomial",
+    ("barrier", "dissemination"): B + "barrier_intra_bruck",
+    ("barrier", "tree"): B + "barrier_intra_tree",
+}
+
+
+def test_collbench_algorithms_of_the_new_ops_map_to_what_open_mpi_runs(tmp_path: Path) -> None:
+    from collbench.schedules.ops import Op
+    from collbench.schedules.registry import algorithms_for
+
+    _need_open_mpi()
+    starts = (0, 100, 1500, 6000, 30000)
+    rules: list[Rule] = []
+    for coll, op in OPS.items():
+        names = [s.name for s in algorithms_for(Op.parse(op)) if s.name != "native"]
+        if coll == "barrier":
+            names = names[:1]  # Open MPI applies barrier's rule at 0 only
+        for i, algo in enumerate(names[: len(starts)]):
+            end = starts[i + 1] - 1 if i + 1 < min(len(names), len(starts)) else None
+            rules.append(Rule(op, starts[i], end, algo, dict(NONE)))
+    if not rules:
+        pytest.skip("collbench has no algorithm of its own yet for all-to-all, gather, scatter or barrier")
+    profile = Profile(fingerprint="fp", host="h", backend="gloo", rule_sets=(RuleSet(3, 1, tuple(rules)),))
+    path = profile.save(tmp_path / "profile.yaml")
+    rules_file = tmp_path / "rules.txt"
+    args = ["export", "ompi-rules", str(path), "-O", str(rules_file), "--from-other-backend"]
+    exported = CliRunner().invoke(app, args)
+    assert exported.exit_code == 0, exported.output
+
+    built = _build(tmp_path)
+    calls = sorted({f"{coll}:{n}" for coll in OPS for n in sizes_for(profile, coll, 3)})
+    own = observe(tmp_path, "own", built, calls, None, (3,))
+    ruled = observe(tmp_path, "ruled", built, calls, rules_file, (3,))
+    for (k, coll, nbytes), function in sorted(ruled.items()):
+        if not profile.rule_set(3).rules_for(OPS[coll]):
+            assert function == own[(k, coll, nbytes)]
+            continue
+        rule = profile.select(OPS[coll], nbytes, world_size=k)
+        expected = MAPPED.get((coll, rule.algo)) or own[(k, coll, nbytes)]
+        assert function == expected, f"{coll} {nbytes} B: profile says {rule.algo}, Open MPI ran {function}"
