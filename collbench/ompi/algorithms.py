@@ -65,10 +65,6 @@ UNTUNED = frozenset({"sendrecv"})
 """Names in :data:`COLLECTIVE_FOR_OP` that are not coll/tuned collectives: no algorithm to force, no
 ``coll_tuned_<coll>_*`` parameters, no rules; only ``native`` is measured."""
 
-NO_SEGMENT_PARAMETER = frozenset({"barrier", *UNTUNED})
-"""Collectives with no ``coll_tuned_<coll>_algorithm_segmentsize`` parameter (barrier_decision.c
-registers only ``barrier_algorithm``)."""
-
 
 def _algos(*entries: tuple[str, bool]) -> tuple[OmpiAlgorithm, ...]:
     return tuple(OmpiAlgorithm(i, name, seg) for i, (name, seg) in enumerate(entries, 1))
