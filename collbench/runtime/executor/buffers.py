@@ -19,7 +19,17 @@ wait one chunk at a time instead of for the whole check.
 
 Buffer shapes follow nccl-tests (see ``collbench.schedules.ops``): ``count`` is the larger buffer.
 In-place: all-reduce, broadcast and reduce use one buffer; all-gather's input is the rank's chunk of
-the output, reduce-scatter's output is the rank's chunk of the input.
+the output, reduce-scatter's output is the rank's chunk of the input. The block ops split ``count``
+into ``ops.block_bounds`` (``count // n`` each; a sweep rounds ``count`` to whole blocks first, as
+nccl-tests does): scatter's input is the root's ``count`` and its output the rank's block (in place:
+that block of the input); gather's input is the rank's block and its output the root's ``count`` (in
+place: the block of the output). All-to-all and send/recv are out of place only, one allocation of
+``2 * count`` (the schedule's buffer, ``ops.buffer_elems``): input, then output. Barrier moves no data:
+its buffers are one token element and nothing is checked (:func:`checks_data`).
+
+Expected values: all-to-all's output block j on rank r is rank j's input block r; scatter's output is
+block r of the root's pattern; gather's root output holds every rank's pattern at its block; send/recv's
+output is rank ``(r - 1) % n``'s input (a ring shift).
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
-from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.ops import Op, block_bounds, buffer_elems, chunk_bounds
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -118,6 +128,21 @@ class PointBuffers:
     in_place: bool
     input: torch.Tensor
     output: torch.Tensor
+    whole: torch.Tensor
+    """The one allocation the input and output are views of, or the larger of the two: what a schedule
+    runs in (``2 * count`` for all-to-all and send/recv, one token for barrier, else ``count``)."""
+
+
+def checks_data(op: Op) -> bool:
+    """Whether a call of ``op`` leaves anything to check: False for barrier, which moves no data."""
+    return op.spec.payload
+
+
+def _own_span(b: PointBuffers) -> tuple[int, int]:
+    """The rank's part of a rooted or chunked op, in global element indices."""
+    if b.op.spec.blocks:
+        return block_bounds(b.count, b.world_size)[b.rank]
+    return chunk_bounds(b.count, b.world_size)[b.rank]
 
 
 def make_buffers(
@@ -131,28 +156,44 @@ def make_buffers(
     in_place: bool,
     device: torch.device | str = "cpu",
 ) -> PointBuffers:
-    """Allocate one rank's buffers for ``op`` on ``count`` elements (contents undefined until ``fill``)."""
-    lo, hi = chunk_bounds(count, world_size)[rank]
-    big = torch.empty(count, dtype=dtype, device=device)
-    if op is Op.REDUCE_SCATTER:
+    """Allocate one rank's buffers for ``op`` on ``count`` elements (contents undefined until ``fill``).
+
+    Raises ValueError for ``in_place`` with an op that is out of place only (all-to-all, send/recv).
+    """
+    spec = op.spec
+    if spec.out_of_place and in_place:
+        raise ValueError(f"{op.value} is out of place only (its input and output are separate buffers)")
+    big = torch.empty(buffer_elems(op, count), dtype=dtype, device=device)
+    if spec.blocks:
+        lo, hi = block_bounds(count, world_size)[rank]
+    else:
+        lo, hi = chunk_bounds(count, world_size)[rank]
+    if not spec.payload:
+        inp = out = big
+    elif spec.out_of_place:
+        inp, out = big[:count], big[count:]
+    elif op in (Op.REDUCE_SCATTER, Op.SCATTER):
         inp, out = big, (big[lo:hi] if in_place else torch.empty(hi - lo, dtype=dtype, device=device))
-    elif op is Op.ALL_GATHER:
+    elif op in (Op.ALL_GATHER, Op.GATHER):
         out, inp = big, (big[lo:hi] if in_place else torch.empty(hi - lo, dtype=dtype, device=device))
     else:
         inp, out = big, (big if in_place else torch.empty(count, dtype=dtype, device=device))
-    return PointBuffers(op, count, rank, world_size, root, in_place, inp, out)
+    return PointBuffers(op, count, rank, world_size, root, in_place, inp, out, big)
 
 
 def fill(buffers: PointBuffers, redop: str, seed: int = 0) -> None:
     """Write the rank's pattern into the input and the sentinel into output cells the op must write."""
     b = buffers
+    if not checks_data(b.op):
+        b.whole.zero_()  # the token: nothing reads what it holds
+        return
     reducing = redop if b.op.spec.reduces else None
-    if not b.in_place or b.op is Op.ALL_GATHER:
+    if not b.in_place or b.op in (Op.ALL_GATHER, Op.GATHER):
         b.output.fill_(SENTINEL)
-    lo, hi = chunk_bounds(b.count, b.world_size)[b.rank]
-    start, stop = (lo, hi) if b.op is Op.ALL_GATHER else (0, b.input.numel())
-    # Non-root broadcast inputs are never read; their pattern differs from the root's, so a
-    # broadcast that does nothing is caught.
+    lo, hi = _own_span(b)
+    start, stop = (lo, hi) if b.op in (Op.ALL_GATHER, Op.GATHER) else (0, b.input.numel())
+    # Non-root broadcast and scatter inputs are never read; their pattern differs from the root's, so
+    # a broadcast or scatter that does nothing is caught.
     for first in range(start, stop, CHUNK_ELEMS):
         last = min(first + CHUNK_ELEMS, stop)
         values = pattern(b.rank, first, last, redop=reducing, seed=seed, dtype=b.input.dtype, device=b.input.device)
@@ -160,17 +201,24 @@ def fill(buffers: PointBuffers, redop: str, seed: int = 0) -> None:
 
 
 def expected_output(buffers: PointBuffers, redop: str, seed: int = 0) -> torch.Tensor | None:
-    """What ``buffers.output`` must hold after the op; None where the op defines nothing (non-root reduce)."""
+    """What ``buffers.output`` must hold after the op; None where the op defines nothing (non-root reduce
+    or gather, barrier). Elements past the last whole block of a block op are not defined either: the
+    expectation covers the blocks only (``count`` is a multiple of the world size in a sweep)."""
     b = buffers
     dtype = b.output.dtype
     lo, hi = chunk_bounds(b.count, b.world_size)[b.rank]
+    if not checks_data(b.op) or (b.op in (Op.REDUCE, Op.GATHER) and b.rank != b.root):
+        return None
+    if b.op.spec.blocks or b.op is Op.SENDRECV:
+        start, stop = _own_span(b) if b.op is Op.SCATTER else (0, b.count)
+        if b.op.spec.blocks and b.op is not Op.SCATTER:
+            stop = block_bounds(b.count, b.world_size)[-1][1]
+        return _expected_slice(b, redop, seed, start, stop).cpu()
     if b.op is Op.ALL_REDUCE:
         return expected_reduction(b.world_size, 0, b.count, redop=redop, dtype=dtype, seed=seed)
     if b.op is Op.REDUCE_SCATTER:
         return expected_reduction(b.world_size, lo, hi, redop=redop, dtype=dtype, seed=seed)
     if b.op is Op.REDUCE:
-        if b.rank != b.root:
-            return None
         return expected_reduction(b.world_size, 0, b.count, redop=redop, dtype=dtype, seed=seed)
     if b.op is Op.BROADCAST:
         return pattern(b.root, 0, b.count, redop=None, seed=seed, dtype=dtype)
@@ -200,13 +248,22 @@ def _expected_slice(b: PointBuffers, redop: str, seed: int, start: int, stop: in
     dtype, device = b.output.dtype, b.output.device
     if b.op in (Op.ALL_REDUCE, Op.REDUCE, Op.REDUCE_SCATTER):
         return expected_reduction(b.world_size, start, stop, redop=redop, dtype=dtype, seed=seed, device=device)
-    if b.op is Op.BROADCAST:
+    if b.op in (Op.BROADCAST, Op.SCATTER):
         return pattern(b.root, start, stop, redop=None, seed=seed, dtype=dtype, device=device)
-    parts = [
-        pattern(owner, max(lo, start), min(hi, stop), redop=None, seed=seed, dtype=dtype, device=device)
-        for owner, (lo, hi) in enumerate(chunk_bounds(b.count, b.world_size))
-        if max(lo, start) < min(hi, stop)
-    ]
+    if b.op is Op.SENDRECV:
+        return pattern((b.rank - 1) % b.world_size, start, stop, redop=None, seed=seed, dtype=dtype, device=device)
+    bounds = block_bounds(b.count, b.world_size) if b.op.spec.blocks else chunk_bounds(b.count, b.world_size)
+    parts = []
+    for owner, (lo, hi) in enumerate(bounds):
+        a, c = max(lo, start), min(hi, stop)
+        if a >= c:
+            continue
+        if b.op is Op.ALL_TO_ALL:
+            # Output block ``owner`` is rank ``owner``'s input block ``b.rank``: same offsets in it.
+            mine = bounds[b.rank][0] - lo
+            parts.append(pattern(owner, a + mine, c + mine, redop=None, seed=seed, dtype=dtype, device=device))
+        else:
+            parts.append(pattern(owner, a, c, redop=None, seed=seed, dtype=dtype, device=device))
     return torch.cat(parts) if parts else torch.empty(0, dtype=dtype, device=device)
 
 
@@ -220,12 +277,14 @@ def check_buffers(
     whether it has anything to check there or not).
     """
     b = buffers
-    # The output's place in global indices: reduce-scatter holds one chunk, a reduce's non-root nothing.
-    lo, hi = chunk_bounds(b.count, b.world_size)[b.rank]
-    if b.op is Op.REDUCE_SCATTER:
-        own = (lo, hi)
-    elif b.op is Op.REDUCE and b.rank != b.root:
+    # The output's place in global indices: reduce-scatter and scatter hold one chunk or block, a
+    # reduce's or gather's non-root nothing, the block ops their whole blocks only; barrier nothing.
+    if b.op in (Op.REDUCE_SCATTER, Op.SCATTER):
+        own = _own_span(b)
+    elif not checks_data(b.op) or (b.op in (Op.REDUCE, Op.GATHER) and b.rank != b.root):
         own = (0, 0)
+    elif b.op.spec.blocks:
+        own = (0, block_bounds(b.count, b.world_size)[-1][1])
     else:
         own = (0, b.count)
     wrong = torch.zeros((), dtype=torch.int64, device=b.output.device)

@@ -11,6 +11,12 @@ it lands, so the transport moves later segments while the CPU (or GPU) reduces e
 whose receives overwrite what they send (recursive doubling exchanges) are posted whole: the IR says
 sends read the buffer as it was when the step began, so nothing may be reduced before they are done.
 
+A transfer a rank sends to itself (all-to-all's own block) is a local copy, never a torch.distributed
+message: as the IR says, its source is read when the step starts and its destination written when the
+step ends. It is copied when the step is posted, straight to its destination when, like a receive
+landing in place, nothing else in the step reads or writes there, else into scratch that is applied
+with the step's other receives, in their order.
+
 A plan (which segments, which scratch) is compiled once per schedule and rank by ``ScheduleRunner``
 and reused across iterations, so timed iterations allocate nothing.
 """
@@ -66,6 +72,9 @@ class _RecvSeg:
     reduce: bool
     scratch: int
     """Offset in the scratch buffer, or -1 when the segment lands in the buffer itself."""
+    source: int = -1
+    """For a local copy (``peer`` is the rank itself): where in the buffer its data is read from when
+    the step is posted; -1 for a receive from another rank."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +126,25 @@ def scratch_elems(schedule: Schedule, rank: int) -> int:
     return most
 
 
-def _compile_step(step: Step, seg_elems: int) -> tuple[_StepPlan, int]:
+def _local_sources(step: Step, rank: int) -> list[int]:
+    """For each non-empty receive of ``step``: where a local copy reads from (the k-th send to itself
+    matches the k-th receive from itself, as any pair of ranks' transfers match), -1 for the others."""
+    own_sends = [s for s in step.sends if s.count > 0 and s.peer == rank]
+    recvs = [r for r in step.recvs if r.count > 0]
+    own_recvs = [r for r in recvs if r.peer == rank]
+    if len(own_sends) != len(own_recvs) or any(s.count != r.count for s, r in zip(own_sends, own_recvs, strict=True)):
+        raise ValueError(
+            f"rank {rank}'s local copies do not pair up: {len(own_sends)} sends, {len(own_recvs)} receives"
+        )
+    pending = iter(own_sends)
+    return [next(pending).start if r.peer == rank else -1 for r in recvs]
+
+
+def _compile_step(step: Step, seg_elems: int, rank: int) -> tuple[_StepPlan, int]:
     """The step's plan and the scratch elements it needs."""
     sends = [s for s in step.sends if s.count > 0]
     recvs = [r for r in step.recvs if r.count > 0]
+    sources = _local_sources(step, rank)
     send_ranges = [(s.start, s.stop) for s in sends]
     recv_ranges = [(r.start, r.stop) for r in recvs]
     in_place = _lands_in_place(step)
@@ -140,14 +164,18 @@ def _compile_step(step: Step, seg_elems: int) -> tuple[_StepPlan, int]:
 
     scratch = 0
     recv_segs: list[list[_RecvSeg]] = []
-    for r, direct in zip(recvs, in_place, strict=True):
+    for r, direct, source in zip(recvs, in_place, sources, strict=True):
         segs: list[_RecvSeg] = []
         for a, b in _segments(r.start, r.stop, seg_elems):
-            segs.append(_RecvSeg(r.peer, a, b, r.reduce, -1 if direct else scratch))
+            src = -1 if source < 0 else source + (a - r.start)
+            segs.append(_RecvSeg(r.peer, a, b, r.reduce, -1 if direct else scratch, src))
             if not direct:
                 scratch += b - a
         recv_segs.append(segs)
-    send_segs = [[_SendSeg(s.peer, a, b) for a, b in _segments(s.start, s.stop, seg_elems)] for s in sends]
+    # A send to itself is the local copy's read, made by its receive: no message.
+    send_segs = [
+        [_SendSeg(s.peer, a, b) for a, b in _segments(s.start, s.stop, seg_elems)] for s in sends if s.peer != rank
+    ]
     n_rounds = max([len(x) for x in send_segs] + [len(x) for x in recv_segs], default=0)
     rounds = tuple(
         _Round(
@@ -187,7 +215,7 @@ class ScheduleRunner:
         self.group = group
         self.segment_bytes = segment_bytes
         seg_elems = segment_bytes // elem_bytes
-        plans = [_compile_step(step, seg_elems) for step in schedule.steps[rank]]
+        plans = [_compile_step(step, seg_elems, rank) for step in schedule.steps[rank]]
         self._plans = tuple(p for p, _ in plans)
         self._scratch_elems = max((s for _, s in plans), default=0)
         self._scratch: torch.Tensor | None = None
@@ -198,13 +226,15 @@ class ScheduleRunner:
         return self._scratch_elems
 
     def run(self, buffer: torch.Tensor, redop: str) -> None:
-        """Run the schedule on ``buffer`` (1-D, ``schedule.count`` elements), in place.
+        """Run the schedule on ``buffer`` (1-D, ``schedule.buffer_elems`` elements: ``count``, input then
+        output for all-to-all and send/recv, one token for barrier), in place.
 
         ``avg`` sums, then divides the rank's result by the world size (floating dtypes only).
         Raises ValueError for a buffer of the wrong shape; torch.distributed errors pass through.
         """
-        if buffer.dim() != 1 or buffer.numel() != self.schedule.count:
-            raise ValueError(f"buffer must be 1-D with {self.schedule.count} elements, got {tuple(buffer.shape)}")
+        elems = self.schedule.buffer_elems
+        if buffer.dim() != 1 or buffer.numel() != elems:
+            raise ValueError(f"buffer must be 1-D with {elems} elements, got {tuple(buffer.shape)}")
         scratch = self._scratch
         if scratch is None or scratch.dtype != buffer.dtype or scratch.device != buffer.device:
             scratch = torch.empty(self._scratch_elems, dtype=buffer.dtype, device=buffer.device)
@@ -237,6 +267,10 @@ class ScheduleRunner:
         ops: list[dist.P2POp] = []
         for r in rnd.recvs:
             target = buffer[r.start : r.stop] if r.scratch < 0 else scratch[r.scratch : r.scratch + r.stop - r.start]
+            if r.source >= 0:
+                # A local copy, read now (the step's start); applied with the receives if in scratch.
+                target.copy_(buffer[r.source : r.source + r.stop - r.start])
+                continue
             ops.append(self._p2p(dist.irecv, target, r.peer))
         for s in rnd.sends:
             ops.append(self._p2p(dist.isend, buffer[s.start : s.stop], s.peer))
