@@ -18,7 +18,7 @@ from collbench.runtime.launch.ranks import job_rank, under_launcher
 from collbench.runtime.sweep.plan import SweepConfig, validate
 from collbench.runtime.sweep.run import SweepProgress, run_sweep
 from collbench.runtime.sweep.stalls import stall_report
-from collbench.schedules.ops import parse_redop
+from collbench.schedules.ops import Op, parse_redop
 from collbench.units import format_bytes, parse_size
 
 _FORMATS = ("table", "nccl-tests", "json")
@@ -78,7 +78,7 @@ def sweep(
         str, typer.Option("-d", "--dtype", help="float32, float64, float16, bfloat16, int32, int64.")
     ] = "float32",
     redop: Annotated[str, typer.Option("-o", "--redop", help="sum, prod, min, max or avg (floats).")] = "sum",
-    root: Annotated[int, typer.Option("-r", "--root", help="Root rank of broadcast and reduce.")] = 0,
+    root: Annotated[int, typer.Option("-r", "--root", help="Root rank of broadcast, reduce, scatter and gather.")] = 0,
     in_place: Annotated[bool, typer.Option("--in-place", help="Measure in-place calls only.")] = False,
     out_of_place: Annotated[bool, typer.Option("--out-of-place", help="Measure out-of-place calls only.")] = False,
     both: Annotated[bool, typer.Option("--both", help="Measure out-of-place and in-place (the default).")] = False,
@@ -207,8 +207,15 @@ def sweep(
         for line in stall_report(rows):
             console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
         wrong = sum(max(r.wrong, 0) for r in rows)
-        checked = all(r.wrong >= 0 for r in rows)
-        status = "[red]FAILED[/red]" if wrong else ("OK" if checked else "not checked")
+        # Barrier rows carry no data to check (wrong -1): they say so rather than "not checked".
+        data_rows = [r for r in rows if r.op != Op.BARRIER.value]
+        checked = all(r.wrong >= 0 for r in data_rows)
+        if not data_rows:
+            status = "barrier moves no data: nothing to check"
+        else:
+            status = "[red]FAILED[/red]" if wrong else ("OK" if checked else "not checked")
+            if len(data_rows) < len(rows):
+                status += "; barrier moves no data: nothing to check"
         console.print(f"wrong elements: {wrong} ({status}); rows streamed to {config.stream_path}")
         if output is not None:
             console.print(f"wrote {len(rows)} rows to {output}")

@@ -24,6 +24,7 @@ from collbench.nccl.variants import NativeVariant, is_native
 from collbench.results.row import ResultRow
 from collbench.runtime.cuda import kernel_build, nccl
 from collbench.runtime.cuda import kernels as cuda_kernels
+from collbench.runtime.executor.buffers import PointBuffers
 from collbench.runtime.host import environment
 from collbench.runtime.launch.ranks import RankContext
 from collbench.runtime.sweep import plan, worker
@@ -178,8 +179,9 @@ def test_sweep_worker_records_nccl_choices_and_manages_groups(
     log = log_dir / "nccl.host.1.log"
     real_native_call = worker._native_call
 
-    def logging_native_call(op: Op, inp: torch.Tensor, out: torch.Tensor, *args: Any) -> Callable[[], None]:
-        call = real_native_call(op, inp, out, *args)
+    def logging_native_call(bufs: PointBuffers, *args: Any) -> Callable[[], None]:
+        call = real_native_call(bufs, *args)
+        inp = bufs.input
         # What rank 0's NCCL writes per call: Tree/LL128 for plain native, Ring/LL for the forced ring.
         algo, proto = ("Tree", "LL128") if args[-1] is None and not fake.open else ("Ring", "LL")
 
@@ -316,7 +318,9 @@ def test_skipped_pairs_reach_the_user_before_launch(
     assert notes[0].startswith("native:pat all-reduce: NCCL runs all-reduce with Ring, Tree,")
     # Two local ranks are one node: PAT needs one GPU per node (ncclPatEnable), so all-gather goes too.
     assert "native:pat all-gather: NCCL runs PAT with one GPU per node only (2 ranks on 1 node); skipped" in notes
-    assert len([n for n in notes if n.startswith("native:pat")]) == 5
+    # Five of the ops NCCL tunes, then one line for those it runs as grouped send/recv (nothing to force).
+    assert len([n for n in notes if n.startswith("native:pat")]) == 6
+    assert "native:pat all-to-all, scatter, gather, sendrecv, barrier: NCCL runs these as grouped" in "\n".join(notes)
     assert dict(fake.jobs[0].algos)[Op.ALL_GATHER] == ("native:ring",)
 
 
@@ -504,8 +508,9 @@ def test_nccl_logs_one_untimed_call_per_native_point_and_nothing_while_timing(
     real_native_call = worker._native_call
     timed_lines = {"count": 0}
 
-    def logging_native_call(op: Op, inp: torch.Tensor, out: torch.Tensor, *args: Any) -> Callable[[], None]:
-        call = real_native_call(op, inp, out, *args)
+    def logging_native_call(bufs: PointBuffers, *args: Any) -> Callable[[], None]:
+        call = real_native_call(bufs, *args)
+        inp = bufs.input
 
         def logged() -> None:
             if read_env.get("NCCL_DEBUG") == "INFO":

@@ -4,7 +4,8 @@ Without this, a size that cannot fit was found out by the kernel's OOM killer (`
 (exit code -9)``) after the ranks had started, or not at all (``--ranks 64`` on 2 cores took 17.7 GB
 for one point). The estimate per rank is the largest point of the sweep:
 
-* its buffers, as ``buffers.make_buffers`` allocates them (input and output; one when in place);
+* its buffers, as ``buffers.make_buffers`` allocates them (input and output; one when in place; one of
+  ``2 * count`` for all-to-all and send/recv, input then output; a token for barrier);
 * for collbench's own algorithms, the executor's scratch (``schedule_runner.scratch_elems`` of the
   point's schedule: what ``ScheduleRunner`` allocates, found without cutting transfers into segments)
   and reduce-scatter's out-of-place working copy (``worker._make_call``);
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING
 from collbench.errors import ConfigError
 from collbench.nccl.variants import is_native
 from collbench.runtime.executor.buffers import CHUNK_ELEMS
-from collbench.schedules.ops import DTYPE_SIZES, Op
+from collbench.schedules.ops import DTYPE_SIZES, Op, buffer_elems, op_count
 
 if TYPE_CHECKING:
     from collbench.runtime.sweep.plan import SweepJob
@@ -105,9 +106,11 @@ def point_bytes(
 ) -> tuple[int, int]:
     """Bytes the fullest rank and each other rank hold for one point: buffers, working copy, scratch."""
     share = -(-count // world_size)  # rank 0's chunk, the largest (chunk_bounds), without listing all
-    elems = count
-    if not in_place:
-        elems += share if op in (Op.REDUCE_SCATTER, Op.ALL_GATHER) else count
+    elems = buffer_elems(op, count)  # all-to-all and send/recv: input then output in one; barrier: a token
+    if op.spec.blocks:
+        share = count // world_size
+    if not in_place and op.spec.payload and not op.spec.out_of_place:
+        elems += share if op in (Op.REDUCE_SCATTER, Op.ALL_GATHER, Op.SCATTER, Op.GATHER) else count
     if is_native(algo):
         return elems * elem_bytes, elems * elem_bytes
     if op is Op.REDUCE_SCATTER and not in_place:
@@ -124,12 +127,14 @@ def largest_point(job: SweepJob, world_size: int, ranks: int) -> PointMemory | N
         return None
     elem = DTYPE_SIZES[job.dtype]
     check = CHECK_TEMPORARIES * CHUNK_ELEMS * 8 if job.config.check else 0
-    count = max(job.sizes) // elem
+    largest = max(job.sizes) // elem
     best: PointMemory | None = None
     for op, algos in job.algos:
         root = job.config.root if op.spec.rooted else 0
+        count = op_count(op, largest, world_size)  # whole blocks; 0 for barrier (a token)
+        modes = tuple(m for m in job.config.in_place if not (m and op.spec.out_of_place)) or (False,)
         for algo in algos:
-            for in_place in job.config.in_place:
+            for in_place in modes:
                 most, least = point_bytes(
                     op,
                     algo,

@@ -163,6 +163,10 @@ def resolve_algos(
         for op in ops:
             if spec.supports(op) and spec.name not in per_op[op]:
                 per_op[op].append(spec.name)
+        lacking = [op.value for op in ops if not spec.supports(op)]
+        if lacking:
+            # One line per algorithm (a tune names every algorithm for every op it asks).
+            skipped.append(f"{spec.name} {', '.join(lacking)}: {spec.name} does not implement it; skipped")
     if skipped and not any(per_op.values()):
         raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
     return per_op
@@ -192,13 +196,20 @@ def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, 
         skipped.append(f"{variant.name}: {ONE_RANK_NO_ALGORITHM}, so there is nothing to force; skipped")
         return
     reasons: list[str] = []
-    for op in ops:
+    for op in (op for op in ops if op.spec.nccl_tuned):
         reason = unsupported_reason(op.value, variant.algo, variant.proto, version, shape)
         if reason is not None:
             reasons.append(f"{variant.name} {op.value}: {reason}; skipped")
         elif variant.name not in per_op[op]:
             # The canonical spelling, so that rows, resume keys and NCCL_ALGO agree however it was typed.
             per_op[op].append(variant.name)
+    untuned = [op.value for op in ops if not op.spec.nccl_tuned]
+    if untuned:
+        # NCCL runs these as grouped ncclSend/ncclRecv: no algorithm or protocol to force (one line).
+        reasons.append(
+            f"{variant.name} {', '.join(untuned)}: NCCL runs these as grouped send/recv, with no algorithm or "
+            "protocol to force; skipped"
+        )
     skipped.extend(reasons)
 
 

@@ -31,6 +31,7 @@ from collbench.runtime.cuda.native_groups import graph_policy as graph_policy
 from collbench.runtime.executor.buffers import (
     PointBuffers,
     check_buffers,
+    checks_data,
     fill,
     make_buffers,
     torch_dtype,
@@ -40,8 +41,11 @@ from collbench.runtime.executor.timing import AutoIters, IterationTimer, make_ti
 from collbench.runtime.host.environment import RunEnvironment, run_environment
 from collbench.runtime.launch.ranks import RankContext
 from collbench.runtime.sweep.files import resumed_rows
+from collbench.runtime.sweep.native_calls import NCCL_BARRIER_NOTE
+from collbench.runtime.sweep.native_calls import all_gather_single as _all_gather_single
+from collbench.runtime.sweep.native_calls import native_call as _native_call
 from collbench.runtime.sweep.plan import ONE_RANK_NO_ALGORITHM, SweepJob
-from collbench.schedules.ops import DTYPE_SIZES, Op, chunk_bounds
+from collbench.schedules.ops import DTYPE_SIZES, Op, block_bounds, chunk_bounds, op_count
 from collbench.schedules.registry import get_algorithm
 from collbench.units import format_bytes
 
@@ -89,20 +93,41 @@ def plan_points(
     if world_size == 1 and job.backend == "nccl" and any(is_native(a) for _, algos in job.algos for a in algos):
         notes.append(f"{ONE_RANK_NO_ALGORITHM}: native rows carry no nccl_algo or nccl_proto")
     for op, algos in job.algos:
+        spec = op.spec
+        if not spec.payload and algos:
+            notes.append(f"{op.value} moves no data: one point per algorithm at 0 bytes, time only, nothing to check")
+            if job.backend == "nccl" and any(is_native(a) for a in algos):
+                notes.append(NCCL_BARRIER_NOTE)
+        # Barrier moves nothing: one point per algorithm, at 0 bytes (its sizes would all be the same).
+        sizes = job.sizes if spec.payload else job.sizes[:1]
         if cfg.interleave:
-            pairs = [(algo, size) for size in job.sizes for algo in algos]
+            pairs = [(algo, size) for size in sizes for algo in algos]
         else:
-            pairs = [(algo, size) for algo in algos for size in job.sizes]
+            pairs = [(algo, size) for algo in algos for size in sizes]
+        modes = cfg.in_place
+        if spec.out_of_place and True in modes and job.backend != "mpi":
+            # torch.distributed's all_to_all_single and send/recv take two buffers (MPI has MPI_IN_PLACE).
+            notes.append(f"{op.value} is out of place only (input then output): its in-place points are skipped")
+            modes = tuple(m for m in modes if not m)
+        if not spec.payload and job.backend != "mpi":
+            modes = modes[:1]  # nothing in place or out of it: one point (MPI times both of its calls)
+        seen: set[tuple[str, int]] = set()
         for algo, size in pairs:
             native = is_native(algo)
-            count = size // elem
+            # The block ops move whole blocks, one per rank (nccl-tests' *GetCollByteCount): the row's
+            # size and count are what was really moved. Barrier's are 0.
+            count = op_count(op, size // elem, world_size)
             if native and op in (Op.REDUCE_SCATTER, Op.ALL_GATHER) and count % world_size:
                 # torch's tensor collectives need equal chunks: round as nccl-tests does.
                 count -= count % world_size
-            if count == 0:
-                notes.append(f"{op.value} {algo} {format_bytes(size)}: fewer elements than needed, skipped")
+            if count == 0 and spec.payload:
+                what = "less than one element per rank" if spec.blocks else "fewer elements than needed"
+                notes.append(f"{op.value} {algo} {format_bytes(size)}: {what}, skipped")
                 continue
-            for in_place in cfg.in_place:
+            if (algo, count) in seen:
+                continue  # two sizes rounded to the same whole blocks: measured once
+            seen.add((algo, count))
+            for in_place in modes:
                 points.append(
                     SweepPoint(
                         op=op,
@@ -318,7 +343,8 @@ def _measure(
         failure = f"{type(exc).__name__}: {_first_line(exc)}"
     flags = torch.tensor([1 if failure else 0, 0], dtype=torch.int64)
     dist.all_reduce(flags, group=ctx.control)
-    if int(flags[0]) == 0 and cfg.check:
+    checked = cfg.check and checks_data(point.op)
+    if int(flags[0]) == 0 and checked:
         # In lock step, chunk by chunk: a reduce's non-roots, with nothing to check, wait one chunk
         # at a time on the control group, never the whole check (which could outlast its timeout).
         tick = torch.zeros(1, dtype=torch.int64)
@@ -339,7 +365,7 @@ def _measure(
             text = f"{what}: {job.backend} cannot run it ({failure or 'refused on another rank'}); skipped"
             ctx.report({"kind": "note", "text": text})
         return None
-    wrong = int(flags[1]) if cfg.check else -1
+    wrong = int(flags[1]) if checked else -1  # barrier: nothing to check (-1, shown as N/A)
     for _ in range(cfg.warmup):
         call()
     timed = _time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s)
@@ -349,7 +375,9 @@ def _measure(
         return None
     summary = summarize(samples)
     stalls = detect_stalls(samples)
-    algbw = point.size_bytes / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
+    # Barrier moves nothing: its time only, no bandwidth (0, as nccl-tests' busbw factor 0 makes it).
+    moved = point.size_bytes if point.op.spec.payload else 0
+    algbw = moved / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
     nccl_algo, nccl_proto = _variant_fields(point.algo)
     if learning:
         # What NCCL says it ran beats what was asked for: a forced algorithm a collective cannot run
@@ -487,16 +515,6 @@ def _time_point(
     return TimedPoint(samples, sum(covered))
 
 
-def _all_gather_single(output: torch.Tensor, tensor: torch.Tensor, group: Any = None) -> Any:
-    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    return gather(output, tensor, group=group)
-
-
-def _reduce_scatter_single(output: torch.Tensor, tensor: torch.Tensor, op: Any, group: Any = None) -> Any:
-    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-    return scatter(output, tensor, op=op, group=group)
-
-
 def _make_call(
     ctx: RankContext,
     job: SweepJob,
@@ -509,10 +527,9 @@ def _make_call(
     """One collective call on ``bufs`` (input to output), as the point's algorithm does it."""
     op = point.op
     rank = ctx.rank
-    lo, hi = chunk_bounds(point.count, ctx.world_size)[rank]
     inp, out = bufs.input, bufs.output
     if is_native(point.algo):
-        return _native_call(op, inp, out, job.redop, root, rank, groups.group(point.algo))
+        return _native_call(bufs, job.redop, groups.group(point.algo))
     spec = get_algorithm(point.algo)
     segments = spec.segments_for(point.size_bytes, point.segment_bytes)
     schedule = spec.build(op, ctx.world_size, point.count, root=root, layout=layout, segments=segments)
@@ -524,19 +541,26 @@ def _make_call(
         device=ctx.device,
     )
     redop = job.redop
-    if point.in_place:
-        work = out if op is Op.ALL_GATHER else inp
-        return lambda: runner.run(work, redop)
-    if op is Op.REDUCE_SCATTER:
-        full = torch.empty_like(inp)
+    whole = bufs.whole
+    if op.spec.out_of_place or not op.spec.payload or point.in_place:
+        # The schedule's buffer is the allocation itself: input then output (all-to-all, send/recv),
+        # the token (barrier), or the in-place buffer (a gather's or all-gather's output holds the input).
+        return lambda: runner.run(whole, redop)
+    if op in (Op.REDUCE_SCATTER, Op.SCATTER):
+        # The schedule works in a copy of the input (a reduce-scatter reduces in it; a scatter's
+        # non-roots receive there) and the rank's part is copied out.
+        lo, hi = (block_bounds if op is Op.SCATTER else chunk_bounds)(point.count, ctx.world_size)[rank]
+        full = torch.empty_like(inp) if op is Op.REDUCE_SCATTER else inp
 
         def reduce_scatter() -> None:
-            full.copy_(inp)
+            if full is not inp:
+                full.copy_(inp)
             runner.run(full, redop)
             out.copy_(full[lo:hi])
 
         return reduce_scatter
-    if op is Op.ALL_GATHER:
+    if op in (Op.ALL_GATHER, Op.GATHER):
+        lo, hi = (block_bounds if op is Op.GATHER else chunk_bounds)(point.count, ctx.world_size)[rank]
 
         def all_gather() -> None:
             out[lo:hi].copy_(inp)
@@ -551,42 +575,3 @@ def _make_call(
         runner.run(out, redop)
 
     return other
-
-
-def _native_call(
-    op: Op, inp: torch.Tensor, out: torch.Tensor, redop: str, root: int, rank: int, group: Any
-) -> Callable[[], None]:
-    reduce_op = {
-        "sum": dist.ReduceOp.SUM,
-        "prod": dist.ReduceOp.PRODUCT,
-        "min": dist.ReduceOp.MIN,
-        "max": dist.ReduceOp.MAX,
-        "avg": dist.ReduceOp.AVG,
-    }[redop]
-    same = inp.data_ptr() == out.data_ptr() and inp.numel() == out.numel()
-    if op is Op.ALL_REDUCE:
-        if same:
-            return lambda: dist.all_reduce(out, op=reduce_op, group=group)
-
-        def all_reduce() -> None:
-            out.copy_(inp)
-            dist.all_reduce(out, op=reduce_op, group=group)
-
-        return all_reduce
-    if op is Op.REDUCE_SCATTER:
-        return lambda: _reduce_scatter_single(out, inp, reduce_op, group)
-    if op is Op.ALL_GATHER:
-        return lambda: _all_gather_single(out, inp, group)
-    copies = not same and (op is Op.REDUCE or rank == root)
-    collective: Callable[[], Any]
-    if op is Op.BROADCAST:
-        collective = lambda: dist.broadcast(out, src=root, group=group)  # noqa: E731
-    else:
-        collective = lambda: dist.reduce(out, dst=root, op=reduce_op, group=group)  # noqa: E731
-
-    def rooted() -> None:
-        if copies:
-            out.copy_(inp)
-        collective()
-
-    return rooted

@@ -1,0 +1,168 @@
+"""The backend's own collective for a sweep point (``native``), through ``torch.distributed``.
+
+Split from worker.py, which times the calls. One function per op, each taking the point's buffers
+(``executor.buffers.PointBuffers``: the shapes nccl-tests uses) and returning a call of no arguments:
+
+* all-reduce, reduce-scatter, all-gather, broadcast, reduce: ``dist.all_reduce``,
+  ``reduce_scatter_tensor``, ``all_gather_into_tensor``, ``broadcast``, ``reduce``;
+* all-to-all: ``dist.all_to_all_single(output, input)``, out of place, equal blocks (``count`` is a
+  multiple of the world size: the sweep rounds it as nccl-tests' ``AlltoAllGetCollByteCount``);
+* scatter and gather: ``dist.scatter`` / ``dist.gather`` with the root's list of block views, so
+  nothing is copied around the call; in place the rank's block is a view of the root's buffer;
+* send/recv: one ``dist.batch_isend_irecv`` of a send to rank ``r + 1`` and a receive from ``r - 1``
+  (the ring shift of nccl-tests' ``sendrecv.cu``). torch refuses a send to oneself, so on one rank the
+  shift is the copy it amounts to (``ncclSend``/``ncclRecv`` to oneself is a copy in NCCL too);
+* barrier: ``dist.barrier`` on gloo. On NCCL, torch's documentation of ``dist.barrier``
+  (torch/distributed/distributed_c10d.py, torch 2.13) says "``ProcessGroupNCCL`` implements barrier as
+  an all_reduce of a 1-element tensor. A device must be chosen for allocating this tensor" (by
+  ``device_ids``, the device bound at init, the last one used, or rank mod device count: a guess that
+  can hang) and "now blocks the cpu thread till the completion of the barrier collective". So on NCCL
+  the point runs what that barrier runs, a one-element all-reduce, on the rank's own device, and
+  leaves out the host wait: CUDA events time the collective (a host wait between events would time
+  the launch gaps too) and a CUDA graph can capture it (:data:`NCCL_BARRIER_NOTE` says so in the run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from collbench.runtime.executor.buffers import PointBuffers
+from collbench.schedules.ops import Op, block_bounds
+
+NCCL_BARRIER_NOTE = (
+    "barrier native on nccl: timed as the one-element all-reduce torch's ProcessGroupNCCL barrier runs "
+    "(torch's dist.barrier docs), on each rank's own GPU, without the host wait dist.barrier adds"
+)
+
+_REDUCE_OPS = {
+    "sum": "SUM",
+    "prod": "PRODUCT",
+    "min": "MIN",
+    "max": "MAX",
+    "avg": "AVG",
+}
+
+
+def all_gather_single(output: torch.Tensor, tensor: torch.Tensor, group: Any = None) -> Any:
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    return gather(output, tensor, group=group)
+
+
+def reduce_scatter_single(output: torch.Tensor, tensor: torch.Tensor, op: Any, group: Any = None) -> Any:
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    return scatter(output, tensor, op=op, group=group)
+
+
+def native_call(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
+    """One call of the backend's own ``bufs.op`` on ``bufs`` (input to output), on ``group`` (None:
+    the default group). The root is ``bufs.root``; the world size ``bufs.world_size``."""
+    op = bufs.op
+    if op is Op.ALL_TO_ALL:
+        return _all_to_all(bufs, group)
+    if op is Op.SCATTER:
+        return _scatter(bufs, group)
+    if op is Op.GATHER:
+        return _gather(bufs, group)
+    if op is Op.SENDRECV:
+        return _sendrecv(bufs, group)
+    if op is Op.BARRIER:
+        return _barrier(bufs, group)
+    return _classic(bufs, redop, group)
+
+
+def _all_to_all(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+    out, inp = bufs.output, bufs.input
+    whole = block_bounds(bufs.count, bufs.world_size)[-1][1]
+    if whole != bufs.count:
+        # all_to_all_single splits evenly; a count the sweep did not round is moved in whole blocks.
+        out, inp = out[:whole], inp[:whole]
+    return lambda: dist.all_to_all_single(out, inp, group=group)
+
+
+def _blocks(tensor: torch.Tensor, bufs: PointBuffers) -> list[torch.Tensor]:
+    return [tensor[lo:hi] for lo, hi in block_bounds(bufs.count, bufs.world_size)]
+
+
+def _scatter(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+    root, out = bufs.root, bufs.output
+    if bufs.rank != root:
+        return lambda: dist.scatter(out, None, src=root, group=group)
+    parts = _blocks(bufs.input, bufs)
+    return lambda: dist.scatter(out, parts, src=root, group=group)
+
+
+def _gather(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+    root, inp = bufs.root, bufs.input
+    if bufs.rank != root:
+        return lambda: dist.gather(inp, None, dst=root, group=group)
+    parts = _blocks(bufs.output, bufs)
+    return lambda: dist.gather(inp, parts, dst=root, group=group)
+
+
+def _sendrecv(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+    n, rank, inp, out = bufs.world_size, bufs.rank, bufs.input, bufs.output
+    if n == 1:
+
+        def copy() -> None:
+            out.copy_(inp)
+
+        return copy
+    nxt, prev = (rank + 1) % n, (rank - 1) % n
+
+    def p2p(fn: Any, tensor: torch.Tensor, peer: int) -> dist.P2POp:
+        if group is None:
+            return dist.P2POp(fn, tensor, peer)
+        return dist.P2POp(fn, tensor, group=group, group_peer=peer)
+
+    ops = [p2p(dist.irecv, out, prev), p2p(dist.isend, inp, nxt)]
+
+    def shift() -> None:
+        for work in dist.batch_isend_irecv(ops):
+            if work is not None:
+                work.wait()
+
+    return shift
+
+
+def _barrier(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+    if dist.get_backend(group) == "nccl":
+        # What ProcessGroupNCCL's barrier runs, on the rank's own device (the token's), minus its host wait.
+        flag = bufs.whole.new_zeros(1, dtype=torch.uint8)
+        return lambda: dist.all_reduce(flag, group=group)
+    return lambda: dist.barrier(group=group)
+
+
+def _classic(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
+    op, inp, out, root, rank = bufs.op, bufs.input, bufs.output, bufs.root, bufs.rank
+    reduce_op = getattr(dist.ReduceOp, _REDUCE_OPS[redop])
+    same = inp.data_ptr() == out.data_ptr() and inp.numel() == out.numel()
+    if op is Op.ALL_REDUCE:
+        if same:
+            return lambda: dist.all_reduce(out, op=reduce_op, group=group)
+
+        def all_reduce() -> None:
+            out.copy_(inp)
+            dist.all_reduce(out, op=reduce_op, group=group)
+
+        return all_reduce
+    if op is Op.REDUCE_SCATTER:
+        return lambda: reduce_scatter_single(out, inp, reduce_op, group)
+    if op is Op.ALL_GATHER:
+        return lambda: all_gather_single(out, inp, group)
+    copies = not same and (op is Op.REDUCE or rank == root)
+    collective: Callable[[], Any]
+    if op is Op.BROADCAST:
+        collective = lambda: dist.broadcast(out, src=root, group=group)  # noqa: E731
+    else:
+        collective = lambda: dist.reduce(out, dst=root, op=reduce_op, group=group)  # noqa: E731
+
+    def rooted() -> None:
+        if copies:
+            out.copy_(inp)
+        collective()
+
+    return rooted

@@ -1,0 +1,112 @@
+"""Planning a sweep of all-to-all, scatter, gather, send/recv and barrier (no rank starts here).
+
+Counts follow nccl-tests (``ops.op_count``: whole blocks for the block ops, as its
+``*GetCollByteCount``), so a row's size is what was moved; barrier is one point at 0 bytes; the
+out-of-place-only ops measure no in-place points (torch.distributed takes two buffers for them); an
+algorithm named for ops it does not do is skipped for those in one line; the memory estimate counts
+their buffers (``2 * count`` for all-to-all and send/recv).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from collbench.runtime.sweep import memory, plan, worker
+from collbench.runtime.sweep.plan import SweepConfig
+from collbench.schedules.ops import Op
+from collbench.schedules.registry import algorithms_for
+
+NEW_OPS = (Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER, Op.SENDRECV, Op.BARRIER)
+CPU = torch.device("cpu")
+
+
+def _job(tmp_path: Path, **changes: Any) -> plan.SweepJob:
+    config = SweepConfig(
+        world_size=3,
+        backend="gloo",
+        ops=tuple(op.value for op in NEW_OPS),
+        algos=("native",),
+        min_bytes=4,
+        max_bytes=4096,
+        step_factor=2.0,
+        in_place=(False, True),
+        stream=tmp_path / "s.jsonl",
+    )
+    return plan.validate(dataclasses.replace(config, **changes))
+
+
+def test_all_includes_the_new_ops_with_their_registry_algorithms(tmp_path: Path) -> None:
+    job = _job(tmp_path, ops=("all",), algos=("all",))
+    assert set(NEW_OPS) <= set(job.ops)
+    per_op = dict(job.algos)
+    for op in NEW_OPS:
+        assert list(per_op[op]) == [spec.name for spec in algorithms_for(op)]
+        assert "native" in per_op[op]
+
+
+def test_block_ops_move_whole_blocks_and_barrier_is_one_point(tmp_path: Path) -> None:
+    points, notes = worker.plan_points(_job(tmp_path), 3, CPU, "rank-order")
+    by_op: dict[Op, list[worker.SweepPoint]] = {}
+    for p in points:
+        by_op.setdefault(p.op, []).append(p)
+    for op in (Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER):
+        counts = [p.count for p in by_op[op]]
+        # 4 B .. 4 KiB of float32 on 3 ranks: 1, 2, 4 elements are less than a block each (skipped);
+        # 8 -> 6, 16 -> 15, ... every count a multiple of 3, each measured once.
+        assert all(c % 3 == 0 and c > 0 for c in counts)
+        assert len(counts) == len(set(zip(counts, [p.in_place for p in by_op[op]], strict=True)))
+        assert all(p.size_bytes == 4 * p.count for p in by_op[op])
+        assert sorted({c for c in counts}) == [3, 6, 15, 30, 63, 126, 255, 510, 1023]
+        assert f"{op.value} native 8 B: less than one element per rank, skipped" in notes
+    # Send/recv moves the whole buffer: no rounding.
+    assert [(p.count, p.size_bytes) for p in by_op[Op.SENDRECV]][:3] == [(1, 4), (2, 8), (4, 16)]
+    [barrier] = by_op[Op.BARRIER]
+    assert (barrier.count, barrier.size_bytes, barrier.in_place) == (0, 0, False)
+    assert any(n.startswith("barrier moves no data: one point per algorithm at 0 bytes") for n in notes)
+
+
+def test_out_of_place_only_ops_skip_in_place_points_and_say_so(tmp_path: Path) -> None:
+    points, notes = worker.plan_points(_job(tmp_path), 3, CPU, "rank-order")
+    for op in (Op.ALL_TO_ALL, Op.SENDRECV):
+        assert all(not p.in_place for p in points if p.op is op)
+        assert f"{op.value} is out of place only (input then output): its in-place points are skipped" in notes
+    for op in (Op.SCATTER, Op.GATHER):
+        assert {p.in_place for p in points if p.op is op} == {False, True}
+    only_in_place, _ = worker.plan_points(_job(tmp_path, in_place=(True,)), 3, CPU, "rank-order")
+    assert not [p for p in only_in_place if p.op in (Op.ALL_TO_ALL, Op.SENDRECV)]
+
+
+def test_an_algorithm_named_for_ops_it_lacks_is_skipped_in_one_line(tmp_path: Path) -> None:
+    job = _job(tmp_path, ops=("all-reduce", "all-to-all", "barrier"), algos=("ring", "native"))
+    assert dict(job.algos)[Op.ALL_REDUCE] == ("ring", "native")
+    if "ring" not in dict(job.algos)[Op.ALL_TO_ALL]:
+        assert "ring all-to-all, barrier: ring does not implement it; skipped" in job.notes
+    with pytest.raises(Exception, match="does none of the ops"):
+        _job(tmp_path, ops=("barrier",), algos=("rabenseifner",))
+
+
+def test_memory_counts_input_and_output_of_the_out_of_place_ops() -> None:
+    count, n = 3 << 20, 3
+    for op in (Op.ALL_TO_ALL, Op.SENDRECV):
+        most, least = memory.point_bytes(op, "native", count, elem_bytes=4, world_size=n, in_place=False)
+        assert most == least == 2 * count * 4
+    block = count // n
+    for op in (Op.SCATTER, Op.GATHER):
+        assert memory.point_bytes(op, "native", count, elem_bytes=4, world_size=n, in_place=False)[0] == (
+            (count + block) * 4
+        )
+        assert memory.point_bytes(op, "native", count, elem_bytes=4, world_size=n, in_place=True)[0] == count * 4
+    assert memory.point_bytes(Op.BARRIER, "native", 0, elem_bytes=4, world_size=n, in_place=False)[0] == 4
+
+
+def test_the_largest_point_holds_input_and_output(tmp_path: Path) -> None:
+    job = _job(tmp_path, max_bytes=64 << 20, min_bytes=64 << 20)
+    point = memory.largest_point(job, 3, 3)
+    # Send/recv's 64 MiB in and 64 MiB out (all-to-all's are rounded down to whole blocks of 3).
+    assert point is not None and point.point == "sendrecv native 64 MiB out-of-place"
+    assert point.largest_rank_bytes >= 2 * (64 << 20)
