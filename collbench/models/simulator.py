@@ -11,6 +11,10 @@ The model is the one ``costs.py`` writes in closed form, applied to the real sch
   ``gamma * bytes reduced`` of that step; its next step starts then;
 * the schedule's time is when the last rank finishes.
 
+A transfer to oneself (all-to-all's own block, ir.py) is a local copy: no link, no latency, free at
+this model's resolution (memory moves far faster than any link it prices). A step holding nothing
+else ends when it starts. A barrier's token carries no data: its transfers cost latency only.
+
 Link parameters come from a :class:`~collbench.topology.model.Topology` (per pair of rank devices:
 bandwidth, and ``latency_us`` where known, else a default) or from fitted alpha/beta, uniform, with
 optional different parameters between nodes (:class:`UniformLinks`).
@@ -122,12 +126,15 @@ def _match(schedule: Schedule, elem_bytes: int) -> tuple[list[list[list[_Transfe
     for r, steps in enumerate(schedule.steps):
         for k, step in enumerate(steps):
             for s in step.sends:
-                sends.setdefault((r, s.peer), deque()).append((k, s.count))
+                if s.peer != r:
+                    sends.setdefault((r, s.peer), deque()).append((k, s.count))
     per_step: list[list[list[_Transfer]]] = [[[] for _ in steps] for steps in schedule.steps]
     link_bytes: dict[tuple[int, int], int] = {}
     for r, steps in enumerate(schedule.steps):
         for k, step in enumerate(steps):
             for rv in step.recvs:
+                if rv.peer == r:
+                    continue
                 queue = sends.get((rv.peer, r))
                 if not queue:
                     raise ConfigError(f"{schedule.algo}: rank {r} receives from {rv.peer} more than it is sent")
@@ -157,6 +164,9 @@ def simulate(
     p = schedule.world_size
     if p > MAX_SIMULATED_RANKS:
         raise ConfigError(f"simulating {p} ranks is too slow; the closed forms (costs.py) price that size")
+    if not schedule.op.spec.payload:
+        # A barrier's token carries no data: its transfers cost their latency only.
+        elem_bytes = 0
     per_step, busiest = _match(schedule, elem_bytes)
     cost_cache: dict[tuple[int, int], LinkCost] = {}
 
@@ -171,8 +181,12 @@ def simulate(
     in_time: list[list[float]] = []
     reduce_bytes: list[list[int]] = []
     for r, steps in enumerate(schedule.steps):
-        out_time.append([sum(s.count * elem_bytes * link(r, s.peer).us_per_byte for s in st.sends) for st in steps])
-        in_time.append([sum(v.count * elem_bytes * link(v.peer, r).us_per_byte for v in st.recvs) for st in steps])
+        out_time.append(
+            [sum(s.count * elem_bytes * link(r, s.peer).us_per_byte for s in st.sends if s.peer != r) for st in steps]
+        )
+        in_time.append(
+            [sum(v.count * elem_bytes * link(v.peer, r).us_per_byte for v in st.recvs if v.peer != r) for st in steps]
+        )
         reduce_bytes.append([sum(v.count * elem_bytes for v in st.recvs if v.reduce) for st in steps])
 
     start: list[list[float | None]] = [[None] * len(steps) for steps in schedule.steps]

@@ -3,6 +3,7 @@
 In the alpha-beta model a schedule costs about ``steps * alpha + bytes * beta``: steps count the waits
 for the network; ``bytes`` is what the bottleneck carries: the busiest directed link between two ranks
 when every pair has its own link, or the busiest rank's port when each rank has one port to a switch.
+Local copies (a transfer to oneself) use no link and count nowhere; a barrier's token counts no bytes.
 """
 
 from __future__ import annotations
@@ -45,18 +46,30 @@ def schedule_stats(schedule: Schedule, elem_bytes: int) -> ScheduleStats:
     Raises ScheduleError (from the verifier's matching) if the schedule cannot run at all.
     """
     n = schedule.world_size
+    if not schedule.op.spec.payload:
+        # A barrier's token is no data: its transfers count as steps, never as bytes.
+        elem_bytes = 0
     sent = [0] * n
     received = [0] * n
     links: dict[tuple[int, int], int] = {}
     for r in range(n):
         for step in schedule.steps[r]:
             for send in step.sends:
+                if send.peer == r:
+                    continue  # a local copy (ir.py): no link, no port
                 size = send.count * elem_bytes
                 sent[r] += size
                 received[send.peer] += size
                 links[(r, send.peer)] = links.get((r, send.peer), 0) + size
     waves = step_waves(schedule)
-    steps = 1 + max((max(w) for w in waves if w), default=-1)
+    # Steps that only copy locally (a world of one rank's all-to-all) wait for no network.
+    networked = [
+        wave
+        for r in range(n)
+        for wave, step in zip(waves[r], schedule.steps[r], strict=True)
+        if any(t.peer != r for t in step.sends) or any(t.peer != r for t in step.recvs)
+    ]
+    steps = 1 + max(networked, default=-1)
     busiest = max(links.items(), key=lambda kv: (kv[1], -kv[0][0], -kv[0][1]), default=None)
     return ScheduleStats(
         steps=steps,

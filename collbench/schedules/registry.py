@@ -10,7 +10,7 @@ own collective last.
 from __future__ import annotations
 
 from collbench.errors import UnknownNameError
-from collbench.schedules.algorithms import direct, native, one_shot, recursive, ring, tree
+from collbench.schedules.algorithms import alltoall, barrier, direct, linear, native, one_shot, recursive, ring, tree
 from collbench.schedules.ops import Op
 from collbench.schedules.spec import AlgorithmSpec
 
@@ -18,8 +18,11 @@ SPECS: tuple[AlgorithmSpec, ...] = (
     *ring.SPECS,
     *tree.SPECS,
     *recursive.SPECS,
+    *alltoall.SPECS,
+    *barrier.SPECS,
     *direct.SPECS,
     *one_shot.SPECS,
+    *linear.SPECS,
     *native.SPECS,
 )
 assert len({s.name for s in SPECS}) == len(SPECS), "two algorithms share a name"

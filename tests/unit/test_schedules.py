@@ -14,19 +14,23 @@ import collbench.schedules.algorithms
 from collbench.errors import ConfigError, NotApplicableError, UnknownNameError
 from collbench.layouts.model import Layout
 from collbench.schedules.analysis import schedule_stats
-from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.ops import CLASSIC_OPS, Op, chunk_bounds
 from collbench.schedules.registry import SPECS, algorithm_names, get_algorithm
 from collbench.schedules.spec import MAX_SEGMENTS
 from collbench.schedules.verifier import verify
 
 EXPECTED_OPS = {
-    "ring": set(Op),
-    "tree": {Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE},
+    "ring": {*CLASSIC_OPS, Op.SENDRECV},
+    "tree": {Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE, Op.BARRIER},
     "two-tree": {Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE},
     "recursive-doubling": {Op.ALL_REDUCE, Op.ALL_GATHER},
     "rabenseifner": {Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.REDUCE},
-    "direct": set(Op),
-    "one-shot": set(Op),
+    "pairwise": {Op.ALL_TO_ALL},
+    "bruck": {Op.ALL_TO_ALL},
+    "dissemination": {Op.BARRIER},
+    "direct": set(CLASSIC_OPS),
+    "one-shot": set(CLASSIC_OPS),
+    "linear": {Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER},
 }
 BUILT = sorted(EXPECTED_OPS)
 
@@ -45,8 +49,12 @@ def test_registry_order_is_how_every_listing_orders_algorithms() -> None:
         "two-tree",
         "recursive-doubling",
         "rabenseifner",
+        "pairwise",
+        "bruck",
+        "dissemination",
         "direct",
         "one-shot",
+        "linear",
         "native",
     ]
 

@@ -10,16 +10,21 @@ from collbench.models.simulator import TopologyLinks, UniformLinks, simulate, si
 from collbench.schedules.analysis import schedule_stats
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
+from collbench.schedules.spec import sorted_ops
 from collbench.topology.host import host_topology
 
 # (algorithm, op, world sizes) where the closed form is exact on the builder's schedule.
 EXACT = (
-    [("ring", op, (2, 3, 4, 5, 8)) for op in Op]
-    + [("one-shot", op, (2, 3, 5, 8)) for op in get_algorithm("one-shot").ops]
-    + [("direct", op, (2, 3, 5, 8)) for op in get_algorithm("direct").ops]
+    [("ring", op, (1, 2, 3, 4, 5, 8)) for op in sorted_ops(get_algorithm("ring").ops)]
+    + [
+        (algo, op, (1, 2, 3, 5, 8))
+        for algo in ("one-shot", "direct", "linear", "pairwise", "bruck", "dissemination")
+        for op in sorted_ops(get_algorithm(algo).ops)
+    ]
     + [
         ("recursive-doubling", Op.ALL_REDUCE, (2, 3, 4, 5, 6, 8)),
         ("rabenseifner", Op.ALL_REDUCE, (2, 4, 8)),
+        ("tree", Op.BARRIER, (1, 2, 3, 4, 5, 8, 13)),
     ]
 )
 

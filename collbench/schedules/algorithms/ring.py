@@ -5,6 +5,7 @@
 * all-gather: n-1 steps passing complete chunks on around the ring.
 * all-reduce: reduce-scatter then all-gather, 2(n-1) steps, 2(n-1)/n of the buffer over each link.
 * broadcast / reduce: a chain along the ring from (or to) the root, pipelined in ``segments`` pieces.
+* send/recv: the ring shift nccl-tests' ``sendrecv.cu`` measures, one step: rank r's input to r+1.
 
 A layout with several rings (channels) splits the buffer across them: every ring runs its share in
 the same steps, so the links of all rings work at once.
@@ -57,6 +58,16 @@ def chain(b: RoundBuilder, ranks: list[int], start: int, stop: int, segments: in
             b.transfer(i + j, ranks[i], ranks[i + 1], a, z, reduce=reduce, label=what)
 
 
+def _ring_shift(n: int, count: int, root: int, layout: Layout | None) -> Schedule:
+    """Send/recv as nccl-tests' ``sendrecv.cu``: one step, rank r sends its input to r+1 (into the
+    output region) and receives r-1's; in rank order whatever the layout, because the op is defined on
+    ranks. One rank copies its input to its output."""
+    b = RoundBuilder(n)
+    for r in range(n):
+        b.transfer(0, r, (r + 1) % n, 0, count, reduce=False, label="shift one rank along", dst_start=count)
+    return b.build(Op.SENDRECV, "ring", count, root=root, layout=layout_name(layout))
+
+
 def build_ring(
     op: Op,
     world_size: int,
@@ -69,6 +80,8 @@ def build_ring(
     """Ring schedule for any op; see the module docstring. Raises ConfigError for a layout of another size."""
     check_count_and_segments(count, segments)
     n = world_size
+    if op is Op.SENDRECV:
+        return _ring_shift(n, count, root, layout)
     rings = layout_rings(layout, n)
     b = RoundBuilder(n)
     regions = chunk_bounds(count, len(rings))
@@ -126,9 +139,14 @@ def _reduce_cost(p: int, n: float, k: int) -> CostTerms:
     return tree_phase(p - 1, 1, n, k, True)
 
 
+def _sendrecv_cost(p: int, n: float, k: int) -> CostTerms:
+    # One step: every rank's port sends its whole buffer and takes in its neighbour's.
+    return CostTerms(1.0, n, 0.0)
+
+
 RING = AlgorithmSpec(
     name="ring",
-    ops=CLASSIC_OPS,
+    ops=CLASSIC_OPS | {Op.SENDRECV},
     builder=build_ring,
     summary="neighbours only: 2(n-1) steps, 2(n-1)/n of the buffer per link (bandwidth-optimal, latency-poor)",
     costs=CostFormulas(
@@ -137,6 +155,7 @@ RING = AlgorithmSpec(
         all_gather=_all_gather_cost,
         broadcast=_broadcast_cost,
         reduce=_reduce_cost,
+        sendrecv=_sendrecv_cost,
     ),
     segmented=True,
 )

@@ -7,6 +7,8 @@ has arrived. Going down (broadcast), a rank at depth d forwards segment j in rou
 all-reduce starts the way down of segment j as soon as the root has it complete, so both directions
 overlap: about ``2 * depth + segments`` rounds, each carrying 1/segments of the data.
 
+``tree`` also does barrier: a token up the binary tree and back down (2 depth rounds), no segments.
+
 For broadcast and reduce, ``two-tree`` hangs both trees (built over the n-1 other ranks) below the
 root, so the root feeds one half into each and every other rank is interior in at most one of them.
 """
@@ -28,6 +30,7 @@ from collbench.schedules.ops import Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
 _TREE_OPS = frozenset({Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE})
+_TREE_BARRIER_OPS = _TREE_OPS | {Op.BARRIER}
 
 
 def pipeline_tree(
@@ -97,9 +100,14 @@ def build_tree(
     check_count_and_segments(count, segments)
     trees = layout_trees(layout, world_size)
     parent = binary_tree(world_size, root)
-    if trees and (op is Op.ALL_REDUCE or tree_root(trees[0]) == root):
+    if trees and (op in (Op.ALL_REDUCE, Op.BARRIER) or tree_root(trees[0]) == root):
         parent = trees[0]
     b = RoundBuilder(world_size)
+    if op is Op.BARRIER:
+        # The token goes up, every rank merging whom its children heard from, and the root's (everyone)
+        # comes back down: an all-reduce of one element that carries no data.
+        pipeline_tree(b, parent, 0, 1, 1, up=True, down=True, name="barrier")
+        return b.build(op, "tree", 0, root=root, layout=layout_name(layout))
     pipeline_tree(b, parent, 0, count, segments, up=op is not Op.BROADCAST, down=op is not Op.REDUCE)
     return b.build(op, "tree", count, root=root, layout=layout_name(layout), params=(("segments", segments),))
 
@@ -290,6 +298,11 @@ def _two_tree_rooted_cost(p: int, n: float, k: int, reduces: bool) -> CostTerms:
     return CostTerms(float(d + k - 1), bound.beta, bound.gamma)
 
 
+def _tree_barrier_cost(p: int, n: float, k: int) -> CostTerms:
+    # Up the tree and back down, one round a level each way; no bytes (segments do not apply).
+    return CostTerms(float(2 * binary_tree_depth(p)), 0.0, 0.0)
+
+
 def _tree_broadcast_cost(p: int, n: float, k: int) -> CostTerms:
     return _tree_rooted_cost(p, n, k, False)
 
@@ -308,7 +321,7 @@ def _two_tree_reduce_cost(p: int, n: float, k: int) -> CostTerms:
 
 TREE = AlgorithmSpec(
     name="tree",
-    ops=_TREE_OPS,
+    ops=_TREE_BARRIER_OPS,
     builder=build_tree,
     summary="pipelined binary tree: about 2 log2(n) + segments steps, the whole buffer over interior links",
     costs=CostFormulas(
@@ -317,6 +330,7 @@ TREE = AlgorithmSpec(
         all_gather=_tree_all_gather_cost,
         broadcast=_tree_broadcast_cost,
         reduce=_tree_reduce_cost,
+        barrier=_tree_barrier_cost,
         # The pipelined all-reduce's two phases overlap unevenly.
         approximate=frozenset({Op.ALL_REDUCE}),
     ),

@@ -1,0 +1,85 @@
+"""``linear``: every block straight to the rank that needs it, all in one step.
+
+* all-to-all: every rank posts its n-1 sends and n-1 receives at once and copies its own block into
+  its output, as NCCL's grouped ``ncclSend``/``ncclRecv`` (nccl-tests' ``alltoall.cu``), gloo's
+  ``alltoall.cc`` and Open MPI's ``alltoall_intra_basic_linear`` do;
+* scatter: the root sends block r to rank r; gather: rank r sends block r to the root (Open MPI's
+  ``basic_linear``, gloo's ``scatter.cc``/``gather.cc``).
+
+One step (the least latency), but n-1 messages through each port (the root's, for scatter and
+gather). The name is Open MPI's and MPICH's for these; ``one-shot`` is the same idea for the five
+reductions and gathers, whose data is not in blocks, and ``direct`` goes through a root, which an
+all-to-all does not need.
+"""
+
+from __future__ import annotations
+
+from collbench.layouts.model import Layout
+from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
+from collbench.schedules.algorithms.one_shot import ONE_SHOT
+from collbench.schedules.cost import CostFormulas, CostTerms
+from collbench.schedules.ir import Schedule
+from collbench.schedules.ops import Op, block_bounds
+from collbench.schedules.spec import AlgorithmSpec
+
+
+def build_linear(
+    op: Op,
+    world_size: int,
+    count: int,
+    *,
+    root: int = 0,
+    layout: Layout | None = None,
+    segments: int = 1,
+) -> Schedule:
+    """One step: all-to-all's every pair (own block a local copy), or scatter's and gather's root to or
+    from every rank. Any world size; a count that does not divide leaves its tail out (``op_count``)."""
+    check_count_and_segments(count, segments)
+    n = world_size
+    blocks = block_bounds(count, n)
+    b = RoundBuilder(n)
+    if op is Op.ALL_TO_ALL:
+        for src in range(n):
+            for dst in range(n):
+                # src's input block dst becomes dst's output block src.
+                label = "own block, copied" if src == dst else "every block to its rank"
+                b.transfer(0, src, dst, *blocks[dst], reduce=False, label=label, dst_start=count + blocks[src][0])
+    elif op is Op.SCATTER:
+        for r in range(n):
+            if r != root:
+                b.transfer(0, root, r, *blocks[r], reduce=False, label="root sends each rank its block")
+    else:
+        for r in range(n):
+            if r != root:
+                b.transfer(0, r, root, *blocks[r], reduce=False, label="every block to the root")
+    return b.build(op, "linear", count, root=root, layout=layout_name(layout))
+
+
+# -- closed-form costs (p ranks, n bytes, k segments) ----------------------------------------------
+
+
+def _blocks_at_once_cost(p: int, n: float, k: int) -> CostTerms:
+    # One step; the busiest port (every rank's for all-to-all, the root's for scatter and gather) moves
+    # p-1 blocks of n/p, one message each. The own block is a local copy, off the network.
+    return CostTerms(1.0, (p - 1) / p * n, 0.0, float(p - 1))
+
+
+LINEAR = AlgorithmSpec(
+    name="linear",
+    ops=frozenset({Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER}),
+    builder=build_linear,
+    summary="every block straight to its rank in one step (grouped send/recv): n-1 messages per port",
+    costs=CostFormulas(
+        # The five reductions and gathers done "every pair at once" are one-shot's exchange.
+        all_reduce=ONE_SHOT.costs.all_reduce,
+        reduce_scatter=ONE_SHOT.costs.reduce_scatter,
+        all_gather=ONE_SHOT.costs.all_gather,
+        broadcast=ONE_SHOT.costs.broadcast,
+        reduce=ONE_SHOT.costs.reduce,
+        all_to_all=_blocks_at_once_cost,
+        scatter=_blocks_at_once_cost,
+        gather=_blocks_at_once_cost,
+    ),
+)
+
+SPECS: tuple[AlgorithmSpec, ...] = (LINEAR,)
