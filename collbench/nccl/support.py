@@ -32,10 +32,14 @@ from dataclasses import dataclass
 from collbench.errors import UnknownNameError
 from collbench.nccl.algorithms import ALGORITHM_SINCE, ALGORITHMS, PROTOCOLS, NcclVersion, algorithm_named
 from collbench.nccl.variants import COMM_CHANNELS_SINCE, NativeVariant, max_channels_for
-from collbench.schedules.ops import NCCL_TUNED_OPS
+from collbench.schedules.ops import NCCL_TUNED_OPS, Op
 
 OPS: tuple[str, ...] = tuple(op.value for op in NCCL_TUNED_OPS)
-"""collbench's op names (``collbench.schedules.ops.Op`` values)."""
+"""collbench's names (``collbench.schedules.ops.Op`` values) of the ops NCCL chooses an algorithm for."""
+POINT_TO_POINT: tuple[str, ...] = tuple(op.value for op in Op if op not in NCCL_TUNED_OPS)
+"""The ops NCCL runs as grouped ``ncclSend``/``ncclRecv`` (nccl-tests' ``alltoall.cu``, ``scatter.cu``,
+``gather.cu``, ``sendrecv.cu``; torch's NCCL barrier is a one-element all-reduce it does not tune
+apart): no algorithm or protocol to force or export."""
 
 _OP_ALGORITHM_SINCE: dict[str, dict[str, NcclVersion]] = {
     "broadcast": {"Ring": (0, 0, 0)},
@@ -75,14 +79,16 @@ def unsupported_reason(
     known yet, e.g. planning on a machine without NCCL) checks against the newest table. Raises
     UnknownNameError for an op, algorithm or protocol name NCCL does not have.
     """
-    if op not in _OP_ALGORITHM_SINCE:
-        raise UnknownNameError("op", op, OPS)
+    if op not in _OP_ALGORITHM_SINCE and op not in POINT_TO_POINT:
+        raise UnknownNameError("op", op, OPS + POINT_TO_POINT)
     if algo is not None and algo not in ALGORITHMS:
         raise UnknownNameError("NCCL algorithm", algo, ALGORITHMS)
     if proto is not None and proto not in PROTOCOLS:
         raise UnknownNameError("NCCL protocol", proto, PROTOCOLS)
     if algo is None:
         return None
+    if op in POINT_TO_POINT:
+        return point_to_point_reason(op)
     version = nccl_version if nccl_version is not None else (99, 0, 0)
     where = f"NCCL {_version_text(version)}" if nccl_version is not None else "NCCL"
     if version < ALGORITHM_SINCE[algo]:
@@ -107,6 +113,11 @@ def unsupported_reason(
             f"node{'s' if shape.nodes != 1 else ''})"
         )
     return None
+
+
+def point_to_point_reason(op: str) -> str:
+    """Why NCCL has no algorithm for ``op`` (one of :data:`POINT_TO_POINT`), in one line."""
+    return f"NCCL runs {op} as grouped point-to-point (send/recv): no algorithm or protocol to choose"
 
 
 def supported_algorithms(op: str, nccl_version: NcclVersion | None, shape: CommShape) -> tuple[str, ...]:
@@ -140,10 +151,10 @@ def tune_variants(
     """The forced variants a tune of ``op`` measures: each runnable algorithm x protocol at NCCL's own
     channel count, then at each of ``channel_counts`` this NCCL holds per communicator.
 
-    Empty at one rank (NCCL runs no algorithm there). Channel counts are left out for an NCCL before
+    Empty at one rank (NCCL runs no algorithm there) and for the point-to-point ops (nothing to force). Channel counts are left out for an NCCL before
     ``ncclConfig_t`` had ``minCTAs``/``maxCTAs`` (2.17), and each count above its ``MAXCHANNELS``.
     """
-    if shape.world_size < 2:
+    if shape.world_size < 2 or op in POINT_TO_POINT:
         return ()
     counts = channel_counts
     if nccl_version is not None:

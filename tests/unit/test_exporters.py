@@ -323,9 +323,11 @@ def nccl_profiles(draw: st.DrawFn) -> Profile:
         for op in draw(st.lists(st.sampled_from([o.value for o in Op]), min_size=1, max_size=3, unique=True)):
             cuts = sorted(draw(st.sets(st.integers(1, 1 << 30), max_size=3)))
             starts = [0, *cuts]
+            # collbench's ring, tree... do none of the point-to-point ops: only native and its variants.
+            choices = ALGO_CHOICES if Op.parse(op).spec.nccl_tuned else [a for a in ALGO_CHOICES if "native" in a]
             for i, start in enumerate(starts):
                 end = starts[i + 1] - 1 if i + 1 < len(starts) else None
-                rules.append(Rule(op, start, end, draw(st.sampled_from(ALGO_CHOICES)), P))
+                rules.append(Rule(op, start, end, draw(st.sampled_from(choices)), P))
         try:
             sets.append(RuleSet(ranks, nodes, tuple(rules)))
         except ValueError:  # an algorithm collbench does not run for that op: not a profile
@@ -349,6 +351,43 @@ def test_any_profile_exports_only_what_nccl_runs_or_is_refused_in_one_line(p: Pr
         assert (r.ranks, r.nodes) in {(s.world_size, s.nodes) for s in p.rule_sets}
     assert all(len(line) < 256 for line in tuner.splitlines())
     parse_nccl_algo(env)  # NCCL's parser accepts it and every collective keeps an algorithm it can run
+
+
+# --- the ops NCCL runs as grouped point-to-point: no rules, one comment line ----------------------------
+
+POINT_TO_POINT_LINE = (
+    "# alltoall, scatter, gather, sendrecv, barrier: no rules: NCCL runs all-to-all, scatter, gather, send/recv "
+    "and barrier as grouped point-to-point (ncclSend/ncclRecv): no algorithm or protocol to choose"
+)
+
+
+def _with_point_to_point() -> Profile:
+    rules = [Rule("all-reduce", 0, None, "ring", P)]
+    rules += [Rule(op.value, 0, None, "native", P) for op in Op if not op.spec.nccl_tuned]
+    return profile(tuple(rules))
+
+
+def test_point_to_point_ops_get_no_rules_and_one_comment_line() -> None:
+    p = _with_point_to_point()
+    for text in (export_nccl_tuner(p), export_nccl_env(p)):
+        lines = text.splitlines()
+        assert lines.count(POINT_TO_POINT_LINE) == 1
+        # Nothing else names them: no rule line, no per-range comment, no NCCL_ALGO entry.
+        for name in ("alltoall", "scatter", "gather", "sendrecv", "barrier"):
+            assert [line for line in lines if name in line] == [POINT_TO_POINT_LINE]
+    assert [r.coll for r in parse_nccl_tuner(export_nccl_tuner(p))] == ["allreduce"]
+    algo, _proto, _reasons = nccl_env_values(p)
+    assert algo == "allreduce:ring"
+    # A profile of the first five alone has no such line.
+    assert "point-to-point" not in export_nccl_tuner(profile((Rule("all-reduce", 0, None, "ring", P),)))
+
+
+def test_a_forced_nccl_algorithm_for_a_point_to_point_op_is_refused_in_one_line() -> None:
+    p = profile((Rule("all-to-all", 0, None, "native:ring", P),))
+    for export in (export_nccl_tuner, export_nccl_env):
+        with pytest.raises(UserError, match="NCCL cannot run: NCCL runs all-to-all as grouped point-to-point") as info:
+            export(p)
+        assert "\n" not in str(info.value)
 
 
 # --- channel counts NCCL can hold (collbench.nccl.channels) ---------------------------------------------

@@ -93,7 +93,7 @@ def test_versions() -> None:
 
 def test_unknown_names_are_errors() -> None:
     with pytest.raises(UnknownNameError):
-        unsupported_reason("all-to-all", "Ring", None, V230, ONE_NODE_8)
+        unsupported_reason("alltoallv", "Ring", None, V230, ONE_NODE_8)
     with pytest.raises(UnknownNameError):
         unsupported_reason("all-reduce", "RING", None, V230, ONE_NODE_8)
 
@@ -113,6 +113,18 @@ def test_canonical_spellings() -> None:
     assert {canonical_algo(a) for a in ALGORITHMS} == set(ALGORITHMS)
     assert [canonical_proto(p) for p in ("LL", "LL128", "SIMPLE", "simple")] == ["LL", "LL128", "Simple", "Simple"]
     assert canonical_algo("Unknown") is None and canonical_proto("#7") is None
+
+
+def test_point_to_point_ops_have_no_algorithm_to_force() -> None:
+    # nccl-tests' alltoall.cu, scatter.cu, gather.cu and sendrecv.cu call ncclSend/ncclRecv inside
+    # ncclGroupStart/End: ncclTopoTuneModel never sees them, so nothing can be forced or measured.
+    for op in ("all-to-all", "scatter", "gather", "sendrecv", "barrier"):
+        assert unsupported_reason(op, None, None, V230, ONE_NODE_8) is None  # NCCL's own way runs
+        for algo in ALGORITHMS:
+            reason = unsupported_reason(op, algo, None, V230, ONE_NODE_8)
+            assert reason == f"NCCL runs {op} as grouped point-to-point (send/recv): no algorithm or protocol to choose"
+        assert tune_variants(op, V230, ONE_NODE_8) == ()
+        assert runnable_pairs(op, V230, ONE_NODE_8) == ()
 
 
 def test_sweep_and_exports_agree_collnet_runs_simple_only() -> None:

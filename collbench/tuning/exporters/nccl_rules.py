@@ -17,6 +17,11 @@ collbench's own algorithm won overall, they say so in a comment (:func:`collbenc
 without one (another backend, predicted, or a profile written before collbench kept it) is mapped
 as above. A profile measured over another backend is refused (:func:`check_backend`) unless the user
 asks for it: its rules say what won over that backend, not what NCCL runs best.
+
+All-to-all, scatter, gather, send/recv and barrier get no NCCL rules: NCCL runs them as grouped
+``ncclSend``/``ncclRecv`` (nccl-tests' ``alltoall.cu``, ``scatter.cu``, ``gather.cu``, ``sendrecv.cu``),
+never through ``ncclTopoTuneModel``, so there is no algorithm or protocol to set. :func:`nccl_selection`
+leaves their rules out and each export says so in one comment line (:func:`point_to_point_line`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collbench.nccl.channels import MAX_CHANNELS, MAX_CHANNELS_OLDEST, since_tex
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
-from collbench.schedules.ops import Op
+from collbench.schedules.ops import NCCL_TUNED_OPS, Op
 from collbench.schedules.registry import get_algorithm
 from collbench.tuning.consumers.nccl import condition, why_not
 
@@ -70,11 +75,43 @@ def nccl_selection(shape: RuleSet, profile: Profile) -> tuple[Rule, ...]:
     (another backend, or made before collbench kept one) is mapped as it always was: its only selection.
     """
     if shape.nccl_rules is not None:
-        return shape.nccl_rules
+        return _tuned_only(shape.nccl_rules, shape)
     if not _keeps_nccl_selections(profile):
-        return shape.rules
+        return _tuned_only(shape.rules, shape)
     own = {"segment_bytes": None, "layout": "rank-order"}
-    return tuple(Rule(op, 0, None, "native", dict(own)) for op in shape.ops)
+    return tuple(Rule(op, 0, None, "native", dict(own)) for op in shape.ops if Op.parse(op) in NCCL_TUNED_OPS)
+
+
+def _tuned_only(rules: tuple[Rule, ...], shape: RuleSet) -> tuple[Rule, ...]:
+    """``rules`` of the ops NCCL tunes. A rule of another op that forces an NCCL algorithm or protocol
+    (``native:ring`` for all-to-all) was never measured by NCCL: UserError (one line), as for any rule
+    NCCL cannot run."""
+    kept = []
+    for rule in rules:
+        if Op.parse(rule.op) in NCCL_TUNED_OPS:
+            kept.append(rule)
+        elif is_native(rule.algo) and parse_native_variant(rule.algo).forced:
+            nccl_choice(rule, shape)  # raises, saying that NCCL runs it as point-to-point
+    return tuple(kept)
+
+
+def point_to_point_ops(profile: Profile) -> list[Op]:
+    """The ops of ``profile``'s rules that NCCL runs as grouped point-to-point (no NCCL rules), in Op order."""
+    named = {Op.parse(r.op) for s in shapes(profile) for r in (*s.rules, *(s.nccl_rules or ()))}
+    return [op for op in Op if op in named and op not in NCCL_TUNED_OPS]
+
+
+def point_to_point_line(profile: Profile) -> str | None:
+    """The one comment line (without ``#``) of an NCCL export of ``profile`` that has rules for ops NCCL
+    does not tune; None when it has none."""
+    ops = point_to_point_ops(profile)
+    if not ops:
+        return None
+    names = ", ".join(op.spec.nccl_name for op in ops)
+    return (
+        f"{names}: no rules: NCCL runs all-to-all, scatter, gather, send/recv and barrier as grouped "
+        "point-to-point (ncclSend/ncclRecv): no algorithm or protocol to choose"
+    )
 
 
 def selection_label(shape: RuleSet, profile: Profile) -> str:
@@ -105,9 +142,25 @@ def collbench_wins(shape: RuleSet) -> list[str]:
         gain = "" if rule.gain_vs_native is None else f" ({rule.gain_vs_native:.2f}x NCCL's own choice)"
         lines.append(
             f"{coll} {span(rule)}: collbench's {rule.algo} wins overall{gain}; NCCL cannot run it: run it with "
-            "collbench's Python API (Profile.select; collbench.torch.all_reduce and ddp_comm_hook for all-reduce)"
+            f"collbench's Python API ({python_api(Op.parse(rule.op))})"
         )
     return lines
+
+
+_API_CALLS: dict[Op, str] = {
+    Op.ALL_REDUCE: "collbench.torch.all_reduce and ddp_comm_hook",
+    Op.ALL_TO_ALL: "collbench.torch.all_to_all_single",
+    Op.SCATTER: "collbench.torch.scatter",
+    Op.GATHER: "collbench.torch.gather",
+    Op.SENDRECV: "collbench.torch.ring_shift",
+    Op.BARRIER: "collbench.torch.barrier",
+}
+
+
+def python_api(op: Op) -> str:
+    """Where collbench's Python API runs a profile's choice for ``op``."""
+    call = _API_CALLS.get(op)
+    return f"{call}; Profile.select" if call else "Profile.select with the executor"
 
 
 def shapes(profile: Profile) -> tuple[RuleSet, ...]:

@@ -36,6 +36,7 @@ from collbench.tuning.exporters.nccl_rules import (
     collbench_wins,
     nccl_choice,
     nccl_selection,
+    point_to_point_line,
     selection_label,
     shape_label,
     shapes,
@@ -86,6 +87,8 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
     ]
     if profile.backend != "nccl":
         out.append(f"# measured with {profile.backend}, not NCCL: the lines say which algorithm family won there")
+    if (p2p := point_to_point_line(profile)) is not None:
+        out.append(f"# {p2p}")
     notes: list[str] = []
     for shape in shapes(profile):
         out.append(f"# --- {shape_label(shape)}")
