@@ -10,7 +10,18 @@ own collective last.
 from __future__ import annotations
 
 from collbench.errors import UnknownNameError
-from collbench.schedules.algorithms import alltoall, barrier, direct, linear, native, one_shot, recursive, ring, tree
+from collbench.schedules.algorithms import (
+    alltoall,
+    barrier,
+    binomial,
+    direct,
+    linear,
+    native,
+    one_shot,
+    recursive,
+    ring,
+    tree,
+)
 from collbench.schedules.ops import Op
 from collbench.schedules.spec import AlgorithmSpec
 
@@ -19,6 +30,7 @@ SPECS: tuple[AlgorithmSpec, ...] = (
     *tree.SPECS,
     *recursive.SPECS,
     *alltoall.SPECS,
+    *binomial.SPECS,
     *barrier.SPECS,
     *direct.SPECS,
     *one_shot.SPECS,

@@ -18,7 +18,7 @@ EXACT = (
     [("ring", op, (1, 2, 3, 4, 5, 8)) for op in sorted_ops(get_algorithm("ring").ops)]
     + [
         (algo, op, (1, 2, 3, 5, 8))
-        for algo in ("one-shot", "direct", "linear", "pairwise", "bruck", "dissemination")
+        for algo in ("one-shot", "direct", "linear", "pairwise", "bruck", "binomial", "dissemination")
         for op in sorted_ops(get_algorithm(algo).ops)
     ]
     + [

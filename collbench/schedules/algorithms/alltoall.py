@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
+from collbench.schedules.algorithms.binomial import binomial_broadcast_cost, binomial_reduce_cost
 from collbench.schedules.algorithms.ring import RING
 from collbench.schedules.cost import CostFormulas, CostTerms, ceil_log2
 from collbench.schedules.ir import Schedule
@@ -135,24 +136,14 @@ def _bruck_all_reduce_cost(p: int, n: float, k: int) -> CostTerms:
     return _bruck_reduce_scatter_cost(p, n, k) + _bruck_all_gather_cost(p, n, k)
 
 
-def _binomial_broadcast_cost(p: int, n: float, k: int) -> CostTerms:
-    steps = ceil_log2(p)
-    return CostTerms(float(steps), steps * n, 0.0)
-
-
-def _binomial_reduce_cost(p: int, n: float, k: int) -> CostTerms:
-    steps = ceil_log2(p)
-    return CostTerms(float(steps), steps * n, steps * n)
-
-
 BRUCK_COSTS = CostFormulas(
     # Bruck does only all-to-all; the five are what its hops would cost: Bruck's all-gather and its
     # mirror, and a binomial tree (powers-of-two hops) for the rooted ones.
     all_reduce=_bruck_all_reduce_cost,
     reduce_scatter=_bruck_reduce_scatter_cost,
     all_gather=_bruck_all_gather_cost,
-    broadcast=_binomial_broadcast_cost,
-    reduce=_binomial_reduce_cost,
+    broadcast=binomial_broadcast_cost,
+    reduce=binomial_reduce_cost,
     all_to_all=_bruck_all_to_all_cost,
 )
 """Bruck's table; the dissemination barrier (the same hops) prices the five by it too."""
