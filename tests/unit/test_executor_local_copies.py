@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from hand_schedules import hand_schedule
 
+from collbench.runtime.executor import schedule_runner
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, scratch_elems
 from collbench.schedules.ir import Recv, Schedule, Send, Step
 from collbench.schedules.ops import Op
@@ -96,6 +97,8 @@ def test_no_message_goes_to_oneself_and_barrier_tokens_are_sent(monkeypatch: pyt
     rec = _Recorder()
     monkeypatch.setattr(dist, "P2POp", rec.p2p)
     monkeypatch.setattr(dist, "batch_isend_irecv", rec.batch)
+    reduced: list[int] = []
+    monkeypatch.setattr(schedule_runner, "reduce_many", lambda dst, sources, redop: reduced.append(len(sources)))
     count = 4 * n
     for rank in range(n):
         rec.posted.clear()
@@ -116,3 +119,5 @@ def test_no_message_goes_to_oneself_and_barrier_tokens_are_sent(monkeypatch: pyt
             [("isend", (rank + (1 << k)) % n, 1) for k in range(rounds)]
             + [("irecv", (rank - (1 << k)) % n, 1) for k in range(rounds)]
         )
+    # A barrier's tokens carry no data: "has heard from" needs no reduction of them.
+    assert reduced == []

@@ -12,8 +12,8 @@ import pytest
 
 from collbench.runtime.executor import schedule_runner
 from collbench.runtime.executor.schedule_runner import MAX_TRANSFER_SEGMENTS, ScheduleRunner, scratch_elems
-from collbench.schedules.ops import Op
-from collbench.schedules.registry import get_algorithm
+from collbench.schedules.ops import Op, op_count
+from collbench.schedules.registry import algorithms_for, get_algorithm
 
 MiB = 1 << 20
 
@@ -70,3 +70,30 @@ def test_a_tree_at_16_mib_in_4_byte_segments_compiles_in_seconds() -> None:
     """4 M segments took more than 180 s to compile: bounded to 60 s and 3 GiB here (it takes ~1 s)."""
     out = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+NEW_PAIRS = [
+    (spec.name, op)
+    for op in (Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER, Op.SENDRECV, Op.BARRIER)
+    for spec in algorithms_for(op)
+    if spec.builder is not None
+]
+
+
+@pytest.mark.parametrize(("algo", "op"), NEW_PAIRS, ids=[f"{a}-{o.value}" for a, o in NEW_PAIRS])
+@pytest.mark.parametrize("n", [1, 3, 4])
+def test_new_ops_send_nothing_to_themselves_and_cut_every_transfer_whole(algo: str, op: Op, n: int) -> None:
+    count = op_count(op, 3 * 1024 + 5, n)
+    schedule = get_algorithm(algo).build(op, n, count)
+    for rank in range(n):
+        runner = ScheduleRunner(schedule, rank=rank, segment_bytes=4 * 100, elem_bytes=4)
+        assert runner.scratch_elems == scratch_elems(schedule, rank)
+        for step, plan in zip(schedule.steps[rank], runner._plans, strict=True):
+            sends = [seg for rnd in plan.rounds for seg in rnd.sends]
+            recvs = [seg for rnd in plan.rounds for seg in rnd.recvs]
+            # A local copy is read by its receive (source set), never posted as a send to oneself.
+            assert all(seg.peer != rank for seg in sends)
+            assert all((seg.source >= 0) == (seg.peer == rank) for seg in recvs)
+            network = sum(t.count for t in step.sends if t.peer != rank)
+            assert sum(seg.stop - seg.start for seg in sends) == network
+            assert sum(seg.stop - seg.start for seg in recvs) == sum(t.count for t in step.recvs)

@@ -23,6 +23,7 @@ and reused across iterations, so timed iterations allocate nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,12 +116,25 @@ def _lands_in_place(step: Step) -> list[bool]:
     ]
 
 
+def _run_steps(schedule: Schedule, rank: int) -> tuple[Step, ...]:
+    """``rank``'s steps as the executor runs them. A barrier's token carries no data (nothing reads
+    it): its receives that merge "has heard from" (``reduce``) land as plain copies, so a barrier
+    reduces nothing (on GPUs it would load the reduction kernels for one meaningless element)."""
+    steps = schedule.steps[rank]
+    if schedule.op.spec.payload:
+        return steps
+    return tuple(
+        dataclasses.replace(step, recvs=tuple(dataclasses.replace(r, reduce=False) for r in step.recvs))
+        for step in steps
+    )
+
+
 def scratch_elems(schedule: Schedule, rank: int) -> int:
     """Elements of scratch ``rank`` of ``schedule`` allocates: what :class:`ScheduleRunner` compiles,
     found without cutting anything into segments (segments of a receive add up to its count), so
     its cost depends on the schedule's transfers, not on the message or segment size."""
     most = 0
-    for step in schedule.steps[rank]:
+    for step in _run_steps(schedule, rank):
         recvs = [r for r in step.recvs if r.count > 0]
         most = max(most, sum(r.count for r, direct in zip(recvs, _lands_in_place(step), strict=True) if not direct))
     return most
@@ -215,7 +229,7 @@ class ScheduleRunner:
         self.group = group
         self.segment_bytes = segment_bytes
         seg_elems = segment_bytes // elem_bytes
-        plans = [_compile_step(step, seg_elems, rank) for step in schedule.steps[rank]]
+        plans = [_compile_step(step, seg_elems, rank) for step in _run_steps(schedule, rank)]
         self._plans = tuple(p for p, _ in plans)
         self._scratch_elems = max((s for _, s in plans), default=0)
         self._scratch: torch.Tensor | None = None
