@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collbench.errors import CollbenchError, ConfigError, InputFileError
+from collbench.errors import CollbenchError, ConfigError, InputFileError, UserError
 from collbench.profile.document import Profile
 from collbench.profile.rules import Rule
 from collbench.results.io import write_rows
@@ -191,9 +191,16 @@ def decide(
 
     say = stage or (lambda _text: None)
     say("fit")
-    report = fit_results(rows, crossovers=False)
-    notes.extend(f"fit skipped: {line}" for line in report.skipped)
-    fits = list(report.fits)
+    try:
+        report = fit_results(rows, crossovers=False)
+    except UserError as exc:
+        # No algorithm measured has a cost formula for its op (a new op's native, say): the rules are
+        # chosen from the measured times alone, with boundaries in the middle of the gaps.
+        notes.append(f"fit skipped: {exc}")
+        fits: list[Fit] = []
+    else:
+        notes.extend(f"fit skipped: {line}" for line in report.skipped)
+        fits = list(report.fits)
     say("select")
     # Fits that do not explain their data place no boundary and predict no time (Fit.distrust).
     trusted = [f for f in fits if not f.distrust()]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from collbench.nccl.variants import is_native
 from collbench.results.row import ResultRow
 from collbench.runtime.launch.session import agree, job_step
-from collbench.schedules.ops import Op
+from collbench.schedules.ops import NCCL_TUNED_OPS, Op
 from collbench.schedules.registry import algorithms_for, get_algorithm
 from collbench.tuning.config import TuneConfig, round_stream, segments_stream
 from collbench.tuning.mpi_variants import mpi_variant_names
@@ -36,14 +36,33 @@ if TYPE_CHECKING:
     from collbench.runtime.sweep.run import SweepProgress
 
 IN_PLACE = (True,)
-"""Tune measures in place only: that is how jobs call all-reduce (DDP buckets, collbench.torch)."""
+"""Tune measures in place: that is how jobs call all-reduce (DDP buckets, collbench.torch)."""
+OUT_OF_PLACE = (False,)
+"""...except the ops that are out of place only (all-to-all, send/recv: ``torch.distributed`` takes
+two buffers for them, as ``collbench.torch.all_to_all_single`` does), measured out of place."""
 
 Progress = Callable[["SweepProgress"], None]
 
 
+def chosen_ops(ops: Sequence[str]) -> list[Op]:
+    """The ops ``ops`` names (``all``: every op, the new ones included), in the order given."""
+    if any(o.strip().lower() == "all" for o in ops):
+        return list(Op)
+    return list(dict.fromkeys(Op.parse(o) for o in ops))
+
+
+def by_mode(ops: Sequence[str]) -> list[tuple[tuple[str, ...], tuple[bool, ...]]]:
+    """``ops`` in sweeps of one mode each: in place for those that run so, out of place for the ops
+    that are out of place only. One sweep where every op runs in the same mode."""
+    chosen = chosen_ops(ops)
+    inside = tuple(op.value for op in chosen if not op.spec.out_of_place)
+    outside = tuple(op.value for op in chosen if op.spec.out_of_place)
+    return [(names, mode) for names, mode in ((inside, IN_PLACE), (outside, OUT_OF_PLACE)) if names]
+
+
 def algorithm_order(ops: Sequence[str]) -> tuple[str, ...]:
     """Every registered algorithm that does one of ``ops``, and native, in the registry's order."""
-    chosen = list(Op) if any(o.strip().lower() == "all" for o in ops) else [Op.parse(o) for o in ops]
+    chosen = chosen_ops(ops)
     names: list[str] = []
     for op in chosen:
         for spec in algorithms_for(op):
@@ -63,6 +82,7 @@ def round_sweep(
     algos: tuple[str, ...],
     min_bytes: int,
     max_bytes: int,
+    in_place: tuple[bool, ...] = IN_PLACE,
 ) -> SweepConfig:
     """One round's SweepConfig at the tune's depth, on ``placement``, streaming into ``stream``."""
     from collbench.runtime.sweep.plan import SweepConfig
@@ -78,7 +98,7 @@ def round_sweep(
         step_factor=depth.step_factor,
         warmup=depth.warmup,
         point_budget_s=depth.point_budget_s,
-        in_place=IN_PLACE,
+        in_place=in_place,
         topology=placement.ranks_topology,
         layout=placement.layout,
         timeout_s=config.timeout_s,
@@ -88,29 +108,64 @@ def round_sweep(
     )
 
 
+def algos_for(names: Sequence[str], ops: Sequence[str]) -> tuple[str, ...]:
+    """Those of ``names`` that do one of ``ops``: native always; NCCL's forced variants for the ops NCCL
+    tunes; collbench's algorithms for the ops they implement."""
+    chosen = [Op.parse(o) for o in ops]
+    kept = []
+    for name in names:
+        if name == "native":
+            kept.append(name)
+        elif is_native(name):
+            if any(op in NCCL_TUNED_OPS for op in chosen):
+                kept.append(name)
+        elif any(get_algorithm(name).supports(op) for op in chosen):
+            kept.append(name)
+    return tuple(kept)
+
+
+def run_by_mode(sweep: SweepConfig, progress: Progress | None, started: set[Path]) -> list[ResultRow]:
+    """``sweep`` as one sweep per mode (:func:`by_mode`), all streaming into its stream: the first into
+    it in this run resumes only where ``sweep`` does, the later ones continue what it wrote (each sweep
+    returns the rows of its own points only). ``started`` holds the streams already written in this run."""
+    from collbench.runtime.sweep.run import run_sweep
+
+    rows: list[ResultRow] = []
+    for ops, mode in by_mode(sweep.ops):
+        algos = algos_for(sweep.algos, ops)
+        if not algos:
+            continue
+        stream = sweep.stream_path
+        resume = sweep.resume if stream not in started else True
+        started.add(stream)
+        part = dataclasses.replace(sweep, ops=ops, algos=algos, in_place=mode, resume=resume)
+        rows.extend(run_sweep(part, progress))
+    return rows
+
+
 def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | None) -> list[ResultRow]:
     """``depth.rounds`` sweeps of every algorithm (odd rounds in reverse order), each followed, at a
     thorough depth, by the pipelined algorithms at the second segment size."""
-    from collbench.runtime.sweep.run import run_sweep
-
     depth = config.depth
     # On NCCL, NCCL's own algorithm x protocol x channel variants too: the NCCL exports choose among them.
     # On Open MPI, its own algorithms alone: collbench's schedules do not run inside it.
     names = mpi_variant_names(config) or algorithm_order(config.ops) + nccl_variant_names(config)
+    ops = tuple(op.value for op in chosen_ops(config.ops))
     rows: list[ResultRow] = []
+    started: set[Path] = set()
     for i in range(depth.rounds):
         order = names if i % 2 == 0 else tuple(reversed(names))
         base = round_sweep(
             config,
             placement,
             round_stream(config, i),
-            ops=config.ops,
+            ops=ops,
             algos=order,
             min_bytes=depth.min_bytes,
             max_bytes=depth.max_bytes,
         )
         with job_step(f"round {i}"):
-            rows.extend(in_round(run_sweep(base, progress), i))
+            rows.extend(in_round(_run(config, base, progress, started), i))
         if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
             continue
         # From the plan, never from the rows (only rank 0 holds them under a launcher).
@@ -126,8 +181,18 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
                 resume=config.resume and stream.exists(),
             )
             with job_step(f"round {i} at the second segment size"):
-                rows.extend(in_round(run_sweep(second, progress), i))
+                rows.extend(in_round(_run(config, second, progress, started), i))
     return rows
+
+
+def _run(config: TuneConfig, sweep: SweepConfig, progress: Progress | None, started: set[Path]) -> list[ResultRow]:
+    """One round's sweep: by mode (:func:`run_by_mode`), or as it is under Open MPI, whose harness runs
+    every op in both of its modes' calls."""
+    if config.backend.strip().lower() == "mpi":
+        from collbench.runtime.sweep.run import run_sweep
+
+        return run_sweep(sweep, progress)
+    return run_by_mode(sweep, progress, started)
 
 
 def extra_rounds(
@@ -143,28 +208,30 @@ def extra_rounds(
     round, and handed on so that selection does not fold them again). Adds a note of how many sizes
     are settled when any round ran or any size stayed tied.
     """
-    from collbench.runtime.sweep.run import run_sweep
-
     depth = config.depth
     extra: list[ResultRow] = []
     points = measured_points(rows)
     ran = 0
+    started: set[Path] = set()
     for i in range(depth.rounds, depth.max_rounds):
         todo = agreed_ties(config, points, i)
         if not todo:
             break
         algos = tuple(dict.fromkeys(a for item in todo for a in item.algos))
+        # Barrier's one point is at 0 bytes, which a sweep does not take as a size: it measures
+        # barrier once whatever its sizes are.
+        sizes = [s for item in todo for s in item.sizes if s > 0]
         sweep = round_sweep(
             config,
             placement,
             round_stream(config, i),
             ops=tuple(item.op for item in todo),
             algos=algos if i % 2 == 0 else tuple(reversed(algos)),
-            min_bytes=min(min(item.sizes) for item in todo),
-            max_bytes=max(max(item.sizes) for item in todo),
+            min_bytes=min(sizes, default=depth.min_bytes),
+            max_bytes=max(sizes, default=depth.min_bytes),
         )
         with job_step(f"round {i}, re-measuring ties"):
-            extra.extend(in_round(run_sweep(sweep, progress), i))
+            extra.extend(in_round(_run(config, sweep, progress, started), i))
         points = measured_points(rows + extra)
         ran += 1
     settled, total = settled_fraction(points, config.selection)
