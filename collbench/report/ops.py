@@ -1,5 +1,6 @@
 """Per op in the report: busbw and time against size (one line per algorithm, spread bars, the fitted
-curve, crossovers, noise marks) and nccl-tests' columns in a sortable table."""
+curve, crossovers, noise marks) and nccl-tests' columns in a sortable table. An op that moves no data
+(barrier) has its time per algorithm in microseconds instead, with no size axis and no bandwidth."""
 
 from __future__ import annotations
 
@@ -104,6 +105,8 @@ def op_section(
     ``algo_colors`` keeps an algorithm's colour the same across the page (used unless the rows mix
     dtypes, where each (algorithm, dtype) gets its own)."""
     op, backend, p = key
+    if not Op.parse(op).spec.payload:
+        return latency_section(key, rows, algo_colors)
     factor = Op.parse(op).spec.busbw_factor(p)
     several_dtypes = len({r.dtype for r in rows}) > 1
     by_series: dict[str, dict[int, list[ResultRow]]] = defaultdict(lambda: defaultdict(list))
@@ -207,6 +210,50 @@ def op_section(
     return "\n".join(parts)
 
 
+def latency_section(key: GroupKey, rows: Sequence[ResultRow], algo_colors: dict[str, str] | None = None) -> str:
+    """The HTML of an op that moves no data (barrier): its time per algorithm, in microseconds, as bars
+    from the fastest iteration to the p50 around the p25, and the table; no size axis, no bandwidth."""
+    op, backend, p = key
+    by_algo: dict[str, list[ResultRow]] = defaultdict(list)
+    for r in rows:
+        if r.time_us > 0:
+            by_algo[r.algo].append(r)
+    combined = sorted(((_combine(v), a) for a, v in by_algo.items()), key=lambda ca: ca[0].decision_us)
+    colors = algo_colors if algo_colors is not None else color_map(sorted(by_algo))
+    has_stall = any(stall_fraction(r) is not None or r.bimodal is not None for r in rows)
+    top = max((c.time_us_p50 for c, _ in combined), default=0.0) or 1.0
+    bars = []
+    for c, algo in combined:
+        noisy = (c.stall is not None and c.stall >= STALL_MARK) or c.bimodal
+        tip = (
+            f"{algo}: p25 {c.decision_us:.4g} us; iterations: fastest {c.time_us_min:.4g} us, p50 "
+            f"{c.time_us_p50:.4g} us, slowest {c.time_us_max:.4g} us; {c.rows} row(s)"
+        )
+        color = colors.get(algo, "#888")
+        bars.append(
+            f'<tr><td>{escape(algo)}</td><td data-v="{c.decision_us}">{c.decision_us:.2f}</td>'
+            f'<td class="bar" title="{escape(tip)}"><span style="display:inline-block;height:0.8em;'
+            f"width:{100 * c.decision_us / top:.1f}%;background:{escape(color)}"
+            f'{";outline:2px solid #c00" if noisy else ""}"></span>'
+            f'<span style="font-size:smaller"> {c.time_us_min:.2f} to {c.time_us_p50:.2f}</span></td></tr>'
+        )
+    title = f"{op}, {backend}, {p} ranks"
+    n = len({(r.algo, r.dtype) for r in rows})
+    return "\n".join(
+        [
+            f'<section class="op" id="{section_id(key)}"><h3>{escape(title)}</h3>',
+            f'<table class="latency"><thead><tr><th>algorithm</th><th>time (us), p25</th>'
+            f"<th>fastest iteration to p50 (us)</th></tr></thead><tbody>{''.join(bars)}</tbody></table>",
+            f'<p class="note">{escape(op)} moves no data: one point per algorithm, its time in microseconds '
+            "(the p25 of the slowest rank's iterations, what the profile's choice uses), fastest first; no size "
+            "axis and no bandwidth. A red outline marks a point whose iterations stalled or fell into two modes.</p>",
+            f'<details class="table"><summary>nccl-tests columns: {n} rows (click a header to sort)</summary>'
+            f"{results_table(rows, has_stall)}</details>",
+            "</section>",
+        ]
+    )
+
+
 def _geom(lo: float, hi: float, n: int) -> list[float]:
     a, b = math.log(max(lo, 1.0)), math.log(max(hi, 1.0))
     return [math.exp(a + (b - a) * i / (n - 1)) for i in range(n)] if b > a else [lo]
@@ -230,12 +277,14 @@ def results_table(rows: Sequence[ResultRow], has_stall: bool) -> str:
         old = cells[key].get(r.in_place)
         if old is None or r.time_us < old.time_us:
             cells[key][r.in_place] = r
-    mode_cols = ["time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"]
+    # Barrier moves no data: its time alone (nccl-tests' bandwidth and #wrong columns say nothing of it).
+    mode_cols = ["time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"] if spec.payload else ["time (us)"]
+    width = len(mode_cols)
     head = (
         ["algo", "size", "count", "type", "redop", "root"] + mode_cols + mode_cols + (["stall %"] if has_stall else [])
     )
     groups = (
-        '<tr><th colspan="6"></th><th colspan="4">out-of-place</th><th colspan="4">in-place</th>'
+        f'<tr><th colspan="6"></th><th colspan="{width}">out-of-place</th><th colspan="{width}">in-place</th>'
         + ('<th colspan="1"></th>' if has_stall else "")
         + "</tr>"
     )
@@ -254,7 +303,10 @@ def results_table(rows: Sequence[ResultRow], has_stall: bool) -> str:
         for mode in (False, True):
             cell = modes.get(mode)
             if cell is None:
-                tds += ['<td data-v="">-</td>'] * 4
+                tds += ['<td data-v="">-</td>'] * width
+                continue
+            if not spec.payload:
+                tds.append(_td(cell.time_us, f"{cell.time_us:.2f}"))
                 continue
             tds += [
                 _td(cell.time_us, f"{cell.time_us:.2f}"),

@@ -132,6 +132,9 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Fit], profile: Profile, 
     algos = sorted({r.algo for r in rows})
     color = {a: colors[i % len(colors)] for i, a in enumerate(algos)}
     for ax, op in zip(axes[:, 0], ops, strict=True):
+        if not Op.parse(op).spec.payload:
+            _latency_panel(ax, rows, profile, op, color)
+            continue
         by_variant: dict[tuple[str, int | None], list[ResultRow]] = defaultdict(list)
         for r in rows:
             if r.op == op and r.wrong <= 0:
@@ -175,6 +178,26 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Fit], profile: Profile, 
     finally:
         plt.close(fig)
     return path
+
+
+def _latency_panel(ax: Axes, rows: Sequence[ResultRow], profile: Profile, op: str, color: dict[str, str]) -> None:
+    """An op that moves no data (barrier): a bar per algorithm, its time in microseconds (the p25 of its
+    fastest round), the fastest iteration to the p50 as the error bar; the chosen one named."""
+    best: dict[str, ResultRow] = {}
+    for r in rows:
+        if r.op != op or r.time_us <= 0:
+            continue
+        if r.algo not in best or decision_time_us(r) < decision_time_us(best[r.algo]):
+            best[r.algo] = r
+    algos = sorted(best, key=lambda a: decision_time_us(best[a]))
+    ys = [decision_time_us(best[a]) for a in algos]
+    lo = [max(0.0, y - best[a].time_us_min) if best[a].time_us_min > 0 else 0.0 for y, a in zip(ys, algos, strict=True)]
+    hi = [max(0.0, best[a].time_us - y) for y, a in zip(ys, algos, strict=True)]
+    ax.bar(algos, ys, yerr=[lo, hi], capsize=3, color=[color[a] for a in algos], alpha=0.8)
+    chosen = ", ".join(r.algo for r in profile.rules_for(op))
+    ax.set_ylabel("time (us): p25; bars: fastest iteration to p50")
+    ax.set_title(f"{op}, {profile.backend}, {profile.world_size} ranks: no data moved, time only; chosen: {chosen}")
+    ax.grid(True, axis="y", alpha=0.25)
 
 
 def _geom(lo: int, hi: int, n: int) -> list[float]:
