@@ -201,6 +201,11 @@ def _compile_step(step: Step, seg_elems: int, rank: int) -> tuple[_StepPlan, int
     return _StepPlan(rounds, pipelined), scratch
 
 
+def _landing(r: _RecvSeg, buffer: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
+    """Where receive segment ``r`` lands: its place in the buffer, or its scratch."""
+    return buffer[r.start : r.stop] if r.scratch < 0 else scratch[r.scratch : r.scratch + r.stop - r.start]
+
+
 class ScheduleRunner:
     """One rank's compiled schedule: call ``run(buffer, redop)`` once per collective call.
 
@@ -280,18 +285,18 @@ class ScheduleRunner:
         # later than the receive its peer posted at the same time.
         ops: list[dist.P2POp] = []
         for r in rnd.recvs:
-            target = buffer[r.start : r.stop] if r.scratch < 0 else scratch[r.scratch : r.scratch + r.stop - r.start]
-            if r.source >= 0:
-                # A local copy, read now (the step's start); applied with the receives if in scratch.
-                target.copy_(buffer[r.source : r.source + r.stop - r.start])
-                continue
-            ops.append(self._p2p(dist.irecv, target, r.peer))
+            if r.source < 0:
+                ops.append(self._p2p(dist.irecv, _landing(r, buffer, scratch), r.peer))
         for s in rnd.sends:
             ops.append(self._p2p(dist.isend, buffer[s.start : s.stop], s.peer))
-        if not ops:
-            return []
-        works = dist.batch_isend_irecv(ops)
-        return [w for w in works if w is not None]
+        works = [w for w in dist.batch_isend_irecv(ops) if w is not None] if ops else []
+        # Local copies after posting, while the messages move: a copy writes where nothing in flight
+        # reads or writes (its place, or its own scratch) and reads a range the step only sends, so
+        # it still reads the buffer as the step found it. Applied with the receives if in scratch.
+        for r in rnd.recvs:
+            if r.source >= 0:
+                _landing(r, buffer, scratch).copy_(buffer[r.source : r.source + r.stop - r.start])
+        return works
 
     def _p2p(self, fn: Any, tensor: torch.Tensor, peer: int) -> dist.P2POp:
         if self.group is None:
