@@ -65,7 +65,7 @@ def _time_str(time_us: float) -> str:
 
 
 TABLE_LEGEND = (
-    "times: median microseconds; algbw, busbw: GB/s; out: out-of-place, in: in-place; "
+    "times: median microseconds; algbw, busbw: GB/s (none for barrier: no data); out: out-of-place, in: in-place; "
     f"{STALL_MARKER}: stalled (>= 5% of iterations slower than 3x the fastest, or two modes)"
 )
 
@@ -76,6 +76,9 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
     for (op, algo), group in _groups(rows).items():
         first = group[0]
         modes = [m for m in (False, True) if any(r.in_place == m for r in group)]
+        if not Op.parse(op).spec.payload:
+            tables.append(_latency_table(op, algo, group, modes))
+            continue
         title = f"{op} · {algo} · {first.backend} · {first.world_size} ranks · {first.dtype} · {_redop(first)}"
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         table.add_column("size", justify="right", no_wrap=True)
@@ -108,6 +111,45 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
     return tables
 
 
+def _latency_table(op: str, algo: str, group: list[ResultRow], modes: list[bool]) -> Table:
+    """An op that moves no data (barrier): its time in microseconds, no size, count or bandwidth."""
+    first = group[0]
+    title = f"{op} · {algo} · {first.backend} · {first.world_size} ranks · no data, time only"
+    # A title wraps to its table's width: one time column would break it into a word a line.
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        min_width=len(title),
+    )
+    for mode in modes:
+        table.add_column(f"{'in' if mode else 'out'} us", justify="right", no_wrap=True)
+    for _size, by_mode in _by_size(group):
+        cells = []
+        for mode in modes:
+            row = by_mode.get(mode)
+            mark = STALL_MARKER if row is not None and row_stalled(row) else ""
+            cells.append("-" if row is None else _time_str(row.time_us).strip() + mark)
+        table.add_row(*cells)
+    return table
+
+
+def _latency_text(op: str, algo: str, group: list[ResultRow]) -> list[str]:
+    """nccl-tests' block for an op that moves no data (barrier): the time columns only."""
+    first = group[0]
+    lines = [f"# collbench {op} algo {algo} backend {first.backend} nranks {first.world_size}", "#"]
+    lines.append("# {:>12s}  {:>12s}".format("out-of-place", "in-place"))
+    lines.append("# {:>12s}  {:>12s}".format("time (us)", "time (us)"))
+    for _size, by_mode in _by_size(group):
+        cells = [by_mode.get(mode) for mode in (False, True)]
+        lines.append("  " + "  ".join(f"{'N/A' if r is None else _time_str(r.time_us):>12s}" for r in cells))
+    lines.append(f"# {op} moves no data: time only, no bandwidth")
+    lines.append("#")
+    return lines
+
+
 def _nccl_tests_count(row: ResultRow) -> int:
     """The count nccl-tests prints: per rank for all-gather and reduce-scatter, else the buffer's."""
     if row.op in ("all-gather", "reduce-scatter") and row.world_size > 0:
@@ -120,6 +162,9 @@ def nccl_tests_text(rows: list[ResultRow]) -> str:
     lines: list[str] = []
     for (op, algo), group in _groups(rows).items():
         first = group[0]
+        if not Op.parse(op).spec.payload:
+            lines += _latency_text(op, algo, group)
+            continue
         lines.append(f"# collbench {op} algo {algo} backend {first.backend} nranks {first.world_size}")
         lines.append("#")
         lines.append(_HEAD_MODES.format("", "", "", "", ""))

@@ -1,0 +1,70 @@
+"""The results tables and the HTML report with the new ops: barrier as a time in microseconds with no
+bandwidth anywhere, the data-moving ops with their busbw as nccl-tests computes it."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+from pathlib import Path
+
+from new_op_rows import barrier_rows
+from rich.console import Console
+from synthetic_rows import point_row
+
+from collbench.cli.render.results import nccl_tests_text, results_tables
+from collbench.report.ops import group_rows, op_section
+from collbench.report.page import ReportInputs, build_report
+from collbench.results.row import ResultRow
+from collbench.schedules.ops import Op
+
+
+def _render(rows: list[ResultRow]) -> str:
+    console = Console(width=100, file=StringIO(), color_system=None, legacy_windows=False)
+    for table in results_tables(rows):
+        console.print(table)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert isinstance(out, str)
+    return out
+
+
+def _barrier() -> list[ResultRow]:
+    return barrier_rows("dissemination", 4, 41.5) + barrier_rows("native", 4, 87.25)
+
+
+def _all_to_all() -> list[ResultRow]:
+    # 4 ranks, 1 MiB in 100 us: algbw 10.49 GB/s, busbw 3/4 of it (nccl-tests' alltoall.cu).
+    row = point_row("pairwise", 1 << 20, 100.0, world_size=4, op="all-to-all", in_place=False)
+    algbw = (1 << 20) / 100.0 / 1e3
+    factor = Op.ALL_TO_ALL.spec.busbw_factor(4)
+    return [
+        ResultRow.from_dict({**row.to_dict(), "algbw_gbps": algbw, "busbw_gbps": algbw * factor}),
+    ]
+
+
+def test_barrier_table_is_time_only() -> None:
+    out = _render(_barrier())
+    assert "barrier · dissemination · gloo · 4 ranks · no data, time only" in out
+    assert "41.50" in out and "87.25" in out
+    for word in ("algbw", "busbw", "size", "count", "wrong"):
+        assert word not in out
+    text = nccl_tests_text(_barrier())
+    assert "41.50" in text and "algbw" not in text and "busbw" not in text and "Avg bus bandwidth" not in text
+    assert "# barrier moves no data: time only, no bandwidth" in text
+
+
+def test_all_to_all_table_has_nccl_tests_columns() -> None:
+    out = _render(_all_to_all())
+    assert re.search(r"1M\s+262144\s+100\.0\s+10\.486\s+7\.864\s+0", out), out
+
+
+def test_report_barrier_section_has_no_bandwidth_and_the_fastest_first(tmp_path: Path) -> None:
+    ((key, rows),) = group_rows(_barrier()).items()
+    html = op_section(key, rows, [], [])
+    assert "busbw" not in html and "algbw" not in html and "<svg" not in html
+    assert html.index(">dissemination<") < html.index(">native<")
+    assert "41.50" in html and "87.25" in html
+    assert "moves no data" in html
+    page = build_report(ReportInputs(rows=[*_barrier(), *_all_to_all()]))
+    assert 'id="op-barrier-gloo-4"' in page and 'id="op-all-to-all-gloo-4"' in page
+    a2a = page[page.index('id="op-all-to-all-gloo-4"') :]
+    assert "busbw" in a2a[: a2a.index("</section>")]
