@@ -64,7 +64,7 @@ def test_report_barrier_section_has_no_bandwidth_and_the_fastest_first(tmp_path:
     assert html.index(">dissemination<") < html.index(">native<")
     assert "41.50" in html and "87.25" in html
     assert "moves no data" in html
-    page = build_report(ReportInputs(rows=[*_barrier(), *_all_to_all()]))
+    page = build_report(ReportInputs(rows=(*_barrier(), *_all_to_all())))
     assert 'id="op-barrier-gloo-4"' in page and 'id="op-all-to-all-gloo-4"' in page
     a2a = page[page.index('id="op-all-to-all-gloo-4"') :]
     assert "busbw" in a2a[: a2a.index("</section>")]
