@@ -192,3 +192,20 @@ def test_threshold_parses(text: str, value: float) -> None:
 def test_threshold_rejects(text: str) -> None:
     with pytest.raises(UserError, match="--fail-above"):
         parse_threshold(text)
+
+
+def test_barrier_is_compared_by_its_time() -> None:
+    # Barrier moves no data: one point per algorithm at 0 bytes, its time the only thing to compare.
+    from new_op_rows import barrier_rows
+
+    base = barrier_rows("dissemination", 4, 40.0) + barrier_rows("tree", 4, 50.0)
+    slower = [dataclasses.replace(r, iters=1000) for r in barrier_rows("dissemination", 4, 80.0)]
+    new = slower + barrier_rows("tree", 4, 50.0)
+    base = [dataclasses.replace(r, iters=1000) for r in base]
+    new = [dataclasses.replace(r, iters=1000) for r in new]
+    result = compare_rows(base, new)
+    by_algo = {c.algo: c for c in result.changes}
+    assert {(c.op, c.size_bytes) for c in result.changes} == {("barrier", 0)}
+    assert by_algo["dissemination"].ratio == pytest.approx(2.0)
+    assert by_algo["tree"].ratio == pytest.approx(1.0)
+    assert [c.algo for c in result.regressions(0.05)] == ["dissemination"]
