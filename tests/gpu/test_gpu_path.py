@@ -23,6 +23,8 @@ from collbench.nccl.variants import all_variants, parse_version
 from collbench.runtime.cuda import kernels as cuda_kernels
 from collbench.runtime.cuda import nccl
 from collbench.runtime.executor.reduce import reduce_many
+from collbench.schedules import registry
+from collbench.schedules.ops import Op
 from collbench.topology.sources import discover_topology
 
 pytestmark = pytest.mark.gpu
@@ -110,8 +112,33 @@ def test_forced_variants_at_the_largest_world_size(tmp_path: Path, extra: tuple[
             else:
                 assert measured, f"no rows for {v.name} {op}"
     for r in rows:
-        assert r["wrong"] == 0 and r["world_size"] == GPUS, r
-        assert r["nccl_algo"], r  # from NCCL's TUNING line (2.20+) or the forced variant
+        assert r["wrong"] in ((-1,) if r["op"] == "barrier" else (0,)) and r["world_size"] == GPUS, r
+        if Op(str(r["op"])).spec.nccl_tuned:  # the others are grouped send/recv: no algorithm to name
+            assert r["nccl_algo"], r  # from NCCL's TUNING line (2.20+) or the forced variant
+
+
+NEW_OPS = ("all-to-all", "scatter", "gather", "barrier", "sendrecv")
+
+
+@pytest.mark.parametrize("extra", [(), ("--cuda-graph",)], ids=["events", "cuda-graph"])
+def test_the_newer_ops_run_checked_at_the_largest_world_size(tmp_path: Path, extra: tuple[str, ...]) -> None:
+    # One rank per GPU, one GPU included (a world of one: NCCL's send/recv to itself, a shift that is a
+    # copy). Native is torch's all_to_all_single, scatter, gather, batch_isend_irecv and, for barrier,
+    # the one-element all-reduce ProcessGroupNCCL's barrier runs; collbench's own schedules beside them.
+    rows, output = _sweep(
+        tmp_path, "--op", ",".join(NEW_OPS), "--algo", "all", "-b", "1K", "-e", "4M", "-f", "16", *extra
+    )
+    for op in NEW_OPS:
+        ran = {str(r["algo"]) for r in rows if r["op"] == op}
+        assert ran == {s.name for s in registry.algorithms_for(Op(op))}, (op, ran, output)
+    for r in rows:
+        assert r["backend"] == "nccl" and r["world_size"] == GPUS, r
+        if r["op"] == "barrier":
+            assert (r["size_bytes"], r["count"], r["wrong"], r["algbw_gbps"]) == (0, 0, -1, 0.0), r
+        else:
+            assert r["wrong"] == 0 and float(str(r["algbw_gbps"])) > 0, r
+        assert r["nccl_algo"] == "" and r["reduce_path"] is None, r
+    assert "barrier native on nccl: timed as the one-element all-reduce" in output
 
 
 @two_gpus("at world size 1 an own algorithm has no peer's data to reduce")

@@ -24,6 +24,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from collbench.runtime.cuda.native_groups import GRAPHED_OPS, graph_ops_note
 from collbench.runtime.executor.buffers import fill, make_buffers
 from collbench.runtime.sweep import native_calls
 from collbench.schedules.ops import Op
@@ -145,3 +146,13 @@ def test_barrier_is_dist_barrier_on_gloo_and_a_one_element_all_reduce_on_nccl(mo
     # One byte on the token's device: the rank's own GPU in a sweep, never a guessed one.
     assert flag.numel() == 1 and flag.dtype == torch.uint8 and flag.device == b.whole.device
     assert "all-reduce" in native_calls.NCCL_BARRIER_NOTE
+
+
+def test_cuda_graphs_capture_barrier_but_not_the_grouped_send_recv_ops() -> None:
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert Op.BARRIER in GRAPHED_OPS and Op.ALL_REDUCE in GRAPHED_OPS
+    assert not GRAPHED_OPS & {Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER, Op.SENDRECV}
+    note = graph_ops_note(True, cuda, [Op.ALL_REDUCE, Op.SENDRECV, Op.ALL_TO_ALL, Op.BARRIER])
+    assert note.startswith("--cuda-graph: native all-to-all, sendrecv timed without CUDA graphs")
+    assert graph_ops_note(True, cuda, [Op.ALL_REDUCE, Op.BARRIER]) == ""
+    assert graph_ops_note(False, cuda, [Op.ALL_TO_ALL]) == graph_ops_note(True, cpu, [Op.ALL_TO_ALL]) == ""

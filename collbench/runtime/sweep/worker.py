@@ -26,6 +26,7 @@ from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
 from collbench.results.noise import detect_stalls, quantile
 from collbench.results.row import ResultRow
+from collbench.runtime.cuda.native_groups import GRAPHED_OPS, graph_ops_note
 from collbench.runtime.cuda.native_groups import NativeGroups as NativeGroups
 from collbench.runtime.cuda.native_groups import graph_policy as graph_policy
 from collbench.runtime.executor.buffers import (
@@ -197,11 +198,13 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     todo = [p for p in points if _point_key(job, p, ws) not in done]
     ctx.report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
     graphs, graph_note = graph_policy(cfg.cuda_graph, ctx.device, [p.algo for p in todo])
-    if graph_note:
-        ctx.report({"kind": "note", "text": graph_note})
+    ops_note = graph_ops_note(cfg.cuda_graph, ctx.device, [p.op for p in todo if is_native(p.algo)])
+    for text in (graph_note, ops_note):
+        if text:
+            ctx.report({"kind": "note", "text": text})
     plain_timer = make_timer(ctx.device)
     graph_timer = make_timer(ctx.device, cuda_graph=True) if graphs else plain_timer
-    if ctx.device.type == "cuda" and any(p.algo not in graphs for p in todo):
+    if ctx.device.type == "cuda" and any(p.algo not in graphs or p.op not in GRAPHED_OPS for p in todo):
         # Imported here only: the CUDA module belongs to the GPU side.
         from collbench.runtime.cuda.timing import ROUNDS_NOTE
 
@@ -218,7 +221,8 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
             ctx.report({"kind": "start", "done": finished, "total": len(points), "text": point.describe()})
             if fault is not None and fault[0] == ctx.rank and fault[1] == index:
                 _inject(fault[2])
-            timer = graph_timer if point.algo in graphs else plain_timer
+            graphed = point.algo in graphs and point.op in GRAPHED_OPS
+            timer = graph_timer if graphed else plain_timer
             row = _measure(ctx, job, point, layout, timer, env, fingerprint, len(set(hosts)), groups, reader)
             groups.done_with(index)
             finished += 1
