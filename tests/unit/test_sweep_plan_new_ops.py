@@ -85,7 +85,7 @@ def test_an_algorithm_named_for_ops_it_lacks_is_skipped_in_one_line(tmp_path: Pa
     job = _job(tmp_path, ops=("all-reduce", "all-to-all", "barrier"), algos=("ring", "native"))
     assert dict(job.algos)[Op.ALL_REDUCE] == ("ring", "native")
     if "ring" not in dict(job.algos)[Op.ALL_TO_ALL]:
-        assert "ring all-to-all, barrier: ring does not implement it; skipped" in job.notes
+        assert "ring all-to-all, barrier: ring does not implement them; skipped" in job.notes
     with pytest.raises(Exception, match="does none of the ops"):
         _job(tmp_path, ops=("barrier",), algos=("rabenseifner",))
 

@@ -166,7 +166,8 @@ def resolve_algos(
         lacking = [op.value for op in ops if not spec.supports(op)]
         if lacking:
             # One line per algorithm (a tune names every algorithm for every op it asks).
-            skipped.append(f"{spec.name} {', '.join(lacking)}: {spec.name} does not implement it; skipped")
+            them = "it" if len(lacking) == 1 else "them"
+            skipped.append(f"{spec.name} {', '.join(lacking)}: {spec.name} does not implement {them}; skipped")
     if skipped and not any(per_op.values()):
         raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
     return per_op
