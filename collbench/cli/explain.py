@@ -69,17 +69,34 @@ CROSSOVER_SEARCH_BYTES = (1.0, float(1 << 40))
 """The sizes explain searches for a crossover with ``direct``: a byte to a TiB."""
 
 
+def baseline_for(op: Op, algo: str) -> str | None:
+    """The simplest algorithm explain sets ``algo`` beside: ``direct`` (all through one root) where it
+    does the op, else ``linear`` (every block straight to its rank) for the block ops; None for the
+    others (send/recv, barrier) and for the baseline itself."""
+    for name in ("direct", "linear"):
+        if op in get_algorithm(name).ops:
+            return None if name == algo else name
+    return None
+
+
 def crossover_with_direct(
-    op: Op, algo: str, world_size: int, segments: int, alpha_us: float, link_gbps: float
+    op: Op,
+    algo: str,
+    world_size: int,
+    segments: int,
+    alpha_us: float,
+    link_gbps: float,
+    *,
+    baseline: str = "direct",
 ) -> tuple[int, bool] | None:
-    """Where ``algo`` and ``direct`` cost the same, and whether ``algo`` is the faster one above it
-    (None when one of them is faster at every size searched)."""
+    """Where ``algo`` and ``baseline`` (``direct`` unless given) cost the same, and whether ``algo`` is
+    the faster one above it (None when one of them is faster at every size searched)."""
 
     def mine(size: float) -> float:
         return estimate(op, algo, world_size, size, segments, alpha_us, link_gbps).time_us
 
     def theirs(size: float) -> float:
-        return estimate(op, "direct", world_size, size, 1, alpha_us, link_gbps).time_us
+        return estimate(op, baseline, world_size, size, 1, alpha_us, link_gbps).time_us
 
     found = time_crossings(mine, theirs, *CROSSOVER_SEARCH_BYTES)
     if not found:
@@ -105,6 +122,7 @@ def board_dict(board: Whiteboard) -> dict[str, Any]:
                         "src_rank": m.src,
                         "dst_rank": m.dst,
                         "pieces": list(m.pieces),
+                        "from_pieces": list(m.from_pieces or m.pieces),
                         "elements": m.elements,
                         "reduce": m.reduce,
                     }
@@ -126,7 +144,9 @@ def explain(
     count: Annotated[
         int | None, typer.Option("--count", help="Elements on the whiteboard (default: ranks x segments).")
     ] = None,
-    root: Annotated[int, typer.Option("--root", help="Root rank of broadcast/reduce (and direct's server).")] = 0,
+    root: Annotated[
+        int, typer.Option("--root", help="Root rank of broadcast/reduce/scatter/gather (and direct's server).")
+    ] = 0,
     segments: Annotated[int, typer.Option("--segments", "-s", help="Pipeline segments (tree, two-tree).")] = 1,
     size: Annotated[str, typer.Option("--size", help="Message size for the totals (K/M/G = 1024^n).")] = "1M",
     dtype: Annotated[str, typer.Option("--dtype", "-d", help="Element type for the totals.")] = "float32",
@@ -164,18 +184,24 @@ def explain(
     board = None
     if ranks <= MAX_BOARD_RANKS and board_count <= MAX_BOARD_PIECES:
         board = build_whiteboard(schedule)
+    if not the_op.spec.payload:
+        # A barrier moves no data: its totals are steps only, whatever --size says.
+        size_bytes = 0
     big = spec.build(the_op, ranks, size_bytes // elem_bytes, root=root, segments=segments)
     stats = schedule_stats(big, elem_bytes)
+    baseline = baseline_for(the_op, spec.name)
     direct_stats = None
-    if spec.name != "direct":
-        base = get_algorithm("direct").build(the_op, ranks, size_bytes // elem_bytes, root=root)
+    if baseline is not None:
+        base = get_algorithm(baseline).build(the_op, ranks, size_bytes // elem_bytes, root=root)
         direct_stats = schedule_stats(base, elem_bytes)
 
     mine = estimate(the_op, spec.name, ranks, size_bytes, segments, alpha_us, link_gbps)
-    theirs = None if direct_stats is None else estimate(the_op, "direct", ranks, size_bytes, 1, alpha_us, link_gbps)
+    theirs = None if baseline is None else estimate(the_op, baseline, ranks, size_bytes, 1, alpha_us, link_gbps)
 
     found = (
-        None if direct_stats is None else crossover_with_direct(the_op, spec.name, ranks, segments, alpha_us, link_gbps)
+        None
+        if baseline is None
+        else crossover_with_direct(the_op, spec.name, ranks, segments, alpha_us, link_gbps, baseline=baseline)
     )
     cross = None if found is None else found[0]
     if as_json:
@@ -192,7 +218,12 @@ def explain(
                 "dtype": parse_dtype(dtype),
                 **_stats_dict(stats, size_bytes, mine),
             },
-            "direct": None if direct_stats is None or theirs is None else _stats_dict(direct_stats, size_bytes, theirs),
+            "direct": None
+            if baseline != "direct" or direct_stats is None or theirs is None
+            else _stats_dict(direct_stats, size_bytes, theirs),
+            "baseline": None
+            if baseline is None or direct_stats is None or theirs is None
+            else {"algo": baseline, **_stats_dict(direct_stats, size_bytes, theirs)},
             "model": {"alpha_us": alpha_us, "link_gbps": link_gbps, "crossover_bytes": cross},
         }
         typer.echo(json.dumps(out, indent=2))
@@ -211,4 +242,5 @@ def explain(
         crossover=found,
         estimates=(mine, theirs),
         limits=(MAX_BOARD_RANKS, MAX_BOARD_PIECES),
+        baseline=baseline or "direct",
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.ops import Op, block_bounds, chunk_bounds
 from collbench.schedules.verifier import BufferState, Piece, initial_states, simulate
 
 NOTHING = "·"
@@ -38,8 +38,16 @@ class Move:
     src: int
     dst: int
     pieces: tuple[int, ...]
+    """Where the data landed in ``dst``'s buffer."""
     elements: int
     reduce: bool
+    from_pieces: tuple[int, ...] = ()
+    """Where it was read in ``src``'s buffer, when that is elsewhere (all-to-all's blocks move from the
+    input to the output region); empty when it lands where it was read."""
+
+    @property
+    def is_local_copy(self) -> bool:
+        return self.src == self.dst
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +79,18 @@ class Whiteboard:
 
 
 def piece_ranges(schedule: Schedule) -> list[tuple[int, int]]:
-    """Cut ``[0, count)`` at every boundary a transfer (or, for ops that own chunks, a chunk) uses."""
-    cuts = {0, schedule.count}
+    """Cut the buffer at every boundary a transfer (or, for ops that own chunks or blocks, a chunk or
+    block) uses."""
+    # The whole buffer: all-to-all's and send/recv's output after the input, barrier's one token.
+    cuts = {0, schedule.count, schedule.buffer_elems}
     if schedule.op in (Op.REDUCE_SCATTER, Op.ALL_GATHER):
         for a, z in chunk_bounds(schedule.count, schedule.world_size):
             cuts.update((a, z))
+    if schedule.op.spec.blocks:
+        # Every rank's block is a piece (all-to-all's in the output region too), moved or not.
+        regions = (0, schedule.count) if schedule.op.spec.out_of_place else (0,)
+        for a, z in block_bounds(schedule.count, schedule.world_size):
+            cuts.update(x + base for x in (a, z) for base in regions)
     for steps in schedule.steps:
         for step in steps:
             for t in step.sends:
@@ -136,6 +151,13 @@ def build_whiteboard(schedule: Schedule) -> Whiteboard:
     pieces = piece_ranges(schedule)
     n = schedule.world_size
     steps: list[BoardStep] = []
+    # The k-th receive on b from a takes the k-th send from a to b (ir.py): where it was read.
+    sent: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for r, rank_steps in enumerate(schedule.steps):
+        for step in rank_steps:
+            for t in step.sends:
+                sent.setdefault((r, t.peer), []).append((t.start, t.stop))
+    taken: dict[tuple[int, int], int] = {}
 
     def observe(wave: int, completed: list[tuple[int, int]], states: list[BufferState]) -> None:
         labels: list[str] = []
@@ -146,7 +168,12 @@ def build_whiteboard(schedule: Schedule) -> Whiteboard:
                 if label not in labels:
                     labels.append(label)
             for rcv in step.recvs:
-                moves.append(Move(rcv.peer, rank, _covered(pieces, rcv.start, rcv.stop), rcv.count, rcv.reduce))
+                k = taken.get((rcv.peer, rank), 0)
+                taken[(rcv.peer, rank)] = k + 1
+                start, stop = sent[(rcv.peer, rank)][k]
+                landed = _covered(pieces, rcv.start, rcv.stop)
+                read = _covered(pieces, start, stop) if start != rcv.start else ()
+                moves.append(Move(rcv.peer, rank, landed, rcv.count, rcv.reduce, read))
         moves.sort(key=lambda m: (m.src, m.dst, m.pieces))
         steps.append(BoardStep(wave + 1, tuple(sorted(labels)), tuple(moves), _holdings(states, pieces, n)))
 
@@ -162,6 +189,13 @@ def build_whiteboard(schedule: Schedule) -> Whiteboard:
         initial=initial,
         steps=tuple(steps),
     )
+
+
+def move_text(move: Move) -> str:
+    """``2`` (piece 2 to the same place), ``1→4`` (read at piece 1, landed at piece 4)."""
+    if move.from_pieces:
+        return f"{pieces_text(move.from_pieces)}→{pieces_text(move.pieces)}"
+    return pieces_text(move.pieces)
 
 
 def pieces_text(pieces: tuple[int, ...]) -> str:

@@ -20,6 +20,7 @@ from collbench.schedules.ir import Schedule, Step
 from collbench.schedules.ops import Op, block_bounds
 from collbench.schedules.registry import algorithms_for, get_algorithm
 from collbench.schedules.verifier import ScheduleError, verify
+from collbench.schedules.whiteboard import build_whiteboard, move_text, piece_ranges
 from collbench.topology.host import host_topology
 
 
@@ -260,3 +261,19 @@ def test_local_copies_need_no_link_and_cost_nothing() -> None:
     assert simulate(alone, UniformLinks(5.0, 1.0, 1)).time_us == 0.0
     shift = get_algorithm("ring").build(Op.SENDRECV, 1, 100)
     assert simulate_terms(shift) == (0.0, 0.0, 0.0)
+
+
+# -- the whiteboard --------------------------------------------------------------------------------
+
+
+def test_whiteboard_cuts_every_block_and_says_where_moved_blocks_were_read() -> None:
+    schedule = get_algorithm("pairwise").build(Op.ALL_TO_ALL, 3, 7)
+    # Blocks of 2 in the input and the output; the tail (element 6) is outside the op but on the board.
+    assert piece_ranges(schedule) == [(0, 2), (2, 4), (4, 6), (6, 7), (7, 9), (9, 11), (11, 13), (13, 14)]
+    board = build_whiteboard(schedule)
+    first = {(m.src, m.dst): m for m in board.steps[0].moves}
+    assert first[(0, 0)].is_local_copy and move_text(first[(0, 0)]) == "0→4"
+    assert move_text(first[(0, 1)]) == "1→4"
+    gather = build_whiteboard(get_algorithm("binomial").build(Op.GATHER, 3, 6, root=0))
+    assert all(not m.from_pieces for step in gather.steps for m in step.moves)
+    assert [move_text(m) for m in gather.steps[-1].moves] == ["2"]

@@ -9,8 +9,7 @@ from rich.text import Text
 
 from collbench.schedules.analysis import ScheduleStats
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import Op
-from collbench.schedules.whiteboard import BoardStep, Whiteboard, pieces_text, rank_letter
+from collbench.schedules.whiteboard import BoardStep, Whiteboard, move_text, rank_letter
 from collbench.units import format_bytes
 
 
@@ -34,7 +33,7 @@ def _grid(board: Whiteboard, holdings: tuple[tuple[str, ...], ...]) -> list[Text
     heads = ["rank"] + [f"{k} [{a}]" if z - a == 1 else f"{k} [{a}:{z}]" for k, (a, z) in enumerate(board.pieces)]
     rows = []
     for r, row in enumerate(holdings):
-        mark = "*" if board.op in (Op.BROADCAST, Op.REDUCE) and r == board.root else ""
+        mark = "*" if board.op.spec.rooted and r == board.root else ""
         rows.append([rank_letter(r) + mark, *row])
     widths = [max(len(cells[i]) for cells in [heads, *rows]) for i in range(len(heads))]
     lines = [Text("  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip(), style="dim")]
@@ -58,7 +57,7 @@ def _moves(step: BoardStep) -> Text:
         if i:
             text.append("   ")
         text.append(f"{rank_letter(move.src)}→{rank_letter(move.dst)} ", style="cyan")
-        text.append(pieces_text(move.pieces))
+        text.append(move_text(move))
         text.append(" (+)" if move.reduce else "", style="yellow")
     return text
 
@@ -90,8 +89,10 @@ def render_explain(
     crossover: tuple[int, bool] | None,
     limits: tuple[int, int],
     estimates: tuple[Estimate, Estimate | None],
+    baseline: str = "direct",
 ) -> None:
-    """The whole ``explain`` page: header, whiteboard, totals, comparison with ``direct``."""
+    """The whole ``explain`` page: header, whiteboard, totals, comparison with ``baseline`` (``direct``,
+    or ``linear`` for the block ops)."""
     n = schedule.world_size
     letters = " ".join(rank_letter(r) for r in range(min(n, 8))) + (" …" if n > 8 else "")
     head = Text.assemble(
@@ -114,21 +115,44 @@ def render_explain(
             )
         )
     else:
-        console.print(
-            Text(
-                "Columns are pieces of the buffer [elements]; a1+b1 = piece 1 of a plus piece 1 of b; "
-                "Σ1 = piece 1 summed over every rank; · = nothing yet; a→b 2 (+) = a sends piece 2, b adds it.",
-                style="dim",
-            ),
-            soft_wrap=True,
-        )
+        console.print(Text(_legend(board), style="dim"), soft_wrap=True)
         console.print()
         render_board(console, board)
     console.print()
     console.print(
-        render_totals(stats, direct_stats, schedule, size_bytes, dtype, alpha_us, link_gbps, crossover, estimates),
+        render_totals(
+            stats, direct_stats, schedule, size_bytes, dtype, alpha_us, link_gbps, crossover, estimates, baseline
+        ),
         soft_wrap=True,
     )
+
+
+def _legend(board: Whiteboard) -> str:
+    """How to read the board, in the terms of its op."""
+    spec = board.op.spec
+    if not spec.payload:
+        return (
+            "The one column is the barrier's token: a0+b0 = a rank has heard from a and b (directly or "
+            "through others); a→b 0 (+) = a tells b whom it has heard from. Done when every rank shows Σ0 "
+            "(or every letter)."
+        )
+    text = "Columns are pieces of the buffer [elements]; "
+    if spec.reduces:
+        text += "a1+b1 = piece 1 of a plus piece 1 of b; Σ1 = piece 1 summed over every rank; "
+    else:
+        text += "b1 = b's piece 1; "
+    text += "· = nothing yet; a→b 2 = a sends piece 2 to the same place in b"
+    text += ", (+) b adds it." if spec.reduces else "."
+    if spec.out_of_place:
+        inputs = [k for k, (a, _) in enumerate(board.pieces) if a < board.count]
+        what = f"pieces {inputs[0]}-{inputs[-1]} are" if len(inputs) > 1 else f"piece {inputs[0]} is" if inputs else ""
+        text += (
+            f" Input then output: {what} each rank's input, the rest its output; a→b 1→4 = a sends its "
+            "piece 1 into b's piece 4; a→a = a copies locally (no network)."
+        )
+    if spec.blocks and spec.rooted:
+        text += " * = the root."
+    return text
 
 
 def render_totals(
@@ -141,8 +165,11 @@ def render_totals(
     link_gbps: float,
     crossover: tuple[int, bool] | None,
     estimates: tuple[Estimate, Estimate | None],
+    baseline: str = "direct",
 ) -> Text:
-    """The cost terms at ``size_bytes`` and, when given, the comparison with ``direct``."""
+    """The cost terms at ``size_bytes`` and, when given, the comparison with ``baseline``."""
+    if not schedule.op.spec.payload:
+        return _barrier_totals(stats, schedule, alpha_us, estimates[0])
     text = Text()
     text.append(f"totals for {format_bytes(size_bytes)} of {dtype}", style="bold")
     text.append(f" ({schedule.op.value}, {schedule.world_size} ranks):\n")
@@ -176,10 +203,10 @@ def render_totals(
     if direct_stats is None or theirs is None:
         return text
     text.append("\n")
-    text.append("vs direct", style="bold")
+    text.append(f"vs {baseline}", style="bold")
+    what, via = _BASELINES.get(baseline, ("", "the busiest port"))
     text.append(
-        f" (all through one root): {theirs.steps:g} step(s), {format_bytes(theirs.port_bytes)} through the "
-        f"root's port, ~{theirs.time_us:.1f} us"
+        f"{what}: {theirs.steps:g} step(s), {format_bytes(theirs.port_bytes)} through {via}, ~{theirs.time_us:.1f} us"
     )
     if crossover is not None:
         size, faster_above = crossover
@@ -188,6 +215,26 @@ def render_totals(
     elif mine.time_us < theirs.time_us:
         text.append(f"; {schedule.algo} is faster at every size")
     elif theirs.time_us < mine.time_us:
-        text.append("; direct is faster at every size")
+        text.append(f"; {baseline} is faster at every size")
     text.append(".")
+    return text
+
+
+_BASELINES = {
+    "direct": (" (all through one root)", "the root's port"),
+    "linear": (" (every block straight to its rank, at once)", "the busiest port"),
+}
+"""How the totals name each baseline explain compares with, and the port its bytes go through."""
+
+
+def _barrier_totals(stats: ScheduleStats, schedule: Schedule, alpha_us: float, mine: Estimate) -> Text:
+    """A barrier's totals: rounds and the time they take; it moves no data, so no sizes or bytes."""
+    text = Text()
+    text.append("totals", style="bold")
+    text.append(f" (barrier, {schedule.world_size} ranks; a barrier moves no data, so no sizes):\n")
+    text.append(f"  rounds (latency term): {stats.steps}")
+    if stats.max_steps_per_rank != stats.steps:
+        text.append(f" on the critical path ({stats.max_steps_per_rank} at most per rank)")
+    text.append(f"\n  closed-form cost (what fit and predict use): {mine.steps:g} rounds")
+    text.append(f"\n  estimate at {alpha_us:g} us per round: ~{mine.time_us:.1f} us")
     return text

@@ -35,7 +35,7 @@ def _own_block(b: RoundBuilder, n: int, count: int) -> None:
     """Every rank copies its input block r to its output block r, in its first step."""
     blocks = block_bounds(count, n)
     for r in range(n):
-        b.transfer(0, r, r, *blocks[r], reduce=False, label="own block, copied", dst_start=count + blocks[r][0])
+        b.transfer(0, r, r, *blocks[r], reduce=False, label="copy own block", dst_start=count + blocks[r][0])
 
 
 def build_pairwise(

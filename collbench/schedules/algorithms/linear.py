@@ -42,7 +42,7 @@ def build_linear(
         for src in range(n):
             for dst in range(n):
                 # src's input block dst becomes dst's output block src.
-                label = "own block, copied" if src == dst else "every block to its rank"
+                label = "copy own block" if src == dst else "every block to its rank"
                 b.transfer(0, src, dst, *blocks[dst], reduce=False, label=label, dst_start=count + blocks[src][0])
     elif op is Op.SCATTER:
         for r in range(n):

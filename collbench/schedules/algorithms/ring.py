@@ -148,7 +148,8 @@ RING = AlgorithmSpec(
     name="ring",
     ops=CLASSIC_OPS | {Op.SENDRECV},
     builder=build_ring,
-    summary="neighbours only: 2(n-1) steps, 2(n-1)/n of the buffer per link (bandwidth-optimal, latency-poor)",
+    summary="neighbours only: 2(n-1) steps, 2(n-1)/n of the buffer per link (bandwidth-optimal, latency-poor); "
+    "send/recv: one shift to rank+1",
     costs=CostFormulas(
         all_reduce=_all_reduce_cost,
         reduce_scatter=_reduce_scatter_cost,
