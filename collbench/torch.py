@@ -6,12 +6,19 @@
     profile = collbench.Profile.load("collbench-profile.yaml")
     collbench.torch.all_reduce(tensor, profile=profile)            # in place, like dist.all_reduce
     ddp_model.register_comm_hook(None, collbench.torch.ddp_comm_hook(profile))
+    collbench.torch.all_to_all_single(output, input, profile=profile)  # as dist.all_to_all_single
+    collbench.torch.scatter(tensor, scatter_list, profile=profile, src=0)  # as dist.scatter
+    collbench.torch.gather(tensor, gather_list, profile=profile, dst=0)    # as dist.gather
+    collbench.torch.ring_shift(output, input, profile=profile)  # to the next rank, from the previous
+    collbench.torch.barrier(profile=profile)
 
 Per call, the profile's rule for all-reduce at the tensor's size in bytes, in the rule set of the
 process group's size, says what runs: ``native``
 is ``torch.distributed.all_reduce`` (the backend's own collective); any other algorithm is
 collbench's schedule for it, built for the group's size and run by collbench's executor over the
-group's point-to-point transport, on the layout (ring orders, trees) the profile recorded.
+group's point-to-point transport, on the layout (ring orders, trees) the profile recorded. The other
+ops do the same with their own rules (all-to-all, scatter, gather, sendrecv, barrier), sized as
+nccl-tests counts them: the whole per-rank buffer, the root's n blocks, 0 bytes for barrier.
 
 The DDP hook overlaps with backward as DDP's default hook does: it hands the bucket's all-reduce off
 and returns a future that completes when it is done. A native rule returns the backend's own
@@ -58,12 +65,21 @@ class _Runners:
     profile: Profile
     cache: dict[tuple[Any, ...], ScheduleRunner] = field(default_factory=dict)
 
-    def runner(self, rule_set: RuleSet, rule: Rule, count: int, tensor: torch.Tensor, group: Any) -> ScheduleRunner:
+    def runner(
+        self,
+        rule_set: RuleSet,
+        rule: Rule,
+        count: int,
+        tensor: torch.Tensor,
+        group: Any,
+        op: Op = Op.ALL_REDUCE,
+        root: int = 0,
+    ) -> ScheduleRunner:
         world = dist.get_world_size(group)
-        key = (rule.min_bytes, rule.algo, count, tensor.dtype, tensor.device, world, id(group))
+        key = (op, root, rule.min_bytes, rule.algo, count, tensor.dtype, tensor.device, world, id(group))
         found = self.cache.get(key)
         if found is None:
-            schedule = _build(rule_set, rule, world, count, tensor.element_size())
+            schedule = _build(rule_set, rule, world, count, tensor.element_size(), op, root)
             found = ScheduleRunner(
                 schedule,
                 rank=dist.get_rank(group),
@@ -85,7 +101,9 @@ def _layout(rule_set: RuleSet, rule: Rule, world: int) -> Layout | None:
     return Layout(rings=saved.rings, trees=saved.trees, name=saved.name)
 
 
-def _build(rule_set: RuleSet, rule: Rule, world: int, count: int, elem_bytes: int) -> Schedule:
+def _build(
+    rule_set: RuleSet, rule: Rule, world: int, count: int, elem_bytes: int, op: Op = Op.ALL_REDUCE, root: int = 0
+) -> Schedule:
     from collbench.schedules.registry import get_algorithm
 
     spec = get_algorithm(rule.algo)
@@ -94,7 +112,7 @@ def _build(rule_set: RuleSet, rule: Rule, world: int, count: int, elem_bytes: in
     if seg_bytes and "segments" not in rule.params:
         # The sweep pipelined segmented schedules (trees) this way; build what was measured.
         segments = spec.segments_for(count * elem_bytes, int(seg_bytes))
-    return spec.build(Op.ALL_REDUCE, world, count, layout=_layout(rule_set, rule, world), segments=segments)
+    return spec.build(op, world, count, root=root, layout=_layout(rule_set, rule, world), segments=segments)
 
 
 def _rule_set(profile: Profile, group: Any) -> RuleSet:
@@ -303,3 +321,166 @@ def register_comm_hook(model: torch.nn.Module, profile: Profile, group: Any = No
     hook = ddp_comm_hook(profile)
     model.register_comm_hook(group, hook)
     return hook
+
+
+# --- the ops that move data without reducing it, and barrier ------------------------------------------
+#
+# Each takes torch.distributed's arguments for the same call and follows the profile's rule for its op at
+# the call's size (nccl-tests' counting, collbench.schedules.ops): native is torch.distributed's own call;
+# any other algorithm is collbench's schedule, run by the executor on one buffer laid out as the schedule
+# says (all-to-all and the ring shift: input then output; scatter and gather: the n blocks in rank order;
+# barrier: one token element). The buffer is a copy of the arguments: these calls are not in place.
+
+
+def _group_rank(group: Any, global_rank: int) -> int:
+    """``global_rank``'s rank in ``group`` (torch's ``src``/``dst`` are global ranks)."""
+    return global_rank if group is None else dist.get_group_rank(group, global_rank)
+
+
+def _choose(profile: Profile, group: Any, op: Op, nbytes: int) -> tuple[RuleSet, Rule]:
+    _check_initialised()
+    rule_set = _rule_set(profile, group)
+    return rule_set, rule_set.select(op, nbytes)
+
+
+def _run_schedule(
+    profile: Profile, rule_set: RuleSet, rule: Rule, op: Op, count: int, buffer: torch.Tensor, group: Any, root: int = 0
+) -> None:
+    _Runners(profile).runner(rule_set, rule, count, buffer, group, op, root).run(buffer, "sum")
+
+
+def all_to_all_single(output: torch.Tensor, input: torch.Tensor, profile: Profile, group: Any = None) -> Rule:
+    """All-to-all with equal splits, as ``dist.all_to_all_single(output, input)``: block ``j`` of this
+    rank's ``input`` goes to rank ``j``, and block ``j`` of ``output`` comes from rank ``j``.
+
+    The rule is the profile's for all-to-all at the whole buffer's size in bytes (nccl-tests' count).
+    Returns it. Raises ConfigError when the buffers differ in size or do not split into equal blocks, or
+    torch.distributed is not initialised; UserError when the profile has no rule for the group's size.
+    """
+    world = dist.get_world_size(group) if dist.is_initialized() else 1
+    count = input.numel()
+    if output.numel() != count or count % world:
+        raise ConfigError(
+            f"all_to_all_single needs input and output of one size in {world} equal blocks, got {input.numel()} "
+            f"and {output.numel()} elements"
+        )
+    rule_set, rule = _choose(profile, group, Op.ALL_TO_ALL, count * input.element_size())
+    if is_native(rule.algo) or count == 0:
+        dist.all_to_all_single(output, input, group=group)
+        return rule
+    buffer = torch.empty(2 * count, dtype=input.dtype, device=input.device)
+    buffer[:count].copy_(input.reshape(-1))
+    _run_schedule(profile, rule_set, rule, Op.ALL_TO_ALL, count, buffer, group)
+    output.copy_(buffer[count:].view_as(output))
+    return rule
+
+
+def ring_shift(output: torch.Tensor, input: torch.Tensor, profile: Profile, group: Any = None) -> Rule:
+    """Send ``input`` to the next rank of the group and receive the previous rank's into ``output`` (the
+    ring shift nccl-tests' ``sendrecv_perf`` measures). Returns the profile's rule for sendrecv at the
+    buffer's size. Raises ConfigError for buffers of different sizes."""
+    if output.numel() != input.numel():
+        raise ConfigError(f"ring_shift needs input and output of one size, got {input.numel()} and {output.numel()}")
+    count = input.numel()
+    rule_set, rule = _choose(profile, group, Op.SENDRECV, count * input.element_size())
+    world = dist.get_world_size(group)
+    if is_native(rule.algo) or count == 0 or world == 1:
+        if world == 1:
+            output.copy_(input)  # a send to oneself: torch refuses it, NCCL copies
+            return rule
+        rank = dist.get_rank(group)
+        peer = (rank + 1) % world if group is None else dist.get_global_rank(group, (rank + 1) % world)
+        prev = (rank - 1) % world if group is None else dist.get_global_rank(group, (rank - 1) % world)
+        received = output if output.is_contiguous() else torch.empty_like(output)
+        works = dist.batch_isend_irecv(
+            [dist.P2POp(dist.isend, input.contiguous(), peer, group), dist.P2POp(dist.irecv, received, prev, group)]
+        )
+        for work in works:
+            work.wait()
+        if received is not output:
+            output.copy_(received)
+        return rule
+    buffer = torch.empty(2 * count, dtype=input.dtype, device=input.device)
+    buffer[:count].copy_(input.reshape(-1))
+    _run_schedule(profile, rule_set, rule, Op.SENDRECV, count, buffer, group)
+    output.copy_(buffer[count:].view_as(output))
+    return rule
+
+
+def scatter(
+    tensor: torch.Tensor,
+    scatter_list: list[torch.Tensor] | None,
+    profile: Profile,
+    src: int = 0,
+    group: Any = None,
+) -> Rule:
+    """Scatter, as ``dist.scatter(tensor, scatter_list, src)``: rank ``j`` of the group receives
+    ``scatter_list[j]`` of rank ``src`` (a global rank) into ``tensor``; ``scatter_list`` is read on the
+    source only. The rule is the profile's for scatter at the source's whole input (n blocks). Returns it.
+    Raises ConfigError for a source without a list of one block per rank, each of ``tensor``'s size."""
+    _check_initialised()
+    world, root = dist.get_world_size(group), _group_rank(group, src)
+    block = tensor.numel()
+    mine = dist.get_rank(group) == root
+    if mine and (scatter_list is None or len(scatter_list) != world or any(t.numel() != block for t in scatter_list)):
+        raise ConfigError(f"scatter's source needs a list of {world} tensors of {block} elements each")
+    rule_set, rule = _choose(profile, group, Op.SCATTER, world * block * tensor.element_size())
+    if is_native(rule.algo) or block == 0:
+        dist.scatter(tensor, scatter_list if mine else None, src=src, group=group)
+        return rule
+    buffer = torch.empty(world * block, dtype=tensor.dtype, device=tensor.device)
+    if mine:
+        assert scatter_list is not None  # checked above
+        torch.cat([t.reshape(-1) for t in scatter_list], out=buffer)
+    _run_schedule(profile, rule_set, rule, Op.SCATTER, world * block, buffer, group, root)
+    rank = dist.get_rank(group)
+    tensor.copy_(buffer[rank * block : (rank + 1) * block].view_as(tensor))
+    return rule
+
+
+def gather(
+    tensor: torch.Tensor,
+    gather_list: list[torch.Tensor] | None,
+    profile: Profile,
+    dst: int = 0,
+    group: Any = None,
+) -> Rule:
+    """Gather, as ``dist.gather(tensor, gather_list, dst)``: rank ``dst`` (a global rank) receives every
+    rank's ``tensor`` into ``gather_list`` (one tensor per rank, on the destination only). The rule is
+    the profile's for gather at the destination's whole output (n blocks). Returns it. Raises
+    ConfigError for a destination without a list of one tensor per rank of ``tensor``'s size."""
+    _check_initialised()
+    world, root = dist.get_world_size(group), _group_rank(group, dst)
+    block = tensor.numel()
+    rank = dist.get_rank(group)
+    mine = rank == root
+    if mine and (gather_list is None or len(gather_list) != world or any(t.numel() != block for t in gather_list)):
+        raise ConfigError(f"gather's destination needs a list of {world} tensors of {block} elements each")
+    rule_set, rule = _choose(profile, group, Op.GATHER, world * block * tensor.element_size())
+    if is_native(rule.algo) or block == 0:
+        dist.gather(tensor, gather_list if mine else None, dst=dst, group=group)
+        return rule
+    buffer = torch.zeros(world * block, dtype=tensor.dtype, device=tensor.device)
+    buffer[rank * block : (rank + 1) * block].copy_(tensor.reshape(-1))
+    _run_schedule(profile, rule_set, rule, Op.GATHER, world * block, buffer, group, root)
+    if mine:
+        assert gather_list is not None  # checked above
+        for j, out in enumerate(gather_list):
+            out.copy_(buffer[j * block : (j + 1) * block].view_as(out))
+    return rule
+
+
+def barrier(profile: Profile, group: Any = None, *, device: torch.device | str | None = None) -> Rule:
+    """Wait until every rank of the group has reached this call, by the profile's barrier rule: native is
+    ``dist.barrier``; collbench's (dissemination, tree) pass a one-element token on ``device`` (default:
+    the current CUDA device on NCCL, else the CPU). Returns the rule."""
+    rule_set, rule = _choose(profile, group, Op.BARRIER, 0)
+    if is_native(rule.algo):
+        dist.barrier(group=group)
+        return rule
+    if device is None:
+        on_gpu = dist.get_backend(group) == "nccl" and torch.cuda.is_available()
+        device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+    token = torch.zeros(1, dtype=torch.float32, device=device)
+    _run_schedule(profile, rule_set, rule, Op.BARRIER, 0, token, group)
+    return rule

@@ -189,3 +189,99 @@ def test_register_comm_hook_keeps_ddps_own_all_reduce_where_every_bucket_size_is
         assert res["collbench above all gradients"] == (False, 0)
         assert res["collbench within"] == (True, 1)
         assert "needs a DistributedDataParallel model, got Sequential" in res["not ddp"]
+
+
+# --- all-to-all, scatter, gather, the ring shift and barrier ---------------------------------------------
+
+BLOCKS = (1, 7, 33, 100, 700)
+"""Elements per rank's block: float64 buffers of world * block elements cross every rule below."""
+
+
+def new_ops_profile(world: int) -> Profile:
+    rules = (
+        Rule("all-to-all", 0, 255, "native", P),
+        Rule("all-to-all", 256, 1023, "pairwise", P),
+        Rule("all-to-all", 1024, 4095, "bruck", P),
+        Rule("all-to-all", 4096, None, "linear", P),
+        Rule("scatter", 0, 255, "native", P),
+        Rule("scatter", 256, 4095, "binomial", P),
+        Rule("scatter", 4096, None, "linear", P),
+        Rule("gather", 0, 255, "native", P),
+        Rule("gather", 256, 4095, "binomial", P),
+        Rule("gather", 4096, None, "linear", P),
+        Rule("sendrecv", 0, 255, "native", P),
+        Rule("sendrecv", 256, None, "ring", P),
+        Rule("barrier", 0, None, "tree" if world == 2 else "dissemination", P),
+    )
+    return Profile(fingerprint="test", host="test", backend="gloo", rule_sets=(RuleSet(world, 1, rules),))
+
+
+def _new_ops_worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
+    import time
+
+    import collbench.torch as ctorch
+
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world)
+    try:
+        profile = new_ops_profile(world)
+        used: dict[str, list[str]] = {"all-to-all": [], "scatter": [], "gather": [], "sendrecv": []}
+        root = world - 1  # not rank 0: the schedules take any root
+        for block in BLOCKS:
+            n = world * block
+            data = torch.arange(n, dtype=torch.float64) + 1000 * rank
+            ours, ref = torch.empty(n, dtype=torch.float64), torch.empty(n, dtype=torch.float64)
+            used["all-to-all"].append(ctorch.all_to_all_single(ours, data, profile=profile).algo)
+            dist.all_to_all_single(ref, data)
+            assert torch.equal(ours, ref), ("all-to-all", block)
+
+            pieces = list(data.split(block)) if rank == root else None
+            ours_b, ref_b = torch.empty(block, dtype=torch.float64), torch.empty(block, dtype=torch.float64)
+            used["scatter"].append(ctorch.scatter(ours_b, pieces, profile=profile, src=root).algo)
+            dist.scatter(ref_b, pieces, src=root)
+            assert torch.equal(ours_b, ref_b), ("scatter", block)
+
+            mine = data[:block].clone()
+            got = [torch.empty(block, dtype=torch.float64) for _ in range(world)] if rank == root else None
+            want = [torch.empty(block, dtype=torch.float64) for _ in range(world)] if rank == root else None
+            used["gather"].append(ctorch.gather(mine, got, profile=profile, dst=root).algo)
+            dist.gather(mine, want, dst=root)
+            if got is not None and want is not None:
+                assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), ("gather", block)
+
+            shifted = torch.empty(n, dtype=torch.float64)
+            used["sendrecv"].append(ctorch.ring_shift(shifted, data, profile=profile).algo)
+            # torch's own ring shift: every rank sends to the next and receives from the previous.
+            expect = torch.empty(n, dtype=torch.float64)
+            ops = [dist.P2POp(dist.isend, data, (rank + 1) % world), dist.P2POp(dist.irecv, expect, (rank - 1) % world)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+            assert torch.equal(shifted, expect), ("sendrecv", block)
+        # Barrier: every rank arrives late by its rank's share of a second, and none leaves before the last arrives.
+        time.sleep(0.3 * rank)
+        Path(out_dir, f"arrived{rank}").touch()
+        barrier_algo = ctorch.barrier(profile=profile).algo
+        arrived = sorted(p.name for p in Path(out_dir).glob("arrived*"))
+        torch.save({"used": used, "barrier": barrier_algo, "arrived": arrived}, f"{out_dir}/newops{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_new_ops_match_torch_and_follow_the_profile(tmp_path: Path, world: int) -> None:
+    mp.start_processes(
+        _new_ops_worker,
+        args=(world, str(tmp_path / "store"), str(tmp_path)),
+        nprocs=world,
+        join=True,
+        start_method="spawn",
+    )
+    profile = new_ops_profile(world)
+    for rank in range(world):
+        res = torch.load(tmp_path / f"newops{rank}.pt")
+        for op, algos in res["used"].items():
+            # The rule of each call's size (float64, world * block elements) is the one that ran.
+            want = [profile.select(op, world * b * 8, world_size=world).algo for b in BLOCKS]
+            assert algos == want, op
+            assert set(algos) == {r.algo for r in profile.rules_for(op)}, op  # every rule was exercised
+        assert res["barrier"] == ("tree" if world == 2 else "dissemination")
+        assert res["arrived"] == [f"arrived{r}" for r in range(world)]
