@@ -22,14 +22,25 @@ p is not a power of two, the recursive algorithms fold the ``p - p2`` extra rank
 (one step of the whole buffer, reduced where the op reduces) and hand them the result at the end (one
 more step); those extra steps are in the formulas.
 
-``native`` (the backend's own collective) has no schedule; its spec takes the ring formulas (see
-``algorithms/native.py``). That is an assumption (NCCL picks ring or tree per size; gloo mostly rings),
-which the fitted parameters absorb: they describe native's time as if it were a ring, at the world size
-measured. Predictions at another world size do not extrapolate native with them: ``predict.py`` prices
-NCCL's native with NCCL's own cost model (``nccl_cost.py``) and refuses any other backend's.
+``native`` (the backend's own collective) has no schedule; for the five NCCL tunes its spec takes the
+ring formulas (see ``algorithms/native.py``). That is an assumption (NCCL picks ring or tree per size;
+gloo mostly rings), which the fitted parameters absorb: they describe native's time as if it were a
+ring, at the world size measured. Predictions at another world size do not extrapolate native with
+them: ``predict.py`` prices NCCL's native with NCCL's own cost model (``nccl_cost.py``) and refuses any
+other backend's. For the other ops native takes what the backends' sources say they run
+(``native_structure.py``): ``linear`` all-to-all, scatter and gather, ring's send/recv shift,
+``dissemination`` barrier.
+
+The ops that move data without reducing it (all-to-all, scatter, gather, send/recv) have gamma 0, and
+``n`` is nccl-tests' size: the whole per-rank buffer (all-to-all's send buffer, scatter's root input,
+gather's root output), so a block is ``n / p``. A rank's own block is a local copy, off the network: no
+term prices it. Barrier moves no data: its formulas are steps only (beta and gamma 0, whatever ``n``).
+Only the algorithms that do these ops have formulas for them (``CostFormulas.has``); asking another
+raises NotApplicableError.
 
 ``CostTerms.messages`` counts the messages through the busiest port where a step posts one per peer
-(one-shot, direct); fits price a step at one latency, predictions at another world size a message.
+(one-shot, direct, linear); fits price a step at one latency, predictions at another world size a
+message.
 
 Exactness. Each formula is derived from its builder (``collbench/schedules/algorithms``) and equals
 ``simulator.simulate_terms`` of the built schedule (steps, critical-path bytes, critical-path reduced
@@ -84,9 +95,10 @@ def has_cost_model(op: Op | str, algo: str) -> bool:
 def cost_terms(op: Op | str, algo: str, world_size: int, size_bytes: float, *, segments: int = 1) -> CostTerms:
     """Coefficients (steps, bytes, reduced bytes) of the closed-form cost of ``algo`` doing ``op``.
 
-    ``algo`` may be ``native`` or a native variant (``native:ring``): both use the op's ring formula.
-    Raises UnknownNameError for an unknown op or algorithm, ConfigError for a world size below 1,
-    a negative size or segments below 1.
+    ``algo`` may be ``native`` or a native variant (``native:ring``): both use native's formula.
+    Raises UnknownNameError for an unknown op or algorithm, NotApplicableError where the algorithm has
+    no formula for the op (``pairwise`` scatter...), ConfigError for a world size below 1, a negative
+    size or segments below 1.
     """
     the_op = _as_op(op)
     if world_size < 1:
