@@ -22,8 +22,9 @@ from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule, Variant
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
+from collbench.tuning.config import TUNE_ELEMENT_BYTES
 from collbench.tuning.selection import DEFAULT_SIGMAS, Point, in_round, measured_points
-from collbench.tuning.sweeps import IN_PLACE, Progress, algorithm_order
+from collbench.tuning.sweeps import IN_PLACE, OUT_OF_PLACE, Progress, algorithm_order
 
 CHECK_ROUNDS = 3
 CHECK_BUDGET_S = 0.1
@@ -57,14 +58,21 @@ class RuleCheck:
 def check_sizes(profile: Profile, rule_set: RuleSet | None = None) -> list[tuple[Rule, int]]:
     """Each rule of ``rule_set`` (default: the profile's default shape), with the size it is checked at."""
     out = []
-    for rule in (rule_set or profile.default_set).rules:
+    target = rule_set or profile.default_set
+    for rule in target.rules:
+        spec = Op.parse(rule.op).spec
+        if not spec.payload:
+            out.append((rule, 0))  # barrier: its one point, at 0 bytes
+            continue
         if rule.at_bytes is not None:
             size = rule.at_bytes
         elif rule.max_bytes is None:
             size = max(rule.min_bytes, 1)
         else:
             size = int(math.sqrt(max(rule.min_bytes, 1) * max(rule.max_bytes, 1)))
-        out.append((rule, max(size - size % 4, 4)))
+        # Whole float32 elements; for the block ops whole blocks, as the sweep measures them (op_count).
+        unit = 4 * target.world_size if spec.blocks else 4
+        out.append((rule, max(size - size % unit, unit)))
     return out
 
 
@@ -178,16 +186,21 @@ def run_check(
     for i in range(rounds):
         for op, size in sizes:
             names = check_candidates(backend, op, target)
+            spec = Op.parse(op).spec
+            # As the tune measured: all-to-all and send/recv out of place (Open MPI's harness runs both
+            # modes' calls); barrier's one point at 0 bytes, which a sweep measures whatever size it asks.
+            mode = OUT_OF_PLACE if spec.out_of_place and backend != "mpi" else IN_PLACE
+            asked = size if spec.payload else TUNE_ELEMENT_BYTES
             config = SweepConfig(
                 world_size=world_size if world_size is not None else None,
                 backend=backend,
                 ops=(op,),
                 algos=names if i % 2 == 0 else tuple(reversed(names)),
-                min_bytes=size,
-                max_bytes=size,
+                min_bytes=asked,
+                max_bytes=asked,
                 warmup=1,
                 point_budget_s=point_budget_s,
-                in_place=IN_PLACE,
+                in_place=mode,
                 timeout_s=timeout_s,
                 stream=stream_dir / f"check-{target.world_size}x{target.nodes}-{i}-{op}-{size}.jsonl",
             )

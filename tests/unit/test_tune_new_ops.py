@@ -107,3 +107,22 @@ def test_tune_of_all_to_all_and_barrier(tmp_path: Path, monkeypatch: pytest.Monk
     assert a2a[0].algo == "native" and a2a[0].min_bytes == 0
     assert a2a[-1].algo == algorithms_for(Op.ALL_TO_ALL)[0].name and a2a[-1].max_bytes is None
     assert a2a[-1].gain_vs_native is not None and a2a[-1].gain_vs_native > 1.5
+
+
+def test_check_measures_barrier_at_0_bytes_and_block_ops_at_whole_blocks() -> None:
+    from collbench.profile.document import Profile, RuleSet
+    from collbench.profile.rules import Rule
+    from collbench.tuning.check import check_sizes
+
+    p = {"segment_bytes": None, "layout": "rank-order"}
+    rules = (
+        Rule("barrier", 0, None, "tree", p),
+        Rule("all-to-all", 0, 999, "native", p),
+        Rule("all-to-all", 1000, None, "pairwise", p),
+    )
+    profile = Profile(fingerprint="f", host="h", backend="gloo", rule_sets=(RuleSet(3, 1, rules),))
+    sizes = {(rule.op, rule.algo): size for rule, size in check_sizes(profile)}
+    assert sizes[("barrier", "tree")] == 0
+    # No evidence recorded: the middle of the range, rounded down to whole blocks of 3 float32 elements.
+    assert sizes[("all-to-all", "native")] % 12 == 0 and 0 < sizes[("all-to-all", "native")] <= 999
+    assert sizes[("all-to-all", "pairwise")] == 996  # from its lower end, 1000 B: 83 blocks of 12 B
