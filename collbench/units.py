@@ -54,6 +54,8 @@ def format_bytes(size_bytes: float) -> str:
     value = float(size_bytes)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+            # Three significant digits would print 1023.7 KiB as 1.02e+03: whole units from 1000 up.
+            whole = unit == "B" or abs(value) >= 999.5
+            return f"{value:.0f} {unit}" if whole else f"{value:.3g} {unit}"
         value /= 1024
     raise AssertionError("unreachable: the last unit returns")

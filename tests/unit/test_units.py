@@ -88,6 +88,8 @@ def test_sizes_read_as_nccl_tests_writes_them(size: float, label: str) -> None:
         (3 << 20, "3 MiB"),
         (2 << 30, "2 GiB"),
         (3 << 40, "3 TiB"),
+        (1048064, "1023 KiB"),  # not 1.02e+03 KiB: whole units from 1000 up
+        (1000 << 20, "1000 MiB"),
     ],
 )
 def test_format_bytes_in_powers_of_1024_to_three_digits(size: int, label: str) -> None:
