@@ -88,7 +88,7 @@ def test_sizes_read_as_nccl_tests_writes_them(size: float, label: str) -> None:
         (3 << 20, "3 MiB"),
         (2 << 30, "2 GiB"),
         (3 << 40, "3 TiB"),
-        (1048064, "1023 KiB"),  # not 1.02e+03 KiB: whole units from 1000 up
+        (1047552, "1023 KiB"),  # not 1.02e+03 KiB: whole units from 1000 up
         (1000 << 20, "1000 MiB"),
     ],
 )
