@@ -76,6 +76,9 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
         op, backend, p = key
         factor = Op.parse(op).spec.busbw_factor(p)
         ax_t, ax_b, ax_r = axes[0][col], axes[1][col], axes[2][col]
+        if not Op.parse(op).spec.payload:
+            _latency_fits(ax_t, ax_b, ax_r, points, sorted(panels[key], key=lambda f: f.algo), key, colors)
+            continue
         for i, f in enumerate(sorted(panels[key], key=lambda f: f.algo)):
             color = colors[i % len(colors)]
             mine = [q for q in points if q.group == (op, f.algo, backend, p)]
@@ -117,6 +120,30 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
     finally:
         plt.close(fig)
     return path
+
+
+def _latency_fits(
+    ax_t: Axes,
+    ax_b: Axes,
+    ax_r: Axes,
+    points: Sequence[FitPoint],
+    fits: Sequence[Fit],
+    key: tuple[str, str, int],
+    colors: list[str],
+) -> None:
+    """An op that moves no data (barrier): per algorithm its fitted time (a bar) and its measured
+    points, in microseconds; no size axis, no bandwidth, no residual panel."""
+    op, backend, p = key
+    names = [f.algo for f in fits]
+    ax_t.bar(names, [f.predict_us(0) for f in fits], color=[colors[i % len(colors)] for i in range(len(fits))])
+    for f in fits:
+        mine = [q.median_us for q in points if q.group == (op, f.algo, backend, p) and not q.set_aside]
+        ax_t.scatter([f.algo] * len(mine), mine, color="black", s=12, zorder=3)
+    ax_t.set(ylabel="time (us)", title=f"{op}, {backend}, {p} ranks: no data moved, time only")
+    ax_t.grid(True, axis="y", alpha=0.3)
+    for ax in (ax_b, ax_r):
+        ax.axis("off")
+    ax_b.text(0.5, 0.5, f"{op} moves no data: no bandwidth", ha="center", va="center", transform=ax_b.transAxes)
 
 
 def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Fit], profile: Profile, path: Path) -> Path:

@@ -68,3 +68,16 @@ def test_report_barrier_section_has_no_bandwidth_and_the_fastest_first(tmp_path:
     assert 'id="op-barrier-gloo-4"' in page and 'id="op-all-to-all-gloo-4"' in page
     a2a = page[page.index('id="op-all-to-all-gloo-4"') :]
     assert "busbw" in a2a[: a2a.index("</section>")]
+
+
+def test_plots_of_barrier_draw_time_only(tmp_path: Path) -> None:
+    # Barrier's rows sit at 0 bytes: a log size axis or a busbw of 0 on a log axis cannot draw them.
+    from collbench.models.fit import fit_results
+    from collbench.models.fit_points import summarize
+    from collbench.report.plots import plot_fits
+
+    rows = barrier_rows("dissemination", 4, 41.5) + barrier_rows("tree", 4, 60.0)
+    report = fit_results(rows, crossovers=False)
+    assert {f.algo for f in report.fits} == {"dissemination", "tree"}
+    out = plot_fits(summarize(rows).points(), report.fits, tmp_path / "fits.png")
+    assert out.stat().st_size > 1000
