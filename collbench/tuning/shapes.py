@@ -125,7 +125,9 @@ def predicted_rule_set(
         for r in ranges:
             gain = None if r.native_us is None or r.time_us <= 0 else r.native_us / r.time_us
             params = dict(PREDICT_PARAMS)
-            rule = Rule(Op.parse(op).value, r.min_bytes, r.max_bytes, r.algo, params, r.at_bytes, r.time_us, None, gain)
+            # Barrier's one point is at 0 bytes whatever size its prediction was asked at.
+            at = r.at_bytes if Op.parse(op).spec.payload else 0
+            rule = Rule(Op.parse(op).value, r.min_bytes, r.max_bytes, r.algo, params, at, r.time_us, None, gain)
             rules.append(rule)
     if not rules:
         reason = "; ".join(why) or "the profile has none for " + ", ".join(ops)

@@ -126,3 +126,16 @@ def test_check_measures_barrier_at_0_bytes_and_block_ops_at_whole_blocks() -> No
     # No evidence recorded: the middle of the range, rounded down to whole blocks of 3 float32 elements.
     assert sizes[("all-to-all", "native")] % 12 == 0 and 0 < sizes[("all-to-all", "native")] <= 999
     assert sizes[("all-to-all", "pairwise")] == 996  # from its lower end, 1000 B: 83 blocks of 12 B
+
+
+def test_a_predicted_barrier_rule_has_its_evidence_at_0_bytes() -> None:
+    from new_op_rows import barrier_rows
+
+    from collbench.models.fit import fit_results
+    from collbench.tuning.shapes import predicted_rule_set
+
+    rows = barrier_rows("dissemination", 4, 40.0) + barrier_rows("tree", 4, 70.0)
+    fits = fit_results(rows, crossovers=False).fits
+    (rule,) = predicted_rule_set(fits, ["barrier"], 16, 1, {4: 1}).rules
+    assert (rule.op, rule.min_bytes, rule.max_bytes, rule.at_bytes) == ("barrier", 0, None, 0)
+    assert rule.algo == "dissemination" and rule.predicted_us is not None and rule.predicted_us > 40.0
