@@ -72,7 +72,7 @@ def tune(
         typer.Option(
             "--op",
             metavar="OP[,OP...]",
-            help="Collectives to tune (commas or repeats): all-reduce (default), ..., or all.",
+            help="Collectives to tune (commas or repeats): all-reduce (default), all-to-all, barrier, ..., or all.",
         ),
     ] = None,
     topology: Annotated[
