@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError, UnknownNameError
-from collbench.schedules.ops import Op
+from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
 from collbench.topology.model import Topology
 from collbench.units import format_bytes
 
@@ -135,6 +135,23 @@ def _differences(seen: _Measured, ranks: int | None, ops: Sequence[str], backend
     return out
 
 
+def _planned(row: dict[str, object], size: int, sizes: frozenset[int]) -> bool:
+    """Whether a row at ``size`` is one of ``sizes`` as the sweep measures it: barrier's one point at 0
+    bytes, and a block op's size rounded down to whole blocks (``op_count``), are the sizes asked."""
+    if size in sizes:
+        return True
+    try:
+        op = Op.parse(str(row.get("op", "")))
+    except UnknownNameError:
+        return False
+    if not op.spec.payload:
+        return size == 0
+    world, elem = row.get("world_size"), DTYPE_SIZES.get(str(row.get("dtype", "")), 0)
+    if not op.spec.blocks or not isinstance(world, int) or world < 1 or elem == 0:
+        return False
+    return any(op_count(op, s // elem, world) * elem == size for s in sizes)
+
+
 def _size_differences(plans: Sequence[PartialPlan], sizes_asked: str) -> list[str]:
     """One phrase when rows of ``plans``' files lie outside the sizes (or segment sizes) planned there."""
     outside: set[int] = set()
@@ -146,7 +163,7 @@ def _size_differences(plans: Sequence[PartialPlan], sizes_asked: str) -> list[st
             continue
         for row in _rows(plan.path):
             size = row.get("size_bytes")
-            if isinstance(size, int) and size not in plan.sizes_bytes:
+            if isinstance(size, int) and not _planned(row, size, plan.sizes_bytes):
                 outside.add(size)
             segment = row.get("segment_bytes")
             if plan.segment_bytes is not None and isinstance(segment, int) and segment != plan.segment_bytes:

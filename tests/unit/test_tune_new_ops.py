@@ -139,3 +139,24 @@ def test_a_predicted_barrier_rule_has_its_evidence_at_0_bytes() -> None:
     (rule,) = predicted_rule_set(fits, ["barrier"], 16, 1, {4: 1}).rules
     assert (rule.op, rule.min_bytes, rule.max_bytes, rule.at_bytes) == ("barrier", 0, None, 0)
     assert rule.algo == "dissemination" and rule.predicted_us is not None and rule.predicted_us > 40.0
+
+
+def test_resume_keeps_barrier_and_whole_block_rows_and_refuses_other_sizes(tmp_path: Path) -> None:
+    import dataclasses
+
+    from collbench.errors import ConfigError
+    from collbench.results.io import write_rows
+    from collbench.tuning.config import check_config, partial_paths
+
+    # 3 ranks: all-to-all at 1 KiB asked moves 1020 B (whole blocks of 85 float32), barrier 0 B.
+    config = TuneConfig(ranks=3, quick=True, ops=("all-to-all", "barrier"), output=tmp_path / "p.yaml", resume=True)
+    part = partial_paths(config)[0]
+    kept = [
+        point_row("native", 1020, 50.0, world_size=3, op="all-to-all", in_place=False),
+        point_row("tree", 0, 30.0, world_size=3, op="barrier"),
+    ]
+    write_rows(part, kept)
+    check_config(config)  # every kept row is at a size this tune measures
+    write_rows(part, [*kept, point_row("native", 1000, 50.0, world_size=3, op="all-to-all", in_place=False)])
+    with pytest.raises(ConfigError, match="rows at 1 size"):
+        check_config(dataclasses.replace(config))
