@@ -213,7 +213,17 @@ def new_ops_profile(world: int) -> Profile:
         Rule("sendrecv", 256, None, "ring", P),
         Rule("barrier", 0, None, "tree" if world == 2 else "dissemination", P),
     )
-    return Profile(fingerprint="test", host="test", backend="gloo", rule_sets=(RuleSet(world, 1, rules),))
+    sets = [RuleSet(world, 1, rules)]
+    if world != 2:
+        # A subgroup of two takes these: collbench's algorithms at every size, so the group's ranks are mapped.
+        pair = (
+            Rule("scatter", 0, None, "binomial", P),
+            Rule("gather", 0, None, "linear", P),
+            Rule("sendrecv", 0, None, "ring", P),
+            Rule("all-to-all", 0, None, "pairwise", P),
+        )
+        sets.append(RuleSet(2, 1, pair))
+    return Profile(fingerprint="test", host="test", backend="gloo", rule_sets=tuple(sets))
 
 
 def _new_ops_worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
@@ -256,6 +266,11 @@ def _new_ops_worker(rank: int, world: int, store_path: str, out_dir: str) -> Non
             for work in dist.batch_isend_irecv(ops):
                 work.wait()
             assert torch.equal(shifted, expect), ("sendrecv", block)
+        if world > 2:
+            # Every rank creates the group (torch's rule); ranks 1 and 2 call, with global ranks as src/dst.
+            pair_group = dist.new_group([1, 2])
+            if rank in (1, 2):
+                used["pair"] = _pair_calls(ctorch, profile, pair_group, rank)
         # Barrier: every rank arrives late by its rank's share of a second, and none leaves before the last arrives.
         time.sleep(0.3 * rank)
         Path(out_dir, f"arrived{rank}").touch()
@@ -264,6 +279,33 @@ def _new_ops_worker(rank: int, world: int, store_path: str, out_dir: str) -> Non
         torch.save({"used": used, "barrier": barrier_algo, "arrived": arrived}, f"{out_dir}/newops{rank}.pt")
     finally:
         dist.destroy_process_group()
+
+
+def _pair_calls(ctorch: Any, profile: Profile, group: Any, rank: int) -> list[str]:
+    """Scatter from global rank 2, gather to it, a ring shift and an all-to-all in the group {1, 2}, each
+    checked against torch's own call on the group; returns the algorithms that ran."""
+    algos = []
+    data = torch.arange(10, dtype=torch.float64) + 100 * rank
+    pieces = list(data.split(5)) if rank == 2 else None
+    ours, ref = torch.empty(5, dtype=torch.float64), torch.empty(5, dtype=torch.float64)
+    algos.append(ctorch.scatter(ours, pieces, profile=profile, src=2, group=group).algo)
+    dist.scatter(ref, pieces, src=2, group=group)
+    assert torch.equal(ours, ref)
+    got = [torch.empty(5, dtype=torch.float64) for _ in range(2)] if rank == 2 else None
+    want = [torch.empty(5, dtype=torch.float64) for _ in range(2)] if rank == 2 else None
+    algos.append(ctorch.gather(data[:5], got, profile=profile, dst=2, group=group).algo)
+    dist.gather(data[:5], want, dst=2, group=group)
+    if got is not None and want is not None:
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    shifted = torch.empty(10, dtype=torch.float64)
+    algos.append(ctorch.ring_shift(shifted, data, profile=profile, group=group).algo)
+    other = 3 - rank  # in a group of two, the next rank and the previous are the other one
+    assert torch.equal(shifted, torch.arange(10, dtype=torch.float64) + 100 * other)
+    out, ref_out = torch.empty(10, dtype=torch.float64), torch.empty(10, dtype=torch.float64)
+    algos.append(ctorch.all_to_all_single(out, data, profile=profile, group=group).algo)
+    dist.all_to_all_single(ref_out, data, group=group)
+    assert torch.equal(out, ref_out)
+    return algos
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -278,6 +320,8 @@ def test_new_ops_match_torch_and_follow_the_profile(tmp_path: Path, world: int) 
     profile = new_ops_profile(world)
     for rank in range(world):
         res = torch.load(tmp_path / f"newops{rank}.pt")
+        pair = res["used"].pop("pair", None)
+        assert pair == (["binomial", "linear", "ring", "pairwise"] if world == 3 and rank in (1, 2) else None)
         for op, algos in res["used"].items():
             # The rule of each call's size (float64, world * block elements) is the one that ran.
             want = [profile.select(op, world * b * 8, world_size=world).algo for b in BLOCKS]
