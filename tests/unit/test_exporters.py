@@ -382,6 +382,27 @@ def test_point_to_point_ops_get_no_rules_and_one_comment_line() -> None:
     assert "point-to-point" not in export_nccl_tuner(profile((Rule("all-reduce", 0, None, "ring", P),)))
 
 
+def test_an_nccl_profiles_point_to_point_ops_get_no_rules_either() -> None:
+    # A tune over NCCL keeps a selection among NCCL's own variants; for these ops it holds native only.
+    own = (
+        Rule("all-reduce", 0, None, "native:ring/ll", P),
+        Rule("all-to-all", 0, None, "native", P),
+        Rule("barrier", 0, None, "native", P),
+    )
+    overall = (
+        Rule("all-reduce", 0, None, "native:ring/ll", P),
+        Rule("all-to-all", 0, None, "pairwise", P, gain_vs_native=1.3),
+        Rule("barrier", 0, None, "native", P),
+    )
+    p = Profile(fingerprint="fp", host="h", backend="nccl", rule_sets=(RuleSet(8, 2, overall, nccl_rules=own),))
+    text = export_nccl_tuner(p)
+    assert [r.coll for r in parse_nccl_tuner(text)] == ["allreduce"]
+    assert len([line for line in text.splitlines() if "point-to-point" in line]) == 1
+    # collbench's own all-to-all won overall: the export points at the Python API that runs it.
+    assert "alltoall [0, unbounded] bytes: collbench's pairwise wins overall (1.30x NCCL's own choice)" in text
+    assert "collbench.torch.all_to_all_single" in text
+
+
 def test_a_forced_nccl_algorithm_for_a_point_to_point_op_is_refused_in_one_line() -> None:
     p = profile((Rule("all-to-all", 0, None, "native:ring", P),))
     for export in (export_nccl_tuner, export_nccl_env):
