@@ -221,3 +221,22 @@ def test_a_hostile_results_file_runs_no_script(tmp_path: Path) -> None:
     raw.write_text(f"<!DOCTYPE html><html><head><title>t</title></head><body><p>{PAYLOAD}</p></body></html>")
     control = _chromium(tmp_path, "--dump-dom", raw.as_uri())
     assert re.search(r"<html[^>]*data-pwned", control.stdout)
+
+
+def test_a_report_of_the_new_ops_loads_and_sorts(tmp_path: Path) -> None:
+    # Barrier's section has no chart and a table of fewer columns; all-to-all's has both charts.
+    from new_op_rows import barrier_rows, data_op_rows
+
+    rows = [*data_op_rows(Op.ALL_TO_ALL, "pairwise", 4, 30.0, 5.0, seed=1), *barrier_rows("tree", 4, 41.5)]
+    rows += barrier_rows("dissemination", 4, 35.0)
+    out = tmp_path / "new-ops.html"
+    write_report(out, ReportInputs(rows=tuple(rows)))
+    run = _chromium(tmp_path, "--dump-dom", out.as_uri() + "#selftest")
+    dom = run.stdout
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert _errors(dom) == "" and "Uncaught" not in run.stderr
+    assert re.search(r'<body[^>]*data-js="ready"', dom), "the page's script did not run to its end"
+    checked = re.search(r'data-selftest="(\d+)"', dom)
+    assert checked is not None and int(checked.group(1)) > 0
+    assert 'id="op-barrier-gloo-4"' in dom and 'id="op-all-to-all-gloo-4"' in dom
+    assert dom.count('class="chart"') == 2  # all-to-all's busbw and time; none for barrier
