@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -201,7 +202,8 @@ PAYLOAD = (
 def _hostile_rows() -> list[ResultRow]:
     fields = ("backend", "host", "layout", "torch_version", "device_name", "nccl_algo", "source")
     rows = [r for r in read_rows(EXAMPLE_RESULTS) if r.algo in ("ring", "tree")]
-    return [replace(r, **dict.fromkeys(fields, PAYLOAD)) for r in rows]
+    hostile: dict[str, Any] = dict.fromkeys(fields, PAYLOAD)  # text fields only, whatever replace's types say
+    return [replace(r, **hostile) for r in rows]
 
 
 def test_a_hostile_results_file_runs_no_script(tmp_path: Path) -> None:
