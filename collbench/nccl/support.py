@@ -151,8 +151,9 @@ def tune_variants(
     """The forced variants a tune of ``op`` measures: each runnable algorithm x protocol at NCCL's own
     channel count, then at each of ``channel_counts`` this NCCL holds per communicator.
 
-    Empty at one rank (NCCL runs no algorithm there) and for the point-to-point ops (nothing to force). Channel counts are left out for an NCCL before
-    ``ncclConfig_t`` had ``minCTAs``/``maxCTAs`` (2.17), and each count above its ``MAXCHANNELS``.
+    Empty at one rank (NCCL runs no algorithm there) and for the point-to-point ops (nothing to force).
+    Channel counts are left out for an NCCL before ``ncclConfig_t`` had ``minCTAs``/``maxCTAs`` (2.17),
+    and each count above its ``MAXCHANNELS``.
     """
     if shape.world_size < 2 or op in POINT_TO_POINT:
         return ()
