@@ -11,10 +11,9 @@ forced (``collbench.ompi.algorithms``); ``segment_bytes`` is the forced segment 
 algorithm takes one and ``--segment-bytes`` gave it (without it Open MPI's forced default, 0: one
 segment); ``backend_version`` is Open MPI's version.
 
-All-to-all, gather and scatter move one equal block per rank, so their points are rounded down to
-whole blocks (``ops.op_count``, nccl-tests' ``*GetCollByteCount``); barrier moves nothing, so it is
-one point per algorithm and mode at 0 bytes (count 0), with no bandwidth, whatever sizes were asked
-(Open MPI's barrier rules are looked up at message size 0 too); sendrecv is the ring shift, ``MPI_Sendrecv``,
+All-to-all, gather and scatter points are whole blocks and barrier's one point per algorithm and mode
+at 0 bytes, as ``plan_points`` makes them for every backend; barrier rows have no bandwidth (Open
+MPI's barrier rules are looked up at message size 0 too); sendrecv is the ring shift, ``MPI_Sendrecv``,
 measured as ``native`` only (nothing of coll/tuned applies to it).
 """
 
@@ -48,7 +47,6 @@ from collbench.runtime.mpi.harness import (
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
 from collbench.runtime.sweep.worker import SweepPoint, plan_points
-from collbench.schedules.ops import DTYPE_SIZES, op_count
 
 Event = Callable[[dict[str, Any]], None]
 
@@ -112,7 +110,6 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
     tools = find_tools()
     ids = _algorithm_ids()
     points, notes = plan_points(job, world, torch.device("cpu"), "rank-order")
-    points = _mpi_counts(job, points, world, notes)
     points = [_with_segment(job, p) for p in points]
     done: dict[tuple[Any, ...], ResultRow] = {}
     if cfg.resume:
@@ -181,33 +178,6 @@ def _with_segment(job: SweepJob, point: SweepPoint) -> SweepPoint:
     from dataclasses import replace
 
     return replace(point, segment_bytes=_segment(job, COLLECTIVE_FOR_OP[point.op.value], point.algo))
-
-
-def _mpi_counts(job: SweepJob, points: list[SweepPoint], world: int, notes: list[str]) -> list[SweepPoint]:
-    """The points of block ops rounded down to whole blocks (one per rank), as MPI calls count them
-    (those with less than a block per rank left out with a note); barrier's at 0 elements; a point that
-    lands on another's size is measured once."""
-    from dataclasses import replace
-
-    elem = DTYPE_SIZES[job.dtype]
-    out: list[SweepPoint] = []
-    seen: set[tuple[Any, ...]] = set()
-    for point in points:
-        if point.op.spec.blocks:
-            count = op_count(point.op, point.count, world)
-            if count == 0:
-                notes.append(
-                    f"{point.op.value} {point.algo} {point.size_bytes} B: less than one element per rank, skipped"
-                )
-                continue
-            point = replace(point, count=count, size_bytes=count * elem)
-        elif not point.op.spec.payload:
-            point = replace(point, count=0, size_bytes=0)
-        key = _key(job, point, world)
-        if key not in seen:
-            seen.add(key)
-            out.append(point)
-    return out
 
 
 def _measure(
