@@ -7,6 +7,9 @@
    alternate several times and the medians are compared (target <= 1.05).
 3. The best all-reduce algorithm's busbw at 64 MiB (2 ranks) against a plain TCP stream on loopback
    measured in the same run.
+4. ``pairwise`` all-to-all (collbench's schedule, out of place: input then output buffer, the own
+   block a local copy) against gloo's own ``all_to_all_single`` (``native``) at 2 ranks, 64 KiB..64 MiB:
+   busbw ratio per size (target >= 1.0 from 1 MiB up, as for all-reduce).
 
 Run: ``python benchmarks/bench_gloo_sweep.py [--quick] [--json FILE]`` on a machine as quiet as you can
 make it; figures from a loaded machine say more about its scheduler than about collbench.
@@ -35,19 +38,21 @@ from collbench.runtime.sweep.run import run_sweep
 MiB = 1 << 20
 
 
-def _sweep(tmp: Path, world_size: int, algos: tuple[str, ...], lo: int, hi: int, **extra: Any) -> list[Any]:
+def _sweep(
+    tmp: Path, world_size: int, algos: tuple[str, ...], lo: int, hi: int, op: str = "all-reduce", **extra: Any
+) -> list[Any]:
+    extra.setdefault("in_place", (True,))
     config = SweepConfig(
         world_size=world_size,
         backend="gloo",
-        ops=("all-reduce",),
+        ops=(op,),
         algos=algos,
         min_bytes=lo,
         max_bytes=hi,
         step_factor=4,
-        in_place=(True,),
         check=False,
         timeout_s=300,
-        stream=tmp / f"bench-{world_size}-{'-'.join(algos)}-{lo}.jsonl",
+        stream=tmp / f"bench-{op}-{world_size}-{'-'.join(algos)}-{lo}.jsonl",
         **extra,
     )
     return run_sweep(config)
@@ -70,6 +75,37 @@ def ring_vs_native(tmp: Path, quick: bool) -> list[dict[str, Any]]:
                     "ratio": ring.busbw_gbps / native.busbw_gbps,
                 }
             )
+    return out
+
+
+def pairwise_vs_native_alltoall(tmp: Path, quick: bool) -> list[dict[str, Any]]:
+    """collbench's pairwise all-to-all against gloo's all_to_all_single, 2 ranks, out of place (all-to-all
+    has no in-place form here), busbw per size from 64 KiB."""
+    hi = 16 * MiB if quick else 64 * MiB
+    rows = _sweep(
+        tmp,
+        2,
+        ("pairwise", "native"),
+        64 * 1024,
+        hi,
+        op="all-to-all",
+        in_place=(False,),
+        point_budget_s=1.0 if quick else 2.0,
+        warmup=2,
+    )
+    by = {(r.algo, r.size_bytes): r for r in rows}
+    out = []
+    for size in sorted({r.size_bytes for r in rows}):
+        pairwise, native = by[("pairwise", size)], by[("native", size)]
+        out.append(
+            {
+                "ranks": 2,
+                "size_bytes": size,
+                "pairwise_busbw_gbps": pairwise.busbw_gbps,
+                "native_busbw_gbps": native.busbw_gbps,
+                "ratio": pairwise.busbw_gbps / native.busbw_gbps,
+            }
+        )
     return out
 
 
@@ -152,13 +188,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and budgets")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--only", choices=("all", "all-to-all"), default="all", help="run one section only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        if args.only == "all-to-all":
+            figures = {"alltoall_pairwise_vs_native": pairwise_vs_native_alltoall(tmp, args.quick)}
+            _print_alltoall(figures["alltoall_pairwise_vs_native"])
+            if args.json:
+                args.json.write_text(json.dumps(figures, indent=2))
+            return
         figures = {
             "ring_vs_native": ring_vs_native(tmp, args.quick),
             "harness_cost": harness_cost(tmp, args.quick),
             "best_vs_tcp": best_at_64m(tmp, args.quick),
+            "alltoall_pairwise_vs_native": pairwise_vs_native_alltoall(tmp, args.quick),
         }
     print("ring vs native all-reduce (busbw, GB/s)")
     print(f"{'ranks':>5} {'size':>10} {'ring':>8} {'native':>8} {'ratio':>6}")
@@ -176,8 +220,19 @@ def main() -> None:
     per_algo = ", ".join(f"{k} {v:.3f}" for k, v in b["busbw_gbps"].items())
     print(f"busbw at {b['size_bytes'] // MiB} MiB, 2 ranks: {per_algo}")
     print(f"best {b['best']} vs TCP stream on loopback {b['tcp_stream_gbps']:.3f} GB/s: ratio {b['ratio']:.3f}")
+    _print_alltoall(figures["alltoall_pairwise_vs_native"])
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
+
+
+def _print_alltoall(figures: list[dict[str, Any]]) -> None:
+    print("pairwise vs native all-to-all, out of place (busbw, GB/s)")
+    print(f"{'ranks':>5} {'size':>10} {'pairwise':>8} {'native':>8} {'ratio':>6}")
+    for f in figures:
+        print(
+            f"{f['ranks']:>5} {f['size_bytes']:>10} {f['pairwise_busbw_gbps']:8.3f} {f['native_busbw_gbps']:8.3f}"
+            f" {f['ratio']:6.2f}"
+        )
 
 
 if __name__ == "__main__":
