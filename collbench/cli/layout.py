@@ -17,11 +17,13 @@ from collbench.tuning.nccl_graph import write_nccl_graph
 
 
 def layout_json(result: LayoutPlan) -> dict[str, Any]:
-    """The documented ``--json`` document: rings (order, bandwidth), their total, two trees."""
+    """The documented ``--json`` document: rings (order, bandwidth), their total, two trees, and the
+    all-to-all's exchange rounds (per round, each rank's partner; the rank itself when idle)."""
     return {
         "rings": [{"order": list(c.order), "bandwidth_gbps": c.bandwidth_gbps} for c in result.channels],
         "ring_bandwidth_gbps": result.ring_bandwidth_gbps,
         "trees": [{"parent": list(t)} for t in result.layout.trees],
+        "exchange_rounds": [list(r) for r in result.layout.exchange_rounds],
     }
 
 
@@ -37,7 +39,10 @@ def layout(
         int | None, typer.Option("--channels", help="Number of rings (default: as many as pay off).")
     ] = None,
     json_out: Annotated[
-        bool, typer.Option("--json", help="Print {rings, ring_bandwidth_gbps, trees} as JSON, nothing else.")
+        bool,
+        typer.Option(
+            "--json", help="Print {rings, ring_bandwidth_gbps, trees, exchange_rounds} as JSON, nothing else."
+        ),
     ] = False,
     nccl_graph_xml: Annotated[
         Path | None,

@@ -16,6 +16,9 @@ class Layout:
     trees: tuple[tuple[int, ...], ...] = ()
     name: str = "rank-order"
     ring_bandwidths_gbps: tuple[float, ...] = field(default=())
+    exchange_rounds: tuple[tuple[int, ...], ...] = ()
+    """The all-to-all's pairing order (``layouts/exchange.py``): ``exchange_rounds[k][r]`` is rank r's
+    partner in round k, r itself when idle; empty: the builder's own order."""
 
     def __post_init__(self) -> None:
         for ring in self.rings:
@@ -23,6 +26,8 @@ class Layout:
         for parent in self.trees:
             roots = [r for r, p in enumerate(parent) if p == -1]
             assert len(roots) == 1, f"a tree has one root: {parent}"
+        for rnd in self.exchange_rounds:
+            assert all(0 <= p < len(rnd) and rnd[p] == r for r, p in enumerate(rnd)), f"a round pairs ranks: {rnd}"
 
     @property
     def world_size(self) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.errors import ConfigError
+from collbench.layouts.exchange import exchange_rounds
 from collbench.layouts.fabric import RingFabric, fabric_from_topology
 from collbench.layouts.model import Layout
 from collbench.layouts.multinode import multinode_ring_search, node_aware_trees, ring_order_trees
@@ -67,6 +68,7 @@ def plan(topology: Topology, world_size: int, *, channels: int | None = None) ->
         trees=trees,
         name="topology",
         ring_bandwidths_gbps=tuple(c.bandwidth_gbps for c in found),
+        exchange_rounds=exchange_rounds(fabric.bandwidth_gbps),
     )
     return LayoutPlan(layout=layout, fabric=fabric, channels=tuple(found), topology=topo)
 
@@ -76,7 +78,8 @@ def plan_layout(topology: Topology, world_size: int, *, channels: int | None = N
 
     Rings fastest first with ``ring_bandwidths_gbps`` filled (GB/s per direction, from the capacity
     model of :mod:`collbench.layouts.rings`); ``channels`` fixes the ring count (default: as many as
-    pay off); trees are the double binary tree, node-aware on several hosts.
+    pay off); trees are the double binary tree, node-aware on several hosts; the all-to-all's exchange
+    rounds group the slowest pairs (``layouts/exchange.py``).
     Raises ConfigError for a world size or channel count the topology cannot give.
     """
     return plan(topology, world_size, channels=channels).layout

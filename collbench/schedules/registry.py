@@ -12,6 +12,7 @@ from __future__ import annotations
 from collbench.errors import UnknownNameError
 from collbench.schedules.algorithms import (
     alltoall,
+    alltoall_topology,
     barrier,
     binomial,
     direct,
@@ -30,6 +31,7 @@ SPECS: tuple[AlgorithmSpec, ...] = (
     *tree.SPECS,
     *recursive.SPECS,
     *alltoall.SPECS,
+    *alltoall_topology.SPECS,
     *binomial.SPECS,
     *barrier.SPECS,
     *direct.SPECS,

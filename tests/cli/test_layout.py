@@ -24,7 +24,8 @@ def test_json_document_has_exactly_the_documented_keys() -> None:
     result = CliRunner().invoke(app, ["layout", "--from-nvidia-smi", str(_shared("pcie8-pix-pxb.topo.txt")), "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"rings", "ring_bandwidth_gbps", "trees"}
+    assert set(doc) == {"rings", "ring_bandwidth_gbps", "trees", "exchange_rounds"}
+    assert len(doc["exchange_rounds"]) >= 7 and all(sorted(r) == list(range(8)) for r in doc["exchange_rounds"])
     assert doc["rings"] and all(set(r) == {"order", "bandwidth_gbps"} for r in doc["rings"])
     assert sorted(doc["rings"][0]["order"]) == list(range(8))
     assert doc["ring_bandwidth_gbps"] == pytest.approx(sum(r["bandwidth_gbps"] for r in doc["rings"]))

@@ -9,6 +9,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from collbench.cli.render.styles import LINK_STYLES
+from collbench.layouts.exchange import rank_order_shifts, round_time
 from collbench.layouts.fabric import RingFabric
 from collbench.layouts.multinode import host_groups
 from collbench.layouts.plan import LayoutPlan
@@ -145,6 +146,25 @@ def verdict_trees(plan: LayoutPlan) -> str:
     return f"{shape}; depths {'/'.join(map(str, depths))} over {n} ranks; {both} rank(s) interior in both trees"
 
 
+def verdict_exchange(plan: LayoutPlan) -> str:
+    """One line on the all-to-all's exchange rounds (``topo-pairwise``): how many, and their estimated
+    time against rank order's shifts (each round as long as its slowest transfer)."""
+    rounds = plan.layout.exchange_rounds
+    if not rounds:
+        return "one rank: nothing to exchange"
+    bw = plan.fabric.bandwidth_gbps
+    n = len(rounds[0])
+    text = f"{len(rounds)} round(s) of disjoint pairs (topo-pairwise's order)"
+    if len({bw[a][b] for a in range(n) for b in range(n) if a != b}) <= 1:
+        return text + "; every pair is equally fast, so any order is as good"
+    ours = round_time(rounds, bw)
+    shifts = round_time(rank_order_shifts(n), bw, both_ways=False)
+    return (
+        text + f"; each round as long as its slowest pair, an estimated {shifts / ours:.2f}x the speed of "
+        "rank order's shifts (pairwise) on this fabric (a model, not a measurement)"
+    )
+
+
 def render_layout(plan: LayoutPlan) -> RenderableType:
     """The whole layout: rings with their hops, the total, the trees, a verdict line for each."""
     names = _names(plan)
@@ -163,4 +183,5 @@ def render_layout(plan: LayoutPlan) -> RenderableType:
     for t, parent in enumerate(plan.layout.trees):
         parts.append(_tree_renderable(parent, names, f"tree {t}"))
     parts.append(Text.assemble(("trees: ", "bold green"), verdict_trees(plan)))
+    parts.append(Text.assemble(("all-to-all: ", "bold green"), verdict_exchange(plan)))
     return Group(*parts)

@@ -1,0 +1,85 @@
+"""``topo-pairwise``: the all-to-all's pairwise exchange in the layout's order, slow pairs together.
+
+Round k pairs each rank with ``layout.exchange_rounds[k][r]`` (``layouts/exchange.py``: disjoint pairs,
+the slowest pairs of the topology grouped in as few rounds as possible) and the two exchange one block
+each way; a rank idle in a round has no step for it. The own block is copied in the first step. On an
+even fabric (or with no layout) the rounds are the round-robin tournament's: ``n - 1`` rounds for even
+``n``, ``n`` for odd, and the schedule's layout name says ``rank-order``.
+
+Against rank-order ``pairwise`` (step k: to r+k, from r-k), which spreads two slow pairs over two or
+more steps in each direction, grouping them makes one slow round: on a fabric where a few slow pairs
+dominate, up to twice as fast, never more (each direction of a slow pair still carries its block).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from collbench.errors import ConfigError
+from collbench.layouts.exchange import round_robin_rounds
+from collbench.layouts.model import Layout
+from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments
+from collbench.schedules.algorithms.alltoall import PAIRWISE
+from collbench.schedules.cost import CostTerms
+from collbench.schedules.ir import Schedule
+from collbench.schedules.ops import Op, block_bounds
+from collbench.schedules.spec import AlgorithmSpec
+
+
+def _rounds(layout: Layout | None, n: int) -> tuple[tuple[tuple[int, ...], ...], str]:
+    """The exchange rounds to use and the layout name that says where they came from."""
+    if layout is None or not layout.exchange_rounds:
+        return round_robin_rounds(n), "rank-order"
+    for rnd in layout.exchange_rounds:
+        if len(rnd) != n:
+            raise ConfigError(
+                f"layout {layout.name!r} pairs {len(rnd)} ranks for all-to-all but the schedule has {n}; "
+                "plan the layout for this world size"
+            )
+    return layout.exchange_rounds, layout.name
+
+
+def build_topo_pairwise(
+    op: Op,
+    world_size: int,
+    count: int,
+    *,
+    root: int = 0,
+    layout: Layout | None = None,
+    segments: int = 1,
+) -> Schedule:
+    """Pairwise all-to-all in the layout's exchange rounds (round-robin without one); any world size,
+    a count that does not divide leaves its tail out. Raises ConfigError for a layout of another size."""
+    check_count_and_segments(count, segments)
+    n = world_size
+    rounds, name = _rounds(layout, n)
+    blocks = block_bounds(count, n)
+    b = RoundBuilder(n)
+    for r in range(n):
+        b.transfer(0, r, r, *blocks[r], reduce=False, label="copy own block", dst_start=count + blocks[r][0])
+    for k, partner in enumerate(rounds):
+        for r, p in enumerate(partner):
+            if p != r:
+                label = f"exchange {k + 1}/{len(rounds)}"
+                b.transfer(k, r, p, *blocks[p], reduce=False, label=label, dst_start=count + blocks[r][0])
+    return b.build(op, "topo-pairwise", count, root=root, layout=name)
+
+
+def _topo_pairwise_all_to_all_cost(p: int, n: float, k: int) -> CostTerms:
+    # Round-robin rounds (an even fabric): p-1 for even p, p for odd (one rank idle each round). Every
+    # round moves one block (n/p) each way along the critical path, which for odd p threads through
+    # the idle ranks' partners: p blocks, not the p-1 a rank sends. On uneven links the layout's order
+    # may add a round; a fit absorbs it at the measured size.
+    rounds = p - 1 if p % 2 == 0 else p
+    return CostTerms(float(rounds), rounds * n / p, 0.0)
+
+
+TOPO_PAIRWISE = AlgorithmSpec(
+    name="topo-pairwise",
+    ops=frozenset({Op.ALL_TO_ALL}),
+    builder=build_topo_pairwise,
+    summary="pairwise exchange in the layout's rounds of disjoint pairs, the slow pairs grouped",
+    costs=replace(PAIRWISE.costs, all_to_all=_topo_pairwise_all_to_all_cost),
+)
+
+SPECS: tuple[AlgorithmSpec, ...] = (TOPO_PAIRWISE,)
