@@ -39,6 +39,55 @@ def round_robin_rounds(n: int) -> tuple[tuple[int, ...], ...]:
     return tuple(rounds)
 
 
+def exchange_order(bandwidth_gbps: Sequence[Sequence[float]]) -> tuple[tuple[tuple[int, ...], ...], int]:
+    """The exchange rounds and how many of the first ones to spread (``Layout.exchange_spread``).
+
+    Spreading the first ``s`` rounds (the slowest pairs, which the greedy order places first) sends
+    their pairs' blocks in ``R - s`` pieces, one alongside each remaining round, so the slow links work
+    while the fast rounds run instead of after them. Kept where :func:`spread_time` estimates it
+    faster, and only where those pairs are clearly slow (at most half the speed of every other pair):
+    the estimate takes every pair's links as its own (per-destination shaping, separate paths), so
+    where the slow pairs share one port with the fast ones it is optimistic.
+    """
+    rounds = exchange_rounds(bandwidth_gbps)
+    best, best_time = (rounds, 0), round_time(rounds, bandwidth_gbps)
+    greedy = _greedy_rounds(bandwidth_gbps)
+    for spread in range(1, min(3, len(greedy))):
+        if _slowest(greedy[:spread], bandwidth_gbps) * 2 > _slowest(greedy[spread:], bandwidth_gbps):
+            continue  # not clearly slower: spreading would only crowd ports the estimate takes as free
+        t = spread_time(greedy, spread, bandwidth_gbps)
+        if t < best_time * 0.95:
+            best, best_time = (greedy, spread), t
+    return best
+
+
+def _slowest(rounds: Sequence[Sequence[int]], bandwidth_gbps: Sequence[Sequence[float]]) -> float:
+    """The slowest transfer's GB/s in ``rounds`` (inf when they hold none)."""
+    speeds = [float(bandwidth_gbps[r][p]) for rnd in rounds for r, p in enumerate(rnd) if p != r]
+    return min(speeds, default=float("inf"))
+
+
+def spread_time(rounds: Sequence[Sequence[int]], spread: int, bandwidth_gbps: Sequence[Sequence[float]]) -> float:
+    """:func:`round_time` of ``rounds`` with the first ``spread`` spread over the others: each remaining
+    round lasts as long as its slowest transfer, a spread pair's piece (its block over ``R - spread``)
+    included."""
+    rest = len(rounds) - spread
+    if spread <= 0 or rest <= 0:
+        return round_time(rounds, bandwidth_gbps)
+    total = 0.0
+    for rnd in rounds[spread:]:
+        worst = 0.0
+        for r, p in enumerate(rnd):
+            if p != r:
+                worst = max(worst, 1.0 / max(float(bandwidth_gbps[r][p]), 1e-9))
+            for slow in rounds[:spread]:
+                q = slow[r]
+                if q != r:
+                    worst = max(worst, 1.0 / max(float(bandwidth_gbps[r][q]), 1e-9) / rest)
+        total += worst
+    return total
+
+
 def exchange_rounds(bandwidth_gbps: Sequence[Sequence[float]]) -> tuple[tuple[int, ...], ...]:
     """Rounds of disjoint pairs covering every pair once, slowest pairs grouped (see the module).
 
@@ -49,6 +98,13 @@ def exchange_rounds(bandwidth_gbps: Sequence[Sequence[float]]) -> tuple[tuple[in
     faster than the plain round-robin one by :func:`round_time` (many speed classes can cost extra
     rounds), the round-robin order is kept.
     """
+    greedy = _greedy_rounds(bandwidth_gbps)
+    plain = round_robin_rounds(len(bandwidth_gbps))
+    return greedy if round_time(greedy, bandwidth_gbps) < round_time(plain, bandwidth_gbps) else plain
+
+
+def _greedy_rounds(bandwidth_gbps: Sequence[Sequence[float]]) -> tuple[tuple[int, ...], ...]:
+    """Pairs slowest first (ties in round-robin order), each in the earliest round both ranks are free."""
     n = len(bandwidth_gbps)
     if n <= 1:
         return ()
@@ -59,9 +115,7 @@ def exchange_rounds(bandwidth_gbps: Sequence[Sequence[float]]) -> tuple[tuple[in
         circle[np.arange(n), np.asarray(rnd)] = k
     a_idx, b_idx = np.triu_indices(n, 1)
     order = np.lexsort((b_idx, a_idx, circle[a_idx, b_idx], speed[a_idx, b_idx]))
-    greedy = _first_fit(n, [(int(a_idx[i]), int(b_idx[i])) for i in order.tolist()])
-    plain = round_robin_rounds(n)
-    return greedy if round_time(greedy, bandwidth_gbps) < round_time(plain, bandwidth_gbps) else plain
+    return _first_fit(n, [(int(a_idx[i]), int(b_idx[i])) for i in order.tolist()])
 
 
 def round_time(

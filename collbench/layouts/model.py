@@ -19,6 +19,9 @@ class Layout:
     exchange_rounds: tuple[tuple[int, ...], ...] = ()
     """The all-to-all's pairing order (``layouts/exchange.py``): ``exchange_rounds[k][r]`` is rank r's
     partner in round k, r itself when idle; empty: the builder's own order."""
+    exchange_spread: int = 0
+    """How many of the first exchange rounds (the slowest pairs) are spread: their blocks go in pieces,
+    one alongside each later round, instead of in rounds of their own."""
 
     def __post_init__(self) -> None:
         for ring in self.rings:

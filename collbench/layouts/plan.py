@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.errors import ConfigError
-from collbench.layouts.exchange import exchange_rounds
+from collbench.layouts.exchange import exchange_order
 from collbench.layouts.fabric import RingFabric, fabric_from_topology
 from collbench.layouts.model import Layout
 from collbench.layouts.multinode import multinode_ring_search, node_aware_trees, ring_order_trees
@@ -63,12 +63,14 @@ def plan(topology: Topology, world_size: int, *, channels: int | None = None) ->
         found = [Channel(order=tuple(range(world_size)), bandwidth_gbps=0.0)]
     best = found[0].order
     trees = node_aware_trees(fabric, best) if multihost else ring_order_trees(best)
+    rounds, spread = exchange_order(fabric.bandwidth_gbps)
     layout = Layout(
         rings=tuple(c.order for c in found),
         trees=trees,
         name="topology",
         ring_bandwidths_gbps=tuple(c.bandwidth_gbps for c in found),
-        exchange_rounds=exchange_rounds(fabric.bandwidth_gbps),
+        exchange_rounds=rounds,
+        exchange_spread=spread,
     )
     return LayoutPlan(layout=layout, fabric=fabric, channels=tuple(found), topology=topo)
 

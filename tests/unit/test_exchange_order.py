@@ -7,7 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collbench.errors import ConfigError
-from collbench.layouts.exchange import exchange_rounds, rank_order_shifts, round_robin_rounds, round_time, slow_rounds
+from collbench.layouts.exchange import (
+    exchange_order,
+    exchange_rounds,
+    rank_order_shifts,
+    round_robin_rounds,
+    round_time,
+    slow_rounds,
+    spread_time,
+)
 from collbench.layouts.model import Layout
 from collbench.layouts.plan import plan_layout
 from collbench.schedules.ops import Op
@@ -108,3 +116,18 @@ def test_a_thousand_ranks_of_128_nodes_pair_every_pair_once() -> None:
     # The slow (between-node) pairs come first and fill whole rounds: all of them in the first rounds.
     first_fast = next(k for k, rnd in enumerate(rounds) if any(p != r and p // 8 == r // 8 for r, p in enumerate(rnd)))
     assert all(p == r or p // 8 != r // 8 for rnd in rounds[:first_fast] for r, p in enumerate(rnd))
+
+
+def test_clearly_slow_pairs_are_spread_beside_the_fast_rounds_and_stay_correct() -> None:
+    bw = _two_slow_pairs(4, [(0, 1), (2, 3)])
+    rounds, spread = exchange_order(bw)
+    assert spread == 1 and slow_rounds(rounds[:1], bw, 5.0) == 1 and slow_rounds(rounds[1:], bw, 5.0) == 0
+    assert spread_time(rounds, spread, bw) < round_time(rounds, bw)
+    layout = Layout(exchange_rounds=rounds, exchange_spread=spread, name="topology")
+    for count in (0, 3, 4, 8, 4 * 7 + 2, 400):
+        schedule = get_algorithm("topo-pairwise").build(Op.ALL_TO_ALL, 4, count, layout=layout)
+        verify(schedule)
+        assert schedule.num_steps == (2 if count >= 4 else 0)  # the fast rounds; below one element a block, none
+    # An even fabric is never spread: the estimate's free ports would be a fiction there.
+    for n in range(1, 12):
+        assert exchange_order([[0.0 if i == j else 3.0 for j in range(n)] for i in range(n)])[1] == 0

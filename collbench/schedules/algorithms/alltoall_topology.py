@@ -8,7 +8,9 @@ even fabric (or with no layout) the rounds are the round-robin tournament's: ``n
 
 Against rank-order ``pairwise`` (step k: to r+k, from r-k), which spreads two slow pairs over two or
 more steps in each direction, grouping them makes one slow round: on a fabric where a few slow pairs
-dominate, up to twice as fast, never more (each direction of a slow pair still carries its block).
+dominate, up to twice as fast. Where the layout says so (``Layout.exchange_spread``), the slow rounds
+are not run on their own: their pairs' blocks go in pieces, one beside each fast round, so the slow
+links work while the fast pairs exchange and the fast rounds' time hides under the slow one.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import replace
 from collbench.errors import ConfigError
 from collbench.layouts.exchange import round_robin_rounds
 from collbench.layouts.model import Layout
-from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments
+from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, split
 from collbench.schedules.algorithms.alltoall import PAIRWISE
 from collbench.schedules.cost import CostTerms
 from collbench.schedules.ir import Schedule
@@ -26,17 +28,18 @@ from collbench.schedules.ops import Op, block_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
 
-def _rounds(layout: Layout | None, n: int) -> tuple[tuple[tuple[int, ...], ...], str]:
-    """The exchange rounds to use and the layout name that says where they came from."""
+def _rounds(layout: Layout | None, n: int) -> tuple[tuple[tuple[int, ...], ...], int, str]:
+    """The exchange rounds to use, how many of the first to spread, and the layout name."""
     if layout is None or not layout.exchange_rounds:
-        return round_robin_rounds(n), "rank-order"
+        return round_robin_rounds(n), 0, "rank-order"
     for rnd in layout.exchange_rounds:
         if len(rnd) != n:
             raise ConfigError(
                 f"layout {layout.name!r} pairs {len(rnd)} ranks for all-to-all but the schedule has {n}; "
                 "plan the layout for this world size"
             )
-    return layout.exchange_rounds, layout.name
+    spread = layout.exchange_spread if 0 < layout.exchange_spread < len(layout.exchange_rounds) else 0
+    return layout.exchange_rounds, spread, layout.name
 
 
 def build_topo_pairwise(
@@ -52,16 +55,26 @@ def build_topo_pairwise(
     a count that does not divide leaves its tail out. Raises ConfigError for a layout of another size."""
     check_count_and_segments(count, segments)
     n = world_size
-    rounds, name = _rounds(layout, n)
+    rounds, spread, name = _rounds(layout, n)
     blocks = block_bounds(count, n)
     b = RoundBuilder(n)
     for r in range(n):
         b.transfer(0, r, r, *blocks[r], reduce=False, label="copy own block", dst_start=count + blocks[r][0])
-    for k, partner in enumerate(rounds):
+    steps = rounds[spread:]
+    for k, partner in enumerate(steps):
         for r, p in enumerate(partner):
             if p != r:
-                label = f"exchange {k + 1}/{len(rounds)}"
+                label = f"exchange {k + 1}/{len(steps)}"
                 b.transfer(k, r, p, *blocks[p], reduce=False, label=label, dst_start=count + blocks[r][0])
+    # A spread round's pairs send their block in one piece per remaining step, beside that step's pair.
+    for partner in rounds[:spread]:
+        for r, p in enumerate(partner):
+            if p == r:
+                continue
+            start, stop = blocks[p]
+            for k, (a, z) in enumerate(split(start, stop, len(steps))):
+                label = f"exchange {k + 1}/{len(steps)}"
+                b.transfer(k, r, p, a, z, reduce=False, label=label, dst_start=count + blocks[r][0] + a - start)
     return b.build(op, "topo-pairwise", count, root=root, layout=name)
 
 
