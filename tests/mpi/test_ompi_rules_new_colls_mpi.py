@@ -108,7 +108,7 @@ def sizes_for(profile: Profile, coll: str, k: int) -> list[int]:
         return [0]
     wanted: set[int] = {60000}
     for rule_set in profile.rule_sets:
-        for rule in rule_set.rules_for(OPS[coll]):
+        for rule in rule_set.rules_for(OPS[coll]) if OPS[coll] in rule_set.ops else ():
             top = rule.max_bytes if rule.max_bytes is not None else 60000
             wanted |= {rule.min_bytes - 1, rule.min_bytes, rule.min_bytes + 1, top}
             if rule.at_bytes is not None:
