@@ -134,5 +134,10 @@ class ScaledFit:
         """(latency per step in us, per-byte cost in us/byte) that price ``size_bytes`` as this model
         does at the fit's own world size: the uniform links a simulated schedule runs on."""
         alpha = self.latency_per_message_us * self.terms0.message_count / max(self.terms0.alpha, 1.0)
-        beta = self.bandwidth0_us(size_bytes) / (self.terms0.beta * size_bytes) if self.terms0.beta > 0 else 0.0
+        # A 0-byte size (predict --sizes 0) has no per-byte cost to price: latency only.
+        beta = (
+            self.bandwidth0_us(size_bytes) / (self.terms0.beta * size_bytes)
+            if self.terms0.beta * size_bytes > 0
+            else 0.0
+        )
         return alpha, beta

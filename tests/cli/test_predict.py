@@ -120,3 +120,13 @@ def test_predict_refuses_a_bad_arch_or_node_count_in_one_line(tmp_path: Path) ->
         result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "8", *extra])
         assert result.exit_code == 2, result.output
         assert message in result.output and "Traceback" not in result.output
+
+
+def test_predict_at_zero_bytes_is_latency_only_not_a_traceback(tmp_path: Path) -> None:
+    # predict --sizes 0 divided by the size when pricing the schedule at the fit's world size.
+    fits = _fits_file(tmp_path)
+    result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "4", "--sizes", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    ring = next(p for p in json.loads(result.stdout)["predictions"] if p["algo"] == "ring")
+    expected = cost_terms("all-reduce", "ring", 4, 0).time_us(10.0, 1e-3 / 5, 0.0)
+    assert abs(ring["time_us"] - expected) <= 0.01 * expected

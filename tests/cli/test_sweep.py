@@ -213,3 +213,13 @@ def test_sweep_sizes_always_ends() -> None:
     assert sweep_sizes(1, 4, 1.5, 1) == [1, 2, 3]
     assert sweep_sizes(1024, 1024, 4.0, 4) == [1024]
     assert sweep_sizes(4, 1 << 20, 1e300, 4) == [4]
+
+
+def test_a_sweep_with_every_point_skipped_is_one_error_line_not_an_empty_success(tmp_path: Path) -> None:
+    # 4 and 8 bytes are less than one float32 per rank of a 3-rank all-to-all: nothing is measured.
+    args = ["sweep", "--ranks", "3", "--op", "all-to-all", "--algo", "pairwise", "-b", "4", "-e", "8", "-f", "2"]
+    result = RUNNER.invoke(app, [*args, "-n", "2", "--stream", str(tmp_path / "s.jsonl")])
+    assert result.exit_code != 0
+    assert "nothing to measure: every point was skipped" in result.output
+    assert "less than one element per rank" in result.output
+    assert "Traceback" not in result.output

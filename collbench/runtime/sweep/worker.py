@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from collbench.errors import ConfigError
 from collbench.nccl.tuning_log import choice_for
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import append_jsonl
@@ -175,6 +176,11 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
 
             layout = plan_layout(job.topology, ws)
         points, notes = plan_points(job, ws, ctx.device, layout.name if layout is not None else "rank-order")
+        if not points and notes:
+            # Every rank plans alike, so every rank stops here with the same line (an empty sweep
+            # exited 0 and wrote nothing, with no word on it).
+            why = next((n for n in notes if "element" in n), notes[-1])
+            raise ConfigError(f"nothing to measure: every point was skipped ({why}); raise -b/-e or change --algo")
         done: dict[tuple[Any, ...], ResultRow] = {}
         if cfg.resume:
             done = {row.key: row for row in resumed_rows(job.stream_path)}
