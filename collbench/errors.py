@@ -6,11 +6,21 @@ line on stderr and exits with code 2. Anything else is a bug and keeps its trace
 
 from __future__ import annotations
 
+from collbench.text import printable
+
 
 class CollbenchError(Exception):
-    """Base of every error collbench raises on purpose."""
+    """Base of every error collbench raises on purpose.
+
+    Its message is one line with control characters escaped (:func:`collbench.text.printable`): it
+    quotes file names and fields of files someone else wrote, and is printed, logged and shown by
+    every rank of a job.
+    """
 
     exit_code: int = 1
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(printable(a) if isinstance(a, str) else a for a in args))
 
 
 class UserError(CollbenchError):

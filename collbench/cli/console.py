@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 
-from rich.console import Console, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+
+from collbench.text import printable
 
 # Off a terminal (a pipe, a file, CI logs) Rich assumes 80 columns and squeezes tables until their
 # cells read "GP…"; results are meant to be read and parsed there, so give them room unless the
@@ -20,8 +24,25 @@ def _width(stream: object) -> int | None:
     return None if callable(isatty) and isatty() else _PIPE_WIDTH
 
 
-console = Console(width=_width(sys.stdout))
-err_console = Console(stderr=True, width=_width(sys.stderr))
+class _DataSafeConsole(Console):
+    """A console that shows control characters escaped, whatever renderable carried them.
+
+    Hosts, notes, device names and paths come from files someone else may have written; escaping
+    each where it is printed would miss one. Rich's own styling is added after this (and its cursor
+    moves are control segments, left alone), so only the text is touched; line breaks are Rich's.
+    """
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            text = segment.text
+            if segment.control or text.isprintable() or text == "\n":
+                yield segment
+            else:
+                yield Segment(printable(text, keep="\n"), segment.style, segment.control)
+
+
+console = _DataSafeConsole(width=_width(sys.stdout))
+err_console = _DataSafeConsole(stderr=True, width=_width(sys.stderr))
 
 
 def print_wide(renderable: RenderableType, *, target: Console | None = None) -> None:

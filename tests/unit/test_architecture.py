@@ -19,6 +19,7 @@ import tomllib
 PACKAGE = Path(__file__).resolve().parents[2] / "collbench"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("text",),
     ("errors",),
     ("units", "pasted", "version", "ompi"),
     ("fileio",),

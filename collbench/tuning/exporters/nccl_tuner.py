@@ -28,6 +28,7 @@ from collbench.nccl.algorithms import PROTOCOLS
 from collbench.nccl.channels import MAX_CHANNELS_OLDEST, since_text
 from collbench.profile.document import Profile, RuleSet
 from collbench.schedules.ops import Op
+from collbench.text import printable
 from collbench.tuning.exporters.exported import Exported, comment_lines
 from collbench.tuning.exporters.nccl_rules import (
     NCCL_BACKEND,
@@ -79,7 +80,7 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
     check_backend(profile, from_other_backend)
     out = [
         "# NCCL tuner plugin config made by collbench from a profile",
-        f"# machine {profile.fingerprint} ({profile.host}), backend {profile.backend}",
+        f"# machine {profile.fingerprint} ({printable(profile.host)}), backend {profile.backend}",
         "# use: NCCL_TUNER_PLUGIN=<libnccl-tuner-collbench.so> NCCL_TUNER_CONFIG_FILE=<this file>",
         "# format: collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks",
         "# max_bytes -1: no upper bound; channels -1: keep NCCL's channel count",

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from collbench.errors import UserError
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
+from collbench.text import printable
 from collbench.tuning.exporters.exported import Exported
 
 if TYPE_CHECKING:
@@ -237,9 +238,10 @@ def build_ompi_rankfile(
     names = _host_names(rule_set, hosts)
     map_by = map_by_alternative(places, nodes, hosts)
     which = f" (the fastest of its {len(layout.rings)} rings)" if len(layout.rings) > 1 else ""
+    host = printable(profile.host)  # someone else's profile: its host may hold terminal escapes
     out = [
         "# Open MPI rankfile made by collbench from a profile: ranks in the order of the layout's ring",
-        f"# machine {profile.fingerprint} ({profile.host}), backend {profile.backend}; {rule_set.shape_label}",
+        f"# machine {profile.fingerprint} ({host}), backend {profile.backend}; {rule_set.shape_label}",
         f"# layout {layout.name} ({source}): ring {'-'.join(map(str, ring))}{which}, in the tuned job's ranks",
         "# Open MPI's ring algorithms send from rank j to rank j+1: here that is the ring's own hop",
         f"# use: mpirun -np {world} --rankfile <this file> ...",

@@ -41,6 +41,7 @@ from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
+from collbench.text import printable
 from collbench.tuning.exporters.ompi_measured import (
     MPI_BACKEND,
     measured_here,
@@ -223,10 +224,11 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
     shapes = ", ".join(
         f"{s.world_size} ({s.nodes} node(s), {'predicted' if s.predicted else 'measured'})" for s in sets
     )
+    host = printable(profile.host)  # someone else's profile: its host may hold terminal escapes
     out = [
         "# Open MPI coll/tuned dynamic rules made by collbench from a profile",
         f"# for Open MPI {OMPI_VERSION} (algorithm ids from {OMPI_SOURCE})",
-        f"# machine {profile.fingerprint} ({profile.host}), backend {profile.backend}; communicator sizes: {shapes}",
+        f"# machine {profile.fingerprint} ({host}), backend {profile.backend}; communicator sizes: {shapes}",
         "# a communicator takes the entry of the largest size at or below its own (the first entry if smaller than",
         "# all): the 0 0 0 0 entries around each size leave every other size to Open MPI's own choice",
         "# use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename <this file>",
