@@ -13,14 +13,14 @@ import typer
 from collbench.cli.console import console, err_console, print_notes
 from collbench.cli.options import split_values
 from collbench.cli.render.models import render_fits
-from collbench.errors import InputFileError
+from collbench.errors import ConfigError, InputFileError
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
-from collbench.importers.nccl_tests_infer import ranks_per_node_from_devices
+from collbench.importers.nodes import check_nodes_option, given_nodes, settle_log_nodes
 from collbench.models.fit import fit_results
 from collbench.models.fit_points import PointSummaries
 from collbench.models.fitted import Fit
 from collbench.results.io import check_regular_file, iter_rows
-from collbench.results.row import NODES_UNKNOWN, ResultRow
+from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 
 
@@ -34,45 +34,34 @@ def load_results(paths: list[Path], *, op: str | None = None) -> list[ResultRow]
 
 
 def stream_results(
-    paths: list[Path], *, op: str | None = None, nodes_from_devices: bool = False
+    paths: list[Path],
+    *,
+    op: str | None = None,
+    nodes_from_devices: bool = False,
+    ranks: int | None = None,
+    nodes: int | None = None,
 ) -> Iterator[ResultRow]:
     """The rows of :func:`load_results`, one at a time: a results file is never held whole.
 
     Raises InputFileError as the readers do (file, line and field), when the bad row is reached.
     ``nodes_from_devices``: a log that names too few hosts for its node count gives one from its rank
-    lines' device numbers (:func:`ranks_per_node_from_devices`), said in a note.
+    lines' device numbers (``importers/nodes.py``), said in a note. ``ranks``: the rank count of a log
+    that does not say it (``fit --ranks``); ``nodes``: the node count of rows that do not say it
+    (``fit --nodes``), an error where a row says another.
     """
     notes: list[str] = []
     for path in paths:
         check_regular_file(path)  # before anything opens it: a FIFO blocks, /dev/zero never ends
         if looks_like_nccl_tests(path):
-            rows = read_nccl_tests(path, op=op, strict_op=False, notes=notes)
-            if nodes_from_devices:
-                rows = _nodes_from_devices(path, rows, notes)
+            rows = read_nccl_tests(path, op=op, ranks=ranks, strict_op=False, notes=notes)
+            if nodes_from_devices or nodes is not None:
+                rows = settle_log_nodes(path, rows, nodes, notes)
             yield from rows
+        elif nodes is not None:
+            yield from given_nodes(iter_rows(path), nodes, str(path))
         else:
             yield from iter_rows(path)
     print_notes(notes)
-
-
-def _nodes_from_devices(path: Path, rows: list[ResultRow], notes: list[str]) -> list[ResultRow]:
-    """Rows of one log with an unknown node count given the one its rank lines' devices imply."""
-    if all(r.nodes != NODES_UNKNOWN for r in rows):
-        return rows
-    per_node = ranks_per_node_from_devices(path)
-    if per_node is None:
-        return rows
-    out = []
-    for row in rows:
-        if row.nodes == NODES_UNKNOWN and row.world_size % per_node == 0:
-            row = dataclasses.replace(row, nodes=row.world_size // per_node)
-        out.append(row)
-    worlds = sorted({r.world_size for r in out if r.nodes != NODES_UNKNOWN})
-    notes.append(
-        f"{path}: its rank lines reach device {per_node - 1}: taken as {per_node} ranks a node "
-        f"({', '.join(f'{w} ranks on {w // per_node} nodes' for w in worlds)})"
-    )
-    return out
 
 
 def _noting_nodes(rows: Iterable[ResultRow], seen: dict[tuple[str, str, str, int], set[int]]) -> Iterator[ResultRow]:
@@ -109,8 +98,18 @@ def fit(
     piecewise: Annotated[
         bool, typer.Option("--piecewise/--no-piecewise", help="Split sizes into segments where one line does not fit.")
     ] = True,
+    ranks: Annotated[
+        int | None, typer.Option("--ranks", metavar="N", help="The rank count of a log that does not say it.")
+    ] = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option("--nodes", metavar="N", help="The node count of rows and logs that do not say it."),
+    ] = None,
 ) -> None:
     """Fit alpha-beta-gamma cost models to measured results."""
+    if ranks is not None and ranks < 1:
+        raise ConfigError(f"--ranks must be at least 1, got {ranks}")
+    check_nodes_option(nodes, ranks)
     if plot is not None:
         from collbench.report.plots import check_plot_path
 
@@ -120,7 +119,9 @@ def fit(
     ops = {Op.parse(o).value for o in op_names} if op_names else None
     algos = set(algo_names) if algo_names else None
     # One --op also names the collective of a log that does not say it; several only filter.
-    rows = stream_results(results, op=op_names[0] if len(op_names) == 1 else None, nodes_from_devices=True)
+    rows = stream_results(
+        results, op=op_names[0] if len(op_names) == 1 else None, nodes_from_devices=True, ranks=ranks, nodes=nodes
+    )
     wanted = (r for r in rows if (ops is None or r.op in ops) and (algos is None or r.algo in algos))
     nodes_seen: dict[tuple[str, str, str, int], set[int]] = {}
     # Rows are folded into per-point summaries as they are read: memory grows with the points, not the file.

@@ -12,6 +12,7 @@ from collbench.cli.options import CollbenchCommand, CollbenchGroup, one_value
 from collbench.errors import InputFileError, UnknownNameError
 from collbench.fileio import check_writable
 from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.importers.nodes import check_nodes_option, settle_log_nodes
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import write_rows
 from collbench.results.row import NODES_UNKNOWN
@@ -53,6 +54,10 @@ def nccl_tests(
     ranks: Annotated[
         int | None, typer.Option("--ranks", min=1, help="The rank count, when the log does not say it.")
     ] = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option("--nodes", metavar="N", help="The node count, when the log does not say it (else its devices')."),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-O", metavar="FILE", help="Write rows to .jsonl, .csv or .parquet.")
     ] = None,
@@ -67,8 +72,11 @@ def nccl_tests(
     if output is not None:
         check_writable(output)
     algo = _checked_algo(algo)
+    check_nodes_option(nodes, ranks)
     notes: list[str] = []
     rows = read_nccl_tests(log, algo=algo, op=one_value(op, "--op", "collective"), ranks=ranks, notes=notes)
+    # As fit settles a log's node count, so that fitting the rows written here gives the same fit.
+    rows = settle_log_nodes(log, rows, nodes, notes)
     print_notes(notes)
     first = rows[0]
     ops = ", ".join(dict.fromkeys(r.op for r in rows))
