@@ -14,7 +14,7 @@ named in the summary) when that fraction reaches ``STALL_MARK`` (5%), or when it
 two modes (a gap of more than 2x in the sorted times with at least 5% on each side).
 
 The statistics here are the candidates for the time that decisions compare; ``benchmarks/
-bench_statistics.py`` measures their stability under this noise (README "Which time decisions use").
+bench_statistics.py`` measures their stability under this noise (docs/tuning.md, "Which time decisions use").
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def decision_time_us(row: ResultRow) -> float:
     Stalls only ever add time, and on a busy machine they hit up to half of a point's iterations, so
     the median lands on their edge and moves by several times between runs; the first quartile stays
     on the calls that ran undisturbed (benchmarks/bench_statistics.py measures the alternatives; see
-    the README). Rows from older files or other tools, without it, give their p50. Across repeated
+    docs/tuning.md). Rows from older files or other tools, without it, give their p50. Across repeated
     rows (rounds), selection takes the smallest: a round that a burst of load hit must not decide.
     """
     p25 = row.time_us_p25

@@ -29,7 +29,7 @@ What the token does not cover: torch's own rendezvous keys (``pg/...``, written 
 torchrun. A local user who can reach the store can disrupt a run (delete or overwrite keys, which
 ends it with an error) and cannot make the launcher run code or accept a forged result; one who won
 a race against the rendezvous could interpose between ranks, whose object collectives unpickle what
-a peer sends (the README's "What the rank store exposes" says so to users).
+a peer sends (docs/clusters.md, "What the rank store exposes", says so to users).
 """
 
 from __future__ import annotations

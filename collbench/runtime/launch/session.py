@@ -18,7 +18,7 @@ rank that never comes is named by rank 0 from the step it last recorded.
 The token that signs values here (:mod:`collbench.runtime.launch.rankstore`) is made by rank 0 and
 sent to the others over the first process group's connections, never through the store. Those
 connections are set up through the store's unsigned rendezvous keys, as torch's own are: a local
-user who won a race against that rendezvous could read it (README, "What the rank store exposes").
+user who won a race against that rendezvous could read it (docs/clusters.md, "What the rank store exposes").
 """
 
 from __future__ import annotations

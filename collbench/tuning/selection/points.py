@@ -2,7 +2,7 @@
 
 The time compared is ``decision_time_us``: each row's first quartile (its p50 for rows without one),
 the smallest of them across repeated rows (rounds), since a round that a burst of load hit must not
-decide (README "Which time decisions use").
+decide (docs/tuning.md, "Which time decisions use").
 
 Rows of a tune's rounds (``tune_round``) are first put at the fastest round's speed
 (:func:`round_speeds`): rounds are blocks of a machine whose speed drifts, and a round the whole
