@@ -260,7 +260,7 @@ def factor_row(
 ) -> ResultRow:
     algbw = size / time_us / 1e3 if time_us > 0 else 0.0
     # nccl-tests prints one rank's block as count for the block-counted ops (BLOCK_COUNTED); collbench's
-    # count is the elements of the larger buffer (size / dtype size) for every op, as DESIGN.md fixes it.
+    # count is the elements of the larger buffer (size / dtype size) for every op, whatever the source.
     if dtype in DTYPE_SIZES:
         count = size // DTYPE_SIZES[dtype]
     return ResultRow(

@@ -2,8 +2,8 @@
 
 A ring hop ``i -> j`` draws bandwidth from a few *resources*, each with a capacity in GB/s per
 direction; a channel (one ring) runs at the smallest share it gets from any resource it uses, and
-takes that bandwidth off every resource of every hop (NCCL's search works the same way, REFERENCE.md),
-so later channels get what earlier ones left. The resources are:
+takes that bandwidth off every resource of every hop (NCCL's search works the same way: followPath in
+NVIDIA/nccl src/graph/search.cc), so later channels get what earlier ones left. The resources are:
 
 * the **directed pair** ``i -> j``: the link's bandwidth in that direction. Dedicated cables
   (point-to-point NVLink, measured links) have only this resource, so a ring and its reverse both run

@@ -4,7 +4,7 @@
   The pipelined ``tree`` algorithm uses it: depth ``floor(log2 n)``.
 * :func:`double_binary_tree`: NCCL's pair of complementary binary trees (the ``two-tree`` algorithm):
   each rank is interior in at most one of them when n is even, so both halves of the data use every
-  rank's links about equally. See REFERENCE.md for the construction.
+  rank's links about equally. The construction is NCCL's ncclGetDtree (NVIDIA/nccl src/graph/trees.cc).
 * :func:`binomial_tree`: the tree of binomial broadcast/reduce (parent = virtual rank with its lowest
   set bit cleared), depth ``ceil(log2 n)``.
 """
@@ -34,7 +34,7 @@ def binary_tree(n: int, root: int = 0) -> tuple[int, ...]:
 
 
 def _btree_parent(n: int, r: int) -> int:
-    """NCCL's first tree: the parent of rank r (REFERENCE.md, "Double binary tree")."""
+    """NCCL's first tree: the parent of rank r (ncclGetBtree, NVIDIA/nccl src/graph/trees.cc)."""
     if r == 0:
         return -1
     bit = r & -r

@@ -16,7 +16,8 @@ The machine model (the same one ``simulator.py`` prices schedules on, so that th
 
 Formulas (p ranks, n bytes, ``lg = floor(log2 p)``, ``p2 = 2**lg``) live beside their builders, in
 each algorithm module's ``SPECS`` (``collbench/schedules/algorithms``), as ``AlgorithmSpec.costs``;
-this module asks the spec. REFERENCE.md gives ring, recursive doubling, Rabenseifner, binomial
+this module asks the spec. Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication
+Operations in MPICH" (IJHPCA 19(1), 2005), give ring, recursive doubling, Rabenseifner, binomial
 broadcast/reduce and direct; the rest are derived under the model above and say so beside them. Where
 p is not a power of two, the recursive algorithms fold the ``p - p2`` extra ranks into partners first
 (one step of the whole buffer, reduced where the op reduces) and hand them the result at the end (one

@@ -1,6 +1,6 @@
 """One measured point, as every later stage (fit, tune, plot, import) reads it.
 
-Columns follow DESIGN.md's measurement conventions: times in microseconds, bandwidths in GB/s
+Columns follow nccl-tests' conventions (NVIDIA/nccl-tests doc/PERFORMANCE.md): times in microseconds, bandwidths in GB/s
 (10^9 bytes/s), ``size_bytes`` as nccl-tests counts it. Reading and writing files is
 ``results/io.py``; checking each field as read, ``results/fields.py``.
 """

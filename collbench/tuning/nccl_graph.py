@@ -1,6 +1,7 @@
 """NCCL graph XML for ring orders (``NCCL_GRAPH_FILE``), from a layout's rings.
 
-The format is the one NCCL dumps with ``NCCL_GRAPH_DUMP_FILE`` (REFERENCE.md): ``<graphs version="1">``
+The format is the one NCCL dumps with ``NCCL_GRAPH_DUMP_FILE`` (ncclTopoDumpGraphs, NVIDIA/nccl
+src/graph/search.cc): ``<graphs version="1">``
 holding ``<graph id pattern crossnic nchannels speedintra speedinter latencyinter typeintra typeinter
 samechannels>``, each with one ``<channel>`` per ring listing ``<gpu dev=N/>`` in ring order. Only
 the ring graph (id 0, pattern 4) is written; NCCL searches the trees itself.

@@ -1,6 +1,6 @@
 """The package's shape: layers that only import downwards, no import circles, files a reader can hold.
 
-The layers, low to high (DESIGN.md, README "Where things are"): shared basics; the topology; layouts;
+The layers, low to high (docs/architecture.md): shared basics; the topology; layouts;
 schedules; NCCL's facts; result records; importers and the runtime (siblings that never import each
 other); models; the profile; the report; tuning and the Python API; the CLI on top. A module may import
 its own area and any lower layer, never a higher one, not even inside a function. ``ruff`` enforces the

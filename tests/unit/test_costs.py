@@ -1,4 +1,5 @@
-"""Closed-form costs: the REFERENCE.md formulas, edge cases, and exactness against the simulator."""
+"""Closed-form costs: Thakur, Rabenseifner and Gropp's formulas (IJHPCA 2005), edge cases, exactness
+against the simulator."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Timing of collective calls: per-iteration times, how many iterations, and the point's summary.
 
-Conventions (DESIGN.md, as nccl-tests): warm-up is not timed; ranks meet at a barrier before timing;
+Conventions (nccl-tests' src/common.cu; docs/measuring.md says where collbench differs): warm-up is
+not timed; ranks meet at a barrier before timing;
 every rank times every iteration; an iteration's time is its slowest rank's (the collective is done
 when the last rank is done); a point keeps p50, mean, min and max over iterations. A timer may time
 several iterations as one sample (the CUDA timer's rounds): then a sample is their mean, its time the
