@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from collbench.runtime.cuda.nccl_avg import allowed_error, check_nccl_avg, nccl_avg_scalar
+from collbench.runtime.executor import buffers
 from collbench.runtime.executor.buffers import (
     PointBuffers,
     check_buffers,
@@ -50,13 +51,18 @@ class CudaDivision(torch.Tensor):
         kwargs = kwargs or {}
         if getattr(func, "__self__", None) is torch.Tensor.device:  # the device attribute's getter
             return torch.device("cuda", 0)
-        if func in (torch.Tensor.div_, torch.Tensor.__itruediv__) and isinstance(args[1], int | float):
+        in_place = func in (torch.Tensor.div_, torch.Tensor.__itruediv__)
+        out_of_place = func in (torch.Tensor.div, torch.Tensor.__truediv__, torch.div, torch.true_divide)
+        if (in_place or out_of_place) and isinstance(args[1], int | float) and not kwargs.get("rounding_mode"):
             CudaDivision.divisions_by_scalar += 1
             target: torch.Tensor = args[0]
             with torch._C.DisableTorchFunctionSubclass():
                 opmath = torch.float64 if target.dtype == torch.float64 else torch.float32
                 inv = torch.tensor(1.0, dtype=opmath) / torch.tensor(float(args[1]), dtype=opmath)
-                target.copy_((target.to(opmath) * inv).to(target.dtype))
+                quotient = (target.to(opmath) * inv).to(target.dtype)
+                if not in_place:
+                    return quotient.as_subclass(CudaDivision)
+                target.copy_(quotient)
             return target
         return super().__torch_function__(func, types, args, kwargs)
 
@@ -104,6 +110,26 @@ def test_divide_exactly_is_correctly_rounded(dtype: torch.dtype, n: int) -> None
     on_cpu = sums.to(dtype)
     divide_exactly(on_cpu, n)
     assert torch.equal(on_cpu, expected)
+
+
+@pytest.mark.parametrize("n", [3, 5, 6, 7, 12])
+def test_the_expected_float64_avg_is_what_cuda_computes(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fails before expected_reduction divided with divide_exactly: its ``acc / world_size`` ran on the
+    # output's device, and on CUDA that multiplies by the reciprocal, one ulp off the quotient in
+    # float64 (3 / 7, 5 / 3, ...), which the executor's correctly rounded avg would then "miss". The
+    # sweep's own pattern sums to -2..2 only (each 5 consecutive ranks' values cancel), where 1/n times
+    # a power of two is exact; a pattern whose sums reach all of [-2n, 2n] shows the defect.
+    def every_sum(rank: int, start: int, stop: int, **kwargs: Any) -> torch.Tensor:
+        idx = torch.arange(start, stop, dtype=torch.int64)
+        values = idx % (4 * n + 1) - 2 * n if rank == 0 else torch.zeros_like(idx)
+        return _on_fake_cuda(values.to(kwargs.get("dtype", torch.int64)))
+
+    monkeypatch.setattr(buffers, "pattern", every_sum)
+    count = 4 * n + 1
+    got = expected_reduction(n, 0, count, redop="avg", dtype=torch.float64, device="cuda").as_subclass(torch.Tensor)
+    sums = torch.arange(count, dtype=torch.float64) - 2 * n
+    assert torch.equal(got, sums / n)  # the CPU's division: correctly rounded
+    assert bool((sums * (1.0 / n) != sums / n).any()), "some sum's reciprocal product rounds apart"
 
 
 def test_divide_exactly_refuses_what_it_cannot_divide() -> None:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
+from collbench.runtime.executor.reduce import divide_exactly
 from collbench.schedules.ops import Op, block_bounds, buffer_elems, chunk_bounds
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
@@ -112,7 +113,9 @@ def expected_reduction(
         else:
             acc = torch.maximum(acc, values)
     if redop == "avg":
-        acc = acc / world_size
+        # Not ``acc / world_size``: on CUDA that multiplies by the reciprocal, one ulp off the quotient
+        # in float64 (which the executor's correctly rounded division would then "miss").
+        divide_exactly(acc, world_size)
     return acc.to(dtype)
 
 
