@@ -26,6 +26,7 @@ class FakeCuda:
         self.now_us = 0.0
         self.capturing: FakeGraph | None = None
         self.replays = 0
+        self.log: list[str] = []
 
     def event(self, enable_timing: bool = False, external: bool = False) -> Any:
         cuda = self
@@ -63,11 +64,17 @@ class FakeGraph:
     def __init__(self, cuda: FakeCuda) -> None:
         self.cuda = cuda
         self.nodes: list[Callable[[], None]] = []
+        self.was_reset = False
 
     def replay(self) -> None:
         self.cuda.replays += 1
         for node in self.nodes:
             node()
+
+    def reset(self) -> None:
+        self.cuda.log.append("reset")
+        self.was_reset = True
+        self.nodes.clear()
 
 
 @pytest.fixture
@@ -120,3 +127,17 @@ def test_without_external_events_each_iteration_gets_the_launch_mean(
     timer = CudaEventTimer(cuda_graph=True)
     assert timer.time_iterations(_collective(fake_cuda, 2.0), 4) == pytest.approx([2.0] * 4)
     assert cuda_timing.MAX_GRAPH_ITERS >= MIN_GRAPH_ITERS
+
+
+def test_release_resets_the_kept_graph_after_its_replays(fake_cuda: FakeCuda, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the sweep calls before a variant's communicator is destroyed (NativeGroups.before_destroy).
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: fake_cuda.log.append("synchronize"))
+    timer = CudaEventTimer(cuda_graph=True)
+    work = _collective(fake_cuda, 3.0)
+    timer.time_iterations(work, 3)
+    fake_cuda.log.clear()
+    timer.release()
+    assert fake_cuda.log == ["synchronize", "reset"]  # the replays finish, then the graph goes
+    timer.release()  # nothing kept: nothing to do
+    assert fake_cuda.log == ["synchronize", "reset"]
+    assert timer.time_iterations(work, 3) == pytest.approx([3.0] * 3) and timer.captures == 2

@@ -6,6 +6,7 @@ Split from worker.py, which runs the points; these two decide what the native po
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -60,9 +61,14 @@ class NativeGroups:
     every point in the order they run, so that a group is destroyed as soon as no later point needs
     it (communicators hold GPU memory) and none is created twice. Every rank runs the same points in
     the same order, so the collective creation and destruction match across ranks.
+
+    ``before_destroy`` runs before each group is destroyed: the sweep's graph timer releases the CUDA
+    graph it captured on that group's communicator there (``CudaEventTimer.release``), since NCCL's
+    teardown waits for graphs that still reference the communicator.
     """
 
-    def __init__(self, algos: list[str]) -> None:
+    def __init__(self, algos: list[str], before_destroy: Callable[[], None] | None = None) -> None:
+        self._before_destroy = before_destroy
         self._last_use = {algo: index for index, algo in enumerate(algos)}
         self._algos = algos
         self._open: dict[str, contextlib.ExitStack[Any]] = {}
@@ -102,5 +108,7 @@ class NativeGroups:
             self._close(algo)
 
     def _close(self, algo: str) -> None:
+        if self._before_destroy is not None:
+            self._before_destroy()
         self._groups.pop(algo, None)
         self._open.pop(algo).close()

@@ -91,6 +91,23 @@ class CudaEventTimer:
             return self._time_graph(fn, iters)
         return _time_rounds(fn, sizes)
 
+    def release(self) -> None:
+        """Destroy the graph kept for the last point (after its replays finish), if any.
+
+        A graph captured on a communicator must be gone before that communicator is: from NCCL 2.26 its
+        destruction polls until every graph referencing it is destroyed (src/init.cc,
+        ``comm->localPersistentRefs``), so destroying a forced variant's process group while its
+        graph lives hangs. ``CUDAGraph.reset`` deletes the instantiated graph (torch/cuda/graphs.py).
+        """
+        if self._graph is None:
+            return
+        graph = self._graph[1]
+        self._graph = None
+        import torch
+
+        torch.cuda.synchronize()  # the last replay is done with the communicator
+        graph.reset()
+
     def _time_graph(self, fn: Callable[[], object], iters: int) -> list[float]:
         graph, events, size = self._graph_for(fn, iters)
         times: list[float] = []

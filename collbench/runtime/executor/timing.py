@@ -34,6 +34,11 @@ class IterationTimer(Protocol):
         ``iters``); the same on every rank, so that ranks' samples pair up."""
         ...
 
+    def release(self) -> None:
+        """Drop whatever the timer keeps of the last timed function (a captured CUDA graph): called
+        before the communicator that function ran on is destroyed."""
+        ...
+
 
 class CpuTimer:
     """A monotonic nanosecond clock around each call (``time.perf_counter_ns``)."""
@@ -52,6 +57,9 @@ class CpuTimer:
     def sample_iters(self, iters: int) -> list[int]:
         """One iteration per sample: every call is timed on its own."""
         return [1] * iters
+
+    def release(self) -> None:
+        """Nothing is kept between calls."""
 
 
 def make_timer(device: torch.device | str, cuda_graph: bool = False) -> IterationTimer:

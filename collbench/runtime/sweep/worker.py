@@ -221,7 +221,8 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         ctx.report({"kind": "note", "text": LOG_STAYS_ON})
     measured: dict[tuple[Any, ...], ResultRow] = {}
     finished = len(points) - len(todo)
-    with NativeGroups([p.algo for p in todo]) as groups:
+    # A variant's last graph goes before its communicator (NativeGroups.before_destroy).
+    with NativeGroups([p.algo for p in todo], before_destroy=graph_timer.release) as groups:
         for index, point in enumerate(todo):
             ctx.doing(f"measuring {point.describe()}")
             ctx.report({"kind": "start", "done": finished, "total": len(points), "text": point.describe()})
