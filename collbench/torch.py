@@ -24,9 +24,14 @@ The DDP hook overlaps with backward as DDP's default hook does: it hands the buc
 and returns a future that completes when it is done. A native rule returns the backend's own
 asynchronous work's future (``dist.all_reduce(..., async_op=True).get_future()``, as
 ``torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py`` does); collbench's schedules run on
-one worker thread per hook, bucket after bucket in the order DDP hands them over. The hook decides
-and compiles once per bucket shape (elements, dtype, device, group) and reuses both; ``all_reduce``
-builds per call.
+one worker thread per hook, bucket after bucket in the order DDP hands them over. Once that thread
+exists, native buckets go to it too, in the same queue: the schedules' point-to-point calls and the
+native all-reduces use one communicator, and NCCL forbids issuing one communicator's operations from
+several threads in parallel, and calls it unsafe for two communicators of one device too (NCCL's user
+guide, "Thread Safety"); one thread issuing them in DDP's bucket order keeps every rank's order alike,
+where a separate group for the schedules would not. The hook
+decides and compiles once per bucket shape (elements, dtype, device, group) and reuses both;
+``all_reduce`` builds per call.
 """
 
 from __future__ import annotations
@@ -162,9 +167,9 @@ def all_reduce(tensor: torch.Tensor, profile: Profile, group: Any = None, *, op:
     return _all_reduce(tensor, profile, group, op, _Runners(profile))
 
 
-_Job = tuple[ScheduleRunner, torch.Tensor, "torch.futures.Future[torch.Tensor]", Any]
-"""One bucket for the worker: its compiled schedule, its buffer, the future to complete, and the
-CUDA stream the buffer was written on (None on CPU)."""
+_Job = tuple[Callable[[torch.Tensor], None], torch.Tensor, "torch.futures.Future[torch.Tensor]", Any]
+"""One bucket for the worker: what all-reduces it (its compiled schedule, or the backend's own
+all-reduce), its buffer, the future to complete, and the CUDA stream the buffer was written on (None on CPU)."""
 
 
 def _run_schedules(jobs: queue.SimpleQueue[_Job | None]) -> None:
@@ -176,7 +181,7 @@ def _run_schedules(jobs: queue.SimpleQueue[_Job | None]) -> None:
     """
     failure: BaseException | None = None
     while (job := jobs.get()) is not None:
-        runner, buffer, future, stream = job
+        reduce, buffer, future, stream = job
         if failure is not None:
             # torch annotates set_exception's argument as the future's value type; it takes an exception.
             future.set_exception(RuntimeError(f"an earlier bucket's all-reduce failed: {failure}"))  # type: ignore[arg-type]
@@ -185,7 +190,7 @@ def _run_schedules(jobs: queue.SimpleQueue[_Job | None]) -> None:
             # A thread's current CUDA device and stream are its own: run where the bucket was written,
             # so the schedule's kernels follow the backward's writes into the bucket.
             with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                runner.run(buffer, "sum")
+                reduce(buffer)
         except BaseException as exc:
             # Handed to DDP through the future, which raises it in backward on this rank.
             failure = exc
@@ -209,11 +214,29 @@ class _ScheduleWorker:
         thread.start()
         weakref.finalize(self, self._jobs.put, None)
 
-    def submit(self, runner: ScheduleRunner, buffer: torch.Tensor) -> torch.futures.Future[torch.Tensor]:
+    def submit(
+        self, reduce: Callable[[torch.Tensor], None], buffer: torch.Tensor
+    ) -> torch.futures.Future[torch.Tensor]:
+        """Queue ``reduce(buffer)`` after every bucket submitted before; its future completes with ``buffer``."""
         future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
         stream = torch.cuda.current_stream(buffer.device) if buffer.device.type == "cuda" else None
-        self._jobs.put((runner, buffer, future, stream))
+        self._jobs.put((reduce, buffer, future, stream))
         return future
+
+
+def _native_all_reduce(group: Any) -> Callable[[torch.Tensor], None]:
+    """The backend's own sum all-reduce of a bucket on ``group``, for the worker thread.
+
+    ``work.wait()`` blocks until done on CPU backends; on NCCL it makes the current stream (the
+    bucket's, set by the worker) wait for the collective's, without blocking the thread.
+    """
+
+    def reduce(buffer: torch.Tensor) -> None:
+        work = dist.all_reduce(buffer, group=group, async_op=True)
+        assert work is not None  # async_op=True always returns the work
+        work.wait()
+
+    return reduce
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,13 +282,19 @@ class _BucketAllReduce:
             plan = self._plans[key] = self._plan(buffer, group)
         # Divide first, as the default hook does, so sums of large gradients stay in range.
         buffer.div_(plan.world_size)
-        if plan.runner is None:
+        if plan.runner is None and self._worker is None:
+            # No schedule runs on this hook's thread yet: the backend's own asynchronous all-reduce, as
+            # DDP's default hook does.
             work = dist.all_reduce(buffer, group=group, async_op=True)
             assert work is not None  # async_op=True always returns the work
             return work.get_future().then(_first)
         if self._worker is None:
             self._worker = _ScheduleWorker()
-        return self._worker.submit(plan.runner, buffer)
+        # From now on every bucket goes through the worker's queue, native ones too: one communicator,
+        # one thread issuing its operations, in the order DDP hands the buckets over on every rank.
+        runner = plan.runner
+        reduce = _native_all_reduce(group) if runner is None else (lambda b: runner.run(b, "sum"))
+        return self._worker.submit(reduce, buffer)
 
 
 def ddp_comm_hook(profile: Profile) -> CommHook:
