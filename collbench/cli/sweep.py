@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -12,14 +12,14 @@ from collbench.cli.console import console, err_console
 from collbench.cli.options import split_values
 from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
 from collbench.errors import ConfigError, UnknownNameError
-from collbench.runtime.executor.schedule_runner import DEFAULT_SEGMENT_BYTES
+from collbench.runtime.executor.segments import DEFAULT_SEGMENT_BYTES
 from collbench.runtime.host.affinity import default_local_ranks
-from collbench.runtime.launch.ranks import job_rank, under_launcher
-from collbench.runtime.sweep.plan import SweepConfig, validate
-from collbench.runtime.sweep.run import SweepProgress, run_sweep
 from collbench.runtime.sweep.stalls import stall_report
 from collbench.schedules.ops import Op, parse_redop
 from collbench.units import format_bytes, parse_size
+
+if TYPE_CHECKING:
+    from collbench.runtime.sweep.run import SweepProgress
 
 _FORMATS = ("table", "nccl-tests", "json")
 
@@ -112,6 +112,11 @@ def sweep(
     ] = None,
 ) -> None:
     """Run and time collectives per algorithm, size and dtype; check every result."""
+    # Imported here, not above: they import torch, which --help must not wait for.
+    from collbench.runtime.launch.ranks import job_rank, under_launcher
+    from collbench.runtime.sweep.plan import SweepConfig, validate
+    from collbench.runtime.sweep.run import run_sweep
+
     if fmt not in _FORMATS:
         raise ConfigError(f"--format {fmt!r}: use one of {', '.join(_FORMATS)}")
     if sum([in_place, out_of_place, both]) > 1:

@@ -18,7 +18,6 @@ from collbench.errors import ConfigError
 from collbench.runtime.sweep.stalls import stall_report
 from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
 from collbench.tuning.resume import kept_rows_hint
-from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
 from collbench.units import parse_size
 
 if TYPE_CHECKING:
@@ -126,6 +125,9 @@ def tune(
     ] = 300.0,
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
+    # Imported here, not above: it imports torch, which --help must not wait for.
+    from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
+
     if check is not None:
         _check(check, parse_ranks(ranks) if ranks is not None else None, backend)
         return

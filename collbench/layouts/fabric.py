@@ -41,8 +41,6 @@ from dataclasses import dataclass, field
 from typing import overload
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from collbench.errors import ConfigError
 from collbench.topology.model import DEFAULT_BANDWIDTH_GBPS, Device, LinkKind, Topology
@@ -427,6 +425,11 @@ def _pcie_domains(ranks: tuple[Device, ...], code: np.ndarray) -> list[np.ndarra
                 idx = np.asarray(members)
                 if not (code[np.ix_(idx, idx)] == sys_code).any():
                     adjacency[idx[0], idx] = True
+        # Imported when first needed: scipy costs CPU time that the CLI's --help, which imports
+        # this module, must not spend.
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
         _, labels = connected_components(csr_matrix(adjacency), directed=False)
         out.append(np.asarray(labels, dtype=np.int64))
     return out

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import nnls
 
 FloatArray = NDArray[np.float64]
 
@@ -47,6 +46,15 @@ MAX_SEGMENTS = 6
 _BIC_FLOOR = 1e-4
 _REFINE_ROUNDS = 24
 """At most this many breakpoint moves per candidate (each strictly lowers the joined error)."""
+
+
+def _nnls(a: FloatArray, b: FloatArray, maxiter: int | None = None) -> tuple[FloatArray, float]:
+    """scipy's non-negative least squares, imported on the first fit, not with this module: scipy.optimize
+    costs 0.2 s of CPU, and every ``collbench ... --help`` imports this module without fitting anything."""
+    from scipy.optimize import nnls
+
+    x, rnorm = nnls(a, b, maxiter=maxiter)
+    return x, float(rnorm)
 
 
 def nnls_relative(design: FloatArray, target: FloatArray, times: FloatArray) -> tuple[FloatArray, float]:
@@ -59,7 +67,7 @@ def nnls_relative(design: FloatArray, target: FloatArray, times: FloatArray) -> 
     y = target / times
     norms = np.linalg.norm(a, axis=0)
     norms[norms == 0] = 1.0
-    x_scaled, _ = nnls(a / norms, y)
+    x_scaled, _ = _nnls(a / norms, y)
     x = x_scaled / norms
     resid = a @ x - y
     return x, float(resid @ resid)
@@ -94,7 +102,7 @@ def lsq_inequality(e: FloatArray, f: FloatArray, g: FloatArray, h: FloatArray | 
     dual = np.vstack([cons.T, rhs[None, :]])
     unit = np.zeros(n + 1)
     unit[-1] = 1.0
-    u, _ = nnls(dual, unit, maxiter=50 * dual.shape[1])
+    u, _ = _nnls(dual, unit, maxiter=50 * dual.shape[1])
     resid = dual @ u - unit
     if abs(resid[-1]) <= 1e-12:
         raise ValueError("the constraints cannot all hold")

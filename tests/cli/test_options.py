@@ -14,10 +14,10 @@ from synthetic_rows import make_rows
 from typer.core import TyperOption
 from typer.testing import CliRunner
 
-from collbench.cli import sweep as sweep_module
 from collbench.cli.app import app
 from collbench.results.io import write_rows
 from collbench.runtime.executor.schedule_runner import default_segment_bytes
+from collbench.runtime.sweep import run as sweep_run
 from collbench.units import format_bytes
 
 WIDE = {"COLUMNS": "200", "NO_COLOR": "1"}
@@ -172,7 +172,7 @@ def test_sweep_help_states_the_executors_segment_default() -> None:
 
 
 def test_sweep_of_one_rank_says_it_moves_no_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sweep_module, "run_sweep", lambda config, progress: [])
+    monkeypatch.setattr(sweep_run, "run_sweep", lambda config, progress: [])
     args = ["sweep", "--ranks", "1", "--algo", "ring", "-b", "1K", "-e", "1K", "--stream", str(tmp_path / "s.jsonl")]
     result = CliRunner().invoke(app, args, env=WIDE)
     assert result.exit_code == 0, result.output

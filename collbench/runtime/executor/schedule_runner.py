@@ -31,15 +31,9 @@ import torch
 import torch.distributed as dist
 
 from collbench.runtime.executor.reduce import divide_exactly, reduce_many
+from collbench.runtime.executor.segments import DEFAULT_SEGMENT_BYTES
 from collbench.schedules.ir import Schedule, Step
 from collbench.schedules.ops import Op, chunk_bounds
-
-DEFAULT_SEGMENT_BYTES: dict[str, int] = {"cpu": 4 << 20, "cuda": 4 << 20}
-"""Segment size per device type: big enough that per-message costs amortise, small enough to overlap.
-
-On CPUs every segment costs a blocking wait, and on a busy machine a wait can cost a scheduler time
-slice (4 ms measured on the 2-core development machine), so CPU segments are large."""
-
 
 MAX_TRANSFER_SEGMENTS = 1024
 """The most segments one transfer is cut into: each is a posted message and a plan entry, so a tiny

@@ -1,0 +1,52 @@
+"""`collbench --help` and every command's --help import no heavy library: torch (1.5 s of CPU), scipy,
+pandas, pyarrow, matplotlib, jinja2 are imported when a command needs them, not to print its options.
+
+A correctness check, not a timing: one fresh interpreter imports the CLI, asks each command for its
+help in turn, and reports which heavy modules are loaded after each (sys.modules only grows, so the
+first command that pulls one in is the one named). benchmarks/README.md reports the CPU time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("torch", "scipy", "pandas", "pyarrow", "matplotlib", "jinja2")
+
+_PROBE = """
+import contextlib, io, json, sys
+from collbench.cli.app import app
+from typer.main import get_command
+
+def paths(command, prefix):
+    yield prefix
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from paths(sub, [*prefix, name])
+
+heavy = json.loads(sys.argv[1])
+seen = {}
+for path in paths(get_command(app), []):
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            app([*path, "--help"], standalone_mode=False)
+        except SystemExit:
+            pass
+    if "Usage:" not in out.getvalue():
+        raise SystemExit(f"no help printed for {path}: {out.getvalue()!r}")
+    seen[" ".join(path) or "collbench"] = [m for m in heavy if m in sys.modules]
+print(json.dumps(seen))
+"""
+
+
+def test_every_help_imports_no_heavy_module() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(HEAVY)], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout)
+    # Every command and group is asked: the root, 9 commands, 3 groups and their commands.
+    assert {"collbench", "sweep", "tune", "fit", "export nccl-plugin", "profile merge", "import nccl-tests"} <= set(
+        seen
+    )
+    assert {path: loaded for path, loaded in seen.items() if loaded} == {}
