@@ -1,8 +1,18 @@
-"""Test-suite wide settings: GPU tests skip without CUDA."""
+"""Test-suite wide settings: every test runs in its own empty folder; GPU tests skip without CUDA."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _in_own_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run each test in its own temporary folder: a command's default outputs (collbench-profile.yaml,
+    collbench-sweep.jsonl, ...) land there, and nothing the user has in the folder they started
+    pytest from (a profile the README's first line wrote, say) changes what a test sees."""
+    monkeypatch.chdir(tmp_path)
 
 
 def _cuda_available() -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from sampled_rows import SIZES, SLOW_SIZES, sampled_row, two_runs
 from typer.testing import CliRunner
 
@@ -143,17 +143,15 @@ def _many_points(path: Path, points: int, factor: float) -> None:
             f.write(json.dumps(row) + "\n")
 
 
-def test_two_files_of_200k_points_compare_in_bounded_time(tmp_path: Path) -> None:
-    """Rows stream into per-point summaries and the table shows only what is beyond noise."""
+@pytest.mark.slow
+def test_two_files_of_200k_points_compare_and_print_only_what_is_beyond_noise(tmp_path: Path) -> None:
+    """Rows stream into per-point summaries and the table shows only what is beyond noise. Reading and
+    checking 400,000 rows takes ~25 s of one idle core (before, compare held every row and printed every
+    point, past 120 s): benchmarks/bench_compare_files.py measures its CPU time and memory."""
     base, new = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _many_points(base, 200_000, 1.0)
     _many_points(new, 200_000, 1.0)
-    started = time.monotonic()
     result = CliRunner().invoke(app, ["compare", str(base), str(new), "--fail-above", "5%"])
-    elapsed = time.monotonic() - started
     assert result.exit_code == 0, result.output
     assert "200000 points matched" in result.output and "within noise not shown" in result.output
     assert len(result.stdout.splitlines()) < 100
-    # Reading and checking 400,000 rows takes ~25 s of one idle core; before, compare held every row and
-    # printed every point, past 120 s. The bound is generous for a shared, loaded machine.
-    assert elapsed < 240.0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from pathlib import Path
 from typing import Any
 
@@ -89,11 +88,10 @@ def _alias_bomb(levels: int) -> str:
     return text
 
 
-def test_yaml_alias_bomb_is_one_line_and_fast(tmp_path: Path) -> None:
-    started = time.monotonic()
+def test_yaml_alias_bomb_is_one_line(tmp_path: Path) -> None:
+    # Bounded work (once it took 33 s and 3 GB): the time is benchmarks/bench_input_bounds.py's to say.
     with pytest.raises(InputFileError, match="aliases expand to more than"):
         parse_yaml(_alias_bomb(10), tmp_path / "t.yaml")
-    assert time.monotonic() - started < 5  # bounded work: once it took 33 s and 3 GB
 
 
 def test_yaml_small_alias_use_and_self_reference(tmp_path: Path) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from collbench.cli.render.topology import topology_summary
 from collbench.errors import InputFileError
+from collbench.topology import nccl_xml
 from collbench.topology.model import MAX_MACHINE_DEVICES, LinkKind
 from collbench.topology.nccl_xml import affinity_to_cpus, parse_nccl_xml, read_nccl_xml
 
@@ -144,20 +144,23 @@ def _many_gpus_xml(gpus: int, nics: int = 0) -> str:
     return "\n".join([*parts, "</system>"])
 
 
-def test_an_xml_of_thousands_of_gpus_is_refused_at_once() -> None:
+def test_an_xml_of_thousands_of_gpus_is_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused once its devices are counted, before any per-pair work (numbering, links): how long that
+    takes is benchmarks/bench_input_bounds.py's to say."""
+
+    def per_pair_work(self: object) -> None:
+        raise AssertionError("the refusal came after the per-device work began")
+
+    monkeypatch.setattr(nccl_xml._Reader, "_number_by_class", per_pair_work)
     text = _many_gpus_xml(5000)
-    started = time.perf_counter()
     with pytest.raises(InputFileError, match=r"names 5000 GPUs and 0 NICs; one machine's topology holds at most"):
         parse_nccl_xml(text, "many.xml")
-    assert time.perf_counter() - started < 5.0
 
 
-def test_the_largest_xml_allowed_reads_and_summarises_in_seconds() -> None:
+def test_the_largest_xml_allowed_reads_and_summarises() -> None:
     text = _many_gpus_xml(MAX_MACHINE_DEVICES - 16, 16)
-    started = time.perf_counter()
     topo = parse_nccl_xml(text, "largest.xml")
     lines = topology_summary(topo)
-    assert time.perf_counter() - started < 10.0
     assert (len(topo.gpus), len(topo.nics)) == (MAX_MACHINE_DEVICES - 16, 16)
     assert topo.link("GPU0", "GPU239").kind == LinkKind.NVSWITCH
     assert any("18 links per GPU through NVSwitch" in line for line in lines)

@@ -7,12 +7,11 @@ matrix no single machine prints.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from collbench.cli.render.topology import topology_summary
 from collbench.errors import InputFileError
+from collbench.topology import nvidia_smi
 from collbench.topology.model import MAX_MACHINE_DEVICES, LinkKind
 from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
 
@@ -29,23 +28,26 @@ def _matrix(gpus: int, nics: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_a_matrix_of_2049_gpus_is_refused_at_once() -> None:
+def test_a_matrix_of_2049_gpus_is_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused at its header, before any row is read: how long that takes is
+    benchmarks/bench_input_bounds.py's to say."""
+
+    def read_row(self: object, line: str, lineno: int) -> None:
+        raise AssertionError(f"line {lineno} was read after a header naming 2049 devices")
+
+    monkeypatch.setattr(nvidia_smi._Parser, "row", read_row)
     n = 2049
     row = "\t".join(["SYS"] * n)
     text = "\t" + "\t".join(f"GPU{i}" for i in range(n)) + "\tCPU Affinity\n"
     text += "".join(f"GPU{i}\t{row[: 4 * i]}X{row[4 * i + 3 :]}\t0-63\n" for i in range(n))
-    started = time.perf_counter()
     with pytest.raises(InputFileError, match=rf"names {n} GPUs and NICs; one machine's matrix holds at most"):
         parse_nvidia_smi_topo(text, "big.txt")
-    assert time.perf_counter() - started < 5.0
 
 
-def test_the_largest_matrix_allowed_reads_and_summarises_in_seconds() -> None:
+def test_the_largest_matrix_allowed_reads_and_summarises() -> None:
     text = _matrix(MAX_MACHINE_DEVICES - 16, 16)
-    started = time.perf_counter()
     topo = parse_nvidia_smi_topo(text, "largest.txt")
     lines = topology_summary(topo)
-    assert time.perf_counter() - started < 10.0
     assert (len(topo.gpus), len(topo.nics)) == (MAX_MACHINE_DEVICES - 16, 16)
     assert topo.link("GPU0", "GPU7").kind == LinkKind.NVLINK and topo.link("GPU0", "GPU8").kind == LinkKind.SYS
     assert "NVLink: version unknown, 28 links per GPU" in lines

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -108,10 +107,8 @@ def test_a_parquet_file_claiming_more_rows_than_it_has_bytes_is_refused_unread(t
     path = tmp_path / "many.parquet"
     pq.write_table(one.take(pa.array([0] * 2_000_000)), path, row_group_size=1_000_000)
     assert path.stat().st_size < 2_000_000
-    started = time.monotonic()
     with pytest.raises(InputFileError, match="claims 2,000,000 rows in"):
         next(iter_rows(path))
-    assert time.monotonic() - started < 5.0
 
 
 def test_parquet_of_repeated_real_rows_still_reads(tmp_path: Path) -> None:
