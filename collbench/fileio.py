@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from collbench.errors import InputFileError
+from collbench.units import MAX_INT_DIGITS
 
 MAX_TEXT_FILE_BYTES = 64 * 1024 * 1024
 """The most bytes collbench reads from a user's text file (a profile, a topology, a fit, a log).
@@ -40,11 +42,11 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def read_text_file(path: Path, expected: str) -> str:
+def read_text_file(path: Path, expected: str, *, max_bytes: int = MAX_TEXT_FILE_BYTES) -> str:
     """The text of ``path``; InputFileError saying what was ``expected`` when it cannot be read.
 
     Only a regular file is read: a FIFO would block the open until a writer came, and a device such
-    as ``/dev/zero`` never ends. At most :data:`MAX_TEXT_FILE_BYTES` are read.
+    as ``/dev/zero`` never ends. At most ``max_bytes`` (:data:`MAX_TEXT_FILE_BYTES`) are read.
     """
     try:
         mode = os.stat(path).st_mode
@@ -71,16 +73,15 @@ def read_text_file(path: Path, expected: str) -> str:
             # In pieces: one read of the cap would allocate the whole cap for a file of a few bytes.
             chunks: list[bytes] = []
             size = 0
-            while size <= MAX_TEXT_FILE_BYTES and (chunk := f.read(1 << 20)):
+            while size <= max_bytes and (chunk := f.read(1 << 20)):
                 chunks.append(chunk)
                 size += len(chunk)
             data = b"".join(chunks)
         except OSError as exc:
             raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_TEXT_FILE_BYTES:
+    if len(data) > max_bytes:
         raise InputFileError(
-            str(path),
-            f"larger than {MAX_TEXT_FILE_BYTES // (1024 * 1024)} MiB, the most collbench reads (expected {expected})",
+            str(path), f"larger than {max_bytes // (1024 * 1024)} MiB, the most collbench reads (expected {expected})"
         )
     try:
         return data.decode("utf-8")
@@ -295,9 +296,12 @@ def _check_expansion(root: Any, path: Path) -> None:
         if key in on_path:
             raise InputFileError(str(path), "a YAML alias refers to itself", line=node.start_mark.line + 1)
         if isinstance(node, yaml.ScalarNode):
+            _check_scalar(node, path)
             sizes[key] = 1
             depths[key] = 0
             continue
+        if isinstance(node, yaml.MappingNode):
+            _check_unique_keys(node, path)
         on_path.add(key)
         stack.append((node, True))
         for child in _children(node):
@@ -305,6 +309,34 @@ def _check_expansion(root: Any, path: Path) -> None:
                 raise InputFileError(str(path), "a YAML alias refers to itself", line=child.start_mark.line + 1)
             if id(child) not in sizes:
                 stack.append((child, False))
+
+
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+def _check_scalar(node: Any, path: Path) -> None:
+    """An integer of more than MAX_INT_DIGITS digits is refused before PyYAML's ``int()`` sees it."""
+    digits = sum(c.isdigit() for c in node.value) if node.tag == _INT_TAG else 0
+    if digits > MAX_INT_DIGITS:
+        problem = f"an integer of {digits:,} digits; numbers here have at most {MAX_INT_DIGITS}"
+        raise InputFileError(str(path), problem, line=node.start_mark.line + 1)
+
+
+def _check_unique_keys(node: Any, path: Path) -> None:
+    """A key given twice in one mapping is refused: YAML says keys are unique, and PyYAML would keep the
+    last silently, so what a reader sees first is not what collbench uses."""
+    seen: set[tuple[str, str]] = set()
+    for key_node, _ in node.value:
+        if not hasattr(key_node, "value") or not isinstance(key_node.value, str):
+            continue
+        key = (key_node.tag, key_node.value)
+        if key in seen:
+            raise InputFileError(
+                str(path),
+                f"key {key_node.value[:60]!r} is given twice in one mapping",
+                line=key_node.start_mark.line + 1,
+            )
+        seen.add(key)
 
 
 def _children(node: Any) -> list[Any]:
@@ -317,12 +349,38 @@ def _children(node: Any) -> list[Any]:
     return []
 
 
+class _JSONProblem(ValueError):
+    """A number or a key json.loads would take, but collbench does not."""
+
+
+def json_int(text: str) -> int:
+    """``json.loads``'s ``parse_int``: an integer of sane length (checked before ``int()``)."""
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INT_DIGITS:
+        raise _JSONProblem(f"an integer of {digits:,} digits; numbers here have at most {MAX_INT_DIGITS}")
+    return int(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _JSONProblem(f"key {twice[:60]!r} is given twice in one object")
+    return out
+
+
 def parse_json(text: str, path: Path) -> Any:
     """JSON ``text`` read from ``path``; InputFileError with the problem and its line."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=json_int, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise InputFileError(str(path), f"not JSON: {exc.msg}", line=exc.lineno) from None
+    except _JSONProblem as exc:
+        # json.loads says nowhere where its hook refused: a run of too many digits is found again.
+        found = re.search(rf"\d{{{MAX_INT_DIGITS + 1},}}", text) if "digits" in str(exc) else None
+        line = text.count("\n", 0, found.start()) + 1 if found else None
+        raise InputFileError(str(path), str(exc), line=line) from None
     except RecursionError:
         raise InputFileError(str(path), "not JSON collbench reads: nested too deeply") from None
 

@@ -56,6 +56,7 @@ from collbench.profile.rules import Rule
 from collbench.runtime.executor.schedule_runner import ScheduleRunner
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op
+from collbench.schedules.spec import MAX_SEGMENTS
 
 _REDOPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "prod": dist.ReduceOp.PRODUCT}
 
@@ -114,6 +115,12 @@ def _build(
     spec = get_algorithm(rule.algo)
     segments = int(rule.params.get("segments") or 1)
     seg_bytes = rule.params.get("segment_bytes")
+    # Every rank has the same profile, tensor size and dtype: each refuses alike, before any message.
+    where = f"the profile's {op.value} rule at {rule.min_bytes} bytes"
+    if not 1 <= segments <= MAX_SEGMENTS:
+        raise ConfigError(f"{where} cuts the message in {segments} segments; a schedule takes 1 to {MAX_SEGMENTS}")
+    if seg_bytes is not None and seg_bytes < elem_bytes:
+        raise ConfigError(f"{where} has segments of {seg_bytes} bytes, less than one {elem_bytes}-byte element")
     if seg_bytes and "segments" not in rule.params:
         # The sweep pipelined segmented schedules (trees) this way; build what was measured.
         segments = spec.segments_for(count * elem_bytes, int(seg_bytes))

@@ -59,3 +59,15 @@ def format_bytes(size_bytes: float) -> str:
             return f"{value:.0f} {unit}" if whole else f"{value:.3g} {unit}"
         value /= 1024
     raise AssertionError("unreachable: the last unit returns")
+
+
+# -- physical bounds: what any measurement, file or request of collbench can hold ------------------
+
+MAX_BYTES = 1 << 50
+"""Sizes are below 2^50 bytes (1 PiB): no message of one rank comes near, and a size past it in a file
+is a typo or an attack (a Parquet writer overflows on 1e30; 2^63 wraps a C int64)."""
+MAX_RANKS = 1 << 20
+"""World sizes and node counts are below 2^20 (1,048,576): a thousand times the largest job run today."""
+MAX_INT_DIGITS = 20
+"""Digits an integer in a file may have (2^64 has 20): checked before ``int()``, which refuses more than
+4,300 digits with a ValueError and takes quadratic time on the way there."""

@@ -35,7 +35,9 @@ import yaml
 
 from collbench.errors import InputFileError, UnknownNameError, UserError
 from collbench.fileio import atomic_write_text, parse_yaml, read_text_file
+from collbench.layouts.rings import MAX_CHANNELS
 from collbench.models.fitted import Fit
+from collbench.profile.bounds import profile_problem, tree_problem
 from collbench.profile.rules import Rule, check_coverage
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.schedules.ops import Op
@@ -46,6 +48,9 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
+MAX_PROFILE_BYTES = 8 << 20
+"""The largest profile collbench reads: real ones are tens of kilobytes (a hundred shapes, a few hundred
+KB); parsing and checking 8 MiB of YAML takes seconds, 23 MB took 46 s and 1.4 GB before."""
 
 
 HOST_FACTS = ("host_cores", "host_numa_nodes", "host_memory_bytes")
@@ -223,6 +228,11 @@ def _check_layout(layout: ProfileLayout, world_size: int) -> None:
     A rankfile and the ring a job runs are built from these lists: a repeated rank would put two ranks
     on one slot, and a ring shorter than the world leaves ranks nowhere.
     """
+    for kind, orders in (("rings", layout.rings), ("trees", layout.trees)):
+        if len(orders) > MAX_CHANNELS:
+            raise ValueError(
+                f"layout {layout.name!r} has {len(orders)} {kind}, more than {MAX_CHANNELS} (NCCL's channels)"
+            )
     for i, ring in enumerate(layout.rings):
         # The length first: a predicted shape may be far larger than the ring, and no list of its ranks is made.
         if len(ring) != world_size or sorted(ring) != list(range(world_size)):
@@ -232,10 +242,9 @@ def _check_layout(layout: ProfileLayout, world_size: int) -> None:
                 f"(each exactly once)"
             )
     for i, tree in enumerate(layout.trees):
-        if len(tree) != world_size or any(not -1 <= parent < world_size for parent in tree):
-            raise ValueError(
-                f"layout {layout.name!r} tree {i} must give each of the {world_size} ranks a parent rank (-1: the root)"
-            )
+        problem = tree_problem(list(tree), world_size)
+        if problem is not None:
+            raise ValueError(f"layout {layout.name!r} tree {i} {problem}")
 
 
 def _check_nccl_rules(rules: tuple[Rule, ...], shape: str) -> None:
@@ -450,6 +459,9 @@ class Profile:
         problem = schema_problem(data)
         if problem is not None:
             raise InputFileError(source, f"not a valid collbench profile: {problem}")
+        problem = profile_problem(data)
+        if problem is not None:
+            raise InputFileError(source, f"not a profile collbench uses: {problem}")
         try:
             return cls(
                 fingerprint=str(data["fingerprint"]),
@@ -471,7 +483,7 @@ class Profile:
         path = Path(path)
         if not path.exists():
             raise InputFileError(str(path), "no such profile; make one with `collbench tune`")
-        text = read_text_file(path, "a profile YAML from `collbench tune`")
+        text = read_text_file(path, "a profile YAML from `collbench tune`", max_bytes=MAX_PROFILE_BYTES)
         data = parse_yaml(text, path)
         return cls.from_dict(data, source=str(path))
 
