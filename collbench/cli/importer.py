@@ -69,12 +69,14 @@ def nccl_tests(
     """
     if output is not None and output.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
         raise InputFileError(str(output), "unknown results format; use .jsonl, .csv or .parquet")
-    if output is not None:
-        check_writable(output)
     algo = _checked_algo(algo)
     check_nodes_option(nodes, ranks)
+    op = one_value(op, "--op", "collective")
+    # The options first, then the file: a mistyped option says so, not what is wrong with -O.
+    if output is not None:
+        check_writable(output)
     notes: list[str] = []
-    rows = read_nccl_tests(log, algo=algo, op=one_value(op, "--op", "collective"), ranks=ranks, notes=notes)
+    rows = read_nccl_tests(log, algo=algo, op=op, ranks=ranks, notes=notes)
     # As fit settles a log's node count, so that fitting the rows written here gives the same fit.
     rows = settle_log_nodes(log, rows, nodes, notes)
     print_notes(notes)

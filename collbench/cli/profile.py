@@ -79,10 +79,10 @@ def predict(
     from collbench.profile.document import Profile
     from collbench.tuning.shapes import parse_shapes, prediction_notes, with_predictions
 
+    shapes = parse_shapes(ranks, "--ranks")  # the options first, then the files
     target = output if output is not None else predicted_path(profile)
     check_writable(target)
     loaded = Profile.load(profile)
-    shapes = parse_shapes(ranks, "--ranks")
     added = with_predictions(loaded, shapes)
     added.save(target)
     for line in prediction_notes(loaded, shapes):

@@ -11,6 +11,7 @@ from pathlib import Path
 from collbench.errors import ConfigError
 from collbench.fileio import check_writable
 from collbench.results.journal import count_lines
+from collbench.schedules.ops import Op
 from collbench.tuning.resume import PartialPlan, check_partials
 from collbench.tuning.selection import SelectionSettings
 
@@ -154,6 +155,11 @@ def check_config(config: TuneConfig, *, files: bool = True) -> None:
         raise ConfigError(f"--plot {config.png_path}: use a .png name")
     if config.resume and config.overwrite:
         raise ConfigError("--resume continues an interrupted tune and --overwrite starts over: give one of them")
+    for name in config.ops:
+        # Checked here, with the other options and before the files: an unknown op is its own error,
+        # not "pass --overwrite".
+        if name.strip().lower() != "all":
+            Op.parse(name)
     if files:
         check_files(config)
 

@@ -122,7 +122,12 @@ def run_tune(
             raise ConfigError("the sweep measured nothing (no rows): nothing to tune from")
         write_rows(config.rows_path, rows)
     except CollbenchError as exc:
-        raise with_hint(exc, kept_rows_hint(partial_paths(config))) from None
+        hint = kept_rows_hint(partial_paths(config))
+        if not hint and job_rank() == 0:
+            # Refused before any row was kept (a sweep's own check): the topology kept for --resume
+            # has nothing to resume, and a refused command leaves nothing behind.
+            partial_topology_path(config.rows_path).unlink(missing_ok=True)
+        raise with_hint(exc, hint) from None
     assumed = nodes_assumed(rows)
 
     decided = decide(

@@ -40,9 +40,7 @@ print(json.dumps(seen))
 
 
 def test_every_help_imports_no_heavy_module() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(HEAVY)], capture_output=True, text=True, check=False
-    )
+    out = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(HEAVY)], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout)
     # Every command and group is asked: the root, 9 commands, 3 groups and their commands.

@@ -303,7 +303,6 @@ def validate(config: SweepConfig) -> SweepJob:
         raise ConfigError(f"--root {config.root} is not a rank of a world of {config.world_size}")
     if config.output is not None and config.output.suffix.lower() not in OUTPUT_SUFFIXES:
         raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
-    _check_files(config)
     local = job.local_world_size if job is not None else (config.world_size or 1)
     skipped: list[str] = []
     if config.backend.strip().lower() == "mpi":
@@ -324,6 +323,9 @@ def validate(config: SweepConfig) -> SweepJob:
         from collbench.topology.io import load_topology
 
         topology = load_topology(config.topology_path)
+    # Every option is checked before the files: a mistyped option says what is wrong with it, not
+    # that the stream holds rows (which --overwrite would then empty for nothing).
+    _check_files(config)
     return SweepJob(
         config=config,
         backend=backend,
