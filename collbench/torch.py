@@ -137,10 +137,34 @@ def _check_initialised() -> None:
         raise ConfigError("torch.distributed is not initialised: call dist.init_process_group first")
 
 
-def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, redop: str, runners: _Runners) -> Rule:
+# torch.distributed's names (ReduceOp.RedOpType's members) for collbench's: PRODUCT is prod.
+_TORCH_REDOPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "avg"}
+
+
+def redop_name(op: object) -> str:
+    """collbench's name for a reduction given as collbench names it (``"max"``) or as torch.distributed
+    does: ``dist.ReduceOp.MAX`` (a ``ReduceOp.RedOpType`` member, with a ``name``) or a ``dist.ReduceOp``
+    built from one (no name; it compares equal to its member). Raises ConfigError for another value,
+    and for torch's reductions collbench has no schedule for (BAND, BOR, BXOR, PREMUL_SUM)."""
+    known = ", ".join([*_REDOPS, "avg"])
+    if isinstance(op, str):
+        key = op.strip().lower()
+        if key not in (*_REDOPS, "avg"):
+            raise ConfigError(f"unknown reduction {op!r}; known: {known} (or torch's ReduceOp of one)")
+        return key
+    name = getattr(op, "name", None)
+    if not isinstance(name, str) and isinstance(op, dist.ReduceOp):
+        name = next((n for n, member in dist.ReduceOp.RedOpType.__members__.items() if op == member), None)
+    if isinstance(name, str) and name in _TORCH_REDOPS:
+        return _TORCH_REDOPS[name]
+    if isinstance(name, str) and name in dist.ReduceOp.RedOpType.__members__:
+        raise ConfigError(f"reduction ReduceOp.{name} is not one collbench runs; it runs {known}")
+    raise ConfigError(f"unknown reduction {op!r}; known: {known} (or torch's ReduceOp of one)")
+
+
+def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, op: object, runners: _Runners) -> Rule:
+    redop = redop_name(op)
     _check_initialised()
-    if redop not in (*_REDOPS, "avg"):
-        raise ConfigError(f"unknown reduction {redop!r}; known: {', '.join([*_REDOPS, 'avg'])}")
     nbytes = tensor.numel() * tensor.element_size()
     rule_set = _rule_set(profile, group)
     rule = rule_set.select(Op.ALL_REDUCE, nbytes)
@@ -161,12 +185,13 @@ def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, redop: str, 
     return rule
 
 
-def all_reduce(tensor: torch.Tensor, profile: Profile, group: Any = None, *, op: str = "sum") -> Rule:
+def all_reduce(tensor: torch.Tensor, profile: Profile, group: Any = None, *, op: object = "sum") -> Rule:
     """All-reduce ``tensor`` in place across ``group`` with the algorithm the profile picks for its size.
 
     The rule comes from the profile's rule set for the group's size (its measured one where the
     profile has that size both measured and predicted), so one profile serves every group of a job:
-    tensor-parallel, data-parallel, the world. ``op`` is sum, prod, min, max or avg. Returns the rule
+    tensor-parallel, data-parallel, the world. ``op`` is sum, prod, min, max or avg, or torch.distributed's
+    ``ReduceOp`` of one (``dist.ReduceOp.MAX``), as ``dist.all_reduce`` takes it. Returns the rule
     that was applied. Raises ConfigError when torch.distributed is not initialised; UserError when the
     profile has no rule set for the group's size or no all-reduce rules; torch.distributed errors
     pass through.

@@ -86,6 +86,14 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
         avg = torch.full((10, 10), float(rank), dtype=torch.float32)  # 400 B: recursive doubling
         ctorch.all_reduce(avg, profile=profile, op="avg")
         assert torch.allclose(avg, torch.full_like(avg, (world - 1) / 2))
+        # torch.distributed's own reduction arguments, at a native size and at a schedule's.
+        for count in (7, 5000):
+            for torch_op in (dist.ReduceOp.MAX, dist.ReduceOp.RedOpType.MIN, dist.ReduceOp(dist.ReduceOp.PRODUCT)):
+                base = (torch.arange(count, dtype=torch.float64) % 5 + 1) * (rank + 1)
+                ours, ref = base.clone(), base.clone()
+                ctorch.all_reduce(ours, profile=profile, op=torch_op)
+                dist.all_reduce(ref, op=torch_op)
+                assert torch.equal(ours, ref), (count, torch_op)
         results["default"] = _train(rank, None)
         results["hooked"] = _train(rank, ctorch.ddp_comm_hook(profile))
         if world > 2:
