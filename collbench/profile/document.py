@@ -17,7 +17,8 @@ selection) has one selection, ``rules``, and the NCCL exports map it as they alw
 Schema version 2 holds ``rule_sets``; version 1 files (one shape: ``world_size``, ``nodes``,
 ``layout`` and ``rules`` at the top) still load, as one measured rule set. Every file is checked
 against the JSON Schema (``collbench/profile/schema.json``, linked as profiles/schema.json) with
-the ``jsonschema`` library before it is built, so a bad file fails at load, naming the element.
+the ``jsonschema`` library before it is built (collbench's own check of the same keywords, with the
+same messages, where that library is not installed), so a bad file fails at load, naming the element.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collbench.layouts.rings import MAX_CHANNELS
 from collbench.models.fitted import Fit
 from collbench.profile.bounds import profile_problem, tree_problem
 from collbench.profile.rules import Rule, check_coverage
+from collbench.profile.schema_check import SchemaChecker, where
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.schedules.ops import Op
 
@@ -531,9 +533,14 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
 
 @cache
 def _validator() -> Any:
-    import jsonschema
-
+    """jsonschema's validator of the profile schema where the library is installed, else collbench's own
+    check (:mod:`collbench.profile.schema_check`), which names the same first violation in the same words."""
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    try:
+        import jsonschema
+    except ImportError:
+        # A machine lent bare (a GPU image without it, no package index): the same check without it.
+        return SchemaChecker(schema)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
@@ -541,13 +548,20 @@ def _validator() -> Any:
 
 def schema_problem(data: Any) -> str | None:
     """The first violation of the profile schema by ``data`` as one line (path: message), or None."""
-    import jsonschema
+    validator = _validator()
+    if isinstance(validator, SchemaChecker):
+        found = validator.best(data)
+        if found is None:
+            return None
+        path, raw = found.path, found.message
+    else:
+        import jsonschema
 
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
-    if error is None:
-        return None
-    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    message = " ".join(str(error.message).split())
+        error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+        if error is None:
+            return None
+        path, raw = tuple(error.absolute_path), str(error.message)
+    message = " ".join(raw.split())
     if len(message) > 200:
         message = message[:197] + "..."
-    return f"${where}: {message}"
+    return f"{where(path)}: {message}"
