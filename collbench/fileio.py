@@ -89,6 +89,26 @@ def read_text_file(path: Path, expected: str, *, max_bytes: int = MAX_TEXT_FILE_
         raise InputFileError(str(path), f"not text (byte {exc.start} is not UTF-8; expected {expected})") from None
 
 
+_LONG_NUMBER = re.compile(rf"(?<![0-9A-Za-z.])\d{{{MAX_INT_DIGITS + 1},}}(?![0-9A-Za-z])")
+
+
+def check_number_lengths(text: str, path: Path | str) -> None:
+    """InputFileError naming the line of the first whole number longer than MAX_INT_DIGITS digits.
+
+    A log or a paste is read by regular expressions that hand their digits to ``int()``, which
+    refuses more than 4,300 of them with a ValueError (and takes quadratic time on the way); no
+    count, size or id in such a file has more than 20. Runs inside hex words and fractions are not
+    numbers and are left to the parser.
+    """
+    found = _LONG_NUMBER.search(text)
+    if found is not None:
+        digits = found.end() - found.start()
+        line = text.count("\n", 0, found.start()) + 1
+        raise InputFileError(
+            str(path), f"a number of {digits:,} digits; numbers here have at most {MAX_INT_DIGITS}", line=line
+        )
+
+
 def check_writable(path: Path) -> None:
     """Raise InputFileError now, before any work, when ``path`` could not be written later.
 

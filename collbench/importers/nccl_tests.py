@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import InputFileError
-from collbench.fileio import read_text_file
+from collbench.fileio import check_number_lengths, read_text_file
 from collbench.importers.log_lines import nccl_line, plain_lines
 from collbench.importers.nccl_tests_infer import (
     TableRow,
@@ -544,6 +544,7 @@ def read_nccl_tests(
     if ranks is not None and ranks < 1:
         raise InputFileError(str(path), f"--ranks must be at least 1, got {ranks}")
     text = read_text_file(path, "nccl-tests output")
+    check_number_lengths(text, path)
     op_override = Op.parse(op) if op else None
     sink = notes if notes is not None else []
     if clean_pasted_text(text).lstrip().startswith("{"):

@@ -19,11 +19,17 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from collbench.units import MAX_BYTES, MAX_RANKS
+
 FIELD_RANGES: dict[str, tuple[float, float]] = {
-    "world_size": (1, math.inf),
-    "nodes": (0, math.inf),  # 0: unknown (results.NODES_UNKNOWN), from a log that does not say
-    "wrong": (-1, math.inf),
-    "segment_bytes": (1, math.inf),
+    # Physical bounds (collbench.units): a size of 1e30 bytes or a million nodes is no measurement.
+    "world_size": (1, MAX_RANKS - 1),
+    "nodes": (0, MAX_RANKS - 1),  # 0: unknown (results.NODES_UNKNOWN), from a log that does not say
+    "root": (0, MAX_RANKS - 1),
+    "size_bytes": (0, MAX_BYTES - 1),
+    "count": (0, MAX_BYTES - 1),
+    "wrong": (-1, MAX_BYTES - 1),
+    "segment_bytes": (1, MAX_BYTES - 1),
     "stall_fraction": (0.0, 1.0),
     "tune_round": (0, 1_000_000),  # a tune makes a handful of rounds
     "timed_samples": (1, math.inf),

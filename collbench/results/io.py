@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import InputFileError
-from collbench.fileio import atomic_output
+from collbench.fileio import atomic_output, json_int
 from collbench.results.journal import append_line
 from collbench.results.row import ResultRow
 
@@ -75,12 +75,14 @@ def _parse_line(path: Path, lineno: int, raw: bytes) -> ResultRow | None:
     if not line.strip():
         return None
     try:
-        data = json.loads(line)
+        data = json.loads(line, parse_int=json_int)
     except (json.JSONDecodeError, RecursionError) as exc:
         if torn:
             return None
         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
         raise InputFileError(str(path), f"not a JSON row ({msg})", line=lineno) from None
+    except ValueError as exc:  # json_int: an integer too long to be a number of a row
+        raise InputFileError(str(path), f"not a result row ({exc})", line=lineno) from None
     if not isinstance(data, dict):
         raise InputFileError(str(path), f"not a result row (a JSON {type(data).__name__}, not an object)", line=lineno)
     try:

@@ -25,7 +25,7 @@ from itertools import combinations
 from pathlib import Path
 
 from collbench.errors import InputFileError
-from collbench.fileio import read_text_file
+from collbench.fileio import check_number_lengths, read_text_file
 from collbench.pasted import clean_pasted_text
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
@@ -338,6 +338,7 @@ def parse_nvidia_smi_topo(text: str, path: str = "<stdin>", notes: list[str] | N
     text = clean_pasted_text(text)
     if not text.strip():
         raise InputFileError(path, "the input is empty (expected the text of `nvidia-smi topo -m`)")
+    check_number_lengths(text, path)
     p = _Parser(text, path, notes if notes is not None else [])
     header_at = p.header()
     rows: dict[str, _Row] = {}
