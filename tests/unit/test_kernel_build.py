@@ -136,7 +136,10 @@ def test_build_falls_back_in_one_line_naming_the_fix(tmp_path: Path) -> None:
     said.clear()
     result = build(tmp_path / "b", "ext", broken, said.append, torch_cuda="13.0", cuda_home=home)
     assert result.module is None and len(said) == 2  # "building ...", then why it fell back
-    assert "(RuntimeError: Error building extension 'ext'); check CUDA_HOME" in said[1]
+    # No compiler error line in that output: the loader's first line, and where the rest is kept.
+    assert "(RuntimeError: Error building extension 'ext'); the whole build output is in" in said[1]
+    assert "check CUDA_HOME" in said[1]
+    assert "long compiler output" in (tmp_path / "b" / kernel_build.FAILURE_LOG).read_text()
 
 
 def test_reduce_path_names_the_path_the_executor_takes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -221,7 +221,8 @@ def build(
     Says, in one line each: a stale lock removed; that a first build starts and where; how long it
     took; or why the kernels are not used and how to fix it (the rows then record ``torch-ops``):
     a first build without ``$CUDA_HOME/bin/nvcc``, a toolkit of another CUDA major version, ninja or
-    Python.h missing, or the build failing. ``tools``: ninja and Python.h as found here
+    Python.h missing, or the build failing (then with the compiler's own error lines, and its whole
+    output kept in the build directory: :func:`build_failed`). ``tools``: ninja and Python.h as found here
     (``find_build_tools``), checked before ``load``; None for a ``load`` that runs neither (tests'
     fakes of torch's loader).
     """
@@ -250,15 +251,72 @@ def build(
         with owning(build_dir):
             module = load()
     except Exception as exc:  # compiler and loader failures come in many types
-        lines = str(exc).strip().splitlines()
-        text = f"building them failed ({type(exc).__name__}: {lines[0] if lines else 'no message'})"
-        if "CUDA_HOME" not in text:
-            text += "; check CUDA_HOME (the toolkit of torch's CUDA version), or COLLBENCH_NO_CUDA_KERNELS=1"
-        return fallback(say, text)
+        return build_failed(say, exc, build_dir)
     seconds = time.monotonic() - start
     if first:
         say(f"built collbench's CUDA reduction kernels in {seconds:.0f} s")
     return BuildResult(module, seconds=seconds)
+
+
+FAILURE_LOG = "collbench-build-failure.log"
+"""The whole of a failed build's output, kept in the build directory (the last failure's)."""
+MAX_ERROR_LINES = 12
+"""Compiler error lines said after the fallback line; the rest are in FAILURE_LOG."""
+_ERROR_LINE = re.compile(
+    r"(: (fatal )?error\b|\(\d+\): (catastrophic )?error\b|\berror: ld returned|undefined reference to|"
+    r"^(nvcc|c\+\+|g\+\+|gcc|cc1plus|collect2|ld)(: fatal)?: error\b)",
+    re.IGNORECASE,
+)
+"""A compiler's or linker's error line: gcc and clang ``file:line:col: error: ...``, nvcc ``file(line):
+error: ...``, ld's ``undefined reference to``, a driver's ``nvcc fatal   : ...`` (matched below)."""
+
+
+def compiler_errors(output: str) -> list[str]:
+    """The compiler's and linker's own error lines in a build's output, in order, without repeats.
+
+    Torch's loader raises ``RuntimeError("Error building extension 'NAME': " + ninja's output)``
+    (``_run_ninja_build`` in torch/utils/cpp_extension.py); ninja's output starts with the first
+    command it ran (``[1/3] c++ ...``), which says nothing about what went wrong.
+    """
+    found: list[str] = []
+    for raw in output.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("[", "FAILED:", "ninja:")):
+            continue
+        if (_ERROR_LINE.search(line) or line.lower().startswith("nvcc fatal")) and line not in found:
+            found.append(line)
+    return found
+
+
+def build_failed(say: Say, exc: BaseException, build_dir: Path) -> BuildResult:
+    """The fallback after a failed build: the compiler's own error lines said, the whole output kept.
+
+    The first error line goes into the fallback line, each further one (up to MAX_ERROR_LINES) is said
+    after it, and torch's whole message (every command ninja ran and all their output) is written to
+    ``<build dir>/collbench-build-failure.log``, named in the fallback line.
+    """
+    output = str(exc).strip()
+    log = build_dir / FAILURE_LOG
+    try:
+        log.write_text(f"{type(exc).__name__}: {output}\n", encoding="utf-8")
+        kept = f"; the whole build output is in {log}"
+    except OSError as write_error:
+        kept = f"; its output could not be kept ({write_error.strerror or write_error})"
+    errors = compiler_errors(output)
+    if errors:
+        more = f" ({len(errors)} compiler error lines, below)" if len(errors) > 1 else ""
+        text = f"building them failed: {errors[0]}{more}{kept}"
+    else:
+        lines = output.splitlines()
+        text = f"building them failed ({type(exc).__name__}: {lines[0] if lines else 'no message'}){kept}"
+        if "CUDA_HOME" not in text:
+            text += "; check CUDA_HOME (the toolkit of torch's CUDA version), or COLLBENCH_NO_CUDA_KERNELS=1"
+    result = fallback(say, text)
+    for line in errors[1:MAX_ERROR_LINES]:
+        say(f"  {line}")
+    if len(errors) > MAX_ERROR_LINES:
+        say(f"  ... {len(errors) - MAX_ERROR_LINES} more in {log}")
+    return result
 
 
 def fallback(say: Say, reason: str) -> BuildResult:
