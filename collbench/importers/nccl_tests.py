@@ -185,7 +185,12 @@ def _blank_redop(run: _Run, op: Op | None) -> bool:
 
 def _split_runs(text: str, path: Path) -> list[_Run]:
     runs: list[_Run] = [_Run()]
+    # A shell command spread over lines ends each but its last with a backslash (`mpirun \` /
+    # ` --np 8 \` / ` .../alltoall_perf -b 8 ...`): the program's line alone would miss the launcher.
+    continued: list[str] = []
     for lineno, line in enumerate(plain_lines(text), start=1):
+        held = continued
+        continued = [*held, line.rstrip()[:-1]] if line.rstrip().endswith("\\") else []
         if not line:
             continue
         run = runs[-1]
@@ -244,7 +249,7 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
                 run = _Run(version=run.version)
                 runs.append(run)
             run.program = m.group(1)
-            run.command = line
+            run.command = " ".join([*held, line])
     return [r for r in runs if r.rows]
 
 
@@ -277,12 +282,13 @@ def _lead(run: _Run, tokens: list[str], op: Op | None = None) -> _Lead:
     return _Lead(int(tokens[0]), int(tokens[1]), canonical_dtype(tokens[2]), redop, root, len(columns))
 
 
-def _table_rows(run: _Run) -> list[TableRow]:
-    """The columns inference reads, from the lines that parse (bad lines fail later, with their line)."""
+def _table_rows(run: _Run, op: Op | None = None) -> list[TableRow]:
+    """The columns inference reads, from the lines that parse (bad lines fail later, with their line),
+    read as ``op``'s program prints them where that is given (an empty redop column)."""
     out: list[TableRow] = []
     for _, tokens in run.rows:
         try:
-            lead = _lead(run, tokens, run.op)
+            lead = _lead(run, tokens, op or run.op)
             head, half = lead.times_at, run.halves[0]
             algbw = float(tokens[head + half.algbw]) if len(tokens) > head + half.busbw else None
             busbw = float(tokens[head + half.busbw]) if len(tokens) > head + half.busbw else None
@@ -303,9 +309,44 @@ def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]
         return chosen
     inferred = infer_op(_table_rows(run))
     if inferred is None:
+        by_name = _op_from_file_name(path)
+        fits = column_ops(_table_rows(run, by_name)) if by_name is not None else None
+        if by_name is not None and fits is not None and by_name in fits:
+            others = " or ".join(sorted(o.value for o in fits))
+            notes.append(
+                f"{path}: no test name in the log; took {by_name.value} from the file's name ({path.name}),"
+                f" which its columns fit (they fit {others})"
+            )
+            return by_name
         raise InputFileError(str(path), f"the log names no test and {unidentified(_table_rows(run))}")
     notes.append(f"{path}: no test name in the log; took {inferred.op.value} from the columns ({inferred.reason})")
     return inferred.op
+
+
+# The programs' names as a file name may spell them (nccl_alltoall.log, all-gather.log), longest
+# first: "allreduce" holds "reduce", "reducescatter" holds "scatter".
+_NAME_STEMS: tuple[tuple[str, Op], ...] = (
+    ("reducescatter", Op.REDUCE_SCATTER),
+    ("allreduce", Op.ALL_REDUCE),
+    ("allgather", Op.ALL_GATHER),
+    ("alltoall", Op.ALL_TO_ALL),
+    ("sendrecv", Op.SENDRECV),
+    ("broadcast", Op.BROADCAST),
+    ("scatter", Op.SCATTER),
+    ("gather", Op.GATHER),
+    ("reduce", Op.REDUCE),
+)
+
+
+def _op_from_file_name(path: Path) -> Op | None:
+    """The one collective a log's file name names (``nccl_alltoall.log``), or None for none or several."""
+    letters = re.sub(r"[^a-z]", "", path.name.lower())
+    named: set[Op] = set()
+    for stem, op in _NAME_STEMS:
+        if stem in letters:
+            named.add(op)
+            letters = letters.replace(stem, " ")
+    return named.pop() if len(named) == 1 else None
 
 
 def _check_columns_fit(run: _Run, op: Op, path: Path) -> None:

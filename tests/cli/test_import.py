@@ -62,9 +62,15 @@ def test_import_an_alltoall_log(tmp_path: Path) -> None:
 def test_import_new_ops_bad_inputs_are_one_line(tmp_path: Path) -> None:
     runner = CliRunner()
     gather = REAL / "gather_perf-a100-2node-issue-excerpt.log"
-    unnamed = runner.invoke(app, ["import", "nccl-tests", str(gather)])
+    # Under a name that names no collective, nothing says which of the two it is.
+    excerpt = tmp_path / "excerpt.log"
+    excerpt.write_bytes(gather.read_bytes())
+    unnamed = runner.invoke(app, ["import", "nccl-tests", str(excerpt)])
     assert unnamed.exit_code == 2 and "Traceback" not in unnamed.output
     assert "fit scatter_perf and gather_perf alike; pass --op scatter or --op gather" in unnamed.output
+    by_name = runner.invoke(app, ["import", "nccl-tests", str(gather)])
+    assert by_name.exit_code == 0, by_name.output
+    assert "took gather from the file's name (gather_perf-a100-2node-issue-excerpt.log)" in by_name.output
     wrong = runner.invoke(app, ["import", "nccl-tests", str(gather), "--op", "broadcast"])
     assert wrong.exit_code == 2 and "Traceback" not in wrong.output
     named = runner.invoke(

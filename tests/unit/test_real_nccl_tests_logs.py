@@ -182,8 +182,37 @@ FACTS["sendrecv_perf-a100-x8-command-line.log"] = LogFacts(
     "sendrecv", 4, 8, 1, (1211.2, 1211.8), (5503.4, 5490.5), 0, ("took 8 ranks from the command line", "took 1 node")
 )
 
+# GB200, 2 hosts of 4: the command above the table is a shell command spread over lines (`mpirun \`,
+# ` --np 8 \`, ..., the program last); no rank lines, no test name, no host names (issue 34: read as 1
+# rank, busbw 0). The first line's count is not size / 8 / 4 B (the 8 GiB line's count is size / 4 B),
+# so the columns give no rank count and the command line does.
+FACTS["alltoall_perf-gb200-2node-mpirun-continued-lines.log"] = LogFacts(
+    "all-to-all",
+    2,
+    8,
+    NODES_UNKNOWN,
+    (11426, 11418),
+    (22698, 22741),
+    0,
+    ("took 8 ranks from the command line (mpirun -np 8, -t 1, -g 1)", UNKNOWN_NODES),
+)
+# nccl-tests before 2.0, alltoall_perf of 8 GPUs in one process: no test name, a redop column the rows
+# leave empty and no root (issue 34: refused, "pass --op"); the columns fit all-gather and all-to-all,
+# and the file's name says which.
+FACTS["alltoall-a100-x8-legacy-superbench.log"] = LogFacts(
+    "all-to-all",
+    34,
+    8,
+    1,
+    (1.63, 1.38),
+    (33508, 33234),
+    20,
+    ("took all-to-all from the file's name (alltoall-a100-x8-legacy-superbench.log)",),
+)
+
 # An excerpt with no test name whose columns (a root, size = 2 x count x 4 B) fit scatter and gather
-# alike: collbench asks for --op rather than guess, so the import names it.
+# alike: under a name that names neither, collbench asks for --op rather than guess (tests/cli/test_import.py);
+# here the import names it.
 NEEDS_OP = {"gather_perf-a100-2node-issue-excerpt.log": "gather"}
 FACTS["gather_perf-a100-2node-issue-excerpt.log"] = LogFacts(
     "gather", 8, 2, NODES_UNKNOWN, (3324.7, 3003.4), (27257, 23752), 0, ("host of 1 of 2 ranks",)
