@@ -46,6 +46,7 @@ from collbench.importers.nccl_tests_infer import (
     TableRow,
     column_ops,
     infer_op,
+    op_from_file_name,
     ranks_from_bandwidths,
     ranks_from_blocks,
     unidentified,
@@ -309,44 +310,13 @@ def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]
         return chosen
     inferred = infer_op(_table_rows(run))
     if inferred is None:
-        by_name = _op_from_file_name(path)
-        fits = column_ops(_table_rows(run, by_name)) if by_name is not None else None
-        if by_name is not None and fits is not None and by_name in fits:
-            others = " or ".join(sorted(o.value for o in fits))
-            notes.append(
-                f"{path}: no test name in the log; took {by_name.value} from the file's name ({path.name}),"
-                f" which its columns fit (they fit {others})"
-            )
-            return by_name
-        raise InputFileError(str(path), f"the log names no test and {unidentified(_table_rows(run))}")
+        by_name = op_from_file_name(path, lambda named: _table_rows(run, named))
+        if by_name is None:
+            raise InputFileError(str(path), f"the log names no test and {unidentified(_table_rows(run))}")
+        notes.append(f"{path}: no test name in the log; took {by_name[1]}")
+        return by_name[0]
     notes.append(f"{path}: no test name in the log; took {inferred.op.value} from the columns ({inferred.reason})")
     return inferred.op
-
-
-# The programs' names as a file name may spell them (nccl_alltoall.log, all-gather.log), longest
-# first: "allreduce" holds "reduce", "reducescatter" holds "scatter".
-_NAME_STEMS: tuple[tuple[str, Op], ...] = (
-    ("reducescatter", Op.REDUCE_SCATTER),
-    ("allreduce", Op.ALL_REDUCE),
-    ("allgather", Op.ALL_GATHER),
-    ("alltoall", Op.ALL_TO_ALL),
-    ("sendrecv", Op.SENDRECV),
-    ("broadcast", Op.BROADCAST),
-    ("scatter", Op.SCATTER),
-    ("gather", Op.GATHER),
-    ("reduce", Op.REDUCE),
-)
-
-
-def _op_from_file_name(path: Path) -> Op | None:
-    """The one collective a log's file name names (``nccl_alltoall.log``), or None for none or several."""
-    letters = re.sub(r"[^a-z]", "", path.name.lower())
-    named: set[Op] = set()
-    for stem, op in _NAME_STEMS:
-        if stem in letters:
-            named.add(op)
-            letters = letters.replace(stem, " ")
-    return named.pop() if len(named) == 1 else None
 
 
 def _check_columns_fit(run: _Run, op: Op, path: Path) -> None:

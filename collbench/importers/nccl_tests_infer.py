@@ -19,6 +19,7 @@ row with the largest algbw, where the two-decimal rounding costs least.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,6 +149,40 @@ def unidentified(rows: list[TableRow]) -> str:
                 " pass --op scatter or --op gather"
             )
     return "its columns do not identify one; pass --op"
+
+
+# The programs' names as a file name may spell them (nccl_alltoall.log, all-gather.log), longest
+# first: "allreduce" holds "reduce", "reducescatter" holds "scatter".
+_NAME_STEMS: tuple[tuple[str, Op], ...] = (
+    ("reducescatter", Op.REDUCE_SCATTER),
+    ("allreduce", Op.ALL_REDUCE),
+    ("allgather", Op.ALL_GATHER),
+    ("alltoall", Op.ALL_TO_ALL),
+    ("sendrecv", Op.SENDRECV),
+    ("broadcast", Op.BROADCAST),
+    ("scatter", Op.SCATTER),
+    ("gather", Op.GATHER),
+    ("reduce", Op.REDUCE),
+)
+
+
+def op_from_file_name(path: Path, rows_as: Callable[[Op], list[TableRow]]) -> tuple[Op, str] | None:
+    """The one collective a log's file name names (``nccl_alltoall.log``) where the table's columns, read
+    as that program prints them (``rows_as``), fit it; with the words that say so. None otherwise."""
+    letters = re.sub(r"[^a-z]", "", path.name.lower())
+    named: set[Op] = set()
+    for stem, op in _NAME_STEMS:
+        if stem in letters:
+            named.add(op)
+            letters = letters.replace(stem, " ")
+    if len(named) != 1:
+        return None
+    op = named.pop()
+    fits = column_ops(rows_as(op))
+    if fits is None or op not in fits:
+        return None
+    others = " or ".join(sorted(o.value for o in fits))
+    return op, f"{op.value} from the file's name ({path.name}), which its columns fit (they fit {others})"
 
 
 def ranks_from_blocks(op: Op, rows: list[TableRow]) -> int | None:
