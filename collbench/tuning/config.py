@@ -12,7 +12,7 @@ from collbench.errors import ConfigError
 from collbench.fileio import check_writable
 from collbench.results.journal import count_lines
 from collbench.schedules.ops import Op
-from collbench.tuning.resume import PartialPlan, check_partials
+from collbench.tuning.resume import PartialPlan, check_partials, partial_depth_path
 from collbench.tuning.selection import SelectionSettings
 
 DEFAULT_PROFILE = Path("collbench-profile.yaml")
@@ -180,12 +180,25 @@ def check_files(config: TuneConfig) -> None:
         config.resume,
         ranks=config.ranks,
         ops=config.ops,
-        backend=config.backend,
+        backend=_resumed_backend(config),
         plans=partial_plans(config),
         sizes_asked=_sizes_asked(config),
+        depth=(partial_depth_path(config.rows_path), depth_label(config)),
     )
     if not config.resume and not config.overwrite:
         _refuse_replacing(config)
+
+
+def _resumed_backend(config: TuneConfig) -> str:
+    """The backend a resumed tune will run, ``auto`` resolved (as its sweeps resolve it): rows of another
+    backend would otherwise be dropped by the resumed sweeps, and their files deleted at the end."""
+    if not config.resume or config.backend.strip().lower() != "auto":
+        return config.backend
+    if not any(p.is_file() and p.stat().st_size > 0 for p in partial_paths(config)):
+        return config.backend
+    from collbench.tuning.nccl_variants import tune_backend
+
+    return tune_backend(config)
 
 
 def _refuse_replacing(config: TuneConfig) -> None:
@@ -209,6 +222,11 @@ def _held(path: Path) -> str:
     if path.suffix.lower() == ".jsonl":
         return f"{path} holds {count_lines(path)} measured rows"
     return f"{path} holds measured rows"
+
+
+def depth_label(config: TuneConfig) -> str:
+    """The tune's depth as its option says it (kept beside the partial rows: tuning/resume.py)."""
+    return "--quick" if config.quick else "a thorough tune (no --quick)"
 
 
 def _sizes_asked(config: TuneConfig) -> str:

@@ -15,6 +15,7 @@ Nothing here imports typer or rich: the CLI builds a :class:`TuneConfig` and ren
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -26,11 +27,19 @@ from collbench.errors import CollbenchError, ConfigError, InputFileError, UserEr
 from collbench.profile.document import Profile
 from collbench.profile.rules import Rule
 from collbench.results.io import write_rows
+from collbench.results.journal import exclusive_writer
 from collbench.results.row import ResultRow
 from collbench.tuning.build_profile import build_profile
-from collbench.tuning.config import TuneConfig, check_config, partial_paths
+from collbench.tuning.config import TuneConfig, check_config, depth_label, partial_paths
 from collbench.tuning.placement import layout_ran, plan_placement
-from collbench.tuning.resume import keep_topology, kept_rows_hint, partial_topology_path, with_hint
+from collbench.tuning.resume import (
+    keep_depth,
+    keep_topology,
+    kept_rows_hint,
+    partial_depth_path,
+    partial_topology_path,
+    with_hint,
+)
 from collbench.tuning.selection import PointsByOp, select_rules
 from collbench.tuning.sweeps import Progress, extra_rounds, fixed_rounds
 
@@ -101,14 +110,32 @@ def run_tune(
     # Before the topology is kept beside the results: a tune refused here leaves no file behind.
     check_backend_runs(config)
     started = time.monotonic()
-    say = stage or (lambda _text: None)
     notes: list[str] = []
+    # The partial files are this tune's for its whole life (a sweep --resume into one mid-tune would
+    # add rows the tune then deletes): rank 0, which writes them, locks them until it returns.
+    lock = exclusive_writer(list(partial_paths(config))) if job_rank() == 0 else contextlib.nullcontext()
+    with lock:
+        return _run_locked(config, stage, sweep_progress, save, started, notes)
 
+
+def _run_locked(
+    config: TuneConfig,
+    stage: StageCallback | None,
+    sweep_progress: Progress | None,
+    save: SaveProfile | None,
+    started: float,
+    notes: list[str],
+) -> TuneOutcome | None:
+    from collbench.runtime.launch.ranks import job_rank
+
+    say = stage or (lambda _text: None)
     say("topology")
     placement = plan_placement(config, notes)
     if placement.ranks_topology is not None and job_rank() == 0:
         # Beside the results, not in /tmp: an interrupted, failed or killed tune keeps it with its rows.
         keep_topology(placement.ranks_topology, config.rows_path)
+    if job_rank() == 0:
+        keep_depth(depth_label(config), config.rows_path, resume=config.resume)
     say("sweep")
     try:
         rows = fixed_rounds(config, placement, sweep_progress)
@@ -127,6 +154,7 @@ def run_tune(
             # Refused before any row was kept (a sweep's own check): the topology kept for --resume
             # has nothing to resume, and a refused command leaves nothing behind.
             partial_topology_path(config.rows_path).unlink(missing_ok=True)
+            partial_depth_path(config.rows_path).unlink(missing_ok=True)
         raise with_hint(exc, hint) from None
     assumed = nodes_assumed(rows)
 
@@ -143,7 +171,8 @@ def run_tune(
         raise with_hint(exc, kept_rows_hint(partial_paths(config))) from None
     # Only now, with the results and the profile on disk: a tune stopped before this point (SIGTERM,
     # a failed save) still has its partial rows for --resume.
-    for part in (*partial_paths(config), partial_topology_path(config.rows_path)):
+    kept_beside = (partial_topology_path(config.rows_path), partial_depth_path(config.rows_path))
+    for part in (*partial_paths(config), *kept_beside):
         part.unlink(missing_ok=True)
 
     say("plot")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError, UnknownNameError
 from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
+from collbench.text import printable
 from collbench.topology.model import Topology
 from collbench.units import format_bytes
 
@@ -31,6 +32,36 @@ def keep_topology(topology: Topology, rows_path: Path) -> None:
     from collbench.topology.io import save_topology
 
     save_topology(topology, partial_topology_path(rows_path))
+
+
+def partial_depth_path(rows_path: Path) -> Path:
+    """Which depth (``--quick`` or thorough) the partial rows beside it were measured at."""
+    return rows_path.with_name(f"{rows_path.stem}.partial-depth.txt")
+
+
+def keep_depth(depth: str, rows_path: Path, *, resume: bool) -> None:
+    """Write the tune's depth beside its partial rows (a resumed tune keeps the one there).
+
+    A quick tune's sizes are all sizes of a thorough one: without this, a thorough ``--resume`` of a
+    quick tune's rows would take them as its own (shorter timing, fewer rounds) without a word.
+    """
+    from collbench.fileio import atomic_write_text
+
+    path = partial_depth_path(rows_path)
+    if not (resume and path.is_file()):
+        atomic_write_text(path, depth + "\n")
+
+
+def _depth_differences(depth: tuple[Path, str] | None) -> list[str]:
+    if depth is None or not depth[0].is_file():
+        return []
+    try:
+        kept = depth[0].read_text(encoding="utf-8", errors="replace").strip()[:80]
+    except OSError as exc:
+        raise InputFileError(
+            str(depth[0]), f"cannot read the interrupted tune's depth: {exc.strerror or exc}"
+        ) from None
+    return [] if kept == depth[1] else [f"{printable(kept)}, not {depth[1]}"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +85,14 @@ def check_partials(
     backend: str = "auto",
     plans: Sequence[PartialPlan] = (),
     sizes_asked: str = "",
+    depth: tuple[Path, str] | None = None,
 ) -> None:
     """Refuse to start over rows an interrupted tune left, to resume from nothing, or to resume them
     as another tune: ``ranks`` (None: any), ``ops`` (``all``: any) or ``backend`` (``auto``: any)
     other than the rows', or rows in a file of ``plans`` at a size (or segment size) that plan does
     not measure, which the resumed sweep would drop (``sizes_asked`` names the options that chose
-    the sizes, for the message).
+    the sizes, for the message), or rows of another depth (``depth``: the file that says the rows'
+    depth, and this tune's).
 
     Raises ConfigError naming the files, and what differs.
     """
@@ -74,6 +107,7 @@ def check_partials(
         raise ConfigError(f"--resume: no rows of an interrupted tune to continue (looked for {names} and the like)")
     differs = _differences(_measured(kept), ranks, ops, backend) if resume else []
     if resume:
+        differs += _depth_differences(depth)
         differs += _size_differences([p for p in plans if p.path in kept], sizes_asked)
     if differs:
         raise ConfigError(
