@@ -196,9 +196,19 @@ def _resumed_backend(config: TuneConfig) -> str:
         return config.backend
     if not any(p.is_file() and p.stat().st_size > 0 for p in partial_paths(config)):
         return config.backend
-    from collbench.tuning.nccl_variants import tune_backend
-
     return tune_backend(config)
+
+
+def tune_backend(config: TuneConfig) -> str:
+    """The backend the tune's sweeps will run (``auto`` resolved as the sweep resolves it).
+
+    Raises BackendUnavailableError (one line) for nccl where it cannot run, as the sweep would.
+    """
+    from collbench.runtime.launch.ranks import joined_job, resolve_backend
+
+    job = joined_job()
+    local = config.ranks if config.ranks is not None else (job.local_world_size if job is not None else 1)
+    return resolve_backend(config.backend, local)
 
 
 def _refuse_replacing(config: TuneConfig) -> None:

@@ -16,19 +16,7 @@ from collections.abc import Sequence
 from collbench.nccl.support import CommShape, tune_variants
 from collbench.nccl.variants import parse_version
 from collbench.schedules.ops import Op
-from collbench.tuning.config import TuneConfig
-
-
-def tune_backend(config: TuneConfig) -> str:
-    """The backend the tune's sweeps will run (``auto`` resolved as the sweep resolves it).
-
-    Raises BackendUnavailableError (one line) for nccl where it cannot run, as the sweep would.
-    """
-    from collbench.runtime.launch.ranks import joined_job, resolve_backend
-
-    job = joined_job()
-    local = config.ranks if config.ranks is not None else (job.local_world_size if job is not None else 1)
-    return resolve_backend(config.backend, local)
+from collbench.tuning.config import TuneConfig, tune_backend
 
 
 def tune_shape(config: TuneConfig) -> CommShape:

@@ -30,7 +30,7 @@ from collbench.results.io import write_rows
 from collbench.results.journal import exclusive_writer
 from collbench.results.row import ResultRow
 from collbench.tuning.build_profile import build_profile
-from collbench.tuning.config import TuneConfig, check_config, depth_label, partial_paths
+from collbench.tuning.config import TuneConfig, check_config, depth_label, partial_paths, tune_backend
 from collbench.tuning.placement import layout_ran, plan_placement
 from collbench.tuning.resume import (
     keep_depth,
@@ -81,8 +81,6 @@ def check_backend_runs(config: TuneConfig) -> None:
 
         find_tools()
         return
-    from collbench.tuning.nccl_variants import tune_backend
-
     tune_backend(config)
 
 
