@@ -9,12 +9,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, whole_lines
 from collbench.cli.fit import stream_results
 from collbench.cli.render.styles import narrow_table, one_value
 from collbench.errors import InputFileError
 from collbench.report.compare import Comparison, PointChange, RunFactor, compare_rows, parse_threshold
 from collbench.results.io import check_regular_file
+from collbench.results.noise import STALL_FACTOR, STALL_MARK, STALL_MARKER
 
 MAX_TABLE_POINTS = 60
 """Points the terminal table shows at most: those beyond noise first; ``--json`` lists every point."""
@@ -35,6 +36,9 @@ def _pct(ratio: float) -> str:
 def _verdict(c: PointChange, threshold: float | None) -> str:
     if c.newly_wrong:
         return "[red]WRONG DATA[/red]"
+    if c.stalled:
+        # A stalled run's time is the machine's load: neither a regression nor an improvement.
+        return "[yellow]stalled[/yellow]"
     if not c.beyond_noise:
         return "[dim]noise[/dim]"
     if c.relative_ratio > 1.0:
@@ -44,16 +48,16 @@ def _verdict(c: PointChange, threshold: float | None) -> str:
 
 
 def _shown(comparison: Comparison) -> list[PointChange]:
-    """The table's points: all of them, or past MAX_TABLE_POINTS those beyond noise or newly wrong first."""
+    """The table's points: all of them, or past MAX_TABLE_POINTS those beyond noise, stalled or newly wrong."""
     if len(comparison.changes) <= MAX_TABLE_POINTS:
         return list(comparison.changes)
-    notable = [c for c in comparison.changes if c.beyond_noise or c.newly_wrong]
+    notable = [c for c in comparison.changes if c.beyond_noise or c.newly_wrong or c.stalled]
     return notable[:MAX_TABLE_POINTS]
 
 
 def _points_table(comparison: Comparison, shown: list[PointChange], threshold: float | None) -> Table:
     """Per point: what every shown point shares (op, dtype, ranks) goes in the title, so the table fits
-    100 columns with every algorithm name whole."""
+    80 columns with every value whole."""
     shared = {
         "op": one_value(c.op for c in shown),
         "dtype": one_value(c.dtype for c in shown),
@@ -71,8 +75,8 @@ def _points_table(comparison: Comparison, shown: list[PointChange], threshold: f
         table.add_row(
             *(cells[n] for n in columns if n in cells),
             str(c.size_bytes),
-            f"{c.base.time_us:.2f}",
-            f"{c.new.time_us:.2f}",
+            f"{c.base.time_us:.2f}{STALL_MARKER if c.base.stalled else ''}",
+            f"{c.new.time_us:.2f}{STALL_MARKER if c.new.stalled else ''}",
             _pct(c.ratio),
             _pct(c.relative_ratio),
             f"{100.0 * c.judged_error:.1f}%",
@@ -83,8 +87,8 @@ def _points_table(comparison: Comparison, shown: list[PointChange], threshold: f
 
 def _summary_table(comparison: Comparison) -> Table:
     table = narrow_table("per op and algorithm")
-    for name in ("op", "algo", "points", "geomean", "worst size (B)", "worst", "beyond noise"):
-        table.add_column(name, justify="left" if name in ("op", "algo") else "right", no_wrap=name in ("op", "algo"))
+    for name in ("op", "algo", "points", "geomean", "worst at\nsize (B)", "worst", "beyond\nnoise", "stalled"):
+        table.add_column(name, justify="left" if name in ("op", "algo") else "right", no_wrap=True)
     for s in comparison.summaries():
         table.add_row(
             s.op,
@@ -94,6 +98,7 @@ def _summary_table(comparison: Comparison) -> Table:
             str(s.worst.size_bytes),
             f"{_pct(s.worst.ratio)} ± {100.0 * s.worst.judged_error:.1f}%",
             str(s.beyond_noise),
+            str(sum(c.stalled for c in comparison.changes if (c.op, c.algo) == (s.op, s.algo))),
         )
     return table
 
@@ -123,14 +128,27 @@ def compare(
     if json_out:
         typer.echo(json.dumps(comparison.to_dict(threshold), indent=1))
         for warning in comparison.warnings:
-            err_console.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=True)
+            err_console.print(
+                f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=whole_lines(err_console)
+            )
     else:
         shown = _shown(comparison)
         if shown:
             console.print(_points_table(comparison, shown, threshold))
+        stalled = [c for c in comparison.changes if c.stalled]
+        if stalled:
+            console.print(
+                f"{STALL_MARKER}: stalled, {len(stalled)} point(s) where {100 * STALL_MARK:.0f}% or more of a run's "
+                f"iterations took over {STALL_FACTOR:g}x its fastest (the machine was busy): their change is not "
+                "judged (verdict 'stalled') and never counts as a regression",
+                highlight=False,
+                soft_wrap=whole_lines(console),
+            )
         console.print(_summary_table(comparison))
         for warning in comparison.warnings:
-            err_console.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=True)
+            err_console.print(
+                f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=whole_lines(err_console)
+            )
         unmatched = ""
         if comparison.only_base or comparison.only_new:
             unmatched = f"; unmatched: {comparison.only_base} only in BASE, {comparison.only_new} only in NEW"

@@ -3,34 +3,38 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable
 
-from rich.console import Console, ConsoleOptions, RenderableType
+from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType
 from rich.segment import Segment
 
 from collbench.text import printable
 
-# Off a terminal (a pipe, a file, CI logs) Rich assumes 80 columns and squeezes tables until their
-# cells read "GP…"; results are meant to be read and parsed there, so give them room unless the
-# user said how wide (COLUMNS).
+# Off a terminal (a pipe, a file, CI logs) Rich assumes 80 columns; results are meant to be read and
+# parsed there, so give them room unless the user said how wide (COLUMNS).
 _PIPE_WIDTH = 160
 
 
-def _width(stream: object) -> int | None:
-    if "COLUMNS" in os.environ:
-        return None
-    isatty = getattr(stream, "isatty", None)
-    return None if callable(isatty) and isatty() else _PIPE_WIDTH
-
-
 class _DataSafeConsole(Console):
-    """A console that shows control characters escaped, whatever renderable carried them.
+    """A console that shows control characters escaped, whatever renderable carried them, and whose
+    width is decided at each print, not once at import: COLUMNS where set (a test's CliRunner sets it
+    per call), the terminal's, or _PIPE_WIDTH off a terminal.
 
     Hosts, notes, device names and paths come from files someone else may have written; escaping
     each where it is printed would miss one. Rich's own styling is added after this (and its cursor
     moves are control segments, left alone), so only the text is touched; line breaks are Rich's.
     """
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dimensions = super().size
+        if self._width is None and "COLUMNS" not in os.environ and not self.is_terminal:
+            return ConsoleDimensions(_PIPE_WIDTH, dimensions.height)
+        return dimensions
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         for segment in super().render(renderable, options):
@@ -41,32 +45,20 @@ class _DataSafeConsole(Console):
                 yield Segment(printable(text, keep="\n"), segment.style, segment.control)
 
 
-console = _DataSafeConsole(width=_width(sys.stdout))
-err_console = _DataSafeConsole(stderr=True, width=_width(sys.stderr))
+console = _DataSafeConsole()
+err_console = _DataSafeConsole(stderr=True)
 
 
-def print_wide(renderable: RenderableType, *, target: Console | None = None) -> None:
-    """Print without squeezing: a matrix wider than the terminal keeps its cells whole.
-
-    Rich would otherwise truncate every cell to fit 80 columns (the width it assumes off a terminal),
-    and a topology matrix of 8 GPUs and 10 NICs would read ``G…``.
-    """
-    out = target or console
-    needed = out.measure(renderable, options=out.options.update_width(10_000)).maximum
-    width = out.width
-    if needed <= width:
-        out.print(renderable)
-        return
-    out.width = needed  # Console.print(width=...) cannot exceed the console's own width
-    try:
-        out.print(renderable)
-    finally:
-        out.width = width
+def whole_lines(target: Console) -> bool:
+    """``soft_wrap`` for a note, legend or warning printed to ``target``: one line each in a pipe or file
+    with no COLUMNS (grep and scripts read it whole), wrapped at word boundaries where the width is
+    known (a terminal, or COLUMNS)."""
+    return "COLUMNS" not in os.environ and not target.is_terminal
 
 
 def print_notes(notes: list[str]) -> None:
-    """What a parser assumed where its input was ambiguous: one yellow line each on stderr, never wrapped."""
+    """What a parser assumed where its input was ambiguous: one yellow note each on stderr (whole_lines)."""
     from rich.markup import escape
 
     for note in notes:
-        err_console.print(f"[yellow]assumed:[/yellow] {escape(note)}", soft_wrap=True)
+        err_console.print(f"[yellow]assumed:[/yellow] {escape(note)}", soft_wrap=whole_lines(err_console))

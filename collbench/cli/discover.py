@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from collbench.cli.console import err_console, print_wide
+from collbench.cli.console import console, err_console
 from collbench.cli.render.topology import render_topology
 from collbench.cli.topology_source import (
     FromFile,
@@ -123,4 +123,4 @@ def discover(
     if json_out:
         typer.echo(json.dumps(topo.to_dict(), indent=2))
         return
-    print_wide(render_topology(topo, bandwidth=bandwidth))
+    console.print(render_topology(topo, bandwidth=bandwidth))

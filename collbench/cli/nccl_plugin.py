@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from collbench.cli.console import err_console, print_wide
+from collbench.cli.console import console, err_console
+from collbench.cli.render.styles import narrow_table
 from collbench.errors import UserError
 
 
@@ -21,13 +21,13 @@ def run_nccl_plugin(
     profile = Profile.load(profile_path)
     if show_picks:
         rows = show(profile, output, from_other_backend=from_other_backend)
-        table = Table(title=f"collbench tuner plugin, asked as NCCL asks it ({profile_path})")
+        table = narrow_table(f"collbench tuner plugin, asked as NCCL asks it ({profile_path})", keep=3)
         for column in ("shape", "collective", "bytes", "profile says", "plugin picks", "channels"):
-            table.add_column(column, justify="right" if column in ("bytes", "channels") else "left")
+            table.add_column(column, justify="right" if column in ("bytes", "channels") else "left", no_wrap=True)
         for r in rows:
             channels = str(r.channels) if r.channels else "NCCL's"
             table.add_row(r.shape, r.op.spec.nccl_name, str(r.nbytes), r.profile_algo, r.plugin_pick, channels)
-        print_wide(table)
+        console.print(table)
         return
     if output is None:
         raise UserError("name the directory for the plugin and its config with --output DIR (or use --show)")

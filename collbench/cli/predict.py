@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, whole_lines
 from collbench.cli.options import split_values
 from collbench.cli.render.models import render_prediction
 from collbench.errors import ConfigError, InputFileError
@@ -163,16 +163,18 @@ def predict(
     measured = _measured_nodes(source, loaded, measured_nodes, profile is not None)
     if nodes is None:
         nodes, assumed = default_nodes(ranks, measured)
-        err_console.print(f"[yellow]assumed[/yellow]: {assumed}", soft_wrap=True, highlight=False)
+        err_console.print(f"[yellow]assumed[/yellow]: {assumed}", highlight=False, soft_wrap=whole_lines(err_console))
     report = predict_times(
         loaded, ranks, size_list, nodes=nodes, ops=op_names or None, measured_nodes=measured, nccl_arch=_arch(arch)
     )
     if report.refused:
         err_console.print(
-            f"[yellow]not extrapolated[/yellow]: {'; '.join(report.refused)}", soft_wrap=True, highlight=False
+            f"[yellow]not extrapolated[/yellow]: {'; '.join(report.refused)}",
+            highlight=False,
+            soft_wrap=whole_lines(err_console),
         )
     for line in report.notes:
-        err_console.print(f"[yellow]note[/yellow]: {line}", soft_wrap=True, highlight=False)
+        err_console.print(f"[yellow]note[/yellow]: {line}", highlight=False, soft_wrap=whole_lines(err_console))
     if json_out:
         typer.echo(json.dumps(report.to_dict(), indent=2))
         return

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, whole_lines
 from collbench.cli.options import split_values
 from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
 from collbench.errors import ConfigError, UnknownNameError
@@ -27,6 +28,24 @@ _FORMATS = ("table", "nccl-tests", "json")
 def _segment_default() -> str:
     cpu, gpu = DEFAULT_SEGMENT_BYTES["cpu"], DEFAULT_SEGMENT_BYTES["cuda"]
     return format_bytes(cpu) if cpu == gpu else f"{format_bytes(cpu)} on CPU, {format_bytes(gpu)} on GPU"
+
+
+def progress_bar(target: Console, *, disable: bool = False) -> Progress:
+    """The sweep's progress line: points done, the point now measured, and the time elapsed and left."""
+    return Progress(
+        TextColumn("[bold]sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        # Reads "0:00:09 elapsed, 0:00:20 left": each time labelled after it, as one would say it.
+        TimeElapsedColumn(),
+        TextColumn("elapsed,"),
+        TimeRemainingColumn(),
+        TextColumn("left"),
+        console=target,
+        transient=True,
+        disable=disable,
+    )
 
 
 def sweep(
@@ -163,19 +182,8 @@ def sweep(
         point_budget_s=budget,
         stream=stream,
     )
-    progress = Progress(
-        TextColumn("[bold]sweep"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-        # Under a launcher only rank 0 reports; the other ranks stay quiet.
-        disable=job_rank() != 0,
-    )
+    # Under a launcher only rank 0 reports; the other ranks stay quiet.
+    progress = progress_bar(err_console, disable=job_rank() != 0)
     # Bad input is reported before the progress bar starts, so the error is the only thing printed.
     validate(config)
     if config.world_size == 1:
@@ -183,13 +191,13 @@ def sweep(
         err_console.print(
             "[yellow]note[/yellow]: a one-rank world moves no data: every point times a local call; "
             "--ranks 2 or more measures communication",
-            soft_wrap=True,
+            soft_wrap=whole_lines(err_console),
         )
     task = progress.add_task("starting ranks", total=None)
 
     def on_event(event: SweepProgress) -> None:
         if event.kind == "note":
-            progress.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=True)
+            progress.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=whole_lines(err_console))
         elif event.kind == "plan":
             progress.update(task, total=event.total, completed=event.done, description="")
         elif event.kind == "start":
@@ -210,7 +218,7 @@ def sweep(
             console.print(table)
         console.print(TABLE_LEGEND)
         for line in stall_report(rows):
-            console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
+            console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=whole_lines(console))
         wrong = sum(max(r.wrong, 0) for r in rows)
         # Barrier rows carry no data to check (wrong -1): they say so rather than "not checked".
         data_rows = [r for r in rows if r.op != Op.BARRIER.value]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from collbench.cli.console import console, err_console, print_notes
+from collbench.cli.console import console, err_console, print_notes, whole_lines
 from collbench.cli.options import split_values
 from collbench.cli.render.profile import render_fits, render_rules
 from collbench.errors import ConfigError
@@ -185,14 +185,16 @@ def tune(
             elif event.kind == "note" and event.text not in shown:
                 # Every round launches the ranks again: say each note once.
                 shown.add(event.text)
-                bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=True)
+                bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=whole_lines(err_console))
 
         try:
             shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress)
         except KeyboardInterrupt:
             hint = kept_rows_hint([p for s in plan.shapes for p in partial_paths(s.config)])
             if hint:
-                bar.console.print(f"[yellow]note[/yellow]: {hint.removeprefix('; ')}", soft_wrap=True)
+                bar.console.print(
+                    f"[yellow]note[/yellow]: {hint.removeprefix('; ')}", soft_wrap=whole_lines(err_console)
+                )
             raise
     if shapes is None:
         return  # a rank other than 0 of a launcher's job: rank 0 reports
@@ -208,11 +210,11 @@ def tune(
     for outcome in shapes.outcomes:
         print_notes(outcome.assumed)
         for line in stall_report(outcome.rows):
-            err_console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=True)
+            err_console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=whole_lines(err_console))
         for note in outcome.notes:
-            err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=True)
+            err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=whole_lines(err_console))
     for note in shapes.notes:
-        err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=True)
+        err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=whole_lines(err_console))
     for outcome in shapes.outcomes:
         when = "measured before the interruption" if outcome.resumed_whole else f"in {outcome.elapsed_s:.0f} s"
         console.print(
@@ -252,7 +254,7 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:
     several = len(shapes) > 1
     for shape in shapes:
         if shape.skipped:
-            err_console.print(f"[yellow]skipped[/yellow]: {shape.skipped}", soft_wrap=True)
+            err_console.print(f"[yellow]skipped[/yellow]: {shape.skipped}", soft_wrap=whole_lines(err_console))
             continue
         checks = list(shape.checks)
         console.print(render_check(checks, shape.rule_set.shape_label if several else None))

@@ -27,7 +27,8 @@ Student's t where the scatter, read from the points themselves, carries much of 
 Dividing by the factor must not hide a real uniform slowdown, so the factor is a finding of its own:
 it is *beyond noise* when ``|ln factor|`` exceeds 2 of its standard errors, and a *whole-run
 regression* when it is slower than the threshold (``--fail-above``; ``RUN_DRIFT_BOUND`` when none is
-given) by more than 2 of them. A regression for ``--fail-above`` is a point beyond noise and slower
+given) by more than 2 of them. A regression for ``--fail-above`` is a point (one neither run stalled at:
+results.noise) beyond noise and slower
 than the threshold relative to the factor, newly wrong data, or the whole-run regression; neither a
 noisy point nor a tiny but certain change fails CI. With fewer than ``MIN_POINTS_FOR_FACTOR`` points
 the factor is reported but not divided out (a median of two points says nothing about drift).
@@ -45,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from collbench.errors import UserError
+from collbench.results.noise import row_stalled
 from collbench.results.row import ResultRow
 
 Z = 2.0
@@ -99,6 +101,11 @@ class RunPoint:
     rows: int
     wrong: int
     """Largest wrong-element count among the rows (-1 when none was checked)."""
+    stall_fraction: float = 0.0
+    """Largest fraction of stalled iterations among the rows (0 when the rows carry none)."""
+    stalled: bool = False
+    """A row is in the stall regime (results.noise.row_stalled): its time says how busy the machine
+    was, not how fast the collective is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +153,15 @@ class PointChange:
         """The new run found wrong elements where the base found none (or did not check)."""
         return self.new.wrong > 0 and self.base.wrong <= 0
 
+    @property
+    def stalled(self) -> bool:
+        """Either run stalled at this point: a change there is the machine's load, not a regression."""
+        return self.base.stalled or self.new.stalled
+
     def regressed(self, threshold: float) -> bool:
-        """Slower than the whole run by more than ``threshold`` (0.05 = 5%) and beyond noise."""
-        return self.relative_ratio > 1.0 + threshold and self.beyond_noise
+        """Slower than the whole run by more than ``threshold`` (0.05 = 5%) and beyond noise, at a
+        point neither run stalled at."""
+        return self.relative_ratio > 1.0 + threshold and self.beyond_noise and not self.stalled
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -168,6 +181,9 @@ class PointChange:
             "beyond_noise": self.beyond_noise,
             "base_wrong": self.base.wrong,
             "new_wrong": self.new.wrong,
+            "base_stall_fraction": self.base.stall_fraction,
+            "new_stall_fraction": self.new.stall_fraction,
+            "stalled": self.stalled,
         }
 
 
@@ -307,18 +323,20 @@ def combine(rows: Sequence[ResultRow]) -> RunPoint:
     return _point([_sample(r) for r in rows])
 
 
-_Sample = tuple[float, float, int]
-"""What a point keeps of one row while a file streams past: (p50, within-row error, wrong)."""
+_Sample = tuple[float, float, int, float, bool]
+"""What a point keeps of one row while a file streams past: (p50, within-row error, wrong, stall
+fraction, stalled)."""
 
 
 def _sample(row: ResultRow) -> _Sample:
-    return (row.time_us, _within(row), row.wrong)
+    return (row.time_us, _within(row), row.wrong, row.stall_fraction or 0.0, row_stalled(row))
 
 
 def _point(samples: list[_Sample]) -> RunPoint:
+    stall_fraction, stalled = max(s[3] for s in samples), any(s[4] for s in samples)
     if len(samples) == 1:
-        time_us, within, wrong = samples[0]
-        return RunPoint(time_us=time_us, rel_error=within, rows=1, wrong=wrong)
+        time_us, within, wrong, _, _ = samples[0]
+        return RunPoint(time_us, within, 1, wrong, stall_fraction, stalled)
     times = [s[0] for s in samples]
     between = statistics.stdev(times) / statistics.fmean(times) / math.sqrt(len(times))
     return RunPoint(
@@ -326,6 +344,8 @@ def _point(samples: list[_Sample]) -> RunPoint:
         rel_error=math.hypot(statistics.median(s[1] for s in samples), between),
         rows=len(times),
         wrong=max(s[2] for s in samples),
+        stall_fraction=stall_fraction,
+        stalled=stalled,
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from collbench.cli.render.styles import narrow_table
+from collbench.cli.render.styles import narrow_table, one_value
 from collbench.errors import UserError
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
@@ -146,8 +146,12 @@ def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
 
 def render_prediction(report: PredictReport) -> RenderableType:
     title = f"predicted at {report.world_size} ranks on {report.nodes} node{'s' if report.nodes != 1 else ''}"
-    table = narrow_table(title)
-    for col in ("op", "algo", "size", "time", "latency", "busbw GB/s", "error", "simulated", "from"):
+    # What every row shares goes in the title, so that the rest fits 80 columns; wider, the table
+    # prints in parts that each repeat the op and algorithm (SplitTable).
+    op = one_value(p.op for p in report.predictions)
+    table = narrow_table(f"{op}, {title}" if op else title, keep=1 if op else 2)
+    columns = ("algo", "size", "time", "latency", "busbw\nGB/s", "error", "simulated", "from")
+    for col in columns if op else ("op", *columns):
         table.add_column(col, justify="left" if col in ("op", "algo") else "right", no_wrap=True)
     best = {(c["op"], c["backend"], c["size_bytes"]): c["algo"] for c in report.choice}
     bases: dict[tuple[str, str, str], dict[str, list[str]]] = {}
@@ -155,7 +159,7 @@ def render_prediction(report: PredictReport) -> RenderableType:
         style = "bold green" if best.get((p.op, p.backend, p.size_bytes)) == p.algo else ""
         scale = "" if p.world_size == p.fitted_world_size else f" (x{p.scale:.3g})"
         table.add_row(
-            p.op,
+            *(() if op else (p.op,)),
             p.algo,
             format_bytes(p.size_bytes) if p.busbw_gbps is not None else "-",
             format_time(p.time_us),

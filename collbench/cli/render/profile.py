@@ -42,8 +42,9 @@ def render_rules(profile: Profile) -> RenderableType:
     """Per communicator shape a table, one row per rule: (op,) size range, algorithm, parameters,
     times and gain over native; predicted shapes say so in their title.
 
-    Fits 100 columns with every algorithm name whole: the shape and, where the rules share one, the
-    op are said in the title rather than in a column, and only the parameters wrap."""
+    Fits 80 columns with every value whole: the shape and, where the rules share one, the op are said
+    in the title rather than in a column, and a rule's parameters go under its algorithm (wrapped at
+    word boundaries) rather than in a column of their own."""
     several = len(profile.rule_sets) > 1
     tables: list[RenderableType] = []
     if several:
@@ -57,12 +58,11 @@ def render_rules(profile: Profile) -> RenderableType:
         title = (f"{op}, " if op else "") + (
             shape if several else f"{profile.backend}, {shape}, machine {profile.fingerprint}"
         )
-        table = narrow_table(title)
+        table = narrow_table(title, keep=2 if op else 3)
         columns = [
             ("from", "right", True),
             ("to", "right", True),
-            ("algorithm", "left", True),
-            ("params", "left", False),
+            ("algorithm", "left", False),
             ("at", "right", True),
             ("measured", "right", True),
             ("model", "right", True),
@@ -77,11 +77,14 @@ def render_rules(profile: Profile) -> RenderableType:
             style = "green" if rule.gain_vs_native and rule.gain_vs_native > 1.0 and rule.algo != "native" else None
             if rule_set.predicted:
                 style = "dim"
-            cells = [
+            params = _params(rule.params)
+            algorithm = Text(rule.algo)
+            if params != "-":
+                algorithm.append(f"\n  {params}", style="dim")
+            cells: list[RenderableType] = [
                 _bytes(rule.min_bytes),
                 _bytes(rule.max_bytes),
-                rule.algo,
-                _params(rule.params),
+                algorithm,
                 _bytes(rule.at_bytes),
                 _us(rule.measured_us),
                 _us(rule.predicted_us),

@@ -7,6 +7,7 @@ from typing import Protocol
 from rich.console import Console
 from rich.text import Text
 
+from collbench.cli.console import whole_lines
 from collbench.schedules.analysis import ScheduleStats
 from collbench.schedules.ir import Schedule
 from collbench.schedules.whiteboard import BoardStep, Whiteboard, move_text, rank_letter
@@ -51,15 +52,21 @@ def _print_lines(console: Console, lines: list[Text]) -> None:
         console.print(line, soft_wrap=True)
 
 
-def _moves(step: BoardStep) -> Text:
-    text = Text("  ")
-    for i, move in enumerate(step.moves):
-        if i:
-            text.append("   ")
-        text.append(f"{rank_letter(move.src)}→{rank_letter(move.dst)} ", style="cyan")
+def _moves(step: BoardStep, width: int) -> list[Text]:
+    """The step's moves, as many to a line as fit ``width``: a move (``a→b 2 (+)``) is never split."""
+    lines = [Text("  ")]
+    for move in step.moves:
+        text = Text(f"{rank_letter(move.src)}→{rank_letter(move.dst)} ", style="cyan")
         text.append(move_text(move))
         text.append(" (+)" if move.reduce else "", style="yellow")
-    return text
+        line = lines[-1]
+        if line.plain.strip() and line.cell_len + 3 + text.cell_len > width:
+            lines.append(Text("  "))
+            line = lines[-1]
+        if line.plain.strip():
+            line.append("   ")
+        line.append_text(text)
+    return lines
 
 
 def render_board(console: Console, board: Whiteboard) -> None:
@@ -69,8 +76,8 @@ def render_board(console: Console, board: Whiteboard) -> None:
     for step in board.steps:
         console.print()
         label = ", ".join(step.labels)
-        console.print(Text.assemble((f"step {step.index}", "bold"), f" · {label}" if label else ""), soft_wrap=True)
-        console.print(_moves(step), soft_wrap=True)
+        console.print(Text.assemble((f"step {step.index}", "bold"), f" · {label}" if label else ""))
+        _print_lines(console, _moves(step, console.width))
         _print_lines(console, _grid(board, step.holdings))
 
 
@@ -115,7 +122,7 @@ def render_explain(
             )
         )
     else:
-        console.print(Text(_legend(board), style="dim"), soft_wrap=True)
+        console.print(Text(_legend(board), style="dim"), soft_wrap=whole_lines(console))
         console.print()
         render_board(console, board)
     console.print()
@@ -123,7 +130,7 @@ def render_explain(
         render_totals(
             stats, direct_stats, schedule, size_bytes, dtype, alpha_us, link_gbps, crossover, estimates, baseline
         ),
-        soft_wrap=True,
+        soft_wrap=whole_lines(console),
     )
 
 

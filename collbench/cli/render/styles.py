@@ -1,12 +1,14 @@
 """What the renderings share: a colour per kind of link, best (green) to worst (red), and the table
-style that fits a 100-column terminal."""
+that fits an 80-column terminal without cutting a value."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rich import box
-from rich.table import Table
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Column, Table
+from rich.text import Text
 
 from collbench.topology.model import LinkKind
 
@@ -24,19 +26,105 @@ LINK_STYLES: dict[LinkKind, str] = {
 }
 
 
-TERMINAL_COLUMNS = 100
-"""The width every table is made to fit without cutting a name: a common terminal, and what the
-tests render at."""
+TERMINAL_COLUMNS = 80
+"""The width every table is made to fit without cutting a value: the smallest common terminal, and
+what tests/cli/test_80_columns.py renders every command at."""
+
+_ELLIPSIS = "…"
 
 
-def narrow_table(title: str) -> Table:
-    """A table with no vertical rules and no padding at its edges: the most columns in 100 characters.
+class SplitTable(Table):
+    """A table that never cuts a value to fit: wider than the console, it prints as several tables,
+    each with the first ``keep`` columns (the row's names) and as many of the others as fit.
+
+    Rich would otherwise shrink no-wrap columns until their cells read ``97.5…``. Columns of words
+    (reasons, parameters) still wrap at word boundaries first; a table is split only where fitting it
+    would put an ellipsis into a cell (counted against the table at its natural width, since a few
+    cells hold one on purpose: explain's ``a0+…+d0``).
+    """
+
+    def __init__(self, *args: object, keep: int = 1, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.keep = keep
+
+    def _part(self, columns: Sequence[Column], *, first: bool, last: bool) -> Table:
+        part = Table(
+            title=self.title if first else None,
+            caption=self.caption if last else None,
+            title_justify=self.title_justify,
+            title_style=self.title_style,
+            box=self.box,
+            pad_edge=self.pad_edge,
+            show_edge=self.show_edge,
+            collapse_padding=self.collapse_padding,
+            header_style=self.header_style,
+            show_header=self.show_header,
+            show_lines=self.show_lines,
+            padding=self.padding,
+        )
+        for c in columns:
+            part.add_column(
+                c.header,
+                justify=c.justify,
+                no_wrap=c.no_wrap,
+                style=c.style,
+                header_style=c.header_style,
+                overflow=c.overflow,
+                vertical=c.vertical,
+                min_width=c.min_width,
+                max_width=c.max_width,
+                width=c.width,
+            )
+        cells = [list(c.cells) for c in columns]
+        for i, row in enumerate(self.rows):
+            part.add_row(*(col[i] for col in cells), style=row.style, end_section=row.end_section)
+        return part
+
+    @staticmethod
+    def _ellipses(console: Console, options: ConsoleOptions, table: Table, width: int) -> int:
+        lines = console.render_lines(table, options.update(width=width, height=None), pad=False)
+        return sum(seg.text.count(_ELLIPSIS) for line in lines for seg in line)
+
+    def _fits(self, console: Console, options: ConsoleOptions, columns: Sequence[Column]) -> bool:
+        part = self._part(columns, first=True, last=True)
+        natural = console.measure(part, options=options.update_width(10_000)).maximum
+        if natural <= options.max_width:
+            return True
+        return self._ellipses(console, options, part, options.max_width) <= self._ellipses(
+            console, options, part, natural
+        )
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        keep, rest = self.columns[: self.keep], self.columns[self.keep :]
+        if not rest or self._fits(console, options, self.columns):
+            yield self._part(self.columns, first=True, last=True)
+            return
+        groups: list[list[Column]] = [[]]
+        for column in rest:
+            if groups[-1] and not self._fits(console, options, [*keep, *groups[-1], column]):
+                groups.append([])
+            groups[-1].append(column)
+        for i, group in enumerate(groups):
+            if i:
+                yield Text("")
+            yield self._part([*keep, *group], first=i == 0, last=i == len(groups) - 1)
+
+
+def narrow_table(title: str, *, keep: int = 1) -> SplitTable:
+    """A table with no vertical rules and no padding at its edges: the most columns in 80 characters.
 
     Columns that hold names (algorithms, ops) and numbers are added with ``no_wrap=True``, so Rich
-    shrinks the columns of words (parameters, reasons) to make room instead of cutting a name short.
+    shrinks the columns of words (parameters, reasons) to make room; where that is not enough the
+    table prints in parts, each repeating its first ``keep`` columns (SplitTable), never cut short.
     """
-    return Table(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True
+    return SplitTable(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+        keep=keep,
     )
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
-from collbench.cli.render.styles import LINK_STYLES
+from collbench.cli.render.styles import LINK_STYLES, SplitTable
 from collbench.profile.document import machine_fingerprint
 from collbench.topology.model import Device, Link, LinkKind, Topology, format_cpu_list
 
@@ -29,18 +28,20 @@ def _numa_text(d: Device) -> str:
     return d.get("numa_affinity") or "N/A"
 
 
-def topology_matrix(topo: Topology, *, bandwidth: bool = False) -> Table:
+def topology_matrix(topo: Topology, *, bandwidth: bool = False) -> SplitTable:
     """The device x device table: link codes (NV#, PIX, ... SYS) or, with ``bandwidth``, GB/s per direction."""
     ranks = list(topo.rank_devices[:MAX_MATRIX_DEVICES])
     nics = list(topo.nics[:MAX_MATRIX_DEVICES])
     cols = ranks + nics
     title = "GB/s per direction" if bandwidth else "link between devices"
-    table = Table(title=title, box=None, pad_edge=False, header_style="bold")
-    table.add_column("")
+    # Wider than the terminal (8 GPUs and 10 NICs need about 130 columns), the matrix prints in blocks
+    # of columns that each repeat the row's device, never a cell cut short.
+    table = SplitTable(title=title, box=None, pad_edge=False, header_style="bold", keep=1)
+    table.add_column("", no_wrap=True)
     for d in cols:
-        table.add_column(d.id, justify="center")
-    table.add_column("CPU Affinity")
-    table.add_column("NUMA Affinity")
+        table.add_column(d.id, justify="center", no_wrap=True)
+    table.add_column("CPU\nAffinity", no_wrap=True)
+    table.add_column("NUMA\nAffinity", no_wrap=True)
     for row in cols:
         cells: list[RenderableType] = [Text(row.id, style="bold")]
         for col in cols:

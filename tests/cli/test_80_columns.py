@@ -1,0 +1,193 @@
+"""Every command that prints a table, run as a user would at COLUMNS=80: no line is wider than 80
+columns, no cell is cut short (Rich marks a cut with ``…``), and the numbers shown are the data's.
+
+explain writes ``a0+…+d0`` on purpose (a run of pieces summed); that ellipsis sits between ``+``
+signs, where Rich's truncation never puts one (it ends a cut cell)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.cli.render.models import format_time
+from collbench.topology.nvidia_smi import read_nvidia_smi_topo
+from collbench.tuning import config as tune_config
+from collbench.units import format_bytes
+
+REPO = Path(__file__).resolve().parents[2]
+REAL = REPO / "tests" / "fixtures" / "real"
+TOPOLOGIES = REPO / "tests" / "fixtures" / "topologies"
+PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+RESULTS = REPO / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+H100_LOG = REAL / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+NARROW = {"COLUMNS": "80", "NO_COLOR": "1"}
+CUT = re.compile(r"…(?!\+)")
+
+
+def run80(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args), env=NARROW)
+    assert result.exit_code == 0, result.output
+    check_80(result.output)
+    return result.output
+
+
+def check_80(text: str) -> None:
+    for line in text.splitlines():
+        assert cell_len(line) <= 80, f"{cell_len(line)} columns: {line!r}"
+        assert not CUT.search(line), f"a cell cut short: {line!r}"
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def _matrix_rows(text: str, ids: set[str]) -> dict[str, list[str]]:
+    """The matrix's cells per device, joined across the blocks it was printed in."""
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        tokens = line.split()
+        if tokens and tokens[0] in ids and not line[0].isspace():  # a row, not the header above it
+            rows.setdefault(tokens[0], []).extend(tokens[1:])
+    return rows
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        REAL / "a100-x8-nv12-17nics.topo.txt",
+        REAL / "h200-x8-nv18-10nics-saved-whole.topo.txt",
+        REAL / "v100-x8-nv1-nv2-18nics-glued-cells.topo.txt",
+        TOPOLOGIES / "a100x4-nv4-nics.topo.txt",
+    ],
+    ids=lambda p: p.name.split(".")[0],
+)
+def test_discover_matrix_prints_in_blocks_with_every_cell(path: Path) -> None:
+    out = run80("discover", "--from-nvidia-smi", str(path))
+    topo = read_nvidia_smi_topo(path)
+    devices = [*topo.rank_devices[:16], *topo.nics[:16]]
+    rows = _matrix_rows(out, {d.id for d in devices})
+    for row in devices:
+        codes = [
+            "X" if col.id == row.id else (lk.matrix_code if (lk := topo.link(row.id, col.id)) else "")
+            for col in devices
+        ]
+        assert rows[row.id][: len(devices)] == [c for c in codes if c], row.id
+
+
+def test_layout_and_explain() -> None:
+    out = run80("layout", "--from-nvidia-smi", str(TOPOLOGIES / "pcie8-pix-pxb.topo.txt"))
+    assert "GPU3 ─sys 10→ GPU4" in out  # a hop is never broken across lines
+    out = run80("explain", "ring", "--op", "all-reduce", "--ranks", "4", "--size", "64M")
+    assert "~10096.3 us" in out
+
+
+def test_fit_and_predict(tmp_path: Path) -> None:
+    fits = json.loads(CliRunner().invoke(app, ["fit", str(RESULTS), "--json"]).stdout)
+    out = run80("fit", str(RESULTS))
+    for fit in fits["fits"]:
+        line = next(ln for ln in out.splitlines() if ln.startswith(fit["algo"] + " "))
+        assert f"{fit['alpha_us']:.3g}" in line or f"{fit['alpha_us']:.0f}" in line, line
+    fits_path = tmp_path / "h100.json"
+    fits_path.write_text(CliRunner().invoke(app, ["fit", str(H100_LOG), "--json"]).stdout)
+    args = ("predict", "--fits", str(fits_path), "--ranks", "1024", "--nodes", "128", "--sizes", "32K,1M,1G")
+    out = run80(*args)
+    report = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    for p in report["predictions"]:
+        row = next(
+            ln for ln in out.splitlines() if ln.split()[:3] == [p["algo"], *format_bytes(p["size_bytes"]).split()]
+        )
+        assert format_time(p["time_us"]) in row, row
+
+
+def test_profile_predict_rules_tables(tmp_path: Path) -> None:
+    out = run80("profile", "predict", str(PROFILE), "--ranks", "8,64:8", "-O", str(tmp_path / "p.yaml"))
+    assert "measured" in out and "∞" in out
+
+
+def test_compare_and_import(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in RESULTS.read_text().splitlines()[:60]]
+    base, new = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
+    base.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    new.write_text("".join(json.dumps(dict(r, time_us=r["time_us"] * 1.5)) + "\n" for r in rows))
+    out = run80("compare", str(base), str(new), "--fail-above", "200%")
+    assert "verdict" in out
+    out = run80("import", "nccl-tests", str(H100_LOG), "-O", str(tmp_path / "h100.jsonl"))
+
+
+def test_sweep_table() -> None:
+    out = run80("sweep", "--ranks", "2", "--backend", "gloo", "--algo", "ring,native", "-b", "8", "-e", "64", "-n", "2")
+    assert "wrong elements: 0" in out
+
+
+@pytest.mark.dist
+def test_tune_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small = tune_config.Depth(
+        min_bytes=1024,
+        max_bytes=4096,
+        step_factor=4.0,
+        point_budget_s=0.01,
+        warmup=0,
+        extra_segment_bytes=None,
+        rounds=1,
+        max_rounds=1,
+    )
+    monkeypatch.setattr(tune_config, "QUICK", small)
+    out = run80("tune", "--ranks", "2", "--quick", "-O", str(tmp_path / "p.yaml"))
+    assert "fitted models" in out and "profile:" in out
+
+
+def _rows(times: dict[int, tuple[float, float]]) -> str:
+    """Result rows at 2 ranks: size -> (p50 us, stall fraction)."""
+    template = json.loads(RESULTS.read_text().splitlines()[0])
+    rows = [
+        dict(template, size_bytes=size, time_us=t, time_us_min=t * 0.98, time_us_p25=t * 0.99, stall_fraction=f)
+        for size, (t, f) in times.items()
+    ]
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def test_compare_marks_stalled_points_and_does_not_call_them_regressions(tmp_path: Path) -> None:
+    """The issue's case: stall_fraction 0.92 at two points that doubled. Their time is the machine's load
+    (results.noise: a point with STALL_MARK of its iterations over 3x its fastest is stalled)."""
+    sizes = [2**k for k in range(8, 20)]
+    base, new = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
+    base.write_text(_rows({s: (100.0 + s / 1000, 0.0) for s in sizes}))
+    stalled = {sizes[3], sizes[7]}
+    new.write_text(
+        _rows({s: ((100.0 + s / 1000) * (2 if s in stalled else 1), 0.92 if s in stalled else 0.0) for s in sizes})
+    )
+    result = CliRunner().invoke(app, ["compare", str(base), str(new), "--fail-above", "5%"], env=NARROW)
+    assert result.exit_code == 0, result.output
+    check_80(result.output)
+    marked = [ln for ln in result.output.splitlines() if ln.split()[:2] in (["ring", str(s)] for s in stalled)]
+    assert len(marked) == 2 and all("*" in ln and ln.rstrip().endswith("stalled") for ln in marked), marked
+    assert "no point regressed" in result.output and "*: stalled, 2 point(s)" in result.output
+    report = json.loads(CliRunner().invoke(app, ["compare", str(base), str(new), "--json"]).stdout)
+    assert sorted(p["size_bytes"] for p in report["points"] if p["stalled"]) == sorted(stalled)
+    # The same slowdown without the stall is a regression.
+    new.write_text(_rows({s: ((100.0 + s / 1000) * (2 if s in stalled else 1), 0.0) for s in sizes}))
+    result = CliRunner().invoke(app, ["compare", str(base), str(new), "--fail-above", "5%"], env=NARROW)
+    assert result.exit_code == 1 and "2 point(s) regressed" in result.output, result.output
+
+
+def test_sweep_progress_bar_labels_elapsed_and_remaining() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from collbench.cli.sweep import progress_bar
+
+    target = Console(file=StringIO(), width=120, color_system=None)
+    bar = progress_bar(target)
+    task = bar.add_task("all-reduce ring 4 KiB", total=10)
+    bar.update(task, completed=3)
+    target.print(bar.get_renderable())
+    line = target.file.getvalue().strip()  # type: ignore[attr-defined]
+    assert re.search(r"3/10 all-reduce ring 4 KiB \d+:\d\d:\d\d elapsed, (\d+:\d\d:\d\d|-:--:--) left$", line), line
