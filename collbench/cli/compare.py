@@ -87,7 +87,12 @@ def _points_table(comparison: Comparison, shown: list[PointChange], threshold: f
 
 def _summary_table(comparison: Comparison) -> Table:
     table = narrow_table("per op and algorithm")
-    for name in ("op", "algo", "points", "geomean", "worst at\nsize (B)", "worst", "beyond\nnoise", "stalled"):
+    stalled: dict[tuple[str, str], int] = {}
+    for c in comparison.changes:
+        if c.stalled:
+            stalled[(c.op, c.algo)] = stalled.get((c.op, c.algo), 0) + 1
+    names = ["op", "algo", "points", "geomean", "worst at\nsize (B)", "worst", "beyond\nnoise"]
+    for name in names + (["stalled"] if stalled else []):
         table.add_column(name, justify="left" if name in ("op", "algo") else "right", no_wrap=True)
     for s in comparison.summaries():
         table.add_row(
@@ -98,7 +103,7 @@ def _summary_table(comparison: Comparison) -> Table:
             str(s.worst.size_bytes),
             f"{_pct(s.worst.ratio)} ± {100.0 * s.worst.judged_error:.1f}%",
             str(s.beyond_noise),
-            str(sum(c.stalled for c in comparison.changes if (c.op, c.algo) == (s.op, s.algo))),
+            *([str(stalled.get((s.op, s.algo), 0))] if stalled else []),
         )
     return table
 

@@ -180,7 +180,7 @@ def render_prediction(report: PredictReport) -> RenderableType:
         "error: the model's median error on measured points near that size and shape; "
         "?: none measured near (xN: N times the measured world size)"
     )
-    choice = narrow_table("choice per size (lowest predicted time)")
+    choice = narrow_table("choice per size (fastest)")
     for col in ("op", "size", "algo", "time"):
         choice.add_column(col, no_wrap=True)
     for c in report.choice:
