@@ -10,6 +10,16 @@ from fractions import Fraction
 
 from collbench.errors import ConfigError
 
+
+def check_ranks(ranks: int, least: int, command: str, option: str = "--ranks") -> None:
+    """ConfigError for a rank count below what ``command`` needs, in the one wording every command uses:
+    ``--ranks 1: tune needs at least 2 ranks (a collective of one rank moves no data)``."""
+    if ranks >= least:
+        return
+    why = " (a collective of one rank moves no data)" if least > 1 else ""
+    raise ConfigError(f"{option} {ranks}: {command} needs at least {least} rank{'s' if least > 1 else ''}{why}")
+
+
 _BINARY_UNITS = (("G", 30), ("M", 20), ("K", 10))
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmg])i?b?|b)?\s*$", re.IGNORECASE)
 _SHIFTS = {"": 0, "k": 10, "m": 20, "g": 30}

@@ -22,6 +22,7 @@ from collbench.errors import ConfigError, InputFileError, UserError
 from collbench.topology.io import save_topology
 from collbench.topology.model import Topology
 from collbench.topology.sources import record_nvml
+from collbench.units import check_ranks
 
 _BACKENDS = ("auto", "gloo", "nccl")
 
@@ -86,8 +87,8 @@ def discover(
         "--record": record,
     }
     require_one_source(sources)
-    if ranks is not None and ranks < 1:
-        raise ConfigError(f"--ranks must be at least 1, got {ranks}")
+    if ranks is not None:
+        check_ranks(ranks, 1, "discover")
     if backend not in _BACKENDS:
         raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(_BACKENDS)}")
     if timeout <= 0:

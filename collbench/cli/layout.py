@@ -11,9 +11,9 @@ import typer
 from collbench.cli.console import console, err_console
 from collbench.cli.render.layouts import render_layout
 from collbench.cli.topology_source import FromFile, FromNcclXml, FromNvidiaSmi, Replay, read_topology
-from collbench.errors import ConfigError
 from collbench.layouts.plan import LayoutPlan, plan
 from collbench.tuning.nccl_graph import write_nccl_graph
+from collbench.units import check_ranks
 
 
 def layout_json(result: LayoutPlan) -> dict[str, Any]:
@@ -50,8 +50,8 @@ def layout(
     ] = None,
 ) -> None:
     """Ring orders and two-trees for a topology, fastest first."""
-    if ranks is not None and ranks < 1:
-        raise ConfigError(f"--ranks must be at least 1, got {ranks}")
+    if ranks is not None:
+        check_ranks(ranks, 1, "layout")
     topo = read_topology(
         from_nvidia_smi=from_nvidia_smi, from_nccl_xml=from_nccl_xml, from_file=from_file, replay=replay, ranks=ranks
     )

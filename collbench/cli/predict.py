@@ -18,7 +18,7 @@ from collbench.models.fitted import Fit
 from collbench.models.nccl_cost import ARCHS, Arch
 from collbench.models.predict import predict as predict_times
 from collbench.models.predict_defaults import default_nodes
-from collbench.units import parse_size
+from collbench.units import check_ranks, parse_size
 
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
 
@@ -150,6 +150,7 @@ def predict(
     """Predict times per algorithm at world sizes no one here has."""
     if (profile is None) == (fits is None):
         raise ConfigError("give exactly one of --profile P or --fits F")
+    check_ranks(ranks, 2, "predict")  # before anything is assumed from it (the nodes)
     source = profile if profile is not None else fits
     assert source is not None
     loaded = load_fits(source, profile=profile is not None)

@@ -42,6 +42,7 @@ from collbench.models.predict_native import native_nccl, nccl_barrier
 from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label, node_class
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
+from collbench.units import check_ranks
 
 DEFAULT_SIMULATE_MAX_RANKS = 64
 
@@ -366,8 +367,7 @@ def predict(
     Raises ConfigError for a world size below 2, nodes that do not divide it, no sizes, no fits left
     for the ops asked, or none that may be used.
     """
-    if world_size < 2:
-        raise ConfigError(f"--ranks must be at least 2, got {world_size}")
+    check_ranks(world_size, 2, "predict")
     if nodes < 1 or world_size % nodes:
         raise ConfigError(f"{world_size} ranks do not spread evenly over {nodes} nodes")
     if not sizes:

@@ -14,6 +14,7 @@ from collbench.results.journal import count_lines
 from collbench.schedules.ops import Op
 from collbench.tuning.resume import PartialPlan, check_partials, partial_depth_path
 from collbench.tuning.selection import SelectionSettings
+from collbench.units import check_ranks
 
 DEFAULT_PROFILE = Path("collbench-profile.yaml")
 TUNE_ELEMENT_BYTES = 4
@@ -129,8 +130,8 @@ class TuneConfig:
 def check_config(config: TuneConfig, *, files: bool = True) -> None:
     """Raise ConfigError for options that cannot work, before anything is measured; with ``files``,
     also for outputs that cannot be written and partial rows in the way (``check_files``)."""
-    if config.ranks is not None and config.ranks < 2:
-        raise ConfigError(f"--ranks must be at least 2 to tune a collective, got {config.ranks}")
+    if config.ranks is not None:
+        check_ranks(config.ranks, 2, "tune")
     depth = config.depth
     for flag, size in (("-b/--min-bytes", depth.min_bytes), ("-e/--max-bytes", depth.max_bytes)):
         if size < TUNE_ELEMENT_BYTES or size % TUNE_ELEMENT_BYTES:

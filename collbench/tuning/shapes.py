@@ -26,6 +26,7 @@ from collbench.tuning.config import TuneConfig, check_config
 from collbench.tuning.pipeline import TuneOutcome, check_backend_runs, run_tune
 from collbench.tuning.shape_resume import ShapePlan, plan_shapes
 from collbench.tuning.sweeps import Progress
+from collbench.units import check_ranks
 
 if TYPE_CHECKING:
     from collbench.models.fitted import Fit
@@ -47,16 +48,17 @@ def _shown(text: str) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def parse_ranks(text: str, option: str = "--ranks") -> tuple[int, ...]:
+def parse_ranks(text: str, option: str = "--ranks", command: str = "tune") -> tuple[int, ...]:
     """``"4"`` or ``"2,4,8"`` as rank counts, each at least 2, none twice; ConfigError otherwise."""
     out: list[int] = []
     for part in text.split(","):
         part = part.strip()
         # A digit string past MAX_RANK_DIGITS is no world size, and int() refuses one past 4,300 digits.
-        if not part.isdigit() or len(part) > MAX_RANK_DIGITS or int(part) < 2:
+        if not part.isdigit() or len(part) > MAX_RANK_DIGITS:
             raise ConfigError(
                 f"{option} {_shown(text)}: each value must be a whole number of ranks, at least 2, got {_shown(part)}"
             )
+        check_ranks(int(part), 2, command, option)
         if int(part) in out:
             raise ConfigError(f"{option} {_shown(text)}: {part} is given twice")
         out.append(int(part))
@@ -83,7 +85,7 @@ def parse_shapes(text: str, option: str = "--predict-ranks") -> tuple[Shape, ...
     shapes: list[Shape] = []
     for part in parts:
         ranks_text, _, nodes_text = part.strip().partition(":")
-        (ranks,) = parse_ranks(ranks_text, option)
+        (ranks,) = parse_ranks(ranks_text, option, "a predicted shape")
         nodes: int | None = None
         if nodes_text:
             if not nodes_text.isdigit() or len(nodes_text) > MAX_RANK_DIGITS or not 1 <= int(nodes_text) <= ranks:

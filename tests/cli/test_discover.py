@@ -148,7 +148,7 @@ def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--from-nccl-xml", "/nonexistent/t.xml"], "/nonexistent/t.xml: no such file"),
         (["--from-file", "/nonexistent/t.yaml"], "/nonexistent/t.yaml: no such file"),
         (["--replay", "/nonexistent/r.json"], "/nonexistent/r.json: no such file"),
-        (["--ranks", "0"], "--ranks must be at least 1"),
+        (["--ranks", "0"], "--ranks 0: discover needs at least 1 rank"),
         (["--replay", str(RECORDINGS / "t4x4-vm.json"), "--ranks", "9"], "--ranks 9"),
         (["--from-file", "a.yaml", "--replay", "b.json"], "--from-file and --replay name different sources"),
         (["-O", "topo.txt"], "topo.txt: unknown extension"),

@@ -102,7 +102,7 @@ def test_profile_predict_bad_input_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--ranks", "2,1"], "whole number of ranks, at least 2"),
+        (["--ranks", "2,1"], "--ranks 1: tune needs at least 2 ranks"),
         (["--ranks", "2,2"], "given twice"),
         (["--ranks", "2", "--predict-ranks", "2"], "measured too"),
         (["--ranks", "2,3", "--check", "p.yaml"], "p.yaml: no such profile"),  # every shape is checked now

@@ -21,7 +21,7 @@ from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.runtime.launch.ranks import joined_job, resolve_backend
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import algorithm_names, get_algorithm
-from collbench.units import format_bytes
+from collbench.units import check_ranks, format_bytes
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
@@ -256,8 +256,9 @@ def validate(config: SweepConfig) -> SweepJob:
     not a multiple of the dtype size, a bad rank count or root, nccl without GPUs, a bad output name.
     """
     check_switches()
-    if config.world_size is not None and config.world_size < 1:
-        raise ConfigError(f"--ranks must be at least 1, got {config.world_size}")
+    if config.world_size is not None:
+        # One rank is allowed: it times the call's own overhead (and a one-GPU machine's default is one).
+        check_ranks(config.world_size, 1, "sweep")
     if config.world_size is not None and config.world_size > MAX_WORLD_SIZE:
         raise ConfigError(f"--ranks must be at most {MAX_WORLD_SIZE}, got {config.world_size}")
     job = joined_job()

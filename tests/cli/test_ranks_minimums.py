@@ -1,0 +1,47 @@
+"""`--ranks` minimums, alike across commands (issue 34): sweep allows one rank (it times the call's own
+overhead, and a one-GPU machine's default is one rank); tune and predict need two (a collective of one
+rank moves no data: nothing to choose between, nothing to predict). One wording for all, and predict
+says it before anything it would assume from the rank count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+
+PROFILE = Path(__file__).parents[1] / "fixtures" / "profiles" / "cpu-2core-gloo-4ranks.yaml"
+WIDE = {"COLUMNS": "200", "NO_COLOR": "1"}
+TWO = "needs at least 2 ranks (a collective of one rank moves no data)"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["sweep", "--ranks", "0"], "error: --ranks 0: sweep needs at least 1 rank"),
+        (["tune", "--ranks", "1"], f"error: --ranks 1: tune {TWO}"),
+        (["tune", "--ranks", "4,1"], f"error: --ranks 1: tune {TWO}"),
+        (["tune", "--predict-ranks", "1"], f"error: --predict-ranks 1: a predicted shape {TWO}"),
+        (["predict", "--profile", str(PROFILE), "--ranks", "0"], f"error: --ranks 0: predict {TWO}"),
+        (["predict", "--profile", str(PROFILE), "--ranks", "1"], f"error: --ranks 1: predict {TWO}"),
+        (["profile", "predict", str(PROFILE), "--ranks", "1"], f"error: --ranks 1: a predicted shape {TWO}"),
+        (["discover", "--ranks", "0"], "error: --ranks 0: discover needs at least 1 rank"),
+        (["layout", "--ranks", "0"], "error: --ranks 0: layout needs at least 1 rank"),
+    ],
+)
+def test_too_few_ranks_is_one_line_in_one_wording(args: list[str], line: str) -> None:
+    result = CliRunner().invoke(app, args, env=WIDE)
+    assert result.exit_code == 2, result.output
+    # The error is all there is: predict printed an `assumed:` line for the nodes first.
+    assert result.output.strip().splitlines() == [line]
+
+
+def test_sweep_of_one_rank_is_allowed_and_says_what_it_measures(monkeypatch: pytest.MonkeyPatch) -> None:
+    from collbench.runtime.sweep import run as sweep_run
+
+    monkeypatch.setattr(sweep_run, "run_sweep", lambda config, progress: [])
+    result = CliRunner().invoke(app, ["sweep", "--ranks", "1", "-b", "1K", "-e", "1K"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "a one-rank world moves no data" in result.output
