@@ -105,14 +105,6 @@ def min_of_medians(rounds: Sequence[Sequence[float]]) -> float:
     return min(medians)
 
 
-def stall_summary(label: str, fraction: float) -> str:
-    """The summary line for a stalled point, e.g. "37% of iterations at 16 KiB were >3x the fastest: ..."."""
-    return (
-        f"{100 * fraction:.0f}% of iterations {label} were >{STALL_FACTOR:g}x the fastest: "
-        "the machine is busy or oversubscribed"
-    )
-
-
 def decision_time_us(row: ResultRow) -> float:
     """The time decisions and fits use for one measured row: its first quartile where the row has one.
 

@@ -142,6 +142,7 @@ def resolve_algos(
     """
     per_op: dict[Op, list[str]] = {op: [] for op in ops}
     skipped = [] if skipped is None else skipped
+    lacking: dict[Op, list[str]] = {op: [] for op in ops}
     for name in config.algos:
         key = name.strip().lower()
         if key == "all":
@@ -163,11 +164,14 @@ def resolve_algos(
         for op in ops:
             if spec.supports(op) and spec.name not in per_op[op]:
                 per_op[op].append(spec.name)
-        lacking = [op.value for op in ops if not spec.supports(op)]
-        if lacking:
-            # One line per algorithm (a tune names every algorithm for every op it asks).
-            them = "it" if len(lacking) == 1 else "them"
-            skipped.append(f"{spec.name} {', '.join(lacking)}: {spec.name} does not implement {them}; skipped")
+            elif not spec.supports(op) and spec.name not in lacking[op]:
+                lacking[op].append(spec.name)
+    # One line per op, naming it first (a tune names every algorithm for every op it asks: a line per
+    # algorithm was 26 lines for six ops).
+    for op, names in lacking.items():
+        if names:
+            verb = "does" if len(names) == 1 else "do"
+            skipped.append(f"{op.value}: {', '.join(names)} {verb} not implement it; skipped")
     if skipped and not any(per_op.values()):
         raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
     return per_op

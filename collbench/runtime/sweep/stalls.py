@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from collbench.results.noise import MODE_GAP, STALL_MARK, STALL_MARKER, row_stalled, stall_summary
+from collbench.results.noise import MODE_GAP, STALL_FACTOR, STALL_MARK, STALL_MARKER, row_stalled
 from collbench.results.row import ResultRow
 from collbench.runtime.host import idle_latency, rank_priority
 
 STALL_LINES = 3
-"""The summary names this many of the worst stalled points."""
+"""The summary names this many of the worst stalled points (on one line)."""
 
 
 def stall_report(rows: Sequence[ResultRow]) -> list[str]:
@@ -18,19 +18,26 @@ def stall_report(rows: Sequence[ResultRow]) -> list[str]:
     stalled = [r for r in rows if row_stalled(r)]
     if not stalled:
         return []
-    from collbench.units import format_bytes
-
     lines = [
         f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "
         "for the scheduler, and decisions there are less sure"
     ]
     priority = rank_priority.unheld_hint() if any(r.backend == "gloo" for r in stalled) else ""
     lines.extend(hint for hint in (priority, idle_latency.unheld_hint()) if hint)
-    worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.algo))[:STALL_LINES]
-    for row in worst:
-        label = f"at {format_bytes(row.size_bytes)} ({row.algo}, {'in place' if row.in_place else 'out of place'})"
-        if (row.stall_fraction or 0.0) >= STALL_MARK:
-            lines.append(stall_summary(label, row.stall_fraction or 0.0))
-        else:
-            lines.append(f"iterations {label} fell into two modes more than {MODE_GAP:g}x apart")
+    worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.op, r.algo))[:STALL_LINES]
+    # The worst few on one line each kind, each point named by its op: one line per point repeated
+    # the same cause word for word.
+    fractions = [r for r in worst if (r.stall_fraction or 0.0) >= STALL_MARK]
+    modes = [r for r in worst if (r.stall_fraction or 0.0) < STALL_MARK]
+    if fractions:
+        points = ", ".join(f"{_point(r)}: {100 * (r.stall_fraction or 0.0):.0f}%" for r in fractions)
+        lines.append(f"most stalled (share of iterations >{STALL_FACTOR:g}x the fastest): {points}")
+    if modes:
+        lines.append(f"iterations fell into two modes more than {MODE_GAP:g}x apart: {', '.join(map(_point, modes))}")
     return lines
+
+
+def _point(row: ResultRow) -> str:
+    from collbench.units import format_bytes
+
+    return f"{row.op} {row.algo} at {format_bytes(row.size_bytes)} ({'in place' if row.in_place else 'out of place'})"
