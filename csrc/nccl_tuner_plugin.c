@@ -17,8 +17,9 @@
  * runs every collective it matches on one channel. v1/v2 have no table: the plugin returns the pair only
  * where NCCL could run it (the same table NCCL's tuning.cc applies; CollNet/NVLS by the support flags).
  *
- * Never fails NCCL: a missing, empty or malformed file is one warning through NCCL's logger and no
- * overrides; init always succeeds. A line whose channel count NCCL cannot hold is skipped with a warning, and
+ * Never fails NCCL: a missing, empty or malformed file, or one that is not a regular file of at most 64 MiB
+ * with lines of at most 4 KiB, is one warning through NCCL's logger and no overrides; init always succeeds
+ * and never waits (a FIFO is opened without blocking and refused). A line whose channel count NCCL cannot hold is skipped with a warning, and
  * past MAX_RULES lines the rest of the file is ignored with one.
  *
  * Cost per call: NCCL asks before every collective it enqueues, so init indexes the lines that fit the
@@ -26,6 +27,7 @@
  * each stretch of sizes) and a call is a few binary searches, whatever the file's length.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* --- NCCL's ABI, as its headers declare it -------------------------------------------------------- */
 
@@ -140,6 +144,12 @@ typedef struct {
 /* More lines than any profile exports (one line per size range, collective and communicator shape); a file
  * past it is someone's mistake, and every communicator holds its own copy of the rules. */
 #define MAX_RULES 100000
+
+/* Only a regular file of at most this many bytes, with lines of at most MAX_LINE_BYTES, is read: init runs
+ * inside every rank's ncclCommInit, and a FIFO would block it (for ever, on every rank), /dev/zero or a file
+ * of junk would fill memory. A config of MAX_RULES lines is about 5 MB. */
+#define MAX_FILE_BYTES (64L << 20)
+#define MAX_LINE_BYTES 4096
 
 /* The largest channel count NCCL can take from a tuner. MAXCHANNELS (src/include/device.h) is 32 up to 2.24
  * and 64 from 2.25: NCCL's per-channel arrays have that many entries. From 2.22 NCCL also stores the count in
@@ -286,6 +296,30 @@ __attribute__((format(printf, 3, 4))) static void say(const Context* ctx, ncclDe
   ctx->log(level, NCCL_TUNING, __FILE__, __LINE__, "%s%s", PREFIX, text);
 }
 
+/* The config file opened for reading, or NULL after one warning: not there, not a regular file (opened without
+ * waiting, so a FIFO cannot block NCCL's init), or past MAX_FILE_BYTES. */
+static FILE* openConfig(const Context* ctx, const char* path) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    say(ctx, NCCL_LOG_WARN, "cannot read %s (%s); no overrides, NCCL keeps its own choices", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  const char* wrong = NULL;
+  if (fstat(fd, &st) != 0)
+    wrong = "cannot be examined";
+  else if (!S_ISREG(st.st_mode))
+    wrong = "is not a regular file (a FIFO, a device, a directory)";
+  else if (st.st_size > MAX_FILE_BYTES)
+    wrong = "is larger than 64 MiB";
+  FILE* f = wrong == NULL ? fdopen(fd, "r") : NULL;
+  if (f == NULL) {
+    close(fd);
+    say(ctx, NCCL_LOG_WARN, "%s %s; no overrides, NCCL keeps its own choices", path, wrong ? wrong : strerror(errno));
+  }
+  return f;
+}
+
 /* All well-formed rules of the file, or none: a file that is partly wrong is not half-applied. A well-formed
  * line whose channel count this NCCL cannot hold is skipped with a warning (NCCL would wrap or overrun it),
  * and the lines past MAX_RULES are ignored with a warning. */
@@ -295,18 +329,20 @@ static void loadRules(Context* ctx) {
     say(ctx, NCCL_LOG_WARN, "NCCL_TUNER_CONFIG_FILE is not set; no overrides, NCCL keeps its own choices");
     return;
   }
-  FILE* f = fopen(path, "r");
-  if (f == NULL) {
-    say(ctx, NCCL_LOG_WARN, "cannot read %s (%s); no overrides, NCCL keeps its own choices", path, strerror(errno));
-    return;
-  }
-  char* line = NULL;
-  size_t cap = 0;
+  FILE* f = openConfig(ctx, path);
+  if (f == NULL) return;
+  char line[MAX_LINE_BYTES + 2];
   int lineNo = 0, ok = 1, max = 0, wide = 0, capped = 0;
   const char* why = "";
   int badLine = 0;
-  while (getline(&line, &cap, f) >= 0) {
+  while (fgets(line, sizeof line, f) != NULL) {
     lineNo++;
+    if (strchr(line, '\n') == NULL && !feof(f)) {
+      ok = 0;
+      why = "a line longer than 4096 bytes";
+      badLine = lineNo;
+      break;
+    }
     char* text = trim(line);
     if (*text == '\0' || *text == '#') continue;
     if (ctx->nRules == MAX_RULES) {
@@ -340,7 +376,6 @@ static void loadRules(Context* ctx) {
     r->lineNo = lineNo;
     ctx->nRules++;
   }
-  free(line);
   fclose(f);
   if (!ok) {
     free(ctx->rules);

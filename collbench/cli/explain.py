@@ -18,6 +18,7 @@ from collbench.models.crossover import time_crossings
 from collbench.schedules.analysis import ScheduleStats, schedule_stats
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 from collbench.schedules.registry import get_algorithm
+from collbench.schedules.spec import MAX_SEGMENTS
 from collbench.schedules.whiteboard import Whiteboard, build_whiteboard, rank_letter
 from collbench.units import parse_size
 
@@ -166,8 +167,11 @@ def explain(
             f"--ranks {ranks} is more than explain shows ({MAX_EXPLAIN_RANKS}); "
             "use `collbench predict` for large worlds"
         )
-    if segments < 1:
-        raise ConfigError(f"--segments must be >= 1, got {segments}")
+    if not 1 <= segments <= MAX_SEGMENTS:
+        # Each segment is a step of every rank: 100,000 took 141 s and 1 GB, 10,000,000 ran out of memory.
+        raise ConfigError(
+            f"--segments must be 1 to {MAX_SEGMENTS} (the most a pipelined schedule is cut in), got {segments}"
+        )
     # `not (x >= 0)` also refuses nan, which every comparison lets through.
     if not (math.isfinite(alpha_us) and alpha_us >= 0):
         raise ConfigError(f"--alpha-us must be a finite number >= 0, got {alpha_us}")

@@ -52,6 +52,8 @@ def load_fits(path: Path, *, profile: bool) -> list[Fit]:
 
 
 MAX_FIT_WORLD_SIZE = 1 << 20
+MAX_PREDICT_SIZES = 256
+"""The most sizes one predict prices (every algorithm at each): a table of 256 rows is already more than read."""
 """The most ranks a stored fit may say it was measured at: more than any machine has run one job on."""
 
 
@@ -154,7 +156,11 @@ def predict(
     source = profile if profile is not None else fits
     assert source is not None
     loaded = load_fits(source, profile=profile is not None)
-    size_list = sorted({parse_size(s, "--sizes") for s in sizes.split(",") if s.strip()})
+    asked = [s for s in sizes.split(",") if s.strip()]
+    if len(asked) > MAX_PREDICT_SIZES:
+        # Each size is priced for every algorithm: 10,000 sizes took minutes.
+        raise ConfigError(f"--sizes lists {len(asked):,} sizes; predict takes at most {MAX_PREDICT_SIZES}")
+    size_list = sorted({parse_size(s, "--sizes") for s in asked})
     op_names = [o for o in split_values(op) if o.lower() != "all"]
     arch = nccl_arch.strip().lower()
     if arch not in ARCHS:

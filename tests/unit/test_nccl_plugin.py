@@ -10,6 +10,7 @@ tuner_v2.cc). v3 is also called with NCCL 2.22's 6-row table (no PAT row).
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -172,6 +173,12 @@ BAD = {
     "min above max": "allreduce,10,5,ring,simple,-1,2,8\n",
     "zero channels": "allreduce,0,-1,ring,simple,0,2,8\n",
     "unset": "unset",
+    # Init runs inside every rank's ncclCommInit: a FIFO blocked it for ever, /dev/zero was read without
+    # end (1 GB before a limit stopped it). Only a regular file is read, lines of at most 4 KiB.
+    "a FIFO": "fifo",
+    "/dev/zero": "/dev/zero",
+    "a directory": "directory",
+    "a 5000-byte line": "allreduce,0,-1,ring,simple,-1,2,8" + " " * 5000 + "\n",
 }
 
 
@@ -187,6 +194,12 @@ def test_a_bad_config_is_one_warning_and_no_overrides(
     assert config is not None
     if text == "unset":
         config = None
+    elif text == "fifo":
+        os.mkfifo(config)  # no writer ever opens it: opening it to read would wait for one
+    elif text == "/dev/zero":
+        config = Path("/dev/zero")
+    elif text == "directory":
+        config.mkdir()
     elif text is not None:
         config.write_text(text)
     queries = [Query(Op.ALL_REDUCE, n, table_for(Op.ALL_REDUCE)) for n in (0, 1 << 20)]
