@@ -1,14 +1,20 @@
-"""benchmarks/gpu_first_run.py without a GPU: its dry run here, its run loop on fake checks, its comparison.
+"""benchmarks/gpu_first_run.py without a GPU: the whole run on a simulated one-GPU torch, its pieces.
 
-The run loop is driven with checks that are small Python commands (one passes, one fails, one overruns
-its limit) and a machine faked to one GPU, so that what the script does with a real check's exit
-code, output and overrun is checked here; the real checks themselves need a GPU.
+The simulated machine is a ``sitecustomize`` on the children's ``PYTHONPATH`` that gives this CPU-only
+torch the answers torch documents for one GPU (torch/cuda/__init__.py: ``is_available()`` True,
+``device_count()`` 1, ``get_device_name(0)``, ``get_device_capability(0)`` (9, 0) for an H200;
+``torch.version.cuda``; torch/cuda/nccl.py: ``version()`` a tuple), and an ``nvidia-smi`` on ``PATH``
+that prints one GPU. Every step then runs its real command: those that need a real GPU fail (their
+failure recorded, the run going on) or are cut by the budget. What is checked is the script's own
+contract: the steps' order, the budget (each step's limit cut to what is left, the run inside it),
+at most six files directly under --out, the summary printed last.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +28,34 @@ from collbench.topology.sources import discover_topology
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 _NAME = "collbench_bench_gpu_first_run"
+ORDER = [
+    "environment",
+    "nvml-record",
+    "discover-vs-smi",
+    "kernel-build",
+    "nccl-plugin",
+    "device-check-1G",
+    "bench-reduce",
+    "pytest-gpu",
+    "tune",
+]
+
+_ONE_GPU = """
+import torch
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+torch.cuda.get_device_name = lambda device=None: "NVIDIA H200"
+torch.cuda.get_device_capability = lambda device=None: (9, 0)
+torch.version.cuda = "13.0"
+torch.cuda.nccl.version = lambda: (2, 27, 7)
+"""
+
+_NVIDIA_SMI = """#!/bin/sh
+case "$1" in
+topo) printf '\\tGPU0\\tCPU Affinity\\tNUMA Affinity\\tGPU NUMA ID\\nGPU0\\t X \\t0-15\\t0\\t\\tN/A\\n' ;;
+*) echo "0, NVIDIA H200, 580.159.04, 143771 MiB, 00000000:18:00.0" ;;
+esac
+"""
 
 
 def _load() -> ModuleType:
@@ -36,200 +70,134 @@ def _load() -> ModuleType:
 
 
 first_run = _load()
-NAMES = [
-    "kernel-build",
-    "kernel-fallback",
-    "pytest-gpu",
-    "bench-gpu-reduce",
-    "device-check-256M",
-    "device-check-1G",
-    "sweep-nccl",
-    "tune-quick-nccl",
-    "tune-quick-default",
-    "nvidia-smi-topo",
-    "discover-vs-nvidia-smi",
-]
+checks = sys.modules["first_run_checks"]
 
 
-def test_dry_run_here_lists_every_check_and_why_it_is_skipped() -> None:
-    import torch
+@pytest.fixture
+def one_gpu(tmp_path: Path) -> dict[str, str]:
+    """The environment of a child that sees one simulated H200 and an nvidia-smi."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_ONE_GPU)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(_NVIDIA_SMI)
+    smi.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "COLLBENCH"))}
+    env.update(PYTHONPATH=f"{site}{os.pathsep}{REPO}", PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}")
+    return env
 
-    made = [REPO / "gpu-first-run.md", REPO / "gpu-first-run-files"]
-    before = [path.exists() for path in made]
+
+def test_the_whole_run_on_one_simulated_gpu(one_gpu: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    minutes = 1.0
     done = subprocess.run(
-        [sys.executable, "benchmarks/gpu_first_run.py", "--dry-run"],
+        [sys.executable, "benchmarks/gpu_first_run.py", "--out", str(out), "--minutes", str(minutes)],
         cwd=REPO,
+        env=one_gpu,
         capture_output=True,
         text=True,
         timeout=300,
-        check=False,
+    )
+    assert done.returncode == 1, done.stderr  # steps that need a real GPU fail here
+    # At most six files, directly under --out, all of them named in the script's list.
+    written = sorted(p.name for p in out.iterdir())
+    assert all((out / name).is_file() for name in written) and set(written) <= set(first_run.OUT_FILES), written
+    assert len(written) <= 6 and {"summary.md", "logs.tar.gz"} <= set(written)
+    summary = (out / "summary.md").read_text()
+    assert done.stdout.endswith(summary)  # printed last
+    assert "- machine: 1 x NVIDIA H200; torch " in summary and "(CUDA 13.0, NCCL 2.27.7)" in summary
+    rows = [line.split(" | ") for line in summary.splitlines() if re.match(r"\| \d+ \| ", line)]
+    assert [row[1] for row in rows] == ORDER
+    started = [line.split(". ", 1)[1].split(" (", 1)[0] for line in done.stdout.splitlines() if line.startswith("== ")]
+    assert started == [name for name in ORDER if name in started] and started[0] == "environment"
+    # The budget: the run's own count stays inside it; no step past its limit (plus the kill's grace).
+    spent = int(re.search(r"; (\d+) s of the (\d+) s budget", summary).group(1))  # type: ignore[union-attr]
+    assert spent <= minutes * 60
+    for row in rows:
+        status, seconds, limit = row[2], float(row[3]), float(row[4])
+        if status in ("passed", "failed", "timed out"):
+            assert seconds <= limit + first_run.GRACE_S + 1, row
+    nominal = {step.name: step.limit_s for step in first_run.steps(1, out, out)}
+    assert all(float(row[4]) <= nominal[row[1]] for row in rows)  # a step's own limit, or less when less was left
+    assert any(row[2] in ("timed out", "not run") for row in rows), "a 1-minute budget cuts the later steps"
+    assert "cuda:0 NVIDIA H200, compute capability 9.0" in (summary + done.stdout) or "environment | passed" in summary
+
+
+def test_the_dry_run_cuts_later_steps_to_the_budget(one_gpu: dict[str, str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_first_run.py", "--dry-run", "--out", str(tmp_path / "o")],
+        cwd=REPO,
+        env=one_gpu,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("machine: 0 x no GPU; torch ")
-    listed = [line.split(". ", 1)[1].split(" (", 1)[0] for line in lines[1::2]]
-    assert listed == NAMES
-    assert torch.version.cuda is None  # this machine: a CPU-only torch
-    why = f"skipped here: no CUDA GPU: torch {torch.__version__} is a CPU-only build"
-    assert all(line.endswith(why) for line in lines[1::2]), lines
-    commands = [line.strip() for line in lines[2::2]]
-    cache = "COLLBENCH_CACHE_DIR=gpu-first-run-files/kernel-cache"
-    assert commands[0] == f"{cache} python benchmarks/gpu_first_run.py --body kernel-build"
-    assert commands[2] == f"{cache} python -m pytest -q -rs -p no:cacheprovider tests/gpu"
-    assert "sweep --backend nccl --ranks 1 --op all-reduce,reduce --algo ring,native -b 1G -e 1G" in commands[5]
-    assert [path.exists() for path in made] == before  # a dry run writes nothing
-
-
-def test_on_one_gpu_only_the_nccl_tune_is_skipped() -> None:
-    one = first_run.Machine(gpus=1, names=("NVIDIA H100 80GB HBM3",), torch_version="2.11.0", torch_cuda="13.0")
-    reasons = {c.name: c.skip_reason(one) for c in first_run.checks(1, Path("/tmp/x"))}
-    assert reasons.pop("tune-quick-nccl") == (
-        "needs 2+ GPUs (a tune needs 2 ranks and NCCL runs one rank per GPU); this machine has 1"
+    assert lines[0].startswith("machine: 1 x NVIDIA H200; torch ") and lines[0].endswith("; budget 480 s")
+    listed = [line.split(". ", 1)[1].split(":", 1)[0] for line in lines[1::2]]
+    assert listed == ORDER
+    limits = [int(m.group(1)) for line in lines[1::2] if (m := re.search(r"at most (\d+) s of its", line))]
+    assert "skipped" not in done.stdout  # nothing skipped on the simulated machine
+    # Were every step to take its whole limit (and the kill's grace), the run would still end in time.
+    assert sum(limits) + first_run.GRACE_S * len(limits) <= 480 - first_run.WRAP_UP_S
+    assert "at most 60 s of its 60" in lines[1] and "kernel-build: at most 180 s of its 180" in done.stdout
+    assert re.search(
+        r"tune: (at most \d+ s of its 180|not reached if every step before it takes its whole limit)", done.stdout
     )
-    assert reasons.pop("nvidia-smi-topo") == reasons.pop("discover-vs-nvidia-smi") == "nvidia-smi is not on PATH"
-    assert set(reasons.values()) == {None}
-    with_smi = first_run.Machine(gpus=8, torch_version="2.11.0", torch_cuda="13.0", nvidia_smi="/usr/bin/nvidia-smi")
-    assert {c.skip_reason(with_smi) for c in first_run.checks(8, Path("/tmp/x"))} == {None}
-    assert "--ranks 8" in first_run.checks(8, Path("/tmp/x"))[6].shown()
+    assert not (tmp_path / "o").exists()  # a dry run writes nothing
 
 
-def test_the_run_records_passes_failures_and_overruns_and_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    py = sys.executable
-    fake = [
-        first_run.Check(name="ok", what="passes", command=(py, "-c", "print('figure: 42 GB/s')"), timeout_s=60),
-        first_run.Check(
-            name="bad", what="fails", command=(py, "-c", "import sys; print('wrong: 3'); sys.exit(3)"), timeout_s=60
-        ),
-        first_run.Check(
-            name="slow",
-            what="overruns",
-            command=(py, "-c", "import time\nprint('started', flush=True)\ntime.sleep(600)"),
-            timeout_s=2,
-        ),
-        first_run.Check(name="pair", what="needs two", command=(py, "-c", "pass"), timeout_s=60, min_gpus=2),
-        first_run.Check(name="after", what="still runs", command=(py, "-c", "print('after')"), timeout_s=60),
-    ]
-    monkeypatch.setattr(
-        first_run, "probe_machine", lambda: first_run.Machine(gpus=1, torch_version="t", torch_cuda="13.0")
-    )
-    monkeypatch.setattr(first_run, "checks", lambda gpus, files: fake)
-    out = tmp_path / "r.md"
-    assert first_run.main(["-O", str(out)]) == 1
-    text = out.read_text()
-    table = [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert [line.split(" | ")[1:4] for line in table] == [
-        ["ok", "passed", "0"],
-        ["bad", "failed", "3"],
-        ["slow", "timed out", table[2].split(" | ")[3]],
-        ["pair", "skipped", ""],
-        ["after", "passed", "0"],
-    ]
-    assert "figure: 42 GB/s" in text and "wrong: 3" in text and "exit code 3" in text
-    assert "started" in text and "stopped after 2 s" in text
-    assert "Not run: needs 2+ GPUs" in text
-    assert (tmp_path / "r-files" / "bad.log").read_text() == "wrong: 3\n"
+def test_an_out_folder_holding_files_is_never_written_into(tmp_path: Path) -> None:
+    (tmp_path / "o").mkdir()
+    assert first_run.free_out(tmp_path / "o") == tmp_path / "o"  # empty: used
+    (tmp_path / "o" / "summary.md").write_text("an earlier run\n")
+    (tmp_path / "o-2").mkdir()
+    (tmp_path / "o-2" / "x").write_text("")
+    assert first_run.free_out(tmp_path / "o") == tmp_path / "o-3"
 
 
-def test_only_long_output_is_cut_to_its_tail() -> None:
-    short = "\n".join(f"line {i}" for i in range(10))
-    assert first_run.shown_output(short) == (short, 0)
-    long = "\n".join(f"line {i}" for i in range(first_run.OUTPUT_LINES + 50))
-    shown, left_out = first_run.shown_output(long)
+@pytest.mark.parametrize("minutes", ["-5", "0", "nan", "inf"])
+def test_minutes_must_be_finite_and_above_zero(minutes: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert first_run.main([f"--minutes={minutes}", "--dry-run"]) == 2
+    assert capsys.readouterr().err == f"error: --minutes {float(minutes)}: give a number of minutes above 0\n"
+
+
+def test_a_file_as_out_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "f").write_text("")
+    assert first_run.main(["--out", str(tmp_path / "f")]) == 2
+    assert capsys.readouterr().err == f"error: --out {tmp_path / 'f'}: is a file; give a folder (new or empty)\n"
+
+
+def test_kernel_reuse_says_built_once_or_rebuilt() -> None:
+    step = first_run.steps(1, Path("/o"), Path("/w"))
+
+    def outcome(index: int, kernels: dict[str, int]) -> object:
+        return first_run.Outcome(step[index], "passed", kernels=kernels)
+
+    once = [outcome(0, {}), outcome(3, {"a.so": 1}), outcome(5, {"a.so": 1}), outcome(7, {"a.so": 1})]
     assert (
-        left_out == 50 and shown.splitlines()[0] == "line 50" and shown.endswith(f"line {first_run.OUTPUT_LINES + 49}")
+        first_run.kernel_reuse(once)
+        == "kernels: built once, by kernel-build; 2 later step(s) used that build unchanged"
     )
+    again = [outcome(3, {"a.so": 1}), outcome(7, {"a.so": 2})]
+    assert first_run.kernel_reuse(again) == "kernels: built by kernel-build, then built again by pytest-gpu"
+    assert first_run.kernel_reuse([outcome(0, {})]) == "kernels: no step built them"
 
 
 def test_discover_and_nvidia_smi_of_one_machine_agree() -> None:
     # A DGX H100 recorded through NVML and an HGX H100's published `nvidia-smi topo -m`: the same board.
     nvml = discover_topology(nvml_replay=FIXTURES / "nvml" / "dgx-h100.json")
     text = (FIXTURES / "topologies" / "hgx-h100x8-nv18-nics.topo.txt").read_text()
-    smi = parse_nvidia_smi_topo(text, "hgx")
-    assert first_run.topology_differences(smi, nvml) == []
+    assert checks.topology_differences(parse_nvidia_smi_topo(text, "hgx"), nvml) == []
 
 
 def test_discover_and_nvidia_smi_of_two_machines_differ_line_by_line() -> None:
     nvml = discover_topology(nvml_replay=FIXTURES / "nvml" / "pcie-a6000x8.json")
     text = (FIXTURES / "topologies" / "hgx-h100x8-nv18-nics.topo.txt").read_text()
-    differences = first_run.topology_differences(parse_nvidia_smi_topo(text, "hgx"), nvml)
+    differences = checks.topology_differences(parse_nvidia_smi_topo(text, "hgx"), nvml)
     assert any(line.startswith("GPU0-GPU1: nvidia-smi ") and "NVML pix" in line for line in differences), differences
     one = discover_topology(nvml_replay=FIXTURES / "nvml" / "h100-single.json")
-    assert first_run.topology_differences(parse_nvidia_smi_topo(text, "hgx"), one)[0] == (
-        "GPUs: nvidia-smi shows 8, NVML 1"
-    )
-
-
-def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """The one line on stderr of a run refused before it starts (exit code 2)."""
-    assert first_run.main(argv) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and captured.out == "", captured
-    return lines[0]
-
-
-@pytest.fixture
-def no_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A refused run never gets as far as probing the machine."""
-
-    def probe() -> None:
-        raise AssertionError("the machine was probed before the options were checked")
-
-    monkeypatch.setattr(first_run, "probe_machine", probe)
-
-
-@pytest.mark.usefixtures("no_machine")
-def test_a_report_that_cannot_be_written_is_one_line_before_anything_runs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert _refused(["-O", str(tmp_path)], capsys) == f"error: {tmp_path}: is a directory; give a file name"
-    blocker = tmp_path / "afile"
-    blocker.write_text("")
-    line = _refused(["-O", str(blocker / "r.md")], capsys)
-    assert line == f"error: {blocker / 'r.md'}: cannot write here ({blocker} is not a directory)"
-    assert _refused(["-O", "/proc/version"], capsys) == (
-        "error: /proc/version: cannot write here: /proc refuses new files (a kernel file system such as /proc or /sys)"
-    )
-    fifo = tmp_path / "r.fifo"
-    os.mkfifo(fifo)
-    line = _refused(["-O", str(fifo)], capsys)
-    assert line == f"error: {fifo}: is a FIFO, not a regular file; collbench writes only regular files"
-
-
-@pytest.mark.usefixtures("no_machine")
-@pytest.mark.parametrize("minutes", ["-5", "0", "nan", "inf", "-inf"])
-def test_minutes_must_be_finite_and_above_zero(minutes: str, capsys: pytest.CaptureFixture[str]) -> None:
-    line = _refused([f"--minutes={minutes}", "--dry-run"], capsys)
-    assert line == f"error: --minutes {float(minutes)}: give a number of minutes above 0"
-
-
-@pytest.mark.usefixtures("no_machine")
-@pytest.mark.parametrize("only", [",", "", " , "])
-def test_only_naming_no_check_is_refused(only: str, capsys: pytest.CaptureFixture[str]) -> None:
-    line = _refused(["--only", only, "--dry-run"], capsys)
-    assert line == f"error: --only {only!r} names no check; give check names separated by commas"
-
-
-def test_an_earlier_report_and_its_files_are_never_overwritten(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    py = sys.executable
-    fake = [first_run.Check(name="ok", what="passes", command=(py, "-c", "print('new run')"), timeout_s=60)]
-    monkeypatch.setattr(
-        first_run, "probe_machine", lambda: first_run.Machine(gpus=1, torch_version="t", torch_cuda="13.0")
-    )
-    monkeypatch.setattr(first_run, "checks", lambda gpus, files: fake)
-    earlier = tmp_path / "r.md"
-    earlier.write_text("the earlier run's report\n")
-    (tmp_path / "r-2-files").mkdir()  # an earlier run's logs alone also keep their name taken
-    (tmp_path / "r-2-files" / "ok.log").write_text("earlier log\n")
-    assert first_run.main(["-O", str(earlier)]) == 0
-    assert earlier.read_text() == "the earlier run's report\n"
-    assert (tmp_path / "r-2-files" / "ok.log").read_text() == "earlier log\n"
-    assert "new run" in (tmp_path / "r-3.md").read_text()
-    assert (tmp_path / "r-3-files" / "ok.log").read_text() == "new run\n"
-    captured = capsys.readouterr()
-    assert f"note: {earlier} or its files exist; this run's report goes to {tmp_path / 'r-3.md'}" in captured.err
-    assert f"report: {tmp_path / 'r-3.md'}" in captured.out
+    assert checks.topology_differences(parse_nvidia_smi_topo(text, "hgx"), one)[0] == "GPUs: nvidia-smi shows 8, NVML 1"
