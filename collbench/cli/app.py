@@ -28,6 +28,23 @@ from collbench.errors import CollbenchError
 from collbench.version import __version__
 
 
+def _one_line(exc: typer.TyperException) -> Exception:
+    """A bad option value or a usage mistake Typer found (``--ranks abc``, no such option, a missing
+    argument): one ``error:`` line and exit code 2, as collbench's own errors, not Typer's box. Help
+    that click raises as an error (a bare group name) is returned to be raised as it is."""
+    if type(exc).__name__ == "NoArgsIsHelpError" or not hasattr(exc, "format_message"):
+        return exc
+    where = getattr(getattr(exc, "ctx", None), "command_path", None) or "collbench"
+    message = exc.format_message()
+    lists = "commands" if message.startswith("No such command") else "options"
+    err_console.print(
+        Text.assemble(("error: ", "red"), f"{message} (`{where} -h` lists the {lists})"),
+        soft_wrap=True,
+        highlight=False,
+    )
+    return typer.Exit(getattr(exc, "exit_code", 2))
+
+
 class _CollbenchGroup(CollbenchGroup):
     """Turns collbench's errors, from any command below, into one red line and their exit code."""
 
@@ -39,9 +56,17 @@ class _CollbenchGroup(CollbenchGroup):
             check_command_line(path, command, rest)
         return super().resolve_command(ctx, args)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except typer.TyperException as exc:
+            raise _one_line(exc) from None
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except typer.TyperException as exc:
+            raise _one_line(exc) from None
         except CollbenchError as exc:
             if isinstance(ctx.obj, dict) and ctx.obj.get("debug"):
                 raise
