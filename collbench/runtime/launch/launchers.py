@@ -77,6 +77,8 @@ class JobEnv:
     which outlives a restarted group of workers."""
     node_rank: int | None = None
     """The node this rank runs on, where the launcher says (torchrun's GROUP_RANK, Slurm's SLURM_NODEID)."""
+    master_source: str = "MASTER_ADDR"
+    """Where ``master_addr`` came from, for a message that cannot reach it (a variable, or how it was chosen)."""
     local_size_given: bool = False
     """Whether the launcher said how many of the job's ranks run on this node (``local_world_size``)."""
 
@@ -246,6 +248,7 @@ def _mpi(
         master_port=_port(env, launcher, job_id),
         local_only=local_only and "MASTER_ADDR" not in env,
         local_size_given=local_size is not None,
+        master_source="MASTER_ADDR" if "MASTER_ADDR" in env else "the loopback: every rank is on this host",
     )
 
 
@@ -264,15 +267,17 @@ def _slurm(env: Mapping[str, str]) -> JobEnv:
     local_size = _tasks_here(env)
     given = bool(env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE"))
     local_only = local_size == size and "MASTER_ADDR" not in env
+    source = "MASTER_ADDR"
     if "MASTER_ADDR" in env:
         addr = env["MASTER_ADDR"]
     elif local_only:
-        addr = "127.0.0.1"
+        addr, source = "127.0.0.1", "the loopback: every task is on this host"
     else:
-        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-        if not nodelist:
+        names = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+        found = next((name for name in names if env.get(name)), None)
+        if found is None:
             raise ConfigError("srun set no SLURM_JOB_NODELIST: set MASTER_ADDR to task 0's host")
-        addr = first_host(nodelist)
+        addr, source = first_host(env[found]), f"the first host of {found}"
     job_id = f"{env.get('SLURM_JOB_ID', env.get('SLURM_JOBID', ''))}.{env.get('SLURM_STEP_ID', '')}"
     return JobEnv(
         launcher=launcher,
@@ -285,6 +290,7 @@ def _slurm(env: Mapping[str, str]) -> JobEnv:
         local_only=local_only,
         node_rank=_int(env, "SLURM_NODEID", launcher) if "SLURM_NODEID" in env else None,
         local_size_given=given,
+        master_source=source,
     )
 
 

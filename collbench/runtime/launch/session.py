@@ -29,7 +29,10 @@ import datetime
 import functools
 import itertools
 import json
+import os
 import socket
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -66,10 +69,27 @@ def _open_store(job: JobEnv, timeout_s: float) -> dist.Store:
     """The job's store: rank 0 holds it (on the loopback when every rank is on this host), the others
     join; under torchrun's agent every rank joins the agent's."""
     timeout = datetime.timedelta(seconds=timeout_s)
-    if job.rank != 0 or job.agent_store:
-        return dist.TCPStore(job.master_addr, job.master_port, is_master=False, timeout=timeout)
-    if not job.local_only:
-        return dist.TCPStore(job.master_addr, job.master_port, is_master=True, wait_for_workers=False, timeout=timeout)
+    if job.rank != 0 or job.agent_store or not job.local_only:
+        joins = job.rank != 0 or job.agent_store
+        _check_resolves(job)
+        try:
+            with _cpp_log_held() as held:
+                if joins:
+                    store = dist.TCPStore(job.master_addr, job.master_port, is_master=False, timeout=timeout)
+                else:
+                    store = dist.TCPStore(
+                        job.master_addr, job.master_port, is_master=True, wait_for_workers=False, timeout=timeout
+                    )
+                held.keep = True
+            return store
+        except (RuntimeError, OSError) as exc:  # torch's DistNetworkError and DistStoreError are RuntimeErrors
+            doing = f"reach the job's store at {job.master_addr}:{job.master_port} within {timeout_s:g} s"
+            if not joins:
+                doing = f"hold the job's store at {job.master_addr}:{job.master_port}"
+            raise ConfigError(
+                f"{job.launcher} rank {job.rank}: cannot {doing} (the address from {job.master_source}): "
+                f"{_first_line(exc)}; set MASTER_ADDR to rank 0's host, reachable from every rank"
+            ) from None
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         listener.bind(("127.0.0.1", job.master_port))
@@ -88,6 +108,48 @@ def _open_store(job: JobEnv, timeout_s: float) -> dist.Store:
         timeout=timeout,
         master_listen_fd=listener.detach(),
     )
+
+
+class _Held:
+    keep = False
+
+
+@contextlib.contextmanager
+def _cpp_log_held() -> Iterator[_Held]:
+    """Hold what libtorch writes to stderr (fd 2) in the block: its retries of an unreachable store are
+    a screen of C++ stack frames per try. Written out after all when the block sets ``keep``; dropped
+    when it fails, since the error line then says what they said."""
+    held = _Held()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield held
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if held.keep:
+                log.seek(0)
+                sys.stderr.buffer.write(log.read(1 << 20))
+                sys.stderr.flush()
+
+
+def _check_resolves(job: JobEnv) -> None:
+    """ConfigError at once for a store address that names no host (torch would retry it until its timeout)."""
+    try:
+        socket.getaddrinfo(job.master_addr, job.master_port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(
+            f"{job.launcher} rank {job.rank}: the job's store address {job.master_addr!r} (from {job.master_source}) "
+            f"does not resolve ({reason}); set MASTER_ADDR to rank 0's host"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return " ".join(text[0].split())[:300].rstrip(".") if text else type(exc).__name__
 
 
 class JobSession:
