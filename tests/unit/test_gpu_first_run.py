@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +202,34 @@ def test_discover_and_nvidia_smi_of_two_machines_differ_line_by_line() -> None:
     assert any(line.startswith("GPU0-GPU1: nvidia-smi ") and "NVML pix" in line for line in differences), differences
     one = discover_topology(nvml_replay=FIXTURES / "nvml" / "h100-single.json")
     assert checks.topology_differences(parse_nvidia_smi_topo(text, "hgx"), one)[0] == "GPUs: nvidia-smi shows 8, NVML 1"
+
+
+_LOAD = """
+import sys
+from torch.utils import cpp_extension
+cpp_extension.load(name="collbench_reduce_ext", sources=[sys.argv[1]], build_directory=sys.argv[2],
+                   is_python_module=False, verbose=False)
+"""
+
+
+def test_a_later_process_loads_the_shared_build_without_rebuilding(tmp_path: Path) -> None:
+    # The premise of the shared cache: torch's loader in a new process runs ninja again, which finds
+    # nothing changed (torch writes build.ninja only when its text changes: _maybe_write in
+    # torch/utils/cpp_extension.py), so the library stays the one the first process built. A C++
+    # source with no includes stands in for the CUDA kernels (this torch cannot build CUDA).
+    if shutil.which("c++") is None or shutil.which("ninja") is None:
+        pytest.skip("needs a C++ compiler and ninja")
+    source = tmp_path / "probe.cpp"
+    source.write_text('extern "C" int collbench_probe() { return 7; }\n')
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    step = first_run.steps(1, tmp_path, tmp_path)
+    outcomes = []
+    for index in (3, 5, 7):  # kernel-build, device-check-1G, pytest-gpu: three processes
+        done = subprocess.run([sys.executable, "-c", _LOAD, str(source), str(cache)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        outcomes.append(first_run.Outcome(step[index], "passed", kernels=first_run.built_kernels(cache)))
+    assert outcomes[0].kernels == outcomes[-1].kernels != {}
+    assert first_run.kernel_reuse(outcomes) == (
+        "kernels: built once, by kernel-build; 2 later step(s) used that build unchanged"
+    )
