@@ -371,7 +371,37 @@ def parse_nvidia_smi_topo(text: str, path: str = "<stdin>", notes: list[str] | N
     topo = _build(p, rows, cut_rows, p.nic_legend(end), header_at + 1)
     if not topo.gpus:
         raise p.error("no GPU could be read from the text (expected rows GPU0, GPU1, ...)", header_at + 1)
+    _check_one_paste(p, header_at, end)
     return topo
+
+
+# What a paste carries around its matrix: a prompt or a title above; the legend (about 10 lines) and a
+# NIC legend (one line a NIC) below. More than that is a file with other text in it (a README).
+_PASTE_LINES_ABOVE = 5
+_LEGEND_LINES = 12
+
+
+def _check_one_paste(p: _Parser, header_at: int, end: int) -> None:
+    """Refuse a file that holds other text and more than one line that starts like a matrix's header
+    (a README with a topology among its examples): which table was meant is not clear. A file with
+    other text and one such line is read, with a note naming the lines of the table read."""
+    above = sum(1 for line in p.lines[:header_at] if line.strip())
+    below = sum(1 for line in p.lines[end:] if line.strip())
+    if above <= _PASTE_LINES_ABOVE and below <= _LEGEND_LINES + len(p.columns):
+        return
+    heads = [n + 1 for n, line in enumerate(p.lines) if _header_start(line) is not None]
+    if len(heads) > 1:
+        shown = ", ".join(map(str, heads[:4])) + (", ..." if len(heads) > 4 else "")
+        raise p.error(
+            f"holds {above + below} lines besides the matrix and {len(heads)} lines that start like a matrix's header"
+            f" (lines {shown}): not clearly one paste of `nvidia-smi topo -m`; put the one to read in a file"
+            " of its own",
+            None,
+        )
+    p.note(
+        f"{p.path}: the file holds {above + below} lines besides the matrix; read the `nvidia-smi topo -m` table at"
+        f" lines {header_at + 1}-{end}"
+    )
 
 
 def _cut_nic_row(p: _Parser, label: str, line: str, lineno: int, seen: dict[str, _Row]) -> _Row | None:
