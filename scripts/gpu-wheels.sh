@@ -11,9 +11,15 @@
 # without them (it checks profiles with its own copy of the schema check, same messages).
 #
 #     scripts/gpu-wheels.sh [DIR]      # default DIR: .whl at the repository's root
+#     scripts/gpu-wheels.sh --list     # only print the requirements it would download, one a line
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+list_only=0
+if [ "${1:-}" = "--list" ]; then
+    list_only=1
+    shift
+fi
 dest="${1:-$repo/.whl}"
 python="${PYTHON:-python3}"
 
@@ -22,8 +28,12 @@ python="${PYTHON:-python3}"
 wanted="$("$python" - "$repo" <<'EOF'
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: its backport
+    import tomli as tomllib
 
 repo = Path(sys.argv[1])
 project = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -42,6 +52,10 @@ for requirement in [*project["dependencies"], *project["optional-dependencies"].
 EOF
 )"
 
+if [ "$list_only" = 1 ]; then
+    [ -z "$wanted" ] || echo "$wanted"
+    exit 0
+fi
 if [ -z "$wanted" ]; then
     echo "the image holds every requirement of collbench: nothing to download"
     exit 0

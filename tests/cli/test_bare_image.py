@@ -156,3 +156,16 @@ def test_a_broken_profile_gets_the_librarys_error_line_without_it(bare_python: d
     assert without.stderr == with_library.stderr
     assert "world_size: 0 is less than the minimum of 1" in without.stderr
     assert "Traceback" not in without.stderr
+
+
+def test_the_wheels_script_would_carry_what_pyproject_declares_beyond_the_image() -> None:
+    # jsonschema is the one requirement (runtime or test) the image lacks; the script lists it
+    # without downloading anything.
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu-wheels.sh"), "--list"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert [line.split(">=")[0] for line in done.stdout.split()] == ["jsonschema"]
