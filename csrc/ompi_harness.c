@@ -5,10 +5,11 @@
  * Requires: Open MPI 4.1 or later, built with mpicc at run time and cached (runtime/mpi/harness.py).
  *
  * Collectives: allreduce, bcast, reduce, allgather, reduce_scatter (MPI_Reduce_scatter), alltoall,
- * gather, scatter, barrier, and sendrecv: collbench's ring shift (MPI_Sendrecv to rank+1 from rank-1),
+ * gather, scatter, barrier, scan, exscan, and sendrecv: collbench's ring shift (MPI_Sendrecv to rank+1 from rank-1),
  * which is point-to-point, so nothing of coll/tuned is set for it (only algorithm 0 is taken). Barrier
- * has no coll_tuned_barrier_algorithm_segmentsize (coll_tuned_barrier_decision.c), so only its
- * algorithm is set. Buffers follow collbench's ops (schedules/ops.py, nccl-tests' counting): COUNT is
+ * has no coll_tuned_barrier_algorithm_segmentsize (coll_tuned_barrier_decision.c), nor have scan and
+ * exscan (coll_tuned_{scan,exscan}_decision.c), so only their algorithm is set. Exscan's rank 0 output,
+ * which MPI leaves undefined, is not checked. Buffers follow collbench's ops (schedules/ops.py, nccl-tests' counting): COUNT is
  * the whole per-rank buffer; alltoall, gather and scatter move COUNT/ranks elements per block (COUNT a
  * multiple of the ranks); barrier ignores COUNT (0 allowed). In place: alltoall's output replaces its
  * input (MPI_IN_PLACE); scatter's rank r ends with block r at its place in a COUNT buffer, gather's
@@ -59,10 +60,11 @@
 
 typedef const char *(*take_fn)(char *, size_t);
 
-enum coll { ALLREDUCE, BCAST, REDUCE, ALLGATHER, REDUCE_SCATTER, ALLTOALL, GATHER, SCATTER, BARRIER, SENDRECV };
-static const char *COLL_NAMES[] = {"allreduce", "bcast", "reduce", "allgather", "reduce_scatter",
-                                   "alltoall", "gather", "scatter", "barrier", "sendrecv"};
-#define NCOLLS 10
+enum coll { ALLREDUCE, BCAST, REDUCE, ALLGATHER, REDUCE_SCATTER, ALLTOALL, GATHER, SCATTER, BARRIER, SENDRECV,
+            SCAN, EXSCAN };
+static const char *COLL_NAMES[] = {"allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall",
+                                   "gather", "scatter", "barrier", "sendrecv", "scan", "exscan"};
+#define NCOLLS 12
 
 typedef struct {
     enum coll coll;
@@ -114,10 +116,10 @@ static double load(const unsigned char *buf, long i) {
     }
 }
 
-/* The exact reduction over every rank at element idx, cast to the dtype as buffers.py casts it. */
-static double expected_reduced(long idx) {
+/* The exact reduction over ranks 0..upto-1 at element idx, cast to the dtype as buffers.py casts it. */
+static double expected_prefix(long idx, int upto) {
     double acc = (double)pattern(0, idx, 1);
-    for (int r = 1; r < world; r++) {
+    for (int r = 1; r < upto; r++) {
         double v = (double)pattern(r, idx, 1);
         if (redop_kind == 0) acc += v;
         else if (redop_kind == 1) acc *= v;
@@ -129,7 +131,12 @@ static double expected_reduced(long idx) {
     return load(one, 0);
 }
 
-static int reduces(enum coll c) { return c == ALLREDUCE || c == REDUCE || c == REDUCE_SCATTER; }
+/* The exact reduction over every rank at element idx. */
+static double expected_reduced(long idx) { return expected_prefix(idx, world); }
+
+static int reduces(enum coll c) {
+    return c == ALLREDUCE || c == REDUCE || c == REDUCE_SCATTER || c == SCAN || c == EXSCAN;
+}
 
 static long chunk(void) { return count / world; }
 
@@ -175,6 +182,12 @@ static int call(void) {
             return MPI_Scatter(out_buf, (int)k, dtype, at(in_buf, rank * k), (int)k, dtype, root, comm);
         case BARRIER:
             return MPI_Barrier(comm);
+        case SCAN:
+            return in_place ? MPI_Scan(MPI_IN_PLACE, in_buf, (int)n, dtype, mpi_op, comm)
+                            : MPI_Scan(in_buf, out_buf, (int)n, dtype, mpi_op, comm);
+        case EXSCAN:
+            return in_place ? MPI_Exscan(MPI_IN_PLACE, in_buf, (int)n, dtype, mpi_op, comm)
+                            : MPI_Exscan(in_buf, out_buf, (int)n, dtype, mpi_op, comm);
         case SENDRECV: {
             int next = (rank + 1) % world, prev = (rank + world - 1) % world;
             if (in_place) return MPI_Sendrecv_replace(in_buf, (int)n, dtype, next, 0, prev, 0, comm, MPI_STATUS_IGNORE);
@@ -249,6 +262,13 @@ static long check(void) {
             break;
         case BARRIER:
             break;
+        case SCAN: /* ranks 0..rank, in that order */
+            for (long i = 0; i < count; i++) wrong += load(out, i) != expected_prefix(i, rank + 1);
+            break;
+        case EXSCAN: /* ranks 0..rank-1; rank 0's output is undefined in MPI: not checked */
+            if (rank > 0)
+                for (long i = 0; i < count; i++) wrong += load(out, i) != expected_prefix(i, rank);
+            break;
         case ALLREDUCE:
             for (long i = 0; i < count; i++) wrong += load(out, i) != expected_reduced(i);
             break;
@@ -309,7 +329,8 @@ static int parse_variant(const char *text, variant_t *v) {
 static int make_comm(variant_t *v) {
     char name[128];
     const char *coll = COLL_NAMES[v->coll];
-    int tuned = v->coll != SENDRECV, segmented = tuned && v->coll != BARRIER;
+    int tuned = v->coll != SENDRECV;
+    int segmented = tuned && v->coll != BARRIER && v->coll != SCAN && v->coll != EXSCAN;
     if (!tuned && v->algorithm != 0) return -1;
     if (!segmented && v->segment_bytes != 0) return -2;
     snprintf(name, sizeof name, "coll_tuned_%s_algorithm", coll);

@@ -19,6 +19,8 @@ class Layout:
     exchange_rounds: tuple[tuple[int, ...], ...] = ()
     """The all-to-all's pairing order (``layouts/exchange.py``): ``exchange_rounds[k][r]`` is rank r's
     partner in round k, r itself when idle; empty: the builder's own order."""
+    nodes: tuple[tuple[int, ...], ...] = ()
+    """The ranks of every node (host), nodes in the order of their first rank; empty: not known."""
     exchange_spread: int = 0
     """How many of the first exchange rounds (the slowest pairs) are spread: their blocks go in pieces,
     one alongside each later round, instead of in rounds of their own."""
@@ -29,6 +31,9 @@ class Layout:
         for parent in self.trees:
             roots = [r for r, p in enumerate(parent) if p == -1]
             assert len(roots) == 1, f"a tree has one root: {parent}"
+        if self.nodes:
+            ranks = sorted(r for node in self.nodes for r in node)
+            assert ranks == list(range(len(ranks))), f"nodes hold every rank once: {self.nodes}"
         for rnd in self.exchange_rounds:
             assert all(0 <= p < len(rnd) and rnd[p] == r for r, p in enumerate(rnd)), f"a round pairs ranks: {rnd}"
 

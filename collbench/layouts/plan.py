@@ -14,7 +14,7 @@ from collbench.errors import ConfigError
 from collbench.layouts.exchange import exchange_order
 from collbench.layouts.fabric import RingFabric, fabric_from_topology
 from collbench.layouts.model import Layout
-from collbench.layouts.multinode import multinode_ring_search, node_aware_trees, ring_order_trees
+from collbench.layouts.multinode import host_groups, multinode_ring_search, node_aware_trees, ring_order_trees
 from collbench.layouts.rings import MAX_CHANNELS, Channel, pack_channels
 from collbench.topology.model import Topology
 
@@ -71,6 +71,7 @@ def plan(topology: Topology, world_size: int, *, channels: int | None = None) ->
         ring_bandwidths_gbps=tuple(c.bandwidth_gbps for c in found),
         exchange_rounds=rounds,
         exchange_spread=spread,
+        nodes=tuple(host_groups(fabric)),
     )
     return LayoutPlan(layout=layout, fabric=fabric, channels=tuple(found), topology=topo)
 

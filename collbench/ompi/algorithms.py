@@ -15,7 +15,9 @@ scatter and barrier are read from the same v4.1.4 files (``coll_tuned_{alltoall,
 barrier}_decision.c``: the ``*_algorithms[]`` enumerators and the ``case`` labels of ``*_intra_do_this``);
 Open MPI v5.0.0 and v5.0.9 list the same ids, names and functions for these four. Of them only gather's
 ``linear_sync`` reads a segment size (its first segment, ``ompi_coll_base_gather_intra_linear_sync``);
-barrier has no ``_algorithm_segmentsize`` parameter at all.
+barrier has no ``_algorithm_segmentsize`` parameter at all. scan and exscan (``MPI_Scan``,
+``MPI_Exscan``; ``coll_tuned_{scan,exscan}_decision.c``) have linear and recursive_doubling, with no
+segment size either; without a rule coll/tuned runs the linear chain.
 
 collbench's sendrecv (a ring shift) is ``MPI_Sendrecv``, a point-to-point call: coll/tuned has nothing
 to choose for it, so it is measured as ``native`` only (:data:`UNTUNED`) and has no rules.
@@ -57,6 +59,8 @@ COLLECTIVE_FOR_OP: dict[str, str] = {
     "scatter": "scatter",
     "barrier": "barrier",
     "sendrecv": "sendrecv",
+    "scan": "scan",
+    "exscan": "exscan",
 }
 """collbench op (``Op.value``) -> the coll/tuned collective measured for it (``sendrecv``: the harness's
 ``MPI_Sendrecv``, which coll/tuned does not handle; see :data:`UNTUNED`)."""
@@ -141,6 +145,11 @@ OPEN_MPI_4_1: dict[str, tuple[OmpiAlgorithm, ...]] = {
         ("two_proc", False),
         ("tree", False),
     ),
+    # coll_tuned_{scan,exscan}_decision.c: no segment size parameter. linear is a chain (rank r waits
+    # for r-1's prefix), recursive_doubling a butterfly over partners r ^ 2^k (coll_base_scan.c,
+    # coll_base_exscan.c).
+    "scan": _algos(("linear", False), ("recursive_doubling", False)),
+    "exscan": _algos(("linear", False), ("recursive_doubling", False)),
 }
 
 

@@ -73,8 +73,10 @@ class CostFormulas:
     gather: CostFormula | None = None
     sendrecv: CostFormula | None = None
     barrier: CostFormula | None = None
-    """The data-movement ops and barrier: set by the algorithms that do them (and native); the five
-    above are required of every algorithm, these only of those that build them."""
+    scan: CostFormula | None = None
+    exscan: CostFormula | None = None
+    """The data-movement ops, barrier and the prefix reductions: set by the algorithms that do them (and
+    native); the five above are required of every algorithm, these only of those that build them."""
     approximate: frozenset[Op] = frozenset()
     """Ops whose byte and reduced-byte terms are upper bounds, not the built schedule's exact critical
     path (their step counts are exact); the others equal the simulated schedule when sizes divide."""

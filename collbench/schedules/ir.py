@@ -14,6 +14,10 @@ Every rank works on one buffer of ``count`` elements (see ``ops.py`` for what ``
   r's output block j must end as rank j's input block r;
 * send/recv: the buffer is ``2 * count``, input then output; rank r's output must end as rank r-1's
   input (a ring shift, as nccl-tests' ``sendrecv.cu``);
+* scan: rank r's buffer must end as ``x_0 op ... op x_r``, in that order (the op need not commute);
+* exscan: the buffer is ``2 * count``, input then output; rank r >= 1's output must end as
+  ``x_0 op ... op x_(r-1)``; rank 0's output is never written (MPI leaves it undefined); the input
+  region is the schedule's to use (as bruck's all-to-all uses it);
 * barrier: a one-element token (count 0, nothing checked); every rank's last step must come after
   every rank's first, which a transfer carries as "has heard from": a receive with ``reduce`` merges
   what the sender has heard, as a reduction would, but counts nobody twice.
@@ -26,6 +30,12 @@ isend/irecv). Semantics, which the verifier, the executor and the simulator all 
   when the step ends, in the order listed;
 * the k-th send from rank a to rank b matches the k-th receive on b from a (FIFO per ordered pair),
   and both name the same number of elements.
+
+For scan and exscan, a receive with ``reduce`` puts the incoming data first: the result is
+``incoming op local``, the lower ranks' data before the higher ones'. The verifier holds every such
+receive to bring the ranks just below the ones already there; for the commutative reductions the
+executor runs (sum, prod, min, max, avg) the order changes nothing, but a schedule that passes holds
+for any associative op.
 
 A receive may place data at a different offset than the sender read it from (``Recv.start``), which
 algorithms that pack chunks need; most keep the same offsets.

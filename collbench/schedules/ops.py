@@ -11,6 +11,15 @@ receive buffers, scatter's root input, gather's root output), a block is ``count
 count that does not divide is rounded down to ``n * (count // n)`` (:func:`op_count`), as nccl-tests'
 ``*GetCollByteCount`` do. Send/recv (``sendrecv.cu``) moves the whole buffer one rank along a ring.
 Barrier moves no payload: its count is 0 and only its time is reported.
+
+Scan and exclusive scan (``MPI_Scan``, ``MPI_Exscan``) are prefix reductions: with ``x_r`` rank r's
+buffer, scan leaves ``x_0 op x_1 op ... op x_r`` on rank r, exscan ``x_0 op ... op x_(r-1)``. Their
+reduction need not commute, so the order of the operands is part of the result. Exscan's rank 0 has no
+prefix: MPI leaves its output undefined, and collbench never writes it (its output keeps what was
+there). Scan works in place; exscan needs its input beside its output (rank r must pass on its own
+prefix while keeping the one before it), so its buffer is input then output, like all-to-all's.
+nccl-tests has neither: no log can hold them. Their busbw factor is 1, as broadcast's: a chain passes
+the whole buffer over each link once.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ class Op(str, Enum):
     GATHER = "gather"
     SENDRECV = "sendrecv"
     BARRIER = "barrier"
+    SCAN = "scan"
+    EXSCAN = "exscan"
 
     def __str__(self) -> str:
         return self.value
@@ -71,7 +82,13 @@ class OpSpec:
     """False for barrier: no data, a time only, no bandwidth."""
     out_of_place: bool = False
     """Whether a schedule's buffer holds a separate output region after the input (all-to-all,
-    send/recv): ``count`` elements of input at [0, count), then ``count`` of output."""
+    send/recv, exscan): ``count`` elements of input at [0, count), then ``count`` of output."""
+    torch_native: bool = True
+    """Whether torch.distributed has a call for it, which ``native`` runs on gloo and NCCL. It has no
+    scan: there, native scan and exscan exist only under ``--backend mpi`` (``MPI_Scan``, ``MPI_Exscan``)."""
+    ordered: bool = False
+    """Whether the reduction's operands keep rank order (scan, exscan: a prefix of ranks 0..r, for a
+    reduction that need not commute); the verifier holds every combination to it (ir.py)."""
 
     def busbw_factor(self, world_size: int) -> float:
         """algbw -> busbw factor: what the busiest link carries in a bandwidth-optimal algorithm.
@@ -124,6 +141,27 @@ OP_SPECS: dict[Op, OpSpec] = {
     Op.BARRIER: OpSpec(
         Op.BARRIER, reduces=False, rooted=False, busbw_numerator=0, nccl_name="barrier", nccl_tuned=False, payload=False
     ),
+    Op.SCAN: OpSpec(
+        Op.SCAN,
+        reduces=True,
+        rooted=False,
+        busbw_numerator=0,
+        nccl_name="scan",
+        nccl_tuned=False,
+        torch_native=False,
+        ordered=True,
+    ),
+    Op.EXSCAN: OpSpec(
+        Op.EXSCAN,
+        reduces=True,
+        rooted=False,
+        busbw_numerator=0,
+        nccl_name="exscan",
+        nccl_tuned=False,
+        out_of_place=True,
+        torch_native=False,
+        ordered=True,
+    ),
 }
 
 NCCL_TUNED_OPS: tuple[Op, ...] = tuple(op for op in Op if OP_SPECS[op].nccl_tuned)
@@ -132,12 +170,18 @@ NCCL_TUNED_OPS: tuple[Op, ...] = tuple(op for op in Op if OP_SPECS[op].nccl_tune
 CLASSIC_OPS: frozenset[Op] = frozenset({Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.ALL_GATHER, Op.BROADCAST, Op.REDUCE})
 """The five reductions and gathers the ring, direct and one-shot builders do (NCCL tunes the same five)."""
 
+SCAN_OPS: frozenset[Op] = frozenset({Op.SCAN, Op.EXSCAN})
+"""The prefix reductions, whose builders live in ``schedules/algorithms/scan.py``."""
+
 _OP_ALIASES: dict[str, str] = {
     "alltoall": "all-to-all",
     "a2a": "all-to-all",
     "sendrecv": "sendrecv",
     "sendreceive": "sendrecv",
     "ringshift": "sendrecv",
+    "prefixsum": "scan",
+    "inclusivescan": "scan",
+    "exclusivescan": "exscan",
 }
 
 

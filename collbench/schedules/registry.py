@@ -16,11 +16,13 @@ from collbench.schedules.algorithms import (
     barrier,
     binomial,
     direct,
+    hierarchical,
     linear,
     native,
     one_shot,
     recursive,
     ring,
+    scan,
     tree,
 )
 from collbench.schedules.ops import Op
@@ -28,12 +30,14 @@ from collbench.schedules.spec import AlgorithmSpec
 
 SPECS: tuple[AlgorithmSpec, ...] = (
     *ring.SPECS,
+    *hierarchical.SPECS,
     *tree.SPECS,
     *recursive.SPECS,
     *alltoall.SPECS,
     *alltoall_topology.SPECS,
     *binomial.SPECS,
     *barrier.SPECS,
+    *scan.SPECS,
     *direct.SPECS,
     *one_shot.SPECS,
     *linear.SPECS,

@@ -47,6 +47,8 @@ class AlgorithmSpec:
     """The closed-form cost of each op, derived from ``builder`` (see ``collbench/models/costs.py``)."""
     segmented: bool = False
     """Whether ``segments`` changes the schedule (pipelined trees)."""
+    needs_nodes: bool = False
+    """Whether it builds only from a layout that places the ranks on two or more nodes (hierarchical)."""
 
     def supports(self, op: Op) -> bool:
         return op in self.ops

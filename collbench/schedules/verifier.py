@@ -340,8 +340,30 @@ def _conflict_check(rank: int, step: int, src: int, op: Op) -> Callable[[int, Pi
         twice = mask & incoming.contributors
         if twice:
             raise ScheduleError(f"{where}: the contribution(s) of rank(s) {_ranks_text(twice)} would count twice")
+        if op.spec.ordered:
+            _check_order(where, incoming.contributors, mask)
 
     return check
+
+
+def _contiguous(mask: int) -> bool:
+    """Whether the ranks in ``mask`` are one run ``a..b`` (adding the lowest bit carries through it)."""
+    low = mask & -mask
+    total = mask + low
+    return total & (total - 1) == 0
+
+
+def _check_order(where: str, incoming: int, local: int) -> None:
+    # ir.py: an ordered op's receive computes incoming op local. With every piece a run of ranks
+    # combined in order, the result is right for any associative op exactly when the incoming run ends
+    # just below where the local run starts.
+    adjacent = incoming.bit_length() == (local & -local).bit_length() - 1
+    if not (_contiguous(incoming) and _contiguous(local) and adjacent):
+        raise ScheduleError(
+            f"{where}: it combines ranks {_ranks_text(incoming)} before ranks {_ranks_text(local)}, which is not "
+            "a prefix in rank order (the reduction need not commute: the incoming ranks must come right "
+            "before the ones there)"
+        )
 
 
 def _expected(schedule: Schedule) -> list[list[tuple[int, int, int, int]]]:
@@ -372,6 +394,11 @@ def _expected(schedule: Schedule) -> list[list[tuple[int, int, int, int]]]:
             need[r] = [(count + a, count + z, 1 << j, blocks[r][0] - count - a) for j, (a, z) in enumerate(blocks)]
         elif op is Op.SENDRECV:
             need[r] = [(count, 2 * count, 1 << ((r - 1) % n), -count)]
+        elif op is Op.SCAN:
+            need[r] = [(0, count, (1 << (r + 1)) - 1, 0)]
+        elif op is Op.EXSCAN:
+            # Rank 0 has no prefix: its output must stay unwritten (no defined data), as MPI leaves it.
+            need[r] = [(count, 2 * count, (1 << r) - 1, -count if r else 0)]
     return need
 
 

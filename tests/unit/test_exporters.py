@@ -359,6 +359,10 @@ POINT_TO_POINT_LINE = (
     "# alltoall, scatter, gather, sendrecv, barrier: no rules: NCCL runs all-to-all, scatter, gather, send/recv "
     "and barrier as grouped point-to-point (ncclSend/ncclRecv): no algorithm or protocol to choose"
 )
+NO_SCAN_LINE = (
+    "# scan, exscan: no rules: NCCL has no scan (nor has torch.distributed); the profile's scan rules run "
+    "through collbench.torch.scan"
+)
 
 
 def _with_point_to_point() -> Profile:
@@ -375,6 +379,8 @@ def test_point_to_point_ops_get_no_rules_and_one_comment_line() -> None:
         # Nothing else names them: no rule line, no per-range comment, no NCCL_ALGO entry.
         for name in ("alltoall", "scatter", "gather", "sendrecv", "barrier"):
             assert [line for line in lines if name in line] == [POINT_TO_POINT_LINE]
+        # NCCL has no scan at all: its own line, pointing at the Python API that runs the rule.
+        assert [line for line in lines if "scan" in line] == [NO_SCAN_LINE]
     assert [r.coll for r in parse_nccl_tuner(export_nccl_tuner(p))] == ["allreduce"]
     algo, _proto, _reasons = nccl_env_values(p)
     assert algo == "allreduce:ring"

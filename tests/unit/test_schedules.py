@@ -21,20 +21,23 @@ from collbench.schedules.verifier import verify
 
 EXPECTED_OPS = {
     "ring": {*CLASSIC_OPS, Op.SENDRECV},
+    "hierarchical": {Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.ALL_GATHER},
     "tree": {Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE, Op.BARRIER},
     "two-tree": {Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE},
-    "recursive-doubling": {Op.ALL_REDUCE, Op.ALL_GATHER},
+    "recursive-doubling": {Op.ALL_REDUCE, Op.ALL_GATHER, Op.SCAN, Op.EXSCAN},
     "rabenseifner": {Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.REDUCE},
     "pairwise": {Op.ALL_TO_ALL},
     "bruck": {Op.ALL_TO_ALL},
     "topo-pairwise": {Op.ALL_TO_ALL},
     "binomial": {Op.SCATTER, Op.GATHER},
     "dissemination": {Op.BARRIER},
+    "blelloch": {Op.SCAN, Op.EXSCAN},
     "direct": set(CLASSIC_OPS),
     "one-shot": set(CLASSIC_OPS),
-    "linear": {Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER},
+    "linear": {Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER, Op.SCAN, Op.EXSCAN},
 }
-BUILT = sorted(EXPECTED_OPS)
+# hierarchical builds only from a layout with nodes: tests/unit/test_hierarchical.py covers it.
+BUILT = sorted(name for name in EXPECTED_OPS if name != "hierarchical")
 
 
 def test_registry_holds_every_family_and_native() -> None:
@@ -47,6 +50,7 @@ def test_registry_order_is_how_every_listing_orders_algorithms() -> None:
     # ``--algo all`` and tune list algorithms in this order: bandwidth-optimal first, native last.
     assert algorithm_names() == [
         "ring",
+        "hierarchical",
         "tree",
         "two-tree",
         "recursive-doubling",
@@ -56,6 +60,7 @@ def test_registry_order_is_how_every_listing_orders_algorithms() -> None:
         "topo-pairwise",
         "binomial",
         "dissemination",
+        "blelloch",
         "direct",
         "one-shot",
         "linear",

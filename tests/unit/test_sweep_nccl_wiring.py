@@ -318,8 +318,10 @@ def test_skipped_pairs_reach_the_user_before_launch(
     assert notes[0].startswith("native:pat all-reduce: NCCL runs all-reduce with Ring, Tree,")
     # Two local ranks are one node: PAT needs one GPU per node (ncclPatEnable), so all-gather goes too.
     assert "native:pat all-gather: NCCL runs PAT with one GPU per node only (2 ranks on 1 node); skipped" in notes
-    # Five of the ops NCCL tunes, then one line for those it runs as grouped send/recv (nothing to force).
-    assert len([n for n in notes if n.startswith("native:pat")]) == 6
+    # Five of the ops NCCL tunes, then one line for those it runs as grouped send/recv (nothing to force)
+    # and one for scan and exscan, which NCCL does not have.
+    assert len([n for n in notes if n.startswith("native:pat")]) == 7
+    assert "native:pat scan, exscan: NCCL has no scan; skipped" in notes
     assert "native:pat all-to-all, scatter, gather, sendrecv, barrier: NCCL runs these as grouped" in "\n".join(notes)
     assert dict(fake.jobs[0].algos)[Op.ALL_GATHER] == ("native:ring",)
 

@@ -212,6 +212,8 @@ def expected_output(buffers: PointBuffers, redop: str, seed: int = 0) -> torch.T
     lo, hi = chunk_bounds(b.count, b.world_size)[b.rank]
     if not checks_data(b.op) or (b.op in (Op.REDUCE, Op.GATHER) and b.rank != b.root):
         return None
+    if b.op.spec.ordered:
+        return _expected_slice(b, redop, seed, 0, b.count).cpu()
     if b.op.spec.blocks or b.op is Op.SENDRECV:
         start, stop = _own_span(b) if b.op is Op.SCATTER else (0, b.count)
         if b.op.spec.blocks and b.op is not Op.SCATTER:
@@ -249,6 +251,12 @@ def check_chunks(count: int) -> int:
 def _expected_slice(b: PointBuffers, redop: str, seed: int, start: int, stop: int) -> torch.Tensor:
     """The expected output for global element indices [start, stop), on the output's device."""
     dtype, device = b.output.dtype, b.output.device
+    if b.op.spec.ordered:
+        # Scan: ranks 0..r; exscan: ranks 0..r-1, and rank 0's output, which no rank writes, untouched.
+        upto = b.rank + 1 if b.op is Op.SCAN else b.rank
+        if upto == 0:
+            return torch.full((stop - start,), SENTINEL, dtype=dtype, device=device)
+        return expected_reduction(upto, start, stop, redop=redop, dtype=dtype, seed=seed, device=device)
     if b.op in (Op.ALL_REDUCE, Op.REDUCE, Op.REDUCE_SCATTER):
         return expected_reduction(b.world_size, start, stop, redop=redop, dtype=dtype, seed=seed, device=device)
     if b.op in (Op.BROADCAST, Op.SCATTER):

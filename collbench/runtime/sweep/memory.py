@@ -86,6 +86,10 @@ def _scratch_elems(
     from collbench.schedules.registry import get_algorithm
 
     spec = get_algorithm(algo)
+    if spec.needs_nodes:
+        # Built from the layout's nodes, not known here: its passes are ring passes over the same
+        # pieces, whose scratch ring's schedule has.
+        spec = get_algorithm("ring")
     segments = spec.segments_for(count * elem, segment_bytes)
     schedule = spec.build(op, world_size, count, root=root, layout=None, segments=segments)
     ranks = sorted({0, root, world_size // 2, world_size - 1})[:SCRATCH_RANKS_SAMPLED]

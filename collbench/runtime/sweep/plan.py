@@ -143,12 +143,13 @@ def resolve_algos(
     per_op: dict[Op, list[str]] = {op: [] for op in ops}
     skipped = [] if skipped is None else skipped
     lacking: dict[Op, list[str]] = {op: [] for op in ops}
+    no_native = [op for op in ops if not op.spec.torch_native]
     for name in config.algos:
         key = name.strip().lower()
         if key == "all":
             for op in ops:
                 for algo in algorithm_names():
-                    if algo not in per_op[op] and get_algorithm(algo).supports(op):
+                    if algo not in per_op[op] and get_algorithm(algo).supports(op) and _runs(algo, op):
                         per_op[op].append(algo)
             continue
         if key.startswith(("native:", "native@")):
@@ -162,7 +163,7 @@ def resolve_algos(
             does = ", ".join(op.value for op in Op if spec.supports(op))
             raise NotApplicableError(f"algorithm {spec.name} does none of the ops asked for; it does: {does}")
         for op in ops:
-            if spec.supports(op) and spec.name not in per_op[op]:
+            if spec.supports(op) and _runs(spec.name, op) and spec.name not in per_op[op]:
                 per_op[op].append(spec.name)
             elif not spec.supports(op) and spec.name not in lacking[op]:
                 lacking[op].append(spec.name)
@@ -172,9 +173,22 @@ def resolve_algos(
         if names:
             verb = "does" if len(names) == 1 else "do"
             skipped.append(f"{op.value}: {', '.join(names)} {verb} not implement it; skipped")
+    asked_native = any(k.strip().lower() in ("all", NATIVE) for k in config.algos)
+    if no_native and asked_native:
+        names = ", ".join(op.value for op in no_native)
+        skipped.append(f"{NATIVE} {names}: {NO_TORCH_SCAN}; skipped")
     if skipped and not any(per_op.values()):
         raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
     return per_op
+
+
+NATIVE = "native"
+NO_TORCH_SCAN = "torch.distributed has no scan (native is MPI_Scan/MPI_Exscan under --backend mpi)"
+
+
+def _runs(algo: str, op: Op) -> bool:
+    """Whether ``algo`` can run ``op`` on gloo or NCCL: everything but native where torch has no call."""
+    return algo != NATIVE or op.spec.torch_native
 
 
 ONE_RANK_NO_ALGORITHM = (
@@ -208,13 +222,15 @@ def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, 
         elif variant.name not in per_op[op]:
             # The canonical spelling, so that rows, resume keys and NCCL_ALGO agree however it was typed.
             per_op[op].append(variant.name)
-    untuned = [op.value for op in ops if not op.spec.nccl_tuned]
+    untuned = [op.value for op in ops if not op.spec.nccl_tuned and op.spec.torch_native]
     if untuned:
         # NCCL runs these as grouped ncclSend/ncclRecv: no algorithm or protocol to force (one line).
         reasons.append(
             f"{variant.name} {', '.join(untuned)}: NCCL runs these as grouped send/recv, with no algorithm or "
             "protocol to force; skipped"
         )
+    if no_scan := [op.value for op in ops if not op.spec.torch_native]:
+        reasons.append(f"{variant.name} {', '.join(no_scan)}: NCCL has no scan; skipped")
     skipped.extend(reasons)
 
 
@@ -278,6 +294,10 @@ def validate(config: SweepConfig) -> SweepJob:
     redop = parse_redop(config.redop)
     if redop == "avg" and dtype not in FLOAT_DTYPES:
         raise ConfigError(f"avg is defined for floating dtypes only, not {dtype}; use -o sum or a float dtype")
+    if redop == "avg" and any(op.spec.ordered for op in ops):
+        raise ConfigError(
+            "avg has no prefix form (MPI_Scan and MPI_Exscan take no average); use -o sum for scan and exscan"
+        )
     elem = DTYPE_SIZES[dtype]
     if config.min_bytes < 1 or config.max_bytes < 1:
         raise ConfigError(f"sizes must be at least 1 byte, got -b {config.min_bytes} -e {config.max_bytes}")

@@ -77,9 +77,12 @@ class SweepPoint:
 
 
 def plan_points(
-    job: SweepJob, world_size: int, device: torch.device, layout_name: str
+    job: SweepJob, world_size: int, device: torch.device, layout_name: str, *, nodes: int = 1
 ) -> tuple[list[SweepPoint], list[str]]:
     """Every point of the sweep in order, and notes on what is skipped.
+
+    ``nodes``: how many nodes the layout places the ranks on; an algorithm that needs two or more
+    (hierarchical) is skipped, saying so, on fewer.
 
     The order is op, algorithm, size, mode; with ``interleave``, op, size, algorithm, mode, so that the
     algorithms compared at a size are measured within a fraction of a second of each other. The
@@ -96,6 +99,12 @@ def plan_points(
         notes.append(f"{ONE_RANK_NO_ALGORITHM}: native rows carry no nccl_algo or nccl_proto")
     for op, algos in job.algos:
         spec = op.spec
+        if nodes < 2 and (flat := [a for a in algos if not is_native(a) and get_algorithm(a).needs_nodes]):
+            notes.append(
+                f"{', '.join(flat)} {op.value}: needs ranks on two or more nodes, and the layout has "
+                f"{nodes} (on one node it is a ring; give --topology of several hosts); skipped"
+            )
+            algos = tuple(a for a in algos if a not in flat)
         if not spec.payload and algos:
             notes.append(f"{op.value} moves no data: one point per algorithm at 0 bytes, time only, nothing to check")
             if job.backend == "nccl" and any(is_native(a) for a in algos):
@@ -175,7 +184,9 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
             from collbench.layouts.plan import plan_layout
 
             layout = plan_layout(job.topology, ws)
-        points, notes = plan_points(job, ws, ctx.device, layout.name if layout is not None else "rank-order")
+        nodes = len(layout.nodes) if layout is not None else 1
+        name = layout.name if layout is not None else "rank-order"
+        points, notes = plan_points(job, ws, ctx.device, name, nodes=nodes)
         if not points and notes:
             # Every rank plans alike, so every rank stops here with the same line (an empty sweep
             # exited 0 and wrote nothing, with no word on it).

@@ -6,6 +6,8 @@
 * scatter: the root sends block r to rank r; gather: rank r sends block r to the root (Open MPI's
   ``basic_linear``, gloo's ``scatter.cc``/``gather.cc``).
 
+Scan and exscan: the chain of ``scan.py`` (Open MPI's ``scan_intra_linear``).
+
 One step (the least latency), but n-1 messages through each port (the root's, for scatter and
 gather). The name is Open MPI's and MPICH's for these; ``one-shot`` is the same idea for the five
 reductions and gathers, whose data is not in blocks, and ``direct`` goes through a root, which an
@@ -17,9 +19,10 @@ from __future__ import annotations
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
 from collbench.schedules.algorithms.one_shot import ONE_SHOT
+from collbench.schedules.algorithms.scan import build_scan, chain_exscan_cost, chain_scan_cost
 from collbench.schedules.cost import CostFormulas, CostTerms
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import Op, block_bounds
+from collbench.schedules.ops import SCAN_OPS, Op, block_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
 
@@ -33,8 +36,11 @@ def build_linear(
     segments: int = 1,
 ) -> Schedule:
     """One step: all-to-all's every pair (own block a local copy), or scatter's and gather's root to or
-    from every rank. Any world size; a count that does not divide leaves its tail out (``op_count``)."""
+    from every rank. Any world size; a count that does not divide leaves its tail out (``op_count``).
+    Scan and exscan: the chain of ``scan.py``."""
     check_count_and_segments(count, segments)
+    if op in SCAN_OPS:
+        return build_scan("linear", op, world_size, count, layout)
     n = world_size
     blocks = block_bounds(count, n)
     b = RoundBuilder(n)
@@ -66,9 +72,10 @@ def _blocks_at_once_cost(p: int, n: float, k: int) -> CostTerms:
 
 LINEAR = AlgorithmSpec(
     name="linear",
-    ops=frozenset({Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER}),
+    ops=frozenset({Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER}) | SCAN_OPS,
     builder=build_linear,
-    summary="every block straight to its rank in one step (grouped send/recv): n-1 messages per port",
+    summary="every block straight to its rank in one step (grouped send/recv): n-1 messages per port; "
+    "scan: a chain, n-1 steps",
     costs=CostFormulas(
         # The five reductions and gathers done "every pair at once" are one-shot's exchange.
         all_reduce=ONE_SHOT.costs.all_reduce,
@@ -79,6 +86,8 @@ LINEAR = AlgorithmSpec(
         all_to_all=_blocks_at_once_cost,
         scatter=_blocks_at_once_cost,
         gather=_blocks_at_once_cost,
+        scan=chain_scan_cost,
+        exscan=chain_exscan_cost,
     ),
 )
 

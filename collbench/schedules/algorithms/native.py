@@ -7,7 +7,10 @@ the difference, its parameters describing native's time as if it were a ring at 
 ``models/nccl_cost.py``). The others are priced by what the backends' sources say they run
 (``models/native_structure.py``): all-to-all, scatter and gather by ``linear`` (NCCL's grouped
 send/recv, gloo's ``alltoall.cc``, ``scatter.cc``, ``gather.cc``: every peer's message posted at once),
-send/recv by ring's shift, barrier by ``dissemination`` (gloo's ``barrier.cc``). The table takes those
+send/recv by ring's shift, barrier by ``dissemination`` (gloo's ``barrier.cc``). torch.distributed
+has no scan: native scan and exscan exist only under ``--backend mpi`` (``MPI_Scan``, ``MPI_Exscan``),
+priced by ``linear``'s chain, which Open MPI 4.1's coll/basic runs and coll/tuned's fixed decision
+keeps. The table takes those
 algorithms' formulas themselves rather than copies, so that they can never drift apart.
 """
 
@@ -32,6 +35,8 @@ NATIVE = AlgorithmSpec(
         scatter=LINEAR.costs.scatter,
         gather=LINEAR.costs.gather,
         barrier=DISSEMINATION.costs.barrier,
+        scan=LINEAR.costs.scan,
+        exscan=LINEAR.costs.exscan,
     ),
 )
 

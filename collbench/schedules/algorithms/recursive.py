@@ -9,6 +9,7 @@ chunks and every exchange is one range.
 
 * recursive-doubling all-reduce: lg p exchanges of the whole buffer, each side reducing.
 * recursive-doubling all-gather: lg p exchanges of the chunks gathered so far (1, 2, 4... blocks).
+* recursive-doubling scan and exscan: Hillis and Steele's doubling, built in ``scan.py``.
 * rabenseifner: recursive halving (exchange half of what is still being reduced, keep the other half),
   lg p steps, leaving new rank v with block v complete; then, for all-reduce, recursive doubling
   all-gather; for reduce-scatter, nothing more; for reduce, a binomial gather of the blocks to the root.
@@ -18,9 +19,10 @@ from __future__ import annotations
 
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
+from collbench.schedules.algorithms.scan import build_scan, doubling_exscan_cost, doubling_scan_cost
 from collbench.schedules.cost import ZERO, CostFormulas, CostTerms, ceil_log2, log2_floor
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.ops import SCAN_OPS, Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
 
@@ -108,8 +110,11 @@ def build_recursive_doubling(
     layout: Layout | None = None,
     segments: int = 1,
 ) -> Schedule:
-    """Recursive doubling all-reduce or all-gather for any world size (see the module docstring)."""
+    """Recursive doubling all-reduce or all-gather for any world size (see the module docstring); scan
+    and exscan by Hillis and Steele's doubling (``scan.py``)."""
     check_count_and_segments(count, segments)
+    if op in SCAN_OPS:
+        return build_scan("recursive-doubling", op, world_size, count, layout)
     f = _Fold(world_size, count)
     b = RoundBuilder(world_size)
     if op is Op.ALL_REDUCE:
@@ -253,15 +258,18 @@ def _rab_reduce_cost(p: int, n: float, k: int) -> CostTerms:
 
 RECURSIVE_DOUBLING = AlgorithmSpec(
     name="recursive-doubling",
-    ops=frozenset({Op.ALL_REDUCE, Op.ALL_GATHER}),
+    ops=frozenset({Op.ALL_REDUCE, Op.ALL_GATHER}) | SCAN_OPS,
     builder=build_recursive_doubling,
-    summary="log2(n) pairwise exchanges of everything so far: fewest steps, lg(n) x the data per link",
+    summary="log2(n) pairwise exchanges of everything so far: fewest steps, lg(n) x the data per link; "
+    "scan: Hillis-Steele, to rank+2^k",
     costs=CostFormulas(
         all_reduce=_rd_all_reduce_cost,
         reduce_scatter=_halving_reduce_scatter_cost,
         all_gather=_doubling_all_gather_cost,
         broadcast=_binomial_broadcast_cost,
         reduce=_binomial_reduce_cost,
+        scan=doubling_scan_cost,
+        exscan=doubling_exscan_cost,
     ),
 )
 RABENSEIFNER = AlgorithmSpec(

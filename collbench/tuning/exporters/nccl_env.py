@@ -34,11 +34,11 @@ from collbench.tuning.exporters.nccl_rules import (
     collbench_wins,
     nccl_choice,
     nccl_selection,
-    point_to_point_line,
     selection_label,
     shape_label,
     shapes,
     span,
+    untuned_lines,
 )
 
 
@@ -121,8 +121,7 @@ def build_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> Exp
         out.append(f"# measured with {profile.backend}, not NCCL")
     else:
         out.extend(f"# {shape_label(s)}: {selection_label(s, profile)}" for s in shapes(profile))
-    if (p2p := point_to_point_line(profile)) is not None:
-        out.append(f"# {p2p}")
+    out.extend(f"# {line}" for line in untuned_lines(profile))
     # Where collbench's own algorithm won overall: NCCL cannot run it, the Python API can.
     reasons += [f"{won} ({shape_label(s)})" for s in shapes(profile) for won in collbench_wins(s)]
     out.extend(f"# {reason}" for reason in reasons)

@@ -21,7 +21,7 @@ asks for it: its rules say what won over that backend, not what NCCL runs best.
 All-to-all, scatter, gather, send/recv and barrier get no NCCL rules: NCCL runs them as grouped
 ``ncclSend``/``ncclRecv`` (nccl-tests' ``alltoall.cu``, ``scatter.cu``, ``gather.cu``, ``sendrecv.cu``),
 never through ``ncclTopoTuneModel``, so there is no algorithm or protocol to set. :func:`nccl_selection`
-leaves their rules out and each export says so in one comment line (:func:`point_to_point_line`).
+leaves their rules out and each export says so in one comment line (:func:`untuned_lines`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collbench.nccl.channels import MAX_CHANNELS, MAX_CHANNELS_OLDEST, since_tex
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
-from collbench.schedules.ops import NCCL_TUNED_OPS, Op
+from collbench.schedules.ops import NCCL_TUNED_OPS, SCAN_OPS, Op
 from collbench.schedules.registry import get_algorithm
 from collbench.tuning.consumers.nccl import condition, why_not
 
@@ -101,17 +101,27 @@ def point_to_point_ops(profile: Profile) -> list[Op]:
     return [op for op in Op if op in named and op not in NCCL_TUNED_OPS]
 
 
-def point_to_point_line(profile: Profile) -> str | None:
-    """The one comment line (without ``#``) of an NCCL export of ``profile`` that has rules for ops NCCL
-    does not tune; None when it has none."""
+def untuned_lines(profile: Profile) -> list[str]:
+    """The comment lines (without ``#``) of an NCCL export of ``profile`` that has rules for ops NCCL
+    does not tune: one for those it runs as grouped point-to-point, one for scan and exscan, which NCCL
+    does not have at all; none when it has neither."""
     ops = point_to_point_ops(profile)
-    if not ops:
-        return None
-    names = ", ".join(op.spec.nccl_name for op in ops)
-    return (
-        f"{names}: no rules: NCCL runs all-to-all, scatter, gather, send/recv and barrier as grouped "
-        "point-to-point (ncclSend/ncclRecv): no algorithm or protocol to choose"
-    )
+    p2p = [op for op in ops if op not in SCAN_OPS]
+    scans = [op for op in ops if op in SCAN_OPS]
+    lines = []
+    if p2p:
+        names = ", ".join(op.spec.nccl_name for op in p2p)
+        lines.append(
+            f"{names}: no rules: NCCL runs all-to-all, scatter, gather, send/recv and barrier as grouped "
+            "point-to-point (ncclSend/ncclRecv): no algorithm or protocol to choose"
+        )
+    if scans:
+        names = ", ".join(op.spec.nccl_name for op in scans)
+        lines.append(
+            f"{names}: no rules: NCCL has no scan (nor has torch.distributed); the profile's scan rules run "
+            "through collbench.torch.scan"
+        )
+    return lines
 
 
 def selection_label(shape: RuleSet, profile: Profile) -> str:

@@ -37,11 +37,11 @@ from collbench.tuning.exporters.nccl_rules import (
     collbench_wins,
     nccl_choice,
     nccl_selection,
-    point_to_point_line,
     selection_label,
     shape_label,
     shapes,
     span,
+    untuned_lines,
 )
 
 UNBOUNDED = -1
@@ -88,8 +88,7 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
     ]
     if profile.backend != "nccl":
         out.append(f"# measured with {profile.backend}, not NCCL: the lines say which algorithm family won there")
-    if (p2p := point_to_point_line(profile)) is not None:
-        out.append(f"# {p2p}")
+    out.extend(f"# {line}" for line in untuned_lines(profile))
     notes: list[str] = []
     for shape in shapes(profile):
         out.append(f"# --- {shape_label(shape)}")

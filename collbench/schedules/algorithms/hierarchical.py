@@ -1,0 +1,171 @@
+"""``hierarchical``: rings inside each node, and k rings across the nodes, one per local rank.
+
+The 2D (hierarchical) ring that the NCCL 2.4 article compares with the flat ring and the double
+binary tree. With m nodes of k ranks each (the layout's ``nodes``: the measured or discovered hosts):
+
+* all-reduce: a ring reduce-scatter inside every node leaves the rank of local index j with shard j
+  (1/k of the buffer) reduced over its node; then the k ranks of each local index j, one per node,
+  all-reduce shard j over a ring of their own (k rings across the nodes side by side, each carrying
+  1/k of the data); then a ring all-gather inside every node hands every rank the whole result;
+* reduce-scatter: the same first phase, with shard j made of the chunks of the ranks of local index
+  j on every node, then a ring reduce-scatter of shard j across the nodes (nothing to gather);
+* all-gather: the reverse: a ring all-gather across the nodes of each local index, then one inside
+  every node.
+
+Each rank crosses the network in only 2(m-1) steps of all-reduce (a flat ring takes 2(mk-1) steps,
+each as slow as its slowest hop), so inter-node latency is divided by the ranks per node, and each
+inter-node ring carries 1/k of the buffer. It needs nodes: on one node, or with nodes of different
+sizes (the rings across nodes pair local indices), it is refused with the reason.
+"""
+
+from __future__ import annotations
+
+from collbench.errors import NotApplicableError
+from collbench.layouts.model import Layout
+from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name, split
+from collbench.schedules.cost import CostFormulas, CostTerms
+from collbench.schedules.ir import Schedule
+from collbench.schedules.ops import Op, chunk_bounds
+from collbench.schedules.spec import AlgorithmSpec
+
+Ranges = list[tuple[int, int]]
+
+
+def node_groups(layout: Layout | None, world_size: int) -> tuple[tuple[int, ...], ...]:
+    """The layout's nodes, checked: at least two, all the same size, every rank once.
+
+    Raises NotApplicableError saying why hierarchical cannot run on them."""
+    nodes = () if layout is None else layout.nodes
+    if len(nodes) < 2:
+        where = "no layout" if layout is None else f"layout {layout.name!r} puts all {world_size} ranks on one node"
+        raise NotApplicableError(
+            f"hierarchical needs ranks on two or more nodes ({where}): on one node it is a ring; plan the layout "
+            "from a topology of several hosts"
+        )
+    sizes = sorted({len(node) for node in nodes})
+    if len(sizes) > 1:
+        raise NotApplicableError(
+            f"hierarchical needs the same number of ranks on every node (its rings across nodes pair local ranks); "
+            f"these nodes hold {', '.join(map(str, sizes))}"
+        )
+    if sorted(r for node in nodes for r in node) != list(range(world_size)):
+        raise NotApplicableError(f"the layout's nodes do not hold the {world_size} ranks once each")
+    return nodes
+
+
+def _ring_pass(b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, Ranges], first: int, *, reduce: bool) -> int:
+    """A ring reduce-scatter (``reduce``) or all-gather of the pieces each rank owns; returns its rounds.
+
+    Reduce-scatter: after it, each rank holds its own pieces reduced over the ring. All-gather: each
+    rank's pieces reach every rank of the ring."""
+    n = len(ring)
+    what = "reduce-scatter" if reduce else "all-gather"
+    for s in range(n - 1):
+        for p in range(n):
+            # Reduce-scatter forwards the piece of the rank s+1 behind, all-gather the one s behind.
+            owner = ring[(p - s - (1 if reduce else 0)) % n]
+            for a, z in owned[owner]:
+                b.transfer(first + s, ring[p], ring[(p + 1) % n], a, z, reduce=reduce, label=f"{what} {s + 1}/{n - 1}")
+    return n - 1
+
+
+def build_hierarchical(
+    op: Op,
+    world_size: int,
+    count: int,
+    *,
+    root: int = 0,
+    layout: Layout | None = None,
+    segments: int = 1,
+) -> Schedule:
+    """Rings inside each node and across the nodes (module docstring). Raises NotApplicableError on one
+    node or on nodes of different sizes."""
+    check_count_and_segments(count, segments)
+    nodes = node_groups(layout, world_size)
+    m, k = len(nodes), len(nodes[0])
+    across = [tuple(node[j] for node in nodes) for j in range(k)]
+    chunks = chunk_bounds(count, world_size)
+    b = RoundBuilder(world_size)
+    if op is Op.ALL_REDUCE:
+        shards = chunk_bounds(count, k)
+        inside = {node[j]: [shards[j]] for node in nodes for j in range(k)}
+        rnd = 0
+        for node in nodes:
+            _ring_pass(b, node, inside, rnd, reduce=True)
+        rnd += k - 1
+        for j, ring in enumerate(across):
+            pieces = split(*shards[j], m)
+            owned = {ring[i]: [pieces[i]] for i in range(m)}
+            _ring_pass(b, ring, owned, rnd, reduce=True)
+            _ring_pass(b, ring, owned, rnd + m - 1, reduce=False)
+        rnd += 2 * (m - 1)
+        for node in nodes:
+            _ring_pass(b, node, inside, rnd, reduce=False)
+    else:
+        # Shard j: the chunks of local index j's ranks on every node.
+        shard = {node[j]: [chunks[r] for r in across[j]] for node in nodes for j in range(k)}
+        mine = {r: [chunks[r]] for r in range(world_size)}
+        if op is Op.REDUCE_SCATTER:
+            for node in nodes:
+                _ring_pass(b, node, shard, 0, reduce=True)
+            for ring in across:
+                _ring_pass(b, ring, mine, k - 1, reduce=True)
+        else:
+            for ring in across:
+                _ring_pass(b, ring, mine, 0, reduce=False)
+            for node in nodes:
+                _ring_pass(b, node, shard, m - 1, reduce=False)
+    return b.build(op, "hierarchical", count, root=root, layout=layout_name(layout), params=(("nodes", m),))
+
+
+# -- closed-form costs ---------------------------------------------------------------------------------
+
+
+def hierarchical_terms(op: Op, nodes: int, per_node: int, n: float) -> tuple[CostTerms, CostTerms]:
+    """(inside a node, across nodes): the cost of hierarchical ``op`` on ``nodes`` nodes of ``per_node``
+    ranks, n bytes, each term on its own link class (steps, bytes over a rank's port, reduced bytes).
+
+    Inside: ring passes over k ranks of the whole buffer (all-reduce: two). Across: ring passes over m
+    ranks of one shard (n/k). Raises NotApplicableError for an op it does not do."""
+    m, k = nodes, per_node
+    fk, fm = (k - 1) / k, (m - 1) / m
+    if op is Op.ALL_REDUCE:
+        inside = CostTerms(2.0 * (k - 1), 2 * fk * n, fk * n)
+        across = CostTerms(2.0 * (m - 1), 2 * fm * n / k, fm * n / k)
+    elif op is Op.REDUCE_SCATTER:
+        inside = CostTerms(float(k - 1), fk * n, fk * n)
+        across = CostTerms(float(m - 1), fm * n / k, fm * n / k)
+    elif op is Op.ALL_GATHER:
+        inside = CostTerms(float(k - 1), fk * n, 0.0)
+        across = CostTerms(float(m - 1), fm * n / k, 0.0)
+    else:
+        raise NotApplicableError(f"hierarchical does not do {op.value}")
+    return inside, across
+
+
+def _needs_nodes(p: int, n: float, k: int) -> CostTerms:
+    raise NotApplicableError(
+        "hierarchical's cost depends on the nodes and has two link classes (inside a node, across nodes); "
+        "a one-class model of the world size alone cannot price it (collbench predict --hierarchy does)"
+    )
+
+
+HIERARCHICAL = AlgorithmSpec(
+    name="hierarchical",
+    ops=frozenset({Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.ALL_GATHER}),
+    builder=build_hierarchical,
+    summary="rings inside each node, then k rings across nodes (one per local rank, 1/k each): 2(m-1) "
+    "inter-node steps; needs nodes",
+    # A formula of one link class sees only the world size; hierarchical's cost needs the node shape
+    # and two link classes (hierarchical_terms), so fits and predictions of one class refuse it.
+    costs=CostFormulas(
+        all_reduce=_needs_nodes,
+        reduce_scatter=_needs_nodes,
+        all_gather=_needs_nodes,
+        broadcast=_needs_nodes,
+        reduce=_needs_nodes,
+    ),
+    needs_nodes=True,
+)
+
+SPECS: tuple[AlgorithmSpec, ...] = (HIERARCHICAL,)
