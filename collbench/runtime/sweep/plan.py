@@ -175,8 +175,8 @@ def resolve_algos(
             skipped.append(f"{op.value}: {', '.join(names)} {verb} not implement it; skipped")
     asked_native = any(k.strip().lower() in ("all", NATIVE) for k in config.algos)
     if no_native and asked_native:
-        names = ", ".join(op.value for op in no_native)
-        skipped.append(f"{NATIVE} {names}: {NO_TORCH_SCAN}; skipped")
+        which = ", ".join(op.value for op in no_native)
+        skipped.append(f"{NATIVE} {which}: {NO_TORCH_SCAN}; skipped")
     if skipped and not any(per_op.values()):
         raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
     return per_op
