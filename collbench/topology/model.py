@@ -277,12 +277,21 @@ class Topology:
     def fingerprint(self) -> str:
         """A short stable hash of what matters for performance: device kinds and names, links.
 
-        The host name, bus ids and the source are left out, so two identical machines share it.
+        The host name, bus ids and the source are left out, so two identical machines share it. A
+        measured link (``discover --probe``) counts by its ends and kind only: its bandwidth and latency
+        differ from run to run, and a fingerprint that moved with them would make every probe of one
+        machine a new machine (profiles that would not merge). The figures stay in the links.
         """
         payload = {
             "devices": sorted((d.id, d.kind.value, d.name or "") for d in self.devices),
             "links": sorted(
-                (min(lk.a, lk.b), max(lk.a, lk.b), lk.kind.value, lk.count, round(lk.bandwidth_gbps, 1))
+                (
+                    min(lk.a, lk.b),
+                    max(lk.a, lk.b),
+                    lk.kind.value,
+                    lk.count,
+                    None if lk.source == "measured" else round(lk.bandwidth_gbps, 1),
+                )
                 for lk in self.links
             ),
         }
