@@ -168,6 +168,9 @@ def predict(
     if measured_nodes is not None and measured_nodes < 1:
         raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
     measured = _measured_nodes(source, loaded, measured_nodes, profile is not None)
+    if nodes is not None and nodes >= 1 and ranks % nodes:
+        # Asked for: the ranks go evenly (the default alone may leave the last node part-full).
+        raise ConfigError(f"{ranks} ranks do not spread evenly over {nodes} nodes")
     if nodes is None:
         nodes, assumed = default_nodes(ranks, measured)
         err_console.print(f"[yellow]assumed[/yellow]: {assumed}", highlight=False, soft_wrap=whole_lines(err_console))

@@ -149,7 +149,9 @@ def _bandwidth(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, 
     return bus * 0.5
 
 
-def _latency(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int) -> float:
+def _latency(
+    machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int, fullest: int | None = None
+) -> float:
     """Latency (us) of (algo, proto): tuning.cc lines 384-416, ring and tree only."""
     intra_class = "nvlink" if machine.nvlink else "pci"
     ppn = ranks / nodes
@@ -169,7 +171,10 @@ def _latency(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, no
         inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if op is Op.ALL_REDUCE else nodes - 1)
         return lat + (nsteps - inter_steps) * intra + inter_steps * inter
     if op is Op.ALL_REDUCE:
-        lat += 2 * ((ranks // nodes - 1) * intra + int(math.log2(nodes)) * inter)
+        # NCCL writes nRanks / nNodes (whole nodes); where the last node is part-full the chain within
+        # the fullest node is the one waited for (the same when even).
+        chain = fullest if fullest is not None else -(-ranks // nodes)
+        lat += 2 * ((chain - 1) * intra + int(math.log2(nodes)) * inter)
     return lat
 
 
@@ -196,6 +201,24 @@ def _tree_correction(proto: int, size_bytes: float, smooth: bool) -> float:
     return ends[lo] + (ends[lo + 1] - ends[lo]) * (x - lo)
 
 
+def _plateau_factor(machine: NcclMachine, bytes_per_channel_rank: float, smooth: bool) -> float:
+    """The ring's plateau factor across nodes (ncclTopoGetAlgoTime: x1.4, x1.9 on Volta, from 64 bytes
+    a channel and rank), or with ``smooth`` ramped in over the doubling below 64.
+
+    NCCL's own step falls when a rank is added at a fixed size (the bytes a channel and rank drop
+    under 64): its time then goes down as ranks are added. Ramped over a doubling of bytes per rank,
+    the factor falls by at most ``factor - 1`` while the ring's latency (its steps) doubles, so the
+    time keeps rising with ranks, and still rises with size.
+    """
+    factor = 1.9 if machine.arch == "volta" else 1.4
+    if not smooth:
+        return factor if bytes_per_channel_rank >= 64 else 1.0
+    if bytes_per_channel_rank <= 0:
+        return 1.0
+    ramp = min(max(math.log2(bytes_per_channel_rank / 64.0) + 1.0, 0.0), 1.0)
+    return 1.0 + (factor - 1.0) * ramp
+
+
 def _tuned(op: Op | str) -> Op:
     """``op`` as an Op; raise NotApplicableError for one NCCL does not tune (grouped send/recv in NCCL)."""
     the_op = op if isinstance(op, Op) else Op.parse(op)
@@ -213,29 +236,39 @@ def _tuned(op: Op | str) -> Op:
 
 
 def nccl_choice(
-    machine: NcclMachine, op: Op | str, ranks: int, nodes: int, size_bytes: float, *, smooth: bool = False
+    machine: NcclMachine,
+    op: Op | str,
+    ranks: int,
+    nodes: int,
+    size_bytes: float,
+    *,
+    smooth: bool = False,
+    fullest_node: int | None = None,
 ) -> NcclChoice:
     """The cheapest of ring and tree over LL, LL128 and Simple at one size, priced as NCCL does.
 
-    ``smooth`` interpolates the tree's correction factor (see :func:`_tree_correction`); without it the
-    model is NCCL's exactly. Raises ConfigError for fewer than 2 ranks or nodes that do not divide them,
+    ``smooth`` interpolates the tree's correction factor (:func:`_tree_correction`) and ramps the ring's
+    plateau factor in (:func:`_plateau_factor`); without it the model is NCCL's exactly. Ranks need not
+    fill every node: NCCL reads ``nRanks / nNodes`` (tuning.cc: ``ppn``, and in integers for the tree).
+    ``fullest_node``: the ranks on the fullest node where the last is part-full (default: as even as
+    they go). Raises ConfigError for fewer than 2 ranks or more nodes than ranks,
     NotApplicableError for an op NCCL does not tune (it runs those as grouped send/recv).
     """
     the_op = _tuned(op)
-    if ranks < 2 or nodes < 1 or ranks % nodes:
-        raise ConfigError(f"NCCL's model needs 2 or more ranks spread evenly over the nodes, got {ranks} on {nodes}")
+    if ranks < 2 or nodes < 1 or nodes > ranks:
+        raise ConfigError(f"NCCL's model needs 2 or more ranks and at least one a node, got {ranks} on {nodes}")
     best: NcclChoice | None = None
     # LL128 runs over NVLink (and NICs close enough); NCCL leaves it off over PCI (lines 518-536).
     protos = (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
     for algo in _candidates(the_op):
         for proto in protos:
             bw = _bandwidth(machine, the_op, algo, proto, ranks, nodes)
-            lat = _latency(machine, the_op, algo, proto, ranks, nodes)
+            lat = _latency(machine, the_op, algo, proto, ranks, nodes, fullest_node)
             if algo == "tree" and the_op is Op.ALL_REDUCE:
                 bw *= _tree_correction(proto, size_bytes, smooth)
             ring_plateau = algo == "ring" and proto == _SIMPLE and nodes > 1 and the_op is Op.ALL_REDUCE
-            if ring_plateau and size_bytes / (machine.channels * ranks) >= 64:
-                lat *= 1.9 if machine.arch == "volta" else 1.4
+            if ring_plateau:
+                lat *= _plateau_factor(machine, size_bytes / (machine.channels * ranks), smooth)
             lat *= machine.latency_scale
             # GB/s is 10^3 bytes per microsecond.
             time_us = lat + size_bytes / (1e3 * bw)

@@ -317,6 +317,8 @@ def _simulated(entry: Priced, world_size: int, nodes: int, size_bytes: int, elem
         schedule = spec.build(op, world_size, count)
     except UserError:
         return None
+    if world_size % nodes:
+        return None  # the simulator's links need every node full (a default count may leave one part-full)
     links = UniformLinks(alpha, beta, world_size, nodes)
     return simulate(schedule, links, elem_bytes=elem_bytes, gamma_us_per_byte=scaled.gamma_us_per_byte).time_us
 
@@ -364,12 +366,12 @@ def predict(
 
     ``measured_nodes`` maps a fit's world size to the nodes it was measured on, where known;
     ``nccl_arch`` and ``nccl_nvlink`` describe the GPUs for NCCL's model of native (the fits do not).
-    Raises ConfigError for a world size below 2, nodes that do not divide it, no sizes, no fits left
+    Raises ConfigError for a world size below 2, more nodes than ranks, no sizes, no fits left
     for the ops asked, or none that may be used.
     """
     check_ranks(world_size, 2, "predict")
-    if nodes < 1 or world_size % nodes:
-        raise ConfigError(f"{world_size} ranks do not spread evenly over {nodes} nodes")
+    if nodes < 1 or nodes > world_size:
+        raise ConfigError(f"{world_size} ranks cannot fill {nodes} nodes (at least one rank a node)")
     if not sizes:
         raise ConfigError("no sizes to predict")
     picked = pick_fits(fits, ops)

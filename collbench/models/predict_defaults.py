@@ -28,8 +28,10 @@ def remeasure_advice(fits: Sequence[Fit]) -> str:
 def default_nodes(world_size: int, measured_nodes: Mapping[int, int]) -> tuple[int, str]:
     """Nodes for ``world_size`` ranks when none are asked, and the line that says so.
 
-    The measured ranks per node are kept (the largest measured shape's, where shapes differ): at the
-    measured world size that is the measured shape itself, so the fit prices it with its own error.
+    The measured ranks per node are kept (the largest measured shape's, where shapes differ): as many
+    nodes as hold the ranks at that many a node, the last one partly filled where they do not divide
+    (NCCL's model reads ``nRanks / nNodes``). So adding ranks never takes nodes away, and at the
+    measured world size it is the measured shape itself, priced by the fit with its own error.
     Without a measured node count, 1 node, and the line says it is an assumption.
     """
     known = [(w, n) for w, n in measured_nodes.items() if n >= 1 and w % n == 0]
@@ -37,15 +39,9 @@ def default_nodes(world_size: int, measured_nodes: Mapping[int, int]) -> tuple[i
         return 1, "--nodes not given: 1 node (the fits do not say their node count; give --nodes N)"
     world, nodes = max(known)
     per_node = world // nodes
-    if world_size % per_node == 0:
-        count = world_size // per_node
-        return count, (
-            f"--nodes not given: {count} node{'s' if count != 1 else ''} "
-            f"({per_node} ranks a node, as measured at {world} ranks on {nodes})"
-        )
-    if world_size < per_node:
-        return 1, f"--nodes not given: 1 node ({world_size} ranks, fewer than the {per_node} a measured node held)"
-    return 1, (
-        f"--nodes not given: 1 node ({world_size} ranks do not fill nodes of {per_node}, the measured ranks a node; "
-        "give --nodes N)"
+    count = -(-world_size // per_node)
+    partly = "" if world_size % per_node == 0 else f", the last holding {world_size % per_node}"
+    return count, (
+        f"--nodes not given: {count} node{'s' if count != 1 else ''} "
+        f"({per_node} ranks a node{partly}, as measured at {world} ranks on {nodes})"
     )

@@ -11,17 +11,20 @@ NCCL's model of that all-reduce, its latencies scaled to the measured time.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
+import math
 from collections.abc import Sequence
 
 from collbench.models.fitted import Fit
-from collbench.models.nccl_cost import NCCL_SOURCE, Arch, NcclMachine, calibrate, nccl_choice
+from collbench.models.nccl_cost import NCCL_SOURCE, Arch, NcclChoice, NcclMachine, calibrate, nccl_choice
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit
 from collbench.schedules.ops import Op
 
 _CALIBRATION_POINTS = 40
+_GRID_PER_DOUBLING = 4
 
 
 def _calibration_points(fit: Fit) -> tuple[list[float], list[float]]:
@@ -34,8 +37,11 @@ def _calibration_points(fit: Fit) -> tuple[list[float], list[float]]:
     return sizes, [scaled.time_us(s, fit.world_size) for s in sizes]
 
 
+@functools.lru_cache(maxsize=256)
 def nccl_machine_for(fit: Fit, nodes: int, arch: Arch, nvlink: bool = True) -> NcclMachine:
-    """NCCL's model calibrated to ``fit``'s curve at its own shape (``nodes`` nodes)."""
+    """NCCL's model calibrated to ``fit``'s curve at its own shape (``nodes`` nodes); kept, as a fit is
+    priced at many shapes (a crossover search, a tune's predicted shapes) and the calibration is its
+    costliest step."""
     sizes, times = _calibration_points(fit)
     start = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink)
     return calibrate(start, fit.op, fit.world_size, nodes, sizes, times)
@@ -51,18 +57,21 @@ def native_nccl(
     at_shape: bool,
     nvlink: bool = True,
 ) -> tuple[Priced, list[str]]:
-    """NCCL's native at a shape: NCCL's model with this machine's fitted numbers.
+    """NCCL's native at a shape: one model at every shape, NCCL's own with this machine's numbers.
 
-    At the measured shape the fit itself prices every size, except more than a doubling below the
-    measured sizes where the fit's smallest size is mostly bandwidth (its latency was not measured):
-    there NCCL's model does, capped by the fit's time at that edge so that the time never falls with
-    size. The model is
-    calibrated only where it is used.
+    NCCL's model is calibrated to the fit at its measured shape (``nccl_machine_for``: its latency
+    scale and bus bandwidth), and what it still misses there, the fit's time over the model's at each
+    measured size (``residual``), multiplies it at every shape: at the measured shape and sizes that
+    is the fit itself, and elsewhere the same model, so a prediction moves continuously with ranks and
+    nodes instead of switching from the fit to NCCL's model off the measured shape. Outside the
+    measured sizes the residual is held at its edge. The time is made non-decreasing in size (its
+    running maximum over a log grid); it rises with ranks as NCCL's model does (``nccl_choice``'s
+    smooth form).
     """
     measured_nodes = shapes.assumed_nodes(fit)
     notes: list[str] = []
     inter_fit: Fit | None = None
-    if node_class(nodes) == 3 and node_class(measured_nodes) < 3 and not at_shape:
+    if node_class(nodes) == 3 and node_class(measured_nodes) < 3:
         beyond = [f for f in others if f is not fit and node_class(shapes.assumed_nodes(f)) == 3]
         if beyond:
             inter_fit = max(beyond, key=lambda f: f.world_size)
@@ -71,51 +80,64 @@ def native_nccl(
                 f"{label(fit, shapes)}: NCCL uses its inter-node bandwidth beyond 2 nodes; none was measured, "
                 "so the prediction assumes the measured bus bandwidth there too"
             )
+    elif node_class(nodes) < node_class(measured_nodes):
+        notes.append(
+            f"{label(fit, shapes)}: predicted on {nodes} node{'s' if nodes != 1 else ''} with the bus bandwidth "
+            f"measured across {measured_nodes} nodes; links within fewer nodes were not measured and are "
+            "usually faster, so the time is likely too long"
+        )
 
-    @functools.cache
-    def machine() -> NcclMachine:
-        own = nccl_machine_for(fit, measured_nodes, arch, nvlink)
-        if inter_fit is None:
-            return own
+    # Ranks fill nodes at the measured count a node where that holds them (the default node count
+    # does), the last node part-full: its fullest node is then a measured one.
+    per_node = max(fit.world_size // measured_nodes, 1)
+    fullest = per_node if (nodes - 1) * per_node < world_size <= nodes * per_node else None
+
+    def choice(size: float) -> NcclChoice:
+        return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest)
+
+    own = nccl_machine_for(fit, measured_nodes, arch, nvlink)
+    machine = own
+    if inter_fit is not None:
         inter = nccl_machine_for(inter_fit, shapes.assumed_nodes(inter_fit), arch, nvlink)
-        return dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
+        machine = dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
+    scaled = ScaledFit.of(fit)
+    lo, hi = float(max(fit.min_bytes, 1)), float(max(fit.max_bytes, 1))
 
-    # A fit speaks for its measured sizes and one doubling below them, as far as its error is shown.
-    lo = fit.min_bytes / 2
-    scaled = ScaledFit.of(fit) if at_shape else None
-    # The fit's latency is its own where its smallest size is mostly latency.
-    smallest = float(fit.min_bytes)
-    fit_below = scaled is not None and (
-        scaled.parts(smallest, world_size).latency_us >= 0.5 * scaled.time_us(smallest, world_size)
-    )
+    def residual(size: float) -> float:
+        at = min(max(size, lo), hi)
+        model = nccl_choice(own, fit.op, fit.world_size, measured_nodes, at, smooth=True).time_us
+        return scaled.time_us(at, fit.world_size) / model if model > 0 else 1.0
 
-    def from_fit(size: float) -> bool:
-        return scaled is not None and (size >= lo or fit_below)
+    def raw_us(size: float) -> float:
+        return choice(size).time_us * residual(size)
+
+    grid = [2.0 ** (i / _GRID_PER_DOUBLING) for i in range(int(math.log2(hi * 4)) * _GRID_PER_DOUBLING + 1)]
+    envelope: list[float] = []
+    for size in grid:
+        envelope.append(max(raw_us(size), envelope[-1] if envelope else 0.0))
 
     def time_us(size: float) -> float:
-        if scaled is not None and from_fit(size):
-            return scaled.time_us(size, world_size)
-        model = nccl_choice(machine(), fit.op, world_size, nodes, size, smooth=True).time_us
-        return model if scaled is None else min(scaled.time_us(lo, world_size), model)
+        below = bisect.bisect_right(grid, size)
+        return max(raw_us(size), envelope[below - 1] if below else 0.0)
 
     def latency_us(size: float) -> float:
-        if scaled is not None and from_fit(size):
-            return scaled.parts(size, world_size).latency_us
-        return nccl_choice(machine(), fit.op, world_size, nodes, size, smooth=True).latency_us
+        return choice(size).latency_us * residual(size)
 
     def basis(size: float) -> str:
-        if from_fit(size):
-            return "the fit itself, at the shape it was measured at"
-        m = machine()
-        c = nccl_choice(m, fit.op, world_size, nodes, size, smooth=True)
-        below = " (below the measured sizes)" if scaled is not None else ""
+        c = choice(size)
         inter = ""
-        if m.inter_bus_bw_gbps is not None and inter_fit is not None:
-            inter = f"; beyond 2 nodes the bus bandwidth of x{inter_fit.world_size} ({m.inter_bus_bw_gbps:.3g} GB/s)"
-        return (
-            f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}{below}; fitted: latencies "
-            f"x{m.latency_scale:.2g}, bus {m.bus_bw_gbps:.3g} GB/s{inter}"
+        if machine.inter_bus_bw_gbps is not None and inter_fit is not None:
+            bus = machine.inter_bus_bw_gbps
+            inter = f"; beyond 2 nodes the bus bandwidth of x{inter_fit.world_size} ({bus:.3g} GB/s)"
+        held = "" if lo <= size <= hi else " (held from the nearest measured size)"
+        text = (
+            f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; fitted: latencies "
+            f"x{machine.latency_scale:.2g}, bus {machine.bus_bw_gbps:.3g} GB/s{inter}; x{residual(size):.3g} "
+            f"for what it misses at the measured shape{held}"
         )
+        if at_shape and lo <= size <= hi:
+            return f"the fit itself at its measured shape, which is {text}"
+        return text
 
     return Priced(fit, time_us, latency_us, basis, at_shape, None), notes
 

@@ -93,6 +93,16 @@ def test_bad_shapes_are_refused() -> None:
     with pytest.raises(ConfigError):
         nccl_choice(H100, Op.ALL_REDUCE, 1, 1, 8.0)
     with pytest.raises(ConfigError):
-        nccl_choice(H100, Op.ALL_REDUCE, 6, 4, 8.0)
+        nccl_choice(H100, Op.ALL_REDUCE, 4, 6, 8.0)  # more nodes than ranks
     with pytest.raises(ConfigError):
         NcclMachine(bus_bw_gbps=0.0)
+
+
+def test_a_part_full_last_node_is_priced_by_its_fullest_node() -> None:
+    # 17 ranks at 8 a node: nodes of 8, 8 and 1. The tree's chain within a node is the fullest node's
+    # (8 ranks), as at 16 ranks on 2, so one more rank on a third node never makes the call cheaper.
+    even = nccl_choice(H100, Op.ALL_REDUCE, 16, 2, 8.0, smooth=True)
+    part = nccl_choice(H100, Op.ALL_REDUCE, 17, 3, 8.0, smooth=True, fullest_node=8)
+    assert part.time_us >= even.time_us
+    # As even as they go without it (6, 6, 5): NCCL's nRanks / nNodes, rounded up.
+    assert nccl_choice(H100, Op.ALL_REDUCE, 17, 3, 8.0, fullest_node=6) == nccl_choice(H100, Op.ALL_REDUCE, 17, 3, 8.0)

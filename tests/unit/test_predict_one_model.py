@@ -1,0 +1,82 @@
+"""One model across shapes (issue 32, item 2): NCCL's native is one model at every rank and node count,
+the measured shape one point of it, and it never gets cheaper as ranks are added at a fixed size and
+ranks a node."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.importers.nodes import nodes_from_devices
+from collbench.models.fit import fit_results
+from collbench.models.fitted import Fit
+from collbench.models.predict import price_fits
+from collbench.models.predict_defaults import default_nodes
+from collbench.models.priced import Shapes
+
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
+LOGS = (
+    "all_reduce_perf-h100-2node-mpirun-gcp.log",
+    "all_reduce_perf-dgx-a100-4node-slurm-legacy.log",
+    "all_reduce_perf-gb200-72rank-one-rank-line.log",
+    "all_reduce_perf-2080ti-x2-autodl.log",
+    "all_reduce_perf-p5-2node-mpijob-readme-excerpt.log",
+)
+NODES = {"all_reduce_perf-dgx-a100-4node-slurm-legacy.log": 4}
+"""Logs whose node count their sources say and their lines do not (benchmarks/README.md)."""
+SIZES = (8, 4096, 1 << 20, 1 << 24, 1 << 28, 1 << 32)
+RANKS = (*range(2, 34), 48, 64, 72, 96, 128, 144, 256, 1024, 1440, 4096)
+
+
+def _fit(name: str) -> tuple[Fit, dict[int, int]]:
+    path = REAL / name
+    rows = nodes_from_devices(path, [r for r in read_nccl_tests(path, strict_op=False) if r.size_bytes > 0], [])
+    (fit,) = fit_results(rows).fits
+    nodes = NODES.get(name, rows[0].nodes)
+    return fit, ({fit.world_size: nodes} if nodes > 0 else {})
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_never_cheaper_with_more_ranks_at_the_measured_ranks_a_node(name: str) -> None:
+    fit, measured = _fit(name)
+    assert not fit.distrust()
+    previous: list[float] | None = None
+    decreases = []
+    for ranks in RANKS:
+        nodes, _ = default_nodes(ranks, measured)
+        (entry,), refused, _ = price_fits([fit], ranks, nodes, shapes=Shapes(measured))
+        assert not refused
+        times = [entry.time_us(s) for s in SIZES]
+        assert all(b >= a for a, b in itertools.pairwise(times)), (ranks, times)
+        if previous is not None:
+            decreases += [(ranks, s, a, b) for s, a, b in zip(SIZES, previous, times, strict=True) if b < a]
+        previous = times
+    assert decreases == []
+
+
+def test_the_measured_shape_is_one_point_of_the_same_model() -> None:
+    fit, measured = _fit("all_reduce_perf-h100-2node-mpirun-gcp.log")
+    assert measured == {16: 2}
+    (at,), _, _ = price_fits([fit], 16, 2, shapes=Shapes(measured))
+    (below,), _, _ = price_fits([fit], 15, 2, shapes=Shapes(measured))
+    (above,), _, _ = price_fits([fit], 17, 3, shapes=Shapes(measured))
+    for size in (8, 1 << 20, 1 << 30):
+        # At the measured shape and sizes the model is the fit itself.
+        assert at.time_us(size) == pytest.approx(fit.predict_us(size), rel=1e-6)
+        # One rank either side moves it a little, never a jump to another model (the log's
+        # 123 us at 8 B against NCCL's own 20 us, say).
+        assert below.time_us(size) <= at.time_us(size) <= above.time_us(size) < 1.3 * at.time_us(size)
+        assert below.time_us(size) > 0.75 * at.time_us(size)
+    assert "the fit itself at its measured shape, which is NCCL's model" in at.basis(1 << 20)
+    assert "for what it misses at the measured shape" in above.basis(1 << 20)
+
+
+def test_the_default_node_count_keeps_the_measured_ranks_a_node() -> None:
+    measured = {16: 2}
+    assert [default_nodes(r, measured)[0] for r in (2, 4, 5, 8, 9, 16, 17, 1440)] == [1, 1, 1, 1, 2, 2, 3, 180]
+    assert "the last holding 1" in default_nodes(17, measured)[1]
+    # Measured at 2 ranks a node: 4 ranks on 2 nodes, 5 on 3 (never fewer nodes for more ranks).
+    assert [default_nodes(r, {4: 2})[0] for r in (4, 5, 6)] == [2, 3, 3]
