@@ -42,7 +42,7 @@ def _check(command: Command, block: Block, cwd: Path, timeout_s: float) -> str |
 def _run_page(page: str, tmp_path: Path, *, slow: bool) -> None:
     blocks = [b for b in PAGES[page] if b.markers.skip is None and (slow or not b.markers.slow)]
     if not blocks:
-        pytest.skip(f"{page}: every block is marked skip or slow")
+        pytest.skip(f"{page}: no `$ collbench` block to run here (none, or all marked skip or slow)")
     clone = copy_clone(tmp_path / "clone")
     failures = []
     for block in blocks:
