@@ -109,6 +109,25 @@ def check_number_lengths(text: str, path: Path | str) -> None:
         )
 
 
+def check_path_fits(path: Path) -> None:
+    """InputFileError for a path the file system cannot hold: a name past NAME_MAX (255 bytes on Linux
+    file systems) or a path past PATH_MAX; shown shortened, so the message stays one readable line."""
+    try:
+        name_max = os.pathconf("/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    shown = str(path) if len(str(path)) <= 80 else f"{str(path)[:40]}...{str(path)[-20:]}"
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    # The lock (.NAME.lock) and the temporary file (.NAME.XXXXXXXX.tmp) beside it add up to 15 bytes.
+    if longest + 15 > name_max:
+        raise InputFileError(
+            shown, f"a name in this path is {longest} bytes long; file names here take at most {name_max - 15}"
+        )
+    if len(os.fsencode(os.path.abspath(path))) + 15 >= path_max:
+        raise InputFileError(shown, f"the path is longer than this system takes ({path_max} bytes)")
+
+
 def check_writable(path: Path) -> None:
     """Raise InputFileError now, before any work, when ``path`` could not be written later.
 
@@ -121,6 +140,16 @@ def check_writable(path: Path) -> None:
         raise InputFileError(
             "-", "is not a file name collbench writes to: leave -O out to print to stdout where the command can"
         )
+    check_path_fits(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.exists():
+        # Made silently before, a typo's folders appeared anywhere (as root: at the filesystem's root).
+        missing = parent
+        while not missing.parent.exists() and missing != missing.parent:
+            missing = missing.parent
+        if not missing.parent.is_dir():
+            raise InputFileError(str(path), f"cannot write here ({missing.parent} is not a directory)")
+        raise InputFileError(str(path), f"the folder {missing} does not exist; create it first, or write elsewhere")
     if path.is_symlink() and not path.exists():
         raise InputFileError(
             str(path), f"is a symlink to {os.readlink(path)}, which does not exist; give the target itself"
@@ -133,10 +162,7 @@ def check_writable(path: Path) -> None:
         raise InputFileError(str(path), "is a directory; give a file name")
     if mode is not None and not stat.S_ISREG(mode):
         raise InputFileError(str(path), f"is {_kind_of(mode)}, not a regular file; collbench writes only regular files")
-    parent = path.parent if str(path.parent) else Path(".")
     existing = parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
     if not existing.is_dir():
         raise InputFileError(str(path), f"cannot write here ({existing} is not a directory)")
     # Permission bits say nothing for root or for pseudo file systems (/proc): try a real file.

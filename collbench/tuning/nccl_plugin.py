@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.errors import UserError
-from collbench.fileio import atomic_write_text, csrc_dir
+from collbench.fileio import atomic_write_text, check_writable, csrc_dir
 from collbench.nccl.algorithms import ALGORITHMS_BY_NUMBER, FUNC_OF_OP, PROTOCOLS
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
@@ -44,13 +44,16 @@ def c_compiler() -> str:
 
 
 def make_dir(path: Path) -> None:
-    """Create ``path`` (and its parents); one-line UserError where the path itself forbids it.
+    """Create the directory ``path`` (not its parents); one-line UserError where the path forbids it.
 
     Running as root, permission bits stop nothing, so what fails here is a path under a regular file, a
     name longer than the file system takes, or a read-only mount: each is the user's to change.
     """
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        # The directory itself only: its parent must be there, as for every output collbench writes.
+        path.mkdir(exist_ok=True)
+    except FileNotFoundError:
+        raise UserError(f"{path}: the folder {path.parent} does not exist; create it first, or name another") from None
     except FileExistsError:
         raise UserError(f"{path}: exists and is not a directory; name a directory for the plugin") from None
     except OSError as exc:
@@ -65,6 +68,9 @@ def compile_c(source: Path, output: Path, *, shared: bool, extra_flags: tuple[st
     ``extra_flags`` go to the compiler as they are (tests build with ``-fsanitize=address``).
     """
     make_dir(output.parent)
+    # Before the compiler runs: a folder that takes no new file would fail its link step, and the
+    # message would blame the compiler ("ld returned 1 exit status") for the folder.
+    check_writable(output)
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     flags = ["-shared", "-fPIC"] if shared else []
     # -pthread: NCCL calls the plugin from several threads (the v1 entry points take a lock).

@@ -21,6 +21,7 @@ def _topology_file(tmp_path: Path) -> Path:
 
 def test_report_of_the_example_profile(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "report.html"
+    out.parent.mkdir()  # collbench makes no folders: a missing one is refused
     args = [
         "report",
         str(EXAMPLE_RESULTS),

@@ -32,7 +32,10 @@ def test_read_text_file_refuses_in_one_error(tmp_path: Path, kind: str) -> None:
 
 
 def test_check_writable(tmp_path: Path) -> None:
-    check_writable(tmp_path / "new" / "deeper" / "f.txt")  # missing parents are made later
+    # A missing folder is refused, naming the first one missing: a typo's folders are never made.
+    with pytest.raises(InputFileError, match=f"the folder {tmp_path / 'new'} does not exist"):
+        check_writable(tmp_path / "new" / "deeper" / "f.txt")
+    check_writable(tmp_path / "f.txt")
     with pytest.raises(InputFileError, match="directory"):
         check_writable(tmp_path)
     blocker = tmp_path / "afile"
@@ -42,6 +45,7 @@ def test_check_writable(tmp_path: Path) -> None:
 
 
 def test_atomic_write_text(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
     p = tmp_path / "sub" / "o.txt"
     atomic_write_text(p, "one\n")
     atomic_write_text(p, "two\n")

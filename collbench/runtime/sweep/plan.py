@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collbench.errors import ConfigError, InputFileError, NotApplicableError
-from collbench.fileio import check_writable
+from collbench.fileio import check_path_fits, check_writable
 from collbench.nccl.variants import is_native
 from collbench.results.io import read_jsonl
 from collbench.results.journal import refuse_symlink
@@ -404,6 +404,7 @@ def _check_files(config: SweepConfig) -> None:
     rows may be emptied is decided by ``files.sweep_files`` once it holds the file's lock.
     """
     stream = config.stream_path
+    check_path_fits(stream)  # first: a name too long fails every look at it with an OSError
     refuse_symlink(stream)
     if stream.exists() and not stream.is_file() and not stream.is_dir():  # a directory: check_writable says so
         # A FIFO would block the write check below until someone read it; a device takes no rows back.
