@@ -48,6 +48,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from collbench.backends import for_torch
 from collbench.errors import ConfigError
 from collbench.layouts.model import Layout
 from collbench.nccl.variants import is_native
@@ -540,7 +541,8 @@ def barrier(profile: Profile, group: Any = None, *, device: torch.device | str |
         dist.barrier(group=group)
         return rule
     if device is None:
-        on_gpu = dist.get_backend(group) == "nccl" and torch.cuda.is_available()
+        backend = for_torch(str(dist.get_backend(group)))
+        on_gpu = backend is not None and backend.on_gpu and torch.cuda.is_available()
         device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
     token = torch.zeros(1, dtype=torch.float32, device=device)
     _run_schedule(profile, rule_set, rule, Op.BARRIER, 0, token, group)

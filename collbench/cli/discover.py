@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from collbench.backends import AUTO, BACKENDS, torch_backend_names
 from collbench.cli.console import console, err_console
 from collbench.cli.render.topology import render_topology
 from collbench.cli.topology_source import (
@@ -23,8 +24,6 @@ from collbench.topology.io import save_topology
 from collbench.topology.model import Topology
 from collbench.topology.sources import record_nvml
 from collbench.units import check_ranks
-
-_BACKENDS = ("auto", "gloo", "nccl")
 
 
 def _restrict(topo: Topology, ranks: int | None) -> Topology:
@@ -47,9 +46,10 @@ def _probe(topo: Topology, ranks: int | None, backend: str, timeout_s: float, *,
 
     # Under a launcher the job's size rules (None); locally, every rank device of the topology.
     world_size = ranks if ranks is not None or joined_job() is not None else len(topo.rank_devices)
-    if backend == "auto":
-        # The probe runs here: NCCL only when the topology is this machine's own GPUs.
-        backend = "nccl" if live and topo.gpus else "gloo"
+    if backend == AUTO:
+        # The probe runs here: on GPUs (NCCL) only when the topology is this machine's own GPUs.
+        on_gpu = bool(live and topo.gpus)
+        backend = next(b.name for b in BACKENDS if b.torch_backend is not None and b.on_gpu == on_gpu)
     return probe_topology(world_size, backend=backend, timeout_s=timeout_s, base=topo)
 
 
@@ -89,8 +89,9 @@ def discover(
     require_one_source(sources)
     if ranks is not None:
         check_ranks(ranks, 1, "discover")
-    if backend not in _BACKENDS:
-        raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(_BACKENDS)}")
+    known = (AUTO, *(name for name in torch_backend_names() if name != AUTO))
+    if backend not in known:
+        raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(known)}")
     if timeout <= 0:
         raise ConfigError(f"--timeout must be positive, got {timeout}")
     if output is not None and output.suffix.lower() not in (".yaml", ".yml", ".json"):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from collbench.backends import AUTO
 from collbench.cli.console import console, err_console, print_notes, whole_lines
 from collbench.cli.options import split_values
 from collbench.cli.render.profile import render_fits, render_rules
@@ -29,7 +30,7 @@ def _command(config: TuneConfig, ranks: Sequence[int] | None, predict_ranks: str
     parts = ["collbench", "tune"]
     if ranks is not None:
         parts += ["--ranks", ",".join(map(str, ranks))]
-    if config.backend != "auto":
+    if config.backend != AUTO:
         parts += ["--backend", config.backend]
     for name in config.ops:
         if name != "all-reduce" or len(config.ops) > 1:

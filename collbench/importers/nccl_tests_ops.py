@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from collbench.backends.nccl import NCCL
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 
@@ -266,7 +267,7 @@ def factor_row(
     return ResultRow(
         op=op.value,
         algo="native",
-        backend="nccl",
+        backend=NCCL.name,
         world_size=world_size,
         dtype=dtype,
         redop=redop,

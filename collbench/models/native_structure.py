@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from collbench.backends.gloo import GLOO
+from collbench.backends.nccl import NCCL
 from collbench.errors import UserError
 from collbench.models.costs import cost_terms
 from collbench.schedules.cost import ceil_log2
@@ -48,36 +50,36 @@ class NativeStructure:
 
 
 NATIVE_STRUCTURES: dict[tuple[str, Op], NativeStructure] = {
-    ("gloo", Op.ALL_TO_ALL): NativeStructure(
+    (GLOO.name, Op.ALL_TO_ALL): NativeStructure(
         "gloo's all-to-all posts its n-1 sends and receives at once, then waits (gloo/alltoall.cc): "
         "the linear exchange",
         lambda p: p - 1,
     ),
-    ("gloo", Op.SCATTER): NativeStructure(
+    (GLOO.name, Op.SCATTER): NativeStructure(
         "gloo's scatter posts the root's n-1 sends at once (gloo/scatter.cc): linear", lambda p: p - 1
     ),
-    ("gloo", Op.GATHER): NativeStructure(
+    (GLOO.name, Op.GATHER): NativeStructure(
         "gloo's gather posts the root's n-1 receives at once (gloo/gather.cc): linear", lambda p: p - 1
     ),
-    ("gloo", Op.BARRIER): NativeStructure(
+    (GLOO.name, Op.BARRIER): NativeStructure(
         "gloo's barrier is a dissemination barrier, ceil(log2 n) rounds (gloo/barrier.cc)", ceil_log2
     ),
-    ("nccl", Op.ALL_TO_ALL): NativeStructure(
+    (NCCL.name, Op.ALL_TO_ALL): NativeStructure(
         "NCCL runs all-to-all as grouped send/recv, n-1 peers posted at once (its tuning model, tuning.cc, "
         "does not price it)",
         lambda p: p - 1,
     ),
-    ("nccl", Op.SCATTER): NativeStructure(
+    (NCCL.name, Op.SCATTER): NativeStructure(
         "NCCL runs scatter as grouped send/recv, the root's n-1 sends posted at once (its tuning model, "
         "tuning.cc, does not price it)",
         lambda p: p - 1,
     ),
-    ("nccl", Op.GATHER): NativeStructure(
+    (NCCL.name, Op.GATHER): NativeStructure(
         "NCCL runs gather as grouped send/recv, the root's n-1 receives posted at once (its tuning model, "
         "tuning.cc, does not price it)",
         lambda p: p - 1,
     ),
-    ("nccl", Op.SENDRECV): NativeStructure(
+    (NCCL.name, Op.SENDRECV): NativeStructure(
         "NCCL runs send/recv as one grouped ncclSend/ncclRecv pair per rank (its tuning model, tuning.cc, "
         "does not price it)",
         lambda p: 1,

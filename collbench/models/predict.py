@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from collbench.backends import backend_named
 from collbench.errors import ConfigError, UserError
 from collbench.models.crossover import Crossover, time_crossings
 from collbench.models.fitted import Fit, op_has_payload
@@ -148,6 +149,12 @@ class PredictReport:
         }
 
 
+def _native_modelled(backend: str) -> bool:
+    """Whether collbench models how ``backend``'s native collective chooses (NCCL's tuning model)."""
+    named = backend_named(backend)
+    return named is not None and named.native_formula
+
+
 def pick_fits(fits: Sequence[Fit], ops: Sequence[str] | None = None) -> list[Fit]:
     """One fit per (op, algo, backend): the one measured at the largest world size."""
     wanted = {Op.parse(o).value for o in ops} if ops else None
@@ -248,7 +255,8 @@ def price_fits(
         fit_label = label(fit, shapes)
         at_shape = fit.world_size == world_size and shapes.assumed_nodes(fit) == nodes
         known = native_structure(backend, op) if algo == "native" else None
-        if algo != "native" or (at_shape and (backend != "nccl" or known is not None)):
+        modelled = _native_modelled(backend)
+        if algo != "native" or (at_shape and (not modelled or known is not None)):
             entry: Priced | None = _by_structure(fit, world_size, refused)
             if entry is not None:
                 priced.append(entry)
@@ -265,7 +273,7 @@ def price_fits(
                 priced.append(entry)
                 linked.setdefault((op, backend, fit.world_size, shapes.nodes_of(fit)), []).append(algo)
             continue
-        if backend != "nccl":
+        if not modelled:
             refused.append(
                 f"{op} native: {backend} picks its own algorithm, unknown to its fit (x{fit.world_size}); "
                 "not predicted at another shape"

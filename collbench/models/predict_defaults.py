@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from collbench.backends import measured_on_gpus
 from collbench.models.fitted import Fit
-
-GPU_BACKENDS = frozenset({"nccl", "rccl"})
-"""Backends measured on GPUs (a cluster's nccl-tests log, or collbench on GPUs): their noise is the
-network's and the other jobs', not ranks contending for a few CPU cores."""
 
 
 def remeasure_advice(fits: Sequence[Fit]) -> str:
     """What to do about fits too noisy to use, for where they were measured."""
-    if fits and all(f.backend in GPU_BACKENDS for f in fits):
+    # Measured on GPUs (a cluster's nccl-tests log, or collbench on GPUs), their noise is the network's and
+    # the other jobs', not ranks contending for a few CPU cores.
+    if fits and all(measured_on_gpus(f.backend) for f in fits):
         return (
             "measure again with more iterations per size (nccl-tests -n, -w; collbench --iters) "
             "when the cluster's network is not shared with other jobs"

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from collbench.backends import backend_named
 from collbench.errors import InputFileError, UnknownNameError, UserError
 from collbench.fileio import atomic_write_text, parse_yaml, read_text_file
 from collbench.layouts.rings import MAX_CHANNELS
@@ -272,24 +273,18 @@ def _check_nccl_rules(rules: tuple[Rule, ...], shape: str) -> None:
         raise ValueError(f"nccl_rules at {shape}: {exc}") from None
 
 
-def _check_open_mpi_rules(rule_sets: tuple[RuleSet, ...]) -> None:
-    """ValueError for a rule of a backend ``mpi`` profile naming an NCCL variant (``native:ring/simple@16ch``).
-
-    Open MPI runs ``native`` (its fixed decision) or one of its own coll/tuned algorithms; an NCCL
-    variant means nothing to it, and exported as Open MPI rules it would be read as a different algorithm.
-    """
-    from collbench.nccl.variants import is_native
-    from collbench.ompi.algorithms import known_algos
-
-    own = known_algos()
+def _check_native_rules(backend: str, rule_sets: tuple[RuleSet, ...]) -> None:
+    """ValueError for a rule naming a variant its backend does not run (an NCCL variant,
+    ``native:ring/simple@16ch``, in a backend ``mpi`` profile: exported as Open MPI rules it would be read
+    as a different algorithm). A backend that is not one here (an imported log's) is not checked."""
+    named = backend_named(backend)
+    if named is None:
+        return
     for rule_set in rule_sets:
         for rule in (*rule_set.rules, *(rule_set.nccl_rules or ())):
-            key = rule.algo.strip().lower()
-            if is_native(key) and key != "native" and key not in own:
-                raise ValueError(
-                    f"{rule.op} rule at {rule.min_bytes} bytes names {rule.algo!r}, an NCCL variant, in a backend "
-                    f"mpi profile; Open MPI runs native or one of: {', '.join(sorted(own))}"
-                )
+            why = named.foreign_native(rule.algo)
+            if why is not None:
+                raise ValueError(f"{rule.op} rule at {rule.min_bytes} bytes names {rule.algo!r}, {why}")
 
 
 def _check_op(op: Any) -> str | Op:
@@ -351,8 +346,7 @@ class Profile:
             raise ValueError(f"a profile holds each communicator shape once; repeated: {listed}")
         if all(s.predicted for s in self.rule_sets):
             raise ValueError("a profile needs at least one measured rule set (all are predicted)")
-        if self.backend == "mpi":
-            _check_open_mpi_rules(self.rule_sets)
+        _check_native_rules(self.backend, self.rule_sets)
 
     @property
     def default_set(self) -> RuleSet:

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from collbench.backends import backend_named
 from collbench.errors import ConfigError, HardwareError
 from collbench.runtime.launch.ranks import RankContext, joined_job, launch
 from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
@@ -270,6 +271,13 @@ def check_physical(m: PairMeasure, nominal_gbps: float | None) -> None:
     )
 
 
+def _on_gpu(backend: str) -> bool:
+    """Whether ``--backend`` named a GPU backend (``auto`` probes as it is resolved, but its links are not
+    labelled as GPUs': it may have fallen back to CPU ranks)."""
+    named = backend_named(backend)
+    return named is not None and named.on_gpu
+
+
 def probe_topology(
     world_size: int | None,
     *,
@@ -293,4 +301,4 @@ def probe_topology(
     cfg = config or ProbeConfig()
     results = launch(world_size, _probe_worker, cfg, backend=backend, timeout_s=timeout_s, result_types=(PairMeasure,))
     hosts, measures = results[0]
-    return measured_topology(hosts, measures, gpus=backend == "nccl", base=base)
+    return measured_topology(hosts, measures, gpus=_on_gpu(backend), base=base)

@@ -17,10 +17,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from collbench.backends import get_backend
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule, Variant
 from collbench.results.row import ResultRow
+from collbench.runtime.here import HERE
 from collbench.schedules.ops import Op
 from collbench.tuning.config import TUNE_ELEMENT_BYTES
 from collbench.tuning.selection import DEFAULT_SIGMAS, Point, in_round, measured_points
@@ -99,26 +101,9 @@ def check_candidates(backend: str, op: str, rule_set: RuleSet) -> tuple[str, ...
     for the op; nccl: collbench's algorithms, ``native`` and NCCL's own algorithm x protocol x channel
     variants for the rule set's shape; gloo: collbench's algorithms and ``native``.
     """
-    if backend == "mpi":
-        from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE
-        from collbench.runtime.mpi.plan import installed_algorithms
-
-        forced = installed_algorithms().get(COLLECTIVE_FOR_OP[Op.parse(op).value], ())
-        return (NATIVE, *(a.algo for a in forced))
-    names = algorithm_order((op,))
-    if backend == "nccl":
-        import os
-
-        from collbench.nccl.support import CommShape
-        from collbench.nccl.variants import parse_version
-        from collbench.runtime.host import environment
-        from collbench.tuning.nccl_variants import variant_names
-
-        text = environment.nccl_version()
-        collnet = os.environ.get("NCCL_COLLNET_ENABLE", "0").strip() == "1"
-        shape = CommShape(world_size=rule_set.world_size, nodes=rule_set.nodes, collnet=collnet)
-        names += tuple(n for n in variant_names((op,), parse_version(text) if text else None, shape) if n not in names)
-    return names
+    chosen = get_backend(backend)
+    shape = chosen.comm_shape(rule_set.world_size, rule_set.nodes, HERE)
+    return chosen.tune_candidates((op,), algorithm_order((op,)), shape, HERE)
 
 
 def regrets(profile: Profile, rows: list[ResultRow], rule_set: RuleSet | None = None) -> list[RuleCheck]:
@@ -189,7 +174,7 @@ def run_check(
             spec = Op.parse(op).spec
             # As the tune measured: all-to-all and send/recv out of place (Open MPI's harness runs both
             # modes' calls); barrier's one point at 0 bytes, which a sweep measures whatever size it asks.
-            mode = OUT_OF_PLACE if spec.out_of_place and backend != "mpi" else IN_PLACE
+            mode = OUT_OF_PLACE if spec.out_of_place and not get_backend(backend).in_place_every_op else IN_PLACE
             asked = size if spec.payload else TUNE_ELEMENT_BYTES
             config = SweepConfig(
                 world_size=world_size if world_size is not None else None,

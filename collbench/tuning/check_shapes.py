@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from collbench.backends import backend_named
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
 from collbench.tuning.check import RuleCheck
@@ -55,7 +56,8 @@ def this_machine(backend: str) -> Machine:
     if job is not None:
         nodes = max(1, job.world_size // max(1, job.local_world_size))
         return Machine((job.world_size, nodes), job.world_size, f"the {job.launcher} job's world")
-    if backend.strip().lower() == "nccl":
+    named = backend_named(backend)
+    if named is not None and named.on_gpu:
         import torch
 
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collbench.backends import AUTO, Backend
 from collbench.errors import ConfigError
 from collbench.fileio import check_writable
 from collbench.results.journal import count_lines
@@ -193,23 +194,29 @@ def check_files(config: TuneConfig) -> None:
 def _resumed_backend(config: TuneConfig) -> str:
     """The backend a resumed tune will run, ``auto`` resolved (as its sweeps resolve it): rows of another
     backend would otherwise be dropped by the resumed sweeps, and their files deleted at the end."""
-    if not config.resume or config.backend.strip().lower() != "auto":
+    if not config.resume or config.backend.strip().lower() != AUTO:
         return config.backend
     if not any(p.is_file() and p.stat().st_size > 0 for p in partial_paths(config)):
         return config.backend
-    return tune_backend(config)
+    return tune_backend(config).name
 
 
-def tune_backend(config: TuneConfig) -> str:
-    """The backend the tune's sweeps will run (``auto`` resolved as the sweep resolves it).
+def tune_backend(config: TuneConfig, *, check: bool = False) -> Backend:
+    """The backend the tune's sweeps will run on (``auto`` resolved as the sweep resolves it).
 
-    Raises BackendUnavailableError (one line) for nccl where it cannot run, as the sweep would.
+    Raises BackendUnavailableError (one line) for a torch backend that cannot run here, as the sweep would;
+    ``check``: for a library's own launcher too (Open MPI's tools missing).
     """
-    from collbench.runtime.launch.ranks import joined_job, resolve_backend
+    from collbench.runtime.here import HERE
+    from collbench.runtime.launch.ranks import joined_job
+    from collbench.runtime.sweep.plan import sweep_backend
 
     job = joined_job()
     local = config.ranks if config.ranks is not None else (job.local_world_size if job is not None else 1)
-    return resolve_backend(config.backend, local)
+    backend = sweep_backend(config.backend, local)
+    if check and backend.torch_backend is None:
+        backend.check_usable(local, HERE)
+    return backend
 
 
 def _refuse_replacing(config: TuneConfig) -> None:

@@ -76,12 +76,7 @@ class TuneOutcome:
 def check_backend_runs(config: TuneConfig) -> None:
     """Raise BackendUnavailableError (one line) where the tune's backend cannot run here (nccl with no
     GPU, mpi without Open MPI's tools), before anything is planned or written."""
-    if config.backend.strip().lower() == "mpi":
-        from collbench.runtime.mpi.harness import find_tools
-
-        find_tools()
-        return
-    tune_backend(config)
+    tune_backend(config, check=True)
 
 
 def run_tune(

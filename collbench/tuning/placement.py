@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from collbench.backends import backend_named
 from collbench.errors import CollbenchError
 from collbench.layouts.model import Layout
 from collbench.results.row import ResultRow
@@ -75,11 +76,11 @@ def topology_for_ranks(config: TuneConfig, notes: list[str]) -> Topology:
 
     if config.ranks is None:  # under a launcher: the ranks are its job's
         return discover_topology()
-    from collbench.runtime.launch.ranks import resolve_backend
+    from collbench.tuning.config import tune_backend
 
-    asked = config.backend.strip().lower()
-    # Open MPI's ranks (mpi) run on this host's CPUs, as gloo's do; resolve_backend knows torch's backends.
-    if asked == "nccl" or (asked != "mpi" and resolve_backend(config.backend, config.ranks) == "nccl"):
+    asked = backend_named(config.backend)  # None: auto
+    # Open MPI's ranks (mpi) run on this host's CPUs, as gloo's do.
+    if (asked is not None and asked.on_gpu) or (asked is None and tune_backend(config).on_gpu):
         return discover_topology(ranks=config.ranks)
     import torch
 
@@ -96,8 +97,8 @@ def topology_for_ranks(config: TuneConfig, notes: list[str]) -> Topology:
             f"NVML shows {_gpus(len(found.gpus))} but torch {torch.__version__} sees none (a CPU-only build?): "
             f"{config.ranks} CPU ranks over gloo, on this host's CPUs"
         )
-    elif asked in ("gloo", "mpi"):
-        return host_topology(config.ranks, f"--backend {asked}: the ranks run on this host's CPUs")
+    elif asked is not None:
+        return host_topology(config.ranks, f"--backend {asked.name}: the ranks run on this host's CPUs")
     else:
         why = (
             f"{_gpus(cuda_gpus)} for {config.ranks} ranks and NCCL runs one rank per GPU: "

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collbench.backends import backend_named
 from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError, UnknownNameError
 from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
 from collbench.text import printable
@@ -164,7 +165,7 @@ def _differences(seen: _Measured, ranks: int | None, ops: Sequence[str], backend
     asked = _op_names(ops)
     if asked is not None and not seen.ops <= asked:
         out.append(f"--op {_listed(seen.ops)}, not {_listed(asked)}")
-    if backend in ("gloo", "nccl") and seen.backends and seen.backends != {backend}:
+    if backend_named(backend) is not None and seen.backends and seen.backends != {backend}:
         out.append(f"--backend {_listed(seen.backends)}, not {backend}")
     return out
 

@@ -19,14 +19,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from collbench.backends import backend_named
 from collbench.nccl.variants import is_native
 from collbench.results.row import ResultRow
 from collbench.runtime.launch.session import agree, job_step
 from collbench.schedules.ops import NCCL_TUNED_OPS, Op
 from collbench.schedules.registry import algorithms_for, get_algorithm
+from collbench.tuning.candidates import tune_candidates
 from collbench.tuning.config import TuneConfig, round_stream, segments_stream
-from collbench.tuning.mpi_variants import mpi_variant_names
-from collbench.tuning.nccl_variants import nccl_variant_names
 from collbench.tuning.placement import Placement
 from collbench.tuning.rounds import Unsettled, settled_fraction, unsettled
 from collbench.tuning.selection import PointsByOp, in_round, measured_points
@@ -149,7 +149,7 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
     depth = config.depth
     # On NCCL, NCCL's own algorithm x protocol x channel variants too: the NCCL exports choose among them.
     # On Open MPI, its own algorithms alone: collbench's schedules do not run inside it.
-    names = mpi_variant_names(config) or algorithm_order(config.ops) + nccl_variant_names(config)
+    names = tune_candidates(config, algorithm_order(config.ops))
     ops = tuple(op.value for op in chosen_ops(config.ops))
     rows: list[ResultRow] = []
     started: set[Path] = set()
@@ -188,7 +188,8 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
 def _run(config: TuneConfig, sweep: SweepConfig, progress: Progress | None, started: set[Path]) -> list[ResultRow]:
     """One round's sweep: by mode (:func:`run_by_mode`), or as it is under Open MPI, whose harness runs
     every op in both of its modes' calls."""
-    if config.backend.strip().lower() == "mpi":
+    named = backend_named(config.backend)
+    if named is not None and named.in_place_every_op:
         from collbench.runtime.sweep.run import run_sweep
 
         return run_sweep(sweep, progress)

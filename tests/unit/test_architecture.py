@@ -1,7 +1,8 @@
 """The package's shape: layers that only import downwards, no import circles, files a reader can hold.
 
-The layers, low to high (docs/architecture.md): shared basics; the topology; layouts;
-schedules; NCCL's facts; result records; importers and the runtime (siblings that never import each
+The layers, low to high (docs/architecture.md): shared basics; the topology; layouts; schedules;
+NCCL's facts; result records; the backends (above the facts and records they use, below the runtime,
+models, profile and tuning that all ask them); importers and the runtime (siblings that never import each
 other); models; the profile; the report; tuning and the Python API; the CLI on top. A module may import
 its own area and any lower layer, never a higher one, not even inside a function. ``ruff`` enforces the
 same per area through the ``ruff.toml`` beside each area's package (banned-api); this test also covers
@@ -28,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("schedules",),
     ("nccl",),
     ("results",),
+    ("backends",),
     ("importers", "runtime"),
     ("models",),
     ("profile",),
@@ -182,3 +184,38 @@ def test_no_module_past_the_length_a_reader_holds() -> None:
         str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")
     }
     assert {name: n for name, n in lengths.items() if n > MAX_LINES} == {}
+
+
+def _backend_name_comparisons(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, code) of each comparison with a backend's name as a string literal (``backend == "nccl"``,
+    ``name in ("gloo", "nccl")``)."""
+    from collbench.backends import backend_names
+
+    names = set(backend_names())
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in (node.left, *node.comparators):
+            literals = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+            if any(isinstance(x, ast.Constant) and x.value in names for x in literals):
+                found.append((node.lineno, ast.unparse(node)))
+                break
+    return found
+
+
+def test_the_backend_rule_finds_a_comparison() -> None:
+    code = 'if backend == "nccl" or name in ("gloo", "x"):\n    pass\nif kind == "ring":\n    pass\n'
+    assert [line for line, _ in _backend_name_comparisons(ast.parse(code))] == [1, 1]
+
+
+def test_no_backend_name_compared_outside_the_backends() -> None:
+    """A backend is asked (``collbench.backends``), never recognised by its name elsewhere: adding one then
+    touches only its own module, its export and their tests."""
+    wrong = []
+    for name, path in sorted(_modules().items()):
+        if _area(name) == "backends":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        wrong.extend(f"{name}:{line}: {code}" for line, code in _backend_name_comparisons(tree))
+    assert wrong == []

@@ -24,6 +24,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from collbench.backends.nccl import BARRIER_NOTE
 from collbench.runtime.cuda.native_groups import GRAPHED_OPS, graph_ops_note
 from collbench.runtime.executor.buffers import fill, make_buffers
 from collbench.runtime.sweep import native_calls
@@ -145,7 +146,7 @@ def test_barrier_is_dist_barrier_on_gloo_and_a_one_element_all_reduce_on_nccl(mo
     (flag,) = args
     # One byte on the token's device: the rank's own GPU in a sweep, never a guessed one.
     assert flag.numel() == 1 and flag.dtype == torch.uint8 and flag.device == b.whole.device
-    assert "all-reduce" in native_calls.NCCL_BARRIER_NOTE
+    assert "all-reduce" in BARRIER_NOTE
 
 
 def test_cuda_graphs_capture_barrier_but_not_the_grouped_send_recv_ops() -> None:

@@ -17,12 +17,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from collbench.backends.nccl import ONE_RANK_NO_ALGORITHM
 from collbench.errors import NotApplicableError
 from collbench.results.fields import CUDA_KERNEL, REDUCE_PATHS
 from collbench.runtime.cuda import kernels as cuda_kernels
 from collbench.runtime.host import environment
 from collbench.runtime.sweep import plan, worker
-from collbench.runtime.sweep.plan import ONE_RANK_NO_ALGORITHM, SweepConfig
+from collbench.runtime.sweep.plan import SweepConfig
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithm_names, get_algorithm
 

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from collbench.backends.nccl import NCCL
 from collbench.errors import BackendUnavailableError, ConfigError
 from collbench.nccl.tuning_log import TuningChoice, parse_tuning_log
 from collbench.nccl.variants import NativeVariant, channel_bounds, variant_env
@@ -68,7 +69,7 @@ def variant_group(variant: NativeVariant, ranks: list[int] | None = None) -> Ite
         options = dist.ProcessGroupNCCL.Options()
         options.config.min_ctas, options.config.max_ctas = bounds
     with applied_env(variant_env(variant)):
-        group = dist.new_group(ranks=ranks, backend="nccl", pg_options=options)
+        group = dist.new_group(ranks=ranks, backend=NCCL.torch_backend, pg_options=options)
         probe = torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()))
         dist.all_reduce(probe, group=group)
         torch.cuda.synchronize()

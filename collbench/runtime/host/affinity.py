@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collbench.backends import backend_named, get_backend
 from collbench.runtime.host import rank_priority
 from collbench.runtime.host.own_threads import own_threads
 from collbench.runtime.host.switches import env_switch
@@ -163,7 +164,7 @@ def rank_cpus(
 
     GPU ranks are not pinned here: their CPU affinity belongs to their GPU's NUMA node, not to a core.
     """
-    if backend != "gloo":
+    if not get_backend(backend).places_cpu_ranks:
         return (None,) * world_size
     placement = plan_placement(world_size)
     if placement.warning and note is not None:
@@ -176,11 +177,11 @@ def rank_cpus(
 
 def default_local_ranks(backend: str = "auto") -> int:
     """Ranks to start when ``--ranks`` is left out: one per GPU on a GPU backend, else :func:`default_cpu_ranks`."""
-    name = backend.strip().lower()
-    if name in ("auto", "nccl"):
+    named = backend_named(backend)
+    if named is None or named.on_gpu:  # auto, or a GPU backend
         import torch
 
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if gpus >= MIN_RANKS or (name == "nccl" and gpus >= 1):
+        if gpus >= MIN_RANKS or (named is not None and gpus >= 1):
             return gpus
     return default_cpu_ranks()

@@ -46,14 +46,15 @@ def driver_version() -> str:
     return nvml_driver_version()
 
 
-def run_environment(backend: str, device: torch.device | str) -> RunEnvironment:
-    """Describe this process's host, device and versions for result rows."""
+def run_environment(backend_version: str, device: torch.device | str) -> RunEnvironment:
+    """Describe this process's host, device and versions for result rows (``backend_version``: the
+    backend's own, ``Backend.version``)."""
     dev = torch.device(device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     return RunEnvironment(
         host=host_name(),
         torch_version=str(torch.__version__),
-        backend_version=nccl_version() if backend == "nccl" else "",
+        backend_version=backend_version,
         cuda_version=str(torch.version.cuda or ""),
         driver_version=driver_version() if dev.type == "cuda" else "",
         device_name=name,

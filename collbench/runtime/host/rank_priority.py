@@ -30,6 +30,7 @@ import contextlib
 import os
 import resource
 
+from collbench.backends import backend_named
 from collbench.runtime.host.own_threads import own_threads
 from collbench.runtime.host.switches import env_switch
 
@@ -48,9 +49,14 @@ def _policy() -> int | None:
     return getattr(os, "SCHED_RR", None)
 
 
+def _places(backend: str) -> bool:
+    named = backend_named(backend)
+    return named is not None and named.places_cpu_ranks
+
+
 def will_run_realtime(backend: str) -> bool:
     """Whether ranks of ``backend`` started by this process will run at real-time priority."""
-    return backend == "gloo" and not _switched_off() and permitted()
+    return _places(backend) and not _switched_off() and permitted()
 
 
 def realtime_rank(backend: str) -> bool:
@@ -60,7 +66,7 @@ def realtime_rank(backend: str) -> bool:
     a gloo rank, not Linux, or not permitted (then nothing is changed).
     """
     policy = _policy()
-    if backend != "gloo" or _switched_off() or policy is None:
+    if not _places(backend) or _switched_off() or policy is None:
         return False
     param = os.sched_param(PRIORITY)
     done: list[int] = []

@@ -41,7 +41,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from collbench.errors import BackendUnavailableError, ConfigError, RankError, UnknownNameError
+from collbench.backends import get_backend, resolve
+from collbench.backends.gloo import GLOO
+from collbench.errors import ConfigError, RankError
+from collbench.runtime.here import HERE
 from collbench.runtime.host.affinity import pin_this_process, rank_cpus
 from collbench.runtime.host.environment import host_name
 from collbench.runtime.host.rank_priority import realtime_rank
@@ -50,7 +53,9 @@ from collbench.runtime.launch.rankstore import SignedStore, new_token
 from collbench.runtime.launch.session import job_session, this_node
 from collbench.runtime.launch.watch import collect_results, stop_ranks, watch_ranks
 
-BACKENDS = ("gloo", "nccl", "auto")
+CONTROL_BACKEND = GLOO.name
+"""Small control messages (plans, wrong counts, times) travel on a gloo group whatever the backend: a
+process group on the CPU, never inside timed iterations."""
 
 _PR_SET_PDEATHSIG = 1
 """prctl(2) option: the signal this process gets when its parent (the thread that made it) exits."""
@@ -202,29 +207,17 @@ def job_rank() -> int:
 
 
 def resolve_backend(backend: str, local_ranks: int) -> str:
-    """``gloo`` or ``nccl`` for a requested backend; checks that it can run here.
+    """The torch.distributed backend collbench's ranks run ``backend`` on (``auto`` resolved), checked
+    runnable here (``collbench.backends.resolve``).
 
-    ``auto`` is nccl when CUDA sees at least ``local_ranks`` GPUs, else gloo.
-    Raises UnknownNameError for an unknown name and BackendUnavailableError for nccl without GPUs.
+    ``auto`` is nccl when CUDA sees at least ``local_ranks`` GPUs, else gloo. Raises UnknownNameError for
+    an unknown name and BackendUnavailableError for one that cannot run here (nccl without GPUs).
     """
-    name = backend.strip().lower()
-    if name not in BACKENDS:
-        raise UnknownNameError("backend", backend, list(BACKENDS))
-    has_gpus = torch.cuda.is_available() and torch.cuda.device_count() >= local_ranks
-    if name == "auto":
-        return "nccl" if has_gpus else "gloo"
-    if name == "nccl":
-        if not torch.cuda.is_available():
-            raise BackendUnavailableError("--backend nccl needs CUDA GPUs and none is visible here; use --backend gloo")
-        # Imported here only: the NCCL module talks to the GPU runtime.
-        from collbench.runtime.cuda.nccl import check_nccl_usable
-
-        check_nccl_usable(local_ranks)
-    return name
+    return resolve(backend, local_ranks, HERE, torch_only=True).name
 
 
 def _device_for(backend: str, local_rank: int) -> torch.device:
-    if backend == "nccl":
+    if get_backend(backend).on_gpu:
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
@@ -243,12 +236,12 @@ def _init_rank(
     kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world_size, "timeout": timeout}
     # Under a prefix of the run's or the step's own: no other run or step can mistake its keys.
     kwargs["store"] = dist.PrefixStore(f"{prefix}pg/", store)
-    if backend == "nccl":
+    if get_backend(backend).on_gpu:
         kwargs["device_id"] = device
     dist.init_process_group(**kwargs)
-    if backend == "gloo":
+    if backend == CONTROL_BACKEND:
         return dist.group.WORLD
-    return dist.new_group(backend="gloo", timeout=timeout)
+    return dist.new_group(backend=CONTROL_BACKEND, timeout=timeout)
 
 
 def _is_comm_error(exc: BaseException) -> bool:

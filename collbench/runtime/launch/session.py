@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from collbench.backends.gloo import GLOO
 from collbench.errors import ConfigError, RankError
 from collbench.runtime.host.environment import host_name
 from collbench.runtime.launch.launchers import JobEnv, NodeIdentity, detect_job, node_identity
@@ -265,7 +266,7 @@ class JobSession:
             prefix, step = self.begin_launch()
         try:
             dist.init_process_group(
-                backend="gloo",
+                backend=GLOO.name,
                 store=dist.PrefixStore(f"{prefix}pg/", self.store),
                 rank=self.job.rank,
                 world_size=self.job.world_size,

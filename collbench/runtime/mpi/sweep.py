@@ -20,17 +20,15 @@ measured as ``native`` only (nothing of coll/tuned applies to it).
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from collbench.errors import CollbenchError
+from collbench.backends.rows import measured_row
 from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, fanout_notes, takes_segment
 from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
-from collbench.results.noise import detect_stalls, quantile
 from collbench.results.row import ResultRow
 from collbench.runtime.executor.timing import AutoIters, summarize
 from collbench.runtime.mpi.harness import (
@@ -46,7 +44,7 @@ from collbench.runtime.mpi.harness import (
 )
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.runtime.sweep.worker import SweepPoint, plan_points
+from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, row_fingerprint
 
 Event = Callable[[dict[str, Any]], None]
 
@@ -69,36 +67,6 @@ def _segment(job: SweepJob, collective: str, algo: str) -> int | None:
     return job.config.segment_bytes
 
 
-def _key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, ...]:
-    """ResultRow.key of the point's row."""
-    root = job.config.root if point.op.spec.rooted else 0
-    return (
-        point.op.value,
-        point.algo,
-        job.backend,
-        world_size,
-        job.dtype,
-        job.redop,
-        point.in_place,
-        point.size_bytes,
-        root,
-        point.layout,
-        point.segment_bytes,
-    )
-
-
-def _fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
-    """The given topology's fingerprint (tune's), else this host's, as ``worker._fingerprint`` gives it."""
-    from collbench.topology.host import host_topology
-
-    if job.topology is not None:
-        return str(job.topology.fingerprint), ""
-    try:
-        return str(host_topology(world_size).fingerprint), ""
-    except (CollbenchError, ValueError) as exc:
-        return "", f"no topology fingerprint in the rows: {exc}"
-
-
 def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
     """Measure every point of ``job`` under one mpirun; every row, resumed ones included, in plan order.
 
@@ -117,12 +85,12 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
     else:
         job.stream_path.parent.mkdir(parents=True, exist_ok=True)
         empty_file(job.stream_path)
-    fingerprint, fp_note = _fingerprint(job, world)
+    fingerprint, fp_note = row_fingerprint(job, world)
     forced = {(COLLECTIVE_FOR_OP[p.op.value], p.algo.removeprefix(NATIVE_PREFIX)) for p in points if p.algo != NATIVE}
     notes += fanout_notes(ompi_info_text(tools), forced)
     for text in [*notes, *([fp_note] if fp_note else [])]:
         report({"kind": "note", "text": text})
-    todo = [p for p in points if _key(job, p, world) not in done]
+    todo = [p for p in points if point_key(job, p, world) not in done]
     report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
     measured: dict[tuple[Any, ...], ResultRow] = {}
     if todo:
@@ -161,12 +129,12 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
                     continue
                 row, ran = outcome
                 append_jsonl(job.stream_path, row)
-                measured[_key(job, point, world)] = row
+                measured[point_key(job, point, world)] = row
                 # ``ran``: the function coll/tuned called, where the observing shim is preloaded (tests).
                 report({"kind": "row", "done": finished, "total": len(points), "row": row.to_dict(), "ran": ran})
     rows = []
     for point in points:
-        key = _key(job, point, world)
+        key = point_key(job, point, world)
         if key in measured:
             rows.append(measured[key])
         elif key in done:
@@ -206,12 +174,8 @@ def _measure(
         )
         return None
     samples = _time_point(running, cfg.iters, cfg.point_budget_s)
-    summary = summarize(samples)
-    stalls = detect_stalls(samples)
-    moved = point.size_bytes if point.op.spec.payload else 0  # barrier: latency only
-    algbw = moved / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
-    row = ResultRow(
-        op=point.op.value,
+    row = measured_row(
+        op=point.op,
         algo=point.algo,
         backend=job.backend,
         world_size=world,
@@ -220,25 +184,17 @@ def _measure(
         in_place=point.in_place,
         size_bytes=point.size_bytes,
         count=point.count,
+        samples_us=samples,
+        stats=summarize(samples),
         iters=len(samples),
-        time_us=summary.time_us,
-        time_us_mean=summary.time_us_mean,
-        time_us_min=summary.time_us_min,
-        time_us_max=summary.time_us_max,
-        algbw_gbps=algbw,
-        busbw_gbps=algbw * point.op.spec.busbw_factor(world),
         wrong=prepared.wrong,
         nodes=facts.nodes,
-        root=cfg.root if point.op.spec.rooted else 0,
+        root=cfg.root,
         layout=point.layout,
         segment_bytes=point.segment_bytes,
         host=socket.gethostname(),
         topology_fingerprint=fingerprint,
         backend_version=facts.version,
-        timestamp=time.time(),
-        stall_fraction=round(stalls.fraction, 4),
-        bimodal=stalls.bimodal,
-        time_us_p25=quantile(samples, 0.25),
     )
     return row, prepared.ran
 

@@ -270,7 +270,7 @@ def check_host_memory(job: SweepJob, ranks_here: int, world_size: int, available
             f"{ranks_here} ranks need about {_gib(RANK_BASE_BYTES * ranks_here)} of host memory before any buffer; "
             f"{available.source} leaves {_gib(available.available_bytes)}: use fewer ranks"
         )
-    point = largest_point(job, world_size, ranks_here) if job.backend == "gloo" else None
+    point = largest_point(job, world_size, ranks_here) if job.runs_on.places_cpu_ranks else None
     need = RANK_BASE_BYTES * ranks_here
     if point is not None:
         need += point.total_bytes(ranks_here) + LARGE_POINT_BYTES * ranks_here

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from collbench.backends import for_torch
 from collbench.runtime.executor.buffers import PointBuffers
 from collbench.schedules.ops import Op, block_bounds
 
@@ -129,7 +130,8 @@ def _sendrecv(bufs: PointBuffers, group: Any) -> Callable[[], None]:
 
 
 def _barrier(bufs: PointBuffers, group: Any) -> Callable[[], None]:
-    if dist.get_backend(group) == "nccl":
+    backend = for_torch(str(dist.get_backend(group)))
+    if backend is not None and backend.barrier_as_all_reduce:
         # What ProcessGroupNCCL's barrier runs, on the rank's own device (the token's), minus its host wait.
         flag = bufs.whole.new_zeros(1, dtype=torch.uint8)
         return lambda: dist.all_reduce(flag, group=group)

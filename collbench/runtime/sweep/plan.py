@@ -6,26 +6,26 @@ before any process starts. Nothing here imports typer or rich.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collbench.errors import ConfigError, InputFileError, NotApplicableError
+from collbench.backends import Backend, backend_named, get_backend
+from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import check_path_fits, check_writable
 from collbench.nccl.variants import is_native
 from collbench.results.io import read_jsonl
 from collbench.results.journal import refuse_symlink
+from collbench.runtime.here import HERE
 from collbench.runtime.host.switches import check_switches
+from collbench.runtime.launch import ranks
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
-from collbench.runtime.launch.ranks import joined_job, resolve_backend
+from collbench.runtime.launch.ranks import joined_job
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
-from collbench.schedules.registry import algorithm_names, get_algorithm
 from collbench.units import check_ranks, format_bytes
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
-    from collbench.nccl.support import CommShape
     from collbench.topology.model import Topology
 
 DEFAULT_STREAM = Path("collbench-sweep.jsonl")
@@ -133,120 +133,14 @@ def sweep_sizes(min_bytes: int, max_bytes: int, step_factor: float, elem_bytes: 
 def resolve_algos(
     config: SweepConfig, ops: list[Op], backend: str, skipped: list[str] | None = None
 ) -> dict[Op, list[str]]:
-    """For each op, the algorithms to run: ``all`` expands to every registered one that applies,
-    in the registry's order.
+    """For each op, the algorithms to run on ``backend``: ``all`` expands to every registered one that
+    applies, in the registry's order, and the backend's forced variants (``Backend.sweep_algos``).
 
-    A forced NCCL variant is left out of the ops NCCL cannot run it for (``collbench.nccl.support``), with one
-    line each appended to ``skipped``. Raises UnknownNameError for an unknown name,
-    NotApplicableError for one that does none of the ops, or when NCCL can run none of what is left.
+    A forced variant is left out of the ops the backend cannot run it for, with one line each appended
+    to ``skipped``. Raises UnknownNameError for an unknown name, NotApplicableError for one that does
+    none of the ops, or when the backend can run none of what is left.
     """
-    per_op: dict[Op, list[str]] = {op: [] for op in ops}
-    skipped = [] if skipped is None else skipped
-    lacking: dict[Op, list[str]] = {op: [] for op in ops}
-    no_native = [op for op in ops if not op.spec.torch_native]
-    for name in config.algos:
-        key = name.strip().lower()
-        if key == "all":
-            for op in ops:
-                for algo in algorithm_names():
-                    if algo not in per_op[op] and get_algorithm(algo).supports(op) and _runs(algo, op):
-                        per_op[op].append(algo)
-            continue
-        if key.startswith(("native:", "native@")):
-            if backend != "nccl":
-                what = "a channel count (@<N>ch, NCCL's channels)" if "@" in key else "an NCCL algorithm"
-                raise ConfigError(f"{name} forces {what}; it needs --backend nccl")
-            _add_variant(config, key, ops, per_op, skipped)
-            continue
-        spec = get_algorithm(key)
-        if not any(spec.supports(op) for op in ops):
-            does = ", ".join(op.value for op in Op if spec.supports(op))
-            raise NotApplicableError(f"algorithm {spec.name} does none of the ops asked for; it does: {does}")
-        for op in ops:
-            if spec.supports(op) and _runs(spec.name, op) and spec.name not in per_op[op]:
-                per_op[op].append(spec.name)
-            elif not spec.supports(op) and spec.name not in lacking[op]:
-                lacking[op].append(spec.name)
-    # One line per op, naming it first (a tune names every algorithm for every op it asks: a line per
-    # algorithm was 26 lines for six ops).
-    for op, names in lacking.items():
-        if names:
-            verb = "does" if len(names) == 1 else "do"
-            skipped.append(f"{op.value}: {', '.join(names)} {verb} not implement it; skipped")
-    asked_native = any(k.strip().lower() in ("all", NATIVE) for k in config.algos)
-    if no_native and asked_native:
-        which = ", ".join(op.value for op in no_native)
-        skipped.append(f"{NATIVE} {which}: {NO_TORCH_SCAN}; skipped")
-    if skipped and not any(per_op.values()):
-        raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
-    return per_op
-
-
-NATIVE = "native"
-NO_TORCH_SCAN = "torch.distributed has no scan (native is MPI_Scan/MPI_Exscan under --backend mpi)"
-
-
-def _runs(algo: str, op: Op) -> bool:
-    """Whether ``algo`` can run ``op`` on gloo or NCCL: everything but native where torch has no call."""
-    return algo != NATIVE or op.spec.torch_native
-
-
-ONE_RANK_NO_ALGORITHM = (
-    "NCCL runs no algorithm on one rank (ncclLaunchOneRank in NCCL's src/enqueue.cc: a copy, or nothing at "
-    "all in place)"
-)
-
-
-def _add_variant(config: SweepConfig, key: str, ops: list[Op], per_op: dict[Op, list[str]], skipped: list[str]) -> None:
-    # Imported here only: the NCCL modules belong to the GPU side.
-    from collbench.nccl.support import unsupported_reason
-    from collbench.nccl.variants import check_variant_supported, parse_native_variant, parse_version
-    from collbench.runtime.host import environment
-
-    variant = parse_native_variant(key)
-    text = environment.nccl_version()
-    version = parse_version(text) if text else None
-    if version is not None:
-        # NCCL fails communicator creation on an algorithm it does not know: refuse it here, in one line.
-        check_variant_supported(variant, version)
-    shape = comm_shape(config)
-    if shape.world_size == 1:
-        # Rows of a forced variant would name an algorithm that never ran.
-        skipped.append(f"{variant.name}: {ONE_RANK_NO_ALGORITHM}, so there is nothing to force; skipped")
-        return
-    reasons: list[str] = []
-    for op in (op for op in ops if op.spec.nccl_tuned):
-        reason = unsupported_reason(op.value, variant.algo, variant.proto, version, shape)
-        if reason is not None:
-            reasons.append(f"{variant.name} {op.value}: {reason}; skipped")
-        elif variant.name not in per_op[op]:
-            # The canonical spelling, so that rows, resume keys and NCCL_ALGO agree however it was typed.
-            per_op[op].append(variant.name)
-    untuned = [op.value for op in ops if not op.spec.nccl_tuned and op.spec.torch_native]
-    if untuned:
-        # NCCL runs these as grouped ncclSend/ncclRecv: no algorithm or protocol to force (one line).
-        reasons.append(
-            f"{variant.name} {', '.join(untuned)}: NCCL runs these as grouped send/recv, with no algorithm or "
-            "protocol to force; skipped"
-        )
-    if no_scan := [op.value for op in ops if not op.spec.torch_native]:
-        reasons.append(f"{variant.name} {', '.join(no_scan)}: NCCL has no scan; skipped")
-    skipped.extend(reasons)
-
-
-def comm_shape(config: SweepConfig) -> CommShape:
-    """The communicator NCCL will see: ranks, nodes (a launcher's world / ranks per host), CollNet."""
-    from collbench.nccl.support import CommShape
-
-    job = joined_job()
-    if job is None:
-        world, nodes = config.world_size or 1, 1
-    else:
-        world = job.world_size
-        nodes = max(1, world // max(1, job.local_world_size))
-    # CollNet needs NCCL_COLLNET_ENABLE=1 (NCCL's collnetEnable) and a plugin; without the variable it is off.
-    collnet = _env("NCCL_COLLNET_ENABLE", "0").strip() == "1"
-    return CommShape(world_size=world, nodes=nodes, collnet=collnet)
+    return get_backend(backend).sweep_algos(config, ops, [] if skipped is None else skipped, HERE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +161,11 @@ class SweepJob:
     """Where NCCL logs its per-call TUNING choices (nccl runs with native points); rank 0 reads it."""
     notes: tuple[str, ...] = ()
     """One line per thing left out before launching (an (op, NCCL algorithm) pair NCCL cannot run)."""
+
+    @property
+    def runs_on(self) -> Backend:
+        """The backend the sweep runs on (``backend`` is its name, as the rows record it)."""
+        return get_backend(self.backend)
 
 
 def validate(config: SweepConfig) -> SweepJob:
@@ -330,17 +229,12 @@ def validate(config: SweepConfig) -> SweepJob:
         raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
     local = job.local_world_size if job is not None else (config.world_size or 1)
     skipped: list[str] = []
-    if config.backend.strip().lower() == "mpi":
-        # Open MPI's own collectives, measured by a harness under mpirun (runtime/mpi/).
-        from collbench.runtime.mpi.plan import check_mpi_config, mpi_algos
-
-        check_mpi_config(config, dtype, redop)
-        backend = "mpi"
-        per_op = mpi_algos(config, ops, skipped)
-    else:
+    named = backend_named(config.backend)
+    if named is None or named.torch_backend is not None:
         _check_variant_spellings(config)
-        backend = resolve_backend(config.backend, local)
-        per_op = resolve_algos(config, ops, backend, skipped)
+    backend = sweep_backend(config.backend, local)
+    backend.check_sweep(config, dtype, redop, HERE)
+    per_op = backend.sweep_algos(config, ops, skipped, HERE)
     skipped.extend(_segment_notes(config, per_op))
     topology = config.topology
     if topology is None and config.topology_path is not None:
@@ -353,7 +247,7 @@ def validate(config: SweepConfig) -> SweepJob:
     _check_files(config)
     return SweepJob(
         config=config,
-        backend=backend,
+        backend=backend.name,
         ops=tuple(ops),
         algos=tuple((op, tuple(per_op[op])) for op in ops),
         sizes=tuple(sweep_sizes(config.min_bytes, config.max_bytes, config.step_factor, elem)),
@@ -363,6 +257,16 @@ def validate(config: SweepConfig) -> SweepJob:
         topology=topology,
         notes=tuple(skipped),
     )
+
+
+def sweep_backend(name: str, local_ranks: int) -> Backend:
+    """The backend ``--backend name`` sweeps on: one with its own launcher as named (whether that launcher
+    is here is found when the sweep starts it), else the torch backend ``name`` resolves to here
+    (``ranks.resolve_backend``: ``auto`` picked, checked runnable)."""
+    named = backend_named(name)
+    if named is not None and named.torch_backend is None:
+        return named
+    return get_backend(ranks.resolve_backend(name, local_ranks))
 
 
 def _check_variant_spellings(config: SweepConfig) -> None:
@@ -420,7 +324,3 @@ def _check_files(config: SweepConfig) -> None:
     check_writable(stream)
     if config.output is not None and config.output != stream:
         check_writable(config.output)
-
-
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, default)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from collbench.errors import RankError
 from collbench.nccl.variants import is_native
@@ -24,9 +25,6 @@ from collbench.runtime.host.idle_latency import idle_cpus_poll
 from collbench.runtime.launch.ranks import joined_job, launch
 from collbench.runtime.sweep.files import sweep_files, write_output_from_stream
 from collbench.runtime.sweep.plan import SweepConfig, SweepJob, validate
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +81,16 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
         stack.enter_context(sweep_files(job.stream_path, output, config.resume, note, overwrite=config.overwrite))
         # Silent either way: where it is not allowed, the stall summary says so (sweep/stalls.stall_report).
         stack.enter_context(idle_cpus_poll())
-        if job.backend == "nccl":
+        backend = job.runs_on
+        if backend.on_gpu:
             job = _prepare_nccl(job, stack, note)
-        if job.backend == "mpi":
-            # Open MPI's own collectives run under mpirun, not as collbench's ranks (runtime/mpi/).
-            from collbench.runtime.mpi.sweep import run_mpi_sweep
-
-            measured = run_mpi_sweep(job, forward)
+        if backend.sweep_runner is not None:
+            # A library's own collectives run under its own launcher, not as collbench's ranks (runtime/mpi/).
+            module, function = backend.sweep_runner.split(":")
+            measured = getattr(importlib.import_module(module), function)(job, forward)
             if measured and output is not None:
                 write_output_from_stream(output, job.stream_path, measured)
-            return measured
+            return list(measured)
         try:
             results = launch(
                 config.world_size,
@@ -130,7 +128,7 @@ def _check_resources(job: SweepJob, note: Callable[[str], None]) -> None:
     else:
         world = here = job.config.world_size if job.config.world_size is not None else 1
     memory.check_host_memory(job, here, world, memory.host_memory())
-    if job.backend == "nccl":
+    if job.runs_on.on_gpu:
         memory.check_device_memory(job, world, memory.gpu_free_bytes(here))
 
 

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from collbench.backends import backend_named
 from collbench.results.noise import MODE_GAP, STALL_FACTOR, STALL_MARK, STALL_MARKER, row_stalled
 from collbench.results.row import ResultRow
 from collbench.runtime.host import idle_latency, rank_priority
 
 STALL_LINES = 3
 """The summary names this many of the worst stalled points (on one line)."""
+
+
+def _placed(backend: str) -> bool:
+    """Whether rows of ``backend`` came from CPU ranks collbench placed (pinned, at real-time priority)."""
+    named = backend_named(backend)
+    return named is not None and named.places_cpu_ranks
 
 
 def stall_report(rows: Sequence[ResultRow]) -> list[str]:
@@ -22,7 +29,7 @@ def stall_report(rows: Sequence[ResultRow]) -> list[str]:
         f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "
         "for the scheduler, and decisions there are less sure"
     ]
-    priority = rank_priority.unheld_hint() if any(r.backend == "gloo" for r in stalled) else ""
+    priority = rank_priority.unheld_hint() if any(_placed(r.backend) for r in stalled) else ""
     lines.extend(hint for hint in (priority, idle_latency.unheld_hint()) if hint)
     worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.op, r.algo))[:STALL_LINES]
     # The worst few on one line each kind, each point named by its op: one line per point repeated

@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from collbench.backends.rows import measured_row
+from collbench.backends.rows import point_key as row_key
 from collbench.errors import ConfigError
 from collbench.nccl.tuning_log import choice_for
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
-from collbench.results.noise import detect_stalls, quantile
 from collbench.results.row import ResultRow
 from collbench.runtime.cuda.native_groups import GRAPHED_OPS, graph_ops_note
 from collbench.runtime.cuda.native_groups import NativeGroups as NativeGroups
@@ -40,13 +41,13 @@ from collbench.runtime.executor.buffers import (
 )
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
 from collbench.runtime.executor.timing import AutoIters, IterationTimer, make_timer, slowest_rank, summarize
+from collbench.runtime.here import HERE
 from collbench.runtime.host.environment import RunEnvironment, run_environment
 from collbench.runtime.launch.ranks import RankContext
 from collbench.runtime.sweep.files import resumed_rows
-from collbench.runtime.sweep.native_calls import NCCL_BARRIER_NOTE
 from collbench.runtime.sweep.native_calls import all_gather_single as _all_gather_single
 from collbench.runtime.sweep.native_calls import native_call as _native_call
-from collbench.runtime.sweep.plan import ONE_RANK_NO_ALGORITHM, SweepJob
+from collbench.runtime.sweep.plan import SweepJob
 from collbench.schedules.ops import DTYPE_SIZES, Op, block_bounds, chunk_bounds, op_count
 from collbench.schedules.registry import get_algorithm
 from collbench.units import format_bytes
@@ -95,8 +96,9 @@ def plan_points(
     seg = cfg.segment_bytes or default_segment_bytes(device)
     points: list[SweepPoint] = []
     notes: list[str] = []
-    if world_size == 1 and job.backend == "nccl" and any(is_native(a) for _, algos in job.algos for a in algos):
-        notes.append(f"{ONE_RANK_NO_ALGORITHM}: native rows carry no nccl_algo or nccl_proto")
+    backend = job.runs_on
+    if any(is_native(a) for _, algos in job.algos for a in algos):
+        notes.extend(backend.native_notes(None, world_size))
     for op, algos in job.algos:
         spec = op.spec
         if nodes < 2 and (flat := [a for a in algos if not is_native(a) and get_algorithm(a).needs_nodes]):
@@ -107,8 +109,8 @@ def plan_points(
             algos = tuple(a for a in algos if a not in flat)
         if not spec.payload and algos:
             notes.append(f"{op.value} moves no data: one point per algorithm at 0 bytes, time only, nothing to check")
-            if job.backend == "nccl" and any(is_native(a) for a in algos):
-                notes.append(NCCL_BARRIER_NOTE)
+            if any(is_native(a) for a in algos):
+                notes.extend(backend.native_notes(op, world_size))
         # Barrier moves nothing: one point per algorithm, at 0 bytes (its sizes would all be the same).
         sizes = job.sizes if spec.payload else job.sizes[:1]
         if cfg.interleave:
@@ -116,11 +118,11 @@ def plan_points(
         else:
             pairs = [(algo, size) for algo in algos for size in sizes]
         modes = cfg.in_place
-        if spec.out_of_place and True in modes and job.backend != "mpi":
+        if spec.out_of_place and True in modes and not backend.in_place_every_op:
             # torch.distributed's all_to_all_single and send/recv take two buffers (MPI has MPI_IN_PLACE).
             notes.append(f"{op.value} is out of place only (input then output): its in-place points are skipped")
             modes = tuple(m for m in modes if not m)
-        if not spec.payload and job.backend != "mpi":
+        if not spec.payload and not backend.in_place_every_op:
             modes = modes[:1]  # nothing in place or out of it: one point (MPI times both of its calls)
         seen: set[tuple[str, int]] = set()
         for algo, size in pairs:
@@ -153,20 +155,20 @@ def plan_points(
     return points, notes
 
 
-def _point_key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, ...]:
-    root = job.config.root if point.op.spec.rooted else 0
-    return (
-        point.op.value,
-        point.algo,
-        job.backend,
-        world_size,
-        job.dtype,
-        job.redop,
-        point.in_place,
-        point.size_bytes,
-        root,
-        point.layout,
-        point.segment_bytes,
+def point_key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, ...]:
+    """``ResultRow.key`` of the point's row (what ``--resume`` finds done)."""
+    return row_key(
+        op=point.op,
+        algo=point.algo,
+        backend=job.backend,
+        world_size=world_size,
+        dtype=job.dtype,
+        redop=job.redop,
+        in_place=point.in_place,
+        size_bytes=point.size_bytes,
+        root=job.config.root,
+        layout=point.layout,
+        segment_bytes=point.segment_bytes,
     )
 
 
@@ -198,7 +200,7 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         else:
             job.stream_path.parent.mkdir(parents=True, exist_ok=True)
             empty_file(job.stream_path)  # never through a symlink planted since the parent checked
-        fingerprint, fp_note = _fingerprint(job, ws)
+        fingerprint, fp_note = row_fingerprint(job, ws)
         if fp_note:
             notes.append(fp_note)
         plan[0] = (points, layout, notes, done, fingerprint)
@@ -207,12 +209,12 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     hosts: list[Any] = [None] * ws
     # What identifies each rank's node (ranks.RankContext.node): namespaces and containers share a host name.
     dist.all_gather_object(hosts, ctx.node, group=ctx.control)
-    env = run_environment(job.backend, ctx.device)
+    env = run_environment(job.runs_on.version(HERE), ctx.device)
     fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
 
     for note in notes:
         ctx.report({"kind": "note", "text": note})
-    todo = [p for p in points if _point_key(job, p, ws) not in done]
+    todo = [p for p in points if point_key(job, p, ws) not in done]
     ctx.report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
     graphs, graph_note = graph_policy(cfg.cuda_graph, ctx.device, [p.algo for p in todo])
     ops_note = graph_ops_note(cfg.cuda_graph, ctx.device, [p.op for p in todo if is_native(p.algo)])
@@ -248,7 +250,7 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
                 continue
             if ctx.rank == 0:
                 append_jsonl(job.stream_path, row)
-                measured[_point_key(job, point, ws)] = row
+                measured[point_key(job, point, ws)] = row
                 ctx.report({"kind": "row", "done": finished, "total": len(points), "row": row.to_dict()})
     ctx.doing("finishing")
     if reader is not None and reader.leaked:
@@ -257,7 +259,7 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         return []
     rows = []
     for point in points:
-        key = _point_key(job, point, ws)
+        key = point_key(job, point, ws)
         if key in measured:
             rows.append(measured[key])
         elif key in done:
@@ -277,7 +279,7 @@ def _tuning_reader(job: SweepJob, rank: int) -> Any:
     return ChoiceLearner(switch, TuningLogReader(job.nccl_log_dir) if rank == 0 else None)
 
 
-def _fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
+def row_fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
     """The topology fingerprint rows carry: the given topology's, else this host's; and a note if none."""
     if job.topology is not None:
         return str(job.topology.fingerprint), ""
@@ -285,7 +287,7 @@ def _fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
     from collbench.errors import CollbenchError
 
     try:
-        if job.backend == "gloo":
+        if not job.runs_on.on_gpu:
             from collbench.topology.host import host_topology
 
             return str(host_topology(world_size).fingerprint), ""
@@ -395,11 +397,6 @@ def _measure(
     choices = reader.choices() if learning else []
     if ctx.rank != 0:
         return None
-    summary = summarize(samples)
-    stalls = detect_stalls(samples)
-    # Barrier moves nothing: its time only, no bandwidth (0, as nccl-tests' busbw factor 0 makes it).
-    moved = point.size_bytes if point.op.spec.payload else 0
-    algbw = moved / summary.time_us / 1e3 if summary.time_us > 0 else 0.0
     nccl_algo, nccl_proto = _variant_fields(point.algo)
     if learning:
         # What NCCL says it ran beats what was asked for: a forced algorithm a collective cannot run
@@ -407,8 +404,8 @@ def _measure(
         chosen = choice_for(choices, point.op.spec.nccl_name, point.size_bytes, ws)
         if chosen is not None:
             nccl_algo, nccl_proto = chosen
-    return ResultRow(
-        op=point.op.value,
+    return measured_row(
+        op=point.op,
         algo=point.algo,
         backend=job.backend,
         world_size=ws,
@@ -417,14 +414,9 @@ def _measure(
         in_place=point.in_place,
         size_bytes=point.size_bytes,
         count=point.count,
+        samples_us=samples,
+        stats=summarize(samples),
         iters=timed.iters,
-        timed_samples=len(timed.samples_us) if len(timed.samples_us) != timed.iters else None,
-        time_us=summary.time_us,
-        time_us_mean=summary.time_us_mean,
-        time_us_min=summary.time_us_min,
-        time_us_max=summary.time_us_max,
-        algbw_gbps=algbw,
-        busbw_gbps=algbw * point.op.spec.busbw_factor(ws),
         wrong=wrong,
         nodes=nodes,
         root=root,
@@ -439,17 +431,13 @@ def _measure(
         device_name=env.device_name,
         nccl_algo=nccl_algo,
         nccl_proto=nccl_proto,
-        timestamp=time.time(),
         reduce_path=_reduce_path(point, ctx.device, dtype, ws),
-        stall_fraction=round(stalls.fraction, 4),
-        bimodal=stalls.bimodal,
-        time_us_p25=quantile(samples, 0.25),
     )
 
 
 def _count_wrong(job: SweepJob, point: SweepPoint, bufs: PointBuffers, between_chunks: Callable[[], None]) -> int:
     """Wrong elements after the point's untimed call: exact, except NCCL's own avg (within its rounding)."""
-    if job.redop == "avg" and job.backend == "nccl" and is_native(point.algo) and point.op.spec.reduces:
+    if job.redop == "avg" and job.runs_on.premultiplied_avg and is_native(point.algo) and point.op.spec.reduces:
         # NCCL premultiplies each input by 1/n rounded and sums: not the correctly rounded S/n.
         from collbench.runtime.cuda.nccl_avg import check_nccl_avg
 

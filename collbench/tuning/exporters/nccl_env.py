@@ -28,10 +28,10 @@ from collbench.tuning.consumers.nccl import PER_COLLECTIVE_SYNTAX
 from collbench.tuning.consumers.nccl_list import check_env
 from collbench.tuning.exporters.exported import Exported
 from collbench.tuning.exporters.nccl_rules import (
-    NCCL_BACKEND,
     NcclChoice,
     check_backend,
     collbench_wins,
+    measured_over_nccl,
     nccl_choice,
     nccl_selection,
     selection_label,
@@ -117,7 +117,7 @@ def build_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> Exp
     out = [f"# NCCL_ALGO / NCCL_PROTO made by collbench from a profile ({profile.fingerprint}, {profile.backend})"]
     labels = "; ".join(shape_label(s) for s in shapes(profile))
     out.append(f"# rule sets: {labels}; these variables apply to every communicator of the process")
-    if profile.backend != NCCL_BACKEND:
+    if not measured_over_nccl(profile):
         out.append(f"# measured with {profile.backend}, not NCCL")
     else:
         out.extend(f"# {shape_label(s)}: {selection_label(s, profile)}" for s in shapes(profile))

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collbench.backends import feeds
+from collbench.backends.base import NCCL_EXPORTS, OMPI_EXPORTS
 from collbench.errors import UserError
 from collbench.nccl.algorithms import NcclAlgorithm, algorithm, protocol_number
 from collbench.nccl.channels import MAX_CHANNELS, MAX_CHANNELS_OLDEST, since_text
@@ -39,18 +41,22 @@ from collbench.schedules.registry import get_algorithm
 from collbench.tuning.consumers.nccl import condition, why_not
 
 COLLBENCH_TO_NCCL: dict[str, str] = {"ring": "ring", "tree": "tree", "two-tree": "tree"}
-NCCL_BACKEND = "nccl"
 FROM_OTHER_BACKEND_OPTION = "--from-other-backend"
+
+
+def measured_over_nccl(profile: Profile) -> bool:
+    """Whether ``profile``'s rules were chosen among NCCL's own variants (its backend feeds NCCL's exports)."""
+    return feeds(profile.backend, NCCL_EXPORTS)
 
 
 def check_backend(profile: Profile, from_other_backend: bool) -> None:
     """UserError (one line) for a profile measured over another backend than NCCL, unless asked for."""
-    if profile.backend == NCCL_BACKEND or from_other_backend:
+    if measured_over_nccl(profile) or from_other_backend:
         return
     # An Open MPI profile (tune --backend mpi) chose among Open MPI's own algorithms, not collbench's.
     won = (
         "which of Open MPI's own coll/tuned algorithms won"
-        if profile.backend == "mpi"
+        if feeds(profile.backend, OMPI_EXPORTS)
         else f"which of collbench's algorithms won over {profile.backend}"
     )
     raise UserError(

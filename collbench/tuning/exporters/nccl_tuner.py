@@ -31,10 +31,10 @@ from collbench.schedules.ops import Op
 from collbench.text import printable
 from collbench.tuning.exporters.exported import Exported, comment_lines
 from collbench.tuning.exporters.nccl_rules import (
-    NCCL_BACKEND,
     NcclChoice,
     check_backend,
     collbench_wins,
+    measured_over_nccl,
     nccl_choice,
     nccl_selection,
     selection_label,
@@ -86,7 +86,7 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
         "# max_bytes -1: no upper bound; channels -1: keep NCCL's channel count",
         "# a line lowers only its algorithm/protocol cost; where NCCL cannot run that pair, NCCL keeps its choice",
     ]
-    if profile.backend != "nccl":
+    if not measured_over_nccl(profile):
         out.append(f"# measured with {profile.backend}, not NCCL: the lines say which algorithm family won there")
     out.extend(f"# {line}" for line in untuned_lines(profile))
     notes: list[str] = []
@@ -94,7 +94,7 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
         out.append(f"# --- {shape_label(shape)}")
         if shape.predicted:
             out.append("# these rules are predicted from the fitted models, not measured at this shape")
-        if profile.backend == NCCL_BACKEND:
+        if measured_over_nccl(profile):
             out.extend(comment_lines(selection_label(shape, profile)))
         for rule in nccl_selection(shape, profile):
             choice = nccl_choice(rule, shape)

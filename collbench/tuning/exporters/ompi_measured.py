@@ -18,20 +18,20 @@ keeps Open MPI's own choice, since it was not measured.
 
 from __future__ import annotations
 
+from collbench.backends import feeds
+from collbench.backends.base import OMPI_EXPORTS
 from collbench.errors import UserError
 from collbench.ompi.algorithms import COLLECTIVE_FOR_OP
 from collbench.profile.document import Profile
 from collbench.profile.rules import Rule
 from collbench.tuning.exporters.ompi_table import BUILT_IN, MAX_SEGSIZE, OMPI_VERSION, OmpiCollective, OmpiRule
 
-MPI_BACKEND = "mpi"
-"""The backend name of rows measured with Open MPI's own collectives."""
 NO_RULE = "no rule needed"
 
 
 def measured_over_mpi(profile: Profile) -> bool:
     """Whether ``profile``'s rules were chosen among Open MPI's own algorithms."""
-    return profile.backend == MPI_BACKEND
+    return feeds(profile.backend, OMPI_EXPORTS)
 
 
 def measured_here(coll: OmpiCollective) -> bool:

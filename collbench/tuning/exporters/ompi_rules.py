@@ -43,7 +43,6 @@ from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.text import printable
 from collbench.tuning.exporters.ompi_measured import (
-    MPI_BACKEND,
     measured_here,
     measured_over_mpi,
     measured_rule,
@@ -66,7 +65,7 @@ FROM_OTHER_BACKEND_OPTION = "--from-other-backend"
 
 def check_backend(profile: Profile, from_other_backend: bool) -> None:
     """UserError (one line) for a profile measured over another backend than Open MPI, unless asked for."""
-    if profile.backend == MPI_BACKEND or from_other_backend:
+    if measured_over_mpi(profile) or from_other_backend:
         return
     raise UserError(
         f"this profile was measured over {profile.backend}, not Open MPI: its rules say which of collbench's "

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from collbench.backends import feeds
+from collbench.backends.base import NCCL_EXPORTS
 from collbench.nccl.variants import is_native
 from collbench.profile.rules import Rule
 from collbench.results.row import ResultRow
 from collbench.tuning.selection.decision import SelectionSettings
 from collbench.tuning.selection.ranges import FitLike, select_rules
-
-NCCL_BACKEND = "nccl"
 
 
 def select_nccl_rules(
@@ -32,7 +32,7 @@ def select_nccl_rules(
 
     ``fits`` of other algorithms are ignored. Raises ConfigError as :func:`select_rules` does.
     """
-    own = [r for r in rows if r.backend == NCCL_BACKEND and is_native(r.algo)]
+    own = [r for r in rows if feeds(r.backend, NCCL_EXPORTS) and is_native(r.algo)]
     if not own:
         return None
     return select_rules(own, [f for f in fits if is_native(f.algo)], settings=settings)
