@@ -64,18 +64,24 @@ def stream_results(
     print_notes(notes)
 
 
-def _noting_nodes(rows: Iterable[ResultRow], seen: dict[tuple[str, str, str, int], set[int]]) -> Iterator[ResultRow]:
-    """The rows unchanged, noting each group's node counts on the way (a stream is read once)."""
+def _noting_nodes(
+    rows: Iterable[ResultRow], seen: dict[tuple[str, str, str, int], tuple[set[int], set[str]]]
+) -> Iterator[ResultRow]:
+    """The rows unchanged, noting each group's node counts and devices on the way (a stream is read once)."""
     for row in rows:
-        seen.setdefault((row.op, row.algo, row.backend, row.world_size), set()).add(row.nodes)
+        nodes, devices = seen.setdefault((row.op, row.algo, row.backend, row.world_size), (set(), set()))
+        nodes.add(row.nodes)
+        devices.add(row.device_name)
         yield row
 
 
-def _with_nodes(fit: Fit, seen: dict[tuple[str, str, str, int], set[int]]) -> Fit:
-    """The fit with its measured node count where every row of its group gave the same known one."""
-    counts = seen.get((fit.op, fit.algo, fit.backend, fit.world_size), set())
+def _with_nodes(fit: Fit, seen: dict[tuple[str, str, str, int], tuple[set[int], set[str]]]) -> Fit:
+    """The fit with its measured node count and device where every row of its group gave the same known one."""
+    counts, devices = seen.get((fit.op, fit.algo, fit.backend, fit.world_size), (set(), set()))
     if len(counts) == 1 and min(counts) >= 1:
-        return dataclasses.replace(fit, nodes=min(counts))
+        fit = dataclasses.replace(fit, nodes=min(counts))
+    if len(devices) == 1 and min(devices):
+        fit = dataclasses.replace(fit, device=min(devices))
     return fit
 
 
@@ -123,7 +129,7 @@ def fit(
         results, op=op_names[0] if len(op_names) == 1 else None, nodes_from_devices=True, ranks=ranks, nodes=nodes
     )
     wanted = (r for r in rows if (ops is None or r.op in ops) and (algos is None or r.algo in algos))
-    nodes_seen: dict[tuple[str, str, str, int], set[int]] = {}
+    nodes_seen: dict[tuple[str, str, str, int], tuple[set[int], set[str]]] = {}
     # Rows are folded into per-point summaries as they are read: memory grows with the points, not the file.
     points = PointSummaries().extend(_noting_nodes(wanted, nodes_seen))
     if not points.rows_seen:

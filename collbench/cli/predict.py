@@ -15,6 +15,7 @@ from collbench.cli.render.models import render_prediction
 from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import parse_json, parse_yaml, read_text_file
 from collbench.models.fitted import Fit
+from collbench.models.link_floor import with_gpu
 from collbench.models.nccl_cost import ARCHS, Arch
 from collbench.models.predict import predict as predict_times
 from collbench.models.predict_defaults import default_nodes
@@ -142,12 +143,22 @@ def predict(
             help="Nodes the fits were measured on, where the fits do not say it (`fit --json` of rows that did not).",
         ),
     ] = None,
-    nccl_arch: Annotated[
-        str,
+    gpu: Annotated[
+        str | None,
         typer.Option(
-            "--nccl-arch", help="GPU generation for NCCL's model of native: volta, ampere, hopper, blackwell."
+            "--gpu",
+            metavar="NAME",
+            help="The GPU the fits were measured on, where they do not name one (GB200, H100, A100, ...).",
         ),
-    ] = "hopper",
+    ] = None,
+    nccl_arch: Annotated[
+        str | None,
+        typer.Option(
+            "--nccl-arch",
+            help="GPU generation for NCCL's model of native: volta, ampere, hopper, blackwell "
+            "(default: the fits' GPU, else hopper).",
+        ),
+    ] = None,
 ) -> None:
     """Predict times per algorithm at world sizes no one here has."""
     if (profile is None) == (fits is None):
@@ -162,11 +173,13 @@ def predict(
         raise ConfigError(f"--sizes lists {len(asked):,} sizes; predict takes at most {MAX_PREDICT_SIZES}")
     size_list = sorted({parse_size(s, "--sizes") for s in asked})
     op_names = [o for o in split_values(op) if o.lower() != "all"]
-    arch = nccl_arch.strip().lower()
-    if arch not in ARCHS:
+    arch = nccl_arch.strip().lower() if nccl_arch is not None else None
+    if arch is not None and arch not in ARCHS:
         raise ConfigError(f"--nccl-arch {nccl_arch!r}: expected one of {', '.join(ARCHS)}")
     if measured_nodes is not None and measured_nodes < 1:
         raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
+    if gpu is not None:
+        loaded = with_gpu(loaded, gpu)
     measured = _measured_nodes(source, loaded, measured_nodes, profile is not None)
     if nodes is not None and nodes >= 1 and ranks % nodes:
         # Asked for: the ranks go evenly (the default alone may leave the last node part-full).
@@ -175,7 +188,13 @@ def predict(
         nodes, assumed = default_nodes(ranks, measured)
         err_console.print(f"[yellow]assumed[/yellow]: {assumed}", highlight=False, soft_wrap=whole_lines(err_console))
     report = predict_times(
-        loaded, ranks, size_list, nodes=nodes, ops=op_names or None, measured_nodes=measured, nccl_arch=_arch(arch)
+        loaded,
+        ranks,
+        size_list,
+        nodes=nodes,
+        ops=op_names or None,
+        measured_nodes=measured,
+        nccl_arch=None if arch is None else _arch(arch),
     )
     if report.refused:
         err_console.print(

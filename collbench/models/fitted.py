@@ -184,6 +184,9 @@ class Fit:
     nodes: int | None = None
     """The nodes its points were measured on, where every row of the group says the same count; None
     where they do not say (a pasted log without host names), so that no reader takes a guess for a fact."""
+    device: str = ""
+    """The GPU its points were measured on (the rows' ``device_name``), where every row of the group
+    names the same one; empty where they do not. predict reads the GPU's generation and links from it."""
 
     @property
     def beta_gbps(self) -> float | None:
@@ -195,27 +198,31 @@ class Fit:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``fit --json`` fit object (and a profile's ``fits:`` entry)."""
-        return {
-            "op": self.op,
-            "algo": self.algo,
-            "backend": self.backend,
-            "world_size": self.world_size,
-            "alpha_us": self.alpha_us,
-            "beta_gbps": self.beta_gbps,
-            "gamma_gbps": self.gamma_gbps,
-            "r2": self.r2,
-            "median_abs_pct_error": self.median_abs_pct_error,
-            "max_abs_pct_error": self.max_abs_pct_error,
-            "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes,
-            "segments": [s.to_dict() for s in self.segments],
-            "gamma_folded": self.gamma_folded,
-            "points": self.points,
-            "note": self.note,
-            "outliers": self.outliers,
-            "usable": not self.distrust(),
-            "unusable_because": self.distrust(),
-        } | ({} if self.nodes is None else {"nodes": self.nodes})
+        return (
+            {
+                "op": self.op,
+                "algo": self.algo,
+                "backend": self.backend,
+                "world_size": self.world_size,
+                "alpha_us": self.alpha_us,
+                "beta_gbps": self.beta_gbps,
+                "gamma_gbps": self.gamma_gbps,
+                "r2": self.r2,
+                "median_abs_pct_error": self.median_abs_pct_error,
+                "max_abs_pct_error": self.max_abs_pct_error,
+                "min_bytes": self.min_bytes,
+                "max_bytes": self.max_bytes,
+                "segments": [s.to_dict() for s in self.segments],
+                "gamma_folded": self.gamma_folded,
+                "points": self.points,
+                "note": self.note,
+                "outliers": self.outliers,
+                "usable": not self.distrust(),
+                "unusable_because": self.distrust(),
+            }
+            | ({} if self.nodes is None else {"nodes": self.nodes})
+            | ({"device": self.device} if self.device else {})
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Fit:
@@ -243,6 +250,7 @@ class Fit:
                 outliers=_whole(data, "outliers"),
                 unusable_because=_unusable_because(data),
                 nodes=_nodes(data),
+                device=str(data.get("device") or ""),
             )
         except KeyError as exc:
             raise ValueError(f"a fit needs the key {exc.args[0]!r}") from exc

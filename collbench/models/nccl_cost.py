@@ -40,6 +40,7 @@ import numpy as np
 
 from collbench.errors import ConfigError, NotApplicableError
 from collbench.schedules.ops import NCCL_TUNED_OPS, Op
+from collbench.topology.bandwidth import GpuLinks
 
 NCCL_SOURCE = "NVIDIA/nccl v2.30.7 src/graph/tuning.cc"
 
@@ -77,6 +78,22 @@ tell a latency scale; below it NCCL's own latencies are kept."""
 
 DEFAULT_CHANNELS = 16
 """Channels assumed for the per-channel caps and the ring's plateau test, where the topology is not known."""
+
+
+DEFAULT_ARCH: Arch = "hopper"
+"""The generation taken where the GPU is not known (no device name in the rows, or an unlisted one)."""
+
+
+def arch_of(gpu: GpuLinks | None) -> Arch:
+    """NCCL's compute-capability class of a GPU (tuning.cc, ``compCapIndex``: sm 100 and up Blackwell,
+    90 Hopper, 80 Ampere, else Volta), or ``DEFAULT_ARCH`` where the GPU is not known."""
+    if gpu is None or gpu.sm <= 0:
+        return DEFAULT_ARCH
+    if gpu.sm >= 100:
+        return "blackwell"
+    if gpu.sm >= 90:
+        return "hopper"
+    return "ampere" if gpu.sm >= 80 else "volta"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ a check of the closed form on the actual schedule.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,13 +37,15 @@ from collbench.backends import backend_named
 from collbench.errors import ConfigError, UserError
 from collbench.models.crossover import Crossover, time_crossings
 from collbench.models.fitted import Fit, op_has_payload
+from collbench.models.link_floor import link_floor
 from collbench.models.native_structure import formula_disagreement, native_structure
-from collbench.models.nccl_cost import Arch
+from collbench.models.nccl_cost import NCCL_SOURCE, Arch, arch_of
 from collbench.models.predict_defaults import remeasure_advice
 from collbench.models.predict_native import native_nccl, nccl_barrier
 from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label, node_class
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
+from collbench.topology.bandwidth import gpu_links
 from collbench.units import check_ranks
 
 DEFAULT_SIMULATE_MAX_RANKS = 64
@@ -227,12 +230,13 @@ def price_fits(
     *,
     ops: Sequence[str] | None = None,
     shapes: Shapes | None = None,
-    nccl_arch: Arch = "hopper",
+    nccl_arch: Arch | None = None,
     nccl_nvlink: bool = True,
 ) -> tuple[list[Priced], list[str], list[str]]:
     """Every usable (op, algo, backend) ready to price at ``world_size`` ranks on ``nodes`` nodes.
 
-    Returns (priced, refused: ``op algo: why`` each, notes: what the prices assume).
+    ``nccl_arch``: the GPU generation for NCCL's model; None reads it from each fit's device
+    (``arch_of``). Returns (priced, refused: ``op algo: why`` each, notes: what the prices assume).
     """
     shapes = shapes or Shapes()
     wanted = {Op.parse(o).value for o in ops} if ops else None
@@ -279,18 +283,46 @@ def price_fits(
                 "not predicted at another shape"
             )
             continue
+        gpu = gpu_links(fit.device) if fit.device else None
+        if gpu is not None and gpu.vendor != "NVIDIA" and not at_shape:
+            refused.append(
+                f"{op} native: measured on {gpu.vendor} {gpu.name} GPUs (RCCL), whose choice NCCL's cost model "
+                f"({NCCL_SOURCE}) does not describe; not predicted at another shape"
+            )
+            continue
+        arch = nccl_arch if nccl_arch is not None else arch_of(gpu)
         if shapes.nodes_of(fit) is None and not at_shape:
             notes.append(
                 f"{fit_label}: the fit does not say how many nodes it was measured on; taken as "
                 f"{shapes.assumed_nodes(fit)} ({RANKS_PER_NODE_GUESS} ranks a node; give --measured-nodes)"
             )
         if not op_has_payload(op):
-            priced.append(nccl_barrier(fit, world_size, nodes, shapes, nccl_arch, nccl_nvlink))
+            priced.append(nccl_barrier(fit, world_size, nodes, shapes, arch, nccl_nvlink))
             continue
-        entry, more = native_nccl(fit, usable, world_size, nodes, shapes, nccl_arch, at_shape, nccl_nvlink)
+        entry, more = native_nccl(fit, usable, world_size, nodes, shapes, arch, at_shape, nccl_nvlink)
         priced.append(entry)
         notes.extend(more)
-    return priced, refused, _links_notes(linked, nodes) + notes
+    return [_floored(e, world_size, nodes) for e in priced], refused, _links_notes(linked, nodes) + notes
+
+
+def _floored(entry: Priced, world_size: int, nodes: int) -> Priced:
+    """``entry`` never below what each GPU must send over its links (``link_floor.py``), where known;
+    a time raised to it says so in its basis."""
+    floor = link_floor(entry.fit.op, world_size, nodes, entry.fit.device)
+    if floor is None:
+        return entry
+    time_us, basis = entry.time_us, entry.basis
+
+    def floored_us(size: float) -> float:
+        return max(time_us(size), floor.time_us(size))
+
+    def floored_basis(size: float) -> str:
+        text = basis(size)
+        if time_us(size) < floor.time_us(size):
+            text += f"; raised from {time_us(size):.4g} us to the links' floor: {floor.text()}"
+        return text
+
+    return dataclasses.replace(entry, time_us=floored_us, basis=floored_basis)
 
 
 def _sizes_of(op: str, sizes: Sequence[int]) -> list[int]:
@@ -367,13 +399,14 @@ def predict(
     simulate_max_ranks: int = DEFAULT_SIMULATE_MAX_RANKS,
     elem_bytes: int = 4,
     measured_nodes: Mapping[int, int] | None = None,
-    nccl_arch: Arch = "hopper",
+    nccl_arch: Arch | None = None,
     nccl_nvlink: bool = True,
 ) -> PredictReport:
     """Predicted time and busbw per (op, algorithm) at ``world_size`` ranks for every size (bytes).
 
     ``measured_nodes`` maps a fit's world size to the nodes it was measured on, where known;
-    ``nccl_arch`` and ``nccl_nvlink`` describe the GPUs for NCCL's model of native (the fits do not).
+    ``nccl_arch`` and ``nccl_nvlink`` describe the GPUs for NCCL's model of native (``nccl_arch`` None:
+    from each fit's device, else hopper).
     Raises ConfigError for a world size below 2, more nodes than ranks, no sizes, no fits left
     for the ops asked, or none that may be used.
     """
@@ -394,8 +427,8 @@ def predict(
         raise ConfigError(
             "no fit explains its data well enough to extrapolate ("
             + "; ".join(refused)
-            + "); "
-            + remeasure_advice(fits)
+            + ")"
+            + (f"; {remeasure_advice(fits)}" if any(f.distrust() for f in fits) else "")
         )
     preds: list[Prediction] = []
     for e in entries:
@@ -451,7 +484,7 @@ def predicted_ranges(
     nodes: int,
     *,
     shapes: Shapes | None = None,
-    nccl_arch: Arch = "hopper",
+    nccl_arch: Arch | None = None,
 ) -> tuple[list[PredictedRange], list[str], list[str]]:
     """The fastest predicted algorithm per size range of ``op`` at a shape, from 1 byte up to the
     largest size measured, switching where predictions cross; and (refused, notes) as

@@ -6,6 +6,8 @@ same machine gets the same figures whichever way it was described.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from collbench.topology.model import DEFAULT_NVLINK_GBPS_PER_LINK, LinkKind
 
 # Per NVLink link and direction, by NVLink generation: NVLink 1 (P100) 20 GB/s; NVLink 2 (V100),
@@ -99,4 +101,54 @@ def pcie_generation_for_speed(speed: str | None) -> int | None:
     for gen, gts in ((6, 64.0), (5, 32.0), (4, 16.0), (3, 8.0), (2, 5.0), (1, 2.5)):
         if rate >= gts * 0.99:
             return gen
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLinks:
+    """What a GPU's name tells of its generation and its links to the other GPUs of its node."""
+
+    name: str
+    """The model as matched (``H100``), for notes."""
+    sm: int
+    """CUDA compute capability x10 (90 for 9.0); 0 for a GPU that is not NVIDIA's."""
+    nvlink_gbps: float | None
+    """All its NVLinks together, GB/s per direction (its NVLink generation's figure per link times its
+    links); None where it has none (a PCIe card), whose peers are then reached over PCIe."""
+    nvswitch_reduction: bool
+    """Whether its NVSwitch systems reduce in the switch (NVLink SHARP, what NCCL's NVLS uses):
+    NVSwitch 3 and later, Hopper and Blackwell SXM boards."""
+    vendor: str = "NVIDIA"
+
+
+# Datacenter GPUs by the name nvidia-smi and nccl-tests print, most specific first. Links per GPU from
+# NVIDIA's data sheets: V100 SXM2 6 NVLink 2 (300 GB/s both ways); A100 SXM 12 NVLink 3 (600 GB/s);
+# H100/H200 SXM and GH200 18 NVLink 4 (900 GB/s); B200, B300, GB200 and GB300 18 NVLink 5 (1.8 TB/s).
+# A PCIe card of the same chip has no NVSwitch (and at most a bridge): not listed, so no figure is
+# claimed for it. AMD's MI300X names its vendor so that NCCL's model is never applied to RCCL's runs.
+_GPUS: tuple[tuple[str, GpuLinks], ...] = (
+    ("GB300", GpuLinks("GB300", 103, NVLINK_GBPS_PER_LINK[5] * 18, True)),
+    ("B300", GpuLinks("B300", 103, NVLINK_GBPS_PER_LINK[5] * 18, True)),
+    ("GB200", GpuLinks("GB200", 100, NVLINK_GBPS_PER_LINK[5] * 18, True)),
+    ("B200", GpuLinks("B200", 100, NVLINK_GBPS_PER_LINK[5] * 18, True)),
+    ("GH200", GpuLinks("GH200", 90, NVLINK_GBPS_PER_LINK[4] * 18, True)),
+    ("H200", GpuLinks("H200", 90, NVLINK_GBPS_PER_LINK[4] * 18, True)),
+    ("H100", GpuLinks("H100", 90, NVLINK_GBPS_PER_LINK[4] * 18, True)),
+    ("A100", GpuLinks("A100", 80, NVLINK_GBPS_PER_LINK[3] * 12, False)),
+    ("V100", GpuLinks("V100", 70, NVLINK_GBPS_PER_LINK[2] * 6, False)),
+    ("MI300X", GpuLinks("MI300X", 0, None, False, vendor="AMD")),
+    ("MI325X", GpuLinks("MI325X", 0, None, False, vendor="AMD")),
+    ("MI355X", GpuLinks("MI355X", 0, None, False, vendor="AMD")),
+)
+
+
+def gpu_links(device_name: str) -> GpuLinks | None:
+    """The GPU a device name names (``NVIDIA H100 80GB HBM3``, ``NVIDIA GB200``), or None where it is
+    not one of the listed SXM boards (a PCIe card, a consumer GPU, an unknown name)."""
+    words = device_name.upper().replace("-", " ").split()
+    if "PCIE" in words:
+        return None
+    for key, links in _GPUS:
+        if key in words:
+            return links
     return None

@@ -1,0 +1,96 @@
+"""Within physics (issue 32, items 3 and 4): no prediction on one node below what each GPU must send
+over its NVLinks at their nominal bandwidth; NCCL's generation read from the GPU the rows name; RCCL
+runs never priced with NCCL's model."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from collbench.errors import ConfigError
+from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.models.fit import fit_results
+from collbench.models.fitted import Fit
+from collbench.models.link_floor import link_floor, with_gpu
+from collbench.models.nccl_cost import arch_of
+from collbench.models.predict import predict
+from collbench.topology.bandwidth import gpu_links
+
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
+
+
+def _fit(name: str) -> Fit:
+    rows = [r for r in read_nccl_tests(REAL / name, strict_op=False) if r.size_bytes > 0]
+    (fit,) = fit_results(rows).fits
+    # As `collbench fit` records it: the GPU every row names.
+    return dataclasses.replace(fit, device=rows[0].device_name)
+
+
+def test_gpu_names_as_logs_print_them() -> None:
+    # Device names exactly as the committed logs' rank lines print them.
+    gb200, h100 = gpu_links("NVIDIA GB200"), gpu_links("NVIDIA H100 80GB HBM3")
+    assert gb200 is not None and gb200.nvlink_gbps == 900.0 and arch_of(gb200) == "blackwell"
+    assert h100 is not None and h100.nvlink_gbps == 450.0 and arch_of(h100) == "hopper"
+    a100 = gpu_links("NVIDIA A100-SXM4-80GB")
+    assert a100 is not None and a100.nvlink_gbps == 300.0 and arch_of(a100) == "ampere"
+    mi300x = gpu_links("AMD Instinct MI300X")
+    assert mi300x is not None and mi300x.vendor == "AMD" and mi300x.nvlink_gbps is None
+    # A PCIe card, a consumer GPU and an anonymous name claim nothing.
+    for name in ("NVIDIA H100 PCIe", "NVIDIA GeForce RTX 2080 Ti", "NVIDIA Graphics Device"):
+        assert gpu_links(name) is None
+    assert arch_of(None) == "hopper"
+
+
+def test_the_floor_is_the_bytes_each_gpu_sends() -> None:
+    ring = link_floor("all-reduce", 8, 1, "NVIDIA A100-SXM4-80GB")
+    assert ring is not None and ring.share == pytest.approx(2 * 7 / 8)
+    # 1 GiB: 1.75 GiB over 300 GB/s.
+    assert ring.time_us(1 << 30) == pytest.approx(1.75 * (1 << 30) / 300e3)
+    # With NVLink SHARP the switch reduces: each GPU sends its buffer once.
+    nvls = link_floor("all-reduce", 72, 1, "NVIDIA GB200")
+    assert nvls is not None and nvls.share == 1.0
+    assert link_floor("all-reduce", 2, 1, "NVIDIA GB200").share == 1.0  # type: ignore[union-attr]
+    # Across nodes the NIC decides, which a log does not say; no floor for ops without one here.
+    assert link_floor("all-reduce", 16, 2, "NVIDIA H100 80GB HBM3") is None
+    assert link_floor("broadcast", 8, 1, "NVIDIA H100 80GB HBM3") is None
+
+
+def test_a_gb200_fit_never_promises_more_than_nvlink_5_carries() -> None:
+    # The 72-rank GB200 log (its rank line says "NVIDIA Graphics Device": named with --gpu), asked for
+    # 2 ranks on one node: each byte crosses one GPU's NVLinks, 900 GB/s a direction, so busbw is at
+    # most 900 GB/s (before the floor: 1,090 GB/s at 1 GiB).
+    (fit,) = with_gpu([_fit("all_reduce_perf-gb200-72rank-one-rank-line.log")], "GB200")
+    sizes = [1 << 20, 1 << 30, 1 << 34]
+    report = predict([fit], 2, sizes, nodes=1, measured_nodes={72: 18}, simulate_max_ranks=0)
+    for p in report.predictions:
+        assert p.busbw_gbps is not None and p.busbw_gbps <= 900.0 * (1 + 1e-9)
+        assert "blackwell" in p.basis
+    raised = [p for p in report.predictions if "links' floor" in p.basis]
+    assert [p.size_bytes for p in raised] == [1 << 30, 1 << 34]
+    assert all(p.busbw_gbps == pytest.approx(900.0) for p in raised)
+    unnamed = predict([_fit("all_reduce_perf-gb200-72rank-one-rank-line.log")], 2, [1 << 30], nodes=1,
+                      measured_nodes={72: 18}, simulate_max_ranks=0)  # fmt: skip
+    assert unnamed.predictions[0].busbw_gbps > 1000  # type: ignore[operator]
+
+
+def test_rccl_runs_are_not_priced_with_nccls_model() -> None:
+    fit = _fit("all_reduce_perf-mi300x-2node-rccl-tests-no-group.log")
+    with pytest.raises(ConfigError, match=r"AMD MI300X GPUs \(RCCL\), whose choice NCCL's cost model"):
+        predict([fit], 64, [1 << 20], nodes=8, measured_nodes={16: 2})
+    # At its own shape it is the fit itself.
+    (own,) = predict([fit], 16, [1 << 20], nodes=2, measured_nodes={16: 2}).predictions
+    assert own.time_us == pytest.approx(fit.predict_us(1 << 20), rel=1e-6)
+
+
+def test_gpu_option_names_the_gpu_only_where_the_fits_do_not() -> None:
+    anonymous = _fit("all_reduce_perf-gb200-72rank-one-rank-line.log")
+    assert gpu_links(anonymous.device) is None  # "NVIDIA Graphics Device"
+    (named,) = with_gpu([anonymous], "GB200")
+    assert named.device == "GB200"
+    h100 = _fit("all_reduce_perf-h100-2node-mpirun-gcp.log")
+    with pytest.raises(ConfigError, match="was measured on NVIDIA H100"):
+        with_gpu([h100], "GB200")
+    with pytest.raises(ConfigError, match="not a GPU whose links are known"):
+        with_gpu([h100], "RTX 9999")
