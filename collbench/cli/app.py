@@ -1,27 +1,20 @@
-"""The root ``collbench`` command: composes one module per command and turns errors into one line."""
+"""The root ``collbench`` command: composes one module per command and turns errors into one line.
+
+Each command's module is imported when that command runs or shows its own help, not before:
+``collbench --help`` lists the commands from :data:`COMMANDS` and :data:`GROUPS` alone, and
+``collbench fit --help`` imports the fit module's chain and no other command's (the commands import
+numpy, scipy, torch where they need them; tests/cli/test_help_imports.py checks which).
+"""
 
 from __future__ import annotations
 
+import importlib
 import signal
 from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
-from collbench.cli import (
-    compare,
-    discover,
-    explain,
-    export,
-    fit,
-    importer,
-    layout,
-    predict,
-    profile,
-    report,
-    sweep,
-    tune,
-)
 from collbench.cli.console import err_console
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, check_command_line, leaf_command
 from collbench.errors import CollbenchError
@@ -45,12 +38,75 @@ def _one_line(exc: typer.TyperException) -> Exception:
     return typer.Exit(getattr(exc, "exit_code", 2))
 
 
+COMMANDS: dict[str, tuple[str, str]] = {
+    "discover": ("discover", "Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."),
+    "layout": ("layout", "Ring orders and two-trees for a topology, fastest first."),
+    "sweep": ("sweep", "Run and time collectives per algorithm, size and dtype; check every result."),
+    "explain": ("explain", "Show an algorithm's schedule step by step, with its cost terms."),
+    "fit": ("fit", "Fit alpha-beta-gamma cost models to measured results."),
+    "predict": ("predict", "Predict times per algorithm at world sizes no one here has."),
+    "tune": ("tune", "Run the whole pipeline and write a profile: which algorithm at which size."),
+    "report": ("report", "One HTML page that opens offline: machine, charts per op, profile, provenance."),
+    "compare": ("compare", "Did it get slower? Two result sets point by point, with the noise of each."),
+}
+"""Each command: the module of collbench.cli holding its function (of the command's name), its help line."""
+
+GROUPS: dict[str, tuple[str, str]] = {
+    "export": ("export", "Turn a profile into what jobs consume (NCCL tuner, Open MPI)."),
+    "import": ("importer", "Read results measured by other tools (nccl-tests logs)."),
+    "profile": ("profile", "Work on profiles: merge the shapes of several into one, add predicted shapes."),
+}
+"""Each group of commands: the module of collbench.cli holding its ``app``, its help line."""
+
+
+def _load(name: str) -> Any:
+    """The click command ``name`` names, built from its module (imported now); None for no such name."""
+    if name in COMMANDS:
+        module, help_line = COMMANDS[name]
+        one = typer.Typer(add_completion=False)
+        function = getattr(importlib.import_module(f"collbench.cli.{module}"), name)
+        one.command(name, cls=CollbenchCommand, help=help_line)(function)
+        return typer.main.get_command(one)
+    if name in GROUPS:
+        module, help_line = GROUPS[name]
+        group = typer.main.get_group(importlib.import_module(f"collbench.cli.{module}").app)
+        group.name, group.help = name, help_line
+        return group
+    return None
+
+
 class _CollbenchGroup(CollbenchGroup):
-    """Turns collbench's errors, from any command below, into one red line and their exit code."""
+    """Turns collbench's errors, from any command below, into one red line and their exit code;
+    loads each command's module when the command is first asked for."""
+
+    listing = False
+    """True while the root's own help is written: it shows the help lines, loading no command."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *GROUPS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands:
+            if self.listing and cmd_name in {**COMMANDS, **GROUPS}:
+                return typer.core.TyperCommand(cmd_name, help={**COMMANDS, **GROUPS}[cmd_name][1])
+            loaded = _load(cmd_name)
+            if loaded is None:
+                return None
+            self.commands[cmd_name] = loaded
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         # Checked before the command parses them: a flag given "true" would otherwise become a file
         # name, and a letter from another command a bare "no such option".
+        if args:
+            self.get_command(ctx, args[0])  # loaded, so that leaf_command finds it among self.commands
         path, command, rest = leaf_command(self, args)
         if path:
             check_command_line(path, command, rest)
@@ -106,29 +162,6 @@ def root(
 ) -> None:
     """Discover, measure, model and tune collective communication on this machine."""
     ctx.ensure_object(dict)["debug"] = debug
-
-
-def _command(name: str, *, help: str) -> Any:
-    """Register a command whose flags read as flags in --help (see CollbenchCommand)."""
-    return app.command(name, cls=CollbenchCommand, help=help)
-
-
-_command("discover", help="Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks).")(
-    discover.discover
-)
-_command("layout", help="Ring orders and two-trees for a topology, fastest first.")(layout.layout)
-_command("sweep", help="Run and time collectives per algorithm, size and dtype; check every result.")(sweep.sweep)
-_command("explain", help="Show an algorithm's schedule step by step, with its cost terms.")(explain.explain)
-_command("fit", help="Fit alpha-beta-gamma cost models to measured results.")(fit.fit)
-_command("predict", help="Predict times per algorithm at world sizes no one here has.")(predict.predict)
-_command("tune", help="Run the whole pipeline and write a profile: which algorithm at which size.")(tune.tune)
-_command("report", help="One HTML page that opens offline: machine, charts per op, profile, provenance.")(report.report)
-_command("compare", help="Did it get slower? Two result sets point by point, with the noise of each.")(compare.compare)
-app.add_typer(export.app, name="export", help="Turn a profile into what jobs consume (NCCL tuner, Open MPI).")
-app.add_typer(importer.app, name="import", help="Read results measured by other tools (nccl-tests logs).")
-app.add_typer(
-    profile.app, name="profile", help="Work on profiles: merge the shapes of several into one, add predicted shapes."
-)
 
 
 def main() -> None:

@@ -43,10 +43,12 @@ NCCL_TESTS_UNMATCHED += ["-R", "-x", "-D", "-V", "-M", "-u"]
 
 def _commands() -> Iterator[tuple[str, typer.main.TyperCommand]]:
     def walk(command: object, path: list[str]) -> Iterator[tuple[str, typer.main.TyperCommand]]:
-        subs = getattr(command, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                yield from walk(sub, [*path, name])
+        # Through list_commands/get_command, as click resolves them: the root loads each command's
+        # module when it is first asked for (collbench/cli/app.py).
+        if hasattr(command, "list_commands"):
+            ctx = typer.Context(command)  # type: ignore[arg-type]
+            for name in command.list_commands(ctx):
+                yield from walk(command.get_command(ctx, name), [*path, name])
         else:
             yield " ".join(path), command  # type: ignore[misc]
 
