@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates docs/report.png, the README's picture of `collbench report`: the committed example
+# Regenerates docs/report.png, docs/tour.md's picture of `collbench report`: the committed example
 # profile, its results and its machine's topology, rendered by headless Chromium, cropped to the
 # top of the page and reduced to a 256-colour palette so the PNG stays small (< 300 KB).
 # The page is written under docs/ with paths relative to the repository (and removed after), so the

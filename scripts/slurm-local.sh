@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A one-node Slurm cluster on this machine, for running collbench under the real srun (the tests in
-# tests/slurm, and trying the README's Slurm commands). Debian's slurm-wlm and munge must be
+# tests/slurm, and trying the Slurm commands of docs/clusters.md). Debian's slurm-wlm and munge must be
 # installed (`apt-get install slurm-wlm munge`); run as root.
 #
 # Writes slurm.conf (default /etc/slurm/slurm.conf; SLURM_CONF overrides) for this host with the
