@@ -191,3 +191,30 @@ def test_sweep_progress_bar_labels_elapsed_and_remaining() -> None:
     target.print(bar.get_renderable())
     line = target.file.getvalue().strip()  # type: ignore[attr-defined]
     assert re.search(r"3/10 all-reduce ring 4 KiB \d+:\d\d:\d\d elapsed, (\d+:\d\d:\d\d|-:--:--) left$", line), line
+
+
+def test_fitted_models_of_several_shapes_have_a_ranks_column() -> None:
+    """`tune --ranks 2,4`: a fit per algorithm and rank count; the table said each algorithm twice with
+    nothing to tell the two rows apart."""
+    from dataclasses import replace
+    from io import StringIO
+
+    from rich.console import Console
+
+    from collbench.cli.render.profile import render_fits
+    from collbench.profile.document import Profile
+
+    profile = Profile.load(PROFILE)
+    two = replace(profile, fits=(*profile.fits, *(replace(f, world_size=4) for f in profile.fits)))
+    target = Console(file=StringIO(), width=80, color_system=None)
+    target.print(render_fits(two))
+    text = target.file.getvalue()  # type: ignore[attr-defined]
+    check_80(text)
+    assert any(ln.split()[:3] == ["algorithm", "ranks", "alpha"] for ln in text.splitlines()), text
+    rows = [
+        ln.split()[:2] for ln in text.splitlines() if ln.split()[:1] and ln.split()[0] in {f.algo for f in profile.fits}
+    ]
+    assert sorted(map(tuple, rows)) == sorted({(f.algo, str(n)) for f in profile.fits for n in (2, 4)})
+    target = Console(file=StringIO(), width=80, color_system=None)
+    target.print(render_fits(profile))
+    assert "fitted models of all-reduce, 2 ranks" in target.file.getvalue()  # type: ignore[attr-defined]

@@ -98,19 +98,26 @@ def render_rules(profile: Profile) -> RenderableType:
 def render_fits(profile: Profile) -> Table:
     """The fitted models the profile carries: alpha, the bandwidth beta implies, and the fit quality.
 
-    Fits 100 columns: names and numbers never wrap, the reason a fit is not used does."""
+    Fits 80 columns: names and numbers never wrap, the reason a fit is not used does. A profile of
+    several shapes has a fit per algorithm and rank count: a ranks column tells them apart (one rank
+    count is said in the title)."""
     op = one_value(f.op for f in profile.fits)
-    table = narrow_table(f"fitted models of {op}" if op else "fitted models")
+    ranks = one_value(str(f.world_size) for f in profile.fits)
+    title = f"fitted models of {op}" if op else "fitted models"
+    table = narrow_table(title + (f", {ranks} ranks" if ranks else ""), keep=1 + (op is None) + (ranks is None))
     columns = ["algorithm", "alpha", "beta", "R²", "median\nerr", "worst\nerr", "use"]
+    if ranks is None:
+        columns.insert(1, "ranks")
     if op is None:
         columns.insert(0, "op")
     for col in columns:
         table.add_column(col, justify="left" if col in ("op", "algorithm", "use") else "right", no_wrap=col != "use")
-    for fit in profile.fits:
+    for fit in sorted(profile.fits, key=lambda f: (f.op, f.algo, f.world_size)) if ranks is None else profile.fits:
         beta = fit.beta_gbps
         why = fit.distrust()
         cells = [
             fit.algo,
+            *(() if ranks else (str(fit.world_size),)),
             _us(fit.alpha_us),
             "-" if beta is None else f"{beta:.3g} GB/s",
             "-" if math.isnan(fit.r2) else f"{fit.r2:.3f}",
