@@ -185,7 +185,8 @@ def op_section(
         "median where a row has no p25), the time the fits and the profile's choices use and its "
         '"measured" column shows; busbw is nccl-tests\' bus bandwidth at that time. Bars: the fastest '
         "iteration to the p50 (the faster half of the iterations; the slowest is in each point's hover "
-        "text). Dashed: the fitted model; vertical lines: crossovers of the models. "
+        "text). Dashed: the fitted model. "
+        + ("Vertical lines: crossovers of the models. " if mine else "")
         + (
             f"Red rings: points where {100 * STALL_MARK:.0f}% or more of the timed iterations stalled (slower than "
             "3x the fastest), or whose iterations fell into two modes more than 2x apart."

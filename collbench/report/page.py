@@ -11,8 +11,8 @@ import bisect
 import dataclasses
 import datetime as dt
 import itertools
-import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -126,7 +126,11 @@ def build_report(inputs: ReportInputs, *, now: dt.datetime | None = None) -> str
     rule_algos = [[r.algo for r in rules] for _, _, rules, _ in rule_sets(inputs.profile)] if inputs.profile else []
     colors = color_map([r.algo for r in inputs.rows] + [a for rules in rule_algos for a in rules])
     nav = "".join(f'<a href="#{s}">{s}</a>' for s in SECTION_IDS)
-    op_links = "".join(f'<a href="#{section_id(k)}">{escape(k[0])} x{k[2]}</a>' for k in groups)
+    # A mixed report (two backends, or collbench rows beside a log) has two sections of one op and
+    # rank count: their links name the backend, or they would read the same.
+    shared = Counter((k[0], k[2]) for k in groups)
+    labels = {k: f"{k[0]} x{k[2]}" + (f" ({k[1]})" if shared[(k[0], k[2])] > 1 else "") for k in groups}
+    op_links = "".join(f'<a href="#{section_id(k)}">{escape(label)}</a>' for k, label in labels.items())
     body = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -181,15 +185,19 @@ def _summary_line(inputs: ReportInputs) -> str:
 def _layout(
     inputs: ReportInputs, notes: list[str]
 ) -> tuple[str, tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
-    """(where it came from, rings, trees): the profile's layout, else the one planned on the topology."""
-    if inputs.profile is not None and inputs.profile.layout is not None:
-        lay = inputs.profile.layout
-        return f"the profile's layout {lay.name!r}", lay.rings, lay.trees
+    """(where it came from, rings, trees) for the largest rank count measured: the layout the profile
+    recorded for that shape, else the one planned on the topology. A profile of several shapes has a
+    layout per shape; the machine drawn is the largest shape's, so its rings are that shape's too."""
+    world = max(r.world_size for r in inputs.rows)
+    if inputs.profile is not None:
+        recorded = [s for s in inputs.profile.rule_sets if s.layout is not None and s.world_size == world]
+        if recorded and recorded[0].layout is not None:
+            lay = recorded[0].layout
+            return f"the profile's layout {lay.name!r} for {world} ranks", lay.rings, lay.trees
     if inputs.topology is None:
         return "", (), ()
     from collbench.layouts.plan import plan_layout
 
-    world = max(r.world_size for r in inputs.rows)
     try:
         planned = plan_layout(inputs.topology, min(world, len(inputs.topology.rank_devices)))
     except UserError as exc:
@@ -210,7 +218,8 @@ def _machine_section(inputs: ReportInputs, notes: list[str]) -> str:
     else:
         out.append(
             f"<p>{escape(topo.host)}: {len(topo.gpus)} GPU(s), {len(topo.cpus)} CPU rank device(s), "
-            f"{len(topo.nics)} NIC(s), {len(topo.links)} links; source {escape(topo.source)}, "
+            f"{len(topo.nics)} NIC(s), {len(topo.links)} link{'s' if len(topo.links) != 1 else ''}; "
+            f"source {escape(topo.source)}, "
             f"fingerprint <code>{escape(topo.fingerprint)}</code>.</p>"
         )
         out.append('<div class="machine-view">')
@@ -280,7 +289,7 @@ def _profile_section(inputs: ReportInputs, algos: dict[str, str]) -> str:
                     r.max_bytes,
                     r.algo,
                     algos[r.algo],
-                    f"{op} {size_label(r.min_bytes)}-{'inf' if r.max_bytes is None else size_label(r.max_bytes)}: "
+                    f"{op} {size_label(r.min_bytes)}-{'∞' if r.max_bytes is None else size_label(r.max_bytes)}: "
                     f"{r.algo} ({status})",
                     hatched=predicted,
                 )
@@ -351,7 +360,7 @@ def _rules_table(rules: Sequence[Rule], status: str) -> str:
         gain = "-" if r.gain_vs_native is None else f"{r.gain_vs_native:.2f}x"
         cells = (
             f"{r.min_bytes} ({size_label(r.min_bytes)})",
-            "inf" if r.max_bytes is None else f"{r.max_bytes} ({size_label(r.max_bytes)})",
+            "∞" if r.max_bytes is None else f"{r.max_bytes} ({size_label(r.max_bytes)})",
             r.algo,
             _params_text(r.params or {}),
             "-" if r.at_bytes is None else size_label(r.at_bytes),
@@ -405,8 +414,8 @@ def _provenance_section(
             ("profile versions", ", ".join(f"{k} {v}" for k, v in profile.versions.items()) or "-"),
             ("profile schema", str(profile.schema_version)),
         ]
-        if profile.selection:
-            items.append(("selection", json.dumps(profile.selection, default=str)))
+        # How the rules were chosen, a row per setting in words (it was one row of raw JSON).
+        items += [(f"selection: {k.replace('_', ' ')}", _plain(v)) for k, v in (profile.selection or {}).items()]
     if inputs.topology is not None:
         items.append(("topology fingerprint", inputs.topology.fingerprint))
     items.append(
@@ -421,17 +430,22 @@ def _provenance_section(
 
 
 def write_beside_profile(
-    profile_path: Path, rows: Sequence[ResultRow], profile: Profile, topology: Topology | None, results_path: Path
+    profile_path: Path,
+    rows: Sequence[ResultRow],
+    profile: Profile,
+    topology: Topology | None,
+    results_paths: Sequence[Path],
 ) -> tuple[Path | None, str | None]:
     """``collbench tune``'s report: ``profile_path`` with ``.html``. Returns (path, None), or (None, why)
-    when it could not be written: the profile is saved already, so a report that fails is a note."""
+    when it could not be written: the profile is saved already, so a report that fails is a note.
+    ``results_paths`` are the files the rows were written to (one per shape of a multi-shape tune)."""
     path = profile_path.with_suffix(".html")
     inputs = ReportInputs(
         rows=tuple(rows),
         profile=profile,
         topology=topology,
         command=profile.command,
-        sources=(str(results_path),),
+        sources=tuple(str(p) for p in dict.fromkeys(results_paths)),
     )
     try:
         write_report(path, inputs)

@@ -173,7 +173,7 @@ def _run_locked(
     say("report")
     from collbench.report.page import write_beside_profile
 
-    report_path, why = write_beside_profile(config.output, rows, profile, placement.topology, config.rows_path)
+    report_path, why = write_beside_profile(config.output, rows, profile, placement.topology, [config.rows_path])
     notes += [why] if why else []
     return TuneOutcome(
         profile=profile,

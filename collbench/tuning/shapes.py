@@ -315,7 +315,9 @@ def run_tune_shapes(
         from collbench.report.page import write_beside_profile
 
         rows = [r for o in outcomes for r in o.rows]
-        report_path, why = write_beside_profile(config.output, rows, final, outcomes[-1].topology, config.rows_path)
+        # The files each shape's rows went to: config.rows_path names none of them when shapes split it.
+        results = [o.results_path for o in outcomes]
+        report_path, why = write_beside_profile(config.output, rows, final, outcomes[-1].topology, results)
         outcomes[-1].notes.extend([why] if why else [])
     notes = prediction_notes(final, predict) if predict else []
     notes = list(plan.notes) + notes
