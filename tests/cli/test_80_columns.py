@@ -86,6 +86,15 @@ def test_layout_and_explain() -> None:
     assert "GPU3 ─sys 10→ GPU4" in out  # a hop is never broken across lines
     out = run80("explain", "ring", "--op", "all-reduce", "--ranks", "4", "--size", "64M")
     assert "~10096.3 us" in out
+    # 8 ranks: the whiteboard's pieces in blocks of columns, each repeating the rank column; every
+    # cell of the last step whole (a7+…+h7 is explain's own notation, not a cut).
+    out = run80("explain", "ring", "--ranks", "8")
+    last = out[out.rindex("step 14") :]
+    cells = [tok for ln in last.splitlines() if ln[:1] in "abcdefgh" and ln[:1].strip() for tok in ln.split()[1:]]
+    assert len(cells) == 64 and all(re.fullmatch(r"[a-h]\d\+…\+[a-h]\d|Σ\d|[a-h]\d(\+[a-h]\d)*", c) for c in cells), (
+        cells
+    )
+    run80("explain", "ring", "--ranks", "16")
 
 
 def test_fit_and_predict(tmp_path: Path) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
-from collbench.cli.render.styles import LINK_STYLES
+from collbench.cli.render.styles import LINK_STYLES, Wrapped
 from collbench.layouts.exchange import rank_order_shifts, round_time
 from collbench.layouts.fabric import RingFabric
 from collbench.layouts.multinode import host_groups
@@ -38,6 +39,10 @@ def _hop_text(fabric: RingFabric, names: list[str], a: int, b: int, slowest: flo
     if bw <= slowest * (1 + 1e-9) and not uniform:
         style = f"{style} reverse".strip()
     return Text.assemble(" ─", (label, style), "→ ", names[b])
+
+
+_HOP = re.compile(r"─\S+ \S+→ \S+|\S+")
+"""A hop (``─nvlink 100→ GPU1``) is never broken across lines."""
 
 
 def render_ring(plan: LayoutPlan, index: int) -> RenderableType:
@@ -72,7 +77,7 @@ def render_ring(plan: LayoutPlan, index: int) -> RenderableType:
             f"; this channel gets {_gbps(channel.bandwidth_gbps)} of it (links and ports shared with other channels)"
         )
     neck = Text(f"  {where}; hops: {mix}", style="dim")
-    return Group(head, path, neck)
+    return Group(head, Wrapped(path, tokens=_HOP), Wrapped(neck))
 
 
 def _tree_renderable(parent: tuple[int, ...], names: list[str], title: str) -> Tree:
@@ -179,9 +184,9 @@ def render_layout(plan: LayoutPlan) -> RenderableType:
     parts.append(
         Text.assemble(("total ring bandwidth: ", "bold"), f"{_gbps(plan.ring_bandwidth_gbps)} GB/s per direction")
     )
-    parts.append(Text.assemble(("rings: ", "bold green"), verdict_rings(plan)))
+    parts.append(Wrapped(Text.assemble(("rings: ", "bold green"), verdict_rings(plan))))
     for t, parent in enumerate(plan.layout.trees):
         parts.append(_tree_renderable(parent, names, f"tree {t}"))
-    parts.append(Text.assemble(("trees: ", "bold green"), verdict_trees(plan)))
-    parts.append(Text.assemble(("all-to-all: ", "bold green"), verdict_exchange(plan)))
+    parts.append(Wrapped(Text.assemble(("trees: ", "bold green"), verdict_trees(plan))))
+    parts.append(Wrapped(Text.assemble(("all-to-all: ", "bold green"), verdict_exchange(plan))))
     return Group(*parts)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from collbench.cli.render.styles import narrow_table, one_value
+from collbench.cli.render.styles import Wrapped, narrow_table, one_value
 from collbench.errors import UserError
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
@@ -187,4 +187,4 @@ def render_prediction(report: PredictReport) -> RenderableType:
         size = format_bytes(c["size_bytes"]) if op_has_payload(c["op"]) else "-"
         choice.add_row(c["op"], size, c["algo"], format_time(c["time_us"]))
     sized = any(op_has_payload(p.op) for p in report.predictions)
-    return Group(table, how, choice, *((render_crossovers(report.crossovers),) if sized else ()))
+    return Group(table, Wrapped(how), choice, *((render_crossovers(report.crossovers),) if sized else ()))

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from collbench.cli.console import whole_lines
+from collbench.cli.render.styles import Wrapped
 from collbench.schedules.analysis import ScheduleStats
 from collbench.schedules.ir import Schedule
 from collbench.schedules.whiteboard import BoardStep, Whiteboard, move_text, rank_letter
@@ -28,22 +29,33 @@ class Estimate(Protocol):
     def time_us(self) -> float: ...
 
 
-def _grid(board: Whiteboard, holdings: tuple[tuple[str, ...], ...]) -> list[Text]:
+def _grid(board: Whiteboard, holdings: tuple[tuple[str, ...], ...], width: int) -> list[Text]:
     """Rows of ranks, columns of pieces, aligned by hand: a Rich table would squeeze or wrap the cells,
-    and a whiteboard is only readable when every cell is whole (wide ones run past the terminal)."""
+    and a whiteboard is only readable when every cell is whole. Wider than ``width``, the pieces are
+    shown in blocks of columns, each repeating the rank column."""
     heads = ["rank"] + [f"{k} [{a}]" if z - a == 1 else f"{k} [{a}:{z}]" for k, (a, z) in enumerate(board.pieces)]
     rows = []
     for r, row in enumerate(holdings):
         mark = "*" if board.op.spec.rooted and r == board.root else ""
         rows.append([rank_letter(r) + mark, *row])
     widths = [max(len(cells[i]) for cells in [heads, *rows]) for i in range(len(heads))]
-    lines = [Text("  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip(), style="dim")]
-    for cells in rows:
-        line = Text(cells[0].ljust(widths[0]), style="bold")
-        for cell, w in zip(cells[1:], widths[1:], strict=True):
-            line.append("  " + cell.ljust(w))
-        line.rstrip()
-        lines.append(line)
+    blocks: list[list[int]] = [[]]
+    used = widths[0]
+    for i in range(1, len(heads)):
+        if blocks[-1] and used + 2 + widths[i] > width:
+            blocks.append([])
+            used = widths[0]
+        blocks[-1].append(i)
+        used += 2 + widths[i]
+    lines: list[Text] = []
+    for block in blocks:
+        lines.append(Text("  ".join(heads[i].ljust(widths[i]) for i in [0, *block]).rstrip(), style="dim"))
+        for cells in rows:
+            line = Text(cells[0].ljust(widths[0]), style="bold")
+            for i in block:
+                line.append("  " + cells[i].ljust(widths[i]))
+            line.rstrip()
+            lines.append(line)
     return lines
 
 
@@ -72,13 +84,13 @@ def _moves(step: BoardStep, width: int) -> list[Text]:
 def render_board(console: Console, board: Whiteboard) -> None:
     """Every step: the moves (``a→b 2 (+)``: a sends piece 2 to b, which adds it) and what each rank holds."""
     console.print(Text("start", style="bold"))
-    _print_lines(console, _grid(board, board.initial))
+    _print_lines(console, _grid(board, board.initial, console.width))
     for step in board.steps:
         console.print()
         label = ", ".join(step.labels)
         console.print(Text.assemble((f"step {step.index}", "bold"), f" · {label}" if label else ""))
         _print_lines(console, _moves(step, console.width))
-        _print_lines(console, _grid(board, step.holdings))
+        _print_lines(console, _grid(board, step.holdings, console.width))
 
 
 def render_explain(
@@ -101,7 +113,7 @@ def render_explain(
     """The whole ``explain`` page: header, whiteboard, totals, comparison with ``baseline`` (``direct``,
     or ``linear`` for the block ops)."""
     n = schedule.world_size
-    letters = " ".join(rank_letter(r) for r in range(min(n, 8))) + (" …" if n > 8 else "")
+    letters = " ".join(rank_letter(r) for r in range(min(n, 8))) + (f", {n - 8} more" if n > 8 else "")
     head = Text.assemble(
         (f"{schedule.algo} {schedule.op.value}", "bold"),
         f" · {n} rank(s) ({letters}) · {schedule.count} element(s)",
@@ -126,12 +138,10 @@ def render_explain(
         console.print()
         render_board(console, board)
     console.print()
-    console.print(
-        render_totals(
-            stats, direct_stats, schedule, size_bytes, dtype, alpha_us, link_gbps, crossover, estimates, baseline
-        ),
-        soft_wrap=whole_lines(console),
+    totals = render_totals(
+        stats, direct_stats, schedule, size_bytes, dtype, alpha_us, link_gbps, crossover, estimates, baseline
     )
+    console.print(totals if whole_lines(console) else Wrapped(totals), soft_wrap=whole_lines(console))
 
 
 def _legend(board: Whiteboard) -> str:

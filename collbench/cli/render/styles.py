@@ -3,6 +3,7 @@ that fits an 80-column terminal without cutting a value."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from rich import box
@@ -132,3 +133,36 @@ def one_value(values: Iterable[str]) -> str | None:
     """The one value all rows share (said once in a title rather than in a column), or None."""
     distinct = set(values)
     return next(iter(distinct)) if len(distinct) == 1 else None
+
+
+# A number and its unit ("1.75 MiB", "253.5 us") are one value: a line is never broken between them.
+_VALUE = re.compile(r"\S+(?: (?:B|KiB|MiB|GiB|TiB|us|ms|s|GB/s|Gb/s|ranks?|steps?)(?=[\s,;.:)]|$)\S*)?")
+
+
+class Wrapped:
+    """Text wrapped at word boundaries to the console's width, a number never parted from its unit, a
+    continued line indented two past its first (Rich would break ``1.75 MiB`` after the number)."""
+
+    def __init__(self, text: Text, *, tokens: re.Pattern[str] = _VALUE) -> None:
+        self.text = text
+        self.tokens = tokens
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        for line in self.text.split("\n", allow_blank=True):
+            plain = line.plain
+            indent = len(plain) - len(plain.lstrip(" ")) + 2
+            offsets: list[int] = []
+            start = 0
+            for match in self.tokens.finditer(plain):
+                room = width - (indent if offsets else 0)
+                if match.start() > start and match.end() - start > room:
+                    offsets.append(match.start())
+                    start = match.start()
+            for i, part in enumerate(line.divide(offsets)):
+                part.rstrip()
+                if i:
+                    part = Text(" " * indent) + part
+                part.no_wrap = True
+                part.overflow = "fold"
+                yield part
