@@ -159,6 +159,14 @@ def predict(
             "(default: the fits' GPU, else hopper).",
         ),
     ] = None,
+    hierarchy: Annotated[
+        int | None,
+        typer.Option(
+            "--hierarchy",
+            metavar="K",
+            help="Compare ring, hierarchical and two-tree all-reduce on nodes of K ranks, 1 node up to --ranks.",
+        ),
+    ] = None,
 ) -> None:
     """Predict times per algorithm at world sizes no one here has."""
     if (profile is None) == (fits is None):
@@ -172,6 +180,12 @@ def predict(
         # Each size is priced for every algorithm: 10,000 sizes took minutes.
         raise ConfigError(f"--sizes lists {len(asked):,} sizes; predict takes at most {MAX_PREDICT_SIZES}")
     size_list = sorted({parse_size(s, "--sizes") for s in asked})
+    if hierarchy is not None:
+        # Imported here only: the comparison's own module (models/hierarchy.py) and table.
+        from collbench.cli.predict_hierarchy import run as run_hierarchy
+
+        run_hierarchy(loaded, hierarchy, ranks, size_list, json_out)
+        return
     op_names = [o for o in split_values(op) if o.lower() != "all"]
     arch = nccl_arch.strip().lower() if nccl_arch is not None else None
     if arch is not None and arch not in ARCHS:

@@ -1,0 +1,90 @@
+"""`collbench predict --hierarchy 6`: the NCCL 2.4 article's comparison (ring, hierarchical ring,
+two-tree all-reduce from 1 to 4,096 nodes of 6 GPUs, as Summit's), from fits of two published logs:
+one DGX A100 (8 GPUs, all_gather_perf, the inside-a-node class) and two DGX A100 (16 ranks,
+all_reduce_perf, the across-nodes class), imported and fitted here as a user would."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.errors import ConfigError
+from collbench.models.fitted import Fit
+from collbench.models.hierarchy import algorithm_time_us, compare, link_classes
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+ONE_NODE = REAL / "all_gather-a100-x8-legacy-superbench.log"
+TWO_NODES = REAL / "all_reduce_perf-dgx-a100-2node-k8s-legacy.log"
+
+
+def _fits(tmp_path: Path) -> Path:
+    runner = CliRunner()
+    intra, inter = tmp_path / "intra.jsonl", tmp_path / "inter.jsonl"
+    for log, out, extra in ((ONE_NODE, intra, []), (TWO_NODES, inter, ["--ranks", "16", "--nodes", "2"])):
+        done = runner.invoke(app, ["import", "nccl-tests", str(log), "-O", str(out), *extra])
+        assert done.exit_code == 0, done.output
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(intra.read_text() + inter.read_text())
+    fitted = runner.invoke(app, ["fit", str(rows), "--json"])
+    assert fitted.exit_code == 0, fitted.output
+    path = tmp_path / "fits.json"
+    path.write_text(fitted.stdout)
+    return path
+
+
+def test_the_articles_comparison_from_one_fits_file(tmp_path: Path) -> None:
+    fits = _fits(tmp_path)
+    args = ["predict", "--fits", str(fits), "--ranks", "24576", "--hierarchy", "6", "--sizes", "8,1M,256M"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert "x8 on 1 node" in doc["intra"] and "x16 on 2 nodes" in doc["inter"]
+    rows = {r["nodes"]: r for r in doc["rows"]}
+    assert sorted(rows) == [1 << i for i in range(13)]  # 1 .. 4,096 nodes, 6 .. 24,576 GPUs
+    ring = {m: r["times_us"]["ring"]["8"] for m, r in rows.items()}
+    tree = {m: r["times_us"]["two-tree"]["8"] for m, r in rows.items()}
+    hier = {m: r["times_us"]["hierarchical"]["8"] for m, r in rows.items()}
+    # Ring latency is linear in the nodes: doubling them doubles it (2(6m-1) steps).
+    assert ring[4096] / ring[2048] == pytest.approx(2.0, rel=0.01)
+    # Two-tree's grows by the same step per doubling of the nodes: logarithmic.
+    steps = [tree[1 << (i + 1)] - tree[1 << i] for i in range(4, 12)]
+    assert max(steps) == pytest.approx(min(steps), rel=0.01)
+    # Hierarchical crosses the network in 2(m-1) steps, the flat ring in 2(6m-1): about 6 times fewer.
+    assert rows[4096]["network_steps"] == {"ring": 49150, "hierarchical": 8190, "two-tree": 24}
+    assert hier[1] is None and tree[4096] < hier[4096] < ring[4096]
+    # Where each wins by size: two-tree for latency at scale, a ring (flat or hierarchical) for bulk.
+    assert rows[4096]["fastest"]["8"] == "two-tree"
+    assert {rows[m]["fastest"]["268435456"] for m in (4, 16, 64)} == {"hierarchical"}
+    text = CliRunner().invoke(app, args)
+    assert text.exit_code == 0, text.output
+    assert all(len(line) <= 80 for line in text.stdout.splitlines())
+    assert "24,576" in text.stdout and "network steps" in text.stdout
+
+
+def _fit(nodes: int, alpha: float, beta: float) -> Fit:
+    return Fit("all-reduce", "ring", "nccl", 8 * nodes, alpha, beta, None, 1.0, 1.0, 2.0, 8, 1 << 30, nodes=nodes)
+
+
+def test_hierarchical_equals_the_ring_inside_plus_the_rings_across() -> None:
+    classes = link_classes([_fit(1, 2.0, 1e-5), _fit(2, 10.0, 1e-4)])
+    n = float(1 << 20)
+    # 4 nodes of 6: inside 2 x 5 steps of n/6, across 2 x 3 steps of n/24.
+    want = 10 * 2.0 + 2 * 5 / 6 * n * 1e-5 + 6 * 10.0 + 2 * 3 / 4 * n / 6 * 1e-4
+    assert algorithm_time_us("hierarchical", classes, 4, 6, n) == pytest.approx(want)
+    # The flat ring: 46 steps, each as slow as its network hop.
+    assert algorithm_time_us("ring", classes, 4, 6, n) == pytest.approx(46 * 10.0 + 2 * 23 / 24 * n * 1e-4)
+
+
+def test_one_kind_of_fit_is_both_classes_and_says_so() -> None:
+    classes = link_classes([_fit(1, 2.0, 1e-5)])
+    assert classes.inter == classes.intra and "no fit across nodes" in classes.notes[0]
+    with pytest.raises(ConfigError, match="usable fit"):
+        link_classes([])
+    with pytest.raises(ConfigError, match="fewer than one node"):
+        compare(classes, 6, 5, [8])
+    assert math.isfinite(algorithm_time_us("two-tree", classes, 1, 6, 8.0) or math.nan)
