@@ -259,6 +259,10 @@ def factor_row(
     time_us: float,
     wrong: int,
 ) -> ResultRow:
+    if op.spec.rooted and root != -1 and not 0 <= root < world_size:
+        # -1: no root column (the root is then nccl-tests' default, 0). Any other root outside the world
+        # is no run of this op (a root of 99 on 8 ranks was imported as is, -5 was made 0).
+        raise ValueError(f"{op.value} root {root} is not a rank of the {world_size} ranks")
     algbw = size / time_us / 1e3 if time_us > 0 else 0.0
     # nccl-tests prints one rank's block as count for the block-counted ops (BLOCK_COUNTED); collbench's
     # count is the elements of the larger buffer (size / dtype size) for every op, whatever the source.

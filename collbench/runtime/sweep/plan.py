@@ -223,8 +223,9 @@ def validate(config: SweepConfig) -> SweepJob:
         raise ConfigError(f"--segment-bytes {config.segment_bytes} is smaller than one {dtype} element")
     if config.segment_bytes is not None and config.segment_bytes > MAX_SIZE_BYTES:
         raise ConfigError(f"--segment-bytes {config.segment_bytes} is more than {format_bytes(MAX_SIZE_BYTES)}")
-    if config.root < 0 or (config.world_size is not None and config.root >= config.world_size):
-        raise ConfigError(f"--root {config.root} is not a rank of a world of {config.world_size}")
+    world = config.world_size if job is None else job.world_size
+    if config.root < 0 or (world is not None and config.root >= world):
+        raise ConfigError(f"--root {config.root} is not a rank of a world of {world}")
     if config.output is not None and config.output.suffix.lower() not in OUTPUT_SUFFIXES:
         raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
     local = job.local_world_size if job is not None else (config.world_size or 1)
@@ -236,12 +237,14 @@ def validate(config: SweepConfig) -> SweepJob:
     backend.check_sweep(config, dtype, redop, HERE)
     per_op = backend.sweep_algos(config, ops, skipped, HERE)
     skipped.extend(_segment_notes(config, per_op))
+    _check_in_place(config, ops, backend)
     topology = config.topology
     if topology is None and config.topology_path is not None:
         # Imported here only: the topology package is another area's and loads YAML.
         from collbench.topology.io import load_topology
 
         topology = load_topology(config.topology_path)
+        skipped.extend(_topology_notes(config.topology_path, len(topology.rank_devices), world))
     # Every option is checked before the files: a mistyped option says what is wrong with it, not
     # that the stream holds rows (which --overwrite would then empty for nothing).
     _check_files(config)
@@ -267,6 +270,29 @@ def sweep_backend(name: str, local_ranks: int) -> Backend:
     if named is not None and named.torch_backend is None:
         return named
     return get_backend(ranks.resolve_backend(name, local_ranks))
+
+
+def _check_in_place(config: SweepConfig, ops: list[Op], backend: Backend) -> None:
+    """ConfigError for ``--in-place`` alone when every op is out of place only (torch.distributed's
+    all_to_all_single and send/recv take two buffers; MPI has MPI_IN_PLACE): nothing would be measured,
+    and the ranks would say so as a rank's failure."""
+    if config.in_place != (True,) or backend.in_place_every_op:
+        return
+    if all(op.spec.out_of_place for op in ops):
+        names = ", ".join(op.value for op in ops)
+        raise ConfigError(f"--in-place: {names} run out of place only (input then output); leave --in-place out")
+
+
+def _topology_notes(path: Path, ranks: int, world: int | None) -> list[str]:
+    """ConfigError for a --topology of fewer ranks than the sweep runs; a note where it has more."""
+    if world is None or ranks == world:
+        return []
+    if ranks < world:
+        raise ConfigError(
+            f"--topology {path} describes {ranks} rank(s), fewer than the {world} this sweep runs: "
+            "give the topology of its ranks (collbench discover -O FILE on its machine)"
+        )
+    return [f"--topology {path} describes {ranks} ranks: the layout follows its first {world}"]
 
 
 def _check_variant_spellings(config: SweepConfig) -> None:

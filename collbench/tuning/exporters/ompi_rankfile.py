@@ -191,6 +191,10 @@ def _host_names(rule_set: RuleSet, hosts: Sequence[str] | None) -> list[str]:
                 f"--hosts names {len(hosts)} host(s); the profile's {rule_set.shape_label} ran on {rule_set.nodes}: "
                 "give one per node, in the order the tuned job's ranks filled them"
             )
+        repeated = sorted({h for h in hosts if list(hosts).count(h) > 1})
+        if repeated:
+            # Two nodes under one name would put two ranks on one slot of that host.
+            raise UserError(f"--hosts names {', '.join(repeated)} more than once; give each node's own host, once")
         return list(hosts)
     if rule_set.nodes == 1:
         return ["localhost"]
@@ -261,6 +265,10 @@ def build_ompi_rankfile(
         out.append("# no --map-by policy gives this order: the rankfile is needed")
     out += rankfile_entries(places, names, slots)
     notes: list[str] = []
+    if topology is not None and len(topology.rank_devices) > world:
+        notes.append(
+            f"the topology describes {len(topology.rank_devices)} ranks: the ring is planned on its first {world}"
+        )
     if all(p.rank == p.tuned_rank for p in places):
         notes.append(f"the layout's ring at {rule_set.shape_label} is rank order already: the rankfile changes nothing")
     return OmpiRankfile("\n".join(out) + "\n", tuple(notes), places, map_by)
