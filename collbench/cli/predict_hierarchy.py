@@ -46,7 +46,7 @@ def render(rows: Sequence[HierarchyRow], sizes: Sequence[int], per_node: int) ->
         win.add_column(size_label(s), justify="right", no_wrap=True)
     for row in rows:
         win.add_row(str(row.nodes), *(SHORT[row.fastest(s)] for s in sizes))
-    legend = Text("hier: hierarchical ring; tree: two-tree (double binary tree over nodes, a chain in each)")
+    legend = Text("hier: hierarchical ring; tree: two-tree (NCCL's double binary tree over nodes)")
     return Group(lat, Text(""), win, legend)
 
 
