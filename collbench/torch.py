@@ -11,6 +11,7 @@
     collbench.torch.gather(tensor, gather_list, profile=profile, dst=0)    # as dist.gather
     collbench.torch.ring_shift(output, input, profile=profile)  # to the next rank, from the previous
     collbench.torch.barrier(profile=profile)
+    collbench.torch.scan(tensor, profile=profile, op="sum", exclusive=False)  # a prefix, in place
 
 Per call, the profile's rule for all-reduce at the tensor's size in bytes, in the rule set of the
 process group's size, says what runs: ``native``
@@ -18,7 +19,9 @@ is ``torch.distributed.all_reduce`` (the backend's own collective); any other al
 collbench's schedule for it, built for the group's size and run by collbench's executor over the
 group's point-to-point transport, on the layout (ring orders, trees) the profile recorded. The other
 ops do the same with their own rules (all-to-all, scatter, gather, sendrecv, barrier), sized as
-nccl-tests counts them: the whole per-rank buffer, the root's n blocks, 0 bytes for barrier.
+nccl-tests counts them: the whole per-rank buffer, the root's n blocks, 0 bytes for barrier. Scan and
+exscan have no ``native`` here: torch.distributed has no scan (native scan is ``MPI_Scan``, measured
+under ``--backend mpi``), so their rules name collbench's schedules, and a native rule is refused.
 
 The DDP hook overlaps with backward as DDP's default hook does: it hands the bucket's all-reduce off
 and returns a future that completes when it is done. A native rule returns the backend's own
@@ -546,4 +549,43 @@ def barrier(profile: Profile, group: Any = None, *, device: torch.device | str |
         device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
     token = torch.zeros(1, dtype=torch.float32, device=device)
     _run_schedule(profile, rule_set, rule, Op.BARRIER, 0, token, group)
+    return rule
+
+
+def scan(
+    tensor: torch.Tensor, profile: Profile, group: Any = None, *, op: object = "sum", exclusive: bool = False
+) -> Rule:
+    """Prefix reduction in place, as ``MPI_Scan``: rank r's ``tensor`` becomes ``x_0 op ... op x_r``
+    over the group's ranks in order (``x_i`` is rank i's tensor); with ``exclusive`` (``MPI_Exscan``)
+    ``x_0 op ... op x_(r-1)``, and rank 0's tensor, which has no prefix (MPI leaves it undefined), is
+    left as it was.
+
+    ``op`` is a reduction as collbench or torch names it (sum, prod, min, max; avg has no prefix form).
+    The rule is the profile's for scan (or exscan) at the tensor's size in bytes; returns it. Raises
+    ConfigError for avg, for a native rule (torch.distributed has no scan to run), or when
+    torch.distributed is not initialised; UserError when the profile has no rule for the group's size.
+    """
+    redop = redop_name(op)
+    if redop == "avg":
+        raise ConfigError("avg has no prefix form (MPI_Scan takes no average); use sum and divide by rank + 1")
+    the_op = Op.EXSCAN if exclusive else Op.SCAN
+    count = tensor.numel()
+    rule_set, rule = _choose(profile, group, the_op, count * tensor.element_size())
+    if is_native(rule.algo):
+        raise ConfigError(
+            f"the profile's {the_op.value} rule at {rule.min_bytes} bytes is native, but torch.distributed has no "
+            "scan (native scan is MPI_Scan, measured under --backend mpi); tune scan over gloo or nccl for one of "
+            "collbench's schedules"
+        )
+    world = dist.get_world_size(group)
+    if count == 0 or world == 1:
+        return rule  # one rank's prefix is its own tensor; exscan's rank 0 keeps it
+    flat = tensor.reshape(-1).contiguous()
+    # Exscan's buffer is input then output (ops.py); its output starts as the input, so rank 0's is
+    # left as it was.
+    buffer = flat if the_op is Op.SCAN else torch.cat([flat, flat])
+    _Runners(profile).runner(rule_set, rule, count, buffer, group, the_op).run(buffer, redop)
+    result = buffer[count:] if the_op is Op.EXSCAN else buffer
+    if result.data_ptr() != tensor.data_ptr():
+        tensor.copy_(result.view_as(tensor))
     return rule
