@@ -32,9 +32,31 @@ from collbench.schedules.ops import Op
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 """The plot formats collbench writes (matplotlib picks the format from the suffix)."""
+
+
+def _fitted_to(fig: Figure, text: str, ax: Axes | None = None) -> str:
+    """``text`` broken at word boundaries into lines that each fit the figure's width (or ``ax``'s, for
+    an axes title), as the figure's renderer measures them at the title's font size."""
+    import matplotlib.pyplot as plt
+
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    width = (ax.get_window_extent(renderer).width if ax is not None else fig.bbox.width) * 0.96
+    size = plt.rcParams["axes.titlesize" if ax is not None else "figure.titlesize"]
+    lines: list[str] = []
+    for word in text.split():
+        trial = f"{lines[-1]} {word}" if lines else word
+        probe = fig.text(0, 0, trial, fontsize=size)
+        fits = probe.get_window_extent(renderer).width <= width
+        probe.remove()
+        if lines and fits:
+            lines[-1] = trial
+        else:
+            lines.append(word)
+    return "\n".join(lines)
 
 
 def check_plot_path(path: Path) -> None:
@@ -111,7 +133,12 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
         ax_t.legend(fontsize=8)
         for ax in (ax_t, ax_b, ax_r):
             ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle("measured (points; crosses: set aside as their measurement marks them) and fitted (lines)")
+    # One column is narrower than the sentence (it was cut at both ends): wrapped to the figure.
+    fig.suptitle(
+        _fitted_to(fig, "measured (points; crosses: set aside as their measurement marks them) and fitted (lines)")
+    )
+    for ax in axes[0]:
+        ax.set_title(_fitted_to(fig, ax.get_title(), ax))
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=110)
@@ -193,7 +220,11 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Fit], profile: Profile, 
         ax.set_yscale("log")
         ax.set_xlabel("size (bytes)")
         ax.set_ylabel("time (us): p25; bars: fastest iteration to p50")
-        ax.set_title(f"{op}, {profile.backend}, {profile.world_size} ranks: measured (points), fitted (dashed)")
+        ax.set_title(
+            _fitted_to(
+                fig, f"{op}, {profile.backend}, {profile.world_size} ranks: measured (points), fitted (dashed)", ax
+            )
+        )
         _rule_band(ax, profile, op, sizes_all, color)
         # Beside the axes, not over the points.
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
@@ -223,7 +254,8 @@ def _latency_panel(ax: Axes, rows: Sequence[ResultRow], profile: Profile, op: st
     ax.bar(algos, ys, yerr=[lo, hi], capsize=3, color=[color[a] for a in algos], alpha=0.8)
     chosen = ", ".join(r.algo for r in profile.rules_for(op))
     ax.set_ylabel("time (us): p25; bars: fastest iteration to p50")
-    ax.set_title(f"{op}, {profile.backend}, {profile.world_size} ranks: no data moved, time only; chosen: {chosen}")
+    title = f"{op}, {profile.backend}, {profile.world_size} ranks: no data moved, time only; chosen: {chosen}"
+    ax.set_title(_fitted_to(ax.get_figure(), title, ax))  # type: ignore[arg-type]
     ax.grid(True, axis="y", alpha=0.25)
 
 

@@ -74,3 +74,49 @@ def test_fit_plot_draws_no_curve_for_a_fit_that_misses_its_points(
     assert legend is not None
     assert "recursive-doubling (not usable: no curve)" in [t.get_text() for t in legend.get_texts()]
     close(fig)
+
+
+def _titles_inside(fig: object) -> None:
+    """Every title of ``fig`` (the figure's and each axes') lies inside the figure, as drawn."""
+    fig.canvas.draw()  # type: ignore[attr-defined]
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    frame = fig.bbox  # type: ignore[attr-defined]
+    titles = [fig._suptitle] if fig._suptitle is not None else []  # type: ignore[attr-defined]
+    titles += [ax.title for ax in fig.axes if ax.get_title()]  # type: ignore[attr-defined]
+    assert titles
+    for title in titles:
+        box = title.get_window_extent(renderer)
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and box.y1 <= frame.y1, (title.get_text(), box, frame)
+
+
+def test_fit_plot_titles_fit_the_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fit --plot` of one shape is one 6.5-inch column: its sentence of a title was cut at both ends."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from typer.testing import CliRunner
+
+    from collbench.cli.app import app
+
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    results = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+    result = CliRunner().invoke(app, ["fit", str(results), "--plot", str(tmp_path / "fits.png")])
+    assert result.exit_code == 0, result.output
+    (fig,) = figures
+    assert "\n" in fig._suptitle.get_text()  # wrapped, not cut
+    _titles_inside(fig)
+
+
+def test_tune_plot_titles_fit_the_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    plot_tune(read_rows(EXAMPLE_RESULTS), [], example_profile(), tmp_path / "tune.png")
+    (fig,) = figures
+    _titles_inside(fig)
