@@ -149,10 +149,12 @@ def test_table_is_open_mpi_41s() -> None:
         "alltoall": 3,
         "barrier": 6,
         "bcast": 7,
+        "exscan": 8,
         "gather": 9,
         "reduce": 11,
         "reduce_scatter": 12,
         "reduce_scatter_block": 13,
+        "scan": 14,
         "scatter": 15,
     }
     counts = {c.name: len(c.algorithms) for c in COLLECTIVES}
@@ -162,10 +164,12 @@ def test_table_is_open_mpi_41s() -> None:
         "alltoall": 5,
         "barrier": 6,
         "bcast": 9,
+        "exscan": 2,
         "gather": 3,
         "reduce": 7,
         "reduce_scatter": 4,
         "reduce_scatter_block": 4,
+        "scan": 2,
         "scatter": 3,
     }
     assert [c.coll_id for c in COLLECTIVES] == sorted(ids.values()), "sections in Open MPI's order"
@@ -305,3 +309,20 @@ def test_a_new_collectives_algorithm_of_another_collective_is_one_error() -> Non
     wrong = RuleSet(2, 1, (measured("gather", 0, None, "native:pairwise"),))
     with pytest.raises(UserError, match="gather has no algorithm 'pairwise'"):
         build_ompi_rules(open_mpi_profile(wrong))
+
+
+def test_open_mpis_scan_and_exscan_winners_are_their_ids() -> None:
+    # coll_tuned_{scan,exscan}_decision.c (v4.1.4): 1 linear, 2 recursive_doubling; sections 14 and 8.
+    scans = RuleSet(
+        3,
+        1,
+        (
+            measured("scan", 0, 4095, "native:linear", measured_us=9.0, gain_vs_native=1.1),
+            measured("scan", 4096, None, "native:recursive_doubling", measured_us=90.0, gain_vs_native=1.3),
+            measured("exscan", 0, None, "native:recursive_doubling", measured_us=9.0, gain_vs_native=1.2),
+        ),
+    )
+    entries = parse(build_ompi_rules(open_mpi_profile(scans)).text)
+    assert sorted(entries) == [8, 14]
+    assert entries[14][3] == [(0, 1, 0, 0), (4096, 2, 0, 0)]
+    assert entries[8][3] == [(0, 2, 0, 0)]

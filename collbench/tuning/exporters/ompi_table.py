@@ -13,7 +13,9 @@ rank's whole send buffer), gather and scatter (the whole gathered or scattered b
 ``size`` in every case, collbench's ``size_bytes``. Barrier's rules are looked up at size 0 always
 (``ompi_coll_tuned_barrier_intra_dec_dynamic``), so only its first rule, at 0, is ever applied.
 
-alltoall (collective id 3), barrier (6), gather (9) and scatter (15) were read from the same v4.1.4
+exscan (8) and scan (14) were read from v4.1.4's ``coll_tuned_{exscan,scan}_decision.c`` (1 linear, 2
+recursive_doubling; no segment size) and the same enum; their rules are looked up at dtype size x count,
+one rank's buffer. alltoall (collective id 3), barrier (6), gather (9) and scatter (15) were read from the same v4.1.4
 files (``coll_tuned_{alltoall,barrier,gather,scatter}_decision.c``, the ``COLLTYPE_T`` enum and
 ``coll_tuned_decision_dynamic.c``); Open MPI v5.0.0 and v5.0.9 have the same ids, names, functions and
 enum values for them.
@@ -135,6 +137,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
             "ring": MatchRule(4, "ring"),
         },
         no_match={
+            "hierarchical": "coll/tuned has no node-aware algorithm (Open MPI's coll/han is one, outside these rules)",
             "one-shot": "Open MPI's allgather has no one-step all-to-all exchange (bruck and neighbor exchange "
             "take log2(n) and n/2 steps)",
         },
@@ -160,6 +163,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
             "rabenseifner": MatchRule(6, "rabenseifner (recursive halving reduce-scatter + doubling allgather)"),
         },
         no_match={
+            "hierarchical": "coll/tuned has no node-aware algorithm (Open MPI's coll/han is one, outside these rules)",
             "tree": "Open MPI's allreduce has no tree (nonoverlapping is reduce then bcast, each with coll/tuned's "
             "own choice)",
             "two-tree": "Open MPI's allreduce has no double binary tree",
@@ -237,6 +241,21 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         },
     ),
     OmpiCollective(
+        "exscan",
+        8,
+        Op.EXSCAN,
+        "MPI_Exscan",
+        _algos("exscan", ("linear", "intra_linear"), ("recursive_doubling", "intra_recursivedoubling")),
+        matches={
+            "linear": MatchRule(1, "linear: the chain, rank r takes rank r-1's prefix and passes its own on"),
+        },
+        no_match={
+            "recursive-doubling": "Open MPI's recursive_doubling is a butterfly (partners r ^ 2^k exchange "
+            "partial results both ways); collbench's is Hillis-Steele (to r + 2^k only)",
+            "blelloch": "Open MPI has no up-sweep/down-sweep scan",
+        },
+    ),
+    OmpiCollective(
         "gather",
         9,
         Op.GATHER,
@@ -296,6 +315,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
             "ring": MatchRule(3, "ring"),
         },
         no_match={
+            "hierarchical": "coll/tuned has no node-aware algorithm (Open MPI's coll/han is one, outside these rules)",
             "one-shot": "Open MPI's reduce_scatter has no one-step exchange (butterfly takes log2(n) steps)",
         },
     ),
@@ -316,8 +336,24 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
             "rabenseifner": MatchRule(3, "recursive halving (Rabenseifner's reduce-scatter half)"),
         },
         no_match={
+            "hierarchical": "coll/tuned has no node-aware algorithm (Open MPI's coll/han is one, outside these rules)",
             "ring": "Open MPI 4.1's reduce_scatter_block has no ring",
             "one-shot": "Open MPI's reduce_scatter_block has no one-step exchange",
+        },
+    ),
+    OmpiCollective(
+        "scan",
+        14,
+        Op.SCAN,
+        "MPI_Scan",
+        _algos("scan", ("linear", "intra_linear"), ("recursive_doubling", "intra_recursivedoubling")),
+        matches={
+            "linear": MatchRule(1, "linear: the chain, rank r takes rank r-1's prefix and passes its own on"),
+        },
+        no_match={
+            "recursive-doubling": "Open MPI's recursive_doubling is a butterfly (partners r ^ 2^k exchange "
+            "partial results both ways); collbench's is Hillis-Steele (to r + 2^k only)",
+            "blelloch": "Open MPI has no up-sweep/down-sweep scan",
         },
     ),
     OmpiCollective(
