@@ -206,7 +206,15 @@ def _fit_group(
         notes.append(f"{len(set_aside)} point(s) set aside as their own measurement marks them ({named})")
     r2, med, worst = _quality(pred, times)
     why = bound_failure(med, worst)
-    if why:
+    params = parameters(chosen.segments)
+    if not why and len(times) < params + SPARE_POINTS:
+        # With as many points as parameters the model passes through every one: its 0% error says
+        # nothing. Two spare points are the least that show how well it follows the machine.
+        why = (
+            f"{len(times)} points for {params} parameters: a fit needs at least {params + SPARE_POINTS} "
+            f"(two more than its parameters) to show its error; measure more sizes"
+        )
+    elif why:
         at = int(np.argmax(np.abs(pred - times) / times))
         why = (
             f"{why}: at {format_bytes(int(sizes[at]))} measured {times[at]:.4g} us, "
@@ -235,11 +243,25 @@ def _fit_group(
     )
 
 
+SPARE_POINTS = 2
+"""Points a usable fit needs beyond its parameters (issue 32): with no spare point the model meets
+every point whatever the machine does, and its error figure is 0 by construction."""
+
+
+def parameters(segments: int) -> int:
+    """A model's parameters: each segment's latency and per-byte cost (the breaks between segments are
+    at measured sizes; gamma is fitted across the op's algorithms, not per fit)."""
+    return 2 * segments
+
+
 def _choose(candidates: list[JoinedFit], fixed: FloatArray, times: FloatArray) -> JoinedFit:
-    """The candidate with the best BIC among those within the usability bounds at every point; the
-    best BIC of all when none is (the fit is then marked not usable)."""
+    """The candidate with the best BIC among those within the usability bounds at every point and with
+    two points to spare over its parameters; the best BIC of all when none is (the fit is then marked
+    not usable)."""
 
     def within(candidate: JoinedFit) -> bool:
+        if len(times) < parameters(candidate.segments) + SPARE_POINTS:
+            return False
         _, med, worst = _quality(candidate.pred + fixed, times)
         return not bound_failure(med, worst)
 

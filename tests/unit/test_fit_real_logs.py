@@ -17,7 +17,7 @@ import pytest
 
 from collbench.errors import UserError
 from collbench.importers.nccl_tests import read_nccl_tests
-from collbench.models.fit import fit_results
+from collbench.models.fit import SPARE_POINTS, fit_results, parameters
 from collbench.models.fitted import MEDIAN_ERROR_BOUND_PCT, POINT_ERROR_BOUND_PCT
 from collbench.results.noise import decision_time_us
 
@@ -60,6 +60,10 @@ def test_a_log_is_fitted_from_every_validated_row(path: Path) -> None:
         if fit.usable:
             assert max(errors) <= POINT_ERROR_BOUND_PCT
             assert fit.median_abs_pct_error <= MEDIAN_ERROR_BOUND_PCT
+        elif fit.points < parameters(max(len(fit.segments), 1)) + SPARE_POINTS:
+            # Two sizes for a line's two parameters (the all-to-all excerpts): it meets both at 0%,
+            # which says nothing, so it is not usable (issue 32), and says why.
+            assert "points for 2 parameters: a fit needs at least 4" in fit.distrust()
         else:
             assert max(errors) > POINT_ERROR_BOUND_PCT or fit.median_abs_pct_error > MEDIAN_ERROR_BOUND_PCT
             assert "bound" in fit.distrust() and "measured" in fit.distrust()
