@@ -583,9 +583,9 @@ def scan(
     flat = tensor.reshape(-1).contiguous()
     # Exscan's buffer is input then output (ops.py); its output starts as the input, so rank 0's is
     # left as it was.
-    buffer = flat if the_op is Op.SCAN else torch.cat([flat, flat])
+    buffer = torch.cat([flat, flat]) if the_op.spec.out_of_place else flat
     _Runners(profile).runner(rule_set, rule, count, buffer, group, the_op).run(buffer, redop)
-    result = buffer[count:] if the_op is Op.EXSCAN else buffer
+    result = buffer[count:] if the_op.spec.out_of_place else buffer
     if result.data_ptr() != tensor.data_ptr():
         tensor.copy_(result.view_as(tensor))
     return rule

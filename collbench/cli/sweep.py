@@ -221,7 +221,7 @@ def sweep(
             console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=whole_lines(console))
         wrong = sum(max(r.wrong, 0) for r in rows)
         # Barrier rows carry no data to check (wrong -1): they say so rather than "not checked".
-        data_rows = [r for r in rows if r.op != Op.BARRIER.value]
+        data_rows = [r for r in rows if Op.parse(r.op).spec.payload]
         checked = all(r.wrong >= 0 for r in data_rows)
         if not data_rows:
             status = "barrier moves no data: nothing to check"

@@ -98,16 +98,19 @@ def ranks_from_bandwidths(op: Op, rows: list[TableRow]) -> int | None:
     """
     usable = [r for r in rows if r.algbw_gbps is not None and r.busbw_gbps is not None]
     usable = [r for r in usable if r.algbw_gbps is not None and r.algbw_gbps >= _MIN_ALGBW_GBPS]
-    if (op != Op.ALL_REDUCE and op.spec.busbw_numerator != 1) or not usable:
+    # The factor is k(n-1)/n with the op's k (OpSpec.busbw_numerator): k = 0 (broadcast, reduce, send/recv,
+    # barrier) says nothing of n.
+    k = op.spec.busbw_numerator
+    if k == 0 or not op.spec.payload or not usable:
         return None
     best = max(usable, key=lambda r: r.algbw_gbps or 0.0)
     assert best.algbw_gbps is not None and best.busbw_gbps is not None
     factor = best.busbw_gbps / best.algbw_gbps
-    # all-reduce: f = 2(n-1)/n, so n = 2/(2-f); the others: f = (n-1)/n, so n = 1/(1-f).
-    room = (2.0 if op == Op.ALL_REDUCE else 1.0) - factor
+    # f = k(n-1)/n, so n = k/(k-f): all-reduce's k is 2, the others' 1.
+    room = k - factor
     if room <= 0:
         return None
-    estimate = (2.0 if op == Op.ALL_REDUCE else 1.0) / room
+    estimate = k / room
     n = round(estimate)
     if n < 2 or abs(estimate - n) > _WHOLE_TOLERANCE:
         return None

@@ -20,7 +20,7 @@ Across nodes the NIC speed decides, and a log does not say it: no floor is claim
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from collbench.errors import ConfigError
@@ -51,6 +51,24 @@ class LinkFloor:
         )
 
 
+def _all_reduce_share(n: int, nvswitch_reduction: bool) -> float:
+    share = 2 * (n - 1) / n
+    return min(share, 1.0) if nvswitch_reduction else share
+
+
+def _chunked_share(n: int, nvswitch_reduction: bool) -> float:
+    return 1 / n if nvswitch_reduction else (n - 1) / n
+
+
+_SHARES: dict[Op, Callable[[int, bool], float]] = {
+    Op.ALL_REDUCE: _all_reduce_share,
+    Op.REDUCE_SCATTER: _chunked_share,
+    Op.ALL_GATHER: _chunked_share,
+}
+"""Per op with a floor here, the share of the buffer each GPU's links carry at n ranks (with the NVSwitch
+reducing, NVLS, or not)."""
+
+
 def link_floor(op: str, world_size: int, nodes: int, device: str) -> LinkFloor | None:
     """The floor for ``op`` at ``world_size`` ranks on ``nodes`` nodes of GPU ``device``, or None where
     none is known (several nodes, a GPU without listed links, an op without a floor here)."""
@@ -58,16 +76,10 @@ def link_floor(op: str, world_size: int, nodes: int, device: str) -> LinkFloor |
     if nodes != 1 or gpu is None or gpu.nvlink_gbps is None or world_size < 2:
         return None
     n = world_size
-    the_op = Op.parse(op)
-    if the_op is Op.ALL_REDUCE:
-        share = 2 * (n - 1) / n
-        if gpu.nvswitch_reduction:
-            share = min(share, 1.0)
-    elif the_op in (Op.REDUCE_SCATTER, Op.ALL_GATHER):
-        share = 1 / n if gpu.nvswitch_reduction else (n - 1) / n
-    else:
+    share_of = _SHARES.get(Op.parse(op))
+    if share_of is None:
         return None
-    return LinkFloor(gpu, share, gpu.nvlink_gbps)
+    return LinkFloor(gpu, share_of(n, gpu.nvswitch_reduction), gpu.nvlink_gbps)
 
 
 def with_gpu(fits: Sequence[Fit], name: str) -> list[Fit]:

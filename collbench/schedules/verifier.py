@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from collbench.errors import CollbenchError
+from collbench.schedules.contracts import contract
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import Op, block_bounds, chunk_bounds
+from collbench.schedules.ops import Op
 
 
 class ScheduleError(CollbenchError):
@@ -138,20 +139,12 @@ def initial_states(schedule: Schedule) -> list[BufferState]:
     """Every rank's buffer before the first step, as ir.py defines it per op."""
     n, count, op = schedule.world_size, schedule.count, schedule.op
     extent = schedule.buffer_elems
+    terms = contract(op)
     states = []
     for r in range(n):
         state = BufferState(extent)
-        if op is Op.ALL_GATHER:
-            state.set(*chunk_bounds(count, n)[r], 1 << r)
-        elif op is Op.GATHER:
-            state.set(*block_bounds(count, n)[r], 1 << r)
-        elif op in (Op.BROADCAST, Op.SCATTER):
-            if r == schedule.root:
-                state.set(0, count, 1 << r)
-        elif op.spec.out_of_place:
-            state.set(0, count, 1 << r)
-        else:
-            state.set(0, extent, 1 << r)
+        for start, stop in terms.holds(r, n, count, schedule.root):
+            state.set(start, stop, 1 << r)
         states.append(state)
     return states
 
@@ -230,7 +223,8 @@ def simulate(schedule: Schedule, observer: Observer | None = None) -> list[Buffe
     for), or a reduction that double-counts or mixes elements or undefined data.
     """
     n = schedule.world_size
-    barrier = schedule.op is Op.BARRIER
+    # An op without data (barrier) only merges who has been heard from.
+    barrier = not schedule.op.spec.payload
     matched, waits = _match(schedule)
     states = initial_states(schedule)
     cur = [0] * n
@@ -368,38 +362,9 @@ def _check_order(where: str, incoming: int, local: int) -> None:
 
 def _expected(schedule: Schedule) -> list[list[tuple[int, int, int, int]]]:
     """Per rank, the (start, stop, contributors, shift) ranges the op requires at the end: elements
-    [start, stop) must hold the data of ``contributors`` at element index + ``shift``."""
-    n, count, op, root = schedule.world_size, schedule.count, schedule.op, schedule.root
-    full = (1 << n) - 1
-    chunks = chunk_bounds(count, n)
-    blocks = block_bounds(count, n) if op.spec.blocks else []
-    need: list[list[tuple[int, int, int, int]]] = [[] for _ in range(n)]
-    for r in range(n):
-        if op in (Op.ALL_REDUCE, Op.BARRIER):
-            need[r] = [(0, schedule.buffer_elems, full, 0)]
-        elif op is Op.REDUCE_SCATTER:
-            need[r] = [(*chunks[r], full, 0)]
-        elif op is Op.ALL_GATHER:
-            need[r] = [(a, z, 1 << c, 0) for c, (a, z) in enumerate(chunks)]
-        elif op is Op.BROADCAST:
-            need[r] = [(0, count, 1 << root, 0)]
-        elif op is Op.REDUCE:
-            need[r] = [(0, count, full, 0)] if r == root else []
-        elif op is Op.SCATTER:
-            need[r] = [(*blocks[r], 1 << root, 0)]
-        elif op is Op.GATHER:
-            need[r] = [(a, z, 1 << j, 0) for j, (a, z) in enumerate(blocks)] if r == root else []
-        elif op is Op.ALL_TO_ALL:
-            # Output block j (at count + j*b) holds rank j's input block r (at r*b).
-            need[r] = [(count + a, count + z, 1 << j, blocks[r][0] - count - a) for j, (a, z) in enumerate(blocks)]
-        elif op is Op.SENDRECV:
-            need[r] = [(count, 2 * count, 1 << ((r - 1) % n), -count)]
-        elif op is Op.SCAN:
-            need[r] = [(0, count, (1 << (r + 1)) - 1, 0)]
-        elif op is Op.EXSCAN:
-            # Rank 0 has no prefix: its output must stay unwritten (no defined data), as MPI leaves it.
-            need[r] = [(count, 2 * count, (1 << r) - 1, -count if r else 0)]
-    return need
+    [start, stop) must hold the data of ``contributors`` at element index + ``shift`` (its contract's)."""
+    n, count, root = schedule.world_size, schedule.count, schedule.root
+    return [contract(schedule.op).requires(r, n, count, root) for r in range(n)]
 
 
 def verify(schedule: Schedule) -> None:

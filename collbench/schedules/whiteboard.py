@@ -13,8 +13,9 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import pairwise
 
+from collbench.schedules.contracts import contract
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import Op, block_bounds, chunk_bounds
+from collbench.schedules.ops import Op
 from collbench.schedules.verifier import BufferState, Piece, initial_states, simulate
 
 NOTHING = "·"
@@ -83,14 +84,16 @@ def piece_ranges(schedule: Schedule) -> list[tuple[int, int]]:
     block) uses."""
     # The whole buffer: all-to-all's and send/recv's output after the input, barrier's one token.
     cuts = {0, schedule.count, schedule.buffer_elems}
-    if schedule.op in (Op.REDUCE_SCATTER, Op.ALL_GATHER):
-        for a, z in chunk_bounds(schedule.count, schedule.world_size):
-            cuts.update((a, z))
-    if schedule.op.spec.blocks:
-        # Every rank's block is a piece (all-to-all's in the output region too), moved or not.
-        regions = (0, schedule.count) if schedule.op.spec.out_of_place else (0,)
-        for a, z in block_bounds(schedule.count, schedule.world_size):
-            cuts.update(x + base for x in (a, z) for base in regions)
+    # Every rank's input, output and what the op requires there (and where that comes from) is a piece,
+    # moved or not: the chunks of reduce-scatter and all-gather, the blocks of the block ops (all-to-all's
+    # in the input and the output region), from the op's contract.
+    terms = contract(schedule.op)
+    n, count = schedule.world_size, schedule.count
+    for r in range(n):
+        cuts.update(terms.input_span(r, n, count))
+        cuts.update(terms.output_span(r, n, count))
+        for a, z, _, shift in terms.requires(r, n, count, schedule.root):
+            cuts.update((a, z, a + shift, z + shift))
     for steps in schedule.steps:
         for step in steps:
             for t in step.sends:

@@ -219,3 +219,47 @@ def test_no_backend_name_compared_outside_the_backends() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         wrong.extend(f"{name}:{line}: {code}" for line, code in _backend_name_comparisons(tree))
     assert wrong == []
+
+
+OP_BRANCHES_ALLOWED: dict[str, str] = {
+    "schedules.algorithms": "a builder constructs each op it does (ring's reduce-scatter then all-gather phases, a "
+    "tree's up and down sweeps): the family's per-op schedule is its one home, beside its cost",
+    "models.nccl_cost": "NCCL's own cost model, as src/graph/tuning.cc branches per collective",
+    "models.hierarchy": "predict --hierarchy prefers an all-reduce fit to separate the two link classes",
+}
+"""Where ``op is Op.X`` may stand (the module or package prefix under collbench, and why); everywhere else asks
+the op's contract (``schedules/contracts.py``) or spec (``schedules/ops.py``)."""
+
+
+def _op_comparisons(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, code) of each comparison with an ``Op.X`` member (``op is Op.SCAN``, ``op in (Op.A, Op.B)``)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in (node.left, *node.comparators):
+            members = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+            if any(
+                isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == "Op" for x in members
+            ):
+                found.append((node.lineno, ast.unparse(node)))
+                break
+    return found
+
+
+def test_the_op_rule_finds_a_branch() -> None:
+    code = "if op is Op.SCAN or op in (Op.A, Op.B):\n    pass\nx = {Op.A: 1}\nif kind is Kind.A:\n    pass\n"
+    assert [line for line, _ in _op_comparisons(ast.parse(code))] == [1, 1]
+
+
+def test_no_op_branch_outside_its_contract() -> None:
+    """An op is defined once (its spec and contract); code that branches on which op it is, outside the few
+    places allowed above, is a second definition of it."""
+    wrong = []
+    for name, path in sorted(_modules().items()):
+        inner = name.removeprefix("collbench.")
+        if any(inner == allowed or inner.startswith(allowed + ".") for allowed in OP_BRANCHES_ALLOWED):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        wrong.extend(f"{name}:{line}: {code}" for line, code in _op_comparisons(tree))
+    assert wrong == []

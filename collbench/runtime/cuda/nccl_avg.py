@@ -32,8 +32,7 @@ from collections.abc import Callable
 
 import torch
 
-from collbench.runtime.executor.buffers import CHUNK_ELEMS, PointBuffers, check_chunks, pattern
-from collbench.schedules.ops import Op, chunk_bounds
+from collbench.runtime.executor.buffers import CHUNK_ELEMS, PointBuffers, check_chunks, pattern, required_output
 
 UNIT_ROUNDOFF: dict[torch.dtype, float] = {
     torch.float32: 2.0**-24,
@@ -98,22 +97,19 @@ def check_nccl_avg(buffers: PointBuffers, seed: int = 0, between_chunks: Callabl
     dtype = b.output.dtype
     if dtype not in UNIT_ROUNDOFF:
         raise ValueError(f"avg is defined for floating dtypes only, not {dtype}")
-    lo, hi = chunk_bounds(b.count, b.world_size)[b.rank]
-    if b.op is Op.REDUCE_SCATTER:
-        own = (lo, hi)
-    elif b.op is Op.REDUCE and b.rank != b.root:
-        own = (0, 0)
-    else:
-        own = (0, b.count)
+    # The reduced part of the output (none on a reduce's non-roots), in the output's own indices, and
+    # where in the inputs it comes from (the op's contract).
+    required = required_output(b)
+    own, shift = ((required[0][0], required[-1][1]), required[0][3]) if required else ((0, 0), 0)
     device = b.output.device
     wrong = torch.zeros((), dtype=torch.int64, device=device)
     for index in range(check_chunks(b.count)):
         start = max(own[0], index * CHUNK_ELEMS)
         stop = min(own[1], (index + 1) * CHUNK_ELEMS)
         if start < stop:
-            quotient, abs_sum = _quotient_and_abs_sum(b.world_size, start, stop, seed, device)
+            quotient, abs_sum = _quotient_and_abs_sum(b.world_size, start + shift, stop + shift, seed, device)
             bound = allowed_error(b.world_size, dtype, quotient, abs_sum)
-            actual = b.output[start - own[0] : stop - own[0]].double()
+            actual = b.output[start:stop].double()
             # A NaN or an infinity is wrong: the comparison is False for it, so it counts.
             wrong += (~((actual - quotient).abs() <= bound)).sum()
         if between_chunks is not None:

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 import torch
 
 from collbench.runtime.executor.reduce import divide_exactly
-from collbench.schedules.ops import Op, block_bounds, buffer_elems, chunk_bounds
+from collbench.schedules.contracts import contract
+from collbench.schedules.ops import Op, buffer_elems
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -141,13 +142,6 @@ def checks_data(op: Op) -> bool:
     return op.spec.payload
 
 
-def _own_span(b: PointBuffers) -> tuple[int, int]:
-    """The rank's part of a rooted or chunked op, in global element indices."""
-    if b.op.spec.blocks:
-        return block_bounds(b.count, b.world_size)[b.rank]
-    return chunk_bounds(b.count, b.world_size)[b.rank]
-
-
 def make_buffers(
     op: Op,
     count: int,
@@ -166,21 +160,25 @@ def make_buffers(
     spec = op.spec
     if spec.out_of_place and in_place:
         raise ValueError(f"{op.value} is out of place only (its input and output are separate buffers)")
+    terms = contract(op)
     big = torch.empty(buffer_elems(op, count), dtype=dtype, device=device)
-    if spec.blocks:
-        lo, hi = block_bounds(count, world_size)[rank]
-    else:
-        lo, hi = chunk_bounds(count, world_size)[rank]
+    in_span = terms.input_span(rank, world_size, count)
+    out_span = terms.output_span(rank, world_size, count)
+
+    def part(span: tuple[int, int]) -> torch.Tensor:
+        # Where the schedule's buffer is the other side: a view of it in place, else a buffer of its own.
+        if in_place:
+            return big if span == (0, count) else big[span[0] : span[1]]
+        return torch.empty(span[1] - span[0], dtype=dtype, device=device)
+
     if not spec.payload:
         inp = out = big
     elif spec.out_of_place:
-        inp, out = big[:count], big[count:]
-    elif op in (Op.REDUCE_SCATTER, Op.SCATTER):
-        inp, out = big, (big[lo:hi] if in_place else torch.empty(hi - lo, dtype=dtype, device=device))
-    elif op in (Op.ALL_GATHER, Op.GATHER):
-        out, inp = big, (big[lo:hi] if in_place else torch.empty(hi - lo, dtype=dtype, device=device))
+        inp, out = big[in_span[0] : in_span[1]], big[out_span[0] : out_span[1]]
+    elif in_span == (0, count):
+        inp, out = big, part(out_span)
     else:
-        inp, out = big, (big if in_place else torch.empty(count, dtype=dtype, device=device))
+        inp, out = part(in_span), big
     return PointBuffers(op, count, rank, world_size, root, in_place, inp, out, big)
 
 
@@ -191,10 +189,12 @@ def fill(buffers: PointBuffers, redop: str, seed: int = 0) -> None:
         b.whole.zero_()  # the token: nothing reads what it holds
         return
     reducing = redop if b.op.spec.reduces else None
-    if not b.in_place or b.op in (Op.ALL_GATHER, Op.GATHER):
+    terms = contract(b.op)
+    start, stop = terms.input_span(b.rank, b.world_size, b.count)
+    out_lo, out_hi = terms.output_span(b.rank, b.world_size, b.count)
+    if not b.in_place or not start <= out_lo <= out_hi <= stop:
+        # Output cells the input does not overwrite: a collective that leaves them is caught.
         b.output.fill_(SENTINEL)
-    lo, hi = _own_span(b)
-    start, stop = (lo, hi) if b.op in (Op.ALL_GATHER, Op.GATHER) else (0, b.input.numel())
     # Non-root broadcast and scatter inputs are never read; their pattern differs from the root's, so
     # a broadcast or scatter that does nothing is caught.
     for first in range(start, stop, CHUNK_ELEMS):
@@ -203,35 +203,28 @@ def fill(buffers: PointBuffers, redop: str, seed: int = 0) -> None:
         b.input[first - start : last - start].copy_(values)
 
 
+def required_output(b: PointBuffers) -> list[tuple[int, int, int, int]]:
+    """The op's requirements (``contracts.OpContract.requires``) inside the rank's output, in the output's
+    own indices: output elements ``[start, stop)`` hold the data of ``contributors`` at input index + ``shift``."""
+    if not checks_data(b.op):
+        return []
+    terms = contract(b.op)
+    lo, hi = terms.output_span(b.rank, b.world_size, b.count)
+    return [
+        (max(a, lo) - lo, min(z, hi) - lo, mask, shift + lo)
+        for a, z, mask, shift in terms.requires(b.rank, b.world_size, b.count, b.root)
+        if max(a, lo) < min(z, hi)
+    ]
+
+
 def expected_output(buffers: PointBuffers, redop: str, seed: int = 0) -> torch.Tensor | None:
     """What ``buffers.output`` must hold after the op; None where the op defines nothing (non-root reduce
     or gather, barrier). Elements past the last whole block of a block op are not defined either: the
     expectation covers the blocks only (``count`` is a multiple of the world size in a sweep)."""
-    b = buffers
-    dtype = b.output.dtype
-    lo, hi = chunk_bounds(b.count, b.world_size)[b.rank]
-    if not checks_data(b.op) or (b.op in (Op.REDUCE, Op.GATHER) and b.rank != b.root):
+    required = required_output(buffers)
+    if not required:
         return None
-    if b.op.spec.ordered:
-        return _expected_slice(b, redop, seed, 0, b.count).cpu()
-    if b.op.spec.blocks or b.op is Op.SENDRECV:
-        start, stop = _own_span(b) if b.op is Op.SCATTER else (0, b.count)
-        if b.op.spec.blocks and b.op is not Op.SCATTER:
-            stop = block_bounds(b.count, b.world_size)[-1][1]
-        return _expected_slice(b, redop, seed, start, stop).cpu()
-    if b.op is Op.ALL_REDUCE:
-        return expected_reduction(b.world_size, 0, b.count, redop=redop, dtype=dtype, seed=seed)
-    if b.op is Op.REDUCE_SCATTER:
-        return expected_reduction(b.world_size, lo, hi, redop=redop, dtype=dtype, seed=seed)
-    if b.op is Op.REDUCE:
-        return expected_reduction(b.world_size, 0, b.count, redop=redop, dtype=dtype, seed=seed)
-    if b.op is Op.BROADCAST:
-        return pattern(b.root, 0, b.count, redop=None, seed=seed, dtype=dtype)
-    parts = [
-        pattern(owner, start, stop, redop=None, seed=seed, dtype=dtype)
-        for owner, (start, stop) in enumerate(chunk_bounds(b.count, b.world_size))
-    ]
-    return torch.cat(parts) if parts else torch.empty(0, dtype=dtype)
+    return _expected_slice(buffers, redop, seed, required[0][0], required[-1][1]).cpu()
 
 
 def count_wrong(actual: torch.Tensor, expected: torch.Tensor | None) -> int:
@@ -249,32 +242,26 @@ def check_chunks(count: int) -> int:
 
 
 def _expected_slice(b: PointBuffers, redop: str, seed: int, start: int, stop: int) -> torch.Tensor:
-    """The expected output for global element indices [start, stop), on the output's device."""
+    """The expected output for output indices [start, stop), on the output's device."""
     dtype, device = b.output.dtype, b.output.device
-    if b.op.spec.ordered:
-        # Scan: ranks 0..r; exscan: ranks 0..r-1, and rank 0's output, which no rank writes, untouched.
-        upto = b.rank + 1 if b.op is Op.SCAN else b.rank
-        if upto == 0:
-            return torch.full((stop - start,), SENTINEL, dtype=dtype, device=device)
-        return expected_reduction(upto, start, stop, redop=redop, dtype=dtype, seed=seed, device=device)
-    if b.op in (Op.ALL_REDUCE, Op.REDUCE, Op.REDUCE_SCATTER):
-        return expected_reduction(b.world_size, start, stop, redop=redop, dtype=dtype, seed=seed, device=device)
-    if b.op in (Op.BROADCAST, Op.SCATTER):
-        return pattern(b.root, start, stop, redop=None, seed=seed, dtype=dtype, device=device)
-    if b.op is Op.SENDRECV:
-        return pattern((b.rank - 1) % b.world_size, start, stop, redop=None, seed=seed, dtype=dtype, device=device)
-    bounds = block_bounds(b.count, b.world_size) if b.op.spec.blocks else chunk_bounds(b.count, b.world_size)
     parts = []
-    for owner, (lo, hi) in enumerate(bounds):
+    for lo, hi, contributors, shift in required_output(b):
         a, c = max(lo, start), min(hi, stop)
         if a >= c:
             continue
-        if b.op is Op.ALL_TO_ALL:
-            # Output block ``owner`` is rank ``owner``'s input block ``b.rank``: same offsets in it.
-            mine = bounds[b.rank][0] - lo
-            parts.append(pattern(owner, a + mine, c + mine, redop=None, seed=seed, dtype=dtype, device=device))
+        if contributors == 0:
+            # Defined as untouched (exscan's rank 0, which no rank writes): still the sentinel.
+            values = torch.full((c - a,), SENTINEL, dtype=dtype, device=device)
+        elif b.op.spec.reduces:
+            # The contributors are ranks 0..k-1 (every rank, or a scan's prefix).
+            values = expected_reduction(
+                contributors.bit_length(), a + shift, c + shift, redop=redop, dtype=dtype, seed=seed, device=device
+            )
         else:
-            parts.append(pattern(owner, a, c, redop=None, seed=seed, dtype=dtype, device=device))
+            # One contributor: the rank whose data it is (the root's, a neighbour's, a block's owner).
+            owner = contributors.bit_length() - 1
+            values = pattern(owner, a + shift, c + shift, redop=None, seed=seed, dtype=dtype, device=device)
+        parts.append(values)
     return torch.cat(parts) if parts else torch.empty(0, dtype=dtype, device=device)
 
 
@@ -288,23 +275,17 @@ def check_buffers(
     whether it has anything to check there or not).
     """
     b = buffers
-    # The output's place in global indices: reduce-scatter and scatter hold one chunk or block, a
-    # reduce's or gather's non-root nothing, the block ops their whole blocks only; barrier nothing.
-    if b.op in (Op.REDUCE_SCATTER, Op.SCATTER):
-        own = _own_span(b)
-    elif not checks_data(b.op) or (b.op in (Op.REDUCE, Op.GATHER) and b.rank != b.root):
-        own = (0, 0)
-    elif b.op.spec.blocks:
-        own = (0, block_bounds(b.count, b.world_size)[-1][1])
-    else:
-        own = (0, b.count)
+    # The output's defined part, in its own indices: a reduce's or gather's non-root nothing, the block
+    # ops their whole blocks only; barrier nothing.
+    required = required_output(b)
+    own = (required[0][0], required[-1][1]) if required else (0, 0)
     wrong = torch.zeros((), dtype=torch.int64, device=b.output.device)
     for index in range(check_chunks(b.count)):
         start = max(own[0], index * CHUNK_ELEMS)
         stop = min(own[1], (index + 1) * CHUNK_ELEMS)
         if start < stop:
             expected = _expected_slice(b, redop, seed, start, stop)
-            wrong += torch.ne(b.output[start - own[0] : stop - own[0]], expected).sum()
+            wrong += torch.ne(b.output[start:stop], expected).sum()
         if between_chunks is not None:
             between_chunks()
     return int(wrong.item())

@@ -32,8 +32,8 @@ import torch.distributed as dist
 
 from collbench.runtime.executor.reduce import divide_exactly, reduce_many
 from collbench.runtime.executor.segments import DEFAULT_SEGMENT_BYTES
+from collbench.schedules.contracts import contract
 from collbench.schedules.ir import Schedule, Step
-from collbench.schedules.ops import Op, chunk_bounds
 
 MAX_TRANSFER_SEGMENTS = 1024
 """The most segments one transfer is cut into: each is a posted message and a plan entry, so a tiny
@@ -323,14 +323,10 @@ class ScheduleRunner:
 
 def result_range(schedule: Schedule, rank: int) -> tuple[int, int] | None:
     """The elements of ``rank``'s buffer that hold a reduction when the schedule ends, if any."""
-    op = schedule.op
-    if op is Op.ALL_REDUCE:
-        return (0, schedule.count)
-    if op is Op.REDUCE_SCATTER:
-        return chunk_bounds(schedule.count, schedule.world_size)[rank]
-    if op is Op.REDUCE and rank == schedule.root:
-        return (0, schedule.count)
-    return None
+    if not schedule.op.spec.reduces:
+        return None
+    needs = contract(schedule.op).requires(rank, schedule.world_size, schedule.count, schedule.root)
+    return (needs[0][0], needs[-1][1]) if needs else None
 
 
 def finish_avg(schedule: Schedule, buffer: torch.Tensor, rank: int) -> None:

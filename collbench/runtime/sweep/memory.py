@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from collbench.errors import ConfigError
 from collbench.nccl.variants import is_native
 from collbench.runtime.executor.buffers import CHUNK_ELEMS
+from collbench.schedules.contracts import contract
 from collbench.schedules.ops import DTYPE_SIZES, Op, buffer_elems, op_count
 
 if TYPE_CHECKING:
@@ -109,16 +110,18 @@ def point_bytes(
     segment_bytes: int | None = None,
 ) -> tuple[int, int]:
     """Bytes the fullest rank and each other rank hold for one point: buffers, working copy, scratch."""
-    share = -(-count // world_size)  # rank 0's chunk, the largest (chunk_bounds), without listing all
     elems = buffer_elems(op, count)  # all-to-all and send/recv: input then output in one; barrier: a token
-    if op.spec.blocks:
-        share = count // world_size
+    # Rank 0's spans (its chunk is the largest: chunk_bounds): the side that is not the schedule's buffer
+    # is a buffer of its own out of place (the op's contract; executor.buffers.make_buffers).
+    terms = contract(op)
+    in_lo, in_hi = terms.input_span(0, world_size, count)
+    out_lo, out_hi = terms.output_span(0, world_size, count)
     if not in_place and op.spec.payload and not op.spec.out_of_place:
-        elems += share if op in (Op.REDUCE_SCATTER, Op.ALL_GATHER, Op.SCATTER, Op.GATHER) else count
+        elems += min(in_hi - in_lo, out_hi - out_lo)
     if is_native(algo):
         return elems * elem_bytes, elems * elem_bytes
-    if op is Op.REDUCE_SCATTER and not in_place:
-        elems += count  # the working copy the schedule reduces in
+    if not in_place and op.spec.reduces and (out_lo, out_hi) != (0, count):
+        elems += count  # the working copy the schedule reduces in (sweep.worker._make_call)
     most, least = _scratch_elems(op, algo, count, world_size, root, segment_bytes or 4 << 20, elem_bytes)
     return (elems + most) * elem_bytes, (elems + least) * elem_bytes
 

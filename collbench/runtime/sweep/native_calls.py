@@ -19,7 +19,8 @@ Split from worker.py, which times the calls. One function per op, each taking th
   can hang) and "now blocks the cpu thread till the completion of the barrier collective". So on NCCL
   the point runs what that barrier runs, a one-element all-reduce, on the rank's own device, and
   leaves out the host wait: CUDA events time the collective (a host wait between events would time
-  the launch gaps too) and a CUDA graph can capture it (:data:`NCCL_BARRIER_NOTE` says so in the run).
+  the launch gaps too) and a CUDA graph can capture it (``collbench.backends.nccl.BARRIER_NOTE`` says
+  so in the run).
 """
 
 from __future__ import annotations
@@ -32,12 +33,8 @@ import torch.distributed as dist
 
 from collbench.backends import for_torch
 from collbench.runtime.executor.buffers import PointBuffers
+from collbench.schedules.contracts import contract
 from collbench.schedules.ops import Op, block_bounds
-
-NCCL_BARRIER_NOTE = (
-    "barrier native on nccl: timed as the one-element all-reduce torch's ProcessGroupNCCL barrier runs "
-    "(torch's dist.barrier docs), on each rank's own GPU, without the host wait dist.barrier adds"
-)
 
 _REDUCE_OPS = {
     "sum": "SUM",
@@ -61,21 +58,10 @@ def reduce_scatter_single(output: torch.Tensor, tensor: torch.Tensor, op: Any, g
 def native_call(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
     """One call of the backend's own ``bufs.op`` on ``bufs`` (input to output), on ``group`` (None:
     the default group). The root is ``bufs.root``; the world size ``bufs.world_size``."""
-    op = bufs.op
-    if op is Op.ALL_TO_ALL:
-        return _all_to_all(bufs, group)
-    if op is Op.SCATTER:
-        return _scatter(bufs, group)
-    if op is Op.GATHER:
-        return _gather(bufs, group)
-    if op is Op.SENDRECV:
-        return _sendrecv(bufs, group)
-    if op is Op.BARRIER:
-        return _barrier(bufs, group)
-    return _classic(bufs, redop, group)
+    return NATIVE_CALLS[bufs.op](bufs, redop, group)
 
 
-def _all_to_all(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+def _all_to_all(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
     out, inp = bufs.output, bufs.input
     whole = block_bounds(bufs.count, bufs.world_size)[-1][1]
     if whole != bufs.count:
@@ -88,7 +74,7 @@ def _blocks(tensor: torch.Tensor, bufs: PointBuffers) -> list[torch.Tensor]:
     return [tensor[lo:hi] for lo, hi in block_bounds(bufs.count, bufs.world_size)]
 
 
-def _scatter(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+def _scatter(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
     root, out = bufs.root, bufs.output
     if bufs.rank != root:
         return lambda: dist.scatter(out, None, src=root, group=group)
@@ -96,7 +82,7 @@ def _scatter(bufs: PointBuffers, group: Any) -> Callable[[], None]:
     return lambda: dist.scatter(out, parts, src=root, group=group)
 
 
-def _gather(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+def _gather(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
     root, inp = bufs.root, bufs.input
     if bufs.rank != root:
         return lambda: dist.gather(inp, None, dst=root, group=group)
@@ -104,7 +90,7 @@ def _gather(bufs: PointBuffers, group: Any) -> Callable[[], None]:
     return lambda: dist.gather(inp, parts, dst=root, group=group)
 
 
-def _sendrecv(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+def _sendrecv(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
     n, rank, inp, out = bufs.world_size, bufs.rank, bufs.input, bufs.output
     if n == 1:
 
@@ -129,7 +115,7 @@ def _sendrecv(bufs: PointBuffers, group: Any) -> Callable[[], None]:
     return shift
 
 
-def _barrier(bufs: PointBuffers, group: Any) -> Callable[[], None]:
+def _barrier(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
     backend = for_torch(str(dist.get_backend(group)))
     if backend is not None and backend.barrier_as_all_reduce:
         # What ProcessGroupNCCL's barrier runs, on the rank's own device (the token's), minus its host wait.
@@ -138,29 +124,42 @@ def _barrier(bufs: PointBuffers, group: Any) -> Callable[[], None]:
     return lambda: dist.barrier(group=group)
 
 
-def _classic(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
-    op, inp, out, root, rank = bufs.op, bufs.input, bufs.output, bufs.root, bufs.rank
-    reduce_op = getattr(dist.ReduceOp, _REDUCE_OPS[redop])
-    same = inp.data_ptr() == out.data_ptr() and inp.numel() == out.numel()
-    if op is Op.ALL_REDUCE:
-        if same:
-            return lambda: dist.all_reduce(out, op=reduce_op, group=group)
+def _same(bufs: PointBuffers) -> bool:
+    return bufs.input.data_ptr() == bufs.output.data_ptr() and bufs.input.numel() == bufs.output.numel()
 
-        def all_reduce() -> None:
-            out.copy_(inp)
-            dist.all_reduce(out, op=reduce_op, group=group)
 
-        return all_reduce
-    if op is Op.REDUCE_SCATTER:
-        return lambda: reduce_scatter_single(out, inp, reduce_op, group)
-    if op is Op.ALL_GATHER:
-        return lambda: all_gather_single(out, inp, group)
-    copies = not same and (op is Op.REDUCE or rank == root)
-    collective: Callable[[], Any]
-    if op is Op.BROADCAST:
-        collective = lambda: dist.broadcast(out, src=root, group=group)  # noqa: E731
-    else:
-        collective = lambda: dist.reduce(out, dst=root, op=reduce_op, group=group)  # noqa: E731
+def _reduce_op(redop: str) -> Any:
+    return getattr(dist.ReduceOp, _REDUCE_OPS[redop])
+
+
+def _all_reduce(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
+    inp, out, reduce_op = bufs.input, bufs.output, _reduce_op(redop)
+    if _same(bufs):
+        return lambda: dist.all_reduce(out, op=reduce_op, group=group)
+
+    def all_reduce() -> None:
+        out.copy_(inp)
+        dist.all_reduce(out, op=reduce_op, group=group)
+
+    return all_reduce
+
+
+def _reduce_scatter(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
+    inp, out, reduce_op = bufs.input, bufs.output, _reduce_op(redop)
+    return lambda: reduce_scatter_single(out, inp, reduce_op, group)
+
+
+def _all_gather(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
+    inp, out = bufs.input, bufs.output
+    return lambda: all_gather_single(out, inp, group)
+
+
+def _rooted(bufs: PointBuffers, collective: Callable[[], Any]) -> Callable[[], None]:
+    # Out of place the call works in the output: the rank's own data is copied there first where it has
+    # any (every rank of a reduce, a broadcast's root only: the op's contract).
+    held = contract(bufs.op).holds(bufs.rank, bufs.world_size, bufs.count, bufs.root)
+    copies = not _same(bufs) and bool(held)
+    inp, out = bufs.input, bufs.output
 
     def rooted() -> None:
         if copies:
@@ -168,3 +167,38 @@ def _classic(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
         collective()
 
     return rooted
+
+
+def _broadcast(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
+    out, root = bufs.output, bufs.root
+    return _rooted(bufs, lambda: dist.broadcast(out, src=root, group=group))
+
+
+def _reduce(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
+    out, root, reduce_op = bufs.output, bufs.root, _reduce_op(redop)
+    return _rooted(bufs, lambda: dist.reduce(out, dst=root, op=reduce_op, group=group))
+
+
+def _no_call(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
+    # torch.distributed has no scan: a sweep refuses native scan on gloo and NCCL before any rank starts
+    # (backends.base.own_algos), so reaching here is a bug.
+    raise ValueError(f"torch.distributed has no {bufs.op.value}: native {bufs.op.value} runs under --backend mpi only")
+
+
+NativeCall = Callable[[PointBuffers, str, Any], Callable[[], None]]
+"""``(buffers, reduction, group) -> call``: one op's torch.distributed call (nccl-tests' table of run functions)."""
+NATIVE_CALLS: dict[Op, NativeCall] = {
+    Op.ALL_REDUCE: _all_reduce,
+    Op.REDUCE_SCATTER: _reduce_scatter,
+    Op.ALL_GATHER: _all_gather,
+    Op.BROADCAST: _broadcast,
+    Op.REDUCE: _reduce,
+    Op.ALL_TO_ALL: _all_to_all,
+    Op.SCATTER: _scatter,
+    Op.GATHER: _gather,
+    Op.SENDRECV: _sendrecv,
+    Op.BARRIER: _barrier,
+    Op.SCAN: _no_call,
+    Op.EXSCAN: _no_call,
+}
+"""Every op's own call, through torch.distributed (tests/unit/test_contracts.py checks every op has one)."""

@@ -48,7 +48,8 @@ from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.native_calls import all_gather_single as _all_gather_single
 from collbench.runtime.sweep.native_calls import native_call as _native_call
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.schedules.ops import DTYPE_SIZES, Op, block_bounds, chunk_bounds, op_count
+from collbench.schedules.contracts import contract
+from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
 from collbench.schedules.registry import get_algorithm
 from collbench.units import format_bytes
 
@@ -130,7 +131,7 @@ def plan_points(
             # The block ops move whole blocks, one per rank (nccl-tests' *GetCollByteCount): the row's
             # size and count are what was really moved. Barrier's are 0.
             count = op_count(op, size // elem, world_size)
-            if native and op in (Op.REDUCE_SCATTER, Op.ALL_GATHER) and count % world_size:
+            if native and contract(op).native_equal_chunks and count % world_size:
                 # torch's tensor collectives need equal chunks: round as nccl-tests does.
                 count -= count % world_size
             if count == 0 and spec.payload:
@@ -556,32 +557,28 @@ def _make_call(
         # The schedule's buffer is the allocation itself: input then output (all-to-all, send/recv),
         # the token (barrier), or the in-place buffer (a gather's or all-gather's output holds the input).
         return lambda: runner.run(whole, redop)
-    if op in (Op.REDUCE_SCATTER, Op.SCATTER):
-        # The schedule works in a copy of the input (a reduce-scatter reduces in it; a scatter's
-        # non-roots receive there) and the rank's part is copied out.
-        lo, hi = (block_bounds if op is Op.SCATTER else chunk_bounds)(point.count, ctx.world_size)[rank]
-        full = torch.empty_like(inp) if op is Op.REDUCE_SCATTER else inp
+    terms = contract(op)
+    n, count = ctx.world_size, point.count
+    out_lo, out_hi = terms.output_span(rank, n, count)
+    if (out_lo, out_hi) != (0, count):
+        # The output is the rank's part (reduce-scatter, scatter): the schedule runs in the input, in a copy
+        # of it where it reduces there (every call starts from the filled input), and the part is copied out.
+        work = torch.empty_like(inp) if op.spec.reduces else inp
 
-        def reduce_scatter() -> None:
-            if full is not inp:
-                full.copy_(inp)
-            runner.run(full, redop)
-            out.copy_(full[lo:hi])
+        def part_out() -> None:
+            if work is not inp:
+                work.copy_(inp)
+            runner.run(work, redop)
+            out.copy_(work[out_lo:out_hi])
 
-        return reduce_scatter
-    if op in (Op.ALL_GATHER, Op.GATHER):
-        lo, hi = (block_bounds if op is Op.GATHER else chunk_bounds)(point.count, ctx.world_size)[rank]
+        return part_out
+    # The output is the schedule's buffer: the rank's own data is copied into it first (where the input
+    # lies in it: a gather's block, an all-gather's chunk; nothing on a broadcast's non-roots).
+    held = terms.holds(rank, n, count, root)
 
-        def all_gather() -> None:
+    def whole_out() -> None:
+        for lo, hi in held:
             out[lo:hi].copy_(inp)
-            runner.run(out, redop)
-
-        return all_gather
-    copies = op is not Op.BROADCAST or rank == root
-
-    def other() -> None:
-        if copies:
-            out.copy_(inp)
         runner.run(out, redop)
 
-    return other
+    return whole_out

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from collbench.errors import UserError
 from collbench.nccl.variants import is_native
+from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, UNTUNED
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
@@ -234,10 +235,13 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
         "# MSGSIZE ALGORITHM FANINOUT SEGSIZE; algorithm 0 = Open MPI's own choice",
     ]
     out += selection_header(profile)
-    if Op.SENDRECV in ops:
-        out.append(
-            "# sendrecv: MPI_Sendrecv is point-to-point; coll/tuned has no algorithm or rules for it (none written)"
-        )
+    for op in (op for op in Op if op in ops):
+        collective = COLLECTIVE_FOR_OP[op.value]
+        if collective in UNTUNED:
+            out.append(
+                f"# {op.value}: MPI_{collective.capitalize()} is point-to-point; coll/tuned has no algorithm or "
+                "rules for it (none written)"
+            )
     out += [f"# no equivalent: {note}" for note in notes]
     out.append(f"{len(sections)}  # number of collectives")
     for section in sections:
