@@ -1,7 +1,8 @@
-"""Every table collbench prints fits a 100-column terminal with every algorithm name whole: the tune
+"""Every table collbench prints fits an 80-column terminal with every algorithm name whole: the tune
 and profile rules, the profile's fits, tune --check, fit, predict and sweep results,
-rendered as users see them (Rich at width 100), with the longest names at once (recursive-doubling,
-rabenseifner, reduce-scatter) and several ops and shapes."""
+rendered as users see them (Rich at width 80), with the longest names at once (recursive-doubling,
+rabenseifner, reduce-scatter) and several ops and shapes. (tests/cli/test_80_columns.py runs the
+commands themselves.)"""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from collbench.results.row import ResultRow
 from collbench.schedules.registry import algorithm_names
 from collbench.tuning.check import RuleCheck
 
-WIDTH = 100
+WIDTH = 80
 LONG = ("recursive-doubling", "rabenseifner")
 
 

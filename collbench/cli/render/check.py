@@ -14,12 +14,13 @@ def render_check(checks: list[RuleCheck], shape: str | None = None) -> Renderabl
     """Per op a table, one row per rule: range, chosen algorithm, size checked, its time, the best
     one's, the regret. ``shape`` names the rule set's shape in the title, for a profile of several.
 
-    Fits 100 columns with both algorithm names whole: the op is in each table's title, not a column."""
+    Fits 80 columns with every value whole: the op is in each table's title, not a column; narrower,
+    the table prints in parts that repeat the range (SplitTable)."""
     title = "re-measured: regret = time of the chosen / time of the fastest, rounds at one speed (± one standard error)"
     ops = list(dict.fromkeys(c.rule.op for c in checks)) or [""]
     tables = []
     for op in ops:
-        table = narrow_table((f"{shape}, " if shape else "") + title + (f": {op}" if op else ""))
+        table = narrow_table((f"{shape}, " if shape else "") + title + (f": {op}" if op else ""), keep=2)
         for col, just in (
             ("from", "right"),
             ("to", "right"),
