@@ -69,6 +69,7 @@ def _matrix_rows(text: str, ids: set[str]) -> dict[str, list[str]]:
     ids=lambda p: p.name.split(".")[0],
 )
 def test_discover_matrix_prints_in_blocks_with_every_cell(path: Path) -> None:
+    run80("discover", "--from-nvidia-smi", str(path), "--bandwidth")
     out = run80("discover", "--from-nvidia-smi", str(path))
     topo = read_nvidia_smi_topo(path)
     devices = [*topo.rank_devices[:16], *topo.nics[:16]]
@@ -107,6 +108,7 @@ def test_fit_and_predict(tmp_path: Path) -> None:
     fits_path.write_text(CliRunner().invoke(app, ["fit", str(H100_LOG), "--json"]).stdout)
     args = ("predict", "--fits", str(fits_path), "--ranks", "1024", "--nodes", "128", "--sizes", "32K,1M,1G")
     out = run80(*args)
+    run80("predict", "--fits", str(fits_path), "--ranks", "1024", "--hierarchy", "8")
     report = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
     for p in report["predictions"]:
         row = next(

@@ -31,3 +31,8 @@ def test_stall_lines_name_each_points_op_and_do_not_repeat() -> None:
 def test_a_point_in_two_modes_is_named_with_its_op() -> None:
     lines = stall_report([point_row("ring", 8192, 300.0, stall_fraction=0.0, bimodal=True)])
     assert lines[-1] == "iterations fell into two modes more than 2x apart: all-reduce ring at 8 KiB (in place)"
+
+
+def test_a_point_stalled_in_two_rounds_is_named_once_at_its_worst() -> None:
+    rows = [point_row("ring", 16384, 900.0, stall_fraction=f, tune_round=i) for i, f in enumerate((0.1, 0.3))]
+    assert stall_report(rows)[-1].endswith(": all-reduce ring at 16 KiB (in place): 30%")

@@ -31,7 +31,12 @@ def stall_report(rows: Sequence[ResultRow]) -> list[str]:
     ]
     priority = rank_priority.unheld_hint() if any(_placed(r.backend) for r in stalled) else ""
     lines.extend(hint for hint in (priority, idle_latency.unheld_hint()) if hint)
-    worst = sorted(stalled, key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.op, r.algo))[:STALL_LINES]
+    # A point measured in several rounds (tune) is named once, at its worst.
+    by_point: dict[tuple[object, ...], ResultRow] = {}
+    for r in sorted(stalled, key=lambda r: -(r.stall_fraction or 0.0)):
+        by_point.setdefault((r.op, r.algo, r.size_bytes, r.in_place, r.segment_bytes, r.layout), r)
+    worst = sorted(by_point.values(), key=lambda r: (-(r.stall_fraction or 0.0), r.size_bytes, r.op, r.algo))
+    worst = worst[:STALL_LINES]
     # The worst few on one line each kind, each point named by its op: one line per point repeated
     # the same cause word for word.
     fractions = [r for r in worst if (r.stall_fraction or 0.0) >= STALL_MARK]
