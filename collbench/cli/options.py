@@ -57,6 +57,14 @@ def _flags_take_no_value(params: Sequence[object]) -> None:
             param.metavar = ""
 
 
+def _help_default_false(option: TyperOption | None) -> None:
+    # Typer's help option defaults to None, not False: every group whose subcommand runs coerces that
+    # None through its pydantic adapter, which imports pydantic (0.1 s of CPU) before anything runs.
+    # A bool default is left as it is (typer.core._TyperParameter.process_value skips bools).
+    if option is not None and option.default is None:
+        option.default = False
+
+
 class CollbenchCommand(TyperCommand):
     """A command whose flags show no ``<bool>`` value in ``--help``: a flag takes none."""
 
@@ -67,6 +75,7 @@ class CollbenchCommand(TyperCommand):
     def get_help_option(self, ctx: Any) -> TyperOption | None:
         option = super().get_help_option(ctx)
         _flags_take_no_value([option])
+        _help_default_false(option)
         return option
 
 
@@ -80,6 +89,7 @@ class CollbenchGroup(TyperGroup):
     def get_help_option(self, ctx: Any) -> TyperOption | None:
         option = super().get_help_option(ctx)
         _flags_take_no_value([option])
+        _help_default_false(option)
         return option
 
 

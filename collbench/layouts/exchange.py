@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 
 def round_robin_rounds(n: int) -> tuple[tuple[int, ...], ...]:
     """The circle method's rounds: ``rounds[k][r]`` is rank r's partner in round k (r itself: idle).
@@ -105,6 +103,10 @@ def exchange_rounds(bandwidth_gbps: Sequence[Sequence[float]]) -> tuple[tuple[in
 
 def _greedy_rounds(bandwidth_gbps: Sequence[Sequence[float]]) -> tuple[tuple[int, ...], ...]:
     """Pairs slowest first (ties in round-robin order), each in the earliest round both ranks are free."""
+    # Imported here: the schedule registry imports this module, and every command's --help imports the
+    # registry; numpy is needed only when a layout is planned.
+    import numpy as np
+
     n = len(bandwidth_gbps)
     if n <= 1:
         return ()

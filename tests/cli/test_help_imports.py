@@ -1,4 +1,4 @@
-"""`collbench --help` and every command's --help import no heavy library: torch (1.5 s of CPU), scipy,
+"""`collbench --help` and every command's --help import no heavy library: torch (1.5 s of CPU), scipy, pydantic,
 pandas, pyarrow, matplotlib, jinja2 are imported when a command needs them, not to print its options.
 
 A correctness check, not a timing: one fresh interpreter imports the CLI, asks each command for its
@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("torch", "scipy", "pandas", "pyarrow", "matplotlib", "jinja2")
+HEAVY = ("torch", "scipy", "pandas", "pyarrow", "matplotlib", "jinja2", "pydantic")
 
 _PROBE = """
 import contextlib, io, json, sys
