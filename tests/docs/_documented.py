@@ -95,6 +95,13 @@ def parse_markers(text: str, where: str) -> Markers:
 def read_blocks(path: Path, page: str) -> list[Block]:
     """The page's fenced blocks that hold a `$ collbench` command, in order, with their markers."""
     lines = path.read_text(encoding="utf-8").split("\n")
+    for n, line in enumerate(lines):
+        # a marker that marks nothing would leave its block run (or unchecked) without a word
+        if "doc-test" in line and line.lstrip().startswith("<!--"):
+            if not MARKER.match(line):
+                raise DocError(f"{page}:{n + 1}: a doc-test marker reads <!-- doc-test: OPTIONS -->")
+            if n + 1 >= len(lines) or not lines[n + 1].startswith("```"):
+                raise DocError(f"{page}:{n + 1}: a doc-test marker stands on the line just before a block's fence")
     blocks: list[Block] = []
     i = 0
     while i < len(lines):

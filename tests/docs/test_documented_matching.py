@@ -61,6 +61,18 @@ def test_a_marker_this_test_does_not_know_is_an_error(marker: str, says: str) ->
         parse_markers(marker, "page.md:3")
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("<!-- doc-test: slow -->\n\n```\n$ collbench layout\n```\n", "just before a block's fence"),
+        ("<!-- doc-test slow -->\n```\n$ collbench layout\n```\n", "reads <!-- doc-test: OPTIONS -->"),
+    ],
+)
+def test_a_marker_that_marks_no_block_is_an_error(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(DocError, match=says):
+        read_blocks(_page(tmp_path, text), "page.md")
+
+
 def test_a_fence_that_never_closes_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(DocError, match="never closes"):
         read_blocks(_page(tmp_path, "```\n$ collbench layout\n"), "page.md")
