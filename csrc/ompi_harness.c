@@ -2,7 +2,9 @@
  *
  * Purpose: time MPI collectives with each coll/tuned algorithm forced in turn, with no interpreter
  * between the timer and the call, and check every result the way collbench checks its other backends.
- * Requires: Open MPI 4.1 or later, built with mpicc at run time and cached (runtime/mpi/harness.py).
+ * Requires: Open MPI 4.1 or later, built with mpicc at run time and cached (runtime/mpi/harness.py);
+ * or MPICH 4.0 or later (mpicc.mpich, runtime/mpi/mpich_sweep.py), given only algorithm 0 variants: an
+ * MPICH job's algorithm is forced by its environment (MPIR_CVAR_<COLL>_INTRA_ALGORITHM).
  *
  * Collectives: allreduce, bcast, reduce, allgather, reduce_scatter (MPI_Reduce_scatter), alltoall,
  * gather, scatter, barrier, scan, exscan, and sendrecv: collbench's ring shift (MPI_Sendrecv to rank+1 from rank-1),
@@ -304,6 +306,67 @@ static void say(const char *fmt, const char *text) {
     }
 }
 
+/* The harness's own messages (commands, checks, times) between the measured calls. Under MPICH a forced
+ * algorithm applies to every call of its collective on every communicator (MPIR_CVAR_<COLL>_INTRA_ALGORITHM
+ * is read per call), and MPICH refuses one that cannot run a call (MPIR_CVAR_COLLECTIVE_FALLBACK=error):
+ * reduce_scatter_allgather cannot reduce the harness's one int. So under MPICH they are point-to-point,
+ * through rank 0 (O(ranks) messages per command, none O(ranks^2)); under Open MPI the collectives, whose
+ * forced algorithms live on the measured communicators only. */
+#ifdef MPICH_VERSION
+#define CTL_TAG 7771
+static void ctl_bcast(void *buf, int n, MPI_Datatype t) {
+    if (rank == 0)
+        for (int i = 1; i < world; i++) MPI_Send(buf, n, t, i, CTL_TAG, MPI_COMM_WORLD);
+    else
+        MPI_Recv(buf, n, t, 0, CTL_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+static void ctl_reduce(const void *in, void *out, int n, MPI_Datatype t, MPI_Op op) {
+    int size;
+    MPI_Type_size(t, &size);
+    if (rank != 0) {
+        MPI_Send(in, n, t, 0, CTL_TAG, MPI_COMM_WORLD);
+        return;
+    }
+    void *part = malloc((size_t)(n > 0 ? n : 1) * (size_t)size);
+    memcpy(out, in, (size_t)n * (size_t)size);
+    for (int i = 1; i < world; i++) {
+        MPI_Recv(part, n, t, i, CTL_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Reduce_local(part, out, n, t, op);
+    }
+    free(part);
+}
+static void ctl_allreduce(const void *in, void *out, int n, MPI_Datatype t, MPI_Op op) {
+    ctl_reduce(in, out, n, t, op);
+    ctl_bcast(out, n, t);
+}
+static void ctl_barrier(void) {
+    int one = 1, all;
+    ctl_allreduce(&one, &all, 1, MPI_INT, MPI_MIN);
+}
+static void ctl_gather_names(const char *me, char *all) {
+    if (rank != 0) {
+        MPI_Send(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, CTL_TAG, MPI_COMM_WORLD);
+        return;
+    }
+    memcpy(all, me, MPI_MAX_PROCESSOR_NAME);
+    for (int i = 1; i < world; i++)
+        MPI_Recv(all + (size_t)i * MPI_MAX_PROCESSOR_NAME, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, i, CTL_TAG, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+}
+#else
+static void ctl_bcast(void *buf, int n, MPI_Datatype t) { MPI_Bcast(buf, n, t, 0, MPI_COMM_WORLD); }
+static void ctl_reduce(const void *in, void *out, int n, MPI_Datatype t, MPI_Op op) {
+    MPI_Reduce(in, out, n, t, op, 0, MPI_COMM_WORLD);
+}
+static void ctl_allreduce(const void *in, void *out, int n, MPI_Datatype t, MPI_Op op) {
+    MPI_Allreduce(in, out, n, t, op, MPI_COMM_WORLD);
+}
+static void ctl_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+static void ctl_gather_names(const char *me, char *all) {
+    MPI_Gather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+#endif
+
 static int set_cvar(const char *name, int value) {
     int index, n;
     MPI_T_cvar_handle handle;
@@ -333,6 +396,9 @@ static int make_comm(variant_t *v) {
     int segmented = tuned && v->coll != BARRIER && v->coll != SCAN && v->coll != EXSCAN;
     if (!tuned && v->algorithm != 0) return -1;
     if (!segmented && v->segment_bytes != 0) return -2;
+    /* Algorithm 0 with no segment size forces nothing: the library's own choice, set through no variable
+     * (so the harness runs under MPICH too, whose algorithms are forced by the environment instead). */
+    if (v->algorithm == 0 && v->segment_bytes == 0) tuned = segmented = 0;
     snprintf(name, sizeof name, "coll_tuned_%s_algorithm", coll);
     if (tuned && set_cvar(name, v->algorithm) != MPI_SUCCESS) return -1;
     snprintf(name, sizeof name, "coll_tuned_%s_algorithm_segmentsize", coll);
@@ -390,7 +456,7 @@ static void announce(int realtime) {
     MPI_Get_library_version(version, &len);
     MPI_Get_processor_name(me, &len);
     char *all = rank == 0 ? calloc((size_t)world, MPI_MAX_PROCESSOR_NAME) : NULL;
-    MPI_Gather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+    ctl_gather_names(me, all);
     if (rank != 0) return;
     int nodes = 0;
     for (int i = 0; i < world; i++) {
@@ -399,10 +465,11 @@ static void announce(int realtime) {
         nodes += !seen;
     }
     free(all);
-    /* "Open MPI v4.1.4, package: ..." -> 4.1.4 */
+    /* "Open MPI v4.1.4, package: ..." -> 4.1.4; "MPICH Version:\t4.0.2\n..." -> 4.0.2 */
     char number[64] = "?";
-    const char *v = strstr(version, " v");
-    if (v) sscanf(v + 2, "%63[0-9.a-z]", number);
+    const char *v = strstr(version, "MPICH Version:");
+    if (v) sscanf(v + strlen("MPICH Version:"), " %63[0-9.a-z]", number);
+    else if ((v = strstr(version, " v"))) sscanf(v + 2, "%63[0-9.a-z]", number);
     printf("@cb H %s %d %d\n", number, nodes, realtime);
     fflush(stdout);
 }
@@ -439,7 +506,7 @@ int main(int argc, char **argv) {
         realtime = sched_setscheduler(0, SCHED_RR, &param) == 0;
     }
     int everywhere;
-    MPI_Allreduce(&realtime, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    ctl_allreduce(&realtime, &everywhere, 1, MPI_INT, MPI_MIN);
     announce(everywhere);
     take_fn take = (take_fn)dlsym(RTLD_DEFAULT, "collbench_shim_take");
     counts = calloc((size_t)world, sizeof(int));
@@ -450,7 +517,7 @@ int main(int argc, char **argv) {
     for (;;) {
         memset(line, 0, sizeof line);
         if (rank == 0 && !fgets(line, sizeof line, stdin)) snprintf(line, sizeof line, "Q\n");
-        MPI_Bcast(line, LINE, MPI_CHAR, 0, MPI_COMM_WORLD);
+        ctl_bcast(line, LINE, MPI_CHAR);
         if (line[0] == 'Q') break;
         if (line[0] == 'P') {
             int v, warmup, checking;
@@ -467,9 +534,9 @@ int main(int argc, char **argv) {
             if (take) take(seen, sizeof seen);
             int rc = call(), worst;
             if (take) take(seen, sizeof seen);
-            MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            ctl_allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX);
             long wrong = worst == MPI_SUCCESS && checking ? check() : 0, total = 0;
-            MPI_Reduce(&wrong, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+            ctl_reduce(&wrong, &total, 1, MPI_LONG, MPI_SUM);
             for (int i = 0; worst == MPI_SUCCESS && i < warmup; i++) call();
             if (rank == 0) {
                 char why[MPI_MAX_ERROR_STRING] = "";
@@ -491,13 +558,13 @@ int main(int argc, char **argv) {
                 slowest = malloc((size_t)iters * sizeof *slowest);
                 times_have = iters;
             }
-            MPI_Barrier(MPI_COMM_WORLD);
+            ctl_barrier();
             for (long i = 0; i < iters; i++) {
                 double t0 = MPI_Wtime();
                 call();
                 times[i] = (MPI_Wtime() - t0) * 1e6;
             }
-            MPI_Reduce(times, slowest, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+            ctl_reduce(times, slowest, (int)iters, MPI_DOUBLE, MPI_MAX);
             if (rank == 0) {
                 fputs("@cb T", stdout);
                 for (long i = 0; i < iters; i++) printf(" %.4f", slowest[i]);

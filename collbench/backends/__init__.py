@@ -28,10 +28,11 @@ from __future__ import annotations
 from collbench.backends.base import Backend, Here
 from collbench.backends.gloo import GLOO
 from collbench.backends.mpi import MPI
+from collbench.backends.mpich import MPICH
 from collbench.backends.nccl import NCCL
 from collbench.errors import UnknownNameError
 
-BACKENDS: tuple[Backend, ...] = (GLOO, NCCL, MPI)
+BACKENDS: tuple[Backend, ...] = (GLOO, NCCL, MPI, MPICH)
 """Every backend (``--backend auto`` asks those on GPUs first: :meth:`Backend.chosen_by_auto`)."""
 AUTO = "auto"
 """``--backend auto``: the first backend of :data:`BACKENDS` that says it is chosen here, NCCL over gloo."""

@@ -106,10 +106,11 @@ def check_rule_algorithm(rule: Rule) -> None:
     from collbench.schedules.registry import algorithm_names, get_algorithm
 
     if is_native(rule.algo):
+        from collbench.mpich.algorithms import known_algos as mpich_algos
         from collbench.ompi.algorithms import known_algos
 
-        if rule.algo.strip().lower() in known_algos():
-            return  # one of Open MPI's own algorithms, forced (a profile of tune --backend mpi)
+        if rule.algo.strip().lower() in known_algos() | mpich_algos():
+            return  # one of Open MPI's or MPICH's own algorithms, forced (tune --backend mpi or mpich)
         try:
             parse_native_variant(rule.algo)
         except UserError as exc:

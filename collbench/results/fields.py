@@ -345,11 +345,12 @@ def _known_op(name: str) -> str:
 
 def _known_algo(name: str) -> str:
     from collbench.errors import UserError
+    from collbench.mpich.algorithms import known_algos as mpich_algos
     from collbench.nccl.variants import is_native, parse_native_variant
     from collbench.ompi.algorithms import known_algos
 
     if is_native(name):
-        if name in known_algos():  # an Open MPI algorithm forced (backend mpi)
+        if name in known_algos() or name in mpich_algos():  # an Open MPI or MPICH algorithm forced
             return ""
         try:
             parse_native_variant(name)

@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "collbench"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("text",),
     ("errors",),
-    ("units", "pasted", "version", "ompi"),
+    ("units", "pasted", "version", "ompi", "mpich"),
     ("fileio",),
     ("topology",),
     ("layouts",),

@@ -95,29 +95,35 @@ def build_harness(tools: OpenMpiTools, note: Callable[[str], None]) -> Path:
 
     Raises UserError (one line) when mpicc fails.
     """
-    source = csrc_dir() / SOURCE
     # mpicc's own command line names the MPI it wraps (include and library paths): a new Open MPI
     # gets a new build.
     wrapped = _run([tools.mpicc, "--showme"]) + _run([tools.mpirun, "--version"]).splitlines()[0]
+    return build_with(tools.mpicc, wrapped, "ompi", "Open MPI", note)
+
+
+def build_with(mpicc: str, wrapped: str, cache: str, library: str, note: Callable[[str], None]) -> Path:
+    """The harness built by ``mpicc`` (the wrapper of ``library``), cached under ``cache`` by this source
+    and ``wrapped`` (what names the MPI the wrapper compiles for: a new one gets a new build)."""
+    source = csrc_dir() / SOURCE
     digest = hashlib.sha256(source.read_bytes() + wrapped.encode()).hexdigest()[:16]
-    built = cache_root() / "ompi" / f"ompi_harness-{digest}"
+    built = cache_root() / cache / f"ompi_harness-{digest}"
     if built.is_file() and os.access(built, os.X_OK):
         return built
-    note(f"building the Open MPI harness with {tools.mpicc} (once, cached in {built.parent})")
+    note(f"building the {library} harness with {mpicc} (once, cached in {built.parent})")
     try:
         built.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{built.parent}: cannot create the cache directory ({exc.strerror or exc})") from None
     tmp = built.with_name(f".{built.name}.{os.getpid()}.tmp")
-    cmd = [tools.mpicc, "-O2", "-std=gnu11", "-Wall", "-o", str(tmp), str(source), "-ldl"]
+    cmd = [mpicc, "-O2", "-std=gnu11", "-Wall", "-o", str(tmp), str(source), "-ldl"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UserError(f"could not run {tools.mpicc}: {exc}") from None
+        raise UserError(f"could not run {mpicc}: {exc}") from None
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
-        raise UserError(f"{tools.mpicc} failed to build {SOURCE}: {first}")
+        raise UserError(f"{mpicc} failed to build {SOURCE}: {first}")
     # Whole or not at all: another sweep building the same harness at once replaces it with the same file.
     os.replace(tmp, built)
     return built
@@ -188,14 +194,17 @@ def extra_mpirun_args() -> list[str]:
 class HarnessJob:
     """A running harness under ``mpirun``: commands in, answers out, each within ``timeout_s``."""
 
-    def __init__(self, cmd: list[str], timeout_s: float) -> None:
+    def __init__(self, cmd: list[str], timeout_s: float, env: dict[str, str] | None = None) -> None:
+        """``env``: the job's whole environment (another MPI's settings); Open MPI's by default."""
         self.timeout_s = timeout_s
-        self.doing = "starting mpirun"
+        self.launcher = Path(cmd[0]).name
+        self.doing = f"starting {self.launcher}"
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
-        env = dict(os.environ)
-        # Rules from a file would replace Open MPI's fixed decisions in the ``native`` rows.
-        env.pop("OMPI_MCA_coll_tuned_dynamic_rules_filename", None)
-        env.pop("OMPI_MCA_coll_tuned_use_dynamic_rules", None)
+        if env is None:
+            env = dict(os.environ)
+            # Rules from a file would replace Open MPI's fixed decisions in the ``native`` rows.
+            env.pop("OMPI_MCA_coll_tuned_dynamic_rules_filename", None)
+            env.pop("OMPI_MCA_coll_tuned_use_dynamic_rules", None)
         try:
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, bufsize=0
@@ -274,7 +283,7 @@ class HarnessJob:
             self._in.write(line.encode() + b"\n")
             self._in.flush()
         except OSError:
-            raise self._failure("mpirun stopped taking commands") from None
+            raise self._failure(f"{self.launcher} stopped taking commands") from None
 
     def _answer(self, kind: str) -> str:
         """The rest of the next ``@cb <kind>`` line; other lines (Open MPI's own output) are skipped."""
@@ -298,7 +307,7 @@ class HarnessJob:
             chunk = os.read(self._out.fileno(), 1 << 20)
             if not chunk:
                 self._proc.wait()
-                raise self._failure(f"mpirun ended (exit code {self._proc.returncode})")
+                raise self._failure(f"{self.launcher} ended (exit code {self._proc.returncode})")
             self._pending += chunk
         line, _, self._pending = self._pending.partition(b"\n")
         return line.decode(errors="replace").strip()
@@ -306,7 +315,8 @@ class HarnessJob:
     def _failure(self, problem: str) -> RankError:
         self._stderr.seek(0)
         said = " ".join(self._stderr.read().decode(errors="replace").split())[-_STDERR_SHOWN:]
-        return RankError(0, socket.gethostname(), self.doing, problem + (f"; mpirun said: {said}" if said else ""))
+        said_line = f"; {self.launcher} said: {said}" if said else ""
+        return RankError(0, socket.gethostname(), self.doing, problem + said_line)
 
 
 def realtime_ranks(world_size: int) -> bool:

@@ -157,8 +157,9 @@ def _measure(
     facts: JobFacts,
     fingerprint: str,
     report: Event,
+    library: str = "Open MPI",
 ) -> tuple[ResultRow, str] | None:
-    """One point's row and what ran (``Prepared.ran``); None when Open MPI refused the forced algorithm
+    """One point's row and what ran (``Prepared.ran``); None when ``library`` refused the forced algorithm
     (said once, in a note)."""
     cfg = job.config
     prepared = running.prepare(
@@ -168,7 +169,7 @@ def _measure(
         report(
             {
                 "kind": "note",
-                "text": f"{point.algo} {point.op.value} (all its points): Open MPI cannot run it on {world} ranks "
+                "text": f"{point.algo} {point.op.value} (all its points): {library} cannot run it on {world} ranks "
                 f"({prepared.error_text or f'MPI error {prepared.error_code}'}); skipped",
             }
         )

@@ -1,0 +1,151 @@
+"""MPICH (``--backend mpich``): MPICH's own collectives, each algorithm forced in turn by its CVAR.
+
+The same C harness as Open MPI's (``csrc/ompi_harness.c``, built with MPICH's ``mpicc.mpich`` beside an
+Open MPI that stays the ``mpicc``/``mpirun`` default) measures them under MPICH's launcher
+(``mpiexec.mpich``), one job per forced algorithm: MPICH reads ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` from
+the environment at ``MPI_Init`` (``native`` leaves it ``auto``: MPICH's own selection, its CSEL tree).
+Rows are ``native`` or ``native:<algorithm>`` with the name the CVAR takes (``native:recursive_doubling``).
+Its profiles feed MPICH's exports: ``export mpich-json`` (a CSEL selection file for
+``MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE``) and ``export mpich-env`` (the CVARs, for one fixed choice).
+
+What MPICH can be forced to run is :data:`MPICH_4_0`, read from MPICH 4.0.2 itself: the descriptions its
+MPI_T interface gives for each ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` (``MPI_T_cvar_get_info``; the same
+text as ``src/mpi/coll/cvars.txt`` of the v4.0.2 tag), and the CSEL names of the same algorithms
+(``src/mpi/coll/src/csel_container.c``, v4.0.2: ``MPIR_<Coll>_intra_<name>``, ``MPIR_<Coll>_allcomm_nb``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from typing import ClassVar
+
+from collbench.backends.base import Backend, Here, SweepOptions
+from collbench.backends.mpi import MPI_DTYPES, MPI_MAX_COUNT, MPI_REDOPS
+from collbench.errors import BackendUnavailableError, ConfigError, NotApplicableError, UnknownNameError
+from collbench.mpich.algorithms import (
+    COLLECTIVE_FOR_OP,
+    NATIVE,
+    NATIVE_PREFIX,
+    TOOLS,
+    algorithms,
+    find_algorithm,
+    known_algos,
+)
+from collbench.nccl.support import CommShape
+from collbench.nccl.variants import is_native
+from collbench.schedules.ops import DTYPE_SIZES, Op
+from collbench.schedules.registry import algorithm_names
+
+MPICH_EXPORTS = "mpich"
+"""The consumer family of MPICH's exports (its CSEL file, its CVARs): :attr:`Backend.feeds`."""
+
+
+class Mpich(Backend):
+    name: ClassVar[str] = "mpich"
+    torch_backend: ClassVar[str | None] = None
+    sweep_runner: ClassVar[str | None] = "collbench.runtime.mpi.mpich_sweep:run_mpich_sweep"
+    in_place_every_op: ClassVar[bool] = True
+    runs_own_algorithms: ClassVar[bool] = False
+    feeds: ClassVar[frozenset[str]] = frozenset({MPICH_EXPORTS})
+
+    def unusable_reason(self, local_ranks: int, here: Here) -> str | None:
+        missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+        if missing:
+            raise BackendUnavailableError(
+                f"--backend mpich needs MPICH's {', '.join(missing)} on PATH: install MPICH "
+                "(Debian/Ubuntu: apt-get install mpich libmpich-dev)"
+            )
+        return None
+
+    def check_sweep(self, options: SweepOptions, dtype: str, redop: str, here: Here) -> None:
+        if options.world_size is None:
+            raise ConfigError(
+                "--backend mpich starts mpiexec.mpich itself: run `collbench sweep --backend mpich --ranks N` "
+                "outside any launcher"
+            )
+        if dtype not in MPI_DTYPES:
+            raise ConfigError(f"--backend mpich: MPI has no {dtype} type; use one of {', '.join(MPI_DTYPES)}")
+        if redop not in MPI_REDOPS:
+            raise ConfigError(f"--backend mpich: MPI has no {redop} reduction; use one of {', '.join(MPI_REDOPS)}")
+        elements = options.max_bytes // DTYPE_SIZES[dtype]
+        if elements > MPI_MAX_COUNT:
+            raise ConfigError(
+                f"--backend mpich: -e {options.max_bytes} is {elements} {dtype} elements; an MPI count is a C "
+                f"int (at most {MPI_MAX_COUNT})"
+            )
+        if options.cuda_graph:
+            raise ConfigError("--cuda-graph captures GPU work; --backend mpich runs on the CPU")
+
+    def sweep_algos(self, options: SweepOptions, ops: list[Op], skipped: list[str], here: Here) -> dict[Op, list[str]]:
+        return mpich_algos(options.algos, ops, skipped)
+
+    def tune_candidates(
+        self, ops: Sequence[str], own: tuple[str, ...], shape: CommShape, here: Here
+    ) -> tuple[str, ...]:
+        """``native`` and every ``native:<algorithm>`` MPICH has for an asked op, once each."""
+        chosen = list(Op) if any(o.strip().lower() == "all" for o in ops) else [Op.parse(o) for o in ops]
+        names: dict[str, None] = {NATIVE: None}
+        for op in chosen:
+            names.update((a.algo, None) for a in algorithms(COLLECTIVE_FOR_OP[op.value]))
+        return tuple(names)
+
+    def foreign_native(self, algo: str) -> str | None:
+        key = algo.strip().lower()
+        known = known_algos()
+        if is_native(key) and key != NATIVE and key not in known:
+            return f"not one of MPICH's algorithms; MPICH runs native or one of: {', '.join(sorted(known))}"
+        return None
+
+
+def mpich_algos(asked: Sequence[str], ops: list[Op], skipped: list[str]) -> dict[Op, list[str]]:
+    """For each op, what to measure: ``native`` (MPICH's own selection) and ``native:<algorithm>`` forced.
+
+    ``all`` is ``native`` and every algorithm MPICH has for the op. A forced algorithm some asked ops lack
+    is left out of those, with a line in ``skipped``. Raises UnknownNameError for a name no asked op has,
+    ConfigError for collbench's own algorithms, NotApplicableError when nothing is left.
+    """
+    per_op: dict[Op, list[str]] = {op: [] for op in ops}
+
+    def add(op: Op, algo: str) -> None:
+        if algo not in per_op[op]:
+            per_op[op].append(algo)
+
+    for name in asked:
+        key = name.strip().lower()
+        if key in ("all", NATIVE):
+            for op in ops:
+                add(op, NATIVE)
+                if key == "all":
+                    for a in algorithms(COLLECTIVE_FOR_OP[op.value]):
+                        add(op, a.algo)
+            continue
+        if not key.startswith(NATIVE_PREFIX) and key in algorithm_names():
+            raise ConfigError(
+                f"--backend mpich measures MPICH's own algorithms (native, native:<algorithm>, all); {name} is "
+                "collbench's own: run it with --backend gloo"
+            )
+        having = [op for op in ops if find_algorithm(op.value, key) is not None]
+        if not having:
+            known = sorted({a.algo for op in ops for a in algorithms(COLLECTIVE_FOR_OP[op.value])})
+            if not known:
+                raise NotApplicableError(
+                    f"{name} {', '.join(op.value for op in ops)}: MPI_Sendrecv is point-to-point, MPICH has no "
+                    "algorithm to force for it; measure it with --algo native"
+                )
+            raise UnknownNameError(f"MPICH algorithm for {', '.join(op.value for op in ops)}", name, known)
+        for op in having:
+            add(op, key)
+        lacking = [op for op in ops if op not in having]
+        if lacking:
+            colls = ", ".join(COLLECTIVE_FOR_OP[op.value] for op in lacking)
+            skipped.append(
+                f"{key} {', '.join(op.value for op in lacking)}: MPICH's {colls} "
+                f"{'has' if len(lacking) == 1 else 'have'} no such algorithm; skipped"
+            )
+    if not any(per_op.values()):
+        raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
+    return per_op
+
+
+MPICH = Mpich()

@@ -1,0 +1,1 @@
+"""MPICH's facts: its collectives' algorithms and their names (:mod:`.algorithms`)."""

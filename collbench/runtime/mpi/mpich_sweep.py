@@ -1,0 +1,190 @@
+"""``sweep --backend mpich``: MPICH's collectives, each algorithm forced in turn by its CVAR, as rows.
+
+The same harness as Open MPI's (``csrc/ompi_harness.c``, built with ``mpicc.mpich``) under MPICH's
+launcher (``mpiexec.mpich``), measuring and checking every point as ``sweep --backend mpi`` does
+(sweep.py: the same plan, batches, checks and summaries). What differs is how an algorithm is forced:
+MPICH reads ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` for every call on every communicator, the harness's
+own commands included, so each forced algorithm gets a job of its own with that variable set, and the
+``native`` points one job with none set (MPICH's own selection: its built-in CSEL tree; a user's
+``MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE`` and forced algorithms are removed from every job).
+``MPIR_CVAR_COLLECTIVE_FALLBACK=error`` makes MPICH refuse a forced algorithm it cannot run (``smp``
+on one node) rather than run its own choice under the forced name; that algorithm's points are then
+skipped with MPICH's reason, and the other jobs go on.
+
+Rows stream to the sweep's file as measured, a job at a time; the rows returned are in plan order.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Any
+
+import torch
+
+from collbench.errors import BackendUnavailableError, RankError
+from collbench.mpich.algorithms import (
+    COLLECTIVE_FOR_OP,
+    FALLBACK_CVAR,
+    NATIVE,
+    SELECTION_FILE_CVAR,
+    find_algorithm,
+)
+from collbench.results.io import append_jsonl
+from collbench.results.journal import empty_file
+from collbench.results.row import ResultRow
+from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant, build_with, realtime_ranks
+from collbench.runtime.mpi.sweep import Event, _measure
+from collbench.runtime.sweep.files import resumed_rows
+from collbench.runtime.sweep.plan import SweepJob
+from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, row_fingerprint
+
+MPICC = "mpicc.mpich"
+MPIEXEC = "mpiexec.mpich"
+
+
+def mpich_environment(forced: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment for an MPICH job: no CVAR choosing a collective algorithm or a
+    selection file (they would change the ``native`` rows), then ``forced`` (CVAR -> value) and the
+    refusal of a forced algorithm MPICH cannot run."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("MPIR_CVAR_") and (k.endswith("_ALGORITHM") or k == SELECTION_FILE_CVAR))
+    }
+    env.update(forced or {})
+    env[FALLBACK_CVAR] = "error"
+    return env
+
+
+def mpiexec_command(harness: str, world_size: int, args: list[str]) -> list[str]:
+    """The ``mpiexec.mpich`` line (Hydra: standard input goes to rank 0, the environment to every rank)."""
+    return [_tool(MPIEXEC), "-n", str(world_size), harness, *args]
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise BackendUnavailableError(
+            f"--backend mpich needs MPICH's {name} on PATH: install MPICH (Debian/Ubuntu: apt-get install mpich "
+            "libmpich-dev)"
+        )
+    return found
+
+
+def build_mpich_harness(note: Any) -> str:
+    """The harness built with ``mpicc.mpich`` (cached by the MPICH it wraps: ``mpicc.mpich -show``)."""
+    mpicc = _tool(MPICC)
+    try:
+        shown = subprocess.run([mpicc, "-show"], capture_output=True, text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BackendUnavailableError(f"{mpicc} could not run: {exc}") from None
+    return str(build_with(mpicc, shown, "mpich", "MPICH", note))
+
+
+def _job_key(point: SweepPoint) -> tuple[str, str]:
+    """(CVAR, value) forcing ``point``'s algorithm; ("", "") for ``native``."""
+    if point.algo == NATIVE:
+        return ("", "")
+    found = find_algorithm(point.op.value, point.algo)
+    if found is None:  # the backend's plan names only what MPICH has
+        raise BackendUnavailableError(f"{point.algo} is not one of MPICH's {COLLECTIVE_FOR_OP[point.op.value]}")
+    return (found.cvar, found.name)
+
+
+def run_mpich_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
+    """Measure every point of ``job``, one MPICH job per forced algorithm; every row, resumed ones
+    included, in plan order. Raises UserError subclasses for what cannot start, RankError when a
+    ``native`` job dies (a forced algorithm's job that MPICH aborts is skipped, said in a note)."""
+    cfg = job.config
+    assert cfg.world_size is not None  # the backend's check_sweep refuses a sweep without --ranks
+    world = cfg.world_size
+    points, notes = plan_points(job, world, torch.device("cpu"), "rank-order")
+    done: dict[tuple[Any, ...], ResultRow] = {}
+    if cfg.resume:
+        done = {row.key: row for row in resumed_rows(job.stream_path)}
+    else:
+        job.stream_path.parent.mkdir(parents=True, exist_ok=True)
+        empty_file(job.stream_path)
+    fingerprint, fp_note = row_fingerprint(job, world)
+    for text in [*notes, *([fp_note] if fp_note else [])]:
+        report({"kind": "note", "text": text})
+    todo = [p for p in points if point_key(job, p, world) not in done]
+    report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
+    groups: dict[tuple[str, str], list[SweepPoint]] = {}
+    for p in todo:
+        groups.setdefault(_job_key(p), []).append(p)
+    measured: dict[tuple[Any, ...], ResultRow] = {}
+    if groups:
+        harness = build_mpich_harness(lambda text: report({"kind": "note", "text": text}))
+        realtime = realtime_ranks(world)
+        finished = len(points) - len(todo)
+        for (cvar, value), group in groups.items():
+            forced = {cvar: value} if cvar else {}
+            progress = (finished, len(points))
+            _run_group(job, group, forced, harness, (world, realtime), fingerprint, progress, report, measured)
+            finished += len(group)
+    rows = []
+    for point in points:
+        key = point_key(job, point, world)
+        if key in measured:
+            rows.append(measured[key])
+        elif key in done:
+            rows.append(done[key])
+    return rows
+
+
+def _run_group(
+    job: SweepJob,
+    group: list[SweepPoint],
+    forced: dict[str, str],
+    harness: str,
+    ranks: tuple[int, bool],
+    fingerprint: str,
+    progress: tuple[int, int],
+    report: Event,
+    measured: dict[tuple[Any, ...], ResultRow],
+) -> None:
+    """One MPICH job measuring ``group`` (points of one forced algorithm, or the ``native`` ones) on
+    ``ranks`` (world size, real-time priority), ``progress`` (points done before it, all points)."""
+    cfg = job.config
+    world, realtime = ranks
+    finished, total = progress
+    variants: list[HarnessVariant] = []
+    for p in group:
+        variant = HarnessVariant(COLLECTIVE_FOR_OP[p.op.value], 0, 0)
+        if variant not in variants:
+            variants.append(variant)
+    args = [job.dtype, job.redop, str(cfg.root), str(cfg.seed), str(int(realtime))]
+    args += [v.argument() for v in variants]
+    refused: set[int] = set()
+    try:
+        with HarnessJob(mpiexec_command(harness, world, args), cfg.timeout_s, mpich_environment(forced)) as running:
+            facts = running.start()
+            for point in group:
+                index = variants.index(HarnessVariant(COLLECTIVE_FOR_OP[point.op.value], 0, 0))
+                report({"kind": "start", "done": finished, "total": total, "text": point.describe()})
+                finished += 1
+                if index in refused:
+                    continue
+                outcome = _measure(job, point, index, world, running, facts, fingerprint, report, "MPICH")
+                if outcome is None:
+                    refused.add(index)
+                    continue
+                row, ran = outcome
+                append_jsonl(job.stream_path, row)
+                measured[point_key(job, point, world)] = row
+                report({"kind": "row", "done": finished, "total": total, "row": row.to_dict(), "ran": ran})
+    except RankError as exc:
+        if not forced:
+            raise
+        # MPICH aborts the job where the forced algorithm cannot run a call on MPI_COMM_WORLD too (the
+        # harness's own commands use it): its points are skipped, saying what MPICH said.
+        algo = group[0].algo
+        ops = ", ".join(dict.fromkeys(p.op.value for p in group))
+        said = exc.problem.partition(" said: ")[2]
+        # MPICH's error stack ends with its reason ("...(4570)....: User set collective algorithm is not
+        # usable for the provided arguments"); the frames before it name its internals.
+        reason = said.rsplit(": ", 1)[-1].strip() if said else exc.problem
+        report({"kind": "note", "text": f"{algo} {ops}: MPICH cannot run it on {world} ranks ({reason}); skipped"})
