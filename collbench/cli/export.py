@@ -216,3 +216,47 @@ def nccl_plugin(
     from collbench.cli.nccl_plugin import run_nccl_plugin
 
     run_nccl_plugin(profile, output, show, from_other_backend=from_other_backend)
+
+
+BaseOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--base",
+        metavar="FILE",
+        help="MPICH's own selection (its maint/tuning/coll/mpir/generic.json) to write the choices into; "
+        "default: the one built into the installed MPICH's library (mpicc.mpich's).",
+        show_default=False,
+    ),
+]
+
+
+@app.command("mpich-json", cls=CollbenchCommand)
+def mpich_json(profile: ProfileArg, output: OutputOpt = None, base: BaseOpt = None) -> None:
+    """MPICH selection file (MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE): MPICH's own, the profile's choices first."""
+    from collbench.tuning.exporters.mpich_json import USE, build_mpich_json, parse_base
+
+    if base is not None:
+        try:
+            text, source = base.read_text(encoding="utf-8"), str(base)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"--base {base}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    else:
+        from collbench.runtime.mpi.mpich_library import installed_selection
+
+        text, source = installed_selection()
+    tree = parse_base(text, source)
+
+    def render(loaded: Any) -> Exported:
+        return build_mpich_json(loaded, tree, source)
+
+    _emit(profile, output, render, "MPICH selection")
+    if output is not None and str(output) != "-":
+        err_console.print(f"use: {USE.replace('<this file>', str(output))}", highlight=False)
+
+
+@app.command("mpich-env", cls=CollbenchCommand)
+def mpich_env(profile: ProfileArg, output: OutputOpt = None) -> None:
+    """MPIR_CVAR_<COLL>_INTRA_ALGORITHM per collective, where one algorithm wins at every size and shape."""
+    from collbench.tuning.exporters.mpich_env import build_mpich_env
+
+    _emit(profile, output, build_mpich_env, "MPICH algorithm variables")
