@@ -222,6 +222,8 @@ def render_totals(
     text.append("\n")
     text.append(f"vs {baseline}", style="bold")
     what, via = _BASELINES.get(baseline, ("", "the busiest port"))
+    if schedule.op.spec.ordered:
+        what = " (the chain: each rank's prefix to the next, one after another)"  # linear's scan
     text.append(
         f"{what}: {theirs.steps:g} step(s), {format_bytes(theirs.port_bytes)} through {via}, ~{theirs.time_us:.1f} us"
     )

@@ -59,13 +59,16 @@ def _sweeps(b: RoundBuilder, ranks: list[int], lo: int, hi: int, first: int) -> 
         for j in range((1 << (d + 1)) - 1, m, 1 << (d + 1)):
             b.transfer(rnd, ranks[j - (1 << d)], ranks[j], lo, hi, reduce=True, label=f"up-sweep {d + 1}")
         rnd += 1
+    down = 0
     for d in reversed(range(levels)):
         # Rank j + 1 = m 2^(d+1) + 2^d (m >= 1) completes its prefix from j - 2^d, which has its own.
-        took = False
-        for j in range(3 * (1 << d) - 1, m, 1 << (d + 1)):
-            b.transfer(rnd, ranks[j - (1 << d)], ranks[j], lo, hi, reduce=True, label=f"down-sweep {d + 1}")
-            took = True
-        rnd += took
+        takers = range(3 * (1 << d) - 1, m, 1 << (d + 1))
+        if not takers:
+            continue
+        down += 1
+        for j in takers:
+            b.transfer(rnd, ranks[j - (1 << d)], ranks[j], lo, hi, reduce=True, label=f"down-sweep {down}")
+        rnd += 1
 
 
 _INCLUSIVE = {"linear": _chain, "recursive-doubling": _doubling, "blelloch": _sweeps}
