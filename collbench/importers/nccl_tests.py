@@ -65,6 +65,7 @@ from collbench.importers.nccl_tests_ops import (
     lead_columns,
     program_name,
     ranks_from_command,
+    refuse_unlogged,
     row_columns,
     shape_columns,
     wrong_count,
@@ -557,13 +558,7 @@ def read_nccl_tests(
     text = read_text_file(path, "nccl-tests output")
     check_number_lengths(text, path)
     op_override = Op.parse(op) if op else None
-    if op_override is not None and op_override.spec.ordered:
-        # No nccl-tests (or rccl-tests) program measures a prefix reduction: no log can hold one.
-        raise InputFileError(
-            str(path),
-            f"nccl-tests has no {op_override.value} program, so no log holds {op_override.value} rows; measure it "
-            f"with collbench sweep --op {op_override.value}",
-        )
+    refuse_unlogged(op_override, path)
     sink = notes if notes is not None else []
     if clean_pasted_text(text).lstrip().startswith("{"):
         try:

@@ -43,8 +43,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from collbench.backends.nccl import NCCL
+from collbench.errors import InputFileError
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 
@@ -312,3 +314,14 @@ __all__ = [
     "shape_columns",
     "wrong_count",
 ]
+
+
+def refuse_unlogged(op: Op | None, path: Path) -> None:
+    """Raise InputFileError for an ``--op`` no nccl-tests (or rccl-tests) program measures: scan and
+    exscan, the prefix reductions, of which no log can hold a row."""
+    if op is not None and op.spec.ordered:
+        raise InputFileError(
+            str(path),
+            f"nccl-tests has no {op.value} program, so no log holds {op.value} rows; measure it with collbench "
+            f"sweep --op {op.value}",
+        )
