@@ -59,6 +59,7 @@ Trees take a ``segments`` count k (pipelining).
 from __future__ import annotations
 
 from collbench.errors import ConfigError
+from collbench.nccl.variants import is_native
 from collbench.schedules.algorithms.tree import binary_tree_depth, two_tree_depth
 from collbench.schedules.cost import ZERO, CostTerms, ceil_log2, log2_floor
 from collbench.schedules.ops import Op
@@ -75,19 +76,15 @@ def _as_op(op: Op | str) -> Op:
     return op if isinstance(op, Op) else Op.parse(op)
 
 
-def _is_native(key: str) -> bool:
-    return key == "native" or key.startswith("native:")
-
-
 def _spec(algo: str) -> AlgorithmSpec:
     """The spec whose formulas price ``algo``: a native variant (``native:ring``) is priced as native."""
-    return get_algorithm("native" if _is_native(algo.strip().lower()) else algo)
+    return get_algorithm("native" if is_native(algo.strip().lower()) else algo)
 
 
 def has_cost_model(op: Op | str, algo: str) -> bool:
     """Whether a closed form exists for (op, algo); ``native`` and the named algorithms do."""
     key = algo.strip().lower()
-    if _is_native(key):
+    if is_native(key):
         return True
     _as_op(op)
     return key in algorithm_names()
@@ -96,7 +93,7 @@ def has_cost_model(op: Op | str, algo: str) -> bool:
 def cost_terms(op: Op | str, algo: str, world_size: int, size_bytes: float, *, segments: int = 1) -> CostTerms:
     """Coefficients (steps, bytes, reduced bytes) of the closed-form cost of ``algo`` doing ``op``.
 
-    ``algo`` may be ``native`` or a native variant (``native:ring``): both use native's formula.
+    ``algo`` may be ``native`` or a native variant (``native:ring``, ``native@16ch``): both use native's formula.
     Raises UnknownNameError for an unknown op or algorithm, NotApplicableError where the algorithm has
     no formula for the op (``pairwise`` scatter...), ConfigError for a world size below 1, a negative
     size or segments below 1.

@@ -39,6 +39,7 @@ from typing import Literal
 import numpy as np
 
 from collbench.errors import ConfigError, NotApplicableError
+from collbench.nccl.algorithms import PROTOCOLS
 from collbench.schedules.ops import NCCL_TUNED_OPS, Op
 from collbench.topology.bandwidth import GpuLinks
 
@@ -46,8 +47,8 @@ NCCL_SOURCE = "NVIDIA/nccl v2.30.7 src/graph/tuning.cc"
 
 Arch = Literal["volta", "ampere", "hopper", "blackwell"]
 ARCHS: tuple[Arch, ...] = ("volta", "ampere", "hopper", "blackwell")
-PROTOCOLS = ("LL", "LL128", "Simple")
-_LL, _LL128, _SIMPLE = range(3)
+# Indices into NCCL's protocols (collbench.nccl.algorithms.PROTOCOLS: LL, LL128, Simple, NCCL's own order).
+_LL, _LL128, _SIMPLE = (PROTOCOLS.index(p) for p in ("LL", "LL128", "Simple"))
 
 # baseLatencies (us), per protocol LL, LL128, Simple.
 _BASE_LAT = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}

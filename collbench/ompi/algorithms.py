@@ -41,6 +41,9 @@ class OmpiAlgorithm:
     """The name ``ompi_info`` prints for it."""
     takes_segment: bool
     """Whether it reads ``coll_tuned_<coll>_algorithm_segmentsize`` (0 there: one segment)."""
+    function: str = ""
+    """The ``ompi_coll_base_*`` function coll/tuned calls for it (exported by libmpi; what the exports'
+    tests observe running); empty for an algorithm an installed ``ompi_info`` lists that 4.1's table lacks."""
 
     @property
     def algo(self) -> str:
@@ -70,87 +73,111 @@ UNTUNED = frozenset({"sendrecv"})
 ``coll_tuned_<coll>_*`` parameters, no rules; only ``native`` is measured."""
 
 
-def _algos(*entries: tuple[str, bool]) -> tuple[OmpiAlgorithm, ...]:
-    return tuple(OmpiAlgorithm(i, name, seg) for i, (name, seg) in enumerate(entries, 1))
+def _algos(coll: str, *entries: tuple[str, bool, str]) -> tuple[OmpiAlgorithm, ...]:
+    """Algorithms 1..n in order: (ompi_info name, takes a segment size, ompi_coll_base function suffix)."""
+    return tuple(
+        OmpiAlgorithm(i, name, seg, f"ompi_coll_base_{coll}_{suffix}")
+        for i, (name, seg, suffix) in enumerate(entries, 1)
+    )
 
 
 OPEN_MPI_4_1: dict[str, tuple[OmpiAlgorithm, ...]] = {
     "allreduce": _algos(
-        ("basic_linear", False),
-        ("nonoverlapping", False),
-        ("recursive_doubling", False),
-        ("ring", False),
-        ("segmented_ring", True),
-        ("rabenseifner", False),
+        "allreduce",
+        ("basic_linear", False, "intra_basic_linear"),
+        ("nonoverlapping", False, "intra_nonoverlapping"),
+        ("recursive_doubling", False, "intra_recursivedoubling"),
+        ("ring", False, "intra_ring"),
+        ("segmented_ring", True, "intra_ring_segmented"),
+        ("rabenseifner", False, "intra_redscat_allgather"),
     ),
     "bcast": _algos(
-        ("basic_linear", False),
-        ("chain", True),
-        ("pipeline", True),
-        ("split_binary_tree", True),
-        ("binary_tree", True),
-        ("binomial", True),
-        ("knomial", True),
-        ("scatter_allgather", True),
-        ("scatter_allgather_ring", True),
+        "bcast",
+        ("basic_linear", False, "intra_basic_linear"),
+        ("chain", True, "intra_chain"),
+        ("pipeline", True, "intra_pipeline"),
+        ("split_binary_tree", True, "intra_split_bintree"),
+        ("binary_tree", True, "intra_bintree"),
+        ("binomial", True, "intra_binomial"),
+        ("knomial", True, "intra_knomial"),
+        ("scatter_allgather", True, "intra_scatter_allgather"),
+        ("scatter_allgather_ring", True, "intra_scatter_allgather_ring"),
     ),
     "reduce": _algos(
-        ("linear", False),
-        ("chain", True),
-        ("pipeline", True),
-        ("binary", True),
-        ("binomial", True),
-        ("in-order_binary", True),
-        ("rabenseifner", False),
+        "reduce",
+        ("linear", False, "intra_basic_linear"),
+        ("chain", True, "intra_chain"),
+        ("pipeline", True, "intra_pipeline"),
+        ("binary", True, "intra_binary"),
+        ("binomial", True, "intra_binomial"),
+        ("in-order_binary", True, "intra_in_order_binary"),
+        ("rabenseifner", False, "intra_redscat_gather"),
     ),
     "allgather": _algos(
-        ("linear", False),
-        ("bruck", False),
-        ("recursive_doubling", False),
-        ("ring", False),
-        ("neighbor", False),
-        ("two_proc", False),
+        "allgather",
+        ("linear", False, "intra_basic_linear"),
+        ("bruck", False, "intra_bruck"),
+        ("recursive_doubling", False, "intra_recursivedoubling"),
+        ("ring", False, "intra_ring"),
+        ("neighbor", False, "intra_neighborexchange"),
+        ("two_proc", False, "intra_two_procs"),
     ),
     "reduce_scatter": _algos(
-        ("non-overlapping", False),
-        ("recursive_halving", False),
-        ("ring", False),
-        ("butterfly", False),
+        "reduce_scatter",
+        ("non-overlapping", False, "intra_nonoverlapping"),
+        ("recursive_halving", False, "intra_basic_recursivehalving"),
+        ("ring", False, "intra_ring"),
+        ("butterfly", False, "intra_butterfly"),
     ),
     # coll_tuned_alltoall_decision.c: 4 (linear_sync) reads max_requests, not a segment size.
     "alltoall": _algos(
-        ("linear", False),
-        ("pairwise", False),
-        ("modified_bruck", False),
-        ("linear_sync", False),
-        ("two_proc", False),
+        "alltoall",
+        ("linear", False, "intra_basic_linear"),
+        ("pairwise", False, "intra_pairwise"),
+        ("modified_bruck", False, "intra_bruck"),
+        ("linear_sync", False, "intra_linear_sync"),
+        ("two_proc", False, "intra_two_procs"),
     ),
     # coll_tuned_gather_decision.c: 3 (linear_sync) passes segsize as its first segment's size.
     "gather": _algos(
-        ("basic_linear", False),
-        ("binomial", False),
-        ("linear_sync", True),
+        "gather",
+        ("basic_linear", False, "intra_basic_linear"),
+        ("binomial", False, "intra_binomial"),
+        ("linear_sync", True, "intra_linear_sync"),
     ),
     # coll_tuned_scatter_decision.c: 3 (linear_nb) reads the blocking-send ratio (max_requests).
     "scatter": _algos(
-        ("basic_linear", False),
-        ("binomial", False),
-        ("linear_nb", False),
+        "scatter",
+        ("basic_linear", False, "intra_basic_linear"),
+        ("binomial", False, "intra_binomial"),
+        ("linear_nb", False, "intra_linear_nb"),
     ),
     "barrier": _algos(
-        ("linear", False),
-        ("double_ring", False),
-        ("recursive_doubling", False),
-        ("bruck", False),
-        ("two_proc", False),
-        ("tree", False),
+        "barrier",
+        ("linear", False, "intra_basic_linear"),
+        ("double_ring", False, "intra_doublering"),
+        ("recursive_doubling", False, "intra_recursivedoubling"),
+        ("bruck", False, "intra_bruck"),
+        ("two_proc", False, "intra_two_procs"),
+        ("tree", False, "intra_tree"),
     ),
     # coll_tuned_{scan,exscan}_decision.c: no segment size parameter. linear is a chain (rank r waits
     # for r-1's prefix), recursive_doubling a butterfly over partners r ^ 2^k (coll_base_scan.c,
     # coll_base_exscan.c).
-    "scan": _algos(("linear", False), ("recursive_doubling", False)),
-    "exscan": _algos(("linear", False), ("recursive_doubling", False)),
+    "scan": _algos("scan", ("linear", False, "intra_linear"), ("recursive_doubling", False, "intra_recursivedoubling")),
+    "exscan": _algos(
+        "exscan", ("linear", False, "intra_linear"), ("recursive_doubling", False, "intra_recursivedoubling")
+    ),
 }
+REDUCE_SCATTER_BLOCK_4_1: tuple[OmpiAlgorithm, ...] = _algos(
+    "reduce_scatter_block",
+    ("basic_linear", False, "basic_linear"),
+    ("recursive_doubling", False, "intra_recursivedoubling"),
+    ("recursive_halving", False, "intra_recursivehalving"),
+    ("butterfly", False, "intra_butterfly"),
+)
+"""MPI_Reduce_scatter_block's algorithms (coll_tuned_reduce_scatter_block_decision.c): no op of its own (it is
+never measured), its rules are written from reduce-scatter's (``export ompi-rules``)."""
 
 
 def known_algos() -> frozenset[str]:

@@ -177,3 +177,14 @@ def test_stars_count_a_message_per_peer_and_the_rest_one_per_step() -> None:
     star = cost_terms("broadcast", "direct", 5, 10)
     both = star + cost_terms("all-reduce", "ring", 5, 10)
     assert both.message_count == 4 + 8
+
+
+def test_every_native_variant_nccl_runs_is_priced_as_native() -> None:
+    # One answer with collbench.nccl.variants.is_native: a channel count (native@16ch) is NCCL's native
+    # too (it was refused here as an unknown algorithm while the sweep measured it).
+    from collbench.models.costs import cost_terms, has_cost_model
+
+    native = cost_terms("all-reduce", "native", 8, 1 << 20)
+    for name in ("native@16ch", "native:ring/simple@8ch", "NATIVE:tree"):
+        assert has_cost_model("all-reduce", name)
+        assert cost_terms("all-reduce", name, 8, 1 << 20) == native

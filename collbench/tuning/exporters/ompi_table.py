@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from collbench.ompi.algorithms import OPEN_MPI_4_1, REDUCE_SCATTER_BLOCK_4_1, OmpiAlgorithm
 from collbench.schedules.ops import Op
 
 OMPI_VERSION = "4.1"
@@ -50,17 +51,6 @@ class OmpiRule:
     comment: str
     equivalent: bool = True
     """False when the profile's algorithm has no Open MPI counterpart and 0 stands in for it."""
-
-
-@dataclass(frozen=True, slots=True)
-class OmpiAlgorithm:
-    """One algorithm of one coll/tuned collective: its id in the rules file and the function it runs."""
-
-    algorithm_id: int
-    name: str
-    """The name ``ompi_info`` prints for it."""
-    function: str
-    """The ``ompi_coll_base_*`` function coll/tuned calls for it (exported by libmpi)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +97,6 @@ SIZE_ZERO_ONLY = frozenset({"barrier"})
 """Collectives whose rules Open MPI looks up at message size 0 whatever the call (no payload)."""
 
 
-def _algos(coll: str, *entries: tuple[str, str]) -> tuple[OmpiAlgorithm, ...]:
-    """Algorithms 1..n in order: (ompi_info name, ompi_coll_base function suffix)."""
-    return tuple(
-        OmpiAlgorithm(i, name, f"ompi_coll_base_{coll}_{suffix}") for i, (name, suffix) in enumerate(entries, 1)
-    )
-
-
 _NATIVE_WHY = "the backend's own choice was best here, so Open MPI keeps its own"
 
 COLLECTIVES: tuple[OmpiCollective, ...] = (
@@ -122,15 +105,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         0,
         Op.ALL_GATHER,
         "MPI_Allgather",
-        _algos(
-            "allgather",
-            ("linear", "intra_basic_linear"),
-            ("bruck", "intra_bruck"),
-            ("recursive_doubling", "intra_recursivedoubling"),
-            ("ring", "intra_ring"),
-            ("neighbor", "intra_neighborexchange"),
-            ("two_proc", "intra_two_procs"),
-        ),
+        OPEN_MPI_4_1["allgather"],
         matches={
             "direct": MatchRule(1, "linear: gather at rank 0, then broadcast from it"),
             "recursive-doubling": MatchRule(3, "recursive doubling"),
@@ -147,15 +122,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         2,
         Op.ALL_REDUCE,
         "MPI_Allreduce",
-        _algos(
-            "allreduce",
-            ("basic_linear", "intra_basic_linear"),
-            ("nonoverlapping", "intra_nonoverlapping"),
-            ("recursive_doubling", "intra_recursivedoubling"),
-            ("ring", "intra_ring"),
-            ("segmented_ring", "intra_ring_segmented"),
-            ("rabenseifner", "intra_redscat_allgather"),
-        ),
+        OPEN_MPI_4_1["allreduce"],
         matches={
             "direct": MatchRule(1, "basic linear: linear reduce at rank 0, linear broadcast from it"),
             "recursive-doubling": MatchRule(3, "recursive doubling"),
@@ -175,14 +142,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         3,
         Op.ALL_TO_ALL,
         "MPI_Alltoall",
-        _algos(
-            "alltoall",
-            ("linear", "intra_basic_linear"),
-            ("pairwise", "intra_pairwise"),
-            ("modified_bruck", "intra_bruck"),
-            ("linear_sync", "intra_linear_sync"),
-            ("two_proc", "intra_two_procs"),
-        ),
+        OPEN_MPI_4_1["alltoall"],
         matches={
             "linear": MatchRule(1, "basic linear: every pair's send and receive posted at once"),
             "pairwise": MatchRule(2, "pairwise exchange: n-1 steps, step s to rank+s and from rank-s"),
@@ -198,15 +158,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         6,
         Op.BARRIER,
         "MPI_Barrier",
-        _algos(
-            "barrier",
-            ("linear", "intra_basic_linear"),
-            ("double_ring", "intra_doublering"),
-            ("recursive_doubling", "intra_recursivedoubling"),
-            ("bruck", "intra_bruck"),
-            ("two_proc", "intra_two_procs"),
-            ("tree", "intra_tree"),
-        ),
+        OPEN_MPI_4_1["barrier"],
         matches={
             "dissemination": MatchRule(4, "bruck: the dissemination barrier (step k: to rank+2^k, from rank-2^k)"),
             "tree": MatchRule(6, "tree: up a binomial tree to rank 0 and back down"),
@@ -217,18 +169,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         7,
         Op.BROADCAST,
         "MPI_Bcast",
-        _algos(
-            "bcast",
-            ("basic_linear", "intra_basic_linear"),
-            ("chain", "intra_chain"),
-            ("pipeline", "intra_pipeline"),
-            ("split_binary_tree", "intra_split_bintree"),
-            ("binary_tree", "intra_bintree"),
-            ("binomial", "intra_binomial"),
-            ("knomial", "intra_knomial"),
-            ("scatter_allgather", "intra_scatter_allgather"),
-            ("scatter_allgather_ring", "intra_scatter_allgather_ring"),
-        ),
+        OPEN_MPI_4_1["bcast"],
         matches={
             "direct": MatchRule(1, "basic linear: the root sends the buffer to every rank"),
             "one-shot": MatchRule(1, "basic linear: the root sends the buffer to every rank in one step"),
@@ -245,7 +186,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         8,
         Op.EXSCAN,
         "MPI_Exscan",
-        _algos("exscan", ("linear", "intra_linear"), ("recursive_doubling", "intra_recursivedoubling")),
+        OPEN_MPI_4_1["exscan"],
         matches={
             "linear": MatchRule(1, "linear: the chain, rank r takes rank r-1's prefix and passes its own on"),
         },
@@ -260,12 +201,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         9,
         Op.GATHER,
         "MPI_Gather",
-        _algos(
-            "gather",
-            ("basic_linear", "intra_basic_linear"),
-            ("binomial", "intra_binomial"),
-            ("linear_sync", "intra_linear_sync"),
-        ),
+        OPEN_MPI_4_1["gather"],
         matches={
             "linear": MatchRule(1, "basic linear: every rank sends its block to the root"),
             "binomial": MatchRule(2, "binomial tree to the root"),
@@ -276,16 +212,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         11,
         Op.REDUCE,
         "MPI_Reduce",
-        _algos(
-            "reduce",
-            ("linear", "intra_basic_linear"),
-            ("chain", "intra_chain"),
-            ("pipeline", "intra_pipeline"),
-            ("binary", "intra_binary"),
-            ("binomial", "intra_binomial"),
-            ("in-order_binary", "intra_in_order_binary"),
-            ("rabenseifner", "intra_redscat_gather"),
-        ),
+        OPEN_MPI_4_1["reduce"],
         matches={
             "direct": MatchRule(1, "linear: every rank sends to the root, which reduces"),
             "one-shot": MatchRule(1, "linear: every rank sends to the root in one step"),
@@ -302,13 +229,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         12,
         Op.REDUCE_SCATTER,
         "MPI_Reduce_scatter",
-        _algos(
-            "reduce_scatter",
-            ("non-overlapping", "intra_nonoverlapping"),
-            ("recursive_halving", "intra_basic_recursivehalving"),
-            ("ring", "intra_ring"),
-            ("butterfly", "intra_butterfly"),
-        ),
+        OPEN_MPI_4_1["reduce_scatter"],
         matches={
             "direct": MatchRule(1, "non-overlapping: reduce at rank 0, then scatter from it"),
             "rabenseifner": MatchRule(2, "recursive halving (Rabenseifner's reduce-scatter half)"),
@@ -324,13 +245,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         13,
         Op.REDUCE_SCATTER,
         "MPI_Reduce_scatter_block",
-        _algos(
-            "reduce_scatter_block",
-            ("basic_linear", "basic_linear"),  # the one base function of 4.1 without "intra_" in its name
-            ("recursive_doubling", "intra_recursivedoubling"),
-            ("recursive_halving", "intra_recursivehalving"),
-            ("butterfly", "intra_butterfly"),
-        ),
+        REDUCE_SCATTER_BLOCK_4_1,
         matches={
             "direct": MatchRule(1, "basic linear: reduce at rank 0, then scatter from it"),
             "rabenseifner": MatchRule(3, "recursive halving (Rabenseifner's reduce-scatter half)"),
@@ -346,7 +261,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         14,
         Op.SCAN,
         "MPI_Scan",
-        _algos("scan", ("linear", "intra_linear"), ("recursive_doubling", "intra_recursivedoubling")),
+        OPEN_MPI_4_1["scan"],
         matches={
             "linear": MatchRule(1, "linear: the chain, rank r takes rank r-1's prefix and passes its own on"),
         },
@@ -361,12 +276,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
         15,
         Op.SCATTER,
         "MPI_Scatter",
-        _algos(
-            "scatter",
-            ("basic_linear", "intra_basic_linear"),
-            ("binomial", "intra_binomial"),
-            ("linear_nb", "intra_linear_nb"),
-        ),
+        OPEN_MPI_4_1["scatter"],
         matches={
             "linear": MatchRule(1, "basic linear: the root sends each rank its block"),
             "binomial": MatchRule(2, "binomial tree from the root"),
