@@ -23,7 +23,25 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+# Folders whose every test starts processes (gloo ranks, mpirun, srun, network namespaces, Chromium):
+# they are the suite's minutes, so they carry the `slow` marker (CI runs them as a second step;
+# `python -m pytest -q` runs them with the rest). Slow tests elsewhere carry the marker themselves.
+SLOW_FOLDERS = frozenset({"dist", "mpi", "slurm", "netns", "browser"})
+_TESTS = Path(__file__).resolve().parent
+
+
+def _mark_slow_folders(items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            folder = Path(item.path).resolve().relative_to(_TESTS).parts[0]
+        except ValueError:
+            continue
+        if folder in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _mark_slow_folders(items)
     if _cuda_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU; none here")

@@ -116,14 +116,14 @@ def fit(
     if ranks is not None and ranks < 1:
         raise ConfigError(f"--ranks must be at least 1, got {ranks}")
     check_nodes_option(nodes, ranks)
-    if plot is not None:
-        from collbench.report.plots import check_plot_path
-
-        check_plot_path(plot)
     op_names = [o for o in split_values(op) if o.lower() != "all"]
     algo_names = [a.lower() for a in split_values(algo) if a.lower() != "all"]
     ops = {Op.parse(o).value for o in op_names} if op_names else None
     algos = set(algo_names) if algo_names else None
+    if plot is not None:  # the options first, then the file it would write
+        from collbench.report.plots import check_plot_path
+
+        check_plot_path(plot)
     # One --op also names the collective of a log that does not say it; several only filter.
     rows = stream_results(
         results, op=op_names[0] if len(op_names) == 1 else None, nodes_from_devices=True, ranks=ranks, nodes=nodes

@@ -102,3 +102,11 @@ def test_sweep_checks_its_options_before_the_stream_it_would_resume(tmp_path: Pa
     assert result.exit_code == 2, result.output
     assert "unknown algorithm 'bogus'" in result.output and "no collbench-sweep.jsonl" not in result.output
     assert _files(tmp_path) == {}
+
+
+def test_fit_checks_its_ops_before_the_plot_it_would_write(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["fit", str(LOG), "--op", "bogus", "--plot", str(tmp_path / "no-such-folder" / "p.png")], env=WIDE
+    )
+    assert result.exit_code == 2, result.output
+    assert "unknown op 'bogus'" in result.output and "no-such-folder" not in result.output
