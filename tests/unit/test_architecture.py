@@ -263,3 +263,70 @@ def test_no_op_branch_outside_its_contract() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         wrong.extend(f"{name}:{line}: {code}" for line, code in _op_comparisons(tree))
     assert wrong == []
+
+
+def _top_level_imports(module: str, path: Path) -> set[str]:
+    """What ``module`` imports when it is imported: its module-level imports (not those inside functions,
+    nor under TYPE_CHECKING), collbench's and others' alike."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    kept = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*kept, *([node.module] if node.module else [])])
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for handler in node.handlers:
+                    visit(handler.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+
+    visit(tree.body)
+    return found
+
+
+def test_the_cli_imports_no_torch_at_module_level() -> None:
+    """``collbench --help`` and every option check run without torch (1.5 s of CPU): no command module
+    (collbench/cli/*.py, each loaded for its --help), nor any module it imports when it is imported (its
+    package's __init__ included), imports torch but inside the function that needs it.
+    tests/cli/test_help_imports.py checks the same by running every --help."""
+    modules = _modules()
+    tops = {name: _top_level_imports(name, path) for name, path in modules.items()}
+
+    def loaded_with(name: str) -> set[str]:
+        parts = name.split(".")
+        return {".".join(parts[:i]) for i in range(1, len(parts))} | {name}
+
+    seen: set[str] = set()
+    chain: dict[str, str] = {}
+    todo = [name for name in modules if _area(name) == "cli" and name.count(".") <= 2]
+    seen.update(todo)
+    wrong = []
+    while todo:
+        name = todo.pop()
+        for target in tops.get(name, set()):
+            if target == "torch" or target.startswith("torch."):
+                path, at = [name], name
+                while at in chain:
+                    at = chain[at]
+                    path.append(at)
+                wrong.append(" <- ".join(path))
+                continue
+            for candidate in loaded_with(target):
+                if candidate in modules and candidate not in seen:
+                    seen.add(candidate)
+                    chain[candidate] = name
+                    todo.append(candidate)
+    assert sorted(wrong) == []
