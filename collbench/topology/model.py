@@ -11,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
+
+from collbench.units import MAX_BYTES, MAX_INT_DIGITS, MAX_RANKS
 
 SCHEMA_VERSION = 1
 
@@ -361,17 +364,39 @@ def _device_to_dict(d: Device) -> dict[str, Any]:
     return out
 
 
+MAX_LINK_COUNT = 1 << 10
+"""Links between two devices: NVLink 5 has 18 per GPU, NVSwitch systems report each GPU's to the switch."""
+
+
+def _whole(value: Any, field: str, high: int, *, low: int = 0, optional: bool = False) -> Any:
+    """``value`` as an int in ``[low, high)``: an int, or a string of at most MAX_INT_DIGITS ASCII digits
+    (checked before ``int()``); ValueError naming the field otherwise. None passes where ``optional``."""
+    if value is None and optional:
+        return None
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and re.fullmatch(rf"-?[0-9]{{1,{MAX_INT_DIGITS}}}", text):
+        value = int(text)
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
+        shown = repr(value)[:40]
+        raise ValueError(f"{field} {shown} is not a whole number from {low} to {high - 1}")
+    return value
+
+
 def _device_from_dict(data: dict[str, Any]) -> Device:
     cpus = data.get("cpus")
+    where = f"device {str(data.get('id'))[:40]!r}"
     return Device(
         id=str(data["id"]),
         kind=DeviceKind(data["kind"]),
-        index=int(data["index"]),
+        index=_whole(data["index"], f"{where} index", MAX_RANKS),
         name=data.get("name"),
         bus_id=data.get("bus_id"),
-        numa_node=data.get("numa_node"),
-        cpus=tuple(int(c) for c in cpus) if cpus is not None else None,
-        memory_bytes=data.get("memory_bytes"),
+        # -1: the kernel's "no NUMA node" (sysfs numa_node), as NVML and nvidia-smi report it too.
+        numa_node=_whole(data.get("numa_node"), f"{where} numa_node", MAX_RANKS, low=-1, optional=True),
+        cpus=tuple(_whole(c, f"{where} cpu", MAX_CPU_LIST_ENTRIES) for c in cpus) if cpus is not None else None,
+        memory_bytes=_whole(data.get("memory_bytes"), f"{where} memory_bytes", MAX_BYTES, optional=True),
         uuid=data.get("uuid"),
         host=data.get("host"),
         extra=tuple((str(k), str(v)) for k, v in (data.get("extra") or {}).items()),
@@ -396,7 +421,7 @@ def _link_from_dict(data: dict[str, Any]) -> Link:
         a=str(data["a"]),
         b=str(data["b"]),
         kind=LinkKind(data["kind"]),
-        count=int(data.get("count", 1)),
+        count=_whole(data.get("count", 1), f"link {str(data['a'])[:40]}-{str(data['b'])[:40]} count", MAX_LINK_COUNT),
         bandwidth_gbps=float(data.get("bandwidth_gbps", 0.0)),
         latency_us=float(latency) if latency is not None else None,
         source=data.get("source", "spec"),
