@@ -23,6 +23,7 @@ from collbench.units import parse_size
 
 if TYPE_CHECKING:
     from collbench.runtime.sweep.run import SweepProgress
+    from collbench.tuning.pipeline import TuneOutcome
 
 
 def _command(config: TuneConfig, ranks: Sequence[int] | None, predict_ranks: str | None) -> str:
@@ -208,12 +209,7 @@ def tune(
         console.print(render_rules(nccl_view))
     if shapes.profile.fits:
         console.print(render_fits(shapes.profile))
-    for outcome in shapes.outcomes:
-        print_notes(outcome.assumed)
-        for line in stall_report(outcome.rows):
-            err_console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=whole_lines(err_console))
-        for note in outcome.notes:
-            err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=whole_lines(err_console))
+    print_outcome_notes(shapes.outcomes)
     for note in shapes.notes:
         err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=whole_lines(err_console))
     for outcome in shapes.outcomes:
@@ -223,6 +219,18 @@ def tune(
             f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points {when})"
         )
     console.print(f"report: [bold]{shapes.report_path or '-'}[/bold]")
+
+
+def print_outcome_notes(outcomes: Sequence[TuneOutcome]) -> None:
+    """Each measured shape's assumptions, stalls and notes; with several shapes each line names its
+    shape (two shapes' "4 rounds ..." notes followed each other with nothing to tell them apart)."""
+    for outcome in outcomes:
+        shape = f" ({outcome.profile.world_size} ranks)" if len(outcomes) > 1 else ""
+        print_notes(outcome.assumed)
+        for line in stall_report(outcome.rows):
+            err_console.print(f"[yellow]stalls{shape}[/yellow]: {line}", soft_wrap=whole_lines(err_console))
+        for note in outcome.notes:
+            err_console.print(f"[yellow]note{shape}[/yellow]: {note}", soft_wrap=whole_lines(err_console))
 
 
 def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:

@@ -229,3 +229,44 @@ def test_fitted_models_of_several_shapes_have_a_ranks_column() -> None:
     target = Console(file=StringIO(), width=80, color_system=None)
     target.print(render_fits(profile))
     assert "fitted models of all-reduce, 2 ranks" in target.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_a_multi_shape_tune_names_the_shape_of_each_note_and_stall_line(tmp_path: Path) -> None:
+    """`tune --ranks 2,4`: each shape's stall lines and "4 rounds ..." note followed the other's with
+    nothing to tell them apart; one shape alone is not labelled."""
+    from dataclasses import replace
+
+    from collbench.cli import console as consoles
+    from collbench.cli.tune import print_outcome_notes
+    from collbench.profile.document import Profile
+    from collbench.results.io import read_rows
+    from collbench.tuning.pipeline import TuneOutcome
+
+    profile = Profile.load(PROFILE)
+    rows = [replace(r, stall_fraction=0.5) for r in read_rows(RESULTS)[:4]]
+
+    def outcome(ranks: int) -> TuneOutcome:
+        shape = replace(profile, rule_sets=(replace(profile.rule_sets[0], world_size=ranks, layout=None),))
+        return TuneOutcome(
+            profile=shape,
+            rows=[replace(r, world_size=ranks) for r in rows],
+            fits=[],
+            notes=["4 rounds"],
+            profile_path=tmp_path / "p.yaml",
+            results_path=tmp_path / f"p-{ranks}.jsonl",
+            plot_path=None,
+            elapsed_s=1.0,
+        )
+
+    def printed(outcomes: list[TuneOutcome]) -> list[str]:
+        with consoles.err_console.capture() as captured:
+            print_outcome_notes(outcomes)
+        return captured.get().splitlines()
+
+    labels = [ln.split(":")[0] for ln in printed([outcome(2), outcome(4)])]
+    # (How many stall lines depends on what the machine grants: a hint line where it refuses.)
+    two, four = labels.index("note (2 ranks)"), labels.index("note (4 ranks)")
+    assert set(labels[:two]) == {"stalls (2 ranks)"} and set(labels[two + 1 : four]) == {"stalls (4 ranks)"}, labels
+    assert four == len(labels) - 1
+    alone = [ln.split(":")[0] for ln in printed([outcome(2)])]
+    assert alone[-1] == "note" and set(alone[:-1]) == {"stalls"}, alone
