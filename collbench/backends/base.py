@@ -8,6 +8,7 @@ module outside ``collbench/backends/`` compares a backend's name.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol
@@ -196,6 +197,21 @@ def _runs(algo: str, op: Op) -> bool:
     return algo != NATIVE or op.spec.torch_native
 
 
+def skip_note(op: str, algos: Sequence[str]) -> str:
+    """The note for ``algos`` named for ``op`` that do not implement it (parse_skip_note reads it)."""
+    return f"{op}: {', '.join(algos)} {'does' if len(algos) == 1 else 'do'} not implement it; skipped"
+
+
+_SKIP_NOTE = re.compile(r"(?P<op>[\w-]+): (?P<algos>.+) (?:does|do) not implement it; skipped")
+
+
+def parse_skip_note(text: str) -> tuple[str, list[str]] | None:
+    """(op, algorithms) of a skip_note, or None for any other note: a tune sweeps in several parts and
+    rounds, each with its own skip notes, and says each op's once (cli/tune.py)."""
+    found = _SKIP_NOTE.fullmatch(text)
+    return None if found is None else (found["op"], found["algos"].split(", "))
+
+
 def own_algos(
     backend: Backend, options: SweepOptions, ops: list[Op], skipped: list[str], here: Here
 ) -> dict[Op, list[str]]:
@@ -230,10 +246,7 @@ def own_algos(
                 lacking[op].append(spec.name)
     # One line per op, naming it first (a tune names every algorithm for every op it asks: a line per
     # algorithm was 26 lines for six ops).
-    for op, names in lacking.items():
-        if names:
-            verb = "does" if len(names) == 1 else "do"
-            skipped.append(f"{op.value}: {', '.join(names)} {verb} not implement it; skipped")
+    skipped.extend(skip_note(op.value, names) for op, names in lacking.items() if names)
     asked_native = any(k.strip().lower() in ("all", NATIVE) for k in options.algos)
     if no_native and asked_native:
         which = ", ".join(op.value for op in no_native)

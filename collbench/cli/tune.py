@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from collbench.backends import AUTO
+from collbench.backends.base import parse_skip_note, skip_note
 from collbench.cli.console import console, err_console, print_notes, whole_lines
 from collbench.cli.options import split_values
 from collbench.cli.render.profile import render_fits, render_rules
@@ -175,6 +176,7 @@ def tune(
     ) as bar:
         task = bar.add_task("tune", total=None, now="")
         shown: set[str] = set()
+        skips: dict[str, dict[str, None]] = {}
 
         def stage(name: str) -> None:
             bar.update(task, description=name, now="")
@@ -184,6 +186,10 @@ def tune(
                 bar.update(task, total=event.total, completed=event.done)
             elif event.kind in ("start", "row"):
                 bar.update(task, completed=event.done, now=event.text)
+            elif event.kind == "note" and (skip := parse_skip_note(event.text)) is not None:
+                # Each part and round of the tune skips what its algorithms lack: said once per op, after.
+                for algo in skip[1]:
+                    skips.setdefault(skip[0], {})[algo] = None
             elif event.kind == "note" and event.text not in shown:
                 # Every round launches the ranks again: say each note once.
                 shown.add(event.text)
@@ -209,6 +215,10 @@ def tune(
         console.print(render_rules(nccl_view))
     if shapes.profile.fits:
         console.print(render_fits(shapes.profile))
+    for lacked, names in skips.items():
+        err_console.print(
+            f"[yellow]note[/yellow]: {skip_note(lacked, list(names))}", soft_wrap=whole_lines(err_console)
+        )
     print_outcome_notes(shapes.outcomes)
     for note in shapes.notes:
         err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=whole_lines(err_console))

@@ -150,8 +150,23 @@ def test_tune_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         max_rounds=1,
     )
     monkeypatch.setattr(tune_config, "QUICK", small)
-    out = run80("tune", "--ranks", "2", "--quick", "-O", str(tmp_path / "p.yaml"))
+    out = run80("tune", "--ranks", "2", "--quick", "--op", "all-reduce,barrier", "-O", str(tmp_path / "p.yaml"))
     assert "fitted models" in out and "profile:" in out
+    # Every algorithm is named for both ops, in parts and rounds: what each op's lack is said once, the
+    # op named first (it was a note per algorithm, each printed again by every part).
+    skips = [ln for ln in out.splitlines() if ln.startswith("note: ") and ln.split(":")[1].strip() in OPS]
+    assert sorted(ln.split(":")[1].strip() for ln in skips) == ["all-reduce", "barrier"], out
+
+
+OPS = ("all-reduce", "barrier")
+
+
+def test_skip_notes_read_back() -> None:
+    from collbench.backends.base import parse_skip_note, skip_note
+
+    assert parse_skip_note(skip_note("all-to-all", ["ring", "two-tree"])) == ("all-to-all", ["ring", "two-tree"])
+    assert skip_note("barrier", ["ring"]) == "barrier: ring does not implement it; skipped"
+    assert parse_skip_note("barrier moves no data: one point per algorithm at 0 bytes") is None
 
 
 def _rows(times: dict[int, tuple[float, float]]) -> str:
