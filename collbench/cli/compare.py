@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 
 from collbench.cli.console import console, err_console, whole_lines
-from collbench.cli.fit import stream_results
 from collbench.cli.render.styles import narrow_table, one_value
+from collbench.cli.rows import stream_results
 from collbench.errors import InputFileError
 from collbench.report.compare import Comparison, PointChange, RunFactor, compare_rows, parse_threshold
 from collbench.results.io import check_regular_file

@@ -3,91 +3,27 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from collbench.cli.console import console, err_console, whole_lines
 from collbench.cli.options import split_values
 from collbench.cli.render.models import render_prediction
-from collbench.errors import ConfigError, InputFileError
-from collbench.fileio import parse_json, parse_yaml, read_text_file
-from collbench.models.fitted import Fit
+from collbench.errors import ConfigError
 from collbench.models.link_floor import with_gpu
 from collbench.models.nccl_cost import ARCHS, Arch
 from collbench.models.predict import predict as predict_times
 from collbench.models.predict_defaults import default_nodes
+from collbench.models.stored import load_fits, nodes_measured
 from collbench.units import check_ranks, parse_size
 
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
 
 
-def load_fits(path: Path, *, profile: bool) -> list[Fit]:
-    """Fit objects from ``fit --json`` output or a profile's ``fits:`` list. Raises InputFileError."""
-    text = read_text_file(path, "`collbench fit --json` output or a profile")
-    yaml_file = profile or path.suffix.lower() in (".yaml", ".yml")
-    data: Any = parse_yaml(text, path) if yaml_file else parse_json(text, path)
-    if not isinstance(data, dict) or not isinstance(data.get("fits"), list):
-        raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output or a profile)")
-    for entry in data["fits"]:
-        problem = _stored_fit_problem(entry) if isinstance(entry, dict) else None
-        if problem is not None:
-            raise InputFileError(str(path), problem)
-    try:
-        fits = [Fit.from_dict(f) for f in data["fits"]]
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise InputFileError(str(path), f"a fit is malformed ({exc})") from exc
-    if not fits:
-        raise InputFileError(str(path), "the 'fits' list is empty")
-    for fit in fits:
-        # A negative latency or per-byte cost predicts negative times: the file is wrong, not the world.
-        for name in ("alpha_us", "beta_us_per_byte", "gamma_us_per_byte"):
-            value = getattr(fit, name, None)
-            if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
-                raise InputFileError(
-                    str(path), f"fit {fit.op}/{fit.algo}: {name} is {value}; it must be a finite number >= 0"
-                )
-    return fits
-
-
-MAX_FIT_WORLD_SIZE = 1 << 20
 MAX_PREDICT_SIZES = 256
 """The most sizes one predict prices (every algorithm at each): a table of 256 rows is already more than read."""
-"""The most ranks a stored fit may say it was measured at: more than any machine has run one job on."""
-
-
-def _stored_fit_problem(entry: dict[str, Any]) -> str | None:
-    """What is wrong with one stored fit's world size and bandwidths, or None.
-
-    A bandwidth is absent or null where the fit has no such term; where present it must be a finite
-    number above 0: 0, a negative or an infinite bandwidth would be read as a free transfer and a NaN
-    poisons every time, so the file is wrong rather than the machine fast.
-    """
-    label = f"fit {entry.get('op')}/{entry.get('algo')}"
-    world = entry.get("world_size")
-    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_FIT_WORLD_SIZE:
-        return f"{label}: world_size is {world!r}; it must be a whole number 1 to {MAX_FIT_WORLD_SIZE}"
-    parts = [("", entry)] + [
-        (f" segment {i}", seg) for i, seg in enumerate(entry.get("segments") or ()) if isinstance(seg, dict)
-    ]
-    for where, part in parts[1:]:
-        alpha = part.get("alpha_us")
-        if isinstance(alpha, (int, float)) and not (math.isfinite(alpha) and alpha >= 0):
-            return f"{label}{where}: alpha_us is {alpha!r}; it must be a finite number >= 0"
-    for where, part in parts:
-        for name in ("beta_gbps", "gamma_gbps"):
-            value = part.get(name)
-            if value is None:
-                continue
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (math.isfinite(value) and value > 0)
-            ):
-                return f"{label}{where}: {name} is {value!r}; it must be a finite number > 0 (null: no such term)"
-    return None
 
 
 def _arch(name: str) -> Arch:
@@ -95,30 +31,6 @@ def _arch(name: str) -> Arch:
         if arch == name:
             return arch
     raise ConfigError(f"--nccl-arch {name!r}: expected one of {', '.join(ARCHS)}")
-
-
-def _measured_nodes(source: Path, fits: list[Fit], given: int | None, is_profile: bool) -> dict[int, int]:
-    """The nodes each fit's world size was measured on: ``--measured-nodes`` for every fit, else what the
-    fits carry (``fit --json`` of rows that said it) and a profile's measured rule sets say."""
-    if given is not None:
-        bad = sorted({f.world_size for f in fits if f.world_size % given})
-        if bad:
-            raise ConfigError(f"--measured-nodes {given}: {bad[0]} ranks do not spread evenly over {given} nodes")
-        return {f.world_size: given for f in fits}
-    from_fits = {f.world_size: f.nodes for f in fits if f.nodes is not None}
-    if not is_profile:
-        return from_fits
-    data = parse_yaml(read_text_file(source, "a profile"), source)
-    sets = data.get("rule_sets") if isinstance(data, dict) else None
-    if isinstance(data, dict) and sets is None:
-        sets = [data]  # schema version 1: one shape, at the top level
-    out: dict[int, int] = dict(from_fits)
-    for entry in sets if isinstance(sets, list) else []:
-        if isinstance(entry, dict) and not entry.get("predicted"):
-            world, nodes = entry.get("world_size"), entry.get("nodes")
-            if isinstance(world, int) and isinstance(nodes, int) and nodes >= 1:
-                out[world] = nodes
-    return out
 
 
 def predict(
@@ -194,7 +106,7 @@ def predict(
         raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
     if gpu is not None:
         loaded = with_gpu(loaded, gpu)
-    measured = _measured_nodes(source, loaded, measured_nodes, profile is not None)
+    measured = nodes_measured(source, loaded, measured_nodes, profile is not None)
     if nodes is not None and nodes >= 1 and ranks % nodes:
         # Asked for: the ranks go evenly (the default alone may leave the last node part-full).
         raise ConfigError(f"{ranks} ranks do not spread evenly over {nodes} nodes")

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from collbench.cli.console import console, err_console
-from collbench.cli.fit import load_results
+from collbench.cli.rows import load_results
 from collbench.errors import InputFileError
 from collbench.fileio import check_writable
 

@@ -157,7 +157,7 @@ def test_profile_select_refuses_what_is_not_an_op_or_size(args: tuple[Any, ...],
 
 
 def test_fits_for_predict(tmp_path: Path) -> None:
-    from collbench.cli.predict import load_fits
+    from collbench.models.stored import load_fits
 
     seed = (REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml").read_text()
 

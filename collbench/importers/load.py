@@ -1,0 +1,45 @@
+"""Rows from the files a user has: collbench results (.jsonl/.csv/.parquet) and nccl-tests logs (detected),
+streamed so that a results file is never held whole; a log's node count settled as ``fit`` and
+``import`` settle it (``importers/nodes.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
+from collbench.importers.nodes import given_nodes, settle_log_nodes
+from collbench.results.io import check_regular_file, iter_rows
+from collbench.results.row import ResultRow
+
+
+def stream_results(
+    paths: list[Path],
+    *,
+    notes: list[str],
+    op: str | None = None,
+    nodes_from_devices: bool = False,
+    ranks: int | None = None,
+    nodes: int | None = None,
+) -> Iterator[ResultRow]:
+    """The rows of ``paths``, one at a time; what a log left to inference goes to ``notes``, one line each.
+
+    ``op`` labels the rows of a log that names no test (a log naming one keeps its own). Raises
+    InputFileError as the readers do (file, line and field), when the bad row is reached.
+    ``nodes_from_devices``: a log that names too few hosts for its node count gives one from its rank
+    lines' device numbers (``importers/nodes.py``), said in a note. ``ranks``: the rank count of a log
+    that does not say it (``fit --ranks``); ``nodes``: the node count of rows that do not say it
+    (``fit --nodes``), an error where a row says another.
+    """
+    for path in paths:
+        check_regular_file(path)  # before anything opens it: a FIFO blocks, /dev/zero never ends
+        if looks_like_nccl_tests(path):
+            rows = read_nccl_tests(path, op=op, ranks=ranks, strict_op=False, notes=notes)
+            if nodes_from_devices or nodes is not None:
+                rows = settle_log_nodes(path, rows, nodes, notes)
+            yield from rows
+        elif nodes is not None:
+            yield from given_nodes(iter_rows(path), nodes, str(path))
+        else:
+            yield from iter_rows(path)

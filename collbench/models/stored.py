@@ -1,0 +1,126 @@
+"""Fits as they are stored (``fit --json`` output, a profile's ``fits:``) and as rows measured them:
+loading and checking them, and the node counts and devices a fit's rows say.
+
+The CLI's ``predict`` and ``fit`` parse options and render; what a fits file may hold is decided here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from collbench.errors import ConfigError, InputFileError
+from collbench.fileio import parse_json, parse_yaml, read_text_file
+from collbench.models.fitted import Fit
+from collbench.results.row import ResultRow
+
+MAX_FIT_WORLD_SIZE = 1 << 20
+"""The most ranks a stored fit may say it was measured at: more than any machine has run one job on."""
+NodesSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str]]]
+"""Per (op, algo, backend, world size): the node counts and devices its rows said."""
+
+
+def load_fits(path: Path, *, profile: bool) -> list[Fit]:
+    """Fit objects from ``fit --json`` output or a profile's ``fits:`` list. Raises InputFileError."""
+    text = read_text_file(path, "`collbench fit --json` output or a profile")
+    yaml_file = profile or path.suffix.lower() in (".yaml", ".yml")
+    data: Any = parse_yaml(text, path) if yaml_file else parse_json(text, path)
+    if not isinstance(data, dict) or not isinstance(data.get("fits"), list):
+        raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output or a profile)")
+    for entry in data["fits"]:
+        problem = stored_fit_problem(entry) if isinstance(entry, dict) else None
+        if problem is not None:
+            raise InputFileError(str(path), problem)
+    try:
+        fits = [Fit.from_dict(f) for f in data["fits"]]
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InputFileError(str(path), f"a fit is malformed ({exc})") from exc
+    if not fits:
+        raise InputFileError(str(path), "the 'fits' list is empty")
+    for fit in fits:
+        # A negative latency or per-byte cost predicts negative times: the file is wrong, not the world.
+        for name in ("alpha_us", "beta_us_per_byte", "gamma_us_per_byte"):
+            value = getattr(fit, name, None)
+            if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
+                raise InputFileError(
+                    str(path), f"fit {fit.op}/{fit.algo}: {name} is {value}; it must be a finite number >= 0"
+                )
+    return fits
+
+
+def stored_fit_problem(entry: dict[str, Any]) -> str | None:
+    """What is wrong with one stored fit's world size and bandwidths, or None.
+
+    A bandwidth is absent or null where the fit has no such term; where present it must be a finite
+    number above 0: 0, a negative or an infinite bandwidth would be read as a free transfer and a NaN
+    poisons every time, so the file is wrong rather than the machine fast.
+    """
+    label = f"fit {entry.get('op')}/{entry.get('algo')}"
+    world = entry.get("world_size")
+    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_FIT_WORLD_SIZE:
+        return f"{label}: world_size is {world!r}; it must be a whole number 1 to {MAX_FIT_WORLD_SIZE}"
+    parts = [("", entry)] + [
+        (f" segment {i}", seg) for i, seg in enumerate(entry.get("segments") or ()) if isinstance(seg, dict)
+    ]
+    for where, part in parts[1:]:
+        alpha = part.get("alpha_us")
+        if isinstance(alpha, (int, float)) and not (math.isfinite(alpha) and alpha >= 0):
+            return f"{label}{where}: alpha_us is {alpha!r}; it must be a finite number >= 0"
+    for where, part in parts:
+        for name in ("beta_gbps", "gamma_gbps"):
+            value = part.get(name)
+            if value is None:
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value > 0)
+            ):
+                return f"{label}{where}: {name} is {value!r}; it must be a finite number > 0 (null: no such term)"
+    return None
+
+
+def nodes_measured(source: Path, fits: list[Fit], given: int | None, is_profile: bool) -> dict[int, int]:
+    """The nodes each fit's world size was measured on: ``--measured-nodes`` for every fit, else what the
+    fits carry (``fit --json`` of rows that said it) and a profile's measured rule sets say."""
+    if given is not None:
+        bad = sorted({f.world_size for f in fits if f.world_size % given})
+        if bad:
+            raise ConfigError(f"--measured-nodes {given}: {bad[0]} ranks do not spread evenly over {given} nodes")
+        return {f.world_size: given for f in fits}
+    from_fits = {f.world_size: f.nodes for f in fits if f.nodes is not None}
+    if not is_profile:
+        return from_fits
+    data = parse_yaml(read_text_file(source, "a profile"), source)
+    sets = data.get("rule_sets") if isinstance(data, dict) else None
+    if isinstance(data, dict) and sets is None:
+        sets = [data]  # schema version 1: one shape, at the top level
+    out: dict[int, int] = dict(from_fits)
+    for entry in sets if isinstance(sets, list) else []:
+        if isinstance(entry, dict) and not entry.get("predicted"):
+            world, nodes = entry.get("world_size"), entry.get("nodes")
+            if isinstance(world, int) and isinstance(nodes, int) and nodes >= 1:
+                out[world] = nodes
+    return out
+
+
+def noting_nodes(rows: Iterable[ResultRow], seen: NodesSeen) -> Iterator[ResultRow]:
+    """The rows unchanged, noting each group's node counts and devices on the way (a stream is read once)."""
+    for row in rows:
+        nodes, devices = seen.setdefault((row.op, row.algo, row.backend, row.world_size), (set(), set()))
+        nodes.add(row.nodes)
+        devices.add(row.device_name)
+        yield row
+
+
+def with_nodes(fit: Fit, seen: NodesSeen) -> Fit:
+    """The fit with its measured node count and device where every row of its group gave the same known one."""
+    counts, devices = seen.get((fit.op, fit.algo, fit.backend, fit.world_size), (set(), set()))
+    if len(counts) == 1 and min(counts) >= 1:
+        fit = dataclasses.replace(fit, nodes=min(counts))
+    if len(devices) == 1 and min(devices):
+        fit = dataclasses.replace(fit, device=min(devices))
+    return fit
