@@ -542,6 +542,9 @@ int main(int argc, char **argv) {
                 char why[MPI_MAX_ERROR_STRING] = "";
                 int len = 0;
                 if (worst != MPI_SUCCESS) MPI_Error_string(worst, why, &len);
+                /* one answer is one line: MPICH's error string is its whole error stack, a line a frame */
+                for (char *c = why; *c; c++)
+                    if (*c == '\n') *c = ' ';
                 printf("@cb P %d %ld %s %s\n", worst, checking ? total : -1L, seen[0] ? seen : "-", why);
                 fflush(stdout);
             }

@@ -106,6 +106,7 @@ def mpich_algos(asked: Sequence[str], ops: list[Op], skipped: list[str]) -> dict
     ConfigError for collbench's own algorithms, NotApplicableError when nothing is left.
     """
     per_op: dict[Op, list[str]] = {op: [] for op in ops}
+    lacking: dict[Op, list[str]] = {}
 
     def add(op: Op, algo: str) -> None:
         if algo not in per_op[op]:
@@ -134,15 +135,16 @@ def mpich_algos(asked: Sequence[str], ops: list[Op], skipped: list[str]) -> dict
                     "algorithm to force for it; measure it with --algo native"
                 )
             raise UnknownNameError(f"MPICH algorithm for {', '.join(op.value for op in ops)}", name, known)
-        for op in having:
-            add(op, key)
-        lacking = [op for op in ops if op not in having]
-        if lacking:
-            colls = ", ".join(COLLECTIVE_FOR_OP[op.value] for op in lacking)
-            skipped.append(
-                f"{key} {', '.join(op.value for op in lacking)}: MPICH's {colls} "
-                f"{'has' if len(lacking) == 1 else 'have'} no such algorithm; skipped"
-            )
+        for op in ops:
+            if op in having:
+                add(op, key)
+            elif key not in lacking.setdefault(op, []):
+                lacking[op].append(key)
+    # One line per op (a tune asks every op for every name some op has: a line per name was 14 lines).
+    for op, names in lacking.items():
+        verb = "is" if len(names) == 1 else "are"
+        coll = COLLECTIVE_FOR_OP[op.value]
+        skipped.append(f"{op.value}: {', '.join(names)} {verb} not among MPICH's {coll}; skipped")
     if not any(per_op.values()):
         raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
     return per_op

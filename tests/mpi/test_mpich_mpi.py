@@ -124,3 +124,17 @@ def test_a_sweep_measures_each_forced_algorithm_and_checks_it(tmp_path: Path) ->
     assert all(r["wrong"] == 0 and r["backend"] == "mpich" and r["backend_version"] == "4.0.2" for r in rows)
     # smp needs a node hierarchy MPICH has not on one node: refused by MPICH, said, not measured.
     assert "native:smp all-reduce: MPICH cannot run it on 2 ranks" in " ".join(done.output.split())
+
+
+def test_an_algorithm_mpich_refuses_in_place_is_still_measured_out_of_place(tmp_path: Path) -> None:
+    _need_mpich()
+    out = tmp_path / "a.jsonl"
+    args = ["sweep", "--backend", "mpich", "--ranks", "2", "--op", "all-to-all", "--algo", "native:brucks"]
+    done = CliRunner().invoke(app, [*args, "-b", "1K", "-e", "4K", "-n", "3", "-O", str(out)])
+    assert done.exit_code == 0, done.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    # MPICH 4.0.2's brucks takes no MPI_IN_PLACE (MPIR_Alltoall_intra_brucks asserts a send buffer).
+    assert rows and {r["in_place"] for r in rows} == {False} and all(r["wrong"] == 0 for r in rows)
+    said = " ".join(done.output.split())
+    assert "native:brucks all-to-all (its points in place): MPICH cannot run it on 2 ranks" in said
+    assert "error stack" not in said  # MPICH's reason alone, not its internal frames

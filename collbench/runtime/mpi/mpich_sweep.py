@@ -83,6 +83,13 @@ def build_mpich_harness(note: Any) -> str:
     return str(build_with(mpicc, shown, "mpich", "MPICH", note))
 
 
+def mpich_reason(stack: str) -> str:
+    """MPICH's reason from its error stack: the stack's last frame's text ("...MPIR_Allreduce_impl(4570)...:
+    User set collective algorithm is not usable for the provided arguments"); the frames before it name
+    MPICH's internals."""
+    return stack.rsplit(": ", 1)[-1].strip()
+
+
 def _job_key(point: SweepPoint) -> tuple[str, str]:
     """(CVAR, value) forcing ``point``'s algorithm; ("", "") for ``native``."""
     if point.algo == NATIVE:
@@ -158,7 +165,7 @@ def _run_group(
             variants.append(variant)
     args = [job.dtype, job.redop, str(cfg.root), str(cfg.seed), str(int(realtime))]
     args += [v.argument() for v in variants]
-    refused: set[int] = set()
+    refused: set[tuple[int, bool]] = set()
     try:
         with HarnessJob(mpiexec_command(harness, world, args), cfg.timeout_s, mpich_environment(forced)) as running:
             facts = running.start()
@@ -166,11 +173,17 @@ def _run_group(
                 index = variants.index(HarnessVariant(COLLECTIVE_FOR_OP[point.op.value], 0, 0))
                 report({"kind": "start", "done": finished, "total": total, "text": point.describe()})
                 finished += 1
-                if index in refused:
+                mode = (index, point.in_place)
+                if mode in refused:
                     continue
-                outcome = _measure(job, point, index, world, running, facts, fingerprint, report, "MPICH")
+                # MPICH refuses some forced algorithms in place only (alltoall's brucks, pairwise and
+                # scattered take no MPI_IN_PLACE): the other mode is still measured.
+                scope = f"its points {'in place' if point.in_place else 'out of place'}"
+                outcome = _measure(
+                    job, point, index, world, running, facts, fingerprint, report, "MPICH", scope, mpich_reason
+                )
                 if outcome is None:
-                    refused.add(index)
+                    refused.add(mode)
                     continue
                 row, ran = outcome
                 append_jsonl(job.stream_path, row)
@@ -184,7 +197,5 @@ def _run_group(
         algo = group[0].algo
         ops = ", ".join(dict.fromkeys(p.op.value for p in group))
         said = exc.problem.partition(" said: ")[2]
-        # MPICH's error stack ends with its reason ("...(4570)....: User set collective algorithm is not
-        # usable for the provided arguments"); the frames before it name its internals.
-        reason = said.rsplit(": ", 1)[-1].strip() if said else exc.problem
-        report({"kind": "note", "text": f"{algo} {ops}: MPICH cannot run it on {world} ranks ({reason}); skipped"})
+        why = mpich_reason(said) if said else exc.problem
+        report({"kind": "note", "text": f"{algo} {ops}: MPICH cannot run it on {world} ranks ({why}); skipped"})

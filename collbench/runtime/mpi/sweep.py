@@ -158,9 +158,12 @@ def _measure(
     fingerprint: str,
     report: Event,
     library: str = "Open MPI",
+    scope: str = "all its points",
+    reason: Callable[[str], str] = str,
 ) -> tuple[ResultRow, str] | None:
     """One point's row and what ran (``Prepared.ran``); None when ``library`` refused the forced algorithm
-    (said once, in a note)."""
+    (said once, in a note naming the points it stands for, ``scope``, and the library's error as ``reason``
+    words it)."""
     cfg = job.config
     prepared = running.prepare(
         variant, point.count, point.in_place, cfg.warmup, cfg.check, f"measuring {point.describe()}"
@@ -169,8 +172,8 @@ def _measure(
         report(
             {
                 "kind": "note",
-                "text": f"{point.algo} {point.op.value} (all its points): {library} cannot run it on {world} ranks "
-                f"({prepared.error_text or f'MPI error {prepared.error_code}'}); skipped",
+                "text": f"{point.algo} {point.op.value} ({scope}): {library} cannot run it on {world} ranks "
+                f"({reason(prepared.error_text) or f'MPI error {prepared.error_code}'}); skipped",
             }
         )
         return None
