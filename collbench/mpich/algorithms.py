@@ -106,3 +106,11 @@ def find_algorithm(op: str, algo: str) -> MpichAlgorithm | None:
 def known_algos() -> frozenset[str]:
     """Every ``native:<name>`` MPICH 4.0.2 can be forced to run, for any collective."""
     return frozenset(NATIVE_PREFIX + name for names in MPICH_4_0.values() for name in names)
+
+
+IN_PLACE_ONLY = frozenset({("alltoall", "pairwise_sendrecv_replace")})
+"""Algorithms MPICH runs only for an ``MPI_IN_PLACE`` call, and (below) only for one that is not:
+``restrictions: inplace`` / ``noinplace`` in ``src/mpi/coll/coll_algorithms.txt`` (v4.0.2, blocking
+intracommunicator algorithms). Forced by their variable MPICH refuses the other mode; chosen by a
+selection file it would run them anyway, so ``export mpich-json`` keeps the other mode on MPICH's own."""
+NOT_IN_PLACE = frozenset({("alltoall", "brucks"), ("alltoall", "pairwise"), ("alltoall", "scattered")})

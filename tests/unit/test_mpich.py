@@ -50,7 +50,7 @@ BASE: dict[str, Any] = {
 }
 
 
-def csel_search(tree: dict[str, Any], coll: str, comm_size: int, avg: int, total: int) -> str:
+def csel_search(tree: dict[str, Any], coll: str, comm_size: int, avg: int, total: int, in_place: bool = False) -> str:
     """The function MPICH 4.0.2 runs for an intracommunicator call (MPIR_Csel_search's rules)."""
     node = tree
     while True:
@@ -59,6 +59,8 @@ def csel_search(tree: dict[str, Any], coll: str, comm_size: int, avg: int, total
             if key.startswith("algorithm="):
                 return key.removeprefix("algorithm=")
             if (name == "collective" and value != coll) or key == "comm_type=inter":
+                continue
+            if name == "is_sendbuf_inplace" and (value == "yes") != in_place:
                 continue
             if name in ("comm_size", "avg_msg_size", "total_msg_size") and value == "any":
                 pass
@@ -179,6 +181,8 @@ def test_the_selection_file_runs_each_choice_where_it_won_and_mpichs_own_elsewhe
     assert csel_search(tree, "bcast", 16, 1 << 20, 0) == "MPIR_Bcast_intra_scatter_ring_allgather"
     # all-to-all's avg_msg_size is one block: 4,095 bytes over 4 ranks is 1,023 bytes a block.
     assert csel_search(tree, "alltoall", 4, 1023, 0) == "MPIR_Alltoall_intra_pairwise"
+    # pairwise takes no MPI_IN_PLACE (coll_algorithms.txt: noinplace): in place keeps MPICH's own.
+    assert csel_search(tree, "alltoall", 4, 1023, 0, in_place=True) == "MPIR_Alltoall_intra_brucks"
     assert csel_search(tree, "alltoall", 4, 1024, 0) == "MPIR_Alltoall_intra_brucks"
     assert csel_search(tree, "barrier", 4, 0, 0) == "MPIR_Barrier_allcomm_nb"
     assert tree["collective=allreduce"]["comm_type=inter"] == BASE["collective=allreduce"]["comm_type=inter"]

@@ -29,7 +29,14 @@ from typing import Any
 from collbench.backends import feeds
 from collbench.backends.mpich import MPICH_EXPORTS
 from collbench.errors import UserError
-from collbench.mpich.algorithms import COLLECTIVE_FOR_OP, NATIVE, SELECTION_FILE_CVAR, find_algorithm
+from collbench.mpich.algorithms import (
+    COLLECTIVE_FOR_OP,
+    IN_PLACE_ONLY,
+    NATIVE,
+    NOT_IN_PLACE,
+    SELECTION_FILE_CVAR,
+    find_algorithm,
+)
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
@@ -117,12 +124,26 @@ def ranges(op: Op, rules: list[Rule], world_size: int) -> list[Range]:
     return out
 
 
+def _leaf(coll: str, algorithm: str | None, own: Any) -> Any:
+    """What runs for one range: MPICH's own subtree, or the algorithm; for an algorithm MPICH runs in one
+    mode only (:data:`IN_PLACE_ONLY`, :data:`NOT_IN_PLACE`), the other mode keeps MPICH's own."""
+    if algorithm is None:
+        return own
+    chosen: dict[str, Any] = {f"algorithm={algorithm}": {}}
+    name = algorithm.removeprefix(f"MPIR_{coll.capitalize()}_intra_")
+    if (coll, name) in IN_PLACE_ONLY:
+        return {"is_sendbuf_inplace=yes": chosen, "is_sendbuf_inplace=no": own}
+    if (coll, name) in NOT_IN_PLACE:
+        return {"is_sendbuf_inplace=no": chosen, "is_sendbuf_inplace=yes": own}
+    return chosen
+
+
 def _sized(coll: str, found: list[Range], own: Any) -> dict[str, Any]:
     key = SIZE_KEYS[coll]
     tree: dict[str, Any] = {}
     for r in found:
         cond = f"{key}=any" if r.max_bytes is None else f"{key}<={r.max_bytes}"
-        tree[cond] = own if r.algorithm is None else {f"algorithm={r.algorithm}": {}}
+        tree[cond] = _leaf(coll, r.algorithm, own)
     return tree
 
 
@@ -175,10 +196,8 @@ def build_mpich_json(profile: Profile, base: dict[str, Any], base_source: str) -
                 intra[f"comm_size<={n - 1}"] = own
             if coll in SIZE_KEYS:
                 intra[f"comm_size<={n}"] = _sized(coll, found, own)
-            elif found[0].algorithm is None:
-                intra[f"comm_size<={n}"] = own
             else:
-                intra[f"comm_size<={n}"] = {f"algorithm={found[0].algorithm}": {}}
+                intra[f"comm_size<={n}"] = _leaf(coll, found[0].algorithm, own)
             below = n
             notes += [
                 f"{where}, to {'any size' if r.max_bytes is None else f'{r.max_bytes} B'}: "
