@@ -33,10 +33,11 @@ from typing import Any
 from collbench.errors import ConfigError, InputFileError
 
 _LOCK_TRIES = 5
-_HELD_HERE: set[Path] = set()
-"""The files whose writer's lock this process holds. Process state, as the open lock files are: a
-second flock of one file from the same process would refuse itself, so a tune that holds its partial
-files for its whole life lets its own rounds' sweeps write them."""
+_HELD_FOR_LIFE: set[Path] = set()
+"""Files whose writer's lock a run of this process holds for its whole life (:func:`held_for_life`).
+Process state, as the open lock files are: a second flock of one file from the same process would
+refuse itself, so a tune holding its partial files lets its own rounds' sweeps write them. Any other
+second writer, in this process or another, is refused as before."""
 _NOT_A_LOCK = "is not a regular file (a FIFO, a directory, a device); the writer's lock must be one: remove it"
 _HOLDER_BYTES = 1024
 """How much of a lock file is read back to name its holder; the command written there is cut to fit."""
@@ -161,8 +162,8 @@ def _last_line_start(f: Any, size: int) -> int:
 
 @contextlib.contextmanager
 def exclusive_writer(paths: list[Path]) -> Iterator[None]:
-    """Hold the writer's lock of every file in ``paths`` for the block (in a fixed order); a file this
-    process holds already is left to its holder.
+    """Hold the writer's lock of every file in ``paths`` for the block (in a fixed order); a file a run
+    of this process holds for its life (:func:`held_for_life`) is left to that run.
 
     Raises ConfigError naming the pid (and host) of the run that holds one of them. The lock is
     advisory (flock): it keeps collbench runs apart, on one machine or on a file system whose
@@ -171,12 +172,23 @@ def exclusive_writer(paths: list[Path]) -> Iterator[None]:
     unique = sorted({p.resolve() for p in paths})
     with contextlib.ExitStack() as stack:
         for path in unique:
-            if path in _HELD_HERE:
-                continue  # this process holds it already (a tune around its rounds' sweeps)
+            if path in _HELD_FOR_LIFE:
+                continue  # the run around this one holds it (a tune around its rounds' sweeps)
             stack.enter_context(_locked(path))
-            _HELD_HERE.add(path)
-            stack.callback(_HELD_HERE.discard, path)
         yield
+
+
+@contextlib.contextmanager
+def held_for_life(paths: list[Path]) -> Iterator[None]:
+    """Hold the writer's lock of ``paths`` for the block, as :func:`exclusive_writer` does, and let the
+    writers this process runs inside the block (and only those) write them."""
+    unique = sorted({p.resolve() for p in paths})
+    with exclusive_writer(unique):
+        _HELD_FOR_LIFE.update(unique)
+        try:
+            yield
+        finally:
+            _HELD_FOR_LIFE.difference_update(unique)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.results.fields import checked_fields
+from collbench.results.fields import FieldError, checked_fields
 
 NODES_UNKNOWN = 0
 """``ResultRow.nodes`` of a row whose source did not say how many nodes ran it (a pasted log with no
@@ -90,7 +90,12 @@ class ResultRow:
 
         Every field is checked by its annotation (type, finite, range, known name): see row_fields.
         """
-        return cls(**checked_fields(cls, data))
+        fields = checked_fields(cls, data)
+        root, world = fields.get("root", 0), fields["world_size"]
+        if root >= world:
+            # Each field is in range alone; together a root of 99 on 8 ranks is no measurement.
+            raise FieldError("root", f"{root} is not a rank of the row's {world} ranks")
+        return cls(**fields)
 
     @property
     def key(self) -> tuple[Any, ...]:

@@ -27,7 +27,7 @@ from collbench.errors import CollbenchError, ConfigError, InputFileError, UserEr
 from collbench.profile.document import Profile
 from collbench.profile.rules import Rule
 from collbench.results.io import write_rows
-from collbench.results.journal import exclusive_writer
+from collbench.results.journal import held_for_life
 from collbench.results.row import ResultRow
 from collbench.tuning.build_profile import build_profile
 from collbench.tuning.config import TuneConfig, check_config, depth_label, partial_paths, tune_backend
@@ -106,7 +106,7 @@ def run_tune(
     notes: list[str] = []
     # The partial files are this tune's for its whole life (a sweep --resume into one mid-tune would
     # add rows the tune then deletes): rank 0, which writes them, locks them until it returns.
-    lock = exclusive_writer(list(partial_paths(config))) if job_rank() == 0 else contextlib.nullcontext()
+    lock = held_for_life(list(partial_paths(config))) if job_rank() == 0 else contextlib.nullcontext()
     with lock:
         return _run_locked(config, stage, sweep_progress, save, started, notes)
 
