@@ -25,6 +25,8 @@ domain); the others as their logs or sources say (8 GPUs a node).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import math
 import statistics
@@ -36,8 +38,11 @@ from collbench.errors import UserError
 from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
+from collbench.models.link_floor import with_gpu
 from collbench.models.nccl_cost import Arch, NcclMachine, nccl_time_us, peak_bus_bw_gbps
-from collbench.models.predict import predict
+from collbench.models.predict import predict, price_fits
+from collbench.models.predict_defaults import default_nodes
+from collbench.models.priced import Shapes
 from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
@@ -54,19 +59,21 @@ class Log:
     arch: Arch
     nvlink: bool = True
     rccl: bool = False
+    gpu: str = ""
+    """The GPU, where the log's rank lines do not name one that is listed (``predict --gpu``)."""
 
 
 LOGS = (
-    Log("gb200-72", "all_reduce_perf-gb200-72rank-one-rank-line.log", "gb200", 1, "blackwell"),
-    Log("gb200-144", "all_reduce_perf-gb200-144rank-one-rank-line.log", "gb200", 2, "blackwell"),
-    Log("gb200-1440", "all_reduce_perf-gb200-1440rank-one-rank-line.log", "gb200", 20, "blackwell"),
-    Log("dgx-a100-2n", "all_reduce_perf-dgx-a100-2node-k8s-legacy.log", "dgx-a100", 2, "ampere"),
-    Log("dgx-a100-4n", "all_reduce_perf-dgx-a100-4node-slurm-legacy.log", "dgx-a100", 4, "ampere"),
-    Log("p5-eks", "all_reduce_perf-h100-2node-mpirun-tag-output-eks.log", "p5", 2, "hopper"),
-    Log("p5-mpijob", "all_reduce_perf-p5-2node-mpijob-readme-excerpt.log", "p5", 2, "hopper"),
-    Log("p5-srun", "all_reduce_perf-p5-2node-srun-label-readme-excerpt.log", "p5", 2, "hopper"),
-    Log("h100-gcp", "all_reduce_perf-h100-2node-mpirun-gcp.log", "a3-mega", 2, "hopper"),
-    Log("p4de", "all_reduce_perf-p4de-2node-srun-label-readme-excerpt.log", "p4de", 2, "ampere"),
+    Log("gb200-72", "all_reduce_perf-gb200-72rank-one-rank-line.log", "gb200", 1, "blackwell", gpu="GB200"),
+    Log("gb200-144", "all_reduce_perf-gb200-144rank-one-rank-line.log", "gb200", 2, "blackwell", gpu="GB200"),
+    Log("gb200-1440", "all_reduce_perf-gb200-1440rank-one-rank-line.log", "gb200", 20, "blackwell", gpu="GB200"),
+    Log("dgx-a100-2n", "all_reduce_perf-dgx-a100-2node-k8s-legacy.log", "dgx-a100", 2, "ampere", gpu="A100"),
+    Log("dgx-a100-4n", "all_reduce_perf-dgx-a100-4node-slurm-legacy.log", "dgx-a100", 4, "ampere", gpu="A100"),
+    Log("p5-eks", "all_reduce_perf-h100-2node-mpirun-tag-output-eks.log", "p5", 2, "hopper", gpu="H100"),
+    Log("p5-mpijob", "all_reduce_perf-p5-2node-mpijob-readme-excerpt.log", "p5", 2, "hopper", gpu="H100"),
+    Log("p5-srun", "all_reduce_perf-p5-2node-srun-label-readme-excerpt.log", "p5", 2, "hopper", gpu="H100"),
+    Log("h100-gcp", "all_reduce_perf-h100-2node-mpirun-gcp.log", "a3-mega", 2, "hopper", gpu="H100"),
+    Log("p4de", "all_reduce_perf-p4de-2node-srun-label-readme-excerpt.log", "p4de", 2, "ampere", gpu="A100"),
     Log("roce-16", "all_reduce_perf-16rank-k8s-roce-legacy.log", "roce-16", 2, "ampere"),
     Log("2080ti-x2", "all_reduce_perf-2080ti-x2-autodl.log", "2080ti", 1, "volta", nvlink=False),
     Log("mi300x", "all_reduce_perf-mi300x-2node-rccl-tests-no-group.log", "mi300x", 2, "hopper", rccl=True),
@@ -98,9 +105,37 @@ def nccl_machine(src: Loaded, sizes: list[int] | None = None) -> NcclMachine:
     return NcclMachine(bus_bw_gbps=bus, arch=src.log.arch, nvlink=src.log.nvlink)
 
 
-def only_fit(rows: list[ResultRow]) -> Fit:
+def only_fit(rows: list[ResultRow], log: Log | None = None) -> Fit:
+    """The log's one fit, with its GPU as ``collbench fit`` records it (and ``predict --gpu`` names it)."""
     (fit,) = fit_results(rows).fits
+    devices = {r.device_name for r in rows}
+    if len(devices) == 1:
+        fit = dataclasses.replace(fit, device=devices.pop())
+    if log is not None and log.gpu:
+        (fit,) = with_gpu([fit], log.gpu)
     return fit
+
+
+def sweep_ranks(src: Loaded, fit: Fit, sizes: list[int], up_to: int) -> tuple[int, int]:
+    """(decreases, adjacent pairs): the source fit asked at every rank count 2..``up_to`` (all to 64,
+    then 8 a doubling), at the source's ranks a node (predict's default node count), at ``sizes``."""
+    ranks = sorted({*range(2, min(up_to, 64) + 1), *(int(64 * 2 ** (i / 8)) for i in range(80)), up_to})
+    ranks = [r for r in ranks if r <= up_to]
+    measured = {src.world: src.log.nodes}
+    previous: list[float] | None = None
+    decreases = pairs = 0
+    for n in ranks:
+        nodes, _ = default_nodes(n, measured)
+        entries, _, _ = price_fits([fit], n, nodes, shapes=Shapes(measured), nccl_arch=src.log.arch,
+                                   nccl_nvlink=src.log.nvlink)  # fmt: skip
+        if not entries:
+            return 0, 0
+        times = [entries[0].time_us(s) for s in sizes]
+        if previous is not None:
+            pairs += len(sizes)
+            decreases += sum(1 for a, b in zip(previous, times, strict=True) if b < a)
+        previous = times
+    return decreases, pairs
 
 
 @dataclass
@@ -113,6 +148,13 @@ class PairResult:
     nccl: list[float] | None
     why_not_ours: str = ""
     decreasing: int = 0
+    """Predictions smaller than the one at the next smaller size."""
+    same_scale: bool = False
+    """Source and target at the same ranks and nodes: a check of the fit, not of a scale change."""
+    rank_decreases: tuple[int, int] = (0, 0)
+    """(decreases, adjacent pairs) over rank counts 2..the larger world size at the source's ranks a node."""
+    raised: int = 0
+    """Predictions raised to the links' floor (a time the links cannot carry, before the floor)."""
 
 
 def _errors(pred: list[float] | None, published: list[float]) -> list[float]:
@@ -139,7 +181,10 @@ def scale_pair(src: Loaded, dst: Loaded, fit: Fit) -> PairResult:
             simulate_max_ranks=0,
         )
         result.ours = [p.time_us for p in report.predictions]
-        result.decreasing = sum(1 for a, b in zip(result.ours, result.ours[1:], strict=False) if b < a)
+        result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)
+        result.raised = sum(1 for p in report.predictions if "links' floor" in p.basis)
+        result.rank_decreases = sweep_ranks(src, fit, sizes, max(src.world, dst.world))
+    result.same_scale = src.world == dst.world and src.log.nodes == dst.log.nodes
     if not src.log.rccl:
         machine = nccl_machine(src)
         result.nccl = [nccl_time_us(machine, Op.ALL_REDUCE, dst.world, dst.log.nodes, float(s)) for s in sizes]
@@ -155,7 +200,7 @@ def leave_one_out(src: Loaded) -> PairResult:
         rest = [r for r in src.rows if r.size_bytes != s]
         published.append(src.times[s])
         try:
-            fit = only_fit(rest)
+            fit = only_fit(rest, src.log)
         except UserError as exc:
             why = f"cannot fit without a size: {exc}"
             ours = []
@@ -186,6 +231,33 @@ def leave_one_out(src: Loaded) -> PairResult:
     )
 
 
+def _median(pred: list[float], published: list[float]) -> float:
+    return statistics.median(_errors(pred, published))
+
+
+def _print_pairs(title: str, pairs: list[PairResult], loaded: dict[str, Loaded]) -> tuple[list[float], list[float]]:
+    """One table of pairs; returns the collbench and NCCL medians of those with predictions."""
+    print(title + ", collbench vs NCCL's own model")
+    print("| source -> target | ranks | nodes | sizes | collbench | NCCL's model | decreasing: size / ranks | raised |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    ours_medians, nccl_medians = [], []
+    for r in pairs:
+        src, dst = loaded[r.source], loaded[r.target]
+        e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
+        if e_ours:
+            ours_medians.append(statistics.median(e_ours))
+        if e_nccl:
+            nccl_medians.append(statistics.median(e_nccl))
+        ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
+        dec, adjacent = r.rank_decreases
+        print(
+            f"| {r.source} -> {r.target} | {src.world} -> {dst.world} | {src.log.nodes} -> {dst.log.nodes} "
+            f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} | {ours_text} | {_fmt_err(e_nccl)} "
+            f"| {r.decreasing} / {dec} of {adjacent} | {r.raised} |"
+        )
+    return ours_medians, nccl_medians
+
+
 def _fmt_err(errors: list[float]) -> str:
     if not errors:
         return "-"
@@ -206,34 +278,31 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     loaded = {log.name: load(log) for log in LOGS}
-    fits = {name: only_fit(item.rows) for name, item in loaded.items()}
+    fits = {name: only_fit(item.rows, item.log) for name, item in loaded.items()}
     pairs: list[PairResult] = []
     for src in loaded.values():
         for dst in loaded.values():
             if src is not dst and src.log.system == dst.log.system:
                 pairs.append(scale_pair(src, dst, fits[src.log.name]))
     loo = [leave_one_out(item) for item in loaded.values()]
-    print("scale pairs: median / worst error (%) of the time, collbench vs NCCL's own model")
-    print("| source -> target | ranks | sizes | collbench | NCCL's model | decreasing |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    ours_medians, nccl_medians = [], []
-    for r in pairs:
-        src, dst = loaded[r.source], loaded[r.target]
-        e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
-        if e_ours:
-            ours_medians.append(statistics.median(e_ours))
-        if e_nccl:
-            nccl_medians.append(statistics.median(e_nccl))
-        ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
-        print(
-            f"| {r.source} -> {r.target} | {src.world} -> {dst.world} | {_size(r.sizes[0])}-{_size(r.sizes[-1])} "
-            f"| {ours_text} | {_fmt_err(e_nccl)} | {r.decreasing} |"
-        )
+    real = [r for r in pairs if not r.same_scale]
+    same = [r for r in pairs if r.same_scale]
+    ours_medians, nccl_medians = _print_pairs(
+        "scale pairs (another rank or node count): median / worst error (%) of the time", real, loaded
+    )
+    _print_pairs("\nsame-scale pairs (other runs at the same ranks and nodes; not in the medians)", same, loaded)
     if ours_medians and nccl_medians:
+        at_or_below = sum(
+            1 for r in real if r.ours and r.nccl and _median(r.ours, r.published) <= _median(r.nccl, r.published)
+        )
         print(
-            f"\nacross the scale pairs: median of the pairs' median errors, collbench "
-            f"{statistics.median(ours_medians):.1f}% ({len(ours_medians)} pairs), NCCL's model "
-            f"{statistics.median(nccl_medians):.1f}% ({len(nccl_medians)} pairs)"
+            f"\nacross the {len(real)} scale pairs: median of the pairs' median errors, collbench "
+            f"{statistics.median(ours_medians):.1f}%, NCCL's model {statistics.median(nccl_medians):.1f}%; "
+            f"collbench at or below NCCL's model on {at_or_below} of {len(real)}; median within 15% on "
+            f"{sum(1 for m in ours_medians if m <= 15)} of {len(ours_medians)}; decreasing in size "
+            f"{sum(r.decreasing for r in pairs)}, in rank count {sum(r.rank_decreases[0] for r in pairs)} of "
+            f"{sum(r.rank_decreases[1] for r in pairs)} adjacent pairs; raised to the links' floor "
+            f"{sum(r.raised for r in pairs)} (0 predictions above what the links carry after it)"
         )
     print("\nleave one size out (the log's own shape): median / worst error (%)")
     print("| log | ranks | sizes | collbench | NCCL's model |")
