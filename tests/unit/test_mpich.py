@@ -231,3 +231,12 @@ def test_the_commands_write_the_files(tmp_path: Path) -> None:
     assert done.exit_code == 2 and "error: --base" in done.output
     done = CliRunner().invoke(app, ["export", "mpich-env", str(path)])
     assert done.exit_code == 0 and "export MPIR_CVAR_BCAST_INTRA_ALGORITHM=binomial" in done.output
+
+
+def test_without_mpich_the_selection_file_needs_a_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "p.yaml"
+    mpich_profile(FOUR).save(path)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mpicc.mpich to find MPICH's library with
+    done = CliRunner().invoke(app, ["export", "mpich-json", str(path)])
+    assert done.exit_code == 2
+    assert done.output.startswith("error: no mpicc.mpich on PATH") and "pass --base" in done.output

@@ -12,6 +12,10 @@ on one node) rather than run its own choice under the forced name; that algorith
 skipped with MPICH's reason, and the other jobs go on.
 
 Rows stream to the sweep's file as measured, a job at a time; the rows returned are in plan order.
+``--interleave`` (tune's) therefore alternates sizes and ops within a job, not algorithms across jobs as
+Open MPI's one job does: each forced algorithm's points are measured together. (Forcing through MPI_T
+per call would keep one job, but MPICH 4.0 exposes these variables as bare integers whose values are
+its internal enumeration, not the names.)
 """
 
 from __future__ import annotations
