@@ -11,12 +11,20 @@ hierarchical's speed-up over each, and what the two-class cost formulas expect f
 network steps of n/(mk)). Needs root (skips otherwise).
 
     python benchmarks/bench_hierarchical_netns.py [--fast 800] [--slow 100] [--mib 1 4] [--iters 5]
+
+``--tune`` then runs ``collbench tune --op all-reduce --quick -b 64K -e 1M`` in the same namespaces on
+a topology of the four CPU ranks with hosts h0, h0, h1, h1 and the shaped rates as link bandwidths
+(written from ``collbench discover --ranks 4``), so the sweep's layout has the two nodes and
+hierarchical competes with every other algorithm; it prints the profile's all-reduce rules.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -87,6 +95,43 @@ def expected_s(algo: str, size: float, fast_bps: float, slow_bps: float) -> floa
     return float("nan")  # two-tree's pipelined overlap is not a closed form of these two rates
 
 
+def two_host_topology(path: Path, fast_mbit: float, slow_mbit: float) -> None:
+    """This host's four CPU ranks as two hosts of two (h0: ranks 0-1, h1: 2-3), links at the shaped rates."""
+    exe = shutil.which("collbench") or "collbench"
+    subprocess.run([exe, "discover", "--ranks", "4", "-O", str(path)], check=True, capture_output=True)
+    lines, rank = [], -1
+    for line in path.read_text().splitlines():
+        if dev := re.match(r"- id: CPU(\d)", line):
+            rank = int(dev.group(1))
+        elif line.startswith("  host: ") and rank >= 0:
+            line = f"  host: h{rank // 2}"
+        link = re.match(r"- \{a: CPU(\d), b: CPU(\d), kind: \w+(.*)bandwidth_gbps: [\d.]+(.*)", line)
+        if link:
+            a, b = int(link.group(1)), int(link.group(2))
+            kind, gbps = ("loopback", fast_mbit / 8e3) if a // 2 == b // 2 else ("net", slow_mbit / 8e3)
+            line = f"- {{a: CPU{a}, b: CPU{b}, kind: {kind}{link.group(3)}bandwidth_gbps: {gbps}{link.group(4)}"
+        lines.append(line)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def run_tune(rates: list[list[float]], fast: float, slow: float) -> None:
+    exe = shutil.which("collbench") or "collbench"
+    with tempfile.TemporaryDirectory() as tmp, NamespaceCluster(rates) as cluster:
+        topo, prof = Path(tmp) / "2x2.yaml", Path(tmp) / "profile.yaml"
+        two_host_topology(topo, fast, slow)
+        argv = [exe, "tune", "--topology", str(topo), "--op", "all-reduce", "--quick", "-b", "64K", "-e", "1M"]
+        argv += ["-O", str(prof), "--results", str(Path(tmp) / "rows.jsonl")]
+        cluster.run_job(argv, cwd=Path(tmp), timeout_s=1200.0)
+        import yaml
+
+        doc = yaml.safe_load(prof.read_text())
+        for rule_set in doc["rule_sets"]:
+            for rule in rule_set["rules"]:
+                hi = "-" if rule["max_bytes"] is None else rule["max_bytes"]
+                ties = ", ".join(rule.get("tie_with") or []) or "none"
+                print(f"tune: {rule['min_bytes']}-{hi} B: {rule['algo']} (gain {rule['gain_vs_native']}; ties: {ties})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--fast", type=float, default=800.0, help="Mbit/s inside a host (pairs 0-1, 2-3)")
@@ -94,6 +139,7 @@ def main() -> int:
     ap.add_argument("--mib", type=float, nargs="+", default=[1.0, 4.0], help="all-reduce sizes in MiB")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--tune", action="store_true", help="then run a quick tune on a two-host topology")
     args = ap.parse_args()
     why = netns_unavailable()
     if why is not None:
@@ -124,6 +170,8 @@ def main() -> int:
             print(f"{mib:6.2f} MiB hierarchical is {ratio:.2f}x faster than {other}")
     if args.json:
         args.json.write_text(json.dumps(doc, indent=2))
+    if args.tune:
+        run_tune(rates, args.fast, args.slow)
     return 0
 
 
