@@ -137,6 +137,7 @@ def test_sweep_table() -> None:
     assert "wrong elements: 0" in out
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small = tune_config.Depth(

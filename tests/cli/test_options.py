@@ -138,6 +138,7 @@ def test_sweep_dash_o_with_a_file_name_points_at_output() -> None:
     assert "unknown reduction 'results.csv'" in result.output and "-O/--output" in result.output
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 def test_fit_and_predict_read_commas_as_repeats(tmp_path: Path) -> None:
     rows = make_rows("ring", 4, 10.0, 2e-4, noise=0.01, seed=0, in_place=(False,))
     rows += make_rows("ring", 4, 10.0, 2e-4, noise=0.01, seed=1, in_place=(False,), op="all-gather")

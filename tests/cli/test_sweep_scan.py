@@ -21,6 +21,7 @@ RUNNER = CliRunner()
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.parametrize("redop", ["sum", "prod"])
 def test_every_scan_algorithm_runs_checked_on_three_ranks(tmp_path: Path, redop: str) -> None:
     out = tmp_path / "rows.jsonl"

@@ -43,6 +43,7 @@ def test_each_shape_that_cannot_run_here_says_why() -> None:
     assert "this job is 16 ranks on 2 node(s)" in why_skipped(two, job, None)
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_check_re_measures_every_shape_it_can_run_and_lists_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

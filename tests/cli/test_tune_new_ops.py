@@ -15,6 +15,7 @@ from collbench.results.io import read_rows
 from collbench.tuning import config as tune_config
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_report_and_export_of_the_new_ops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     short = tune_config.Depth(

@@ -27,6 +27,7 @@ from collbench.tuning import config as tune_config
 H100 = Path(__file__).resolve().parents[1] / "fixtures" / "nvml" / "h100-single.json"
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_quick_on_one_h100_runs_cpu_ranks_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     replay = Recording.load(H100)

@@ -79,6 +79,7 @@ def test_resume_and_overwrite_together_are_refused(tmp_path: Path) -> None:
         check_config(config, files=False)
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_overwrite_replaces_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     short = dataclasses.replace(tune_config.QUICK, point_budget_s=0.01, warmup=0, max_rounds=2)

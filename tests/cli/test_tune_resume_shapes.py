@@ -36,6 +36,7 @@ TINY = tune_config.Depth(
 """Every algorithm at 1 KiB and 4 KiB (two sizes: a fit needs two), 10 ms per point, two rounds, no extra."""
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_resume_keeps_the_finished_shape_and_resumes_the_stopped_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -15,6 +15,7 @@ from collbench.results.io import read_rows
 from collbench.tuning import config as tune_config
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The real pipeline, made small: every algorithm at 1 KiB and 4 KiB, short timing, one round.

@@ -13,6 +13,7 @@ from collbench.results.io import read_rows
 from collbench.tuning import config as tune_config
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_measures_the_sizes_b_and_e_choose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     short = tune_config.Depth(
