@@ -208,3 +208,13 @@ def test_a_barrier_row_has_no_bandwidth_and_a_rooted_row_keeps_its_root() -> Non
     barrier = _row(Op.BARRIER, 0, 4, [5.0, 6.0])
     assert barrier.algbw_gbps == 0.0 and barrier.busbw_gbps == 0.0
     assert _row(Op.BROADCAST, 4096, 4, [1.0]).root == 3
+
+
+def test_the_profile_schema_names_every_backend() -> None:
+    """The schema's list is the registry's second spelling (a profile of a backend it lacks fails to load)."""
+    import json
+
+    from collbench.profile.document import SCHEMA_PATH
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    assert schema["properties"]["backend"]["enum"] == list(backend_names())

@@ -122,7 +122,7 @@ def test_both_checks_find_the_same_violations_and_pick_the_same(data: Any) -> No
         ),
         (lambda d: d.pop("host"), "$: 'host' is a required property"),
         (lambda d: d.update(zz=1, aa=2), "$: Additional properties are not allowed ('aa', 'zz' were unexpected)"),
-        (lambda d: d.update(backend="ucc"), "$.backend: 'ucc' is not one of ['gloo', 'nccl', 'mpi']"),
+        (lambda d: d.update(backend="ucc"), "$.backend: 'ucc' is not one of ['gloo', 'nccl', 'mpi', 'mpich']"),
         (lambda d: d.update(rule_sets=[]), "$.rule_sets: [] should be non-empty"),
     ],
 )
