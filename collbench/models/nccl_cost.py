@@ -21,12 +21,14 @@ scatter, gather, send/recv and barrier NCCL runs as grouped ``ncclSend``/``ncclR
 prices (and NCCL has no barrier: ``torch.distributed`` runs one as an all-reduce of one byte);
 :func:`nccl_choice` refuses them rather than price them as a ring they do not run.
 
-Only ring and tree are priced: NVLS, NVLS-tree, CollNet and PAT need facts about the machine (NVSwitch
-count, SHARP, one GPU per node) that a measured log does not give. What NCCL reads from its topology
-search, and a fit does not hold, is a parameter here: the ring's bus bandwidth (``nChannels * bw``,
-the same for the tree graph), the channel count for the per-channel caps, the GPU generation, whether
-links within a node are NVLink, and whether LL128 is enabled. ``latency_scale`` multiplies every
-latency: 1 is NCCL's own model; a fitted value keeps NCCL's structure with this machine's latencies.
+Ring and tree are priced, and PAT for reduce-scatter and all-gather where every node holds one GPU
+(NCCL's own condition, read from the shape). NVLS, NVLS-tree and CollNet need facts about the
+machine (NVSwitch SHARP, a CollNet plugin) that a measured log does not give, and are not priced.
+What NCCL reads from its topology search, and a fit does not hold, is a parameter here: the ring's
+bus bandwidth (``nChannels * bw``, the same for the tree graph), the channel count for the
+per-channel caps, the GPU generation, whether links within a node are NVLink, and whether LL128 is
+enabled. ``latency_scale`` multiplies every latency: 1 is NCCL's own model; a fitted value keeps
+NCCL's structure with this machine's latencies.
 """
 
 from __future__ import annotations
@@ -140,19 +142,34 @@ def _steps(op: Op, ranks: int) -> int:
     return ranks
 
 
-def _candidates(op: Op) -> tuple[str, ...]:
-    # Broadcast, reduce, reduce-scatter and all-gather have only the ring among ring and tree.
-    return ("tree", "ring") if op is Op.ALL_REDUCE else ("ring",)
+def _candidates(op: Op, ranks: int, nodes: int) -> tuple[str, ...]:
+    # Broadcast, reduce, reduce-scatter and all-gather have only the ring among ring and tree. PAT runs
+    # reduce-scatter and all-gather where every node holds one GPU (tuning.cc ncclPatEnable, lines
+    # 216-223: "PAT only supports 1 GPU per node"; lines 295-303: those two collectives, Simple only).
+    if op is Op.ALL_REDUCE:
+        return ("tree", "ring")
+    if op in (Op.REDUCE_SCATTER, Op.ALL_GATHER) and nodes == ranks:
+        return ("ring", "pat")
+    return ("ring",)
+
+
+_PAT_BASE_LAT_US = 8.0
+"""baseLatencies for PAT (tuning.cc line 154), every protocol."""
+_PAT_BUS_SHARE = 0.75
+"""``if (a == NCCL_ALGO_PAT) busBw *= .75`` (line 337); PAT's bus bandwidth is its algorithm
+bandwidth for reduce-scatter and all-gather (no ``nRanks / nsteps`` conversion, lines 376-382)."""
 
 
 def _bandwidth(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int) -> float:
-    """Algorithm bandwidth (GB/s) of (algo, proto): tuning.cc lines 306-382, ring and tree only."""
+    """Algorithm bandwidth (GB/s) of (algo, proto): tuning.cc lines 306-382, ring, tree and PAT."""
     arch = ARCHS.index(machine.arch)
     col = min(nodes, 3) - 1
     ll_max = _LL_MAX_BW[arch if nodes == 1 else (1 if machine.amd_cpu else 0)][col]
     inter = machine.inter_bus_bw_gbps if machine.inter_bus_bw_gbps is not None else machine.bus_bw_gbps
     bus = machine.bus_bw_gbps if nodes <= 2 else inter
     ch = machine.channels
+    if algo == "pat":
+        return bus * _PAT_BUS_SHARE
     if algo == "ring":
         if proto == _LL:
             bus = min(ll_max, bus * 0.5)
@@ -170,7 +187,12 @@ def _bandwidth(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, 
 def _latency(
     machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int, fullest: int | None = None
 ) -> float:
-    """Latency (us) of (algo, proto): tuning.cc lines 384-416, ring and tree only."""
+    """Latency (us) of (algo, proto): tuning.cc lines 384-432, ring, tree and PAT."""
+    if algo == "pat":
+        # Lines 429-432: log2(nNodes) network hops at a 3.5th of the tree's network latency (one GPU a
+        # node: hwLatencies NET, Tree, Simple), plus 2.8 us a rank.
+        inter_pat = _HW_LAT["net"]["tree"][_SIMPLE]
+        return _PAT_BASE_LAT_US + int(math.log2(nodes)) * (inter_pat / 3.5) + ranks * 2.8
     intra_class = "nvlink" if machine.nvlink else "pci"
     ppn = ranks / nodes
     lat = _BASE_LAT[algo][proto]
@@ -278,8 +300,8 @@ def nccl_choice(
     best: NcclChoice | None = None
     # LL128 runs over NVLink (and NICs close enough); NCCL leaves it off over PCI (lines 518-536).
     protos = (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
-    for algo in _candidates(the_op):
-        for proto in protos:
+    for algo in _candidates(the_op, ranks, nodes):
+        for proto in protos if algo != "pat" else (_SIMPLE,):
             bw = _bandwidth(machine, the_op, algo, proto, ranks, nodes)
             lat = _latency(machine, the_op, algo, proto, ranks, nodes, fullest_node)
             if algo == "tree" and the_op is Op.ALL_REDUCE:

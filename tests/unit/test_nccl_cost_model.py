@@ -106,3 +106,17 @@ def test_a_part_full_last_node_is_priced_by_its_fullest_node() -> None:
     assert part.time_us >= even.time_us
     # As even as they go without it (6, 6, 5): NCCL's nRanks / nNodes, rounded up.
     assert nccl_choice(H100, Op.ALL_REDUCE, 17, 3, 8.0, fullest_node=6) == nccl_choice(H100, Op.ALL_REDUCE, 17, 3, 8.0)
+
+
+def test_pat_only_with_one_gpu_a_node_for_reduce_scatter_and_all_gather() -> None:
+    # tuning.cc ncclPatEnable: "PAT only supports 1 GPU per node"; Simple only; base 8 us, 2.8 us a
+    # rank and log2(nNodes) network hops at a 3.5th of the tree's 14 us; bus bandwidth x0.75.
+    machine = NcclMachine(bus_bw_gbps=50.0, arch="hopper")
+    small = nccl_choice(machine, Op.ALL_GATHER, 64, 64, 1024.0)
+    assert (small.algo, small.proto) == ("pat", "Simple")
+    assert small.latency_us == pytest.approx(8.0 + 6 * 14.0 / 3.5 + 64 * 2.8)
+    assert small.time_us == pytest.approx(small.latency_us + 1024.0 / (1e3 * 50.0 * 0.75))
+    assert nccl_choice(machine, Op.REDUCE_SCATTER, 64, 64, 1024.0).algo == "pat"
+    # Eight GPUs a node, or all-reduce: never PAT.
+    assert nccl_choice(machine, Op.ALL_GATHER, 64, 8, 1024.0).algo == "ring"
+    assert nccl_choice(machine, Op.ALL_REDUCE, 64, 64, 1024.0).algo in ("ring", "tree")
