@@ -51,14 +51,18 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     cc = os.environ.get("CC", "cc")
     subprocess.run([cc, "-O1", "-Wall", "-shared", "-fPIC", "-o", spy, HERE / "mpich_ucx_spy.c", "-ldl"], check=True)
     subprocess.run(["mpicc.mpich", "-O1", "-Wall", "-o", program, HERE / "mpich_allreduce.c"], check=True)
+    subprocess.run(["mpicc.mpich", "-O1", "-Wall", "-o", where / "alltoall", HERE / "mpich_alltoall.c"], check=True)
     return spy, program
 
 
-def sends(built: tuple[Path, Path], count: int, env: dict[str, str]) -> tuple[int, int]:
-    """(sends, bytes) of each rank of one allreduce of ``count`` floats, the same on every rank."""
+def sends(built: tuple[Path, Path], count: int, env: dict[str, str], *alltoall: str) -> tuple[int, int]:
+    """(sends, bytes) of each rank of one allreduce of ``count`` floats (or, given ``alltoall``'s in-place
+    flag, one all-to-all of ``count`` floats a rank), checked, the same on every rank."""
     spy, program = built
+    if alltoall:
+        program = program.with_name("alltoall")
     base = {k: v for k, v in os.environ.items() if not k.startswith("MPIR_CVAR_")}
-    cmd = ["mpiexec.mpich", "-n", str(RANKS), "-genv", "LD_PRELOAD", str(spy), str(program), str(count)]
+    cmd = ["mpiexec.mpich", "-n", str(RANKS), "-genv", "LD_PRELOAD", str(spy), str(program), str(count), *alltoall]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**base, **env}, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = {tuple(int(x) for x in line.split()[1:]) for line in done.stderr.splitlines() if line.startswith("spy ")}
@@ -95,6 +99,22 @@ def test_mpich_follows_the_exported_selection_file(built: tuple[Path, Path], tmp
     env = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(out)}
     assert sends(built, SMALL, env) == RECURSIVE_DOUBLING[SMALL]  # the profile's choice, not MPICH's
     assert sends(built, LARGE, env) == RSAG[LARGE]  # native there: MPICH's own tree
+
+
+def test_a_choice_mpich_runs_out_of_place_only_is_not_given_in_place_calls(
+    built: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # MPICH 4.0.2 asserts in MPIR_Alltoall_intra_brucks given MPI_IN_PLACE where a selection file sends
+    # it there (alltoall_intra_brucks.c:45, checked by hand): the file keeps in-place calls on MPICH's own.
+    chosen = profile(tmp_path / "p.yaml", Rule("all-to-all", 0, None, "native:brucks", params=P))
+    out = tmp_path / "selection.json"
+    done = CliRunner().invoke(app, ["export", "mpich-json", str(chosen), "-O", str(out)])
+    assert done.exit_code == 0, done.output
+    env = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(out)}
+    brucks = sends(built, 1024, {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "brucks"}, "0")
+    assert brucks == (2, 4096)  # lg 4 steps of half the buffer; MPICH's own sends to each rank (4 sends)
+    assert sends(built, 1024, env, "0") == brucks
+    assert sends(built, 1024, env, "1") == sends(built, 1024, {}, "1")  # in place: MPICH's own, checked
 
 
 def test_mpich_follows_the_exported_variables(built: tuple[Path, Path], tmp_path: Path) -> None:
