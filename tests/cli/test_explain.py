@@ -62,8 +62,8 @@ def test_unknown_algorithm_and_op_are_one_line_errors() -> None:
     code, _, err = _run("butterfly")
     assert code == 2
     assert "unknown algorithm 'butterfly'" in err and "ring" in err and len(err.strip().splitlines()) == 1
-    code, _, err = _run("ring", "--op", "scan")
-    assert code == 2 and "unknown op 'scan'" in err
+    code, _, err = _run("ring", "--op", "prefix-max")
+    assert code == 2 and "unknown op 'prefix-max'" in err
 
 
 def test_op_the_algorithm_does_not_do() -> None:
