@@ -37,6 +37,7 @@ import torch
 import torch.distributed as dist
 
 from collbench.backends import backend_named
+from collbench.backends.gloo import GLOO
 from collbench.errors import ConfigError, HardwareError
 from collbench.runtime.launch.ranks import RankContext, joined_job, launch
 from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
@@ -281,7 +282,7 @@ def _on_gpu(backend: str) -> bool:
 def probe_topology(
     world_size: int | None,
     *,
-    backend: str = "gloo",
+    backend: str = GLOO.name,
     timeout_s: float = 60.0,
     base: Topology | None = None,
     config: ProbeConfig | None = None,
