@@ -56,7 +56,11 @@ def test_fit_then_predict_barrier_and_all_to_all_at_64_ranks(tmp_path: Path) -> 
     assert sum(1 for c in out["choice"] if c["op"] == "barrier") == 1
     shown = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--nodes", "1", "--op", "barrier"])
     assert shown.exit_code == 0, shown.output
-    rows = [line for line in shown.stdout.splitlines() if line.startswith("barrier ")]
+    lines = shown.stdout.splitlines()
+    # The one op is said in the prediction table's title; the choice table names it per row.
+    assert any(line.startswith("barrier, predicted at 64 ranks") for line in lines), shown.stdout
+    rows = [line for line in lines if line.split()[:1] and line.split()[0] in BARRIER_ALGOS]
+    rows += [line for line in lines if line.startswith("barrier ")]
     assert len(rows) == len(BARRIER_ALGOS) + 1  # a prediction row each, and the one choice row
     assert all(" - " in line for line in rows)  # no size, no bandwidth
 
