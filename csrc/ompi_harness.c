@@ -541,7 +541,9 @@ int main(int argc, char **argv) {
             if (rank == 0) {
                 char why[MPI_MAX_ERROR_STRING] = "";
                 int len = 0;
-                if (worst != MPI_SUCCESS) MPI_Error_string(worst, why, &len);
+                /* rank 0's own error where it has one: MPICH's string for another rank's code (the
+                 * largest) has lost that rank's error stack, and says only which call failed */
+                if (worst != MPI_SUCCESS) MPI_Error_string(rc != MPI_SUCCESS ? rc : worst, why, &len);
                 /* one answer is one line: MPICH's error string is its whole error stack, a line a frame */
                 for (char *c = why; *c; c++)
                     if (*c == '\n') *c = ' ';

@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Sequence
 from typing import ClassVar
 
-from collbench.backends.base import Backend, Here, SweepOptions
+from collbench.backends.base import Backend, Here, SweepOptions, skip_note
 from collbench.backends.mpi import MPI_DTYPES, MPI_MAX_COUNT, MPI_REDOPS
 from collbench.errors import BackendUnavailableError, ConfigError, NotApplicableError, UnknownNameError
 from collbench.mpich.algorithms import (
@@ -140,11 +140,9 @@ def mpich_algos(asked: Sequence[str], ops: list[Op], skipped: list[str]) -> dict
                 add(op, key)
             elif key not in lacking.setdefault(op, []):
                 lacking[op].append(key)
-    # One line per op (a tune asks every op for every name some op has: a line per name was 14 lines).
-    for op, names in lacking.items():
-        verb = "is" if len(names) == 1 else "are"
-        coll = COLLECTIVE_FOR_OP[op.value]
-        skipped.append(f"{op.value}: {', '.join(names)} {verb} not among MPICH's {coll}; skipped")
+    # One line per op (a tune asks every op for every name some op has: a line per name was 14 lines), in
+    # the words a tune gathers over its parts and rounds (skip_note).
+    skipped.extend(skip_note(op.value, names) for op, names in lacking.items())
     if not any(per_op.values()):
         raise NotApplicableError("nothing to run: " + " | ".join(r.removesuffix("; skipped") for r in skipped))
     return per_op
