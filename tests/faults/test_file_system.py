@@ -50,6 +50,7 @@ def test_a_name_longer_than_the_file_system_takes_is_one_line(tmp_path: Path, co
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+@pytest.mark.slow  # 26 s on 2 busy cores: CI runs it in its second step
 def test_a_sweep_streaming_to_a_name_too_long_stops_before_any_rank(tmp_path: Path) -> None:
     result = cli([*SWEEP, "--stream", str(tmp_path / ("s" * 300 + ".jsonl")), "-b", "1K", "-e", "1K"], tmp_path)
     assert result.returncode == 2

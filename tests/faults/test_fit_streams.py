@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from collbench.results.io import write_rows
 from collbench.results.row import ResultRow
 from tests.faults._run import DEADLINE_S, env
@@ -67,6 +69,7 @@ def _rounds(rounds: int) -> list[ResultRow]:
     return rows
 
 
+@pytest.mark.slow  # 97 s on 2 busy cores (fit of 4 files in a child): CI runs it in its second step
 def test_fit_memory_does_not_grow_with_the_rows_of_its_file(tmp_path: Path) -> None:
     files = []
     for suffix in (".jsonl", ".csv"):

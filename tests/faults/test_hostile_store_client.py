@@ -104,6 +104,7 @@ def _attack(tmp: Path, marker: Path, found: dict[str, Any], before: set[int], gr
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="finds the store's port in /proc/net/tcp (Linux)")
 def test_a_pickle_written_to_the_result_key_is_not_executed_and_is_reported_in_one_line(tmp_path: Path) -> None:
     marker = tmp_path / "executed"
@@ -122,6 +123,7 @@ def test_a_pickle_written_to_the_result_key_is_not_executed_and_is_reported_in_o
     assert "rejected" in message and "not signed" in message, message
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="finds the store's port in /proc/net/tcp (Linux)")
 def test_a_result_key_grown_to_hundreds_of_megabytes_is_never_read(tmp_path: Path) -> None:
     """The store's server keeps what the attacker writes (it runs in the launcher: torch has no

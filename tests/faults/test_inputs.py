@@ -17,6 +17,7 @@ from tests.synthetic_rows import make_rows
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 def test_a_killed_tune_leaves_nothing_in_tmp_and_refuses_to_start_over_its_rows(tmp_path: Path) -> None:
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()

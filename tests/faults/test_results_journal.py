@@ -22,6 +22,7 @@ from collbench.runtime.sweep.worker import FAULT_ENV
 from tests.faults._run import SWEEP, cli, env, error_line, lines, start, wait_for, whole_rows
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 def test_resume_after_a_torn_last_line_sets_it_aside_and_loses_nothing(tmp_path: Path) -> None:
     first = cli([*SWEEP, "-b", "4", "-e", "16", "--stream", "s.jsonl"], tmp_path)
     assert first.returncode == 0, first.stderr
@@ -40,6 +41,7 @@ def test_resume_after_a_torn_last_line_sets_it_aside_and_loses_nothing(tmp_path:
     assert whole_rows(tmp_path / "o.jsonl") == after  # --output is the stream's rows, read from disk
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 def test_a_second_run_on_the_same_files_is_refused_and_the_first_keeps_its_rows(tmp_path: Path) -> None:
     stream = tmp_path / "s.jsonl"
     # Rank 1 stops at the second point: the first run holds its files while we start a second one.
@@ -70,6 +72,7 @@ def test_a_second_run_on_the_same_files_is_refused_and_the_first_keeps_its_rows(
     assert not (tmp_path / ".s.jsonl.lock").exists()
 
 
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 def test_a_second_sweep_keeps_the_first_ones_rows(tmp_path: Path) -> None:
     """The default stream included: a second sweep from the same folder refuses, naming what to do."""
     stream = tmp_path / "collbench-sweep.jsonl"
