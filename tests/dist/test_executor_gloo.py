@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from hand_schedules import HAND_OPS, corrupted_schedule, hand_schedule
 
+from collbench.layouts.model import Layout
 from collbench.runtime.executor.buffers import PointBuffers, check_buffers, fill, make_buffers, torch_dtype
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, run_schedule
 from collbench.runtime.launch.ranks import RankContext, launch
@@ -44,7 +45,27 @@ def _combos(op: Op) -> list[tuple[str, str]]:
         return [("float32", "sum")]  # a token: dtype and reduction do not matter
     if not op.spec.reduces:
         return [(dtype, "sum") for dtype in DTYPES]
-    return [(d, r) for d in DTYPES for r in REDOPS if r != "avg" or d in FLOAT_DTYPES]
+    # avg has no prefix form: sweep refuses it for scan and exscan.
+    return [
+        (d, r)
+        for d in DTYPES
+        for r in REDOPS
+        if (r != "avg" or d in FLOAT_DTYPES) and not (op.spec.ordered and r == "avg")
+    ]
+
+
+def _prefix_reference(op: Op, inp: torch.Tensor, redop: str, rank: int, n: int) -> torch.Tensor | None:
+    """Scan and exscan from every rank's input, gathered by torch (torch.distributed has no scan);
+    None for exscan's rank 0, which has no prefix."""
+    parts = [torch.zeros_like(inp) for _ in range(n)]
+    dist.all_gather(parts, inp.contiguous())
+    upto = rank + 1 if op is Op.SCAN else rank
+    if upto == 0:
+        return None
+    acc = parts[0].clone()
+    for x in parts[1:upto]:
+        acc = {"sum": acc + x, "prod": acc * x, "min": torch.minimum(acc, x), "max": torch.maximum(acc, x)}[redop]
+    return acc
 
 
 def _torch_reference(
@@ -52,6 +73,8 @@ def _torch_reference(
 ) -> torch.Tensor | None:
     """What torch.distributed's own collective makes of the same input (None where it defines nothing)."""
     reduce_op = TORCH_OPS[redop]
+    if op.spec.ordered:
+        return _prefix_reference(op, inp, redop, rank, n)
     if op in (Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER, Op.SENDRECV, Op.BARRIER):
         return _torch_new_op(op, inp, count, rank, n, root)
     if op is Op.ALL_REDUCE:
@@ -153,7 +176,12 @@ def _run_case(
     elif algo == "corrupted":
         schedule = corrupted_schedule(op, n, count, root=root)
     else:
-        schedule = get_algorithm(algo).build(op, n, count, root=root, segments=2 if count > 4 else 1)
+        spec = get_algorithm(algo)
+        # hierarchical takes its nodes from the layout: two of n/2 ranks where n is even, else n of one.
+        k = n // 2 if n % 2 == 0 else 1
+        nodes = tuple(tuple(range(i, i + k)) for i in range(0, n, k))
+        layout = Layout(nodes=nodes) if spec.needs_nodes else None
+        schedule = spec.build(op, n, count, root=root, segments=2 if count > 4 else 1, layout=layout)
     dtype = torch_dtype(dtype_name)
     bufs = make_buffers(op, count, dtype=dtype, rank=rank, world_size=n, root=root, in_place=in_place)
     fill(bufs, redop, seed=count)

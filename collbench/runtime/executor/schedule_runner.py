@@ -228,6 +228,12 @@ class ScheduleRunner:
         self.group = group
         self.segment_bytes = segment_bytes
         seg_elems = segment_bytes // elem_bytes
+        if schedule.op.spec.ordered:
+            # A scan's step may send a range to one peer while reducing another's into it (Hillis-Steele,
+            # Blelloch): that step is sent whole, and the peer it sends to, whose own step would pipeline,
+            # must then receive it whole too. Each rank decides per step, so scans are never cut at all:
+            # both ends of every transfer agree without looking at each other's steps.
+            seg_elems = max(schedule.buffer_elems, 1)
         plans = [_compile_step(step, seg_elems, rank) for step in _run_steps(schedule, rank)]
         self._plans = tuple(p for p, _ in plans)
         self._scratch_elems = max((s for _, s in plans), default=0)
