@@ -61,8 +61,8 @@ def sweep(
         str,
         typer.Option(
             "--backend",
-            help="gloo, nccl, auto (nccl when every rank has a GPU), or mpi: Open MPI's own algorithms "
-            "(native, native:<algorithm>), under an mpirun collbench starts.",
+            help="gloo, nccl, auto (nccl when every rank has a GPU), or mpi / mpich: Open MPI's or "
+            "MPICH's own algorithms (native, native:<algorithm>), under an mpirun collbench starts.",
         ),
     ] = "auto",
     op: Annotated[

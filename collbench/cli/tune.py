@@ -66,7 +66,8 @@ def tune(
     backend: Annotated[
         str,
         typer.Option(
-            "--backend", help="auto (nccl with GPUs, else gloo), gloo, nccl, or mpi (Open MPI's own algorithms)."
+            "--backend",
+            help="auto (nccl with GPUs, else gloo), gloo, nccl, mpi or mpich (Open MPI's or MPICH's own algorithms).",
         ),
     ] = "auto",
     op: Annotated[

@@ -30,7 +30,7 @@ RUNNER = CliRunner()
         (["-n", "many"], "auto"),
         (["-o", "avg", "-d", "int32"], "floating"),
         (["--root", "5"], "not a rank"),
-        (["--backend", "mpich"], "unknown backend"),
+        (["--backend", "mpich2"], "known: gloo, nccl, mpi, mpich, auto"),
         (["--format", "xml"], "--format"),
         (["--output", "out.txt"], ".csv"),
         (["--op", "broadcast", "--algo", "rabenseifner"], "does none of the ops"),

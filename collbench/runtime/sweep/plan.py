@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collbench.backends import Backend, backend_named, get_backend
-from collbench.errors import ConfigError, InputFileError
+from collbench.backends import AUTO, Backend, backend_named, backend_names, get_backend
+from collbench.errors import ConfigError, InputFileError, UnknownNameError
 from collbench.fileio import check_path_fits, check_writable
 from collbench.nccl.variants import is_native
 from collbench.results.io import read_jsonl
@@ -269,6 +269,9 @@ def sweep_backend(name: str, local_ranks: int) -> Backend:
     named = backend_named(name)
     if named is not None and named.torch_backend is None:
         return named
+    if named is None and name.strip().lower() != AUTO:
+        # Every backend sweep runs, not only torch's (the launcher-run ones are found above).
+        raise UnknownNameError("backend", name, [*backend_names(), AUTO])
     return get_backend(ranks.resolve_backend(name, local_ranks))
 
 
