@@ -209,7 +209,11 @@ def parse_ompi_info(text: str) -> dict[str, tuple[OmpiAlgorithm, ...]]:
         if collective not in wanted or not parts[7].isdigit() or int(parts[7]) == 0:
             continue
         name = parts[8]
-        found.setdefault(collective, []).append(OmpiAlgorithm(int(parts[7]), name, takes_segment(collective, name)))
+        known = next((a for a in OPEN_MPI_4_1.get(collective, ()) if a.name == name), None)
+        function = known.function if known is not None else ""
+        found.setdefault(collective, []).append(
+            OmpiAlgorithm(int(parts[7]), name, takes_segment(collective, name), function)
+        )
     return {coll: tuple(sorted(algos, key=lambda a: a.algorithm_id)) for coll, algos in found.items()}
 
 

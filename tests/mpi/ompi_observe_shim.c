@@ -11,7 +11,8 @@
  * Prototypes: Open MPI v4.1.4 ompi/mca/coll/base/coll_base_functions.h, with the opaque structs as void *.
  * alltoall, barrier, gather and scatter: the functions `nm -D --undefined-only mca_coll_tuned.so` lists
  * for Debian 12's openmpi-bin 4.1.4 (ALLTOALL_ARGS, BARRIER_ARGS, GATHER_ARGS, SCATTER_ARGS there, and
- * the extra int of linear_sync and linear_nb).
+ * the extra int of linear_sync and linear_nb). scan and exscan: SCAN_ARGS and EXSCAN_ARGS, the same
+ * arguments as allreduce's; Debian 12's mca_coll_tuned.so lists their linear and recursivedoubling.
  * The program asks what ran since its last question through collbench_shim_take().
  */
 #define _GNU_SOURCE
@@ -72,6 +73,10 @@ WRAP(ompi_coll_base_allreduce_intra_nonoverlapping, AR_P, AR_A)
 WRAP(ompi_coll_base_allreduce_intra_recursivedoubling, AR_P, AR_A)
 WRAP(ompi_coll_base_allreduce_intra_ring, AR_P, AR_A)
 WRAP(ompi_coll_base_allreduce_intra_redscat_allgather, AR_P, AR_A)
+WRAP(ompi_coll_base_scan_intra_linear, AR_P, AR_A)
+WRAP(ompi_coll_base_scan_intra_recursivedoubling, AR_P, AR_A)
+WRAP(ompi_coll_base_exscan_intra_linear, AR_P, AR_A)
+WRAP(ompi_coll_base_exscan_intra_recursivedoubling, AR_P, AR_A)
 WRAP(ompi_coll_base_allreduce_intra_ring_segmented,
      (const void *s, void *r, int c, void *d, void *o, void *comm, void *m, uint32_t seg), (s, r, c, d, o, comm, m, seg))
 

@@ -82,10 +82,15 @@ FORCED: dict[tuple[str, str], str] = {
     ("barrier", "native:bruck"): B + "barrier_intra_bruck",
     ("barrier", "native:two_proc"): B + "barrier_intra_two_procs",
     ("barrier", "native:tree"): B + "barrier_intra_tree",
+    # coll_tuned_{scan,exscan}_decision.c, v4.1.4
+    ("scan", "native:linear"): B + "scan_intra_linear",
+    ("scan", "native:recursive_doubling"): B + "scan_intra_recursivedoubling",
+    ("exscan", "native:linear"): B + "exscan_intra_linear",
+    ("exscan", "native:recursive_doubling"): B + "exscan_intra_recursivedoubling",
 }
 COLL = {"all-reduce": "allreduce", "broadcast": "bcast", "reduce": "reduce", "all-gather": "allgather"}
 COLL.update({"reduce-scatter": "reduce_scatter", "all-to-all": "alltoall", "gather": "gather", "scatter": "scatter"})
-COLL["barrier"] = "barrier"
+COLL.update({"barrier": "barrier", "scan": "scan", "exscan": "exscan"})
 
 
 def _need_open_mpi() -> str:
