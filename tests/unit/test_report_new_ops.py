@@ -81,3 +81,13 @@ def test_plots_of_barrier_draw_time_only(tmp_path: Path) -> None:
     assert {f.algo for f in report.fits} == {"dissemination", "tree"}
     out = plot_fits(summarize(rows).points(), report.fits, tmp_path / "fits.png")
     assert out.stat().st_size > 1000
+
+
+def test_out_of_place_only_table_keeps_its_title_on_one_line() -> None:
+    # One mode's four columns are narrower than the title: Rich wraps a title to its table's width.
+    rows = _all_to_all()
+    first = rows[0]
+    out = _render(rows)
+    title = f"all-to-all · pairwise · gloo · 4 ranks · {first.dtype} · none"
+    assert title in out.splitlines()[0], out
+    assert "10.486" in out and "7.864" in out  # algbw, busbw: still whole

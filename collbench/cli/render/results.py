@@ -80,7 +80,15 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
             tables.append(_latency_table(op, algo, group, modes))
             continue
         title = f"{op} · {algo} · {first.backend} · {first.world_size} ranks · {first.dtype} · {_redop(first)}"
-        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        # An out-of-place-only table (exscan, all-to-all) is narrower than its title, which would wrap.
+        table = Table(
+            title=title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            collapse_padding=True,
+            min_width=len(title),
+        )
         table.add_column("size", justify="right", no_wrap=True)
         table.add_column("count", justify="right", no_wrap=True)
         for mode in modes:
