@@ -574,8 +574,8 @@ def scan(
     if is_native(rule.algo):
         raise ConfigError(
             f"the profile's {the_op.value} rule at {rule.min_bytes} bytes is native, but torch.distributed has no "
-            "scan (native scan is MPI_Scan, measured under --backend mpi); tune scan over gloo or nccl for one of "
-            "collbench's schedules"
+            "scan (native scan is MPI_Scan, measured under --backend mpi or mpich); tune scan over gloo or nccl for "
+            "one of collbench's schedules"
         )
     world = dist.get_world_size(group)
     if count == 0 or world == 1:

@@ -189,7 +189,7 @@ class Backend(ABC):
 
 
 NATIVE = "native"
-NO_TORCH_SCAN = "torch.distributed has no scan (native is MPI_Scan/MPI_Exscan under --backend mpi)"
+NO_TORCH_SCAN = "torch.distributed has no scan (native is MPI_Scan/MPI_Exscan under --backend mpi or mpich)"
 
 
 def _runs(algo: str, op: Op) -> bool:

@@ -182,7 +182,9 @@ def _reduce(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
 def _no_call(bufs: PointBuffers, redop: str, group: Any) -> Callable[[], None]:
     # torch.distributed has no scan: a sweep refuses native scan on gloo and NCCL before any rank starts
     # (backends.base.own_algos), so reaching here is a bug.
-    raise ValueError(f"torch.distributed has no {bufs.op.value}: native {bufs.op.value} runs under --backend mpi only")
+    raise ValueError(
+        f"torch.distributed has no {bufs.op.value}: native {bufs.op.value} runs under --backend mpi or mpich only"
+    )
 
 
 NativeCall = Callable[[PointBuffers, str, Any], Callable[[], None]]
