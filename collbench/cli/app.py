@@ -52,7 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """Each command: the module of collbench.cli holding its function (of the command's name), its help line."""
 
 GROUPS: dict[str, tuple[str, str]] = {
-    "export": ("export", "Turn a profile into what jobs consume (NCCL tuner, Open MPI)."),
+    "export": ("export", "Turn a profile into what jobs read: NCCL tuner, Open MPI, MPICH."),
     "import": ("importer", "Read results measured by other tools (nccl-tests logs)."),
     "profile": ("profile", "Work on profiles: merge the shapes of several into one, add predicted shapes."),
 }

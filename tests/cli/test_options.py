@@ -199,3 +199,19 @@ def test_a_command_of_one_collective_reads_one_name_with_a_trailing_comma() -> N
     result = CliRunner().invoke(app, ["explain", "ring", "--op", "all-gather,", "--json"], env=WIDE)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["op"] == "all-gather"
+
+
+def test_help_names_every_launcher_run_backend_and_its_exports() -> None:
+    # MPICH landed as a backend and an export target: a newcomer finds it from --help alone.
+    runner = CliRunner()
+    for path, words in (
+        (["--help"], ["NCCL tuner, Open MPI, MPICH"]),
+        (["export", "--help"], ["mpich-json", "mpich-env"]),
+        (["sweep", "--help"], ["mpi / mpich"]),
+        (["tune", "--help"], ["mpi or mpich"]),
+    ):
+        result = runner.invoke(app, path, env=WIDE)
+        assert result.exit_code == 0, result.output
+        flat = " ".join(result.output.replace("│", " ").split())
+        for word in words:
+            assert word in flat, (path, word, result.output)
