@@ -12,16 +12,16 @@ import torch
 from collbench.torch import _ScheduleWorker
 
 
-class _FakeRunner:
-    """Stands in for a compiled schedule: records the order it ran in, adds one, or fails."""
+class _FakeReduce:
+    """Stands in for what all-reduces a bucket (the hook hands the worker its schedule's run with the
+    reduction bound, or the backend's all-reduce): records the order it ran in, adds one, or fails."""
 
     def __init__(self, name: str, ran: list[str], *, fails: bool = False, gate: threading.Event | None = None) -> None:
         self.name, self.ran, self.fails, self.gate = name, ran, fails, gate
 
-    def run(self, buffer: torch.Tensor, redop: str) -> None:
+    def __call__(self, buffer: torch.Tensor) -> None:
         if self.gate is not None:
             assert self.gate.wait(timeout=30)
-        assert redop == "sum"
         self.ran.append(self.name)
         if self.fails:
             raise RuntimeError(f"peer gone in {self.name}")
@@ -34,8 +34,7 @@ def test_buckets_run_in_order_and_futures_complete_after_submit_returns() -> Non
     gate = threading.Event()
     buffers = [torch.zeros(3) for _ in range(3)]
     futures = [
-        worker.submit(_FakeRunner(f"b{i}", ran, gate=gate if i == 0 else None), buf)  # type: ignore[arg-type]
-        for i, buf in enumerate(buffers)
+        worker.submit(_FakeReduce(f"b{i}", ran, gate=gate if i == 0 else None), buf) for i, buf in enumerate(buffers)
     ]
     # The first schedule is held back: nothing has completed, yet every submit has returned.
     assert not any(f.done() for f in futures)
@@ -49,9 +48,9 @@ def test_buckets_run_in_order_and_futures_complete_after_submit_returns() -> Non
 def test_a_failed_schedule_fails_its_bucket_and_every_later_one() -> None:
     worker = _ScheduleWorker()
     ran: list[str] = []
-    first = worker.submit(_FakeRunner("ok", ran), torch.zeros(2))  # type: ignore[arg-type]
-    bad = worker.submit(_FakeRunner("bad", ran, fails=True), torch.zeros(2))  # type: ignore[arg-type]
-    later = worker.submit(_FakeRunner("later", ran), torch.zeros(2))  # type: ignore[arg-type]
+    first = worker.submit(_FakeReduce("ok", ran), torch.zeros(2))
+    bad = worker.submit(_FakeReduce("bad", ran, fails=True), torch.zeros(2))
+    later = worker.submit(_FakeReduce("later", ran), torch.zeros(2))
     assert torch.equal(first.wait(), torch.ones(2))
     with pytest.raises(RuntimeError, match="peer gone in bad"):
         bad.wait()
