@@ -34,6 +34,8 @@ RUNNER = CliRunner()
         (["--format", "xml"], "--format"),
         (["--output", "out.txt"], ".csv"),
         (["--op", "broadcast", "--algo", "rabenseifner"], "does none of the ops"),
+        # One node (no --topology): every rank started, skipped everything, and failed with gloo's noise.
+        (["--algo", "hierarchical"], "needs ranks on two or more nodes, and with no --topology"),
         (["--resume", "--stream", "nowhere/none.jsonl"], "resume"),
     ],
 )

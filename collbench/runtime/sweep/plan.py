@@ -22,6 +22,7 @@ from collbench.runtime.launch import ranks
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.runtime.launch.ranks import joined_job
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
+from collbench.schedules.registry import get_algorithm
 from collbench.units import check_ranks, format_bytes
 
 if TYPE_CHECKING:
@@ -245,6 +246,8 @@ def validate(config: SweepConfig) -> SweepJob:
 
         topology = load_topology(config.topology_path)
         skipped.extend(_topology_notes(config.topology_path, len(topology.rank_devices), world))
+    if topology is None and config.layout is None:
+        _check_one_node(per_op)
     # Every option is checked before the files: a mistyped option says what is wrong with it, not
     # that the stream holds rows (which --overwrite would then empty for nothing).
     _check_files(config)
@@ -284,6 +287,17 @@ def _check_in_place(config: SweepConfig, ops: list[Op], backend: Backend) -> Non
     if all(op.spec.out_of_place for op in ops):
         names = ", ".join(op.value for op in ops)
         raise ConfigError(f"--in-place: {names} run out of place only (input then output); leave --in-place out")
+
+
+def _check_one_node(per_op: dict[Op, list[str]]) -> None:
+    """ConfigError where every algorithm asked for needs two or more nodes and, with no topology, the
+    layout has one: the ranks would start, skip every point and fail together (a gloo error, exit 3)."""
+    flat = sorted({a for algos in per_op.values() for a in algos if not is_native(a) and get_algorithm(a).needs_nodes})
+    if flat and all(set(algos) <= set(flat) for algos in per_op.values()):
+        raise ConfigError(
+            f"{', '.join(flat)} needs ranks on two or more nodes, and with no --topology the layout has one "
+            "(on one node it is a ring): give --topology of several hosts, or add --algo ring"
+        )
 
 
 def _topology_notes(path: Path, ranks: int, world: int | None) -> list[str]:
