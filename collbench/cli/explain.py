@@ -184,6 +184,12 @@ def explain(
     board_count = ranks * segments if count is None else count
     if board_count < 0:
         raise ConfigError(f"--count must be >= 0, got {board_count}")
+    if spec.needs_nodes and spec.supports(the_op):
+        # explain has no nodes to give it: the schedule's own error would point at a topology it cannot take.
+        raise ConfigError(
+            f"{spec.name} needs ranks on two or more nodes, and explain draws one; `collbench predict "
+            "--hierarchy K` prices it at scale, `collbench sweep --topology FILE` of several hosts measures it"
+        )
     schedule = spec.build(the_op, ranks, board_count, root=root, segments=segments)
     board = None
     if ranks <= MAX_BOARD_RANKS and board_count <= MAX_BOARD_PIECES:

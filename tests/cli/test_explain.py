@@ -111,3 +111,11 @@ def test_explain_refuses_bad_numbers_in_one_line(args: list[str], names: str) ->
     result = CliRunner().invoke(app, ["explain", "tree", *args])
     assert result.exit_code == 2
     assert names in result.output
+
+
+def test_hierarchical_says_where_it_can_be_seen() -> None:
+    # explain draws one node; the schedule's own error pointed at a --topology explain does not take.
+    code, out, err = _run("hierarchical", "--op", "all-reduce", "--ranks", "8")
+    assert code == 2 and not out
+    assert len(err.strip().splitlines()) == 1
+    assert "two or more nodes" in err and "predict --hierarchy K" in err and "sweep --topology" in err
