@@ -40,9 +40,11 @@ class RuleCheck:
     rule: Rule
     size_bytes: int
     chosen_us: float | None
-    """None when the chosen algorithm could not be measured here (it needs a layout or variant not run)."""
+    """The time the regret divides, every round at the fastest round's speed (``Point.time_us``); None
+    when the chosen algorithm could not be measured here (it needs a layout or variant not run)."""
     best_algo: str
     best_us: float
+    """The fastest algorithm's time, at that same speed: ``regret`` is ``chosen_us / best_us``."""
     regret: float | None
     """chosen / best (>= 1); None when the chosen algorithm was not measured."""
     regret_err: float | None
@@ -118,7 +120,7 @@ def regrets(profile: Profile, rows: list[ResultRow], rule_set: RuleSet | None = 
         best = min(here, key=lambda v: here[v].time_us)
         mine = [v for v in here if v.algo == rule.algo]
         if not mine:
-            out.append(RuleCheck(rule, size, None, best.algo, here[best].shown_us, None, None))
+            out.append(RuleCheck(rule, size, None, best.algo, here[best].time_us, None, None))
             continue
         chosen = min(mine, key=lambda v: here[v].time_us)
         if chosen == best:
@@ -128,8 +130,10 @@ def regrets(profile: Profile, rows: list[ResultRow], rule_set: RuleSet | None = 
             rival = best
         regret = here[chosen].time_us / here[best].time_us
         err = regret * math.hypot(here[chosen].noise, here[rival].noise)
-        # Times as measured; the regret compares them with every round at the fastest round's speed.
-        out.append(RuleCheck(rule, size, here[chosen].shown_us, best.algo, here[best].shown_us, regret, err))
+        # The times shown are the ones the regret divides, at the fastest round's speed: each point's
+        # smallest time as measured (``shown_us``) can come from rounds of other speeds than its rival's,
+        # and showed the chosen one faster than the one named fastest beside a regret above 1.
+        out.append(RuleCheck(rule, size, here[chosen].time_us, best.algo, here[best].time_us, regret, err))
     return out
 
 
