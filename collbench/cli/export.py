@@ -211,11 +211,14 @@ def nccl_plugin(
         bool, typer.Option("--show", help="Build it (in a temporary directory without -O) and print what it picks.")
     ] = False,
     from_other_backend: FromOtherBackendOpt = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace a plugin or config already in DIR (else refused).")
+    ] = False,
 ) -> None:
     """Build collbench's NCCL tuner plugin and config into DIR; print NCCL_TUNER_PLUGIN/NCCL_TUNER_CONFIG_FILE."""
     from collbench.cli.nccl_plugin import run_nccl_plugin
 
-    run_nccl_plugin(profile, output, show, from_other_backend=from_other_backend)
+    run_nccl_plugin(profile, output, show, from_other_backend=from_other_backend, overwrite=overwrite)
 
 
 BaseOpt = Annotated[

@@ -13,14 +13,19 @@ from collbench.errors import UserError
 
 
 def run_nccl_plugin(
-    profile_path: Path, output: Path | None, show_picks: bool, *, from_other_backend: bool = False
+    profile_path: Path,
+    output: Path | None,
+    show_picks: bool,
+    *,
+    from_other_backend: bool = False,
+    overwrite: bool = False,
 ) -> None:
     from collbench.profile.document import Profile
     from collbench.tuning.nccl_plugin import build_plugin, show
 
     profile = Profile.load(profile_path)
     if show_picks:
-        rows = show(profile, output, from_other_backend=from_other_backend)
+        rows = show(profile, output, from_other_backend=from_other_backend, overwrite=overwrite)
         table = narrow_table(f"collbench tuner plugin, asked as NCCL asks it ({profile_path})", keep=3)
         for column in ("shape", "collective", "bytes", "profile says", "plugin picks", "channels"):
             table.add_column(column, justify="right" if column in ("bytes", "channels") else "left", no_wrap=True)
@@ -33,7 +38,7 @@ def run_nccl_plugin(
         raise UserError("name the directory for the plugin and its config with --output DIR (or use --show)")
     if str(output) == "-":
         raise UserError("the plugin is a shared library and its config, written into a directory: not --output -")
-    built = build_plugin(profile, output, from_other_backend=from_other_backend)
+    built = build_plugin(profile, output, from_other_backend=from_other_backend, overwrite=overwrite)
     for note in built.exported.notes:
         err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
     err_console.print(f"built [bold]{built.plugin}[/bold] and [bold]{built.config}[/bold]; a job needs:")

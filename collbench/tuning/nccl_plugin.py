@@ -110,18 +110,33 @@ class PluginBuild:
         )
 
 
-def build_plugin(profile: Profile, out_dir: Path, *, from_other_backend: bool = False) -> PluginBuild:
+def build_plugin(
+    profile: Profile, out_dir: Path, *, from_other_backend: bool = False, overwrite: bool = False
+) -> PluginBuild:
     """Write ``out_dir/nccl-tuner.conf`` from ``profile`` and compile ``out_dir/libnccl-tuner-collbench.so``.
 
     The config is made first, so a profile NCCL cannot follow fails (one line) before anything is built,
-    as does one measured over another backend than NCCL unless ``from_other_backend``.
+    as does one measured over another backend than NCCL unless ``from_other_backend``. A build already
+    in ``out_dir`` (either file) is refused unless ``overwrite``: a job may be using it.
     """
+    refuse_replacing(out_dir, overwrite)
     exported = build_nccl_tuner(profile, from_other_backend=from_other_backend)
     make_dir(out_dir)
     plugin = compile_c(csrc_dir() / "nccl_tuner_plugin.c", out_dir / PLUGIN_FILE, shared=True)
     config = out_dir / CONFIG_FILE
     atomic_write_text(config, exported.text)
     return PluginBuild(plugin, config, exported)
+
+
+def refuse_replacing(out_dir: Path, overwrite: bool) -> None:
+    """UserError naming the plugin or config already in ``out_dir``, unless ``overwrite``: nothing
+    written before is replaced silently (as ``tune`` and ``sweep`` refuse files that hold results)."""
+    held = [name for name in (PLUGIN_FILE, CONFIG_FILE) if os.path.lexists(out_dir / name)]
+    if held and not overwrite:
+        raise UserError(
+            f"{out_dir} holds a build already ({', '.join(held)}); pass --overwrite to replace it, "
+            "or -O DIR to build elsewhere"
+        )
 
 
 def build_driver(out_dir: Path) -> Path:
@@ -263,12 +278,15 @@ def boundaries(min_bytes: list[int]) -> list[int]:
     return sorted(sizes)
 
 
-def show(profile: Profile, work_dir: Path | None = None, *, from_other_backend: bool = False) -> list[ShowRow]:
+def show(
+    profile: Profile, work_dir: Path | None = None, *, from_other_backend: bool = False, overwrite: bool = False
+) -> list[ShowRow]:
     """What the built plugin picks per shape, collective and size boundary of ``profile`` (ABI v6), for
-    the rules the NCCL exports follow (:func:`collbench.tuning.exporters.nccl_rules.nccl_selection`)."""
+    the rules the NCCL exports follow (:func:`collbench.tuning.exporters.nccl_rules.nccl_selection`).
+    Built in ``work_dir`` (refused where a build is, unless ``overwrite``), else in a temporary one."""
     with tempfile.TemporaryDirectory(prefix="collbench-tuner-") as tmp:
         where = work_dir or Path(tmp)
-        built = build_plugin(profile, where, from_other_backend=from_other_backend)
+        built = build_plugin(profile, where, from_other_backend=from_other_backend, overwrite=overwrite)
         driver = build_driver(Path(tmp))
         rows: list[ShowRow] = []
         for shape in shapes(profile):

@@ -211,3 +211,29 @@ def test_nccl_plugin_output_dash_is_refused_not_made_a_directory(
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert "--output -" in result.output
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("show", [False, True])
+def test_nccl_plugin_refuses_to_replace_a_build_without_overwrite(
+    gloo_profile_path: Path, tmp_path: Path, show: bool
+) -> None:
+    """A plugin or config already in DIR may be what a job loads: replaced only with --overwrite."""
+    out = tmp_path / "tuner"
+    base = ["export", "nccl-plugin", str(gloo_profile_path), "-O", str(out), "--from-other-backend"]
+    first = CliRunner().invoke(app, base)
+    assert first.exit_code == 0, first.output
+    config = out / "nccl-tuner.conf"
+    config.write_text("# the build a job uses\n")
+    plugin_bytes = (out / "libnccl-tuner-collbench.so").read_bytes()
+    again = CliRunner().invoke(app, [*base, *(["--show"] if show else [])])
+    assert again.exit_code == 2, again.output
+    assert "Traceback" not in again.output
+    assert again.output.startswith("error: ") and len(again.output.strip().splitlines()) <= 2, again.output
+    line = " ".join(again.output.split())
+    assert f"{out} holds a build already (libnccl-tuner-collbench.so, nccl-tuner.conf)" in line
+    assert "--overwrite" in line
+    assert config.read_text() == "# the build a job uses\n"
+    assert (out / "libnccl-tuner-collbench.so").read_bytes() == plugin_bytes
+    replaced = CliRunner().invoke(app, [*base, "--overwrite", *(["--show"] if show else [])])
+    assert replaced.exit_code == 0, replaced.output
+    assert "measured with gloo, not NCCL" in config.read_text()
