@@ -30,6 +30,11 @@ class Placement:
         order and their rows carry the fingerprint of the machine they find."""
         return self.topology if self.layout is not None else None
 
+    @property
+    def nodes(self) -> int:
+        """How many nodes the layout places the ranks on, as a sweep counts them (one without a layout)."""
+        return len(self.layout.nodes) if self.layout is not None else 1
+
 
 def plan_placement(config: TuneConfig, notes: list[str]) -> Placement:
     """The topology (``config.topology_path``, else discovered) and its planned layout.

@@ -150,6 +150,10 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
     # On NCCL, NCCL's own algorithm x protocol x channel variants too: the NCCL exports choose among them.
     # On Open MPI, its own algorithms alone: collbench's schedules do not run inside it.
     names = tune_candidates(config, algorithm_order(config.ops))
+    if placement.nodes < 2:
+        # On one node an algorithm that needs nodes (hierarchical) is a ring, measured already: every
+        # sweep would skip it with a note the user never asked about, not for a choice a tune can make.
+        names = tuple(a for a in names if is_native(a) or not get_algorithm(a).needs_nodes)
     ops = tuple(op.value for op in chosen_ops(config.ops))
     rows: list[ResultRow] = []
     started: set[Path] = set()

@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 from synthetic_rows import point_row
 
+from collbench.layouts.model import Layout
 from collbench.results.row import ResultRow
 from collbench.runtime.sweep import run as sweep_mod
 from collbench.tuning.config import TuneConfig
 from collbench.tuning.placement import Placement
 from collbench.tuning.rounds import settled_fraction, unsettled
 from collbench.tuning.selection import measured_points
-from collbench.tuning.sweeps import extra_rounds
+from collbench.tuning.sweeps import extra_rounds, fixed_rounds
 
 
 def _row(algo: str, size: int, t: float) -> ResultRow:
@@ -122,3 +123,20 @@ def test_a_quick_tune_under_a_launcher_separates_a_consistent_6x_gap(
     for size in (1 << 20, 2 << 20):
         rule = outcome.profile.select("all-reduce", size)
         assert rule.algo == "rabenseifner" and not rule.tie_with, rule
+
+
+@pytest.mark.parametrize(("nodes", "measured"), [((), False), (((0,), (1,)), True)])
+def test_fixed_rounds_measure_hierarchical_only_on_two_nodes_or_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: tuple[tuple[int, ...], ...], measured: bool
+) -> None:
+    # On one node hierarchical is a ring: each round's sweep would skip it with a note of its own.
+    algos: list[str] = []
+
+    def fake_run_sweep(sweep: Any, progress: Any = None) -> list[ResultRow]:
+        algos.extend(sweep.algos)
+        return [_row(a, sweep.min_bytes, 50.0) for a in sweep.algos]
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
+    config = TuneConfig(ranks=2, backend="gloo", output=tmp_path / "p.yaml")
+    fixed_rounds(config, Placement(layout=Layout(nodes=nodes) if nodes else None), None)
+    assert "ring" in algos and ("hierarchical" in algos) is measured
