@@ -194,9 +194,9 @@ def bench_local(work: Path, args: argparse.Namespace) -> None:
 
 
 def bench_netns(work: Path, args: argparse.Namespace) -> None:
+    from collbench.exporters.ompi_rankfile import places_along, planned_layout, rankfile_entries
     from collbench.profile.document import Profile
     from collbench.topology.model import Topology
-    from collbench.tuning.exporters.ompi_rankfile import places_along, planned_layout, rankfile_entries
 
     why = netns.netns_unavailable()
     if why is not None:

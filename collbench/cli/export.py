@@ -1,11 +1,16 @@
-"""`collbench export`: turn a profile into what jobs and libraries consume."""
+"""`collbench export`: turn a profile into what jobs and libraries consume.
+
+One command per entry of the exporters' registry (``collbench.exporters.registry.EXPORTS``), in its order
+and with its help: each command here only parses its options into an ``ExportRequest``; the export itself
+is the entry's function, and what it returns is written and said by :func:`_emit`.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -13,8 +18,8 @@ from rich.markup import escape
 from collbench.cli.console import err_console
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
 from collbench.errors import UserError
+from collbench.exporters.registry import EXPORTS, ExportRequest, export_named
 from collbench.fileio import atomic_write_text, check_writable
-from collbench.tuning.exporters.exported import Exported
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -65,67 +70,42 @@ def check_not_measured(output: Path, profile_path: Path) -> None:
         )
 
 
-def _emit(profile_path: Path, output: Path | None, render: Callable[..., str | Exported], what: str) -> None:
+def _emit(name: str, profile_path: Path, output: Path | None, request: ExportRequest) -> None:
+    """Check ``-O``, load the profile, run the export ``name`` and write or print what it returns."""
     from collbench.profile.document import Profile
 
+    entry = export_named(name)
     if output is not None and str(output) == "-":
         output = None  # -O - is stdout, as when -O is left out
     if output is not None:
         check_writable(output)
         check_not_measured(output, profile_path)
-    rendered = render(Profile.load(profile_path))
-    text, notes = (rendered, ()) if isinstance(rendered, str) else (rendered.text, rendered.notes)
-    for note in notes:
+    exported = entry.function(Profile.load(profile_path), request)
+    for note in exported.notes:
         # What the consumer cannot follow goes to stderr too, so a user piping stdout still sees it.
         err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if output is None:
-        typer.echo(text, nl=False)
-        return
-    atomic_write_text(output, text)
-    err_console.print(f"wrote {what} to [bold]{output}[/bold]")
+        typer.echo(exported.text, nl=False)
+    else:
+        atomic_write_text(output, exported.text)
+        err_console.print(f"wrote {entry.what} to [bold]{output}[/bold]")
+    for label, line in exported.after:
+        said = f"[yellow]{label}[/yellow]: {escape(line)}" if label else escape(line)
+        err_console.print(said, highlight=False)
+    if output is not None and entry.use is not None:
+        err_console.print(f"use: {entry.use.format(output=output)}", highlight=False)
 
 
-@app.command("nccl-tuner", cls=CollbenchCommand)
 def nccl_tuner(profile: ProfileArg, output: OutputOpt = None, from_other_backend: FromOtherBackendOpt = False) -> None:
-    """NCCL tuner plugin config lines (NCCL_TUNER_CONFIG_FILE for collbench's or NCCL's example plugin)."""
-    from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
-
-    def render(loaded: Any) -> Exported:
-        return build_nccl_tuner(loaded, from_other_backend=from_other_backend)
-
-    _emit(profile, output, render, "NCCL tuner config")
+    _emit("nccl-tuner", profile, output, ExportRequest(from_other_backend=from_other_backend))
 
 
-@app.command("ompi-rules", cls=CollbenchCommand)
 def ompi_rules(
     profile: ProfileArg, output: OutputOpt = None, from_other_backend: OmpiFromOtherBackendOpt = False
 ) -> None:
-    """Open MPI 4.1 coll/tuned dynamic rules (classic format), one entry per communicator size of the profile."""
-    from collbench.tuning.exporters.ompi_rules import build_ompi_rules
-
-    notes: list[str] = []
-    unneeded: list[str] = []
-
-    def render(loaded: Any) -> str:
-        built = build_ompi_rules(loaded, from_other_backend=from_other_backend)
-        notes.extend(built.notes)
-        unneeded.extend(built.unneeded)
-        return built.text
-
-    _emit(profile, output, render, "Open MPI rules")
-    for note in notes:
-        err_console.print(f"[yellow]no equivalent[/yellow]: {note}", highlight=False)
-    for line in unneeded:
-        # The comment already opens with "no rule needed: ...".
-        err_console.print(escape(line), highlight=False)
-    if output is not None and str(output) != "-":
-        err_console.print(
-            f"use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {output} ...",
-            highlight=False,
-        )
+    _emit("ompi-rules", profile, output, ExportRequest(from_other_backend=from_other_backend))
 
 
-@app.command("ompi-rankfile", cls=CollbenchCommand)
 def ompi_rankfile(
     profile: ProfileArg,
     output: OutputOpt = None,
@@ -168,10 +148,7 @@ def ompi_rankfile(
         ),
     ] = None,
 ) -> None:
-    """Open MPI rankfile (mpirun --rankfile): ranks in the order of the profile's ring; the --map-by alternative."""
-    from collbench.tuning.exporters.ompi_rankfile import build_ompi_rankfile
-
-    names = None if hosts is None else [h.strip() for h in hosts.split(",")]
+    names = None if hosts is None else tuple(h.strip() for h in hosts.split(","))
     if names is not None and not all(names):
         raise UserError(f"--hosts {hosts!r}: comma-separated host names, none empty")
 
@@ -180,27 +157,14 @@ def ompi_rankfile(
         from collbench.topology.io import load_topology
 
         topo = load_topology(topology)
-
-    def render(loaded: Any) -> Exported:
-        return build_ompi_rankfile(loaded, world_size=ranks, hosts=names, slots=slots, topology=topo)
-
-    _emit(profile, output, render, "Open MPI rankfile")
-    if output is not None and str(output) != "-":
-        err_console.print(f"use: mpirun --rankfile {output} ...", highlight=False)
+    request = ExportRequest(ranks=ranks, hosts=names, slots=slots, topology=topo)
+    _emit("ompi-rankfile", profile, output, request)
 
 
-@app.command("env", cls=CollbenchCommand)
 def env(profile: ProfileArg, output: OutputOpt = None, from_other_backend: FromOtherBackendOpt = False) -> None:
-    """NCCL_ALGO/NCCL_PROTO per collective, where one algorithm wins at every size and shape (else why not)."""
-    from collbench.tuning.exporters.nccl_env import build_nccl_env
-
-    def render(loaded: Any) -> Exported:
-        return build_nccl_env(loaded, from_other_backend=from_other_backend)
-
-    _emit(profile, output, render, "NCCL_ALGO/NCCL_PROTO setting")
+    _emit("env", profile, output, ExportRequest(from_other_backend=from_other_backend))
 
 
-@app.command("nccl-plugin", cls=CollbenchCommand)
 def nccl_plugin(
     profile: ProfileArg,
     output: Annotated[
@@ -215,7 +179,6 @@ def nccl_plugin(
         bool, typer.Option("--overwrite", help="Replace a plugin or config already in DIR (else refused).")
     ] = False,
 ) -> None:
-    """Build collbench's NCCL tuner plugin and config into DIR; print NCCL_TUNER_PLUGIN/NCCL_TUNER_CONFIG_FILE."""
     from collbench.cli.nccl_plugin import run_nccl_plugin
 
     run_nccl_plugin(profile, output, show, from_other_backend=from_other_backend, overwrite=overwrite)
@@ -233,33 +196,26 @@ BaseOpt = Annotated[
 ]
 
 
-@app.command("mpich-json", cls=CollbenchCommand)
 def mpich_json(profile: ProfileArg, output: OutputOpt = None, base: BaseOpt = None) -> None:
-    """MPICH selection file (MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE): MPICH's own, the profile's choices first."""
-    from collbench.tuning.exporters.mpich_json import USE, build_mpich_json, parse_base
+    from collbench.exporters.mpich_json import load_base
 
-    if base is not None:
-        try:
-            text, source = base.read_text(encoding="utf-8"), str(base)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"--base {base}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    else:
-        from collbench.runtime.mpi.mpich_library import installed_selection
-
-        text, source = installed_selection()
-    tree = parse_base(text, source)
-
-    def render(loaded: Any) -> Exported:
-        return build_mpich_json(loaded, tree, source)
-
-    _emit(profile, output, render, "MPICH selection")
-    if output is not None and str(output) != "-":
-        err_console.print(f"use: {USE.replace('<this file>', str(output))}", highlight=False)
+    tree, source = load_base(base)
+    _emit("mpich-json", profile, output, ExportRequest(base=tree, base_source=source))
 
 
-@app.command("mpich-env", cls=CollbenchCommand)
 def mpich_env(profile: ProfileArg, output: OutputOpt = None) -> None:
-    """MPIR_CVAR_<COLL>_INTRA_ALGORITHM per collective, where one algorithm wins at every size and shape."""
-    from collbench.tuning.exporters.mpich_env import build_mpich_env
+    _emit("mpich-env", profile, output, ExportRequest())
 
-    _emit(profile, output, build_mpich_env, "MPICH algorithm variables")
+
+# Each command's options, by the registry's name: a new export adds its entry there and its options here.
+COMMANDS: dict[str, Callable[..., None]] = {
+    "nccl-tuner": nccl_tuner,
+    "ompi-rules": ompi_rules,
+    "ompi-rankfile": ompi_rankfile,
+    "env": env,
+    "nccl-plugin": nccl_plugin,
+    "mpich-json": mpich_json,
+    "mpich-env": mpich_env,
+}
+for _entry in EXPORTS:
+    app.command(_entry.name, cls=CollbenchCommand, help=_entry.help)(COMMANDS[_entry.name])

@@ -11,8 +11,8 @@ import typer
 from collbench.cli.console import console, err_console
 from collbench.cli.render.layouts import render_layout
 from collbench.cli.topology_source import FromFile, FromNcclXml, FromNvidiaSmi, Replay, read_topology
+from collbench.exporters.nccl_graph import write_nccl_graph
 from collbench.layouts.plan import LayoutPlan, plan
-from collbench.tuning.nccl_graph import write_nccl_graph
 from collbench.units import check_ranks
 
 

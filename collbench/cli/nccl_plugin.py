@@ -20,8 +20,9 @@ def run_nccl_plugin(
     from_other_backend: bool = False,
     overwrite: bool = False,
 ) -> None:
+    from collbench.exporters.nccl_plugin import show
+    from collbench.exporters.registry import ExportRequest, export_named
     from collbench.profile.document import Profile
-    from collbench.tuning.nccl_plugin import build_plugin, show
 
     profile = Profile.load(profile_path)
     if show_picks:
@@ -34,13 +35,12 @@ def run_nccl_plugin(
             table.add_row(r.shape, r.op.spec.nccl_name, str(r.nbytes), r.profile_algo, r.plugin_pick, channels)
         console.print(table)
         return
-    if output is None:
-        raise UserError("name the directory for the plugin and its config with --output DIR (or use --show)")
-    if str(output) == "-":
+    if output is not None and str(output) == "-":
         raise UserError("the plugin is a shared library and its config, written into a directory: not --output -")
-    built = build_plugin(profile, output, from_other_backend=from_other_backend, overwrite=overwrite)
-    for note in built.exported.notes:
+    request = ExportRequest(from_other_backend=from_other_backend, directory=output, overwrite=overwrite)
+    built = export_named("nccl-plugin").function(profile, request)
+    for note in built.notes:
         err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
-    err_console.print(f"built [bold]{built.plugin}[/bold] and [bold]{built.config}[/bold]; a job needs:")
-    for line in built.env_lines:
-        typer.echo(line)
+    plugin, config = built.files
+    err_console.print(f"built [bold]{plugin}[/bold] and [bold]{config}[/bold]; a job needs:")
+    typer.echo(built.text, nl=False)

@@ -235,8 +235,8 @@ def test_sweep_nccl_checks_the_algo_before_the_gpu(algo: str, said: str) -> None
 
 @pytest.mark.parametrize(("algo", "said"), [("native:*@8ch", "8 channels"), ("native:*/ll128", "protocol LL128")])
 def test_a_variant_without_an_algorithm_is_described_as_what_it_forces(algo: str, said: str) -> None:
+    from collbench.exporters.nccl_rules import nccl_choice
     from collbench.profile.rules import Rule
-    from collbench.tuning.exporters.nccl_rules import nccl_choice
 
     shape = Profile.from_dict(_profile_data()).default_set
     choice = nccl_choice(Rule("all-reduce", 0, None, algo), shape)

@@ -10,7 +10,7 @@ with no Open MPI equivalent, must get exactly that.
 
 The expected function per collbench algorithm is written out here, from Open MPI v4.1.4's
 ``ompi_coll_tuned_<coll>_intra_do_this`` (coll_tuned_<coll>_decision.c), independently of
-collbench.tuning.exporters.ompi_table.
+collbench.exporters.ompi_table.
 """
 
 from __future__ import annotations

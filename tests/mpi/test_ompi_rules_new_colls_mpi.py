@@ -10,7 +10,7 @@ inside a "no rule needed" range, and at the communicator size the profile lacks,
 
 The function of each forced algorithm is written out here from Open MPI v4.1.4's
 ``ompi_coll_tuned_{alltoall,gather,scatter,barrier}_intra_do_this``, independently of
-collbench.tuning.exporters.ompi_table. sendrecv rules are left out of the file, and it says so.
+collbench.exporters.ompi_table. sendrecv rules are left out of the file, and it says so.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The layers, low to high (docs/architecture.md): shared basics; the topology; layouts; schedules;
 NCCL's facts; result records; the backends (above the facts and records they use, below the runtime,
 models, profile and tuning that all ask them); importers and the runtime (siblings that never import each
-other); models; the profile; the report; tuning and the Python API; the CLI on top. A module may import
+other); models; the profile; the report; tuning and the Python API; the exporters (a profile turned into what
+libraries read, one registry); the CLI on top. A module may import
 its own area and any lower layer, never a higher one, not even inside a function. ``ruff`` enforces the
 same per area through the ``ruff.toml`` beside each area's package (banned-api); this test also covers
 the single-module basics and checks those files agree with the layers here.
@@ -35,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("profile",),
     ("report",),
     ("tuning", "torch"),
+    ("exporters",),
     ("cli",),
     ("__init__",),
 )

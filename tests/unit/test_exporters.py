@@ -11,6 +11,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from collbench.errors import InputFileError, UserError
+from collbench.exporters import export_nccl_env, export_nccl_tuner
+from collbench.exporters.nccl_env import build_nccl_env, nccl_env_values
+from collbench.exporters.nccl_tuner import build_nccl_tuner
 from collbench.nccl.algorithms import algorithm as nccl_algorithm
 from collbench.nccl.algorithms import protocol_number
 from collbench.nccl.channels import MAX_CHANNELS
@@ -19,9 +22,6 @@ from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import why_not
 from collbench.tuning.consumers.nccl_list import check_env
-from collbench.tuning.exporters import export_nccl_env, export_nccl_tuner
-from collbench.tuning.exporters.nccl_env import build_nccl_env, nccl_env_values
-from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 

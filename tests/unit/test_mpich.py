@@ -20,14 +20,14 @@ from collbench.backends import get_backend
 from collbench.backends.mpich import mpich_algos
 from collbench.cli.app import app
 from collbench.errors import ConfigError, NotApplicableError, UnknownNameError, UserError
+from collbench.exporters.mpich_env import build_mpich_env
+from collbench.exporters.mpich_json import build_mpich_json, parse_base
 from collbench.mpich.algorithms import MPICH_4_0, algorithms, find_algorithm
 from collbench.nccl.support import CommShape
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.results.fields import _known_algo
 from collbench.schedules.ops import Op
-from collbench.tuning.exporters.mpich_env import build_mpich_env
-from collbench.tuning.exporters.mpich_json import build_mpich_json, parse_base
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 

@@ -32,6 +32,7 @@ from typer.testing import CliRunner
 
 from collbench.backends.nccl import variant_names
 from collbench.cli.app import app
+from collbench.exporters.nccl_tuner import build_nccl_tuner
 from collbench.nccl.support import CommShape
 from collbench.nccl.variants import is_native, parse_native_variant, variant_process_env
 from collbench.profile.document import Profile
@@ -41,7 +42,6 @@ from collbench.runtime.cuda import nccl
 from collbench.runtime.cuda.native_groups import NativeGroups
 from collbench.runtime.sweep.plan import sweep_sizes
 from collbench.tuning.config import TuneConfig
-from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGY = ROOT / "docs" / "cpu-2core-gloo-2ranks-topology.yaml"

@@ -9,10 +9,10 @@ import pytest
 from _layout_topologies import cluster, topology_from
 
 from collbench.errors import ConfigError, InputFileError
+from collbench.exporters.nccl_graph import nccl_graph_xml, read_nccl_graph_rings, write_nccl_graph
 from collbench.layouts.plan import plan
 from collbench.topology.host import host_topology
 from collbench.topology.model import LinkKind
-from collbench.tuning.nccl_graph import nccl_graph_xml, read_nccl_graph_rings, write_nccl_graph
 
 
 def test_single_node_rings_round_trip(tmp_path: Path) -> None:

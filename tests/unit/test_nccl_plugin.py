@@ -20,12 +20,7 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import UserError
-from collbench.fileio import csrc_dir
-from collbench.nccl.algorithms import PROTOCOLS, algorithm
-from collbench.profile.document import Profile, RuleSet
-from collbench.profile.rules import Rule
-from collbench.schedules.ops import Op
-from collbench.tuning.nccl_plugin import (
+from collbench.exporters.nccl_plugin import (
     ABI_VERSIONS,
     IGNORE,
     Query,
@@ -41,6 +36,11 @@ from collbench.tuning.nccl_plugin import (
     query_line,
     show,
 )
+from collbench.fileio import csrc_dir
+from collbench.nccl.algorithms import PROTOCOLS, algorithm
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
+from collbench.schedules.ops import Op
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 RULES = (

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import UserError
+from collbench.exporters.ompi_rankfile import build_ompi_rankfile
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.profile.rules import Rule
 from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
-from collbench.tuning.exporters.ompi_rankfile import build_ompi_rankfile
 
 P = {"segment_bytes": None, "layout": "topology"}
 LINE = re.compile(r"^rank (\d+)=(\S+) slot=(\S+)$")

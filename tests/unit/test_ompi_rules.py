@@ -10,12 +10,12 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import UserError
+from collbench.exporters.ompi_rules import build_ompi_rules, export_ompi_rules
+from collbench.exporters.ompi_table import COLLECTIVES, collectives_for
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithms_for
-from collbench.tuning.exporters.ompi_rules import build_ompi_rules, export_ompi_rules
-from collbench.tuning.exporters.ompi_table import COLLECTIVES, collectives_for
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 Entries = dict[int, dict[int, list[tuple[int, int, int, int]]]]

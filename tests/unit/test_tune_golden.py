@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from collbench.exporters.nccl_env import build_nccl_env
+from collbench.exporters.nccl_tuner import build_nccl_tuner
+from collbench.exporters.ompi_rules import build_ompi_rules
 from collbench.results.io import read_rows
-from collbench.tuning.exporters.nccl_env import build_nccl_env
-from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
-from collbench.tuning.exporters.ompi_rules import build_ompi_rules
 from collbench.tuning.pipeline import TuneConfig, decide
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def _outputs(name: str) -> dict[str, str]:
         "ompi-rules.conf": build_ompi_rules(profile, from_other_backend=True).text,
     }
     if shutil.which("cc") or shutil.which("gcc"):
-        from collbench.tuning.nccl_plugin import show
+        from collbench.exporters.nccl_plugin import show
 
         picks = [dataclasses.astuple(r) for r in show(profile, from_other_backend=True)]
         outputs["plugin-show.json"] = json.dumps([[str(v) for v in row] for row in picks], indent=1) + "\n"

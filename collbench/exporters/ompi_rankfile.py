@@ -42,9 +42,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from collbench.errors import UserError
+from collbench.exporters.exported import Exported
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.text import printable
-from collbench.tuning.exporters.exported import Exported
 
 if TYPE_CHECKING:
     from collbench.topology.model import Topology
@@ -271,4 +271,4 @@ def build_ompi_rankfile(
         )
     if all(p.rank == p.tuned_rank for p in places):
         notes.append(f"the layout's ring at {rule_set.shape_label} is rank order already: the rankfile changes nothing")
-    return OmpiRankfile("\n".join(out) + "\n", tuple(notes), places, map_by)
+    return OmpiRankfile("\n".join(out) + "\n", tuple(notes), places=places, map_by=map_by)

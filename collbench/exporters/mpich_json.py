@@ -24,23 +24,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from collbench.backends import feeds
 from collbench.backends.mpich import MPICH_EXPORTS
 from collbench.errors import UserError
+from collbench.exporters.exported import Exported
 from collbench.mpich.algorithms import (
     COLLECTIVE_FOR_OP,
     IN_PLACE_ONLY,
     NATIVE,
     NOT_IN_PLACE,
-    SELECTION_FILE_CVAR,
     find_algorithm,
 )
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
-from collbench.tuning.exporters.exported import Exported
 
 SIZE_KEYS: dict[str, str] = {
     "allreduce": "avg_msg_size",
@@ -212,4 +212,16 @@ def build_mpich_json(profile: Profile, base: dict[str, Any], base_source: str) -
     return Exported(text, (f"MPICH's own selection read from {base_source}", *notes))
 
 
-USE = f"{SELECTION_FILE_CVAR}=<this file> mpiexec ..."
+def load_base(base: Path | None) -> tuple[dict[str, Any], str]:
+    """(MPICH's own selection tree, where it was read): ``base`` (``--base FILE``), else the one built into
+    the installed MPICH's library. UserError (one line) for a file that cannot be read or parsed."""
+    if base is not None:
+        try:
+            text, source = base.read_text(encoding="utf-8"), str(base)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"--base {base}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    else:
+        from collbench.runtime.mpi.mpich_library import installed_selection
+
+        text, source = installed_selection()
+    return parse_base(text, source), source

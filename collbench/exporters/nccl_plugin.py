@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.errors import UserError
+from collbench.exporters.exported import Exported
+from collbench.exporters.nccl_rules import nccl_selection, shape_label, shapes
+from collbench.exporters.nccl_tuner import build_nccl_tuner
 from collbench.fileio import atomic_write_text, check_writable, csrc_dir
 from collbench.nccl.algorithms import ALGORITHMS_BY_NUMBER, FUNC_OF_OP, PROTOCOLS
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import why_not
-from collbench.tuning.exporters.exported import Exported
-from collbench.tuning.exporters.nccl_rules import nccl_selection, shape_label, shapes
-from collbench.tuning.exporters.nccl_tuner import build_nccl_tuner
 
 PLUGIN_FILE = "libnccl-tuner-collbench.so"
 CONFIG_FILE = "nccl-tuner.conf"
@@ -282,7 +282,7 @@ def show(
     profile: Profile, work_dir: Path | None = None, *, from_other_backend: bool = False, overwrite: bool = False
 ) -> list[ShowRow]:
     """What the built plugin picks per shape, collective and size boundary of ``profile`` (ABI v6), for
-    the rules the NCCL exports follow (:func:`collbench.tuning.exporters.nccl_rules.nccl_selection`).
+    the rules the NCCL exports follow (:func:`collbench.exporters.nccl_rules.nccl_selection`).
     Built in ``work_dir`` (refused where a build is, unless ``overwrite``), else in a temporary one."""
     with tempfile.TemporaryDirectory(prefix="collbench-tuner-") as tmp:
         where = work_dir or Path(tmp)

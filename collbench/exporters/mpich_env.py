@@ -12,12 +12,12 @@ MPICH's own choice under the default (``silent``): the file says which.
 
 from __future__ import annotations
 
+from collbench.exporters.exported import Exported
+from collbench.exporters.mpich_json import check_backend
 from collbench.mpich.algorithms import COLLECTIVE_FOR_OP, MPICH_VERSION, NATIVE, find_algorithm
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
 from collbench.text import printable
-from collbench.tuning.exporters.exported import Exported
-from collbench.tuning.exporters.mpich_json import check_backend
 
 
 def build_mpich_env(profile: Profile) -> Exported:

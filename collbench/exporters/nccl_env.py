@@ -20,14 +20,8 @@ unless ``from_other_backend``. A won channel count is not written: ``NCCL_MIN_NC
 
 from __future__ import annotations
 
-from collbench.nccl.algorithms import PROTOCOLS, NcclAlgorithm
-from collbench.nccl.variants import is_native
-from collbench.profile.document import Profile
-from collbench.schedules.ops import Op
-from collbench.tuning.consumers.nccl import PER_COLLECTIVE_SYNTAX
-from collbench.tuning.consumers.nccl_list import check_env
-from collbench.tuning.exporters.exported import Exported
-from collbench.tuning.exporters.nccl_rules import (
+from collbench.exporters.exported import Exported
+from collbench.exporters.nccl_rules import (
     NcclChoice,
     check_backend,
     collbench_wins,
@@ -40,6 +34,12 @@ from collbench.tuning.exporters.nccl_rules import (
     span,
     untuned_lines,
 )
+from collbench.nccl.algorithms import PROTOCOLS, NcclAlgorithm
+from collbench.nccl.variants import is_native
+from collbench.profile.document import Profile
+from collbench.schedules.ops import Op
+from collbench.tuning.consumers.nccl import PER_COLLECTIVE_SYNTAX
+from collbench.tuning.consumers.nccl_list import check_env
 
 
 def _ops(profile: Profile) -> list[Op]:

@@ -24,13 +24,8 @@ over another backend is refused unless ``from_other_backend`` (:func:`.nccl_rule
 
 from __future__ import annotations
 
-from collbench.nccl.algorithms import PROTOCOLS
-from collbench.nccl.channels import MAX_CHANNELS_OLDEST, since_text
-from collbench.profile.document import Profile, RuleSet
-from collbench.schedules.ops import Op
-from collbench.text import printable
-from collbench.tuning.exporters.exported import Exported, comment_lines
-from collbench.tuning.exporters.nccl_rules import (
+from collbench.exporters.exported import Exported, comment_lines
+from collbench.exporters.nccl_rules import (
     NcclChoice,
     check_backend,
     collbench_wins,
@@ -43,6 +38,11 @@ from collbench.tuning.exporters.nccl_rules import (
     span,
     untuned_lines,
 )
+from collbench.nccl.algorithms import PROTOCOLS
+from collbench.nccl.channels import MAX_CHANNELS_OLDEST, since_text
+from collbench.profile.document import Profile, RuleSet
+from collbench.schedules.ops import Op
+from collbench.text import printable
 
 UNBOUNDED = -1
 KEEP = -1

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collbench.backends import feeds
 from collbench.backends.base import OMPI_EXPORTS
 from collbench.errors import UserError
+from collbench.exporters.ompi_table import BUILT_IN, MAX_SEGSIZE, OMPI_VERSION, OmpiCollective, OmpiRule
 from collbench.ompi.algorithms import COLLECTIVE_FOR_OP
 from collbench.profile.document import Profile
 from collbench.profile.rules import Rule
-from collbench.tuning.exporters.ompi_table import BUILT_IN, MAX_SEGSIZE, OMPI_VERSION, OmpiCollective, OmpiRule
 
 NO_RULE = "no rule needed"
 

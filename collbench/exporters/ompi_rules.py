@@ -37,19 +37,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from collbench.errors import UserError
-from collbench.nccl.variants import is_native
-from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, UNTUNED
-from collbench.profile.document import Profile, RuleSet
-from collbench.profile.rules import Rule
-from collbench.schedules.ops import Op
-from collbench.text import printable
-from collbench.tuning.exporters.ompi_measured import (
+from collbench.exporters.ompi_measured import (
     measured_here,
     measured_over_mpi,
     measured_rule,
     selection_header,
 )
-from collbench.tuning.exporters.ompi_table import (
+from collbench.exporters.ompi_table import (
     BUILT_IN,
     COLLECTIVES,
     MAX_SEGSIZE,
@@ -60,6 +54,12 @@ from collbench.tuning.exporters.ompi_table import (
     OmpiCollective,
     OmpiRule,
 )
+from collbench.nccl.variants import is_native
+from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, UNTUNED
+from collbench.profile.document import Profile, RuleSet
+from collbench.profile.rules import Rule
+from collbench.schedules.ops import Op
+from collbench.text import printable
 
 FROM_OTHER_BACKEND_OPTION = "--from-other-backend"
 
