@@ -25,6 +25,12 @@ NodesSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str]]]
 
 def load_fits(path: Path, *, profile: bool) -> list[Fit]:
     """Fit objects from ``fit --json`` output or a profile's ``fits:`` list. Raises InputFileError."""
+    if not profile and path.suffix.lower() in (".jsonl", ".csv", ".parquet"):
+        # Measured rows, not fits: parsing them as one JSON document said only "Extra data".
+        raise InputFileError(
+            str(path),
+            "results, not fits: fit them first (`collbench fit FILE --json > fits.json`, then --fits fits.json)",
+        )
     text = read_text_file(path, "`collbench fit --json` output or a profile")
     yaml_file = profile or path.suffix.lower() in (".yaml", ".yml")
     data: Any = parse_yaml(text, path) if yaml_file else parse_json(text, path)

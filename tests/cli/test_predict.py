@@ -54,6 +54,9 @@ def test_predict_small_world_simulates_the_schedule_from_a_profile(tmp_path: Pat
 def test_predict_bad_inputs(tmp_path: Path) -> None:
     runner = CliRunner()
     fits = _fits_file(tmp_path)
+    results = tmp_path / "results.jsonl"
+    measured = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0)
+    results.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in measured))
     cases = [
         (["predict", "--ranks", "8"], "exactly one"),
         (["predict", "--fits", str(tmp_path / "none.json"), "--ranks", "8"], "no such file"),
@@ -62,6 +65,8 @@ def test_predict_bad_inputs(tmp_path: Path) -> None:
         (["predict", "--fits", str(fits), "--ranks", "8", "--sizes", "12Q"], "size"),
         (["predict", "--fits", str(fits), "--ranks", "8", "--sizes", "1K,0.5"], "whole number of bytes"),
         (["predict", "--fits", str(fits), "--ranks", "6", "--nodes", "4"], "spread evenly"),
+        # A sweep's results in place of its fits: it said only "not JSON: Extra data".
+        (["predict", "--fits", str(results), "--ranks", "8"], "results, not fits: fit them first"),
     ]
     for args, message in cases:
         result = runner.invoke(app, args)
