@@ -287,9 +287,9 @@ def _check_range(spec: _FieldSpec, value: Any) -> None:
             bound = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
             raise FieldError(spec.name, f"{value!r} is out of range (must be {bound})")
         return
-    check = _NAME_CHECKS.get(spec.name)
-    if check is not None:
-        problem = check(value)
+    if spec.name in _NAME_CHECKS:
+        # Remembered per name, as on the fast path: a CSV's rows come this way, each naming the same few.
+        problem = _name_problem(spec.name, value)
         if problem:
             raise FieldError(spec.name, problem)
 
