@@ -221,7 +221,9 @@ def test_a_sweep_with_every_point_skipped_is_one_error_line_not_an_empty_success
     # 4 and 8 bytes are less than one float32 per rank of a 3-rank all-to-all: nothing is measured.
     args = ["sweep", "--ranks", "3", "--op", "all-to-all", "--algo", "pairwise", "-b", "4", "-e", "8", "-f", "2"]
     result = RUNNER.invoke(app, [*args, "-n", "2", "--stream", str(tmp_path / "s.jsonl")])
-    assert result.exit_code != 0
-    assert "nothing to measure: every point was skipped" in result.output
+    # A mistake every rank finds alike is the user's: exit 2 and one error line, not a rank failure (3).
+    assert result.exit_code == 2, result.output
+    assert "error: nothing to measure: every point was skipped" in result.output
+    assert "failed while" not in result.output
     assert "less than one element per rank" in result.output
     assert "Traceback" not in result.output

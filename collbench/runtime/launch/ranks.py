@@ -43,7 +43,7 @@ import torch.multiprocessing as mp
 
 from collbench.backends import get_backend, resolve
 from collbench.backends.gloo import GLOO
-from collbench.errors import ConfigError, RankError
+from collbench.errors import ConfigError, RankError, UserError
 from collbench.runtime.here import HERE
 from collbench.runtime.host.affinity import pin_this_process, rank_cpus
 from collbench.runtime.host.environment import host_name
@@ -315,6 +315,8 @@ def _child_main(
             "problem": f"{type(exc).__name__}: {exc}",
             "doing": ctx.current,
             "comm": _is_comm_error(exc),
+            # A mistake in the input every rank finds alike (nothing to measure): the parent says it as one.
+            "user": isinstance(exc, UserError),
         }
         try:
             store.put(f"result/{rank}", record)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from collbench.errors import RankError
+from collbench.errors import ConfigError, RankError
 from collbench.runtime.host.environment import host_name
 from collbench.runtime.launch.rankstore import SignedStore, StoreValueError
 
@@ -117,6 +117,7 @@ def collect_results(
     results: list[Any] = []
     crashed: list[tuple[int, str]] = []
     own_errors: list[tuple[int, str, str]] = []
+    user_errors: list[str] = []
     comm_errors: list[tuple[int, str, str]] = []
     hung: list[int] = []
     host = host_name()
@@ -134,6 +135,11 @@ def collect_results(
                 results.append(record.get("value"))
                 continue
             problem, doing = str(record.get("problem", "?")), str(record.get("doing", "?"))
+            if record.get("user") is True:
+                # Input every rank finds wrong alike: one `error:` line and exit 2, as before the launch.
+                user_errors.append(problem.split(": ", 1)[-1])
+                results.append(None)
+                continue
             (comm_errors if record.get("comm") is True else own_errors).append((rank, doing, problem))
         elif rank in stopped or proc.is_alive():
             hung.append(rank)
@@ -148,6 +154,8 @@ def collect_results(
             return "(its status in the store was rejected)"
         return "starting" if doing is None else str(doing)
 
+    if user_errors and not crashed and not own_errors:
+        raise ConfigError(user_errors[0])
     if crashed:
         rank, problem = crashed[0]
         raise RankError(rank, host, doing_of(rank), problem)
