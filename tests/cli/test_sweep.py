@@ -227,3 +227,5 @@ def test_a_sweep_with_every_point_skipped_is_one_error_line_not_an_empty_success
     assert "failed while" not in result.output
     assert "less than one element per rank" in result.output
     assert "Traceback" not in result.output
+    # A refused sweep leaves nothing behind: the empty stream it made goes with the refusal.
+    assert not (tmp_path / "s.jsonl").exists()

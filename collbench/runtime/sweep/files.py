@@ -52,8 +52,14 @@ def sweep_files(
                 note(said)
         else:
             start_stream(stream, overwrite)
+        made_here = not resume and stream.stat().st_size == 0
         try:
             yield
+        except ConfigError:
+            # Refused before a row (nothing to measure, say): the empty stream this run made goes with it.
+            if made_here and stream.exists() and stream.stat().st_size == 0:
+                stream.unlink()
+            raise
         except RankError as exc:
             raise RankError(exc.rank, exc.host, exc.doing, exc.problem + kept_rows_note(stream)) from None
         except InputFileError as exc:
