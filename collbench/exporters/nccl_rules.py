@@ -85,7 +85,7 @@ def nccl_selection(shape: RuleSet, profile: Profile) -> tuple[Rule, ...]:
     if not _keeps_nccl_selections(profile):
         return _tuned_only(shape.rules, shape)
     own = {"segment_bytes": None, "layout": "rank-order"}
-    return tuple(Rule(op, 0, None, "native", dict(own)) for op in shape.ops if Op.parse(op) in NCCL_TUNED_OPS)
+    return tuple(Rule(Op.parse(op), 0, None, "native", dict(own)) for op in shape.ops if Op.parse(op) in NCCL_TUNED_OPS)
 
 
 def _tuned_only(rules: tuple[Rule, ...], shape: RuleSet) -> tuple[Rule, ...]:

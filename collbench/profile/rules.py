@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from collbench.schedules.ops import Op
+
 
 @dataclass(frozen=True, slots=True)
 class Variant:
@@ -42,7 +44,8 @@ class Rule:
     1.0 when the rule is native itself); None where native was neither measured nor fitted.
     """
 
-    op: str
+    op: Op
+    """Typed at load (``"all-reduce"`` becomes ``Op.ALL_REDUCE``); written back as its name."""
     min_bytes: int
     max_bytes: int | None
     algo: str
@@ -61,6 +64,8 @@ class Rule:
     """At ``at_bytes``: the relative difference the measurements could not resolve (the switch threshold)."""
 
     def __post_init__(self) -> None:
+        # Op is a str: "all-reduce" and Op.ALL_REDUCE are one rule; keep the member, the type says so.
+        object.__setattr__(self, "op", Op(self.op))
         if self.min_bytes < 0:
             raise ValueError(f"min_bytes must be >= 0, got {self.min_bytes}")
         if self.max_bytes is not None and self.max_bytes < self.min_bytes:
@@ -79,7 +84,7 @@ class Rule:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "op": self.op,
+            "op": self.op.value,
             "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes,
             "algo": self.algo,
@@ -105,7 +110,7 @@ class Rule:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rule:
         return cls(
-            op=str(data["op"]),
+            op=Op(str(data["op"])),
             min_bytes=int(data["min_bytes"]),
             max_bytes=None if data.get("max_bytes") is None else int(data["max_bytes"]),
             algo=str(data["algo"]),
@@ -129,7 +134,7 @@ def check_coverage(rules: Sequence[Rule]) -> None:
 
     Raises ValueError naming the op and the gap or overlap.
     """
-    by_op: dict[str, list[Rule]] = defaultdict(list)
+    by_op: dict[Op, list[Rule]] = defaultdict(list)
     for rule in rules:
         by_op[rule.op].append(rule)
     for op, op_rules in by_op.items():

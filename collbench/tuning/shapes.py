@@ -129,7 +129,7 @@ def predicted_rule_set(
             params = dict(PREDICT_PARAMS)
             # Barrier's one point is at 0 bytes whatever size its prediction was asked at.
             at = r.at_bytes if Op.parse(op).spec.payload else 0
-            rule = Rule(Op.parse(op).value, r.min_bytes, r.max_bytes, r.algo, params, at, r.time_us, None, gain)
+            rule = Rule(Op.parse(op), r.min_bytes, r.max_bytes, r.algo, params, at, r.time_us, None, gain)
             rules.append(rule)
     if not rules:
         reason = "; ".join(why) or "the profile has none for " + ", ".join(ops)

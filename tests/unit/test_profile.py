@@ -363,3 +363,17 @@ def test_nccl_selection_view_shows_it_as_rules() -> None:
     view = nccl_selection_view(nccl_profile())
     assert view is not None and view.rules == NCCL_SELECTION and view.default_set.nccl_rules is None
     assert nccl_selection_view(nccl_profile(None)) is None
+
+
+def test_a_rules_op_is_typed_at_load_and_written_back_as_its_name() -> None:
+    from collbench.schedules.ops import Op
+
+    rule = Rule.from_dict({"op": "all-reduce", "min_bytes": 0, "max_bytes": None, "algo": "ring"})
+    assert rule.op is Op.ALL_REDUCE
+    assert Rule("reduce-scatter", 0, None, "ring").op is Op.REDUCE_SCATTER
+    written = rule.to_dict()["op"]
+    assert type(written) is str and written == "all-reduce"
+    # The YAML carries the plain name, no Python tag a strict reader would refuse.
+    assert yaml.safe_dump({"op": written}) == "op: all-reduce\n"
+    with pytest.raises(ValueError, match="bogus"):
+        Rule("bogus", 0, None, "ring")

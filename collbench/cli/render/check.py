@@ -17,7 +17,7 @@ def render_check(checks: list[RuleCheck], shape: str | None = None) -> Renderabl
     Fits 80 columns with every value whole: the op is in each table's title, not a column; narrower,
     the table prints in parts that repeat the range (SplitTable)."""
     title = "re-measured: regret = time of the chosen / time of the fastest, rounds at one speed (± one standard error)"
-    ops = list(dict.fromkeys(c.rule.op for c in checks)) or [""]
+    ops: list[str] = list(dict.fromkeys(c.rule.op.value for c in checks)) or [""]
     tables = []
     for op in ops:
         table = narrow_table((f"{shape}, " if shape else "") + title + (f": {op}" if op else ""), keep=2)

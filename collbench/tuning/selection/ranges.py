@@ -24,6 +24,7 @@ from typing import Protocol
 from collbench.errors import ConfigError
 from collbench.profile.rules import Rule, Variant
 from collbench.results.row import ResultRow
+from collbench.schedules.ops import Op
 from collbench.tuning.selection.decision import NATIVE, SelectionSettings, decide_at
 from collbench.tuning.selection.points import Point, Points, PointsByOp, measured_points, points_at, sizes_of
 
@@ -125,7 +126,7 @@ def _select_op(
         separation, noise = _evidence_at(variants, variant, at, settings)
         rules.append(
             Rule(
-                op=op,
+                op=Op(op),
                 min_bytes=start,
                 max_bytes=stop,
                 algo=variant.algo,
