@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from collbench.version import __version__
-
 if TYPE_CHECKING:
     from collbench.profile.document import Profile
 
@@ -14,6 +12,10 @@ __all__ = ["Profile", "__version__"]
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that `import collbench` stays light (no yaml, no torch) for jobs that only need one part.
+    if name == "__version__":
+        from collbench.version import collbench_version
+
+        return collbench_version()
     if name == "Profile":
         from collbench.profile.document import Profile
 

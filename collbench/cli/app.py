@@ -18,7 +18,7 @@ from rich.text import Text
 from collbench.cli.console import err_console
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, check_command_line, leaf_command
 from collbench.errors import CollbenchError
-from collbench.version import __version__
+from collbench.version import collbench_version
 
 
 def _one_line(exc: typer.TyperException) -> Exception:
@@ -148,7 +148,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"collbench {__version__}")
+        typer.echo(f"collbench {collbench_version()}")
         raise typer.Exit()
 
 
