@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -13,12 +13,14 @@ from collbench.cli.console import console, err_console, whole_lines
 from collbench.cli.render.styles import narrow_table, one_value
 from collbench.cli.rows import stream_results
 from collbench.errors import InputFileError
-from collbench.report.compare import Comparison, PointChange, RunFactor, compare_rows, parse_threshold
 from collbench.results.io import check_regular_file
 from collbench.results.noise import STALL_FACTOR, STALL_MARK, STALL_MARKER
 
 MAX_TABLE_POINTS = 60
 """Points the terminal table shows at most: those beyond noise first; ``--json`` lists every point."""
+
+if TYPE_CHECKING:
+    from collbench.report.compare import Comparison, PointChange, RunFactor
 
 
 def _paths(arg: list[Path], name: str) -> list[Path]:
@@ -124,6 +126,8 @@ def compare(
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON, nothing else.")] = False,
 ) -> None:
     """Compare two result sets point by point: the ratio, its uncertainty, and whether it is beyond noise."""
+    from collbench.report.compare import compare_rows, parse_threshold
+
     threshold = None if fail_above is None else parse_threshold(fail_above)
     _paths([base], "BASE")
     _paths([new], "NEW")

@@ -10,7 +10,6 @@ import typer
 
 from collbench.backends import AUTO, BACKENDS, torch_backend_names
 from collbench.cli.console import console, err_console
-from collbench.cli.render.topology import render_topology
 from collbench.cli.topology_source import (
     FromFile,
     FromNcclXml,
@@ -125,4 +124,6 @@ def discover(
     if json_out:
         typer.echo(json.dumps(topo.to_dict(), indent=2))
         return
+    from collbench.cli.render.topology import render_topology
+
     console.print(render_topology(topo, bandwidth=bandwidth))

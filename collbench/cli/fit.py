@@ -11,12 +11,9 @@ import typer
 
 from collbench.cli.console import console, err_console
 from collbench.cli.options import split_values
-from collbench.cli.render.models import render_fits
 from collbench.cli.rows import stream_results
 from collbench.errors import ConfigError, InputFileError
 from collbench.importers.nodes import check_nodes_option
-from collbench.models.fit import fit_results
-from collbench.models.fit_points import PointSummaries
 from collbench.models.stored import NodesSeen, noting_nodes, with_nodes
 from collbench.schedules.ops import Op
 
@@ -67,6 +64,10 @@ def fit(
     wanted = (r for r in rows if (ops is None or r.op in ops) and (algos is None or r.algo in algos))
     nodes_seen: NodesSeen = {}
     # Rows are folded into per-point summaries as they are read: memory grows with the points, not the file.
+    from collbench.cli.render.models import render_fits
+    from collbench.models.fit import fit_results
+    from collbench.models.fit_points import PointSummaries
+
     points = PointSummaries().extend(noting_nodes(wanted, nodes_seen))
     if not points.rows_seen:
         raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo")

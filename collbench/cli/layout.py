@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from collbench.cli.console import console, err_console
-from collbench.cli.render.layouts import render_layout
 from collbench.cli.topology_source import FromFile, FromNcclXml, FromNvidiaSmi, Replay, read_topology
-from collbench.exporters.nccl_graph import write_nccl_graph
-from collbench.layouts.plan import LayoutPlan, plan
 from collbench.units import check_ranks
+
+if TYPE_CHECKING:
+    from collbench.layouts.plan import LayoutPlan
 
 
 def layout_json(result: LayoutPlan) -> dict[str, Any]:
@@ -56,6 +56,10 @@ def layout(
         from_nvidia_smi=from_nvidia_smi, from_nccl_xml=from_nccl_xml, from_file=from_file, replay=replay, ranks=ranks
     )
     world_size = ranks if ranks is not None else len(topo.rank_devices)
+    from collbench.cli.render.layouts import render_layout
+    from collbench.exporters.nccl_graph import write_nccl_graph
+    from collbench.layouts.plan import plan
+
     result = plan(topo, world_size, channels=channels)
     if nccl_graph_xml is not None:
         write_nccl_graph(nccl_graph_xml, result.topology, result.layout.rings, result.layout.ring_bandwidths_gbps)

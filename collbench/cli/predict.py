@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from collbench.cli.console import console, err_console, whole_lines
 from collbench.cli.options import split_values
-from collbench.cli.render.models import render_prediction
 from collbench.errors import ConfigError
 from collbench.models.link_floor import with_gpu
-from collbench.models.nccl_cost import ARCHS, Arch
-from collbench.models.predict import predict as predict_times
 from collbench.models.predict_defaults import default_nodes
 from collbench.models.stored import load_fits, nodes_measured
 from collbench.units import check_ranks, parse_size
 
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
+
+if TYPE_CHECKING:
+    from collbench.models.nccl_cost import Arch
 
 
 MAX_PREDICT_SIZES = 256
@@ -27,6 +27,8 @@ MAX_PREDICT_SIZES = 256
 
 
 def _arch(name: str) -> Arch:
+    from collbench.models.nccl_cost import ARCHS
+
     for arch in ARCHS:
         if arch == name:
             return arch
@@ -86,6 +88,10 @@ def predict(
     check_ranks(ranks, 2, "predict")  # before anything is assumed from it (the nodes)
     source = profile if profile is not None else fits
     assert source is not None
+    from collbench.cli.render.models import render_prediction
+    from collbench.models.nccl_cost import ARCHS
+    from collbench.models.predict import predict as predict_times
+
     loaded = load_fits(source, profile=profile is not None)
     asked = [s for s in sizes.split(",") if s.strip()]
     if len(asked) > MAX_PREDICT_SIZES:

@@ -15,11 +15,8 @@ from collbench.backends import AUTO
 from collbench.backends.base import parse_skip_note, skip_note
 from collbench.cli.console import console, err_console, print_notes, whole_lines
 from collbench.cli.options import split_values
-from collbench.cli.render.profile import render_fits, render_rules
 from collbench.errors import ConfigError
-from collbench.runtime.sweep.stalls import stall_report
 from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
-from collbench.tuning.resume import kept_rows_hint
 from collbench.units import parse_size
 
 if TYPE_CHECKING:
@@ -199,6 +196,8 @@ def tune(
         try:
             shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress)
         except KeyboardInterrupt:
+            from collbench.tuning.resume import kept_rows_hint
+
             hint = kept_rows_hint([p for s in plan.shapes for p in partial_paths(s.config)])
             if hint:
                 bar.console.print(
@@ -207,6 +206,9 @@ def tune(
             raise
     if shapes is None:
         return  # a rank other than 0 of a launcher's job: rank 0 reports
+    # Imported when a tune has run: the profile's tables pull the profile and numpy, which --help does not need.
+    from collbench.cli.render.profile import render_fits, render_rules
+
     console.print(render_rules(shapes.profile))
     from collbench.profile.document import nccl_selection_view
 
@@ -235,6 +237,8 @@ def tune(
 def print_outcome_notes(outcomes: Sequence[TuneOutcome]) -> None:
     """Each measured shape's assumptions, stalls and notes; with several shapes each line names its
     shape (two shapes' "4 rounds ..." notes followed each other with nothing to tell them apart)."""
+    from collbench.runtime.sweep.stalls import stall_report
+
     for outcome in outcomes:
         shape = f" ({outcome.profile.world_size} ranks)" if len(outcomes) > 1 else ""
         print_notes(outcome.assumed)

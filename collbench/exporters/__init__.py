@@ -8,8 +8,16 @@ The text-only helpers below are kept for the Python API and the tests.
 
 from __future__ import annotations
 
-from collbench.exporters.nccl_env import export_nccl_env
-from collbench.exporters.nccl_tuner import export_nccl_tuner
-from collbench.exporters.ompi_rules import export_ompi_rules
+from importlib import import_module
+from typing import Any
 
 __all__ = ["export_nccl_env", "export_nccl_tuner", "export_ompi_rules"]
+
+_HOMES = {name: f"collbench.exporters.{name.removeprefix('export_')}" for name in __all__}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy (PEP 562): `collbench export --help` imports the registry, not every exporter and the profile.
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'collbench.exporters' has no attribute {name!r}")
