@@ -122,7 +122,9 @@ def test_the_whole_run_on_one_simulated_gpu(one_gpu: dict[str, str], tmp_path: P
             assert seconds <= limit + first_run.GRACE_S + 1, row
     nominal = {step.name: step.limit_s for step in first_run.steps(1, out, out)}
     assert all(float(row[4]) <= nominal[row[1]] for row in rows)  # a step's own limit, or less when less was left
-    assert any(row[2] in ("timed out", "not run") for row in rows), "a 1-minute budget cuts the later steps"
+    # A 1-minute budget cuts the later steps: their limits shrink to what is left (or they are not run),
+    # whatever the speed of this machine (whether a step then times out is a wall time: not asserted).
+    assert any(row[2] == "not run" or float(row[4]) < nominal[row[1]] for row in rows), rows
     assert "cuda:0 NVIDIA H200, compute capability 9.0" in (summary + done.stdout) or "environment | passed" in summary
 
 
