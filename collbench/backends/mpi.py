@@ -29,6 +29,23 @@ MPI_REDOPS = ("sum", "prod", "min", "max")
 """Reductions with an MPI_Op; MPI has no average."""
 
 
+def check_mpi_call(backend: str, options: SweepOptions, dtype: str, redop: str) -> None:
+    """What any MPI library's collectives can be asked (Open MPI's and MPICH's alike): an MPI type and
+    reduction, a count that fits a C int, and no CUDA graph. ConfigError naming ``--backend``."""
+    if dtype not in MPI_DTYPES:
+        raise ConfigError(f"--backend {backend}: MPI has no {dtype} type; use one of {', '.join(MPI_DTYPES)}")
+    if redop not in MPI_REDOPS:
+        raise ConfigError(f"--backend {backend}: MPI has no {redop} reduction; use one of {', '.join(MPI_REDOPS)}")
+    elements = options.max_bytes // DTYPE_SIZES[dtype]
+    if elements > MPI_MAX_COUNT:
+        raise ConfigError(
+            f"--backend {backend}: -e {options.max_bytes} is {elements} {dtype} elements; an MPI count is a "
+            f"C int (at most {MPI_MAX_COUNT})"
+        )
+    if options.cuda_graph:
+        raise ConfigError(f"--cuda-graph captures GPU work; --backend {backend} runs on the CPU")
+
+
 class Mpi(Backend):
     name: ClassVar[str] = "mpi"
     torch_backend: ClassVar[str | None] = None
@@ -43,18 +60,7 @@ class Mpi(Backend):
 
     def check_sweep(self, options: SweepOptions, dtype: str, redop: str, here: Here) -> None:
         here.check_mpi_world_size(options.world_size)
-        if dtype not in MPI_DTYPES:
-            raise ConfigError(f"--backend mpi: MPI has no {dtype} type; use one of {', '.join(MPI_DTYPES)}")
-        if redop not in MPI_REDOPS:
-            raise ConfigError(f"--backend mpi: MPI has no {redop} reduction; use one of {', '.join(MPI_REDOPS)}")
-        elements = options.max_bytes // DTYPE_SIZES[dtype]
-        if elements > MPI_MAX_COUNT:
-            raise ConfigError(
-                f"--backend mpi: -e {options.max_bytes} is {elements} {dtype} elements; an MPI count is a C int "
-                f"(at most {MPI_MAX_COUNT})"
-            )
-        if options.cuda_graph:
-            raise ConfigError("--cuda-graph captures GPU work; --backend mpi runs on the CPU")
+        check_mpi_call(self.name, options, dtype, redop)
 
     def sweep_algos(self, options: SweepOptions, ops: list[Op], skipped: list[str], here: Here) -> dict[Op, list[str]]:
         return mpi_algos(options, ops, skipped, here.ompi_algorithms())

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from collbench.backends.base import Backend, Here, SweepOptions, skip_note
-from collbench.backends.mpi import MPI_DTYPES, MPI_MAX_COUNT, MPI_REDOPS
+from collbench.backends.mpi import check_mpi_call
 from collbench.errors import BackendUnavailableError, ConfigError, NotApplicableError, UnknownNameError
 from collbench.mpich.algorithms import (
     COLLECTIVE_FOR_OP,
@@ -34,7 +34,7 @@ from collbench.mpich.algorithms import (
 )
 from collbench.nccl.support import CommShape
 from collbench.nccl.variants import is_native
-from collbench.schedules.ops import DTYPE_SIZES, Op
+from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithm_names
 
 MPICH_EXPORTS = "mpich"
@@ -64,18 +64,7 @@ class Mpich(Backend):
                 "--backend mpich starts mpiexec.mpich itself: run `collbench sweep --backend mpich --ranks N` "
                 "outside any launcher"
             )
-        if dtype not in MPI_DTYPES:
-            raise ConfigError(f"--backend mpich: MPI has no {dtype} type; use one of {', '.join(MPI_DTYPES)}")
-        if redop not in MPI_REDOPS:
-            raise ConfigError(f"--backend mpich: MPI has no {redop} reduction; use one of {', '.join(MPI_REDOPS)}")
-        elements = options.max_bytes // DTYPE_SIZES[dtype]
-        if elements > MPI_MAX_COUNT:
-            raise ConfigError(
-                f"--backend mpich: -e {options.max_bytes} is {elements} {dtype} elements; an MPI count is a C "
-                f"int (at most {MPI_MAX_COUNT})"
-            )
-        if options.cuda_graph:
-            raise ConfigError("--cuda-graph captures GPU work; --backend mpich runs on the CPU")
+        check_mpi_call(self.name, options, dtype, redop)
 
     def sweep_algos(self, options: SweepOptions, ops: list[Op], skipped: list[str], here: Here) -> dict[Op, list[str]]:
         return mpich_algos(options.algos, ops, skipped)
