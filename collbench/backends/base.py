@@ -88,6 +88,11 @@ class Backend(ABC):
 
     name: ClassVar[str]
     """What ``--backend`` and the rows' ``backend`` field call it."""
+    library: ClassVar[str]
+    """The library's name in a sentence (``Open MPI``)."""
+    own_choices: ClassVar[str] = ""
+    """What a tune over it chooses among of the library's own, in a sentence (``Open MPI's own coll/tuned
+    algorithms``): what its exports' rules say, and what another backend's profile does not."""
     torch_backend: ClassVar[str | None]
     """torch.distributed's name for it, where collbench's own ranks run on it; None where a harness of the
     library's own measures its collectives under its own launcher (:attr:`sweep_runner`)."""

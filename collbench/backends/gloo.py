@@ -15,6 +15,7 @@ from collbench.backends.base import Backend, Here
 
 class Gloo(Backend):
     name: ClassVar[str] = "gloo"
+    library: ClassVar[str] = "gloo"
     torch_backend: ClassVar[str | None] = "gloo"
     places_cpu_ranks: ClassVar[bool] = True
 

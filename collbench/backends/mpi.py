@@ -48,6 +48,8 @@ def check_mpi_call(backend: str, options: SweepOptions, dtype: str, redop: str) 
 
 class Mpi(Backend):
     name: ClassVar[str] = "mpi"
+    library: ClassVar[str] = "Open MPI"
+    own_choices: ClassVar[str] = "Open MPI's own coll/tuned algorithms"
     torch_backend: ClassVar[str | None] = None
     sweep_runner: ClassVar[str | None] = "collbench.runtime.mpi.sweep:run_mpi_sweep"
     in_place_every_op: ClassVar[bool] = True

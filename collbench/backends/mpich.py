@@ -43,6 +43,8 @@ MPICH_EXPORTS = "mpich"
 
 class Mpich(Backend):
     name: ClassVar[str] = "mpich"
+    library: ClassVar[str] = "MPICH"
+    own_choices: ClassVar[str] = "MPICH's own algorithms"
     torch_backend: ClassVar[str | None] = None
     sweep_runner: ClassVar[str | None] = "collbench.runtime.mpi.mpich_sweep:run_mpich_sweep"
     in_place_every_op: ClassVar[bool] = True

@@ -28,6 +28,8 @@ BARRIER_NOTE = (
 
 class Nccl(Backend):
     name: ClassVar[str] = "nccl"
+    library: ClassVar[str] = "NCCL"
+    own_choices: ClassVar[str] = "NCCL's own algorithms, protocols and channel counts"
     torch_backend: ClassVar[str | None] = "nccl"
     on_gpu: ClassVar[bool] = True
     premultiplied_avg: ClassVar[bool] = True

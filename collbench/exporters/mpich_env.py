@@ -12,8 +12,9 @@ MPICH's own choice under the default (``silent``): the file says which.
 
 from __future__ import annotations
 
+from collbench.backends.mpich import MPICH_EXPORTS
 from collbench.exporters.exported import Exported
-from collbench.exporters.mpich_json import check_backend
+from collbench.exporters.serving import check_serves
 from collbench.mpich.algorithms import COLLECTIVE_FOR_OP, MPICH_VERSION, NATIVE, find_algorithm
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
@@ -23,7 +24,7 @@ from collbench.text import printable
 def build_mpich_env(profile: Profile) -> Exported:
     """Shell lines ``export MPIR_CVAR_<COLL>_INTRA_ALGORITHM=<name>`` where one choice holds, a ``#`` line
     per collective saying why (or why not). Raises UserError for a profile not measured over MPICH."""
-    check_backend(profile)
+    check_serves(MPICH_EXPORTS, profile.backend, None)
     host = printable(profile.host)
     out = [
         f"# MPICH {MPICH_VERSION} algorithm variables made by collbench from a profile ({profile.fingerprint}, {host})",

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.backends import feeds
 from collbench.backends.mpich import MPICH_EXPORTS
 from collbench.errors import UserError
 from collbench.exporters.exported import Exported
+from collbench.exporters.serving import check_serves
 from collbench.mpich.algorithms import (
     COLLECTIVE_FOR_OP,
     IN_PLACE_ONLY,
@@ -65,15 +65,6 @@ class Range:
     algorithm: str | None
     """The CSEL function name (``MPIR_Allreduce_intra_ring``); None: MPICH's own selection."""
     said: str
-
-
-def check_backend(profile: Profile) -> None:
-    """UserError (one line) for a profile not measured over MPICH (its rules name no MPICH algorithm)."""
-    if not feeds(profile.backend, MPICH_EXPORTS):
-        raise UserError(
-            f"this profile was measured over {profile.backend}, not MPICH: its rules do not say which of MPICH's "
-            "own algorithms runs fastest; measure MPICH with `collbench tune --backend mpich`"
-        )
 
 
 def parse_base(text: str, where: str) -> dict[str, Any]:
@@ -167,7 +158,7 @@ def build_mpich_json(profile: Profile, base: dict[str, Any], base_source: str) -
     Raises UserError for a profile not measured over MPICH, two shapes of one size, or a base without the
     intracommunicator branch of a collective the profile chose for.
     """
-    check_backend(profile)
+    check_serves(MPICH_EXPORTS, profile.backend, None)
     sets = _by_size(profile)
     tree = json.loads(json.dumps(base))  # a copy: the base's subtrees are placed more than once
     notes: list[str] = []

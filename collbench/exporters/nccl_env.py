@@ -20,10 +20,10 @@ unless ``from_other_backend``. A won channel count is not written: ``NCCL_MIN_NC
 
 from __future__ import annotations
 
+from collbench.backends.base import NCCL_EXPORTS
 from collbench.exporters.exported import Exported
 from collbench.exporters.nccl_rules import (
     NcclChoice,
-    check_backend,
     collbench_wins,
     measured_over_nccl,
     nccl_choice,
@@ -34,6 +34,7 @@ from collbench.exporters.nccl_rules import (
     span,
     untuned_lines,
 )
+from collbench.exporters.serving import check_serves
 from collbench.nccl.algorithms import PROTOCOLS, NcclAlgorithm
 from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile
@@ -112,7 +113,7 @@ def build_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> Exp
     Raises UserError (one line) as :func:`nccl_env_values`, and for a profile measured over another
     backend than NCCL unless ``from_other_backend``.
     """
-    check_backend(profile, from_other_backend)
+    check_serves(NCCL_EXPORTS, profile.backend, from_other_backend)
     algo, proto, reasons = nccl_env_values(profile)
     out = [f"# NCCL_ALGO / NCCL_PROTO made by collbench from a profile ({profile.fingerprint}, {profile.backend})"]
     labels = "; ".join(shape_label(s) for s in shapes(profile))

@@ -15,7 +15,7 @@ Which rules: a rule set measured over NCCL keeps a selection among NCCL's own va
 (``RuleSet.nccl_rules``), and the exports are built from it alone (:func:`nccl_selection`); where
 collbench's own algorithm won overall, they say so in a comment (:func:`collbench_wins`). A rule set
 without one (another backend, predicted, or a profile written before collbench kept it) is mapped
-as above. A profile measured over another backend is refused (:func:`check_backend`) unless the user
+as above. A profile measured over another backend is refused (:func:`.serving.check_serves`) unless the user
 asks for it: its rules say what won over that backend, not what NCCL runs best.
 
 All-to-all, scatter, gather, send/recv and barrier get no NCCL rules: NCCL runs them as grouped
@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collbench.backends import feeds
-from collbench.backends.base import NCCL_EXPORTS, OMPI_EXPORTS
+from collbench.backends.base import NCCL_EXPORTS
 from collbench.errors import UserError
 from collbench.nccl.algorithms import NcclAlgorithm, algorithm, protocol_number
 from collbench.nccl.channels import MAX_CHANNELS, MAX_CHANNELS_OLDEST, since_text
@@ -41,30 +41,11 @@ from collbench.schedules.registry import get_algorithm
 from collbench.tuning.consumers.nccl import condition, why_not
 
 COLLBENCH_TO_NCCL: dict[str, str] = {"ring": "ring", "tree": "tree", "two-tree": "tree"}
-FROM_OTHER_BACKEND_OPTION = "--from-other-backend"
 
 
 def measured_over_nccl(profile: Profile) -> bool:
     """Whether ``profile``'s rules were chosen among NCCL's own variants (its backend feeds NCCL's exports)."""
     return feeds(profile.backend, NCCL_EXPORTS)
-
-
-def check_backend(profile: Profile, from_other_backend: bool) -> None:
-    """UserError (one line) for a profile measured over another backend than NCCL, unless asked for."""
-    if measured_over_nccl(profile) or from_other_backend:
-        return
-    # An Open MPI profile (tune --backend mpi) chose among Open MPI's own algorithms, not collbench's.
-    won = (
-        "which of Open MPI's own coll/tuned algorithms won"
-        if feeds(profile.backend, OMPI_EXPORTS)
-        else f"which of collbench's algorithms won over {profile.backend}"
-    )
-    raise UserError(
-        f"this profile was measured over {profile.backend}, not NCCL: its rules say {won}, "
-        "not which of NCCL's own algorithms, protocols and channel "
-        "counts runs fastest; measure NCCL itself with `collbench tune --backend nccl` on the GPUs, or pass "
-        f"{FROM_OTHER_BACKEND_OPTION} to export it anyway"
-    )
 
 
 def _keeps_nccl_selections(profile: Profile) -> bool:

@@ -19,15 +19,15 @@ NCCL before 2.25 holds gets a comment and a note, as collbench's plugin skips th
 A rule set measured over NCCL gives its lines from the selection among NCCL's own variants
 (:func:`.nccl_rules.nccl_selection`): a won channel count becomes the line's channels, and where
 collbench's own algorithm won overall, a comment points at collbench's Python API. A profile measured
-over another backend is refused unless ``from_other_backend`` (:func:`.nccl_rules.check_backend`).
+over another backend is refused unless ``from_other_backend`` (:func:`.serving.check_serves`).
 """
 
 from __future__ import annotations
 
+from collbench.backends.base import NCCL_EXPORTS
 from collbench.exporters.exported import Exported, comment_lines
 from collbench.exporters.nccl_rules import (
     NcclChoice,
-    check_backend,
     collbench_wins,
     measured_over_nccl,
     nccl_choice,
@@ -38,6 +38,7 @@ from collbench.exporters.nccl_rules import (
     span,
     untuned_lines,
 )
+from collbench.exporters.serving import check_serves
 from collbench.nccl.algorithms import PROTOCOLS
 from collbench.nccl.channels import MAX_CHANNELS_OLDEST, since_text
 from collbench.profile.document import Profile, RuleSet
@@ -77,7 +78,7 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
     Raises UserError (one line) for a rule NCCL cannot have run or an unknown algorithm, and for a
     profile measured over another backend than NCCL unless ``from_other_backend``.
     """
-    check_backend(profile, from_other_backend)
+    check_serves(NCCL_EXPORTS, profile.backend, from_other_backend)
     out = [
         "# NCCL tuner plugin config made by collbench from a profile",
         f"# machine {profile.fingerprint} ({printable(profile.host)}), backend {profile.backend}",

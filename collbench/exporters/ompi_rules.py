@@ -25,7 +25,7 @@ its fixed decision (plain ``native``, nothing forced): each forced rule is writt
 (the measured times, the ratio over the fixed decision, the noise it beat), and where the fixed
 decision was fastest within the noise the file says "no rule needed" and leaves the choice to Open
 MPI (algorithm 0). A profile measured over another backend (gloo, nccl) says which of collbench's
-algorithms won there, not which of Open MPI's runs fastest: it is refused (:func:`check_backend`)
+algorithms won there, not which of Open MPI's runs fastest: it is refused (:func:`.serving.check_serves`)
 unless the user asks for it, and then each collbench algorithm is mapped by :mod:`.ompi_table` (Open
 MPI 4.1's algorithms, with the source they were read from); a rule with no Open MPI counterpart is
 written as algorithm 0 with a comment saying so and what Open MPI does there instead, and reported
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from collbench.backends.base import OMPI_EXPORTS
 from collbench.errors import UserError
 from collbench.exporters.ompi_measured import (
     measured_here,
@@ -54,26 +55,13 @@ from collbench.exporters.ompi_table import (
     OmpiCollective,
     OmpiRule,
 )
+from collbench.exporters.serving import check_serves
 from collbench.nccl.variants import is_native
 from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, UNTUNED
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.text import printable
-
-FROM_OTHER_BACKEND_OPTION = "--from-other-backend"
-
-
-def check_backend(profile: Profile, from_other_backend: bool) -> None:
-    """UserError (one line) for a profile measured over another backend than Open MPI, unless asked for."""
-    if measured_over_mpi(profile) or from_other_backend:
-        return
-    raise UserError(
-        f"this profile was measured over {profile.backend}, not Open MPI: its rules say which of collbench's "
-        f"algorithms won over {profile.backend}, not which of Open MPI's own coll/tuned algorithms runs fastest; "
-        f"measure Open MPI itself with `collbench tune --backend mpi`, or pass {FROM_OTHER_BACKEND_OPTION} to "
-        "export it anyway"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +161,7 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
     ``from_other_backend`` is not set, when two of the profile's shapes have the same world size (Open
     MPI's rules cannot tell them apart), or a rule does not fit the file or this Open MPI.
     """
-    check_backend(profile, from_other_backend)
+    check_serves(OMPI_EXPORTS, profile.backend, from_other_backend)
     measured = measured_over_mpi(profile)
     sets = _check_sizes(profile)
     own = [OmpiRule(0, BUILT_IN, 0, 0, OWN_CHOICE)]

@@ -3,7 +3,8 @@
 Every export has one signature, :data:`ExportFunction`: a loaded profile and the :class:`ExportRequest`
 (what the command line asked) in, an :class:`~collbench.exporters.exported.Exported` out. Which
 backends' profiles an export serves is the backends' answer (``Backend.feeds`` names the consumer
-family), never a list kept here. The functions import their modules when called, so that listing the
+family), never a list kept here, and every exporter refuses another backend's profile through the same
+check (:func:`.serving.check_serves`). The functions import their modules when called, so that listing the
 exports (``collbench export --help``) loads none of them.
 """
 
@@ -14,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collbench.backends import BACKENDS
 from collbench.backends.base import NCCL_EXPORTS, OMPI_EXPORTS
 from collbench.backends.mpich import MPICH_EXPORTS
 from collbench.exporters.exported import Exported
+from collbench.exporters.serving import served_by
 from collbench.mpich.algorithms import SELECTION_FILE_CVAR
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class Export:
     @property
     def serves(self) -> tuple[str, ...]:
         """The backends whose profiles this export takes without ``--from-other-backend``."""
-        return tuple(b.name for b in BACKENDS if self.family in b.feeds)
+        return served_by(self.family)
 
 
 def _nccl_tuner(profile: Profile, request: ExportRequest) -> Exported:

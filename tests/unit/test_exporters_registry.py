@@ -78,3 +78,48 @@ def test_the_plugin_export_names_the_files_it_built_and_what_a_job_needs(tmp_pat
     assert plugin == tmp_path / "libnccl-tuner-collbench.so" and plugin.is_file()
     assert config.read_text(encoding="utf-8") == build_nccl_tuner(profile, from_other_backend=True).text
     assert built.text == f"NCCL_TUNER_PLUGIN={plugin.resolve()}\nNCCL_TUNER_CONFIG_FILE={config.resolve()}\n"
+
+
+def test_every_export_refuses_another_backends_profile_in_the_one_checks_words() -> None:
+    """Each exporter refuses through serving.check_serves: the same sentence for every export of a family,
+    naming what the profile's rules chose among and how to measure the consumer itself."""
+    from collbench.errors import UserError
+    from collbench.exporters.mpich_env import build_mpich_env
+    from collbench.exporters.mpich_json import build_mpich_json
+    from collbench.exporters.serving import check_serves
+
+    gloo = Profile.load(PROFILE)
+    refusals = {
+        "nccl-tuner": lambda: build_nccl_tuner(gloo),
+        "env": lambda: build_nccl_env(gloo),
+        "ompi-rules": lambda: build_ompi_rules(gloo),
+        "mpich-json": lambda: build_mpich_json(gloo, {}, "base.json"),
+        "mpich-env": lambda: build_mpich_env(gloo),
+    }
+    for name, build in refusals.items():
+        family = export_named(name).family
+        with pytest.raises(UserError) as info:
+            build()
+        with pytest.raises(UserError) as same:
+            check_serves(family, "gloo", None if family == "mpich" else False)
+        assert str(info.value) == str(same.value), name
+        assert "\n" not in str(info.value)
+    with pytest.raises(UserError) as nccl:
+        check_serves("nccl", "gloo", False)
+    assert str(nccl.value) == (
+        "this profile was measured over gloo, not NCCL: its rules say which of collbench's algorithms won over "
+        "gloo, not which of NCCL's own algorithms, protocols and channel counts runs fastest; measure NCCL itself "
+        "with `collbench tune --backend nccl` on the GPUs, or pass --from-other-backend to export it anyway"
+    )
+    # A library's profile says what it chose among (an MPICH profile chose MPICH's own algorithms), and an
+    # export with no --from-other-backend (MPICH's file holds only MPICH's algorithms) offers none.
+    with pytest.raises(UserError, match="its rules say which of MPICH's own algorithms won, not which of NCCL's"):
+        check_serves("nccl", "mpich", False)
+    with pytest.raises(UserError) as mpich:
+        check_serves("mpich", "mpi", None)
+    assert "Open MPI's own coll/tuned algorithms won" in str(mpich.value)
+    assert str(mpich.value).endswith("measure MPICH itself with `collbench tune --backend mpich`")
+    check_serves("mpich", "gloo", True)  # asked for anyway: no refusal (the export decides whether it may ask)
+    for entry in EXPORTS:
+        for backend in entry.serves:
+            check_serves(entry.family, backend, None)  # its own backend's profiles are taken
