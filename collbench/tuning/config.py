@@ -42,7 +42,10 @@ class Depth:
     """Sweeps of every point; odd rounds run the algorithms in reverse order, so a load that drifts
     during a run does not favour the algorithms measured first, and the rounds' spread is noise."""
     max_rounds: int = 4
-    """Rounds in all: after ``rounds``, sizes whose winner is tied are measured again (tuning/rounds.py)."""
+    """Rounds in all: after ``rounds``, the (size, algorithm) pairs in a tie are measured again
+    (tuning/rounds.py). Bounded here, with the depth, because two algorithms that really take the same
+    time stay tied however often they are measured: only a budget ends those rounds, and a tie left
+    is no loss (it goes to the simpler choice, within the noise of the fastest)."""
 
 
 QUICK = Depth(

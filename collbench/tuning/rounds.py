@@ -3,8 +3,10 @@
 ``collbench tune`` sweeps every algorithm in rounds (odd rounds in reverse order, so that a load that
 drifts during a run does not favour the algorithms measured first). After the fixed rounds, each size
 whose fastest variant is within the measured noise of another (``selection.decide_at``: a tie) is
-measured again, only the tied variants and only over the sizes concerned, until every size is
-separated or the round budget (``Depth.max_rounds``) is spent. Each extra round can narrow the noise:
+measured again: exactly the tied (size, algorithm) pairs, each algorithm at the sizes where it is in
+a tie and nowhere else, so a size already separated beyond the noise and an algorithm already behind
+it are not measured again. That goes on until every size is separated or the round budget
+(``Depth.max_rounds``, which says why it is bounded) is spent. Each extra round can narrow the noise:
 the gap between a point's two smallest round times (``selection.Point.between``) shrinks as rounds
 undisturbed by load accumulate, and a winner that is really faster separates; two that are really the
 same stay tied, and the tie goes to the simpler choice.
@@ -19,33 +21,39 @@ from collbench.tuning.selection import PointsByOp, SelectionSettings, decide_at,
 
 @dataclass(frozen=True, slots=True)
 class Unsettled:
-    """Sizes of one op whose winner is not separated, and the algorithms tied there."""
+    """One op's ties: at each size whose winner is not separated, the algorithms tied there."""
 
     op: str
-    sizes: tuple[int, ...]
-    algos: tuple[str, ...]
+    pairs: tuple[tuple[int, str], ...]
+    """(size_bytes, algorithm), by size: the points a tie round measures again, and only these."""
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The tied sizes, smallest first."""
+        return tuple(dict.fromkeys(size for size, _ in self.pairs))
+
+    @property
+    def algos(self) -> tuple[str, ...]:
+        """The algorithms in a tie at one size or more, in the order first met."""
+        return tuple(dict.fromkeys(algo for _, algo in self.pairs))
 
 
 def unsettled(points: PointsByOp, settings: SelectionSettings | None = None) -> list[Unsettled]:
-    """Per op, the sizes where the fastest variant is tied with another, and the algorithms in those ties.
+    """Per op, the (size, algorithm) pairs in a tie: at each size where the fastest variant is tied with
+    another, the chosen one and those tied with it; none at a size already separated.
 
     ``points`` are the measured rows folded by ``selection.measured_points``.
     """
     settings = settings or SelectionSettings()
     out: list[Unsettled] = []
     for op, variants in sorted(points.items()):
-        tied_sizes: list[int] = []
-        algos: list[str] = []
+        pairs: list[tuple[int, str]] = []
         for size in sizes_of(variants):
             chosen, tied = decide_at(points_at(variants, size), None, settings)
-            if not tied:
-                continue
-            tied_sizes.append(size)
-            for variant in (chosen, *tied):
-                if variant.algo not in algos:
-                    algos.append(variant.algo)
-        if tied_sizes:
-            out.append(Unsettled(op, tuple(tied_sizes), tuple(algos)))
+            # A variant is an algorithm at one segment size: a tie round measures the algorithm.
+            pairs.extend(dict.fromkeys((size, variant.algo) for variant in (chosen, *tied) if tied))
+        if pairs:
+            out.append(Unsettled(op, tuple(pairs)))
     return out
 
 

@@ -1,10 +1,10 @@
 """A tune's sweeps: every algorithm in rounds, a second segment size for the pipelined ones, then
-extra rounds of the tied algorithms at the tied sizes, all on the one placement planned for the tune.
+extra rounds of the tied (size, algorithm) pairs alone, all on the one placement planned for the tune.
 
 Under a launcher every rank runs this loop, and each sweep is a step all of them must take together:
 a rank that skipped a sweep would leave the others waiting in a group it never joins. So every
 decision here is the same on every rank: what the fixed rounds run comes from the plan (the depth
-and the algorithms), and which sizes the extra rounds re-measure, which only rank 0's rows can say,
+and the algorithms), and which points the extra rounds re-measure, which only rank 0's rows can say,
 is decided on rank 0 and handed to the others (``runtime.launch.session.agree``).
 
 Each round streams into its own partial file beside the results (``config.round_stream``), so an
@@ -207,7 +207,8 @@ def extra_rounds(
     rows: list[ResultRow],
     notes: list[str],
 ) -> tuple[list[ResultRow], PointsByOp]:
-    """Rounds after the fixed ones, of the tied algorithms over the tied sizes, until none is tied.
+    """Rounds after the fixed ones, of the tied (size, algorithm) pairs alone, until none is tied or
+    ``depth.max_rounds`` rounds ran in all.
 
     Returns the rows they measured, and the points of ``rows`` and those together (folded once per
     round, and handed on so that selection does not fold them again). Adds a note of how many sizes
@@ -223,17 +224,19 @@ def extra_rounds(
         if not todo:
             break
         algos = tuple(dict.fromkeys(a for item in todo for a in item.algos))
-        # Barrier's one point is at 0 bytes, which a sweep does not take as a size: it measures
-        # barrier once whatever its sizes are.
-        sizes = [s for item in todo for s in item.sizes if s > 0]
+        # Over the depth's sizes, as the fixed rounds swept them (an op of whole blocks rounds a size
+        # to its blocks: the rows' sizes come from those), narrowed to the tied points by ``only``.
         sweep = round_sweep(
             config,
             placement,
             round_stream(config, i),
             ops=tuple(item.op for item in todo),
             algos=algos if i % 2 == 0 else tuple(reversed(algos)),
-            min_bytes=min(sizes, default=depth.min_bytes),
-            max_bytes=max(sizes, default=depth.min_bytes),
+            min_bytes=depth.min_bytes,
+            max_bytes=depth.max_bytes,
+        )
+        sweep = dataclasses.replace(
+            sweep, only=frozenset((item.op, size, algo) for item in todo for size, algo in item.pairs)
         )
         with job_step(f"round {i}, re-measuring ties"):
             extra.extend(in_round(_run(config, sweep, progress, started), i))
@@ -258,9 +261,7 @@ def agreed_ties(config: TuneConfig, points: PointsByOp, index: int) -> list[Unse
     """
 
     def decide() -> list[list[object]]:
-        return [[item.op, list(item.sizes), list(item.algos)] for item in unsettled(points, config.selection)]
+        return [[item.op, [list(pair) for pair in item.pairs]] for item in unsettled(points, config.selection)]
 
-    decided = agree(f"which sizes round {index} re-measures", decide, timeout_s=config.timeout_s)
-    return [
-        Unsettled(str(op), tuple(int(s) for s in sizes), tuple(str(a) for a in algos)) for op, sizes, algos in decided
-    ]
+    decided = agree(f"which points round {index} re-measures", decide, timeout_s=config.timeout_s)
+    return [Unsettled(str(op), tuple((int(size), str(algo)) for size, algo in pairs)) for op, pairs in decided]

@@ -1,4 +1,4 @@
-"""Extra tune rounds re-measure only tied sizes and algorithms, until separated or out of rounds."""
+"""Extra tune rounds re-measure exactly the tied (size, algorithm) pairs, until separated or out of rounds."""
 
 from __future__ import annotations
 
@@ -31,12 +31,79 @@ def _first_rounds() -> list[ResultRow]:
     return rows
 
 
+def _planned(config: Any) -> list[tuple[str, int, str]]:
+    """What the ranks would measure of ``config``: its ``only`` points, in the plan's order (every
+    algorithm at a size before the next size), as ``sweep.worker.plan_points`` filters them."""
+    assert config.only is not None, "a tie round names the points it measures"
+    order = {a: i for i, a in enumerate(config.algos)}
+    return sorted(config.only, key=lambda p: (p[0], p[1], order[p[2]]))
+
+
 def test_unsettled_names_the_tied_sizes_and_algorithms_only() -> None:
     (item,) = unsettled(measured_points(_first_rounds()))
     assert item.op == "all-reduce"
     assert item.sizes == (4096,)
     assert set(item.algos) == {"tree", "ring"}
     assert settled_fraction(measured_points(_first_rounds())) == (1, 2)
+
+
+def _two_ties() -> list[ResultRow]:
+    # 1 KiB: tree and ring tied, native far behind. 4 KiB: tree clearly fastest. 16 KiB: ring and
+    # native tied, tree far behind.
+    rows = []
+    for _ in range(2):
+        rows += [_row("tree", 1024, 50.0), _row("ring", 1024, 50.4), _row("native", 1024, 100.0)]
+        rows += [_row("tree", 4096, 60.0), _row("ring", 4096, 90.0), _row("native", 4096, 100.0)]
+        rows += [_row("tree", 16384, 300.0), _row("ring", 16384, 150.0), _row("native", 16384, 151.0)]
+    return rows
+
+
+def test_unsettled_names_each_tied_pair_and_no_other() -> None:
+    (item,) = unsettled(measured_points(_two_ties()))
+    # The tie at 16 KiB goes to native (the simpler choice): named first, with ring tied to it.
+    assert item.pairs == ((1024, "tree"), (1024, "ring"), (16384, "native"), (16384, "ring"))
+    assert item.sizes == (1024, 16384) and item.algos == ("tree", "ring", "native")
+
+
+def test_a_tie_round_measures_the_tied_pairs_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the 4 KiB between the ties (separated), not native at 1 KiB nor tree at 16 KiB (behind)."""
+    calls: list[Any] = []
+
+    def fake_run_sweep(config: Any, progress: Any = None) -> list[ResultRow]:
+        calls.append(config)
+        times = {("tree", 1024): 50.0, ("ring", 1024): 50.2, ("ring", 16384): 150.0, ("native", 16384): 150.5}
+        return [_row(a, s, times[a, s]) for _, s, a in _planned(config)]
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
+    config = TuneConfig(ranks=2, quick=True, output=tmp_path / "p.yaml")
+    extra, _ = extra_rounds(config, Placement(), None, _two_ties(), [])
+    assert calls, "the ties were measured again"
+    for sweep in calls:
+        assert sweep.only == {
+            ("all-reduce", 1024, "tree"),
+            ("all-reduce", 1024, "ring"),
+            ("all-reduce", 16384, "ring"),
+            ("all-reduce", 16384, "native"),
+        }
+    measured = {(r.size_bytes, r.algo) for r in extra}
+    assert measured == {(1024, "tree"), (1024, "ring"), (16384, "ring"), (16384, "native")}
+
+
+def test_a_sweep_of_named_points_plans_those_alone(tmp_path: Path) -> None:
+    import torch
+
+    from collbench.runtime.sweep.plan import SweepConfig, validate
+    from collbench.runtime.sweep.worker import plan_points
+
+    only = frozenset({("all-reduce", 2048, "ring"), ("all-reduce", 4096, "native"), ("all-gather", 2048, "ring")})
+    job = validate(
+        SweepConfig(
+            world_size=2, backend="gloo", algos=("ring", "native"), min_bytes=1024, max_bytes=4096,
+            step_factor=2.0, in_place=(True,), interleave=True, only=only, stream=tmp_path / "s.jsonl",
+        )
+    )  # fmt: skip
+    points, _ = plan_points(job, 2, torch.device("cpu"), "rank-order")
+    assert [(p.algo, p.size_bytes) for p in points] == [("ring", 2048), ("native", 4096)]
 
 
 def test_extra_rounds_measure_ties_until_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,7 +113,7 @@ def test_extra_rounds_measure_ties_until_the_budget(tmp_path: Path, monkeypatch:
         # Stands in for the ranks: the two tied algorithms stay 1% apart at every round.
         calls.append(config)
         times = {"tree": 60.0, "ring": 60.6}
-        return [_row(a, config.min_bytes, times[a]) for a in config.algos]
+        return [_row(a, s, times[a]) for _, s, a in _planned(config)]
 
     monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
     config = TuneConfig(ranks=2, quick=True, output=tmp_path / "p.yaml")
@@ -54,7 +121,7 @@ def test_extra_rounds_measure_ties_until_the_budget(tmp_path: Path, monkeypatch:
     extra, _ = extra_rounds(config, Placement(), None, _first_rounds(), notes)
     depth = config.depth
     assert len(calls) == depth.max_rounds - depth.rounds
-    assert all((c.min_bytes, c.max_bytes) == (4096, 4096) for c in calls)
+    assert all(c.only == {("all-reduce", 4096, "tree"), ("all-reduce", 4096, "ring")} for c in calls)
     assert all(set(c.algos) == {"tree", "ring"} for c in calls)
     assert len(extra) == 2 * len(calls)
     assert "separated from the runner-up beyond the measured noise at 1 of 2 sizes" in notes[0]
@@ -67,7 +134,7 @@ def test_extra_rounds_stop_once_separated(tmp_path: Path, monkeypatch: pytest.Mo
         # Re-measured, tree turns out 20% faster than ring's best: one round separates the winner.
         calls.append(config)
         times = {"tree": 50.0, "ring": 72.0}
-        return [_row(a, config.min_bytes, times[a]) for a in config.algos] * 4
+        return [_row(a, s, times[a]) for _, s, a in _planned(config)] * 4
 
     monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
     config = TuneConfig(ranks=2, quick=True, output=tmp_path / "p.yaml")

@@ -85,6 +85,11 @@ class SweepConfig:
     interleave: bool = False
     """Measure every algorithm at a size before the next size (tune's rounds), rather than every size
     of one algorithm before the next algorithm (``worker.plan_points`` says why)."""
+    only: frozenset[tuple[str, int, str]] | None = None
+    """The (op, size_bytes, algorithm) points to measure, of those the ops, sizes and algorithms give
+    (size_bytes as the row records it); None: all of them. Tune's tie rounds re-measure the tied
+    pairs alone (tuning/rounds.py): a range of sizes times a set of algorithms would re-measure
+    every algorithm at every size between the smallest and the largest tie."""
 
     @property
     def stream_path(self) -> Path:

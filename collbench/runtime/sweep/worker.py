@@ -141,6 +141,8 @@ def plan_points(
             if (algo, count) in seen:
                 continue  # two sizes rounded to the same whole blocks: measured once
             seen.add((algo, count))
+            if cfg.only is not None and (op.value, count * elem, algo) not in cfg.only:
+                continue
             for in_place in modes:
                 points.append(
                     SweepPoint(
