@@ -9,7 +9,8 @@ not where they are missing. Everything is removed on exit, whatever happened.
 
 Ranks are started as a torchrun-style job (RANK, WORLD_SIZE, MASTER_ADDR (rank 0's address),
 MASTER_PORT and LOCAL_RANK set), or with the variables srun or Open MPI's mpirun set (``launcher=``),
-one rank per "host"; GLOO_SOCKET_IFNAME names the rank's veth.
+one rank per "host"; GLOO_SOCKET_IFNAME names the rank's veth, and COLLBENCH_TEST_BOOT_ID (a test
+hook) gives each "host" a boot id of its own, so that collbench counts each namespace as a node.
 """
 
 from __future__ import annotations
@@ -176,6 +177,9 @@ class NamespaceCluster:
         full = {k: v for k, v in os.environ.items() if not k.startswith(inherited)}
         full.update(env or {})
         full.update(self.launcher_env(rank, launcher), GLOO_SOCKET_IFNAME=f"cbv{rank}")
+        # The namespaces share this machine's host name and boot id: a boot id of its own per "host" is
+        # collbench's test hook (runtime/launch/membership.py) that makes each one a node.
+        full["COLLBENCH_TEST_BOOT_ID"] = f"netns-host-{rank}"
         return subprocess.Popen(
             ["ip", "netns", "exec", self.ranks[rank], *argv],
             cwd=cwd,

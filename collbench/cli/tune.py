@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from collbench.backends import AUTO
 from collbench.backends.base import parse_skip_note, skip_note
-from collbench.cli.console import console, err_console, print_notes, whole_lines
+from collbench.cli.console import console, err_console, whole_lines
 from collbench.cli.options import split_values
 from collbench.errors import ConfigError
 from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
@@ -235,13 +235,12 @@ def tune(
 
 
 def print_outcome_notes(outcomes: Sequence[TuneOutcome]) -> None:
-    """Each measured shape's assumptions, stalls and notes; with several shapes each line names its
+    """Each measured shape's stalls and notes; with several shapes each line names its
     shape (two shapes' "4 rounds ..." notes followed each other with nothing to tell them apart)."""
     from collbench.runtime.sweep.stalls import stall_report
 
     for outcome in outcomes:
         shape = f" ({outcome.profile.world_size} ranks)" if len(outcomes) > 1 else ""
-        print_notes(outcome.assumed)
         for line in stall_report(outcome.rows):
             err_console.print(f"[yellow]stalls{shape}[/yellow]: {line}", soft_wrap=whole_lines(err_console))
         for note in outcome.notes:

@@ -16,7 +16,6 @@ Nothing here imports typer or rich: the CLI builds a :class:`TuneConfig` and ren
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -69,8 +68,6 @@ class TuneOutcome:
     """The topology measured on (for the report of several shapes)."""
     resumed_whole: bool = False
     """True for a shape ``tune --resume`` took whole from an interrupted run's files (nothing measured now)."""
-    assumed: list[str] = dataclasses.field(default_factory=list)
-    """What the tune guessed where nothing said (the nodes of a launcher's job), one line each."""
 
 
 def check_backend_runs(config: TuneConfig) -> None:
@@ -149,7 +146,6 @@ def _run_locked(
             partial_topology_path(config.rows_path).unlink(missing_ok=True)
             partial_depth_path(config.rows_path).unlink(missing_ok=True)
         raise with_hint(exc, hint) from None
-    assumed = nodes_assumed(rows)
 
     decided = decide(
         config, rows, topology=placement.topology, layout=placement.layout, notes=notes, stage=say, points=points
@@ -186,7 +182,6 @@ def _run_locked(
         elapsed_s=time.monotonic() - started,
         report_path=report_path,
         topology=placement.topology,
-        assumed=assumed,
     )
 
 
@@ -234,24 +229,6 @@ def decide(
     rules = select_rules(rows, trusted, settings=config.selection, points=points)
     profile = build_profile(config, rows, fits, rules, topology=topology, layout=layout_ran(rows, layout))
     return Decision(fits, rules, profile)
-
-
-def nodes_assumed(rows: Sequence[ResultRow]) -> list[str]:
-    """One line when the node count in ``rows`` is a guess: the launcher said nothing of its nodes."""
-    from collbench.runtime.launch.ranks import joined_job
-    from collbench.runtime.launch.session import this_node
-
-    job = joined_job()
-    if job is None or not rows:
-        return []
-    node = this_node(job)
-    if not node.guessed:
-        return []
-    nodes = max(row.nodes for row in rows)
-    return [
-        f"{nodes} node(s), told apart by {node.basis}: {job.launcher} did not say which node a rank runs on "
-        "(torchrun's GROUP_RANK or LOCAL_WORLD_SIZE, Slurm's SLURM_NODEID, mpirun's local size)"
-    ]
 
 
 def _plot(

@@ -75,22 +75,3 @@ def test_a_decision_reaches_every_other_rank_signed() -> None:
     assert sessions[0].agree("which sizes", lambda: [("all-reduce", [4096])], 5, ()) == decided
     for follower in sessions[1:]:  # each of them, not only the first to look
         assert follower.agree("which sizes", lambda: pytest.fail("only rank 0 decides"), 5, ()) == decided
-
-
-def test_a_node_count_the_launcher_did_not_give_is_said_in_one_assumed_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from synthetic_rows import point_row
-
-    from collbench.runtime.launch import session
-    from collbench.tuning.pipeline import nodes_assumed
-
-    for name in ("LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_USE_AGENT_STORE"):
-        monkeypatch.delenv(name, raising=False)
-    torchrun = {"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "10.213.77.1", "MASTER_PORT": "29517"}
-    for name, value in torchrun.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(session, "route_address", lambda host, port: "10.213.77.1")
-    rows = [point_row("ring", 1024, 10.0, world_size=4, nodes=4)]
-    (line,) = nodes_assumed(rows)
-    assert line.startswith("4 node(s), told apart by the address each rank reaches rank 0 from: torchrun did not say")
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # now the launcher says: one rank per node, no guess
-    assert nodes_assumed(rows) == []

@@ -13,11 +13,9 @@ from collbench.errors import ConfigError
 from collbench.runtime.launch.launchers import (
     PORT_BASE,
     PORT_SPAN,
-    JobEnv,
     detect_job,
     expand_hostlist,
     is_loopback,
-    node_identity,
 )
 
 OMPI = {
@@ -51,7 +49,6 @@ def test_torchrun() -> None:
     assert job is not None
     assert (job.launcher, job.rank, job.world_size, job.local_rank, job.local_world_size) == ("torchrun", 3, 4, 1, 2)
     assert (job.master_addr, job.master_port, job.agent_store, job.local_only) == ("h", 7, False, False)
-    assert (job.node_rank, job.local_size_given) == (None, True)
 
 
 def test_open_mpi_on_one_host_uses_the_loopback_and_a_port_from_the_job_id() -> None:
@@ -203,45 +200,3 @@ def test_under_torchruns_agent_every_rank_joins_its_store_under_the_attempts_key
 def test_a_torchrun_store_on_the_loopback_listens_there_only(addr: str, local: bool) -> None:
     job = detect_job({**TORCHRUN, "MASTER_ADDR": addr})
     assert job is not None and job.local_only is local and is_loopback(addr) is local
-
-
-def _no_route(host: str, port: int) -> str | None:
-    return None
-
-
-@pytest.mark.parametrize(
-    ("env", "key", "guessed"),
-    [
-        # The launcher's node rank first: torchrun's GROUP_RANK, Slurm's SLURM_NODEID.
-        ({**TORCHRUN, "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, "node 1", False),
-        ({**SRUN}, "node 1", False),
-        # Its ranks per node: rank 3, local rank 0 of two per node -> the second node.
-        ({**TORCHRUN, "LOCAL_WORLD_SIZE": "2"}, "node 1", False),
-        ({**OMPI, "MASTER_ADDR": "10.0.0.1", "OMPI_COMM_WORLD_SIZE": "4"}, "node 0", False),
-        # Nothing said: the loopback is one host; else the address the rank reaches rank 0 from.
-        ({**TORCHRUN, "MASTER_ADDR": "127.0.0.1"}, "this host", False),
-        ({**TORCHRUN}, "address 10.0.0.4", True),
-    ],
-)
-def test_a_ranks_node_comes_from_what_identifies_a_host(env: dict[str, str], key: str, guessed: bool) -> None:
-    job = detect_job(env)
-    assert job is not None
-    node = node_identity(job, "samename", lambda host, port: "10.0.0.4")
-    assert (node.key, node.guessed) == (key, guessed)
-
-
-def test_namespaces_that_share_a_host_name_are_told_apart_by_address_and_the_host_name_is_last() -> None:
-    jobs = [detect_job({**TORCHRUN, "RANK": str(r), "LOCAL_RANK": "0"}) for r in range(4)]
-    keys = {node_identity(j, "samename", lambda h, p, r=r: f"10.213.77.{r + 1}").key for r, j in enumerate(jobs) if j}
-    assert len(keys) == 4
-    job = jobs[0]
-    assert job is not None
-    fallback = node_identity(job, "samename", _no_route)
-    assert (fallback.key, fallback.guessed, fallback.basis) == ("host samename", True, "the host name")
-
-
-def test_a_route_that_is_the_loopback_says_nothing_of_the_node() -> None:
-    job = JobEnv(
-        launcher="torchrun", rank=1, world_size=2, local_rank=0, local_world_size=1, master_addr="h", master_port=7
-    )
-    assert node_identity(job, "me", lambda host, port: "127.0.1.1").key == "host me"

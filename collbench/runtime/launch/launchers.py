@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from collbench.errors import ConfigError
@@ -75,12 +75,8 @@ class JobEnv:
     store_scope: str = ""
     """Names this run of the job in the store's keys: torchrun's restart count, under its agent's store,
     which outlives a restarted group of workers."""
-    node_rank: int | None = None
-    """The node this rank runs on, where the launcher says (torchrun's GROUP_RANK, Slurm's SLURM_NODEID)."""
     master_source: str = "MASTER_ADDR"
     """Where ``master_addr`` came from, for a message that cannot reach it (a variable, or how it was chosen)."""
-    local_size_given: bool = False
-    """Whether the launcher said how many of the job's ranks run on this node (``local_world_size``)."""
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
@@ -96,47 +92,6 @@ class JobEnv:
             )
         if not 0 < self.master_port < 65536:
             raise ConfigError(f"{self.launcher}: store port {self.master_port} is not a TCP port (1-65535)")
-
-
-@dataclass(frozen=True, slots=True)
-class NodeIdentity:
-    """What a rank's node is known by: ranks on one node share ``key``, ranks on others do not."""
-
-    key: str
-    basis: str
-    """Where it came from, said to the user when it is a guess."""
-    guessed: bool
-    """True when the launcher did not say (an address or host name stands for the node)."""
-
-
-_NODE_RANK_VAR = {"torchrun": "GROUP_RANK", "srun": "SLURM_NODEID"}
-_LOCAL_SIZE_VAR = {
-    "torchrun": "LOCAL_WORLD_SIZE",
-    "mpirun": "the local size (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS)",
-    "srun": "SLURM_STEP_TASKS_PER_NODE",
-}
-
-
-def node_identity(job: JobEnv, host: str, route: Callable[[str, int], str | None]) -> NodeIdentity:
-    """This rank's node, from what identifies a host, best first.
-
-    The launcher's node rank (torchrun's GROUP_RANK, Slurm's SLURM_NODEID); else its count of ranks
-    per node (LOCAL_WORLD_SIZE, Open MPI's local size), with ranks numbered node by node as torchrun
-    and mpirun's default mapping number them; else one host when the store is on the loopback; else
-    the address this rank reaches rank 0's store from (``route``: network namespaces or containers
-    on one machine share a host name, not an address); else the host name. The last two are guesses.
-    """
-    if job.node_rank is not None:
-        return NodeIdentity(f"node {job.node_rank}", _NODE_RANK_VAR.get(job.launcher, "the node rank"), False)
-    if job.local_size_given and job.local_world_size >= 1:
-        basis = _LOCAL_SIZE_VAR.get(job.launcher, "the local size")
-        return NodeIdentity(f"node {(job.rank - job.local_rank) // job.local_world_size}", basis, False)
-    if job.local_only or is_loopback(job.master_addr):
-        return NodeIdentity("this host", "the store's loopback address", False)
-    address = route(job.master_addr, job.master_port)
-    if address is not None and not is_loopback(address):
-        return NodeIdentity(f"address {address}", "the address each rank reaches rank 0 from", True)
-    return NodeIdentity(f"host {host}", "the host name", True)
 
 
 def _int(env: Mapping[str, str], name: str, launcher: str) -> int:
@@ -204,8 +159,6 @@ def _torchrun(env: Mapping[str, str]) -> JobEnv:
         local_only=not agent and is_loopback(env["MASTER_ADDR"]),
         agent_store=agent,
         store_scope=f"attempt{restarts}/" if agent else "",
-        node_rank=_int(env, "GROUP_RANK", launcher) if "GROUP_RANK" in env else None,
-        local_size_given="LOCAL_WORLD_SIZE" in env,
     )
 
 
@@ -247,7 +200,6 @@ def _mpi(
         master_addr=addr,
         master_port=_port(env, launcher, job_id),
         local_only=local_only and "MASTER_ADDR" not in env,
-        local_size_given=local_size is not None,
         master_source="MASTER_ADDR" if "MASTER_ADDR" in env else "the loopback: every rank is on this host",
     )
 
@@ -265,7 +217,6 @@ def _slurm(env: Mapping[str, str]) -> JobEnv:
         raise ConfigError("srun set SLURM_PROCID but neither SLURM_STEP_NUM_TASKS nor SLURM_NTASKS")
     size = _int(env, size_var, launcher)
     local_size = _tasks_here(env)
-    given = bool(env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE"))
     local_only = local_size == size and "MASTER_ADDR" not in env
     source = "MASTER_ADDR"
     if "MASTER_ADDR" in env:
@@ -288,8 +239,6 @@ def _slurm(env: Mapping[str, str]) -> JobEnv:
         master_addr=addr,
         master_port=_port(env, launcher, job_id),
         local_only=local_only,
-        node_rank=_int(env, "SLURM_NODEID", launcher) if "SLURM_NODEID" in env else None,
-        local_size_given=given,
         master_source=source,
     )
 

@@ -50,7 +50,7 @@ from collbench.runtime.host.environment import host_name
 from collbench.runtime.host.rank_priority import realtime_rank
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE, JobEnv, detect_job
 from collbench.runtime.launch.rankstore import SignedStore, new_token
-from collbench.runtime.launch.session import job_session, this_node
+from collbench.runtime.launch.session import job_session
 from collbench.runtime.launch.watch import collect_results, stop_ranks, watch_ranks
 
 CONTROL_BACKEND = GLOO.name
@@ -94,7 +94,8 @@ class RankContext:
         self.timeout_s = timeout_s
         self.host = host_name()
         self.node = node if node is not None else self.host
-        """What this rank's node is known by: ranks on one node share it (``launchers.node_identity``)."""
+        """What this rank's node is known by: ranks on one node share it (under a launcher, its name in
+        the job's membership, ``launch/membership.py``)."""
         self.current = "starting"
         self.control: dist.ProcessGroup | None = None
         self._store = store
@@ -386,7 +387,6 @@ def _join(
         device=device,
         timeout_s=timeout_s,
         progress=progress,
-        node=this_node(job).key,
     )
     session = job_session(job, timeout_s)
     session.set_timeout(timeout_s)
@@ -398,6 +398,10 @@ def _join(
         except Exception as exc:
             raise session.missing(step, exc, timeout_s) from None
         session.joined(ctx.control, step)
+        if session.membership is not None:
+            # Read from the hosts the ranks reported, whatever the launcher's mapping (membership.py).
+            ctx.node = session.membership.node_name(job.rank)
+            ctx.local_rank = session.membership.local_rank_of[job.rank]
         result = worker(ctx, payload)
     except (ConfigError, RankError):
         raise

@@ -43,7 +43,15 @@ import torch.distributed as dist
 from collbench.backends.gloo import GLOO
 from collbench.errors import ConfigError, RankError
 from collbench.runtime.host.environment import host_name
-from collbench.runtime.launch.launchers import JobEnv, NodeIdentity, detect_job, node_identity
+from collbench.runtime.launch.launchers import JobEnv, detect_job
+from collbench.runtime.launch.membership import (
+    ROW_BYTES,
+    Membership,
+    decode_report,
+    encode_report,
+    membership,
+    this_host,
+)
 from collbench.runtime.launch.rankstore import TOKEN_BYTES, SignedStore, decode, encode, new_token
 
 T = TypeVar("T")
@@ -164,6 +172,8 @@ class JobSession:
         self.step = "starting"
         self._launches = itertools.count()
         self._decisions = itertools.count()
+        self.membership: Membership | None = None
+        """Every rank's node, gathered with the first group the job forms (:mod:`.membership`)."""
 
     def set_timeout(self, timeout_s: float) -> None:
         self.store.set_timeout(datetime.timedelta(seconds=timeout_s))
@@ -189,6 +199,8 @@ class JobSession:
         if self.signed is None:
             self.signed = SignedStore(self.store, _share_token(self.job.rank, control))
             self._record(step)
+        if self.membership is None:
+            self.membership = _gather_membership(self.job.world_size, control)
         mine = _fixed_width(f"{step}\0{self.host}")
         gathered = torch.empty(self.job.world_size * STEP_NAME_BYTES, dtype=torch.uint8)
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -289,6 +301,16 @@ def _share_token(rank: int, control: dist.ProcessGroup | None) -> bytes:
     return bytes(token.tolist())
 
 
+def _gather_membership(world_size: int, control: dist.ProcessGroup | None) -> Membership:
+    """Every rank's host report, gathered once: :data:`ROW_BYTES` per rank, on every rank."""
+    mine = torch.tensor(list(encode_report(this_host())), dtype=torch.uint8)
+    gathered = torch.empty(world_size * ROW_BYTES, dtype=torch.uint8)
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(gathered, mine, group=control)
+    data = bytes(gathered.tolist())
+    return membership([decode_report(data[r * ROW_BYTES : (r + 1) * ROW_BYTES]) for r in range(world_size)])
+
+
 def _fixed_width(text: str) -> torch.Tensor:
     data = text.encode("utf-8")[:STEP_NAME_BYTES].ljust(STEP_NAME_BYTES, b"\0")
     return torch.tensor(list(data), dtype=torch.uint8)
@@ -325,19 +347,3 @@ def agree(name: str, decide: Callable[[], T], *, timeout_s: float, types_allowed
     if job is None or job.world_size == 1:
         return _round_trip(decide(), types_allowed)
     return job_session(job, timeout_s).agree(name, decide, timeout_s, types_allowed)
-
-
-def route_address(host: str, port: int) -> str | None:
-    """The local address this host sends from to reach ``host`` (no packet is sent); None if unroutable."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.connect(address)
-            return str(probe.getsockname()[0])
-    except (OSError, IndexError, UnicodeError):
-        return None
-
-
-def this_node(job: JobEnv) -> NodeIdentity:
-    """What identifies this rank's node in ``job`` (see ``launchers.node_identity``)."""
-    return node_identity(job, host_name(), route_address)

@@ -1,0 +1,89 @@
+"""Under the real mpirun, a job's nodes are those its ranks report (host name plus boot id), not
+``world size // local size``, which assumed block mapping with equal ranks per node.
+
+One machine stands in for two hosts: each rank's wrapper gives it the boot id of its pretend host
+(``COLLBENCH_TEST_BOOT_ID``, the test hook of ``collbench/runtime/launch/membership.py``) and the
+local rank and size Open MPI sets on a host of that layout (``OMPI_COMM_WORLD_LOCAL_RANK``,
+``OMPI_COMM_WORLD_LOCAL_SIZE``, as ``mpirun -np 4 env`` shows them on each node). Every rank then
+reaches rank 0's store on the loopback, as ``mpirun -x MASTER_ADDR`` would name it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collbench.results.io import read_jsonl
+
+pytestmark = [
+    pytest.mark.dist,
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (.ci/run installs it)"),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+JOB_S = 240.0
+SWEEP = ["sweep", "--backend", "gloo", "--op", "all-reduce", "--algo", "ring", "-b", "1K", "-e", "1K"]
+SWEEP += ["-n", "2", "-w", "1", "--timeout", "60", "--format", "json"]
+
+# Each rank's pretend host, as it sets OMPI_COMM_WORLD_LOCAL_RANK/SIZE there (ranks in rank order).
+_WRAPPER = """
+import json, os, sys
+hosts = json.loads(os.environ["PRETEND_HOSTS"])
+rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+mine = hosts[rank]
+os.environ["COLLBENCH_TEST_BOOT_ID"] = "pretend-" + mine
+os.environ["OMPI_COMM_WORLD_LOCAL_RANK"] = str(hosts[:rank].count(mine))
+os.environ["OMPI_COMM_WORLD_LOCAL_SIZE"] = str(hosts.count(mine))
+with open(f"out.{rank}", "w") as out:
+    os.dup2(out.fileno(), 1)
+os.execv(sys.executable, [sys.executable, "-m", "collbench.cli.app", *sys.argv[1:]])
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _mpirun(hosts: list[str], args: list[str], cwd: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_"))}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "COLLBENCH_TEST_BOOT_ID"):
+        env.pop(name, None)
+    env.update(
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+        OMP_NUM_THREADS="1",
+        PRETEND_HOSTS=json.dumps(hosts),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(_free_port()),
+    )
+    (cwd / "wrapper.py").write_text(_WRAPPER)
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(len(hosts)), *options]
+    mpirun += ["-x", "PRETEND_HOSTS", "-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "PYTHONPATH"]
+    argv = [*mpirun, sys.executable, str(cwd / "wrapper.py"), *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=JOB_S, cwd=cwd)
+
+
+@pytest.mark.parametrize(
+    ("hosts", "options"),
+    [
+        # Two ranks on the first host, three on the second: 5 // 3 and 5 // 2 made it one node.
+        (["a", "a", "b", "b", "b"], ()),
+        # mpirun --map-by node over two hosts: rank r on host r % 2.
+        (["a", "b", "a", "b"], ("--map-by", "node")),
+    ],
+)
+def test_the_rows_count_the_hosts_the_ranks_ran_on(hosts: list[str], options: tuple[str, ...], tmp_path: Path) -> None:
+    done = _mpirun(hosts, [*SWEEP, "--stream", "rows.jsonl"], tmp_path, *options)
+    outputs = "".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(tmp_path.glob("out.*")))
+    assert done.returncode == 0, done.stdout + done.stderr + outputs
+    rows = list(read_jsonl(tmp_path / "rows.jsonl"))
+    assert rows and all(r.wrong == 0 for r in rows)
+    assert {(r.world_size, r.nodes) for r in rows} == {(len(hosts), 2)}
