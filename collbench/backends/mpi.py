@@ -16,7 +16,7 @@ from collbench.backends.base import OMPI_EXPORTS, Backend, Here, SweepOptions
 from collbench.errors import ConfigError, NotApplicableError, UnknownNameError
 from collbench.nccl.support import CommShape
 from collbench.nccl.variants import is_native
-from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, UNTUNED, OmpiAlgorithm, known_algos
+from collbench.ompi.algorithms import NATIVE, NATIVE_PREFIX, UNTUNED, OmpiAlgorithm, known_algos
 from collbench.schedules.ops import DTYPE_SIZES, Op
 from collbench.schedules.registry import algorithm_names
 
@@ -76,7 +76,7 @@ class Mpi(Backend):
         chosen = list(Op) if any(o.strip().lower() == "all" for o in ops) else [Op.parse(o) for o in ops]
         names: dict[str, None] = {NATIVE: None}
         for op in chosen:
-            names.update((algo.algo, None) for algo in have.get(COLLECTIVE_FOR_OP[op.value], ()))
+            names.update((algo.algo, None) for algo in have.get(op.spec.mpi_name, ()))
         return tuple(names)
 
     def foreign_native(self, algo: str) -> str | None:
@@ -107,7 +107,7 @@ def mpi_algos(
     untuned: dict[Op, list[str]] = {}
 
     def forcible(op: Op) -> tuple[OmpiAlgorithm, ...]:
-        return have.get(COLLECTIVE_FOR_OP[op.value], ())
+        return have.get(op.spec.mpi_name, ())
 
     for name in options.algos:
         key = name.strip().lower()
@@ -141,18 +141,18 @@ def mpi_algos(
                 taken = True
                 if NATIVE_PREFIX + wanted not in per_op[op]:
                     per_op[op].append(NATIVE_PREFIX + wanted)
-            elif COLLECTIVE_FOR_OP[op.value] in UNTUNED:
+            elif op.spec.mpi_name in UNTUNED:
                 untuned.setdefault(op, []).append(NATIVE_PREFIX + wanted)
             else:
                 lacking.append(op)
         if lacking:
             # One line per name: a tune asks every op for every name some op has.
-            colls = ", ".join(COLLECTIVE_FOR_OP[op.value] for op in lacking)
+            colls = ", ".join(op.spec.mpi_name for op in lacking)
             skipped.append(
                 f"native:{wanted} {', '.join(op.value for op in lacking)}: Open MPI's {colls} "
                 f"{'has' if len(lacking) == 1 else 'have'} no such algorithm; skipped"
             )
-        if not taken and all(COLLECTIVE_FOR_OP[op.value] in UNTUNED for op in ops):
+        if not taken and all(op.spec.mpi_name in UNTUNED for op in ops):
             raise NotApplicableError(
                 f"{name} {', '.join(op.value for op in ops)}: MPI_Sendrecv is point-to-point, coll/tuned has no "
                 "algorithm to force for it; measure it with --algo native"
@@ -162,7 +162,7 @@ def mpi_algos(
             raise UnknownNameError(f"Open MPI algorithm for {', '.join(op.value for op in ops)}", name, known)
     for op, names in untuned.items():
         skipped.append(
-            f"{', '.join(names)} {op.value}: MPI_{COLLECTIVE_FOR_OP[op.value].capitalize()} is point-to-point, "
+            f"{', '.join(names)} {op.value}: MPI_{op.spec.mpi_name.capitalize()} is point-to-point, "
             "coll/tuned has no algorithm for it (native only); skipped"
         )
     if not any(per_op.values()):

@@ -24,7 +24,6 @@ from collbench.backends.base import Backend, Here, SweepOptions, skip_note
 from collbench.backends.mpi import check_mpi_call
 from collbench.errors import BackendUnavailableError, ConfigError, NotApplicableError, UnknownNameError
 from collbench.mpich.algorithms import (
-    COLLECTIVE_FOR_OP,
     NATIVE,
     NATIVE_PREFIX,
     TOOLS,
@@ -78,7 +77,7 @@ class Mpich(Backend):
         chosen = list(Op) if any(o.strip().lower() == "all" for o in ops) else [Op.parse(o) for o in ops]
         names: dict[str, None] = {NATIVE: None}
         for op in chosen:
-            names.update((a.algo, None) for a in algorithms(COLLECTIVE_FOR_OP[op.value]))
+            names.update((a.algo, None) for a in algorithms(op.spec.mpi_name))
         return tuple(names)
 
     def foreign_native(self, algo: str) -> str | None:
@@ -109,7 +108,7 @@ def mpich_algos(asked: Sequence[str], ops: list[Op], skipped: list[str]) -> dict
             for op in ops:
                 add(op, NATIVE)
                 if key == "all":
-                    for a in algorithms(COLLECTIVE_FOR_OP[op.value]):
+                    for a in algorithms(op.spec.mpi_name):
                         add(op, a.algo)
             continue
         if not key.startswith(NATIVE_PREFIX) and key in algorithm_names():
@@ -119,7 +118,7 @@ def mpich_algos(asked: Sequence[str], ops: list[Op], skipped: list[str]) -> dict
             )
         having = [op for op in ops if find_algorithm(op.value, key) is not None]
         if not having:
-            known = sorted({a.algo for op in ops for a in algorithms(COLLECTIVE_FOR_OP[op.value])})
+            known = sorted({a.algo for op in ops for a in algorithms(op.spec.mpi_name)})
             if not known:
                 raise NotApplicableError(
                     f"{name} {', '.join(op.value for op in ops)}: MPI_Sendrecv is point-to-point, MPICH has no "

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collbench.backends.mpich import MPICH_EXPORTS
 from collbench.exporters.exported import Exported
 from collbench.exporters.serving import check_serves
-from collbench.mpich.algorithms import COLLECTIVE_FOR_OP, MPICH_VERSION, NATIVE, find_algorithm
+from collbench.mpich.algorithms import MPICH_VERSION, NATIVE, find_algorithm
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
 from collbench.text import printable
@@ -35,7 +35,7 @@ def build_mpich_env(profile: Profile) -> Exported:
     settings: list[str] = []
     notes: list[str] = []
     for op in Op:
-        coll = COLLECTIVE_FOR_OP[op.value]
+        coll = op.spec.mpi_name
         if op.value not in profile.ops or coll == "sendrecv":
             continue
         winners = {r.algo.strip().lower() for s in profile.rule_sets if op.value in s.ops for r in s.rules_for(op)}

@@ -32,7 +32,6 @@ from collbench.errors import UserError
 from collbench.exporters.exported import Exported
 from collbench.exporters.serving import check_serves
 from collbench.mpich.algorithms import (
-    COLLECTIVE_FOR_OP,
     IN_PLACE_ONLY,
     NATIVE,
     NOT_IN_PLACE,
@@ -99,7 +98,7 @@ def _evidence(rule: Rule) -> str:
 
 def ranges(op: Op, rules: list[Rule], world_size: int) -> list[Range]:
     """The profile's rules of ``op`` at one communicator size as CSEL ranges, equal neighbours merged."""
-    coll = COLLECTIVE_FOR_OP[op.value]
+    coll = op.spec.mpi_name
     out: list[Range] = []
     for rule in rules:
         top = rule.max_bytes
@@ -163,7 +162,7 @@ def build_mpich_json(profile: Profile, base: dict[str, Any], base_source: str) -
     tree = json.loads(json.dumps(base))  # a copy: the base's subtrees are placed more than once
     notes: list[str] = []
     for op in Op:
-        coll = COLLECTIVE_FOR_OP[op.value]
+        coll = op.spec.mpi_name
         present = [s for s in sets if op.value in s.ops]
         if not present or coll == "sendrecv":
             continue

@@ -11,7 +11,7 @@ to ``native``). So a rule here is either:
 * ``native``: no rule needed. Algorithm 0 leaves the choice to Open MPI, and the comment says that
   the fixed decision was fastest within the noise there (and which forced algorithms it tied with).
 
-The collective a row measured is :data:`collbench.ompi.algorithms.COLLECTIVE_FOR_OP`'s: for
+The collective a row measured is its op's MPI call (``OpSpec.mpi_name``): for
 reduce-scatter MPI_Reduce_scatter, so its rules go to that collective only, and MPI_Reduce_scatter_block
 keeps Open MPI's own choice, since it was not measured.
 """
@@ -22,7 +22,6 @@ from collbench.backends import feeds
 from collbench.backends.base import OMPI_EXPORTS
 from collbench.errors import UserError
 from collbench.exporters.ompi_table import BUILT_IN, MAX_SEGSIZE, OMPI_VERSION, OmpiCollective, OmpiRule
-from collbench.ompi.algorithms import COLLECTIVE_FOR_OP
 from collbench.profile.document import Profile
 from collbench.profile.rules import Rule
 
@@ -36,7 +35,7 @@ def measured_over_mpi(profile: Profile) -> bool:
 
 def measured_here(coll: OmpiCollective) -> bool:
     """Whether an Open MPI profile's rules of ``coll.op`` were measured on ``coll`` (see the module doc)."""
-    return COLLECTIVE_FOR_OP.get(coll.op.value) == coll.name
+    return coll.op.spec.mpi_name == coll.name
 
 
 def ompi_algorithm_name(algo: str) -> str | None:

@@ -57,7 +57,7 @@ from collbench.exporters.ompi_table import (
 )
 from collbench.exporters.serving import check_serves
 from collbench.nccl.variants import is_native
-from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, UNTUNED
+from collbench.ompi.algorithms import UNTUNED
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
@@ -224,7 +224,7 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
     ]
     out += selection_header(profile)
     for op in (op for op in Op if op in ops):
-        collective = COLLECTIVE_FOR_OP[op.value]
+        collective = op.spec.mpi_name
         if collective in UNTUNED:
             out.append(
                 f"# {op.value}: MPI_{collective.capitalize()} is point-to-point; coll/tuned has no algorithm or "

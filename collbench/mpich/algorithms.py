@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collbench.schedules.ops import Op
+
 NATIVE = "native"
 NATIVE_PREFIX = "native:"
 MPICH_VERSION = "4.0.2"
@@ -26,22 +28,6 @@ FALLBACK_CVAR = "MPIR_CVAR_COLLECTIVE_FALLBACK"
 """What MPICH does when a forced algorithm cannot run the call: ``error`` makes it say so, where the
 default (``silent``) would run its own choice under the forced algorithm's name."""
 
-COLLECTIVE_FOR_OP: dict[str, str] = {
-    "all-reduce": "allreduce",
-    "broadcast": "bcast",
-    "reduce": "reduce",
-    "all-gather": "allgather",
-    "reduce-scatter": "reduce_scatter",
-    "all-to-all": "alltoall",
-    "gather": "gather",
-    "scatter": "scatter",
-    "barrier": "barrier",
-    "sendrecv": "sendrecv",
-    "scan": "scan",
-    "exscan": "exscan",
-}
-"""collbench op (``Op.value``) -> the MPI collective the harness calls for it (``sendrecv``: MPI_Sendrecv,
-point-to-point, nothing to force)."""
 
 MPICH_4_0: dict[str, tuple[str, ...]] = {
     "allreduce": ("nb", "smp", "recursive_doubling", "reduce_scatter_allgather"),
@@ -98,7 +84,7 @@ def algorithms(collective: str) -> tuple[MpichAlgorithm, ...]:
 def find_algorithm(op: str, algo: str) -> MpichAlgorithm | None:
     """The forced algorithm a row ``algo`` (``native:<name>``) of ``op`` (``Op.value``) names; None for
     ``native``, or a name MPICH's collective for ``op`` does not have."""
-    coll = COLLECTIVE_FOR_OP[op]
+    coll = Op(op).spec.mpi_name
     name = algo.strip().lower().removeprefix(NATIVE_PREFIX)
     return next((a for a in algorithms(coll) if a.name == name), None)
 

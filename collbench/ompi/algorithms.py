@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collbench.schedules.ops import OP_SPECS
+
 NATIVE = "native"
 NATIVE_PREFIX = "native:"
 
@@ -51,25 +53,8 @@ class OmpiAlgorithm:
         return NATIVE_PREFIX + self.name
 
 
-COLLECTIVE_FOR_OP: dict[str, str] = {
-    "all-reduce": "allreduce",
-    "broadcast": "bcast",
-    "reduce": "reduce",
-    "all-gather": "allgather",
-    "reduce-scatter": "reduce_scatter",
-    "all-to-all": "alltoall",
-    "gather": "gather",
-    "scatter": "scatter",
-    "barrier": "barrier",
-    "sendrecv": "sendrecv",
-    "scan": "scan",
-    "exscan": "exscan",
-}
-"""collbench op (``Op.value``) -> the coll/tuned collective measured for it (``sendrecv``: the harness's
-``MPI_Sendrecv``, which coll/tuned does not handle; see :data:`UNTUNED`)."""
-
 UNTUNED = frozenset({"sendrecv"})
-"""Names in :data:`COLLECTIVE_FOR_OP` that are not coll/tuned collectives: no algorithm to force, no
+"""MPI calls of an op (``OpSpec.mpi_name``) that are not coll/tuned collectives: no algorithm to force, no
 ``coll_tuned_<coll>_*`` parameters, no rules; only ``native`` is measured."""
 
 
@@ -197,7 +182,7 @@ def parse_ompi_info(text: str) -> dict[str, tuple[OmpiAlgorithm, ...]]:
     (``ignore``, Open MPI's own choice) is left out. Collectives collbench has no op for are left out.
     """
     found: dict[str, list[OmpiAlgorithm]] = {}
-    wanted = set(COLLECTIVE_FOR_OP.values())
+    wanted = {spec.mpi_name for spec in OP_SPECS.values()}
     for line in text.splitlines():
         parts = line.strip().split(":")
         if len(parts) != 9 or parts[:4] != ["mca", "coll", "tuned", "param"] or parts[5:7] != ["enumerator", "value"]:

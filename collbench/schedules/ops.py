@@ -73,6 +73,10 @@ class OpSpec:
     """busbw = algbw * busbw_numerator * (n - 1) / n, or algbw when 0 (broadcast, reduce)."""
     nccl_name: str
     """The name in NCCL's tuner config and nccl-tests (allreduce, allgather, ...)."""
+    mpi_name: str
+    """The MPI call an MPI library's harness makes for it, lower case without ``MPI_`` (``allreduce``,
+    ``bcast``, ``reduce_scatter``; ``sendrecv``: point-to-point, nothing to force): the name Open MPI's
+    coll/tuned and MPICH's CVARs give the collective, whichever MPI library runs it."""
     nccl_tuned: bool = True
     """Whether NCCL chooses an algorithm and protocol for it (the five reductions and gathers). The
     others are grouped point-to-point in NCCL (``ncclSend``/``ncclRecv``): nothing to choose or export."""
@@ -106,28 +110,54 @@ class OpSpec:
 
 
 OP_SPECS: dict[Op, OpSpec] = {
-    Op.ALL_REDUCE: OpSpec(Op.ALL_REDUCE, reduces=True, rooted=False, busbw_numerator=2, nccl_name="allreduce"),
-    Op.REDUCE_SCATTER: OpSpec(
-        Op.REDUCE_SCATTER, reduces=True, rooted=False, busbw_numerator=1, nccl_name="reducescatter"
+    Op.ALL_REDUCE: OpSpec(
+        Op.ALL_REDUCE, reduces=True, rooted=False, busbw_numerator=2, nccl_name="allreduce", mpi_name="allreduce"
     ),
-    Op.ALL_GATHER: OpSpec(Op.ALL_GATHER, reduces=False, rooted=False, busbw_numerator=1, nccl_name="allgather"),
-    Op.BROADCAST: OpSpec(Op.BROADCAST, reduces=False, rooted=True, busbw_numerator=0, nccl_name="broadcast"),
-    Op.REDUCE: OpSpec(Op.REDUCE, reduces=True, rooted=True, busbw_numerator=0, nccl_name="reduce"),
+    Op.REDUCE_SCATTER: OpSpec(
+        Op.REDUCE_SCATTER,
+        reduces=True,
+        rooted=False,
+        busbw_numerator=1,
+        nccl_name="reducescatter",
+        mpi_name="reduce_scatter",
+    ),
+    Op.ALL_GATHER: OpSpec(
+        Op.ALL_GATHER, reduces=False, rooted=False, busbw_numerator=1, nccl_name="allgather", mpi_name="allgather"
+    ),
+    Op.BROADCAST: OpSpec(
+        Op.BROADCAST, reduces=False, rooted=True, busbw_numerator=0, nccl_name="broadcast", mpi_name="bcast"
+    ),
+    Op.REDUCE: OpSpec(Op.REDUCE, reduces=True, rooted=True, busbw_numerator=0, nccl_name="reduce", mpi_name="reduce"),
     Op.ALL_TO_ALL: OpSpec(
         Op.ALL_TO_ALL,
         reduces=False,
         rooted=False,
         busbw_numerator=1,
         nccl_name="alltoall",
+        mpi_name="alltoall",
         nccl_tuned=False,
         blocks=True,
         out_of_place=True,
     ),
     Op.SCATTER: OpSpec(
-        Op.SCATTER, reduces=False, rooted=True, busbw_numerator=1, nccl_name="scatter", nccl_tuned=False, blocks=True
+        Op.SCATTER,
+        reduces=False,
+        rooted=True,
+        busbw_numerator=1,
+        nccl_name="scatter",
+        mpi_name="scatter",
+        nccl_tuned=False,
+        blocks=True,
     ),
     Op.GATHER: OpSpec(
-        Op.GATHER, reduces=False, rooted=True, busbw_numerator=1, nccl_name="gather", nccl_tuned=False, blocks=True
+        Op.GATHER,
+        reduces=False,
+        rooted=True,
+        busbw_numerator=1,
+        nccl_name="gather",
+        mpi_name="gather",
+        nccl_tuned=False,
+        blocks=True,
     ),
     Op.SENDRECV: OpSpec(
         Op.SENDRECV,
@@ -135,11 +165,19 @@ OP_SPECS: dict[Op, OpSpec] = {
         rooted=False,
         busbw_numerator=0,
         nccl_name="sendrecv",
+        mpi_name="sendrecv",
         nccl_tuned=False,
         out_of_place=True,
     ),
     Op.BARRIER: OpSpec(
-        Op.BARRIER, reduces=False, rooted=False, busbw_numerator=0, nccl_name="barrier", nccl_tuned=False, payload=False
+        Op.BARRIER,
+        reduces=False,
+        rooted=False,
+        busbw_numerator=0,
+        nccl_name="barrier",
+        mpi_name="barrier",
+        nccl_tuned=False,
+        payload=False,
     ),
     Op.SCAN: OpSpec(
         Op.SCAN,
@@ -147,6 +185,7 @@ OP_SPECS: dict[Op, OpSpec] = {
         rooted=False,
         busbw_numerator=0,
         nccl_name="scan",
+        mpi_name="scan",
         nccl_tuned=False,
         torch_native=False,
         ordered=True,
@@ -157,6 +196,7 @@ OP_SPECS: dict[Op, OpSpec] = {
         rooted=False,
         busbw_numerator=0,
         nccl_name="exscan",
+        mpi_name="exscan",
         nccl_tuned=False,
         out_of_place=True,
         torch_native=False,

@@ -17,13 +17,14 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.errors import ConfigError
-from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, OPEN_MPI_4_1
+from collbench.ompi.algorithms import OPEN_MPI_4_1
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.results.row import ResultRow
 from collbench.runtime.mpi import plan as mpi_plan
 from collbench.runtime.sweep import run as sweep_run
 from collbench.runtime.sweep.plan import SweepConfig
+from collbench.schedules.ops import Op
 from collbench.tuning import check
 from collbench.tuning.check import check_backend, check_candidates
 
@@ -62,7 +63,7 @@ def test_an_mpi_profile_is_re_measured_on_mpi_among_open_mpis_own_algorithms(
     monkeypatch.setattr(sweep_run, "run_sweep", _fake_sweep(seen))
     checks = check.run_check(_mpi_profile(), world_size=2, rounds=2, stream_dir=tmp_path)
     assert seen and {c.backend for c in seen} == {"mpi"}
-    forced = {f"native:{a.name}" for a in OPEN_MPI_4_1[COLLECTIVE_FOR_OP["all-reduce"]]}
+    forced = {f"native:{a.name}" for a in OPEN_MPI_4_1[Op.ALL_REDUCE.spec.mpi_name]}
     for config in seen:
         assert set(config.algos) == {"native", *forced}, config.algos
     assert [c.rule.algo for c in checks] == ["native", "native:recursive_doubling"]

@@ -1,10 +1,11 @@
 """The package's shape: layers that only import downwards, no import circles, files a reader can hold.
 
-The layers, low to high (docs/architecture.md): shared basics; the topology; layouts; schedules;
-NCCL's facts; result records; the backends (above the facts and records they use, below the runtime,
-models, profile and tuning that all ask them); importers and the runtime (siblings that never import each
-other); models; the profile; the report; tuning and the Python API; the exporters (a profile turned into what
-libraries read, one registry); the CLI on top. A module may import
+The layers, low to high (docs/architecture.md): shared basics; the topology; layouts; schedules (each
+op's contract); the libraries' facts (NCCL's, Open MPI's, MPICH's: what each runs per op); result records;
+the backends (above the facts and records they use, below the runtime, models, profile and tuning that
+all ask them); importers and the runtime (siblings that never import each other); models; the profile;
+the report; tuning and the Python API; the exporters (a profile turned into what libraries read, one
+registry); the CLI on top. A module may import
 its own area and any lower layer, never a higher one, not even inside a function. ``ruff`` enforces the
 same per area through the ``ruff.toml`` beside each area's package (banned-api); this test also covers
 the single-module basics and checks those files agree with the layers here.
@@ -23,12 +24,12 @@ PACKAGE = Path(__file__).resolve().parents[2] / "collbench"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("text",),
     ("errors",),
-    ("units", "pasted", "version", "ompi", "mpich"),
+    ("units", "pasted", "version"),
     ("fileio",),
     ("topology",),
     ("layouts",),
     ("schedules",),
-    ("nccl",),
+    ("nccl", "ompi", "mpich"),
     ("results",),
     ("backends",),
     ("importers", "runtime"),

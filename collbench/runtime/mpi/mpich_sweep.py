@@ -29,7 +29,6 @@ import torch
 
 from collbench.errors import BackendUnavailableError, RankError
 from collbench.mpich.algorithms import (
-    COLLECTIVE_FOR_OP,
     FALLBACK_CVAR,
     NATIVE,
     SELECTION_FILE_CVAR,
@@ -100,7 +99,7 @@ def _job_key(point: SweepPoint) -> tuple[str, str]:
         return ("", "")
     found = find_algorithm(point.op.value, point.algo)
     if found is None:  # the backend's plan names only what MPICH has
-        raise BackendUnavailableError(f"{point.algo} is not one of MPICH's {COLLECTIVE_FOR_OP[point.op.value]}")
+        raise BackendUnavailableError(f"{point.algo} is not one of MPICH's {point.op.spec.mpi_name}")
     return (found.cvar, found.name)
 
 
@@ -164,7 +163,7 @@ def _run_group(
     finished, total = progress
     variants: list[HarnessVariant] = []
     for p in group:
-        variant = HarnessVariant(COLLECTIVE_FOR_OP[p.op.value], 0, 0)
+        variant = HarnessVariant(p.op.spec.mpi_name, 0, 0)
         if variant not in variants:
             variants.append(variant)
     args = [job.dtype, job.redop, str(cfg.root), str(cfg.seed), str(int(realtime))]
@@ -174,7 +173,7 @@ def _run_group(
         with HarnessJob(mpiexec_command(harness, world, args), cfg.timeout_s, mpich_environment(forced)) as running:
             facts = running.start()
             for point in group:
-                index = variants.index(HarnessVariant(COLLECTIVE_FOR_OP[point.op.value], 0, 0))
+                index = variants.index(HarnessVariant(point.op.spec.mpi_name, 0, 0))
                 report({"kind": "start", "done": finished, "total": total, "text": point.describe()})
                 finished += 1
                 mode = (index, point.in_place)

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from collbench.backends.rows import measured_row
-from collbench.ompi.algorithms import COLLECTIVE_FOR_OP, NATIVE, NATIVE_PREFIX, fanout_notes, takes_segment
+from collbench.ompi.algorithms import NATIVE, NATIVE_PREFIX, fanout_notes, takes_segment
 from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
 from collbench.results.row import ResultRow
@@ -45,6 +45,7 @@ from collbench.runtime.mpi.harness import (
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
 from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, row_fingerprint
+from collbench.schedules.ops import OP_SPECS
 
 Event = Callable[[dict[str, Any]], None]
 
@@ -52,7 +53,7 @@ Event = Callable[[dict[str, Any]], None]
 def _algorithm_ids() -> dict[tuple[str, str], int]:
     from collbench.ompi.algorithms import parse_ompi_info
 
-    ids = {(coll, NATIVE): 0 for coll in COLLECTIVE_FOR_OP.values()}
+    ids = {(spec.mpi_name, NATIVE): 0 for spec in OP_SPECS.values()}
     for coll, algos in parse_ompi_info(ompi_info_text(find_tools())).items():
         for algo in algos:
             ids[(coll, algo.algo)] = algo.algorithm_id
@@ -86,7 +87,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
         job.stream_path.parent.mkdir(parents=True, exist_ok=True)
         empty_file(job.stream_path)
     fingerprint, fp_note = row_fingerprint(job, world)
-    forced = {(COLLECTIVE_FOR_OP[p.op.value], p.algo.removeprefix(NATIVE_PREFIX)) for p in points if p.algo != NATIVE}
+    forced = {(p.op.spec.mpi_name, p.algo.removeprefix(NATIVE_PREFIX)) for p in points if p.algo != NATIVE}
     notes += fanout_notes(ompi_info_text(tools), forced)
     for text in [*notes, *([fp_note] if fp_note else [])]:
         report({"kind": "note", "text": text})
@@ -96,7 +97,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
     if todo:
         variants: list[HarnessVariant] = []
         for p in todo:
-            coll = COLLECTIVE_FOR_OP[p.op.value]
+            coll = p.op.spec.mpi_name
             variant = HarnessVariant(coll, ids[(coll, p.algo)], p.segment_bytes or 0)
             if variant not in variants:
                 variants.append(variant)
@@ -117,7 +118,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
             refused: set[int] = set()
             finished = len(points) - len(todo)
             for point in todo:
-                coll = COLLECTIVE_FOR_OP[point.op.value]
+                coll = point.op.spec.mpi_name
                 index = variants.index(HarnessVariant(coll, ids[(coll, point.algo)], point.segment_bytes or 0))
                 report({"kind": "start", "done": finished, "total": len(points), "text": point.describe()})
                 finished += 1
@@ -145,7 +146,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
 def _with_segment(job: SweepJob, point: SweepPoint) -> SweepPoint:
     from dataclasses import replace
 
-    return replace(point, segment_bytes=_segment(job, COLLECTIVE_FOR_OP[point.op.value], point.algo))
+    return replace(point, segment_bytes=_segment(job, point.op.spec.mpi_name, point.algo))
 
 
 def _measure(
