@@ -89,10 +89,11 @@ class _Runners:
         key = (op, root, rule.min_bytes, rule.algo, count, tensor.dtype, tensor.device, world, id(group))
         found = self.cache.get(key)
         if found is None:
-            schedule = _build(rule_set, rule, world, count, tensor.element_size(), op, root)
+            rank = dist.get_rank(group)  # its steps only: every rank's are O(world x steps) (ir.py)
+            schedule = _build(rule_set, rule, world, count, tensor.element_size(), op, root, rank)
             found = ScheduleRunner(
                 schedule,
-                rank=dist.get_rank(group),
+                rank=rank,
                 group=group,
                 segment_bytes=rule.params.get("segment_bytes"),
                 elem_bytes=tensor.element_size(),
@@ -112,7 +113,14 @@ def _layout(rule_set: RuleSet, rule: Rule, world: int) -> Layout | None:
 
 
 def _build(
-    rule_set: RuleSet, rule: Rule, world: int, count: int, elem_bytes: int, op: Op = Op.ALL_REDUCE, root: int = 0
+    rule_set: RuleSet,
+    rule: Rule,
+    world: int,
+    count: int,
+    elem_bytes: int,
+    op: Op = Op.ALL_REDUCE,
+    root: int = 0,
+    rank: int | None = None,
 ) -> Schedule:
     from collbench.schedules.registry import get_algorithm
 
@@ -128,7 +136,8 @@ def _build(
     if seg_bytes and "segments" not in rule.params:
         # The sweep pipelined segmented schedules (trees) this way; build what was measured.
         segments = spec.segments_for(count * elem_bytes, int(seg_bytes))
-    return spec.build(op, world, count, root=root, layout=_layout(rule_set, rule, world), segments=segments)
+    layout = _layout(rule_set, rule, world)
+    return spec.build(op, world, count, root=root, layout=layout, segments=segments, rank=rank)
 
 
 def _rule_set(profile: Profile, group: Any) -> RuleSet:

@@ -121,6 +121,7 @@ class _Transfer:
 
 def _match(schedule: Schedule, elem_bytes: int) -> tuple[list[list[list[_Transfer]]], int]:
     """Transfers per (rank, step), sends and receives both listed; and the busiest link's bytes."""
+    schedule.require_whole("the simulator")
     p = schedule.world_size
     sends: dict[tuple[int, int], deque[tuple[int, int]]] = {}
     for r, steps in enumerate(schedule.steps):

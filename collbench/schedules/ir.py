@@ -43,10 +43,18 @@ algorithms that pack chunks need; most keep the same offsets.
 A rank may send to itself: a local copy (all-to-all's own block). Its send and receive are in the same
 step, and it follows the same semantics (the data is read when the step starts, written at its end);
 the executor copies, and the simulator charges no link for it.
+
+A schedule is built whole (``rank`` None: every rank's steps, what the verifier, the simulators and
+``explain`` read) or for one rank (``rank`` r: only rank r's steps, what the rank that runs it needs;
+see ``algorithms/_common.py``). In a one-rank schedule every other rank's steps are absent: their
+entries of ``steps`` are empty tuples that say nothing about that rank, so whatever reads more than
+rank r's steps (the verifier, the simulators) refuses one. A rank's part of the whole build,
+``whole.for_rank(r)``, equals the one-rank build for r, step for step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from collbench.schedules.ops import Op, buffer_elems
@@ -114,10 +122,24 @@ class Schedule:
     """The name of the layout the builder used (``rank-order``, ``topology``...)."""
     params: tuple[tuple[str, int], ...] = field(default=())
     """Builder parameters that shaped it (segments, channels)."""
+    rank: int | None = None
+    """None: every rank's steps (the whole build). A rank: only that rank's steps were built; the
+    others' are absent (empty, see the module docstring)."""
 
     def __post_init__(self) -> None:
         assert len(self.steps) == self.world_size, "one list of steps per rank"
         assert 0 <= self.root < max(self.world_size, 1), "root must be a rank"
+        assert self.rank is None or 0 <= self.rank < self.world_size, "a one-rank schedule's rank is a rank"
+
+    def for_rank(self, rank: int) -> Schedule:
+        """Rank ``rank``'s part of this schedule: its steps only, as the one-rank build gives them."""
+        assert self.rank in (None, rank), f"built for rank {self.rank}, not {rank}"
+        return dataclasses.replace(self, steps=only_steps(self.world_size, rank, self.steps[rank]), rank=rank)
+
+    def require_whole(self, reader: str) -> None:
+        """Raise ValueError when this is a one-rank schedule: ``reader`` needs every rank's steps."""
+        if self.rank is not None:
+            raise ValueError(f"{reader} needs every rank's steps; this {self.algo} schedule holds rank {self.rank}'s")
 
     @property
     def buffer_elems(self) -> int:
@@ -126,7 +148,7 @@ class Schedule:
 
     @property
     def num_steps(self) -> int:
-        """The longest rank's step count: the latency term."""
+        """The longest rank's step count: the latency term (the rank's own in a one-rank schedule)."""
         return max((len(s) for s in self.steps), default=0)
 
     def elements_sent(self, rank: int) -> int:
@@ -136,3 +158,9 @@ class Schedule:
     def elements_received(self, rank: int) -> int:
         """Elements ``rank`` receives from other ranks (local copies excluded)."""
         return sum(recv.count for step in self.steps[rank] for recv in step.recvs if recv.peer != rank)
+
+
+def only_steps(world_size: int, rank: int, steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], ...]:
+    """``Schedule.steps`` of a one-rank schedule: ``steps`` at ``rank``, nothing elsewhere (O(world) refs)."""
+    empty: tuple[Step, ...] = ()
+    return (empty,) * rank + (steps,) + (empty,) * (world_size - rank - 1)

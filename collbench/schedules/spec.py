@@ -1,6 +1,7 @@
 """What an algorithm module exports: :class:`AlgorithmSpec`, its builder beside its cost formulas.
 
-An algorithm is a builder ``(op, world_size, count, root=..., layout=..., segments=...) -> Schedule``,
+An algorithm is a builder ``(op, world_size, count, root=..., layout=..., segments=..., rank=...) ->
+Schedule`` (``rank`` None: every rank's steps; a rank: only its own, see ``algorithms/_common.py``),
 the set of ops it implements, and one closed-form cost per op. ``native`` (the backend's own
 collective) has no builder. Each module in ``collbench/schedules/algorithms`` lists its specs in a
 module-level ``SPECS`` tuple; ``registry.py`` names the modules.
@@ -32,6 +33,7 @@ class Builder(Protocol):
         root: int = 0,
         layout: Layout | None = None,
         segments: int = 1,
+        rank: int | None = None,
     ) -> Schedule: ...
 
 
@@ -70,8 +72,11 @@ class AlgorithmSpec:
         root: int = 0,
         layout: Layout | None = None,
         segments: int = 1,
+        rank: int | None = None,
     ) -> Schedule:
-        """Build the schedule; raise NotApplicableError for an op this algorithm does not do."""
+        """Build the schedule: every rank's steps, or with ``rank`` only that rank's (what a rank that
+        runs it needs: O(its steps), see ``algorithms/_common.py``). Raise NotApplicableError for an op
+        this algorithm does not do."""
         if self.builder is None:
             raise NotApplicableError(f"{self.name} is the backend's own collective and has no schedule")
         if op not in self.ops:
@@ -81,7 +86,9 @@ class AlgorithmSpec:
             raise NotApplicableError(f"world size must be >= 1, got {world_size}")
         if not 0 <= root < world_size:
             raise NotApplicableError(f"root {root} is not a rank of a world of {world_size}")
-        return self.builder(op, world_size, count, root=root, layout=layout, segments=segments)
+        if rank is not None and not 0 <= rank < world_size:
+            raise NotApplicableError(f"rank {rank} is not a rank of a world of {world_size}")
+        return self.builder(op, world_size, count, root=root, layout=layout, segments=segments, rank=rank)
 
 
 def sorted_ops(ops: frozenset[Op]) -> list[Op]:

@@ -158,6 +158,7 @@ def _match(
 ) -> tuple[dict[tuple[int, int, int], tuple[int, int, int]], list[list[list[tuple[int, int]]]]]:
     """Pair the k-th send a->b with the k-th receive on b from a. Returns, per receive (rank, step, index),
     its send (rank, step, index), and per (rank, step) the (partner, partner step) it waits for."""
+    schedule.require_whole("the verifier")
     n, count = schedule.world_size, schedule.buffer_elems
     sends: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     recvs: dict[tuple[int, int], list[tuple[int, int, int]]] = {}

@@ -204,7 +204,9 @@ class ScheduleRunner:
     """One rank's compiled schedule: call ``run(buffer, redop)`` once per collective call.
 
     ``rank`` is this process's rank in ``group`` (the schedule's ranks are ranks of ``group``;
-    None is the default group). Scratch memory is allocated once, on the first run.
+    None is the default group). ``schedule`` is the whole build or this rank's one-rank build
+    (ir.py), which is all a rank needs; one built for another rank is a ValueError. Scratch memory
+    is allocated once, on the first run.
     """
 
     def __init__(
@@ -223,6 +225,8 @@ class ScheduleRunner:
             segment_bytes = default_segment_bytes(device)
         if segment_bytes < elem_bytes:
             raise ValueError(f"segment of {segment_bytes} bytes is smaller than one element ({elem_bytes} bytes)")
+        if schedule.rank not in (None, rank):
+            raise ValueError(f"the schedule holds rank {schedule.rank}'s steps, not rank {rank}'s")
         self.schedule = schedule
         self.rank = rank
         self.group = group

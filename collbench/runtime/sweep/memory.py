@@ -92,9 +92,12 @@ def _scratch_elems(
         # pieces, whose scratch ring's schedule has.
         spec = get_algorithm("ring")
     segments = spec.segments_for(count * elem, segment_bytes)
-    schedule = spec.build(op, world_size, count, root=root, layout=None, segments=segments)
     ranks = sorted({0, root, world_size // 2, world_size - 1})[:SCRATCH_RANKS_SAMPLED]
-    sizes = [scratch_elems(schedule, r) for r in ranks]
+    # Each sampled rank's own build: the whole schedule is O(world x steps) (ir.py).
+    sizes = [
+        scratch_elems(spec.build(op, world_size, count, root=root, layout=None, segments=segments, rank=r), r)
+        for r in ranks
+    ]
     return max(sizes), min(sizes)
 
 

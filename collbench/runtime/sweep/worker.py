@@ -545,7 +545,8 @@ def _make_call(
         return _native_call(bufs, job.redop, groups.group(point.algo))
     spec = get_algorithm(point.algo)
     segments = spec.segments_for(point.size_bytes, point.segment_bytes)
-    schedule = spec.build(op, ctx.world_size, point.count, root=root, layout=layout, segments=segments)
+    # This rank's steps only: building every rank's is O(world x steps) (ir.py).
+    schedule = spec.build(op, ctx.world_size, point.count, root=root, layout=layout, segments=segments, rank=rank)
     runner = ScheduleRunner(
         schedule,
         rank=rank,

@@ -5,25 +5,73 @@ that into per-rank steps (a rank's step for round t holds its sends and receives
 idle in a round has no step for it). Because every rank's steps keep the global round order, the
 k-th send from a to b and the k-th receive on b from a always belong to the same round, and a round's
 steps can all complete once every earlier round has: the schedule cannot deadlock.
+
+**One rank's build.** A rank that runs a schedule needs only its own steps; at 16,384 ranks every
+rank's steps are hundreds of millions of transfers. Every builder takes ``rank`` (None: the whole
+build) and hands it to ``RoundBuilder(world_size, rank)``, which keeps only the transfers with an end
+at that rank and builds a one-rank :class:`~collbench.schedules.ir.Schedule` (ir.py). The contract a
+builder keeps, which ``tests/unit/test_schedules_per_rank.py`` checks for every registered algorithm:
+
+* the one-rank build for r equals ``whole.for_rank(r)`` step for step: the same transfers, in the
+  same order within a step, with the same labels;
+* its time and memory are O(that rank's steps) plus O(world) for the tables every rank shares (a
+  ring's order, a tree's parent array): never O(world x steps). So a builder enumerates only the
+  transfers that touch the kept rank (:meth:`RoundBuilder.kept` for a rank's own transfers,
+  :meth:`RoundBuilder.ring_positions` for ring hops and shifts, the rank's parent and children for a
+  tree, its partners for an exchange) and calls ``transfer`` for those, in
+  the order the whole build calls them. Calling ``transfer`` for the others is correct (they are
+  dropped) but costs the whole build's time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from collbench.errors import ConfigError
 from collbench.layouts.model import Layout
-from collbench.schedules.ir import Recv, Schedule, Send, Step
+from collbench.schedules.ir import Recv, Schedule, Send, Step, only_steps
 from collbench.schedules.ops import Op, chunk_bounds
 
 
 class RoundBuilder:
-    """Collects transfers by round and builds the :class:`Schedule`."""
+    """Collects transfers by round and builds the :class:`Schedule`: every rank's, or one rank's."""
 
-    def __init__(self, world_size: int) -> None:
+    def __init__(self, world_size: int, rank: int | None = None) -> None:
+        assert rank is None or 0 <= rank < world_size, f"rank {rank} of a world of {world_size}"
         self.world_size = world_size
+        self.rank = rank
+        """The rank whose steps are kept; None: every rank's."""
         # round -> rank -> (sends, recvs, labels); private and per-builder, never shared.
         self._rounds: list[dict[int, tuple[list[Send], list[Recv], list[str]]]] = []
+        # A one-rank build's: round -> (sends, recvs, labels), no dict per round (a ring's 32,766 rounds
+        # at 16,384 ranks are as many containers for the garbage collector to walk).
+        self._own: dict[int, tuple[list[Send], list[Recv], list[str]]] = {}
+
+    def keeps(self, rank: int) -> bool:
+        """Whether ``rank``'s steps are built."""
+        return self.rank is None or rank == self.rank
+
+    def kept(self) -> Sequence[int]:
+        """The ranks whose steps are built: every rank, or the kept one."""
+        return range(self.world_size) if self.rank is None else (self.rank,)
+
+    def ring_positions(self, ring: Sequence[int], hop: int = 1) -> Sequence[int]:
+        """The positions p of ``ring`` whose transfer ``ring[p] -> ring[(p + hop) % len(ring)]`` touches
+        a kept rank, ascending: every position in a whole build; in a one-rank build the kept rank's
+        and the one ``hop`` before it (whose transfer reaches it). ``range(n)`` as the ring gives the
+        rank-order shifts ``r -> r + hop``. O(len(ring)) to find the rank in a ring, O(1) in a range."""
+        n = len(ring)
+        if self.rank is None:
+            return range(n)
+        pos = ring.index(self.rank)
+        return sorted({pos, (pos - hop) % n})
 
     def _slot(self, rnd: int, rank: int) -> tuple[list[Send], list[Recv], list[str]]:
+        if self.rank is not None:
+            slot = self._own.get(rnd)
+            if slot is None:
+                slot = self._own[rnd] = ([], [], [])
+            return slot
         while len(self._rounds) <= rnd:
             self._rounds.append({})
         slots = self._rounds[rnd]
@@ -46,19 +94,22 @@ class RoundBuilder:
         """In round ``rnd``, ``src`` sends ``[start, stop)`` to ``dst``, which reduces or copies it in.
 
         Empty ranges are dropped (both ends), so counts below the world size just leave ranks idle.
-        ``src == dst`` is a local copy (ir.py), in the rank's step for that round.
+        ``src == dst`` is a local copy (ir.py), in the rank's step for that round. An end that is not
+        kept (a one-rank build) is dropped.
         """
         if stop <= start:
             return
         at = start if dst_start is None else dst_start
-        sends, _, src_labels = self._slot(rnd, src)
-        sends.append(Send(dst, start, stop))
-        if label not in src_labels:
-            src_labels.append(label)
-        _, recvs, dst_labels = self._slot(rnd, dst)
-        recvs.append(Recv(src, at, at + stop - start, reduce))
-        if label not in dst_labels:
-            dst_labels.append(label)
+        if self.rank is None or src == self.rank:
+            sends, _, src_labels = self._slot(rnd, src)
+            sends.append(Send(dst, start, stop))
+            if label not in src_labels:
+                src_labels.append(label)
+        if self.rank is None or dst == self.rank:
+            _, recvs, dst_labels = self._slot(rnd, dst)
+            recvs.append(Recv(src, at, at + stop - start, reduce))
+            if label not in dst_labels:
+                dst_labels.append(label)
 
     def build(
         self,
@@ -70,19 +121,29 @@ class RoundBuilder:
         layout: str = "rank-order",
         params: tuple[tuple[str, int], ...] = (),
     ) -> Schedule:
-        steps: list[list[Step]] = [[] for _ in range(self.world_size)]
-        for slots in self._rounds:
-            for rank, (sends, recvs, labels) in slots.items():
-                steps[rank].append(Step(tuple(sends), tuple(recvs), ", ".join(labels)))
+        """The schedule: every rank's steps, or the kept rank's (a one-rank schedule, ir.py)."""
+        if self.rank is None:
+            steps: list[list[Step]] = [[] for _ in range(self.world_size)]
+            for slots in self._rounds:
+                for rank, (sends, recvs, labels) in slots.items():
+                    steps[rank].append(Step(tuple(sends), tuple(recvs), ", ".join(labels)))
+            per_rank = tuple(tuple(s) for s in steps)
+        else:
+            own = tuple(
+                Step(tuple(sends), tuple(recvs), ", ".join(labels))
+                for _, (sends, recvs, labels) in sorted(self._own.items())
+            )
+            per_rank = only_steps(self.world_size, self.rank, own)
         return Schedule(
             op=op,
             algo=algo,
             world_size=self.world_size,
             count=count,
-            steps=tuple(tuple(s) for s in steps),
+            steps=per_rank,
             root=root,
             layout=layout,
             params=params,
+            rank=self.rank,
         )
 
 

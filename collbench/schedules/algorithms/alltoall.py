@@ -34,7 +34,7 @@ from collbench.schedules.spec import AlgorithmSpec
 def _own_block(b: RoundBuilder, n: int, count: int) -> None:
     """Every rank copies its input block r to its output block r, in its first step."""
     blocks = block_bounds(count, n)
-    for r in range(n):
+    for r in b.kept():
         b.transfer(0, r, r, *blocks[r], reduce=False, label="copy own block", dst_start=count + blocks[r][0])
 
 
@@ -46,16 +46,17 @@ def build_pairwise(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Pairwise exchange all-to-all: step k sends to ``r + k`` and receives from ``r - k``; any world
     size, a count that does not divide leaves its tail out."""
     check_count_and_segments(count, segments)
     n = world_size
     blocks = block_bounds(count, n)
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     _own_block(b, n, count)
     for k in range(1, n):
-        for r in range(n):
+        for r in b.ring_positions(range(n), k):
             dst = (r + k) % n
             b.transfer(
                 k - 1, r, dst, *blocks[dst], reduce=False, label=f"exchange {k}/{n - 1}", dst_start=count + blocks[r][0]
@@ -71,12 +72,13 @@ def build_bruck(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Bruck's all-to-all: ceil(log2 n) steps, in place in the input region; see the module docstring."""
     check_count_and_segments(count, segments)
     n = world_size
     size = count // n
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     _own_block(b, n, count)
     steps = ceil_log2(n)
     for k in range(steps):

@@ -50,6 +50,7 @@ def build_topo_pairwise(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Pairwise all-to-all in the layout's exchange rounds (round-robin without one); any world size,
     a count that does not divide leaves its tail out. Raises ConfigError for a layout of another size."""
@@ -57,7 +58,7 @@ def build_topo_pairwise(
     n = world_size
     rounds, spread, name = _rounds(layout, n)
     blocks = block_bounds(count, n)
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     for r in range(n):
         b.transfer(0, r, r, *blocks[r], reduce=False, label="copy own block", dst_start=count + blocks[r][0])
     steps = rounds[spread:]

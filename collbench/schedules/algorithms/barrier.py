@@ -27,15 +27,16 @@ def build_dissemination(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """ceil(log2 n) rounds of tokens to ``r + 2^k``; ``count`` is ignored (a barrier moves no data),
     one rank has no step."""
     check_count_and_segments(count, segments)
     n = world_size
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     rounds = ceil_log2(n)
     for k in range(rounds):
-        for r in range(n):
+        for r in b.ring_positions(range(n), 1 << k):
             b.transfer(k, r, (r + (1 << k)) % n, 0, 1, reduce=True, label=f"round {k + 1}/{rounds}")
     return b.build(op, "dissemination", 0, root=root, layout=layout_name(layout))
 

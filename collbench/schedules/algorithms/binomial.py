@@ -40,6 +40,7 @@ def build_binomial(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Binomial-tree scatter or gather from (to) ``root``; any world size and root, a count that does
     not divide leaves its tail out."""
@@ -47,7 +48,7 @@ def build_binomial(
     n = world_size
     block = count // n
     levels = ceil_log2(n)
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     for t in range(levels):
         # Scatter halves the biggest subtrees first; gather joins the smallest first.
         m = 1 << (levels - 1 - t) if op is Op.SCATTER else 1 << t

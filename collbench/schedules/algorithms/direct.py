@@ -23,10 +23,11 @@ def build_direct(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Gather (or reduce) at ``root``, then scatter (or broadcast) from it; any op, any world size."""
     check_count_and_segments(count, segments)
-    b = RoundBuilder(world_size)
+    b = RoundBuilder(world_size, rank)
     chunks = chunk_bounds(count, world_size)
     others = [r for r in range(world_size) if r != root]
     if op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.REDUCE):

@@ -77,6 +77,7 @@ def build_hierarchical(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Rings inside each node and across the nodes (module docstring). Raises NotApplicableError on one
     node or on nodes of different sizes."""
@@ -85,7 +86,7 @@ def build_hierarchical(
     m, k = len(nodes), len(nodes[0])
     across = [tuple(node[j] for node in nodes) for j in range(k)]
     chunks = chunk_bounds(count, world_size)
-    b = RoundBuilder(world_size)
+    b = RoundBuilder(world_size, rank)
     if op is Op.ALL_REDUCE:
         shards = chunk_bounds(count, k)
         inside = {node[j]: [shards[j]] for node in nodes for j in range(k)}

@@ -34,16 +34,17 @@ def build_linear(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """One step: all-to-all's every pair (own block a local copy), or scatter's and gather's root to or
     from every rank. Any world size; a count that does not divide leaves its tail out (``op_count``).
     Scan and exscan: the chain of ``scan.py``."""
     check_count_and_segments(count, segments)
     if op in SCAN_OPS:
-        return build_scan("linear", op, world_size, count, layout)
+        return build_scan("linear", op, world_size, count, layout, rank)
     n = world_size
     blocks = block_bounds(count, n)
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     if op is Op.ALL_TO_ALL:
         for src in range(n):
             for dst in range(n):

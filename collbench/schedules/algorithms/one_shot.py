@@ -24,11 +24,12 @@ def build_one_shot(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """One step of direct transfers between every pair that needs one; any op, any world size."""
     check_count_and_segments(count, segments)
     n = world_size
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     chunks = chunk_bounds(count, n)
     for src in range(n):
         for dst in range(n):

@@ -56,11 +56,29 @@ class _Fold:
     def distances(self) -> list[int]:
         return [1 << k for k in range(self.p.bit_length() - 1)]
 
+    def pairs(self, b: RoundBuilder) -> range:
+        """The fold's pairs ``(2i, 2i + 1)`` a build makes transfers for: all, or the kept rank's."""
+        if b.rank is None:
+            return range(self.extra)
+        i = (b.rank - self.offset) % self.n // 2
+        return range(i, i + 1) if i < self.extra else range(0)
+
+    def partners(self, b: RoundBuilder, d: int) -> list[int]:
+        """The new ranks v whose exchange ``v <-> v ^ d`` a build makes transfers for (ascending): all,
+        or the kept rank's new rank and its partner (none when it sits the exchanges out)."""
+        if b.rank is None:
+            return list(range(self.p))
+        x = (b.rank - self.offset) % self.n
+        if x < 2 * self.extra and x % 2:
+            return []  # folded in: it sits out
+        v = x // 2 if x < 2 * self.extra else x - self.extra
+        return sorted({v, v ^ d})
+
 
 def _fold_in(b: RoundBuilder, f: _Fold, ranges: list[tuple[int, int]] | None, *, reduce: bool) -> int:
     """Odd ranks below 2*extra hand their data (the whole buffer, or their own chunk) to their even
     neighbour. Returns the number of rounds used."""
-    for i in range(f.extra):
+    for i in f.pairs(b):
         a, z = (0, f.count) if ranges is None else ranges[2 * i + 1]
         b.transfer(0, f.rank(2 * i + 1), f.rank(2 * i), a, z, reduce=reduce, label="fold in")
     return 1 if f.extra else 0
@@ -68,7 +86,7 @@ def _fold_in(b: RoundBuilder, f: _Fold, ranges: list[tuple[int, int]] | None, *,
 
 def _fold_out(b: RoundBuilder, f: _Fold, rnd: int, *, skip_own: bool) -> None:
     """Even ranks below 2*extra hand the result back; ``skip_own`` leaves out the odd rank's own chunk."""
-    for i in range(f.extra):
+    for i in f.pairs(b):
         src, dst = f.rank(2 * i), f.rank(2 * i + 1)
         if skip_own:
             a, z = f.chunks[2 * i + 1]
@@ -81,7 +99,7 @@ def _fold_out(b: RoundBuilder, f: _Fold, rnd: int, *, skip_own: bool) -> None:
 def _doubling_gather(b: RoundBuilder, f: _Fold, rnd: int) -> int:
     """Recursive doubling all-gather of the blocks among the p survivors; returns the next round."""
     for d in f.distances():
-        for v in range(f.p):
+        for v in f.partners(b, d):
             a, z = f.block(v & ~(d - 1), d)
             b.transfer(rnd, f.survivor(v), f.survivor(v ^ d), a, z, reduce=False, label=f"exchange {d}-block(s)")
         rnd += 1
@@ -91,7 +109,7 @@ def _doubling_gather(b: RoundBuilder, f: _Fold, rnd: int) -> int:
 def _halving_scatter(b: RoundBuilder, f: _Fold, rnd: int) -> int:
     """Recursive halving reduce-scatter among the p survivors; new rank v ends with block v reduced."""
     for d in reversed(f.distances()):
-        for v in range(f.p):
+        for v in f.partners(b, d):
             base = v & ~(2 * d - 1)
             # Keep the half that holds v's own block; send the other half to the partner, who keeps it.
             give = base if v & d else base + d
@@ -109,18 +127,19 @@ def build_recursive_doubling(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Recursive doubling all-reduce or all-gather for any world size (see the module docstring); scan
     and exscan by Hillis and Steele's doubling (``scan.py``)."""
     check_count_and_segments(count, segments)
     if op in SCAN_OPS:
-        return build_scan("recursive-doubling", op, world_size, count, layout)
+        return build_scan("recursive-doubling", op, world_size, count, layout, rank)
     f = _Fold(world_size, count)
-    b = RoundBuilder(world_size)
+    b = RoundBuilder(world_size, rank)
     if op is Op.ALL_REDUCE:
         rnd = _fold_in(b, f, None, reduce=True)
         for d in f.distances():
-            for v in range(f.p):
+            for v in f.partners(b, d):
                 b.transfer(
                     rnd, f.survivor(v), f.survivor(v ^ d), 0, count, reduce=True, label=f"exchange, distance {d}"
                 )
@@ -141,24 +160,26 @@ def build_rabenseifner(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Rabenseifner all-reduce, reduce-scatter or reduce for any world size (see the module docstring)."""
     check_count_and_segments(count, segments)
     # Reduce counts ranks from the root, so that the root survives the fold as new rank 0.
     f = _Fold(world_size, count, offset=root if op is Op.REDUCE else 0)
-    b = RoundBuilder(world_size)
+    b = RoundBuilder(world_size, rank)
     rnd = _fold_in(b, f, None, reduce=True)
     rnd = _halving_scatter(b, f, rnd)
     if op is Op.ALL_REDUCE:
         rnd = _doubling_gather(b, f, rnd)
         _fold_out(b, f, rnd, skip_own=False)
     elif op is Op.REDUCE_SCATTER:
-        for i in range(f.extra):
+        for i in f.pairs(b):
             a, z = f.chunks[2 * i + 1]
             b.transfer(rnd, f.rank(2 * i), f.rank(2 * i + 1), a, z, reduce=False, label="fold out")
     else:
         for d in f.distances():
-            for v in range(d, f.p, 2 * d):
+            # Blocks of new ranks v = d mod 2d go to v - d; the kept rank's partner is v ^ d either way.
+            for v in (u for u in f.partners(b, d) if u % (2 * d) == d):
                 a, z = f.block(v, d)
                 b.transfer(rnd, f.survivor(v), f.survivor(v - d), a, z, reduce=False, label=f"gather {d}-block(s)")
             rnd += 1

@@ -32,8 +32,9 @@ def _reduce_scatter(
     b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, tuple[int, int]], first_round: int
 ) -> None:
     n = len(ring)
+    positions = b.ring_positions(ring)
     for s in range(n - 1):
-        for p in range(n):
+        for p in positions:
             a, z = owned[ring[(p - s - 1) % n]]
             b.transfer(
                 first_round + s, ring[p], ring[(p + 1) % n], a, z, reduce=True, label=f"reduce-scatter {s + 1}/{n - 1}"
@@ -42,8 +43,9 @@ def _reduce_scatter(
 
 def _all_gather(b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, tuple[int, int]], first_round: int) -> None:
     n = len(ring)
+    positions = b.ring_positions(ring)
     for s in range(n - 1):
-        for p in range(n):
+        for p in positions:
             a, z = owned[ring[(p - s) % n]]
             b.transfer(
                 first_round + s, ring[p], ring[(p + 1) % n], a, z, reduce=False, label=f"all-gather {s + 1}/{n - 1}"
@@ -53,17 +55,19 @@ def _all_gather(b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, tuple[i
 def chain(b: RoundBuilder, ranks: list[int], start: int, stop: int, segments: int, *, reduce: bool) -> None:
     """Pipeline ``[start, stop)`` along ``ranks[0] -> ranks[1] -> ...``: segment j crosses link i in round i+j."""
     what = "chain to the root" if reduce else "chain from the root"
+    # The chain's links are ring hops but the last (back to the first rank), which it has not.
+    links = [i for i in b.ring_positions(ranks) if i < len(ranks) - 1]
     for j, (a, z) in enumerate(segment_ranges(start, stop, segments)):
-        for i in range(len(ranks) - 1):
+        for i in links:
             b.transfer(i + j, ranks[i], ranks[i + 1], a, z, reduce=reduce, label=what)
 
 
-def _ring_shift(n: int, count: int, root: int, layout: Layout | None) -> Schedule:
+def _ring_shift(n: int, count: int, root: int, layout: Layout | None, rank: int | None) -> Schedule:
     """Send/recv as nccl-tests' ``sendrecv.cu``: one step, rank r sends its input to r+1 (into the
     output region) and receives r-1's; in rank order whatever the layout, because the op is defined on
     ranks. One rank copies its input to its output."""
-    b = RoundBuilder(n)
-    for r in range(n):
+    b = RoundBuilder(n, rank)
+    for r in b.ring_positions(range(n)):
         b.transfer(0, r, (r + 1) % n, 0, count, reduce=False, label="shift one rank along", dst_start=count)
     return b.build(Op.SENDRECV, "ring", count, root=root, layout=layout_name(layout))
 
@@ -76,14 +80,15 @@ def build_ring(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Ring schedule for any op; see the module docstring. Raises ConfigError for a layout of another size."""
     check_count_and_segments(count, segments)
     n = world_size
     if op is Op.SENDRECV:
-        return _ring_shift(n, count, root, layout)
+        return _ring_shift(n, count, root, layout, rank)
     rings = layout_rings(layout, n)
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     regions = chunk_bounds(count, len(rings))
     owner_chunks = chunk_bounds(count, n)
     for k, ring in enumerate(rings):

@@ -74,12 +74,14 @@ def _sweeps(b: RoundBuilder, ranks: list[int], lo: int, hi: int, first: int) -> 
 _INCLUSIVE = {"linear": _chain, "recursive-doubling": _doubling, "blelloch": _sweeps}
 
 
-def build_scan(algo: str, op: Op, world_size: int, count: int, layout: Layout | None) -> Schedule:
+def build_scan(
+    algo: str, op: Op, world_size: int, count: int, layout: Layout | None, rank: int | None = None
+) -> Schedule:
     """Scan in place, or exscan as a shift into the outputs then the scan of ranks 1..n-1 there.
 
     Rank order whatever the layout: the prefix is defined on ranks."""
     n = world_size
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     inclusive = _INCLUSIVE[algo]
     if op is Op.SCAN:
         inclusive(b, list(range(n)), 0, count, 0)
@@ -98,10 +100,11 @@ def build_blelloch(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Blelloch's up-sweep and down-sweep (module docstring); scan and exscan only."""
     check_count_and_segments(count, segments)
-    return build_scan("blelloch", op, world_size, count, layout)
+    return build_scan("blelloch", op, world_size, count, layout, rank)
 
 
 # -- closed-form costs (p ranks, n bytes, k segments) ----------------------------------------------

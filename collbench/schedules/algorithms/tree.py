@@ -56,8 +56,10 @@ def pipeline_tree(
     segs = segment_ranges(start, stop, segments)
     # The way down of segment j starts once the root holds it complete (after its children's round).
     down_offset = height[root] if up else 0
+    # A one-rank build walks only the kept rank and its children, in the same (BFS) order.
+    below = [r for r in order[1:] if b.keeps(r) or b.keeps(parent[r])]
     for j, (a, z) in enumerate(segs):
-        for r in order[1:]:
+        for r in below:
             if up:
                 b.transfer(j + height[r], r, parent[r], a, z, reduce=True, label=f"{name} reduce up")
             if down:
@@ -93,6 +95,7 @@ def build_tree(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Pipelined binary tree: the layout's first tree when it fits (for reduce and broadcast only if
     rooted at ``root``), else :func:`binary_tree` rooted at ``root``. Raises ConfigError for a layout of
@@ -102,7 +105,7 @@ def build_tree(
     parent = binary_tree(world_size, root)
     if trees and (op in (Op.ALL_REDUCE, Op.BARRIER) or tree_root(trees[0]) == root):
         parent = trees[0]
-    b = RoundBuilder(world_size)
+    b = RoundBuilder(world_size, rank)
     if op is Op.BARRIER:
         # The token goes up, every rank merging whom its children heard from, and the root's (everyone)
         # comes back down: an all-reduce of one element that carries no data.
@@ -120,6 +123,7 @@ def build_two_tree(
     root: int = 0,
     layout: Layout | None = None,
     segments: int = 1,
+    rank: int | None = None,
 ) -> Schedule:
     """Double binary tree: the first half of the buffer on one tree, the second half on the other, both
     pipelined in ``segments`` pieces and running in the same rounds. All-reduce uses the layout's two
@@ -132,7 +136,7 @@ def build_two_tree(
         pair = (trees[0], trees[1]) if len(trees) >= 2 else double_binary_tree(n)
     else:
         pair = _rooted_pair(n, root) if n > 1 else ((-1,), (-1,))
-    b = RoundBuilder(n)
+    b = RoundBuilder(n, rank)
     for k, ((a, z), parent) in enumerate(zip(chunk_bounds(count, 2), pair, strict=True)):
         pipeline_tree(
             b,
