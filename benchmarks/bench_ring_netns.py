@@ -36,7 +36,7 @@ from collbench.schedules.registry import get_algorithm
 from collbench.runtime.probe import ProbeConfig, probe_topology
 
 nbytes, iters, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-topo = probe_topology(4, timeout_s=120.0, config=ProbeConfig(repeats=2, pings=5, target_s=0.15))
+topo = probe_topology(4, timeout_s=120.0, config=ProbeConfig(repeats=2, pings=5, target_s=0.15), everywhere=True)
 layout = plan_layout(topo, 4)
 best = layout.rings[0]
 

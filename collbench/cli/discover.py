@@ -34,7 +34,7 @@ def _restrict(topo: Topology, ranks: int | None) -> Topology:
         raise ConfigError(f"--ranks {ranks}: {exc}") from None
 
 
-def _probe(topo: Topology, ranks: int | None, backend: str, timeout_s: float, *, live: bool) -> Topology:
+def _probe(topo: Topology, ranks: int | None, backend: str, timeout_s: float | None, *, live: bool) -> Topology | None:
     try:
         from collbench.runtime.probe import probe_topology
     except ModuleNotFoundError as exc:
@@ -75,7 +75,14 @@ def discover(
         bool, typer.Option("--probe", help="Measure pairwise latency and bandwidth (runs ranks).")
     ] = False,
     backend: Annotated[str, typer.Option("--backend", help="Backend for --probe: auto, gloo or nccl.")] = "auto",
-    timeout: Annotated[float, typer.Option("--timeout", "-T", help="Seconds before --probe gives up.")] = 60.0,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            "-T",
+            help="Seconds before --probe gives up (default: 60 + 3.2 per round of pairs, n-1 rounds).",
+        ),
+    ] = None,
 ) -> None:
     """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
     sources = {
@@ -91,7 +98,7 @@ def discover(
     known = (AUTO, *(name for name in torch_backend_names() if name != AUTO))
     if backend not in known:
         raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(known)}")
-    if timeout <= 0:
+    if timeout is not None and timeout <= 0:
         raise ConfigError(f"--timeout must be positive, got {timeout}")
     if output is not None and output.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputFileError(str(output), "unknown extension; use .yaml, .yml or .json")
@@ -112,12 +119,13 @@ def discover(
         )
 
     if probe:
-        topo = _probe(topo, ranks, backend, timeout, live=all(v is None for k, v in sources.items() if k != "--record"))
-        from collbench.runtime.launch.ranks import job_rank
-
-        if job_rank() != 0:
-            # Every rank of a launcher's job measured the same links: rank 0 alone writes and prints.
+        measured = _probe(
+            topo, ranks, backend, timeout, live=all(v is None for k, v in sources.items() if k != "--record")
+        )
+        if measured is None:
+            # The measurements went to rank 0 alone (runtime/probe.py): it writes and prints.
             return
+        topo = measured
     if output is not None:
         save_topology(topo, output)
         err_console.print(f"wrote topology to {output}")

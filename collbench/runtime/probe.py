@@ -1,10 +1,13 @@
 """Measured links: one-way latency and point-to-point bandwidth between every pair of ranks.
 
 ``probe_topology`` runs a worker on every rank (local processes, or this process as one rank of a
-torchrun job) through :func:`collbench.runtime.launch.ranks.launch`. Pairs are measured in rounds of a
-round-robin tournament (the circle method): within a round every rank is in at most one pair, so
-pairs run at once without sharing an endpoint (on a shared switch or memory bus they may still
-compete; a rank's own link never carries two measurements). Per pair:
+torchrun, mpirun or srun job) through :func:`collbench.runtime.launch.ranks.launch`. Pairs are
+measured in the rounds of a round-robin tournament (the circle method): within a round every rank
+is in at most one pair, so a rank's own link never carries two measurements. Each rank computes
+its own partner per round (:func:`partner`, O(1)), and the rounds are not separated by barriers:
+a rank goes on to its next pair as soon as its last one is done, and waits only for that partner
+(ranks still take the rounds in the same order, so the rank furthest behind can always go on, and
+nothing waits in a cycle). Per pair:
 
 * latency: small ping-pongs (8 bytes), after warm-ups; one-way latency = median round trip / 2;
 * bandwidth, per direction and repeat: the sender first sizes the transfer to last about
@@ -13,8 +16,11 @@ compete; a rank's own link never carries two measurements). Per pair:
   is kept, per direction; the link records the mean of the two directions (links are symmetric in
   the model) and the latency.
 
-Every rank gathers all measurements (``all_gather_object``), so under torchrun every rank returns the
-same topology.
+The measurements are gathered to rank 0 alone (``gather_object``: each rank sends its own n - 1,
+rank 0 receives them all), which builds the topology and writes it; the other ranks return None.
+Without barriers ranks drift apart (one with slow links holds up each partner it meets), and the
+last wait, rank 0's for the slowest rank, can last nearly the whole probe: so the default timeout
+grows with the rounds, :func:`default_timeout_s`.
 
 On GPUs the clock is the device's: with NCCL, ``dist.send``/``recv`` return when the work is queued
 and ``Work.wait()`` only orders streams (torch's ProcessGroupNCCL: ``WorkNCCL::wait`` makes the
@@ -116,6 +122,43 @@ def round_robin_rounds(n: int) -> list[list[tuple[int, int]]]:
     return rounds
 
 
+def partner(n: int, rank: int, round_index: int) -> int | None:
+    """``rank``'s partner in round ``round_index`` of :func:`round_robin_rounds` (None: it sits out).
+
+    The circle method without its table: rank 0 stays put and the others turn one place a round,
+    so a rank finds its partner in O(1) (the table is O(n^2) on every rank: 16,384 ranks would hold
+    134 million pairs each).
+    """
+    m = n + n % 2
+    turn = m - 1
+    if rank == 0:
+        other = 1 + (turn - 1 - round_index) % turn
+    else:
+        place = 1 + (rank - 1 + round_index) % turn
+        facing = m - 1 - place
+        other = 0 if facing == 0 else 1 + (facing - 1 - round_index) % turn
+    return other if other < n else None
+
+
+def rounds_for(n: int) -> int:
+    """How many rounds the probe of ``n`` ranks takes (``n - 1``, or ``n`` for odd ``n``)."""
+    return n - 1 + n % 2
+
+
+TIMEOUT_BASE_S = 60.0
+"""What the probe's default timeout allows for starting (joining the job) whatever the rounds."""
+
+
+def default_timeout_s(n: int, config: ProbeConfig | None = None) -> float:
+    """The probe's default timeout for ``n`` ranks: :data:`TIMEOUT_BASE_S` plus 4 x (repeats + 1) x
+    target_s per round (3.2 s at the defaults): each pair times two directions of repeats + 1 sized
+    transfers (twice that for its trial and latency and for a slower rank's drift). Without barriers the
+    last wait (rank 0's gather) may span the whole probe, so it grows with n: 70 s at 4 ranks, 108 s
+    at 16, 55 min at 1,024."""
+    cfg = config or ProbeConfig()
+    return TIMEOUT_BASE_S + rounds_for(n) * 4 * (cfg.repeats + 1) * cfg.target_s
+
+
 def _ping_pong(ctx: RankContext, peer: int, leader: bool, pings: int) -> float:
     """Median round trip in microseconds (leader's view; the follower returns 0)."""
     buf = torch.zeros(2, dtype=torch.float32, device=ctx.device)
@@ -170,31 +213,37 @@ def _direction(ctx: RankContext, peer: int, sender: bool, one_way_s: float, cfg:
     return statistics.median(results)
 
 
-def _probe_worker(ctx: RankContext, cfg: ProbeConfig) -> tuple[list[str], list[PairMeasure]]:
-    """Measure this rank's pairs, round by round; return every rank's host and every measurement."""
+def _probe_worker(ctx: RankContext, task: tuple[ProbeConfig, bool]) -> tuple[list[str], list[PairMeasure]] | None:
+    """Measure this rank's pairs, round by round, no barrier between rounds; rank 0 returns every
+    rank's host and every measurement (every rank does when ``everywhere``), the others None."""
+    cfg, everywhere = task
     mine: list[PairMeasure] = []
-    for number, pairs in enumerate(round_robin_rounds(ctx.world_size)):
-        for a, b in pairs:
-            if ctx.rank not in (a, b):
-                continue
-            peer = b if ctx.rank == a else a
-            ctx.doing(f"probing ranks {a} and {b} (round {number + 1})")
-            rtt_us = _ping_pong(ctx, peer, ctx.rank == a, cfg.pings)
-            lat = torch.tensor([rtt_us / 2], dtype=torch.float64, device=ctx.device)
-            # The follower needs the latency too, to correct its own bandwidth timing.
-            if ctx.rank == a:
-                dist.send(lat, peer)
-            else:
-                dist.recv(lat, peer)
-            one_way_s = float(lat.item()) / 1e6
-            for src, dst in ((a, b), (b, a)):
-                bw = _direction(ctx, peer, ctx.rank == src, one_way_s, cfg)
-                if ctx.rank == src:
-                    mine.append(PairMeasure(src=src, dst=dst, latency_us=float(lat.item()), bandwidth_gbps=bw))
-        dist.barrier(group=ctx.control)
+    for number in range(rounds_for(ctx.world_size)):
+        peer = partner(ctx.world_size, ctx.rank, number)
+        if peer is None:
+            continue
+        a, b = min(ctx.rank, peer), max(ctx.rank, peer)
+        ctx.doing(f"probing ranks {a} and {b} (round {number + 1})")
+        rtt_us = _ping_pong(ctx, peer, ctx.rank == a, cfg.pings)
+        lat = torch.tensor([rtt_us / 2], dtype=torch.float64, device=ctx.device)
+        # The follower needs the latency too, to correct its own bandwidth timing.
+        if ctx.rank == a:
+            dist.send(lat, peer)
+        else:
+            dist.recv(lat, peer)
+        one_way_s = float(lat.item()) / 1e6
+        for src, dst in ((a, b), (b, a)):
+            bw = _direction(ctx, peer, ctx.rank == src, one_way_s, cfg)
+            if ctx.rank == src:
+                mine.append(PairMeasure(src=src, dst=dst, latency_us=float(lat.item()), bandwidth_gbps=bw))
     ctx.doing("gathering the measurements")
     gathered: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(gathered, (ctx.host, mine), group=ctx.control)
+    if everywhere:
+        dist.all_gather_object(gathered, (ctx.host, mine), group=ctx.control)
+    else:
+        dist.gather_object((ctx.host, mine), gathered if ctx.rank == 0 else None, dst=0, group=ctx.control)
+        if ctx.rank != 0:
+            return None
     hosts = [str(g[0]) for g in gathered]
     measures = [m for g in gathered for m in g[1]]
     return hosts, measures
@@ -283,14 +332,19 @@ def probe_topology(
     world_size: int | None,
     *,
     backend: str = GLOO.name,
-    timeout_s: float = 60.0,
+    timeout_s: float | None = None,
     base: Topology | None = None,
     config: ProbeConfig | None = None,
-) -> Topology:
+    everywhere: bool = False,
+) -> Topology | None:
     """Measure latency and bandwidth between every pair of ``world_size`` ranks; return the topology.
 
     Local ranks are spawned; under a launcher (torchrun, mpirun, srun) this process is one rank and
     ``world_size`` is None or the job's. Links are ``measured`` (GB/s per direction, latency in us).
+    The measurements go to rank 0 alone: it returns the topology, other ranks of a launcher's job
+    None; ``everywhere`` gives every rank the whole topology (an all-gather of O(n^2) to each rank:
+    for scripts of a few ranks that lay rings on every rank). ``timeout_s`` None is
+    :func:`default_timeout_s` for the job's size.
     Raises ConfigError for fewer than 2 ranks, RankError when a rank fails or times out,
     BackendUnavailableError for a backend that cannot run here, HardwareError for a measured link
     faster than it can physically be (see ``check_physical``).
@@ -300,6 +354,11 @@ def probe_topology(
     if ranks is None or ranks < 2:
         raise ConfigError(f"--probe needs at least 2 ranks to measure a link, got {ranks}")
     cfg = config or ProbeConfig()
-    results = launch(world_size, _probe_worker, cfg, backend=backend, timeout_s=timeout_s, result_types=(PairMeasure,))
+    timeout = default_timeout_s(ranks, cfg) if timeout_s is None else timeout_s
+    results = launch(
+        world_size, _probe_worker, (cfg, everywhere), backend=backend, timeout_s=timeout, result_types=(PairMeasure,)
+    )
+    if results[0] is None:
+        return None
     hosts, measures = results[0]
     return measured_topology(hosts, measures, gpus=_on_gpu(backend), base=base)

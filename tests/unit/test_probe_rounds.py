@@ -1,0 +1,40 @@
+"""The probe's rounds as each rank finds them alone: its partner per round in O(1), the same pairs as
+the circle method's table, and a default timeout that grows with the rounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from collbench.runtime.probe import ProbeConfig, default_timeout_s, partner, round_robin_rounds, rounds_for
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 16, 17, 33])
+def test_each_ranks_partner_is_the_tables(n: int) -> None:
+    table = round_robin_rounds(n)
+    assert rounds_for(n) == len(table)
+    for k, pairs in enumerate(table):
+        expected: dict[int, int | None] = dict.fromkeys(range(n))
+        for a, b in pairs:
+            expected[a], expected[b] = b, a
+        assert {r: partner(n, r, k) for r in range(n)} == expected
+
+
+def test_every_pair_of_a_large_job_meets_once_without_the_table() -> None:
+    n = 257  # odd: one rank sits out each round
+    met = [set() for _ in range(n)]
+    for k in range(rounds_for(n)):
+        for r in range(n):
+            p = partner(n, r, k)
+            if p is not None:
+                assert partner(n, p, k) == r
+                assert p not in met[r]
+                met[r].add(p)
+    assert all(len(m) == n - 1 for m in met)
+
+
+def test_the_default_timeout_grows_with_the_rounds() -> None:
+    assert default_timeout_s(4) == pytest.approx(60 + 3 * 3.2)
+    assert default_timeout_s(16) == pytest.approx(60 + 15 * 3.2)
+    assert default_timeout_s(1024) == pytest.approx(60 + 1023 * 3.2)
+    slow = ProbeConfig(repeats=5, target_s=0.5)
+    assert default_timeout_s(8, slow) == pytest.approx(60 + 7 * 4 * 6 * 0.5)
