@@ -1,0 +1,155 @@
+"""collbench at the scale its users run (issue 31, item 5): one rank's schedule build, and the store
+traffic of a tune's decisions.
+
+1. **Build.** A rank that runs a schedule builds only its own steps (``spec.build(..., rank=r)``,
+   ``schedules/algorithms/_common.py``). For ring, two-tree, rabenseifner and recursive-doubling
+   all-reduce, pairwise all-to-all and the dissemination barrier, at 64, 512, 4,096 and 16,384
+   ranks: the one-rank build's CPU seconds (``time.process_time``, what the build costs whatever
+   else the machine runs) and wall seconds, its peak Python memory (tracemalloc, in a second build:
+   tracing slows the first several times), and its steps; for the ranks 0 and n/2, the larger of
+   each. Beside it, as the reference, the whole build (every rank's steps, what every rank built
+   before) at the sizes it finishes in reasonable time (``--whole-at``, 64 and 512). Targets: under
+   1 s and under 64 MiB per rank at 16,384.
+2. **Store traffic.** :func:`store_traffic`: rank 0's store operations per decision per rank in a
+   simulated 4,096-rank tune (target: O(1) per rank).
+
+The last line is one JSON object::
+
+    {"build_s": {"ring": {"16384": s, ...}, ...}, "build_mib": {...}, "build_wall_s": {...},
+     "whole_build_s": {...}, "whole_build_mib": {...}, "store_ops_per_rank_per_decision": x}
+
+``build_s`` is CPU seconds; ``store_ops_per_rank_per_decision`` is null until measured.
+
+    python benchmarks/bench_scale.py [--sizes 64,512,4096,16384] [--whole-at 64,512] [--store-ranks 4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+import tracemalloc
+from dataclasses import dataclass
+
+from collbench.schedules.ops import Op
+from collbench.schedules.registry import get_algorithm
+
+ALGORITHMS: dict[str, Op] = {
+    "ring": Op.ALL_REDUCE,
+    "two-tree": Op.ALL_REDUCE,
+    "rabenseifner": Op.ALL_REDUCE,
+    "recursive-doubling": Op.ALL_REDUCE,
+    "pairwise": Op.ALL_TO_ALL,
+    "dissemination": Op.BARRIER,
+}
+"""The algorithms measured, each with the op it is measured on."""
+
+COUNT = 1 << 24
+"""Elements of the buffer (64 MiB of float32): every rank holds data at 16,384 ranks."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuildCost:
+    """One build's cost: the largest over the ranks measured."""
+
+    cpu_s: float
+    wall_s: float
+    peak_mib: float
+    steps: int
+    """The steps of the rank measured (the most of them), or every rank's together for a whole build."""
+
+
+def build_cost(algo: str, world_size: int, *, whole: bool = False, count: int = COUNT) -> BuildCost:
+    """The cost of building ``algo``'s schedule at ``world_size`` ranks: one rank's (0 and n/2, the
+    larger of each), or with ``whole`` every rank's (the reference)."""
+    spec = get_algorithm(algo)
+    op = ALGORITHMS[algo]
+    ranks: list[int | None] = [None] if whole else sorted({0, world_size // 2})
+    cpu = wall = mib = 0.0
+    steps = 0
+    for rank in ranks:
+        gc.collect()
+        c0, w0 = time.process_time(), time.perf_counter()
+        schedule = spec.build(op, world_size, count, rank=rank)
+        cpu, wall = max(cpu, time.process_time() - c0), max(wall, time.perf_counter() - w0)
+        steps = max(steps, sum(len(s) for s in schedule.steps))
+        del schedule
+        gc.collect()
+        tracemalloc.start()
+        try:
+            spec.build(op, world_size, count, rank=rank)
+            mib = max(mib, tracemalloc.get_traced_memory()[1] / 2**20)
+        finally:
+            tracemalloc.stop()
+    return BuildCost(cpu, wall, mib, steps)
+
+
+def store_traffic(world_size: int) -> float:
+    """Rank 0's store operations per decision per rank in a simulated tune of ``world_size`` ranks.
+
+    The slot for the tune's decision protocol (issue 31 item 2, tuning/sweeps.py): measured by the
+    developer who changes that protocol. Raises NotImplementedError until then.
+    """
+    raise NotImplementedError("store traffic of a tune's decisions: not measured yet (issue 31 item 2)")
+
+
+def _table_row(algo: str, n: int, one: BuildCost, ref: BuildCost | None) -> str:
+    whole = f"{ref.cpu_s * 1e3:10.1f} {ref.peak_mib:9.1f}" if ref else f"{'-':>10} {'-':>9}"
+    one_ms = f"{one.cpu_s * 1e3:8.1f} {one.wall_s * 1e3:8.1f}"
+    return f"{algo:<18} {n:>6} {one_ms} {one.peak_mib:7.1f} {one.steps:>6} {whole}"
+
+
+def run(sizes: list[int], whole_at: list[int], store_ranks: int) -> dict[str, object]:
+    """Measure, print the table (80 columns), and return the JSON object."""
+    build_s: dict[str, dict[str, float]] = {}
+    build_wall_s: dict[str, dict[str, float]] = {}
+    build_mib: dict[str, dict[str, float]] = {}
+    whole_s: dict[str, dict[str, float]] = {}
+    whole_mib: dict[str, dict[str, float]] = {}
+    print("one rank's build (ranks 0 and n/2, the larger) beside the whole build")
+    print(f"{'algorithm':<18} {'ranks':>6} {'cpu ms':>8} {'wall ms':>8} {'MiB':>7} {'steps':>6}", end=" ")
+    print(f"{'whole ms':>10} {'whole MiB':>9}")
+    for algo in ALGORITHMS:
+        for n in sizes:
+            one = build_cost(algo, n)
+            ref = build_cost(algo, n, whole=True) if n in whole_at else None
+            print(_table_row(algo, n, one, ref), flush=True)
+            build_s.setdefault(algo, {})[str(n)] = round(one.cpu_s, 4)
+            build_wall_s.setdefault(algo, {})[str(n)] = round(one.wall_s, 4)
+            build_mib.setdefault(algo, {})[str(n)] = round(one.peak_mib, 2)
+            if ref is not None:
+                whole_s.setdefault(algo, {})[str(n)] = round(ref.cpu_s, 4)
+                whole_mib.setdefault(algo, {})[str(n)] = round(ref.peak_mib, 2)
+    store: float | None
+    try:
+        store = store_traffic(store_ranks)
+        print(f"store: rank 0's operations per decision per rank at {store_ranks} ranks: {store:.3f}")
+    except NotImplementedError as e:
+        store = None
+        print(f"store: {e}")
+    return {
+        "build_s": build_s,
+        "build_mib": build_mib,
+        "build_wall_s": build_wall_s,
+        "whole_build_s": whole_s,
+        "whole_build_mib": whole_mib,
+        "store_ops_per_rank_per_decision": store,
+    }
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=_ints, default=[64, 512, 4096, 16384], help="world sizes (ranks)")
+    parser.add_argument("--whole-at", type=_ints, default=[64, 512], help="world sizes of the whole build too")
+    parser.add_argument("--store-ranks", type=int, default=4096, help="ranks of the simulated tune")
+    args = parser.parse_args(argv)
+    print(json.dumps(run(args.sizes, args.whole_at, args.store_ranks)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""benchmarks/bench_scale.py's functions at a few ranks: what they measure is the build they name,
+and the run's table and JSON line hold every algorithm and size (its figures are the benchmark's,
+never checked here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from collbench.schedules.registry import get_algorithm
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scale.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("collbench_bench_scale", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("n", [1, 9])
+def test_build_cost_measures_the_ranks_own_build_and_the_whole(bench: ModuleType, n: int) -> None:
+    for algo, op in bench.ALGORITHMS.items():
+        whole = get_algorithm(algo).build(op, n, 40)
+        one = bench.build_cost(algo, n, count=40)
+        assert one.steps == max(len(whole.steps[r]) for r in {0, n // 2})
+        assert one.cpu_s >= 0 and one.wall_s >= 0 and one.peak_mib >= 0
+        ref = bench.build_cost(algo, n, whole=True, count=40)
+        assert ref.steps == sum(len(s) for s in whole.steps)
+        if n > 1 and op.spec.payload:
+            assert one.peak_mib > 0 and ref.peak_mib > one.peak_mib
+
+
+def test_run_prints_80_columns_and_one_json_line_of_every_size(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench.main(["--sizes", "4,8", "--whole-at", "4", "--store-ranks", "16"])
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in lines[:-1])
+    figures = json.loads(lines[-1])
+    assert set(figures["build_s"]) == set(bench.ALGORITHMS) == set(figures["build_mib"])
+    assert all(set(per) == {"4", "8"} for per in figures["build_s"].values())
+    assert all(set(per) == {"4"} for per in figures["whole_build_s"].values())
+    store = figures["store_ops_per_rank_per_decision"]
+    assert store is None or store >= 0
+    rows = [line.split() for line in lines if line.split()[:1] and line.split()[0] in bench.ALGORITHMS]
+    assert [(r[0], r[1]) for r in rows] == [(a, str(n)) for a in bench.ALGORITHMS for n in (4, 8)]
