@@ -81,3 +81,10 @@ MAX_RANKS = 1 << 20
 MAX_INT_DIGITS = 20
 """Digits an integer in a file may have (2^64 has 20): checked before ``int()``, which refuses more than
 4,300 digits with a ValueError and takes quadratic time on the way there."""
+
+
+def counted(count: float, noun: str) -> str:
+    """``count`` and ``noun``, plural unless the count is one: ``1 rank``, ``4 ranks``, ``2.5 steps``
+    (explain's lines said ``1 ranks`` and ``2 step(s)``)."""
+    number = str(int(count)) if float(count).is_integer() else f"{count:g}"
+    return f"{number} {noun}{'' if count == 1 else 's'}"

@@ -13,8 +13,10 @@ from collbench.cli.console import console
 from collbench.cli.options import one_value
 from collbench.cli.render.schedules import render_explain
 from collbench.errors import ConfigError
+from collbench.layouts.model import Layout
 from collbench.models.costs import cost_terms
 from collbench.models.crossover import time_crossings
+from collbench.schedules.algorithms.hierarchical import hierarchical_terms
 from collbench.schedules.analysis import ScheduleStats, schedule_stats
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 from collbench.schedules.registry import get_algorithm
@@ -57,12 +59,26 @@ class Estimate:
 
 
 def estimate(
-    op: Op, algo: str, world_size: int, size_bytes: float, segments: int, alpha_us: float, link_gbps: float
+    op: Op,
+    algo: str,
+    world_size: int,
+    size_bytes: float,
+    segments: int,
+    alpha_us: float,
+    link_gbps: float,
+    *,
+    nodes: int | None = None,
 ) -> Estimate:
     """``algo`` doing ``op`` at ``size_bytes`` with ``alpha_us`` per step and one full-duplex port of
-    ``link_gbps`` (GB/s) per rank."""
-    segs = segments if get_algorithm(algo).segmented else 1
-    terms = cost_terms(op, algo, world_size, size_bytes, segments=segs)
+    ``link_gbps`` (GB/s) per rank. An algorithm that needs nodes is priced on ``nodes`` equal nodes,
+    its steps inside and across them added at explain's one latency and port (one link class)."""
+    spec = get_algorithm(algo)
+    if spec.needs_nodes and nodes is not None and world_size > 1:
+        inside, across = hierarchical_terms(op, nodes, world_size // nodes, size_bytes)
+        terms = inside + across
+    else:
+        segs = segments if spec.segmented else 1
+        terms = cost_terms(op, algo, world_size, size_bytes, segments=segs)
     return Estimate(terms.alpha, terms.beta, terms.time_us(alpha_us, 1.0 / (link_gbps * 1e3), 0.0))
 
 
@@ -89,12 +105,13 @@ def crossover_with_direct(
     link_gbps: float,
     *,
     baseline: str = "direct",
+    nodes: int | None = None,
 ) -> tuple[int, bool] | None:
     """Where ``algo`` and ``baseline`` (``direct`` unless given) cost the same, and whether ``algo`` is
     the faster one above it (None when one of them is faster at every size searched)."""
 
     def mine(size: float) -> float:
-        return estimate(op, algo, world_size, size, segments, alpha_us, link_gbps).time_us
+        return estimate(op, algo, world_size, size, segments, alpha_us, link_gbps, nodes=nodes).time_us
 
     def theirs(size: float) -> float:
         return estimate(op, baseline, world_size, size, 1, alpha_us, link_gbps).time_us
@@ -136,6 +153,33 @@ def board_dict(board: Whiteboard) -> dict[str, Any]:
     }
 
 
+def _node_layout(algo: str, ranks: int, nodes: int | None, *, needs_nodes: bool) -> Layout | None:
+    """The layout of ``nodes`` equal nodes, ranks in order (explain has no topology to place them by),
+    or None without --nodes. Raises ConfigError for a count that does not split the ranks evenly, and
+    for an algorithm that needs nodes given fewer than two, saying why."""
+    if nodes is None:
+        if needs_nodes:
+            raise ConfigError(
+                f"{algo} needs ranks on two or more nodes: give --nodes M (2 or more, dividing --ranks) to draw "
+                "it; `collbench predict --hierarchy K` prices it at scale, `collbench sweep --topology FILE` "
+                "of several hosts measures it"
+            )
+        return None
+    if not 1 <= nodes <= ranks or ranks % nodes:
+        raise ConfigError(
+            f"--nodes {nodes} does not split --ranks {ranks} into equal nodes (explain places ranks node by "
+            "node, the same count on each); give a divisor of --ranks"
+        )
+    if needs_nodes and nodes < 2:
+        raise ConfigError(
+            f"--nodes 1: {algo} needs ranks on two or more nodes; on one node it is a ring (`collbench explain "
+            "ring` draws it)"
+        )
+    k = ranks // nodes
+    blocks = tuple(tuple(range(i * k, (i + 1) * k)) for i in range(nodes))
+    return Layout(nodes=blocks, name=f"{nodes} nodes of {k}")
+
+
 def explain(
     algo: Annotated[str, typer.Argument(help="Algorithm: ring, tree, two-tree, recursive-doubling, ...")],
     op: Annotated[
@@ -155,6 +199,10 @@ def explain(
     link_gbps: Annotated[
         float, typer.Option("--link-gbps", help="Illustrative bandwidth of each rank's port (GB/s).")
     ] = 10.0,
+    nodes: Annotated[
+        int | None,
+        typer.Option("--nodes", help="Nodes the ranks are on, in equal blocks of rank order (hierarchical needs 2+)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of the whiteboard.")] = False,
 ) -> None:
     """Show an algorithm's schedule step by step, with its cost terms."""
@@ -184,20 +232,15 @@ def explain(
     board_count = ranks * segments if count is None else count
     if board_count < 0:
         raise ConfigError(f"--count must be >= 0, got {board_count}")
-    if spec.needs_nodes and spec.supports(the_op):
-        # explain has no nodes to give it: the schedule's own error would point at a topology it cannot take.
-        raise ConfigError(
-            f"{spec.name} needs ranks on two or more nodes, and explain draws one; `collbench predict "
-            "--hierarchy K` prices it at scale, `collbench sweep --topology FILE` of several hosts measures it"
-        )
-    schedule = spec.build(the_op, ranks, board_count, root=root, segments=segments)
+    layout = _node_layout(spec.name, ranks, nodes, needs_nodes=spec.needs_nodes and spec.supports(the_op))
+    schedule = spec.build(the_op, ranks, board_count, root=root, segments=segments, layout=layout)
     board = None
     if ranks <= MAX_BOARD_RANKS and board_count <= MAX_BOARD_PIECES:
         board = build_whiteboard(schedule)
     if not the_op.spec.payload:
         # A barrier moves no data: its totals are steps only, whatever --size says.
         size_bytes = 0
-    big = spec.build(the_op, ranks, size_bytes // elem_bytes, root=root, segments=segments)
+    big = spec.build(the_op, ranks, size_bytes // elem_bytes, root=root, segments=segments, layout=layout)
     stats = schedule_stats(big, elem_bytes)
     baseline = baseline_for(the_op, spec.name)
     direct_stats = None
@@ -205,13 +248,15 @@ def explain(
         base = get_algorithm(baseline).build(the_op, ranks, size_bytes // elem_bytes, root=root)
         direct_stats = schedule_stats(base, elem_bytes)
 
-    mine = estimate(the_op, spec.name, ranks, size_bytes, segments, alpha_us, link_gbps)
+    mine = estimate(the_op, spec.name, ranks, size_bytes, segments, alpha_us, link_gbps, nodes=nodes)
     theirs = None if baseline is None else estimate(the_op, baseline, ranks, size_bytes, 1, alpha_us, link_gbps)
 
     found = (
         None
         if baseline is None
-        else crossover_with_direct(the_op, spec.name, ranks, segments, alpha_us, link_gbps, baseline=baseline)
+        else crossover_with_direct(
+            the_op, spec.name, ranks, segments, alpha_us, link_gbps, baseline=baseline, nodes=nodes
+        )
     )
     cross = None if found is None else found[0]
     if as_json:
@@ -219,6 +264,7 @@ def explain(
             "algo": spec.name,
             "op": the_op.value,
             "world_size": ranks,
+            "nodes": nodes,
             "count": board_count,
             "root": root,
             "segments": segments,

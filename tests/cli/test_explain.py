@@ -114,8 +114,59 @@ def test_explain_refuses_bad_numbers_in_one_line(args: list[str], names: str) ->
 
 
 def test_hierarchical_says_where_it_can_be_seen() -> None:
-    # explain draws one node; the schedule's own error pointed at a --topology explain does not take.
+    # Without --nodes explain has one node: the error names --nodes, and where it is priced and measured.
     code, out, err = _run("hierarchical", "--op", "all-reduce", "--ranks", "8")
     assert code == 2 and not out
     assert len(err.strip().splitlines()) == 1
-    assert "two or more nodes" in err and "predict --hierarchy K" in err and "sweep --topology" in err
+    assert "two or more nodes" in err and "--nodes M" in err
+    assert "predict --hierarchy K" in err and "sweep --topology" in err
+
+
+def test_hierarchical_drawn_on_nodes() -> None:
+    # 3 nodes of 2: a ring inside each node (1 step), the two rings across nodes (2 + 2), inside again.
+    code, out, _ = _run("hierarchical", "--ranks", "6", "--nodes", "3")
+    assert code == 0, out
+    assert "hierarchical all-reduce · 6 ranks" in out and "nodes 3" in out
+    labels = [line.split(" · ", 1)[1] for line in out.splitlines() if line.startswith("step ")]
+    assert labels == [
+        "reduce-scatter inside 1/1",
+        "reduce-scatter across 1/2",
+        "reduce-scatter across 2/2",
+        "all-gather across 1/2",
+        "all-gather across 2/2",
+        "all-gather inside 1/1",
+    ]
+    # Inside the second node (c, d) first: d adds c's half 3-5 of the buffer, c adds d's half 0-2.
+    assert "c→d 3-5 (+)   d→c 0-2 (+)" in out
+    assert "steps (latency term): 6" in out
+    # The closed form priced on the same nodes: 2(k-1) + 2(m-1) steps, as the schedule has.
+    assert "closed-form cost (what fit and predict use): 6 steps and" in out
+    data = json.loads(_run("hierarchical", "--ranks", "6", "--nodes", "3", "--json")[1])
+    assert data["nodes"] == 3 and data["totals"]["cost_steps"] == data["totals"]["steps"] == 6
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["hierarchical", "--ranks", "4", "--nodes", "1"], "on one node it is a ring"),
+        (["hierarchical", "--ranks", "6", "--nodes", "4"], "does not split --ranks 6 into equal nodes"),
+        (["ring", "--ranks", "4", "--nodes", "0"], "--nodes 0 does not split"),
+    ],
+)
+def test_nodes_refused_with_the_reason(args: list[str], names: str) -> None:
+    code, out, err = _run(*args)
+    assert code == 2 and not out
+    assert len(err.strip().splitlines()) == 1 and names in err
+
+
+def test_counts_read_in_the_singular_and_plural() -> None:
+    # "1 ranks", "1 element(s)", "2 step(s)" before.
+    code, out, _ = _run("ring", "--ranks", "1")
+    assert code == 0, out
+    assert "ring all-reduce · 1 rank (a) · 1 element · channels 1" in out
+    assert "(all-reduce, 1 rank):" in out and "0 steps and 0 B" in out
+    code, out, _ = _run("ring", "--ranks", "3")
+    assert "3 ranks (a b c) · 3 elements" in out and "vs direct (all through one root): 2 steps," in out
+    code, out, _ = _run("dissemination", "--op", "barrier", "--ranks", "2")
+    assert code == 0, out
+    assert "(barrier, 2 ranks;" in out and "closed-form cost (what fit and predict use): 1 round" in out

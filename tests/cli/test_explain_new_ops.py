@@ -27,7 +27,7 @@ def test_pairwise_all_to_all_draws_each_exchange_into_the_output_region() -> Non
     assert "a     a0     a1     a2     a3     a0     b0     c0     d0" in last
     assert "steps (latency term): 3" in out
     assert "768 KiB through the busiest port" in out
-    assert "vs linear (every block straight to its rank, at once): 1 step(s)" in out
+    assert "vs linear (every block straight to its rank, at once): 1 step" in out
 
 
 def test_linear_all_to_all_is_its_own_baseline() -> None:
@@ -64,7 +64,7 @@ def test_sendrecv_shifts_every_input_one_rank_along() -> None:
     assert code == 0, out
     assert "a→b 0→1   b→c 0→1   c→a 0→1" in out
     assert "piece 0 is each rank's input" in out
-    assert "closed-form cost (what fit and predict use): 1 steps and 1 MiB" in out
+    assert "closed-form cost (what fit and predict use): 1 step and 1 MiB" in out
 
 
 def test_barrier_has_rounds_and_no_sizes() -> None:

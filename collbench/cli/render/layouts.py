@@ -17,6 +17,7 @@ from collbench.layouts.plan import LayoutPlan
 from collbench.layouts.rings import ring_bandwidth
 from collbench.layouts.trees import tree_children, tree_depth
 from collbench.topology.model import LinkKind
+from collbench.units import counted
 
 # Past these, a ring prints its first hops and a count, a tree its first levels: --json has it all.
 MAX_HOPS_SHOWN = 24
@@ -148,7 +149,9 @@ def verdict_trees(plan: LayoutPlan) -> str:
         if len(hosts) > 1
         else "double binary tree laid along the best ring"
     )
-    return f"{shape}; depths {'/'.join(map(str, depths))} over {n} ranks; {both} rank(s) interior in both trees"
+    return (
+        f"{shape}; depths {'/'.join(map(str, depths))} over {n} ranks; {counted(both, 'rank')} interior in both trees"
+    )
 
 
 def verdict_exchange(plan: LayoutPlan) -> str:
@@ -159,7 +162,7 @@ def verdict_exchange(plan: LayoutPlan) -> str:
         return "one rank: nothing to exchange"
     bw = plan.fabric.bandwidth_gbps
     n = len(rounds[0])
-    text = f"{len(rounds)} round(s) of disjoint pairs (topo-pairwise's order)"
+    text = f"{counted(len(rounds), 'round')} of disjoint pairs (topo-pairwise's order)"
     if len({bw[a][b] for a in range(n) for b in range(n) if a != b}) <= 1:
         return text + "; every pair is equally fast, so any order is as good"
     ours = round_time(rounds, bw)
@@ -175,7 +178,7 @@ def render_layout(plan: LayoutPlan) -> RenderableType:
     names = _names(plan)
     parts: list[RenderableType] = [
         Text(
-            f"layout '{plan.layout.name}' for {plan.fabric.n} rank(s) on {plan.topology.host}",
+            f"layout '{plan.layout.name}' for {counted(plan.fabric.n, 'rank')} on {plan.topology.host}",
             style="bold",
         )
     ]

@@ -12,7 +12,7 @@ from collbench.cli.render.styles import Wrapped
 from collbench.schedules.analysis import ScheduleStats
 from collbench.schedules.ir import Schedule
 from collbench.schedules.whiteboard import BoardStep, Whiteboard, move_text, rank_letter
-from collbench.units import format_bytes
+from collbench.units import counted, format_bytes
 
 
 class Estimate(Protocol):
@@ -116,7 +116,7 @@ def render_explain(
     letters = " ".join(rank_letter(r) for r in range(min(n, 8))) + (f", {n - 8} more" if n > 8 else "")
     head = Text.assemble(
         (f"{schedule.algo} {schedule.op.value}", "bold"),
-        f" · {n} rank(s) ({letters}) · {schedule.count} element(s)",
+        f" · {counted(n, 'rank')} ({letters}) · {counted(schedule.count, 'element')}",
     )
     if schedule.op.spec.rooted or schedule.algo == "direct":
         head.append(f" · root {rank_letter(schedule.root)}")
@@ -189,7 +189,7 @@ def render_totals(
         return _barrier_totals(stats, schedule, alpha_us, estimates[0])
     text = Text()
     text.append(f"totals for {format_bytes(size_bytes)} of {dtype}", style="bold")
-    text.append(f" ({schedule.op.value}, {schedule.world_size} ranks):\n")
+    text.append(f" ({schedule.op.value}, {counted(schedule.world_size, 'rank')}):\n")
     text.append(f"  steps (latency term): {stats.steps}")
     if stats.max_steps_per_rank != stats.steps:
         text.append(f" on the critical path ({stats.max_steps_per_rank} at most per rank)")
@@ -210,7 +210,7 @@ def render_totals(
     text.append(f"  total sent: {format_bytes(stats.total_bytes)}")
     mine, theirs = estimates
     text.append(
-        f"\n  closed-form cost (what fit and predict use): {mine.steps:g} steps and "
+        f"\n  closed-form cost (what fit and predict use): {counted(mine.steps, 'step')} and "
         f"{format_bytes(mine.port_bytes)} through the busiest port, step by step along the critical path"
     )
     text.append(
@@ -225,7 +225,8 @@ def render_totals(
     if schedule.op.spec.ordered:
         what = " (the chain: each rank's prefix to the next, one after another)"  # linear's scan
     text.append(
-        f"{what}: {theirs.steps:g} step(s), {format_bytes(theirs.port_bytes)} through {via}, ~{theirs.time_us:.1f} us"
+        f"{what}: {counted(theirs.steps, 'step')}, {format_bytes(theirs.port_bytes)} through {via}, "
+        f"~{theirs.time_us:.1f} us"
     )
     if crossover is not None:
         size, faster_above = crossover
@@ -250,10 +251,10 @@ def _barrier_totals(stats: ScheduleStats, schedule: Schedule, alpha_us: float, m
     """A barrier's totals: rounds and the time they take; it moves no data, so no sizes or bytes."""
     text = Text()
     text.append("totals", style="bold")
-    text.append(f" (barrier, {schedule.world_size} ranks; a barrier moves no data, so no sizes):\n")
+    text.append(f" (barrier, {counted(schedule.world_size, 'rank')}; a barrier moves no data, so no sizes):\n")
     text.append(f"  rounds (latency term): {stats.steps}")
     if stats.max_steps_per_rank != stats.steps:
         text.append(f" on the critical path ({stats.max_steps_per_rank} at most per rank)")
-    text.append(f"\n  closed-form cost (what fit and predict use): {mine.steps:g} rounds")
+    text.append(f"\n  closed-form cost (what fit and predict use): {counted(mine.steps, 'round')}")
     text.append(f"\n  estimate at {alpha_us:g} us per round: ~{mine.time_us:.1f} us")
     return text

@@ -53,8 +53,12 @@ def node_groups(layout: Layout | None, world_size: int) -> tuple[tuple[int, ...]
     return nodes
 
 
-def _ring_pass(b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, Ranges], first: int, *, reduce: bool) -> int:
+def _ring_pass(
+    b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, Ranges], first: int, *, reduce: bool, where: str
+) -> int:
     """A ring reduce-scatter (``reduce``) or all-gather of the pieces each rank owns; returns its rounds.
+    ``where`` (inside a node, across nodes) goes in the steps' labels, so explain's board tells the
+    passes apart.
 
     Reduce-scatter: after it, each rank holds its own pieces reduced over the ring. All-gather: each
     rank's pieces reach every rank of the ring."""
@@ -65,7 +69,9 @@ def _ring_pass(b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, Ranges],
             # Reduce-scatter forwards the piece of the rank s+1 behind, all-gather the one s behind.
             owner = ring[(p - s - (1 if reduce else 0)) % n]
             for a, z in owned[owner]:
-                b.transfer(first + s, ring[p], ring[(p + 1) % n], a, z, reduce=reduce, label=f"{what} {s + 1}/{n - 1}")
+                b.transfer(
+                    first + s, ring[p], ring[(p + 1) % n], a, z, reduce=reduce, label=f"{what} {where} {s + 1}/{n - 1}"
+                )
     return n - 1
 
 
@@ -92,30 +98,30 @@ def build_hierarchical(
         inside = {node[j]: [shards[j]] for node in nodes for j in range(k)}
         rnd = 0
         for node in nodes:
-            _ring_pass(b, node, inside, rnd, reduce=True)
+            _ring_pass(b, node, inside, rnd, reduce=True, where="inside")
         rnd += k - 1
         for j, ring in enumerate(across):
             pieces = split(*shards[j], m)
             owned = {ring[i]: [pieces[i]] for i in range(m)}
-            _ring_pass(b, ring, owned, rnd, reduce=True)
-            _ring_pass(b, ring, owned, rnd + m - 1, reduce=False)
+            _ring_pass(b, ring, owned, rnd, reduce=True, where="across")
+            _ring_pass(b, ring, owned, rnd + m - 1, reduce=False, where="across")
         rnd += 2 * (m - 1)
         for node in nodes:
-            _ring_pass(b, node, inside, rnd, reduce=False)
+            _ring_pass(b, node, inside, rnd, reduce=False, where="inside")
     else:
         # Shard j: the chunks of local index j's ranks on every node.
         shard = {node[j]: [chunks[r] for r in across[j]] for node in nodes for j in range(k)}
         mine = {r: [chunks[r]] for r in range(world_size)}
         if op is Op.REDUCE_SCATTER:
             for node in nodes:
-                _ring_pass(b, node, shard, 0, reduce=True)
+                _ring_pass(b, node, shard, 0, reduce=True, where="inside")
             for ring in across:
-                _ring_pass(b, ring, mine, k - 1, reduce=True)
+                _ring_pass(b, ring, mine, k - 1, reduce=True, where="across")
         else:
             for ring in across:
-                _ring_pass(b, ring, mine, 0, reduce=False)
+                _ring_pass(b, ring, mine, 0, reduce=False, where="across")
             for node in nodes:
-                _ring_pass(b, node, shard, m - 1, reduce=False)
+                _ring_pass(b, node, shard, m - 1, reduce=False, where="inside")
     return b.build(op, "hierarchical", count, root=root, layout=layout_name(layout), params=(("nodes", m),))
 
 
