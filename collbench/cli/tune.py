@@ -132,7 +132,7 @@ def tune(
     if check is not None:
         _check(check, parse_ranks(ranks) if ranks is not None else None, backend)
         return
-    from collbench.runtime.launch.ranks import job_rank, under_launcher
+    from collbench.runtime.launch.ranks import job_rank, one_process_group, under_launcher
 
     ops = split_values(op) or ("all-reduce",)
     from collbench.runtime.host.affinity import default_local_ranks
@@ -159,51 +159,54 @@ def tune(
         max_bytes=parse_size(max_bytes, "-e/--max-bytes") if max_bytes is not None else None,
     )
     config = dataclasses.replace(config, command=_command(config, measured, predict_ranks))
-    # The checks run before the progress display opens: an error is one line, not a blank one first.
-    plan = check_shapes(config, measured)
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[now]}"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        # Under a launcher only rank 0 reports; the other ranks stay quiet.
-        disable=job_rank() != 0,
-    ) as bar:
-        task = bar.add_task("tune", total=None, now="")
-        shown: set[str] = set()
-        skips: dict[str, dict[str, None]] = {}
+    # Under a launcher, every step of the tune (each round's sweep, the decisions between them) runs on
+    # one process group, made once.
+    with one_process_group(config.backend, config.timeout_s):
+        # The checks run before the progress display opens: an error is one line, not a blank one first.
+        plan = check_shapes(config, measured)
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[now]}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            # Under a launcher only rank 0 reports; the other ranks stay quiet.
+            disable=job_rank() != 0,
+        ) as bar:
+            task = bar.add_task("tune", total=None, now="")
+            shown: set[str] = set()
+            skips: dict[str, dict[str, None]] = {}
 
-        def stage(name: str) -> None:
-            bar.update(task, description=name, now="")
+            def stage(name: str) -> None:
+                bar.update(task, description=name, now="")
 
-        def sweep_progress(event: SweepProgress) -> None:
-            if event.kind == "plan":
-                bar.update(task, total=event.total, completed=event.done)
-            elif event.kind in ("start", "row"):
-                bar.update(task, completed=event.done, now=event.text)
-            elif event.kind == "note" and (skip := parse_skip_note(event.text)) is not None:
-                # Each part and round of the tune skips what its algorithms lack: said once per op, after.
-                for algo in skip[1]:
-                    skips.setdefault(skip[0], {})[algo] = None
-            elif event.kind == "note" and event.text not in shown:
-                # Every round launches the ranks again: say each note once.
-                shown.add(event.text)
-                bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=whole_lines(err_console))
+            def sweep_progress(event: SweepProgress) -> None:
+                if event.kind == "plan":
+                    bar.update(task, total=event.total, completed=event.done)
+                elif event.kind in ("start", "row"):
+                    bar.update(task, completed=event.done, now=event.text)
+                elif event.kind == "note" and (skip := parse_skip_note(event.text)) is not None:
+                    # Each part and round of the tune skips what its algorithms lack: said once per op, after.
+                    for algo in skip[1]:
+                        skips.setdefault(skip[0], {})[algo] = None
+                elif event.kind == "note" and event.text not in shown:
+                    # Every round launches the ranks again: say each note once.
+                    shown.add(event.text)
+                    bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=whole_lines(err_console))
 
-        try:
-            shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress)
-        except KeyboardInterrupt:
-            from collbench.tuning.resume import kept_rows_hint
+            try:
+                shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress)
+            except KeyboardInterrupt:
+                from collbench.tuning.resume import kept_rows_hint
 
-            hint = kept_rows_hint([p for s in plan.shapes for p in partial_paths(s.config)])
-            if hint:
-                bar.console.print(
-                    f"[yellow]note[/yellow]: {hint.removeprefix('; ')}", soft_wrap=whole_lines(err_console)
-                )
-            raise
+                hint = kept_rows_hint([p for s in plan.shapes for p in partial_paths(s.config)])
+                if hint:
+                    bar.console.print(
+                        f"[yellow]note[/yellow]: {hint.removeprefix('; ')}", soft_wrap=whole_lines(err_console)
+                    )
+                raise
     if shapes is None:
         return  # a rank other than 0 of a launcher's job: rank 0 reports
     # Imported when a tune has run: the profile's tables pull the profile and numpy, which --help does not need.

@@ -1,17 +1,20 @@
-"""A launcher's job as one session: decisions the same on every rank, and a rank that is elsewhere
-named by the step it last recorded (signed; a record not signed with the job's token is ignored)."""
+"""A launcher's job as one session: decisions the same on every rank (broadcast from rank 0), and a
+rank that is elsewhere named by the step it last recorded (signed; a record not signed with the job's
+token is ignored)."""
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from collbench.errors import RankError
 from collbench.runtime.launch.launchers import JobEnv
 from collbench.runtime.launch.rankstore import SignedStore, new_token
-from collbench.runtime.launch.session import JobSession, agree
+from collbench.runtime.launch.session import JobSession, KeptGroup, agree
 
 
 def _store() -> dist.TCPStore:
@@ -57,21 +60,63 @@ def test_a_step_record_not_signed_by_the_job_is_not_believed() -> None:
     assert "not every rank of the job joined within 30 s" in str(error) and "Socket Timeout" in str(error)
 
 
-def test_a_rank_waiting_for_a_decision_that_never_comes_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    store = _store()
-    session = JobSession(_job(1, store.port), store)
-    session.signed = SignedStore(store, new_token())
-    with pytest.raises(RankError, match=r"rank 1 .* waiting for decision 0 \(which sizes\): rank 0 sent no decision"):
-        session.agree("which sizes", lambda: [], 0.2, ())
+class _Wire:
+    """Rank 0's broadcasts, replayed to each other rank in order: ``dist.broadcast``'s contract (the
+    tensor holds what ``src`` sends, in place on every other rank; torch.distributed docs,
+    "broadcast"), for ranks run one after another in one process."""
+
+    def __init__(self) -> None:
+        self.sent: list[torch.Tensor] = []
+        self.read: dict[int, int] = {}
+
+    def end(self, rank: int) -> Callable[[torch.Tensor, object], None]:
+        def broadcast(tensor: torch.Tensor, group: object) -> None:
+            if rank == 0:
+                self.sent.append(tensor.clone())
+                return
+            index = self.read.get(rank, 0)
+            if index >= len(self.sent):
+                raise RuntimeError("[gloo] Timed out waiting 200ms for recv operation to complete")
+            sent = self.sent[index]
+            assert sent.shape == tensor.shape, "every rank posts the same broadcast"
+            tensor.copy_(sent)
+            self.read[rank] = index + 1
+
+        return broadcast
 
 
-def test_a_decision_reaches_every_other_rank_signed() -> None:
+def _sessions(n: int) -> tuple[list[JobSession], _Wire]:
     store = _store()
     token = new_token()
-    sessions = [JobSession(_job(rank, store.port), store) for rank in range(3)]
-    for session in sessions:
+    wire = _Wire()
+    sessions = [JobSession(_job(rank, store.port), store) for rank in range(n)]
+    for rank, session in enumerate(sessions):
         session.signed = SignedStore(store, token)
+        session.kept = KeptGroup("gloo", lambda prefix: pytest.fail("the group is made"), made=True)
+        session.broadcast = wire.end(rank)
+    return sessions, wire
+
+
+def test_a_rank_waiting_for_a_decision_that_never_comes_says_so() -> None:
+    (_, follower), _ = _sessions(2)
+    with pytest.raises(RankError, match=r"rank 1 .* waiting for decision 0 \(which sizes\): rank 0 sent no decision"):
+        follower.agree("which sizes", lambda: [], 0.2, ())
+
+
+def test_a_decision_reaches_every_other_rank() -> None:
+    sessions, wire = _sessions(3)
     decided = [["all-reduce", [4096]]]
     assert sessions[0].agree("which sizes", lambda: [("all-reduce", [4096])], 5, ()) == decided
     for follower in sessions[1:]:  # each of them, not only the first to look
         assert follower.agree("which sizes", lambda: pytest.fail("only rank 0 decides"), 5, ()) == decided
+    # Two broadcasts (rank 0's step and length, then the value), whatever the number of ranks.
+    assert len(wire.sent) == 2
+
+
+def test_a_rank_at_another_decision_says_which_rank_0_is_at() -> None:
+    (leader, follower), _ = _sessions(2)
+    leader.agree("which points round 3 re-measures", lambda: [], 5, ())
+    with pytest.raises(
+        RankError, match=r"rank 1 .* at decision 0 \(checking\): rank 0 is at decision 0 \(which points"
+    ):
+        follower.agree("checking", lambda: None, 5, ())

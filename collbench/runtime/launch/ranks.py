@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from collbench.backends import get_backend, resolve
+from collbench.backends import backend_named, get_backend, resolve
 from collbench.backends.gloo import GLOO
 from collbench.errors import ConfigError, RankError, UserError
 from collbench.runtime.here import HERE
@@ -391,13 +391,17 @@ def _join(
     session = job_session(job, timeout_s)
     session.set_timeout(timeout_s)
     prefix, step = session.begin_launch()
+    kept = session.kept_for(resolved)
     try:
         ctx.doing(f"joining {step}")
-        try:
-            ctx.control = _init_rank(resolved, job.rank, job.world_size, timeout_s, session.store, device, prefix)
-        except Exception as exc:
-            raise session.missing(step, exc, timeout_s) from None
-        session.joined(ctx.control, step)
+        if kept is not None:
+            ctx.control = session.open_kept(kept, prefix, step, timeout_s)
+        else:
+            try:
+                ctx.control = _init_rank(resolved, job.rank, job.world_size, timeout_s, session.store, device, prefix)
+            except Exception as exc:
+                raise session.missing(step, exc, timeout_s) from None
+            session.joined(ctx.control, step)
         if session.membership is not None:
             # Read from the hosts the ranks reported, whatever the launcher's mapping (membership.py).
             ctx.node = session.membership.node_name(job.rank)
@@ -407,8 +411,50 @@ def _join(
         raise
     except Exception as exc:
         raise RankError(job.rank, ctx.host, ctx.current, f"{type(exc).__name__}: {exc}") from exc
-    dist.destroy_process_group()
+    if kept is None:
+        dist.destroy_process_group()
     return result
+
+
+@contextlib.contextmanager
+def one_process_group(backend: str, timeout_s: float) -> Iterator[None]:
+    """Under a launcher, every step inside on one process group: made by the first step (or decision)
+    that needs one, checked by each step after (every rank at the same step), destroyed on leaving
+    (left as it is after a failure other than a user's mistake: a group whose peer died can hang in
+    its destructor). Run on its own, or on a backend with a launcher of its own (mpi), nothing.
+
+    ``backend`` as a step would be given it (``auto`` allowed); ``timeout_s`` bounds its collectives.
+    """
+    job = joined_job()
+    named = backend_named(backend)
+    if job is None or job.world_size == 1 or (named is not None and named.torch_backend is None):
+        yield
+        return
+    try:
+        resolved = resolve_backend(backend, job.local_world_size)
+    except UserError:
+        # No group to keep for a backend that cannot run here: the command's own check refuses it, in
+        # its own words, before any step.
+        yield
+        return
+    session = job_session(job, timeout_s)
+    session.set_timeout(timeout_s)
+    device = _device_for(resolved, job.local_rank)
+
+    def opener(prefix: str) -> dist.ProcessGroup | None:
+        return _init_rank(resolved, job.rank, job.world_size, timeout_s, session.store, device, prefix)
+
+    session.keep_group(resolved, opener)
+    try:
+        yield
+    except UserError:
+        # A mistake every rank found alike (rank 0's files, handed to the others): the group is whole.
+        session.release_group()
+        raise
+    except BaseException:
+        session.release_group(destroy=False)
+        raise
+    session.release_group()
 
 
 def _launch_local(

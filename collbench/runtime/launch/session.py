@@ -9,8 +9,14 @@ waits for that step's keys, and can never reach a store or the keys of the step 
 store per step, on one port, let a rank early for the next step join the previous step's store
 just before it closed ("Connection reset"), about once in twenty joins.
 
+A command that takes several steps (``tune``) keeps one process group for all of them
+(:meth:`JobSession.keep_group`, ``ranks.one_process_group``): made by its first step, checked again by
+each step after, destroyed when the command is done. A fresh group per step cost a rendezvous and a
+full mesh of connections every round, and at a thousand ranks that is most of a step.
+
 Every rank counts its steps. They stay the same on every rank only while every decision between
-steps is: :func:`agree` takes a decision on rank 0 and hands it, signed, to the others. If the ranks
+steps is: :func:`agree` takes a decision on rank 0 and hands it to the others by a broadcast on the
+group's connections (the ones the token travels on), never by keys every rank polls. If the ranks
 still part, the first step where they do says so in one line naming the rank and the step, rather
 than the store's timeout: right after each group forms, the ranks compare their steps' names; and a
 rank that never comes is named by rank 0 from the step it last recorded.
@@ -33,8 +39,8 @@ import os
 import socket
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
@@ -52,14 +58,29 @@ from collbench.runtime.launch.membership import (
     membership,
     this_host,
 )
-from collbench.runtime.launch.rankstore import TOKEN_BYTES, SignedStore, decode, encode, new_token
+from collbench.runtime.launch.rankstore import (
+    MAX_VALUE_BYTES,
+    TOKEN_BYTES,
+    SignedStore,
+    StoreValueError,
+    decode,
+    encode,
+    new_token,
+)
 
 T = TypeVar("T")
 
 STEP_NAME_BYTES = 240
 """How much of a step's name (and its host's) the ranks compare after joining: enough to tell steps apart."""
-POLL_S = 0.02
-"""How often a rank waiting for rank 0's decision looks for it in the store."""
+LENGTH_BYTES = 8
+"""A decision's length in bytes, sent after rank 0's step name (big-endian)."""
+MAX_DECISION_BYTES = MAX_VALUE_BYTES
+"""The longest decision a rank accepts (JSON text): a longer length is not rank 0's."""
+
+GroupOpener = Callable[[str], "dist.ProcessGroup | None"]
+"""Makes the job's process group with its keys under a store prefix; returns its control group."""
+Broadcast = Callable[[torch.Tensor, "dist.ProcessGroup | None"], None]
+"""Sends a tensor from rank 0 to every rank of a group, in place (``dist.broadcast``'s contract)."""
 
 _current_step: contextvars.ContextVar[str] = contextvars.ContextVar("collbench_job_step", default="")
 
@@ -161,6 +182,23 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(text[0].split())[:300].rstrip(".") if text else type(exc).__name__
 
 
+@dataclass(slots=True)
+class KeptGroup:
+    """The one process group a command's steps share (see :meth:`JobSession.keep_group`)."""
+
+    backend: str
+    """The torch.distributed backend it runs (a step on another one makes a group of its own)."""
+    open: GroupOpener
+    control: dist.ProcessGroup | None = None
+    """Its gloo group for small control messages (the default group itself under gloo)."""
+    made: bool = False
+    """Whether the first step made it yet."""
+
+
+def _broadcast_from_rank_0(tensor: torch.Tensor, group: dist.ProcessGroup | None) -> None:
+    dist.broadcast(tensor, src=0, group=group)
+
+
 class JobSession:
     """This process's part of a launcher's job: the store, the token once shared, and its steps so far."""
 
@@ -170,10 +208,41 @@ class JobSession:
         self.signed: SignedStore | None = None
         self.host = host_name()
         self.step = "starting"
+        self.kept: KeptGroup | None = None
+        self.broadcast: Broadcast = _broadcast_from_rank_0
+        """How a decision travels from rank 0 (a seam: the store-traffic benchmark counts without a network)."""
         self._launches = itertools.count()
         self._decisions = itertools.count()
         self.membership: Membership | None = None
         """Every rank's node, gathered with the first group the job forms (:mod:`.membership`)."""
+
+    def keep_group(self, backend: str, opener: GroupOpener) -> None:
+        """Have every later step on ``backend`` share one process group, made by ``opener`` at the
+        first step (or decision) that needs it, until :meth:`release_group`."""
+        self.kept = KeptGroup(backend, opener)
+
+    def kept_for(self, backend: str) -> KeptGroup | None:
+        """The group kept for steps on ``backend``, if one is."""
+        return self.kept if self.kept is not None and self.kept.backend == backend else None
+
+    def open_kept(self, kept: KeptGroup, prefix: str, step: str, timeout_s: float) -> dist.ProcessGroup | None:
+        """The kept group's control group, made now under ``prefix`` if no step made it yet, and every
+        rank checked to be at ``step``. Raises RankError as :meth:`missing` and :meth:`joined` do."""
+        if not kept.made:
+            try:
+                kept.control = kept.open(prefix)
+            except Exception as exc:
+                raise self.missing(step, exc, timeout_s) from None
+            kept.made = True
+        self.joined(kept.control, step)
+        return kept.control
+
+    def release_group(self, *, destroy: bool = True) -> None:
+        """Stop keeping a group; with ``destroy``, destroy the one made. Left undestroyed after a
+        failure: a process group whose peer died can hang in its destructor."""
+        kept, self.kept = self.kept, None
+        if kept is not None and kept.made and destroy:
+            dist.destroy_process_group()
 
     def set_timeout(self, timeout_s: float) -> None:
         self.store.set_timeout(datetime.timedelta(seconds=timeout_s))
@@ -243,38 +312,68 @@ class JobSession:
         )
 
     def agree(self, name: str, decide: Callable[[], T], timeout_s: float, types_allowed: Sequence[type]) -> Any:
-        """``decide()`` on rank 0, handed to every rank through the store, signed; the same value everywhere."""
+        """``decide()`` on rank 0, handed to every rank by a broadcast; the same value everywhere.
+
+        On the kept group (made now if no step made it yet), else on a small gloo group of its own.
+        Rank 0 sends its step's name with the value: a rank at another decision says so. Raises
+        RankError when rank 0's decision does not come within ``timeout_s`` (the group's timeout).
+        """
         index = next(self._decisions)
         step = f"decision {index} ({name})"
-        if self.signed is None:
-            self._share_token_in_a_group(timeout_s)
-        self._record(step)
-        assert self.signed is not None
-        key = f"decision/{index}/"
-        if self.job.rank == 0:
-            value = decide()
-            # One queue per rank: a queue's item goes to the first rank that pops it.
-            for rank in range(1, self.job.world_size):
-                self.signed.put(f"{key}{rank}", value)
-            return _round_trip(value, types_allowed)
-        key += str(self.job.rank)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            values = self.signed.take(key, types_allowed)
-            if values:
-                return values[-1]
-            if time.monotonic() > deadline:
+        with self._decision_group(timeout_s) as control:
+            self._record(step)
+            text = json.dumps(encode(decide())).encode() if self.job.rank == 0 else b""
+            try:
+                text = self._handed_over(text, step, control)
+            except RuntimeError as exc:  # gloo's timeouts and closed connections
                 raise RankError(
                     self.job.rank,
                     self.host,
                     f"waiting for {step}",
-                    f"rank 0 sent no decision within {timeout_s:.0f} s: it took another step, or stopped",
-                )
-            time.sleep(POLL_S)
+                    f"rank 0 sent no decision within {timeout_s:.0f} s: it took another step, or stopped "
+                    f"({_first_line(exc)})",
+                ) from None
+        try:
+            return decode(json.loads(text), types_allowed)
+        except (UnicodeDecodeError, json.JSONDecodeError, StoreValueError) as exc:
+            raise RankError(self.job.rank, self.host, f"at {step}", f"rank 0's decision does not read: {exc}") from None
 
-    def _share_token_in_a_group(self, timeout_s: float) -> None:
-        """Share the token in a small gloo group of its own (a decision before any launch)."""
-        with job_step("sharing the job's token"):
+    def _handed_over(self, text: bytes, step: str, control: dist.ProcessGroup | None) -> bytes:
+        """Rank 0's ``text`` on every rank: its step's name and length, then the text itself."""
+        header = torch.zeros(STEP_NAME_BYTES + LENGTH_BYTES, dtype=torch.uint8)
+        if self.job.rank == 0:
+            header[:STEP_NAME_BYTES] = _fixed_width(step)
+            header[STEP_NAME_BYTES:] = torch.tensor(list(len(text).to_bytes(LENGTH_BYTES, "big")), dtype=torch.uint8)
+        self.broadcast(header, control)
+        raw = bytes(header.tolist())
+        theirs = raw[:STEP_NAME_BYTES].rstrip(b"\0").decode("utf-8", "replace")
+        if theirs != _fixed_width_text(step):
+            raise RankError(
+                self.job.rank, self.host, f"at {step}", f"rank 0 is at {theirs}: the ranks took different steps"
+            )
+        length = int.from_bytes(raw[STEP_NAME_BYTES:], "big")
+        if length > MAX_DECISION_BYTES:
+            raise RankError(self.job.rank, self.host, f"at {step}", f"a decision of {length} bytes is not rank 0's")
+        payload = (
+            torch.tensor(list(text), dtype=torch.uint8)
+            if self.job.rank == 0
+            else torch.zeros(length, dtype=torch.uint8)
+        )
+        self.broadcast(payload, control)
+        return bytes(payload.tolist())
+
+    @contextlib.contextmanager
+    def _decision_group(self, timeout_s: float) -> Iterator[dist.ProcessGroup | None]:
+        """The group a decision travels on: the kept one, else a small gloo group of its own."""
+        if self.kept is not None:
+            control = self.kept.control
+            if not self.kept.made:
+                with job_step("the job's process group"):
+                    prefix, step = self.begin_launch()
+                control = self.open_kept(self.kept, prefix, step, timeout_s)
+            yield control
+            return
+        with job_step("a decision's process group"):
             prefix, step = self.begin_launch()
         try:
             dist.init_process_group(
@@ -288,6 +387,7 @@ class JobSession:
             raise self.missing(step, exc, timeout_s) from None
         try:
             self.joined(dist.group.WORLD, step)
+            yield dist.group.WORLD
         finally:
             dist.destroy_process_group()
 
@@ -316,6 +416,11 @@ def _fixed_width(text: str) -> torch.Tensor:
     return torch.tensor(list(data), dtype=torch.uint8)
 
 
+def _fixed_width_text(text: str) -> str:
+    """``text`` as another rank reads it from :func:`_fixed_width`."""
+    return text.encode("utf-8")[:STEP_NAME_BYTES].decode("utf-8", "replace")
+
+
 def _round_trip(value: Any, types_allowed: Sequence[type]) -> Any:
     """``value`` as the other ranks receive it (through JSON: tuples become lists)."""
     return decode(json.loads(json.dumps(encode(value))), types_allowed)
@@ -337,7 +442,7 @@ def job_session(job: JobEnv, timeout_s: float) -> JobSession:
 
 def agree(name: str, decide: Callable[[], T], *, timeout_s: float, types_allowed: Sequence[type] = ()) -> Any:
     """A decision the same on every rank: ``decide()`` runs on rank 0 of a launcher's job and the
-    others receive its value (JSON, signed with the job's token), within ``timeout_s``.
+    others receive its value (JSON, broadcast on the job's process group), within ``timeout_s``.
 
     Run on its own (no launcher), it is ``decide()``. Either way the value comes back as JSON makes
     it (tuples as lists; dataclasses of ``types_allowed``), so that every rank holds the same one.

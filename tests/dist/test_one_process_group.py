@@ -1,0 +1,100 @@
+"""A command of several steps under a launcher (``tune``) makes one process group for all of them:
+its decisions and every step's launch share the group the first of them made, and each step still
+checks that every rank is at it. Ranks run as torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT: torch/distributed/run.py), each its own process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.dist
+
+REPO = Path(__file__).resolve().parents[2]
+JOB_S = 120.0
+
+_RANK = """
+import json, sys
+import torch.distributed as dist
+from collbench.runtime.launch import ranks
+from collbench.runtime.launch.session import agree
+
+made = []
+real = ranks._init_rank
+
+def counted(*args, **kwargs):
+    made.append(args[-1])
+    return real(*args, **kwargs)
+
+def worker(ctx, payload):
+    # Every step's collective runs on the group it was given: a sum over every rank.
+    import torch
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return [int(t.item()), id(dist.group.WORLD)]
+
+ranks._init_rank = counted
+out = {"steps": []}
+with ranks.one_process_group("gloo", 30.0):
+    out["decided"] = agree("which points", lambda: {"sizes": [4096]}, timeout_s=30.0)
+    for _ in range(3):
+        out["steps"].extend(ranks.launch(None, worker, None, backend="gloo", timeout_s=30.0))
+out["made"] = len(made)
+out["initialised_after"] = dist.is_initialized()
+print(json.dumps(out))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(rank: int, n: int, port: int) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_", "TORCHELASTIC"))
+    }
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+        env.pop(name, None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(
+        RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+    )  # fmt: skip
+    return env
+
+
+def test_a_decision_and_three_steps_share_the_one_group_the_first_made(tmp_path: Path) -> None:
+    import json
+
+    n, port = 3, _free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RANK],
+            env=_env(rank, n, port),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(n)
+    ]
+    results = []
+    for rank, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=JOB_S)
+        assert proc.returncode == 0, f"rank {rank}: {out}{err}"
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    for result in results:
+        assert result["decided"] == {"sizes": [4096]}
+        assert result["made"] == 1  # made once, by the decision, under its step's store prefix
+        sums = [step[0] for step in result["steps"]]
+        assert sums == [n, n, n]
+        assert len({step[1] for step in result["steps"]}) == 1  # the same group object in every step
+        assert result["initialised_after"] is False  # destroyed when the command was done
