@@ -5,20 +5,23 @@
 name, whether it can run here and why not, the communicator its collectives see, the variants of its
 own collective it can be forced to run per op, how a sweep runs on it (collbench's ranks over
 torch.distributed, or a harness under the library's own launcher: ``sweep_runner``), what the rows it
-measures record (:mod:`collbench.backends.rows` builds every measured row), and which exports its
-profiles feed (``feeds``).
+measures record (:mod:`collbench.results.measured` builds every measured row, above), which
+``native:<...>`` names its library runs (``forced_problem``), and which exports its profiles feed
+(``feeds``).
 
-Where this sits: above NCCL's and Open MPI's facts, the schedules and the result records (which it
-uses), below the runtime, the importers, the models, the profile and the tuning (which all ask it). What
-it needs to know about this machine (GPUs, NCCL's version, Open MPI's algorithms, a launcher's job) it
-asks through :class:`base.Here`, which the runtime answers (``collbench.runtime.here.HERE``).
+Where this sits: above the libraries' facts (NCCL's, Open MPI's, MPICH's) and the schedules (which it
+uses), below the result records, the runtime, the importers, the models, the profile and the tuning
+(which all ask it: a row's or a rule's forced ``native:<...>`` name is known when some backend's library
+runs it, :func:`forced_problem`). What it needs to know about this machine (GPUs, NCCL's version, Open
+MPI's algorithms, a launcher's job) it asks through :class:`base.Here`, which the runtime answers
+(``collbench.runtime.here.HERE``).
 
 Adding a backend (MPICH, say):
 
 1. ``collbench/backends/<name>.py``: a subclass of :class:`base.Backend` answering each question (its
    docstrings say what each means) and one instance of it; add the instance to ``BACKENDS`` here.
 2. Its sweep: a ``sweep_runner`` (``module:function``) measuring a ``SweepJob`` under its launcher,
-   building rows with :func:`collbench.backends.rows.measured_row`; or a ``torch_backend`` name, and
+   building rows with :func:`collbench.results.measured.measured_row`; or a ``torch_backend`` name, and
    collbench's ranks run on it.
 3. Its export, beside the others, choosing among what the backend ``feeds``; and the tests of both.
 """
@@ -83,6 +86,16 @@ def feeds(name: str, consumer: str) -> bool:
     return found is not None and consumer in found.feeds
 
 
+def forced_problem(algo: str) -> str | None:
+    """Whether ``algo`` (``native:...``) names a variant some backend's library can be forced to run (an Open
+    MPI or MPICH algorithm, an NCCL algorithm/protocol/channels): None when one can; else why not, in the
+    words of the backend that has something to say of the name."""
+    problems = [b.forced_problem(algo) for b in BACKENDS]
+    if None in problems:
+        return None
+    return next((p for p in problems if p), f"no backend forces {algo!r}")
+
+
 def resolve(name: str, local_ranks: int, here: Here, *, torch_only: bool = False) -> Backend:
     """The backend ``--backend name`` runs ``local_ranks`` ranks on here, checked usable.
 
@@ -113,6 +126,7 @@ __all__ = [
     "backend_names",
     "feeds",
     "for_torch",
+    "forced_problem",
     "get_backend",
     "measured_on_gpus",
     "resolve",

@@ -188,6 +188,12 @@ class Backend(ABC):
         """Why a profile rule of this backend naming ``algo`` means nothing to it; None when it may."""
         return None
 
+    def forced_problem(self, algo: str) -> str | None:
+        """Whether ``algo`` (``native:...``, ``native@...``) names a variant of this library's own collective it
+        can be forced to run, as rows and profile rules name it: None when it does; else why not in one line,
+        empty where the library has nothing to say of the name (it forces nothing spelt that way)."""
+        return ""
+
     def version(self, here: Here) -> str:
         """The library's version the rows record (empty when the runtime says nothing)."""
         return ""

@@ -79,6 +79,9 @@ class Mpi(Backend):
             names.update((algo.algo, None) for algo in have.get(op.spec.mpi_name, ()))
         return tuple(names)
 
+    def forced_problem(self, algo: str) -> str | None:
+        return None if algo.strip().lower() in known_algos() else ""
+
     def foreign_native(self, algo: str) -> str | None:
         # Open MPI runs native (its fixed decision) or one of its own coll/tuned algorithms; an NCCL variant
         # means nothing to it, and exported as Open MPI rules it would be read as a different algorithm.

@@ -80,6 +80,9 @@ class Mpich(Backend):
             names.update((a.algo, None) for a in algorithms(op.spec.mpi_name))
         return tuple(names)
 
+    def forced_problem(self, algo: str) -> str | None:
+        return None if algo.strip().lower() in known_algos() else ""
+
     def foreign_native(self, algo: str) -> str | None:
         key = algo.strip().lower()
         known = known_algos()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from collbench.backends.base import NCCL_EXPORTS, Backend, Here, SweepOptions
+from collbench.errors import UserError
 from collbench.nccl.support import CommShape, tune_variants, unsupported_reason
 from collbench.nccl.variants import check_variant_supported, parse_native_variant, parse_version
 from collbench.schedules.ops import Op
@@ -56,6 +57,13 @@ class Nccl(Backend):
         # CollNet needs NCCL_COLLNET_ENABLE=1 (NCCL's collnetEnable) and a plugin; without the variable it is off.
         collnet = here.environ("NCCL_COLLNET_ENABLE", "0").strip() == "1"
         return CommShape(world_size=world_size, nodes=nodes, collnet=collnet)
+
+    def forced_problem(self, algo: str) -> str | None:
+        try:
+            parse_native_variant(algo)
+        except UserError as exc:
+            return str(exc)
+        return None
 
     def version(self, here: Here) -> str:
         return here.nccl_version()

@@ -102,19 +102,15 @@ def check_rule_algorithm(rule: Rule) -> None:
 
     A profile naming an algorithm nothing can run must fail when it is loaded, not inside the job.
     """
-    from collbench.nccl.variants import is_native, parse_native_variant
+    from collbench.backends import forced_problem
+    from collbench.nccl.variants import is_native
     from collbench.schedules.registry import algorithm_names, get_algorithm
 
     if is_native(rule.algo):
-        from collbench.mpich.algorithms import known_algos as mpich_algos
-        from collbench.ompi.algorithms import known_algos
-
-        if rule.algo.strip().lower() in known_algos() | mpich_algos():
-            return  # one of Open MPI's or MPICH's own algorithms, forced (tune --backend mpi or mpich)
-        try:
-            parse_native_variant(rule.algo)
-        except UserError as exc:
-            raise ValueError(f"{rule.op} rule at {rule.min_bytes} bytes: {exc}") from None
+        # A backend library's own algorithm, forced (tune over NCCL, Open MPI, MPICH): the backends say.
+        problem = forced_problem(rule.algo)
+        if problem is not None:
+            raise ValueError(f"{rule.op} rule at {rule.min_bytes} bytes: {problem}")
         return
     try:
         spec = get_algorithm(rule.algo)

@@ -344,19 +344,12 @@ def _known_op(name: str) -> str:
 
 
 def _known_algo(name: str) -> str:
-    from collbench.errors import UserError
-    from collbench.mpich.algorithms import known_algos as mpich_algos
-    from collbench.nccl.variants import is_native, parse_native_variant
-    from collbench.ompi.algorithms import known_algos
+    from collbench.backends import forced_problem
+    from collbench.nccl.variants import is_native
 
     if is_native(name):
-        if name in known_algos() or name in mpich_algos():  # an Open MPI or MPICH algorithm forced
-            return ""
-        try:
-            parse_native_variant(name)
-        except UserError:
-            return f"unknown native variant {_show(name)}"
-        return ""
+        # A variant of a backend library's own collective, forced: the backends know their own spellings.
+        return "" if forced_problem(name) is None else f"unknown native variant {_show(name)}"
     known = _algo_names()
     return "" if name in known else f"unknown algorithm {_show(name)}; known: {', '.join([*known, 'native'])}"
 

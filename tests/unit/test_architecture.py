@@ -1,11 +1,11 @@
 """The package's shape: layers that only import downwards, no import circles, files a reader can hold.
 
 The layers, low to high (docs/architecture.md): shared basics; the topology; layouts; schedules (each
-op's contract); the libraries' facts (NCCL's, Open MPI's, MPICH's: what each runs per op); result records;
-the backends (above the facts and records they use, below the runtime, models, profile and tuning that
-all ask them); importers and the runtime (siblings that never import each other); models; the profile;
-the report; tuning and the Python API; the exporters (a profile turned into what libraries read, one
-registry); the CLI on top. A module may import
+op's contract); the libraries' facts (NCCL's, Open MPI's, MPICH's: what each runs per op); the backends
+(above the facts they use, below the result records, runtime, models, profile and tuning that all ask
+them); result records; importers and the runtime (siblings that never import each other); models; the
+profile; the report; tuning and the Python API; the exporters (a profile turned into what libraries read,
+one registry); the CLI on top. A module may import
 its own area and any lower layer, never a higher one, not even inside a function. ``ruff`` enforces the
 same per area through the ``ruff.toml`` beside each area's package (banned-api); this test also covers
 the single-module basics and checks those files agree with the layers here.
@@ -30,8 +30,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("layouts",),
     ("schedules",),
     ("nccl", "ompi", "mpich"),
-    ("results",),
     ("backends",),
+    ("results",),
     ("importers", "runtime"),
     ("models",),
     ("profile",),
@@ -221,6 +221,26 @@ def test_no_backend_name_compared_outside_the_backends() -> None:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         wrong.extend(f"{name}:{line}: {code}" for line, code in _backend_name_comparisons(tree))
+    assert wrong == []
+
+
+MPI_LIBRARY_FACTS = ("ompi", "mpich")
+"""The facts of an MPI library collbench measures only through its own harness (its algorithms, their names)."""
+MPI_LIBRARY_READERS = ("backends", "runtime", "exporters")
+"""Who reads them: the library's backend, the harness that forces them, the exports its library reads."""
+
+
+def test_an_mpi_librarys_facts_are_read_by_its_backend_harness_and_exports_alone() -> None:
+    """The result fields and the profile recognise a forced ``native:<algorithm>`` by asking the backends
+    (``collbench.backends.forced_problem``), never a library's list: a new backend adds nothing there."""
+    wrong = []
+    for name, path in sorted(_modules().items()):
+        area = _area(name)
+        if area in MPI_LIBRARY_FACTS or area in MPI_LIBRARY_READERS:
+            continue
+        wrong.extend(
+            f"{name} imports {target}" for target, _ in _imports(name, path) if _area(target) in MPI_LIBRARY_FACTS
+        )
     assert wrong == []
 
 

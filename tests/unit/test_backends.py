@@ -22,9 +22,9 @@ from collbench.backends import (
     torch_backend_names,
 )
 from collbench.backends.base import NCCL_EXPORTS, OMPI_EXPORTS
-from collbench.backends.rows import measured_row, point_key
 from collbench.errors import BackendUnavailableError, ConfigError, UnknownNameError
 from collbench.ompi.algorithms import OPEN_MPI_4_1, OmpiAlgorithm
+from collbench.results.measured import measured_row, point_key
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 
@@ -218,3 +218,27 @@ def test_the_profile_schema_names_every_backend() -> None:
 
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     assert schema["properties"]["backend"]["enum"] == list(backend_names())
+
+
+def test_the_profile_schemas_backends_are_the_registrys() -> None:
+    """profile/schema.json (and its published copy under profiles/) lists the backends a profile may name:
+    the registry's, in its order, so that a new backend's profiles load and a removed one's do not."""
+    import json
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    for path in (repo / "collbench" / "profile" / "schema.json", repo / "profiles" / "schema.json"):
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        assert tuple(schema["properties"]["backend"]["enum"]) == backend_names(), path
+
+
+def test_a_forced_variant_is_known_by_the_backend_whose_library_runs_it() -> None:
+    from collbench.backends import forced_problem
+
+    assert forced_problem("native:segmented_ring") is None  # Open MPI's coll/tuned
+    assert forced_problem("native:reduce_scatter_allgather") is None  # MPICH's
+    assert forced_problem("native:ring/ll128@4ch") is None  # NCCL's
+    # A name no library has: in the words of the backend that reads that spelling (NCCL's parser).
+    problem = forced_problem("native:bogus")
+    assert problem and "bogus" in problem
+    assert [b.name for b in BACKENDS if b.forced_problem("native:segmented_ring") is None] == ["mpi"]

@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from collbench.backends.rows import measured_row
 from collbench.ompi.algorithms import NATIVE, NATIVE_PREFIX, fanout_notes, takes_segment
 from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
+from collbench.results.measured import measured_row
 from collbench.results.row import ResultRow
 from collbench.runtime.executor.timing import AutoIters, summarize
 from collbench.runtime.mpi.harness import (

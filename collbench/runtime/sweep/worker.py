@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from collbench.backends.rows import measured_row
-from collbench.backends.rows import point_key as row_key
 from collbench.errors import ConfigError
 from collbench.nccl.tuning_log import choice_for
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
+from collbench.results.measured import measured_row
+from collbench.results.measured import point_key as row_key
 from collbench.results.row import ResultRow
 from collbench.runtime.cuda.native_groups import GRAPHED_OPS, graph_ops_note
 from collbench.runtime.cuda.native_groups import NativeGroups as NativeGroups
