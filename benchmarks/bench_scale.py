@@ -11,14 +11,16 @@ traffic of a tune's decisions.
    before) at the sizes it finishes in reasonable time (``--whole-at``, 64 and 512). Targets: under
    1 s and under 64 MiB per rank at 16,384.
 2. **Store traffic.** :func:`store_traffic`: rank 0's store operations per decision per rank in a
-   simulated 4,096-rank tune (target: O(1) per rank).
+   simulated 4,096-rank tune (target: O(1) per rank): every rank a real ``JobSession`` on one
+   counting store, decisions handed over by a broadcast wire in the process.
 
 The last line is one JSON object::
 
     {"build_s": {"ring": {"16384": s, ...}, ...}, "build_mib": {...}, "build_wall_s": {...},
      "whole_build_s": {...}, "whole_build_mib": {...}, "store_ops_per_rank_per_decision": x}
 
-``build_s`` is CPU seconds; ``store_ops_per_rank_per_decision`` is null until measured.
+``build_s`` is CPU seconds; ``store_ops_per_rank_per_decision`` counts every store operation any
+rank asks in the simulated tune's decisions, divided by decisions and ranks.
 
     python benchmarks/bench_scale.py [--sizes 64,512,4096,16384] [--whole-at 64,512] [--store-ranks 4096]
 """
@@ -30,7 +32,10 @@ import gc
 import json
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import torch.distributed as dist
 
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
@@ -85,13 +90,112 @@ def build_cost(algo: str, world_size: int, *, whole: bool = False, count: int = 
     return BuildCost(cpu, wall, mib, steps)
 
 
-def store_traffic(world_size: int) -> float:
+TUNE_DECISIONS = 4
+"""The decisions of a full tune under a launcher: rank 0's files checked, then one per tie round at
+most (``THOROUGH``: rounds 3 to 5)."""
+
+
+class CountingStore(dist.Store):
+    """Rank 0's store, in memory, counting every operation a rank asks of it (torch's ``Store`` API:
+    the calls ``TCPStore`` serves on rank 0's host). Keys hold bytes; a queue key a list of them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+        self._keys: dict[str, bytes] = {}
+        self._queues: dict[str, list[bytes]] = {}
+
+    def set(self, key: str, value: object) -> None:  # type: ignore[override]
+        self.ops += 1
+        self._keys[key] = value if isinstance(value, bytes) else str(value).encode()
+
+    def get(self, key: str) -> bytes:  # type: ignore[override]
+        self.ops += 1
+        return self._keys[key]
+
+    def add(self, key: str, amount: int) -> int:  # type: ignore[override]
+        self.ops += 1
+        value = int(self._keys.get(key, b"0")) + amount
+        self._keys[key] = str(value).encode()
+        return value
+
+    def check(self, keys: list[str]) -> bool:  # type: ignore[override]
+        self.ops += 1
+        return all(k in self._keys for k in keys)
+
+    def queue_push(self, key: str, value: bytes) -> None:  # type: ignore[override]
+        self.ops += 1
+        self._queues.setdefault(key, []).append(value)
+
+    def queue_pop(self, key: str, block: bool = True) -> bytes:  # type: ignore[override]
+        self.ops += 1
+        queue = self._queues.get(key)
+        if not queue:
+            raise dist.QueueEmptyError(f"queue {key} is empty")
+        return queue.pop(0)
+
+    def queue_len(self, key: str) -> int:  # type: ignore[override]
+        self.ops += 1
+        return len(self._queues.get(key, []))
+
+
+def store_traffic(world_size: int, decisions: int = TUNE_DECISIONS) -> float:
     """Rank 0's store operations per decision per rank in a simulated tune of ``world_size`` ranks.
 
-    The slot for the tune's decision protocol (issue 31 item 2, tuning/sweeps.py): measured by the
-    developer who changes that protocol. Raises NotImplementedError until then.
+    Every rank is a ``JobSession`` (the real one) on one counting store, its process group made (as
+    the tune's first step makes it) and its broadcast a wire that hands each rank what rank 0 sent, in
+    order (``dist.broadcast``'s contract). Each decision runs on rank 0, then on every other rank;
+    every operation any rank asks of the store is counted. Prints the figure and what rank 0 itself
+    asked; returns operations / (decisions x ranks).
     """
-    raise NotImplementedError("store traffic of a tune's decisions: not measured yet (issue 31 item 2)")
+    import torch
+
+    from collbench.runtime.launch.launchers import JobEnv
+    from collbench.runtime.launch.rankstore import SignedStore, new_token
+    from collbench.runtime.launch.session import JobSession, KeptGroup
+
+    store = CountingStore()
+    token = new_token()
+    sent: list[torch.Tensor] = []
+    read = [0] * world_size
+
+    def wire(rank: int) -> Callable[[torch.Tensor, object], None]:
+        def broadcast(tensor: torch.Tensor, group: object) -> None:
+            if rank == 0:
+                sent.append(tensor.clone())
+                return
+            tensor.copy_(sent[read[rank]])
+            read[rank] += 1
+
+        return broadcast
+
+    def never(prefix: str) -> None:
+        raise AssertionError("the group was made by the tune's first step")
+
+    sessions = []
+    for rank in range(world_size):
+        job = JobEnv(
+            launcher="torchrun", rank=rank, world_size=world_size, local_rank=rank % 8, local_world_size=8,
+            master_addr="10.0.0.1", master_port=29500,
+        )  # fmt: skip
+        session = JobSession(job, store)
+        session.signed = SignedStore(store, token)
+        session.kept = KeptGroup("gloo", never, made=True)
+        session.broadcast = wire(rank)
+        sessions.append(session)
+    ties = [["all-reduce", [[size, algo] for size in (1 << 20, 16 << 20) for algo in ("ring", "rabenseifner")]]]
+    rank0_ops = 0
+    for index in range(decisions):
+        before = store.ops
+        decided = sessions[0].agree(f"which points round {index} re-measures", lambda: ties, 60.0, ())
+        rank0_ops += store.ops - before
+        for session in sessions[1:]:
+            assert session.agree(f"which points round {index} re-measures", lambda: None, 60.0, ()) == decided
+    per_rank = store.ops / (decisions * world_size)
+    print(f"store: {decisions} decisions of {world_size} ranks: {store.ops} operations in all")
+    print(f"  {per_rank:.3f} per rank per decision, {rank0_ops / decisions:.0f} of them rank 0's own;")
+    print(f"  {len(sent) // decisions} broadcasts per decision")
+    return per_rank
 
 
 def _table_row(algo: str, n: int, one: BuildCost, ref: BuildCost | None) -> str:
@@ -121,13 +225,7 @@ def run(sizes: list[int], whole_at: list[int], store_ranks: int) -> dict[str, ob
             if ref is not None:
                 whole_s.setdefault(algo, {})[str(n)] = round(ref.cpu_s, 4)
                 whole_mib.setdefault(algo, {})[str(n)] = round(ref.peak_mib, 2)
-    store: float | None
-    try:
-        store = store_traffic(store_ranks)
-        print(f"store: rank 0's operations per decision per rank at {store_ranks} ranks: {store:.3f}")
-    except NotImplementedError as e:
-        store = None
-        print(f"store: {e}")
+    store = store_traffic(store_ranks)
     return {
         "build_s": build_s,
         "build_mib": build_mib,

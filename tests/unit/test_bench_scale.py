@@ -50,7 +50,15 @@ def test_run_prints_80_columns_and_one_json_line_of_every_size(
     assert set(figures["build_s"]) == set(bench.ALGORITHMS) == set(figures["build_mib"])
     assert all(set(per) == {"4", "8"} for per in figures["build_s"].values())
     assert all(set(per) == {"4"} for per in figures["whole_build_s"].values())
-    store = figures["store_ops_per_rank_per_decision"]
-    assert store is None or store >= 0
+    assert figures["store_ops_per_rank_per_decision"] > 0
     rows = [line.split() for line in lines if line.split()[:1] and line.split()[0] in bench.ALGORITHMS]
     assert [(r[0], r[1]) for r in rows] == [(a, str(n)) for a in bench.ALGORITHMS for n in (4, 8)]
+
+
+def test_store_traffic_counts_every_ranks_operations_on_the_one_store(bench: ModuleType) -> None:
+    # The decisions reach every rank (store_traffic checks each rank's value against rank 0's), and
+    # what the store serves grows with the ranks, not faster: the same per rank at 4 and at 32.
+    assert bench.store_traffic(4, decisions=2) == bench.store_traffic(32, decisions=2) > 0
+    store = bench.CountingStore()
+    store.queue_push("k", b"v")
+    assert store.queue_len("k") == 1 and store.queue_pop("k", False) == b"v" and store.ops == 3
