@@ -27,14 +27,8 @@ import tempfile
 from pathlib import Path
 
 from collbench.runtime.host.rank_priority import permitted
-from collbench.runtime.mpi.harness import (
-    HarnessJob,
-    HarnessVariant,
-    OpenMpiTools,
-    build_harness,
-    find_tools,
-    mpirun_command,
-)
+from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant
+from collbench.runtime.mpi.ompi_tools import OpenMpiTools, build_harness, find_tools, mpirun_command, ompi_environment
 
 HERE = Path(__file__).resolve().parent
 SIZES = (8, 1024, 65536, 1 << 20)
@@ -63,7 +57,7 @@ def harness(prefix: list[str], tools: OpenMpiTools, built: Path, ranks: int, siz
     cmd = prefix + mpirun_command(
         tools, built, ranks, ["float32", "sum", "0", "0", "0", HarnessVariant("allreduce", 0, 0).argument()]
     )
-    with HarnessJob(cmd, 300.0) as job:
+    with HarnessJob(cmd, 300.0, ompi_environment()) as job:
         job.start()
         prepared = job.prepare(0, size // 4, False, 5, True, "benchmark")
         assert prepared.error_code == 0 and prepared.wrong == 0, prepared

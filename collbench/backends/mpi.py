@@ -51,7 +51,7 @@ class Mpi(Backend):
     library: ClassVar[str] = "Open MPI"
     own_choices: ClassVar[str] = "Open MPI's own coll/tuned algorithms"
     torch_backend: ClassVar[str | None] = None
-    sweep_runner: ClassVar[str | None] = "collbench.runtime.mpi.sweep:run_mpi_sweep"
+    sweep_runner: ClassVar[str | None] = "collbench.runtime.mpi.ompi_sweep:run_mpi_sweep"
     in_place_every_op: ClassVar[bool] = True
     runs_own_algorithms: ClassVar[bool] = False
     feeds: ClassVar[frozenset[str]] = frozenset({OMPI_EXPORTS})

@@ -1,6 +1,6 @@
 """MPICH (``--backend mpich``): MPICH's own collectives, each algorithm forced in turn by its CVAR.
 
-The same C harness as Open MPI's (``csrc/ompi_harness.c``, built with MPICH's ``mpicc.mpich`` beside an
+The same C harness as Open MPI's (``csrc/mpi_harness.c``, built with MPICH's ``mpicc.mpich`` beside an
 Open MPI that stays the ``mpicc``/``mpirun`` default) measures them under MPICH's launcher
 (``mpiexec.mpich``), one job per forced algorithm: MPICH reads ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` from
 the environment at ``MPI_Init`` (``native`` leaves it ``auto``: MPICH's own selection, its CSEL tree).

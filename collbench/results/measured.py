@@ -1,7 +1,7 @@
 """The one builder of a measured row, whichever backend measured it: the resume key, algbw and busbw,
 the stall summary, the root a rootless op records.
 
-collbench's ranks (``runtime/sweep/worker.py``) and a library's own harness (``runtime/mpi/sweep.py``)
+collbench's ranks (``runtime/sweep/worker.py``) and a library's own harness (``runtime/mpi/measure.py``)
 both build their rows here, so that a row means the same whatever ran it.
 """
 

@@ -50,12 +50,12 @@ class RuntimeHere:
         return plan.installed_algorithms()
 
     def check_mpi_tools(self) -> None:
-        from collbench.runtime.mpi.harness import find_tools
+        from collbench.runtime.mpi.ompi_tools import find_tools
 
         find_tools()
 
     def check_mpi_world_size(self, world_size: int | None) -> int:
-        from collbench.runtime.mpi.harness import check_world_size
+        from collbench.runtime.mpi.ompi_tools import check_world_size
 
         return check_world_size(world_size)
 

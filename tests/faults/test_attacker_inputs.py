@@ -15,7 +15,7 @@ from collbench.cli.app import app
 from collbench.errors import ConfigError, InputFileError, UserError
 from collbench.nccl.variants import parse_native_variant
 from collbench.profile.document import Profile
-from collbench.runtime.mpi.harness import MPIRUN_ARGS_ENV, extra_mpirun_args
+from collbench.runtime.mpi.ompi_tools import MPIRUN_ARGS_ENV, extra_mpirun_args
 
 REPO = Path(__file__).resolve().parents[2]
 REAL = REPO / "tests" / "fixtures" / "real"

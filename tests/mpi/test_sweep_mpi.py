@@ -23,8 +23,8 @@ from collbench.errors import ConfigError, RankError
 from collbench.ompi.algorithms import OPEN_MPI_4_1, parse_ompi_info
 from collbench.results.io import read_jsonl
 from collbench.results.row import ResultRow
-from collbench.runtime.mpi.harness import MPIRUN_ARGS_ENV
-from collbench.runtime.mpi.sweep import run_mpi_sweep
+from collbench.runtime.mpi.ompi_sweep import run_mpi_sweep
+from collbench.runtime.mpi.ompi_tools import MPIRUN_ARGS_ENV
 from collbench.runtime.sweep.plan import SweepConfig, validate
 
 HERE = Path(__file__).resolve().parent
@@ -298,14 +298,15 @@ def test_no_mpirun_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
 def test_ranks_measure_at_real_time_priority_where_permitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _need_open_mpi()
     from collbench.runtime.host.rank_priority import permitted
-    from collbench.runtime.mpi.harness import HarnessJob, build_harness, find_tools, mpirun_command, realtime_ranks
+    from collbench.runtime.mpi.harness import HarnessJob, realtime_ranks
+    from collbench.runtime.mpi.ompi_tools import build_harness, find_tools, mpirun_command, ompi_environment
 
     monkeypatch.setenv("COLLBENCH_CACHE_DIR", str(tmp_path / "cache"))
     tools = find_tools()
     built = build_harness(tools, lambda _: None)
     for asked in (True, False):
         cmd = mpirun_command(tools, built, 2, ["float32", "sum", "0", "0", str(int(asked)), "allreduce:0:0"], [])
-        with HarnessJob(cmd, 60.0) as job:
+        with HarnessJob(cmd, 60.0, ompi_environment()) as job:
             assert job.start().realtime == (asked and permitted())
     monkeypatch.setenv("COLLBENCH_REALTIME", "0")
     assert realtime_ranks(2) is False
@@ -337,8 +338,8 @@ def test_a_hung_rank_ends_the_job_and_keeps_what_was_measured(tmp_path: Path, mo
     started: list[int] = []
     real_init = HarnessJob.__init__
 
-    def noting_init(self: HarnessJob, cmd: list[str], timeout_s: float) -> None:
-        real_init(self, cmd, timeout_s)
+    def noting_init(self: HarnessJob, cmd: list[str], timeout_s: float, env: dict[str, str]) -> None:
+        real_init(self, cmd, timeout_s, env)
         started.append(self._proc.pid)
 
     monkeypatch.setattr(HarnessJob, "__init__", noting_init)

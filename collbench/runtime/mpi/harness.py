@@ -1,24 +1,24 @@
-"""The C harness that measures Open MPI's own collectives, built with ``mpicc`` and cached, and its job.
+"""The C harness that measures an MPI library's own collectives (Open MPI's, MPICH's), built with the
+library's compiler wrapper and cached, and the job that runs it.
 
 Why a C program and not a Python binding: the timed loop is ``MPI_Wtime(); MPI_Allreduce(...);
-MPI_Wtime()`` with nothing else in it, so a row's time is Open MPI's, not an interpreter's
+MPI_Wtime()`` with nothing else in it, so a row's time is the library's, not an interpreter's
 (benchmarks/README.md, "sweep --backend mpi", measures both against a bare C loop).
 
-One ``mpirun`` runs the whole sweep (``csrc/ompi_harness.c`` says how each forced algorithm gets its
-own communicator through MPI_T); rank 0 takes commands on its standard input, which ``mpirun``
-forwards to it, and answers on standard output, one ``@cb`` line each. The harness is built once per
-source, ``mpicc`` and Open MPI version, under ``$COLLBENCH_CACHE_DIR`` (else
-``$XDG_CACHE_HOME/collbench``, else ``~/.cache/collbench``) in ``ompi/``, as the CUDA kernels are.
+What is shared lives here: the one source (``csrc/mpi_harness.c``, which says how each forced algorithm
+gets its own communicator), its cached build, and the job: rank 0 takes commands on its standard
+input, which the launcher forwards to it, and answers on standard output, one ``@cb`` line each. What is
+each library's lives beside it: Open MPI's tools, ``mpirun`` line and algorithm ids in
+``ompi_tools.py`` and ``ompi_sweep.py``, MPICH's launcher and CVARs in ``mpich_sweep.py``. The harness is
+built once per source and library under ``$COLLBENCH_CACHE_DIR`` (else ``$XDG_CACHE_HOME/collbench``,
+else ``~/.cache/collbench``), in a folder per library (``ompi/``, ``mpich/``), as the CUDA kernels are.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import selectors
-import shlex
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -28,57 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from collbench.errors import BackendUnavailableError, ConfigError, RankError, UserError
+from collbench.errors import BackendUnavailableError, RankError, UserError
 from collbench.fileio import csrc_dir
 
-SOURCE = "ompi_harness.c"
-MPIRUN_ARGS_ENV = "COLLBENCH_MPIRUN_ARGS"
-"""Extra ``mpirun`` arguments, split as a shell would (``--hostfile hosts --mca btl tcp,self``)."""
+SOURCE = "mpi_harness.c"
 STOP_GRACE_S = 10.0
-"""How long mpirun gets to end its ranks after SIGTERM before it is killed."""
+"""How long the launcher gets to end its ranks after SIGTERM before it is killed."""
 _STDERR_SHOWN = 600
-"""Characters of mpirun's standard error a failure shows (its last lines say what broke)."""
-
-
-@dataclass(frozen=True, slots=True)
-class OpenMpiTools:
-    """Where Open MPI's programs are."""
-
-    mpirun: str
-    mpicc: str
-    ompi_info: str
-
-
-def find_tools() -> OpenMpiTools:
-    """mpirun, mpicc and ompi_info on PATH; BackendUnavailableError (one line) naming what is missing."""
-    found = {name: shutil.which(name) for name in ("mpirun", "mpicc", "ompi_info")}
-    missing = [name for name, path in found.items() if path is None]
-    if missing:
-        raise BackendUnavailableError(
-            f"--backend mpi needs Open MPI's {', '.join(missing)} on PATH: install Open MPI "
-            "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)"
-        )
-    return OpenMpiTools(str(found["mpirun"]), str(found["mpicc"]), str(found["ompi_info"]))
-
-
-def _run(cmd: list[str]) -> str:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BackendUnavailableError(f"{cmd[0]} could not run: {exc}") from None
-    if done.returncode != 0:
-        first = (done.stderr.strip() or done.stdout.strip()).splitlines()
-        raise BackendUnavailableError(f"{' '.join(cmd[:2])} failed: {first[0] if first else done.returncode}")
-    return done.stdout
-
-
-@functools.cache
-def ompi_info_text(tools: OpenMpiTools) -> str:
-    """coll/tuned's parameters as ``ompi_info --parsable`` prints them (the algorithms per collective).
-
-    Read once per process: a tune's rounds each start a sweep, and the installed Open MPI does not change.
-    """
-    return _run([tools.ompi_info, "--param", "coll", "tuned", "--level", "9", "--parsable"])
+"""Characters of the launcher's standard error a failure shows (its last lines say what broke)."""
 
 
 def cache_root() -> Path:
@@ -90,23 +47,12 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "collbench"
 
 
-def build_harness(tools: OpenMpiTools, note: Callable[[str], None]) -> Path:
-    """The built harness, from the cache when this source, mpicc and Open MPI built it before.
-
-    Raises UserError (one line) when mpicc fails.
-    """
-    # mpicc's own command line names the MPI it wraps (include and library paths): a new Open MPI
-    # gets a new build.
-    wrapped = _run([tools.mpicc, "--showme"]) + _run([tools.mpirun, "--version"]).splitlines()[0]
-    return build_with(tools.mpicc, wrapped, "ompi", "Open MPI", note)
-
-
 def build_with(mpicc: str, wrapped: str, cache: str, library: str, note: Callable[[str], None]) -> Path:
     """The harness built by ``mpicc`` (the wrapper of ``library``), cached under ``cache`` by this source
     and ``wrapped`` (what names the MPI the wrapper compiles for: a new one gets a new build)."""
     source = csrc_dir() / SOURCE
     digest = hashlib.sha256(source.read_bytes() + wrapped.encode()).hexdigest()[:16]
-    built = cache_root() / cache / f"ompi_harness-{digest}"
+    built = cache_root() / cache / f"mpi_harness-{digest}"
     if built.is_file() and os.access(built, os.X_OK):
         return built
     note(f"building the {library} harness with {mpicc} (once, cached in {built.parent})")
@@ -131,7 +77,7 @@ def build_with(mpicc: str, wrapped: str, cache: str, library: str, note: Callabl
 
 @dataclass(frozen=True, slots=True)
 class HarnessVariant:
-    """One communicator of the job: a collective with its algorithm (0: Open MPI's own) and segment size."""
+    """One communicator of the job: a collective with its algorithm (0: the library's own) and segment size."""
 
     collective: str
     algorithm_id: int
@@ -143,7 +89,7 @@ class HarnessVariant:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A point's untimed call: Open MPI's error (0: none), wrong elements over ranks (-1: not checked)."""
+    """A point's untimed call: the library's error (0: none), wrong elements over ranks (-1: not checked)."""
 
     error_code: int
     wrong: int
@@ -157,54 +103,23 @@ class JobFacts:
     """What the started job says about itself."""
 
     version: str
-    """Open MPI's version (``4.1.4``)."""
+    """The library's version (``4.1.4``, ``4.0.2``)."""
     nodes: int
     realtime: bool
-    """Whether every rank measures at real-time priority (``csrc/ompi_harness.c``, REALTIME)."""
-
-
-def mpirun_command(
-    tools: OpenMpiTools, harness: Path, world_size: int, args: list[str], extra: list[str] | None = None
-) -> list[str]:
-    """The ``mpirun`` line: coll/tuned's dynamic rules on (read once, at MPI_Init), the harness and its arguments."""
-    cmd = [tools.mpirun, "-np", str(world_size)]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")  # Open MPI refuses root without it; containers run as root
-    if world_size > (os.cpu_count() or 1):
-        # Open MPI refuses more ranks than cores unless told; it then makes idle ranks yield.
-        cmd.append("--oversubscribe")
-    cmd += ["--mca", "coll_tuned_use_dynamic_rules", "1"]
-    cmd += extra if extra is not None else extra_mpirun_args()
-    return [*cmd, str(harness), *args]
-
-
-def extra_mpirun_args() -> list[str]:
-    """The words of ``COLLBENCH_MPIRUN_ARGS``, split as a POSIX shell would.
-
-    Raises ConfigError naming the variable when a shell could not split it either (an open quote, a
-    trailing backslash), so the user learns which setting to fix rather than meeting shlex's message.
-    """
-    text = os.environ.get(MPIRUN_ARGS_ENV, "")
-    try:
-        return shlex.split(text)
-    except ValueError as err:
-        raise ConfigError(f"{MPIRUN_ARGS_ENV}={text!r} is not shell words ({str(err).lower()})") from None
+    """Whether every rank measures at real-time priority (``csrc/mpi_harness.c``, REALTIME)."""
 
 
 class HarnessJob:
-    """A running harness under ``mpirun``: commands in, answers out, each within ``timeout_s``."""
+    """A running harness under the library's launcher (``cmd[0]``): commands in, answers out, each within
+    ``timeout_s``."""
 
-    def __init__(self, cmd: list[str], timeout_s: float, env: dict[str, str] | None = None) -> None:
-        """``env``: the job's whole environment (another MPI's settings); Open MPI's by default."""
+    def __init__(self, cmd: list[str], timeout_s: float, env: dict[str, str]) -> None:
+        """``env``: the job's whole environment, as the library's sweep sets it (what would change its own
+        choice in the ``native`` rows removed, what forces an algorithm set)."""
         self.timeout_s = timeout_s
         self.launcher = Path(cmd[0]).name
         self.doing = f"starting {self.launcher}"
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
-        if env is None:
-            env = dict(os.environ)
-            # Rules from a file would replace Open MPI's fixed decisions in the ``native`` rows.
-            env.pop("OMPI_MCA_coll_tuned_dynamic_rules_filename", None)
-            env.pop("OMPI_MCA_coll_tuned_use_dynamic_rules", None)
         try:
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, bufsize=0
@@ -226,7 +141,7 @@ class HarnessJob:
         self.close()
 
     def start(self) -> JobFacts:
-        """The job's first answer: Open MPI's version and how many nodes its ranks are on."""
+        """The job's first answer: the library's version and how many nodes its ranks are on."""
         self.doing = "starting the ranks and making a communicator per algorithm"
         fields = self._answer("H").split()
         if len(fields) != 3 or not fields[1].isdigit():
@@ -251,13 +166,13 @@ class HarnessJob:
         return samples
 
     def close(self) -> None:
-        """Ask the ranks to finish, then make sure mpirun is gone (killed after the timeout)."""
+        """Ask the ranks to finish, then make sure the launcher is gone (killed after the timeout)."""
         if self._proc.poll() is None:
             try:
                 self._in.write(b"Q\n")
                 self._in.close()
             except OSError:
-                pass  # mpirun already gone: nothing to ask
+                pass  # the launcher already gone: nothing to ask
             try:
                 self._proc.wait(timeout=self.timeout_s)
             except subprocess.TimeoutExpired:
@@ -267,9 +182,9 @@ class HarnessJob:
         self._stderr.close()
 
     def _stop(self) -> None:
-        """End the job: SIGTERM to mpirun, which ends its ranks and removes its session directory
-        (``/tmp/ompi.<host>.<uid>/pid.<pid>``); SIGKILL only after a grace period. Killed outright,
-        mpirun leaves that directory behind, and its ranks run on (spinning, where a peer hangs) until
+        """End the job: SIGTERM to the launcher, which ends its ranks and removes its session files (Open
+        MPI's mpirun its ``/tmp/ompi.<host>.<uid>/pid.<pid>``); SIGKILL only after a grace period. Killed
+        outright, a launcher leaves those behind, and its ranks run on (spinning, where a peer hangs) until
         they notice their local server is gone."""
         self._proc.terminate()
         try:
@@ -286,7 +201,7 @@ class HarnessJob:
             raise self._failure(f"{self.launcher} stopped taking commands") from None
 
     def _answer(self, kind: str) -> str:
-        """The rest of the next ``@cb <kind>`` line; other lines (Open MPI's own output) are skipped."""
+        """The rest of the next ``@cb <kind>`` line; other lines (the library's own output) are skipped."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             line = self._line(deadline)
@@ -321,19 +236,10 @@ class HarnessJob:
 
 def realtime_ranks(world_size: int) -> bool:
     """Whether the harness's ranks should measure at ``SCHED_RR`` 1: as gloo ranks do
-    (``COLLBENCH_REALTIME``, permitted), and only with a core per rank: Open MPI's ranks spin while they
+    (``COLLBENCH_REALTIME``, permitted), and only with a core per rank: an MPI library's ranks spin while they
     wait, and two real-time spinners on one core would each wait out the other's 100 ms quantum."""
     from collbench.runtime.host.affinity import cgroup_cpu_limit, usable_cores
     from collbench.runtime.host.rank_priority import ENV, permitted
     from collbench.runtime.host.switches import env_switch
 
     return env_switch(ENV) is not False and world_size <= usable_cores(quota=cgroup_cpu_limit()) and permitted()
-
-
-def check_world_size(world_size: int | None) -> int:
-    """The ranks to start: ``--ranks`` (collbench starts mpirun itself, so it cannot run under one)."""
-    if world_size is None:
-        raise ConfigError(
-            "--backend mpi starts mpirun itself: run `collbench sweep --backend mpi --ranks N` outside any launcher"
-        )
-    return world_size

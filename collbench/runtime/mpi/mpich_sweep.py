@@ -1,8 +1,8 @@
 """``sweep --backend mpich``: MPICH's collectives, each algorithm forced in turn by its CVAR, as rows.
 
-The same harness as Open MPI's (``csrc/ompi_harness.c``, built with ``mpicc.mpich``) under MPICH's
+The same harness as Open MPI's (``csrc/mpi_harness.c``, built with ``mpicc.mpich``) under MPICH's
 launcher (``mpiexec.mpich``), measuring and checking every point as ``sweep --backend mpi`` does
-(sweep.py: the same plan, batches, checks and summaries). What differs is how an algorithm is forced:
+(``measure.py``: the same plan, batches, checks and summaries). What differs is how an algorithm is forced:
 MPICH reads ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` for every call on every communicator, the harness's
 own commands included, so each forced algorithm gets a job of its own with that variable set, and the
 ``native`` points one job with none set (MPICH's own selection: its built-in CSEL tree; a user's
@@ -38,7 +38,7 @@ from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
 from collbench.results.row import ResultRow
 from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant, build_with, realtime_ranks
-from collbench.runtime.mpi.sweep import Event, _measure
+from collbench.runtime.mpi.measure import Event, measure_point
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
 from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, row_fingerprint
@@ -182,7 +182,7 @@ def _run_group(
                 # MPICH refuses some forced algorithms in place only (alltoall's brucks, pairwise and
                 # scattered take no MPI_IN_PLACE): the other mode is still measured.
                 scope = f"its points {'in place' if point.in_place else 'out of place'}"
-                outcome = _measure(
+                outcome = measure_point(
                     job, point, index, world, running, facts, fingerprint, report, "MPICH", scope, mpich_reason
                 )
                 if outcome is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collbench.errors import ConfigError
 from collbench.ompi.algorithms import OmpiAlgorithm, parse_ompi_info
-from collbench.runtime.mpi.harness import find_tools, ompi_info_text
+from collbench.runtime.mpi.ompi_tools import find_tools, ompi_info_text
 
 
 def installed_algorithms() -> dict[str, tuple[OmpiAlgorithm, ...]]:

@@ -2,7 +2,8 @@
 
 The points are planned as for every backend (``worker.plan_points``: the same order, ``--interleave``
 included, and the same rounding of all-gather and reduce-scatter to whole chunks); every point is
-filled, run once and checked, warmed up and timed by the C harness (harness.py), in batches chosen by
+filled, run once and checked, warmed up and timed by the C harness (harness.py, measure.py: shared with
+MPICH's sweep), in batches chosen by
 the same ``-n auto`` policy (``timing.AutoIters``), and summarised by the same functions
 (``timing.summarize``, ``noise.detect_stalls``). Rows stream to the sweep's file as they are measured.
 
@@ -19,8 +20,6 @@ measured as ``native`` only (nothing of coll/tuned applies to it).
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,26 +27,21 @@ import torch
 from collbench.ompi.algorithms import NATIVE, NATIVE_PREFIX, fanout_notes, takes_segment
 from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
-from collbench.results.measured import measured_row
 from collbench.results.row import ResultRow
-from collbench.runtime.executor.timing import AutoIters, summarize
-from collbench.runtime.mpi.harness import (
-    HarnessJob,
-    HarnessVariant,
-    JobFacts,
+from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant, realtime_ranks
+from collbench.runtime.mpi.measure import Event, measure_point
+from collbench.runtime.mpi.ompi_tools import (
     build_harness,
     check_world_size,
     find_tools,
     mpirun_command,
+    ompi_environment,
     ompi_info_text,
-    realtime_ranks,
 )
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
 from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, row_fingerprint
 from collbench.schedules.ops import OP_SPECS
-
-Event = Callable[[dict[str, Any]], None]
 
 
 def _algorithm_ids() -> dict[tuple[str, str], int]:
@@ -105,7 +99,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
         realtime = realtime_ranks(world)
         args = [job.dtype, job.redop, str(cfg.root), str(cfg.seed), str(int(realtime))]
         args += [v.argument() for v in variants]
-        with HarnessJob(mpirun_command(tools, harness, world, args), cfg.timeout_s) as running:
+        with HarnessJob(mpirun_command(tools, harness, world, args), cfg.timeout_s, ompi_environment()) as running:
             facts = running.start()
             if realtime and not facts.realtime:
                 report(
@@ -124,7 +118,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
                 finished += 1
                 if index in refused:
                     continue
-                outcome = _measure(job, point, index, world, running, facts, fingerprint, report)
+                outcome = measure_point(job, point, index, world, running, facts, fingerprint, report, "Open MPI")
                 if outcome is None:
                     refused.add(index)
                     continue
@@ -147,71 +141,3 @@ def _with_segment(job: SweepJob, point: SweepPoint) -> SweepPoint:
     from dataclasses import replace
 
     return replace(point, segment_bytes=_segment(job, point.op.spec.mpi_name, point.algo))
-
-
-def _measure(
-    job: SweepJob,
-    point: SweepPoint,
-    variant: int,
-    world: int,
-    running: HarnessJob,
-    facts: JobFacts,
-    fingerprint: str,
-    report: Event,
-    library: str = "Open MPI",
-    scope: str = "all its points",
-    reason: Callable[[str], str] = str,
-) -> tuple[ResultRow, str] | None:
-    """One point's row and what ran (``Prepared.ran``); None when ``library`` refused the forced algorithm
-    (said once, in a note naming the points it stands for, ``scope``, and the library's error as ``reason``
-    words it)."""
-    cfg = job.config
-    prepared = running.prepare(
-        variant, point.count, point.in_place, cfg.warmup, cfg.check, f"measuring {point.describe()}"
-    )
-    if prepared.error_code != 0:
-        report(
-            {
-                "kind": "note",
-                "text": f"{point.algo} {point.op.value} ({scope}): {library} cannot run it on {world} ranks "
-                f"({reason(prepared.error_text) or f'MPI error {prepared.error_code}'}); skipped",
-            }
-        )
-        return None
-    samples = _time_point(running, cfg.iters, cfg.point_budget_s)
-    row = measured_row(
-        op=point.op,
-        algo=point.algo,
-        backend=job.backend,
-        world_size=world,
-        dtype=job.dtype,
-        redop=job.redop,
-        in_place=point.in_place,
-        size_bytes=point.size_bytes,
-        count=point.count,
-        samples_us=samples,
-        stats=summarize(samples),
-        iters=len(samples),
-        wrong=prepared.wrong,
-        nodes=facts.nodes,
-        root=cfg.root,
-        layout=point.layout,
-        segment_bytes=point.segment_bytes,
-        host=socket.gethostname(),
-        topology_fingerprint=fingerprint,
-        backend_version=facts.version,
-    )
-    return row, prepared.ran
-
-
-def _time_point(running: HarnessJob, iters: int | None, budget_s: float) -> list[float]:
-    """Slowest-rank microseconds per call, in batches as ``worker._time_point`` takes them."""
-    policy = AutoIters(budget_s=budget_s)
-    samples: list[float] = []
-    batch = iters if iters is not None else policy.next_batch(samples, 0.0)
-    while batch > 0:
-        samples.extend(running.time(batch))
-        if iters is not None:
-            break
-        batch = policy.next_batch(samples, sum(samples) * 1e-6, iters_done=len(samples))
-    return samples

@@ -1,10 +1,12 @@
-/* collbench's measuring harness for Open MPI's own collectives (`collbench sweep --backend mpi`).
+/* collbench's measuring harness for an MPI library's own collectives (`collbench sweep --backend mpi`
+ * for Open MPI, `--backend mpich` for MPICH): one source, built with each library's compiler wrapper.
  *
- * Purpose: time MPI collectives with each coll/tuned algorithm forced in turn, with no interpreter
+ * Purpose: time MPI collectives with each of the library's algorithms forced in turn, with no interpreter
  * between the timer and the call, and check every result the way collbench checks its other backends.
- * Requires: Open MPI 4.1 or later, built with mpicc at run time and cached (runtime/mpi/harness.py);
- * or MPICH 4.0 or later (mpicc.mpich, runtime/mpi/mpich_sweep.py), given only algorithm 0 variants: an
- * MPICH job's algorithm is forced by its environment (MPIR_CVAR_<COLL>_INTRA_ALGORITHM).
+ * Requires: Open MPI 4.1 or later, built with mpicc at run time and cached (runtime/mpi/ompi_tools.py,
+ * runtime/mpi/harness.py); or MPICH 4.0 or later (mpicc.mpich, runtime/mpi/mpich_sweep.py), given only
+ * algorithm 0 variants: an MPICH job's algorithm is forced by its environment
+ * (MPIR_CVAR_<COLL>_INTRA_ALGORITHM). What follows on coll/tuned is Open MPI's.
  *
  * Collectives: allreduce, bcast, reduce, allgather, reduce_scatter (MPI_Reduce_scatter), alltoall,
  * gather, scatter, barrier, scan, exscan, and sendrecv: collbench's ring shift (MPI_Sendrecv to rank+1 from rank-1),
@@ -30,10 +32,10 @@
  * variables and duplicates MPI_COMM_WORLD: each duplicate keeps its own forced algorithm, and one job
  * measures every algorithm, interleaved if asked, on the same processes and memory.
  *
- * usage: ompi_harness DTYPE REDOP ROOT SEED REALTIME VARIANT...
- *   VARIANT is COLL:ALGORITHM:SEGMENT_BYTES (allreduce:5:65536; algorithm 0 is Open MPI's own choice)
+ * usage: mpi_harness DTYPE REDOP ROOT SEED REALTIME VARIANT...
+ *   VARIANT is COLL:ALGORITHM:SEGMENT_BYTES (allreduce:5:65536; algorithm 0 is the library's own choice)
  *   REALTIME 1: each rank's measuring thread runs at SCHED_RR priority 1 once its communicators are made
- *   (an Open MPI rank spins while it waits for a peer: on a busy host, a peer that lost its core to
+ *   (an MPI rank spins while it waits for a peer: on a busy host, a peer that lost its core to
  *   another process is waited for a whole time slice, on calls of a few microseconds; collbench runs
  *   its gloo ranks the same way, runtime/host/rank_priority.py). 0: the normal scheduler.
  * Rank 0 reads commands on standard input (mpirun forwards it to rank 0) and answers on standard
@@ -44,7 +46,7 @@
  *   T ITERS                           time ITERS calls, each on its own (MPI_Wtime around the call)
  *       -> "@cb T <us> <us> ..."     per iteration, the slowest rank's microseconds (MPI_MAX over ranks)
  *   Q                                 finish
- * At start it says "@cb H <Open MPI version> <nodes> <1: every rank at real-time priority>" (nodes:
+ * At start it says "@cb H <the library's version> <nodes> <1: every rank at real-time priority>" (nodes:
  * distinct MPI_Get_processor_name).
  * Data: the pattern of collbench/runtime/executor/buffers.py (small integers, exact in every dtype
  * whatever the order of reduction), outputs preset to 77, compared exactly.
@@ -482,7 +484,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (argc < 7 || set_types(argv[1], argv[2]) != 0) {
         say("@cb E %s\n",
-            "usage: ompi_harness DTYPE(float32|float64|int32|int64) REDOP(sum|prod|min|max) ROOT SEED REALTIME VARIANT...");
+            "usage: mpi_harness DTYPE(float32|float64|int32|int64) REDOP(sum|prod|min|max) ROOT SEED REALTIME VARIANT...");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     root = atoi(argv[3]);

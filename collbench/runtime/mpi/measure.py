@@ -1,0 +1,92 @@
+"""One point measured on a running MPI harness, and its row: what Open MPI's sweep (``ompi_sweep.py``) and
+MPICH's (``mpich_sweep.py``) share once their job is running.
+
+Every point is filled, run once and checked, warmed up and timed by the C harness (``harness.py``), in
+batches chosen by the same ``-n auto`` policy as collbench's ranks (``timing.AutoIters``), summarised by
+the same functions (``timing.summarize``) and built into a row by the one builder
+(``results/measured.py``).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from collbench.results.measured import measured_row
+from collbench.results.row import ResultRow
+from collbench.runtime.executor.timing import AutoIters, summarize
+from collbench.runtime.mpi.harness import HarnessJob, JobFacts
+from collbench.runtime.sweep.plan import SweepJob
+from collbench.runtime.sweep.worker import SweepPoint
+
+Event = Callable[[dict[str, Any]], None]
+"""What a sweep reports as it goes (``{"kind": "note" | "plan" | "start" | "row", ...}``)."""
+
+
+def measure_point(
+    job: SweepJob,
+    point: SweepPoint,
+    variant: int,
+    world: int,
+    running: HarnessJob,
+    facts: JobFacts,
+    fingerprint: str,
+    report: Event,
+    library: str,
+    scope: str = "all its points",
+    reason: Callable[[str], str] = str,
+) -> tuple[ResultRow, str] | None:
+    """One point's row and what ran (``Prepared.ran``); None when ``library`` refused the forced algorithm
+    (said once, in a note naming the points it stands for, ``scope``, and the library's error as ``reason``
+    words it)."""
+    cfg = job.config
+    prepared = running.prepare(
+        variant, point.count, point.in_place, cfg.warmup, cfg.check, f"measuring {point.describe()}"
+    )
+    if prepared.error_code != 0:
+        report(
+            {
+                "kind": "note",
+                "text": f"{point.algo} {point.op.value} ({scope}): {library} cannot run it on {world} ranks "
+                f"({reason(prepared.error_text) or f'MPI error {prepared.error_code}'}); skipped",
+            }
+        )
+        return None
+    samples = time_point(running, cfg.iters, cfg.point_budget_s)
+    row = measured_row(
+        op=point.op,
+        algo=point.algo,
+        backend=job.backend,
+        world_size=world,
+        dtype=job.dtype,
+        redop=job.redop,
+        in_place=point.in_place,
+        size_bytes=point.size_bytes,
+        count=point.count,
+        samples_us=samples,
+        stats=summarize(samples),
+        iters=len(samples),
+        wrong=prepared.wrong,
+        nodes=facts.nodes,
+        root=cfg.root,
+        layout=point.layout,
+        segment_bytes=point.segment_bytes,
+        host=socket.gethostname(),
+        topology_fingerprint=fingerprint,
+        backend_version=facts.version,
+    )
+    return row, prepared.ran
+
+
+def time_point(running: HarnessJob, iters: int | None, budget_s: float) -> list[float]:
+    """Slowest-rank microseconds per call, in batches as ``worker._time_point`` takes them."""
+    policy = AutoIters(budget_s=budget_s)
+    samples: list[float] = []
+    batch = iters if iters is not None else policy.next_batch(samples, 0.0)
+    while batch > 0:
+        samples.extend(running.time(batch))
+        if iters is not None:
+            break
+        batch = policy.next_batch(samples, sum(samples) * 1e-6, iters_done=len(samples))
+    return samples
