@@ -244,6 +244,43 @@ def test_an_mpi_librarys_facts_are_read_by_its_backend_harness_and_exports_alone
     assert wrong == []
 
 
+def _backend_name_literals(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, code) of each string literal that is a backend's name (``backend="mpi"``, ``{"nccl": ...}``,
+    ``build(..., "mpich")``), compared or not: a name is the backend's to say (``Backend.name``). A shared
+    library's name handed to ``ctypes.util.find_library`` (``"nccl"`` for libnccl) names a file, not a
+    backend, and is not one."""
+    from collbench.backends import backend_names
+
+    names = set(backend_names())
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and node.value in names):
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.Call) and ast.unparse(parent.func).endswith("find_library"):
+            continue
+        found.append((node.lineno, ast.unparse(parent if parent is not None else node)))
+    return found
+
+
+def test_the_backend_rule_finds_a_name_used_as_a_value() -> None:
+    code = 'run(backend="mpi")\nx = {"nccl": 1}\nbuild(a, "mpich")\nfind_library("nccl")\ny = "ring"\n'
+    assert sorted(line for line, _ in _backend_name_literals(ast.parse(code))) == [1, 2, 3]
+
+
+def test_no_backend_name_used_outside_the_backends() -> None:
+    """Nor is a backend's name used as a value outside ``collbench/backends/`` (a keyword, a key, a cache
+    folder): the backend says it (``MPICH.name``), so nothing else spells it."""
+    wrong = []
+    for name, path in sorted(_modules().items()):
+        if _area(name) == "backends":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        wrong.extend(f"{name}:{line}: {code}" for line, code in _backend_name_literals(tree))
+    assert wrong == []
+
+
 OP_BRANCHES_ALLOWED: dict[str, str] = {
     "schedules.algorithms": "a builder constructs each op it does (ring's reduce-scatter then all-gather phases, a "
     "tree's up and down sweeps): the family's per-op schedule is its one home, beside its cost",

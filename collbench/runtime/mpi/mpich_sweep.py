@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from collbench.backends.mpich import MPICH
 from collbench.errors import BackendUnavailableError, RankError
 from collbench.mpich.algorithms import (
     FALLBACK_CVAR,
@@ -83,7 +84,7 @@ def build_mpich_harness(note: Any) -> str:
         shown = subprocess.run([mpicc, "-show"], capture_output=True, text=True, timeout=60, check=False).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BackendUnavailableError(f"{mpicc} could not run: {exc}") from None
-    return str(build_with(mpicc, shown, "mpich", "MPICH", note))
+    return str(build_with(mpicc, shown, MPICH.name, MPICH.library, note))
 
 
 def mpich_reason(stack: str) -> str:
@@ -183,7 +184,7 @@ def _run_group(
                 # scattered take no MPI_IN_PLACE): the other mode is still measured.
                 scope = f"its points {'in place' if point.in_place else 'out of place'}"
                 outcome = measure_point(
-                    job, point, index, world, running, facts, fingerprint, report, "MPICH", scope, mpich_reason
+                    job, point, index, world, running, facts, fingerprint, report, MPICH.library, scope, mpich_reason
                 )
                 if outcome is None:
                     refused.add(mode)

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from collbench.backends.mpi import MPI
 from collbench.ompi.algorithms import NATIVE, NATIVE_PREFIX, fanout_notes, takes_segment
 from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
@@ -118,7 +119,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
                 finished += 1
                 if index in refused:
                     continue
-                outcome = measure_point(job, point, index, world, running, facts, fingerprint, report, "Open MPI")
+                outcome = measure_point(job, point, index, world, running, facts, fingerprint, report, MPI.library)
                 if outcome is None:
                     refused.add(index)
                     continue

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from collbench.backends.mpi import MPI
 from collbench.errors import BackendUnavailableError, ConfigError
 from collbench.runtime.mpi.harness import build_with
 
@@ -71,7 +72,7 @@ def build_harness(tools: OpenMpiTools, note: Callable[[str], None]) -> Path:
     # mpicc's own command line names the MPI it wraps (include and library paths): a new Open MPI
     # gets a new build.
     wrapped = _run([tools.mpicc, "--showme"]) + _run([tools.mpirun, "--version"]).splitlines()[0]
-    return build_with(tools.mpicc, wrapped, "ompi", "Open MPI", note)
+    return build_with(tools.mpicc, wrapped, "ompi", MPI.library, note)
 
 
 def mpirun_command(
