@@ -27,6 +27,9 @@ from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import CLASSIC_OPS, Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
+_CHUNKED = (Op.REDUCE_SCATTER, Op.ALL_GATHER)
+"""The ops whose chunks the op fixes (rank r's), each cut across the channels."""
+
 
 def _reduce_scatter(
     b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, tuple[int, int]], first_round: int
@@ -90,7 +93,8 @@ def build_ring(
     rings = layout_rings(layout, n)
     b = RoundBuilder(n, rank)
     regions = chunk_bounds(count, len(rings))
-    owner_chunks = chunk_bounds(count, n)
+    # Rank r's chunk cut once into one part per channel (not once per channel: O(n x channels^2)).
+    owner_parts = [split(a, z, len(rings)) for a, z in chunk_bounds(count, n)] if op in _CHUNKED else []
     for k, ring in enumerate(rings):
         if op in (Op.ALL_REDUCE,):
             lo, hi = regions[k]
@@ -98,9 +102,9 @@ def build_ring(
             owned = {ring[p]: pieces[p] for p in range(n)}
             _reduce_scatter(b, ring, owned, 0)
             _all_gather(b, ring, owned, n - 1)
-        elif op in (Op.REDUCE_SCATTER, Op.ALL_GATHER):
+        elif op in _CHUNKED:
             # Rank r's chunk is fixed by the op; channel k carries the k-th part of every chunk.
-            owned = {r: split(*owner_chunks[r], len(rings))[k] for r in range(n)}
+            owned = {r: owner_parts[r][k] for r in range(n)}
             if op is Op.REDUCE_SCATTER:
                 _reduce_scatter(b, ring, owned, 0)
             else:
