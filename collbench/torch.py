@@ -33,8 +33,8 @@ native all-reduces use one communicator, and NCCL forbids issuing one communicat
 several threads in parallel, and calls it unsafe for two communicators of one device too (NCCL's user
 guide, "Thread Safety"); one thread issuing them in DDP's bucket order keeps every rank's order alike,
 where a separate group for the schedules would not. The hook
-decides and compiles once per bucket shape (elements, dtype, device, group) and reuses both;
-``all_reduce`` builds per call.
+decides once per bucket shape (elements, dtype, device, group); compiled plans are the process's
+(``runtime/executor/plan_cache.py``): a shape met before by any hook or call builds nothing.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ from collbench.layouts.model import Layout
 from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
-from collbench.runtime.executor.schedule_runner import ScheduleRunner
-from collbench.schedules.ir import Schedule
+from collbench.runtime.executor.plan_cache import PLANS, PlanKey
+from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
 from collbench.schedules.ops import Op
 from collbench.schedules.spec import MAX_SEGMENTS
 
@@ -70,7 +70,8 @@ CommHook = Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
 
 @dataclass
 class _Runners:
-    """Compiled schedules of one profile, per (rule, count, dtype, device): built on first use."""
+    """Runners of one profile's schedules, per (rule, count, dtype, device, group), of the process's
+    compiled plans (``plan_cache.PLANS``): a runner adds its group and scratch to a plan."""
 
     profile: Profile
     cache: dict[tuple[Any, ...], ScheduleRunner] = field(default_factory=dict)
@@ -89,17 +90,10 @@ class _Runners:
         key = (op, root, rule.min_bytes, rule.algo, count, tensor.dtype, tensor.device, world, id(group))
         found = self.cache.get(key)
         if found is None:
-            rank = dist.get_rank(group)  # its steps only: every rank's are O(world x steps) (ir.py)
-            schedule = _build(rule_set, rule, world, count, tensor.element_size(), op, root, rank)
-            found = ScheduleRunner(
-                schedule,
-                rank=rank,
-                group=group,
-                segment_bytes=rule.params.get("segment_bytes"),
-                elem_bytes=tensor.element_size(),
-                device=tensor.device,
-            )
-            self.cache[key] = found
+            elem_bytes, rank = tensor.element_size(), dist.get_rank(group)
+            plan_key = _plan_key(rule_set, rule, world, count, elem_bytes, op, root, rank, tensor.device)
+            plan = PLANS.plan(plan_key)  # built for this rank alone on a miss (plan_cache.build_schedule)
+            found = self.cache[key] = ScheduleRunner.of_plan(plan, group)
         return found
 
 
@@ -112,16 +106,11 @@ def _layout(rule_set: RuleSet, rule: Rule, world: int) -> Layout | None:
     return Layout(rings=saved.rings, trees=saved.trees, name=saved.name)
 
 
-def _build(
-    rule_set: RuleSet,
-    rule: Rule,
-    world: int,
-    count: int,
-    elem_bytes: int,
-    op: Op = Op.ALL_REDUCE,
-    root: int = 0,
-    rank: int | None = None,
-) -> Schedule:
+def _plan_key(
+    rule_set: RuleSet, rule: Rule, world: int, count: int, elem_bytes: int, op: Op, root: int, rank: int, device: Any
+) -> PlanKey:
+    """What the rule's schedule and plan are built with, as the plan cache's key. Raises ConfigError for
+    segments a schedule cannot take."""
     from collbench.schedules.registry import get_algorithm
 
     spec = get_algorithm(rule.algo)
@@ -137,7 +126,8 @@ def _build(
         # The sweep pipelined segmented schedules (trees) this way; build what was measured.
         segments = spec.segments_for(count * elem_bytes, int(seg_bytes))
     layout = _layout(rule_set, rule, world)
-    return spec.build(op, world, count, root=root, layout=layout, segments=segments, rank=rank)
+    seg = int(seg_bytes) if seg_bytes else default_segment_bytes(device)
+    return PlanKey(spec.name, op, world, count, rank, root, segments, layout, elem_bytes, seg)
 
 
 def _rule_set(profile: Profile, group: Any) -> RuleSet:

@@ -139,14 +139,16 @@ def _train_worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
         timeout=datetime.timedelta(seconds=TIMEOUT_S),
     )
     try:
+        from collbench.runtime.executor import plan_cache
+
         built: list[int] = []
-        real_build = ctorch._build
+        real_build = plan_cache.build_schedule
 
-        def counting_build(*args: Any) -> Any:
-            built.append(args[3])  # the bucket's element count
-            return real_build(*args)
+        def counting_build(key: plan_cache.PlanKey) -> Any:
+            built.append(key.count)  # the bucket's element count
+            return real_build(key)
 
-        ctorch._build = counting_build  # type: ignore[assignment]
+        plan_cache.build_schedule = counting_build  # type: ignore[assignment]
         sizes: list[int] = []
         inner = ctorch.ddp_comm_hook(_profile(world))
 

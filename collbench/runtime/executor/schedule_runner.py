@@ -24,8 +24,9 @@ and reused across iterations, so timed iterations allocate nothing.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -34,6 +35,7 @@ from collbench.runtime.executor.reduce import divide_exactly, reduce_many
 from collbench.runtime.executor.segments import DEFAULT_SEGMENT_BYTES
 from collbench.schedules.contracts import contract
 from collbench.schedules.ir import Schedule, Step
+from collbench.schedules.ops import Op, buffer_elems
 
 MAX_TRANSFER_SEGMENTS = 1024
 """The most segments one transfer is cut into: each is a posted message and a plan entry, so a tiny
@@ -200,13 +202,96 @@ def _landing(r: _RecvSeg, buffer: torch.Tensor, scratch: torch.Tensor) -> torch.
     return buffer[r.start : r.stop] if r.scratch < 0 else scratch[r.scratch : r.scratch + r.stop - r.start]
 
 
+@dataclass(frozen=True, slots=True)
+class CompiledPlan:
+    """One rank's schedule compiled for buffers of one element size: which segments each step posts
+    and where each lands. It holds no tensor and no group, so one plan serves any group of its size
+    and any dtype of its element size (``plan_cache.py`` keeps plans for the life of the process)."""
+
+    op: Op
+    world_size: int
+    count: int
+    root: int
+    rank: int
+    steps: tuple[_StepPlan, ...]
+    scratch_elems: int
+    """Elements of scratch a runner of this plan allocates on its first run."""
+
+    @property
+    def buffer_elems(self) -> int:
+        return buffer_elems(self.op, self.count)
+
+
+def compile_plan(
+    schedule: Schedule,
+    *,
+    rank: int,
+    segment_bytes: int | None = None,
+    elem_bytes: int,
+    device: torch.device | str = "cpu",
+) -> CompiledPlan:
+    """``rank``'s steps of ``schedule`` (a whole or a one-rank build) compiled for ``elem_bytes``-byte
+    elements cut in segments of ``segment_bytes`` (default: per device type). Raises ValueError for a
+    rank outside the schedule or a segment smaller than one element."""
+    if not 0 <= rank < schedule.world_size:
+        raise ValueError(f"rank {rank} is not in a schedule for {schedule.world_size} ranks")
+    if segment_bytes is None:
+        segment_bytes = default_segment_bytes(device)
+    if segment_bytes < elem_bytes:
+        raise ValueError(f"segment of {segment_bytes} bytes is smaller than one element ({elem_bytes} bytes)")
+    if schedule.rank not in (None, rank):
+        raise ValueError(f"the schedule holds rank {schedule.rank}'s steps, not rank {rank}'s")
+    seg_elems = segment_bytes // elem_bytes
+    if schedule.op.spec.ordered:
+        # A scan's step may send a range to one peer while reducing another's into it (Hillis-Steele,
+        # Blelloch): that step is sent whole, and the peer it sends to, whose own step would pipeline,
+        # must then receive it whole too. Each rank decides per step, so scans are never cut at all:
+        # both ends of every transfer agree without looking at each other's steps.
+        seg_elems = max(schedule.buffer_elems, 1)
+    compiled = [_compile_step(step, seg_elems, rank) for step in _run_steps(schedule, rank)]
+    return CompiledPlan(
+        op=schedule.op,
+        world_size=schedule.world_size,
+        count=schedule.count,
+        root=schedule.root,
+        rank=rank,
+        steps=tuple(p for p, _ in compiled),
+        scratch_elems=max((s for _, s in compiled), default=0),
+    )
+
+
+# What a plan's Python objects take, for the cache's bound (plan_cache.py): an entry's own size and
+# its fields' ints, counted as large ints (small ones are shared, so this errs towards too much).
+_INT_BYTES = sys.getsizeof(1 << 40)
+_SEND_BYTES = sys.getsizeof(_SendSeg(0, 0, 0)) + 3 * _INT_BYTES
+_RECV_BYTES = sys.getsizeof(_RecvSeg(0, 0, 0, False, 0, 0)) + 5 * _INT_BYTES
+_ROUND_BYTES = sys.getsizeof(_Round((), ()))
+_STEP_BYTES = sys.getsizeof(_StepPlan((), False))
+
+
+def _tuple_bytes(items: int) -> int:
+    return sys.getsizeof(()) + 8 * items
+
+
+def plan_bytes(plan: CompiledPlan) -> int:
+    """Bytes of host memory ``plan``'s objects take (an estimate from above; O(its entries))."""
+    total = sys.getsizeof(plan) + _tuple_bytes(len(plan.steps))
+    for step in plan.steps:
+        total += _STEP_BYTES + _tuple_bytes(len(step.rounds))
+        for rnd in step.rounds:
+            total += _ROUND_BYTES + _tuple_bytes(len(rnd.sends)) + _tuple_bytes(len(rnd.recvs))
+            total += len(rnd.sends) * _SEND_BYTES + len(rnd.recvs) * _RECV_BYTES
+    return total
+
+
 class ScheduleRunner:
     """One rank's compiled schedule: call ``run(buffer, redop)`` once per collective call.
 
     ``rank`` is this process's rank in ``group`` (the schedule's ranks are ranks of ``group``;
     None is the default group). ``schedule`` is the whole build or this rank's one-rank build
     (ir.py), which is all a rank needs; one built for another rank is a ValueError. Scratch memory
-    is allocated once, on the first run.
+    is allocated once, on the first run. A schedule compiles here; :meth:`of_plan` runs a plan
+    compiled before (a cached one).
     """
 
     def __init__(
@@ -219,28 +304,22 @@ class ScheduleRunner:
         elem_bytes: int,
         device: torch.device | str = "cpu",
     ) -> None:
-        if not 0 <= rank < schedule.world_size:
-            raise ValueError(f"rank {rank} is not in a schedule for {schedule.world_size} ranks")
-        if segment_bytes is None:
-            segment_bytes = default_segment_bytes(device)
-        if segment_bytes < elem_bytes:
-            raise ValueError(f"segment of {segment_bytes} bytes is smaller than one element ({elem_bytes} bytes)")
-        if schedule.rank not in (None, rank):
-            raise ValueError(f"the schedule holds rank {schedule.rank}'s steps, not rank {rank}'s")
-        self.schedule = schedule
-        self.rank = rank
+        plan = compile_plan(schedule, rank=rank, segment_bytes=segment_bytes, elem_bytes=elem_bytes, device=device)
+        self._start(plan, group)
+
+    @classmethod
+    def of_plan(cls, plan: CompiledPlan, group: Any = None) -> ScheduleRunner:
+        """A runner of ``plan`` (compiled for this process's rank of ``group``): nothing compiles."""
+        runner = cls.__new__(cls)
+        runner._start(plan, group)
+        return runner
+
+    def _start(self, plan: CompiledPlan, group: Any) -> None:
+        self.plan = plan
+        self.rank = plan.rank
         self.group = group
-        self.segment_bytes = segment_bytes
-        seg_elems = segment_bytes // elem_bytes
-        if schedule.op.spec.ordered:
-            # A scan's step may send a range to one peer while reducing another's into it (Hillis-Steele,
-            # Blelloch): that step is sent whole, and the peer it sends to, whose own step would pipeline,
-            # must then receive it whole too. Each rank decides per step, so scans are never cut at all:
-            # both ends of every transfer agree without looking at each other's steps.
-            seg_elems = max(schedule.buffer_elems, 1)
-        plans = [_compile_step(step, seg_elems, rank) for step in _run_steps(schedule, rank)]
-        self._plans = tuple(p for p, _ in plans)
-        self._scratch_elems = max((s for _, s in plans), default=0)
+        self._plans = plan.steps
+        self._scratch_elems = plan.scratch_elems
         self._scratch: torch.Tensor | None = None
 
     @property
@@ -255,7 +334,7 @@ class ScheduleRunner:
         ``avg`` sums, then divides the rank's result by the world size (floating dtypes only).
         Raises ValueError for a buffer of the wrong shape; torch.distributed errors pass through.
         """
-        elems = self.schedule.buffer_elems
+        elems = self.plan.buffer_elems
         if buffer.dim() != 1 or buffer.numel() != elems:
             raise ValueError(f"buffer must be 1-D with {elems} elements, got {tuple(buffer.shape)}")
         scratch = self._scratch
@@ -271,7 +350,7 @@ class ScheduleRunner:
                     work.wait()
                 self._apply(plan.rounds[0], buffer, scratch, redop)
         if redop == "avg":
-            finish_avg(self.schedule, buffer, self.rank)
+            finish_avg(self.plan, buffer, self.rank)
 
     def _run_pipelined(self, plan: _StepPlan, buffer: torch.Tensor, scratch: torch.Tensor, redop: str) -> None:
         # Every segment is posted up front and applied in order as it lands: while segment k is
@@ -331,7 +410,20 @@ class ScheduleRunner:
             i = j
 
 
-def result_range(schedule: Schedule, rank: int) -> tuple[int, int] | None:
+class CallShape(Protocol):
+    """What a call's result depends on beyond its steps: a :class:`Schedule` or a :class:`CompiledPlan`."""
+
+    @property
+    def op(self) -> Op: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def root(self) -> int: ...
+
+
+def result_range(schedule: CallShape, rank: int) -> tuple[int, int] | None:
     """The elements of ``rank``'s buffer that hold a reduction when the schedule ends, if any."""
     if not schedule.op.spec.reduces:
         return None
@@ -339,7 +431,7 @@ def result_range(schedule: Schedule, rank: int) -> tuple[int, int] | None:
     return (needs[0][0], needs[-1][1]) if needs else None
 
 
-def finish_avg(schedule: Schedule, buffer: torch.Tensor, rank: int) -> None:
+def finish_avg(schedule: CallShape, buffer: torch.Tensor, rank: int) -> None:
     """Divide the rank's reduced elements by the world size: avg is a sum, then one division."""
     span = result_range(schedule, rank)
     if span is not None and schedule.world_size > 1:

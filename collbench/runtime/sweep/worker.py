@@ -39,6 +39,7 @@ from collbench.runtime.executor.buffers import (
     make_buffers,
     torch_dtype,
 )
+from collbench.runtime.executor.plan_cache import PLANS, PlanKey
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
 from collbench.runtime.executor.timing import AutoIters, IterationTimer, make_timer, slowest_rank, summarize
 from collbench.runtime.here import HERE
@@ -545,15 +546,22 @@ def _make_call(
         return _native_call(bufs, job.redop, groups.group(point.algo))
     spec = get_algorithm(point.algo)
     segments = spec.segments_for(point.size_bytes, point.segment_bytes)
-    # This rank's steps only: building every rank's is O(world x steps) (ir.py).
-    schedule = spec.build(op, ctx.world_size, point.count, root=root, layout=layout, segments=segments, rank=rank)
-    runner = ScheduleRunner(
-        schedule,
+    key = PlanKey(
+        algo=spec.name,
+        op=op,
+        world_size=ctx.world_size,
+        count=point.count,
         rank=rank,
-        segment_bytes=point.segment_bytes,
+        root=root,
+        segments=segments,
+        layout=layout,
         elem_bytes=inp.element_size(),
-        device=ctx.device,
+        segment_bytes=point.segment_bytes or default_segment_bytes(ctx.device),
     )
+    # Built for this rank alone (plan_cache.build_schedule); a point met again (another round, a tie
+    # round, in place after out of place) reuses its plan: the process's cache.
+    plan = PLANS.plan(key)
+    runner = ScheduleRunner.of_plan(plan)
     redop = job.redop
     whole = bufs.whole
     if op.spec.out_of_place or not op.spec.payload or point.in_place:
