@@ -15,7 +15,10 @@ network steps of n/(mk)). Needs root (skips otherwise).
 ``--tune`` then runs ``collbench tune --op all-reduce --quick -b 64K -e 1M`` in the same namespaces on
 a topology of the four CPU ranks with hosts h0, h0, h1, h1 and the shaped rates as link bandwidths
 (written from ``collbench discover --ranks 4``), so the sweep's layout has the two nodes and
-hierarchical competes with every other algorithm; it prints the profile's all-reduce rules.
+hierarchical competes with every other algorithm; it prints the profile's all-reduce rules and the
+node count its rows and profile record. The namespaces are started as two hosts of two ranks
+(``ranks_per_host=2``: the launcher's local ranks and each host's boot id say so), so that count is 2,
+as the topology says; one rank per host made every namespace a node and the rows said 4.
 """
 
 from __future__ import annotations
@@ -116,7 +119,7 @@ def two_host_topology(path: Path, fast_mbit: float, slow_mbit: float) -> None:
 
 def run_tune(rates: list[list[float]], fast: float, slow: float) -> None:
     exe = shutil.which("collbench") or "collbench"
-    with tempfile.TemporaryDirectory() as tmp, NamespaceCluster(rates) as cluster:
+    with tempfile.TemporaryDirectory() as tmp, NamespaceCluster(rates, ranks_per_host=2) as cluster:
         topo, prof = Path(tmp) / "2x2.yaml", Path(tmp) / "profile.yaml"
         two_host_topology(topo, fast, slow)
         argv = [exe, "tune", "--topology", str(topo), "--op", "all-reduce", "--quick", "-b", "64K", "-e", "1M"]
@@ -125,6 +128,9 @@ def run_tune(rates: list[list[float]], fast: float, slow: float) -> None:
         import yaml
 
         doc = yaml.safe_load(prof.read_text())
+        rows = [json.loads(line) for line in (Path(tmp) / "rows.jsonl").read_text().splitlines() if line.strip()]
+        kept = sorted({rs.get("nodes") for rs in doc["rule_sets"]})
+        print(f"tune: rows record nodes {sorted({r['nodes'] for r in rows})}; the profile's rule sets {kept}")
         for rule_set in doc["rule_sets"]:
             for rule in rule_set["rules"]:
                 hi = "-" if rule["max_bytes"] is None else rule["max_bytes"]
@@ -148,7 +154,7 @@ def main() -> int:
     n = 4
     rates = [[args.fast if i // 2 == j // 2 else args.slow for j in range(n)] for i in range(n)]
     sizes = ",".join(str(int(m * 1024 * 1024)) for m in args.mib)
-    with tempfile.TemporaryDirectory() as tmp, NamespaceCluster(rates) as cluster:
+    with tempfile.TemporaryDirectory() as tmp, NamespaceCluster(rates, ranks_per_host=2) as cluster:
         out = Path(tmp) / "result.json"
         argv = [sys.executable, "-c", _JOB, sizes, str(args.iters), str(out), ",".join(ALGOS)]
         cluster.run_job(argv, cwd=REPO, timeout_s=1200.0)

@@ -9,8 +9,9 @@ not where they are missing. Everything is removed on exit, whatever happened.
 
 Ranks are started as a torchrun-style job (RANK, WORLD_SIZE, MASTER_ADDR (rank 0's address),
 MASTER_PORT and LOCAL_RANK set), or with the variables srun or Open MPI's mpirun set (``launcher=``),
-one rank per "host"; GLOO_SOCKET_IFNAME names the rank's veth, and COLLBENCH_TEST_BOOT_ID (a test
-hook) gives each "host" a boot id of its own, so that collbench counts each namespace as a node.
+one rank per "host" (or ``ranks_per_host`` consecutive ranks a host); GLOO_SOCKET_IFNAME names the
+rank's veth, and COLLBENCH_TEST_BOOT_ID (a test hook) gives each "host" a boot id of its own, so that
+collbench counts each host as a node (each namespace, with one rank per host).
 """
 
 from __future__ import annotations
@@ -53,12 +54,19 @@ def netns_unavailable() -> str | None:
 
 
 class NamespaceCluster:
-    """``with NamespaceCluster(rates) as c:`` builds the namespaces; ``c.start(...)`` runs ranks."""
+    """``with NamespaceCluster(rates) as c:`` builds the namespaces; ``c.start(...)`` runs ranks.
 
-    def __init__(self, rates_mbit: Sequence[Sequence[float]]) -> None:
+    ``ranks_per_host``: how many consecutive ranks the launcher says share a host (1: every namespace
+    is a host). A cluster shaped as hosts of k ranks (fast pairs inside, slow ones across) says so to
+    the launcher, so the rows' node count is the hosts', not one node per namespace."""
+
+    def __init__(self, rates_mbit: Sequence[Sequence[float]], *, ranks_per_host: int = 1) -> None:
         n = len(rates_mbit)
         if n < 2 or any(len(row) != n for row in rates_mbit):
             raise ValueError("rates_mbit must be a square matrix over at least 2 ranks")
+        if ranks_per_host < 1 or n % ranks_per_host:
+            raise ValueError(f"ranks_per_host must divide the {n} ranks, got {ranks_per_host}")
+        self.ranks_per_host = ranks_per_host
         self.rates_mbit = [list(map(float, row)) for row in rates_mbit]
         self.n = n
         tag = os.getpid() % 100000
@@ -126,28 +134,33 @@ class NamespaceCluster:
             _run("ip", "netns", "del", self._made.pop(), check=False)
 
     def launcher_env(self, rank: int, launcher: str) -> dict[str, str]:
-        """The variables ``launcher`` (torchrun, srun or mpirun) sets for ``rank``, one rank per host."""
+        """The variables ``launcher`` (torchrun, srun or mpirun) sets for ``rank``, ``ranks_per_host``
+        consecutive ranks a host."""
+        k = self.ranks_per_host
+        host, local = divmod(rank, k)
         if launcher == "torchrun":
             return {
                 "RANK": str(rank),
                 "WORLD_SIZE": str(self.n),
-                "LOCAL_RANK": "0",
-                "LOCAL_WORLD_SIZE": "1",
+                "LOCAL_RANK": str(local),
+                "LOCAL_WORLD_SIZE": str(k),
                 "MASTER_ADDR": self.address(0),
                 "MASTER_PORT": str(PORT),
             }
         if launcher == "srun":
-            # srun(1)'s output variables; the store's host comes from the compressed node list.
+            # srun(1)'s output variables; the store's host comes from the compressed node list (each
+            # host by its first rank's address).
+            hosts = ",".join(str(h * k + 1) for h in range(self.n // k))
             return {
                 "SLURM_JOB_ID": "77",
                 "SLURM_STEP_ID": "0",
                 "SLURM_PROCID": str(rank),
                 "SLURM_NTASKS": str(self.n),
                 "SLURM_STEP_NUM_TASKS": str(self.n),
-                "SLURM_LOCALID": "0",
-                "SLURM_NODEID": str(rank),
-                "SLURM_STEP_TASKS_PER_NODE": f"1(x{self.n})",
-                "SLURM_JOB_NODELIST": f"{SUBNET}.[1-{self.n}]",
+                "SLURM_LOCALID": str(local),
+                "SLURM_NODEID": str(host),
+                "SLURM_STEP_TASKS_PER_NODE": f"{k}(x{self.n // k})",
+                "SLURM_JOB_NODELIST": f"{SUBNET}.[{hosts}]" if k > 1 else f"{SUBNET}.[1-{self.n}]",
                 "MASTER_PORT": str(PORT),
             }
         if launcher == "mpirun":
@@ -155,8 +168,8 @@ class NamespaceCluster:
             return {
                 "OMPI_COMM_WORLD_RANK": str(rank),
                 "OMPI_COMM_WORLD_SIZE": str(self.n),
-                "OMPI_COMM_WORLD_LOCAL_RANK": "0",
-                "OMPI_COMM_WORLD_LOCAL_SIZE": "1",
+                "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+                "OMPI_COMM_WORLD_LOCAL_SIZE": str(k),
                 "MASTER_ADDR": self.address(0),
                 "MASTER_PORT": str(PORT),
             }
@@ -179,7 +192,7 @@ class NamespaceCluster:
         full.update(self.launcher_env(rank, launcher), GLOO_SOCKET_IFNAME=f"cbv{rank}")
         # The namespaces share this machine's host name and boot id: a boot id of its own per "host" is
         # collbench's test hook (runtime/launch/membership.py) that makes each one a node.
-        full["COLLBENCH_TEST_BOOT_ID"] = f"netns-host-{rank}"
+        full["COLLBENCH_TEST_BOOT_ID"] = f"netns-host-{rank // self.ranks_per_host}"
         return subprocess.Popen(
             ["ip", "netns", "exec", self.ranks[rank], *argv],
             cwd=cwd,

@@ -52,7 +52,7 @@ from collbench.runtime.sweep.plan import SweepJob
 from collbench.schedules.contracts import contract
 from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
 from collbench.schedules.registry import get_algorithm
-from collbench.units import format_bytes
+from collbench.units import counted, format_bytes
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
@@ -213,6 +213,15 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     hosts: list[Any] = [None] * ws
     # What identifies each rank's node (ranks.RankContext.node): namespaces and containers share a host name.
     dist.all_gather_object(hosts, ctx.node, group=ctx.control)
+    seen = len(set(hosts))
+    if layout is not None and layout.nodes and len(layout.nodes) != seen:
+        # A topology of another shape than the job's hosts: the rows record the hosts the ranks run on,
+        # the node-aware schedules follow the layout; said, so that nobody fits the two as one.
+        notes = [
+            *notes,
+            f"the layout ({layout.name}) puts the ranks on {counted(len(layout.nodes), 'node')}, the job's "
+            f"hosts are {seen}: rows record {seen}; hierarchical's rings follow the layout's nodes",
+        ]
     env = run_environment(job.runs_on.version(HERE), ctx.device)
     fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
 
@@ -247,7 +256,7 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
                 _inject(fault[2])
             graphed = point.algo in graphs and point.op in GRAPHED_OPS
             timer = graph_timer if graphed else plain_timer
-            row = _measure(ctx, job, point, layout, timer, env, fingerprint, len(set(hosts)), groups, reader)
+            row = _measure(ctx, job, point, layout, timer, env, fingerprint, seen, groups, reader)
             groups.done_with(index)
             finished += 1
             if row is None:
