@@ -120,23 +120,48 @@ def test_tune_under_mpirun_writes_one_profile_from_rank_0(tmp_path: Path) -> Non
     assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
 
 
-def test_a_sweep_under_srun_joins_through_the_first_host_of_the_nodelist(tmp_path: Path) -> None:
+def _srun_task(task: int, job_id: str, submit: Path) -> dict[str, str]:
+    """What srun sets for one of 2 tasks on 2 nodes (both nodes are this host here); no MASTER_*."""
+    return _env(
+        SLURM_JOB_ID=job_id, SLURM_STEP_ID="0", SLURM_PROCID=str(task), SLURM_NTASKS="2",
+        SLURM_STEP_NUM_TASKS="2", SLURM_LOCALID="0", SLURM_NODEID=str(task), SLURM_STEP_TASKS_PER_NODE="1(x2)",
+        # Task 0 runs on the list's second host: nothing may take the first for its store.
+        SLURM_JOB_NODELIST="elsewhere,vm", SLURM_STEP_NODELIST="elsewhere,vm", SLURM_SUBMIT_DIR=str(submit),
+    )  # fmt: skip
+
+
+def test_a_sweep_under_srun_joins_where_task_0_published_its_store(tmp_path: Path) -> None:
     stream = tmp_path / "srun.jsonl"
-    port = str(_free_port())
-    procs = []
-    for task in range(2):
-        # As srun sets them for 2 tasks on 2 nodes of the nodelist (both nodes are this host here).
-        env = _env(
-            SLURM_JOB_ID="1234", SLURM_STEP_ID="0", SLURM_PROCID=str(task), SLURM_NTASKS="2",
-            SLURM_STEP_NUM_TASKS="2", SLURM_LOCALID="0", SLURM_NODEID=str(task), SLURM_STEP_TASKS_PER_NODE="1(x2)",
-            SLURM_JOB_NODELIST="127.0.0.[1-2]", SLURM_STEP_NODELIST="127.0.0.[1-2]", MASTER_PORT=port,
-        )  # fmt: skip
-        procs.append(_start(_cli(*SWEEP, "--stream", str(stream)), env, tmp_path))
+    procs = [
+        _start(_cli(*SWEEP, "--stream", str(stream)), _srun_task(task, "1234", tmp_path), tmp_path) for task in (1, 0)
+    ]
     outputs = _finish(procs)
-    assert outputs[1][0] == ""  # task 1 printed nothing: rank 0 alone reports
+    assert outputs[0][0] == ""  # task 1 printed nothing: rank 0 alone reports
     rows = list(read_jsonl(stream))
     assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
     assert _points(rows) == _points(_reference(tmp_path))
+    # Task 0 withdrew its address once both tasks had joined.
+    assert not list(tmp_path.glob(".collbench-store-*"))
+
+
+def test_two_srun_jobs_whose_derived_ports_were_one_both_run(tmp_path: Path) -> None:
+    # 29500 + crc32(job.step) % 1000 was 30083 for both jobs 1061 and 1084: the second could not listen.
+    import zlib
+
+    assert zlib.crc32(b"1061.0") % 1000 == zlib.crc32(b"1084.0") % 1000
+    argv = _cli(*SWEEP, "--op", "all-reduce", "--algo", "ring", "-e", "1K")
+    procs = []
+    for job_id in ("1061", "1084"):
+        folder = tmp_path / job_id
+        folder.mkdir()
+        procs += [
+            _start([*argv, "--stream", "rows.jsonl"], _srun_task(task, job_id, tmp_path), folder) for task in (0, 1)
+        ]
+    _finish(procs)
+    for job_id in ("1061", "1084"):
+        rows = list(read_jsonl(tmp_path / job_id / "rows.jsonl"))
+        assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
+    assert not list(tmp_path.glob(".collbench-store-*"))
 
 
 def test_discover_probe_joins_a_torchrun_job_without_ranks_and_only_rank_0_writes(tmp_path: Path) -> None:

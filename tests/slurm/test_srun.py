@@ -60,14 +60,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _env() -> dict[str, str]:
+def _env(*, port: bool = True) -> dict[str, str]:
     # srun exports the caller's environment to its tasks: nothing of another launcher may leak in.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_"))}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         env.pop(name, None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     env["OMP_NUM_THREADS"] = "1"
-    env["MASTER_PORT"] = str(_free_port())
+    if port:
+        env["MASTER_PORT"] = str(_free_port())
     return env
 
 
@@ -119,3 +120,25 @@ def test_srun_tune_quick_writes_one_profile_from_task_0(slurm: None, tmp_path: P
     rows = list(read_jsonl(tmp_path / "p-results.jsonl"))
     assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
     assert {r.size_bytes for r in rows} <= set(range(512, 64 * 1024 + 1))  # the sizes -b/-e asked for
+
+
+def test_two_srun_jobs_at_once_each_find_the_port_their_task_0_published(slurm: None, tmp_path: Path) -> None:
+    """No MASTER_ADDR or MASTER_PORT: task 0 binds a port the kernel picks and publishes it in the
+    submit directory (runtime/launch/rendezvous.py); two jobs on one host cannot pick the same one."""
+    srun = ["srun", "-N1", "-n", "2", "--oversubscribe", "--kill-on-bad-exit=1", "-o", "out.%t", "-e", "err.%t"]
+    sweep = [*SWEEP, "--op", "all-reduce", "--algo", "ring", "-e", "1K", "--stream", "rows.jsonl"]
+    jobs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        argv, pipe = [*srun, *_cli(*sweep)], subprocess.PIPE
+        jobs.append(
+            subprocess.Popen(argv, env=_env(port=False), cwd=tmp_path / name, stdout=pipe, stderr=pipe, text=True)
+        )
+    for name, job in zip(("a", "b"), jobs, strict=True):
+        out, err = job.communicate(timeout=JOB_S)
+        assert job.returncode == 0, out + err + _outputs(tmp_path / name)
+        rows = list(read_jsonl(tmp_path / name / "rows.jsonl"))
+        assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
+        assert (tmp_path / name / "out.1").read_text() == ""  # one job of two tasks, task 0 alone printed
+        # Task 0 withdrew the address once both tasks had joined.
+        assert not list((tmp_path / name).glob(".collbench-store-*"))

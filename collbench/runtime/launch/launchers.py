@@ -9,19 +9,20 @@ launcher    rank                    world size              local rank          
 torchrun    RANK                    WORLD_SIZE              LOCAL_RANK             MASTER_ADDR:MASTER_PORT
 Open MPI    OMPI_COMM_WORLD_RANK    OMPI_COMM_WORLD_SIZE    ..._LOCAL_RANK         see below
 MPICH/PMI   PMI_RANK                PMI_SIZE                MPI_LOCALRANKID        see below
-srun        SLURM_PROCID            SLURM_STEP_NUM_TASKS    SLURM_LOCALID          first host of the nodelist
+srun        SLURM_PROCID            SLURM_STEP_NUM_TASKS    SLURM_LOCALID          published by task 0
 ==========  ======================  ======================  =====================  ========================
 
-mpirun and srun name no rendezvous point. The store's address is ``MASTER_ADDR`` when set; else
+mpirun and srun name no rendezvous point. Under srun, unless ``MASTER_ADDR`` and ``MASTER_PORT`` are
+both set, task 0 binds its store to a port the kernel picks (``MASTER_PORT`` when set) and publishes
+its address and port in a file the step's tasks share (:mod:`collbench.runtime.launch.rendezvous`):
+on the loopback when every task runs on this host, else on every interface of task 0's host, named
+by ``MASTER_ADDR`` or task 0's host name. Under mpirun the address is ``MASTER_ADDR`` when set; else
 127.0.0.1 when every rank is on this host (the launcher's local size equals the world size: the
-store then listens on the loopback only); else, under srun, the first host of
-``SLURM_STEP_NODELIST`` (or ``SLURM_JOB_NODELIST``), where task 0 runs under Slurm's default block
-distribution, and under mpirun an error (``mpirun -x MASTER_ADDR=HOST``). Over several hosts the
-store of rank 0 listens on every interface of its host, as torchrun's does.
-The port is ``MASTER_PORT`` when set, else one from :data:`PORT_BASE` .. ``PORT_BASE + PORT_SPAN - 1``
-derived from the launcher's job id (Open MPI's ``OMPI_MCA_ess_base_jobid``, Slurm's job and step
-ids), so that two jobs on one host rarely pick the same port; MPICH exposes no job id, so it gets
-:data:`PORT_BASE` itself.
+store then listens on the loopback only); else an error (``mpirun -x MASTER_ADDR=HOST``). Over
+several hosts the store of rank 0 listens on every interface of its host, as torchrun's does.
+mpirun's port is ``MASTER_PORT`` when set, else one from :data:`PORT_BASE` .. ``PORT_BASE +
+PORT_SPAN - 1`` derived from Open MPI's job id (``OMPI_MCA_ess_base_jobid``), so that two jobs on one
+host rarely pick the same port; MPICH exposes no job id, so it gets :data:`PORT_BASE` itself.
 
 Slurm is recognised inside a job step only (``SLURM_STEP_ID`` set, as srun sets it): a batch script
 or an ``salloc`` shell also carries ``SLURM_PROCID``/``SLURM_NTASKS``, and a ``collbench sweep``
@@ -37,14 +38,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from collbench.errors import ConfigError
+from collbench.runtime.launch.rendezvous import rendezvous_path
 
 PORT_BASE = 29500
-"""torchrun's default port; mpirun and srun jobs without MASTER_PORT pick from here on."""
+"""torchrun's default port; mpirun jobs without MASTER_PORT pick from here on."""
 PORT_SPAN = 1000
 _SLURM_SPECIAL_STEPS = 0xFFFFFFF0
 """Slurm's batch, extern and interactive steps have ids from here up: they are not srun steps."""
 MAX_HOSTLIST = 1 << 16
-"""The most hosts a Slurm hostlist may expand to: more is a typo (``n[0-99999999]``), not a cluster."""
+"""The most nodes a Slurm job's tasks-per-node list may count: more is a typo, not a cluster."""
 MAX_WORLD_SIZE = 1 << 17
 """The most ranks a launcher's job may have: the largest GPU jobs run about 100,000 ranks, and every
 rank keeps per-rank tables (chunk bounds, schedules) that a typo like ``SLURM_NTASKS=999999999``
@@ -69,6 +71,9 @@ class JobEnv:
     master_port: int
     local_only: bool = False
     """Every rank runs on this host: the store listens on the loopback only."""
+    rendezvous: str = ""
+    """The file task 0 publishes its store's address and port in (srun without MASTER_ADDR and
+    MASTER_PORT: ``rendezvous.py``); ``master_addr`` and ``master_port`` are then known once read."""
     agent_store: bool = False
     """torchrun's elastic agent holds the store at the address (TORCHELASTIC_USE_AGENT_STORE): every rank
     joins it, none starts one."""
@@ -90,7 +95,7 @@ class JobEnv:
                 f"{self.launcher} says the job has {self.world_size} ranks, "
                 f"more than the {MAX_WORLD_SIZE} collbench runs"
             )
-        if not 0 < self.master_port < 65536:
+        if not 0 < self.master_port < 65536 and not (self.rendezvous and self.master_port == 0):
             raise ConfigError(f"{self.launcher}: store port {self.master_port} is not a TCP port (1-65535)")
 
 
@@ -219,17 +224,16 @@ def _slurm(env: Mapping[str, str]) -> JobEnv:
     local_size = _tasks_here(env)
     local_only = local_size == size and "MASTER_ADDR" not in env
     source = "MASTER_ADDR"
-    if "MASTER_ADDR" in env:
-        addr = env["MASTER_ADDR"]
-    elif local_only:
-        addr, source = "127.0.0.1", "the loopback: every task is on this host"
+    rendezvous = ""
+    if "MASTER_ADDR" in env and "MASTER_PORT" in env:
+        addr, port = env["MASTER_ADDR"], _int(env, "MASTER_PORT", launcher)
     else:
-        names = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
-        found = next((name for name in names if env.get(name)), None)
-        if found is None:
-            raise ConfigError("srun set no SLURM_JOB_NODELIST: set MASTER_ADDR to task 0's host")
-        addr, source = first_host(env[found]), f"the first host of {found}"
-    job_id = f"{env.get('SLURM_JOB_ID', env.get('SLURM_JOBID', ''))}.{env.get('SLURM_STEP_ID', '')}"
+        # Task 0 binds its store to a free port and publishes where (runtime/launch/rendezvous.py):
+        # it need not run on the node list's first host, and no fixed port can be another job's.
+        rendezvous = str(rendezvous_path(env))
+        addr = env.get("MASTER_ADDR", "127.0.0.1" if local_only else "")
+        port = _int(env, "MASTER_PORT", launcher) if "MASTER_PORT" in env else 0
+        source = "MASTER_ADDR" if "MASTER_ADDR" in env else f"task 0, published in {rendezvous}"
     return JobEnv(
         launcher=launcher,
         rank=_int(env, "SLURM_PROCID", launcher),
@@ -237,9 +241,10 @@ def _slurm(env: Mapping[str, str]) -> JobEnv:
         local_rank=_int(env, "SLURM_LOCALID", launcher) if "SLURM_LOCALID" in env else 0,
         local_world_size=local_size,
         master_addr=addr,
-        master_port=_port(env, launcher, job_id),
+        master_port=port,
         local_only=local_only,
         master_source=source,
+        rendezvous=rendezvous,
     )
 
 
@@ -262,99 +267,3 @@ def _tasks_here(env: Mapping[str, str]) -> int:
         counts.extend([int(match.group(1))] * repeat)
     index = int(node)
     return counts[index] if index < len(counts) else 1
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Slurm's compressed host list as host names, in order: ``gpu[01-03,07],login`` -> 4 hosts + 1.
-
-    Ranges keep their zero padding (``[08-10]`` gives 08, 09, 10); several bracket groups in one
-    name multiply out (``r[1-2]n[1-2]``). Raises ConfigError for unbalanced brackets, a range that
-    runs backwards, or a list of more than :data:`MAX_HOSTLIST` hosts.
-    """
-    hosts: list[str] = []
-    for item in _split_top_level(text):
-        expanded = [""]
-        for literal, group in re.findall(r"([^\[\]]*)(?:\[([^\[\]]*)\])?", item):
-            expanded = [prefix + literal for prefix in expanded]
-            if group:
-                suffixes = _range_group(group, text)
-                # Checked before multiplying out: two groups of 65,536 would be 4.3e9 names.
-                if len(hosts) + len(expanded) * len(suffixes) > MAX_HOSTLIST:
-                    raise ConfigError(f"host list {_shown(text)} expands to more than {MAX_HOSTLIST} hosts")
-                expanded = [prefix + suffix for prefix in expanded for suffix in suffixes]
-        hosts.extend(host for host in expanded if host)
-    if not hosts:
-        raise ConfigError(f"host list {_shown(text)} names no host")
-    return hosts
-
-
-def first_host(text: str) -> str:
-    """The first host of Slurm's compressed host list, without expanding the rest of it.
-
-    Task 0 runs there; the list may name far more hosts than :func:`expand_hostlist` accepts (each
-    bracket group multiplies the count), and only its first name is needed. Raises ConfigError for
-    a list :func:`expand_hostlist` would refuse for its form (brackets, ranges), or one naming no host.
-    """
-    for item in _split_top_level(text):
-        name = ""
-        for literal, group in re.findall(r"([^\[\]]*)(?:\[([^\[\]]*)\])?", item):
-            name += literal
-            if group:
-                name += _first_of_group(group, text)
-        if name:
-            return name
-    raise ConfigError(f"host list {_shown(text)} names no host")
-
-
-def _range_parts(group: str, whole: str) -> list[tuple[str, str]]:
-    """The ranges of one bracket group (``01-04,07``) as (first, last) digit strings, checked."""
-    parts: list[tuple[str, str]] = []
-    for part in group.split(","):
-        match = re.fullmatch(rf"\s*(\d{{1,{MAX_NUMBER_DIGITS}}})(?:-(\d{{1,{MAX_NUMBER_DIGITS}}}))?\s*", part, re.ASCII)
-        if match is None:
-            raise ConfigError(
-                f"host list {_shown(whole)}: [{group[:40]}] is not like [01-04,07] "
-                f"(numbers of at most {MAX_NUMBER_DIGITS} digits)"
-            )
-        first, last = match.group(1), match.group(2) or match.group(1)
-        if int(last) < int(first):
-            raise ConfigError(f"host list {_shown(whole)}: range {part.strip()} runs backwards")
-        parts.append((first, last))
-    return parts
-
-
-def _first_of_group(group: str, whole: str) -> str:
-    first, _last = _range_parts(group, whole)[0]
-    return first
-
-
-def _split_top_level(text: str) -> list[str]:
-    items: list[str] = []
-    depth = 0
-    current = ""
-    for char in text.strip():
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-        if depth not in (0, 1):
-            raise ConfigError(f"host list {_shown(text)} has unbalanced brackets")
-        if char == "," and depth == 0:
-            items.append(current)
-            current = ""
-        else:
-            current += char
-    if depth != 0:
-        raise ConfigError(f"host list {_shown(text)} has unbalanced brackets")
-    items.append(current)
-    return [item.strip() for item in items if item.strip()]
-
-
-def _range_group(group: str, whole: str) -> list[str]:
-    out: list[str] = []
-    for first, last in _range_parts(group, whole):
-        if int(last) - int(first) + len(out) >= MAX_HOSTLIST:
-            raise ConfigError(f"host list {_shown(whole)} expands to more than {MAX_HOSTLIST} hosts")
-        width = len(first)
-        out.extend(str(n).zfill(width) for n in range(int(first), int(last) + 1))
-    return out

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import datetime
 import functools
 import itertools
@@ -41,6 +42,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -67,6 +69,7 @@ from collbench.runtime.launch.rankstore import (
     encode,
     new_token,
 )
+from collbench.runtime.launch.rendezvous import publish, read_published, withdraw
 
 T = TypeVar("T")
 
@@ -95,10 +98,21 @@ def job_step(name: str) -> Iterator[None]:
         _current_step.reset(token)
 
 
-def _open_store(job: JobEnv, timeout_s: float) -> dist.Store:
-    """The job's store: rank 0 holds it (on the loopback when every rank is on this host), the others
-    join; under torchrun's agent every rank joins the agent's."""
+def _open_store(job: JobEnv, timeout_s: float) -> tuple[dist.Store, JobEnv]:
+    """The job's store and the job with its address: rank 0 holds it (on the loopback when every rank
+    is on this host), the others join; under torchrun's agent every rank joins the agent's. Under srun
+    without MASTER_ADDR and MASTER_PORT, task 0 publishes where it listens and the others read it there
+    (rendezvous.py)."""
     timeout = datetime.timedelta(seconds=timeout_s)
+    if job.rendezvous and job.rank == 0:
+        store, port = _listen(job, "127.0.0.1" if job.local_only else "0.0.0.0", timeout)
+        # Task 0's own host, as the other tasks reach it: MASTER_ADDR when given, else its host name.
+        addr = job.master_addr or socket.gethostname()
+        publish(Path(job.rendezvous), addr, port)
+        return store, dataclasses.replace(job, master_addr=addr, master_port=port)
+    if job.rendezvous:
+        addr, port = read_published(Path(job.rendezvous), timeout_s, job.rank)
+        job = dataclasses.replace(job, master_addr=addr, master_port=port)
     if job.rank != 0 or job.agent_store or not job.local_only:
         joins = job.rank != 0 or job.agent_store
         _check_resolves(job)
@@ -111,7 +125,7 @@ def _open_store(job: JobEnv, timeout_s: float) -> dist.Store:
                         job.master_addr, job.master_port, is_master=True, wait_for_workers=False, timeout=timeout
                     )
                 held.keep = True
-            return store
+            return store, job
         except (RuntimeError, OSError) as exc:  # torch's DistNetworkError and DistStoreError are RuntimeErrors
             doing = f"reach the job's store at {job.master_addr}:{job.master_port} within {timeout_s:g} s"
             if not joins:
@@ -120,24 +134,28 @@ def _open_store(job: JobEnv, timeout_s: float) -> dist.Store:
                 f"{job.launcher} rank {job.rank}: cannot {doing} (the address from {job.master_source}): "
                 f"{_first_line(exc)}; set MASTER_ADDR to rank 0's host, reachable from every rank"
             ) from None
+    return _listen(job, "127.0.0.1", timeout)[0], job
+
+
+def _listen(job: JobEnv, host: str, timeout: datetime.timedelta) -> tuple[dist.TCPStore, int]:
+    """Rank 0's store on a socket it binds itself at ``host`` and ``job.master_port`` (0: the kernel
+    picks a free port), and the port it listens on."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        listener.bind(("127.0.0.1", job.master_port))
+        listener.bind((host, job.master_port))
     except OSError as exc:
         listener.close()
         raise ConfigError(
-            f"{job.launcher}: cannot listen on 127.0.0.1:{job.master_port} ({exc.strerror or exc}); "
+            f"{job.launcher}: cannot listen on {host}:{job.master_port} ({exc.strerror or exc}); "
             "set MASTER_PORT to a free port"
         ) from None
     listener.listen(128)
-    return dist.TCPStore(
-        "127.0.0.1",
-        job.master_port,
-        is_master=True,
-        wait_for_workers=False,
-        timeout=timeout,
-        master_listen_fd=listener.detach(),
+    port = int(listener.getsockname()[1])
+    # Its own client reaches it on the loopback, whichever interfaces it listens on.
+    store = dist.TCPStore(
+        "127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timeout, master_listen_fd=listener.detach()
     )
+    return store, port
 
 
 class _Held:
@@ -270,6 +288,9 @@ class JobSession:
             self._record(step)
         if self.membership is None:
             self.membership = _gather_membership(self.job.world_size, control)
+            if self.job.rendezvous and self.job.rank == 0:
+                # Every task reached the store (the group formed): nobody reads the address again.
+                withdraw(Path(self.job.rendezvous))
         mine = _fixed_width(f"{step}\0{self.host}")
         gathered = torch.empty(self.job.world_size * STEP_NAME_BYTES, dtype=torch.uint8)
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -436,7 +457,8 @@ def job_session(job: JobEnv, timeout_s: float) -> JobSession:
     not bind the port while the first's socket lingers): ``timeout_s`` bounds joining its store."""
     sessions = _sessions()
     if job not in sessions:
-        sessions[job] = JobSession(job, _open_store(job, timeout_s))
+        store, located = _open_store(job, timeout_s)
+        sessions[job] = JobSession(located, store)
     return sessions[job]
 
 

@@ -1,0 +1,109 @@
+"""Where a Slurm job step's store listens, as task 0 publishes it: nothing assumes where task 0 runs.
+
+srun names no rendezvous point, and task 0 need not run on the first host of the node list
+(``--distribution=arbitrary`` with ``SLURM_HOSTFILE``, a heterogeneous step). So task 0 binds its
+store to port 0 (the kernel picks a free one: no other job's store can hold it) and publishes its
+host and port in a small file; the other tasks wait for the file and join there.
+
+The file must exist before the store does, so it lives in a directory every task of the step sees
+without the store: ``COLLBENCH_RENDEZVOUS_DIR`` when set, else ``SLURM_SUBMIT_DIR`` (the directory
+srun or sbatch was run from: on clusters a shared filesystem, as the job's output files there need),
+else the working directory. Its name carries the cluster, job, step and restart count
+(``SLURM_RESTART_COUNT`` grows when a job is requeued, which keeps its id), so no other step's file
+can be taken for it. It is written whole and renamed into place (a reader never sees half of it),
+and task 0 removes it once every task has joined (or when it exits). On NFS a new file can take
+the attribute cache's time (``acdirmin``, 30 s by default) to show on the other hosts: well inside
+the store's timeout.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from collbench.errors import ConfigError
+
+RENDEZVOUS_DIR_ENV = "COLLBENCH_RENDEZVOUS_DIR"
+POLL_S = 0.1
+"""How often a task waiting for task 0's file looks for it."""
+MAX_FILE_BYTES = 4096
+
+
+def rendezvous_path(env: Mapping[str, str]) -> Path:
+    """The file task 0 of this srun step publishes its store's address in."""
+    folder = env.get(RENDEZVOUS_DIR_ENV) or env.get("SLURM_SUBMIT_DIR") or os.getcwd()
+    parts = [
+        env.get("SLURM_CLUSTER_NAME", ""),
+        env.get("SLURM_JOB_ID", env.get("SLURM_JOBID", "")),
+        env.get("SLURM_STEP_ID", env.get("SLURM_STEPID", "")),
+        env.get("SLURM_RESTART_COUNT", "0"),
+    ]
+    name = "-".join("".join(c for c in part if c.isalnum() or c in "_.")[:40] for part in parts)
+    return Path(folder) / f".collbench-store-{name}.json"
+
+
+def publish(path: Path, addr: str, port: int) -> None:
+    """Write ``addr:port`` to ``path`` whole (a temporary file renamed into place); removed at exit."""
+    text = json.dumps({"addr": addr, "port": port, "pid": os.getpid()})
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise ConfigError(
+            f"srun task 0: cannot publish the job's store address in {path} ({exc.strerror or exc}); "
+            f"set {RENDEZVOUS_DIR_ENV} to a directory every node of the job can write and read, "
+            "or MASTER_ADDR and MASTER_PORT"
+        ) from None
+    atexit.register(withdraw, path)
+
+
+def withdraw(path: Path) -> None:
+    """Remove the published file (every task has read it, or the job is over)."""
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def read_published(path: Path, timeout_s: float, rank: int) -> tuple[str, int]:
+    """Task 0's store address and port from ``path``, waiting for it up to ``timeout_s``.
+
+    Raises ConfigError when it does not come, or holds something other than what task 0 writes.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with path.open("rb") as file:
+                data = file.read(MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
+            data = None
+        except OSError as exc:
+            raise ConfigError(f"srun task {rank}: cannot read {path} ({exc.strerror or exc})") from None
+        if data is not None:
+            return _parsed(path, data, rank)
+        if time.monotonic() > deadline:
+            raise ConfigError(
+                f"srun task {rank}: task 0 published no store address in {path} within {timeout_s:g} s "
+                f"(it did not start, or the directory is not shared between the job's nodes: set "
+                f"{RENDEZVOUS_DIR_ENV} to one that is, or MASTER_ADDR and MASTER_PORT)"
+            )
+        time.sleep(POLL_S)
+
+
+def _parsed(path: Path, data: bytes, rank: int) -> tuple[str, int]:
+    try:
+        record = json.loads(data[:MAX_FILE_BYTES])
+        addr, port = record["addr"], record["port"]
+    except (ValueError, TypeError, KeyError):
+        record, addr, port = None, None, None
+    if not isinstance(addr, str) or not addr or isinstance(port, bool) or not isinstance(port, int):
+        raise ConfigError(f"srun task {rank}: {path} is not a store address task 0 wrote; remove it")
+    if not 0 < port < 65536:
+        raise ConfigError(f"srun task {rank}: {path} names port {port}, not a TCP port")
+    return addr, port
