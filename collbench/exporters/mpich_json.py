@@ -33,7 +33,6 @@ from collbench.exporters.exported import Exported
 from collbench.exporters.serving import check_serves
 from collbench.mpich.algorithms import (
     IN_PLACE_ONLY,
-    NATIVE,
     NOT_IN_PLACE,
     find_algorithm,
 )
@@ -79,7 +78,7 @@ def parse_base(text: str, where: str) -> dict[str, Any]:
 
 def _choice(op: Op, rule: Rule) -> str | None:
     """The CSEL function a rule names; None for ``native``. UserError for a name MPICH does not have."""
-    if rule.algo.strip().lower() == NATIVE:
+    if rule.algo.own_choice:
         return None
     found = find_algorithm(op.value, rule.algo)
     if found is None:
@@ -91,7 +90,7 @@ def _evidence(rule: Rule) -> str:
     parts = []
     if rule.measured_us is not None:
         parts.append(f"{rule.measured_us:.4g} us")
-    if rule.gain_vs_native is not None and rule.algo != NATIVE:
+    if rule.gain_vs_native is not None and not rule.algo.own_choice:
         parts.append(f"{rule.gain_vs_native:.2f}x over native")
     return f" ({', '.join(parts)})" if parts else ""
 

@@ -36,7 +36,6 @@ from collbench.exporters.nccl_rules import (
 )
 from collbench.exporters.serving import check_serves
 from collbench.nccl.algorithms import PROTOCOLS, NcclAlgorithm
-from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import PER_COLLECTIVE_SYNTAX
@@ -70,7 +69,7 @@ def nccl_env_values(profile: Profile) -> tuple[str | None, str | None, list[str]
         if all(c.native for c in choices):
             reasons.append(f"{coll}: native wins at every size; nothing to set (NCCL's own choice)")
             continue
-        if any(c.channels is not None and is_native(c.rule.algo) for c in choices):
+        if any(c.channels is not None and c.rule.algo.native for c in choices):
             reasons.append(f"{coll}: a channel count won in some range; it is in the tuner plugin's config only")
         protos = {c.proto for c in choices}
         if len(protos) == 1 and None not in protos:

@@ -33,9 +33,9 @@ from collbench.backends.base import NCCL_EXPORTS
 from collbench.errors import UserError
 from collbench.nccl.algorithms import NcclAlgorithm, algorithm, protocol_number
 from collbench.nccl.channels import MAX_CHANNELS, MAX_CHANNELS_OLDEST, since_text
-from collbench.nccl.variants import is_native, parse_native_variant
+from collbench.nccl.variants import parse_native_variant
 from collbench.profile.document import Profile, RuleSet
-from collbench.profile.rules import Rule
+from collbench.profile.rules import AlgoRef, Rule
 from collbench.schedules.ops import NCCL_TUNED_OPS, SCAN_OPS, Op
 from collbench.schedules.registry import get_algorithm
 from collbench.tuning.consumers.nccl import condition, why_not
@@ -66,7 +66,9 @@ def nccl_selection(shape: RuleSet, profile: Profile) -> tuple[Rule, ...]:
     if not _keeps_nccl_selections(profile):
         return _tuned_only(shape.rules, shape)
     own = {"segment_bytes": None, "layout": "rank-order"}
-    return tuple(Rule(Op.parse(op), 0, None, "native", dict(own)) for op in shape.ops if Op.parse(op) in NCCL_TUNED_OPS)
+    return tuple(
+        Rule(Op.parse(op), 0, None, AlgoRef("native"), dict(own)) for op in shape.ops if Op.parse(op) in NCCL_TUNED_OPS
+    )
 
 
 def _tuned_only(rules: tuple[Rule, ...], shape: RuleSet) -> tuple[Rule, ...]:
@@ -77,7 +79,7 @@ def _tuned_only(rules: tuple[Rule, ...], shape: RuleSet) -> tuple[Rule, ...]:
     for rule in rules:
         if Op.parse(rule.op) in NCCL_TUNED_OPS:
             kept.append(rule)
-        elif is_native(rule.algo) and parse_native_variant(rule.algo).forced:
+        elif rule.algo.native and parse_native_variant(rule.algo).forced:
             nccl_choice(rule, shape)  # raises, saying that NCCL runs it as point-to-point
     return tuple(kept)
 
@@ -133,7 +135,7 @@ def collbench_wins(shape: RuleSet) -> list[str]:
         return []
     lines = []
     for rule in shape.rules:
-        if is_native(rule.algo):
+        if rule.algo.native:
             continue
         coll = Op.parse(rule.op).spec.nccl_name
         gain = "" if rule.gain_vs_native is None else f" ({rule.gain_vs_native:.2f}x NCCL's own choice)"
@@ -199,7 +201,7 @@ def nccl_choice(rule: Rule, shape: RuleSet) -> NcclChoice:
     where = f"{op.value} {span(rule)} at {shape.world_size} ranks on {shape.nodes} node(s)"
     proto = _protocol(rule, where)
     count = _channels(rule, where)
-    if is_native(rule.algo):
+    if rule.algo.native:
         variant = parse_native_variant(rule.algo)
         if not variant.forced:
             return NcclChoice(rule, None, None, None, "native wins: NCCL's own choice", native=True)

@@ -56,7 +56,6 @@ from collbench.exporters.ompi_table import (
     OmpiRule,
 )
 from collbench.exporters.serving import check_serves
-from collbench.nccl.variants import is_native
 from collbench.ompi.algorithms import UNTUNED
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
@@ -76,7 +75,7 @@ class OmpiRules:
 
 def ompi_rule(coll: OmpiCollective, rule: Rule) -> OmpiRule:
     """The Open MPI rule for one collbench rule (algorithm 0, with the reason, where there is no match)."""
-    if is_native(rule.algo):
+    if rule.algo.native:
         return OmpiRule(rule.min_bytes, BUILT_IN, 0, 0, f"{rule.algo}: {OWN_CHOICE}")
     match = coll.matches.get(rule.algo)
     if match is None:

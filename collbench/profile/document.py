@@ -103,10 +103,9 @@ def check_rule_algorithm(rule: Rule) -> None:
     A profile naming an algorithm nothing can run must fail when it is loaded, not inside the job.
     """
     from collbench.backends import forced_problem
-    from collbench.nccl.variants import is_native
     from collbench.schedules.registry import algorithm_names, get_algorithm
 
-    if is_native(rule.algo):
+    if rule.algo.native:
         # A backend library's own algorithm, forced (tune over NCCL, Open MPI, MPICH): the backends say.
         problem = forced_problem(rule.algo)
         if problem is not None:
@@ -249,13 +248,12 @@ def _check_layout(layout: ProfileLayout, world_size: int) -> None:
 
 def _check_nccl_rules(rules: tuple[Rule, ...], shape: str) -> None:
     """ValueError unless ``rules`` are a selection among NCCL's variants covering their ops."""
-    from collbench.nccl.variants import is_native
 
     if not rules:
         raise ValueError(f"the NCCL selection for {shape} is empty; leave nccl_rules out instead")
     for rule in rules:
         Op.parse(rule.op)
-        if not is_native(rule.algo):
+        if not rule.algo.native:
             raise ValueError(
                 f"nccl_rules at {shape}: the {rule.op} rule at {rule.min_bytes} bytes names {rule.algo}, which is "
                 "not one of NCCL's own variants (native, native:...); collbench's algorithms belong in rules"

@@ -13,7 +13,59 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from collbench.nccl.variants import is_native
 from collbench.schedules.ops import Op
+
+NATIVE = "native"
+
+
+class AlgoRef(str):
+    """The algorithm a rule names, parsed once when the rule is made: one of collbench's own (``ring``), a
+    backend library's own choice (``native``), or one of its variants forced (``native:segmented_ring``,
+    NCCL's ``native:ring/ll128@4ch``, ``native@16ch``).
+
+    It is its text, as read (a str, as :class:`Op` is: written back byte for byte, compared and printed as
+    before); :attr:`name` and :attr:`variant` are its parts, so that no reader splits the text again.
+    Whether a variant exists is the backends' to say when the profile is loaded
+    (``profile.document.check_rule_algorithm``).
+    """
+
+    name: str
+    """``native`` for a library's own collective (forced or not), else the collbench algorithm's name."""
+    variant: str
+    """What is forced of the library's own collective, the text after ``native:`` (``segmented_ring``,
+    ``ring/ll128@4ch``) or after ``native`` (``@16ch``); empty for its own choice and for collbench's."""
+
+    def __new__(cls, text: str) -> AlgoRef:
+        if isinstance(text, AlgoRef):
+            return text
+        self = super().__new__(cls, text)
+        key = text.strip().lower()
+        native = is_native(key)
+        # Not setattr (refused below): the parts are set once, here.
+        self.__dict__.update(
+            name=NATIVE if native else key,
+            variant=key.removeprefix(NATIVE).removeprefix(":") if native else "",
+        )
+        return self
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"an algorithm reference is frozen: cannot set {key}")
+
+    @property
+    def native(self) -> bool:
+        """Whether it names the library's own collective (its own choice or a variant forced)."""
+        return self.name == NATIVE
+
+    @property
+    def forced(self) -> bool:
+        """Whether it forces a variant of the library's own collective."""
+        return bool(self.variant)
+
+    @property
+    def own_choice(self) -> bool:
+        """Whether it leaves the choice to the library (plain ``native``)."""
+        return self.native and not self.variant
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +100,8 @@ class Rule:
     """Typed at load (``"all-reduce"`` becomes ``Op.ALL_REDUCE``); written back as its name."""
     min_bytes: int
     max_bytes: int | None
-    algo: str
+    algo: AlgoRef
+    """Typed at load (``"native:ring"`` becomes an :class:`AlgoRef`); written back as its text."""
     params: dict[str, Any] = field(default_factory=dict)
     at_bytes: int | None = None
     predicted_us: float | None = None
@@ -66,6 +119,7 @@ class Rule:
     def __post_init__(self) -> None:
         # Op is a str: "all-reduce" and Op.ALL_REDUCE are one rule; keep the member, the type says so.
         object.__setattr__(self, "op", Op(self.op))
+        object.__setattr__(self, "algo", AlgoRef(self.algo))
         if self.min_bytes < 0:
             raise ValueError(f"min_bytes must be >= 0, got {self.min_bytes}")
         if self.max_bytes is not None and self.max_bytes < self.min_bytes:
@@ -87,7 +141,7 @@ class Rule:
             "op": self.op.value,
             "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes,
-            "algo": self.algo,
+            "algo": str(self.algo),
             "params": dict(self.params),
             "at_bytes": self.at_bytes,
             "predicted_us": self.predicted_us,
@@ -113,7 +167,7 @@ class Rule:
             op=Op(str(data["op"])),
             min_bytes=int(data["min_bytes"]),
             max_bytes=None if data.get("max_bytes") is None else int(data["max_bytes"]),
-            algo=str(data["algo"]),
+            algo=AlgoRef(str(data["algo"])),
             params=dict(data.get("params") or {}),
             at_bytes=None if data.get("at_bytes") is None else int(data["at_bytes"]),
             predicted_us=_opt_float(data.get("predicted_us")),

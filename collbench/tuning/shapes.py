@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.merge import join_shapes
-from collbench.profile.rules import Rule
+from collbench.profile.rules import AlgoRef, Rule
 from collbench.schedules.ops import Op
 from collbench.tuning.config import TuneConfig, check_config
 from collbench.tuning.pipeline import TuneOutcome, check_backend_runs, run_tune
@@ -129,7 +129,7 @@ def predicted_rule_set(
             params = dict(PREDICT_PARAMS)
             # Barrier's one point is at 0 bytes whatever size its prediction was asked at.
             at = r.at_bytes if Op.parse(op).spec.payload else 0
-            rule = Rule(Op.parse(op), r.min_bytes, r.max_bytes, r.algo, params, at, r.time_us, None, gain)
+            rule = Rule(Op.parse(op), r.min_bytes, r.max_bytes, AlgoRef(r.algo), params, at, r.time_us, None, gain)
             rules.append(rule)
     if not rules:
         reason = "; ".join(why) or "the profile has none for " + ", ".join(ops)

@@ -74,7 +74,7 @@ def render_rules(profile: Profile) -> RenderableType:
             table.add_column(col, justify=just, no_wrap=no_wrap)  # type: ignore[arg-type]
         for rule in rule_set.rules:
             gain = "-" if rule.gain_vs_native is None else f"{rule.gain_vs_native:.2f}x"
-            style = "green" if rule.gain_vs_native and rule.gain_vs_native > 1.0 and rule.algo != "native" else None
+            style = "green" if rule.gain_vs_native and rule.gain_vs_native > 1.0 and not rule.algo.own_choice else None
             if rule_set.predicted:
                 style = "dim"
             params = _params(rule.params)

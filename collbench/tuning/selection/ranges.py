@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from collbench.errors import ConfigError
-from collbench.profile.rules import Rule, Variant
+from collbench.profile.rules import AlgoRef, Rule, Variant
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 from collbench.tuning.selection.decision import NATIVE, SelectionSettings, decide_at
@@ -129,7 +129,7 @@ def _select_op(
                 op=Op(op),
                 min_bytes=start,
                 max_bytes=stop,
-                algo=variant.algo,
+                algo=AlgoRef(variant.algo),
                 params=variant.params(),
                 at_bytes=at,
                 predicted_us=_round(predicted),
