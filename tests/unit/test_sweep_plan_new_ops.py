@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 
+from collbench.layouts.model import Layout
 from collbench.runtime.sweep import memory, plan, worker
 from collbench.runtime.sweep.plan import SweepConfig
 from collbench.schedules.ops import Op
@@ -130,3 +131,14 @@ def test_a_tune_of_six_ops_over_every_algorithm_says_each_skip_once_per_op(tmp_p
         op = Op.parse(note.split(":")[0])
         named = note.split(": ", 1)[1].split(" do")[0].split(", ")
         assert named and all(name not in dict(job.algos)[op] for name in named), note
+
+
+def test_a_layout_on_other_nodes_than_the_hosts_is_said() -> None:
+    # The namespace benchmark's case (issue 35): a topology of 2 hosts, ranks on 4 namespace "nodes".
+    two = Layout(nodes=((0, 1), (2, 3)), name="topology")
+    assert plan.layout_nodes_note(two, 4) == (
+        "the layout (topology) puts the ranks on 2 nodes, the job's hosts are 4: rows record 4; "
+        "hierarchical's rings follow the layout's nodes"
+    )
+    assert plan.layout_nodes_note(two, 2) is None
+    assert plan.layout_nodes_note(Layout(), 4) is None and plan.layout_nodes_note(None, 1) is None

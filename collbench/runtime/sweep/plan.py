@@ -23,7 +23,7 @@ from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.runtime.launch.ranks import joined_job
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import get_algorithm
-from collbench.units import check_ranks, format_bytes
+from collbench.units import check_ranks, counted, format_bytes
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
@@ -372,3 +372,16 @@ def _check_files(config: SweepConfig) -> None:
     check_writable(stream)
     if config.output is not None and config.output != stream:
         check_writable(config.output)
+
+
+def layout_nodes_note(layout: Layout | None, hosts: int) -> str | None:
+    """A note when the layout places the ranks on other nodes than the ``hosts`` the job's ranks run
+    on (a topology of another shape than the job: rows record the hosts, node-aware schedules follow
+    the layout; said, so that nobody fits the two as one); None when they agree or the layout names
+    no nodes."""
+    if layout is None or not layout.nodes or len(layout.nodes) == hosts:
+        return None
+    return (
+        f"the layout ({layout.name}) puts the ranks on {counted(len(layout.nodes), 'node')}, the job's "
+        f"hosts are {hosts}: rows record {hosts}; hierarchical's rings follow the layout's nodes"
+    )

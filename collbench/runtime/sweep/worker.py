@@ -48,11 +48,11 @@ from collbench.runtime.launch.ranks import RankContext
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.native_calls import all_gather_single as _all_gather_single
 from collbench.runtime.sweep.native_calls import native_call as _native_call
-from collbench.runtime.sweep.plan import SweepJob
+from collbench.runtime.sweep.plan import SweepJob, layout_nodes_note
 from collbench.schedules.contracts import contract
 from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
 from collbench.schedules.registry import get_algorithm
-from collbench.units import counted, format_bytes
+from collbench.units import format_bytes
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
@@ -214,14 +214,8 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     # What identifies each rank's node (ranks.RankContext.node): namespaces and containers share a host name.
     dist.all_gather_object(hosts, ctx.node, group=ctx.control)
     seen = len(set(hosts))
-    if layout is not None and layout.nodes and len(layout.nodes) != seen:
-        # A topology of another shape than the job's hosts: the rows record the hosts the ranks run on,
-        # the node-aware schedules follow the layout; said, so that nobody fits the two as one.
-        notes = [
-            *notes,
-            f"the layout ({layout.name}) puts the ranks on {counted(len(layout.nodes), 'node')}, the job's "
-            f"hosts are {seen}: rows record {seen}; hierarchical's rings follow the layout's nodes",
-        ]
+    if (other := layout_nodes_note(layout, seen)) is not None:
+        notes = [*notes, other]
     env = run_environment(job.runs_on.version(HERE), ctx.device)
     fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
 
