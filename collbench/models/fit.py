@@ -21,9 +21,10 @@ the candidates (one per segment count), the fit keeps the best by BIC among thos
 usability bounds at every point (``fitted.bound_failure``), else the best by BIC.
 
 Every point is data, however far it sits from a line: only a point whose own measurement marks it
-(every row stalled, two modes, rounds that disagree beyond their noise: ``fit_points.py``) is left
-out, and the fit's note names each such point and why. The quality figures (R^2, median and max
-error) are those of the points fitted. A fit that misses any of them by more than 25%, or has a
+(no row with its time among its undisturbed calls: ``fit_points.py``) is left out, and the fit's
+note names each such point and why. A point's time is the fastest consistent row's (a round slower
+than the others of its size is the outlier). The quality figures (R^2, median and max error:
+``error_pct``) are those of the points fitted. A fit that misses any of them by more than 25%, or has a
 median error above 10%, is marked not usable with the reason (``Fit.unusable_because``): it is shown,
 and nothing else uses it (crossovers, predictions, predicted rules, the report's curves).
 """
@@ -143,9 +144,29 @@ def _joint_gamma(groups: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray
     return float(joint[-1])
 
 
+def error_pct(model_us: FloatArray, measured_us: FloatArray) -> FloatArray:
+    """The model's signed error at each point, in percent of the measured time: 100 (model - measured)
+    / measured. The one computation of a fit's error: the fit table's median and worst are of its
+    absolute value, and ``fit --plot``'s error panel draws it (``point_errors_pct``)."""
+    return 100.0 * (model_us - measured_us) / measured_us
+
+
+def point_errors_pct(fit: Fit, points: Iterable[FitPoint]) -> list[tuple[int, float]]:
+    """(size, signed error %) of the fit at each of its points that is data (``error_pct``), in size
+    order: the points and figure whose median and max absolute value are the fit's own."""
+    group = (fit.op, fit.algo, fit.backend, fit.world_size)
+    mine = sorted(
+        (q for q in points if q.group == group and not q.set_aside and q.size_bytes > 0),
+        key=lambda q: q.size_bytes,
+    )
+    model = np.array([fit.predict_us(q.size_bytes) for q in mine], dtype=np.float64)
+    measured = np.array([q.time_us for q in mine], dtype=np.float64)
+    return [(q.size_bytes, float(e)) for q, e in zip(mine, error_pct(model, measured), strict=True)]
+
+
 def _quality(pred: FloatArray, times: FloatArray) -> tuple[float, float, float]:
     """(R^2 on log time, median and max absolute percentage error)."""
-    pct = 100.0 * np.abs(pred - times) / times
+    pct = np.abs(error_pct(pred, times))
     logt = np.log(times)
     logp = np.log(np.maximum(pred, 1e-12))
     ss_tot = float(np.sum((logt - logt.mean()) ** 2))

@@ -1,28 +1,26 @@
 """What a fit reads of result rows, gathered while the rows stream past: one summary per measured size.
 
-A fit models one time per (op, algorithm, backend, world size) and size: the smallest decision time
-(``results/noise.py``) of the rows of that size (rounds, repeats, in place and out of place, files
-given together), as selection combines them (``tuning/selection/``). That is all it reads of the
-rows, so rows are folded into these summaries as they are read: memory grows with the number of
-distinct points (bounded by the sweep plan) and their rounds, never with the number of rows or the
-file's size.
+A fit models one time per (op, algorithm, backend, world size) and size: the fastest *consistent*
+decision time (``results/noise.py``: a row's p25, else its p50) of the rows of that size (rounds,
+repeats, in place and out of place, files given together). That is all it reads of the rows, so
+rows are folded into these summaries as they are read: memory grows with the number of distinct
+points (bounded by the sweep plan), never with the number of rows or the file's size.
+
+Which rows give a point its time. Stalls only ever add time, and a whole round can be slower than
+the others of its size (the machine busy for the minutes it ran: every iteration slow alike, so its
+stall fraction is 0): that round is the outlier, not the data, and the smallest statistic across
+rounds leaves it out by itself. What must not give the time is a statistic that is itself a stall:
+a row's decision time is *consistent* when it lies among the row's undisturbed calls
+(``results/noise.decision_time_consistent``: not above 3x the row's fastest iteration, not in the
+upper of two modes, and fewer of its iterations stalled than its quantile leaves below it). A row in
+the stall regime whose p25 is still among the undisturbed calls (10% of its iterations stalled, say)
+is consistent and counts: its p25 is exactly what the stalls did not touch. Keeping only the rows
+with no stall at all kept, on a loaded machine, a uniformly slow round over a faster one with a few
+stalls (rabenseifner 16 KiB: 16,808 us kept against 304 us).
 
 Which points are data. A point is left out of a fit only where its own measurement says its time
-cannot be trusted, never because it sits far from a line:
-
-- a row in the stall regime (``results/noise.row_stalled``: 5% or more of its iterations slower than
-  3x the fastest, or its iterations in two modes) does not give the point its time when another row
-  of the point is clean; a point whose every row is stalled is set aside;
-- a point measured in several rounds of a tune (``tune_round``) whose two fastest clean rounds
-  disagree beyond their own noise is set aside: once each round is put at the machine's speed in
-  it, the slower round's *fastest* iteration is slower than the faster round's *slowest*, so the two
-  rounds' iterations do not overlap at all and the point has no one time. The machine's speed in a
-  round is the median, over the algorithms measured at that size in it and in the round that
-  measured the most of them, of their time ratio (as ``tuning/selection/points.round_speeds``
-  takes it): rounds are minutes apart, and a shared machine's speed drifts between them by 10-70%
-  for every algorithm at once, which says nothing about one point. Where fewer than three algorithms
-  tell a round's speed, the point's rounds are not judged (their disagreement cannot be told from
-  the machine's). The point's time is its fastest clean round's, as selection takes it.
+cannot be trusted, never because it sits far from a line: a point none of whose rows has a
+consistent statistic (every row's p25 among its stalls, or in the upper of two modes) is set aside.
 
 A call of 0 bytes is no collective at all (NCCL's ``ncclEnqueueCheck`` returns at once for a count
 of 0; nccl-tests still times the call): it is set aside too, since a latency fitted to it would be the
@@ -36,11 +34,10 @@ Rows of nccl-tests logs and other tools carry no stall figures and no rounds: th
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collbench.results.noise import STALL_FACTOR, decision_time_us, row_stalled
+from collbench.results.noise import STALL_FACTOR, decision_time_consistent, decision_time_us
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 from collbench.units import format_bytes
@@ -59,16 +56,18 @@ class FitPoint:
     world_size: int
     size_bytes: int
     time_us: float
-    """The smallest decision time (p25, else p50) of the point's clean rows (of every row when none is
-    clean): what the fit is made from."""
+    """The smallest consistent decision time (p25, else p50) of the point's rows (the smallest of all
+    when none is consistent: the point is then set aside): what the fit is made from."""
     median_us: float
-    """The smallest p50 of the same rows (what plots show as measured)."""
+    """The p50 of the row that gave ``time_us``."""
     rows: int
     """How many rows of the input were this point."""
     set_aside: str = ""
     """Why the point's own measurement keeps it out of the fit; empty when it is data."""
     stall_fraction: float | None = None
     """The smallest stall fraction of the point's rows (None: no row carries one)."""
+    tune_round: int | None = None
+    """The round of a tune whose row gave ``time_us`` (None: the row names none)."""
 
     @property
     def group(self) -> tuple[str, str, str, int]:
@@ -82,27 +81,18 @@ class FitPoint:
 
 
 @dataclass(slots=True)
-class _RoundBest:
-    """The fastest clean row of one round of one point: its decision time, fastest and slowest iteration."""
-
-    decision_us: float
-    min_us: float
-    max_us: float
-
-
-@dataclass(slots=True)
 class _Summary:
     """One point's rows so far (updated in place: this runs once a row)."""
 
-    clean_time: float = math.inf
-    clean_median: float = math.inf
+    time: float = math.inf
+    median: float = math.inf
+    tune_round: int | None = None
     any_time: float = math.inf
     any_median: float = math.inf
     rows: int = 0
-    clean_rows: int = 0
+    consistent_rows: int = 0
     least_stall: float | None = None
-    every_stalled_row_bimodal: bool = True
-    rounds: dict[int, _RoundBest] | None = None
+    every_row_bimodal: bool = True
 
 
 class PointSummaries:
@@ -136,22 +126,18 @@ class PointSummaries:
             seen = self._points[key] = _Summary()
         time = decision_time_us(row)
         seen.rows += 1
-        seen.any_time = min(seen.any_time, time)
-        seen.any_median = min(seen.any_median, row.time_us)
+        if time < seen.any_time:
+            seen.any_time, seen.any_median = time, row.time_us
         if row.stall_fraction is not None:
             seen.least_stall = min(row.stall_fraction, seen.least_stall or math.inf)
-        if row_stalled(row):
-            seen.every_stalled_row_bimodal = seen.every_stalled_row_bimodal and bool(row.bimodal)
+        if not decision_time_consistent(row):
+            seen.every_row_bimodal = seen.every_row_bimodal and bool(row.bimodal)
             return
-        seen.clean_rows += 1
-        seen.clean_time = min(seen.clean_time, time)
-        seen.clean_median = min(seen.clean_median, row.time_us)
-        if row.tune_round is not None:
-            rounds = seen.rounds if seen.rounds is not None else {}
-            seen.rounds = rounds
-            best = rounds.get(row.tune_round)
-            if best is None or time < best.decision_us:
-                rounds[row.tune_round] = _RoundBest(time, row.time_us_min, row.time_us_max)
+        seen.consistent_rows += 1
+        # The fastest consistent row: a round slower than another of the same point (the machine
+        # busy while it ran) never gives the time, however clean its iterations are.
+        if time < seen.time:
+            seen.time, seen.median, seen.tune_round = time, row.time_us, row.tune_round
 
     def extend(self, rows: Iterable[ResultRow]) -> PointSummaries:
         """Fold every row of an iterable (consumed one at a time, never held); returns self."""
@@ -161,38 +147,17 @@ class PointSummaries:
 
     def points(self) -> list[FitPoint]:
         """The points, in the order their first rows came, each with why it is set aside (if it is)."""
-        speeds = self._round_speeds()
         out = []
         for key, s in self._points.items():
-            if s.clean_rows:
-                time, median = s.clean_time, s.clean_median
+            op, _, _, _, size = key
+            if s.consistent_rows:
+                time, median, index = s.time, s.median, s.tune_round
             else:
-                time, median = s.any_time, s.any_median
-            op, _, backend, world_size, size = key
+                time, median, index = s.any_time, s.any_median, None
             empty = size == 0 and op not in _NO_PAYLOAD
-            why = _EMPTY if empty else _why_set_aside(s, speeds.get((op, backend, world_size, size), {}))
-            out.append(FitPoint(*key, time, median, s.rows, why, s.least_stall))
+            why = _EMPTY if empty else _why_set_aside(s)
+            out.append(FitPoint(*key, time, median, s.rows, why, s.least_stall, index))
         return out
-
-    def _round_speeds(self) -> dict[tuple[str, str, int, int], dict[int, float]]:
-        """Per (op, backend, world size, size), each round's time relative to the round that measured
-        the most algorithms there (the median ratio over the algorithms both measured); rounds sharing
-        fewer than ``_ROUND_MIN_SHARED`` algorithms with it are left out (their speed is unknown)."""
-        by_size: dict[tuple[str, str, int, int], dict[int, dict[str, float]]] = {}
-        for (op, algo, backend, world_size, size), s in self._points.items():
-            for index, best in (s.rounds or {}).items():
-                by_size.setdefault((op, backend, world_size, size), {}).setdefault(index, {})[algo] = best.decision_us
-        speeds: dict[tuple[str, str, int, int], dict[int, float]] = {}
-        for at, rounds in by_size.items():
-            reference = max(sorted(rounds), key=lambda index: len(rounds[index]))
-            base = rounds[reference]
-            factors = {}
-            for index, times in rounds.items():
-                shared = [times[a] / base[a] for a in times if a in base and base[a] > 0]
-                if len(shared) >= _ROUND_MIN_SHARED:
-                    factors[index] = statistics.median(shared)
-            speeds[at] = factors
-        return speeds
 
     def __len__(self) -> int:
         return len(self._points)
@@ -201,30 +166,18 @@ class PointSummaries:
 _EMPTY = "a call of 0 bytes moves no data (NCCL returns at once for a count of 0): no collective to model"
 
 
-_ROUND_MIN_SHARED = 3
-"""Algorithms a round must share with the reference round at a size for its speed to be known there."""
-
-
-def _why_set_aside(s: _Summary, speeds: dict[int, float]) -> str:
+def _why_set_aside(s: _Summary) -> str:
     """Why a point's measurement keeps it out of a fit (see the module docstring); empty when it is data."""
-    if not s.clean_rows:
-        every = "its only row" if s.rows == 1 else f"all {s.rows} rows"
-        if s.every_stalled_row_bimodal:
-            return f"{every} two-moded (iterations in two groups more than 2x apart)"
-        least = 100 * (s.least_stall or 0.0)
-        return f"{every} stalled (at least {least:.0f}% of iterations >{STALL_FACTOR:g}x the fastest)"
-    # Each round at the machine's speed in it; rounds whose speed is unknown are not judged.
-    known = [(index, best, speeds[index]) for index, best in (s.rounds or {}).items() if speeds.get(index, 0) > 0]
-    if len(known) < 2:
+    if s.consistent_rows:
         return ""
-    (first, a, fa), (second, b, fb) = sorted(known, key=lambda item: item[1].decision_us / item[2])[:2]
-    if b.min_us / fb > a.max_us / fa > 0:
-        return (
-            f"rounds {first} and {second} disagree beyond their noise (at the machine's speed in each, the "
-            f"fastest iteration of round {second}, {b.min_us * fa / fb:.4g} us, is above round {first}'s "
-            f"slowest, {a.max_us:.4g} us)"
-        )
-    return ""
+    every = "its only row" if s.rows == 1 else f"all {s.rows} rows"
+    if s.every_row_bimodal:
+        return f"{every} two-moded, the time in the upper mode (iterations in two groups more than 2x apart)"
+    least = 100 * (s.least_stall or 0.0)
+    return (
+        f"{every} stalled, the time among the stalls (at least {least:.0f}% of iterations "
+        f">{STALL_FACTOR:g}x the fastest)"
+    )
 
 
 def summarize(rows: Iterable[ResultRow] | PointSummaries) -> PointSummaries:

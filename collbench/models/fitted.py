@@ -175,8 +175,8 @@ class Fit:
     points: int = 0
     note: str = ""
     outliers: int = 0
-    """Points set aside because their own measurement marks them (every row stalled, two modes, rounds
-    that disagree beyond their noise; ``fit_points.py``); the note names them. Not in ``points`` and
+    """Points set aside because their own measurement marks them (every row's time among its stalls
+    or in the upper of two modes; ``fit_points.py``); the note names them. Not in ``points`` and
     not in the quality figures, which describe the points the model was made from."""
     unusable_because: str = ""
     """Why the model does not describe its own points well enough to be used (``bound_failure``), or

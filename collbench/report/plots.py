@@ -3,8 +3,8 @@
 Two drawings, one per command that writes a plot:
 
 - ``plot_fits`` (``collbench fit --plot``): per (op, world size) a column of time and busbw against
-  size, each point's p50 (the smallest over its rows) and the fitted curves per algorithm, with the
-  relative residuals below.
+  size, each point at the time it is fitted at (its rows' fastest consistent p25) and the fitted
+  curves per algorithm, with each point's model error below (the figure the fit table summarises).
 - ``plot_tune`` (``collbench tune``'s PNG): one panel per op, each row's decision time (its p25 where
   measured, else its p50: what the fits and the choice of algorithm read), bars from the fastest
   iteration to the p50, and the fitted model (dashed) per algorithm on log-log axes; a band along
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from collbench.errors import InputFileError
 from collbench.fileio import atomic_output, check_writable
-from collbench.models.fit import Fit
+from collbench.models.fit import Fit, point_errors_pct
 from collbench.models.fit_points import FitPoint
 from collbench.profile.document import Profile
 from collbench.results.noise import decision_time_us
@@ -72,8 +72,9 @@ def check_plot_path(path: Path) -> None:
 
 def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Path:
     """Write a PNG: per (op, world size) a column of time and busbw against size (log axes), measured
-    points (each point's p50, ``FitPoint.median_us``) and fitted curves per algorithm, and the relative
-    residuals below. Returns ``path``.
+    points (each at the time it is fitted at, ``FitPoint.time_us``) and fitted curves per algorithm,
+    and below each point's model error (``models.fit.point_errors_pct``, the figure whose median and
+    worst the fit table shows). Returns ``path``.
 
     Raises InputFileError when the file cannot be written.
     """
@@ -105,7 +106,9 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
             color = colors[i % len(colors)]
             mine = [q for q in points if q.group == (op, f.algo, backend, p)]
             xs = np.array([q.size_bytes for q in mine], dtype=float)
-            ts = np.array([q.median_us for q in mine], dtype=float)
+            # The time each point is fitted at (its fastest consistent p25), so the curve, the
+            # points and the error panel show what the fit table's figures are of.
+            ts = np.array([q.time_us for q in mine], dtype=float)
             aside = np.array([bool(q.set_aside) for q in mine], dtype=bool)
             # A fit that does not follow its points draws no curve, only its points (Fit.distrust).
             if f.usable:
@@ -122,13 +125,13 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
                 out = (xs > 0) & aside
                 ax_t.scatter(xs[out], ts[out], color=color, s=20, marker="x")
                 if f.usable:
-                    pred = np.array([f.predict_us(s) for s in xs])
-                    ax_r.scatter(xs[ok], 100 * (ts[ok] - pred[ok]) / pred[ok], color=color, s=10)
+                    errors = point_errors_pct(f, mine)
+                    ax_r.scatter([s for s, _ in errors], [e for _, e in errors], color=color, s=10)
             for seg in f.segments[1:] if f.usable else ():
                 ax_t.axvline(seg.min_bytes, color=color, linestyle=":", linewidth=0.8)
         ax_t.set(xscale="log", yscale="log", ylabel="time (us)", title=f"{op}, {backend}, {p} ranks")
         ax_b.set(xscale="log", yscale="log", ylabel="busbw (GB/s)")
-        ax_r.set(xscale="log", ylabel="residual (%)", xlabel="size (bytes)")
+        ax_r.set(xscale="log", ylabel="model error (%)", xlabel="size (bytes)")
         ax_r.axhline(0, color="grey", linewidth=0.8)
         ax_t.legend(fontsize=8)
         for ax in (ax_t, ax_b, ax_r):
@@ -164,7 +167,7 @@ def _latency_fits(
     names = [f.algo for f in fits]
     ax_t.bar(names, [f.predict_us(0) for f in fits], color=[colors[i % len(colors)] for i in range(len(fits))])
     for f in fits:
-        mine = [q.median_us for q in points if q.group == (op, f.algo, backend, p) and not q.set_aside]
+        mine = [q.time_us for q in points if q.group == (op, f.algo, backend, p) and not q.set_aside]
         ax_t.scatter([f.algo] * len(mine), mine, color="black", s=12, zorder=3)
     ax_t.set(ylabel="time (us)", title=f"{op}, {backend}, {p} ranks: no data moved, time only")
     ax_t.grid(True, axis="y", alpha=0.3)

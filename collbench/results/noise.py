@@ -114,8 +114,35 @@ def decision_time_us(row: ResultRow) -> float:
     docs/tuning.md). Rows from older files or other tools, without it, give their p50. Across repeated
     rows (rounds), selection takes the smallest: a round that a burst of load hit must not decide.
     """
+    p25 = _p25(row)
+    return p25 if p25 is not None else row.time_us
+
+
+def _p25(row: ResultRow) -> float | None:
+    """The row's first quartile where it carries a usable one."""
     p25 = row.time_us_p25
-    return p25 if p25 is not None and p25 > 0 and math.isfinite(p25) else row.time_us
+    return p25 if p25 is not None and p25 > 0 and math.isfinite(p25) else None
+
+
+def decision_time_consistent(row: ResultRow) -> bool:
+    """Whether a row's decision time (``decision_time_us``) lies among its undisturbed calls.
+
+    A row in the stall regime still has one where its stalls leave the quantile untouched: with 10%
+    of its iterations stalled, its p25 is a call that ran undisturbed. The statistic is itself a
+    stall when at least as many iterations stalled as the quantile leaves above it (75% for a p25,
+    50% for a p50), or when it lies in the upper of two modes (above ``MODE_GAP`` times the fastest
+    iteration in a two-moded row). A row without a stall fraction (older files, other tools' logs)
+    is consistent: nothing in it says otherwise, and its fastest iteration alone does not (one lucky
+    call on an oversubscribed machine sits 3x below every other).
+    """
+    if row.stall_fraction is None:
+        return True
+    p25 = _p25(row)
+    if row.stall_fraction >= (0.5 if p25 is None else 0.75):
+        return False
+    time = row.time_us if p25 is None else p25
+    fastest = row.time_us_min
+    return not (row.bimodal and fastest > 0 and time > MODE_GAP * fastest)
 
 
 def row_stalled(row: ResultRow) -> bool:

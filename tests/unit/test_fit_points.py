@@ -127,29 +127,44 @@ def _only_point(rows: list[ResultRow], algo: str = "ring") -> tuple[str, float]:
 def test_a_point_is_set_aside_only_where_its_own_measurement_marks_it() -> None:
     # Clean rounds some percent apart: data, at the fastest round's time, however far from any line.
     assert _only_point(_rounds(4096, [100.0, 108.0, 130.0], stall_fraction=0.0)) == ("", 100.0)
-    # A stalled round beside a clean one: the clean one gives the time, even when the stalled one is faster.
-    stalled = point_row("ring", 4096, 80.0, stall_fraction=0.4, tune_round=0)
-    assert _only_point([stalled, *_rounds(4096, [0.0, 100.0])[1:]]) == ("", 100.0)
-    # Every row stalled, or two-moded: set aside, saying which.
-    why, _ = _only_point([dataclasses.replace(stalled, tune_round=k, stall_fraction=0.2 + k / 10) for k in range(3)])
-    assert why == "all 3 rows stalled (at least 20% of iterations >3x the fastest)"
-    why, _ = _only_point([point_row("ring", 4096, 90.0, stall_fraction=0.0, bimodal=True)])
-    assert why.startswith("its only row two-moded")
+    # Every row's time among its stalls (80% of iterations >3x the fastest: the p25 is one), or in the
+    # upper of two modes: set aside, saying which.
+    among = point_row("ring", 4096, 900.0, time_us_p25=800.0, stall_fraction=0.8, tune_round=0)
+    among = dataclasses.replace(among, time_us_min=100.0)
+    why, _ = _only_point([dataclasses.replace(among, tune_round=k, stall_fraction=0.8 + k / 100) for k in range(3)])
+    assert why == "all 3 rows stalled, the time among the stalls (at least 80% of iterations >3x the fastest)"
+    upper = point_row("ring", 4096, 300.0, time_us_p25=250.0, stall_fraction=0.0, bimodal=True)
+    why, _ = _only_point([dataclasses.replace(upper, time_us_min=100.0)])
+    assert why.startswith("its only row two-moded, the time in the upper mode")
 
 
-def test_rounds_that_disagree_beyond_their_noise_and_the_machines_drift() -> None:
+def test_the_fastest_consistent_round_gives_the_time_and_a_uniformly_slow_round_does_not() -> None:
+    """The loaded tune --quick of issue 32: rabenseifner 16 KiB kept 16,808 us from a round whose every
+    iteration was slow (stall fraction 0) against 304 us, the p25 of a round with a few stalls."""
+    slow = point_row("rabenseifner", 16384, 17000.0, spread=0.05, time_us_p25=16808.0, stall_fraction=0.0, tune_round=0)
+    # 10% of its iterations stalled (the stall regime), its p25 among the 90% that ran undisturbed.
+    stalled = point_row("rabenseifner", 16384, 320.0, time_us_p25=304.0, stall_fraction=0.1, tune_round=1)
+    stalled = dataclasses.replace(stalled, time_us_min=290.0, time_us_max=5000.0)
+    (point,) = PointSummaries().extend([slow, stalled]).points()
+    assert (point.set_aside, point.time_us, point.median_us, point.tune_round) == ("", 304.0, 320.0, 1)
+    # A faster row whose p25 is itself a stall (80% of its iterations >3x its fastest) does not give the time.
+    among = dataclasses.replace(stalled, time_us_p25=1000.0, time_us=1200.0, time_us_min=200.0, stall_fraction=0.8)
+    assert _only_point([slow, among], "rabenseifner") == ("", 16808.0)
+    # A p50 (a row without a p25) with half its iterations stalled is on their edge: not consistent.
+    edge = point_row("rabenseifner", 16384, 400.0, spread=0.1, stall_fraction=0.5)
+    assert _only_point([slow, edge], "rabenseifner") == ("", 16808.0)
+
+
+def test_a_round_slower_than_the_others_is_left_out_whatever_the_other_algorithms_did() -> None:
     others = ("tree", "direct", "one-shot")
-    # The whole machine twice as slow in round 1: every algorithm's rounds agree once each round is
-    # put at the machine's speed in it.
+    # The whole machine twice as slow in round 1, or round 1 twice as slow for the ring alone: the
+    # slower round is the outlier, the point is data at the faster round's time.
     slower = [r for a in ("ring", *others) for r in _rounds(4096, [100.0, 200.0], a, stall_fraction=0.0)]
     assert _only_point(slower) == ("", 100.0)
-    # Round 1 twice as slow for the ring alone: its rounds' iterations do not overlap at all.
-    alone = _rounds(4096, [100.0, 200.0], stall_fraction=0.0)
+    alone = _rounds(4096, [200.0, 100.0], stall_fraction=0.0)
     alone += [r for a in others for r in _rounds(4096, [100.0, 101.0], a, stall_fraction=0.0)]
-    why, time = _only_point(alone)
-    assert why.startswith("rounds 0 and 1 disagree beyond their noise") and time == 100.0
-    # Measured with too few algorithms to tell the machine's speed in a round: not judged.
-    assert _only_point(_rounds(4096, [100.0, 200.0], stall_fraction=0.0)) == ("", 100.0)
+    (point,) = [p for p in PointSummaries().extend(alone).points() if p.algo == "ring"]
+    assert (point.set_aside, point.time_us, point.tune_round) == ("", 100.0, 1)
 
 
 def test_rows_without_noise_figures_are_data_except_a_call_of_no_bytes() -> None:
@@ -161,3 +176,11 @@ def test_rows_without_noise_figures_are_data_except_a_call_of_no_bytes() -> None
     assert "0 bytes moves no data" in points[0].set_aside
     (fit,) = fit_results(rows).fits
     assert fit.points == 3 and fit.outliers == 1 and "0 B:" in fit.note
+
+
+def test_a_row_without_a_stall_figure_is_consistent() -> None:
+    """An older file's or another tool's row carries no stall fraction: its time is data, even 3x above
+    its fastest iteration (one lucky call of an oversubscribed machine), and the fastest such row counts."""
+    slow = point_row("ring", 4096, 400.0, spread=0.05)
+    far = dataclasses.replace(point_row("ring", 4096, 350.0), time_us_min=100.0)
+    assert _only_point([slow, far]) == ("", 350.0)

@@ -120,3 +120,36 @@ def test_tune_plot_titles_fit_the_figure(tmp_path: Path, monkeypatch: pytest.Mon
     plot_tune(read_rows(EXAMPLE_RESULTS), [], example_profile(), tmp_path / "tune.png")
     (fig,) = figures
     _titles_inside(fig)
+
+
+def test_fit_plot_errors_are_the_fit_tables_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error panel draws the points and figure the fit table summarises: its median and worst
+    absolute values are the table's (issue 32: the panel showed +45% where the table said 16%, drawing
+    each point's p50 against the model where the table reads its p25)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from synthetic_rows import make_rows
+
+    from collbench.models.fit import fit_results
+    from collbench.models.fit_points import PointSummaries
+    from collbench.report.plots import plot_fits
+
+    rows = make_rows("ring", 8, 10.0, 1e-3 / 5, 0.0, noise=0.15, seed=2)
+    # Every row's p50 1.6x its p25, as a loaded machine gives: the fit reads the p25.
+    rows = [replace(r, time_us_p25=r.time_us, time_us=1.6 * r.time_us) for r in rows]
+    points = PointSummaries().extend(rows)
+    (fit,) = fit_results(points).fits
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    plot_fits(points.points(), [fit], tmp_path / "fits.png")
+    monkeypatch.setattr(plt, "close", close)
+    (fig,) = figures
+    drawn = np.abs(np.asarray(fig.axes[2].collections[0].get_offsets())[:, 1])
+    assert len(drawn) == fit.points
+    assert float(np.median(drawn)) == pytest.approx(fit.median_abs_pct_error, abs=1e-9)
+    assert float(np.max(drawn)) == pytest.approx(fit.max_abs_pct_error, abs=1e-9)
+    close(fig)
