@@ -24,6 +24,8 @@ Adding a backend (MPICH, say):
    building rows with :func:`collbench.results.measured.measured_row`; or a ``torch_backend`` name, and
    collbench's ranks run on it.
 3. Its export, beside the others, choosing among what the backend ``feeds``; and the tests of both.
+4. Its name in ``collbench/profile/schema.json``'s backend list (``profiles/schema.json`` links to it), so
+   that its profiles load; ``tests/unit/test_backends.py`` holds that list to ``BACKENDS``.
 """
 
 from __future__ import annotations

@@ -234,7 +234,12 @@ def _init_rank(
     prefix: str = "",
 ) -> dist.ProcessGroup | None:
     timeout = datetime.timedelta(seconds=timeout_s)
-    kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world_size, "timeout": timeout}
+    kwargs: dict[str, Any] = {
+        "backend": get_backend(backend).torch_backend,
+        "rank": rank,
+        "world_size": world_size,
+        "timeout": timeout,
+    }
     # Under a prefix of the run's or the step's own: no other run or step can mistake its keys.
     kwargs["store"] = dist.PrefixStore(f"{prefix}pg/", store)
     if get_backend(backend).on_gpu:
