@@ -39,7 +39,12 @@ class RuntimeHere:
         job = detect_job()
         if job is None:
             return ranks or 1, 1
-        return job.world_size, max(1, job.world_size // max(1, job.local_world_size))
+        # The nodes the ranks report (launch/membership.py), not world // local size: mpirun's
+        # --map-by node and uneven nodes break that. Every rank asks here alike (tune's plan).
+        from collbench.runtime.launch.session import job_membership
+
+        members = job_membership()
+        return job.world_size, members.nodes if members is not None else 1
 
     def environ(self, name: str, default: str) -> str:
         return os.environ.get(name, default)

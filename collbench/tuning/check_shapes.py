@@ -22,6 +22,7 @@ from pathlib import Path
 from collbench.backends import backend_named
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
+from collbench.runtime.here import HERE
 from collbench.tuning.check import RuleCheck
 from collbench.tuning.sweeps import Progress
 
@@ -54,8 +55,8 @@ def this_machine(backend: str) -> Machine:
 
     job = joined_job()
     if job is not None:
-        nodes = max(1, job.world_size // max(1, job.local_world_size))
-        return Machine((job.world_size, nodes), job.world_size, f"the {job.launcher} job's world")
+        shape = HERE.job_shape(None)  # the nodes its ranks report, not world // local size
+        return Machine(shape, job.world_size, f"the {job.launcher} job's world")
     named = backend_named(backend)
     if named is not None and named.on_gpu:
         import torch

@@ -24,7 +24,9 @@ from collbench.results.io import read_jsonl
 
 pytestmark = [
     pytest.mark.dist,
-    pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (.ci/run installs it)"),
+    pytest.mark.skipif(
+        shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (.ci/run installs it)"
+    ),
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +45,7 @@ os.environ["OMPI_COMM_WORLD_LOCAL_RANK"] = str(hosts[:rank].count(mine))
 os.environ["OMPI_COMM_WORLD_LOCAL_SIZE"] = str(hosts.count(mine))
 with open(f"out.{rank}", "w") as out:
     os.dup2(out.fileno(), 1)
-os.execv(sys.executable, [sys.executable, "-m", "collbench.cli.app", *sys.argv[1:]])
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 """
 
 
@@ -81,9 +83,24 @@ def _mpirun(hosts: list[str], args: list[str], cwd: Path, *options: str) -> subp
     ],
 )
 def test_the_rows_count_the_hosts_the_ranks_ran_on(hosts: list[str], options: tuple[str, ...], tmp_path: Path) -> None:
-    done = _mpirun(hosts, [*SWEEP, "--stream", "rows.jsonl"], tmp_path, *options)
+    done = _mpirun(hosts, ["-m", "collbench.cli.app", *SWEEP, "--stream", "rows.jsonl"], tmp_path, *options)
     outputs = "".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(tmp_path.glob("out.*")))
     assert done.returncode == 0, done.stdout + done.stderr + outputs
     rows = list(read_jsonl(tmp_path / "rows.jsonl"))
     assert rows and all(r.wrong == 0 for r in rows)
     assert {(r.world_size, r.nodes) for r in rows} == {(len(hosts), 2)}
+
+
+_SHAPE = """
+from collbench.runtime.here import HERE
+print(*HERE.job_shape(None))
+"""
+
+
+def test_every_rank_of_an_uneven_job_sees_the_same_shape(tmp_path: Path) -> None:
+    # What a tune plans by before its first step (NCCL's variants, tune --check's shapes): on the host
+    # of 2 it was 5 // 2 = 2 nodes, on the host of 3 it was 5 // 3 = 1, so the ranks planned apart.
+    done = _mpirun(["a", "a", "b", "b", "b"], ["-c", _SHAPE], tmp_path)
+    outputs = [(tmp_path / f"out.{rank}").read_text().strip() for rank in range(5)]
+    assert done.returncode == 0, done.stdout + done.stderr + repr(outputs)
+    assert outputs == ["5 2"] * 5

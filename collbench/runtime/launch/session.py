@@ -474,3 +474,27 @@ def agree(name: str, decide: Callable[[], T], *, timeout_s: float, types_allowed
     if job is None or job.world_size == 1:
         return _round_trip(decide(), types_allowed)
     return job_session(job, timeout_s).agree(name, decide, timeout_s, types_allowed)
+
+
+MEMBERSHIP_TIMEOUT_S = 300.0
+"""How long every rank may take to join the group that gathers the membership when nothing else formed
+one first (tune's default timeout: asked before its first step, by what plans it)."""
+
+
+def job_membership(timeout_s: float = MEMBERSHIP_TIMEOUT_S) -> Membership | None:
+    """Every rank's node in the launcher's job this process is a rank of; None when it runs on its own.
+
+    Gathered with the job's first process group; asked before any group formed, it forms one now (the
+    kept group of ``one_process_group``, else a small gloo group of its own), so every rank of the job
+    must ask at the same point, as for any step.
+    """
+    job = detect_job()
+    if job is None:
+        return None
+    if job.world_size == 1:
+        return membership([this_host()])
+    session = job_session(job, timeout_s)
+    if session.membership is None:
+        with session._decision_group(timeout_s):
+            pass
+    return session.membership
