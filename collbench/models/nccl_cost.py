@@ -357,10 +357,11 @@ def calibrate(
     # NCCL's own latencies stand, and only the bandwidth is fitted.
     latency_measured = smallest.latency_us >= LATENCY_SHARE_TO_FIT * smallest.time_us
 
+    times = _SizeCurve(machine, _tuned(op), ranks, nodes, sizes)
+
     def loss(scale: float, bus: float) -> float:
-        trial = _replace(machine, scale, bus)
-        model = [math.log(nccl_time_us(trial, op, ranks, nodes, s, smooth=True)) for s in sizes]
-        return float(np.sum((np.asarray(model) - logs) ** 2))
+        model = np.log(times.at(_replace(machine, scale, bus)))
+        return float(np.sum((model - logs) ** 2))
 
     best = (loss(1.0, peak), 1.0, peak)
     for span, centre_scale, centre_bus in ((4.0, 1.0, peak), (0.5, None, None)):
@@ -374,6 +375,45 @@ def calibrate(
                 if value < best[0]:
                     best = (value, scale, bus)
     return _replace(machine, best[1], best[2])
+
+
+class _SizeCurve:
+    """``nccl_time_us(..., smooth=True)`` at fixed sizes and shape for many (latency scale, bus
+    bandwidth) pairs, as the calibration's grid asks: what depends on the size alone (the tree's
+    correction, the ring's plateau factor, each candidate's unscaled latency) is worked out once, and
+    each pair costs one bandwidth per candidate and a few array operations, in the same order of
+    operations as ``nccl_choice`` (so the same times, to the last bit)."""
+
+    __slots__ = ("_candidates", "_nodes", "_op", "_ranks", "_sizes")
+
+    def __init__(self, machine: NcclMachine, op: Op, ranks: int, nodes: int, sizes: list[float]) -> None:
+        if ranks < 2 or nodes < 1 or nodes > ranks:
+            raise ConfigError(f"NCCL's model needs 2 or more ranks and at least one a node, got {ranks} on {nodes}")
+        self._op, self._ranks, self._nodes = op, ranks, nodes
+        self._sizes = np.asarray(sizes, dtype=np.float64)
+        protos = (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
+        self._candidates: list[tuple[str, int, np.ndarray, np.ndarray]] = []
+        for algo in _candidates(op, ranks, nodes):
+            for proto in protos if algo != "pat" else (_SIMPLE,):
+                lat = _latency(machine, op, algo, proto, ranks, nodes)
+                latency = np.full(len(sizes), lat)
+                correction = np.ones(len(sizes))
+                if algo == "tree" and op is Op.ALL_REDUCE:
+                    correction = np.array([_tree_correction(proto, s, True) for s in sizes])
+                if algo == "ring" and proto == _SIMPLE and nodes > 1 and op is Op.ALL_REDUCE:
+                    latency = np.array(
+                        [lat * _plateau_factor(machine, s / (machine.channels * ranks), True) for s in sizes]
+                    )
+                self._candidates.append((algo, proto, latency, correction))
+
+    def at(self, machine: NcclMachine) -> np.ndarray:
+        """The cheapest candidate's time (us) at each size on ``machine`` (only its latency scale and
+        bandwidths may differ from the machine the curve was made for)."""
+        best = np.full(len(self._sizes), np.inf)
+        for algo, proto, latency, correction in self._candidates:
+            bw = _bandwidth(machine, self._op, algo, proto, self._ranks, self._nodes) * correction
+            best = np.minimum(best, latency * machine.latency_scale + self._sizes / (1e3 * bw))
+        return best
 
 
 def _replace(machine: NcclMachine, latency_scale: float, bus_bw_gbps: float) -> NcclMachine:

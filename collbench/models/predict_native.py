@@ -33,7 +33,7 @@ def _calibration_points(fit: Fit) -> tuple[list[float], list[float]]:
     if hi <= lo:
         hi = lo * 2
     sizes = [lo * (hi / lo) ** (i / (_CALIBRATION_POINTS - 1)) for i in range(_CALIBRATION_POINTS)]
-    scaled = ScaledFit.of(fit)
+    scaled = _scaled(fit)
     return sizes, [scaled.time_us(s, fit.world_size) for s in sizes]
 
 
@@ -45,6 +45,21 @@ def nccl_machine_for(fit: Fit, nodes: int, arch: Arch, nvlink: bool = True) -> N
     sizes, times = _calibration_points(fit)
     start = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink)
     return calibrate(start, fit.op, fit.world_size, nodes, sizes, times)
+
+
+@functools.lru_cache(maxsize=8192)
+def _residual(fit: Fit, measured_nodes: int, arch: Arch, nvlink: bool, size: float) -> float:
+    """The fit's time over NCCL's calibrated model's at the fit's own shape, at a measured ``size``:
+    the same at every shape asked, so kept (a rank-count sweep asks each grid size once a shape)."""
+    own = nccl_machine_for(fit, measured_nodes, arch, nvlink)
+    model = nccl_choice(own, fit.op, fit.world_size, measured_nodes, size, smooth=True).time_us
+    return _scaled(fit).time_us(size, fit.world_size) / model if model > 0 else 1.0
+
+
+@functools.lru_cache(maxsize=256)
+def _scaled(fit: Fit) -> ScaledFit:
+    """``ScaledFit.of(fit)``, kept: preparing it walks the fit's whole size grid."""
+    return ScaledFit.of(fit)
 
 
 def native_nccl(
@@ -100,13 +115,10 @@ def native_nccl(
     if inter_fit is not None:
         inter = nccl_machine_for(inter_fit, shapes.assumed_nodes(inter_fit), arch, nvlink)
         machine = dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
-    scaled = ScaledFit.of(fit)
     lo, hi = float(max(fit.min_bytes, 1)), float(max(fit.max_bytes, 1))
 
     def residual(size: float) -> float:
-        at = min(max(size, lo), hi)
-        model = nccl_choice(own, fit.op, fit.world_size, measured_nodes, at, smooth=True).time_us
-        return scaled.time_us(at, fit.world_size) / model if model > 0 else 1.0
+        return _residual(fit, measured_nodes, arch, nvlink, min(max(size, lo), hi))
 
     def raw_us(size: float) -> float:
         return choice(size).time_us * residual(size)

@@ -89,6 +89,35 @@ def test_calibration_recovers_a_known_machine() -> None:
     assert found.bus_bw_gbps == pytest.approx(180.0, rel=0.05)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    op=st.sampled_from([Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.BROADCAST]),
+    ranks_per_node=st.sampled_from([1, 2, 8, 72]),
+    nodes=st.integers(1, 64),
+    arch=st.sampled_from(["volta", "ampere", "hopper", "blackwell"]),
+    nvlink=st.booleans(),
+    scale=st.floats(0.05, 20.0),
+    bus=st.floats(1.0, 900.0),
+    sizes=st.lists(st.integers(1, 1 << 36), min_size=1, max_size=20),
+)
+def test_the_calibrations_curve_is_nccl_time_us_to_the_last_bit(
+    op: Op, ranks_per_node: int, nodes: int, arch: str, nvlink: bool, scale: float, bus: float, sizes: list[int]
+) -> None:
+    """calibrate prices its grid through _SizeCurve (what depends on size alone worked out once: the
+    calibration took 580 x 40 scalar nccl_choice calls a fit, most of bench_predict's time); every
+    time must be the scalar model's, bit for bit, so calibrations are unchanged."""
+    from collbench.models.nccl_cost import _SizeCurve
+
+    ranks = ranks_per_node * nodes
+    if ranks < 2:
+        return
+    base = NcclMachine(bus_bw_gbps=100.0, arch=arch, nvlink=nvlink)  # type: ignore[arg-type]
+    curve = _SizeCurve(base, op, ranks, nodes, [float(s) for s in sizes])
+    trial = dataclasses.replace(base, latency_scale=scale, bus_bw_gbps=bus)
+    expected = [nccl_time_us(trial, op, ranks, nodes, float(s), smooth=True) for s in sizes]
+    assert curve.at(trial).tolist() == expected
+
+
 def test_bad_shapes_are_refused() -> None:
     with pytest.raises(ConfigError):
         nccl_choice(H100, Op.ALL_REDUCE, 1, 1, 8.0)
