@@ -37,6 +37,20 @@ def round_robin_rounds(n: int) -> tuple[tuple[int, ...], ...]:
     return tuple(rounds)
 
 
+def round_robin_partner(n: int, round_index: int, rank: int) -> int:
+    """``rank``'s partner in round ``round_index`` of :func:`round_robin_rounds` (``rank`` itself:
+    idle), in O(1) where the table is O(n^2): round k pairs ``m - 1`` with k and ``k + i`` with ``k - i``
+    (mod ``m - 1``), so every other rank r faces ``2k - r``."""
+    m = n + n % 2
+    if rank == m - 1:
+        other = round_index
+    elif rank == round_index:
+        other = m - 1
+    else:
+        other = (2 * round_index - rank) % (m - 1)
+    return other if other < n else rank
+
+
 def exchange_order(bandwidth_gbps: Sequence[Sequence[float]]) -> tuple[tuple[tuple[int, ...], ...], int]:
     """The exchange rounds and how many of the first ones to spread (``Layout.exchange_spread``).
 

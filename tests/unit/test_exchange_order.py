@@ -11,6 +11,7 @@ from collbench.layouts.exchange import (
     exchange_order,
     exchange_rounds,
     rank_order_shifts,
+    round_robin_partner,
     round_robin_rounds,
     round_time,
     slow_rounds,
@@ -43,6 +44,15 @@ def test_round_robin_is_a_tournament() -> None:
         for rnd in rounds:
             assert all(rnd[rnd[r]] == r for r in range(n)), "a round pairs ranks"
             assert sum(1 for r in range(n) if rnd[r] == r) == n % 2, "an odd count idles one rank"
+
+
+def test_a_ranks_round_robin_partner_is_the_tables_without_the_table() -> None:
+    # topo-pairwise's one-rank build reads a partner per round; the table is O(n^2) on every rank.
+    for n in [*range(1, 34), 64, 101]:
+        rounds = round_robin_rounds(n)
+        assert [[round_robin_partner(n, k, r) for r in range(n)] for k in range(len(rounds))] == [
+            list(rnd) for rnd in rounds
+        ]
 
 
 def test_an_even_fabric_gets_the_round_robin_order() -> None:

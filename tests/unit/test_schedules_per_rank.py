@@ -16,7 +16,7 @@ from collbench.layouts.exchange import round_robin_rounds
 from collbench.layouts.model import Layout
 from collbench.layouts.trees import binary_tree, double_binary_tree
 from collbench.schedules.algorithms import _common
-from collbench.schedules.ops import SCAN_OPS, Op
+from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithm_names, get_algorithm
 from collbench.schedules.spec import AlgorithmSpec
 from collbench.schedules.verifier import simulate
@@ -28,13 +28,9 @@ CASES = [
     for op in sorted(get_algorithm(name).ops, key=list(Op).index)
 ]
 
-ENUMERATES_OWN = [
-    (name, op)
-    for name, op in CASES
-    if name in {"ring", "tree", "two-tree", "recursive-doubling", "rabenseifner", "pairwise", "dissemination"}
-    and op not in SCAN_OPS  # recursive-doubling's scans are built in scan.py
-]
-"""(algorithm, op) whose one-rank build enumerates only the kept rank's transfers (O(its steps))."""
+ENUMERATES_OWN = CASES
+"""(algorithm, op) whose one-rank build enumerates only the kept rank's transfers (O(its steps)): every
+registered algorithm's every op."""
 
 WORLD_SIZES = [*range(1, 18), 31, 64, 100]
 
@@ -107,7 +103,11 @@ def test_converted_builders_touch_only_the_kept_ranks_transfers(
         for count, root, segments, layout in _builds(spec, op, n):
             for rank in _ranks(n, root):
                 wasted.clear()
-                spec.build(op, n, count, root=root, layout=layout, segments=segments, rank=rank)
+                try:
+                    spec.build(op, n, count, root=root, layout=layout, segments=segments, rank=rank)
+                except CollbenchError:
+                    # Refused alike whole (hierarchical on one node): the test above holds it to that.
+                    continue
                 assert not wasted, f"n={n} rank {rank}: {len(wasted)} transfers of other ranks, {wasted[:3]}"
 
 

@@ -17,7 +17,8 @@ builder keeps, which ``tests/unit/test_schedules_per_rank.py`` checks for every 
 * its time and memory are O(that rank's steps) plus O(world) for the tables every rank shares (a
   ring's order, a tree's parent array): never O(world x steps). So a builder enumerates only the
   transfers that touch the kept rank (:meth:`RoundBuilder.kept` for a rank's own transfers,
-  :meth:`RoundBuilder.ring_positions` for ring hops and shifts, the rank's parent and children for a
+  :meth:`RoundBuilder.ring_positions` for ring hops and shifts, :meth:`RoundBuilder.spokes` for a
+  root's star, :meth:`RoundBuilder.pairs` for every pair at once, the rank's parent and children for a
   tree, its partners for an exchange) and calls ``transfer`` for those, in
   the order the whole build calls them. Calling ``transfer`` for the others is correct (they are
   dropped) but costs the whole build's time.
@@ -25,7 +26,7 @@ builder keeps, which ``tests/unit/test_schedules_per_rank.py`` checks for every 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from collbench.errors import ConfigError
 from collbench.layouts.model import Layout
@@ -65,6 +66,31 @@ class RoundBuilder:
             return range(n)
         pos = ring.index(self.rank)
         return sorted({pos, (pos - hop) % n})
+
+    def spokes(self, hub: int, ranks: Sequence[int]) -> Sequence[int]:
+        """The ranks of ``ranks`` (in order) whose transfer with ``hub``, either way, touches a kept rank:
+        all of them when ``hub`` is kept (a root's star, a whole build), else the kept rank alone when it
+        is among them. O(len(ranks)) to look for it."""
+        if self.rank is None or self.rank == hub:
+            return ranks
+        return (self.rank,) if self.rank in ranks else ()
+
+    def pairs(self, n: int) -> Iterator[tuple[int, int]]:
+        """The ordered pairs (src, dst) of ranks 0..n-1, src then dst ascending (the order of the whole
+        build's two nested loops), that touch a kept rank: all n^2 in a whole build; in a one-rank build
+        the kept rank's 2n - 1 (its pair with itself once)."""
+        if self.rank is None:
+            for src in range(n):
+                for dst in range(n):
+                    yield src, dst
+            return
+        me = self.rank
+        for src in range(n):
+            if src == me:
+                for dst in range(n):
+                    yield me, dst
+            else:
+                yield src, me
 
     def _slot(self, rnd: int, rank: int) -> tuple[list[Send], list[Recv], list[str]]:
         if self.rank is not None:

@@ -83,7 +83,7 @@ def build_bruck(
     steps = ceil_log2(n)
     for k in range(steps):
         hop = 1 << k
-        for r in range(n):
+        for r in b.ring_positions(range(n), hop):  # r -> r + hop that touch a kept rank
             q = (r + hop) % n
             for i in range(1, n):
                 if not i & hop:

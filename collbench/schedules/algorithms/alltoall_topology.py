@@ -15,10 +15,12 @@ links work while the fast pairs exchange and the fast rounds' time hides under t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from collbench.errors import ConfigError
-from collbench.layouts.exchange import round_robin_rounds
+from collbench.layouts.exchange import round_robin_partner
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, split
 from collbench.schedules.algorithms.alltoall import PAIRWISE
@@ -27,19 +29,33 @@ from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op, block_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
+Partner = Callable[[int, int], int]
+"""(round, rank) -> the rank's partner in that round (itself: idle)."""
 
-def _rounds(layout: Layout | None, n: int) -> tuple[tuple[tuple[int, ...], ...], int, str]:
-    """The exchange rounds to use, how many of the first to spread, and the layout name."""
+
+def _rounds(layout: Layout | None, n: int) -> tuple[int, Partner, int, str]:
+    """How many exchange rounds, each rank's partner per round, how many of the first rounds to spread,
+    and the layout name. Without a layout the round-robin partner is computed (O(1)), never tabled
+    (the table is O(n^2))."""
     if layout is None or not layout.exchange_rounds:
-        return round_robin_rounds(n), 0, "rank-order"
+        return n - 1 + n % 2 if n > 1 else 0, partial(round_robin_partner, n), 0, "rank-order"
     for rnd in layout.exchange_rounds:
         if len(rnd) != n:
             raise ConfigError(
                 f"layout {layout.name!r} pairs {len(rnd)} ranks for all-to-all but the schedule has {n}; "
                 "plan the layout for this world size"
             )
-    spread = layout.exchange_spread if 0 < layout.exchange_spread < len(layout.exchange_rounds) else 0
-    return layout.exchange_rounds, spread, layout.name
+    rounds = layout.exchange_rounds
+    spread = layout.exchange_spread if 0 < layout.exchange_spread < len(rounds) else 0
+    return len(rounds), lambda k, r: rounds[k][r], spread, layout.name
+
+
+def _pair(b: RoundBuilder, partner: Partner, k: int) -> Sequence[int]:
+    """The ranks r, ascending, whose transfer to their partner in round ``k`` touches a kept rank: every
+    rank in a whole build; the kept rank and its partner (the same pair, both ways) in a one-rank build."""
+    if b.rank is None:
+        return range(b.world_size)
+    return sorted({b.rank, partner(k, b.rank)})
 
 
 def build_topo_pairwise(
@@ -56,25 +72,27 @@ def build_topo_pairwise(
     a count that does not divide leaves its tail out. Raises ConfigError for a layout of another size."""
     check_count_and_segments(count, segments)
     n = world_size
-    rounds, spread, name = _rounds(layout, n)
+    total, partner, spread, name = _rounds(layout, n)
     blocks = block_bounds(count, n)
     b = RoundBuilder(n, rank)
-    for r in range(n):
+    for r in b.kept():
         b.transfer(0, r, r, *blocks[r], reduce=False, label="copy own block", dst_start=count + blocks[r][0])
-    steps = rounds[spread:]
-    for k, partner in enumerate(steps):
-        for r, p in enumerate(partner):
+    steps = total - spread
+    for k in range(steps):
+        for r in _pair(b, partner, spread + k):
+            p = partner(spread + k, r)
             if p != r:
-                label = f"exchange {k + 1}/{len(steps)}"
+                label = f"exchange {k + 1}/{steps}"
                 b.transfer(k, r, p, *blocks[p], reduce=False, label=label, dst_start=count + blocks[r][0])
     # A spread round's pairs send their block in one piece per remaining step, beside that step's pair.
-    for partner in rounds[:spread]:
-        for r, p in enumerate(partner):
+    for s in range(spread):
+        for r in _pair(b, partner, s):
+            p = partner(s, r)
             if p == r:
                 continue
             start, stop = blocks[p]
-            for k, (a, z) in enumerate(split(start, stop, len(steps))):
-                label = f"exchange {k + 1}/{len(steps)}"
+            for k, (a, z) in enumerate(split(start, stop, steps)):
+                label = f"exchange {k + 1}/{steps}"
                 b.transfer(k, r, p, a, z, reduce=False, label=label, dst_start=count + blocks[r][0] + a - start)
     return b.build(op, "topo-pairwise", count, root=root, layout=name)
 

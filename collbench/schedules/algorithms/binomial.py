@@ -14,6 +14,8 @@ n-1 blocks either way, and for small messages the latency of n-1 messages is wha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
 from collbench.schedules.cost import CostFormulas, CostTerms, ceil_log2
@@ -30,6 +32,17 @@ def subtree_ranges(first: int, stop: int, root: int, n: int, block: int) -> list
     if hi <= n:
         return [(lo * block, hi * block)]
     return [(lo * block, n * block), (0, (hi - n) * block)]
+
+
+def _lower_ends(b: RoundBuilder, n: int, root: int, m: int) -> Sequence[int]:
+    """The relative ranks v (multiples of ``2m``) whose pair ``v -- v + m`` touches a kept rank: all
+    of them in a whole build; in a one-rank build the one at or just below the kept rank, if the kept
+    rank is that pair's lower or upper end (O(1))."""
+    if b.rank is None:
+        return range(0, n, 2 * m)
+    v = (b.rank - root) % n
+    lower = v - v % (2 * m)
+    return (lower,) if v in (lower, lower + m) else ()
 
 
 def build_binomial(
@@ -52,7 +65,7 @@ def build_binomial(
     for t in range(levels):
         # Scatter halves the biggest subtrees first; gather joins the smallest first.
         m = 1 << (levels - 1 - t) if op is Op.SCATTER else 1 << t
-        for v in range(0, n, 2 * m):
+        for v in _lower_ends(b, n, root, m):
             if v + m >= n:
                 continue
             upper, lower = (v + m + root) % n, (v + root) % n

@@ -29,7 +29,8 @@ def build_direct(
     check_count_and_segments(count, segments)
     b = RoundBuilder(world_size, rank)
     chunks = chunk_bounds(count, world_size)
-    others = [r for r in range(world_size) if r != root]
+    # The root's star: every other rank in a whole build or the root's own, the kept rank alone otherwise.
+    others = b.spokes(root, [r for r in range(world_size) if r != root])
     if op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.REDUCE):
         for r in others:
             b.transfer(0, r, root, 0, count, reduce=True, label="reduce at the root")

@@ -20,6 +20,9 @@ sizes (the rings across nodes pair local indices), it is refused with the reason
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from collbench.errors import NotApplicableError
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name, split
@@ -54,25 +57,29 @@ def node_groups(layout: Layout | None, world_size: int) -> tuple[tuple[int, ...]
 
 
 def _ring_pass(
-    b: RoundBuilder, ring: tuple[int, ...], owned: dict[int, Ranges], first: int, *, reduce: bool, where: str
+    b: RoundBuilder, ring: tuple[int, ...], owned: Callable[[int], Ranges], first: int, *, reduce: bool, where: str
 ) -> int:
-    """A ring reduce-scatter (``reduce``) or all-gather of the pieces each rank owns; returns its rounds.
-    ``where`` (inside a node, across nodes) goes in the steps' labels, so explain's board tells the
-    passes apart.
+    """A ring reduce-scatter (``reduce``) or all-gather of the pieces each rank owns (``owned(rank)``);
+    returns its rounds. ``where`` (inside a node, across nodes) goes in the steps' labels, so explain's
+    board tells the passes apart. Only the hops that touch a kept rank are made (``ring_positions``).
 
     Reduce-scatter: after it, each rank holds its own pieces reduced over the ring. All-gather: each
     rank's pieces reach every rank of the ring."""
     n = len(ring)
     what = "reduce-scatter" if reduce else "all-gather"
     for s in range(n - 1):
-        for p in range(n):
+        for p in b.ring_positions(ring):
             # Reduce-scatter forwards the piece of the rank s+1 behind, all-gather the one s behind.
             owner = ring[(p - s - (1 if reduce else 0)) % n]
-            for a, z in owned[owner]:
+            for a, z in owned(owner):
                 b.transfer(
                     first + s, ring[p], ring[(p + 1) % n], a, z, reduce=reduce, label=f"{what} {where} {s + 1}/{n - 1}"
                 )
     return n - 1
+
+
+def _piece_of_node(pieces: Ranges, place: dict[int, tuple[int, int]], rank: int) -> Ranges:
+    return [pieces[place[rank][0]]]
 
 
 def build_hierarchical(
@@ -90,37 +97,48 @@ def build_hierarchical(
     check_count_and_segments(count, segments)
     nodes = node_groups(layout, world_size)
     m, k = len(nodes), len(nodes[0])
+    # Where each rank sits: (its node, its local index). O(world), as the nodes themselves.
+    place = {r: (i, j) for i, node in enumerate(nodes) for j, r in enumerate(node)}
     across = [tuple(node[j] for node in nodes) for j in range(k)]
     chunks = chunk_bounds(count, world_size)
     b = RoundBuilder(world_size, rank)
+    # The passes a kept rank is in: its own node's ring and its local index's ring across the nodes
+    # (every ring in a whole build); the others hold none of its transfers.
+    my_nodes = list(nodes) if rank is None else [nodes[place[rank][0]]]
+    my_across = list(enumerate(across)) if rank is None else [(place[rank][1], across[place[rank][1]])]
     if op is Op.ALL_REDUCE:
         shards = chunk_bounds(count, k)
-        inside = {node[j]: [shards[j]] for node in nodes for j in range(k)}
         rnd = 0
-        for node in nodes:
-            _ring_pass(b, node, inside, rnd, reduce=True, where="inside")
+        for node in my_nodes:
+            _ring_pass(b, node, lambda r: [shards[place[r][1]]], rnd, reduce=True, where="inside")
         rnd += k - 1
-        for j, ring in enumerate(across):
-            pieces = split(*shards[j], m)
-            owned = {ring[i]: [pieces[i]] for i in range(m)}
+        for j, ring in my_across:
+            # Piece i of shard j is owned by the ring's rank on node i.
+            owned = partial(_piece_of_node, split(*shards[j], m), place)
             _ring_pass(b, ring, owned, rnd, reduce=True, where="across")
             _ring_pass(b, ring, owned, rnd + m - 1, reduce=False, where="across")
         rnd += 2 * (m - 1)
-        for node in nodes:
-            _ring_pass(b, node, inside, rnd, reduce=False, where="inside")
+        for node in my_nodes:
+            _ring_pass(b, node, lambda r: [shards[place[r][1]]], rnd, reduce=False, where="inside")
     else:
-        # Shard j: the chunks of local index j's ranks on every node.
-        shard = {node[j]: [chunks[r] for r in across[j]] for node in nodes for j in range(k)}
-        mine = {r: [chunks[r]] for r in range(world_size)}
+
+        def shard(r: int) -> Ranges:
+            """Shard j: the chunks of local index j's ranks on every node (m ranges, made when asked:
+            every rank's at once would be O(world x nodes))."""
+            return [chunks[q] for q in across[place[r][1]]]
+
+        def mine(r: int) -> Ranges:
+            return [chunks[r]]
+
         if op is Op.REDUCE_SCATTER:
-            for node in nodes:
+            for node in my_nodes:
                 _ring_pass(b, node, shard, 0, reduce=True, where="inside")
-            for ring in across:
+            for _, ring in my_across:
                 _ring_pass(b, ring, mine, k - 1, reduce=True, where="across")
         else:
-            for ring in across:
+            for _, ring in my_across:
                 _ring_pass(b, ring, mine, 0, reduce=False, where="across")
-            for node in nodes:
+            for node in my_nodes:
                 _ring_pass(b, node, shard, m - 1, reduce=False, where="inside")
     return b.build(op, "hierarchical", count, root=root, layout=layout_name(layout), params=(("nodes", m),))
 

@@ -46,17 +46,17 @@ def build_linear(
     blocks = block_bounds(count, n)
     b = RoundBuilder(n, rank)
     if op is Op.ALL_TO_ALL:
-        for src in range(n):
-            for dst in range(n):
-                # src's input block dst becomes dst's output block src.
-                label = "copy own block" if src == dst else "every block to its rank"
-                b.transfer(0, src, dst, *blocks[dst], reduce=False, label=label, dst_start=count + blocks[src][0])
+        # The pairs that touch a kept rank: 2n - 1 in a one-rank build, its own block's copy once.
+        for src, dst in b.pairs(n):
+            # src's input block dst becomes dst's output block src.
+            label = "copy own block" if src == dst else "every block to its rank"
+            b.transfer(0, src, dst, *blocks[dst], reduce=False, label=label, dst_start=count + blocks[src][0])
     elif op is Op.SCATTER:
-        for r in range(n):
+        for r in b.spokes(root, range(n)):
             if r != root:
                 b.transfer(0, root, r, *blocks[r], reduce=False, label="root sends each rank its block")
     else:
-        for r in range(n):
+        for r in b.spokes(root, range(n)):
             if r != root:
                 b.transfer(0, r, root, *blocks[r], reduce=False, label="every block to the root")
     return b.build(op, "linear", count, root=root, layout=layout_name(layout))

@@ -31,20 +31,20 @@ def build_one_shot(
     n = world_size
     b = RoundBuilder(n, rank)
     chunks = chunk_bounds(count, n)
-    for src in range(n):
-        for dst in range(n):
-            if src == dst:
-                continue
-            if op is Op.ALL_REDUCE:
-                b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to everyone")
-            elif op is Op.REDUCE_SCATTER:
-                b.transfer(0, src, dst, *chunks[dst], reduce=True, label="each chunk to its owner")
-            elif op is Op.ALL_GATHER:
-                b.transfer(0, src, dst, *chunks[src], reduce=False, label="own chunk to everyone")
-            elif op is Op.BROADCAST and src == root:
-                b.transfer(0, src, dst, 0, count, reduce=False, label="root to everyone")
-            elif op is Op.REDUCE and dst == root:
-                b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to the root")
+    # Every pair that touches a kept rank: 2n - 1 of them in a one-rank build, never n^2.
+    for src, dst in b.pairs(n):
+        if src == dst:
+            continue
+        if op is Op.ALL_REDUCE:
+            b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to everyone")
+        elif op is Op.REDUCE_SCATTER:
+            b.transfer(0, src, dst, *chunks[dst], reduce=True, label="each chunk to its owner")
+        elif op is Op.ALL_GATHER:
+            b.transfer(0, src, dst, *chunks[src], reduce=False, label="own chunk to everyone")
+        elif op is Op.BROADCAST and src == root:
+            b.transfer(0, src, dst, 0, count, reduce=False, label="root to everyone")
+        elif op is Op.REDUCE and dst == root:
+            b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to the root")
     return b.build(op, "one-shot", count, root=root, layout=layout_name(layout))
 
 

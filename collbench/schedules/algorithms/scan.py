@@ -25,6 +25,7 @@ Any world size and any count.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from collbench.layouts.model import Layout
@@ -36,38 +37,53 @@ from collbench.schedules.ops import SCAN_OPS, Op
 from collbench.schedules.spec import AlgorithmSpec
 
 
-def _chain(b: RoundBuilder, ranks: list[int], lo: int, hi: int, first: int) -> None:
-    for i in range(len(ranks) - 1):
-        b.transfer(first + i, ranks[i], ranks[i + 1], lo, hi, reduce=True, label=f"prefix to the next {i + 1}")
+def _takers(b: RoundBuilder, first_rank: int, m: int, js: range, delta: int) -> Sequence[int]:
+    """The positions j of ``js`` (among ranks ``first_rank .. first_rank + m - 1``) whose hop from
+    position ``j - delta`` touches a kept rank, ascending: all of ``js`` in a whole build; in a
+    one-rank build at most two, the kept rank taking in or handing on (O(1))."""
+    if b.rank is None:
+        return js
+    p = b.rank - first_rank
+    if not 0 <= p < m:
+        return ()
+    return [j for j in (p, p + delta) if j in js]
 
 
-def _doubling(b: RoundBuilder, ranks: list[int], lo: int, hi: int, first: int) -> None:
-    m = len(ranks)
+def _chain(b: RoundBuilder, first_rank: int, m: int, lo: int, hi: int, first: int) -> None:
+    for j in _takers(b, first_rank, m, range(1, m), 1):
+        b.transfer(
+            first + j - 1, first_rank + j - 1, first_rank + j, lo, hi, reduce=True, label=f"prefix to the next {j}"
+        )
+
+
+def _doubling(b: RoundBuilder, first_rank: int, m: int, lo: int, hi: int, first: int) -> None:
     rounds = ceil_log2(m)
     for k in range(rounds):
-        for i in range(m - (1 << k)):
+        hop = 1 << k
+        for j in _takers(b, first_rank, m, range(hop, m), hop):
             b.transfer(
-                first + k, ranks[i], ranks[i + (1 << k)], lo, hi, reduce=True, label=f"doubling {k + 1}/{rounds}"
+                first + k, first_rank + j - hop, first_rank + j, lo, hi, reduce=True, label=f"doubling {k + 1}/{rounds}"
             )
 
 
-def _sweeps(b: RoundBuilder, ranks: list[int], lo: int, hi: int, first: int) -> None:
-    m = len(ranks)
+def _sweeps(b: RoundBuilder, first_rank: int, m: int, lo: int, hi: int, first: int) -> None:
     levels = log2_floor(m) if m else 0
     rnd = first
     for d in range(levels):
-        for j in range((1 << (d + 1)) - 1, m, 1 << (d + 1)):
-            b.transfer(rnd, ranks[j - (1 << d)], ranks[j], lo, hi, reduce=True, label=f"up-sweep {d + 1}")
+        hop = 1 << d
+        for j in _takers(b, first_rank, m, range(2 * hop - 1, m, 2 * hop), hop):
+            b.transfer(rnd, first_rank + j - hop, first_rank + j, lo, hi, reduce=True, label=f"up-sweep {d + 1}")
         rnd += 1
     down = 0
     for d in reversed(range(levels)):
         # Rank j + 1 = m 2^(d+1) + 2^d (m >= 1) completes its prefix from j - 2^d, which has its own.
-        takers = range(3 * (1 << d) - 1, m, 1 << (d + 1))
+        hop = 1 << d
+        takers = range(3 * hop - 1, m, 2 * hop)
         if not takers:
             continue
         down += 1
-        for j in takers:
-            b.transfer(rnd, ranks[j - (1 << d)], ranks[j], lo, hi, reduce=True, label=f"down-sweep {down}")
+        for j in _takers(b, first_rank, m, takers, hop):
+            b.transfer(rnd, first_rank + j - hop, first_rank + j, lo, hi, reduce=True, label=f"down-sweep {down}")
         rnd += 1
 
 
@@ -84,11 +100,12 @@ def build_scan(
     b = RoundBuilder(n, rank)
     inclusive = _INCLUSIVE[algo]
     if op is Op.SCAN:
-        inclusive(b, list(range(n)), 0, count, 0)
+        inclusive(b, 0, n, 0, count, 0)
     else:
-        for r in range(n - 1):
-            b.transfer(0, r, r + 1, 0, count, reduce=False, label="shift to the next rank's output", dst_start=count)
-        inclusive(b, list(range(1, n)), count, 2 * count, 1)
+        for j in _takers(b, 0, n, range(1, n), 1):
+            label = "shift to the next rank's output"
+            b.transfer(0, j - 1, j, 0, count, reduce=False, label=label, dst_start=count)
+        inclusive(b, 1, n - 1, count, 2 * count, 1)
     return b.build(op, algo, count, layout=layout_name(layout))
 
 
