@@ -428,7 +428,7 @@ def _gather_membership(world_size: int, control: dist.ProcessGroup | None) -> Me
     gathered = torch.empty(world_size * ROW_BYTES, dtype=torch.uint8)
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     gather(gathered, mine, group=control)
-    data = bytes(gathered.tolist())
+    data = gathered.numpy().tobytes()  # not tolist(): 2 MiB at 16,384 ranks would be 2 million ints
     return membership([decode_report(data[r * ROW_BYTES : (r + 1) * ROW_BYTES]) for r in range(world_size)])
 
 
