@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from collbench.cli.console import console, err_console, whole_lines
+from collbench.cli.console import console, err_console, print_note, whole_lines
 from collbench.cli.render.styles import narrow_table, one_value
 from collbench.cli.rows import stream_results
 from collbench.errors import InputFileError
@@ -137,9 +137,7 @@ def compare(
     if json_out:
         typer.echo(json.dumps(comparison.to_dict(threshold), indent=1))
         for warning in comparison.warnings:
-            err_console.print(
-                f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=whole_lines(err_console)
-            )
+            print_note("warning", warning)
     else:
         shown = _shown(comparison)
         if shown:
@@ -155,9 +153,7 @@ def compare(
             )
         console.print(_summary_table(comparison))
         for warning in comparison.warnings:
-            err_console.print(
-                f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=whole_lines(err_console)
-            )
+            print_note("warning", warning)
         unmatched = ""
         if comparison.only_base or comparison.only_new:
             unmatched = f"; unmatched: {comparison.only_base} only in BASE, {comparison.only_new} only in NEW"

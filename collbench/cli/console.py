@@ -56,9 +56,22 @@ def whole_lines(target: Console) -> bool:
     return "COLUMNS" not in os.environ and not target.is_terminal
 
 
+def print_note(label: str, text: str, target: Console | None = None) -> None:
+    """``label: text`` on ``target`` (stderr by default), the label in yellow: one line where
+    whole_lines, else wrapped at words with a number kept beside its unit (Rich's own wrapping put
+    ``12.3`` at the end of a line and ``GB/s`` at the start of the next). ``text`` is data, never
+    markup: a ``[`` in a note is printed as written."""
+    from rich.text import Text
+
+    from collbench.cli.render.styles import Wrapped
+
+    out = err_console if target is None else target
+    line = Text.assemble((label, "yellow"), ": ", text)
+    whole = whole_lines(out)
+    out.print(line if whole else Wrapped(line), soft_wrap=whole)
+
+
 def print_notes(notes: list[str]) -> None:
     """What a parser assumed where its input was ambiguous: one yellow note each on stderr (whole_lines)."""
-    from rich.markup import escape
-
     for note in notes:
-        err_console.print(f"[yellow]assumed:[/yellow] {escape(note)}", soft_wrap=whole_lines(err_console))
+        print_note("assumed", note)

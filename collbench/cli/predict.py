@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from collbench.cli.console import console, err_console, whole_lines
+from collbench.cli.console import console, print_note
 from collbench.cli.options import split_values
 from collbench.errors import ConfigError
 from collbench.models.link_floor import with_gpu
@@ -118,7 +118,7 @@ def predict(
         raise ConfigError(f"{ranks} ranks do not spread evenly over {nodes} nodes")
     if nodes is None:
         nodes, assumed = default_nodes(ranks, measured)
-        err_console.print(f"[yellow]assumed[/yellow]: {assumed}", highlight=False, soft_wrap=whole_lines(err_console))
+        print_note("assumed", assumed)
     report = predict_times(
         loaded,
         ranks,
@@ -129,13 +129,9 @@ def predict(
         nccl_arch=None if arch is None else _arch(arch),
     )
     if report.refused:
-        err_console.print(
-            f"[yellow]not extrapolated[/yellow]: {'; '.join(report.refused)}",
-            highlight=False,
-            soft_wrap=whole_lines(err_console),
-        )
+        print_note("not extrapolated", "; ".join(report.refused))
     for line in report.notes:
-        err_console.print(f"[yellow]note[/yellow]: {line}", highlight=False, soft_wrap=whole_lines(err_console))
+        print_note("note", line)
     if json_out:
         typer.echo(json.dumps(report.to_dict(), indent=2))
         return

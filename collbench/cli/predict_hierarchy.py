@@ -10,7 +10,7 @@ import typer
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from collbench.cli.console import console, err_console, whole_lines
+from collbench.cli.console import console, print_note
 from collbench.cli.render.styles import narrow_table
 from collbench.models.fitted import Fit
 from collbench.models.hierarchy import ALGOS, HierarchyRow, compare, link_classes
@@ -59,7 +59,7 @@ def run(fits: list[Fit], per_node: int, max_ranks: int, sizes: list[int], json_o
         f"across nodes: {classes.inter.source}",
         *classes.notes,
     ):
-        err_console.print(f"[yellow]note[/yellow]: {note}", highlight=False, soft_wrap=whole_lines(err_console))
+        print_note("note", note)
     if json_out:
         doc = {
             "ranks_per_node": per_node,

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from collbench.cli.console import console, err_console, whole_lines
+from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
 from collbench.errors import ConfigError, UnknownNameError
@@ -188,16 +188,15 @@ def sweep(
     validate(config)
     if config.world_size == 1:
         # Not refused: one rank still times the call's own overhead, and a one-GPU machine's default is one rank.
-        err_console.print(
-            "[yellow]note[/yellow]: a one-rank world moves no data: every point times a local call; "
-            "--ranks 2 or more measures communication",
-            soft_wrap=whole_lines(err_console),
+        print_note(
+            "note",
+            "a one-rank world moves no data: every point times a local call; --ranks 2 or more measures communication",
         )
     task = progress.add_task("starting ranks", total=None)
 
     def on_event(event: SweepProgress) -> None:
         if event.kind == "note":
-            progress.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=whole_lines(err_console))
+            print_note("note", event.text, progress.console)
         elif event.kind == "plan":
             progress.update(task, total=event.total, completed=event.done, description="")
         elif event.kind == "start":
@@ -218,7 +217,7 @@ def sweep(
             console.print(table)
         console.print(TABLE_LEGEND)
         for line in stall_report(rows):
-            console.print(f"[yellow]stalls[/yellow]: {line}", soft_wrap=whole_lines(console))
+            print_note("stalls", line, console)
         wrong = sum(max(r.wrong, 0) for r in rows)
         # Barrier rows carry no data to check (wrong -1): they say so rather than "not checked".
         data_rows = [r for r in rows if Op.parse(r.op).spec.payload]

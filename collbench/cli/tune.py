@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from collbench.backends import AUTO
 from collbench.backends.base import parse_skip_note, skip_note
-from collbench.cli.console import console, err_console, whole_lines
+from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.errors import ConfigError
 from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
@@ -194,7 +194,7 @@ def tune(
                 elif event.kind == "note" and event.text not in shown:
                     # Every round launches the ranks again: say each note once.
                     shown.add(event.text)
-                    bar.console.print(f"[yellow]note[/yellow]: {event.text}", soft_wrap=whole_lines(err_console))
+                    print_note("note", event.text, bar.console)
 
             try:
                 shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress)
@@ -203,9 +203,7 @@ def tune(
 
                 hint = kept_rows_hint([p for s in plan.shapes for p in partial_paths(s.config)])
                 if hint:
-                    bar.console.print(
-                        f"[yellow]note[/yellow]: {hint.removeprefix('; ')}", soft_wrap=whole_lines(err_console)
-                    )
+                    print_note("note", hint.removeprefix("; "), bar.console)
                 raise
     if shapes is None:
         return  # a rank other than 0 of a launcher's job: rank 0 reports
@@ -222,12 +220,10 @@ def tune(
     if shapes.profile.fits:
         console.print(render_fits(shapes.profile))
     for lacked, names in skips.items():
-        err_console.print(
-            f"[yellow]note[/yellow]: {skip_note(lacked, list(names))}", soft_wrap=whole_lines(err_console)
-        )
+        print_note("note", skip_note(lacked, list(names)))
     print_outcome_notes(shapes.outcomes)
     for note in shapes.notes:
-        err_console.print(f"[yellow]note[/yellow]: {note}", soft_wrap=whole_lines(err_console))
+        print_note("note", note)
     for outcome in shapes.outcomes:
         when = "measured before the interruption" if outcome.resumed_whole else f"in {outcome.elapsed_s:.0f} s"
         console.print(
@@ -245,9 +241,9 @@ def print_outcome_notes(outcomes: Sequence[TuneOutcome]) -> None:
     for outcome in outcomes:
         shape = f" ({outcome.profile.world_size} ranks)" if len(outcomes) > 1 else ""
         for line in stall_report(outcome.rows):
-            err_console.print(f"[yellow]stalls{shape}[/yellow]: {line}", soft_wrap=whole_lines(err_console))
+            print_note(f"stalls{shape}", line)
         for note in outcome.notes:
-            err_console.print(f"[yellow]note{shape}[/yellow]: {note}", soft_wrap=whole_lines(err_console))
+            print_note(f"note{shape}", note)
 
 
 def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:
@@ -280,7 +276,7 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:
     several = len(shapes) > 1
     for shape in shapes:
         if shape.skipped:
-            err_console.print(f"[yellow]skipped[/yellow]: {shape.skipped}", soft_wrap=whole_lines(err_console))
+            print_note("skipped", shape.skipped)
             continue
         checks = list(shape.checks)
         console.print(render_check(checks, shape.rule_set.shape_label if several else None))

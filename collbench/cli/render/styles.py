@@ -136,7 +136,10 @@ def one_value(values: Iterable[str]) -> str | None:
 
 
 # A number and its unit ("1.75 MiB", "253.5 us") are one value: a line is never broken between them.
-_VALUE = re.compile(r"\S+(?: (?:B|KiB|MiB|GiB|TiB|us|ms|s|GB/s|Gb/s|ranks?|steps?)(?=[\s,;.:)]|$)\S*)?")
+_VALUE = re.compile(
+    r"\S+(?: (?:B|KiB|MiB|GiB|TiB|ns|us|ms|s|GB/s|GiB/s|MB/s|Gb/s|ranks?|nodes?|steps?|points?|rows?|GPUs?)"
+    r"(?=[\s,;.:)]|$)\S*)?"
+)
 
 
 class Wrapped:
