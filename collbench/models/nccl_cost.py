@@ -43,7 +43,7 @@ import numpy as np
 from collbench.errors import ConfigError, NotApplicableError
 from collbench.nccl.algorithms import PROTOCOLS
 from collbench.schedules.ops import NCCL_TUNED_OPS, Op
-from collbench.topology.bandwidth import GpuLinks
+from collbench.topology.bandwidth import NVLINK_GBPS_PER_LINK, GpuLinks
 
 NCCL_SOURCE = "NVIDIA/nccl v2.30.7 src/graph/tuning.cc"
 
@@ -97,6 +97,24 @@ def arch_of(gpu: GpuLinks | None) -> Arch:
     if gpu.sm >= 90:
         return "hopper"
     return "ampere" if gpu.sm >= 80 else "volta"
+
+
+_NCCL_NVLINK_GBPS: tuple[tuple[int, float], ...] = ((100, 40.1), (90, 20.6), (80, 20.0), (70, 20.0))
+"""NCCL's bandwidth of one NVLink by compute capability x10 (src/graph/topo.h, ``SM100_NVLINK_BW``
+40.1, ``SM90_NVLINK_BW`` 20.6, ``SM80_NVLINK_BW`` and ``SM70_NVLINK_BW`` 20.0, GB/s), the figure its
+topology search gives every NVLink, below the links' nominal 25 and 50 GB/s."""
+
+
+def nccl_nvlink_bus_gbps(gpu: GpuLinks) -> float | None:
+    """The bus bandwidth NCCL's topology search finds within one node of ``gpu``: its NVLinks, each at
+    NCCL's own figure (``_NCCL_NVLINK_GBPS``), a ring's channels together using all of them; None for a
+    GPU without listed NVLinks."""
+    if gpu.nvlink_gbps is None or gpu.sm < 70:
+        return None
+    nominal = NVLINK_GBPS_PER_LINK[5 if gpu.sm >= 100 else 4 if gpu.sm >= 90 else 3 if gpu.sm >= 80 else 2]
+    links = round(gpu.nvlink_gbps / nominal)
+    per_link = next(gbps for sm, gbps in _NCCL_NVLINK_GBPS if gpu.sm >= sm)
+    return links * per_link
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

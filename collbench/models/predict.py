@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collbench.backends import backend_named
-from collbench.errors import ConfigError, UserError
+from collbench.errors import ConfigError, NotApplicableError, UserError
 from collbench.models.crossover import Crossover, time_crossings
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.link_floor import link_floor
@@ -299,7 +299,11 @@ def price_fits(
         if not op_has_payload(op):
             priced.append(nccl_barrier(fit, world_size, nodes, shapes, arch, nccl_nvlink))
             continue
-        entry, more = native_nccl(fit, usable, world_size, nodes, shapes, arch, at_shape, nccl_nvlink)
+        try:
+            entry, more = native_nccl(fit, usable, world_size, nodes, shapes, arch, at_shape, nccl_nvlink)
+        except NotApplicableError as exc:
+            refused.append(f"{op} native: {exc}")
+            continue
         priced.append(entry)
         notes.extend(more)
     return [_floored(e, world_size, nodes) for e in priced], refused, _links_notes(linked, nodes) + notes
@@ -424,11 +428,12 @@ def predict(
         fits, world_size, nodes, ops=ops, shapes=shapes, nccl_arch=nccl_arch, nccl_nvlink=nccl_nvlink
     )
     if not entries:
+        unusable = any(f.distrust() for f in fits)
         raise ConfigError(
-            "no fit explains its data well enough to extrapolate ("
+            ("no fit explains its data well enough to extrapolate (" if unusable else "nothing to predict (")
             + "; ".join(refused)
             + ")"
-            + (f"; {remeasure_advice(fits)}" if any(f.distrust() for f in fits) else "")
+            + (f"; {remeasure_advice(fits)}" if unusable else "")
         )
     preds: list[Prediction] = []
     for e in entries:

@@ -17,11 +17,21 @@ import functools
 import math
 from collections.abc import Sequence
 
+from collbench.errors import NotApplicableError
 from collbench.models.fitted import Fit
-from collbench.models.nccl_cost import NCCL_SOURCE, Arch, NcclChoice, NcclMachine, calibrate, nccl_choice
+from collbench.models.nccl_cost import (
+    NCCL_SOURCE,
+    Arch,
+    NcclChoice,
+    NcclMachine,
+    calibrate,
+    nccl_choice,
+    nccl_nvlink_bus_gbps,
+)
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit
 from collbench.schedules.ops import Op
+from collbench.topology.bandwidth import gpu_links
 
 _CALIBRATION_POINTS = 40
 _GRID_PER_DOUBLING = 4
@@ -86,6 +96,7 @@ def native_nccl(
     measured_nodes = shapes.assumed_nodes(fit)
     notes: list[str] = []
     inter_fit: Fit | None = None
+    intra: NcclMachine | None = None
     if node_class(nodes) == 3 and node_class(measured_nodes) < 3:
         beyond = [f for f in others if f is not fit and node_class(shapes.assumed_nodes(f)) == 3]
         if beyond:
@@ -95,6 +106,8 @@ def native_nccl(
                 f"{label(fit, shapes)}: NCCL uses its inter-node bandwidth beyond 2 nodes; none was measured, "
                 "so the prediction assumes the measured bus bandwidth there too"
             )
+    elif nodes == 1 and measured_nodes > 1:
+        intra = _intra_node_machine(fit, shapes, arch, nvlink)
     elif node_class(nodes) < node_class(measured_nodes):
         notes.append(
             f"{label(fit, shapes)}: predicted on {nodes} node{'s' if nodes != 1 else ''} with the bus bandwidth "
@@ -111,7 +124,7 @@ def native_nccl(
         return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest)
 
     own = nccl_machine_for(fit, measured_nodes, arch, nvlink)
-    machine = own
+    machine = own if intra is None else intra
     if inter_fit is not None:
         inter = nccl_machine_for(inter_fit, shapes.assumed_nodes(inter_fit), arch, nvlink)
         machine = dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
@@ -141,6 +154,14 @@ def native_nccl(
         if machine.inter_bus_bw_gbps is not None and inter_fit is not None:
             bus = machine.inter_bus_bw_gbps
             inter = f"; beyond 2 nodes the bus bandwidth of x{inter_fit.world_size} ({bus:.3g} GB/s)"
+        if intra is not None:
+            return (
+                f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto} within one node: its "
+                f"bus bandwidth {machine.bus_bw_gbps:.4g} GB/s (its topology's NVLinks, or the fitted where "
+                f"higher) and latencies x{machine.latency_scale:.2g} (its own, or the fitted where lower), not "
+                f"the {own.bus_bw_gbps:.3g} GB/s and x{own.latency_scale:.2g} fitted across {measured_nodes} nodes "
+                f"(links within a node were not measured); x{residual(size):.3g} for what it misses there"
+            )
         held = "" if lo <= size <= hi else " (held from the nearest measured size)"
         text = (
             f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; fitted: latencies "
@@ -152,6 +173,32 @@ def native_nccl(
         return text
 
     return Priced(fit, time_us, latency_us, basis, at_shape, None), notes
+
+
+def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool) -> NcclMachine:
+    """NCCL's model for one node, from a fit measured across several: NCCL's own, with the bus bandwidth
+    its topology search gives the GPU's NVLinks (``nccl_nvlink_bus_gbps``; the fitted one where that
+    is higher, as links the measured ring crossed carry at least what it measured) and its own NVLink
+    latencies (the fitted scale where below 1); what the model misses at the measured shape is carried
+    as at any shape (``native_nccl``'s residual), so the time never falls as ranks cross to a second
+    node. The fitted figures are the network's (a GCP H100 2-node fit put 268 GB/s and latencies
+    x5.4 inside a node, where NCCL's ring over 18 NVLink 4 links has 370.8 GB/s), and nothing of the
+    links within a node was measured. Raises NotApplicableError where the fit's GPU and its NVLinks
+    are not known."""
+    measured_nodes = shapes.assumed_nodes(fit)
+    gpu = gpu_links(fit.device) if fit.device else None
+    bus = nccl_nvlink_bus_gbps(gpu) if gpu is not None and nvlink else None
+    if bus is None:
+        raise NotApplicableError(
+            f"measured across {measured_nodes} nodes only, on a GPU whose NVLinks are not known here "
+            f"({fit.device or 'none named'}): the links within one node were not measured; fit a run on one "
+            "node beside it, or name the GPU (--gpu)"
+        )
+    # The ring measured across nodes ran through each node's NVLinks too: they carry at least that,
+    # and are not slower to start (a latency scale below NCCL's own is kept).
+    fitted = nccl_machine_for(fit, measured_nodes, arch, nvlink)
+    scale = min(fitted.latency_scale, 1.0)
+    return NcclMachine(bus_bw_gbps=max(bus, fitted.bus_bw_gbps), arch=arch, nvlink=nvlink, latency_scale=scale)
 
 
 BARRIER_BYTES = 1.0
