@@ -24,31 +24,31 @@ exscan have no ``native`` here: torch.distributed has no scan (native scan is ``
 under ``--backend mpi``), so their rules name collbench's schedules, and a native rule is refused.
 
 The DDP hook overlaps with backward as DDP's default hook does: it hands the bucket's all-reduce off
-and returns a future that completes when it is done. A native rule returns the backend's own
-asynchronous work's future (``dist.all_reduce(..., async_op=True).get_future()``, as
-``torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py`` does); collbench's schedules run on
-one worker thread per hook, bucket after bucket in the order DDP hands them over. Once that thread
-exists, native buckets go to it too, in the same queue: the schedules' point-to-point calls and the
-native all-reduces use one communicator, and NCCL forbids issuing one communicator's operations from
-several threads in parallel, and calls it unsafe for two communicators of one device too (NCCL's user
-guide, "Thread Safety"); one thread issuing them in DDP's bucket order keeps every rank's order alike,
-where a separate group for the schedules would not. The hook
-decides once per bucket shape (elements, dtype, device, group); compiled plans are the process's
-(``runtime/executor/plan_cache.py``): a shape met before by any hook or call builds nothing.
+and returns a future that completes when it is done. A native rule is torch's own ``allreduce_hook``
+(``torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py``: the backend's asynchronous work's
+future, no copy); collbench's schedules run on one worker thread per hook, bucket after bucket in the
+order DDP hands them over. Once that thread exists, on a backend whose operations must come from one
+thread (NCCL: its user guide, "Thread Safety", forbids issuing one communicator's operations from
+several threads in parallel, and calls it unsafe for two communicators of one device too), native
+buckets go to it as well, in the same queue: one thread issuing them in DDP's bucket order keeps every
+rank's order alike, where a separate group for the schedules would not. On gloo they stay torch's own
+hook (``Backend.serial_issue``). Where the profile is native at every size, :func:`ddp_comm_hook` is
+torch's ``allreduce_hook`` itself, and :func:`register_comm_hook` registers nothing where it is native
+at every size the model's buckets have; both say so once. The hook decides once per bucket shape
+(elements, dtype, device, group); compiled plans are the process's (``runtime/executor/plan_cache.py``):
+a shape met before by any hook or call builds nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import threading
-import weakref
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
 from collbench.backends import for_torch
@@ -57,10 +57,12 @@ from collbench.layouts.model import Layout
 from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
+from collbench.runtime.ddp import ScheduleWorker, bucket_bytes
 from collbench.runtime.executor.plan_cache import PLANS, PlanKey
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
 from collbench.schedules.ops import Op
 from collbench.schedules.spec import MAX_SEGMENTS
+from collbench.units import format_bytes
 
 _REDOPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "prod": dist.ReduceOp.PRODUCT}
 
@@ -202,63 +204,6 @@ def all_reduce(tensor: torch.Tensor, profile: Profile, group: Any = None, *, op:
     return _all_reduce(tensor, profile, group, op, _Runners(profile))
 
 
-_Job = tuple[Callable[[torch.Tensor], None], torch.Tensor, "torch.futures.Future[torch.Tensor]", Any]
-"""One bucket for the worker: what all-reduces it (its compiled schedule, or the backend's own
-all-reduce), its buffer, the future to complete, and the CUDA stream the buffer was written on (None on CPU)."""
-
-
-def _run_schedules(jobs: queue.SimpleQueue[_Job | None]) -> None:
-    """The worker thread's loop: run each bucket's schedule in turn and complete its future.
-
-    After one schedule fails, every later bucket fails with that error too: the peers' point-to-point
-    messages no longer line up with this rank's, so running the next schedule could only hang or
-    pair the wrong data.
-    """
-    failure: BaseException | None = None
-    while (job := jobs.get()) is not None:
-        reduce, buffer, future, stream = job
-        if failure is not None:
-            # torch annotates set_exception's argument as the future's value type; it takes an exception.
-            future.set_exception(RuntimeError(f"an earlier bucket's all-reduce failed: {failure}"))  # type: ignore[arg-type]
-            continue
-        try:
-            # A thread's current CUDA device and stream are its own: run where the bucket was written,
-            # so the schedule's kernels follow the backward's writes into the bucket.
-            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                reduce(buffer)
-        except BaseException as exc:
-            # Handed to DDP through the future, which raises it in backward on this rank.
-            failure = exc
-            future.set_exception(exc)  # type: ignore[arg-type]
-        else:
-            future.set_result(buffer)
-
-
-class _ScheduleWorker:
-    """One daemon thread that runs collbench's schedules for the buckets a hook hands it, in order.
-
-    Every rank's DDP hands buckets to its hook in the same order (bucket index order), so one thread
-    per hook runs the same sequence of schedules on every rank: their point-to-point messages pair up
-    as they do in a sweep. The thread stops when the hook is garbage-collected; it is a daemon so a
-    schedule blocked on a dead peer never holds the interpreter's exit.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        thread = threading.Thread(target=_run_schedules, args=(self._jobs,), name="collbench-ddp-hook", daemon=True)
-        thread.start()
-        weakref.finalize(self, self._jobs.put, None)
-
-    def submit(
-        self, reduce: Callable[[torch.Tensor], None], buffer: torch.Tensor
-    ) -> torch.futures.Future[torch.Tensor]:
-        """Queue ``reduce(buffer)`` after every bucket submitted before; its future completes with ``buffer``."""
-        future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-        stream = torch.cuda.current_stream(buffer.device) if buffer.device.type == "cuda" else None
-        self._jobs.put((reduce, buffer, future, stream))
-        return future
-
-
 def _native_all_reduce(group: Any) -> Callable[[torch.Tensor], None]:
     """The backend's own sum all-reduce of a bucket on ``group``, for the worker thread.
 
@@ -277,16 +222,19 @@ def _native_all_reduce(group: Any) -> Callable[[torch.Tensor], None]:
 @dataclass(frozen=True, slots=True)
 class _BucketPlan:
     """What the hook does with buckets of one shape: divide by ``world_size``, then run ``runner``
-    (None: the backend's own all-reduce)."""
+    (None: the backend's own all-reduce, on the worker's thread once it runs where ``serial``)."""
 
     world_size: int
     rule: Rule
     runner: ScheduleRunner | None
+    serial: bool
+    """Whether the group's backend takes its operations from one thread only (``Backend.serial_issue``)."""
 
 
-def _first(future: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
-    """The all-reduced tensor of a work's future, whose value is the list of tensors it reduced."""
-    return future.value()[0]
+def _serial_issue(group: Any) -> bool:
+    """Whether the group's backend must be issued every operation from one thread (unknown ones: yes)."""
+    backend = for_torch(str(dist.get_backend(group)))
+    return backend is None or backend.serial_issue
 
 
 class _BucketAllReduce:
@@ -296,16 +244,17 @@ class _BucketAllReduce:
         self._profile = profile
         self._runners = _Runners(profile)
         self._plans: dict[tuple[int, torch.dtype, torch.device, Any], _BucketPlan] = {}
-        self._worker: _ScheduleWorker | None = None
+        self._worker: ScheduleWorker | None = None
 
     def _plan(self, buffer: torch.Tensor, group: Any) -> _BucketPlan:
         _check_initialised()
         world = dist.get_world_size(group)
         rule_set = _rule_set(self._profile, group)
         rule = rule_set.select(Op.ALL_REDUCE, buffer.numel() * buffer.element_size())
+        serial = _serial_issue(group)
         if is_native(rule.algo) or buffer.numel() == 0:
-            return _BucketPlan(world, rule, None)
-        return _BucketPlan(world, rule, self._runners.runner(rule_set, rule, buffer.numel(), buffer, group))
+            return _BucketPlan(world, rule, None, serial)
+        return _BucketPlan(world, rule, self._runners.runner(rule_set, rule, buffer.numel(), buffer, group), serial)
 
     def __call__(self, group: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         buffer: torch.Tensor = bucket.buffer()
@@ -315,21 +264,36 @@ class _BucketAllReduce:
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = self._plan(buffer, group)
+        if plan.runner is None and not (plan.serial and self._worker is not None):
+            # DDP's own path for a bucket, as torch's hook runs it: divide, then the backend's
+            # asynchronous all-reduce, its future handed back (no copy, no thread in between).
+            return allreduce_hook(group, bucket)
         # Divide first, as the default hook does, so sums of large gradients stay in range.
         buffer.div_(plan.world_size)
-        if plan.runner is None and self._worker is None:
-            # No schedule runs on this hook's thread yet: the backend's own asynchronous all-reduce, as
-            # DDP's default hook does.
-            work = dist.all_reduce(buffer, group=group, async_op=True)
-            assert work is not None  # async_op=True always returns the work
-            return work.get_future().then(_first)
         if self._worker is None:
-            self._worker = _ScheduleWorker()
-        # From now on every bucket goes through the worker's queue, native ones too: one communicator,
-        # one thread issuing its operations, in the order DDP hands the buckets over on every rank.
+            self._worker = ScheduleWorker()
+        # On a backend issued from one thread, every bucket goes through the worker's queue from now
+        # on, native ones too: one communicator, one thread issuing its operations, in the order DDP
+        # hands the buckets over on every rank.
         runner = plan.runner
         reduce = _native_all_reduce(group) if runner is None else (lambda b: runner.run(b, "sum"))
         return self._worker.submit(reduce, buffer)
+
+
+class DDPDefaultPath(UserWarning):
+    """Said once where collbench leaves DDP its own all-reduce: the profile is native where it matters."""
+
+
+def _say_once(text: str) -> None:
+    """Tell the user, once per job (rank 0) and per place in their code (Python's default warning filter)."""
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        warnings.warn(text, DDPDefaultPath, stacklevel=3)
+
+
+def _native_everywhere(profile: Profile) -> bool:
+    """Whether the profile has all-reduce rules and every one, in every rule set, is native."""
+    algos = [r.algo for rs in profile.rule_sets if Op.ALL_REDUCE.value in rs.ops for r in rs.rules_for(Op.ALL_REDUCE)]
+    return bool(algos) and all(is_native(a) for a in algos)
 
 
 def ddp_comm_hook(profile: Profile) -> CommHook:
@@ -338,12 +302,21 @@ def ddp_comm_hook(profile: Profile) -> CommHook:
     Use ``model.register_comm_hook(state, hook)`` with ``state`` a process group or None (the default
     group). Like DDP's default hook it averages gradients: each bucket is divided by the world size,
     then summed across ranks, and the hook returns a future at once, completed when the bucket's
-    all-reduce is done, so communication overlaps with the rest of backward. A bucket whose size the
-    profile gives to ``native`` is the backend's asynchronous all-reduce; other buckets run
-    collbench's schedule on a worker thread, one bucket after the other. Each bucket shape's rule and
-    schedule are chosen and compiled on its first call and kept for the life of the hook. Errors of a
-    bucket's all-reduce reach DDP through the future (DDP raises them in backward).
+    all-reduce is done, so communication overlaps with the rest of backward. Where the profile's
+    all-reduce is native at every size, the hook returned is torch's own ``allreduce_hook`` (said once,
+    as a :class:`DDPDefaultPath` warning on rank 0). Otherwise a bucket whose size the profile gives to
+    ``native`` runs torch's ``allreduce_hook`` too (on NCCL, once a schedule has run, on the hook's
+    worker thread, see the module's notes); other buckets run collbench's schedule on that thread,
+    one bucket after the other. Each bucket shape's rule and schedule are chosen and compiled on its
+    first call and kept for the life of the hook. Errors of a bucket's all-reduce reach DDP through
+    the future (DDP raises them in backward).
     """
+    if _native_everywhere(profile):
+        _say_once(
+            "collbench: the profile's all-reduce is native at every size: the DDP hook is torch's own "
+            "allreduce_hook (register_comm_hook registers none: DDP's built-in all-reduce)"
+        )
+        return allreduce_hook
     state = _BucketAllReduce(profile)
 
     def hook(group: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
@@ -355,32 +328,30 @@ def ddp_comm_hook(profile: Profile) -> CommHook:
     return hook
 
 
-def _native_throughout(rule_set: RuleSet, smallest_bytes: int, largest_bytes: int) -> bool:
-    """Whether every all-reduce rule that meets ``[smallest_bytes, largest_bytes]`` is native."""
-    return all(
-        is_native(r.algo)
-        for r in rule_set.rules_for(Op.ALL_REDUCE)
-        if r.min_bytes <= largest_bytes and (r.max_bytes is None or r.max_bytes >= smallest_bytes)
-    )
-
-
 def register_comm_hook(model: torch.nn.Module, profile: Profile, group: Any = None) -> CommHook | None:
     """Make ``model`` (a DistributedDataParallel) all-reduce its buckets as the profile says.
 
     Registers :func:`ddp_comm_hook` on ``model`` with ``group`` as its state, unless the profile's
-    rules for the group's size are native at every size a bucket of this model can have: then nothing
-    is registered and DDP keeps its built-in all-reduce, which runs without Python per bucket (any
-    Python hook, torch's own ``allreduce_hook`` included, adds a call and a callback under the GIL to
-    each bucket). DDP never splits a parameter across buckets, so a bucket holds between the smallest
-    parameter's gradient and all of them. Returns the hook registered, or None. Raises ConfigError
-    when torch.distributed is not initialised; UserError when the profile has no all-reduce rules
-    for the group's size.
+    rules for the group's size are native at every size this model's buckets have
+    (``collbench.runtime.ddp.bucket_bytes``: computed as DDP computes them, for its first backward and
+    for the buckets it rebuilds after it): then nothing is registered, DDP keeps its built-in
+    all-reduce, which runs without Python per bucket (any Python hook, torch's own ``allreduce_hook``
+    included, adds a call and a callback under the GIL to each bucket), and rank 0 says so once
+    (a :class:`DDPDefaultPath` warning naming the sizes). Returns the hook registered, or None.
+    Raises ConfigError when torch.distributed is not initialised; UserError when the profile has no
+    all-reduce rules for the group's size.
     """
     _check_initialised()
     if not isinstance(model, DistributedDataParallel):
         raise ConfigError(f"register_comm_hook needs a DistributedDataParallel model, got {type(model).__name__}")
-    grads = [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
-    if not grads or _native_throughout(_rule_set(profile, group), min(grads), sum(grads)):
+    rule_set = _rule_set(profile, group)
+    sizes = bucket_bytes(model)
+    if all(is_native(rule_set.select(Op.ALL_REDUCE, n).algo) for n in sizes):
+        shown = ", ".join(format_bytes(n) for n in sizes) or "none"
+        _say_once(
+            f"collbench: the profile's all-reduce is native at every size of this model's buckets ({shown}): "
+            "no hook registered, DDP keeps its built-in all-reduce"
+        )
         return None
     hook = ddp_comm_hook(profile)
     model.register_comm_hook(group, hook)

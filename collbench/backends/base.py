@@ -109,6 +109,10 @@ class Backend(ABC):
     ``MPI_IN_PLACE``); torch.distributed's all_to_all_single and send/recv take two buffers."""
     runs_own_algorithms: ClassVar[bool] = True
     """Whether collbench's own schedules run on it (over its point-to-point calls)."""
+    serial_issue: ClassVar[bool] = True
+    """Whether one thread must issue all of a process group's operations, collectives and point-to-point
+    alike, so that the DDP hook queues native buckets behind its schedules' thread (NCCL; assumed for a
+    backend that does not say otherwise)."""
     premultiplied_avg: ClassVar[bool] = False
     """Whether its own average multiplies each input by 1/n before summing (NCCL), so that its result is
     checked within that rounding rather than exactly."""

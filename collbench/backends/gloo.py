@@ -18,6 +18,13 @@ class Gloo(Backend):
     library: ClassVar[str] = "gloo"
     torch_backend: ClassVar[str | None] = "gloo"
     places_cpu_ranks: ClassVar[bool] = True
+    # ProcessGroupGloo matches its collectives by a counter, bumped only by collective calls, and its
+    # point-to-point calls by the caller's tag, in slots apart from the collectives' (gloo::Slot::build
+    # puts the op's prefix above the tag); gloo itself runs collectives on several worker threads at
+    # once over the same connections (ProcessGroupGloo::Options::threads). So the hook's worker may
+    # send and receive while DDP's thread issues native all-reduces: each kind keeps one order on
+    # every rank.
+    serial_issue: ClassVar[bool] = False
 
     def unusable_reason(self, local_ranks: int, here: Here) -> str | None:
         return None

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,12 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 from collbench.errors import UserError
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.profile.rules import Rule
+from collbench.runtime.ddp import bucket_bytes
 
 pytestmark = pytest.mark.dist
 
@@ -144,6 +147,18 @@ def test_ddp_hook_matches_default_and_all_reduce_matches_native(tmp_path: Path, 
         assert [r.get("pair_algo") for r in results] == ["recursive-doubling", "recursive-doubling", None]
 
 
+def _recording(seen: list[int]) -> Any:
+    """torch's own allreduce_hook, noting each bucket's size in bytes."""
+
+    def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        seen.append(bucket.buffer().numel() * bucket.buffer().element_size())
+        return allreduce_hook(state, bucket)
+
+    # DDP compares the annotations with the objects; this module's are strings (postponed evaluation).
+    hook.__annotations__ = {"state": Any, "bucket": dist.GradBucket, "return": torch.futures.Future[torch.Tensor]}
+    return hook
+
+
 def _register_worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -152,7 +167,9 @@ def _register_worker(rank: int, world: int, store_path: str, out_dir: str) -> No
 
     dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world)
     try:
-        # _model()'s gradients: 12 B (the smallest bias) to 13,068 B (all parameters in one bucket).
+        # _model()'s gradients: 12 B (the smallest bias) to 13,068 B in all. DDP's default caps give one
+        # bucket of all of them (13,068 B); caps of 4,194 B (bucket_cap_mb=0.004) give 8,716 and 4,352 B
+        # once DDP rebuilds its buckets, 13,068 B for the first step.
         ring = {"segment_bytes": None, "layout": "rank-order"}
         profiles = {
             "all native": (Rule("all-reduce", 0, None, "native", P),),
@@ -164,17 +181,34 @@ def _register_worker(rank: int, world: int, store_path: str, out_dir: str) -> No
                 Rule("all-reduce", 0, 13068, "native", P),
                 Rule("all-reduce", 13069, None, "ring", ring),
             ),
-            "collbench within": (
-                Rule("all-reduce", 0, 1000, "native", P),
-                Rule("all-reduce", 1001, None, "ring", ring),
+            # A bucket could hold 12 to 13,068 B, but this model's never hold less than 4,352 B.
+            "collbench below the buckets": (
+                Rule("all-reduce", 0, 1000, "ring", ring),
+                Rule("all-reduce", 1001, None, "native", P),
+            ),
+            "collbench at the whole model": (
+                Rule("all-reduce", 0, 13000, "native", P),
+                Rule("all-reduce", 13001, None, "ring", ring),
             ),
         }
         results: dict[str, Any] = {}
-        for name, rules in profiles.items():
-            profile = Profile(fingerprint="t", host="t", backend="gloo", rule_sets=(RuleSet(world, 1, rules),))
-            model = DDP(_model())
-            hook = ctorch.register_comm_hook(model, profile)
-            results[name] = (hook is not None, len(model._comm_hooks))
+        for cap in (None, 0.004):
+            for name, rules in profiles.items():
+                profile = Profile(fingerprint="t", host="t", backend="gloo", rule_sets=(RuleSet(world, 1, rules),))
+                model = DDP(_model()) if cap is None else DDP(_model(), bucket_cap_mb=cap)
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    hook = ctorch.register_comm_hook(model, profile)
+                told = [str(w.message) for w in said if w.category is ctorch.DDPDefaultPath]
+                results[name, cap] = (hook is not None, len(model._comm_hooks), told)
+        # The sizes DDP hands a hook, against those register_comm_hook looked the rules up for.
+        for cap in (None, 0.004):
+            model = DDP(_model()) if cap is None else DDP(_model(), bucket_cap_mb=cap)
+            seen: list[int] = []
+            model.register_comm_hook(None, _recording(seen))
+            for _ in range(3):
+                model(torch.randn(4, 16)).sum().backward()
+            results["seen", cap] = (sorted(set(seen)), bucket_bytes(model))
         try:
             ctorch.register_comm_hook(_model(), make_profile(world))
         except ConfigError as exc:
@@ -192,10 +226,20 @@ def test_register_comm_hook_keeps_ddps_own_all_reduce_where_every_bucket_size_is
     )
     for rank in range(2):
         res = torch.load(tmp_path / f"register{rank}.pt")
-        assert res["all native"] == (False, 0)
-        assert res["collbench below the smallest gradient"] == (False, 0)
-        assert res["collbench above all gradients"] == (False, 0)
-        assert res["collbench within"] == (True, 1)
+        assert res["seen", None] == ([13068], (13068,))
+        assert res["seen", 0.004] == ([4352, 8716, 13068], (4352, 8716, 13068))
+        for cap in (None, 0.004):
+            for name in ("all native", "collbench below the smallest gradient", "collbench above all gradients"):
+                assert res[name, cap][:2] == (False, 0)
+            # Failed before the buckets were computed as DDP computes them: a bucket of the 12 B bias
+            # alone was thought possible, and the hook was registered.
+            assert res["collbench below the buckets", cap][:2] == (False, 0)
+            assert res["collbench at the whole model", cap][:2] == (True, 1)
+            told = res["collbench below the buckets", cap][2]
+            # Said on rank 0 only, naming the sizes looked up.
+            assert len(told) == (rank == 0)
+            shown = "(12.8 KiB)" if cap is None else "(4.25 KiB, 8.51 KiB, 12.8 KiB)"
+            assert rank != 0 or (shown in told[0] and "no hook registered" in told[0])
         assert "needs a DistributedDataParallel model, got Sequential" in res["not ddp"]
 
 

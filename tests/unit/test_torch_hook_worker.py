@@ -4,12 +4,14 @@ failing every later bucket too, since the peers' messages no longer line up with
 
 from __future__ import annotations
 
+import gc
+import queue
 import threading
 
 import pytest
 import torch
 
-from collbench.torch import _ScheduleWorker
+from collbench.runtime.ddp import ScheduleWorker, stop_worker
 
 
 class _FakeReduce:
@@ -29,7 +31,7 @@ class _FakeReduce:
 
 
 def test_buckets_run_in_order_and_futures_complete_after_submit_returns() -> None:
-    worker = _ScheduleWorker()
+    worker = ScheduleWorker()
     ran: list[str] = []
     gate = threading.Event()
     buffers = [torch.zeros(3) for _ in range(3)]
@@ -46,7 +48,7 @@ def test_buckets_run_in_order_and_futures_complete_after_submit_returns() -> Non
 
 
 def test_a_failed_schedule_fails_its_bucket_and_every_later_one() -> None:
-    worker = _ScheduleWorker()
+    worker = ScheduleWorker()
     ran: list[str] = []
     first = worker.submit(_FakeReduce("ok", ran), torch.zeros(2))
     bad = worker.submit(_FakeReduce("bad", ran, fails=True), torch.zeros(2))
@@ -57,3 +59,21 @@ def test_a_failed_schedule_fails_its_bucket_and_every_later_one() -> None:
     with pytest.raises(RuntimeError, match="an earlier bucket's all-reduce failed: peer gone in bad"):
         later.wait()
     assert ran == ["ok", "bad"]  # the later schedule never ran
+
+
+def test_a_dropped_worker_ends_its_thread_and_is_joined() -> None:
+    # The same function runs at the interpreter's exit (weakref.finalize): the thread must have left
+    # torch's Future.set_result before finalisation, or CPython ends it inside a C++ destructor and
+    # the process aborts (collbench.runtime.ddp.ScheduleWorker says how).
+    worker = ScheduleWorker()
+    thread = worker.thread
+    worker.submit(_FakeReduce("last", []), torch.zeros(2)).wait()
+    del worker
+    gc.collect()
+    assert not thread.is_alive()  # joined, not merely told to stop
+
+
+def test_stopping_from_the_workers_own_thread_does_not_wait_for_itself() -> None:
+    jobs: queue.SimpleQueue[object] = queue.SimpleQueue()
+    stop_worker(jobs, threading.current_thread())  # type: ignore[arg-type]  # returns at once
+    assert jobs.get_nowait() is None
