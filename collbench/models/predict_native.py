@@ -31,7 +31,7 @@ from collbench.models.nccl_cost import (
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit
 from collbench.schedules.ops import Op
-from collbench.topology.bandwidth import gpu_links
+from collbench.topology.bandwidth import gpu_links, pcie_card
 
 _CALIBRATION_POINTS = 40
 _GRID_PER_DOUBLING = 4
@@ -123,15 +123,28 @@ def native_nccl(
     def choice(size: float) -> NcclChoice:
         return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest)
 
-    own = nccl_machine_for(fit, measured_nodes, arch, nvlink)
+    # NCCL enables LL128 only where every GPU of a node reaches the others over NVLink (tuning.cc,
+    # LL128's pEnable: graphs[a]->typeIntra <= PATH_NVB), and prices PCI latencies otherwise: a PCIe
+    # card's bridge joins two GPUs at most, so with three or more a node both hold, at each shape.
+    own_nvlink = nvlink and not (pcie_card(fit.device) and per_node > 2)
+    target_nvlink = nvlink and not (pcie_card(fit.device) and -(-world_size // nodes) > 2)
+    own = nccl_machine_for(fit, measured_nodes, arch, own_nvlink)
     machine = own if intra is None else intra
     if inter_fit is not None:
         inter = nccl_machine_for(inter_fit, shapes.assumed_nodes(inter_fit), arch, nvlink)
         machine = dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
+    if machine.nvlink != target_nvlink:
+        machine = dataclasses.replace(machine, nvlink=target_nvlink)
+    if not target_nvlink and nvlink:
+        notes.append(
+            f"{label(fit, shapes)}: LL128 off and PCI latencies at {-(-world_size // nodes)} ranks a node, as "
+            f"NCCL sets them ({NCCL_SOURCE}: LL128 needs NVLink between every GPU of a node): {fit.device} is "
+            "a PCIe card, whose NVLink bridge joins two GPUs at most"
+        )
     lo, hi = float(max(fit.min_bytes, 1)), float(max(fit.max_bytes, 1))
 
     def residual(size: float) -> float:
-        return _residual(fit, measured_nodes, arch, nvlink, min(max(size, lo), hi))
+        return _residual(fit, measured_nodes, arch, own_nvlink, min(max(size, lo), hi))
 
     def raw_us(size: float) -> float:
         return choice(size).time_us * residual(size)

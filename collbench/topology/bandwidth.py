@@ -142,6 +142,17 @@ _GPUS: tuple[tuple[str, GpuLinks], ...] = (
 )
 
 
+_CARD_WORDS = frozenset({"PCIE", "GEFORCE", "RTX", "TITAN", "QUADRO", "T4", "L4", "L40", "L40S", "A10", "A16", "A40"})
+"""Words of a device name that make it a PCIe card (a PCIe data-center board, a GeForce, RTX, TITAN or
+Quadro card, an inference card): its NVLink, where it has any, is a bridge joining two GPUs."""
+
+
+def pcie_card(device_name: str) -> bool:
+    """Whether a device name names a PCIe card (``_CARD_WORDS``): at most pairs of its GPUs are joined
+    by NVLink (a bridge), so a node of three or more reaches its peers over PCIe."""
+    return not _CARD_WORDS.isdisjoint(device_name.upper().replace("-", " ").split())
+
+
 def gpu_links(device_name: str) -> GpuLinks | None:
     """The GPU a device name names (``NVIDIA H100 80GB HBM3``, ``NVIDIA GB200``), or None where it is
     not one of the listed SXM boards (a PCIe card, a consumer GPU, an unknown name)."""

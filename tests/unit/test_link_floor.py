@@ -120,3 +120,26 @@ def test_gpu_option_names_the_gpu_only_where_the_fits_do_not() -> None:
         with_gpu([h100], "GB200")
     with pytest.raises(ConfigError, match="not a GPU whose links are known"):
         with_gpu([h100], "RTX 9999")
+
+
+def test_a_pcie_card_gets_no_ll128_with_three_or_more_a_node() -> None:
+    """NCCL enables LL128 only where every GPU of a node reaches the others over NVLink (tuning.cc,
+    LL128's pEnable: typeIntra <= PATH_NVB); a PCIe card's NVLink bridge joins two GPUs at most."""
+    from collbench.models.predict import price_fits
+    from collbench.models.priced import Shapes
+    from collbench.topology.bandwidth import pcie_card
+
+    assert pcie_card("NVIDIA GeForce RTX 2080 Ti") and pcie_card("NVIDIA H100 PCIe") and pcie_card("NVIDIA L40S")
+    assert not pcie_card("NVIDIA H100 80GB HBM3") and not pcie_card("NVIDIA GB200")
+    fit = _fit("all_reduce_perf-2080ti-x2-autodl.log")
+    assert fit.device == "NVIDIA GeForce RTX 2080 Ti"
+    sizes = [float(1 << k) for k in range(3, 31)]
+    (eight,), _, notes = price_fits([fit], 8, 1, shapes=Shapes({2: 1}), nccl_arch="volta")
+    assert any("LL128 off and PCI latencies at 8 ranks a node" in n for n in notes)
+    assert all("/LL128" not in eight.basis(s) for s in sizes)
+    # Two a node (the measured shape, a bridge may join them): as given, and no note.
+    _, _, notes = price_fits([fit], 4, 2, shapes=Shapes({2: 1}), nccl_arch="volta")
+    assert not any("LL128 off" in n for n in notes)
+    # An SXM board's node is NVLink throughout: LL128 stays.
+    (gcp,), _, notes = price_fits([_fit("all_reduce_perf-h100-2node-mpirun-gcp.log")], 32, 4, shapes=Shapes({16: 2}))
+    assert not any("LL128 off" in n for n in notes) and any("/LL128" in gcp.basis(s) for s in sizes)
