@@ -43,7 +43,7 @@ import numpy as np
 from collbench.errors import ConfigError, NotApplicableError
 from collbench.nccl.algorithms import PROTOCOLS
 from collbench.schedules.ops import NCCL_TUNED_OPS, Op
-from collbench.topology.bandwidth import NVLINK_GBPS_PER_LINK, GpuLinks
+from collbench.topology.bandwidth import NVLINK_GBPS_PER_LINK, GpuLinks, compute_capability
 
 NCCL_SOURCE = "NVIDIA/nccl v2.30.7 src/graph/tuning.cc"
 
@@ -87,16 +87,19 @@ DEFAULT_ARCH: Arch = "hopper"
 """The generation taken where the GPU is not known (no device name in the rows, or an unlisted one)."""
 
 
-def arch_of(gpu: GpuLinks | None) -> Arch:
+def arch_of(gpu: GpuLinks | None, device_name: str = "") -> Arch:
     """NCCL's compute-capability class of a GPU (tuning.cc, ``compCapIndex``: sm 100 and up Blackwell,
-    90 Hopper, 80 Ampere, else Volta), or ``DEFAULT_ARCH`` where the GPU is not known."""
-    if gpu is None or gpu.sm <= 0:
+    90 Hopper, 80 Ampere, else Volta), from a listed board, else from the device name of a known PCIe
+    card (``compute_capability``: an RTX 5090 is Blackwell, an RTX 2080 Ti Volta's class), or
+    ``DEFAULT_ARCH`` where the GPU is not known."""
+    sm = gpu.sm if gpu is not None else compute_capability(device_name) if device_name else 0
+    if sm <= 0:
         return DEFAULT_ARCH
-    if gpu.sm >= 100:
+    if sm >= 100:
         return "blackwell"
-    if gpu.sm >= 90:
+    if sm >= 90:
         return "hopper"
-    return "ampere" if gpu.sm >= 80 else "volta"
+    return "ampere" if sm >= 80 else "volta"
 
 
 _NCCL_NVLINK_GBPS: tuple[tuple[int, float], ...] = ((100, 40.1), (90, 20.6), (80, 20.0), (70, 20.0))

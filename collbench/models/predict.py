@@ -290,7 +290,7 @@ def price_fits(
                 f"({NCCL_SOURCE}) does not describe; not predicted at another shape"
             )
             continue
-        arch = nccl_arch if nccl_arch is not None else arch_of(gpu)
+        arch = nccl_arch if nccl_arch is not None else arch_of(gpu, fit.device)
         if shapes.nodes_of(fit) is None and not at_shape:
             notes.append(
                 f"{fit_label}: the fit does not say how many nodes it was measured on; taken as "

@@ -153,6 +153,40 @@ def pcie_card(device_name: str) -> bool:
     return not _CARD_WORDS.isdisjoint(device_name.upper().replace("-", " ").split())
 
 
+_CARD_SM: tuple[tuple[tuple[str, ...], int], ...] = (
+    *((("RTX", m), 120) for m in ("5090", "5080", "5070", "5060")),
+    *((("RTX", m), 89) for m in ("4090", "4080", "4070", "4060")),
+    (("RTX", "6000", "ADA"), 89),
+    (("L40S",), 89),
+    (("L40",), 89),
+    (("L4",), 89),
+    *((("RTX", m), 86) for m in ("3090", "3080", "3070", "3060", "A6000", "A5000", "A4000")),
+    (("A40",), 86),
+    (("A10",), 86),
+    (("A16",), 86),
+    (("H100", "PCIE"), 90),
+    (("A100", "PCIE"), 80),
+    *((("RTX", m), 75) for m in ("2080", "2070", "2060")),
+    (("TITAN", "RTX"), 75),
+    (("T4",), 75),
+    (("V100", "PCIE"), 70),
+)
+"""Compute capability x10 of PCIe cards by the words of their device names (NVIDIA's CUDA GPUs table,
+developer.nvidia.com/cuda-gpus: GeForce RTX 50 12.0; RTX 40, L4, L40, L40S and RTX 6000 Ada 8.9; RTX
+30, RTX A4000-A6000, A10, A16 and A40 8.6; H100 PCIe 9.0; A100 PCIe 8.0; RTX 20, TITAN RTX and T4 7.5;
+V100 PCIe 7.0), every word of an entry in the name; the SXM boards are ``_GPUS``."""
+
+
+def compute_capability(device_name: str) -> int:
+    """A device's compute capability x10, from the listed SXM boards or the PCIe cards (``_CARD_SM``);
+    0 where the name is not known."""
+    board = gpu_links(device_name)
+    if board is not None:
+        return board.sm
+    words = set(device_name.upper().replace("-", " ").split())
+    return next((sm for needed, sm in _CARD_SM if words.issuperset(needed)), 0)
+
+
 def gpu_links(device_name: str) -> GpuLinks | None:
     """The GPU a device name names (``NVIDIA H100 80GB HBM3``, ``NVIDIA GB200``), or None where it is
     not one of the listed SXM boards (a PCIe card, a consumer GPU, an unknown name)."""

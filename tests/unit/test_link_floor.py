@@ -143,3 +143,19 @@ def test_a_pcie_card_gets_no_ll128_with_three_or_more_a_node() -> None:
     # An SXM board's node is NVLink throughout: LL128 stays.
     (gcp,), _, notes = price_fits([_fit("all_reduce_perf-h100-2node-mpirun-gcp.log")], 32, 4, shapes=Shapes({16: 2}))
     assert not any("LL128 off" in n for n in notes) and any("/LL128" in gcp.basis(s) for s in sizes)
+
+
+def test_nccls_generation_from_a_pcie_cards_name() -> None:
+    """compCapIndex (tuning.cc) from the compute capability NVIDIA lists for the card the log names:
+    the RTX 2080 Ti log was priced as Hopper (the default) and is Turing, 7.5, Volta's class."""
+    from collbench.models.predict import price_fits
+    from collbench.models.priced import Shapes
+
+    assert arch_of(None, "NVIDIA GeForce RTX 2080 Ti") == "volta"
+    assert arch_of(None, "NVIDIA GeForce RTX 5090") == "blackwell"
+    assert arch_of(None, "NVIDIA L40S") == "ampere" and arch_of(None, "NVIDIA H100 PCIe") == "hopper"
+    # Unknown names keep the default, never a guess from a number in them.
+    assert arch_of(None, "Quadro RTX 5000") == "hopper" and arch_of(None, "NVIDIA Graphics Device") == "hopper"
+    fit = _fit("all_reduce_perf-2080ti-x2-autodl.log")
+    (entry,), _, _ = price_fits([fit], 4, 2, shapes=Shapes({2: 1}))
+    assert "tuning.cc, volta)" in entry.basis(1 << 20)
