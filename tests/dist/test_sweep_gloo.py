@@ -11,7 +11,7 @@ from collbench.errors import RankError
 from collbench.results.io import read_jsonl, read_rows
 from collbench.runtime.sweep.plan import SweepConfig
 from collbench.runtime.sweep.run import SweepProgress, run_sweep
-from collbench.runtime.sweep.worker import FAULT_ENV
+from collbench.runtime.sweep.faults import FAULT_ENV
 
 pytestmark = pytest.mark.dist
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from collbench.runtime.sweep.worker import FAULT_ENV
+from collbench.runtime.sweep.faults import FAULT_ENV
 from tests.faults._run import SWEEP, cli, env, error_line, lines, start, wait_for, whole_rows
 
 

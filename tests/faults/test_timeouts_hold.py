@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from collbench.results.io import read_jsonl
-from collbench.runtime.sweep.worker import FAULT_ENV
+from collbench.runtime.sweep.faults import FAULT_ENV
 
 pytestmark = pytest.mark.dist
 

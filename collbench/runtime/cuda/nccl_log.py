@@ -99,6 +99,15 @@ class ChoiceLearner:
         self.leaked = False
         """Whether TUNING lines were logged while timing (the switch did not hold)."""
 
+    @classmethod
+    def of_log(cls, log_dir: Path, rank: int) -> ChoiceLearner:
+        """Every rank's learner over NCCL's log in ``log_dir``; rank 0's also reads the log."""
+        from collbench.runtime.cuda.nccl import TuningLogReader
+
+        switch = NcclLogSwitch(log_dir, find_reset())
+        switch.off()  # on only for each native point's untimed call
+        return cls(switch, TuningLogReader(log_dir) if rank == 0 else None)
+
     def before_untimed(self) -> None:
         if self.reader is not None:
             self.reader.new_choices()  # what earlier points logged; this point's comes from its own call

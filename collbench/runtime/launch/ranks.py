@@ -412,7 +412,7 @@ def _join(
             ctx.node = session.membership.node_name(job.rank)
             ctx.local_rank = session.membership.local_rank_of[job.rank]
         result = worker(ctx, payload)
-    except (ConfigError, RankError):
+    except (UserError, RankError):
         raise
     except Exception as exc:
         raise RankError(job.rank, ctx.host, ctx.current, f"{type(exc).__name__}: {exc}") from exc

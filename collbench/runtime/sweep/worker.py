@@ -10,9 +10,6 @@ dies, hangs or raises when it reaches point P (0-based among the points this run
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from collbench.errors import ConfigError
+from collbench.errors import ConfigError, UserError
 from collbench.nccl.tuning_log import choice_for
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import append_jsonl
@@ -45,6 +42,7 @@ from collbench.runtime.executor.timing import AutoIters, IterationTimer, make_ti
 from collbench.runtime.here import HERE
 from collbench.runtime.host.environment import RunEnvironment, run_environment
 from collbench.runtime.launch.ranks import RankContext
+from collbench.runtime.sweep.faults import PLANNING, fault_from_env
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.native_calls import all_gather_single as _all_gather_single
 from collbench.runtime.sweep.native_calls import native_call as _native_call
@@ -57,7 +55,6 @@ from collbench.units import format_bytes
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
 
-FAULT_ENV = "COLLBENCH_FAULT_INJECT"
 LOG_STAYS_ON = (
     "this NCCL cannot switch its log off while running (no ncclResetDebugInit before 2.24): native "
     "times include NCCL's TUNING line per call (~1 us)"
@@ -183,33 +180,25 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     if job.config.root >= ws:
         raise ValueError(f"--root {cfg.root} is not a rank of a world of {ws}")
     plan: list[Any] = [None]
-    if ctx.rank == 0:
-        layout = cfg.layout
-        if layout is None and job.topology is not None:
-            # Imported here only: layouts are another area's, needed with --topology alone.
-            from collbench.layouts.plan import plan_layout
-
-            layout = plan_layout(job.topology, ws)
-        nodes = len(layout.nodes) if layout is not None else 1
-        name = layout.name if layout is not None else "rank-order"
-        points, notes = plan_points(job, ws, ctx.device, name, nodes=nodes)
-        if not points and notes:
-            # Every rank plans alike, so every rank stops here with the same line (an empty sweep
-            # exited 0 and wrote nothing, with no word on it).
-            why = next((n for n in notes if "element" in n), notes[-1])
-            raise ConfigError(f"nothing to measure: every point was skipped ({why}); raise -b/-e or change --algo")
-        done: dict[tuple[Any, ...], ResultRow] = {}
-        if cfg.resume:
-            done = {row.key: row for row in resumed_rows(job.stream_path)}
-        else:
-            job.stream_path.parent.mkdir(parents=True, exist_ok=True)
-            empty_file(job.stream_path)  # never through a symlink planted since the parent checked
-        fingerprint, fp_note = row_fingerprint(job, ws)
-        if fp_note:
-            notes.append(fp_note)
-        plan[0] = (points, layout, notes, done, fingerprint)
+    fault = fault_from_env()
+    # Named in the error if this rank fails now: it joined, and no point is measured yet.
+    ctx.doing("planning the sweep" if ctx.rank == 0 else "waiting for rank 0's plan of the sweep")
+    if fault is not None:
+        fault.strike(ctx.rank, PLANNING)
+    try:
+        if ctx.rank == 0:
+            plan[0] = _plan(ctx, job)
+    except UserError as exc:
+        # Only rank 0 plans: the others, waiting for the plan, would see their collective break and
+        # fail as ranks (exit 3) beside its one line. They get the mistake instead, and say it alike.
+        plan[0] = str(exc)
+        dist.broadcast_object_list(plan, src=0, group=ctx.control)
+        raise
     dist.broadcast_object_list(plan, src=0, group=ctx.control)
+    if isinstance(plan[0], str):
+        raise ConfigError(plan[0])
     points, layout, notes, done, fingerprint = plan[0]
+    ctx.doing("preparing the points")
     hosts: list[Any] = [None] * ws
     # What identifies each rank's node (ranks.RankContext.node): namespaces and containers share a host name.
     dist.all_gather_object(hosts, ctx.node, group=ctx.control)
@@ -217,7 +206,6 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     if (other := layout_nodes_note(layout, seen)) is not None:
         notes = [*notes, other]
     env = run_environment(job.runs_on.version(HERE), ctx.device)
-    fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
 
     for note in notes:
         ctx.report({"kind": "note", "text": note})
@@ -236,7 +224,11 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
 
         ctx.report({"kind": "note", "text": ROUNDS_NOTE})
     # NCCL's per-call choices (the TUNING lines only rank 0 of a communicator writes), for native rows.
-    reader = _tuning_reader(job, ctx.rank)
+    reader = None
+    if job.nccl_log_dir is not None:
+        from collbench.runtime.cuda.nccl_log import ChoiceLearner  # the GPU side's, with a log only
+
+        reader = ChoiceLearner.of_log(job.nccl_log_dir, ctx.rank)
     if reader is not None and not reader.switch.switchable:
         ctx.report({"kind": "note", "text": LOG_STAYS_ON})
     measured: dict[tuple[Any, ...], ResultRow] = {}
@@ -246,8 +238,8 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         for index, point in enumerate(todo):
             ctx.doing(f"measuring {point.describe()}")
             ctx.report({"kind": "start", "done": finished, "total": len(points), "text": point.describe()})
-            if fault is not None and fault[0] == ctx.rank and fault[1] == index:
-                _inject(fault[2])
+            if fault is not None:
+                fault.strike(ctx.rank, index)
             graphed = point.algo in graphs and point.op in GRAPHED_OPS
             timer = graph_timer if graphed else plain_timer
             row = _measure(ctx, job, point, layout, timer, env, fingerprint, seen, groups, reader)
@@ -274,16 +266,38 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     return rows
 
 
-def _tuning_reader(job: SweepJob, rank: int) -> Any:
-    """Every rank's ``nccl_log.ChoiceLearner`` (rank 0's also reads the log); None without a log."""
-    if job.nccl_log_dir is None:
-        return None
-    from collbench.runtime.cuda.nccl import TuningLogReader
-    from collbench.runtime.cuda.nccl_log import ChoiceLearner, NcclLogSwitch, find_reset
+def _plan(
+    ctx: RankContext, job: SweepJob
+) -> tuple[list[SweepPoint], Layout | None, list[str], dict[Any, ResultRow], str]:
+    """Rank 0's plan of the sweep, for every rank: its points, layout, notes, resumed rows, fingerprint.
 
-    switch = NcclLogSwitch(job.nccl_log_dir, find_reset())
-    switch.off()  # on only for each native point's untimed call
-    return ChoiceLearner(switch, TuningLogReader(job.nccl_log_dir) if rank == 0 else None)
+    Raises ConfigError when every point is skipped, and what reading a resumed file raises.
+    """
+    cfg, ws = job.config, ctx.world_size
+    layout = cfg.layout
+    if layout is None and job.topology is not None:
+        # Imported here only: layouts are another area's, needed with --topology alone.
+        from collbench.layouts.plan import plan_layout
+
+        layout = plan_layout(job.topology, ws)
+    nodes = len(layout.nodes) if layout is not None else 1
+    name = layout.name if layout is not None else "rank-order"
+    points, notes = plan_points(job, ws, ctx.device, name, nodes=nodes)
+    if not points and notes:
+        # An empty sweep exited 0 and wrote nothing, with no word on it; sweep_worker hands this
+        # line to the other ranks, so every rank stops with it.
+        why = next((n for n in notes if "element" in n), notes[-1])
+        raise ConfigError(f"nothing to measure: every point was skipped ({why}); raise -b/-e or change --algo")
+    done: dict[tuple[Any, ...], ResultRow] = {}
+    if cfg.resume:
+        done = {row.key: row for row in resumed_rows(job.stream_path)}
+    else:
+        job.stream_path.parent.mkdir(parents=True, exist_ok=True)
+        empty_file(job.stream_path)  # never through a symlink planted since the parent checked
+    fingerprint, fp_note = row_fingerprint(job, ws)
+    if fp_note:
+        notes.append(fp_note)
+    return points, layout, notes, done, fingerprint
 
 
 def row_fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
@@ -303,24 +317,6 @@ def row_fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
         return str(discover_topology(ranks=world_size).fingerprint), ""
     except (CollbenchError, ValueError) as exc:
         return "", f"no topology fingerprint in the rows: {exc}"
-
-
-def _parse_fault(text: str) -> tuple[int, int, str] | None:
-    if not text:
-        return None
-    fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
-    return int(fields.get("rank", "0")), int(fields.get("point", "0")), fields.get("mode", "exit")
-
-
-def _inject(mode: str) -> None:
-    if mode == "hang":
-        time.sleep(3600)
-    if mode == "stop":
-        # A real SIGSTOP, as a debugger or `kill -STOP` gives: the rank neither runs nor dies.
-        os.kill(os.getpid(), signal.SIGSTOP)
-    if mode == "raise":
-        raise RuntimeError("injected fault")
-    os._exit(17)
 
 
 def _measure(
