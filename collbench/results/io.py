@@ -3,13 +3,14 @@ at the end; pandas only at that edge."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from collbench.errors import InputFileError
 from collbench.fileio import atomic_output, json_int
@@ -194,11 +195,15 @@ def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
     """The file's rows as pandas frames of ``TABLE_CHUNK_ROWS`` rows; InputFileError for a bad file."""
     import pandas as pd
 
+    stack = contextlib.ExitStack()
     try:
         if suffix == ".csv":
             # CSV cells stay text: each field's annotation decides what one becomes (and "" is empty).
+            source = _BoundedLines(path)
+            stack.callback(source.close)
+            # pandas reads any object with read(); its stubs name a protocol of their own.
             chunks: Iterator[Any] = iter(
-                pd.read_csv(path, dtype=str, keep_default_na=False, chunksize=TABLE_CHUNK_ROWS)
+                pd.read_csv(cast(Any, source), dtype=str, keep_default_na=False, chunksize=TABLE_CHUNK_ROWS)
             )
         else:
             try:
@@ -208,20 +213,56 @@ def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
             else:
                 parquet = pq.ParquetFile(path)
                 _check_row_count(path, parquet.metadata.num_rows)
-                batches = parquet.iter_batches(batch_size=TABLE_CHUNK_ROWS)
-                chunks = (batch.to_pandas() for batch in batches)
+                _check_row_groups(path, parquet.metadata)
+                chunks = _parquet_frames(path, parquet)
     except InputFileError:
+        stack.close()
         raise
     except Exception as exc:  # pandas and pyarrow raise many types for a bad file
+        stack.close()
         raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
-    while True:
-        try:
-            frame = next(chunks)
-        except StopIteration:
-            return
-        except Exception as exc:  # a bad line or page further into the file
-            raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
-        yield frame
+    with stack:
+        while True:
+            try:
+                frame = next(chunks)
+            except StopIteration:
+                return
+            except InputFileError:
+                raise
+            except Exception as exc:  # a bad line or page further into the file
+                raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
+            yield frame
+
+
+class _BoundedLines:
+    """A CSV file as pandas reads it, a block at a time, refused (InputFileError naming the line) as soon
+    as one line runs past ``MAX_LINE_BYTES``: the bound a JSONL line has. pandas would hold a line
+    whole, however long, before it could say anything of it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = path.open("rb")
+        self._line = 1
+        self._run = 0  # bytes of the current line read so far
+
+    def read(self, size: int = -1) -> bytes:
+        block = self._file.read(size if 0 < size <= 1 << 20 else 1 << 20)
+        start = 0
+        while (end := block.find(b"\n", start)) >= 0:
+            self._check(self._run + end + 1 - start)
+            self._line, self._run, start = self._line + 1, 0, end + 1
+        self._run += len(block) - start
+        self._check(self._run)
+        return block
+
+    def _check(self, length: int) -> None:
+        if length > MAX_LINE_BYTES:
+            raise InputFileError(
+                str(self.path), f"not a result row (longer than {MAX_LINE_BYTES} bytes)", line=self._line
+            )
+
+    def close(self) -> None:
+        self._file.close()
 
 
 MIN_PARQUET_BYTES_PER_ROW = 1
@@ -240,6 +281,42 @@ def _check_row_count(path: Path, rows: int) -> None:
             f"claims {rows:,} rows in {size:,} bytes; a result row takes at least {MIN_PARQUET_BYTES_PER_ROW} "
             "byte, so the file is not results as collbench or pandas write them",
         )
+
+
+def _parquet_frames(path: Path, parquet: Any) -> Iterator[Any]:
+    """The file's rows as frames of ``TABLE_CHUNK_ROWS`` rows, each batch refused (InputFileError naming
+    the row) where a row's text runs past ``MAX_LINE_BYTES``, before pandas makes objects of it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    first = 1
+    for batch in parquet.iter_batches(batch_size=TABLE_CHUNK_ROWS):
+        text = [c for c in batch.columns if pa.types.is_string(c.type) or pa.types.is_large_string(c.type)]
+        if text and batch.num_rows:
+            lengths = [pc.fill_null(pc.binary_length(c), 0) for c in text]
+            sizes = lengths[0]
+            for more in lengths[1:]:
+                sizes = pc.add(sizes, more)
+            longest = pc.max(sizes).as_py()
+            if longest > MAX_LINE_BYTES:
+                row = first + pc.index(sizes, longest).as_py()
+                raise InputFileError(str(path), f"row {row}: not a result row (longer than {MAX_LINE_BYTES} bytes)")
+        first += batch.num_rows
+        yield batch.to_pandas()
+
+
+def _check_row_groups(path: Path, metadata: Any) -> None:
+    """InputFileError, before a row group is read, for one whose rows take more than ``MAX_LINE_BYTES``
+    each on average uncompressed: pyarrow reads a group whole, and the row a JSONL line may hold is
+    the bound (a few hundred bytes is a real row)."""
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        if group.total_byte_size > MAX_LINE_BYTES * max(1, group.num_rows):
+            raise InputFileError(
+                str(path),
+                f"row group {index + 1}: {group.total_byte_size:,} bytes for {group.num_rows:,} rows, more than "
+                f"{MAX_LINE_BYTES} bytes a row; not results as collbench or pandas write them",
+            )
 
 
 def _one_line(exc: BaseException) -> str:
