@@ -15,6 +15,7 @@ n-1 blocks either way, and for small messages the latency of n-1 messages is wha
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
@@ -45,6 +46,23 @@ def _lower_ends(b: RoundBuilder, n: int, root: int, m: int) -> Sequence[int]:
     return (lower,) if v in (lower, lower + m) else ()
 
 
+@dataclass(frozen=True, slots=True)
+class _Way:
+    """Which way an op moves the blocks along the tree."""
+
+    down: bool
+    """From the root's side to the subtrees, halving the biggest subtrees first (scatter); else up,
+    joining the smallest first (gather)."""
+    label: str
+
+
+_WAYS: dict[Op, _Way] = {
+    Op.SCATTER: _Way(down=True, label="hand a subtree its blocks"),
+    Op.GATHER: _Way(down=False, label="a subtree's blocks up"),
+}
+"""The ops binomial builds, and which way each goes: the one place that says so (its ops are these keys)."""
+
+
 def build_binomial(
     op: Op,
     world_size: int,
@@ -62,18 +80,16 @@ def build_binomial(
     block = count // n
     levels = ceil_log2(n)
     b = RoundBuilder(n, rank)
+    way = _WAYS[op]
     for t in range(levels):
-        # Scatter halves the biggest subtrees first; gather joins the smallest first.
-        m = 1 << (levels - 1 - t) if op is Op.SCATTER else 1 << t
+        m = 1 << (levels - 1 - t) if way.down else 1 << t
         for v in _lower_ends(b, n, root, m):
             if v + m >= n:
                 continue
             upper, lower = (v + m + root) % n, (v + root) % n
+            src, dst = (lower, upper) if way.down else (upper, lower)
             for a, z in subtree_ranges(v + m, min(v + 2 * m, n), root, n, block):
-                if op is Op.SCATTER:
-                    b.transfer(t, lower, upper, a, z, reduce=False, label=f"hand a subtree its blocks {t + 1}/{levels}")
-                else:
-                    b.transfer(t, upper, lower, a, z, reduce=False, label=f"a subtree's blocks up {t + 1}/{levels}")
+                b.transfer(t, src, dst, a, z, reduce=False, label=f"{way.label} {t + 1}/{levels}")
     return b.build(op, "binomial", count, root=root, layout=layout_name(layout))
 
 
@@ -114,7 +130,7 @@ def _all_reduce_cost(p: int, n: float, k: int) -> CostTerms:
 
 BINOMIAL = AlgorithmSpec(
     name="binomial",
-    ops=frozenset({Op.SCATTER, Op.GATHER}),
+    ops=frozenset(_WAYS),
     builder=build_binomial,
     summary="binomial tree from/to the root: ceil(log2 n) steps of one message, subtrees' blocks forwarded",
     costs=CostFormulas(

@@ -7,12 +7,64 @@ the buffer each way, so it loses badly once bandwidth matters.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
 from collbench.schedules.cost import CostFormulas, CostTerms, star_broadcast, star_reduce
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import CLASSIC_OPS, Op, chunk_bounds
+from collbench.schedules.ops import Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
+
+Phase = Callable[[RoundBuilder, int, Sequence[int], int, list[tuple[int, int]]], None]
+"""One step of an op through the root: (builder, root, the other ranks kept, count, each rank's chunk)."""
+
+
+def _reduce_at_root(
+    b: RoundBuilder, root: int, others: Sequence[int], count: int, chunks: list[tuple[int, int]]
+) -> None:
+    for r in others:
+        b.transfer(0, r, root, 0, count, reduce=True, label="reduce at the root")
+
+
+def _whole_back(b: RoundBuilder, root: int, others: Sequence[int], count: int, chunks: list[tuple[int, int]]) -> None:
+    for r in others:
+        b.transfer(1, root, r, 0, count, reduce=False, label="send back")
+
+
+def _chunk_back(b: RoundBuilder, root: int, others: Sequence[int], count: int, chunks: list[tuple[int, int]]) -> None:
+    for r in others:
+        b.transfer(1, root, r, *chunks[r], reduce=False, label="send back")
+
+
+def _gather_at_root(
+    b: RoundBuilder, root: int, others: Sequence[int], count: int, chunks: list[tuple[int, int]]
+) -> None:
+    for r in others:
+        b.transfer(0, r, root, *chunks[r], reduce=False, label="gather at the root")
+
+
+def _rest_back(b: RoundBuilder, root: int, others: Sequence[int], count: int, chunks: list[tuple[int, int]]) -> None:
+    for r in others:
+        # Rank r already holds its own chunk: send it everything else.
+        b.transfer(1, root, r, 0, chunks[r][0], reduce=False, label="send back")
+        b.transfer(1, root, r, chunks[r][1], count, reduce=False, label="send back")
+
+
+def _from_root(b: RoundBuilder, root: int, others: Sequence[int], count: int, chunks: list[tuple[int, int]]) -> None:
+    for r in others:
+        b.transfer(0, root, r, 0, count, reduce=False, label="send from the root")
+
+
+_PHASES: dict[Op, tuple[Phase, ...]] = {
+    Op.ALL_REDUCE: (_reduce_at_root, _whole_back),
+    Op.REDUCE_SCATTER: (_reduce_at_root, _chunk_back),
+    Op.REDUCE: (_reduce_at_root,),
+    Op.ALL_GATHER: (_gather_at_root, _rest_back),
+    Op.BROADCAST: (_from_root,),
+}
+"""Each op direct does, as its steps through the root: the one place that says so (its ops are these
+keys)."""
 
 
 def build_direct(
@@ -31,22 +83,8 @@ def build_direct(
     chunks = chunk_bounds(count, world_size)
     # The root's star: every other rank in a whole build or the root's own, the kept rank alone otherwise.
     others = b.spokes(root, [r for r in range(world_size) if r != root])
-    if op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.REDUCE):
-        for r in others:
-            b.transfer(0, r, root, 0, count, reduce=True, label="reduce at the root")
-        for r in others if op is not Op.REDUCE else []:
-            a, z = (0, count) if op is Op.ALL_REDUCE else chunks[r]
-            b.transfer(1, root, r, a, z, reduce=False, label="send back")
-    elif op is Op.ALL_GATHER:
-        for r in others:
-            b.transfer(0, r, root, *chunks[r], reduce=False, label="gather at the root")
-        for r in others:
-            # Rank r already holds its own chunk: send it everything else.
-            b.transfer(1, root, r, 0, chunks[r][0], reduce=False, label="send back")
-            b.transfer(1, root, r, chunks[r][1], count, reduce=False, label="send back")
-    else:
-        for r in others:
-            b.transfer(0, root, r, 0, count, reduce=False, label="send from the root")
+    for phase in _PHASES[op]:
+        phase(b, root, others, count, chunks)
     return b.build(op, "direct", count, root=root, layout=layout_name(layout))
 
 
@@ -70,7 +108,7 @@ def _all_gather_cost(p: int, n: float, k: int) -> CostTerms:
 
 DIRECT = AlgorithmSpec(
     name="direct",
-    ops=CLASSIC_OPS,
+    ops=frozenset(_PHASES),
     builder=build_direct,
     summary="all to one root and back (parameter server): 2 steps, (n-1) x the buffer over the root's link",
     costs=CostFormulas(

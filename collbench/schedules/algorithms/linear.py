@@ -16,6 +16,8 @@ all-to-all does not need.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
 from collbench.schedules.algorithms.one_shot import ONE_SHOT
@@ -24,6 +26,33 @@ from collbench.schedules.cost import CostFormulas, CostTerms
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import SCAN_OPS, Op, block_bounds
 from collbench.schedules.spec import AlgorithmSpec
+
+Step = Callable[[RoundBuilder, int, int, list[tuple[int, int]]], None]
+"""An op's one step: (builder, root, count, each rank's block)."""
+
+
+def _all_to_all(b: RoundBuilder, root: int, count: int, blocks: list[tuple[int, int]]) -> None:
+    # The pairs that touch a kept rank: 2n - 1 in a one-rank build, its own block's copy once.
+    for src, dst in b.pairs(b.world_size):
+        # src's input block dst becomes dst's output block src.
+        label = "copy own block" if src == dst else "every block to its rank"
+        b.transfer(0, src, dst, *blocks[dst], reduce=False, label=label, dst_start=count + blocks[src][0])
+
+
+def _scatter(b: RoundBuilder, root: int, count: int, blocks: list[tuple[int, int]]) -> None:
+    for r in b.spokes(root, range(b.world_size)):
+        if r != root:
+            b.transfer(0, root, r, *blocks[r], reduce=False, label="root sends each rank its block")
+
+
+def _gather(b: RoundBuilder, root: int, count: int, blocks: list[tuple[int, int]]) -> None:
+    for r in b.spokes(root, range(b.world_size)):
+        if r != root:
+            b.transfer(0, r, root, *blocks[r], reduce=False, label="every block to the root")
+
+
+_STEPS: dict[Op, Step] = {Op.ALL_TO_ALL: _all_to_all, Op.SCATTER: _scatter, Op.GATHER: _gather}
+"""The block ops linear does in one step; scan and exscan are ``scan.py``'s chain (their own builder)."""
 
 
 def build_linear(
@@ -40,25 +69,11 @@ def build_linear(
     from every rank. Any world size; a count that does not divide leaves its tail out (``op_count``).
     Scan and exscan: the chain of ``scan.py``."""
     check_count_and_segments(count, segments)
-    if op in SCAN_OPS:
+    step = _STEPS.get(op)
+    if step is None:
         return build_scan("linear", op, world_size, count, layout, rank)
-    n = world_size
-    blocks = block_bounds(count, n)
-    b = RoundBuilder(n, rank)
-    if op is Op.ALL_TO_ALL:
-        # The pairs that touch a kept rank: 2n - 1 in a one-rank build, its own block's copy once.
-        for src, dst in b.pairs(n):
-            # src's input block dst becomes dst's output block src.
-            label = "copy own block" if src == dst else "every block to its rank"
-            b.transfer(0, src, dst, *blocks[dst], reduce=False, label=label, dst_start=count + blocks[src][0])
-    elif op is Op.SCATTER:
-        for r in b.spokes(root, range(n)):
-            if r != root:
-                b.transfer(0, root, r, *blocks[r], reduce=False, label="root sends each rank its block")
-    else:
-        for r in b.spokes(root, range(n)):
-            if r != root:
-                b.transfer(0, r, root, *blocks[r], reduce=False, label="every block to the root")
+    b = RoundBuilder(world_size, rank)
+    step(b, root, count, block_bounds(count, world_size))
     return b.build(op, "linear", count, root=root, layout=layout_name(layout))
 
 
@@ -73,7 +88,7 @@ def _blocks_at_once_cost(p: int, n: float, k: int) -> CostTerms:
 
 LINEAR = AlgorithmSpec(
     name="linear",
-    ops=frozenset({Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER}) | SCAN_OPS,
+    ops=frozenset(_STEPS) | SCAN_OPS,
     builder=build_linear,
     summary="every block straight to its rank in one step (grouped send/recv): n-1 messages per port; "
     "scan: a chain, n-1 steps",

@@ -8,12 +8,50 @@ latency), and each rank sends n-1 times what it owns (the most traffic).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
 from collbench.schedules.cost import CostFormulas, CostTerms, star_broadcast, star_reduce
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import CLASSIC_OPS, Op, chunk_bounds
+from collbench.schedules.ops import Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
+
+Pair = Callable[[RoundBuilder, int, int, int, int, list[tuple[int, int]]], None]
+"""What one pair (src, dst) moves for an op: (builder, src, dst, root, count, each rank's chunk)."""
+
+
+def _all_reduce(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
+    b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to everyone")
+
+
+def _reduce_scatter(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
+    b.transfer(0, src, dst, *chunks[dst], reduce=True, label="each chunk to its owner")
+
+
+def _all_gather(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
+    b.transfer(0, src, dst, *chunks[src], reduce=False, label="own chunk to everyone")
+
+
+def _broadcast(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
+    if src == root:
+        b.transfer(0, src, dst, 0, count, reduce=False, label="root to everyone")
+
+
+def _reduce(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
+    if dst == root:
+        b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to the root")
+
+
+_PAIRS: dict[Op, Pair] = {
+    Op.ALL_REDUCE: _all_reduce,
+    Op.REDUCE_SCATTER: _reduce_scatter,
+    Op.ALL_GATHER: _all_gather,
+    Op.BROADCAST: _broadcast,
+    Op.REDUCE: _reduce,
+}
+"""What each op one-shot does sends between a pair of ranks: the one place that says so (its ops are
+these keys)."""
 
 
 def build_one_shot(
@@ -31,20 +69,11 @@ def build_one_shot(
     n = world_size
     b = RoundBuilder(n, rank)
     chunks = chunk_bounds(count, n)
+    pair = _PAIRS[op]
     # Every pair that touches a kept rank: 2n - 1 of them in a one-rank build, never n^2.
     for src, dst in b.pairs(n):
-        if src == dst:
-            continue
-        if op is Op.ALL_REDUCE:
-            b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to everyone")
-        elif op is Op.REDUCE_SCATTER:
-            b.transfer(0, src, dst, *chunks[dst], reduce=True, label="each chunk to its owner")
-        elif op is Op.ALL_GATHER:
-            b.transfer(0, src, dst, *chunks[src], reduce=False, label="own chunk to everyone")
-        elif op is Op.BROADCAST and src == root:
-            b.transfer(0, src, dst, 0, count, reduce=False, label="root to everyone")
-        elif op is Op.REDUCE and dst == root:
-            b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to the root")
+        if src != dst:
+            pair(b, src, dst, root, count, chunks)
     return b.build(op, "one-shot", count, root=root, layout=layout_name(layout))
 
 
@@ -69,7 +98,7 @@ def _all_gather_cost(p: int, n: float, k: int) -> CostTerms:
 
 ONE_SHOT = AlgorithmSpec(
     name="one-shot",
-    ops=CLASSIC_OPS,
+    ops=frozenset(_PAIRS),
     builder=build_one_shot,
     summary="every rank sends straight to every rank that needs its data: 1 step, the most traffic",
     costs=CostFormulas(

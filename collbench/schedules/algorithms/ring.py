@@ -13,6 +13,8 @@ the same steps, so the links of all rings work at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import (
     RoundBuilder,
@@ -24,11 +26,15 @@ from collbench.schedules.algorithms._common import (
 )
 from collbench.schedules.cost import CostFormulas, CostTerms, tree_phase
 from collbench.schedules.ir import Schedule
-from collbench.schedules.ops import CLASSIC_OPS, Op, chunk_bounds
+from collbench.schedules.ops import Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
-_CHUNKED = (Op.REDUCE_SCATTER, Op.ALL_GATHER)
-"""The ops whose chunks the op fixes (rank r's), each cut across the channels."""
+Params = tuple[tuple[str, int], ...]
+"""What a schedule records of how it was built (its channels, its segments)."""
+Phase = Callable[[RoundBuilder, tuple[int, ...], dict[int, tuple[int, int]], int], None]
+"""A ring phase: (builder, ring, each rank's owned range, first round)."""
+OpBuild = Callable[[RoundBuilder, Layout | None, int, int, int], Params]
+"""One op's build: (builder, layout, count, root, segments) -> the schedule's params."""
 
 
 def _reduce_scatter(
@@ -65,14 +71,68 @@ def chain(b: RoundBuilder, ranks: list[int], start: int, stop: int, segments: in
             b.transfer(i + j, ranks[i], ranks[i + 1], a, z, reduce=reduce, label=what)
 
 
-def _ring_shift(n: int, count: int, root: int, layout: Layout | None, rank: int | None) -> Schedule:
+def _ring_shift(b: RoundBuilder, layout: Layout | None, count: int, root: int, segments: int) -> Params:
     """Send/recv as nccl-tests' ``sendrecv.cu``: one step, rank r sends its input to r+1 (into the
     output region) and receives r-1's; in rank order whatever the layout, because the op is defined on
     ranks. One rank copies its input to its output."""
-    b = RoundBuilder(n, rank)
+    n = b.world_size
     for r in b.ring_positions(range(n)):
         b.transfer(0, r, (r + 1) % n, 0, count, reduce=False, label="shift one rank along", dst_start=count)
-    return b.build(Op.SENDRECV, "ring", count, root=root, layout=layout_name(layout))
+    return ()
+
+
+def _all_reduce(b: RoundBuilder, layout: Layout | None, count: int, root: int, segments: int) -> Params:
+    """Each ring (channel) reduce-scatters then all-gathers its region of the buffer, cut in n pieces."""
+    n = b.world_size
+    rings = layout_rings(layout, n)
+    for ring, (lo, hi) in zip(rings, chunk_bounds(count, len(rings)), strict=True):
+        pieces = split(lo, hi, n)
+        owned = {ring[p]: pieces[p] for p in range(n)}
+        _reduce_scatter(b, ring, owned, 0)
+        _all_gather(b, ring, owned, n - 1)
+    return (("channels", len(rings)),)
+
+
+def _chunked(phase: Phase) -> OpBuild:
+    """Reduce-scatter or all-gather: rank r's chunk is fixed by the op; channel k carries the k-th part
+    of every chunk."""
+
+    def build(b: RoundBuilder, layout: Layout | None, count: int, root: int, segments: int) -> Params:
+        n = b.world_size
+        rings = layout_rings(layout, n)
+        # Rank r's chunk cut once into one part per channel (not once per channel: O(n x channels^2)).
+        owner_parts = [split(a, z, len(rings)) for a, z in chunk_bounds(count, n)]
+        for k, ring in enumerate(rings):
+            phase(b, ring, {r: owner_parts[r][k] for r in range(n)}, 0)
+        return (("channels", len(rings)),)
+
+    return build
+
+
+def _chained(*, reduce: bool) -> OpBuild:
+    """Broadcast (from the root along each ring) or reduce (along each ring to the root), pipelined."""
+
+    def build(b: RoundBuilder, layout: Layout | None, count: int, root: int, segments: int) -> Params:
+        n = b.world_size
+        rings = layout_rings(layout, n)
+        for ring, (lo, hi) in zip(rings, chunk_bounds(count, len(rings)), strict=True):
+            # The chain starts at the root (broadcast) or just after it, to end there (reduce).
+            pos = ring.index(root) + (1 if reduce else 0)
+            chain(b, [ring[(pos + i) % n] for i in range(n)], lo, hi, segments, reduce=reduce)
+        return (("channels", len(rings)), ("segments", segments))
+
+    return build
+
+
+_BUILDS: dict[Op, OpBuild] = {
+    Op.ALL_REDUCE: _all_reduce,
+    Op.REDUCE_SCATTER: _chunked(_reduce_scatter),
+    Op.ALL_GATHER: _chunked(_all_gather),
+    Op.BROADCAST: _chained(reduce=False),
+    Op.REDUCE: _chained(reduce=True),
+    Op.SENDRECV: _ring_shift,
+}
+"""How ring builds each op it does: the one place that says so (its ops are these keys)."""
 
 
 def build_ring(
@@ -87,38 +147,8 @@ def build_ring(
 ) -> Schedule:
     """Ring schedule for any op; see the module docstring. Raises ConfigError for a layout of another size."""
     check_count_and_segments(count, segments)
-    n = world_size
-    if op is Op.SENDRECV:
-        return _ring_shift(n, count, root, layout, rank)
-    rings = layout_rings(layout, n)
-    b = RoundBuilder(n, rank)
-    regions = chunk_bounds(count, len(rings))
-    # Rank r's chunk cut once into one part per channel (not once per channel: O(n x channels^2)).
-    owner_parts = [split(a, z, len(rings)) for a, z in chunk_bounds(count, n)] if op in _CHUNKED else []
-    for k, ring in enumerate(rings):
-        if op in (Op.ALL_REDUCE,):
-            lo, hi = regions[k]
-            pieces = split(lo, hi, n)
-            owned = {ring[p]: pieces[p] for p in range(n)}
-            _reduce_scatter(b, ring, owned, 0)
-            _all_gather(b, ring, owned, n - 1)
-        elif op in _CHUNKED:
-            # Rank r's chunk is fixed by the op; channel k carries the k-th part of every chunk.
-            owned = {r: owner_parts[r][k] for r in range(n)}
-            if op is Op.REDUCE_SCATTER:
-                _reduce_scatter(b, ring, owned, 0)
-            else:
-                _all_gather(b, ring, owned, 0)
-        else:
-            pos = ring.index(root)
-            lo, hi = regions[k]
-            if op is Op.BROADCAST:
-                chain(b, [ring[(pos + i) % n] for i in range(n)], lo, hi, segments, reduce=False)
-            else:
-                chain(b, [ring[(pos + 1 + i) % n] for i in range(n)], lo, hi, segments, reduce=True)
-    params: tuple[tuple[str, int], ...] = (("channels", len(rings)),)
-    if op in (Op.BROADCAST, Op.REDUCE):
-        params += (("segments", segments),)
+    b = RoundBuilder(world_size, rank)
+    params = _BUILDS[op](b, layout, count, root, segments)
     return b.build(op, "ring", count, root=root, layout=layout_name(layout), params=params)
 
 
@@ -155,7 +185,7 @@ def _sendrecv_cost(p: int, n: float, k: int) -> CostTerms:
 
 RING = AlgorithmSpec(
     name="ring",
-    ops=CLASSIC_OPS | {Op.SENDRECV},
+    ops=frozenset(_BUILDS),
     builder=build_ring,
     summary="neighbours only: 2(n-1) steps, 2(n-1)/n of the buffer per link (bandwidth-optimal, latency-poor); "
     "send/recv: one shift to rank+1",

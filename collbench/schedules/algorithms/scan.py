@@ -25,7 +25,7 @@ Any world size and any count.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from collbench.layouts.model import Layout
@@ -87,7 +87,27 @@ def _sweeps(b: RoundBuilder, first_rank: int, m: int, lo: int, hi: int, first: i
         rnd += 1
 
 
-_INCLUSIVE = {"linear": _chain, "recursive-doubling": _doubling, "blelloch": _sweeps}
+Inclusive = Callable[[RoundBuilder, int, int, int, int, int], None]
+"""An inclusive scan of ranks ``[first_rank, first_rank + m)`` over ``[lo, hi)`` from round ``first``."""
+
+_INCLUSIVE: dict[str, Inclusive] = {"linear": _chain, "recursive-doubling": _doubling, "blelloch": _sweeps}
+
+
+def _scan(b: RoundBuilder, inclusive: Inclusive, count: int) -> None:
+    inclusive(b, 0, b.world_size, 0, count, 0)
+
+
+def _exscan(b: RoundBuilder, inclusive: Inclusive, count: int) -> None:
+    n = b.world_size
+    for j in _takers(b, 0, n, range(1, n), 1):
+        label = "shift to the next rank's output"
+        b.transfer(0, j - 1, j, 0, count, reduce=False, label=label, dst_start=count)
+    inclusive(b, 1, n - 1, count, 2 * count, 1)
+
+
+_PREFIXES: dict[Op, Callable[[RoundBuilder, Inclusive, int], None]] = {Op.SCAN: _scan, Op.EXSCAN: _exscan}
+"""How every scan algorithm builds each prefix op: scan in place; exscan as a shift into the outputs,
+then the scan of ranks 1..n-1 there."""
 
 
 def build_scan(
@@ -98,14 +118,7 @@ def build_scan(
     Rank order whatever the layout: the prefix is defined on ranks."""
     n = world_size
     b = RoundBuilder(n, rank)
-    inclusive = _INCLUSIVE[algo]
-    if op is Op.SCAN:
-        inclusive(b, 0, n, 0, count, 0)
-    else:
-        for j in _takers(b, 0, n, range(1, n), 1):
-            label = "shift to the next rank's output"
-            b.transfer(0, j - 1, j, 0, count, reduce=False, label=label, dst_start=count)
-        inclusive(b, 1, n - 1, count, 2 * count, 1)
+    _PREFIXES[op](b, _INCLUSIVE[algo], count)
     return b.build(op, algo, count, layout=layout_name(layout))
 
 
