@@ -108,6 +108,12 @@ def native_nccl(
             )
     elif nodes == 1 and measured_nodes > 1:
         intra = _intra_node_machine(fit, shapes, arch, nvlink)
+    elif measured_nodes == 1 and nodes > 1:
+        notes.append(
+            f"{label(fit, shapes)}: NCCL's model across {nodes} nodes with the bus bandwidth and latency scale "
+            "fitted within one node, and its own network latencies; the network was not measured (fit a run "
+            "across nodes beside it), so the time is likely too short"
+        )
     elif node_class(nodes) < node_class(measured_nodes):
         notes.append(
             f"{label(fit, shapes)}: predicted on {nodes} node{'s' if nodes != 1 else ''} with the bus bandwidth "

@@ -159,3 +159,17 @@ def test_nccls_generation_from_a_pcie_cards_name() -> None:
     fit = _fit("all_reduce_perf-2080ti-x2-autodl.log")
     (entry,), _, _ = price_fits([fit], 4, 2, shapes=Shapes({2: 1}))
     assert "tuning.cc, volta)" in entry.basis(1 << 20)
+
+
+def test_a_one_node_fit_asked_across_nodes_says_the_network_was_not_measured() -> None:
+    """The reverse of a fit across nodes asked inside one: nothing of the network was measured, so the
+    prediction says what it took for it (the bus bandwidth and latency scale fitted within a node)."""
+    from collbench.models.predict import price_fits
+    from collbench.models.priced import Shapes
+
+    fit = _fit("all_reduce_perf-2080ti-x2-autodl.log")
+    _, _, notes = price_fits([fit], 4, 2, shapes=Shapes({2: 1}))
+    assert any("NCCL's model across 2 nodes with the bus bandwidth and latency scale fitted within one node" in n
+               for n in notes)  # fmt: skip
+    _, _, notes = price_fits([fit], 2, 1, shapes=Shapes({2: 1}))
+    assert not any("across" in n for n in notes)
