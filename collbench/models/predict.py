@@ -259,7 +259,10 @@ def price_fits(
         fit_label = label(fit, shapes)
         at_shape = fit.world_size == world_size and shapes.assumed_nodes(fit) == nodes
         known = native_structure(backend, op) if algo == "native" else None
-        modelled = _native_modelled(backend)
+        gpu = gpu_links(fit.device) if fit.device else None
+        # RCCL's choice is not NCCL's (its own tuning tables): not even at the measured shape is its
+        # native NCCL's model; there it is the fit itself, elsewhere refused below.
+        modelled = _native_modelled(backend) and (gpu is None or gpu.vendor == "NVIDIA")
         if algo != "native" or (at_shape and (not modelled or known is not None)):
             entry: Priced | None = _by_structure(fit, world_size, refused)
             if entry is not None:
@@ -277,17 +280,16 @@ def price_fits(
                 priced.append(entry)
                 linked.setdefault((op, backend, fit.world_size, shapes.nodes_of(fit)), []).append(algo)
             continue
+        if gpu is not None and gpu.vendor != "NVIDIA":
+            refused.append(
+                f"{op} native: measured on {gpu.vendor} {gpu.name} GPUs (RCCL), whose choice NCCL's cost model "
+                f"({NCCL_SOURCE}) does not describe; not predicted at another shape"
+            )
+            continue
         if not modelled:
             refused.append(
                 f"{op} native: {backend} picks its own algorithm, unknown to its fit (x{fit.world_size}); "
                 "not predicted at another shape"
-            )
-            continue
-        gpu = gpu_links(fit.device) if fit.device else None
-        if gpu is not None and gpu.vendor != "NVIDIA" and not at_shape:
-            refused.append(
-                f"{op} native: measured on {gpu.vendor} {gpu.name} GPUs (RCCL), whose choice NCCL's cost model "
-                f"({NCCL_SOURCE}) does not describe; not predicted at another shape"
             )
             continue
         arch = nccl_arch if nccl_arch is not None else arch_of(gpu, fit.device)

@@ -105,9 +105,10 @@ def test_rccl_runs_are_not_priced_with_nccls_model() -> None:
     fit = _fit("all_reduce_perf-mi300x-2node-rccl-tests-no-group.log")
     with pytest.raises(ConfigError, match=r"AMD MI300X GPUs \(RCCL\), whose choice NCCL's cost model"):
         predict([fit], 64, [1 << 20], nodes=8, measured_nodes={16: 2})
-    # At its own shape it is the fit itself.
+    # At its own shape it is the fit itself, and says so, never 'NCCL's model picks' RCCL's choice.
     (own,) = predict([fit], 16, [1 << 20], nodes=2, measured_nodes={16: 2}).predictions
     assert own.time_us == pytest.approx(fit.predict_us(1 << 20), rel=1e-6)
+    assert "the fit itself" in own.basis and "NCCL's model" not in own.basis
 
 
 def test_gpu_option_names_the_gpu_only_where_the_fits_do_not() -> None:
