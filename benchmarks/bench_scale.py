@@ -23,6 +23,10 @@ The last line is one JSON object::
 rank asks in the simulated tune's decisions, divided by decisions and ranks.
 
     python benchmarks/bench_scale.py [--sizes 64,512,4096,16384] [--whole-at 64,512] [--store-ranks 4096]
+        [--algos six|all|NAME,...]
+
+``--algos all`` measures every registered algorithm with a schedule, the others on their heaviest op
+for a rank (:data:`MORE`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
+from collbench.errors import NotApplicableError
+from collbench.layouts.model import Layout
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
 
@@ -49,6 +55,23 @@ ALGORITHMS: dict[str, Op] = {
     "dissemination": Op.BARRIER,
 }
 """The algorithms measured, each with the op it is measured on."""
+
+MORE: dict[str, Op] = {
+    "hierarchical": Op.ALL_REDUCE,
+    "tree": Op.ALL_REDUCE,
+    "bruck": Op.ALL_TO_ALL,
+    "topo-pairwise": Op.ALL_TO_ALL,
+    "binomial": Op.SCATTER,
+    "blelloch": Op.SCAN,
+    "direct": Op.ALL_REDUCE,
+    "one-shot": Op.ALL_REDUCE,
+    "linear": Op.ALL_TO_ALL,
+}
+"""Every other registered algorithm with a schedule (``--algos all``), on its heaviest op for a rank:
+hierarchical on nodes of :data:`NODE_RANKS` ranks, the rooted ones with rank 0 as the root."""
+
+NODE_RANKS = 8
+"""Ranks per node of hierarchical's layout (consecutive ranks, as a launcher places them)."""
 
 COUNT = 1 << 24
 """Elements of the buffer (64 MiB of float32): every rank holds data at 16,384 ranks."""
@@ -69,7 +92,8 @@ def build_cost(algo: str, world_size: int, *, whole: bool = False, count: int = 
     """The cost of building ``algo``'s schedule at ``world_size`` ranks: one rank's (0 and n/2, the
     larger of each), or with ``whole`` every rank's (the reference)."""
     spec = get_algorithm(algo)
-    op = ALGORITHMS[algo]
+    op = {**ALGORITHMS, **MORE}[algo]
+    layout = nodes_layout(world_size) if spec.needs_nodes else None
     ranks: list[int | None] = [None] if whole else sorted({0, world_size // 2})
     cpu = wall = mib = 0.0
     steps = 0
@@ -81,17 +105,25 @@ def build_cost(algo: str, world_size: int, *, whole: bool = False, count: int = 
         # process under load.)
         gc.collect()
         c0, w0 = time.process_time(), time.perf_counter()
-        schedule = spec.build(op, world_size, count, rank=rank)
+        schedule = spec.build(op, world_size, count, layout=layout, rank=rank)
         cpu, wall = max(cpu, time.process_time() - c0), max(wall, time.perf_counter() - w0)
         steps = max(steps, sum(len(s) for s in schedule.steps))
         del schedule
         tracemalloc.start()
         try:
-            spec.build(op, world_size, count, rank=rank)
+            spec.build(op, world_size, count, layout=layout, rank=rank)
             mib = max(mib, tracemalloc.get_traced_memory()[1] / 2**20)
         finally:
             tracemalloc.stop()
     return BuildCost(cpu, wall, mib, steps)
+
+
+def nodes_layout(world_size: int) -> Layout:
+    """Nodes of :data:`NODE_RANKS` consecutive ranks (at least two nodes; fewer ranks a node below
+    ``2 * NODE_RANKS``); hierarchical refuses nodes of different sizes, as it does on a real job."""
+    per = min(NODE_RANKS, max(world_size // 2, 1))
+    nodes = tuple(tuple(range(a, min(a + per, world_size))) for a in range(0, world_size, per))
+    return Layout(nodes=nodes, name=f"nodes of {per}")
 
 
 TUNE_DECISIONS = 4
@@ -208,7 +240,9 @@ def _table_row(algo: str, n: int, one: BuildCost, ref: BuildCost | None) -> str:
     return f"{algo:<18} {n:>6} {one_ms} {one.peak_mib:7.1f} {one.steps:>6} {whole}"
 
 
-def run(sizes: list[int], whole_at: list[int], store_ranks: int) -> dict[str, object]:
+def run(
+    sizes: list[int], whole_at: list[int], store_ranks: int, algos: tuple[str, ...] = tuple(ALGORITHMS)
+) -> dict[str, object]:
     """Measure, print the table (80 columns), and return the JSON object."""
     build_s: dict[str, dict[str, float]] = {}
     build_wall_s: dict[str, dict[str, float]] = {}
@@ -218,9 +252,14 @@ def run(sizes: list[int], whole_at: list[int], store_ranks: int) -> dict[str, ob
     print("one rank's build (ranks 0 and n/2, the larger) beside the whole build")
     print(f"{'algorithm':<18} {'ranks':>6} {'cpu ms':>8} {'wall ms':>8} {'MiB':>7} {'steps':>6}", end=" ")
     print(f"{'whole ms':>10} {'whole MiB':>9}")
-    for algo in ALGORITHMS:
+    for algo in algos:
         for n in sizes:
-            one = build_cost(algo, n)
+            try:
+                one = build_cost(algo, n)
+            except NotApplicableError as exc:
+                # hierarchical on one node (or nodes of different sizes): nothing to build, said so.
+                print(f"{algo:<18} {n:>6} {str(exc)[:53]}", flush=True)
+                continue
             ref = build_cost(algo, n, whole=True) if n in whole_at else None
             print(_table_row(algo, n, one, ref), flush=True)
             build_s.setdefault(algo, {})[str(n)] = round(one.cpu_s, 4)
@@ -249,8 +288,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=_ints, default=[64, 512, 4096, 16384], help="world sizes (ranks)")
     parser.add_argument("--whole-at", type=_ints, default=[64, 512], help="world sizes of the whole build too")
     parser.add_argument("--store-ranks", type=int, default=4096, help="ranks of the simulated tune")
+    parser.add_argument(
+        "--algos",
+        default="six",
+        help="six (issue 31's: ring, two-tree, rabenseifner, recursive-doubling, pairwise, dissemination), "
+        "all (every registered schedule), or names with commas",
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.sizes, args.whole_at, args.store_ranks)))
+    known = {**ALGORITHMS, **MORE}
+    names = {"six": tuple(ALGORITHMS), "all": tuple(known)}.get(args.algos) or tuple(args.algos.split(","))
+    if unknown := [a for a in names if a not in known]:
+        parser.error(f"unknown algorithm {', '.join(unknown)}; known: {', '.join(known)}")
+    print(json.dumps(run(args.sizes, args.whole_at, args.store_ranks, names)))
 
 
 if __name__ == "__main__":

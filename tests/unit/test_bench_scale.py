@@ -40,6 +40,38 @@ def test_build_cost_measures_the_ranks_own_build_and_the_whole(bench: ModuleType
             assert one.peak_mib > 0 and ref.peak_mib > one.peak_mib
 
 
+def test_every_registered_schedule_can_be_measured_and_its_cost_is_its_ranks_build(bench: ModuleType) -> None:
+    from collbench.schedules.registry import SPECS
+
+    assert {s.name for s in SPECS if s.builder is not None} == set(bench.ALGORITHMS) | set(bench.MORE)
+    n = 16
+    for algo, op in bench.MORE.items():
+        spec = get_algorithm(algo)
+        layout = bench.nodes_layout(n) if spec.needs_nodes else None
+        whole = spec.build(op, n, 40, layout=layout)
+        assert bench.build_cost(algo, n, count=40).steps == max(len(whole.steps[r]) for r in {0, n // 2})
+    assert bench.nodes_layout(16).nodes == (tuple(range(8)), tuple(range(8, 16)))
+
+
+def test_all_algos_print_every_row_and_a_refusal_in_80_columns(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench.main(["--sizes", "1,8", "--whole-at", "8", "--store-ranks", "4", "--algos", "all"])
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in lines[:-1])
+    figures = json.loads(lines[-1])
+    every = [*bench.ALGORITHMS, *bench.MORE]
+    assert list(figures["build_s"]) == every
+    # One rank is one node: hierarchical says so in its row and has no figure there; on two of 4 it has.
+    assert set(figures["build_s"]["hierarchical"]) == {"8"}
+    assert any(line.startswith("hierarchical") and "two or more nodes" in line for line in lines)
+
+
+def test_an_unknown_algorithm_is_refused(bench: ModuleType) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--algos", "ring,bogus"])
+
+
 def test_run_prints_80_columns_and_one_json_line_of_every_size(
     bench: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
