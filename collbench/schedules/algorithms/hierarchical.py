@@ -21,6 +21,7 @@ sizes (the rings across nodes pair local indices), it is refused with the reason
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 from collbench.errors import NotApplicableError
@@ -82,6 +83,63 @@ def _piece_of_node(pieces: Ranges, place: dict[int, tuple[int, int]], rank: int)
     return [pieces[place[rank][0]]]
 
 
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """The nodes and the rings a build makes transfers for."""
+
+    count: int
+    chunks: Ranges
+    """Each rank's chunk of the buffer (reduce-scatter's and all-gather's)."""
+    nodes: tuple[tuple[int, ...], ...]
+    place: dict[int, tuple[int, int]]
+    """Where each rank sits: (its node, its local index). O(world), as the nodes themselves."""
+    across: list[tuple[int, ...]]
+    """The ring across the nodes of each local index."""
+    my_nodes: list[tuple[int, ...]]
+    """The node rings a kept rank is in: its own (every node in a whole build)."""
+    my_across: list[tuple[int, tuple[int, ...]]]
+    """(local index, ring) across the nodes a kept rank is in: its local index's (all in a whole build)."""
+
+    def shard(self, r: int) -> Ranges:
+        """Shard j: the chunks of local index j's ranks on every node (m ranges, made when asked:
+        every rank's at once would be O(world x nodes))."""
+        return [self.chunks[q] for q in self.across[self.place[r][1]]]
+
+    def mine(self, r: int) -> Ranges:
+        return [self.chunks[r]]
+
+
+def _all_reduce(b: RoundBuilder, g: _Grid) -> None:
+    m, k = len(g.nodes), len(g.nodes[0])
+    shards = chunk_bounds(g.count, k)
+    rnd = 0
+    for node in g.my_nodes:
+        _ring_pass(b, node, lambda r: [shards[g.place[r][1]]], rnd, reduce=True, where="inside")
+    rnd += k - 1
+    for j, ring in g.my_across:
+        # Piece i of shard j is owned by the ring's rank on node i.
+        owned = partial(_piece_of_node, split(*shards[j], m), g.place)
+        _ring_pass(b, ring, owned, rnd, reduce=True, where="across")
+        _ring_pass(b, ring, owned, rnd + m - 1, reduce=False, where="across")
+    rnd += 2 * (m - 1)
+    for node in g.my_nodes:
+        _ring_pass(b, node, lambda r: [shards[g.place[r][1]]], rnd, reduce=False, where="inside")
+
+
+def _reduce_scatter(b: RoundBuilder, g: _Grid) -> None:
+    for node in g.my_nodes:
+        _ring_pass(b, node, g.shard, 0, reduce=True, where="inside")
+    for _, ring in g.my_across:
+        _ring_pass(b, ring, g.mine, len(g.nodes[0]) - 1, reduce=True, where="across")
+
+
+def _all_gather(b: RoundBuilder, g: _Grid) -> None:
+    for _, ring in g.my_across:
+        _ring_pass(b, ring, g.mine, 0, reduce=False, where="across")
+    for node in g.my_nodes:
+        _ring_pass(b, node, g.shard, len(g.nodes) - 1, reduce=False, where="inside")
+
+
 def build_hierarchical(
     op: Op,
     world_size: int,
@@ -96,76 +154,63 @@ def build_hierarchical(
     node or on nodes of different sizes."""
     check_count_and_segments(count, segments)
     nodes = node_groups(layout, world_size)
-    m, k = len(nodes), len(nodes[0])
-    # Where each rank sits: (its node, its local index). O(world), as the nodes themselves.
+    k = len(nodes[0])
     place = {r: (i, j) for i, node in enumerate(nodes) for j, r in enumerate(node)}
     across = [tuple(node[j] for node in nodes) for j in range(k)]
-    chunks = chunk_bounds(count, world_size)
-    b = RoundBuilder(world_size, rank)
     # The passes a kept rank is in: its own node's ring and its local index's ring across the nodes
     # (every ring in a whole build); the others hold none of its transfers.
     my_nodes = list(nodes) if rank is None else [nodes[place[rank][0]]]
     my_across = list(enumerate(across)) if rank is None else [(place[rank][1], across[place[rank][1]])]
-    if op is Op.ALL_REDUCE:
-        shards = chunk_bounds(count, k)
-        rnd = 0
-        for node in my_nodes:
-            _ring_pass(b, node, lambda r: [shards[place[r][1]]], rnd, reduce=True, where="inside")
-        rnd += k - 1
-        for j, ring in my_across:
-            # Piece i of shard j is owned by the ring's rank on node i.
-            owned = partial(_piece_of_node, split(*shards[j], m), place)
-            _ring_pass(b, ring, owned, rnd, reduce=True, where="across")
-            _ring_pass(b, ring, owned, rnd + m - 1, reduce=False, where="across")
-        rnd += 2 * (m - 1)
-        for node in my_nodes:
-            _ring_pass(b, node, lambda r: [shards[place[r][1]]], rnd, reduce=False, where="inside")
-    else:
-
-        def shard(r: int) -> Ranges:
-            """Shard j: the chunks of local index j's ranks on every node (m ranges, made when asked:
-            every rank's at once would be O(world x nodes))."""
-            return [chunks[q] for q in across[place[r][1]]]
-
-        def mine(r: int) -> Ranges:
-            return [chunks[r]]
-
-        if op is Op.REDUCE_SCATTER:
-            for node in my_nodes:
-                _ring_pass(b, node, shard, 0, reduce=True, where="inside")
-            for _, ring in my_across:
-                _ring_pass(b, ring, mine, k - 1, reduce=True, where="across")
-        else:
-            for _, ring in my_across:
-                _ring_pass(b, ring, mine, 0, reduce=False, where="across")
-            for node in my_nodes:
-                _ring_pass(b, node, shard, m - 1, reduce=False, where="inside")
-    return b.build(op, "hierarchical", count, root=root, layout=layout_name(layout), params=(("nodes", m),))
+    b = RoundBuilder(world_size, rank)
+    _PER_OP[op].build(b, _Grid(count, chunk_bounds(count, world_size), nodes, place, across, my_nodes, my_across))
+    return b.build(op, "hierarchical", count, root=root, layout=layout_name(layout), params=(("nodes", len(nodes)),))
 
 
 # -- closed-form costs ---------------------------------------------------------------------------------
+#
+# (inside a node, across nodes) on m nodes of k ranks, n bytes, each term on its own link class (steps,
+# bytes over a rank's port, reduced bytes). Inside: ring passes over k ranks of the whole buffer
+# (all-reduce: two). Across: ring passes over m ranks of one shard (n/k).
+
+
+def _all_reduce_terms(m: int, k: int, n: float) -> tuple[CostTerms, CostTerms]:
+    fk, fm = (k - 1) / k, (m - 1) / m
+    return CostTerms(2.0 * (k - 1), 2 * fk * n, fk * n), CostTerms(2.0 * (m - 1), 2 * fm * n / k, fm * n / k)
+
+
+def _reduce_scatter_terms(m: int, k: int, n: float) -> tuple[CostTerms, CostTerms]:
+    fk, fm = (k - 1) / k, (m - 1) / m
+    return CostTerms(float(k - 1), fk * n, fk * n), CostTerms(float(m - 1), fm * n / k, fm * n / k)
+
+
+def _all_gather_terms(m: int, k: int, n: float) -> tuple[CostTerms, CostTerms]:
+    fk, fm = (k - 1) / k, (m - 1) / m
+    return CostTerms(float(k - 1), fk * n, 0.0), CostTerms(float(m - 1), fm * n / k, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class _PerOp:
+    build: Callable[[RoundBuilder, _Grid], None]
+    terms: Callable[[int, int, float], tuple[CostTerms, CostTerms]]
+    """(nodes, ranks per node, bytes) -> (inside a node, across nodes)."""
+
+
+_PER_OP: dict[Op, _PerOp] = {
+    Op.ALL_REDUCE: _PerOp(_all_reduce, _all_reduce_terms),
+    Op.REDUCE_SCATTER: _PerOp(_reduce_scatter, _reduce_scatter_terms),
+    Op.ALL_GATHER: _PerOp(_all_gather, _all_gather_terms),
+}
+"""Each op hierarchical does: its build and its cost, side by side (its ops are these keys)."""
 
 
 def hierarchical_terms(op: Op, nodes: int, per_node: int, n: float) -> tuple[CostTerms, CostTerms]:
     """(inside a node, across nodes): the cost of hierarchical ``op`` on ``nodes`` nodes of ``per_node``
     ranks, n bytes, each term on its own link class (steps, bytes over a rank's port, reduced bytes).
-
-    Inside: ring passes over k ranks of the whole buffer (all-reduce: two). Across: ring passes over m
-    ranks of one shard (n/k). Raises NotApplicableError for an op it does not do."""
-    m, k = nodes, per_node
-    fk, fm = (k - 1) / k, (m - 1) / m
-    if op is Op.ALL_REDUCE:
-        inside = CostTerms(2.0 * (k - 1), 2 * fk * n, fk * n)
-        across = CostTerms(2.0 * (m - 1), 2 * fm * n / k, fm * n / k)
-    elif op is Op.REDUCE_SCATTER:
-        inside = CostTerms(float(k - 1), fk * n, fk * n)
-        across = CostTerms(float(m - 1), fm * n / k, fm * n / k)
-    elif op is Op.ALL_GATHER:
-        inside = CostTerms(float(k - 1), fk * n, 0.0)
-        across = CostTerms(float(m - 1), fm * n / k, 0.0)
-    else:
+    Raises NotApplicableError for an op it does not do."""
+    per_op = _PER_OP.get(op)
+    if per_op is None:
         raise NotApplicableError(f"hierarchical does not do {op.value}")
-    return inside, across
+    return per_op.terms(nodes, per_node, n)
 
 
 def _needs_nodes(p: int, n: float, k: int) -> CostTerms:
@@ -177,7 +222,7 @@ def _needs_nodes(p: int, n: float, k: int) -> CostTerms:
 
 HIERARCHICAL = AlgorithmSpec(
     name="hierarchical",
-    ops=frozenset({Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.ALL_GATHER}),
+    ops=frozenset(_PER_OP),
     builder=build_hierarchical,
     summary="rings inside each node, then k rings across nodes (one per local rank, 1/k each): 2(m-1) "
     "inter-node steps; needs nodes",

@@ -17,6 +17,8 @@ chunks and every exchange is one range.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collbench.layouts.model import Layout
 from collbench.schedules.algorithms._common import RoundBuilder, check_count_and_segments, layout_name
 from collbench.schedules.algorithms.scan import build_scan, doubling_exscan_cost, doubling_scan_cost
@@ -119,6 +121,28 @@ def _halving_scatter(b: RoundBuilder, f: _Fold, rnd: int) -> int:
     return rnd
 
 
+def _doubling_all_reduce(b: RoundBuilder, f: _Fold) -> None:
+    rnd = _fold_in(b, f, None, reduce=True)
+    for d in f.distances():
+        for v in f.partners(b, d):
+            b.transfer(rnd, f.survivor(v), f.survivor(v ^ d), 0, f.count, reduce=True, label=f"exchange, distance {d}")
+        rnd += 1
+    _fold_out(b, f, rnd, skip_own=False)
+
+
+def _doubling_all_gather(b: RoundBuilder, f: _Fold) -> None:
+    rnd = _fold_in(b, f, f.chunks, reduce=False)
+    rnd = _doubling_gather(b, f, rnd)
+    _fold_out(b, f, rnd, skip_own=True)
+
+
+_DOUBLING: dict[Op, Callable[[RoundBuilder, _Fold], None]] = {
+    Op.ALL_REDUCE: _doubling_all_reduce,
+    Op.ALL_GATHER: _doubling_all_gather,
+}
+"""The ops recursive doubling builds here; scan and exscan are ``scan.py``'s doubling (their own builder)."""
+
+
 def build_recursive_doubling(
     op: Op,
     world_size: int,
@@ -132,24 +156,42 @@ def build_recursive_doubling(
     """Recursive doubling all-reduce or all-gather for any world size (see the module docstring); scan
     and exscan by Hillis and Steele's doubling (``scan.py``)."""
     check_count_and_segments(count, segments)
-    if op in SCAN_OPS:
+    doubling = _DOUBLING.get(op)
+    if doubling is None:
         return build_scan("recursive-doubling", op, world_size, count, layout, rank)
-    f = _Fold(world_size, count)
     b = RoundBuilder(world_size, rank)
-    if op is Op.ALL_REDUCE:
-        rnd = _fold_in(b, f, None, reduce=True)
-        for d in f.distances():
-            for v in f.partners(b, d):
-                b.transfer(
-                    rnd, f.survivor(v), f.survivor(v ^ d), 0, count, reduce=True, label=f"exchange, distance {d}"
-                )
-            rnd += 1
-        _fold_out(b, f, rnd, skip_own=False)
-    else:
-        rnd = _fold_in(b, f, f.chunks, reduce=False)
-        rnd = _doubling_gather(b, f, rnd)
-        _fold_out(b, f, rnd, skip_own=True)
+    doubling(b, _Fold(world_size, count))
     return b.build(op, "recursive-doubling", count, root=root, layout=layout_name(layout))
+
+
+def _all_gather_back(b: RoundBuilder, f: _Fold, rnd: int) -> None:
+    rnd = _doubling_gather(b, f, rnd)
+    _fold_out(b, f, rnd, skip_own=False)
+
+
+def _own_chunk_back(b: RoundBuilder, f: _Fold, rnd: int) -> None:
+    # Every survivor holds its own block; a folded-in rank gets its chunk back from its partner.
+    for i in f.pairs(b):
+        a, z = f.chunks[2 * i + 1]
+        b.transfer(rnd, f.rank(2 * i), f.rank(2 * i + 1), a, z, reduce=False, label="fold out")
+
+
+def _gather_to_root(b: RoundBuilder, f: _Fold, rnd: int) -> None:
+    for d in f.distances():
+        # Blocks of new ranks v = d mod 2d go to v - d; the kept rank's partner is v ^ d either way.
+        for v in (u for u in f.partners(b, d) if u % (2 * d) == d):
+            a, z = f.block(v, d)
+            b.transfer(rnd, f.survivor(v), f.survivor(v - d), a, z, reduce=False, label=f"gather {d}-block(s)")
+        rnd += 1
+
+
+_AFTER_HALVING: dict[Op, Callable[[RoundBuilder, _Fold, int], None]] = {
+    Op.ALL_REDUCE: _all_gather_back,
+    Op.REDUCE_SCATTER: _own_chunk_back,
+    Op.REDUCE: _gather_to_root,
+}
+"""What Rabenseifner does once recursive halving left new rank v with block v, per op (its ops are
+these keys)."""
 
 
 def build_rabenseifner(
@@ -164,25 +206,12 @@ def build_rabenseifner(
 ) -> Schedule:
     """Rabenseifner all-reduce, reduce-scatter or reduce for any world size (see the module docstring)."""
     check_count_and_segments(count, segments)
-    # Reduce counts ranks from the root, so that the root survives the fold as new rank 0.
-    f = _Fold(world_size, count, offset=root if op is Op.REDUCE else 0)
+    # A rooted op (reduce) counts ranks from the root, so that the root survives the fold as new rank 0.
+    f = _Fold(world_size, count, offset=root if op.spec.rooted else 0)
     b = RoundBuilder(world_size, rank)
     rnd = _fold_in(b, f, None, reduce=True)
     rnd = _halving_scatter(b, f, rnd)
-    if op is Op.ALL_REDUCE:
-        rnd = _doubling_gather(b, f, rnd)
-        _fold_out(b, f, rnd, skip_own=False)
-    elif op is Op.REDUCE_SCATTER:
-        for i in f.pairs(b):
-            a, z = f.chunks[2 * i + 1]
-            b.transfer(rnd, f.rank(2 * i), f.rank(2 * i + 1), a, z, reduce=False, label="fold out")
-    else:
-        for d in f.distances():
-            # Blocks of new ranks v = d mod 2d go to v - d; the kept rank's partner is v ^ d either way.
-            for v in (u for u in f.partners(b, d) if u % (2 * d) == d):
-                a, z = f.block(v, d)
-                b.transfer(rnd, f.survivor(v), f.survivor(v - d), a, z, reduce=False, label=f"gather {d}-block(s)")
-            rnd += 1
+    _AFTER_HALVING[op](b, f, rnd)
     return b.build(op, "rabenseifner", count, root=root, layout=layout_name(layout))
 
 
@@ -279,7 +308,7 @@ def _rab_reduce_cost(p: int, n: float, k: int) -> CostTerms:
 
 RECURSIVE_DOUBLING = AlgorithmSpec(
     name="recursive-doubling",
-    ops=frozenset({Op.ALL_REDUCE, Op.ALL_GATHER}) | SCAN_OPS,
+    ops=frozenset(_DOUBLING) | SCAN_OPS,
     builder=build_recursive_doubling,
     summary="log2(n) pairwise exchanges of everything so far: fewest steps, lg(n) x the data per link; "
     "scan: Hillis-Steele, to rank+2^k",
@@ -295,7 +324,7 @@ RECURSIVE_DOUBLING = AlgorithmSpec(
 )
 RABENSEIFNER = AlgorithmSpec(
     name="rabenseifner",
-    ops=frozenset({Op.ALL_REDUCE, Op.REDUCE_SCATTER, Op.REDUCE}),
+    ops=frozenset(_AFTER_HALVING),
     builder=build_rabenseifner,
     summary="recursive halving reduce-scatter + doubling all-gather: 2 lg(n) steps, 2(n-1)/n of the data",
     costs=CostFormulas(

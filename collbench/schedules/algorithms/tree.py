@@ -15,6 +15,9 @@ root, so the root feeds one half into each and every other rank is interior in a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from collbench.layouts.model import Layout
 from collbench.layouts.trees import bfs_order, binary_tree, double_binary_tree, tree_root
 from collbench.schedules.algorithms._common import (
@@ -29,8 +32,27 @@ from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
 
-_TREE_OPS = frozenset({Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE})
-_TREE_BARRIER_OPS = _TREE_OPS | {Op.BARRIER}
+Params = tuple[tuple[str, int], ...]
+"""What a schedule records of how it was built (its segments)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Sweeps:
+    """Which ways an op's data goes over a tree."""
+
+    up: bool
+    """Reduced toward the root."""
+    down: bool
+    """Broadcast from the root."""
+
+
+_SWEEPS: dict[Op, _Sweeps] = {
+    Op.ALL_REDUCE: _Sweeps(up=True, down=True),
+    Op.BROADCAST: _Sweeps(up=False, down=True),
+    Op.REDUCE: _Sweeps(up=True, down=False),
+}
+"""The ops both tree algorithms pipeline, and the sweeps each is made of: the one place that says so
+(two-tree's ops are these keys; tree's are these and barrier)."""
 
 
 def pipeline_tree(
@@ -87,6 +109,30 @@ def _rooted_pair(world_size: int, root: int) -> tuple[tuple[int, ...], tuple[int
     return trees[0], trees[1]
 
 
+TreeBuild = Callable[[RoundBuilder, tuple[int, ...], int, int], tuple[int, Params]]
+"""One op over one tree: (builder, parent array, count, segments) -> (the count the schedule records,
+its params)."""
+
+
+def _pipelined(sweeps: _Sweeps) -> TreeBuild:
+    def build(b: RoundBuilder, parent: tuple[int, ...], count: int, segments: int) -> tuple[int, Params]:
+        pipeline_tree(b, parent, 0, count, segments, up=sweeps.up, down=sweeps.down)
+        return count, (("segments", segments),)
+
+    return build
+
+
+def _barrier(b: RoundBuilder, parent: tuple[int, ...], count: int, segments: int) -> tuple[int, Params]:
+    # The token goes up, every rank merging whom its children heard from, and the root's (everyone)
+    # comes back down: an all-reduce of one element that carries no data.
+    pipeline_tree(b, parent, 0, 1, 1, up=True, down=True, name="barrier")
+    return 0, ()
+
+
+_TREE_BUILDS: dict[Op, TreeBuild] = {op: _pipelined(sweeps) for op, sweeps in _SWEEPS.items()} | {Op.BARRIER: _barrier}
+"""How ``tree`` builds each op it does over its one tree (its ops are these keys)."""
+
+
 def build_tree(
     op: Op,
     world_size: int,
@@ -103,16 +149,12 @@ def build_tree(
     check_count_and_segments(count, segments)
     trees = layout_trees(layout, world_size)
     parent = binary_tree(world_size, root)
-    if trees and (op in (Op.ALL_REDUCE, Op.BARRIER) or tree_root(trees[0]) == root):
+    # A rooted op's tree must hang from its root; the others' (all-reduce, barrier) may hang anywhere.
+    if trees and (not op.spec.rooted or tree_root(trees[0]) == root):
         parent = trees[0]
     b = RoundBuilder(world_size, rank)
-    if op is Op.BARRIER:
-        # The token goes up, every rank merging whom its children heard from, and the root's (everyone)
-        # comes back down: an all-reduce of one element that carries no data.
-        pipeline_tree(b, parent, 0, 1, 1, up=True, down=True, name="barrier")
-        return b.build(op, "tree", 0, root=root, layout=layout_name(layout))
-    pipeline_tree(b, parent, 0, count, segments, up=op is not Op.BROADCAST, down=op is not Op.REDUCE)
-    return b.build(op, "tree", count, root=root, layout=layout_name(layout), params=(("segments", segments),))
+    recorded, params = _TREE_BUILDS[op](b, parent, count, segments)
+    return b.build(op, "tree", recorded, root=root, layout=layout_name(layout), params=params)
 
 
 def build_two_tree(
@@ -132,10 +174,12 @@ def build_two_tree(
     check_count_and_segments(count, segments)
     n = world_size
     trees = layout_trees(layout, n)
-    if op is Op.ALL_REDUCE:
-        pair = (trees[0], trees[1]) if len(trees) >= 2 else double_binary_tree(n)
-    else:
+    if op.spec.rooted:
+        # Broadcast and reduce: both trees hang below the root.
         pair = _rooted_pair(n, root) if n > 1 else ((-1,), (-1,))
+    else:
+        pair = (trees[0], trees[1]) if len(trees) >= 2 else double_binary_tree(n)
+    sweeps = _SWEEPS[op]
     b = RoundBuilder(n, rank)
     for k, ((a, z), parent) in enumerate(zip(chunk_bounds(count, 2), pair, strict=True)):
         pipeline_tree(
@@ -144,8 +188,8 @@ def build_two_tree(
             a,
             z,
             segments,
-            up=op is not Op.BROADCAST,
-            down=op is not Op.REDUCE,
+            up=sweeps.up,
+            down=sweeps.down,
             name=f"tree {k + 1}",
         )
     return b.build(op, "two-tree", count, root=root, layout=layout_name(layout), params=(("segments", segments),))
@@ -325,7 +369,7 @@ def _two_tree_reduce_cost(p: int, n: float, k: int) -> CostTerms:
 
 TREE = AlgorithmSpec(
     name="tree",
-    ops=_TREE_BARRIER_OPS,
+    ops=frozenset(_TREE_BUILDS),
     builder=build_tree,
     summary="pipelined binary tree: about 2 log2(n) + segments steps, the whole buffer over interior links",
     costs=CostFormulas(
@@ -342,7 +386,7 @@ TREE = AlgorithmSpec(
 )
 TWO_TREE = AlgorithmSpec(
     name="two-tree",
-    ops=_TREE_OPS,
+    ops=frozenset(_SWEEPS),
     builder=build_two_tree,
     summary="double binary tree (NCCL's): half the data on each of two complementary pipelined trees",
     costs=CostFormulas(
