@@ -148,8 +148,9 @@ class NamespaceCluster:
                 "MASTER_PORT": str(PORT),
             }
         if launcher == "srun":
-            # srun(1)'s output variables; the store's host comes from the compressed node list (each
-            # host by its first rank's address).
+            # srun(1)'s output variables (each host in the node list by its first rank's address). No
+            # MASTER_ADDR: task 0 publishes its store's address, its GLOO_SOCKET_IFNAME veth's, in the
+            # working directory (collbench/runtime/launch/rendezvous.py).
             hosts = ",".join(str(h * k + 1) for h in range(self.n // k))
             return {
                 "SLURM_JOB_ID": "77",

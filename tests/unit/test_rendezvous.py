@@ -3,12 +3,19 @@ stop in one line saying where they looked and what to set."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
 from collbench.errors import ConfigError
-from collbench.runtime.launch.rendezvous import publish, read_published, withdraw
+from collbench.runtime.launch.rendezvous import (
+    interface_address,
+    publish,
+    published_address,
+    read_published,
+    withdraw,
+)
 
 
 def test_published_address_is_read_back_and_withdrawn(tmp_path: Path) -> None:
@@ -39,3 +46,14 @@ def test_a_file_task_0_did_not_write_is_refused(tmp_path: Path, content: str) ->
 def test_a_directory_task_0_cannot_write_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"cannot publish .*COLLBENCH_RENDEZVOUS_DIR"):
         publish(tmp_path / "missing-dir" / "store.json", "h", 5)
+
+
+def test_task_0_publishes_the_address_of_the_interface_named_for_the_jobs_traffic() -> None:
+    # netdevice(7) SIOCGIFADDR: the loopback holds 127.0.0.1 on every Linux host.
+    assert interface_address("lo") == "127.0.0.1"
+    assert interface_address("no-such-if0") is None
+    assert published_address({"GLOO_SOCKET_IFNAME": "lo"}) == "127.0.0.1"
+    assert published_address({"NCCL_SOCKET_IFNAME": "=lo"}) == "127.0.0.1"
+    # NCCL's prefix and exclusion forms name no one interface; nothing named: the host name.
+    for env in ({"NCCL_SOCKET_IFNAME": "lo"}, {"NCCL_SOCKET_IFNAME": "^docker"}, {}, {"GLOO_SOCKET_IFNAME": "nope0"}):
+        assert published_address(env) == socket.gethostname()

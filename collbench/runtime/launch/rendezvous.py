@@ -3,7 +3,9 @@
 srun names no rendezvous point, and task 0 need not run on the first host of the node list
 (``--distribution=arbitrary`` with ``SLURM_HOSTFILE``, a heterogeneous step). So task 0 binds its
 store to port 0 (the kernel picks a free one: no other job's store can hold it) and publishes its
-host and port in a small file; the other tasks wait for the file and join there.
+host and port in a small file; the other tasks wait for the file and join there. Its host is the
+address of the interface ``GLOO_SOCKET_IFNAME`` (or an exact ``NCCL_SOCKET_IFNAME``) names, where
+the job's traffic was told to go, else its host name.
 
 The file must exist before the store does, so it lives in a directory every task of the step sees
 without the store: ``COLLBENCH_RENDEZVOUS_DIR`` when set, else ``SLURM_SUBMIT_DIR`` (the directory
@@ -22,6 +24,8 @@ import atexit
 import contextlib
 import json
 import os
+import socket
+import struct
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,6 +49,41 @@ def rendezvous_path(env: Mapping[str, str]) -> Path:
     ]
     name = "-".join("".join(c for c in part if c.isalnum() or c in "_.")[:40] for part in parts)
     return Path(folder) / f".collbench-store-{name}.json"
+
+
+_SIOCGIFADDR = 0x8915
+"""netdevice(7): the ioctl that reads an interface's IPv4 address."""
+_IFNAMSIZ = 16
+
+
+def published_address(env: Mapping[str, str]) -> str:
+    """What task 0 publishes as its host: the address of the interface the job's traffic was told to
+    use (``GLOO_SOCKET_IFNAME``, else an exact ``NCCL_SOCKET_IFNAME``; its first name), else its host
+    name. A host name can resolve to another network than the job's (a management one, or none the
+    other hosts reach, as in network namespaces): the named interface is the one the ranks share."""
+    for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        first = env.get(name, "").split(",")[0].strip().removeprefix("=")
+        # NCCL's "^docker" (all but) and "eth" (a prefix) name no one interface.
+        if first and not first.startswith("^") and (name == "GLOO_SOCKET_IFNAME" or env[name].startswith("=")):
+            address = interface_address(first)
+            if address is not None:
+                return address
+    return socket.gethostname()
+
+
+def interface_address(name: str) -> str | None:
+    """The IPv4 address of network interface ``name`` (Linux), None when it has none or does not exist."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    request = struct.pack("256s", name.encode("utf-8", "replace")[: _IFNAMSIZ - 1])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            answer = fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, request)
+        except OSError:
+            return None
+    return socket.inet_ntoa(answer[20:24])
 
 
 def publish(path: Path, addr: str, port: int) -> None:

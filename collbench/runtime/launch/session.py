@@ -69,7 +69,7 @@ from collbench.runtime.launch.rankstore import (
     encode,
     new_token,
 )
-from collbench.runtime.launch.rendezvous import publish, read_published, withdraw
+from collbench.runtime.launch.rendezvous import publish, published_address, read_published, withdraw
 
 T = TypeVar("T")
 
@@ -106,8 +106,9 @@ def _open_store(job: JobEnv, timeout_s: float) -> tuple[dist.Store, JobEnv]:
     timeout = datetime.timedelta(seconds=timeout_s)
     if job.rendezvous and job.rank == 0:
         store, port = _listen(job, "127.0.0.1" if job.local_only else "0.0.0.0", timeout)
-        # Task 0's own host, as the other tasks reach it: MASTER_ADDR when given, else its host name.
-        addr = job.master_addr or socket.gethostname()
+        # Task 0's own host, as the other tasks reach it: MASTER_ADDR when given, else the address of
+        # the interface named for the job's traffic, else its host name (rendezvous.published_address).
+        addr = job.master_addr or published_address(os.environ)
         publish(Path(job.rendezvous), addr, port)
         return store, dataclasses.replace(job, master_addr=addr, master_port=port)
     if job.rendezvous:
