@@ -77,6 +77,8 @@ def link_classes(fits: Sequence[Fit]) -> LinkClasses:
         raise ConfigError("--hierarchy needs a usable fit of all-reduce, all-gather or reduce-scatter")
 
     def best(candidates: list[Fit]) -> Fit | None:
+        # A preference among fits, not a second definition of an op: an all-reduce fit crosses every
+        # link both ways, so it prices a link class best; this one key is the only op this module names.
         return max(
             candidates,
             key=lambda f: (Op.parse(f.op) is Op.ALL_REDUCE, f.algo == "ring", f.world_size),
