@@ -88,3 +88,8 @@ def counted(count: float, noun: str) -> str:
     (explain's lines said ``1 ranks`` and ``2 step(s)``)."""
     number = str(int(count)) if float(count).is_integer() else f"{count:g}"
     return f"{number} {noun}{'' if count == 1 else 's'}"
+
+
+def ranks_on_nodes(ranks: int, nodes: int) -> str:
+    """A communicator's shape as every label says it: ``4 ranks on 1 node``, ``16 ranks on 2 nodes``."""
+    return f"{counted(ranks, 'rank')} on {counted(nodes, 'node')}"

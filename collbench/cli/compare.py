@@ -15,6 +15,7 @@ from collbench.cli.rows import stream_results
 from collbench.errors import InputFileError
 from collbench.results.io import check_regular_file
 from collbench.results.noise import STALL_FACTOR, STALL_MARK, STALL_MARKER
+from collbench.units import counted
 
 MAX_TABLE_POINTS = 60
 """Points the terminal table shows at most: those beyond noise first; ``--json`` lists every point."""
@@ -145,8 +146,8 @@ def compare(
         stalled = [c for c in comparison.changes if c.stalled]
         if stalled:
             console.print(
-                f"{STALL_MARKER}: stalled, {len(stalled)} point(s) where {100 * STALL_MARK:.0f}% or more of a run's "
-                f"iterations took over {STALL_FACTOR:g}x its fastest (the machine was busy): their change is not "
+                f"{STALL_MARKER}: stalled, {counted(len(stalled), 'point')} where {100 * STALL_MARK:.0f}% or more of a "
+                f"run's iterations took over {STALL_FACTOR:g}x its fastest (the machine was busy): their change is not "
                 "judged (verdict 'stalled') and never counts as a regression",
                 highlight=False,
                 soft_wrap=whole_lines(console),
@@ -169,7 +170,7 @@ def compare(
         err_console.print(_run_line(comparison.run), highlight=False)
         if threshold is not None:
             n = len(comparison.regressions(threshold))
-            verdict = f"[red]{n} point(s) regressed[/red]" if n else "[green]no point regressed[/green]"
+            verdict = f"[red]{counted(n, 'point')} regressed[/red]" if n else "[green]no point regressed[/green]"
             if comparison.run_regressed(threshold):
                 verdict += ", [red]and the whole run is slower[/red]"
             err_console.print(f"{verdict} beyond {100.0 * threshold:g}% and beyond noise", highlight=False)

@@ -16,6 +16,7 @@ from collbench.errors import ConfigError, InputFileError
 from collbench.importers.nodes import check_nodes_option
 from collbench.models.stored import NodesSeen, noting_nodes, with_nodes
 from collbench.schedules.ops import Op
+from collbench.units import counted
 
 
 def fit(
@@ -72,7 +73,7 @@ def fit(
     if not points.rows_seen:
         raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo")
     if points.rows_failed:
-        err_console.print(f"{points.rows_failed} row(s) failed validation (wrong > 0): left out of the fits")
+        err_console.print(f"{counted(points.rows_failed, 'row')} failed validation (wrong > 0): left out of the fits")
     report = fit_results(points, piecewise=piecewise)
     report = dataclasses.replace(report, fits=[with_nodes(f, nodes_seen) for f in report.fits])
     if plot is not None:

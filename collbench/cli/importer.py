@@ -17,6 +17,7 @@ from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import write_rows
 from collbench.results.row import NODES_UNKNOWN
 from collbench.schedules.registry import algorithm_names
+from collbench.units import counted
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -83,15 +84,15 @@ def nccl_tests(
     first = rows[0]
     ops = ", ".join(dict.fromkeys(r.op for r in rows))
     algos = ", ".join(dict.fromkeys(r.algo for r in rows))
-    where = "an unknown number of nodes" if first.nodes == NODES_UNKNOWN else f"{first.nodes} node(s)"
+    where = "an unknown number of nodes" if first.nodes == NODES_UNKNOWN else counted(first.nodes, "node")
     summary = (
-        f"{len(rows)} rows: {ops}, {first.world_size} ranks on {where}, "
+        f"{counted(len(rows), 'row')}: {ops}, {counted(first.world_size, 'rank')} on {where}, "
         f"{min(r.size_bytes for r in rows)}-{max(r.size_bytes for r in rows)} bytes, algo {algos}"
     )
     failed = sum(1 for r in rows if r.wrong > 0)
     if failed:
         # Kept (they were measured) but marked: fit and tune skip rows with wrong data.
-        summary += f"; {failed} row(s) failed validation (wrong > 0): kept, never fitted or selected"
+        summary += f"; {counted(failed, 'row')} failed validation (wrong > 0): kept, never fitted or selected"
     if output is None:
         import json
 

@@ -39,6 +39,7 @@ from collbench.profile.rules import AlgoRef, Rule
 from collbench.schedules.ops import NCCL_TUNED_OPS, SCAN_OPS, Op
 from collbench.schedules.registry import get_algorithm
 from collbench.tuning.consumers.nccl import condition, why_not
+from collbench.units import ranks_on_nodes
 
 COLLBENCH_TO_NCCL: dict[str, str] = {"ring": "ring", "tree": "tree", "two-tree": "tree"}
 
@@ -169,7 +170,7 @@ def shapes(profile: Profile) -> tuple[RuleSet, ...]:
 
 def shape_label(shape: RuleSet) -> str:
     kind = "predicted" if shape.predicted else "measured"
-    return f"{shape.world_size} ranks on {shape.nodes} node(s), {kind}"
+    return f"{ranks_on_nodes(shape.world_size, shape.nodes)}, {kind}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +199,7 @@ def span(rule: Rule) -> str:
 def nccl_choice(rule: Rule, shape: RuleSet) -> NcclChoice:
     """Map one rule; raise UserError for an unknown algorithm or a native variant NCCL cannot run here."""
     op = Op.parse(rule.op)
-    where = f"{op.value} {span(rule)} at {shape.world_size} ranks on {shape.nodes} node(s)"
+    where = f"{op.value} {span(rule)} at {ranks_on_nodes(shape.world_size, shape.nodes)}"
     proto = _protocol(rule, where)
     count = _channels(rule, where)
     if rule.algo.native:

@@ -45,6 +45,7 @@ from collbench.errors import UserError
 from collbench.exporters.exported import Exported
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.text import printable
+from collbench.units import counted
 
 if TYPE_CHECKING:
     from collbench.topology.model import Topology
@@ -188,7 +189,8 @@ def _host_names(rule_set: RuleSet, hosts: Sequence[str] | None) -> list[str]:
     if hosts is not None:
         if len(hosts) != rule_set.nodes:
             raise UserError(
-                f"--hosts names {len(hosts)} host(s); the profile's {rule_set.shape_label} ran on {rule_set.nodes}: "
+                f"--hosts names {counted(len(hosts), 'host')}; the profile's {rule_set.shape_label} ran on "
+                f"{rule_set.nodes}: "
                 "give one per node, in the order the tuned job's ranks filled them"
             )
         repeated = sorted({h for h in hosts if list(hosts).count(h) > 1})

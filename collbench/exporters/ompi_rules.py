@@ -61,6 +61,7 @@ from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.schedules.ops import Op
 from collbench.text import printable
+from collbench.units import counted, ranks_on_nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +177,7 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
             entries.append(_entry(1, own, f"fewer than {sets[0].world_size} ranks: {OWN_CHOICE}"))
         for i, rule_set in enumerate(sets):
             kind = "predicted from the fitted models, not measured" if rule_set.predicted else "measured"
-            label = f"{rule_set.world_size} ranks on {rule_set.nodes} node(s), {kind}"
+            label = f"{ranks_on_nodes(rule_set.world_size, rule_set.nodes)}, {kind}"
             if measured and coll.op.value in rule_set.ops and not measured_here(coll):
                 why = f"{label}; {coll.mpi_call} was not measured (collbench's {coll.op.value} measures another)"
                 entries.append(_entry(rule_set.world_size, own, f"{why}: {OWN_CHOICE}"))
@@ -209,7 +210,7 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
         head = f"{coll.coll_id} {len(entries)}  # {coll.name} ({coll.mpi_call}, collbench's {coll.op.value})"
         sections.append([head] + [line for entry in entries for line in entry])
     shapes = ", ".join(
-        f"{s.world_size} ({s.nodes} node(s), {'predicted' if s.predicted else 'measured'})" for s in sets
+        f"{s.world_size} ({counted(s.nodes, 'node')}, {'predicted' if s.predicted else 'measured'})" for s in sets
     )
     host = printable(profile.host)  # someone else's profile: its host may hold terminal escapes
     out = [

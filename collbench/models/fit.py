@@ -57,7 +57,7 @@ from collbench.models.piecewise import (
 from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
-from collbench.units import format_bytes
+from collbench.units import counted, format_bytes
 
 # Gamma/beta coefficient ratios closer than this (relatively) cannot tell gamma from beta.
 _RATIO_SPREAD = 0.2
@@ -224,7 +224,7 @@ def _fit_group(
             notes.append("no bandwidth term measurable (beta fitted as 0)")
     if set_aside:
         named = "; ".join(f"{q.label}: {q.set_aside}" for q in sorted(set_aside, key=lambda q: q.size_bytes))
-        notes.append(f"{len(set_aside)} point(s) set aside as their own measurement marks them ({named})")
+        notes.append(f"{counted(len(set_aside), 'point')} set aside as their own measurement marks them ({named})")
     r2, med, worst = _quality(pred, times)
     why = bound_failure(med, worst)
     params = parameters(chosen.segments)

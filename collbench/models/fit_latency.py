@@ -17,6 +17,7 @@ from collbench.errors import UserError
 from collbench.models.costs import cost_terms
 from collbench.models.fit_points import FitPoint
 from collbench.models.fitted import Fit
+from collbench.units import counted
 
 GroupKey = tuple[str, str, str, int]
 
@@ -40,7 +41,7 @@ def fit_latency_only(key: GroupKey, kept: Sequence[FitPoint], set_aside: Sequenc
     ]
     if set_aside:
         named = "; ".join(f"{q.label}: {q.set_aside}" for q in set_aside)
-        notes.append(f"{len(set_aside)} point(s) set aside as their own measurement marks them ({named})")
+        notes.append(f"{counted(len(set_aside), 'point')} set aside as their own measurement marks them ({named})")
     return Fit(
         op=op,
         algo=algo,

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from collbench.backends import measured_on_gpus
 from collbench.models.fitted import Fit
+from collbench.units import counted, ranks_on_nodes
 
 
 def remeasure_advice(fits: Sequence[Fit]) -> str:
@@ -41,6 +42,6 @@ def default_nodes(world_size: int, measured_nodes: Mapping[int, int]) -> tuple[i
     count = -(-world_size // per_node)
     partly = "" if world_size % per_node == 0 else f", the last holding {world_size % per_node}"
     return count, (
-        f"--nodes not given: {count} node{'s' if count != 1 else ''} "
-        f"({per_node} ranks a node{partly}, as measured at {world} ranks on {nodes})"
+        f"--nodes not given: {counted(count, 'node')} "
+        f"({counted(per_node, 'rank')} a node{partly}, as measured at {ranks_on_nodes(world, nodes)})"
     )

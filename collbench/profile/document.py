@@ -44,6 +44,7 @@ from collbench.profile.rules import Rule, check_coverage
 from collbench.profile.schema_check import SchemaChecker, where
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.schedules.ops import Op
+from collbench.units import counted, ranks_on_nodes
 
 if TYPE_CHECKING:
     from collbench.topology.model import Topology
@@ -167,7 +168,7 @@ class RuleSet:
 
     @property
     def shape_label(self) -> str:
-        return f"{self.world_size} ranks on {self.nodes} node(s)" + (" (predicted)" if self.predicted else "")
+        return ranks_on_nodes(self.world_size, self.nodes) + (" (predicted)" if self.predicted else "")
 
     @property
     def ops(self) -> list[str]:
@@ -337,7 +338,7 @@ class Profile:
         shapes = [s.shape for s in self.rule_sets]
         repeated = sorted({s for s in shapes if shapes.count(s) > 1})
         if repeated:
-            listed = ", ".join(f"{w} ranks on {n} node(s)" for w, n in repeated)
+            listed = ", ".join(ranks_on_nodes(w, n) for w, n in repeated)
             raise ValueError(f"a profile holds each communicator shape once; repeated: {listed}")
         if all(s.predicted for s in self.rule_sets):
             raise ValueError("a profile needs at least one measured rule set (all are predicted)")
@@ -391,8 +392,8 @@ class Profile:
             if (world_size is None or s.world_size == world_size) and (nodes is None or s.nodes == nodes)
         ]
         if not candidates:
-            asked = f"{world_size if world_size is not None else 'any number of'} ranks" + (
-                f" on {nodes} node(s)" if nodes is not None else ""
+            asked = (counted(world_size, "rank") if world_size is not None else "any number of ranks") + (
+                f" on {counted(nodes, 'node')}" if nodes is not None else ""
             )
             raise UserError(
                 f"the profile has no rules for {asked}; it has: {self.shapes_label()} "

@@ -17,7 +17,7 @@ from collbench.report.svg import Marker, Point, Series, color_map, log_chart
 from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
-from collbench.units import size_label
+from collbench.units import counted, size_label
 
 STALL_MARK = 0.05
 """A point is marked noisy when at least this fraction of its timed iterations stalled (the sweep's
@@ -140,7 +140,7 @@ def op_section(
                 f"{name} {size_label(c.size_bytes)}: p25 {c.decision_us:.4g} us, busbw {bw:.4g} GB/s; "
                 f"iterations: fastest {c.time_us_min:.4g} us "
                 f"({busbw_gbps(c.size_bytes, c.time_us_min, factor):.4g} GB/s), p50 {c.time_us_p50:.4g} us, "
-                f"slowest {c.time_us_max:.4g} us; {c.rows} row(s){stall}"
+                f"slowest {c.time_us_max:.4g} us; {counted(c.rows, 'row')}{stall}"
             )
             t_pts.append(Point(c.size_bytes, c.decision_us, c.time_us_min, c.time_us_p50, tip, noisy))
             # busbw falls as time grows: the fastest iteration is the top of the bar, the p50 its bottom.
@@ -228,7 +228,7 @@ def latency_section(key: GroupKey, rows: Sequence[ResultRow], algo_colors: dict[
         noisy = (c.stall is not None and c.stall >= STALL_MARK) or c.bimodal
         tip = (
             f"{algo}: p25 {c.decision_us:.4g} us; iterations: fastest {c.time_us_min:.4g} us, p50 "
-            f"{c.time_us_p50:.4g} us, slowest {c.time_us_max:.4g} us; {c.rows} row(s)"
+            f"{c.time_us_p50:.4g} us, slowest {c.time_us_max:.4g} us; {counted(c.rows, 'row')}"
         )
         color = colors.get(algo, "#888")
         bars.append(

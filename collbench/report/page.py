@@ -31,7 +31,7 @@ from collbench.report.ops import group_rows, op_section, section_id
 from collbench.report.svg import Band, band_chart, color_map
 from collbench.results.row import ResultRow
 from collbench.topology.model import Topology
-from collbench.units import size_label
+from collbench.units import counted, ranks_on_nodes, size_label
 from collbench.version import __version__
 
 SECTION_IDS = ("machine", "ops", "profile", "provenance")
@@ -217,8 +217,8 @@ def _machine_section(inputs: ReportInputs, notes: list[str]) -> str:
         )
     else:
         out.append(
-            f"<p>{escape(topo.host)}: {len(topo.gpus)} GPU(s), {len(topo.cpus)} CPU rank device(s), "
-            f"{len(topo.nics)} NIC(s), {len(topo.links)} link{'s' if len(topo.links) != 1 else ''}; "
+            f"<p>{escape(topo.host)}: {counted(len(topo.gpus), 'GPU')}, {counted(len(topo.cpus), 'CPU rank device')}, "
+            f"{counted(len(topo.nics), 'NIC')}, {counted(len(topo.links), 'link')}; "
             f"source {escape(topo.source)}, "
             f"fingerprint <code>{escape(topo.fingerprint)}</code>.</p>"
         )
@@ -270,14 +270,14 @@ def _profile_section(inputs: ReportInputs, algos: dict[str, str]) -> str:
     shapes = rule_sets(profile)
     out.append(
         f"<p>{escape(profile.backend)} on machine <code>{escape(profile.fingerprint)}</code>, "
-        f"{len(shapes)} shape(s): " + ", ".join(f"{w} ranks on {n} node(s)" for w, n, _, _ in shapes) + ". "
+        f"{counted(len(shapes), 'shape')}: " + ", ".join(ranks_on_nodes(w, n) for w, n, _, _ in shapes) + ". "
         "Hatched bands and rules marked <em>predicted</em> come from the models at a world size not measured.</p>"
     )
     sizes = [r.size_bytes for r in inputs.rows] or [1]
     for world, nodes, rules, predicted in shapes:
         status = "predicted" if predicted else "measured"
         out.append(f'<div class="ruleset" data-ranks="{world}" data-nodes="{nodes}">')
-        out.append(f"<h3>{world} ranks, {nodes} node(s): {status}</h3>")
+        out.append(f"<h3>{counted(world, 'rank')}, {counted(nodes, 'node')}: {status}</h3>")
         for op in dict.fromkeys(r.op for r in rules):
             mine = [r for r in rules if r.op == op]
             bounds = [r.max_bytes for r in mine if r.max_bytes is not None]
@@ -422,7 +422,7 @@ def _provenance_section(
         (
             "models",
             f"{len(fits)} fitted ({'from the profile' if profile and profile.fits else 'here, from the rows'}), "
-            f"{len(crossovers)} crossover(s)",
+            + counted(len(crossovers), "crossover"),
         )
     )
     body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in items)

@@ -25,6 +25,7 @@ from collbench.profile.document import Profile, RuleSet
 from collbench.runtime.here import HERE
 from collbench.tuning.check import RuleCheck
 from collbench.tuning.sweeps import Progress
+from collbench.units import counted, ranks_on_nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,7 @@ def this_machine(backend: str) -> Machine:
         import torch
 
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return Machine(None, gpus, f"{gpus} GPU(s) here, one rank each")
+        return Machine(None, gpus, f"{counted(gpus, 'GPU')} here, one rank each")
     cores = usable_cores(quota=cgroup_cpu_limit())
     return Machine(None, max(DEFAULT_MAX_RANKS, cores), f"CPU ranks here: at most max(4, {cores} usable cores)")
 
@@ -77,7 +78,7 @@ def why_skipped(rule_set: RuleSet, machine: Machine, asked: Sequence[int] | None
     if machine.job_shape is not None:
         world, nodes = machine.job_shape
         if rule_set.shape != machine.job_shape:
-            return f"{shape}: this job is {world} ranks on {nodes} node(s); check that shape under a launcher of it"
+            return f"{shape}: this job is {ranks_on_nodes(world, nodes)}; check that shape under a launcher of it"
         return ""
     if rule_set.nodes > 1:
         return f"{shape}: this machine is one node; check it under a launcher (torchrun, mpirun, srun) of that shape"

@@ -26,7 +26,7 @@ from collbench.tuning.config import TuneConfig, check_config
 from collbench.tuning.pipeline import TuneOutcome, check_backend_runs, run_tune
 from collbench.tuning.shape_resume import ShapePlan, plan_shapes
 from collbench.tuning.sweeps import Progress
-from collbench.units import check_ranks
+from collbench.units import check_ranks, ranks_on_nodes
 
 if TYPE_CHECKING:
     from collbench.models.fitted import Fit
@@ -176,7 +176,7 @@ def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
         nodes = shape.nodes if shape.nodes is not None else min(profile.nodes, shape.world_size)
         if (shape.world_size, nodes) in profile.shapes:
             raise ConfigError(
-                f"--predict-ranks {shape.world_size}: {shape.world_size} ranks on {nodes} node(s) are measured already"
+                f"--predict-ranks {shape.world_size}: {ranks_on_nodes(shape.world_size, nodes)} are measured already"
             )
         measured = {s.world_size: s.nodes for s in profile.rule_sets if not s.predicted}
         added.append(predicted_rule_set(fits, profile.ops, shape.world_size, nodes, measured))

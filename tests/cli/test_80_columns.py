@@ -195,13 +195,13 @@ def test_compare_marks_stalled_points_and_does_not_call_them_regressions(tmp_pat
     check_80(result.output)
     marked = [ln for ln in result.output.splitlines() if ln.split()[:2] in (["ring", str(s)] for s in stalled)]
     assert len(marked) == 2 and all("*" in ln and ln.rstrip().endswith("stalled") for ln in marked), marked
-    assert "no point regressed" in result.output and "*: stalled, 2 point(s)" in result.output
+    assert "no point regressed" in result.output and "*: stalled, 2 points" in result.output
     report = json.loads(CliRunner().invoke(app, ["compare", str(base), str(new), "--json"]).stdout)
     assert sorted(p["size_bytes"] for p in report["points"] if p["stalled"]) == sorted(stalled)
     # The same slowdown without the stall is a regression.
     new.write_text(_rows({s: ((100.0 + s / 1000) * (2 if s in stalled else 1), 0.0) for s in sizes}))
     result = CliRunner().invoke(app, ["compare", str(base), str(new), "--fail-above", "5%"], env=NARROW)
-    assert result.exit_code == 1 and "2 point(s) regressed" in result.output, result.output
+    assert result.exit_code == 1 and "2 points regressed" in result.output, result.output
 
 
 def test_sweep_progress_bar_labels_elapsed_and_remaining() -> None:

@@ -118,7 +118,7 @@ def test_nccl_tuner_notes_rules_left_out_on_the_terminal(profile_path: Path, tmp
     out = tmp_path / "tuner.conf"
     result = CliRunner().invoke(app, ["export", "nccl-tuner", str(profile_path), "--output", str(out)])
     assert result.exit_code == 0, result.output
-    assert "note: allreduce [0, 8191] bytes (4 ranks on 1 node(s), measured): recursive-doubling has no NCCL" in (
+    assert "note: allreduce [0, 8191] bytes (4 ranks on 1 node, measured): recursive-doubling has no NCCL" in (
         result.stderr.replace("\n", " ")
     )
 

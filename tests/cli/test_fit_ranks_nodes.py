@@ -24,7 +24,7 @@ def test_import_then_fit_keeps_the_node_count_a_direct_fit_gives(tmp_path: Path)
     imported = runner.invoke(app, ["import", "nccl-tests", str(GB200), "-O", str(rows)], env=WIDE)
     assert imported.exit_code == 0, imported.output
     # The log names one host; its rank line's device 3 says 4 ranks a node (a GB200 compute tray).
-    assert "1440 ranks on 360 node(s)" in imported.output
+    assert "1440 ranks on 360 nodes" in imported.output
     direct = runner.invoke(app, ["fit", str(GB200), "--json"], env=WIDE)
     via_rows = runner.invoke(app, ["fit", str(rows), "--json"], env=WIDE)
     assert direct.exit_code == 0 and via_rows.exit_code == 0, via_rows.output
@@ -39,7 +39,7 @@ def test_nodes_option_on_import_and_fit(tmp_path: Path) -> None:
     assert _fit_shapes(fitted.stdout) == [(1440, 20)]
     rows = tmp_path / "rows.jsonl"
     imported = runner.invoke(app, ["import", "nccl-tests", str(GB200), "--nodes", "20", "-O", str(rows)], env=WIDE)
-    assert imported.exit_code == 0 and "1440 ranks on 20 node(s)" in imported.output
+    assert imported.exit_code == 0 and "1440 ranks on 20 nodes" in imported.output
     again = runner.invoke(app, ["fit", str(rows), "--json"], env=WIDE)
     assert _fit_shapes(again.stdout) == [(1440, 20)]
     # Rows that say their node count keep it: another --nodes is refused, nothing replaced.

@@ -47,7 +47,7 @@ def test_predict_without_nodes_keeps_the_measured_ranks_a_node_and_reproduces_th
     (pred,) = doc["predictions"]
     assert pred["error_pct"] is not None
     assert abs(pred["time_us"] - 6759.0) / 6759.0 * 100 <= pred["error_pct"]
-    assert "assumed: --nodes not given: 2 nodes (8 ranks a node, as measured at 16 ranks on 2)" in result.stderr
+    assert "assumed: --nodes not given: 2 nodes (8 ranks a node, as measured at 16 ranks on 2 nodes)" in result.stderr
     text = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--sizes", "1G"])
     assert text.exit_code == 0, text.output
     assert "predicted at 64 ranks on 8 nodes" in text.stdout and "8 nodes (8 ranks a node" in text.stderr

@@ -60,7 +60,7 @@ def test_merge_joins_shapes_in_order(tmp_path: Path) -> None:
     assert merged.select("all-reduce", 10, world_size=8).algo == "direct"
     assert merged.rule_set(16).predicted
     assert len(merged.fits) == 2 and merged.command.startswith("collbench profile merge")
-    assert "4 ranks on 1 node(s), 8 ranks on 2 node(s), 16 ranks on 2 node(s) (predicted)" in stdout
+    assert "4 ranks on 1 node, 8 ranks on 2 nodes, 16 ranks on 2 nodes (predicted)" in stdout
 
 
 def test_conflicts_are_one_line_unless_prefer_newer(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_conflicts_are_one_line_unless_prefer_newer(tmp_path: Path) -> None:
     code, _, stderr = merge(str(old), str(new), "--output", str(out))
     assert code == 2 and not out.exists()
     assert stderr.strip().count("\n") == 0
-    assert f"{old} and {new} both have rules for 4 ranks on 1 node(s): pass --prefer newer" in stderr
+    assert f"{old} and {new} both have rules for 4 ranks on 1 node: pass --prefer newer" in stderr
     for order in ((old, new), (new, old)):
         code, _, stderr = merge(*map(str, order), "--prefer", "newer", "--output", str(out))
         assert code == 0, stderr

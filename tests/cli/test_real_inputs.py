@@ -67,7 +67,7 @@ def test_import_ranks_option(tmp_path: Path) -> None:
     # The command line (one process, -g2) still says 2 ranks, and that is what is taken, aloud.
     said = runner.invoke(app, ["import", "nccl-tests", str(log)], env=WIDE)
     assert said.exit_code == 0 and "took 2 ranks from the command line (one process" in said.stderr
-    assert "56 rows: broadcast, 2 ranks on 1 node(s)" in said.stderr
+    assert "56 rows: broadcast, 2 ranks on 1 node" in said.stderr
     # Without it (and the nThread line) nothing says how many ran: broadcast's busbw is its algbw.
     log.write_text("\n".join(ln for ln in lines if "Rank" not in ln and "_perf -b" not in ln and "nGpus" not in ln))
     missing = runner.invoke(app, ["import", "nccl-tests", str(log)], env=WIDE)
@@ -107,7 +107,7 @@ def test_import_says_how_many_rows_failed_validation(tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
     result = CliRunner().invoke(app, ["import", "nccl-tests", str(log), "--output", str(out)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
-    assert "2 row(s) failed validation" in result.output
+    assert "2 rows failed validation" in result.output
 
 
 def test_import_with_an_op_the_columns_contradict_is_one_line(tmp_path: Path) -> None:
@@ -123,5 +123,5 @@ def test_fit_leaves_failed_rows_out_and_says_so() -> None:
     log = REAL / "all_gather_perf-v100-x8-failed-legacy-issue-excerpt.log"
     result = CliRunner().invoke(app, ["fit", str(log)], env={"COLUMNS": "300"})
     assert result.exit_code != 0
-    assert "2 row(s) failed validation (wrong > 0): left out of the fits" in result.output
+    assert "2 rows failed validation (wrong > 0): left out of the fits" in result.output
     assert "no rows with a positive time and right data to fit (2 failed validation)" in result.output

@@ -40,7 +40,7 @@ def test_each_shape_that_cannot_run_here_says_why() -> None:
     # Under a launcher only the job's own shape can be measured.
     job = Machine((16, 2), 16, "the torchrun job's world")
     assert why_skipped(two_nodes, job, None) == ""
-    assert "this job is 16 ranks on 2 node(s)" in why_skipped(two, job, None)
+    assert "this job is 16 ranks on 2 nodes" in why_skipped(two, job, None)
 
 
 @pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
@@ -57,22 +57,22 @@ def test_check_re_measures_every_shape_it_can_run_and_lists_the_others(
     result = CliRunner().invoke(app, ["tune", "--check", str(path), "--backend", "gloo"])
     assert result.exit_code == 0, result.output
     out = result.output
-    for shape in ("2 ranks on 1 node(s)", "3 ranks on 1 node(s)"):
+    for shape in ("2 ranks on 1 node", "3 ranks on 1 node"):
         assert f"{shape}, re-measured: regret" in out
-        assert f"{shape}: geometric-mean regret" in out and "over 1 rule(s)" in out
+        assert f"{shape}: geometric-mean regret" in out and "over 1 rule" in out
     skipped = [line for line in out.splitlines() if line.startswith("skipped: ")]
     assert len(skipped) == 3, out
-    assert skipped[0].startswith("skipped: 8 ranks on 1 node(s) (predicted): predicted")
-    assert skipped[1].startswith("skipped: 16 ranks on 2 node(s): this machine is one node")
-    assert skipped[2].startswith("skipped: 64 ranks on 1 node(s): more ranks than this machine starts")
+    assert skipped[0].startswith("skipped: 8 ranks on 1 node (predicted): predicted")
+    assert skipped[1].startswith("skipped: 16 ranks on 2 nodes: this machine is one node")
+    assert skipped[2].startswith("skipped: 64 ranks on 1 node: more ranks than this machine starts")
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--ranks", "5"], "--ranks 5: the profile has no measured rules for that; it has: 2 ranks on 1 node(s)"),
+        (["--ranks", "5"], "--ranks 5: the profile has no measured rules for that; it has: 2 ranks on 1 node"),
         (["--ranks", "8"], "--ranks 8: the profile has no measured rules"),  # predicted only
-        (["--ranks", "16"], "no rule set of the profile can be re-measured here: 2 ranks on 1 node(s): not asked"),
+        (["--ranks", "16"], "no rule set of the profile can be re-measured here: 2 ranks on 1 node: not asked"),
     ],
 )
 def test_check_shapes_that_cannot_be_checked_are_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

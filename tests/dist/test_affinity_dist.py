@@ -69,5 +69,6 @@ def test_more_ranks_than_cores_run_unpinned_with_one_line() -> None:
     assert all(r[1] == list(cpus) for r in results)
     lines = [n["text"] for n in notes if n.get("kind") == "note"]
     assert len(lines) == 1
-    assert f"{world} ranks on {len(cpus)} core(s)" in lines[0]
+    cores = f"{len(cpus)} core" + ("" if len(cpus) == 1 else "s")
+    assert f"{world} ranks on {cores}: " in lines[0]
     assert "measure the scheduler too" in lines[0]

@@ -40,7 +40,7 @@ def test_a_topology_of_fewer_ranks_than_the_sweep_is_refused(tmp_path: Path) -> 
     args = [*SWEEP, "--ranks", "3", "--topology", str(topo), "--stream", str(tmp_path / "s.jsonl")]
     result = cli(args, tmp_path)
     assert result.returncode == 2
-    assert "describes 2 rank(s), fewer than the 3 this sweep runs" in error_line(result.stderr)
+    assert "describes 2 ranks, fewer than the 3 this sweep runs" in error_line(result.stderr)
 
 
 def test_a_topology_of_more_ranks_than_the_rankfile_says_which_it_follows(tmp_path: Path) -> None:

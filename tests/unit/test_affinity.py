@@ -65,7 +65,7 @@ def test_oversubscribed_placement_pins_nothing_and_says_so_in_one_line() -> None
     placement = plan_placement(4, cpus=(0, 1), cores=2)
     assert placement.cpus == (None, None, None, None)
     assert "\n" not in placement.warning
-    assert "4 ranks on 2 core(s)" in placement.warning
+    assert "4 ranks on 2 cores" in placement.warning
     assert "measure the scheduler too" in placement.warning
 
 

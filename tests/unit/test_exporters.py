@@ -218,7 +218,7 @@ def test_every_rule_set_gets_its_lines_and_predicted_ones_say_so() -> None:
             )
             assert chosen is not None and chosen.algo == expect
     assert nccl_choice(rules, "allreduce", 10, 2, 16) is None  # a shape the profile lacks: NCCL's choice
-    predicted = text[text.index("# --- 64 ranks on 8 node(s), predicted") :]
+    predicted = text[text.index("# --- 64 ranks on 8 nodes, predicted") :]
     assert "predicted from the fitted models, not measured" in predicted.splitlines()[1]
     # NCCL_ALGO is process-wide: ring at one shape and tree at another cannot be one setting.
     assert parse_nccl_algo(export_nccl_env(p)) == {}

@@ -220,7 +220,7 @@ def test_show_reports_the_plugins_own_answers() -> None:
     assert picks[(Op.BROADCAST, 0)] == ("NCCL's own choice", 0)
     assert picks[(Op.REDUCE_SCATTER, 65535)] == ("nvls/simple", 0)
     assert picks[(Op.REDUCE_SCATTER, 65536)] == ("ring/ll128", 0)
-    assert {r.shape for r in rows} == {"8 ranks on 2 node(s), measured"}
+    assert {r.shape for r in rows} == {"8 ranks on 2 nodes, measured"}
 
 
 def test_cli_builds_the_plugin_and_prints_the_two_environment_lines(tmp_path: Path) -> None:

@@ -109,7 +109,7 @@ def test_every_rank_once_at_the_place_its_ring_position_ran(ring: list[int], nod
         ((shaped(4, 1, None),), {}, "no ring layout for 4 ranks"),
         ((shaped(4, 1, (0, 1, 2, 3)), shaped(8, 2, None, predicted=True)), {"world_size": 8}, "predicted"),
         ((shaped(4, 1, (0, 1, 2, 3)),), {"world_size": 6}, "no rules for 6 ranks"),
-        ((shaped(4, 4, (0, 1, 2, 3)),), {"hosts": ["a", "b"]}, "--hosts names 2 host(s)"),
+        ((shaped(4, 4, (0, 1, 2, 3)),), {"hosts": ["a", "b"]}, "--hosts names 2 hosts"),
         ((shaped(4, 1, (0, 1, 2, 3)), shaped(2, 1, (0, 1))), {}, "pick one with --ranks"),
         ((shaped(3, 2, (0, 1, 2)),), {}, "not the same number per node"),
         ((shaped(2, 1, (0, 1)),), {"slots": "0 1"}, "one Open MPI slot list"),

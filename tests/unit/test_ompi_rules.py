@@ -113,13 +113,13 @@ def test_adjacent_sizes_need_no_bracket_between_them() -> None:
 def test_comments_and_notes_say_what_has_no_equivalent_and_what_is_predicted() -> None:
     built = build_ompi_rules(profile(FOUR, EIGHT), from_other_backend=True)
     assert len(built.notes) == 2
-    assert "allreduce at 4 ranks on 1 node(s), from 4096 B: two-tree has no equivalent" in built.notes[0]
+    assert "allreduce at 4 ranks on 1 node, from 4096 B: two-tree has no equivalent" in built.notes[0]
     assert "reduce_scatter_block" in built.notes[1] and "has no ring" in built.notes[1]
     assert "Open MPI's own choice (its fixed decision rules) runs instead" in built.notes[0]
     text = built.text
     assert "# for Open MPI 4.1 (algorithm ids from Open MPI v4.1.4" in text
-    assert "8 (2 node(s), predicted)" in text
-    assert "  8 1  # 8 ranks on 2 node(s), predicted from the fitted models, not measured" in text
+    assert "8 (2 nodes, predicted)" in text
+    assert "  8 1  # 8 ranks on 2 nodes, predicted from the fitted models, not measured" in text
     assert "ring -> segmented_ring: ring, 131072-byte segments" in text
     assert "native: Open MPI's own choice" in text
 
@@ -242,7 +242,7 @@ def test_open_mpis_own_winners_are_written_with_their_evidence() -> None:
     assert "rules chosen among Open MPI's own algorithms" in text
     assert built.notes == ()  # everything measured is something Open MPI runs
     assert len(built.unneeded) == 2
-    assert built.unneeded[0].startswith("allreduce at 2 ranks on 1 node(s), from 0 B: no rule needed")
+    assert built.unneeded[0].startswith("allreduce at 2 ranks on 1 node, from 0 B: no rule needed")
     assert "bcast" in built.unneeded[1] and "the fastest forced algorithm 10.0% slower" in built.unneeded[1]
 
 

@@ -106,7 +106,7 @@ def test_crossovers_rules_and_provenance(example_html: str) -> None:
     for rule in profile.rules:
         assert f"{rule.min_bytes} ({size_label(rule.min_bytes)})" in example_html
     assert example_html.count('class="band"') == len(profile.rules)
-    assert "4 ranks, 1 node(s): measured" in example_html
+    assert "4 ranks, 1 node: measured" in example_html
     for fact in (profile.command, profile.created, profile.fingerprint, "2.13.0+cpu", "2026-11-23 12:00:00 UTC"):
         assert fact in example_html
     # nccl-tests' columns, sortable.
@@ -123,7 +123,7 @@ def test_a_predicted_rule_set_is_drawn_hatched() -> None:
     shapes.append({**shapes[0], "world_size": 64, "predicted": True, "layout": None})
     two = Profile.from_dict(data)
     html = build_report(ReportInputs(rows=tuple(read_rows(EXAMPLE_RESULTS)), profile=two), now=NOW)
-    assert "64 ranks, 1 node(s): predicted" in html and 'fill="url(#hatch)"' in html
+    assert "64 ranks, 1 node: predicted" in html and 'fill="url(#hatch)"' in html
 
 
 def test_without_profile_or_topology_or_stalls_the_sections_say_so() -> None:

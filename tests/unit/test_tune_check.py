@@ -105,10 +105,10 @@ def test_tune_check_cli_prints_the_regret_per_rule(tmp_path: Path, monkeypatch: 
     assert seen["world_size"] == 2
     assert "1.000±" in result.output
     assert "1.250±" in result.output
-    assert "geometric-mean regret 1.118 over 2 rule(s); 1 beaten beyond the noise" in result.output
+    assert "geometric-mean regret 1.118 over 2 rules; 1 beaten beyond the noise" in result.output
 
 
 def test_check_refuses_a_profile_of_one_rank(tmp_path: Path) -> None:
     one = Profile(fingerprint="f", host="h", backend="gloo", rule_sets=(RuleSet(1, 1, _profile().rules),))
-    with pytest.raises(ConfigError, match=r"1 ranks on 1 node.*at least 2 ranks"):
+    with pytest.raises(ConfigError, match=r"1 rank on 1 node.*at least 2 ranks"):
         check_mod.run_check(one, world_size=None, stream_dir=tmp_path)

@@ -8,6 +8,7 @@ from collbench.cli.render.profile import _bytes, _us
 from collbench.cli.render.styles import narrow_table
 from collbench.tuning.check import RuleCheck, geomean_regret
 from collbench.tuning.selection import DEFAULT_SIGMAS
+from collbench.units import counted
 
 
 def render_check(checks: list[RuleCheck], shape: str | None = None) -> RenderableType:
@@ -61,6 +62,6 @@ def check_summary(checks: list[RuleCheck]) -> str:
     faulted = sum(c.faulted for c in checks)
     mean = "-" if geo is None else f"{geo:.3f}"
     return (
-        f"geometric-mean regret {mean} over {len(checks)} rule(s); {faulted} beaten beyond the noise "
+        f"geometric-mean regret {mean} over {counted(len(checks), 'rule')}; {faulted} beaten beyond the noise "
         f"({DEFAULT_SIGMAS:g} standard errors)"
     )

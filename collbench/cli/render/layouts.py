@@ -107,7 +107,7 @@ def verdict_rings(plan: LayoutPlan) -> str:
         return "one rank: no ring to run"
     naive = ring_bandwidth(fabric, tuple(range(n)), list(fabric.capacity_gbps))
     best_single = plan.channels[0].bandwidth_gbps
-    parts = [f"{len(plan.channels)} channel(s), {_gbps(total)} GB/s per direction in all"]
+    parts = [f"{counted(len(plan.channels), 'channel')}, {_gbps(total)} GB/s per direction in all"]
     if naive > 0:
         ratio = best_single / naive
         parts.append(
@@ -130,7 +130,7 @@ def verdict_rings(plan: LayoutPlan) -> str:
             if fabric.kinds[plan.channels[0].order[k]][plan.channels[0].order[(k + 1) % n]] == LinkKind.SYS
         )
         if sys_hops:
-            parts.append(f"crosses the socket link (sys) {sys_hops} time(s)")
+            parts.append(f"crosses the socket link (sys) {counted(sys_hops, 'time')}")
     return "; ".join(parts)
 
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from collbench.cli.render.styles import narrow_table, one_value
 from collbench.profile.document import Profile
-from collbench.units import format_bytes
+from collbench.units import counted, format_bytes
 
 
 def _bytes(n: int | None) -> str:
@@ -53,7 +53,7 @@ def render_rules(profile: Profile) -> RenderableType:
         )
     for rule_set in profile.rule_sets:
         op = one_value(r.op for r in rule_set.rules)
-        shape = f"{rule_set.world_size} on {rule_set.nodes} node(s)"
+        shape = f"{rule_set.world_size} on {counted(rule_set.nodes, 'node')}"
         shape += " predicted (from the fitted models)" if rule_set.predicted else ""
         title = (f"{op}, " if op else "") + (
             shape if several else f"{profile.backend}, {shape}, machine {profile.fingerprint}"

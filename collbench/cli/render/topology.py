@@ -10,6 +10,7 @@ from rich.text import Text
 from collbench.cli.render.styles import LINK_STYLES, SplitTable
 from collbench.profile.document import machine_fingerprint
 from collbench.topology.model import Device, Link, LinkKind, Topology, format_cpu_list
+from collbench.units import counted
 
 # Wider matrices stop being readable in a terminal; --json lists every device.
 MAX_MATRIX_DEVICES = 16
@@ -115,7 +116,8 @@ def _host_summary(topo: Topology) -> list[str]:
         nodes = first.get("host_numa_nodes") or "?"
         mem = first.get("host_memory_bytes")
         mem_text = f", {int(mem) / 2**30:.1f} GiB memory" if mem else ""
-        lines.append(f"Host: {first.name or 'CPU model unknown'}, {cores} cores, {nodes} NUMA node(s){mem_text}")
+        numa = counted(nodes, "NUMA node") if isinstance(nodes, int) else f"{nodes} NUMA nodes"
+        lines.append(f"Host: {first.name or 'CPU model unknown'}, {cores} cores, {numa}{mem_text}")
     bw = {lk.bandwidth_gbps for lk in topo.links if lk.kind == LinkKind.LOOPBACK}
     bw_text = f", {'/'.join(f'{b:g}' for b in sorted(bw))} GB/s between ranks (documented default)" if bw else ""
     lines.append(f"CPU ranks: {len(cpus)} (backend gloo){bw_text}")

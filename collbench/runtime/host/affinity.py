@@ -25,6 +25,7 @@ from collbench.backends import backend_named, get_backend
 from collbench.runtime.host import rank_priority
 from collbench.runtime.host.own_threads import own_threads
 from collbench.runtime.host.switches import env_switch
+from collbench.units import counted
 
 DEFAULT_MAX_RANKS = 4
 """The default never starts more local CPU ranks than this (enough to show every algorithm's shape)."""
@@ -105,7 +106,7 @@ def plan_placement(world_size: int, cpus: tuple[int, ...] | None = None, cores: 
         return Placement(tuple(allowed[r] for r in range(world_size)))
     return Placement(
         (None,) * world_size,
-        f"{world_size} ranks on {usable} core(s): ranks wait for each other to be scheduled, "
+        f"{world_size} ranks on {counted(usable, 'core')}: ranks wait for each other to be scheduled, "
         "so the results measure the scheduler too (use at most "
         f"{max(usable, MIN_RANKS)} ranks for numbers that measure the collective)",
     )

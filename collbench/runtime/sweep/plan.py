@@ -311,7 +311,7 @@ def _topology_notes(path: Path, ranks: int, world: int | None) -> list[str]:
         return []
     if ranks < world:
         raise ConfigError(
-            f"--topology {path} describes {ranks} rank(s), fewer than the {world} this sweep runs: "
+            f"--topology {path} describes {counted(ranks, 'rank')}, fewer than the {world} this sweep runs: "
             "give the topology of its ranks (collbench discover -O FILE on its machine)"
         )
     return [f"--topology {path} describes {ranks} ranks: the layout follows its first {world}"]
