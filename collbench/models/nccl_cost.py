@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -155,23 +156,46 @@ class NcclChoice:
     latency_us: float
 
 
-def _steps(op: Op, ranks: int) -> int:
-    if op is Op.ALL_REDUCE:
-        return 2 * (ranks - 1)
-    if op in (Op.REDUCE_SCATTER, Op.ALL_GATHER):
-        return ranks - 1
-    return ranks
+@dataclass(frozen=True, slots=True)
+class _Collective:
+    """What tuning.cc says of one collective (it branches on ``coll`` where this reads a field)."""
+
+    steps: Callable[[int], int]
+    """The ring's ``nsteps`` over n ranks (``ncclFuncSteps``): its bandwidth is ``busBw * nRanks / nsteps``."""
+    net_steps: Callable[[int], int]
+    """How many of the ring's steps cross the network on m nodes (their latency is the network's)."""
+    candidates: Callable[[int, int], tuple[str, ...]]
+    """(ranks, nodes) -> the algorithms priced. Only all-reduce has the tree among ring and tree. PAT
+    runs reduce-scatter and all-gather where every node holds one GPU (tuning.cc ncclPatEnable, lines
+    216-223: "PAT only supports 1 GPU per node"; lines 295-303: those two collectives, Simple only)."""
+    chained: bool = False
+    """The ring runs it as a chain (broadcast, reduce): one hop's latency (sameChannels, line 397)."""
+    all_reduce: bool = False
+    """All-reduce's own terms: the tree's latency up and down (lines 420-427), the tree's correction
+    factors and the ring's plateau over nodes (:func:`_tree_correction`, :func:`_plateau_factor`)."""
 
 
-def _candidates(op: Op, ranks: int, nodes: int) -> tuple[str, ...]:
-    # Broadcast, reduce, reduce-scatter and all-gather have only the ring among ring and tree. PAT runs
-    # reduce-scatter and all-gather where every node holds one GPU (tuning.cc ncclPatEnable, lines
-    # 216-223: "PAT only supports 1 GPU per node"; lines 295-303: those two collectives, Simple only).
-    if op is Op.ALL_REDUCE:
-        return ("tree", "ring")
-    if op in (Op.REDUCE_SCATTER, Op.ALL_GATHER) and nodes == ranks:
-        return ("ring", "pat")
-    return ("ring",)
+def _ring_and_pat(ranks: int, nodes: int) -> tuple[str, ...]:
+    return ("ring", "pat") if nodes == ranks else ("ring",)
+
+
+_COLLECTIVES: dict[Op, _Collective] = {
+    Op.ALL_REDUCE: _Collective(
+        steps=lambda n: 2 * (n - 1),
+        net_steps=lambda m: 2 * (m - 1),
+        candidates=lambda ranks, nodes: ("tree", "ring"),
+        all_reduce=True,
+    ),
+    Op.REDUCE_SCATTER: _Collective(steps=lambda n: n - 1, net_steps=lambda m: m - 1, candidates=_ring_and_pat),
+    Op.ALL_GATHER: _Collective(steps=lambda n: n - 1, net_steps=lambda m: m - 1, candidates=_ring_and_pat),
+    Op.BROADCAST: _Collective(
+        steps=lambda n: n, net_steps=lambda m: m - 1, candidates=lambda ranks, nodes: ("ring",), chained=True
+    ),
+    Op.REDUCE: _Collective(
+        steps=lambda n: n, net_steps=lambda m: m - 1, candidates=lambda ranks, nodes: ("ring",), chained=True
+    ),
+}
+"""The collectives NCCL tunes, each as tuning.cc prices it: the one place this model names an op."""
 
 
 _PAT_BASE_LAT_US = 8.0
@@ -196,7 +220,7 @@ def _bandwidth(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, 
             bus = min(ll_max, bus * 0.5)
         elif proto == _LL128:
             bus = min(bus * 0.92, ch * _PER_CH_RING_LL128[arch][col])
-        return bus * ranks / _steps(op, ranks)
+        return bus * ranks / _COLLECTIVES[op].steps(ranks)
     bus = min(bus * 0.92, ch * _PER_CH_TREE[arch][col])
     if proto == _LL:
         bus = min(bus / 3.8, ll_max)
@@ -220,18 +244,19 @@ def _latency(
     intra = _HW_LAT[intra_class][algo][proto]
     # With one rank per node the tree's network latency is exposed on every hop (line 387).
     inter = _HW_LAT["net"]["tree" if ppn == 1 else algo][proto]
-    nsteps = _steps(op, ranks)
+    coll = _COLLECTIVES[op]
+    nsteps = coll.steps(ranks)
     if algo == "ring":
-        if op in (Op.BROADCAST, Op.REDUCE):
+        if coll.chained:
             hw = _HW_LAT[intra_class if nodes == 1 else "net"]["ring"][proto]
             return lat + hw  # sameChannels: one hop's latency (line 397)
         overhead = 0.0
         if nodes > 1:
             overhead = _NET_OVERHEAD_US * (2.0 if machine.amd_cpu else 1.0) * (3.0 if proto == _SIMPLE else 1.0)
         intra = max(intra, overhead)
-        inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if op is Op.ALL_REDUCE else nodes - 1)
+        inter_steps = 0 if nodes == 1 else coll.net_steps(nodes)
         return lat + (nsteps - inter_steps) * intra + inter_steps * inter
-    if op is Op.ALL_REDUCE:
+    if coll.all_reduce:
         # NCCL writes nRanks / nNodes (whole nodes); where the last node is part-full the chain within
         # the fullest node is the one waited for (the same when even).
         chain = fullest if fullest is not None else -(-ranks // nodes)
@@ -321,13 +346,14 @@ def nccl_choice(
     best: NcclChoice | None = None
     # LL128 runs over NVLink (and NICs close enough); NCCL leaves it off over PCI (lines 518-536).
     protos = (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
-    for algo in _candidates(the_op, ranks, nodes):
+    coll = _COLLECTIVES[the_op]
+    for algo in coll.candidates(ranks, nodes):
         for proto in protos if algo != "pat" else (_SIMPLE,):
             bw = _bandwidth(machine, the_op, algo, proto, ranks, nodes)
             lat = _latency(machine, the_op, algo, proto, ranks, nodes, fullest_node)
-            if algo == "tree" and the_op is Op.ALL_REDUCE:
+            if algo == "tree" and coll.all_reduce:
                 bw *= _tree_correction(proto, size_bytes, smooth)
-            ring_plateau = algo == "ring" and proto == _SIMPLE and nodes > 1 and the_op is Op.ALL_REDUCE
+            ring_plateau = algo == "ring" and proto == _SIMPLE and nodes > 1 and coll.all_reduce
             if ring_plateau:
                 lat *= _plateau_factor(machine, size_bytes / (machine.channels * ranks), smooth)
             lat *= machine.latency_scale
@@ -414,14 +440,15 @@ class _SizeCurve:
         self._sizes = np.asarray(sizes, dtype=np.float64)
         protos = (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
         self._candidates: list[tuple[str, int, np.ndarray, np.ndarray]] = []
-        for algo in _candidates(op, ranks, nodes):
+        coll = _COLLECTIVES[op]
+        for algo in coll.candidates(ranks, nodes):
             for proto in protos if algo != "pat" else (_SIMPLE,):
                 lat = _latency(machine, op, algo, proto, ranks, nodes)
                 latency = np.full(len(sizes), lat)
                 correction = np.ones(len(sizes))
-                if algo == "tree" and op is Op.ALL_REDUCE:
+                if algo == "tree" and coll.all_reduce:
                     correction = np.array([_tree_correction(proto, s, True) for s in sizes])
-                if algo == "ring" and proto == _SIMPLE and nodes > 1 and op is Op.ALL_REDUCE:
+                if algo == "ring" and proto == _SIMPLE and nodes > 1 and coll.all_reduce:
                     latency = np.array(
                         [lat * _plateau_factor(machine, s / (machine.channels * ranks), True) for s in sizes]
                     )

@@ -282,16 +282,12 @@ def test_no_backend_name_used_outside_the_backends() -> None:
 
 
 OP_BRANCHES_ALLOWED: dict[str, tuple[int, str]] = {
-    "models.nccl_cost": (
-        11,
-        "a transcription of NCCL's src/graph/tuning.cc, which branches per collective (steps, candidate "
-        "algorithms, ring and tree latency, the tree all-reduce's bandwidth): kept line for line beside the source",
-    ),
     "models.hierarchy": (1, "predict --hierarchy prefers an all-reduce fit to separate the two link classes"),
 }
 """The modules (under collbench) where ``op is Op.X`` may stand, how many such comparisons each may hold,
 and why; everywhere else asks the op's contract (``schedules/contracts.py``) or spec (``schedules/ops.py``),
-or looks the op up in its module's per-op table (each algorithm's builder, beside its costs)."""
+or looks the op up in its module's per-op table (each algorithm's builder, beside its costs; NCCL's cost
+model's ``_COLLECTIVES``, where tuning.cc branches per collective)."""
 
 
 def _op_comparisons(tree: ast.AST) -> list[tuple[int, str]]:
