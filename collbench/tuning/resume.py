@@ -232,13 +232,22 @@ def kept_rows_hint(partials: Sequence[Path]) -> str:
     kept = [p for p in partials if p.is_file() and p.stat().st_size > 0]
     if not kept:
         return ""
-    return f"; the rows measured so far are in {_names(kept)}; the same tune with --resume continues from them"
+    return f"{_KEPT_IN}{_names(kept)}{_RESUME}"
+
+
+_KEPT_IN = "; the rows measured so far are in "
+_RESUME = "; the same tune with --resume continues from them"
 
 
 def with_hint(exc: CollbenchError, hint: str) -> CollbenchError:
-    """``exc`` with ``hint`` added to its message, keeping its class (and so its exit code)."""
+    """``exc`` with ``hint`` added to its message, keeping its class (and so its exit code). Where the
+    message names those files already (a failed sweep says where its rows are), only the way on is added:
+    the error said 'the 3 rows measured so far are in F; the rows measured so far are in F; ...'."""
     if not hint or hint in str(exc):
         return exc
+    kept_in, resume, _ = hint.partition(_RESUME)
+    if resume and kept_in.startswith(_KEPT_IN) and kept_in.removeprefix(_KEPT_IN) in str(exc):
+        hint = _RESUME
     if isinstance(exc, RankError):
         return RankError(exc.rank, exc.host, exc.doing, exc.problem + hint)
     if isinstance(exc, InputFileError):

@@ -37,6 +37,22 @@ def test_hint_keeps_the_error_class_and_its_fields(tmp_path: Path) -> None:
     assert isinstance(config, ConfigError) and str(config) == f"bad{hint}"
 
 
+def test_a_failed_sweep_that_named_its_rows_gets_only_the_way_on(tmp_path: Path) -> None:
+    # The tune's sweep said where its rows are (runtime/sweep/files.kept_rows_note); the tune added the
+    # same file again: "the 3 rows measured so far are in F; the rows measured so far are in F; ...".
+    part = tmp_path / "p-results.partial-0.jsonl"
+    part.write_text('{"x": 1}\n')
+    said = f"RuntimeError: injected fault; the 3 rows measured so far are in {part}"
+    rank = with_hint(RankError(1, "h", "measuring all-reduce ring 512 B in-place", said), kept_rows_hint([part]))
+    assert isinstance(rank, RankError)
+    assert rank.problem == f"{said}; the same tune with --resume continues from them"
+    assert str(rank).count(str(part)) == 1
+    other = tmp_path / "p-results.partial-1.jsonl"
+    other.write_text('{"x": 1}\n')
+    both = kept_rows_hint([part, other])  # a file the sweep did not name: both are said
+    assert with_hint(RankError(1, "h", "measuring", said), both).problem == said + both
+
+
 GOLDEN_ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "tune-quick-results.jsonl"
 
 
