@@ -120,3 +120,28 @@ def test_a_rank_at_another_decision_says_which_rank_0_is_at() -> None:
         RankError, match=r"rank 1 .* at decision 0 \(checking\): rank 0 is at decision 0 \(which points"
     ):
         follower.agree("checking", lambda: None, 5, ())
+
+
+def test_a_store_port_the_last_store_left_behind_is_bound_again() -> None:
+    """The namespace cluster's srun step after its torchrun step: the same MASTER_PORT, the torchrun
+    store's port left in TIME_WAIT ('Address already in use' before SO_REUSEADDR)."""
+    import dataclasses
+    import time
+
+    from collbench.runtime.launch.session import _listen
+
+    job = JobEnv(
+        launcher="srun", rank=0, world_size=2, local_rank=0, local_world_size=2,
+        master_addr="127.0.0.1", master_port=0, rendezvous="unused",
+    )  # fmt: skip
+    timeout = datetime.timedelta(seconds=5)
+    for _ in range(3):  # whichever end closes first, each time
+        first, port = _listen(job, "0.0.0.0", timeout)
+        client = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+        client.set("step", "done")
+        del first
+        time.sleep(0.2)
+        del client
+        again, bound = _listen(dataclasses.replace(job, master_port=port), "0.0.0.0", timeout)
+        assert bound == port
+        del again

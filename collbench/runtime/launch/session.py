@@ -142,6 +142,9 @@ def _listen(job: JobEnv, host: str, timeout: datetime.timedelta) -> tuple[dist.T
     """Rank 0's store on a socket it binds itself at ``host`` and ``job.master_port`` (0: the kernel
     picks a free port), and the port it listens on."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # As torch's own store server does: a port the last step's store left in TIME_WAIT can be bound
+    # again (one still listened on cannot: Linux refuses it whatever this says).
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((host, job.master_port))
     except OSError as exc:
