@@ -1,7 +1,7 @@
 """An unreachable store under a launcher is one line naming the address and where it came from.
 
-The attacker's runs: a ``MASTER_ADDR`` that does not resolve, and a Slurm node list whose first host is
-not task 0's, were a ``DistNetworkError`` traceback (and screens of libtorch's C++ frames) after the
+The attacker's runs: a ``MASTER_ADDR`` that does not resolve, and a Slurm job whose task 0 is not where
+the others look for it, were a ``DistNetworkError`` traceback (and screens of libtorch's C++ frames) after the
 connect timeout.
 """
 
@@ -23,15 +23,19 @@ def test_a_master_addr_that_does_not_resolve_is_refused_at_once(tmp_path: Path) 
     assert result.stderr.count("\n") == 1, result.stderr
 
 
-def test_a_slurm_first_host_nobody_listens_on_names_the_node_list(tmp_path: Path) -> None:
-    # Task 1 of 2 on its own node: the store's address is the node list's first host, where no task 0 is.
+def test_a_slurm_task_whose_task_0_never_publishes_is_one_line(tmp_path: Path) -> None:
+    # Task 1 of 2 on its own node, task 0 nowhere: the store's address is what task 0 publishes in the
+    # rendezvous folder (runtime/launch/rendezvous.py; the node list's order is not read), and nothing
+    # comes within --timeout. It was a traceback when the store was assumed on the node list's first host.
     slurm = env(
         SLURM_PROCID="1", SLURM_NTASKS="2", SLURM_STEP_ID="0", SLURM_JOB_ID="5", SLURM_LOCALID="0",
         SLURM_NODEID="1", SLURM_JOB_NODELIST="127.0.0.2,nodeb", SLURM_TASKS_PER_NODE="1(x2)",
+        COLLBENCH_RENDEZVOUS_DIR=str(tmp_path),
     )  # fmt: skip
     result = cli(SWEEP, tmp_path, env=slurm)
     assert result.returncode == 2
     line = error_line(result.stderr)
-    assert "cannot reach the job's store at 127.0.0.2:" in line
-    assert "the first host of SLURM_JOB_NODELIST" in line
+    assert "srun task 1: task 0 published no store address in" in line
+    assert "COLLBENCH_RENDEZVOUS_DIR" in line and "MASTER_ADDR and MASTER_PORT" in line
+    assert "127.0.0.2" not in line  # the node list's first host is no longer taken for task 0's
     assert "frame #" not in result.stderr and result.stderr.count("\n") == 1, result.stderr[:2000]

@@ -224,10 +224,10 @@ def test_select_by_shape_and_the_default_shape() -> None:
     assert p.select("all-reduce", 4096, world_size=16).algo == "ring"
     assert p.rule_set(16).predicted
     with pytest.raises(
-        UserError, match=r"no rules for 8 ranks on 1 node\(s\); it has: 4 ranks on 1 node\(s\), 8 ranks"
+        UserError, match=r"no rules for 8 ranks on 1 node; it has: 4 ranks on 1 node, 8 ranks on 2 nodes"
     ):
         p.select("all-reduce", 1, world_size=8, nodes=1)
-    with pytest.raises(UserError, match="16 ranks on 2 node\\(s\\) \\(predicted\\)"):
+    with pytest.raises(UserError, match="16 ranks on 2 nodes \\(predicted\\)"):
         p.select("all-reduce", 1, world_size=32)
 
 
