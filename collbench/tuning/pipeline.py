@@ -128,7 +128,7 @@ def _run_locked(
         keep_depth(depth_label(config), config.rows_path, resume=config.resume)
     say("sweep")
     try:
-        rows = fixed_rounds(config, placement, sweep_progress)
+        rows = fixed_rounds(config, placement, sweep_progress, notes)
         # Under a launcher every rank takes part in these rounds too: rank 0 decides which (it holds the rows).
         extra, points = extra_rounds(config, placement, sweep_progress, rows, notes)
         rows += extra

@@ -28,8 +28,8 @@ from collbench.schedules.registry import algorithms_for, get_algorithm
 from collbench.tuning.candidates import tune_candidates
 from collbench.tuning.config import TuneConfig, round_stream, segments_stream
 from collbench.tuning.placement import Placement
-from collbench.tuning.rounds import Unsettled, settled_fraction, unsettled
-from collbench.tuning.selection import PointsByOp, in_round, measured_points
+from collbench.tuning.rounds import Unsettled, settled_fraction, unsettled, within_reach
+from collbench.tuning.selection import REACH_FACTOR, PointsByOp, in_round, measured_points
 
 if TYPE_CHECKING:
     from collbench.runtime.sweep.plan import SweepConfig
@@ -143,9 +143,15 @@ def run_by_mode(sweep: SweepConfig, progress: Progress | None, started: set[Path
     return rows
 
 
-def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | None) -> list[ResultRow]:
+def fixed_rounds(
+    config: TuneConfig, placement: Placement, progress: Progress | None, notes: list[str] | None = None
+) -> list[ResultRow]:
     """``depth.rounds`` sweeps of every algorithm (odd rounds in reverse order), each followed, at a
-    thorough depth, by the pipelined algorithms at the second segment size."""
+    thorough depth, by the pipelined algorithms at the second segment size.
+
+    Rounds after the first measure only the (size, algorithm) pairs still within reach of each size's
+    fastest after the rounds before (``rounds.within_reach``, decided on rank 0: :func:`agreed_reach`);
+    ``notes`` gets how many pairs they left out, and why."""
     depth = config.depth
     # On NCCL, NCCL's own algorithm x protocol x channel variants too: the NCCL exports choose among them.
     # On Open MPI, its own algorithms alone: collbench's schedules do not run inside it.
@@ -157,6 +163,8 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
     ops = tuple(op.value for op in chosen_ops(config.ops))
     rows: list[ResultRow] = []
     started: set[Path] = set()
+    left_out = 0
+    only: frozenset[tuple[str, int, str]] | None = None
     for i in range(depth.rounds):
         order = names if i % 2 == 0 else tuple(reversed(names))
         base = round_sweep(
@@ -169,7 +177,15 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
             max_bytes=depth.max_bytes,
         )
         with job_step(f"round {i}"):
-            rows.extend(in_round(_run(config, base, progress, started), i))
+            rows.extend(in_round(_run(config, dataclasses.replace(base, only=only), progress, started), i))
+        if i + 1 < depth.rounds:
+            # Decided here, before this round's second segment size, so that every rank takes it at the
+            # same place whatever its own plan says next: ranks whose plans differ still meet at their
+            # next sweep, whose start names the step each is at. That sweep runs every pipelined
+            # algorithm at the second segment size, as before: only the rounds' own sweeps are narrowed.
+            kept, dropped = agreed_reach(config, rows, i + 1)
+            left_out += dropped
+            only = frozenset((item.op, size, algo) for item in kept for size, algo in item.pairs) if dropped else None
         if depth.extra_segment_bytes is None or depth.extra_from_bytes > depth.max_bytes:
             continue
         # From the plan, never from the rows (only rank 0 holds them under a launcher).
@@ -186,7 +202,27 @@ def fixed_rounds(config: TuneConfig, placement: Placement, progress: Progress | 
             )
             with job_step(f"round {i} at the second segment size"):
                 rows.extend(in_round(_run(config, second, progress, started), i))
+    if left_out and notes is not None:
+        notes.append(
+            f"rounds 1-{depth.rounds - 1} left out {left_out} (size, algorithm) measurements more than "
+            f"{REACH_FACTOR:g}x behind the fastest at their size (every timed iteration slower than "
+            f"{REACH_FACTOR:g}x its slowest); their earlier rows stay in the results and the evidence"
+        )
     return rows
+
+
+def agreed_reach(config: TuneConfig, rows: list[ResultRow], index: int) -> tuple[list[Unsettled], int]:
+    """What fixed round ``index`` measures (``rounds.within_reach`` of ``rows``), and how many pairs it
+    leaves out, decided on rank 0 (the only rank holding rows under a launcher) and handed to every
+    rank, as :func:`agreed_ties` does."""
+
+    def decide() -> list[object]:
+        kept, dropped = within_reach(measured_points(rows), config.selection)
+        return [dropped, [[item.op, [list(pair) for pair in item.pairs]] for item in kept]]
+
+    dropped, decided = agree(f"which points round {index} measures", decide, timeout_s=config.timeout_s)
+    kept = [Unsettled(str(op), tuple((int(size), str(algo)) for size, algo in pairs)) for op, pairs in decided]
+    return kept, int(dropped)
 
 
 def _run(config: TuneConfig, sweep: SweepConfig, progress: Progress | None, started: set[Path]) -> list[ResultRow]:

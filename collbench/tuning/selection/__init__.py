@@ -20,9 +20,11 @@ from collbench.tuning.selection.decision import (
     DEFAULT_MIN_GAIN,
     DEFAULT_SIGMAS,
     NATIVE,
+    REACH_FACTOR,
     SelectionSettings,
     apart_round_by_round,
     decide_at,
+    left_behind,
     separated,
 )
 from collbench.tuning.selection.nccl import select_nccl_rules
@@ -45,6 +47,7 @@ __all__ = [
     "DEFAULT_SIGMAS",
     "GAP_FIT_TOLERANCE",
     "NATIVE",
+    "REACH_FACTOR",
     "ROUND_MIN_SHARED",
     "FitLike",
     "Point",
@@ -54,6 +57,7 @@ __all__ = [
     "apart_round_by_round",
     "decide_at",
     "in_round",
+    "left_behind",
     "measured_points",
     "points_at",
     "round_speeds",

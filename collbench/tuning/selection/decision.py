@@ -11,6 +11,9 @@
   told apart from it: they are tied, and a tie goes to the simpler choice: native when it is in the
   tie, else the variant in use at the size below (so that noise cannot make the rules flap), else
   the fastest.
+* A variant measured in fewer rounds than the fastest because the tune left it out
+  (``rounds.within_reach``: more than ``REACH_FACTOR`` behind) is never tied nor chosen
+  (:func:`left_behind`): it is not let back in on less evidence than the others had.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ NATIVE = "native"
 """The backend's own collective: the default a profile departs from only where that pays."""
 DEFAULT_MIN_GAIN = 0.03
 DEFAULT_MAX_THRESHOLD = 0.25
+REACH_FACTOR = 2.0
+"""How many times slower than the fastest variant's slowest iteration an algorithm's fastest one must
+be for a tune to leave it out of its later rounds (``rounds.within_reach``)."""
 DEFAULT_SIGMAS = 2.0
 """How many times the combined noise of two points their times must differ by to be told apart, as
 ``collbench compare`` asks of a change. At one, two algorithms that run the same exchange (one-shot
@@ -90,8 +96,13 @@ def decide_at(
         v
         for v in here
         if v == best
-        or here[v].time_us <= fastest.time_us * (1.0 + settings.bar(here[v], fastest))
-        or not apart_round_by_round(here[v], fastest, settings)
+        or (
+            not left_behind(here[v], fastest)
+            and (
+                here[v].time_us <= fastest.time_us * (1.0 + settings.bar(here[v], fastest))
+                or not apart_round_by_round(here[v], fastest, settings)
+            )
+        )
     ]
     natives = [v for v in tied if v.algo == NATIVE]
     if natives:
@@ -101,6 +112,17 @@ def decide_at(
     else:
         chosen = best
     return chosen, tuple(v for v in tied if v != chosen)
+
+
+def left_behind(slower: Point, faster: Point) -> bool:
+    """Whether ``slower`` was measured in fewer of a tune's rounds than ``faster``, and in every round
+    both were measured in it was more than ``REACH_FACTOR`` times slower: the tune left it out of the
+    rounds after (``rounds.within_reach``), so those rounds' noise says nothing about it."""
+    mine, theirs = dict(slower.by_round), dict(faster.by_round)
+    shared = [r for r in mine if r in theirs]
+    if not shared or len(mine) >= len(theirs):
+        return False
+    return all(mine[r] > REACH_FACTOR * theirs[r] for r in shared)
 
 
 def apart_round_by_round(slower: Point, faster: Point, settings: SelectionSettings) -> bool:
