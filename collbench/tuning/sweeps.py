@@ -203,8 +203,9 @@ def fixed_rounds(
             with job_step(f"round {i} at the second segment size"):
                 rows.extend(in_round(_run(config, second, progress, started), i))
     if left_out and notes is not None:
+        later = "round 1" if depth.rounds == 2 else f"rounds 1-{depth.rounds - 1}"
         notes.append(
-            f"rounds 1-{depth.rounds - 1} left out {left_out} (size, algorithm) measurements more than "
+            f"{later} left out {left_out} (size, algorithm) measurements more than "
             f"{REACH_FACTOR:g}x behind the fastest at their size (every timed iteration slower than "
             f"{REACH_FACTOR:g}x its slowest); their earlier rows stay in the results and the evidence"
         )

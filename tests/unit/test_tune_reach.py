@@ -143,3 +143,55 @@ def test_a_variant_measured_in_every_round_is_tied_as_before() -> None:
     }
     chosen, tied = decide_at(here, None, SelectionSettings())
     assert chosen == native and tied == (ring,)
+
+
+def test_a_quick_tune_under_a_launcher_leaves_the_clearly_behind_out_and_keeps_its_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on four namespace hosts: rabenseifner 6x faster than native at 1-2 MiB, the others 3.6x
+    behind. Round 1 (decided on rank 0 of a launcher's job and agreed) measures rabenseifner alone;
+    the rows of round 0 stay in the results, and rabenseifner wins untied as when every round
+    measured everything (tests/unit/test_tune_rounds.py, the 6x gap)."""
+    import socket
+
+    from collbench.tuning.config import check_config
+    from collbench.tuning.pipeline import run_tune
+
+    calls: list[Any] = []
+
+    def fake_run_sweep(config: Any, progress: Any = None) -> list[ResultRow]:
+        # Stands in for rank 0 of the job: the asked points alone, the same gap each round.
+        calls.append(config)
+        times = {"rabenseifner": 110e3, "native": 661e3}
+        sizes = [s for s in (1 << 20, 2 << 20) if config.min_bytes <= s <= config.max_bytes]
+        return [
+            point_row(a, s, times.get(a, 400e3) * s / (2 << 20), iters=3, spread=0.05)
+            for s in sizes
+            for a in config.algos
+            if config.only is None or ("all-reduce", s, a) in config.only
+        ]
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
+    config = TuneConfig(
+        ranks=None, backend="gloo", quick=True, min_bytes=1 << 20, max_bytes=2 << 20, output=tmp_path / "p.yaml"
+    )
+    check_config(config)
+    outcome = run_tune(config, checked=True)
+    assert outcome is not None
+    assert calls[0].only is None
+    assert calls[1].only == {("all-reduce", 1 << 20, "rabenseifner"), ("all-reduce", 2 << 20, "rabenseifner")}
+    algos = {r.algo for r in outcome.rows}
+    assert {r.algo for r in outcome.rows if r.tune_round == 0} == algos  # nothing measured is dropped
+    assert {r.algo for r in outcome.rows if r.tune_round == 1} == {"rabenseifner"}
+    left_out = 2 * (len(algos) - 1)
+    assert any(f"left out {left_out} (size, algorithm) measurements" in n for n in outcome.notes), outcome.notes
+    for size in (1 << 20, 2 << 20):
+        rule = outcome.profile.select("all-reduce", size)
+        assert rule.algo == "rabenseifner" and not rule.tie_with, rule
