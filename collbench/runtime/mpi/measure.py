@@ -18,7 +18,7 @@ from collbench.results.row import ResultRow
 from collbench.runtime.executor.timing import AutoIters, summarize
 from collbench.runtime.mpi.harness import HarnessJob, JobFacts
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.runtime.sweep.worker import SweepPoint
+from collbench.runtime.sweep.worker import SweepPoint, point_key
 
 Event = Callable[[dict[str, Any]], None]
 """What a sweep reports as it goes (``{"kind": "note" | "plan" | "start" | "row", ...}``)."""
@@ -90,3 +90,22 @@ def time_point(running: HarnessJob, iters: int | None, budget_s: float) -> list[
             break
         batch = policy.next_batch(samples, sum(samples) * 1e-6, iters_done=len(samples))
     return samples
+
+
+def rows_in_plan_order(
+    job: SweepJob,
+    points: list[SweepPoint],
+    world: int,
+    measured: dict[tuple[Any, ...], ResultRow],
+    done: dict[tuple[Any, ...], ResultRow],
+) -> list[ResultRow]:
+    """The sweep's rows in the plan's order: each point's row measured now, else the one resumed from
+    the stream; a point refused by the library has neither and no row."""
+    rows = []
+    for point in points:
+        key = point_key(job, point, world)
+        if key in measured:
+            rows.append(measured[key])
+        elif key in done:
+            rows.append(done[key])
+    return rows

@@ -39,7 +39,7 @@ from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
 from collbench.results.row import ResultRow
 from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant, build_with, realtime_ranks
-from collbench.runtime.mpi.measure import Event, measure_point
+from collbench.runtime.mpi.measure import Event, measure_point, rows_in_plan_order
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
 from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, row_fingerprint
@@ -136,14 +136,7 @@ def run_mpich_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
             progress = (finished, len(points))
             _run_group(job, group, forced, harness, (world, realtime), fingerprint, progress, report, measured)
             finished += len(group)
-    rows = []
-    for point in points:
-        key = point_key(job, point, world)
-        if key in measured:
-            rows.append(measured[key])
-        elif key in done:
-            rows.append(done[key])
-    return rows
+    return rows_in_plan_order(job, points, world, measured, done)
 
 
 def _run_group(

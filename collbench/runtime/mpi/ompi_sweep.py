@@ -30,7 +30,7 @@ from collbench.results.io import append_jsonl
 from collbench.results.journal import empty_file
 from collbench.results.row import ResultRow
 from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant, realtime_ranks
-from collbench.runtime.mpi.measure import Event, measure_point
+from collbench.runtime.mpi.measure import Event, measure_point, rows_in_plan_order
 from collbench.runtime.mpi.ompi_tools import (
     build_harness,
     check_world_size,
@@ -128,14 +128,7 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
                 measured[point_key(job, point, world)] = row
                 # ``ran``: the function coll/tuned called, where the observing shim is preloaded (tests).
                 report({"kind": "row", "done": finished, "total": len(points), "row": row.to_dict(), "ran": ran})
-    rows = []
-    for point in points:
-        key = point_key(job, point, world)
-        if key in measured:
-            rows.append(measured[key])
-        elif key in done:
-            rows.append(done[key])
-    return rows
+    return rows_in_plan_order(job, points, world, measured, done)
 
 
 def _with_segment(job: SweepJob, point: SweepPoint) -> SweepPoint:
