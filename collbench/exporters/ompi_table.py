@@ -97,7 +97,28 @@ SIZE_ZERO_ONLY = frozenset({"barrier"})
 """Collectives whose rules Open MPI looks up at message size 0 whatever the call (no payload)."""
 
 
-_NATIVE_WHY = "the backend's own choice was best here, so Open MPI keeps its own"
+_NO_NODE_AWARE = "coll/tuned has no node-aware algorithm (Open MPI's coll/han is one, outside these rules)"
+
+
+def _prefix_scan(name: str, coll_id: int, op: Op, mpi_call: str) -> OmpiCollective:
+    # scan and exscan have the same two algorithms in 4.1 (linear, recursive_doubling), and collbench's
+    # scan algorithms meet them the same way: one home for both, so the two cannot drift apart.
+    return OmpiCollective(
+        name,
+        coll_id,
+        op,
+        mpi_call,
+        OPEN_MPI_4_1[name],
+        matches={
+            "linear": MatchRule(1, "linear: the chain, rank r takes rank r-1's prefix and passes its own on"),
+        },
+        no_match={
+            "recursive-doubling": "Open MPI's recursive_doubling is a butterfly (partners r ^ 2^k exchange "
+            "partial results both ways); collbench's is Hillis-Steele (to r + 2^k only)",
+            "blelloch": "Open MPI has no up-sweep/down-sweep scan",
+        },
+    )
+
 
 COLLECTIVES: tuple[OmpiCollective, ...] = (
     OmpiCollective(
@@ -112,7 +133,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
             "ring": MatchRule(4, "ring"),
         },
         no_match={
-            "hierarchical": "coll/tuned has no node-aware algorithm (Open MPI's coll/han is one, outside these rules)",
+            "hierarchical": _NO_NODE_AWARE,
             "one-shot": "Open MPI's allgather has no one-step all-to-all exchange (bruck and neighbor exchange "
             "take log2(n) and n/2 steps)",
         },
@@ -130,7 +151,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
             "rabenseifner": MatchRule(6, "rabenseifner (recursive halving reduce-scatter + doubling allgather)"),
         },
         no_match={
-            "hierarchical": "coll/tuned has no node-aware algorithm (Open MPI's coll/han is one, outside these rules)",
+            "hierarchical": _NO_NODE_AWARE,
             "tree": "Open MPI's allreduce has no tree (nonoverlapping is reduce then bcast, each with coll/tuned's "
             "own choice)",
             "two-tree": "Open MPI's allreduce has no double binary tree",
@@ -181,21 +202,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
             "between them: not the double binary tree",
         },
     ),
-    OmpiCollective(
-        "exscan",
-        8,
-        Op.EXSCAN,
-        "MPI_Exscan",
-        OPEN_MPI_4_1["exscan"],
-        matches={
-            "linear": MatchRule(1, "linear: the chain, rank r takes rank r-1's prefix and passes its own on"),
-        },
-        no_match={
-            "recursive-doubling": "Open MPI's recursive_doubling is a butterfly (partners r ^ 2^k exchange "
-            "partial results both ways); collbench's is Hillis-Steele (to r + 2^k only)",
-            "blelloch": "Open MPI has no up-sweep/down-sweep scan",
-        },
-    ),
+    _prefix_scan("exscan", 8, Op.EXSCAN, "MPI_Exscan"),
     OmpiCollective(
         "gather",
         9,
@@ -236,7 +243,7 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
             "ring": MatchRule(3, "ring"),
         },
         no_match={
-            "hierarchical": "coll/tuned has no node-aware algorithm (Open MPI's coll/han is one, outside these rules)",
+            "hierarchical": _NO_NODE_AWARE,
             "one-shot": "Open MPI's reduce_scatter has no one-step exchange (butterfly takes log2(n) steps)",
         },
     ),
@@ -251,26 +258,12 @@ COLLECTIVES: tuple[OmpiCollective, ...] = (
             "rabenseifner": MatchRule(3, "recursive halving (Rabenseifner's reduce-scatter half)"),
         },
         no_match={
-            "hierarchical": "coll/tuned has no node-aware algorithm (Open MPI's coll/han is one, outside these rules)",
+            "hierarchical": _NO_NODE_AWARE,
             "ring": "Open MPI 4.1's reduce_scatter_block has no ring",
             "one-shot": "Open MPI's reduce_scatter_block has no one-step exchange",
         },
     ),
-    OmpiCollective(
-        "scan",
-        14,
-        Op.SCAN,
-        "MPI_Scan",
-        OPEN_MPI_4_1["scan"],
-        matches={
-            "linear": MatchRule(1, "linear: the chain, rank r takes rank r-1's prefix and passes its own on"),
-        },
-        no_match={
-            "recursive-doubling": "Open MPI's recursive_doubling is a butterfly (partners r ^ 2^k exchange "
-            "partial results both ways); collbench's is Hillis-Steele (to r + 2^k only)",
-            "blelloch": "Open MPI has no up-sweep/down-sweep scan",
-        },
-    ),
+    _prefix_scan("scan", 14, Op.SCAN, "MPI_Scan"),
     OmpiCollective(
         "scatter",
         15,

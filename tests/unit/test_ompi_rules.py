@@ -326,3 +326,25 @@ def test_open_mpis_scan_and_exscan_winners_are_their_ids() -> None:
     assert sorted(entries) == [8, 14]
     assert entries[14][3] == [(0, 1, 0, 0), (4096, 2, 0, 0)]
     assert entries[8][3] == [(0, 2, 0, 0)]
+
+
+def test_collbench_scan_algorithms_map_the_same_way_in_scan_and_exscan() -> None:
+    # coll_tuned_{scan,exscan}_decision.c (v4.1.4): both have 1 linear (the chain) and 2 recursive_doubling
+    # (a butterfly, r ^ 2^k both ways), so collbench's linear maps to 1 in both sections and its
+    # Hillis-Steele recursive-doubling to neither: 0, Open MPI's own choice, with the reason in a note.
+    scans = RuleSet(
+        4,
+        1,
+        (
+            Rule("scan", 0, 4095, "linear", P),
+            Rule("scan", 4096, None, "recursive-doubling", P),
+            Rule("exscan", 0, 4095, "linear", P),
+            Rule("exscan", 4096, None, "recursive-doubling", P),
+        ),
+    )
+    built = build_ompi_rules(profile(scans), from_other_backend=True)
+    entries = parse(built.text)
+    assert entries[14][4] == entries[8][4] == [(0, 1, 0, 0), (4096, 0, 0, 0)]
+    for name in ("scan", "exscan"):
+        (note,) = [n for n in built.notes if n.startswith(f"{name} at 4 ranks")]
+        assert "recursive-doubling has no equivalent" in note and "Hillis-Steele" in note
