@@ -41,6 +41,7 @@ from collbench.topology.model import (
     Topology,
     normalize_bus_id,
 )
+from collbench.units import counted
 
 # PCI classes of an <nvlink tclass=...> target: 0x0680xx "other bridge" is an NVSwitch, 0x03xxxx a GPU.
 _NVSWITCH_CLASS_PREFIX = "0x0680"
@@ -399,8 +400,9 @@ def _assumptions(r: _Reader, path: str) -> list[str]:
     nics = sum(n.by_class for n in r.nics)
     out: list[str] = []
     if gpus or nics:
+        named = " and ".join(counted(n, kind) for n, kind in ((gpus, "GPU"), (nics, "NIC")) if n)
         out.append(
-            f"{path}: {gpus} GPU(s) and {nics} NIC(s) named only by PCI class and bus id (no <gpu>/<nic>,"
+            f"{path}: {named} named only by PCI class and bus id (no <gpu>/<nic>,"
             " as cloud images ship NCCL_TOPO_FILE): numbered in bus-id order"
         )
     if len(r.gpus) > 1 and not any(g.gpu_links or g.switch_links for g in r.gpus):

@@ -122,6 +122,21 @@ def test_not_an_nccl_topology(text: str, expected: str) -> None:
     assert expected in str(info.value)
 
 
+def test_a_lone_class_only_gpu_is_said_in_the_singular_and_no_nic_is_named() -> None:
+    text = (
+        '<system version="1"><cpu numaid="0" affinity="000000ff">'
+        '<pci busid="0000:11:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"/>'
+        "</cpu></system>"
+    )
+    notes: list[str] = []
+    topo = parse_nccl_xml(text, "one.xml", notes)
+    assert [g.id for g in topo.gpus] == ["GPU0"] and not topo.nics
+    assert notes == [
+        "one.xml: 1 GPU named only by PCI class and bus id (no <gpu>/<nic>, as cloud images ship"
+        " NCCL_TOPO_FILE): numbered in bus-id order"
+    ]
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="no such file"):
         read_nccl_xml(tmp_path / "none.xml")

@@ -101,7 +101,9 @@ def test_cloud_topology_files_read_by_pci_class(name: str) -> None:
     for dev, count in cpus.items():
         assert len(topo.device(dev).cpus or ()) == count
     assert len(notes) == 2
-    assert f"{gpus} GPU(s) and {nics} NIC(s) named only by PCI class" in notes[0]
+    # The count said in English: "8 GPUs and 1 NIC", never "GPU(s)".
+    nic_words = f"{nics} NIC" if nics == 1 else f"{nics} NICs"
+    assert f": {gpus} GPUs and {nic_words} named only by PCI class" in notes[0]
     assert "no <nvlink>" in notes[1]
 
 
