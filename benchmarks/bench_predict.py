@@ -5,6 +5,9 @@ Every all-reduce log in ``tests/fixtures/real/`` is fitted as ``collbench fit`` 
 * scale pairs: each log of a system predicts each other log of that system at the other's world size,
   node count and sizes (GB200 NVL72 at 72, 144 and 1,440 ranks; DGX A100 on 2 and 4 nodes; the three
   p5 2-node logs, H100 8x2, one another at their own sizes);
+* held-out pairs: the same with a log of ``benchmarks/heldout/`` on either side (one p5 node; OCI's
+  GB200 at 4, 128 and 192 ranks), reported apart: logs found after the model was changed for the
+  pairs above, to tell a change that fits those pairs from one that holds elsewhere;
 * leave one size out: each log's fit without one size predicts that size, at the log's own shape.
 
 Beside every collbench prediction stands NCCL's own cost model on the same pair
@@ -48,6 +51,8 @@ from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 
 REAL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real"
+HELDOUT = Path(__file__).resolve().parent / "heldout"
+"""Published logs kept out of the tests and of every change to the model: held-out pairs (SOURCES.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,14 @@ class Log:
     rccl: bool = False
     gpu: str = ""
     """The GPU, where the log's rank lines do not name one that is listed (``predict --gpu``)."""
+    heldout: bool = False
+    """Kept in ``benchmarks/heldout/``: its pairs are reported apart and were never looked at while
+    changing the model."""
+    ranks: int | None = None
+    """The rank count, where the log prints neither rank lines nor a busbw/algbw ratio that names one
+    (``import --ranks``); else read from the log."""
+    op: str | None = None
+    """The collective, where the log names no test (``import --op``)."""
 
 
 LOGS = (
@@ -78,7 +91,15 @@ LOGS = (
     Log("2080ti-x2", "all_reduce_perf-2080ti-x2-autodl.log", "2080ti", 1, "volta", nvlink=False),
     Log("mi300x", "all_reduce_perf-mi300x-2node-rccl-tests-no-group.log", "mi300x", 2, "hopper", rccl=True),
     Log("mi355x", "all_reduce_perf-mi355x-2node-rccl-tests-no-footer.log", "mi355x", 2, "hopper", rccl=True),
-)
+    # Held out (benchmarks/heldout/SOURCES.md): one more shape of two systems above.
+    Log("p5-1node", "all_reduce_perf-p5-1node-aws-batch-tag-output.log", "p5", 1, "hopper", gpu="H100", heldout=True),
+    Log("gb200-oci-4", "all_reduce_perf-gb200-oci-4rank-one-host.log", "gb200", 1, "blackwell", gpu="GB200",
+        heldout=True, op="all-reduce"),
+    Log("gb200-oci-128", "all_reduce_perf-gb200-oci-128rank-2racks.log", "gb200", 2, "blackwell", gpu="GB200",
+        heldout=True, op="all-reduce"),
+    Log("gb200-oci-192", "all_reduce_perf-gb200-oci-192rank-3racks.log", "gb200", 3, "blackwell", gpu="GB200",
+        heldout=True, ranks=192, op="all-reduce"),
+)  # fmt: skip
 
 
 @dataclass
@@ -91,7 +112,9 @@ class Loaded:
 
 
 def load(log: Log) -> Loaded:
-    rows = [r for r in read_nccl_tests(REAL / log.file) if r.wrong == 0 and r.size_bytes > 0]
+    folder = HELDOUT if log.heldout else REAL
+    rows = read_nccl_tests(folder / log.file, op=log.op, ranks=log.ranks)
+    rows = [r for r in rows if r.wrong == 0 and r.size_bytes > 0]
     times: dict[int, float] = {}
     for r in rows:
         times[r.size_bytes] = min(times.get(r.size_bytes, math.inf), decision_time_us(r))
@@ -258,6 +281,23 @@ def _print_pairs(title: str, pairs: list[PairResult], loaded: dict[str, Loaded])
     return ours_medians, nccl_medians
 
 
+def _summary(pairs: list[PairResult], ours_medians: list[float], nccl_medians: list[float]) -> None:
+    """The targets over ``pairs``: at or below NCCL's model, median within 15%, nothing decreasing."""
+    if not (ours_medians and nccl_medians):
+        return
+    both = [r for r in pairs if r.ours and r.nccl]
+    at_or_below = sum(1 for r in both if _median(r.ours or [], r.published) <= _median(r.nccl or [], r.published))
+    print(
+        f"\nacross the {len(pairs)} pairs: median of the pairs' median errors, collbench "
+        f"{statistics.median(ours_medians):.1f}%, NCCL's model {statistics.median(nccl_medians):.1f}%; "
+        f"collbench at or below NCCL's model on {at_or_below} of {len(both)}; median within 15% on "
+        f"{sum(1 for m in ours_medians if m <= 15)} of {len(ours_medians)}; decreasing in size "
+        f"{sum(r.decreasing for r in pairs)}, in rank count {sum(r.rank_decreases[0] for r in pairs)} of "
+        f"{sum(r.rank_decreases[1] for r in pairs)} adjacent pairs; raised to the links' floor "
+        f"{sum(r.raised for r in pairs)} (0 predictions above what the links carry after it)"
+    )
+
+
 def _fmt_err(errors: list[float]) -> str:
     if not errors:
         return "-"
@@ -280,30 +320,25 @@ def main() -> None:
     loaded = {log.name: load(log) for log in LOGS}
     fits = {name: only_fit(item.rows, item.log) for name, item in loaded.items()}
     pairs: list[PairResult] = []
+    # A log whose fit is not usable (two sizes for two parameters) predicts nothing: it is a target only.
+    targets_only = {name: fit.distrust() for name, fit in fits.items() if fit.distrust()}
     for src in loaded.values():
         for dst in loaded.values():
-            if src is not dst and src.log.system == dst.log.system:
+            if src is not dst and src.log.system == dst.log.system and src.log.name not in targets_only:
                 pairs.append(scale_pair(src, dst, fits[src.log.name]))
     loo = [leave_one_out(item) for item in loaded.values()]
-    real = [r for r in pairs if not r.same_scale]
-    same = [r for r in pairs if r.same_scale]
-    ours_medians, nccl_medians = _print_pairs(
-        "scale pairs (another rank or node count): median / worst error (%) of the time", real, loaded
-    )
+    held = [r for r in pairs if loaded[r.source].log.heldout or loaded[r.target].log.heldout]
+    kept = [r for r in pairs if not (loaded[r.source].log.heldout or loaded[r.target].log.heldout)]
+    real = [r for r in kept if not r.same_scale]
+    same = [r for r in kept if r.same_scale]
+    title = "scale pairs (another rank or node count): median / worst error (%) of the time"
+    _summary(real, *_print_pairs(title, real, loaded))
     _print_pairs("\nsame-scale pairs (other runs at the same ranks and nodes; not in the medians)", same, loaded)
-    if ours_medians and nccl_medians:
-        at_or_below = sum(
-            1 for r in real if r.ours and r.nccl and _median(r.ours, r.published) <= _median(r.nccl, r.published)
-        )
-        print(
-            f"\nacross the {len(real)} scale pairs: median of the pairs' median errors, collbench "
-            f"{statistics.median(ours_medians):.1f}%, NCCL's model {statistics.median(nccl_medians):.1f}%; "
-            f"collbench at or below NCCL's model on {at_or_below} of {len(real)}; median within 15% on "
-            f"{sum(1 for m in ours_medians if m <= 15)} of {len(ours_medians)}; decreasing in size "
-            f"{sum(r.decreasing for r in pairs)}, in rank count {sum(r.rank_decreases[0] for r in pairs)} of "
-            f"{sum(r.rank_decreases[1] for r in pairs)} adjacent pairs; raised to the links' floor "
-            f"{sum(r.raised for r in pairs)} (0 predictions above what the links carry after it)"
-        )
+    _summary(held, *_print_pairs(
+        "\nheld-out pairs (a log of benchmarks/heldout/ on either side; never tuned against)", held, loaded
+    ))  # fmt: skip
+    for name, why in targets_only.items():
+        print(f"{name}: a target only, its fit is not usable ({why})")
     print("\nleave one size out (the log's own shape): median / worst error (%)")
     print("| log | ranks | sizes | collbench | NCCL's model |")
     print("| --- | --- | --- | --- | --- |")
