@@ -76,3 +76,15 @@ def test_this_machine() -> None:
     topo = host_topology()
     assert len(topo.cpus) >= 2
     assert all(d.cpus for d in topo.cpus)
+
+
+def test_host_summary_counts_numa_nodes_in_words() -> None:
+    # The extras are text ("1"), so the count must be read back as a number for its noun:
+    # discover on a one-node VM said "1 NUMA nodes".
+    from collbench.cli.render.topology import topology_summary
+
+    one = HostFacts("box", "Test CPU", 2, ((0, (0, 1)),), 2**34)
+    assert "Host: Test CPU, 2 cores, 1 NUMA node, 16.0 GiB memory" in topology_summary(host_topology(2, "", facts=one))
+    assert "Host: Test CPU, 8 cores, 2 NUMA nodes, 16.0 GiB memory" in topology_summary(
+        host_topology(4, "", facts=FACTS)
+    )

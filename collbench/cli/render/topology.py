@@ -116,7 +116,8 @@ def _host_summary(topo: Topology) -> list[str]:
         nodes = first.get("host_numa_nodes") or "?"
         mem = first.get("host_memory_bytes")
         mem_text = f", {int(mem) / 2**30:.1f} GiB memory" if mem else ""
-        numa = counted(nodes, "NUMA node") if isinstance(nodes, int) else f"{nodes} NUMA nodes"
+        # A topology's extra facts are text (host.py stores the count as str): read the number back.
+        numa = counted(int(nodes), "NUMA node") if nodes.isdigit() else f"{nodes} NUMA nodes"
         lines.append(f"Host: {first.name or 'CPU model unknown'}, {cores} cores, {numa}{mem_text}")
     bw = {lk.bandwidth_gbps for lk in topo.links if lk.kind == LinkKind.LOOPBACK}
     bw_text = f", {'/'.join(f'{b:g}' for b in sorted(bw))} GB/s between ranks (documented default)" if bw else ""
