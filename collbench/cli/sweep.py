@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress
 
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
+from collbench.cli.progress import point_progress
 from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
 from collbench.errors import ConfigError, UnknownNameError
 from collbench.runtime.executor.segments import DEFAULT_SEGMENT_BYTES
@@ -31,21 +32,8 @@ def _segment_default() -> str:
 
 
 def progress_bar(target: Console, *, disable: bool = False) -> Progress:
-    """The sweep's progress line: points done, the point now measured, and the time elapsed and left."""
-    return Progress(
-        TextColumn("[bold]sweep"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        # Reads "0:00:09 elapsed, 0:00:20 left": each time labelled after it, as one would say it.
-        TimeElapsedColumn(),
-        TextColumn("elapsed,"),
-        TimeRemainingColumn(),
-        TextColumn("left"),
-        console=target,
-        transient=True,
-        disable=disable,
-    )
+    """The sweep's progress: points done and the time elapsed and left, the point now measured below."""
+    return point_progress(target, "sweep", remaining=True, disable=disable)
 
 
 def sweep(
@@ -192,15 +180,15 @@ def sweep(
             "note",
             "a one-rank world moves no data: every point times a local call; --ranks 2 or more measures communication",
         )
-    task = progress.add_task("starting ranks", total=None)
+    task = progress.add_task("sweep", total=None, now="starting ranks")
 
     def on_event(event: SweepProgress) -> None:
         if event.kind == "note":
             print_note("note", event.text, progress.console)
         elif event.kind == "plan":
-            progress.update(task, total=event.total, completed=event.done, description="")
+            progress.update(task, total=event.total, completed=event.done, now="")
         elif event.kind == "start":
-            progress.update(task, completed=event.done, description=event.text)
+            progress.update(task, completed=event.done, now=event.text)
         elif event.kind == "row":
             progress.update(task, completed=event.done)
 

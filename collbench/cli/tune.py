@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from collbench.backends import AUTO
 from collbench.backends.base import parse_skip_note, skip_note
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
+from collbench.cli.progress import point_progress
 from collbench.errors import ConfigError
 from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
 from collbench.units import parse_size
@@ -164,17 +164,8 @@ def tune(
     with one_process_group(config.backend, config.timeout_s):
         # The checks run before the progress display opens: an error is one line, not a blank one first.
         plan = check_shapes(config, measured)
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[now]}"),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-            # Under a launcher only rank 0 reports; the other ranks stay quiet.
-            disable=job_rank() != 0,
-        ) as bar:
+        # Under a launcher only rank 0 reports; the other ranks stay quiet.
+        with point_progress(err_console, "{task.description}", disable=job_rank() != 0) as bar:
             task = bar.add_task("tune", total=None, now="")
             shown: set[str] = set()
             skips: dict[str, dict[str, None]] = {}
@@ -257,14 +248,7 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:
     profile = Profile.load(path)
     with (
         tempfile.TemporaryDirectory(prefix="collbench-check-") as tmp,
-        Progress(
-            TextColumn("[bold]check"),
-            BarColumn(),
-            TextColumn("{task.fields[now]}"),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-        ) as bar,
+        point_progress(err_console, "check", counts=False) as bar,
     ):
         task = bar.add_task("check", total=None, now="")
 

@@ -205,19 +205,24 @@ def test_compare_marks_stalled_points_and_does_not_call_them_regressions(tmp_pat
 
 
 def test_sweep_progress_bar_labels_elapsed_and_remaining() -> None:
+    """At 80 columns the counts and times stay whole (they were cut to "1…" and "0:0…" beside a long
+    point), and the point measured now has the line below."""
     from io import StringIO
 
     from rich.console import Console
 
     from collbench.cli.sweep import progress_bar
 
-    target = Console(file=StringIO(), width=120, color_system=None)
+    target = Console(file=StringIO(), width=80, color_system=None)
     bar = progress_bar(target)
-    task = bar.add_task("all-reduce ring 4 KiB", total=10)
-    bar.update(task, completed=3)
+    task = bar.add_task("sweep", total=3470, now="all-reduce recursive-doubling 256 KiB out-of-place")
+    bar.update(task, completed=1230)
     target.print(bar.get_renderable())
-    line = target.file.getvalue().strip()  # type: ignore[attr-defined]
-    assert re.search(r"3/10 all-reduce ring 4 KiB \d+:\d\d:\d\d elapsed, (\d+:\d\d:\d\d|-:--:--) left$", line), line
+    text = target.file.getvalue()  # type: ignore[attr-defined]
+    check_80(text)
+    counts, point = (ln.rstrip() for ln in text.splitlines())
+    assert re.search(r"^sweep .* 1230/3470 \d+:\d\d:\d\d elapsed, (\d+:\d\d:\d\d|-:--:--) left$", counts), text
+    assert point == "  all-reduce recursive-doubling 256 KiB out-of-place", text
 
 
 def test_fitted_models_of_several_shapes_have_a_ranks_column() -> None:
