@@ -214,6 +214,11 @@ def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
                 parquet = pq.ParquetFile(path)
                 _check_row_count(path, parquet.metadata.num_rows)
                 _check_row_groups(path, parquet.metadata)
+                # Text columns stay dictionary-encoded as read: a column that repeats one long value
+                # (a few bytes a row in the file) would otherwise be copied out once per row before
+                # any row could be measured.
+                text = [f.name for f in parquet.schema_arrow if _is_text(f.type)]
+                parquet = pq.ParquetFile(path, metadata=parquet.metadata, read_dictionary=text)
                 chunks = _parquet_frames(path, parquet)
     except InputFileError:
         stack.close()
@@ -283,26 +288,62 @@ def _check_row_count(path: Path, rows: int) -> None:
         )
 
 
+PARQUET_BATCH_BYTES = 16 << 20
+"""The most of a row group's uncompressed bytes (by its metadata) one Parquet batch decodes: a group
+whose rows take 1 MiB each is read 16 rows at a time, so a batch past the row bound is refused when
+16 MiB, not 4096 rows of it, have been decoded. A real row takes a few hundred bytes: 4096 of them,
+``TABLE_CHUNK_ROWS``, are about 1 MiB."""
+
+
+def _is_text(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
 def _parquet_frames(path: Path, parquet: Any) -> Iterator[Any]:
-    """The file's rows as frames of ``TABLE_CHUNK_ROWS`` rows, each batch refused (InputFileError naming
-    the row) where a row's text runs past ``MAX_LINE_BYTES``, before pandas makes objects of it."""
+    """The file's rows as frames of at most ``TABLE_CHUNK_ROWS`` rows and ``PARQUET_BATCH_BYTES`` of
+    their row group's bytes, each batch refused (InputFileError naming the row) where a row's text
+    runs past ``MAX_LINE_BYTES``, before pandas makes objects of it."""
+    metadata = parquet.metadata
+    first = 1
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        if group.num_rows <= 0:
+            continue
+        per_row = max(1, -(-group.total_byte_size // group.num_rows))
+        batch_rows = max(1, min(TABLE_CHUNK_ROWS, PARQUET_BATCH_BYTES // per_row))
+        for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[index]):
+            _check_row_bytes(path, batch, first)
+            first += batch.num_rows
+            yield batch.to_pandas()
+
+
+def _check_row_bytes(path: Path, batch: Any, first: int) -> None:
+    """InputFileError naming the row (counted from ``first``) whose text columns together take more
+    than ``MAX_LINE_BYTES``. A dictionary column's lengths are its values' lengths taken by index, so
+    a repeated value is never copied out to be measured."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    first = 1
-    for batch in parquet.iter_batches(batch_size=TABLE_CHUNK_ROWS):
-        text = [c for c in batch.columns if pa.types.is_string(c.type) or pa.types.is_large_string(c.type)]
-        if text and batch.num_rows:
-            lengths = [pc.fill_null(pc.binary_length(c), 0) for c in text]
-            sizes = lengths[0]
-            for more in lengths[1:]:
-                sizes = pc.add(sizes, more)
-            longest = pc.max(sizes).as_py()
-            if longest > MAX_LINE_BYTES:
-                row = first + pc.index(sizes, longest).as_py()
-                raise InputFileError(str(path), f"row {row}: not a result row (longer than {MAX_LINE_BYTES} bytes)")
-        first += batch.num_rows
-        yield batch.to_pandas()
+    lengths = []
+    for column in batch.columns:
+        if pa.types.is_dictionary(column.type) and _is_text(column.type.value_type):
+            each = pc.take(pc.binary_length(column.dictionary), column.indices)
+        elif _is_text(column.type):
+            each = pc.binary_length(column)
+        else:
+            continue
+        lengths.append(pc.fill_null(each, 0).cast(pa.int64()))
+    if not lengths or not batch.num_rows:
+        return
+    sizes = lengths[0]
+    for more in lengths[1:]:
+        sizes = pc.add(sizes, more)
+    longest = pc.max(sizes).as_py()
+    if longest > MAX_LINE_BYTES:
+        row = first + pc.index(sizes, longest).as_py()
+        raise InputFileError(str(path), f"row {row}: not a result row (longer than {MAX_LINE_BYTES} bytes)")
 
 
 def _check_row_groups(path: Path, metadata: Any) -> None:
