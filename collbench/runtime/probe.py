@@ -238,10 +238,13 @@ def _probe_worker(ctx: RankContext, task: tuple[ProbeConfig, bool]) -> tuple[lis
                 mine.append(PairMeasure(src=src, dst=dst, latency_us=float(lat.item()), bandwidth_gbps=bw))
     ctx.doing("gathering the measurements")
     gathered: list[Any] = [None] * ctx.world_size
+    # Each rank's node as the job knows it (host name and boot id, launch/membership.py), not its bare
+    # host name: namespaces or containers that share a host name are nodes of their own, and a sweep on
+    # this topology counts its nodes so; by host name alone they made a topology of one host.
     if everywhere:
-        dist.all_gather_object(gathered, (ctx.host, mine), group=ctx.control)
+        dist.all_gather_object(gathered, (ctx.node, mine), group=ctx.control)
     else:
-        dist.gather_object((ctx.host, mine), gathered if ctx.rank == 0 else None, dst=0, group=ctx.control)
+        dist.gather_object((ctx.node, mine), gathered if ctx.rank == 0 else None, dst=0, group=ctx.control)
         if ctx.rank != 0:
             return None
     hosts = [str(g[0]) for g in gathered]

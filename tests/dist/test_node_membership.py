@@ -104,3 +104,30 @@ def test_every_rank_of_an_uneven_job_sees_the_same_shape(tmp_path: Path) -> None
     outputs = [(tmp_path / f"out.{rank}").read_text().strip() for rank in range(5)]
     assert done.returncode == 0, done.stdout + done.stderr + repr(outputs)
     assert outputs == ["5 2"] * 5
+
+
+def test_a_probed_topology_names_the_nodes_the_job_runs_on(tmp_path: Path) -> None:
+    # Two pretend hosts that share this machine's host name (containers, the namespace cluster): the
+    # probe named each rank by its host name alone, so its topology had one host, and a sweep on it
+    # said its layout put the ranks on 1 node while they ran on 2. The probe names the nodes as the job
+    # does (host name and boot id), so the two agree and nothing is said.
+    from collbench.topology.io import load_topology
+
+    hosts = ["a", "a", "b", "b"]
+    probe = ["-m", "collbench.cli.app", "discover", "--probe", "-O", "measured.yaml", "--timeout", "60"]
+    done = _mpirun(hosts, probe, tmp_path)
+    outputs = "".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(tmp_path.glob("out.*")))
+    assert done.returncode == 0, done.stdout + done.stderr + outputs
+    topology = load_topology(tmp_path / "measured.yaml")
+    names = [d.host for d in topology.rank_devices]
+    assert len(names) == 4 and names[0] == names[1] != names[2] == names[3], names
+    sweep = [*SWEEP[: SWEEP.index("--algo")], "--algo", "ring,hierarchical", *SWEEP[SWEEP.index("--algo") + 2 :]]
+    sweep += ["--topology", "measured.yaml", "--stream", "rows.jsonl"]
+    done = _mpirun(hosts, ["-m", "collbench.cli.app", *sweep], tmp_path)
+    outputs = "".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(tmp_path.glob("out.*")))
+    said = done.stdout + done.stderr + outputs
+    assert done.returncode == 0, said
+    assert "groups the ranks into" not in said
+    rows = list(read_jsonl(tmp_path / "rows.jsonl"))
+    assert {r.algo for r in rows} == {"ring", "hierarchical"} and all(r.wrong == 0 for r in rows)
+    assert {(r.world_size, r.nodes) for r in rows} == {(4, 2)}

@@ -61,11 +61,11 @@ def _sweep(tmp_path: Path, ranks_per_host: int) -> tuple[str, list[int]]:
 def test_two_hosts_of_two_ranks_record_two_nodes(tmp_path: Path) -> None:
     said, nodes = _sweep(tmp_path, ranks_per_host=2)
     assert set(nodes) == {2}
-    assert "the job's hosts are" not in said
+    assert "but they run on" not in said
 
 
 @needs_netns
 def test_a_layout_of_other_nodes_than_the_hosts_is_said(tmp_path: Path) -> None:
     said, nodes = _sweep(tmp_path, ranks_per_host=1)
     assert set(nodes) == {4}
-    assert "puts the ranks on 2 nodes, the job's hosts are 4: rows record 4" in said
+    assert "groups the ranks into 2 nodes, but they run on 4 nodes (by host name and boot id): rows record 4" in said

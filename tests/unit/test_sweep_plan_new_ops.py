@@ -137,8 +137,13 @@ def test_a_layout_on_other_nodes_than_the_hosts_is_said() -> None:
     # The namespace benchmark's case (issue 35): a topology of 2 hosts, ranks on 4 namespace "nodes".
     two = Layout(nodes=((0, 1), (2, 3)), name="topology")
     assert plan.layout_nodes_note(two, 4) == (
-        "the layout (topology) puts the ranks on 2 nodes, the job's hosts are 4: rows record 4; "
-        "hierarchical's rings follow the layout's nodes"
+        "the layout (topology) groups the ranks into 2 nodes, but they run on 4 nodes (by host name and "
+        "boot id): rows record 4; hierarchical's rings follow the layout's 2"
     )
     assert plan.layout_nodes_note(two, 2) is None
+    one = Layout(nodes=((0, 1, 2, 3),), name="topology")
+    assert plan.layout_nodes_note(one, 4) == (
+        "the layout (topology) groups the ranks into 1 node, but they run on 4 nodes (by host name and "
+        "boot id): rows record 4; hierarchical's rings follow the layout's 1"
+    )
     assert plan.layout_nodes_note(Layout(), 4) is None and plan.layout_nodes_note(None, 1) is None

@@ -374,14 +374,16 @@ def _check_files(config: SweepConfig) -> None:
         check_writable(config.output)
 
 
-def layout_nodes_note(layout: Layout | None, hosts: int) -> str | None:
-    """A note when the layout places the ranks on other nodes than the ``hosts`` the job's ranks run
-    on (a topology of another shape than the job: rows record the hosts, node-aware schedules follow
-    the layout; said, so that nobody fits the two as one); None when they agree or the layout names
-    no nodes."""
-    if layout is None or not layout.nodes or len(layout.nodes) == hosts:
+def layout_nodes_note(layout: Layout | None, nodes: int) -> str | None:
+    """A note when the layout groups the ranks into other nodes than the ``nodes`` the job's ranks run
+    on (by host name and boot id, as the launcher's membership tells them apart): a topology of another
+    shape than the job. Rows record the job's nodes, node-aware schedules follow the layout; said, so
+    that nobody fits the two as one. None when they agree or the layout names no nodes."""
+    if layout is None or not layout.nodes or len(layout.nodes) == nodes:
         return None
+    grouped = len(layout.nodes)
     return (
-        f"the layout ({layout.name}) puts the ranks on {counted(len(layout.nodes), 'node')}, the job's "
-        f"hosts are {hosts}: rows record {hosts}; hierarchical's rings follow the layout's nodes"
+        f"the layout ({layout.name}) groups the ranks into {counted(grouped, 'node')}, but they run on "
+        f"{counted(nodes, 'node')} (by host name and boot id): rows record {nodes}; hierarchical's rings "
+        f"follow the layout's {grouped}"
     )
