@@ -88,7 +88,26 @@ def _number(data: Mapping[str, Any], key: str, default: float) -> float:
 def _whole(data: Mapping[str, Any], key: str) -> int:
     """An optional count of a fit's mapping; absent or null is 0."""
     value = data.get(key)
-    return 0 if value is None else int(value)
+    return 0 if value is None else _as_whole(key, value)
+
+
+def _as_whole(key: str, value: Any) -> int:
+    """``value`` as a whole number; ValueError naming ``key`` where it is none (a hand-edited file's
+    ``.inf`` made int() raise OverflowError, a list TypeError: neither said which field)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{key} is {value!r}; it must be a whole number") from None
+
+
+def _segments(data: Mapping[str, Any]) -> list[Any]:
+    """A fit's segments; absent or null is none. ValueError where they are not a list."""
+    value = data.get("segments")
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"segments is {value!r}; it must be a list (null: one segment)")
+    return value
 
 
 def _nodes(data: Mapping[str, Any]) -> int | None:
@@ -141,8 +160,8 @@ class Segment:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Segment:
         return cls(
-            min_bytes=int(data["min_bytes"]),
-            max_bytes=int(data["max_bytes"]),
+            min_bytes=_as_whole("min_bytes", data["min_bytes"]),
+            max_bytes=_as_whole("max_bytes", data["max_bytes"]),
             alpha_us=float(data["alpha_us"]),
             beta_us_per_byte=us_per_byte_from_gbps(data.get("beta_gbps")),
             median_abs_pct_error=_number(data, "median_abs_pct_error", 0.0),
@@ -243,7 +262,7 @@ class Fit:
                 max_abs_pct_error=_number(data, "max_abs_pct_error", math.nan),
                 min_bytes=_whole(data, "min_bytes"),
                 max_bytes=_whole(data, "max_bytes"),
-                segments=tuple(Segment.from_dict(s) for s in data.get("segments") or ()),
+                segments=tuple(Segment.from_dict(s) for s in _segments(data)),
                 gamma_folded=bool(data.get("gamma_folded", False)),
                 points=_whole(data, "points"),
                 note=str(data.get("note", "")),

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import parse_json, parse_yaml, read_text_file
@@ -68,9 +68,10 @@ def stored_fit_problem(entry: dict[str, Any]) -> str | None:
     world = entry.get("world_size")
     if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_FIT_WORLD_SIZE:
         return f"{label}: world_size is {world!r}; it must be a whole number 1 to {MAX_FIT_WORLD_SIZE}"
-    parts = [("", entry)] + [
-        (f" segment {i}", seg) for i, seg in enumerate(entry.get("segments") or ()) if isinstance(seg, dict)
-    ]
+    segments = entry.get("segments")
+    if segments is not None and not isinstance(segments, list):
+        return f"{label}: segments is {segments!r}; it must be a list (null: one segment)"
+    parts = [("", entry)] + [(f" segment {i}", seg) for i, seg in enumerate(segments or ()) if isinstance(seg, dict)]
     for where, part in parts[1:]:
         alpha = part.get("alpha_us")
         if isinstance(alpha, (int, float)) and not (math.isfinite(alpha) and alpha >= 0):
@@ -105,12 +106,24 @@ def nodes_measured(source: Path, fits: list[Fit], given: int | None, is_profile:
     if isinstance(data, dict) and sets is None:
         sets = [data]  # schema version 1: one shape, at the top level
     out: dict[int, int] = dict(from_fits)
-    for entry in sets if isinstance(sets, list) else []:
-        if isinstance(entry, dict) and not entry.get("predicted"):
-            world, nodes = entry.get("world_size"), entry.get("nodes")
-            if isinstance(world, int) and isinstance(nodes, int) and nodes >= 1:
-                out[world] = nodes
+    for i, entry in enumerate(sets if isinstance(sets, list) else []):
+        if not isinstance(entry, dict) or entry.get("predicted") or entry.get("nodes") is None:
+            continue
+        world, nodes = entry.get("world_size"), entry.get("nodes")
+        # A shape of 0 ranks, or of more nodes than ranks, was never measured: the file is wrong (a
+        # world size of 0 reached a division).
+        if not (_whole_number(world) and _whole_number(nodes) and 1 <= nodes <= world <= MAX_FIT_WORLD_SIZE):
+            raise InputFileError(
+                str(source),
+                f"rule_sets[{i}]: world_size {world!r} and nodes {nodes!r} are no shape a job runs "
+                f"(world_size 1 to {MAX_FIT_WORLD_SIZE}, nodes 1 to world_size)",
+            )
+        out[world] = nodes
     return out
+
+
+def _whole_number(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def noting_nodes(rows: Iterable[ResultRow], seen: NodesSeen) -> Iterator[ResultRow]:

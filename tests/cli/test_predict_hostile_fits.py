@@ -1,0 +1,82 @@
+"""predict fed a fits file or profile whose values have the wrong kind: one error line, exit 2.
+
+Each case is the real example profile (or its ``fit --json``) with one value changed, as a hand edit
+or another tool might leave it; each of these was a traceback (OverflowError, TypeError,
+ZeroDivisionError) before.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+
+
+def _edited(edit: str) -> dict[str, Any]:
+    data = copy.deepcopy(yaml.safe_load(PROFILE.read_text()))
+    if edit == "min_bytes inf":
+        data["fits"][0]["min_bytes"] = float("inf")
+    elif edit == "points nan":
+        data["fits"][0]["points"] = float("nan")
+    elif edit == "segments -1":
+        data["fits"][0]["segments"] = -1
+    elif edit == "segments text":
+        data["fits"][0]["segments"] = "none"
+    elif edit == "rule set of 0 ranks":
+        data["rule_sets"][0]["world_size"] = 0
+    return data
+
+
+def _one_error_line(args: list[str]) -> str:
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.output
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("edit", "names"),
+    [
+        ("min_bytes inf", "min_bytes"),
+        ("points nan", "points"),
+        ("segments -1", "segments"),
+        ("segments text", "segments"),
+        ("rule set of 0 ranks", "world_size"),
+    ],
+)
+def test_a_profile_with_a_value_of_the_wrong_kind_is_one_error(tmp_path: Path, edit: str, names: str) -> None:
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(_edited(edit)))
+    line = _one_error_line(["predict", "--profile", str(path), "--ranks", "8"])
+    assert str(path) in line and names in line
+
+
+@pytest.mark.parametrize(
+    ("edit", "names"),
+    [("min_bytes inf", "min_bytes"), ("points nan", "points"), ("segments -1", "segments")],
+)
+def test_fits_with_a_value_of_the_wrong_kind_are_one_error(tmp_path: Path, edit: str, names: str) -> None:
+    # `fit --json` output as a user's script rewrote it (Python's json writes Infinity and NaN).
+    path = tmp_path / "fits.json"
+    path.write_text(json.dumps({"fits": _edited(edit)["fits"]}))
+    for extra in ([], ["--hierarchy", "2"]):
+        line = _one_error_line(["predict", "--fits", str(path), "--ranks", "8", *extra])
+        assert str(path) in line and names in line
+
+
+def test_the_unedited_profile_still_predicts(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["predict", "--profile", str(PROFILE), "--ranks", "8"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "predicted at 8 ranks" in result.output
