@@ -214,6 +214,42 @@ def scale_pair(src: Loaded, dst: Loaded, fit: Fit) -> PairResult:
     return result
 
 
+def together(dst: Loaded, sources: list[Loaded]) -> PairResult:
+    """``dst`` predicted from the rows of ``sources`` fitted together, as ``collbench fit A B C`` then
+    ``predict`` would (rows of one shape in one fit): predict picks the fit whose links NCCL's model
+    uses at the asked shape (``_pick_for``). NCCL's model stands beside it with the peak busbw of the
+    logs of the picked fit's shape."""
+    sizes = sorted(dst.times)
+    published = [dst.times[s] for s in sizes]
+    names = "+".join(src.log.name for src in sources)
+    result = PairResult(names, dst.log.name, sizes, published, None, None)
+    fits = [f for f in fit_results([r for src in sources for r in src.rows]).fits if not f.distrust()]
+    gpus = {src.log.gpu for src in sources}
+    if fits and len(gpus) == 1 and "" not in gpus:
+        fits = with_gpu(fits, gpus.pop())
+    if not fits:
+        result.why_not_ours = "no usable fit"
+        return result
+    report = predict(
+        fits,
+        dst.world,
+        sizes,
+        nodes=dst.log.nodes,
+        measured_nodes={src.world: src.log.nodes for src in sources},
+        nccl_arch=dst.log.arch,
+        nccl_nvlink=dst.log.nvlink,
+        simulate_max_ranks=0,
+    )
+    result.ours = [p.time_us for p in report.predictions]
+    result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)
+    used = [src for src in sources if src.world == report.predictions[0].fitted_world_size]
+    result.source = f"{names} (used: x{used[0].world})"
+    if not any(src.log.rccl for src in used):
+        machine = nccl_machine(max(used, key=lambda src: len(src.times)))
+        result.nccl = [nccl_time_us(machine, Op.ALL_REDUCE, dst.world, dst.log.nodes, float(s)) for s in sizes]
+    return result
+
+
 def leave_one_out(src: Loaded) -> PairResult:
     sizes = sorted(src.times)
     published, ours, nccl = [], [], []
@@ -339,6 +375,30 @@ def main() -> None:
     ))  # fmt: skip
     for name, why in targets_only.items():
         print(f"{name}: a target only, its fit is not usable ({why})")
+    print(
+        "\ntogether: each log from every other log of its system fitted together (`fit A B C`, then `predict`"
+        " picks the fit whose links NCCL's model uses at that shape; held-out logs are targets only):"
+        " median / worst error (%)"
+    )
+    print("| target | ranks | nodes | sizes | from | collbench | NCCL's model |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for dst in loaded.values():
+        # Held-out logs are never sources: a log's system as the committed logs show it.
+        sources = [
+            src
+            for src in loaded.values()
+            if src is not dst and src.log.system == dst.log.system and not src.log.heldout
+            and src.log.name not in targets_only
+        ]  # fmt: skip
+        if len(sources) < 2 or dst.log.rccl:
+            continue
+        r = together(dst, sources)
+        e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
+        ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
+        print(
+            f"| {dst.log.name}{' (held out)' if dst.log.heldout else ''} | {dst.world} | {dst.log.nodes} "
+            f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} | {r.source} | {ours_text} | {_fmt_err(e_nccl)} |"
+        )
     print("\nleave one size out (the log's own shape): median / worst error (%)")
     print("| log | ranks | sizes | collbench | NCCL's model |")
     print("| --- | --- | --- | --- | --- |")

@@ -172,12 +172,22 @@ def pick_fits(fits: Sequence[Fit], ops: Sequence[str] | None = None) -> list[Fit
 
 
 def _pick_for(candidates: Sequence[Fit], world_size: int, nodes: int, shapes: Shapes) -> Fit:
-    """The fit to price a shape from: the shape itself, else its node class, else the largest."""
+    """The fit to price a shape from: the shape itself, else its node class, else one whose links NCCL
+    prices the asked shape with, else the nearest node class; among equals the largest.
 
-    def rank(f: Fit) -> tuple[int, int, int]:
+    NCCL's model takes a graph's ``bwIntra`` up to two nodes and its ``bwInter`` beyond (tuning.cc,
+    ``nNodes <= 2 ? bwIntra : bwInter``): a fit on one or two nodes measured the first, one on more
+    the second. Asked at two nodes with fits on one node and on twenty, the one-node fit holds the
+    bandwidth NCCL uses there; the twenty-node one holds the links beyond (on GB200 NVL72, 20 racks'
+    network gave half the bus bandwidth that one and two racks did), which predicted 2 racks 2x slow.
+    """
+    asked = node_class(nodes)
+
+    def rank(f: Fit) -> tuple[int, int, int, int, int]:
+        measured = node_class(shapes.assumed_nodes(f))
         same = f.world_size == world_size and shapes.assumed_nodes(f) == nodes
-        same_class = node_class(shapes.assumed_nodes(f)) == node_class(nodes)
-        return (int(same), int(same_class), f.world_size)
+        same_links = (measured <= 2) == (asked <= 2)
+        return (int(same), int(measured == asked), int(same_links), -abs(measured - asked), f.world_size)
 
     return max(candidates, key=rank)
 

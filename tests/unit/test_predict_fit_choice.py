@@ -1,0 +1,64 @@
+"""Which fit prices a shape when several of one collective were measured (issue 32, item 6): the one
+whose links NCCL's model uses there. tuning.cc takes a graph's ``bwIntra`` up to two nodes and its
+``bwInter`` beyond (NVIDIA/nccl v2.30.7 ``src/graph/tuning.cc``, ``ncclTopoTuneModel``: ``nNodes <= 2
+? graphs[a]->bwIntra : graphs[a]->bwInter``), so a fit on one or two nodes and one on more measured
+different links. CoreWeave's published GB200 NVL72 runs (tests/fixtures/real/SOURCES.md) show it: 1
+and 2 racks reach ~820 GB/s busbw at 16 GiB, 20 racks ~406."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.models.fit import fit_results
+from collbench.models.fitted import Fit
+from collbench.models.link_floor import with_gpu
+from collbench.models.predict import predict, price_fits
+from collbench.models.priced import Shapes
+from collbench.results.noise import decision_time_us
+
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
+RACKS = {72: 1, 144: 2, 1440: 20}
+"""The GB200 logs' NVLink domains (72 GPUs a rack), as their source says; the logs name one host."""
+
+
+def _gb200(ranks: int) -> tuple[Fit, dict[int, float]]:
+    rows = [r for r in read_nccl_tests(REAL / f"all_reduce_perf-gb200-{ranks}rank-one-rank-line.log") if r.size_bytes]
+    (fit,) = with_gpu(fit_results(rows).fits, "GB200")
+    published: dict[int, float] = {}
+    for r in rows:
+        published[r.size_bytes] = min(published.get(r.size_bytes, float("inf")), decision_time_us(r))
+    return fit, published
+
+
+def _picked(fits: list[Fit], ranks: int, nodes: int) -> int:
+    (entry,), refused, _ = price_fits(fits, ranks, nodes, shapes=Shapes(RACKS))
+    assert not refused
+    return entry.fit.world_size
+
+
+def test_a_shape_takes_the_fit_of_the_links_nccl_uses_there() -> None:
+    f72, f144, f1440 = (_gb200(n)[0] for n in (72, 144, 1440))
+    # Two racks: bwIntra, which one rack measured and twenty did not.
+    assert _picked([f1440, f72], 144, 2) == 72
+    # One rack: the two-rack fit, same links, over the twenty-rack one.
+    assert _picked([f1440, f144], 72, 1) == 144
+    # Beyond two racks: a fit beyond two racks (same class), whatever its size.
+    assert _picked([f72, f1440], 288, 4) == 1440
+    # None beyond two racks measured: the nearest class, then the largest.
+    assert _picked([f72, f144], 1440, 20) == 144
+    # The measured shape itself always.
+    assert _picked([f72, f144, f1440], 72, 1) == 72
+
+
+def test_two_racks_from_one_rack_and_twenty_is_within_the_published_two() -> None:
+    f72, _ = _gb200(72)
+    f1440, _ = _gb200(1440)
+    _, published = _gb200(144)
+    sizes = sorted(published)
+    report = predict([f1440, f72], 144, sizes, nodes=2, measured_nodes=RACKS, simulate_max_ranks=0)
+    errors = [abs(p.time_us - published[p.size_bytes]) / published[p.size_bytes] for p in report.predictions]
+    # From the 72-rank fit: 3.4% median (benchmarks/README.md); from the 1,440-rank one it was 116%.
+    assert {p.fitted_world_size for p in report.predictions} == {72}
+    assert statistics.median(errors) < 0.10
