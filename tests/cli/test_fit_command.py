@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
+from rich.cells import cell_len
 from synthetic_rows import make_rows
 from typer.testing import CliRunner
 
@@ -54,9 +57,34 @@ def test_a_fit_that_misses_its_points_says_so_in_the_table_and_the_json() -> Non
     runner = CliRunner()
     table = runner.invoke(app, ["fit", str(log)], env={"COLUMNS": "100"})
     assert table.exit_code == 0, table.output
-    assert "no: misses a point by 28% (bound 25%" in " ".join(table.stdout.split())
+    assert "native not used: misses a point by 28% (bound 25%" in " ".join(table.stdout.split())
     doc = json.loads(runner.invoke(app, ["fit", str(log), "--json"]).stdout)
     (fit,) = doc["fits"]
     assert fit["usable"] is False and fit["unusable_because"].startswith("misses a point by 28%")
     assert "at 4 KiB measured 139.8 us" in fit["unusable_because"]
     assert doc["crossovers"] == []
+
+
+# A line that ends on a number and a next one that starts with its unit: the pair was parted.
+PARTED = re.compile(r"\d\s*\n\s*(?:B|KiB|MiB|us|ms|%)(?=[\s,;.:)]|$)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("columns", ["80", None], ids=["COLUMNS=80", "piped"])
+def test_why_a_fit_is_not_used_wraps_under_its_table_in_80_columns(columns: str | None) -> None:
+    # The reason was the table's last column: in a pipe (160 columns) every row was as wide as it,
+    # and a line of the table ran to 160. It is said under the table now, wrapped at words to 80.
+    log = Path(__file__).parents[1] / "fixtures" / "real" / "all_reduce_perf-16rank-k8s-roce-legacy.log"
+    runner = CliRunner()
+    table = runner.invoke(app, ["fit", str(log)], env={"COLUMNS": columns})
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert all(cell_len(line) <= 80 for line in lines), max(lines, key=cell_len)
+    assert not PARTED.search(table.stdout), table.stdout
+    (row,) = [line for line in lines if line.startswith("native ") and "not used" not in line]
+    assert row.split()[-1] == "no"
+    why = json.loads(runner.invoke(app, ["fit", str(log), "--json"]).stdout)["fits"][0]["unusable_because"]
+    start = next(i for i, line in enumerate(lines) if line.startswith("native not used: "))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("  "))
+    said = lines[start:end]
+    assert " ".join(" ".join(said).split()) == " ".join(f"native not used: {why}".split())
+    assert len(said) > 1 and all(cell_len(line) <= 80 for line in said)

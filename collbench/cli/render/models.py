@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from collbench.cli.render.styles import Wrapped, narrow_table, one_value
+from collbench.cli.render.styles import Wrapped, narrow_table, one_value, paragraph, unused_fits
 from collbench.errors import UserError
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
@@ -52,7 +52,8 @@ def render_fits(report: FitReport) -> RenderableType:
         # that reduces nothing (all-gather, all-to-all...) has no gamma to say at all.
         reduces = _reduces(op)
         joint = next(iter(gammas)) if len(gammas) == 1 or not reduces else None
-        title = f"{op}, {backend}, {ranks} ranks" + (f"; 1/gamma {joint} GB/s" if joint and reduces else "")
+        said = "gamma folded into beta" if joint == "folded" else f"1/gamma {joint} GB/s"
+        title = f"{op}, {backend}, {ranks} ranks" + (f"; {said}" if joint and reduces else "")
         table = narrow_table(title)
         table.add_column("algo", no_wrap=True)
         for col in ("alpha\nus", "1/beta\nGB/s", *(() if joint else ("1/gamma\nGB/s",)), "R²\nlog", "err %\nmed/max"):
@@ -61,8 +62,9 @@ def render_fits(report: FitReport) -> RenderableType:
         # Points set aside because their own measurement marks them (the note names them and why);
         # the error columns are those of the points fitted.
         table.add_column("set\naside", justify="right", no_wrap=True)
-        # A fit that does not explain its data says so here, and predict does not extrapolate it.
-        table.add_column("use", justify="left")
+        # A fit that does not explain its data says so here, and predict does not extrapolate it; why
+        # is said under the table, where it wraps without widening every row.
+        table.add_column("use", justify="left", no_wrap=True)
         for f in fits:
             why = f.distrust()
             gamma = "folded" if f.gamma_folded else _gbps(f.gamma_gbps)
@@ -75,12 +77,13 @@ def render_fits(report: FitReport) -> RenderableType:
                 f"{f.median_abs_pct_error:.1f}/{f.max_abs_pct_error:.1f}",
                 f"{format_bytes(f.min_bytes)}-{format_bytes(f.max_bytes)}",
                 f"{f.outliers}/{f.points + f.outliers}",
-                f"[red]no: {why}[/red]" if why else "yes",
+                Text("no", "red") if why else "yes",
             )
         parts.append(table)
+        parts.extend(unused_fits((f.algo, why) for f in fits if (why := f.distrust())))
     for f in report.fits:
         if f.note:
-            parts.append(Text(f"{f.op} {f.algo} x{f.world_size}: {f.note}", style="dim"))
+            parts.append(paragraph(Text(f"{f.op} {f.algo} x{f.world_size}: {f.note}", style="dim")))
     for f in report.fits:
         if f.segments:
             seg = narrow_table(f"segments of {f.op} {f.algo} x{f.world_size}")
@@ -98,7 +101,7 @@ def render_fits(report: FitReport) -> RenderableType:
     if any(op_has_payload(f.op) for f in report.fits):  # barrier alone has no sizes to cross at
         parts.append(render_crossovers(report.crossovers))
     for line in report.skipped:
-        parts.append(Text(f"skipped: {line}", style="yellow"))
+        parts.append(paragraph(Text(f"skipped: {line}", style="yellow")))
     return Group(*parts)
 
 
@@ -117,7 +120,7 @@ def _latency_table(op: str, backend: str, ranks: int, fits: Sequence[Fit]) -> Re
     for col in ("alpha\nus/round", "rounds", "time\nus"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("set\naside", justify="right", no_wrap=True)
-    table.add_column("use", justify="left")
+    table.add_column("use", justify="left", no_wrap=True)
     for f in fits:
         why = f.distrust()
         time_us = f.predict_us(0)
@@ -128,14 +131,14 @@ def _latency_table(op: str, backend: str, ranks: int, fits: Sequence[Fit]) -> Re
             f"{rounds:.3g}",
             _num(time_us),
             f"{f.outliers}/{f.points + f.outliers}",
-            f"[red]no: {why}[/red]" if why else "yes",
+            Text("no", "red") if why else "yes",
         )
-    return table
+    return Group(table, *unused_fits((f.algo, why) for f in fits if (why := f.distrust())))
 
 
 def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
     if not crossovers:
-        return Text("no crossovers: one algorithm is fastest over the whole range (or only one was measured)")
+        return paragraph(Text("no crossovers: one algorithm is fastest over the whole range, or only one was measured"))
     table = narrow_table("crossovers (the fastest algorithm changes)")
     for col in ("op", "backend", "ranks", "size", "below", "from here up"):
         table.add_column(col, no_wrap=True)

@@ -6,10 +6,9 @@ import math
 from typing import Any
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
-from collbench.cli.render.styles import narrow_table, one_value
+from collbench.cli.render.styles import narrow_table, one_value, unused_fits
 from collbench.profile.document import Profile
 from collbench.units import counted, format_bytes
 
@@ -95,10 +94,10 @@ def render_rules(profile: Profile) -> RenderableType:
     return tables[0] if len(tables) == 1 else Group(*tables)
 
 
-def render_fits(profile: Profile) -> Table:
+def render_fits(profile: Profile) -> RenderableType:
     """The fitted models the profile carries: alpha, the bandwidth beta implies, and the fit quality.
 
-    Fits 80 columns: names and numbers never wrap, the reason a fit is not used does. A profile of
+    Fits 80 columns: names and numbers never wrap; why a fit is not used is said under the table. A profile of
     several shapes has a fit per algorithm and rank count: a ranks column tells them apart (one rank
     count is said in the title)."""
     op = one_value(f.op for f in profile.fits)
@@ -111,7 +110,8 @@ def render_fits(profile: Profile) -> Table:
     if op is None:
         columns.insert(0, "op")
     for col in columns:
-        table.add_column(col, justify="left" if col in ("op", "algorithm", "use") else "right", no_wrap=col != "use")
+        table.add_column(col, justify="left" if col in ("op", "algorithm", "use") else "right", no_wrap=True)
+    unused: list[tuple[str, str]] = []
     for fit in sorted(profile.fits, key=lambda f: (f.op, f.algo, f.world_size)) if ranks is None else profile.fits:
         beta = fit.beta_gbps
         why = fit.distrust()
@@ -123,10 +123,13 @@ def render_fits(profile: Profile) -> Table:
             "-" if math.isnan(fit.r2) else f"{fit.r2:.3f}",
             _pct(fit.median_abs_pct_error),
             _pct(fit.max_abs_pct_error),
-            f"[red]no: {why}[/red]" if why else "yes",
+            Text("no", "red") if why else "yes",
         ]
         table.add_row(*(cells if op else [fit.op, *cells]))
-    return table
+        if why:
+            named = " ".join([*(() if op else (fit.op,)), fit.algo, *(() if ranks else (f"x{fit.world_size}",))])
+            unused.append((named, why))
+    return Group(table, *unused_fits(unused)) if unused else table
 
 
 def _pct(value: float) -> str:

@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterable, Sequence
 
 from rich import box
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.constrain import Constrain
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -169,3 +170,17 @@ class Wrapped:
                 part.no_wrap = True
                 part.overflow = "fold"
                 yield part
+
+
+def paragraph(text: Text) -> RenderableType:
+    """``text`` under a table: wrapped at words to ``TERMINAL_COLUMNS`` (or the console, if narrower)
+    with each number kept beside its unit, in a pipe too, where the console is wider (the table's
+    notes read as its own lines, not as log lines for grep)."""
+    return Constrain(Wrapped(text), TERMINAL_COLUMNS)
+
+
+def unused_fits(reasons: Iterable[tuple[str, str]]) -> list[RenderableType]:
+    """Under a table of fits, one paragraph per fit its ``use`` column marks ``no``: ``<name> not used:
+    <why>``. In the table's last column a reason (a sentence or two) made every row as wide as the
+    longest: 160 columns in a pipe. ``why`` is data, never markup."""
+    return [paragraph(Text.assemble((name, "bold"), (" not used: ", "red"), why)) for name, why in reasons]
