@@ -29,6 +29,11 @@ it is the same call whatever size a row names, so its rows are one point at 0 by
 and that point is data (``fit_latency.py`` fits a latency per round to it). Each set-aside point
 carries the reason (``FitPoint.set_aside``), which the fit's note repeats.
 Rows of nccl-tests logs and other tools carry no stall figures and no rounds: their points are data.
+
+A row a tune cut short (``ResultRow.cut_short``: one timed iteration of a point clearly behind the
+fastest at its size, runtime/sweep/timed.py) is data too, a real call timed whole (0.2-7 s a call where
+it happens), but the weakest: it gives the point's time only where no row of that size was timed in
+full, since one iteration's time is an upper bound of the p25 its full iterations would have had.
 """
 
 from __future__ import annotations
@@ -93,6 +98,8 @@ class _Summary:
     consistent_rows: int = 0
     least_stall: float | None = None
     every_row_bimodal: bool = True
+    cut: tuple[float, float, int | None] | None = None
+    """(time, median, round) of the fastest consistent row cut short, kept apart from the full rows'."""
 
 
 class PointSummaries:
@@ -133,6 +140,11 @@ class PointSummaries:
         if not decision_time_consistent(row):
             seen.every_row_bimodal = seen.every_row_bimodal and bool(row.bimodal)
             return
+        if row.cut_short is not None:
+            # One timed iteration: a row timed in full at this size gives the time before it does.
+            if seen.cut is None or time < seen.cut[0]:
+                seen.cut = (time, row.time_us, row.tune_round)
+            return
         seen.consistent_rows += 1
         # The fastest consistent row: a round slower than another of the same point (the machine
         # busy while it ran) never gives the time, however clean its iterations are.
@@ -152,6 +164,8 @@ class PointSummaries:
             op, _, _, _, size = key
             if s.consistent_rows:
                 time, median, index = s.time, s.median, s.tune_round
+            elif s.cut is not None:
+                time, median, index = s.cut
             else:
                 time, median, index = s.any_time, s.any_median, None
             empty = size == 0 and op not in _NO_PAYLOAD
@@ -168,7 +182,7 @@ _EMPTY = "a call of 0 bytes moves no data (NCCL returns at once for a count of 0
 
 def _why_set_aside(s: _Summary) -> str:
     """Why a point's measurement keeps it out of a fit (see the module docstring); empty when it is data."""
-    if s.consistent_rows:
+    if s.consistent_rows or s.cut is not None:
         return ""
     every = "its only row" if s.rows == 1 else f"all {s.rows} rows"
     if s.every_row_bimodal:

@@ -76,6 +76,12 @@ class ResultRow:
     fewer than ``iters``: GPU rows without graphs are timed in rounds of iterations, one pair of CUDA
     events around each (runtime/cuda/timing.py). None: one sample per iteration."""
 
+    cut_short: str | None = None
+    """Why the row has fewer timed iterations than its sweep asked, where it has (``iters`` is the true
+    count): a tune stopped timing a point whose first timed iteration was clearly behind a point
+    measured in full at its size (runtime/sweep/timed.py). Selection never chooses such a point.
+    None: it has them all."""
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -39,8 +39,9 @@ from collbench.tuning.resume import (
     partial_topology_path,
     with_hint,
 )
-from collbench.tuning.selection import PointsByOp, select_rules
+from collbench.tuning.selection import REACH_FACTOR, PointsByOp, select_rules
 from collbench.tuning.sweeps import Progress, extra_rounds, fixed_rounds
+from collbench.units import counted
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
@@ -138,6 +139,7 @@ def _run_locked(
         if not rows:
             raise ConfigError("the sweep measured nothing (no rows): nothing to tune from")
         write_rows(config.rows_path, rows)
+        notes.extend(cut_short_note(rows))
     except CollbenchError as exc:
         hint = kept_rows_hint(partial_paths(config))
         if not hint and job_rank() == 0:
@@ -183,6 +185,19 @@ def _run_locked(
         report_path=report_path,
         topology=placement.topology,
     )
+
+
+def cut_short_note(rows: Sequence[ResultRow]) -> list[str]:
+    """The closing note on the points the rounds cut short (runtime/sweep/timed.py); none if none was."""
+    cut = [row for row in rows if row.cut_short is not None]
+    if not cut:
+        return []
+    return [
+        f"{counted(len(cut), 'point')} cut short after one timed iteration (it and the data check's call "
+        f"over {REACH_FACTOR:g}x the slowest iteration of a point measured in full at their size, and "
+        f"the full iterations over the point's time budget): their rows keep the iterations timed and "
+        f"why (cut_short); selection never chooses them"
+    ]
 
 
 @dataclass(frozen=True, slots=True)

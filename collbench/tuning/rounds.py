@@ -18,6 +18,9 @@ variant is left out of the rounds that follow. That is beyond any noise one roun
 points' whole iteration ranges do not overlap, with a gap of 2x, where the decision's own bar is at
 most 25% between steady points (``SelectionSettings.max_threshold``). A point in the stall regime, or
 with rounds that disagree by more than that cap, is always kept, since its range says too little.
+A point a round cut short after one timed iteration (runtime/sweep/timed.py: that iteration, and the
+data check's call before it, over 2x the slowest iteration of a point measured in full at its size,
+where its full iterations would overrun its time budget) is left out of the rounds after too.
 The rows already measured stay in the results and the profile's evidence; selection never ties nor
 chooses such an algorithm (``decision.left_behind``): in every round it shared with the fastest it was
 more than 2x behind. On the namespace cluster, five algorithms 4-10x behind the winner at every size
@@ -104,7 +107,7 @@ def within_reach(points: PointsByOp, settings: SelectionSettings | None = None) 
         pairs: list[tuple[int, str]] = []
         for size in sizes_of(variants):
             here = points_at(variants, size)
-            fastest = min(here.values(), key=lambda p: p.time_us)
+            fastest = min(here.values(), key=lambda p: (p.cut_short, p.time_us))
             reach: dict[str, bool] = {}
             for variant, point in here.items():
                 reach[variant.algo] = reach.get(variant.algo, False) or not out_of_reach(point, fastest, settings)
@@ -115,7 +118,12 @@ def within_reach(points: PointsByOp, settings: SelectionSettings | None = None) 
 
 
 def out_of_reach(point: Point, fastest: Point, settings: SelectionSettings) -> bool:
-    """Whether ``point`` is behind ``fastest`` beyond any noise their rows show (:func:`within_reach`)."""
+    """Whether ``point`` is behind ``fastest`` beyond any noise their rows show (:func:`within_reach`).
+
+    A point cut short is (``Point.cut_short``): selection never chooses it, so no later round measures
+    it again."""
+    if point.cut_short and not fastest.cut_short:
+        return True
     steady = not (point.stalled or fastest.stalled)
     agreed = max(point.between, fastest.between) <= settings.max_threshold
     return steady and agreed and point.time_us_min > REACH_FACTOR * fastest.time_us_max

@@ -103,6 +103,9 @@ def round_sweep(
         layout=placement.layout,
         timeout_s=config.timeout_s,
         interleave=True,
+        # A point clearly behind its size's fastest, and costly, is timed once (runtime/sweep/timed.py):
+        # the bound the later fixed rounds leave algorithms out at.
+        cut_behind=REACH_FACTOR,
         stream=stream,
         resume=config.resume and stream.exists(),
     )

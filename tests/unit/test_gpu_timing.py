@@ -21,7 +21,7 @@ import torch.distributed as dist
 from collbench.runtime.cuda.timing import ROUND_ITERS, CudaEventTimer, round_sizes
 from collbench.runtime.executor.timing import AutoIters, CpuTimer
 from collbench.runtime.launch.ranks import RankContext
-from collbench.runtime.sweep import worker
+from collbench.runtime.sweep import timed
 
 
 class FakeStream:
@@ -129,12 +129,12 @@ class RoundTimer:
 def test_the_sweep_keeps_the_iterations_behind_round_samples(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(dist, "barrier", lambda group=None: None)
-    monkeypatch.setattr(worker, "_all_gather_single", lambda out, t, group=None: out.copy_(t))
+    monkeypatch.setattr(timed, "_all_gather_single", lambda out, t, group=None: out.copy_(t))
     ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="nccl", device=torch.device("cuda", 0), timeout_s=5)
     timer = RoundTimer()
-    fixed = worker._time_point(ctx, lambda: None, timer, 10, 10.0)
+    fixed = timed.time_point(ctx, lambda: None, timer, 10, 10.0)
     assert fixed.iters == 10 and fixed.samples_us == [2.0, 2.0, 2.0]
-    auto = worker._time_point(ctx, lambda: None, timer, None, 10.0)
+    auto = timed.time_point(ctx, lambda: None, timer, None, 10.0)
     assert auto.iters == sum(timer.batches[1:])
     # Batches double in iterations (5, 5, 10, 20...), not in rounds.
     assert timer.batches[1:4] == [5, 5, 10]

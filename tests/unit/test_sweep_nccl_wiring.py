@@ -27,7 +27,7 @@ from collbench.runtime.cuda import kernels as cuda_kernels
 from collbench.runtime.executor.buffers import PointBuffers
 from collbench.runtime.host import environment
 from collbench.runtime.launch.ranks import RankContext
-from collbench.runtime.sweep import plan, worker
+from collbench.runtime.sweep import plan, timed, worker
 from collbench.runtime.sweep import run as sweep
 from collbench.runtime.sweep.plan import SweepConfig, SweepJob
 from collbench.runtime.sweep.run import SweepProgress
@@ -136,9 +136,9 @@ def test_cuda_is_synchronised_before_each_timing_barrier(monkeypatch: pytest.Mon
     def gather(output: torch.Tensor, tensor: torch.Tensor, group: Any = None) -> None:
         output.copy_(tensor)
 
-    monkeypatch.setattr(worker, "_all_gather_single", gather)
+    monkeypatch.setattr(timed, "_all_gather_single", gather)
     ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="nccl", device=CUDA, timeout_s=5)
-    samples = worker._time_point(ctx, lambda: None, _Timer(calls), None, 10.0)
+    samples = timed.time_point(ctx, lambda: None, _Timer(calls), None, 10.0)
     assert samples and calls[:3] == ["sync cuda:0", "barrier", "time"]
     assert calls.count("sync cuda:0") == calls.count("barrier") == calls.count("time") >= 1
 
@@ -147,9 +147,9 @@ def test_no_cuda_synchronise_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append("sync"))
     monkeypatch.setattr(dist, "barrier", lambda group=None: calls.append("barrier"))
-    monkeypatch.setattr(worker, "_all_gather_single", lambda out, t, group=None: out.copy_(t))
+    monkeypatch.setattr(timed, "_all_gather_single", lambda out, t, group=None: out.copy_(t))
     ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"), timeout_s=5)
-    worker._time_point(ctx, lambda: None, _Timer(calls), 2, 10.0)
+    timed.time_point(ctx, lambda: None, _Timer(calls), 2, 10.0)
     assert calls == ["barrier", "time"]
 
 

@@ -2,7 +2,9 @@
 hangs or is stopped at a chosen point, or while the sweep is being planned (before any point).
 
 ``COLLBENCH_FAULT_INJECT=rank=R,point=P,mode=M``: P is the index of the point measured (0 first) or
-``plan``; M is ``exit`` (the default: exit code 17), ``raise``, ``hang`` or ``stop`` (SIGSTOP).
+``plan``; M is ``exit`` (the default: exit code 17), ``raise``, ``hang`` or ``stop`` (SIGSTOP), or
+``slow``: every call of the point's collective on rank R returns ``seconds=S`` late (default 0.5), as on
+a rank whose host is busy, the other ranks' own clocks unaware of it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 FAULT_ENV = "COLLBENCH_FAULT_INJECT"
@@ -22,10 +25,12 @@ class Fault:
     rank: int
     point: int
     mode: str
+    seconds: float = 0.5
+    """How late each call returns, for ``slow``."""
 
     def strike(self, rank: int, point: int) -> None:
         """Fail as told if this is the rank and the point (PLANNING while planning)."""
-        if rank != self.rank or point != self.point:
+        if rank != self.rank or point != self.point or self.mode == "slow":
             return
         if self.mode == "hang":
             time.sleep(3600)
@@ -36,6 +41,17 @@ class Fault:
             raise RuntimeError("injected fault")
         os._exit(17)
 
+    def slowed(self, rank: int, point: int, call: Callable[[], None]) -> Callable[[], None]:
+        """``call``, returning ``seconds`` late when this is the rank and the point of a ``slow`` fault."""
+        if self.mode != "slow" or rank != self.rank or point != self.point:
+            return call
+
+        def late() -> None:
+            call()
+            time.sleep(self.seconds)
+
+        return late
+
 
 def fault_from_env() -> Fault | None:
     """The fault FAULT_ENV asks for, or None (unset: every real run)."""
@@ -44,4 +60,9 @@ def fault_from_env() -> Fault | None:
         return None
     fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
     point = fields.get("point", "0")
-    return Fault(int(fields.get("rank", "0")), PLANNING if point == "plan" else int(point), fields.get("mode", "exit"))
+    return Fault(
+        int(fields.get("rank", "0")),
+        PLANNING if point == "plan" else int(point),
+        fields.get("mode", "exit"),
+        float(fields.get("seconds", "0.5")),
+    )

@@ -90,6 +90,11 @@ class SweepConfig:
     (size_bytes as the row records it); None: all of them. Tune's tie rounds re-measure the tied
     pairs alone (tuning/rounds.py): a range of sizes times a set of algorithms would re-measure
     every algorithm at every size between the smallest and the largest tie."""
+    cut_behind: float | None = None
+    """Stop timing a point after one iteration where that iteration is over this many times the slowest
+    timed iteration of a point measured in full at its size (the lowest), and its full iterations
+    would overrun ``point_budget_s`` (runtime/sweep/timed.py; tune's rounds: ``REACH_FACTOR``). None:
+    every point gets its full iterations."""
 
     @property
     def stream_path(self) -> Path:

@@ -10,6 +10,8 @@ dies, hangs or raises when it reaches point P (0-based among the points this run
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,15 +40,15 @@ from collbench.runtime.executor.buffers import (
 )
 from collbench.runtime.executor.plan_cache import PLANS, PlanKey
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
-from collbench.runtime.executor.timing import AutoIters, IterationTimer, make_timer, slowest_rank, summarize
+from collbench.runtime.executor.timing import AutoIters, IterationTimer, make_timer, summarize
 from collbench.runtime.here import HERE
 from collbench.runtime.host.environment import RunEnvironment, run_environment
 from collbench.runtime.launch.ranks import RankContext
 from collbench.runtime.sweep.faults import PLANNING, fault_from_env
 from collbench.runtime.sweep.files import resumed_rows
-from collbench.runtime.sweep.native_calls import all_gather_single as _all_gather_single
 from collbench.runtime.sweep.native_calls import native_call as _native_call
 from collbench.runtime.sweep.plan import SweepJob, layout_nodes_note
+from collbench.runtime.sweep.timed import Leader, SizeLeaders, looks_behind, time_point
 from collbench.schedules.contracts import contract
 from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
 from collbench.schedules.registry import get_algorithm
@@ -55,6 +57,8 @@ from collbench.units import format_bytes
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
 
+AUTO_MIN_ITERS = AutoIters().min_iters
+"""The iterations every point of ``-n auto`` is timed at least (what a point cut short had been asked)."""
 LOG_STAYS_ON = (
     "this NCCL cannot switch its log off while running (no ncclResetDebugInit before 2.24): native "
     "times include NCCL's TUNING line per call (~1 us)"
@@ -233,6 +237,9 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         ctx.report({"kind": "note", "text": LOG_STAYS_ON})
     measured: dict[tuple[Any, ...], ResultRow] = {}
     finished = len(points) - len(todo)
+    # What a point clearly behind is cut short against (timed.py): every rank holds the resumed rows.
+    leaders = SizeLeaders(cfg.cut_behind)
+    leaders.add_rows(done.values())
     # A variant's last graph goes before its communicator (NativeGroups.before_destroy).
     with NativeGroups([p.algo for p in todo], before_destroy=graph_timer.release) as groups:
         for index, point in enumerate(todo):
@@ -242,7 +249,9 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
                 fault.strike(ctx.rank, index)
             graphed = point.algo in graphs and point.op in GRAPHED_OPS
             timer = graph_timer if graphed else plain_timer
-            row = _measure(ctx, job, point, layout, timer, env, fingerprint, seen, groups, reader)
+            # A test's rank made slow at this point (faults.py): the call itself, every time it runs.
+            slow = functools.partial(fault.slowed, ctx.rank, index) if fault is not None else None
+            row = _measure(ctx, job, point, layout, timer, env, fingerprint, seen, groups, leaders, reader, slow)
             groups.done_with(index)
             finished += 1
             if row is None:
@@ -329,7 +338,9 @@ def _measure(
     fingerprint: str,
     nodes: int,
     groups: NativeGroups,
+    leaders: SizeLeaders,
     reader: Any = None,
+    slow: Callable[[Callable[[], None]], Callable[[], None]] | None = None,
 ) -> ResultRow | None:
     cfg = job.config
     ws = ctx.world_size
@@ -350,15 +361,22 @@ def _measure(
         return None  # NCCL refused this variant at an earlier point (said once, then)
     learning = reader is not None and native
     failure = ""
+    first_ns = 0
     try:
         # A forced variant's communicator is made here, inside the handling: NCCL refusing it
         # (ncclInvalidUsage) fails this variant's points, not the run.
         call = _make_call(ctx, job, point, bufs, layout, root, groups)
+        if slow is not None:
+            call = slow(call)
         fill(bufs, job.redop, cfg.seed)
         if learning:
             reader.before_untimed()  # NCCL's TUNING log on for this one untimed call only
         try:
+            first_ns = time.perf_counter_ns()
             call()
+            if ctx.device.type == "cuda":
+                torch.cuda.synchronize(ctx.device)  # the call's own time, not its launch's
+            first_ns = time.perf_counter_ns() - first_ns
         finally:
             if learning:
                 reader.after_untimed()
@@ -368,8 +386,9 @@ def _measure(
         if not native or (_is_peer_failure(exc) and not _nccl_refused(exc)):
             raise
         failure = f"{type(exc).__name__}: {_first_line(exc)}"
-    flags = torch.tensor([1 if failure else 0, 0], dtype=torch.int64)
-    dist.all_reduce(flags, group=ctx.control)
+    # Agreed by the largest over ranks: whether any rank failed, and the slowest rank's check call.
+    flags = torch.tensor([1 if failure else 0, 0, 0 if failure else first_ns // 1000], dtype=torch.int64)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=ctx.control)
     checked = cfg.check and checks_data(point.op)
     if int(flags[0]) == 0 and checked:
         # In lock step, chunk by chunk: a reduce's non-roots, with nothing to check, wait one chunk
@@ -395,8 +414,15 @@ def _measure(
     wrong = int(flags[1]) if checked else -1  # barrier: nothing to check (-1, shown as N/A)
     for _ in range(cfg.warmup):
         call()
-    timed = _time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s)
+    where = (point.op.value, point.size_bytes, point.in_place)
+    behind = leaders.bound(where, point.algo)
+    asked = cfg.iters if cfg.iters is not None else AUTO_MIN_ITERS
+    if not looks_behind(behind, float(flags[2]), asked, cfg.point_budget_s):
+        behind = None
+    timed = time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s, behind)
     samples = timed.samples_us
+    stats = summarize(samples)
+    leaders.add(where, Leader(point.algo, stats.time_us_max), wrong=wrong, cut=bool(timed.cut_short))
     choices = reader.choices() if learning else []
     if ctx.rank != 0:
         return None
@@ -418,8 +444,9 @@ def _measure(
         size_bytes=point.size_bytes,
         count=point.count,
         samples_us=samples,
-        stats=summarize(samples),
+        stats=stats,
         iters=timed.iters,
+        cut_short=timed.cut_short,
         wrong=wrong,
         nodes=nodes,
         root=root,
@@ -484,48 +511,6 @@ def _variant_fields(algo: str) -> tuple[str, str]:
         return "", ""
     variant = parse_native_variant(algo)
     return variant.algo or "", variant.proto or ""
-
-
-@dataclass(frozen=True, slots=True)
-class TimedPoint:
-    """A point's timed samples (slowest rank's microseconds per iteration) and the iterations behind them."""
-
-    samples_us: list[float]
-    iters: int
-
-
-def _time_point(
-    ctx: RankContext, call: Callable[[], None], timer: IterationTimer, iters: int | None, budget_s: float
-) -> TimedPoint:
-    """Slowest-rank samples of the point (on rank 0; other ranks get the same) and the iterations timed.
-
-    A sample is one iteration on the CPU, a round of iterations with CUDA events (``timer.sample_iters``).
-    """
-    policy = AutoIters(budget_s=budget_s)
-    samples: list[float] = []
-    covered: list[int] = []
-    batch = iters if iters is not None else policy.next_batch(samples, 0.0)
-    cuda = ctx.device.type == "cuda"
-    while batch > 0:
-        if cuda:
-            # The barrier is on the gloo control group: it must not release a rank whose GPU still
-            # runs the previous batch or the warm-up, or that rank's first event waits for them.
-            torch.cuda.synchronize(ctx.device)
-        dist.barrier(group=ctx.control)
-        sizes = timer.sample_iters(batch)
-        mine = torch.tensor(timer.time_iterations(call, batch), dtype=torch.float64)
-        assert mine.numel() == len(sizes), "a timer returned other samples than sample_iters said"
-        gathered = torch.empty(ctx.world_size * len(sizes), dtype=torch.float64)
-        _all_gather_single(gathered, mine, group=ctx.control)
-        per_rank = gathered.view(ctx.world_size, len(sizes)).tolist()
-        samples.extend(slowest_rank(per_rank))
-        covered.extend(sizes)
-        if iters is not None:
-            break
-        # Every rank holds the same samples, so every rank takes the same decision: no broadcast.
-        elapsed_s = sum(t * k for t, k in zip(samples, covered, strict=True)) * 1e-6
-        batch = policy.next_batch(samples, elapsed_s, iters_done=sum(covered))
-    return TimedPoint(samples, sum(covered))
 
 
 def _make_call(

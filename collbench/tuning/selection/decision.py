@@ -13,7 +13,9 @@
   the fastest.
 * A variant measured in fewer rounds than the fastest because the tune left it out
   (``rounds.within_reach``: more than ``REACH_FACTOR`` behind) is never tied nor chosen
-  (:func:`left_behind`): it is not let back in on less evidence than the others had.
+  (:func:`left_behind`): it is not let back in on less evidence than the others had. Nor is a point
+  the tune cut short in any round (``Point.cut_short``: its one timed iteration more than
+  ``REACH_FACTOR`` times the slowest iteration of a point measured in full beside it).
 """
 
 from __future__ import annotations
@@ -90,11 +92,13 @@ def decide_at(
     simpler choice: the backend's own collective (native) when it is in the tie, else the variant
     already in use at the size below (so that noise cannot make the rules flap), else the fastest.
     """
-    best = min(here, key=lambda v: (here[v].time_us, v.algo != NATIVE))
+    # A point cut short (one iteration, clearly behind) is no candidate, unless nothing else is.
+    candidates = [v for v in here if not here[v].cut_short] or list(here)
+    best = min(candidates, key=lambda v: (here[v].time_us, v.algo != NATIVE))
     fastest = here[best]
     tied = [
         v
-        for v in here
+        for v in candidates
         if v == best
         or (
             not left_behind(here[v], fastest)

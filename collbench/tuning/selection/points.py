@@ -58,6 +58,9 @@ class Point:
     """Rows combined into the point (rounds, repeats, in place and out of place)."""
     by_round: tuple[tuple[int, float], ...] = ()
     """(round, smallest decision time in it) for rows of a tune's marked rounds, by round."""
+    cut_short: bool = False
+    """Whether a row of the point was cut short (``ResultRow.cut_short``): its one timed iteration was
+    clearly behind a point measured in full at its size. Selection never ties nor chooses it."""
     measured_us: float | None = None
     """The smallest decision time as measured (``time_us`` is at the fastest round's speed, for
     comparisons; this is what a profile and a check show as measured). None: the same as time_us."""
@@ -126,7 +129,8 @@ def round_speeds(rows: Sequence[ResultRow]) -> dict[int, float]:
     other's difference).
     """
     by_variant: dict[tuple[str, int | None, str], list[ResultRow]] = defaultdict(list)
-    for row in rows:
+    # A row cut short rests on one iteration: the round's speed comes from the points timed in full.
+    for row in (r for r in rows if r.cut_short is None):
         by_variant[(row.algo, row.segment_bytes, row.layout)].append(row)
     times: dict[int, dict[tuple[str, int | None, str], float]] = defaultdict(dict)
     for key, of_variant in by_variant.items():
@@ -258,4 +262,5 @@ def _point(size: int, rows: list[ResultRow]) -> Point:
         stalled=any(row_stalled(r) for r in rows),
         rounds=len(rows),
         by_round=tuple(sorted(_best_per_round(rows).items())),
+        cut_short=any(r.cut_short is not None for r in rows),
     )

@@ -1,0 +1,91 @@
+"""``collbench tune`` under a launcher cuts a point clearly behind short on every rank at the same
+iteration (runtime/sweep/timed.py). Each rank is started as torchrun starts it (RANK, WORLD_SIZE,
+LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT: torch/distributed/run.py), its own process
+running the CLI.
+
+Rank 1 is made slow at one point of each round's sweep (runtime/sweep/faults.py, ``mode=slow``: each
+call of it returns 0.4 s late on rank 1 alone, so the ranks' own clocks disagree by that much). The
+decision to stop must still be the same on both ranks: a rank that timed one more iteration than the
+other would wait in a barrier or a gather the other never joins, and the job would not finish."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collbench.profile.document import Profile
+from collbench.results.io import read_jsonl
+from collbench.runtime.sweep.faults import FAULT_ENV
+
+pytestmark = pytest.mark.dist
+
+REPO = Path(__file__).resolve().parents[2]
+JOB_S = 240.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(rank: int, n: int, port: int) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_", "TORCHELASTIC", FAULT_ENV))
+    }
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "COLUMNS"):
+        env.pop(name, None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env.update(
+        OMP_NUM_THREADS="1", RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), COLUMNS="200",
+        # Point 1 of each sweep (round 0: tree at 32 KiB, after ring): 0.4 s late per call on rank 1 only.
+        **{FAULT_ENV: "rank=1,point=1,mode=slow,seconds=0.4"},
+    )  # fmt: skip
+    return env
+
+
+def test_every_rank_stops_a_point_behind_at_the_same_iteration(tmp_path: Path) -> None:
+    n = 2
+    port = _free_port()
+    tune = ["tune", "--quick", "--backend", "gloo", "-b", "32K", "-e", "64K", "--timeout", "60", "-O", "p.yaml"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "collbench.cli.app", *tune],
+            env=_env(rank, n, port),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(n)
+    ]
+    done = [proc.communicate(timeout=JOB_S) for proc in procs]
+    for rank, (proc, (out, err)) in enumerate(zip(procs, done, strict=True)):
+        assert proc.returncode == 0, f"rank {rank}: {out}{err}"
+
+    rows = list(read_jsonl(tmp_path / "p-results.jsonl"))
+    # Cut in round 0, so left out of every round after at its size.
+    (tree,) = [r for r in rows if r.algo == "tree" and r.size_bytes == 32 << 10]
+    assert tree.tune_round == 0 and tree.iters == 1 and tree.time_us >= 0.4e6
+    assert tree.cut_short is not None and tree.cut_short.startswith("1 of 5 timed iterations: ")
+    assert "the slowest iteration of ring at this size (cut over 2x)" in tree.cut_short
+    # Every other row of round 0 was timed in full (-n auto: at least 5 iterations).
+    assert all(r.iters >= 5 and r.cut_short is None for r in rows if r.tune_round == 0 and r is not tree)
+    cut = [r for r in rows if r.cut_short is not None]
+    assert all(r.iters == 1 for r in cut)
+
+    out = " ".join(done[0][1].split())  # the closing note (notes go to stderr), unwrapped
+    assert f"{len(cut)} point{'s' if len(cut) > 1 else ''} cut short after one timed iteration" in out, done[0][1]
+    profile = Profile.load(tmp_path / "p.yaml")
+    # Never chosen where it was cut short (rule by rule, at the size each was decided at).
+    chosen = {(rule.at_bytes, str(rule.algo)) for rule in profile.rules}
+    assert chosen and not chosen & {(r.size_bytes, r.algo) for r in cut}
+    assert (32 << 10, "tree") not in chosen
