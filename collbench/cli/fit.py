@@ -22,7 +22,7 @@ from collbench.units import counted
 def fit(
     results: Annotated[
         list[Path],
-        typer.Argument(metavar="RESULTS...", help="collbench results (.jsonl/.csv/.parquet) or nccl-tests logs."),
+        typer.Argument(metavar="RESULTS", help="collbench results (.jsonl/.csv/.parquet) or nccl-tests logs."),
     ],
     json_out: Annotated[bool, typer.Option("--json", help="Print {fits, crossovers} as JSON, nothing else.")] = False,
     plot: Annotated[

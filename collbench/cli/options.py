@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from collbench.errors import ConfigError
 
@@ -57,6 +57,23 @@ def _flags_take_no_value(params: Sequence[object]) -> None:
             param.metavar = ""
 
 
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+def _arguments_by_name(params: Sequence[object]) -> None:
+    # Typer shows an argument's name and then its Python type (`RESULTS... <list[Path]>`, `algo <str>`):
+    # the name, upper case as usage lines write it, says what to give; the type column is left empty.
+    # (The usage line adds `...` itself to an argument that takes several.)
+    for param in params:
+        if isinstance(param, TyperArgument):
+            if param.metavar is None and param.name:
+                param.metavar = param.name.upper()
+            # An instance attribute: Typer builds the argument from the annotation, so no subclass of
+            # it can be given; help asks this method for the type column (typer.rich_utils).
+            setattr(param, "display_type_rich", _no_type)  # noqa: B010
+
+
 def _help_default_false(option: TyperOption | None) -> None:
     # Typer's help option defaults to None, not False: every group whose subcommand runs coerces that
     # None through its pydantic adapter, which imports pydantic (0.1 s of CPU) before anything runs.
@@ -71,6 +88,7 @@ class CollbenchCommand(TyperCommand):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _flags_take_no_value(self.params)
+        _arguments_by_name(self.params)
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
         option = super().get_help_option(ctx)

@@ -18,13 +18,13 @@ from collbench.fileio import check_writable
 def report(
     results: Annotated[
         list[Path],
-        typer.Argument(metavar="RESULTS...", help="collbench results (.jsonl/.csv/.parquet) or nccl-tests logs."),
+        typer.Argument(metavar="RESULTS", help="collbench results (.jsonl/.csv/.parquet) or nccl-tests logs."),
     ],
     profile: Annotated[
         Path | None, typer.Option("--profile", metavar="PROFILE.yaml", help="A profile from `collbench tune`.")
     ] = None,
     topology: Annotated[
-        Path | None, typer.Option("--topology", metavar="FILE", help="A topology from `collbench discover -o`.")
+        Path | None, typer.Option("--topology", metavar="FILE", help="A topology from `collbench discover -O`.")
     ] = None,
     output: Annotated[Path, typer.Option("--output", "-O", metavar="FILE.html", help="Where the page goes.")] = Path(
         "report.html"

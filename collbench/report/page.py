@@ -213,7 +213,7 @@ def _machine_section(inputs: ReportInputs, notes: list[str]) -> str:
     if topo is None:
         out.append(
             '<p class="note">No topology given (pass <code>--topology FILE</code>, a file from '
-            "<code>collbench discover -o</code>): no matrix or drawing.</p>"
+            "<code>collbench discover -O</code>): no matrix or drawing.</p>"
         )
     else:
         out.append(

@@ -97,7 +97,7 @@ def load_topology(path: Path) -> Topology:
     Raises InputFileError when the file is missing, empty, not YAML/JSON, or not a topology document.
     """
     fmt = _format(path)
-    text = read_text_file(path, "a topology from `collbench discover -o`")
+    text = read_text_file(path, "a topology from `collbench discover -O`")
     if not text.strip():
         raise InputFileError(str(path), "the file is empty (expected a topology document)")
     data: Any = parse_json(text, path) if fmt == "json" else parse_yaml(text, path)

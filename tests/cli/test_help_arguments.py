@@ -1,0 +1,58 @@
+"""Every command's --help names its arguments as its usage line does (``RESULTS``, ``ALGO``, ``PROFILE``)
+and shows no Python type beside them: Typer printed ``RESULTS... <list[Path]>``, ``algo <str>`` and
+``BASE <path>``, and the usage line ``{RESULTS...}...``."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+from typer.main import get_group
+from typer.testing import CliRunner
+
+from collbench.cli.app import COMMANDS, GROUPS, app
+
+
+def _paths() -> list[list[str]]:
+    out = [[name] for name in COMMANDS]
+    for name, (module, _) in GROUPS.items():
+        group = get_group(importlib.import_module(f"collbench.cli.{module}").app)
+        out += [[name, sub] for sub in group.list_commands(None)]  # type: ignore[arg-type]
+    return out
+
+
+def _arguments_panel(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if "Arguments" in line and line.startswith("╭")), None)
+    if start is None:
+        return []
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("╰"))
+    return lines[start + 1 : end]
+
+
+@pytest.mark.parametrize("path", _paths(), ids=" ".join)
+def test_arguments_are_named_without_a_python_type(path: list[str]) -> None:
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    usage = next(line for line in result.output.splitlines() if "Usage:" in line)
+    assert "...}" not in usage, usage
+    for line in _arguments_panel(result.output):
+        assert not re.search(r"<[\w\[\], ]+>", line), line
+        named = re.match(r"│ \*\s+(\S+)", line)  # an argument's first line: required, then its name
+        if named:
+            assert named.group(1).isupper(), line
+
+
+def test_fit_and_explain_name_their_arguments() -> None:
+    fit = CliRunner().invoke(app, ["fit", "--help"], env={"COLUMNS": "80", "NO_COLOR": "1"}).output
+    assert "Usage: collbench fit [OPTIONS] {RESULTS}..." in fit
+    assert _arguments_panel(fit)[0].split()[1:3] == ["*", "RESULTS"]
+    explain = CliRunner().invoke(app, ["explain"], env={"COLUMNS": "200"})
+    assert explain.exit_code == 2 and "Missing argument 'ALGO'" in explain.output
+
+
+def test_report_names_discovers_output_option_as_discover_has_it() -> None:
+    # discover writes its file with -O (its -o is refused: sweep's reduction, as in nccl-tests).
+    report = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"}).output
+    assert "`collbench discover -O`" in report and "discover -o" not in report
