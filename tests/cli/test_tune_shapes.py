@@ -44,7 +44,7 @@ def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytes
         measured = {r.algo for r in rows}
         assert {r.algo for r in profile.rule_set(world).rules} <= measured
     assert {f.world_size for f in profile.fits} == {2, 3}
-    assert "2 on 1 node" in result.stdout and "3 on 1 node" in result.stdout
+    assert "2 ranks on 1 node" in result.stdout and "3 ranks on 1 node" in result.stdout
     # One report beside the profile, of every shape.
     page = (tmp_path / "p.html").read_text()
     for section in ("all-reduce, gloo, 2 ranks", "all-reduce, gloo, 3 ranks"):
@@ -84,7 +84,7 @@ def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path)
         assert {r.algo for r in rules} <= {"direct", "native", "recursive-doubling", "tree"}
         assert all(r.measured_us is None and r.predicted_us for r in rules)
     assert "not used for predictions: all-reduce ring: misses a point by 74% (bound 25%" in result.stderr
-    assert "64 on 8 nodes predicted" in result.stdout
+    assert "64 ranks on 8 nodes predicted" in result.stdout
     exported = CliRunner().invoke(app, ["export", "ompi-rules", str(out), "--from-other-backend"])
     assert "64 ranks on 8 nodes, predicted from the fitted models, not measured" in exported.stdout
 

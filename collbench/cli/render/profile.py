@@ -10,7 +10,7 @@ from rich.text import Text
 
 from collbench.cli.render.styles import narrow_table, one_value, unused_fits
 from collbench.profile.document import Profile
-from collbench.units import counted, format_bytes
+from collbench.units import format_bytes, ranks_on_nodes
 
 
 def _bytes(n: int | None) -> str:
@@ -52,7 +52,7 @@ def render_rules(profile: Profile) -> RenderableType:
         )
     for rule_set in profile.rule_sets:
         op = one_value(r.op for r in rule_set.rules)
-        shape = f"{rule_set.world_size} on {counted(rule_set.nodes, 'node')}"
+        shape = ranks_on_nodes(rule_set.world_size, rule_set.nodes)
         shape += " predicted (from the fitted models)" if rule_set.predicted else ""
         title = (f"{op}, " if op else "") + (
             shape if several else f"{profile.backend}, {shape}, machine {profile.fingerprint}"
