@@ -89,7 +89,8 @@ def _points_table(comparison: Comparison, shown: list[PointChange], threshold: f
 
 
 def _summary_table(comparison: Comparison) -> Table:
-    table = narrow_table("per op and algorithm")
+    # Split at 80 columns, each part repeats op and algo: a "stalled" part of op alone named no algorithm.
+    table = narrow_table("per op and algorithm", keep=2)
     stalled: dict[tuple[str, str], int] = {}
     for c in comparison.changes:
         if c.stalled:
@@ -163,8 +164,8 @@ def compare(
         err_console.print(
             f"{len(comparison.changes)} points matched{unmatched}{not_shown}. ± is one standard error of the "
             "point's change beyond the whole run's, from both runs' spreads ((p50 - min) / p50 / sqrt(iters), and "
-            f"between repeated rows) and the run-to-run drift; noise: within {_z_text(comparison)} of them "
-            "(so that two runs of one machine flag no point in 95% of comparisons).",
+            f"between repeated rows) and the run-to-run drift; verdict noise: within {_z_text(comparison)} standard "
+            "errors of no change (the bar at which two runs of one machine flag no point in 95% of comparisons).",
             highlight=False,
         )
         err_console.print(_run_line(comparison.run), highlight=False)
@@ -189,15 +190,14 @@ def _run_line(run: RunFactor) -> str:
     change = 100.0 * (run.factor - 1.0)
     how = f"NEW is {abs(change):.1f}% {'slower' if change >= 0 else 'faster'} than BASE overall"
     detail = f"(median over {run.points} points, +- {100.0 * run.rel_error:.1f}%)"
+    drift = f"the {100.0 * run.bound:g}% a whole run may drift"
     if run.regressed:
-        verdict = (
-            f"[red]beyond the {100.0 * run.bound:g}% runs may drift, by more than its noise: a whole-run change[/red]"
-        )
+        verdict = f"[red]slower than {drift}, by more than its noise: a whole-run change[/red]"
+    elif run.beyond_noise and change >= 0:
+        verdict = f"[yellow]beyond noise[/yellow], but within {drift} (allowing for its noise)"
     elif run.beyond_noise:
-        verdict = (
-            f"[yellow]beyond noise[/yellow], but not beyond the {100.0 * run.bound:g}% runs may drift"
-            " by more than its noise"
-        )
+        # Faster is never a regression: the drift bound is only about slowing down.
+        verdict = "beyond noise (faster)"
     else:
         verdict = "within noise"
     use = (

@@ -204,6 +204,26 @@ def test_compare_marks_stalled_points_and_does_not_call_them_regressions(tmp_pat
     assert result.exit_code == 1 and "2 points regressed" in result.output, result.output
 
 
+def test_compare_summary_split_at_80_columns_names_the_algorithm(tmp_path: Path) -> None:
+    """With a stalled point and a long algorithm name the summary prints in two parts at 80 columns; the
+    second ("stalled") part said only the op, so two algorithms' counts read as two lines of one op."""
+    sizes = [2**k for k in range(8, 20)]
+    base, new = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
+    rd = '"algo": "recursive-doubling"'
+    base.write_text(_rows({s: (100.0 + s / 1000, 0.0) for s in sizes}).replace('"algo": "ring"', rd))
+    new.write_text(
+        _rows({s: (100.0 + s / 1000, 0.92 if s == sizes[3] else 0.0) for s in sizes}).replace('"algo": "ring"', rd)
+    )
+    result = CliRunner().invoke(app, ["compare", str(base), str(new)], env=NARROW)
+    assert result.exit_code == 0, result.output
+    check_80(result.output)
+    lines = result.output.splitlines()
+    # The part that holds the stalled counts repeats op and algo (it was "op  stalled" alone).
+    header = next(i for i, ln in enumerate(lines) if ln.split()[-1:] == ["stalled"] and "op" in ln.split())
+    assert lines[header].split() == ["op", "algo", "stalled"], result.output
+    assert lines[header + 2].split() == ["all-reduce", "recursive-doubling", "1"], result.output
+
+
 def test_sweep_progress_bar_labels_elapsed_and_remaining() -> None:
     """At 80 columns the counts and times stay whole (they were cut to "1…" and "0:0…" beside a long
     point), and the point measured now has the line below."""
