@@ -1,4 +1,4 @@
-"""NCCL's own cost model for its ring and tree algorithms, as ``src/graph/tuning.cc`` writes it.
+"""NCCL's own cost model of its algorithms, as ``src/graph/tuning.cc`` writes it.
 
 NCCL picks an (algorithm, protocol) per call by pricing each as ``latency + bytes / bandwidth``
 (``ncclTopoGetAlgoTime``) and running the cheapest. This module follows NVIDIA/nccl v2.30.7
@@ -21,13 +21,17 @@ scatter, gather, send/recv and barrier NCCL runs as grouped ``ncclSend``/``ncclR
 prices (and NCCL has no barrier: ``torch.distributed`` runs one as an all-reduce of one byte);
 :func:`nccl_choice` refuses them rather than price them as a ring they do not run.
 
-Ring and tree are priced, and PAT for reduce-scatter and all-gather where every node holds one GPU
-(NCCL's own condition, read from the shape). NVLS, NVLS-tree and CollNet need facts about the
-machine (NVSwitch SHARP, a CollNet plugin) that a measured log does not give, and are not priced.
-What NCCL reads from its topology search, and a fit does not hold, is a parameter here: the ring's
-bus bandwidth (``nChannels * bw``, the same for the tree graph), the channel count for the
-per-channel caps, the GPU generation, whether links within a node are NVLink, and whether LL128 is
-enabled. ``latency_scale`` multiplies every latency: 1 is NCCL's own model; a fitted value keeps
+Ring and tree are priced, PAT for reduce-scatter and all-gather where every node holds one GPU
+(NCCL's own condition, read from the shape), and the algorithms that reduce in a switch
+(``nccl_switch.py``): NVLS and NVLS-tree where NCCL's search finds an NVLS graph (NVLink SHARP:
+Hopper and Blackwell NVSwitch boards; across nodes only with the NICs known, whose GPUs are its heads),
+CollNet direct and chain only where a CollNet plugin is declared (off by default, as in NCCL), each
+under NCCL's enable rules (:func:`_algorithms`). What NCCL reads from its topology search, and a fit
+does not hold, is a parameter here: the ring's bus bandwidth (``nChannels * bw``, the same for the
+tree graph), the channels (``nccl_graph.py``: the ring graph's for the per-channel caps, the
+communicator's for the ring's plateau; 16 where the GPU's links or, across nodes, the NICs are not
+known), the NVLS graph, the GPU generation, whether links within a node are NVLink, and whether LL128
+is enabled. ``latency_scale`` multiplies every latency: 1 is NCCL's own model; a fitted value keeps
 NCCL's structure with this machine's latencies.
 """
 
@@ -42,9 +46,17 @@ from typing import Literal
 import numpy as np
 
 from collbench.errors import ConfigError, NotApplicableError
+from collbench.models.nccl_graph import Graph, NcclNode, comm_channels, nvls_graph, ring_graph
+from collbench.models.nccl_switch import (
+    MAX_DIRECT_ARITY,
+    MAX_NVLS_ARITY,
+    SWITCH_ALGORITHMS,
+    switch_bandwidth,
+    switch_latency,
+)
 from collbench.nccl.algorithms import PROTOCOLS
 from collbench.schedules.ops import NCCL_TUNED_OPS, Op
-from collbench.topology.bandwidth import NVLINK_GBPS_PER_LINK, GpuLinks, compute_capability
+from collbench.topology.bandwidth import GpuLinks, compute_capability
 
 NCCL_SOURCE = "NVIDIA/nccl v2.30.7 src/graph/tuning.cc"
 
@@ -68,17 +80,91 @@ _PER_CH_TREE_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0)
 _PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
 # treeCorrectionFactor[protocol][log2(bytes / 64)], 64 B to 256 MiB.
 _TREE_CORRECTION = (
-    (1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0, 1.0),
-    (1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0),
-    (0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9),
+    (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.7,
+        0.7,
+        0.7,
+        0.7,
+        0.6,
+        0.5,
+        0.4,
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.9,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    ),
+    (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.8,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        1.0,
+        1.0,
+        1.0,
+    ),
+    (
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.5,
+        0.5,
+        0.5,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.7,
+        0.7,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+    ),
 )
-"""The first 23 entries of each row: ``ncclTopoGetAlgoTime`` reads them for ``0 <= logSize < 23`` only."""
+"""``treeCorrectionFactor``: ``ncclTopoGetAlgoTime`` reads the tree's for ``0 <= logSize < 23`` and
+NVLS-tree's (Blackwell on x86) for ``logSize < 24``."""
+_TREE_ENTRIES = 23
+_NVLS_TREE_ENTRIES = 24
 _NET_OVERHEAD_US = 1.0
 """getNetOverhead on Intel x86 and unknown CPUs (AMD: 2.0); tripled for Simple."""
-
-LATENCY_SHARE_TO_FIT = 0.2
-"""The least share of the time at the smallest measured size that latency must take for the points to
-tell a latency scale; below it NCCL's own latencies are kept."""
 
 DEFAULT_CHANNELS = 16
 """Channels assumed for the per-channel caps and the ring's plateau test, where the topology is not known."""
@@ -103,24 +189,6 @@ def arch_of(gpu: GpuLinks | None, device_name: str = "") -> Arch:
     return "ampere" if sm >= 80 else "volta"
 
 
-_NCCL_NVLINK_GBPS: tuple[tuple[int, float], ...] = ((100, 40.1), (90, 20.6), (80, 20.0), (70, 20.0))
-"""NCCL's bandwidth of one NVLink by compute capability x10 (src/graph/topo.h, ``SM100_NVLINK_BW``
-40.1, ``SM90_NVLINK_BW`` 20.6, ``SM80_NVLINK_BW`` and ``SM70_NVLINK_BW`` 20.0, GB/s), the figure its
-topology search gives every NVLink, below the links' nominal 25 and 50 GB/s."""
-
-
-def nccl_nvlink_bus_gbps(gpu: GpuLinks) -> float | None:
-    """The bus bandwidth NCCL's topology search finds within one node of ``gpu``: its NVLinks, each at
-    NCCL's own figure (``_NCCL_NVLINK_GBPS``), a ring's channels together using all of them; None for a
-    GPU without listed NVLinks."""
-    if gpu.nvlink_gbps is None or gpu.sm < 70:
-        return None
-    nominal = NVLINK_GBPS_PER_LINK[5 if gpu.sm >= 100 else 4 if gpu.sm >= 90 else 3 if gpu.sm >= 80 else 2]
-    links = round(gpu.nvlink_gbps / nominal)
-    per_link = next(gbps for sm, gbps in _NCCL_NVLINK_GBPS if gpu.sm >= sm)
-    return links * per_link
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NcclMachine:
     """What NCCL's topology search gives its cost model, and a fit does not hold."""
@@ -136,14 +204,35 @@ class NcclMachine:
     """Multiplies every latency; 1 is NCCL's own model."""
     inter_bus_bw_gbps: float | None = None
     """The bus bandwidth NCCL uses beyond two nodes (``bwInter``); None: the same as ``bus_bw_gbps``."""
+    comm_channels: int | None = None
+    """The communicator's channels (``comm->nChannels``, the ring's plateau test); None: ``channels``."""
+    topology_bus_bw_gbps: float | None = None
+    """The ring's bus bandwidth as NCCL's topology search gives it (``nccl_graph.ring_graph``), where the
+    machine is known: the other graphs' bandwidths (NVLS, CollNet) are NCCL's figures scaled by
+    ``bus_bw_gbps`` over it, so a fitted bus bandwidth moves them all alike."""
+    nvls: Graph | None = None
+    """NCCL's NVLS graph (``nccl_graph.nvls_graph``): NVLink SHARP found; None: NVLS and NVLS-tree off."""
+    collnet: bool = False
+    """A CollNet plugin is loaded and enabled (``NCCL_COLLNET_ENABLE=1``); off by default, as in NCCL."""
+    nvswitch: bool = False
+    """The node's GPUs hang off an NVSwitch (``nvsCount``): CollNet-direct needs it."""
+    x86: bool = True
+    """The CPU is x86 (not Grace's ARM): NVLS-tree's size correction is x86's on Blackwell."""
 
     def __post_init__(self) -> None:
         if not self.bus_bw_gbps > 0 or not math.isfinite(self.bus_bw_gbps):
             raise ConfigError(f"NCCL's model needs a positive bus bandwidth, got {self.bus_bw_gbps}")
         if self.arch not in ARCHS:
             raise ConfigError(f"unknown GPU generation {self.arch!r}; known: {', '.join(ARCHS)}")
-        if self.channels < 1 or not self.latency_scale >= 0:
+        if self.channels < 1 or not self.latency_scale >= 0 or (self.comm_channels or 1) < 1:
             raise ConfigError("NCCL's model needs at least one channel and a latency scale >= 0")
+
+    @property
+    def graph_scale(self) -> float:
+        """The bus bandwidth over the topology's (1 where the topology is not known)."""
+        if self.topology_bus_bw_gbps is None or not self.topology_bus_bw_gbps > 0:
+            return 1.0
+        return self.bus_bw_gbps / self.topology_bus_bw_gbps
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +262,9 @@ class _Collective:
     all_reduce: bool = False
     """All-reduce's own terms: the tree's latency up and down (lines 420-427), the tree's correction
     factors and the ring's plateau over nodes (:func:`_tree_correction`, :func:`_plateau_factor`)."""
+    chunked: bool = False
+    """Reduce-scatter and all-gather: NVLS runs them within a node, with ``(ppn - 1) / ppn`` of its
+    bandwidth and no bus-to-algorithm conversion (lines 312-318, 376-382)."""
 
 
 def _ring_and_pat(ranks: int, nodes: int) -> tuple[str, ...]:
@@ -186,8 +278,12 @@ _COLLECTIVES: dict[Op, _Collective] = {
         candidates=lambda ranks, nodes: ("tree", "ring"),
         all_reduce=True,
     ),
-    Op.REDUCE_SCATTER: _Collective(steps=lambda n: n - 1, net_steps=lambda m: m - 1, candidates=_ring_and_pat),
-    Op.ALL_GATHER: _Collective(steps=lambda n: n - 1, net_steps=lambda m: m - 1, candidates=_ring_and_pat),
+    Op.REDUCE_SCATTER: _Collective(
+        steps=lambda n: n - 1, net_steps=lambda m: m - 1, candidates=_ring_and_pat, chunked=True
+    ),
+    Op.ALL_GATHER: _Collective(
+        steps=lambda n: n - 1, net_steps=lambda m: m - 1, candidates=_ring_and_pat, chunked=True
+    ),
     Op.BROADCAST: _Collective(
         steps=lambda n: n, net_steps=lambda m: m - 1, candidates=lambda ranks, nodes: ("ring",), chained=True
     ),
@@ -205,10 +301,36 @@ _PAT_BUS_SHARE = 0.75
 bandwidth for reduce-scatter and all-gather (no ``nRanks / nsteps`` conversion, lines 376-382)."""
 
 
+def _algorithms(machine: NcclMachine, op: Op, ranks: int, nodes: int) -> tuple[str, ...]:
+    """The algorithms NCCL prices for ``op`` at this shape, its enable rules applied (tuning.cc
+    ``ncclTopoTuneModel``'s loops and ``algoEnable``; enqueue.cc ``updateCollCostTable``): NVLS on one
+    node where NVLink SHARP is (across nodes only with CollNet), NVLS-tree across nodes, CollNet with a
+    plugin on 2 nodes or more (``NCCL_COLLNET_NODE_THRESHOLD`` 2) and up to 8 GPUs a node, its direct
+    form only on an NVSwitch node. CollNet's and NVLS's reduce-scatter and all-gather across nodes need
+    the plugin's ``iallgather``/``ireducescatter``, not known here: left off."""
+    coll = _COLLECTIVES[op]
+    algos = list(coll.candidates(ranks, nodes))
+    local = -(-ranks // nodes)
+    nvls = machine.nvls is not None and machine.nvls.channels >= 2 and machine.arch in ("hopper", "blackwell")
+    if coll.all_reduce:
+        if machine.collnet and nodes >= 2 and local <= MAX_DIRECT_ARITY + 1:
+            algos += ["collnet_direct", "collnet_chain"] if machine.nvswitch else ["collnet_chain"]
+        if nvls and (nodes == 1 or machine.collnet):
+            algos.append("nvls")
+        if nvls and nodes > 1:
+            algos.append("nvls_tree")
+    elif coll.chunked and nvls and nodes == 1 and local <= MAX_NVLS_ARITY:
+        algos.append("nvls")
+    return tuple(algos)
+
+
 def _bandwidth(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int) -> float:
-    """Algorithm bandwidth (GB/s) of (algo, proto): tuning.cc lines 306-382, ring, tree and PAT."""
+    """Algorithm bandwidth (GB/s) of (algo, proto): tuning.cc lines 306-382."""
     arch = ARCHS.index(machine.arch)
     col = min(nodes, 3) - 1
+    coll = _COLLECTIVES[op]
+    if algo in SWITCH_ALGORITHMS:
+        return switch_bandwidth(machine, algo, ranks, nodes, coll.all_reduce, coll.steps(ranks), arch, col)
     ll_max = _LL_MAX_BW[arch if nodes == 1 else (1 if machine.amd_cpu else 0)][col]
     inter = machine.inter_bus_bw_gbps if machine.inter_bus_bw_gbps is not None else machine.bus_bw_gbps
     bus = machine.bus_bw_gbps if nodes <= 2 else inter
@@ -232,7 +354,9 @@ def _bandwidth(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, 
 def _latency(
     machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int, fullest: int | None = None
 ) -> float:
-    """Latency (us) of (algo, proto): tuning.cc lines 384-432, ring, tree and PAT."""
+    """Latency (us) of (algo, proto): tuning.cc lines 384-432."""
+    if algo in SWITCH_ALGORITHMS:
+        return switch_latency(machine, algo, ranks, nodes, fullest)
     if algo == "pat":
         # Lines 429-432: log2(nNodes) network hops at a 3.5th of the tree's network latency (one GPU a
         # node: hwLatencies NET, Tree, Simple), plus 2.8 us a rank.
@@ -264,14 +388,14 @@ def _latency(
     return lat
 
 
-def _tree_correction(proto: int, size_bytes: float, smooth: bool) -> float:
+def _tree_correction(proto: int, size_bytes: float, smooth: bool, entries: int = _TREE_ENTRIES) -> float:
     """treeCorrectionFactor at ``log2(bytes >> 6)`` (NCCL's steps), or interpolated in log size.
 
     NCCL's own table steps at powers of two, so its predicted time can fall when a size crosses one;
     ``smooth`` interpolates between the table's entries instead, which keeps time rising with size
     (a factor never grows by more than 25% per doubling).
     """
-    table = _TREE_CORRECTION[proto]
+    table = _TREE_CORRECTION[proto][:entries]
     units = size_bytes / 64.0
     if units < 1:
         return 1.0
@@ -305,6 +429,26 @@ def _plateau_factor(machine: NcclMachine, bytes_per_channel_rank: float, smooth:
     return 1.0 + (factor - 1.0) * ramp
 
 
+def _correction(machine: NcclMachine, coll: _Collective, algo: str, proto: int, size: float, smooth: bool) -> float:
+    """The bandwidth's correction at a size (``ncclTopoGetAlgoTime``): the tree all-reduce's, and
+    NVLS-tree's on Blackwell with an x86 CPU; 1 for the others."""
+    if not coll.all_reduce:
+        return 1.0
+    if algo == "tree":
+        return _tree_correction(proto, size, smooth)
+    if algo == "nvls_tree" and machine.arch == "blackwell" and machine.x86:
+        return _tree_correction(proto, size, smooth, _NVLS_TREE_ENTRIES)
+    return 1.0
+
+
+def _protocols(machine: NcclMachine, algo: str) -> tuple[int, ...]:
+    """The protocols priced: ring and tree run all three (LL128 only over NVLink: lines 518-536), the
+    others Simple only (NVLS, NVLS-tree and PAT skip the rest; CollNet gets no bandwidth on them)."""
+    if algo not in ("ring", "tree"):
+        return (_SIMPLE,)
+    return (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
+
+
 def _tuned(op: Op | str) -> Op:
     """``op`` as an Op; raise NotApplicableError for one NCCL does not tune (grouped send/recv in NCCL)."""
     the_op = op if isinstance(op, Op) else Op.parse(op)
@@ -331,7 +475,8 @@ def nccl_choice(
     smooth: bool = False,
     fullest_node: int | None = None,
 ) -> NcclChoice:
-    """The cheapest of ring and tree over LL, LL128 and Simple at one size, priced as NCCL does.
+    """The cheapest of the algorithms NCCL enables at this shape (ring, tree, PAT, NVLS, NVLS-tree, CollNet)
+    and their protocols at one size, priced as NCCL does.
 
     ``smooth`` interpolates the tree's correction factor (:func:`_tree_correction`) and ramps the ring's
     plateau factor in (:func:`_plateau_factor`); without it the model is NCCL's exactly. Ranks need not
@@ -344,18 +489,16 @@ def nccl_choice(
     if ranks < 2 or nodes < 1 or nodes > ranks:
         raise ConfigError(f"NCCL's model needs 2 or more ranks and at least one a node, got {ranks} on {nodes}")
     best: NcclChoice | None = None
-    # LL128 runs over NVLink (and NICs close enough); NCCL leaves it off over PCI (lines 518-536).
-    protos = (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
     coll = _COLLECTIVES[the_op]
-    for algo in coll.candidates(ranks, nodes):
-        for proto in protos if algo != "pat" else (_SIMPLE,):
+    channels = machine.comm_channels or machine.channels
+    for algo in _algorithms(machine, the_op, ranks, nodes):
+        for proto in _protocols(machine, algo):
             bw = _bandwidth(machine, the_op, algo, proto, ranks, nodes)
             lat = _latency(machine, the_op, algo, proto, ranks, nodes, fullest_node)
-            if algo == "tree" and coll.all_reduce:
-                bw *= _tree_correction(proto, size_bytes, smooth)
+            bw *= _correction(machine, coll, algo, proto, size_bytes, smooth)
             ring_plateau = algo == "ring" and proto == _SIMPLE and nodes > 1 and coll.all_reduce
             if ring_plateau:
-                lat *= _plateau_factor(machine, size_bytes / (machine.channels * ranks), smooth)
+                lat *= _plateau_factor(machine, size_bytes / (channels * ranks), smooth)
             lat *= machine.latency_scale
             # GB/s is 10^3 bytes per microsecond.
             time_us = lat + size_bytes / (1e3 * bw)
@@ -368,7 +511,7 @@ def nccl_choice(
 def nccl_time_us(
     machine: NcclMachine, op: Op | str, ranks: int, nodes: int, size_bytes: float, *, smooth: bool = False
 ) -> float:
-    """NCCL's predicted time (us) of its cheapest ring or tree at one size: :func:`nccl_choice`'s."""
+    """NCCL's predicted time (us) of its cheapest algorithm at one size: :func:`nccl_choice`'s."""
     return nccl_choice(machine, op, ranks, nodes, size_bytes, smooth=smooth).time_us
 
 
@@ -383,86 +526,67 @@ def peak_bus_bw_gbps(op: Op | str, ranks: int, sizes: list[float], times_us: lis
     return best
 
 
-def calibrate(
-    machine: NcclMachine, op: Op | str, ranks: int, nodes: int, sizes: list[float], times_us: list[float]
-) -> NcclMachine:
-    """``machine`` with the latency scale and bus bandwidth that make NCCL's model (smoothed) follow the
-    measured times at their own shape best, in squared log error.
-
-    NCCL's structure (which algorithm and protocol at which size, how latency and bandwidth grow with
-    ranks and nodes) is kept; only the two numbers a machine sets are fitted, by a coarse grid then a
-    finer one around its best. Where the sizes cannot tell the latency (NCCL's latency is under
-    ``LATENCY_SHARE_TO_FIT`` of its time even at the smallest size), the scale stays 1: NCCL's own.
-    """
-    _tuned(op)
-    if not sizes:
-        raise ConfigError("no measured points to calibrate NCCL's model on")
-    logs = np.log(np.asarray(times_us, dtype=np.float64))
-    peak = peak_bus_bw_gbps(op, ranks, sizes, times_us)
-    smallest = nccl_choice(_replace(machine, 1.0, peak), op, ranks, nodes, min(sizes), smooth=True)
-    # Where even the smallest measured size is mostly bandwidth, the points cannot tell the latency:
-    # NCCL's own latencies stand, and only the bandwidth is fitted.
-    latency_measured = smallest.latency_us >= LATENCY_SHARE_TO_FIT * smallest.time_us
-
-    times = _SizeCurve(machine, _tuned(op), ranks, nodes, sizes)
-
-    def loss(scale: float, bus: float) -> float:
-        model = np.log(times.at(_replace(machine, scale, bus)))
-        return float(np.sum((model - logs) ** 2))
-
-    best = (loss(1.0, peak), 1.0, peak)
-    for span, centre_scale, centre_bus in ((4.0, 1.0, peak), (0.5, None, None)):
-        cs = best[1] if centre_scale is None else centre_scale
-        cb = best[2] if centre_bus is None else centre_bus
-        for i in range(-8, 9) if latency_measured else (0,):
-            scale = cs * 2.0 ** (span * i / 8)
-            for j in range(-8, 9):
-                bus = cb * 2.0 ** (span / 4 * j / 8)
-                value = loss(scale, bus)
-                if value < best[0]:
-                    best = (value, scale, bus)
-    return _replace(machine, best[1], best[2])
+def size_terms(
+    machine: NcclMachine, op: Op | str, ranks: int, nodes: int, sizes: list[float]
+) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
+    """Per candidate (algorithm, protocol index) NCCL prices at this shape: its unscaled latency (us)
+    and its bandwidth's correction at each size, smoothed, as :func:`nccl_choice` applies them (the
+    tree's correction, the ring's plateau factor): what depends on the sizes alone, worked out once
+    for a calibration's many bandwidths (``nccl_calibrate.SizeCurve``)."""
+    the_op = _tuned(op)
+    if ranks < 2 or nodes < 1 or nodes > ranks:
+        raise ConfigError(f"NCCL's model needs 2 or more ranks and at least one a node, got {ranks} on {nodes}")
+    out: list[tuple[str, int, np.ndarray, np.ndarray]] = []
+    coll = _COLLECTIVES[the_op]
+    channels = machine.comm_channels or machine.channels
+    for algo in _algorithms(machine, the_op, ranks, nodes):
+        for proto in _protocols(machine, algo):
+            lat = _latency(machine, the_op, algo, proto, ranks, nodes)
+            latency = np.full(len(sizes), lat)
+            correction = np.array([_correction(machine, coll, algo, proto, s, True) for s in sizes])
+            if algo == "ring" and proto == _SIMPLE and nodes > 1 and coll.all_reduce:
+                latency = np.array([lat * _plateau_factor(machine, s / (channels * ranks), True) for s in sizes])
+            out.append((algo, proto, latency, correction))
+    return out
 
 
-class _SizeCurve:
-    """``nccl_time_us(..., smooth=True)`` at fixed sizes and shape for many (latency scale, bus
-    bandwidth) pairs, as the calibration's grid asks: what depends on the size alone (the tree's
-    correction, the ring's plateau factor, each candidate's unscaled latency) is worked out once, and
-    each pair costs one bandwidth per candidate and a few array operations, in the same order of
-    operations as ``nccl_choice`` (so the same times, to the last bit)."""
-
-    __slots__ = ("_candidates", "_nodes", "_op", "_ranks", "_sizes")
-
-    def __init__(self, machine: NcclMachine, op: Op, ranks: int, nodes: int, sizes: list[float]) -> None:
-        if ranks < 2 or nodes < 1 or nodes > ranks:
-            raise ConfigError(f"NCCL's model needs 2 or more ranks and at least one a node, got {ranks} on {nodes}")
-        self._op, self._ranks, self._nodes = op, ranks, nodes
-        self._sizes = np.asarray(sizes, dtype=np.float64)
-        protos = (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
-        self._candidates: list[tuple[str, int, np.ndarray, np.ndarray]] = []
-        coll = _COLLECTIVES[op]
-        for algo in coll.candidates(ranks, nodes):
-            for proto in protos if algo != "pat" else (_SIMPLE,):
-                lat = _latency(machine, op, algo, proto, ranks, nodes)
-                latency = np.full(len(sizes), lat)
-                correction = np.ones(len(sizes))
-                if algo == "tree" and coll.all_reduce:
-                    correction = np.array([_tree_correction(proto, s, True) for s in sizes])
-                if algo == "ring" and proto == _SIMPLE and nodes > 1 and coll.all_reduce:
-                    latency = np.array(
-                        [lat * _plateau_factor(machine, s / (machine.channels * ranks), True) for s in sizes]
-                    )
-                self._candidates.append((algo, proto, latency, correction))
-
-    def at(self, machine: NcclMachine) -> np.ndarray:
-        """The cheapest candidate's time (us) at each size on ``machine`` (only its latency scale and
-        bandwidths may differ from the machine the curve was made for)."""
-        best = np.full(len(self._sizes), np.inf)
-        for algo, proto, latency, correction in self._candidates:
-            bw = _bandwidth(machine, self._op, algo, proto, self._ranks, self._nodes) * correction
-            best = np.minimum(best, latency * machine.latency_scale + self._sizes / (1e3 * bw))
-        return best
+def algorithm_bw_gbps(machine: NcclMachine, op: Op | str, algo: str, proto: int, ranks: int, nodes: int) -> float:
+    """The algorithm bandwidth (GB/s) NCCL's model gives (algo, protocol index) before its size
+    correction (tuning.cc lines 306-382)."""
+    return _bandwidth(machine, _tuned(op), algo, proto, ranks, nodes)
 
 
-def _replace(machine: NcclMachine, latency_scale: float, bus_bw_gbps: float) -> NcclMachine:
-    return dataclasses.replace(machine, latency_scale=latency_scale, bus_bw_gbps=bus_bw_gbps)
+def with_topology(machine: NcclMachine, node: NcclNode | None, nodes: int, *, collnet: bool = False) -> NcclMachine:
+    """``machine`` with what NCCL's topology search finds on ``nodes`` nodes of ``node``: the ring's
+    channels (``nccl_graph.ring_graph``) and the communicator's, the NVLS graph, an NVSwitch, the CPU;
+    and ``collnet`` (a CollNet plugin). The topology's ring bus bandwidth is set where the machine has
+    none yet (the measured shape's, which a calibration's bus bandwidth is then compared with). Where
+    ``node`` is None (the GPU's links not known) the channels stay ``DEFAULT_CHANNELS``, NVLS off."""
+    if node is None or (nodes > 1 and not node.nic_known()):
+        # Across nodes the search's channels hang on the NICs: with them unknown, none is claimed.
+        return dataclasses.replace(machine, collnet=collnet)
+    ring = ring_graph(node, nodes)
+    topology_bus = machine.topology_bus_bw_gbps if machine.topology_bus_bw_gbps is not None else ring.bus_bw_gbps
+    return dataclasses.replace(
+        machine,
+        channels=ring.channels,
+        comm_channels=comm_channels(ring, node, nodes),
+        topology_bus_bw_gbps=topology_bus,
+        nvls=nvls_graph(node, nodes),
+        nvswitch=True,
+        x86=node.x86,
+        collnet=collnet,
+    )
+
+
+def channels_text(machine: NcclMachine, node: NcclNode | None, nodes: int) -> str:
+    """The channels NCCL runs at this shape and why, in a few words (predict's basis)."""
+    if node is None:
+        return f"{machine.comm_channels or machine.channels} channels assumed (the GPU's links not known)"
+    if nodes > 1 and not node.nic_known():
+        return f"{machine.comm_channels or machine.channels} channels assumed (the NICs not known)"
+    ring = ring_graph(node, nodes)
+    text = f"{machine.comm_channels or machine.channels} channels (NCCL's search: {ring.why}, doubled to run)"
+    if machine.nvls is not None:
+        text += f"; {machine.nvls.why}"
+    return text

@@ -19,19 +19,21 @@ from collections.abc import Sequence
 
 from collbench.errors import NotApplicableError
 from collbench.models.fitted import Fit
+from collbench.models.nccl_calibrate import calibrate
 from collbench.models.nccl_cost import (
     NCCL_SOURCE,
     Arch,
     NcclChoice,
     NcclMachine,
-    calibrate,
+    channels_text,
     nccl_choice,
-    nccl_nvlink_bus_gbps,
+    with_topology,
 )
+from collbench.models.nccl_graph import NodeFacts, node_of, ring_graph
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit
 from collbench.schedules.ops import Op
-from collbench.topology.bandwidth import gpu_links, pcie_card
+from collbench.topology.bandwidth import pcie_card
 
 _CALIBRATION_POINTS = 40
 _GRID_PER_DOUBLING = 4
@@ -47,21 +49,25 @@ def _calibration_points(fit: Fit) -> tuple[list[float], list[float]]:
     return sizes, [scaled.time_us(s, fit.world_size) for s in sizes]
 
 
+NO_FACTS = NodeFacts()
+
+
 @functools.lru_cache(maxsize=256)
-def nccl_machine_for(fit: Fit, nodes: int, arch: Arch, nvlink: bool = True) -> NcclMachine:
-    """NCCL's model calibrated to ``fit``'s curve at its own shape (``nodes`` nodes); kept, as a fit is
-    priced at many shapes (a crossover search, a tune's predicted shapes) and the calibration is its
-    costliest step."""
+def nccl_machine_for(fit: Fit, nodes: int, arch: Arch, nvlink: bool = True, facts: NodeFacts = NO_FACTS) -> NcclMachine:
+    """NCCL's model calibrated to ``fit``'s curve at its own shape (``nodes`` nodes), on the graphs NCCL's
+    search finds there (``with_topology``: channels, NVLS); kept, as a fit is priced at many shapes (a
+    crossover search, a tune's predicted shapes) and the calibration is its costliest step."""
     sizes, times = _calibration_points(fit)
-    start = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink)
+    node = node_of(fit.device, -(-fit.world_size // nodes), facts)
+    start = with_topology(NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink), node, nodes, collnet=facts.collnet)
     return calibrate(start, fit.op, fit.world_size, nodes, sizes, times)
 
 
 @functools.lru_cache(maxsize=8192)
-def _residual(fit: Fit, measured_nodes: int, arch: Arch, nvlink: bool, size: float) -> float:
+def _residual(fit: Fit, measured_nodes: int, arch: Arch, nvlink: bool, facts: NodeFacts, size: float) -> float:
     """The fit's time over NCCL's calibrated model's at the fit's own shape, at a measured ``size``:
     the same at every shape asked, so kept (a rank-count sweep asks each grid size once a shape)."""
-    own = nccl_machine_for(fit, measured_nodes, arch, nvlink)
+    own = nccl_machine_for(fit, measured_nodes, arch, nvlink, facts)
     model = nccl_choice(own, fit.op, fit.world_size, measured_nodes, size, smooth=True).time_us
     return _scaled(fit).time_us(size, fit.world_size) / model if model > 0 else 1.0
 
@@ -81,6 +87,7 @@ def native_nccl(
     arch: Arch,
     at_shape: bool,
     nvlink: bool = True,
+    facts: NodeFacts = NO_FACTS,
 ) -> tuple[Priced, list[str]]:
     """NCCL's native at a shape: one model at every shape, NCCL's own with this machine's numbers.
 
@@ -107,7 +114,7 @@ def native_nccl(
                 "so the prediction assumes the measured bus bandwidth there too"
             )
     elif nodes == 1 and measured_nodes > 1:
-        intra = _intra_node_machine(fit, shapes, arch, nvlink)
+        intra = _intra_node_machine(fit, shapes, arch, nvlink, facts)
     elif measured_nodes == 1 and nodes > 1:
         notes.append(
             f"{label(fit, shapes)}: NCCL's model across {nodes} nodes with the bus bandwidth and latency scale "
@@ -134,13 +141,16 @@ def native_nccl(
     # card's bridge joins two GPUs at most, so with three or more a node both hold, at each shape.
     own_nvlink = nvlink and not (pcie_card(fit.device) and per_node > 2)
     target_nvlink = nvlink and not (pcie_card(fit.device) and -(-world_size // nodes) > 2)
-    own = nccl_machine_for(fit, measured_nodes, arch, own_nvlink)
+    own = nccl_machine_for(fit, measured_nodes, arch, own_nvlink, facts)
     machine = own if intra is None else intra
     if inter_fit is not None:
-        inter = nccl_machine_for(inter_fit, shapes.assumed_nodes(inter_fit), arch, nvlink)
+        inter = nccl_machine_for(inter_fit, shapes.assumed_nodes(inter_fit), arch, nvlink, facts)
         machine = dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
     if machine.nvlink != target_nvlink:
         machine = dataclasses.replace(machine, nvlink=target_nvlink)
+    # The graphs NCCL's search finds at the shape asked: its channels, NVLS where NVLink SHARP is.
+    target_node = node_of(fit.device, -(-world_size // nodes), facts)
+    machine = with_topology(machine, target_node, nodes, collnet=facts.collnet)
     if not target_nvlink and nvlink:
         notes.append(
             f"{label(fit, shapes)}: LL128 off and PCI latencies at {-(-world_size // nodes)} ranks a node, as "
@@ -150,7 +160,11 @@ def native_nccl(
     lo, hi = float(max(fit.min_bytes, 1)), float(max(fit.max_bytes, 1))
 
     def residual(size: float) -> float:
-        return _residual(fit, measured_nodes, arch, own_nvlink, min(max(size, lo), hi))
+        missed = _residual(fit, measured_nodes, arch, own_nvlink, facts, min(max(size, lo), hi))
+        # Within one node, from a fit across several, nothing of the links inside was measured: what the
+        # model missed across nodes may make it slower there, never faster than NCCL's own figures (a
+        # GCP H100 2-node fit's x0.8 put NVLS at 596 GB/s busbw on 8 GPUs; published ~480).
+        return max(missed, 1.0) if intra is not None else missed
 
     def raw_us(size: float) -> float:
         return choice(size).time_us * residual(size)
@@ -167,6 +181,8 @@ def native_nccl(
     def latency_us(size: float) -> float:
         return choice(size).latency_us * residual(size)
 
+    channels = channels_text(machine, target_node, nodes)
+
     def basis(size: float) -> str:
         c = choice(size)
         inter = ""
@@ -179,13 +195,14 @@ def native_nccl(
                 f"bus bandwidth {machine.bus_bw_gbps:.4g} GB/s (its topology's NVLinks, or the fitted where "
                 f"higher) and latencies x{machine.latency_scale:.2g} (its own, or the fitted where lower), not "
                 f"the {own.bus_bw_gbps:.3g} GB/s and x{own.latency_scale:.2g} fitted across {measured_nodes} nodes "
-                f"(links within a node were not measured); x{residual(size):.3g} for what it misses there"
+                f"(links within a node were not measured); x{residual(size):.3g} for what it misses there; "
+                f"{channels}"
             )
         held = "" if lo <= size <= hi else " (held from the nearest measured size)"
         text = (
             f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; fitted: latencies "
             f"x{machine.latency_scale:.2g}, bus {machine.bus_bw_gbps:.3g} GB/s{inter}; x{residual(size):.3g} "
-            f"for what it misses at the measured shape{held}"
+            f"for what it misses at the measured shape{held}; {channels}"
         )
         if at_shape and lo <= size <= hi:
             return f"the fit itself at its measured shape, which is {text}"
@@ -194,30 +211,36 @@ def native_nccl(
     return Priced(fit, time_us, latency_us, basis, at_shape, None), notes
 
 
-def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool) -> NcclMachine:
+def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool, facts: NodeFacts) -> NcclMachine:
     """NCCL's model for one node, from a fit measured across several: NCCL's own, with the bus bandwidth
-    its topology search gives the GPU's NVLinks (``nccl_nvlink_bus_gbps``; the fitted one where that
-    is higher, as links the measured ring crossed carry at least what it measured) and its own NVLink
-    latencies (the fitted scale where below 1); what the model misses at the measured shape is carried
-    as at any shape (``native_nccl``'s residual), so the time never falls as ranks cross to a second
-    node. The fitted figures are the network's (a GCP H100 2-node fit put 268 GB/s and latencies
-    x5.4 inside a node, where NCCL's ring over 18 NVLink 4 links has 370.8 GB/s), and nothing of the
-    links within a node was measured. Raises NotApplicableError where the fit's GPU and its NVLinks
-    are not known."""
+    its topology search gives the GPU's NVLinks (``nccl_graph.ring_graph`` on one node; the fitted one
+    where that is higher, as links the measured ring crossed carry at least what it measured) and its
+    own NVLink latencies (the fitted scale where below 1); what the model misses at the measured shape
+    is carried as at any shape (``native_nccl``'s residual), so the time never falls as ranks cross to
+    a second node. The fitted figures are the network's (a GCP H100 2-node fit put 268 GB/s and
+    latencies x5.4 inside a node, where NCCL's ring over 18 NVLink 4 links has 360 GB/s), and nothing
+    of the links within a node was measured. Raises NotApplicableError where the fit's GPU and its
+    NVLinks are not known."""
     measured_nodes = shapes.assumed_nodes(fit)
-    gpu = gpu_links(fit.device) if fit.device else None
-    bus = nccl_nvlink_bus_gbps(gpu) if gpu is not None and nvlink else None
-    if bus is None:
+    node = node_of(fit.device, max(fit.world_size // measured_nodes, 1), facts) if nvlink else None
+    if node is None:
         raise NotApplicableError(
             f"measured across {measured_nodes} nodes only, on a GPU whose NVLinks are not known here "
             f"({fit.device or 'none named'}): the links within one node were not measured; fit a run on one "
             "node beside it, or name the GPU (--gpu)"
         )
+    bus = ring_graph(node, 1).bus_bw_gbps
     # The ring measured across nodes ran through each node's NVLinks too: they carry at least that,
     # and are not slower to start (a latency scale below NCCL's own is kept).
-    fitted = nccl_machine_for(fit, measured_nodes, arch, nvlink)
+    fitted = nccl_machine_for(fit, measured_nodes, arch, nvlink, facts)
     scale = min(fitted.latency_scale, 1.0)
-    return NcclMachine(bus_bw_gbps=max(bus, fitted.bus_bw_gbps), arch=arch, nvlink=nvlink, latency_scale=scale)
+    return NcclMachine(
+        bus_bw_gbps=max(bus, fitted.bus_bw_gbps),
+        arch=arch,
+        nvlink=nvlink,
+        latency_scale=scale,
+        topology_bus_bw_gbps=bus,
+    )
 
 
 BARRIER_BYTES = 1.0

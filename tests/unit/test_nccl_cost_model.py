@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collbench.errors import ConfigError
-from collbench.models.nccl_cost import NcclMachine, calibrate, nccl_choice, nccl_time_us
+from collbench.models.nccl_calibrate import SizeCurve, calibrate
+from collbench.models.nccl_cost import NcclMachine, nccl_choice, nccl_time_us
 from collbench.schedules.ops import Op
 
 H100 = NcclMachine(bus_bw_gbps=300.0, arch="hopper")
@@ -103,16 +104,14 @@ def test_calibration_recovers_a_known_machine() -> None:
 def test_the_calibrations_curve_is_nccl_time_us_to_the_last_bit(
     op: Op, ranks_per_node: int, nodes: int, arch: str, nvlink: bool, scale: float, bus: float, sizes: list[int]
 ) -> None:
-    """calibrate prices its grid through _SizeCurve (what depends on size alone worked out once: the
+    """calibrate prices its grid through SizeCurve (what depends on size alone worked out once: the
     calibration took 580 x 40 scalar nccl_choice calls a fit, most of bench_predict's time); every
     time must be the scalar model's, bit for bit, so calibrations are unchanged."""
-    from collbench.models.nccl_cost import _SizeCurve
-
     ranks = ranks_per_node * nodes
     if ranks < 2:
         return
     base = NcclMachine(bus_bw_gbps=100.0, arch=arch, nvlink=nvlink)  # type: ignore[arg-type]
-    curve = _SizeCurve(base, op, ranks, nodes, [float(s) for s in sizes])
+    curve = SizeCurve(base, op, ranks, nodes, [float(s) for s in sizes])
     trial = dataclasses.replace(base, latency_scale=scale, bus_bw_gbps=bus)
     expected = [nccl_time_us(trial, op, ranks, nodes, float(s), smooth=True) for s in sizes]
     assert curve.at(trial).tolist() == expected

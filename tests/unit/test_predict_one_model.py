@@ -65,7 +65,15 @@ def test_never_cheaper_with_more_ranks_at_the_measured_ranks_a_node(name: str) -
         times = [entry.time_us(s) for s in SIZES]
         assert all(b >= a for a, b in itertools.pairwise(times)), (ranks, times)
         if previous is not None:
-            decreases += [(ranks, s, a, b) for s, a, b in zip(SIZES, previous, times, strict=True) if b < a]
+            decreases += [
+                (ranks, s, a, b)
+                for s, a, b in zip(SIZES, previous, times, strict=True)
+                # NVLS within one node reduces in the NVSwitch: each GPU sends its buffer once whatever
+                # the ranks, and NCCL's model gives it a head (a channel) a GPU (tuning.cc: nChannels
+                # x bw), so its time falls as GPUs join the node (H100: 8 GPUs' NVLS over 4 GPUs'
+                # ring). Its cost does not grow with n; every other choice's must not fall.
+                if b < a and not (nodes == 1 and "picks nvls/" in entry.basis(s))
+            ]
         previous = times
     assert decreases == []
 
