@@ -139,26 +139,33 @@ def only_fit(rows: list[ResultRow], log: Log | None = None) -> Fit:
     return fit
 
 
-def sweep_ranks(src: Loaded, fit: Fit, sizes: list[int], up_to: int) -> tuple[int, int]:
-    """(decreases, adjacent pairs): the source fit asked at every rank count 2..``up_to`` (all to 64,
-    then 8 a doubling), at the source's ranks a node (predict's default node count), at ``sizes``."""
+def sweep_ranks(src: Loaded, fit: Fit, sizes: list[int], up_to: int) -> tuple[int, int, int]:
+    """(decreases, adjacent pairs, NVLS's within one node): the source fit asked at every rank count
+    2..``up_to`` (all to 64, then 8 a doubling), at the source's ranks a node (predict's default node
+    count), at ``sizes``. A decrease where NCCL's model picks NVLS on one node is counted apart: the
+    switch reduces, each GPU sends its buffer once whatever the ranks, and NCCL's model gives NVLS a
+    head (a channel) a GPU, so its time falls as GPUs join the node (tests/unit/test_predict_one_model)."""
     ranks = sorted({*range(2, min(up_to, 64) + 1), *(int(64 * 2 ** (i / 8)) for i in range(80)), up_to})
     ranks = [r for r in ranks if r <= up_to]
     measured = {src.world: src.log.nodes}
     previous: list[float] | None = None
-    decreases = pairs = 0
+    decreases = pairs = nvls = 0
     for n in ranks:
         nodes, _ = default_nodes(n, measured)
         entries, _, _ = price_fits([fit], n, nodes, shapes=Shapes(measured), nccl_arch=src.log.arch,
                                    nccl_nvlink=src.log.nvlink)  # fmt: skip
         if not entries:
-            return 0, 0
+            return 0, 0, 0
         times = [entries[0].time_us(s) for s in sizes]
         if previous is not None:
             pairs += len(sizes)
-            decreases += sum(1 for a, b in zip(previous, times, strict=True) if b < a)
+            for size, a, b in zip(sizes, previous, times, strict=True):
+                if b < a and nodes == 1 and "picks nvls/" in entries[0].basis(size):
+                    nvls += 1
+                elif b < a:
+                    decreases += 1
         previous = times
-    return decreases, pairs
+    return decreases, pairs, nvls
 
 
 @dataclass
@@ -174,8 +181,9 @@ class PairResult:
     """Predictions smaller than the one at the next smaller size."""
     same_scale: bool = False
     """Source and target at the same ranks and nodes: a check of the fit, not of a scale change."""
-    rank_decreases: tuple[int, int] = (0, 0)
-    """(decreases, adjacent pairs) over rank counts 2..the larger world size at the source's ranks a node."""
+    rank_decreases: tuple[int, int, int] = (0, 0, 0)
+    """(decreases, adjacent pairs, NVLS's within one node) over rank counts 2..the larger world size at the
+    source's ranks a node."""
     raised: int = 0
     """Predictions raised to the links' floor (a time the links cannot carry, before the floor)."""
 
@@ -308,11 +316,11 @@ def _print_pairs(title: str, pairs: list[PairResult], loaded: dict[str, Loaded])
         if e_nccl:
             nccl_medians.append(statistics.median(e_nccl))
         ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
-        dec, adjacent = r.rank_decreases
+        dec, adjacent, nvls = r.rank_decreases
         print(
             f"| {r.source} -> {r.target} | {src.world} -> {dst.world} | {src.log.nodes} -> {dst.log.nodes} "
             f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} | {ours_text} | {_fmt_err(e_nccl)} "
-            f"| {r.decreasing} / {dec} of {adjacent} | {r.raised} |"
+            f"| {r.decreasing} / {dec}{f' (+{nvls} NVLS)' if nvls else ''} of {adjacent} | {r.raised} |"
         )
     return ours_medians, nccl_medians
 
@@ -329,7 +337,8 @@ def _summary(pairs: list[PairResult], ours_medians: list[float], nccl_medians: l
         f"collbench at or below NCCL's model on {at_or_below} of {len(both)}; median within 15% on "
         f"{sum(1 for m in ours_medians if m <= 15)} of {len(ours_medians)}; decreasing in size "
         f"{sum(r.decreasing for r in pairs)}, in rank count {sum(r.rank_decreases[0] for r in pairs)} of "
-        f"{sum(r.rank_decreases[1] for r in pairs)} adjacent pairs; raised to the links' floor "
+        f"{sum(r.rank_decreases[1] for r in pairs)} adjacent pairs (and {sum(r.rank_decreases[2] for r in pairs)} "
+        "where NCCL's model picks NVLS within one node); raised to the links' floor "
         f"{sum(r.raised for r in pairs)} (0 predictions above what the links carry after it)"
     )
 
