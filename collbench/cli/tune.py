@@ -183,7 +183,7 @@ def tune(
                     for algo in skip[1]:
                         skips.setdefault(skip[0], {})[algo] = None
                 elif event.kind == "note" and event.text not in shown:
-                    # Every round launches the ranks again: say each note once.
+                    # Every round's sweep says its notes again: say each note once.
                     shown.add(event.text)
                     print_note("note", event.text, bar.console)
 

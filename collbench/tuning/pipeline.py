@@ -117,6 +117,7 @@ def _run_locked(
     started: float,
     notes: list[str],
 ) -> TuneOutcome | None:
+    from collbench.runtime.launch.pool import local_group
     from collbench.runtime.launch.ranks import job_rank
 
     say = stage or (lambda _text: None)
@@ -129,9 +130,12 @@ def _run_locked(
         keep_depth(depth_label(config), config.rows_path, resume=config.resume)
     say("sweep")
     try:
-        rows = fixed_rounds(config, placement, sweep_progress, notes)
-        # Under a launcher every rank takes part in these rounds too: rank 0 decides which (it holds the rows).
-        extra, points = extra_rounds(config, placement, sweep_progress, rows, notes)
+        # Run on its own, every round's sweep runs on one set of ranks, started by the first and
+        # stopped after the last (under a launcher, its job's ranks and one_process_group do that).
+        with local_group(config.ranks, config.backend, config.timeout_s):
+            rows = fixed_rounds(config, placement, sweep_progress, notes)
+            # Under a launcher every rank takes part in these rounds too: rank 0 decides which (it holds the rows).
+            extra, points = extra_rounds(config, placement, sweep_progress, rows, notes)
         rows += extra
         if job_rank() != 0:
             # Under a launcher only rank 0 gets the rows: it alone fits, selects and writes.

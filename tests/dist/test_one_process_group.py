@@ -25,7 +25,7 @@ from collbench.runtime.launch import ranks
 from collbench.runtime.launch.session import agree
 
 made = []
-real = ranks._init_rank
+real = ranks.init_rank
 
 def counted(*args, **kwargs):
     made.append(args[-1])
@@ -38,7 +38,7 @@ def worker(ctx, payload):
     dist.all_reduce(t)
     return [int(t.item()), id(dist.group.WORLD)]
 
-ranks._init_rank = counted
+ranks.init_rank = counted
 out = {"steps": []}
 with ranks.one_process_group("gloo", 30.0):
     out["decided"] = agree("which points", lambda: {"sizes": [4096]}, timeout_s=30.0)

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from collbench.backends import get_backend
 from collbench.backends.base import Backend
 from collbench.backends.gloo import Gloo
-from collbench.runtime.launch import ranks
+from collbench.runtime.launch import rank_process
 
 pytestmark = pytest.mark.dist
 
@@ -31,10 +31,10 @@ def test_a_rank_joins_under_the_backends_torch_name(tmp_path: Path, monkeypatch:
     def named(name: str) -> Backend:
         return RENAMED if name == RENAMED.name else get_backend(name)
 
-    monkeypatch.setattr(ranks, "get_backend", named)
+    monkeypatch.setattr(rank_process, "get_backend", named)
     store = dist.FileStore(str(tmp_path / "store"), 1)
     try:
-        ranks._init_rank(RENAMED.name, 0, 1, 30.0, store, torch.device("cpu"))
+        rank_process.init_rank(RENAMED.name, 0, 1, 30.0, store, torch.device("cpu"))
         assert dist.get_backend() == "gloo"
     finally:
         dist.destroy_process_group()

@@ -148,6 +148,10 @@ class SignedStore:
         self.take(key, types_allowed)
         return self._latest.get(key)
 
+    def forget(self, key: str) -> None:
+        """Drop the last value :meth:`latest` kept for ``key``: a rank's next value is read afresh."""
+        self._latest.pop(key, None)
+
     def _accept(self, full: str, item: bytes) -> bytes | None:
         """One item checked and added to its value: the value's whole text once its last item came."""
         if len(item) > MAX_ITEM_BYTES:

@@ -56,9 +56,15 @@ def _is_stopped(pid: int) -> bool:
 
 
 def watch_ranks(
-    procs: Sequence[BaseProcess], store: SignedStore, progress: ProgressFn | None, timeout_s: float
+    procs: Sequence[BaseProcess],
+    store: SignedStore,
+    progress: ProgressFn | None,
+    timeout_s: float,
+    finished: Callable[[int], bool],
 ) -> set[int]:
-    """Wait for every rank; after the first failure, give the others a grace period, then stop them.
+    """Wait until every rank finished its step (``finished(rank)``: its result, or its error, came);
+    after the first failure (a rank that exited: ranks stay up between steps), give the others a
+    grace period, then return.
 
     A rank stopped for longer than the timeout counts as hung: its peers may be outside any
     collective (or all stopped), where no timeout of theirs would ever fire. Returns those ranks.
@@ -66,10 +72,12 @@ def watch_ranks(
     failed_at: float | None = None
     finished_at: float | None = None
     stopped_since: dict[int, float] = {}
+    done: set[int] = set()
     seen = 0
     while True:
         seen = forward_events(store, seen, progress)
-        if not any(p.is_alive() for p in procs):
+        done.update(rank for rank in range(len(procs)) if rank not in done and finished(rank))
+        if len(done) == len(procs) or not any(p.is_alive() for p in procs):
             forward_events(store, seen, progress)
             return set()
         now = time.monotonic()
@@ -81,9 +89,9 @@ def watch_ranks(
         overdue = {rank for rank, since in stopped_since.items() if now - since > timeout_s}
         if overdue:
             return overdue
-        if failed_at is None and any(p.exitcode not in (None, 0) for p in procs):
+        if failed_at is None and any(p.exitcode is not None for p in procs):
             failed_at = now
-        if finished_at is None and any(p.exitcode == 0 for p in procs):
+        if finished_at is None and done:
             finished_at = now
         if failed_at is not None and now - failed_at > min(GRACE_S, timeout_s):
             return set()
