@@ -351,7 +351,8 @@ def _known_algo(name: str) -> str:
         # A variant of a backend library's own collective, forced: the backends know their own spellings.
         return "" if forced_problem(name) is None else f"unknown native variant {_show(name)}"
     known = _algo_names()
-    return "" if name in known else f"unknown algorithm {_show(name)}; known: {', '.join([*known, 'native'])}"
+    # native is a registered spec, so the list names it already (adding it again read "..., native, native").
+    return "" if name in known else f"unknown algorithm {_show(name)}; known: {', '.join(known)}"
 
 
 def _known_dtype(name: str) -> str:

@@ -209,3 +209,13 @@ def test_numpy_and_text_values_take_the_full_check() -> None:
 def test_a_long_unknown_name_is_refused_as_any_unknown_name() -> None:
     with pytest.raises(FieldError, match="unknown algorithm 'xxxxxxxx"):
         ResultRow.from_dict(_row(algo="x" * 10_000))
+
+
+def test_an_unknown_algorithm_lists_each_known_one_once() -> None:
+    # native is a registered algorithm; the list said "..., linear, native, native".
+    from collbench.schedules.registry import algorithm_names
+
+    with pytest.raises(FieldError) as caught:
+        ResultRow.from_dict(_row(algo="recursive-ring"))
+    known = str(caught.value).split("known: ")[1].split(", ")
+    assert sorted(known) == sorted(set(algorithm_names())) and "native" in known
