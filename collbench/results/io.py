@@ -92,6 +92,17 @@ def _parse_line(path: Path, lineno: int, raw: bytes) -> ResultRow | None:
         raise InputFileError(str(path), f"not a collbench result row ({exc})", line=lineno) from None
 
 
+def parquet_problem() -> str | None:
+    """Why Parquet cannot be read or written here, or None. pandas needs pyarrow or fastparquet for it,
+    and neither comes with collbench's own dependencies (pyarrow is in the ``parquet`` and ``test``
+    extras): without one, pandas raised ImportError only once the sweep had measured everything."""
+    import importlib.util
+
+    if any(importlib.util.find_spec(engine) is not None for engine in ("pyarrow", "fastparquet")):
+        return None
+    return "Parquet needs pyarrow (pip install pyarrow, or collbench[parquet]); .jsonl and .csv need nothing more"
+
+
 def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
     """Write rows to ``.jsonl``, ``.csv`` or ``.parquet`` (by extension), atomically.
 
@@ -103,6 +114,8 @@ def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".csv", ".parquet"):
         raise InputFileError(str(path), "unknown results format; use .jsonl, .csv or .parquet")
+    if suffix == ".parquet" and (problem := parquet_problem()) is not None:
+        raise InputFileError(str(path), problem)
     for index, row in enumerate(rows, start=1):
         try:
             ResultRow.from_dict(row.to_dict())
@@ -209,6 +222,8 @@ def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
             try:
                 import pyarrow.parquet as pq
             except ImportError:  # pandas' other Parquet engine (fastparquet) reads the file whole
+                if (problem := parquet_problem()) is not None:
+                    raise InputFileError(str(path), problem) from None
                 chunks = iter([pd.read_parquet(path)])
             else:
                 parquet = pq.ParquetFile(path)

@@ -80,6 +80,31 @@ TINY = [
 ]
 
 
+def test_parquet_output_without_pyarrow_is_refused_before_a_rank_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain `pip install collbench` has no Parquet engine: `--output run.parquet` measured every point
+    and then ended in pandas' ImportError traceback (exit 1; the rows were only in the stream)."""
+    import importlib.util
+
+    import collbench.runtime.launch.ranks as launch_module
+
+    def no_launch(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("no rank may start on bad input")
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("pyarrow", "fastparquet") else find_spec(name, *a),
+    )
+    monkeypatch.setattr(launch_module, "_launch_local", no_launch)
+    result = RUNNER.invoke(app, ["sweep", "--ranks", "2", "--output", "run.parquet"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "error: --output run.parquet: Parquet needs pyarrow (pip install pyarrow, or collbench[parquet]); "
+        ".jsonl and .csv need nothing more"
+    ], result.output
+
+
 def test_table_output_and_files(tmp_path: Path) -> None:
     out = tmp_path / "rows.csv"
     result = RUNNER.invoke(app, [*TINY, "--output", str(out), "--stream", str(tmp_path / "s.jsonl")])

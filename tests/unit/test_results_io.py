@@ -116,3 +116,32 @@ def test_parquet_of_repeated_real_rows_still_reads(tmp_path: Path) -> None:
     path = tmp_path / "rows.parquet"
     write_rows(path, rows)
     assert read_rows(path) == rows
+
+
+def _no_parquet_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This Python as a plain `pip install collbench` leaves it: pandas finds no Parquet engine."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("pyarrow", "fastparquet") else find_spec(name, *a),
+    )
+
+
+def test_parquet_without_an_engine_is_one_input_file_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, pandas' ImportError came out as a traceback once every point had been measured.
+    _no_parquet_engine(monkeypatch)
+    out = tmp_path / "r.parquet"
+    with pytest.raises(InputFileError, match=r"r\.parquet: Parquet needs pyarrow \(pip install pyarrow"):
+        write_rows(out, [ROW])
+    assert not out.exists()
+    write_rows(tmp_path / "r.csv", [ROW])  # the other formats need nothing more
+    assert read_rows(tmp_path / "r.csv") == [ROW]
+
+
+def test_parquet_with_pyarrow_reads_back(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    write_rows(tmp_path / "r.parquet", [ROW])
+    assert read_rows(tmp_path / "r.parquet") == [ROW]

@@ -14,7 +14,7 @@ from collbench.backends import AUTO, Backend, backend_named, backend_names, get_
 from collbench.errors import ConfigError, InputFileError, UnknownNameError
 from collbench.fileio import check_path_fits, check_writable
 from collbench.nccl.variants import is_native
-from collbench.results.io import read_jsonl
+from collbench.results.io import parquet_problem, read_jsonl
 from collbench.results.journal import refuse_symlink
 from collbench.runtime.here import HERE
 from collbench.runtime.host.switches import check_switches
@@ -239,6 +239,9 @@ def validate(config: SweepConfig) -> SweepJob:
         raise ConfigError(f"--root {config.root} is not a rank of a world of {world}")
     if config.output is not None and config.output.suffix.lower() not in OUTPUT_SUFFIXES:
         raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
+    if config.output is not None and config.output.suffix.lower() == ".parquet" and (problem := parquet_problem()):
+        # Said before a rank starts: the rows are written only once every point is measured.
+        raise ConfigError(f"--output {config.output}: {problem}")
     local = job.local_world_size if job is not None else (config.world_size or 1)
     skipped: list[str] = []
     named = backend_named(config.backend)
