@@ -199,6 +199,8 @@ def tune(
     if shapes is None:
         return  # a rank other than 0 of a launcher's job: rank 0 reports
     # Imported when a tune has run: the profile's tables pull the profile and numpy, which --help does not need.
+    from rich.text import Text
+
     from collbench.cli.render.profile import render_fits, render_rules
 
     console.print(render_rules(shapes.profile))
@@ -217,11 +219,12 @@ def tune(
         print_note("note", note)
     for outcome in shapes.outcomes:
         when = "measured before the interruption" if outcome.resumed_whole else f"in {outcome.elapsed_s:.0f} s"
-        console.print(
-            f"profile: [bold]{shapes.profile_path}[/bold]   results: {outcome.results_path}   "
-            f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points {when})"
-        )
-    console.print(f"report: [bold]{shapes.report_path or '-'}[/bold]")
+        # Two lines, as an 80-column terminal showed them: in a pipe the one line ran to 124 columns.
+        # Text, not markup: a path is the user's, and may hold a bracket.
+        rows_at = f"   results: {outcome.results_path}"
+        console.print(Text.assemble("profile: ", (str(shapes.profile_path), "bold"), rows_at))
+        console.print(Text(f"plot: {outcome.plot_path or '-'}   ({len(outcome.rows)} points {when})"))
+    console.print(Text.assemble("report: ", (str(shapes.report_path or "-"), "bold")))
 
 
 def print_outcome_notes(outcomes: Sequence[TuneOutcome]) -> None:

@@ -84,7 +84,7 @@ def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path)
         assert {r.algo for r in rules} <= {"direct", "native", "recursive-doubling", "tree"}
         assert all(r.measured_us is None and r.predicted_us for r in rules)
     assert "not used for predictions: all-reduce ring: misses a point by 74% (bound 25%" in result.stderr
-    assert "64 ranks on 8 nodes predicted" in result.stdout
+    assert "64 ranks on 8 nodes (predicted)" in result.stdout
     exported = CliRunner().invoke(app, ["export", "ompi-rules", str(out), "--from-other-backend"])
     assert "64 ranks on 8 nodes, predicted from the fitted models, not measured" in exported.stdout
 

@@ -53,7 +53,7 @@ def render_rules(profile: Profile) -> RenderableType:
     for rule_set in profile.rule_sets:
         op = one_value(r.op for r in rule_set.rules)
         shape = ranks_on_nodes(rule_set.world_size, rule_set.nodes)
-        shape += " predicted (from the fitted models)" if rule_set.predicted else ""
+        shape += " (predicted)" if rule_set.predicted else ""
         title = (f"{op}, " if op else "") + (
             shape if several else f"{profile.backend}, {shape}, machine {profile.fingerprint}"
         )
