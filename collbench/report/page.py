@@ -268,10 +268,16 @@ def _profile_section(inputs: ReportInputs, algos: dict[str, str]) -> str:
         out.append("</section>")
         return "\n".join(out)
     shapes = rule_sets(profile)
+    # The legend for predicted shapes only where the profile has one: a measured profile has no hatching.
+    legend = (
+        " Hatched bands and rules marked <em>predicted</em> come from the models at a world size not measured."
+        if any(predicted for _, _, _, predicted in shapes)
+        else ""
+    )
     out.append(
         f"<p>{escape(profile.backend)} on machine <code>{escape(profile.fingerprint)}</code>, "
-        f"{counted(len(shapes), 'shape')}: " + ", ".join(ranks_on_nodes(w, n) for w, n, _, _ in shapes) + ". "
-        "Hatched bands and rules marked <em>predicted</em> come from the models at a world size not measured.</p>"
+        f"{counted(len(shapes), 'shape')}: " + ", ".join(ranks_on_nodes(w, n) for w, n, _, _ in shapes) + "."
+        f"{legend}</p>"
     )
     sizes = [r.size_bytes for r in inputs.rows] or [1]
     for world, nodes, rules, predicted in shapes:

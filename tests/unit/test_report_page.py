@@ -124,6 +124,10 @@ def test_a_predicted_rule_set_is_drawn_hatched() -> None:
     two = Profile.from_dict(data)
     html = build_report(ReportInputs(rows=tuple(read_rows(EXAMPLE_RESULTS)), profile=two), now=NOW)
     assert "64 ranks, 1 node: predicted" in html and 'fill="url(#hatch)"' in html
+    assert "Hatched bands and rules marked <em>predicted</em>" in html
+    # A profile of measured shapes only draws nothing hatched: the legend of hatching is not there either.
+    measured = build_report(ReportInputs(rows=tuple(read_rows(EXAMPLE_RESULTS)), profile=profile), now=NOW)
+    assert 'fill="url(#hatch)"' not in measured and "Hatched bands" not in measured
 
 
 def test_without_profile_or_topology_or_stalls_the_sections_say_so() -> None:
