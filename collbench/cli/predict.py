@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,6 +21,7 @@ DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
 
 if TYPE_CHECKING:
     from collbench.models.nccl_cost import Arch
+    from collbench.models.nccl_graph import NodeFacts
 
 
 MAX_PREDICT_SIZES = 256
@@ -33,6 +35,26 @@ def _arch(name: str) -> Arch:
         if arch == name:
             return arch
     raise ConfigError(f"--nccl-arch {name!r}: expected one of {', '.join(ARCHS)}")
+
+
+MAX_NICS = 1024
+"""The most NICs a node may be said to have (NCCL's topology holds up to 32 a host; an NVL72 rack 72)."""
+MAX_NIC_GBPS = 10_000.0
+"""The fastest NIC one may name, GB/s a direction (today's are 50-100)."""
+
+
+def _node_facts(nics: int | None, nic_gbps: float | None, collnet: bool) -> NodeFacts:
+    """The nodes' NICs and CollNet plugin as given; raises ConfigError for one of the NIC options
+    without the other, or a count or speed out of range."""
+    from collbench.models.nccl_graph import NodeFacts
+
+    if (nics is None) != (nic_gbps is None):
+        raise ConfigError("--nics and --nic-gbps go together: the NICs a node and each one's speed in GB/s")
+    if nics is not None and not 1 <= nics <= MAX_NICS:
+        raise ConfigError(f"--nics must be 1 to {MAX_NICS:,}, got {nics}")
+    if nic_gbps is not None and not (0 < nic_gbps <= MAX_NIC_GBPS and math.isfinite(nic_gbps)):
+        raise ConfigError(f"--nic-gbps must be a speed above 0 and at most {MAX_NIC_GBPS:,.0f} GB/s, got {nic_gbps}")
+    return NodeFacts(nics=nics or 0, nic_gbps=nic_gbps, collnet=collnet)
 
 
 def predict(
@@ -73,6 +95,25 @@ def predict(
             "(default: the fits' GPU, else hopper).",
         ),
     ] = None,
+    nics: Annotated[
+        int | None,
+        typer.Option(
+            "--nics",
+            metavar="N",
+            help="NICs a node (with --nic-gbps): NCCL's channels and NVLS-tree across nodes, and the "
+            "least time the NICs allow.",
+        ),
+    ] = None,
+    nic_gbps: Annotated[
+        float | None,
+        typer.Option("--nic-gbps", metavar="G", help="Each NIC's speed, GB/s a direction (400 Gb/s is 50)."),
+    ] = None,
+    collnet: Annotated[
+        bool,
+        typer.Option(
+            "--collnet", help="A CollNet plugin is loaded (NCCL_COLLNET_ENABLE=1): NCCL's model may pick CollNet."
+        ),
+    ] = False,
     hierarchy: Annotated[
         int | None,
         typer.Option(
@@ -110,6 +151,7 @@ def predict(
         raise ConfigError(f"--nccl-arch {nccl_arch!r}: expected one of {', '.join(ARCHS)}")
     if measured_nodes is not None and measured_nodes < 1:
         raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
+    facts = _node_facts(nics, nic_gbps, collnet)
     if gpu is not None:
         loaded = with_gpu(loaded, gpu)
     measured = nodes_measured(source, loaded, measured_nodes, profile is not None)
@@ -127,6 +169,7 @@ def predict(
         ops=op_names or None,
         measured_nodes=measured,
         nccl_arch=None if arch is None else _arch(arch),
+        nccl_facts=facts,
     )
     if report.refused:
         print_note("not extrapolated", "; ".join(report.refused))

@@ -1,5 +1,5 @@
-"""The least time a collective can take on one node: what each GPU must send over its links, at their
-nominal bandwidth (issue 32, item 3).
+"""The least time a collective can take: what each GPU must send over its links, or each node over its
+NICs, at their nominal bandwidth (issue 32, item 3).
 
 A fit extrapolated to another shape can promise more than the hardware carries (a GB200 fit once
 predicted 994 GB/s busbw for 2 ranks, where each byte crosses NVLink 5 at 900 GB/s a direction).
@@ -14,7 +14,13 @@ Every prediction on one node of a GPU whose links are known (``topology/bandwidt
   hold), or with NVLink SHARP ``1/n`` (its own block, once, to the switch, which multicasts it);
 * the other ops: no floor here (none is claimed).
 
-Across nodes the NIC speed decides, and a log does not say it: no floor is claimed there.
+Across m nodes the NICs decide, where their count and speed are known (``predict --nics --nic-gbps``):
+each node is one participant of the same bounds over m, its ranks' data combined inside it first, so
+its NICs together carry at least ``2 (m-1)/m`` of the buffer for all-reduce (``min(2 (m-1)/m, 1)``
+with a CollNet plugin, the network switch reducing) and ``(m-1)/m`` for reduce-scatter and
+all-gather (what a node receives or sends of the other nodes' blocks); spread evenly, the busiest
+NIC carries its share of that at its nominal speed. Where the NICs are not known no floor is claimed
+across nodes.
 """
 
 from __future__ import annotations
@@ -25,30 +31,30 @@ from dataclasses import dataclass
 
 from collbench.errors import ConfigError
 from collbench.models.fitted import Fit
+from collbench.models.nccl_graph import NodeFacts
 from collbench.schedules.ops import Op
-from collbench.topology.bandwidth import GpuLinks, gpu_links
+from collbench.topology.bandwidth import gpu_links
 
 
 @dataclass(frozen=True, slots=True)
 class LinkFloor:
-    """The floor for one (op, world size) on one node of one GPU model."""
+    """The floor for one (op, world size, nodes): a share of the buffer over links of a bandwidth."""
 
-    gpu: GpuLinks
     share: float
-    """Bytes each GPU must send, as a share of the buffer."""
+    """Bytes the busiest GPU (one node) or node (several) must send, as a share of the buffer."""
     gbps: float
-    """Its links' nominal bandwidth, GB/s a direction."""
+    """Its links' nominal bandwidth together, GB/s a direction."""
+    links: str
+    """Whose links, in words ("each NVIDIA H100's NVLinks", "each node's 8 NICs of 50 GB/s")."""
+    reduced_in_switch: bool = False
 
     def time_us(self, size_bytes: float) -> float:
         # GB/s is 10^3 bytes per microsecond.
         return self.share * size_bytes / (self.gbps * 1e3)
 
     def text(self) -> str:
-        sharp = ", reduced in the NVSwitch" if self.gpu.nvswitch_reduction else ""
-        return (
-            f"{self.share:.3g} of the buffer from each {self.gpu.name} over its NVLinks at "
-            f"{self.gbps:g} GB/s a direction{sharp}"
-        )
+        switch = ", reduced in the switch" if self.reduced_in_switch else ""
+        return f"{self.share:.3g} of the buffer from {self.links} at {self.gbps:g} GB/s a direction{switch}"
 
 
 def _all_reduce_share(n: int, nvswitch_reduction: bool) -> float:
@@ -69,17 +75,34 @@ _SHARES: dict[Op, Callable[[int, bool], float]] = {
 reducing, NVLS, or not)."""
 
 
-def link_floor(op: str, world_size: int, nodes: int, device: str) -> LinkFloor | None:
+_COLLNET_REDUCES: dict[Op, bool] = {Op.ALL_REDUCE: True, Op.REDUCE_SCATTER: False, Op.ALL_GATHER: False}
+"""Per op with a floor here, whether a CollNet switch's reduction lowers what a node's NICs carry: an
+all-reduce's node sends its buffer once; a reduce-scatter's or all-gather's still sends or receives the
+other nodes' blocks."""
+
+
+def link_floor(op: str, world_size: int, nodes: int, device: str, facts: NodeFacts | None = None) -> LinkFloor | None:
     """The floor for ``op`` at ``world_size`` ranks on ``nodes`` nodes of GPU ``device``, or None where
-    none is known (several nodes, a GPU without listed links, an op without a floor here)."""
-    gpu = gpu_links(device) if device else None
-    if nodes != 1 or gpu is None or gpu.nvlink_gbps is None or world_size < 2:
-        return None
-    n = world_size
+    none is known (one node of a GPU without listed links; several nodes whose NICs are not given in
+    ``facts``; an op without a floor here)."""
     share_of = _SHARES.get(Op.parse(op))
-    if share_of is None:
+    if share_of is None or world_size < 2:
         return None
-    return LinkFloor(gpu, share_of(n, gpu.nvswitch_reduction), gpu.nvlink_gbps)
+    if nodes > 1:
+        if facts is None or not facts.nic_known() or facts.nic_gbps is None:
+            return None
+        # A CollNet switch reduces an all-reduce across nodes as NVLink SHARP does within one (a node
+        # sends its buffer once); the nodes of a reduce-scatter or all-gather still receive, or send,
+        # the other nodes' blocks.
+        reduced = facts.collnet and _COLLNET_REDUCES[Op.parse(op)]
+        share = share_of(nodes, reduced)
+        nics = f"each node's {facts.nics} NIC{'s' if facts.nics != 1 else ''} of {facts.nic_gbps:g} GB/s"
+        return LinkFloor(share, facts.nics * facts.nic_gbps, nics, reduced)
+    gpu = gpu_links(device) if device else None
+    if gpu is None or gpu.nvlink_gbps is None:
+        return None
+    share = share_of(world_size, gpu.nvswitch_reduction)
+    return LinkFloor(share, gpu.nvlink_gbps, f"each {gpu.name} over its NVLinks", gpu.nvswitch_reduction)
 
 
 def with_gpu(fits: Sequence[Fit], name: str) -> list[Fit]:

@@ -40,8 +40,9 @@ from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.link_floor import link_floor
 from collbench.models.native_structure import formula_disagreement, native_structure
 from collbench.models.nccl_cost import NCCL_SOURCE, Arch, arch_of
+from collbench.models.nccl_graph import NodeFacts
 from collbench.models.predict_defaults import remeasure_advice
-from collbench.models.predict_native import native_nccl, nccl_barrier
+from collbench.models.predict_native import NO_FACTS, native_nccl, nccl_barrier
 from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label, node_class
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
@@ -242,11 +243,14 @@ def price_fits(
     shapes: Shapes | None = None,
     nccl_arch: Arch | None = None,
     nccl_nvlink: bool = True,
+    nccl_facts: NodeFacts | None = None,
 ) -> tuple[list[Priced], list[str], list[str]]:
     """Every usable (op, algo, backend) ready to price at ``world_size`` ranks on ``nodes`` nodes.
 
     ``nccl_arch``: the GPU generation for NCCL's model; None reads it from each fit's device
-    (``arch_of``). Returns (priced, refused: ``op algo: why`` each, notes: what the prices assume).
+    (``arch_of``). ``nccl_facts``: the nodes' NICs and CollNet plugin, where declared (NCCL's model's
+    channels, NVLS-tree and CollNet; the NICs' floor across nodes). Returns (priced, refused:
+    ``op algo: why`` each, notes: what the prices assume).
     """
     shapes = shapes or Shapes()
     wanted = {Op.parse(o).value for o in ops} if ops else None
@@ -312,19 +316,22 @@ def price_fits(
             priced.append(nccl_barrier(fit, world_size, nodes, shapes, arch, nccl_nvlink))
             continue
         try:
-            entry, more = native_nccl(fit, usable, world_size, nodes, shapes, arch, at_shape, nccl_nvlink)
+            entry, more = native_nccl(
+                fit, usable, world_size, nodes, shapes, arch, at_shape, nccl_nvlink, nccl_facts or NO_FACTS
+            )
         except NotApplicableError as exc:
             refused.append(f"{op} native: {exc}")
             continue
         priced.append(entry)
         notes.extend(more)
-    return [_floored(e, world_size, nodes) for e in priced], refused, _links_notes(linked, nodes) + notes
+    floored = [_floored(e, world_size, nodes, nccl_facts) for e in priced]
+    return floored, refused, _links_notes(linked, nodes) + notes
 
 
-def _floored(entry: Priced, world_size: int, nodes: int) -> Priced:
-    """``entry`` never below what each GPU must send over its links (``link_floor.py``), where known;
-    a time raised to it says so in its basis."""
-    floor = link_floor(entry.fit.op, world_size, nodes, entry.fit.device)
+def _floored(entry: Priced, world_size: int, nodes: int, facts: NodeFacts | None = None) -> Priced:
+    """``entry`` never below what each GPU must send over its links, or each node over its NICs
+    (``link_floor.py``), where known; a time raised to it says so in its basis."""
+    floor = link_floor(entry.fit.op, world_size, nodes, entry.fit.device, facts)
     if floor is None:
         return entry
     time_us, basis = entry.time_us, entry.basis
@@ -417,12 +424,13 @@ def predict(
     measured_nodes: Mapping[int, int] | None = None,
     nccl_arch: Arch | None = None,
     nccl_nvlink: bool = True,
+    nccl_facts: NodeFacts | None = None,
 ) -> PredictReport:
     """Predicted time and busbw per (op, algorithm) at ``world_size`` ranks for every size (bytes).
 
     ``measured_nodes`` maps a fit's world size to the nodes it was measured on, where known;
     ``nccl_arch`` and ``nccl_nvlink`` describe the GPUs for NCCL's model of native (``nccl_arch`` None:
-    from each fit's device, else hopper).
+    from each fit's device, else hopper), ``nccl_facts`` the nodes' NICs and CollNet plugin.
     Raises ConfigError for a world size below 2, more nodes than ranks, no sizes, no fits left
     for the ops asked, or none that may be used.
     """
@@ -437,7 +445,14 @@ def predict(
         raise ConfigError(f"no fits for {asked}; the fits cover: {', '.join(sorted({f.op for f in fits}))}")
     shapes = Shapes(dict(measured_nodes or {}))
     entries, refused, notes = price_fits(
-        fits, world_size, nodes, ops=ops, shapes=shapes, nccl_arch=nccl_arch, nccl_nvlink=nccl_nvlink
+        fits,
+        world_size,
+        nodes,
+        ops=ops,
+        shapes=shapes,
+        nccl_arch=nccl_arch,
+        nccl_nvlink=nccl_nvlink,
+        nccl_facts=nccl_facts,
     )
     if not entries:
         unusable = any(f.distrust() for f in fits)
