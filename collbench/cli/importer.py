@@ -9,7 +9,7 @@ import typer
 
 from collbench.cli.console import console, err_console, print_notes
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, one_value
-from collbench.errors import InputFileError, UnknownNameError
+from collbench.errors import ConfigError, InputFileError, UnknownNameError
 from collbench.fileio import check_writable
 from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.importers.nodes import check_nodes_option, settle_log_nodes
@@ -32,7 +32,10 @@ def _checked_algo(name: str) -> str:
         return parse_native_variant(key).name
     known = algorithm_names()
     if key not in known:
-        raise UnknownNameError("algorithm", name, ["native", "native:<nccl algorithm>", *known])
+        # known names native too: listed once ("native, native:<nccl algorithm>, ring, ..., native" before).
+        raise UnknownNameError(
+            "algorithm", name, ["native", "native:<nccl algorithm>", *(k for k in known if k != "native")]
+        )
     return key
 
 
@@ -62,6 +65,7 @@ def nccl_tests(
     output: Annotated[
         Path | None, typer.Option("--output", "-O", metavar="FILE", help="Write rows to .jsonl, .csv or .parquet.")
     ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an -O file that holds rows already.")] = False,
 ) -> None:
     """Read nccl-tests or rccl-tests output (text table or -J JSON) into collbench result rows.
 
@@ -76,6 +80,9 @@ def nccl_tests(
     # The options first, then the file: a mistyped option says so, not what is wrong with -O.
     if output is not None:
         check_writable(output)
+        if not overwrite and output.is_file() and output.stat().st_size:
+            # As sweep refuses a stream with rows: -O naming a sweep's results must not replace what it measured.
+            raise ConfigError(f"{output} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere")
     notes: list[str] = []
     rows = read_nccl_tests(log, algo=algo, op=op, ranks=ranks, notes=notes)
     # As fit settles a log's node count, so that fitting the rows written here gives the same fit.

@@ -41,6 +41,32 @@ def test_import_bad_inputs(tmp_path: Path) -> None:
     assert bad_out.exit_code == 2 and "unknown results format" in bad_out.output
 
 
+def test_import_keeps_an_output_that_holds_rows_unless_overwrite(tmp_path: Path) -> None:
+    """-O naming a file with rows (a sweep's results, say) replaced them without a word."""
+    out = tmp_path / "measured.jsonl"
+    kept = (FIX.parent.parent.parent / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl").read_bytes()[:5000]
+    kept = kept[: kept.rindex(b"\n") + 1]
+    out.write_bytes(kept)
+    args = ["import", "nccl-tests", str(FIX / "all_reduce_perf_8gpu.log"), "-O", str(out)]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2, refused.output
+    assert (
+        refused.output.strip()
+        == f"error: {out} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere"
+    )
+    assert out.read_bytes() == kept
+    replaced = CliRunner().invoke(app, [*args, "--overwrite"])
+    assert replaced.exit_code == 0, replaced.output
+    assert {r.op for r in read_rows(out)} == {"all-reduce"} and read_rows(out)[0].world_size == 8
+
+
+def test_import_unknown_algorithm_lists_native_once() -> None:
+    result = CliRunner().invoke(app, ["import", "nccl-tests", str(FIX / "all_reduce_perf_8gpu.log"), "--algo", "foo"])
+    assert result.exit_code == 2
+    known = result.output.split("known: ")[1].replace("\n", " ").split(", ")
+    assert [k.strip() for k in known].count("native") == 1, result.output
+
+
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
 
 
