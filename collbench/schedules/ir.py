@@ -61,8 +61,8 @@ from collbench.schedules.ops import Op, buffer_elems
 
 
 @dataclass(frozen=True, slots=True)
-class Send:
-    """Send ``buffer[start:stop]`` to ``peer``."""
+class _Transfer:
+    """What a send and a receive share: the peer and the elements ``[start, stop)`` of the buffer."""
 
     peer: int
     start: int
@@ -77,23 +77,18 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
-class Recv:
+class Send(_Transfer):
+    """Send ``buffer[start:stop]`` to ``peer``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recv(_Transfer):
     """Receive ``stop - start`` elements from ``peer`` into ``buffer[start:stop]``.
 
     ``reduce`` True combines them with what is there (the op's reduction), False overwrites.
     """
 
-    peer: int
-    start: int
-    stop: int
     reduce: bool
-
-    def __post_init__(self) -> None:
-        assert 0 <= self.start <= self.stop, f"bad range [{self.start}, {self.stop})"
-
-    @property
-    def count(self) -> int:
-        return self.stop - self.start
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,3 +223,14 @@ def test_any_build_verifies(name: str, n: int, count: int, segments: int, data: 
     op = data.draw(st.sampled_from(sorted(spec.ops, key=list(Op).index)))
     root = data.draw(st.integers(min_value=0, max_value=n - 1))
     verify(spec.build(op, n, count, root=root, segments=segments))
+
+
+def test_a_send_and_a_receive_check_their_range_alike_and_never_compare_equal() -> None:
+    from collbench.schedules.ir import Recv, Send
+
+    assert Send(1, 2, 6).count == Recv(1, 2, 6, reduce=True).count == 4
+    for made in (lambda: Send(0, 5, 4), lambda: Recv(0, 5, 4, reduce=False), lambda: Send(0, -1, 3)):
+        with pytest.raises(AssertionError, match="bad range"):
+            made()
+    assert Send(1, 0, 4) != Recv(1, 0, 4, reduce=False)
+    assert Send(1, 0, 4) == Send(1, 0, 4) and hash(Send(1, 0, 4)) == hash(Send(1, 0, 4))
