@@ -120,6 +120,37 @@ def test_tune_under_mpirun_writes_one_profile_from_rank_0(tmp_path: Path) -> Non
     assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
 
 
+MPI_LAUNCHERS = {
+    "open-mpi": ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"],
+    "mpich": ["mpiexec.mpich", "-n", "2"],
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(MPI_LAUNCHERS))
+def test_two_mpirun_jobs_at_once_without_master_port_each_meet_at_their_own_store(
+    tmp_path: Path, launcher: str
+) -> None:
+    # Without MASTER_PORT, MPICH's jobs all took port 29500 (the second could not listen, or its
+    # ranks joined the first's store) and Open MPI's one in 1,000 derived from the job id: now rank 0
+    # binds a free port and publishes it in the working directory, named after its job.
+    argv = MPI_LAUNCHERS[launcher]
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed (.ci/run installs Open MPI and MPICH)")
+    sweep = _cli(*SWEEP, "--op", "all-reduce", "--algo", "ring", "-e", "4K", "--stream", "rows.jsonl")
+    procs = []
+    for job in ("a", "b"):
+        (tmp_path / job).mkdir()
+        procs.append(_start([*argv, *sweep], _env(), tmp_path / job))
+    for proc in procs:
+        out, err = proc.communicate(timeout=JOB_S)
+        assert proc.returncode == 0, out + err
+    for job in ("a", "b"):
+        rows = list(read_jsonl(tmp_path / job / "rows.jsonl"))
+        assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
+        # Rank 0 withdrew its address once both ranks had joined.
+        assert not list((tmp_path / job).glob(".collbench-store-*"))
+
+
 def _srun_task(task: int, job_id: str, submit: Path) -> dict[str, str]:
     """What srun sets for one of 2 tasks on 2 nodes (both nodes are this host here); no MASTER_*."""
     return _env(

@@ -7,6 +7,9 @@ srun (srun(1) "OUTPUT ENVIRONMENT VARIABLES") and torchrun (torch/distributed/ru
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,10 +17,10 @@ import pytest
 from collbench.errors import ConfigError
 from collbench.runtime.launch.launchers import (
     PORT_BASE,
-    PORT_SPAN,
     detect_job,
     is_loopback,
 )
+from collbench.runtime.launch.rendezvous import RENDEZVOUS_DIR_ENV, mpirun_job
 
 OMPI = {
     "OMPI_COMM_WORLD_RANK": "1",
@@ -52,16 +55,50 @@ def test_torchrun() -> None:
     assert (job.master_addr, job.master_port, job.agent_store, job.local_only) == ("h", 7, False, False)
 
 
-def test_open_mpi_on_one_host_uses_the_loopback_and_a_port_from_the_job_id() -> None:
+def test_open_mpi_on_one_host_uses_the_loopback_and_a_port_rank_0_publishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     job = detect_job(OMPI)
     assert job is not None
     assert (job.launcher, job.rank, job.world_size, job.local_rank, job.local_world_size) == ("mpirun", 1, 2, 1, 2)
     assert job.master_addr == "127.0.0.1" and job.local_only and not job.agent_store
-    assert PORT_BASE <= job.master_port < PORT_BASE + PORT_SPAN
-    # Every rank of the job derives the same port; another job (another id) most likely another.
-    assert detect_job({**OMPI, "OMPI_COMM_WORLD_RANK": "0"}).master_port == job.master_port  # type: ignore[union-attr]
+    # Rank 0 binds a port the kernel picks and publishes it, in the working directory mpirun gives
+    # every rank, under a name of the job's: no port is derived from the job id (one in 1,000 collided).
+    assert job.master_port == 0
+    assert Path(job.rendezvous).parent == tmp_path and Path(job.rendezvous).name.startswith(".collbench-store-mpirun-")
+    assert detect_job({**OMPI, "OMPI_COMM_WORLD_RANK": "0"}).rendezvous == job.rendezvous  # type: ignore[union-attr]
     other = detect_job({**OMPI, "OMPI_MCA_ess_base_jobid": "1084489730"})
-    assert other is not None and other.master_port != job.master_port
+    assert other is not None and other.rendezvous != job.rendezvous
+    # Open MPI 4's job ids are 16 bits of mpirun's host and pid: the mpirun's own address tells apart two
+    # that share one; Open MPI 5 names the job by its launcher's host and pid (PMIX_NAMESPACE).
+    uri = {"OMPI_MCA_orte_hnp_uri": "1084489728.0;tcp://10.0.0.2:50387"}
+    moved = detect_job({**OMPI, **uri})
+    assert moved is not None and moved.rendezvous != job.rendezvous
+    v5 = detect_job({**OMPI, "PMIX_NAMESPACE": "prterun-node1-4242@1"})
+    assert v5 is not None and v5.rendezvous not in (job.rendezvous, moved.rendezvous)
+    elsewhere = detect_job({**OMPI, RENDEZVOUS_DIR_ENV: "/shared/jobs"})
+    assert elsewhere is not None and Path(elsewhere.rendezvous).parent == Path("/shared/jobs")
+    given = detect_job({**OMPI, "MASTER_PORT": "31000"})
+    assert given is not None and (given.master_port, given.rendezvous) == (31000, "")
+
+
+def test_under_hydra_the_job_is_named_by_the_mpiexec_its_proxy_reports_to(tmp_path: Path) -> None:
+    # Hydra exports no job id: its proxy's command line names the mpiexec (hydra_pmi_proxy
+    # --control-port HOST:PORT ... --pgid N, as MPICH 4's mpiexec starts it), the same on every host.
+    # A stand-in proxy (its argv[0] is the proxy's name) starts a shell that starts the rank.
+    code = "from collbench.runtime.launch.rendezvous import mpirun_job; print(mpirun_job({}))"
+    # The rank runs under a shell of its own, as `mpiexec sh -c ...` runs it (`; true`: not exec'd).
+    rank = '"$PYTHON" -c "$CODE"; true'
+    args = ["--control-port", "vm:35967", "--rmk", "user", "--pgid", "0", "--proxy-id", "0"]
+    env = {**os.environ, "PYTHON": sys.executable, "CODE": code}
+    done = subprocess.run(
+        ["bash", "-c", 'exec -a hydra_pmi_proxy sh -c "$0" "$@"', f"sh -c '{rank}'; true", *args],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "hydra:vm:35967 pgid 0"
+    assert mpirun_job({}) == ""  # pytest runs under no proxy
 
 
 def test_open_mpi_over_several_hosts_needs_master_addr() -> None:
@@ -75,12 +112,14 @@ def test_open_mpi_over_several_hosts_needs_master_addr() -> None:
 def test_mpich_pmi() -> None:
     job = detect_job({"PMI_RANK": "0", "PMI_SIZE": "3", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "3"})
     assert job is not None
-    assert (job.launcher, job.rank, job.world_size, job.master_addr, job.master_port) == (
+    # Under no Hydra proxy (a PMI launcher naming its job nowhere): the one port left, MASTER_PORT's default.
+    assert (job.launcher, job.rank, job.world_size, job.master_addr, job.master_port, job.rendezvous) == (
         "mpirun",
         0,
         3,
         "127.0.0.1",
         PORT_BASE,
+        "",
     )
 
 

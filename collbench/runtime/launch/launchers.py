@@ -20,9 +20,10 @@ by ``MASTER_ADDR`` or task 0's host name. Under mpirun the address is ``MASTER_A
 127.0.0.1 when every rank is on this host (the launcher's local size equals the world size: the
 store then listens on the loopback only); else an error (``mpirun -x MASTER_ADDR=HOST``). Over
 several hosts the store of rank 0 listens on every interface of its host, as torchrun's does.
-mpirun's port is ``MASTER_PORT`` when set, else one from :data:`PORT_BASE` .. ``PORT_BASE +
-PORT_SPAN - 1`` derived from Open MPI's job id (``OMPI_MCA_ess_base_jobid``), so that two jobs on one
-host rarely pick the same port; MPICH exposes no job id, so it gets :data:`PORT_BASE` itself.
+mpirun's port is ``MASTER_PORT`` when set; else rank 0 binds a port the kernel picks and publishes it
+in a file named after the job (``rendezvous.mpirun_job``: Open MPI's job variables, or the mpiexec
+that MPICH's Hydra proxies report to), so that no two jobs on a host can meet on one port. A PMI
+launcher that names its job in neither way gets :data:`PORT_BASE`.
 
 Slurm is recognised inside a job step only (``SLURM_STEP_ID`` set, as srun sets it): a batch script
 or an ``salloc`` shell also carries ``SLURM_PROCID``/``SLURM_NTASKS``, and a ``collbench sweep``
@@ -33,16 +34,14 @@ from __future__ import annotations
 
 import os
 import re
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from collbench.errors import ConfigError
-from collbench.runtime.launch.rendezvous import rendezvous_path
+from collbench.runtime.launch.rendezvous import mpirun_job, mpirun_rendezvous_path, rendezvous_path
 
 PORT_BASE = 29500
-"""torchrun's default port; mpirun jobs without MASTER_PORT pick from here on."""
-PORT_SPAN = 1000
+"""torchrun's default port: that of an mpirun job without MASTER_PORT whose job has no name to publish under."""
 _SLURM_SPECIAL_STEPS = 0xFFFFFFF0
 """Slurm's batch, extern and interactive steps have ids from here up: they are not srun steps."""
 MAX_HOSTLIST = 1 << 16
@@ -72,8 +71,9 @@ class JobEnv:
     local_only: bool = False
     """Every rank runs on this host: the store listens on the loopback only."""
     rendezvous: str = ""
-    """The file task 0 publishes its store's address and port in (srun without MASTER_ADDR and
-    MASTER_PORT: ``rendezvous.py``); ``master_addr`` and ``master_port`` are then known once read."""
+    """The file rank 0 publishes its store's address and port in (srun without MASTER_ADDR and
+    MASTER_PORT, mpirun without MASTER_PORT: ``rendezvous.py``); ``master_addr`` and ``master_port``
+    are then known once read."""
     agent_store: bool = False
     """torchrun's elastic agent holds the store at the address (TORCHELASTIC_USE_AGENT_STORE): every rank
     joins it, none starts one."""
@@ -113,14 +113,6 @@ def _shown(text: str) -> str:
     return repr(text) if len(text) <= 60 else f"{text[:60]!r}... ({len(text)} characters)"
 
 
-def _port(env: Mapping[str, str], launcher: str, job_id: str | None) -> int:
-    if "MASTER_PORT" in env:
-        return _int(env, "MASTER_PORT", launcher)
-    if not job_id:
-        return PORT_BASE
-    return PORT_BASE + zlib.crc32(job_id.encode()) % PORT_SPAN
-
-
 def detect_job(env: Mapping[str, str] | None = None) -> JobEnv | None:
     """The launcher's job this process belongs to, or None when it runs on its own.
 
@@ -138,10 +130,9 @@ def detect_job(env: Mapping[str, str] | None = None) -> JobEnv | None:
             "OMPI_COMM_WORLD_SIZE",
             "OMPI_COMM_WORLD_LOCAL_RANK",
             "OMPI_COMM_WORLD_LOCAL_SIZE",
-            env.get("OMPI_MCA_ess_base_jobid"),
         )
     if "PMI_RANK" in env and "PMI_SIZE" in env:
-        return _mpi(env, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", None)
+        return _mpi(env, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
     if "SLURM_PROCID" in env and _in_srun_step(env):
         return _slurm(env)
     return None
@@ -180,9 +171,7 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def _mpi(
-    env: Mapping[str, str], rank_var: str, size_var: str, local_var: str, local_size_var: str, job_id: str | None
-) -> JobEnv:
+def _mpi(env: Mapping[str, str], rank_var: str, size_var: str, local_var: str, local_size_var: str) -> JobEnv:
     launcher = "mpirun"
     size = _int(env, size_var, launcher)
     local_size = _int(env, local_size_var, launcher) if local_size_var in env else None
@@ -196,6 +185,15 @@ def _mpi(
             f"mpirun started {size} ranks over several hosts (or did not say how many are here): "
             "set MASTER_ADDR to rank 0's host for every rank (mpirun -x MASTER_ADDR=HOST)"
         )
+    rendezvous = ""
+    if "MASTER_PORT" in env:
+        port = _int(env, "MASTER_PORT", launcher)
+    elif job := mpirun_job(env):
+        # Rank 0 binds a free port and publishes it (runtime/launch/rendezvous.py): a port derived from
+        # the job id was another job's once in a thousand, and MPICH's jobs had one port for all.
+        rendezvous, port = str(mpirun_rendezvous_path(env, job)), 0
+    else:
+        port = PORT_BASE
     return JobEnv(
         launcher=launcher,
         rank=_int(env, rank_var, launcher),
@@ -203,9 +201,10 @@ def _mpi(
         local_rank=_int(env, local_var, launcher) if local_var in env else 0,
         local_world_size=local_size if local_size is not None else 1,
         master_addr=addr,
-        master_port=_port(env, launcher, job_id),
+        master_port=port,
         local_only=local_only and "MASTER_ADDR" not in env,
         master_source="MASTER_ADDR" if "MASTER_ADDR" in env else "the loopback: every rank is on this host",
+        rendezvous=rendezvous,
     )
 
 

@@ -1,4 +1,5 @@
-"""Where a Slurm job step's store listens, as task 0 publishes it: nothing assumes where task 0 runs.
+"""Where a Slurm job step's or an mpirun job's store listens, as its rank 0 publishes it: nothing
+assumes where rank 0 runs, and no port is derived from the job (two jobs on a host would meet on one).
 
 srun names no rendezvous point, and task 0 need not run on the first host of the node list
 (``--distribution=arbitrary`` with ``SLURM_HOSTFILE``, a heterogeneous step). So task 0 binds its
@@ -16,12 +17,23 @@ can be taken for it. It is written whole and renamed into place (a reader never 
 and task 0 removes it once every task has joined (or when it exits). On NFS a new file can take
 the attribute cache's time (``acdirmin``, 30 s by default) to show on the other hosts: well inside
 the store's timeout.
+
+mpirun (Open MPI, MPICH's Hydra) without ``MASTER_PORT`` does the same: rank 0 binds port 0 and
+publishes it in ``.collbench-store-mpirun-<job>.json``, in ``COLLBENCH_RENDEZVOUS_DIR`` when set, else
+in the working directory, which both launchers give every rank (mpirun's own unless ``-wdir`` says
+otherwise). ``<job>`` is a digest of what the launcher sets alike for every rank of the job and for
+no other job running: under Open MPI the job's PMIx namespace, its id and the URI of the mpirun that
+holds it (``OMPI_MCA_orte_hnp_uri``: its host's address and listening port); under Hydra, which
+exports no job id, the host and port of the mpiexec every proxy of the job reports to, from the
+command line of the proxy that started the rank (``hydra_pmi_proxy --control-port HOST:PORT``).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
+import itertools
 import json
 import os
 import socket
@@ -36,6 +48,55 @@ RENDEZVOUS_DIR_ENV = "COLLBENCH_RENDEZVOUS_DIR"
 POLL_S = 0.1
 """How often a task waiting for task 0's file looks for it."""
 MAX_FILE_BYTES = 4096
+
+
+def launcher_rank(launcher: str, rank: int) -> str:
+    """How the launcher names a process of its job in an error: srun's tasks, mpirun's ranks."""
+    return f"{launcher} {'task' if launcher == 'srun' else 'rank'} {rank}"
+
+
+def mpirun_rendezvous_path(env: Mapping[str, str], job: str) -> Path:
+    """The file rank 0 of the mpirun job named ``job`` (:func:`mpirun_job`) publishes its store's address in."""
+    folder = env.get(RENDEZVOUS_DIR_ENV) or os.getcwd()
+    digest = hashlib.sha256(job.encode("utf-8", "replace")).hexdigest()[:20]
+    return Path(folder) / f".collbench-store-mpirun-{digest}.json"
+
+
+OPEN_MPI_JOB_VARS = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_hnp_uri")
+"""What Open MPI sets alike for every rank of one job: the PMIx namespace (4.x: the job id; 5.x:
+``prterun-HOST-PID@1``), the job id, and (4.x) the URI of the mpirun holding the job."""
+HYDRA_PROXY = "hydra_pmi_proxy"
+ANCESTORS_SEARCHED = 8
+"""How far up from a rank the Hydra proxy is looked for (a rank may run under a shell or a wrapper)."""
+
+
+def mpirun_job(env: Mapping[str, str], pid: int | None = None) -> str:
+    """What names this process's mpirun job alike on every rank and apart from any other job running:
+    Open MPI's variables (:data:`OPEN_MPI_JOB_VARS`), else the Hydra proxy's ``--control-port`` and
+    ``--pgid`` from its command line (Linux /proc); empty when neither is there."""
+    found = [f"{name}={env[name]}" for name in OPEN_MPI_JOB_VARS if env.get(name)]
+    if found:
+        return "open-mpi:" + ";".join(found)
+    proxy = _hydra_proxy_args(os.getpid() if pid is None else pid)
+    return f"hydra:{proxy}" if proxy else ""
+
+
+def _hydra_proxy_args(pid: int) -> str:
+    """``--control-port`` and ``--pgid`` of the Hydra proxy above ``pid``, as one string; empty if none is."""
+    for _ in range(ANCESTORS_SEARCHED):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+            pid = int(stat[stat.rfind(")") + 2 :].split()[1])
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+        except (OSError, ValueError, IndexError):
+            return ""
+        if os.path.basename(argv[0]) == HYDRA_PROXY:
+            named = dict(itertools.pairwise(argv))
+            port = named.get("--control-port", "")
+            return f"{port} pgid {named.get('--pgid', '')}" if port else ""
+        if pid <= 1:
+            return ""
+    return ""
 
 
 def rendezvous_path(env: Mapping[str, str]) -> Path:
@@ -86,7 +147,7 @@ def interface_address(name: str) -> str | None:
     return socket.inet_ntoa(answer[20:24])
 
 
-def publish(path: Path, addr: str, port: int) -> None:
+def publish(path: Path, addr: str, port: int, launcher: str = "srun") -> None:
     """Write ``addr:port`` to ``path`` whole (a temporary file renamed into place); removed at exit."""
     text = json.dumps({"addr": addr, "port": port, "pid": os.getpid()})
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -97,9 +158,9 @@ def publish(path: Path, addr: str, port: int) -> None:
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise ConfigError(
-            f"srun task 0: cannot publish the job's store address in {path} ({exc.strerror or exc}); "
-            f"set {RENDEZVOUS_DIR_ENV} to a directory every node of the job can write and read, "
-            "or MASTER_ADDR and MASTER_PORT"
+            f"{launcher_rank(launcher, 0)}: cannot publish the job's store address in {path} "
+            f"({exc.strerror or exc}); set {RENDEZVOUS_DIR_ENV} to a directory every node of the job can "
+            f"write and read, or {_given(launcher)}"
         ) from None
     atexit.register(withdraw, path)
 
@@ -110,7 +171,12 @@ def withdraw(path: Path) -> None:
         path.unlink()
 
 
-def read_published(path: Path, timeout_s: float, rank: int) -> tuple[str, int]:
+def _given(launcher: str) -> str:
+    """What a user sets instead of a published address: mpirun's rank 0 is at ``MASTER_ADDR`` already."""
+    return "MASTER_ADDR and MASTER_PORT" if launcher == "srun" else "MASTER_PORT"
+
+
+def read_published(path: Path, timeout_s: float, rank: int, launcher: str = "srun") -> tuple[str, int]:
     """Task 0's store address and port from ``path``, waiting for it up to ``timeout_s``.
 
     Raises ConfigError when it does not come, or holds something other than what task 0 writes.
@@ -123,26 +189,27 @@ def read_published(path: Path, timeout_s: float, rank: int) -> tuple[str, int]:
         except FileNotFoundError:
             data = None
         except OSError as exc:
-            raise ConfigError(f"srun task {rank}: cannot read {path} ({exc.strerror or exc})") from None
+            raise ConfigError(f"{launcher_rank(launcher, rank)}: cannot read {path} ({exc.strerror or exc})") from None
         if data is not None:
-            return _parsed(path, data, rank)
+            return _parsed(path, data, launcher_rank(launcher, rank))
         if time.monotonic() > deadline:
+            zero = launcher_rank(launcher, 0).split(" ", 1)[1]
             raise ConfigError(
-                f"srun task {rank}: task 0 published no store address in {path} within {timeout_s:g} s "
-                f"(it did not start, or the directory is not shared between the job's nodes: set "
-                f"{RENDEZVOUS_DIR_ENV} to one that is, or MASTER_ADDR and MASTER_PORT)"
+                f"{launcher_rank(launcher, rank)}: {zero} published no store address in {path} within "
+                f"{timeout_s:g} s (it did not start, or the directory is not shared between the job's nodes: "
+                f"set {RENDEZVOUS_DIR_ENV} to one that is, or {_given(launcher)})"
             )
         time.sleep(POLL_S)
 
 
-def _parsed(path: Path, data: bytes, rank: int) -> tuple[str, int]:
+def _parsed(path: Path, data: bytes, who: str) -> tuple[str, int]:
     try:
         record = json.loads(data[:MAX_FILE_BYTES])
         addr, port = record["addr"], record["port"]
     except (ValueError, TypeError, KeyError):
         record, addr, port = None, None, None
     if not isinstance(addr, str) or not addr or isinstance(port, bool) or not isinstance(port, int):
-        raise ConfigError(f"srun task {rank}: {path} is not a store address task 0 wrote; remove it")
+        raise ConfigError(f"{who}: {path} is not a store address {who.split()[1]} 0 wrote; remove it")
     if not 0 < port < 65536:
-        raise ConfigError(f"srun task {rank}: {path} names port {port}, not a TCP port")
+        raise ConfigError(f"{who}: {path} names port {port}, not a TCP port")
     return addr, port

@@ -101,18 +101,18 @@ def job_step(name: str) -> Iterator[None]:
 def _open_store(job: JobEnv, timeout_s: float) -> tuple[dist.Store, JobEnv]:
     """The job's store and the job with its address: rank 0 holds it (on the loopback when every rank
     is on this host), the others join; under torchrun's agent every rank joins the agent's. Under srun
-    without MASTER_ADDR and MASTER_PORT, task 0 publishes where it listens and the others read it there
-    (rendezvous.py)."""
+    without MASTER_ADDR and MASTER_PORT, or mpirun without MASTER_PORT, rank 0 publishes where it
+    listens and the others read it there (rendezvous.py)."""
     timeout = datetime.timedelta(seconds=timeout_s)
     if job.rendezvous and job.rank == 0:
         store, port = _listen(job, "127.0.0.1" if job.local_only else "0.0.0.0", timeout)
         # Task 0's own host, as the other tasks reach it: MASTER_ADDR when given, else the address of
         # the interface named for the job's traffic, else its host name (rendezvous.published_address).
         addr = job.master_addr or published_address(os.environ)
-        publish(Path(job.rendezvous), addr, port)
+        publish(Path(job.rendezvous), addr, port, job.launcher)
         return store, dataclasses.replace(job, master_addr=addr, master_port=port)
     if job.rendezvous:
-        addr, port = read_published(Path(job.rendezvous), timeout_s, job.rank)
+        addr, port = read_published(Path(job.rendezvous), timeout_s, job.rank, job.launcher)
         job = dataclasses.replace(job, master_addr=addr, master_port=port)
     if job.rank != 0 or job.agent_store or not job.local_only:
         joins = job.rank != 0 or job.agent_store
