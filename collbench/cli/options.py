@@ -82,19 +82,28 @@ def _help_default_false(option: TyperOption | None) -> None:
         option.default = False
 
 
+def _shown_params(params: Sequence[object]) -> None:
+    """A command's or a group's own parameters as its ``--help`` should show them."""
+    _flags_take_no_value(params)
+    _arguments_by_name(params)
+
+
+def _help_flag(option: TyperOption | None) -> TyperOption | None:
+    """A command's or a group's ``--help`` option, shown as a flag and defaulting to False."""
+    _flags_take_no_value([option])
+    _help_default_false(option)
+    return option
+
+
 class CollbenchCommand(TyperCommand):
     """A command whose flags show no ``<bool>`` value in ``--help``: a flag takes none."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        _flags_take_no_value(self.params)
-        _arguments_by_name(self.params)
+        _shown_params(self.params)
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
-        option = super().get_help_option(ctx)
-        _flags_take_no_value([option])
-        _help_default_false(option)
-        return option
+        return _help_flag(super().get_help_option(ctx))
 
 
 class CollbenchGroup(TyperGroup):
@@ -102,13 +111,10 @@ class CollbenchGroup(TyperGroup):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        _flags_take_no_value(self.params)
+        _shown_params(self.params)
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
-        option = super().get_help_option(ctx)
-        _flags_take_no_value([option])
-        _help_default_false(option)
-        return option
+        return _help_flag(super().get_help_option(ctx))
 
 
 def leaf_command(group: Command, args: list[str]) -> tuple[list[str], Command, list[str]]:
