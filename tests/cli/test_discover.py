@@ -94,6 +94,16 @@ def test_from_nccl_xml() -> None:
     assert "NV12" in out and "mlx5_bond_0 (25 GB/s)" in out
 
 
+def test_nccl_xml_without_nvlink_elements_says_nvlink_unknown() -> None:
+    """A cloud image's NCCL_TOPO_FILE (Azure ND H100 v5: 8 NVSwitch-connected H100s) names no <nvlink>:
+    the summary said "NVLink: none (GPUs talk over PCIe)" below the reader's own "NVLink unknown" note."""
+    real = Path(__file__).parents[1] / "fixtures" / "real" / "azure-ndv5-h100-x8-8ib-class-only.topo.xml"
+    code, out, err = _run("--from-nccl-xml", str(real))
+    assert code == 0, err
+    assert "NVLink: unknown (the XML names none; NCCL asks the driver at run time)" in out.splitlines()
+    assert "NVLink unknown" in " ".join(err.split())
+
+
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
 def test_output_file_and_from_file_read_back_identically(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"topo{suffix}"

@@ -84,6 +84,10 @@ def _gpu_summary(topo: Topology) -> list[str]:
         per = "/".join(str(n) for n in sorted(links_per_gpu, key=lambda s: int(s or 0))) or "?"
         via = " through NVSwitch" if LinkKind.NVSWITCH in kinds else ""
         lines.append(f"NVLink: version {gen}, {per} links per GPU{via}")
+    elif topo.source == "nccl-xml" and len(gpus) > 1:
+        # An NCCL XML names NVLink only where someone dumped it with the driver's answers; cloud images'
+        # NCCL_TOPO_FILEs leave it out (NCCL asks the driver at run time): absence is not "none".
+        lines.append("NVLink: unknown (the XML names none; NCCL asks the driver at run time)")
     else:
         lines.append("NVLink: none (GPUs talk over PCIe)")
     pcie = Counter(
