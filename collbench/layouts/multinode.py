@@ -8,7 +8,12 @@ to get the most bandwidth out of the chain and the two NICs (what earlier channe
 successive channels spread over the NICs. Nodes with the same hardware and the same residual
 capacities share one search (a cache keyed by those capacities): 64 identical nodes cost one node.
 
-Nodes follow rank order around the ring (on a uniform network every order is the same ring).
+Nodes follow rank order around the ring (on a uniform network every order is the same ring), except
+where the network between them is not uniform and they are few (up to :data:`ORDER_MAX_NODES`): then
+the order of nodes whose ring gets the most bandwidth, rank order kept among equals. On the namespace
+cluster (4 hosts of one rank each, pairs 1-2 and 3-0 at 40 Mbit/s, the others at 300) rank order runs
+the ring through both slow pairs: 7x slower than 0-2-3-1 at every size, once the probe named each
+host a node of its own.
 
 Trees (:func:`node_aware_trees`): NCCL's double binary tree over nodes (trees.py), and inside each node
 a chain of its GPUs hanging off the node's head GPU. The second tree uses every chain reversed, so the
@@ -27,6 +32,10 @@ from collbench.layouts.rings import EXACT_MAX_RANKS, ring_bandwidth
 from collbench.layouts.trees import double_binary_tree
 
 _EPS = 1e-9
+ORDER_MAX_NODES = 8
+"""Up to this many nodes, every order of them around the ring is tried ((k-1)! rings, 5,040 at 8);
+beyond, rank order (NCCL's too): a machine of that many nodes has a uniform fabric, or one whose
+structure (rails, a fat tree) a search over node orders could not see anyway."""
 
 
 def host_groups(fabric: RingFabric) -> list[tuple[int, ...]]:
@@ -154,7 +163,7 @@ def multinode_ring_search(fabric: RingFabric, residual: list[float], cap: float)
     A :data:`collbench.layouts.rings.RingSearch` for :func:`collbench.layouts.rings.pack_channels`.
     """
     cache: dict[tuple[int, bytes], tuple[int, ...]] = {}
-    order: list[int] = []
+    chains: list[tuple[int, ...]] = []
     snapshot = np.append(np.asarray(residual, dtype=float), np.inf)
     for members in host_groups(fabric):
         signature = (len(members), _node_signature(fabric, residual, snapshot, members))
@@ -164,20 +173,39 @@ def multinode_ring_search(fabric: RingFabric, residual: list[float], cap: float)
             # Cache positions inside the node, so an identical node reuses them with its own ranks.
             local = tuple(members.index(r) for r in chain)
             cache[signature] = local
-        order.extend(members[p] for p in local)
+        chains.append(tuple(members[p] for p in local))
+    ring = _joined(chains)
+    best = ring_bandwidth(fabric, ring, residual)
+    if 2 < len(chains) <= ORDER_MAX_NODES:
+        # The first node stays first (a ring has no start); permutations come in lexicographic order,
+        # rank order first, and only a strictly wider ring replaces it.
+        for rest in itertools.permutations(chains[1:]):
+            other = _joined([chains[0], *rest])
+            width = ring_bandwidth(fabric, other, residual)
+            if width > best + _EPS:
+                ring, best = other, width
+    return ring, min(cap, best)
+
+
+def _joined(chains: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """The ring of node chains one after another, started at its smallest rank."""
+    order = [r for chain in chains for r in chain]
     start = order.index(min(order))
-    ring = tuple(order[start:] + order[:start])
-    return ring, min(cap, ring_bandwidth(fabric, ring, residual))
+    return tuple(order[start:] + order[:start])
 
 
 def node_aware_trees(fabric: RingFabric, ring: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Two trees over all ranks: a double binary tree over hosts, a chain inside every host.
 
-    The chain of a host follows ``ring`` (the best channel's order, so chain hops are fast links);
-    the first tree hangs each chain off its first GPU, the second off its last (chain reversed).
+    The chain of a host follows ``ring`` (the best channel's order, so chain hops are fast links), and
+    so does the order of the hosts the tree over them is laid on; the first tree hangs each chain off
+    its first GPU, the second off its last (chain reversed).
     """
     position = {r: k for k, r in enumerate(ring)}
     chains = [tuple(sorted(g, key=lambda r: position[r])) for g in host_groups(fabric)]
+    # Nodes in the ring's order, so that tree edges join nodes the ring found close (as one host's
+    # trees follow its ring): rank order where the ring keeps it.
+    chains.sort(key=lambda chain: position[chain[0]])
     node_trees = double_binary_tree(len(chains))
     out: list[tuple[int, ...]] = []
     for t, node_parent in enumerate(node_trees):

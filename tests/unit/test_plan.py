@@ -8,9 +8,11 @@ import pytest
 from _layout_topologies import cluster
 
 from collbench.errors import ConfigError
-from collbench.layouts.multinode import host_groups
+from collbench.layouts.multinode import ORDER_MAX_NODES, host_groups
 from collbench.layouts.plan import plan, plan_layout
 from collbench.layouts.trees import tree_children, tree_depth
+from collbench.runtime.probe import PairMeasure, measured_topology
+from collbench.topology.model import Topology
 
 SHARED = Path(__file__).resolve().parents[1] / "fixtures" / "topologies"
 
@@ -94,3 +96,34 @@ def test_one_rank() -> None:
     layout = plan_layout(cluster(1, gpus=2), 1)
     assert layout.rings == ((0,),)
     assert layout.trees == ((-1,), (-1,))
+
+
+def _namespace_cluster(slow: set[tuple[int, int]], hosts: int = 4) -> Topology:
+    """What ``discover --probe`` writes of the namespace cluster (benchmarks/netns.py): one CPU rank per
+    host, the pairs in ``slow`` at 40 Mbit/s (0.0048 GB/s measured), the others at 300 (0.036)."""
+    measures = [
+        PairMeasure(a, b, 30.0, 0.0048 if (min(a, b), max(a, b)) in slow else 0.036)
+        for a in range(hosts)
+        for b in range(hosts)
+        if a != b
+    ]
+    return measured_topology([f"vm#{h}" for h in range(hosts)], measures, gpus=False)
+
+
+@pytest.mark.parametrize("slow", [{(1, 2), (0, 3)}, {(0, 1), (2, 3)}, {(0, 2), (1, 3)}])
+def test_nodes_go_around_the_ring_avoiding_the_slow_network_pairs(slow: set[tuple[int, int]]) -> None:
+    # Rank order (0-1-2-3-0) ran through pairs 1-2 and 3-0 at 40 Mbit/s once the probe named each
+    # namespace host a node of its own: every all-reduce along the ring 7x slower on the cluster.
+    layout = plan_layout(_namespace_cluster(slow), 4)
+    (ring,) = layout.rings
+    hops = {(min(a, b), max(a, b)) for a, b in zip(ring, ring[1:] + ring[:1], strict=True)}
+    assert not hops & slow, ring
+    assert layout.ring_bandwidths_gbps[0] == pytest.approx(0.036)
+    assert layout.nodes == ((0,), (1,), (2,), (3,))
+
+
+def test_a_uniform_network_keeps_nodes_in_rank_order() -> None:
+    assert plan_layout(_namespace_cluster(set()), 4).rings == ((0, 1, 2, 3),)
+    # Past ORDER_MAX_NODES the order is not searched: rank order, whatever the links.
+    many = ORDER_MAX_NODES + 1
+    assert plan_layout(_namespace_cluster({(1, 2)}, many), many).rings[0] == tuple(range(many))
