@@ -1,5 +1,5 @@
 """One point measured on a running MPI harness, and its row: what Open MPI's sweep (``ompi_sweep.py``) and
-MPICH's (``mpich_sweep.py``) share once their job is running.
+MPICH's (``mpich_sweep.py``) share, from the stream they start to the rows in plan order.
 
 Every point is filled, run once and checked, warmed up and timed by the C harness (``harness.py``), in
 batches chosen by the same ``-n auto`` policy as collbench's ranks (``timing.AutoIters``), summarised by
@@ -13,12 +13,14 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from collbench.results.journal import empty_file
 from collbench.results.measured import measured_row
 from collbench.results.row import ResultRow
 from collbench.runtime.executor.timing import AutoIters, summarize
 from collbench.runtime.mpi.harness import HarnessJob, JobFacts
+from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.runtime.sweep.worker import SweepPoint, point_key
+from collbench.runtime.sweep.worker import SweepPoint, point_key, row_fingerprint
 
 Event = Callable[[dict[str, Any]], None]
 """What a sweep reports as it goes (``{"kind": "note" | "plan" | "start" | "row", ...}``)."""
@@ -90,6 +92,26 @@ def time_point(running: HarnessJob, iters: int | None, budget_s: float) -> list[
             break
         batch = policy.next_batch(samples, sum(samples) * 1e-6, iters_done=len(samples))
     return samples
+
+
+def start_stream(
+    job: SweepJob, points: list[SweepPoint], world: int, notes: list[str], report: Event
+) -> tuple[dict[tuple[Any, ...], ResultRow], list[SweepPoint], str]:
+    """The stream resumed (its rows by key) or emptied, the plan's notes and the rows' fingerprint
+    said, and the plan reported: the rows already done, the points left to measure, the fingerprint
+    the new rows carry."""
+    done: dict[tuple[Any, ...], ResultRow] = {}
+    if job.config.resume:
+        done = {row.key: row for row in resumed_rows(job.stream_path)}
+    else:
+        job.stream_path.parent.mkdir(parents=True, exist_ok=True)
+        empty_file(job.stream_path)
+    fingerprint, fp_note = row_fingerprint(job, world)
+    for text in [*notes, *([fp_note] if fp_note else [])]:
+        report({"kind": "note", "text": text})
+    todo = [p for p in points if point_key(job, p, world) not in done]
+    report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
+    return done, todo, fingerprint
 
 
 def rows_in_plan_order(

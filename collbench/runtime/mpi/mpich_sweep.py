@@ -36,13 +36,11 @@ from collbench.mpich.algorithms import (
     find_algorithm,
 )
 from collbench.results.io import append_jsonl
-from collbench.results.journal import empty_file
 from collbench.results.row import ResultRow
 from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant, build_with, realtime_ranks
-from collbench.runtime.mpi.measure import Event, measure_point, rows_in_plan_order
-from collbench.runtime.sweep.files import resumed_rows
+from collbench.runtime.mpi.measure import Event, measure_point, rows_in_plan_order, start_stream
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, row_fingerprint
+from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key
 
 MPICC = "mpicc.mpich"
 MPIEXEC = "mpiexec.mpich"
@@ -112,17 +110,7 @@ def run_mpich_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
     assert cfg.world_size is not None  # the backend's check_sweep refuses a sweep without --ranks
     world = cfg.world_size
     points, notes = plan_points(job, world, torch.device("cpu"), "rank-order")
-    done: dict[tuple[Any, ...], ResultRow] = {}
-    if cfg.resume:
-        done = {row.key: row for row in resumed_rows(job.stream_path)}
-    else:
-        job.stream_path.parent.mkdir(parents=True, exist_ok=True)
-        empty_file(job.stream_path)
-    fingerprint, fp_note = row_fingerprint(job, world)
-    for text in [*notes, *([fp_note] if fp_note else [])]:
-        report({"kind": "note", "text": text})
-    todo = [p for p in points if point_key(job, p, world) not in done]
-    report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
+    done, todo, fingerprint = start_stream(job, points, world, notes, report)
     groups: dict[tuple[str, str], list[SweepPoint]] = {}
     for p in todo:
         groups.setdefault(_job_key(p), []).append(p)

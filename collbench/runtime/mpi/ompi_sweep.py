@@ -27,10 +27,9 @@ import torch
 from collbench.backends.mpi import MPI
 from collbench.ompi.algorithms import NATIVE, NATIVE_PREFIX, fanout_notes, takes_segment
 from collbench.results.io import append_jsonl
-from collbench.results.journal import empty_file
 from collbench.results.row import ResultRow
 from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant, realtime_ranks
-from collbench.runtime.mpi.measure import Event, measure_point, rows_in_plan_order
+from collbench.runtime.mpi.measure import Event, measure_point, rows_in_plan_order, start_stream
 from collbench.runtime.mpi.ompi_tools import (
     build_harness,
     check_world_size,
@@ -39,9 +38,8 @@ from collbench.runtime.mpi.ompi_tools import (
     ompi_environment,
     ompi_info_text,
 )
-from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, row_fingerprint
+from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key
 from collbench.schedules.ops import OP_SPECS
 
 
@@ -75,19 +73,9 @@ def run_mpi_sweep(job: SweepJob, report: Event) -> list[ResultRow]:
     ids = _algorithm_ids()
     points, notes = plan_points(job, world, torch.device("cpu"), "rank-order")
     points = [_with_segment(job, p) for p in points]
-    done: dict[tuple[Any, ...], ResultRow] = {}
-    if cfg.resume:
-        done = {row.key: row for row in resumed_rows(job.stream_path)}
-    else:
-        job.stream_path.parent.mkdir(parents=True, exist_ok=True)
-        empty_file(job.stream_path)
-    fingerprint, fp_note = row_fingerprint(job, world)
     forced = {(p.op.spec.mpi_name, p.algo.removeprefix(NATIVE_PREFIX)) for p in points if p.algo != NATIVE}
     notes += fanout_notes(ompi_info_text(tools), forced)
-    for text in [*notes, *([fp_note] if fp_note else [])]:
-        report({"kind": "note", "text": text})
-    todo = [p for p in points if point_key(job, p, world) not in done]
-    report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
+    done, todo, fingerprint = start_stream(job, points, world, notes, report)
     measured: dict[tuple[Any, ...], ResultRow] = {}
     if todo:
         variants: list[HarnessVariant] = []
