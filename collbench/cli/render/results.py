@@ -79,16 +79,8 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
         if not Op.parse(op).spec.payload:
             tables.append(_latency_table(op, algo, group, modes))
             continue
-        title = f"{op} · {algo} · {first.backend} · {first.world_size} ranks · {first.dtype} · {_redop(first)}"
         # An out-of-place-only table (exscan, all-to-all) is narrower than its title, which would wrap.
-        table = Table(
-            title=title,
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-            collapse_padding=True,
-            min_width=len(title),
-        )
+        table = _titled(f"{op} · {algo} · {first.backend} · {first.world_size} ranks · {first.dtype} · {_redop(first)}")
         table.add_column("size", justify="right", no_wrap=True)
         table.add_column("count", justify="right", no_wrap=True)
         for mode in modes:
@@ -119,12 +111,9 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
     return tables
 
 
-def _latency_table(op: str, algo: str, group: list[ResultRow], modes: list[bool]) -> Table:
-    """An op that moves no data (barrier): its time in microseconds, no size, count or bandwidth."""
-    first = group[0]
-    title = f"{op} · {algo} · {first.backend} · {first.world_size} ranks · no data, time only"
-    # A title wraps to its table's width: one time column would break it into a word a line.
-    table = Table(
+def _titled(title: str) -> Table:
+    """A sweep's table, at least as wide as its title: Rich wraps a title to its table's width."""
+    return Table(
         title=title,
         title_justify="left",
         box=box.SIMPLE_HEAD,
@@ -132,6 +121,13 @@ def _latency_table(op: str, algo: str, group: list[ResultRow], modes: list[bool]
         collapse_padding=True,
         min_width=len(title),
     )
+
+
+def _latency_table(op: str, algo: str, group: list[ResultRow], modes: list[bool]) -> Table:
+    """An op that moves no data (barrier): its time in microseconds, no size, count or bandwidth."""
+    first = group[0]
+    # A title wraps to its table's width: one time column would break it into a word a line.
+    table = _titled(f"{op} · {algo} · {first.backend} · {first.world_size} ranks · no data, time only")
     for mode in modes:
         table.add_column(f"{'in' if mode else 'out'} us", justify="right", no_wrap=True)
     for _size, by_mode in _by_size(group):
