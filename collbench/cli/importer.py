@@ -88,12 +88,16 @@ def nccl_tests(
     # As fit settles a log's node count, so that fitting the rows written here gives the same fit.
     rows = settle_log_nodes(log, rows, nodes, notes)
     print_notes(notes)
-    first = rows[0]
     ops = ", ".join(dict.fromkeys(r.op for r in rows))
     algos = ", ".join(dict.fromkeys(r.algo for r in rows))
-    where = "an unknown number of nodes" if first.nodes == NODES_UNKNOWN else counted(first.nodes, "node")
+    # A paste may hold several runs: each shape is said, not the first run's alone.
+    shapes = " and ".join(
+        f"{counted(ranks, 'rank')} on "
+        + ("an unknown number of nodes" if nodes == NODES_UNKNOWN else counted(nodes, "node"))
+        for ranks, nodes in dict.fromkeys((r.world_size, r.nodes) for r in rows)
+    )
     summary = (
-        f"{counted(len(rows), 'row')}: {ops}, {counted(first.world_size, 'rank')} on {where}, "
+        f"{counted(len(rows), 'row')}: {ops}, {shapes}, "
         f"{min(r.size_bytes for r in rows)}-{max(r.size_bytes for r in rows)} bytes, algo {algos}"
     )
     failed = sum(1 for r in rows if r.wrong > 0)
