@@ -58,6 +58,8 @@ Trees take a ``segments`` count k (pipelining).
 
 from __future__ import annotations
 
+import math
+
 from collbench.errors import ConfigError
 from collbench.nccl.variants import is_native
 from collbench.schedules.algorithms.tree import binary_tree_depth, two_tree_depth
@@ -110,6 +112,17 @@ def cost_terms(op: Op | str, algo: str, world_size: int, size_bytes: float, *, s
         # One rank: every builder gives it no step at all, so no term either.
         return ZERO
     return formula(world_size, float(size_bytes), segments)
+
+
+def segments_of(algo: str, size_bytes: float, segment_bytes: int | None) -> int:
+    """The pipeline segments ``algo`` ran a message of ``size_bytes`` in with ``segment_bytes`` segments
+    (the sweep's ``--segment-bytes``, which rows record): one a segment up to ``MAX_SEGMENTS`` for a
+    pipelined schedule (the trees: ``AlgorithmSpec.segments_for``, what the sweep built), else 1 (an
+    unsegmented algorithm, native, or no segment size: the schedule the sweep built then has one)."""
+    key = algo.strip().lower()
+    if is_native(key) or not segment_bytes or key not in algorithm_names():
+        return 1
+    return get_algorithm(key).segments_for(math.ceil(size_bytes), segment_bytes)
 
 
 def gamma_beta_ratio(op: Op | str, algo: str, world_size: int) -> float:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from collbench.errors import InputFileError, UserError
-from collbench.models.costs import cost_terms, has_cost_model
+from collbench.models.costs import cost_terms, has_cost_model, segments_of
 from collbench.models.crossover import Crossover, find_crossovers
 from collbench.models.fit_latency import fit_latency_only
 from collbench.models.fit_points import FitPoint, PointSummaries, summarize
@@ -108,7 +108,9 @@ def _design(key: GroupKey, points: list[FitPoint]) -> tuple[FloatArray, FloatArr
     ordered = sorted((point for point in points if not point.set_aside), key=lambda point: point.size_bytes)
     coefs = []
     for point in ordered:
-        terms = cost_terms(op, algo, p, point.size_bytes)
+        # A pipelined schedule ran in the segments its rows' segment size gave it: a step each.
+        segments = segments_of(algo, point.size_bytes, point.segment_bytes)
+        terms = cost_terms(op, algo, p, point.size_bytes, segments=segments)
         coefs.append((terms.alpha, terms.beta, terms.gamma))
     sizes = np.array([point.size_bytes for point in ordered], dtype=np.float64)
     times = np.array([point.time_us for point in ordered], dtype=np.float64)
@@ -182,6 +184,7 @@ def _fit_group(
     reduces: bool,
     piecewise: bool,
     set_aside: list[FitPoint],
+    segment_bytes: int | None = None,
 ) -> Fit:
     sizes, coef, times = data
     op, algo, backend, p = key
@@ -200,7 +203,7 @@ def _fit_group(
     design = coef[:, :2]
 
     def design_at(size: float) -> FloatArray:
-        terms = cost_terms(op, algo, p, size)
+        terms = cost_terms(op, algo, p, size, segments=segments_of(algo, size, segment_bytes))
         return np.array([terms.alpha, terms.beta], dtype=np.float64)
 
     candidates = piecewise_candidates(
@@ -261,7 +264,19 @@ def _fit_group(
         note="; ".join(notes),
         outliers=len(set_aside),
         unusable_because=why,
+        segment_bytes=segment_bytes,
     )
+
+
+def _segment_bytes_of(points: list[FitPoint]) -> int | None:
+    """The segment size most of a group's points ran with (None where most ran unsegmented); a tie goes
+    to unsegmented, then to the smaller size."""
+    counts: dict[int | None, int] = defaultdict(int)
+    for point in points:
+        counts[point.segment_bytes] += 1
+    if not counts:
+        return None
+    return min(counts, key=lambda seg: (-counts[seg], seg is not None, seg or 0))
 
 
 SPARE_POINTS = 2
@@ -324,6 +339,7 @@ def fit_results(
     latency_fits: list[Fit] = []
     data: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]] = {}
     aside_of: dict[GroupKey, list[FitPoint]] = {}
+    segment_of: dict[GroupKey, int | None] = {}
     for key, gpoints in sorted(groups.items()):
         op, algo, backend, p = key
         label = f"{op} {algo} {backend} x{p}"
@@ -361,6 +377,7 @@ def fit_results(
             continue
         data[key] = _design(key, gpoints)
         aside_of[key] = [q for q in gpoints if q.set_aside]
+        segment_of[key] = _segment_bytes_of(kept)
     if not data and not latency_fits:
         raise UserError("nothing to fit: " + "; ".join(skipped) if skipped else "nothing to fit")
     pools: dict[tuple[str, str], dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]]] = defaultdict(dict)
@@ -371,11 +388,11 @@ def fit_results(
         reduces = Op.parse(op).spec.reduces
         gamma = _joint_gamma(pool) if reduces else None
         for key, value in pool.items():
-            fit = _fit_group(key, value, gamma, reduces, piecewise, aside_of[key])
+            fit = _fit_group(key, value, gamma, reduces, piecewise, aside_of[key], segment_of[key])
             if gamma is not None and fit.unusable_because:
                 # The shared gamma sets a least per-byte cost; where that keeps the model off this
                 # algorithm's own points, the algorithm's per-byte cost is fitted whole (gamma folded).
-                folded = _fit_group(key, value, None, reduces, piecewise, aside_of[key])
+                folded = _fit_group(key, value, None, reduces, piecewise, aside_of[key], segment_of[key])
                 if folded.max_abs_pct_error < fit.max_abs_pct_error:
                     shared = (
                         "gamma folded into beta: with the gamma fitted across the op's algorithms the model "

@@ -73,6 +73,9 @@ class FitPoint:
     """The smallest stall fraction of the point's rows (None: no row carries one)."""
     tune_round: int | None = None
     """The round of a tune whose row gave ``time_us`` (None: the row names none)."""
+    segment_bytes: int | None = None
+    """The pipeline segment size the row that gave ``time_us`` ran with (None: unsegmented, one
+    segment): a pipelined schedule (the trees) takes one step a segment (``costs.segments_of``)."""
 
     @property
     def group(self) -> tuple[str, str, str, int]:
@@ -92,14 +95,17 @@ class _Summary:
     time: float = math.inf
     median: float = math.inf
     tune_round: int | None = None
+    segment_bytes: int | None = None
     any_time: float = math.inf
     any_median: float = math.inf
+    any_segment_bytes: int | None = None
     rows: int = 0
     consistent_rows: int = 0
     least_stall: float | None = None
     every_row_bimodal: bool = True
-    cut: tuple[float, float, int | None] | None = None
-    """(time, median, round) of the fastest consistent row cut short, kept apart from the full rows'."""
+    cut: tuple[float, float, int | None, int | None] | None = None
+    """(time, median, round, segment bytes) of the fastest consistent row cut short, kept apart from
+    the full rows'."""
 
 
 class PointSummaries:
@@ -134,7 +140,7 @@ class PointSummaries:
         time = decision_time_us(row)
         seen.rows += 1
         if time < seen.any_time:
-            seen.any_time, seen.any_median = time, row.time_us
+            seen.any_time, seen.any_median, seen.any_segment_bytes = time, row.time_us, row.segment_bytes
         if row.stall_fraction is not None:
             seen.least_stall = min(row.stall_fraction, seen.least_stall or math.inf)
         if not decision_time_consistent(row):
@@ -143,13 +149,14 @@ class PointSummaries:
         if row.cut_short is not None:
             # One timed iteration: a row timed in full at this size gives the time before it does.
             if seen.cut is None or time < seen.cut[0]:
-                seen.cut = (time, row.time_us, row.tune_round)
+                seen.cut = (time, row.time_us, row.tune_round, row.segment_bytes)
             return
         seen.consistent_rows += 1
         # The fastest consistent row: a round slower than another of the same point (the machine
         # busy while it ran) never gives the time, however clean its iterations are.
         if time < seen.time:
             seen.time, seen.median, seen.tune_round = time, row.time_us, row.tune_round
+            seen.segment_bytes = row.segment_bytes
 
     def extend(self, rows: Iterable[ResultRow]) -> PointSummaries:
         """Fold every row of an iterable (consumed one at a time, never held); returns self."""
@@ -163,14 +170,14 @@ class PointSummaries:
         for key, s in self._points.items():
             op, _, _, _, size = key
             if s.consistent_rows:
-                time, median, index = s.time, s.median, s.tune_round
+                time, median, index, seg = s.time, s.median, s.tune_round, s.segment_bytes
             elif s.cut is not None:
-                time, median, index = s.cut
+                time, median, index, seg = s.cut
             else:
-                time, median, index = s.any_time, s.any_median, None
+                time, median, index, seg = s.any_time, s.any_median, None, s.any_segment_bytes
             empty = size == 0 and op not in _NO_PAYLOAD
             why = _EMPTY if empty else _why_set_aside(s)
-            out.append(FitPoint(*key, time, median, s.rows, why, s.least_stall, index))
+            out.append(FitPoint(*key, time, median, s.rows, why, s.least_stall, index, seg))
         return out
 
     def __len__(self) -> int:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from collbench.errors import UserError
-from collbench.models.costs import cost_terms
+from collbench.models.costs import cost_terms, segments_of
+from collbench.schedules.cost import CostTerms
 from collbench.schedules.ops import Op
 
 R2_MIN = 0.5
@@ -121,6 +122,17 @@ def _nodes(data: Mapping[str, Any]) -> int | None:
     return value if value >= 1 else None
 
 
+def _segment_bytes(data: Mapping[str, Any]) -> int | None:
+    """A fit's pipeline segment size; absent or null (files from before fits kept it, unsegmented) is
+    None. Raises ValueError for a value that is not a whole number of bytes from 1 up."""
+    value = data.get("segment_bytes")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"segment_bytes is {value!r}; it must be a whole number of bytes, 1 or more")
+    return value
+
+
 def _unusable_because(data: Mapping[str, Any]) -> str:
     """The reason a fit's mapping gives for not using it; a file from before fits said so is judged by
     its error figures (which then counted every point, so the judgement is if anything strict)."""
@@ -206,6 +218,11 @@ class Fit:
     device: str = ""
     """The GPU its points were measured on (the rows' ``device_name``), where every row of the group
     names the same one; empty where they do not. predict reads the GPU's generation and links from it."""
+    segment_bytes: int | None = None
+    """The pipeline segment size its points ran with (the rows' ``segment_bytes``, the one most of its
+    points name), or None (one segment: unsegmented, or no size given, as the sweep then built it). A
+    pipelined algorithm (the trees) takes a step a segment: its closed form is priced with the
+    segments a size has (:meth:`terms`)."""
 
     @property
     def beta_gbps(self) -> float | None:
@@ -241,6 +258,7 @@ class Fit:
             }
             | ({} if self.nodes is None else {"nodes": self.nodes})
             | ({"device": self.device} if self.device else {})
+            | ({} if self.segment_bytes is None else {"segment_bytes": self.segment_bytes})
         )
 
     @classmethod
@@ -270,6 +288,7 @@ class Fit:
                 unusable_because=_unusable_because(data),
                 nodes=_nodes(data),
                 device=str(data.get("device") or ""),
+                segment_bytes=_segment_bytes(data),
             )
         except KeyError as exc:
             raise ValueError(f"a fit needs the key {exc.args[0]!r}") from exc
@@ -289,6 +308,13 @@ class Fit:
                 dataclasses.replace(s, beta_us_per_byte=_as_stored(s.beta_us_per_byte)) for s in self.segments
             ),
         )
+
+    def terms(self, size_bytes: float, world_size: int | None = None) -> CostTerms:
+        """The closed form's coefficients at a size on ``world_size`` ranks (default the fit's own), with
+        the pipeline segments that size ran in (``costs.segments_of``: one a ``segment_bytes``)."""
+        p = self.world_size if world_size is None else world_size
+        segments = segments_of(self.algo, size_bytes, self.segment_bytes)
+        return cost_terms(self.op, self.algo, p, size_bytes, segments=segments)
 
     def params_at(self, size_bytes: float, world_size: int | None = None) -> tuple[float, float]:
         """(alpha_us, beta_us_per_byte) in force at a size (at ``world_size``, default the fit's own):
@@ -327,6 +353,8 @@ class Fit:
         fit's own, or where the formula has no steps or no bytes)."""
         if world_size is None or world_size == self.world_size or not self.segments:
             return size_bytes
+        # One segment here: the mapping takes bytes per step as proportional to the size, which a
+        # pipelined schedule's segments (a step a segment) would break.
         there = cost_terms(self.op, self.algo, world_size, size_bytes)
         here = cost_terms(self.op, self.algo, self.world_size, _REFERENCE_BYTES)
         if there.alpha <= 0 or here.alpha <= 0 or here.beta <= 0:
@@ -335,8 +363,7 @@ class Fit:
 
     def predict_us(self, size_bytes: float, world_size: int | None = None) -> float:
         """Predicted time (us) at ``size_bytes``; at another world size the formula is re-evaluated at it."""
-        p = self.world_size if world_size is None else world_size
-        terms = cost_terms(self.op, self.algo, p, size_bytes)
+        terms = self.terms(size_bytes, world_size)
         alpha, beta = self.params_at(size_bytes, world_size)
         gamma = self.gamma_us_per_byte or 0.0
         segment = self.segment_at(size_bytes, world_size)

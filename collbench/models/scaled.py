@@ -99,6 +99,11 @@ class ScaledFit:
 
     def _raw_bandwidth_us(self, size_bytes: float) -> float:
         """``R0(n)``: the fit's time at its own world size less its latency and reduction parts."""
+        if self.fit.segment_bytes is not None:
+            # A pipelined schedule's steps grow with its segments (one a segment): priced at the size.
+            here = self.fit.terms(size_bytes)
+            latency0 = self.latency_per_message_us * here.message_count
+            return self.fit.predict_us(size_bytes) - latency0 - self.gamma_us_per_byte * here.gamma
         latency0 = self.latency_per_message_us * self.terms0.message_count
         reduction0 = self.gamma_us_per_byte * self.terms0.gamma * size_bytes
         return self.fit.predict_us(size_bytes) - latency0 - reduction0
@@ -120,6 +125,15 @@ class ScaledFit:
 
     def parts(self, size_bytes: float, world_size: int) -> TimeParts:
         """The predicted time at ``size_bytes`` on ``world_size`` ranks, by part."""
+        if self.fit.segment_bytes is not None:
+            # Segments as the fit's points ran them, at this size, on both sides of the ratio.
+            there, here = self.fit.terms(size_bytes, world_size), self.fit.terms(size_bytes)
+            ratio = there.beta / here.beta if here.beta > 0 else 0.0
+            return TimeParts(
+                self.latency_per_message_us * there.message_count,
+                self.bandwidth0_us(size_bytes) * ratio,
+                self.gamma_us_per_byte * there.gamma,
+            )
         terms = cost_terms(self.fit.op, self.fit.algo, world_size, 1.0)
         latency = self.latency_per_message_us * terms.message_count
         ratio = terms.beta / self.terms0.beta if self.terms0.beta > 0 else 0.0
