@@ -139,21 +139,23 @@ def only_fit(rows: list[ResultRow], log: Log | None = None) -> Fit:
     return fit
 
 
-def sweep_ranks(src: Loaded, fit: Fit, sizes: list[int], up_to: int) -> tuple[int, int, int]:
-    """(decreases, adjacent pairs, NVLS's within one node): the source fit asked at every rank count
-    2..``up_to`` (all to 64, then 8 a doubling), at the source's ranks a node (predict's default node
-    count), at ``sizes``. A decrease where NCCL's model picks NVLS on one node is counted apart: the
-    switch reduces, each GPU sends its buffer once whatever the ranks, and NCCL's model gives NVLS a
-    head (a channel) a GPU, so its time falls as GPUs join the node (tests/unit/test_predict_one_model)."""
+def sweep_ranks(sources: list[Loaded], fits: list[Fit], sizes: list[int], up_to: int) -> tuple[int, int, int]:
+    """(decreases, adjacent pairs, NVLS's within one node): the sources' fits asked together at every
+    rank count 2..``up_to`` (all to 64, then 8 a doubling), at the largest source's ranks a node
+    (predict's default node count), at ``sizes``. A decrease where NCCL's model picks NVLS on one node
+    is counted apart: the switch reduces, each GPU sends its buffer once whatever the ranks, and NCCL's
+    model gives NVLS a head (a channel) a GPU, so its time falls as GPUs join the node
+    (tests/unit/test_predict_one_model)."""
     ranks = sorted({*range(2, min(up_to, 64) + 1), *(int(64 * 2 ** (i / 8)) for i in range(80)), up_to})
     ranks = [r for r in ranks if r <= up_to]
-    measured = {src.world: src.log.nodes}
+    measured = {src.world: src.log.nodes for src in sources}
+    log = sources[0].log
     previous: list[float] | None = None
     decreases = pairs = nvls = 0
     for n in ranks:
         nodes, _ = default_nodes(n, measured)
-        entries, _, _ = price_fits([fit], n, nodes, shapes=Shapes(measured), nccl_arch=src.log.arch,
-                                   nccl_nvlink=src.log.nvlink)  # fmt: skip
+        entries, _, _ = price_fits(fits, n, nodes, shapes=Shapes(measured), nccl_arch=log.arch,
+                                   nccl_nvlink=log.nvlink)  # fmt: skip
         if not entries:
             return 0, 0, 0
         times = [entries[0].time_us(s) for s in sizes]
@@ -214,12 +216,15 @@ def scale_pair(src: Loaded, dst: Loaded, fit: Fit) -> PairResult:
         result.ours = [p.time_us for p in report.predictions]
         result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)
         result.raised = sum(1 for p in report.predictions if "links' floor" in p.basis)
-        result.rank_decreases = sweep_ranks(src, fit, sizes, max(src.world, dst.world))
+        result.rank_decreases = sweep_ranks([src], [fit], sizes, max(src.world, dst.world))
     result.same_scale = src.world == dst.world and src.log.nodes == dst.log.nodes
     if not src.log.rccl:
         machine = nccl_machine(src)
         result.nccl = [nccl_time_us(machine, Op.ALL_REDUCE, dst.world, dst.log.nodes, float(s)) for s in sizes]
     return result
+
+
+_SMALL_SIZES = (8, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
 
 
 def together(dst: Loaded, sources: list[Loaded]) -> PairResult:
@@ -250,6 +255,9 @@ def together(dst: Loaded, sources: list[Loaded]) -> PairResult:
     )
     result.ours = [p.time_us for p in report.predictions]
     result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)
+    # Fits hand over where ranks cross a node class: checked from 8 B up, not only at the target's sizes.
+    swept = sorted({*sizes, *_SMALL_SIZES})
+    result.rank_decreases = sweep_ranks(sources, fits, swept, max(src.world for src in [dst, *sources]))
     used = [src for src in sources if src.world == report.predictions[0].fitted_world_size]
     result.source = f"{names} (used: x{used[0].world})"
     if not any(src.log.rccl for src in used):
@@ -389,8 +397,8 @@ def main() -> None:
         " picks the fit whose links NCCL's model uses at that shape; held-out logs are targets only):"
         " median / worst error (%)"
     )
-    print("| target | ranks | nodes | sizes | from | collbench | NCCL's model |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| target | ranks | nodes | sizes | from | collbench | NCCL's model | decreasing: size / ranks |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for dst in loaded.values():
         # Held-out logs are never sources: a log's system as the committed logs show it.
         sources = [
@@ -404,9 +412,11 @@ def main() -> None:
         r = together(dst, sources)
         e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
         ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
+        dec, adjacent, nvls = r.rank_decreases
         print(
             f"| {dst.log.name}{' (held out)' if dst.log.heldout else ''} | {dst.world} | {dst.log.nodes} "
-            f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} | {r.source} | {ours_text} | {_fmt_err(e_nccl)} |"
+            f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} | {r.source} | {ours_text} | {_fmt_err(e_nccl)} "
+            f"| {r.decreasing} / {dec}{f' (+{nvls} NVLS)' if nvls else ''} of {adjacent} |"
         )
     print("\nleave one size out (the log's own shape): median / worst error (%)")
     print("| log | ranks | sizes | collbench | NCCL's model |")

@@ -36,6 +36,7 @@ from typing import Any
 from collbench.backends import backend_named
 from collbench.errors import ConfigError, NotApplicableError, UserError
 from collbench.models.crossover import Crossover, time_crossings
+from collbench.models.fit_choice import not_below_fewer_nodes, pick_for
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.link_floor import link_floor
 from collbench.models.native_structure import formula_disagreement, native_structure
@@ -43,7 +44,7 @@ from collbench.models.nccl_cost import NCCL_SOURCE, Arch, arch_of
 from collbench.models.nccl_graph import NodeFacts
 from collbench.models.predict_defaults import remeasure_advice
 from collbench.models.predict_native import NO_FACTS, native_nccl, nccl_barrier
-from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label, node_class
+from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
 from collbench.topology.bandwidth import gpu_links
@@ -172,27 +173,6 @@ def pick_fits(fits: Sequence[Fit], ops: Sequence[str] | None = None) -> list[Fit
     return sorted(best.values(), key=lambda f: (f.op, f.backend, f.algo))
 
 
-def _pick_for(candidates: Sequence[Fit], world_size: int, nodes: int, shapes: Shapes) -> Fit:
-    """The fit to price a shape from: the shape itself, else its node class, else one whose links NCCL
-    prices the asked shape with, else the nearest node class; among equals the largest.
-
-    NCCL's model takes a graph's ``bwIntra`` up to two nodes and its ``bwInter`` beyond (tuning.cc,
-    ``nNodes <= 2 ? bwIntra : bwInter``): a fit on one or two nodes measured the first, one on more
-    the second. Asked at two nodes with fits on one node and on twenty, the one-node fit holds the
-    bandwidth NCCL uses there; the twenty-node one holds the links beyond (on GB200 NVL72, 20 racks'
-    network gave half the bus bandwidth that one and two racks did), which predicted 2 racks 2x slow.
-    """
-    asked = node_class(nodes)
-
-    def rank(f: Fit) -> tuple[int, int, int, int, int]:
-        measured = node_class(shapes.assumed_nodes(f))
-        same = f.world_size == world_size and shapes.assumed_nodes(f) == nodes
-        same_links = (measured <= 2) == (asked <= 2)
-        return (int(same), int(measured == asked), int(same_links), -abs(measured - asked), f.world_size)
-
-    return max(candidates, key=rank)
-
-
 def _error_near(fit: Fit, size_bytes: float) -> float | None:
     """The model's median error near a size at its own shape, where a measured point is near (none for
     a model of one point, a barrier's: it reproduces that point, which says nothing of its error)."""
@@ -263,13 +243,14 @@ def price_fits(
     priced: list[Priced] = []
     notes: list[str] = []
     linked: dict[tuple[str, str, int, int | None], list[str]] = {}
+    usable_of: dict[tuple[str, str, str], list[Fit]] = {}
     for (op, algo, backend), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
-        usable = [f for f in members if not f.distrust()]
+        usable = usable_of[(op, algo, backend)] = [f for f in members if not f.distrust()]
         if not usable:
             worst = max(members, key=lambda f: f.world_size)
             refused.append(f"{op} {algo}: {worst.distrust()}")
             continue
-        fit = _pick_for(usable, world_size, nodes, shapes)
+        fit = pick_for(usable, world_size, nodes, shapes)
         fit_label = label(fit, shapes)
         at_shape = fit.world_size == world_size and shapes.assumed_nodes(fit) == nodes
         known = native_structure(backend, op) if algo == "native" else None
@@ -324,6 +305,16 @@ def price_fits(
             continue
         priced.append(entry)
         notes.extend(more)
+    if len(fits) > 1:
+
+        def alone(fit: Fit, ranks: int, fewer: int) -> list[Priced]:
+            return price_fits([fit], ranks, fewer, ops=[fit.op], shapes=shapes, nccl_arch=nccl_arch,
+                              nccl_nvlink=nccl_nvlink, nccl_facts=nccl_facts)[0]  # fmt: skip
+
+        priced = [
+            not_below_fewer_nodes(e, usable_of[(e.fit.op, e.fit.algo, e.fit.backend)], world_size, nodes, shapes, alone)
+            for e in priced
+        ]
     floored = [_floored(e, world_size, nodes, nccl_facts) for e in priced]
     return floored, refused, _links_notes(linked, nodes) + notes
 

@@ -64,3 +64,45 @@ def test_two_racks_from_one_rack_and_twenty_is_within_the_published_two() -> Non
     # racks, the NICs not known, the ring runs); from the 1,440-rank one it was 116%.
     assert {p.fitted_world_size for p in report.predictions} == {72}
     assert statistics.median(errors) < 0.11
+
+
+def _a100(nodes: int) -> Fit:
+    name = {2: "all_reduce_perf-dgx-a100-2node-k8s-legacy.log", 4: "all_reduce_perf-dgx-a100-4node-slurm-legacy.log"}
+    rows = [r for r in read_nccl_tests(REAL / name[nodes], strict_op=False) if r.size_bytes]
+    (fit,) = with_gpu(fit_results(rows).fits, "A100")
+    return fit
+
+
+SIZES = (8, 1 << 16, 1 << 20, 1 << 24, 1 << 28, 1 << 32)
+
+
+def _times(fits: list[Fit], measured: dict[int, int], ranks: int, per_node: int) -> list[float]:
+    (entry,), refused, _ = price_fits(fits, ranks, -(-ranks // per_node), shapes=Shapes(measured))
+    assert not refused
+    return [entry.time_us(s) for s in SIZES]
+
+
+def test_fits_hand_over_without_a_drop_as_ranks_cross_a_node_class() -> None:
+    # One rack's fit up to 72 ranks, two racks' from 73: the 144-rank fit alone put 82 us at 8 B on 76
+    # ranks where the 72-rank fit put 105 us on 72; more ranks and nodes are never faster.
+    gb200 = [_gb200(72)[0], _gb200(144)[0]]
+    a100 = [_a100(2), _a100(4)]
+    for fits, measured, per_node, ranks in (
+        (gb200, {72: 1, 144: 2}, 72, (64, 71, 72, 73, 76, 100, 144, 145, 200)),
+        (a100, {16: 2, 32: 4}, 8, (8, 9, 15, 16, 17, 24, 32, 33)),
+    ):
+        previous = _times(fits, measured, ranks[0], per_node)
+        for n in ranks[1:]:
+            times = _times(fits, measured, n, per_node)
+            assert all(b >= a for a, b in zip(previous, times, strict=True)), (n, previous, times)
+            previous = times
+
+
+def test_a_time_raised_to_a_smaller_class_says_so() -> None:
+    fits = [_gb200(72)[0], _gb200(144)[0]]
+    (entry,), _, _ = price_fits(fits, 76, 2, shapes=Shapes({72: 1, 144: 2}))
+    (alone,), _, _ = price_fits(fits[1:], 76, 2, shapes=Shapes({144: 2}))
+    assert entry.fit.world_size == 144
+    assert entry.time_us(8) > alone.time_us(8)
+    assert "what all-reduce native nccl x72 on 1 node predicts for 72 ranks on 1 node" in entry.basis(8)
+    assert "raised" not in entry.basis(1 << 34) or entry.time_us(1 << 34) > alone.time_us(1 << 34)
