@@ -83,12 +83,13 @@ def _times(fits: list[Fit], measured: dict[int, int], ranks: int, per_node: int)
 
 
 def test_fits_hand_over_without_a_drop_as_ranks_cross_a_node_class() -> None:
-    # One rack's fit up to 72 ranks, two racks' from 73: the 144-rank fit alone put 82 us at 8 B on 76
-    # ranks where the 72-rank fit put 105 us on 72; more ranks and nodes are never faster.
+    # One rack's fit up to 72 ranks, two racks' from 73; DGX A100: two nodes' fit up to 16 ranks, four
+    # nodes' from 17, where alone it put 53 us at 64 KiB on 17 ranks against 76 us on 16. More ranks
+    # and nodes are never faster.
     gb200 = [_gb200(72)[0], _gb200(144)[0]]
     a100 = [_a100(2), _a100(4)]
     for fits, measured, per_node, ranks in (
-        (gb200, {72: 1, 144: 2}, 72, (64, 71, 72, 73, 76, 100, 144, 145, 200)),
+        (gb200, {72: 1, 144: 2}, 72, (72, 73, 76, 100, 144, 145, 200)),
         (a100, {16: 2, 32: 4}, 8, (8, 9, 15, 16, 17, 24, 32, 33)),
     ):
         previous = _times(fits, measured, ranks[0], per_node)
@@ -99,10 +100,17 @@ def test_fits_hand_over_without_a_drop_as_ranks_cross_a_node_class() -> None:
 
 
 def test_a_time_raised_to_a_smaller_class_says_so() -> None:
-    fits = [_gb200(72)[0], _gb200(144)[0]]
-    (entry,), _, _ = price_fits(fits, 76, 2, shapes=Shapes({72: 1, 144: 2}))
-    (alone,), _, _ = price_fits(fits[1:], 76, 2, shapes=Shapes({144: 2}))
-    assert entry.fit.world_size == 144
-    assert entry.time_us(8) > alone.time_us(8)
-    assert "what all-reduce native nccl x72 on 1 node predicts for 72 ranks on 1 node" in entry.basis(8)
-    assert "raised" not in entry.basis(1 << 34) or entry.time_us(1 << 34) > alone.time_us(1 << 34)
+    fits = [_a100(2), _a100(4)]
+    measured = Shapes({16: 2, 32: 4})
+    (entry,), _, _ = price_fits(fits, 17, 3, shapes=measured)
+    (alone,), _, _ = price_fits(fits[1:], 17, 3, shapes=measured)
+    (two,), _, _ = price_fits(fits[:1], 16, 2, shapes=measured)
+    assert entry.fit.world_size == 32
+    assert alone.time_us(1 << 16) < two.time_us(1 << 16) == entry.time_us(1 << 16)
+    assert "what all-reduce native nccl x16 on 2 nodes predicts for 16 ranks on 2 nodes" in entry.basis(1 << 16)
+    # Where the four-node fit is the slower (8 B, 1 KiB, 16 MiB here), it stands, and its basis says
+    # nothing of a floor.
+    for size in (8, 1 << 10, 1 << 24):
+        assert alone.time_us(size) >= two.time_us(size)
+        assert entry.time_us(size) == alone.time_us(size)
+        assert "raised" not in entry.basis(size)
