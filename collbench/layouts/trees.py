@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from collbench.units import counted
+
 
 def _check_size(n: int, root: int = 0) -> None:
     if n < 1:
@@ -119,7 +121,8 @@ def tree_depth(parent: tuple[int, ...] | list[int]) -> int:
         seen += len(level)
         depth += 1
     if seen != len(parent):
-        raise ValueError(f"not a tree: {len(parent) - seen} rank(s) unreachable from root {root}: {tuple(parent)}")
+        lost = counted(len(parent) - seen, "rank")
+        raise ValueError(f"not a tree: {lost} unreachable from root {root}: {tuple(parent)}")
     return depth
 
 

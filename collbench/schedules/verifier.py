@@ -23,6 +23,7 @@ from collbench.errors import CollbenchError
 from collbench.schedules.contracts import contract
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op
+from collbench.units import counted
 
 
 class ScheduleError(CollbenchError):
@@ -132,7 +133,15 @@ class BufferState:
 
 
 def _ranks_text(mask: int) -> str:
-    return "{" + ", ".join(str(r) for r in Piece(0, 0, mask).ranks()) + "}"
+    """``rank 3`` or ``ranks {1, 2}``: the ranks of a contributor mask, counted in English."""
+    ranks = Piece(0, 0, mask).ranks()
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks {" + ", ".join(str(r) for r in ranks) + "}"
+
+
+def _contributions(mask: int) -> str:
+    """``the contribution of rank 3`` or ``the contributions of ranks {1, 2}``."""
+    plural = "s" if mask & (mask - 1) else ""
+    return f"the contribution{plural} of {_ranks_text(mask)}"
 
 
 def initial_states(schedule: Schedule) -> list[BufferState]:
@@ -181,14 +190,14 @@ def _match(
                 t = schedule.steps[a][s].sends[i]
                 raise ScheduleError(
                     f"rank {a} step {s} sends elements [{t.start}, {t.stop}) to rank {b} (its message {k + 1} to "
-                    f"{b}), but rank {b} posts only {len(into)} receive(s) from rank {a}"
+                    f"{b}), but rank {b} posts only {counted(len(into), 'receive')} from rank {a}"
                 )
             if k >= len(out):
                 _, s, i = into[k]
                 t2 = schedule.steps[b][s].recvs[i]
                 raise ScheduleError(
                     f"rank {b} step {s} receives elements [{t2.start}, {t2.stop}) from rank {a} (message {k + 1}), "
-                    f"but rank {a} sends only {len(out)} message(s) to rank {b}"
+                    f"but rank {a} sends only {counted(len(out), 'message')} to rank {b}"
                 )
             (_, sa, ia), (_, sb, ib) = out[k], into[k]
             snd, rcv = schedule.steps[a][sa].sends[ia], schedule.steps[b][sb].recvs[ib]
@@ -199,8 +208,8 @@ def _match(
                 )
             if snd.count != rcv.count:
                 raise ScheduleError(
-                    f"rank {a} step {sa} sends {snd.count} element(s) [{snd.start}, {snd.stop}) to rank {b}, but the "
-                    f"matching receive (rank {b} step {sb}) expects {rcv.count} at element {rcv.start}"
+                    f"rank {a} step {sa} sends {counted(snd.count, 'element')} [{snd.start}, {snd.stop}) to rank {b}, "
+                    f"but the matching receive (rank {b} step {sb}) expects {rcv.count} at element {rcv.start}"
                 )
             matched[(b, sb, ib)] = (a, sa, ia)
             waits[a][sa].append((b, sb))
@@ -213,7 +222,8 @@ def _check_transfer(rank: int, step: int, verb: str, peer: int, start: int, stop
         raise ScheduleError(f"rank {rank} step {step} {verb} with peer {peer}, which is not a rank of {n}")
     if stop > count:
         raise ScheduleError(
-            f"rank {rank} step {step} {verb} elements [{start}, {stop}), beyond the buffer of {count} element(s)"
+            f"rank {rank} step {step} {verb} elements [{start}, {stop}), "
+            f"beyond the buffer of {counted(count, 'element')}"
         )
 
 
@@ -270,7 +280,8 @@ def simulate(schedule: Schedule, observer: Observer | None = None) -> list[Buffe
         parts = []
         for r in stuck[:8]:
             blockers = sorted({p for p, ps in waits[r][cur[r]] if cur[p] < ps})
-            parts.append(f"rank {r} at step {cur[r]} waits for rank(s) {blockers}")
+            waited = ", ".join(str(p) for p in blockers) or "none"
+            parts.append(f"rank {r} at step {cur[r]} waits for {'rank' if len(blockers) == 1 else 'ranks'} {waited}")
         more = f" (and {len(stuck) - 8} more)" if len(stuck) > 8 else ""
         raise ScheduleError(f"deadlock: {'; '.join(parts)}{more}")
     return states
@@ -334,7 +345,7 @@ def _conflict_check(rank: int, step: int, src: int, op: Op) -> Callable[[int, Pi
             )
         twice = mask & incoming.contributors
         if twice:
-            raise ScheduleError(f"{where}: the contribution(s) of rank(s) {_ranks_text(twice)} would count twice")
+            raise ScheduleError(f"{where}: {_contributions(twice)} would count twice")
         if op.spec.ordered:
             _check_order(where, incoming.contributors, mask)
 
@@ -355,7 +366,7 @@ def _check_order(where: str, incoming: int, local: int) -> None:
     adjacent = incoming.bit_length() == (local & -local).bit_length() - 1
     if not (_contiguous(incoming) and _contiguous(local) and adjacent):
         raise ScheduleError(
-            f"{where}: it combines ranks {_ranks_text(incoming)} before ranks {_ranks_text(local)}, which is not "
+            f"{where}: it combines {_ranks_text(incoming)} before {_ranks_text(local)}, which is not "
             "a prefix in rank order (the reduction need not commute: the incoming ranks must come right "
             "before the ones there)"
         )
@@ -375,14 +386,10 @@ def verify(schedule: Schedule) -> None:
         for a, z, want, shift in ranges:
             for piece in states[r].pieces(a, z):
                 if piece.contributors != want or piece.shift != shift:
-                    got = (
-                        "no defined data"
-                        if piece.contributors == 0
-                        else f"the contributions of ranks {_ranks_text(piece.contributors)}"
-                    )
+                    got = "no defined data" if piece.contributors == 0 else _contributions(piece.contributors)
                     if piece.shift and piece.contributors:
                         got += f" to element {piece.start + piece.shift}"
                     raise ScheduleError(
                         f"after its last step, rank {r} element {piece.start} holds {got}, but {schedule.op.value} "
-                        f"needs the contributions of ranks {_ranks_text(want)} to element {piece.start + shift} there"
+                        f"needs {_contributions(want)} to element {piece.start + shift} there"
                     )

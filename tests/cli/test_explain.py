@@ -170,3 +170,8 @@ def test_counts_read_in_the_singular_and_plural() -> None:
     code, out, _ = _run("dissemination", "--op", "barrier", "--ranks", "2")
     assert code == 0, out
     assert "(barrier, 2 ranks;" in out and "closed-form cost (what fit and predict use): 1 round" in out
+    # Rabenseifner's all-gather half doubles what it exchanges: "exchange 1 block", then "2 blocks" (it
+    # said "1-block(s)").
+    code, out, _ = _run("rabenseifner", "--ranks", "8")
+    assert code == 0, out
+    assert "exchange 1 block\n" in out and "exchange 2 blocks" in out and "(s)" not in out

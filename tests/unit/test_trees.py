@@ -130,3 +130,13 @@ def test_rooted_tree_properties(n: int, data: st.DataObject) -> None:
     # The root sends to ceil(log2 n) children; the deepest virtual rank is the one with most set bits.
     assert len(tree_children(binomial)[root]) == (math.ceil(math.log2(n)) if n > 1 else 0)
     assert tree_depth(binomial) == max(bin(v).count("1") for v in range(n))
+
+
+def test_ranks_a_root_cannot_reach_are_counted_in_english() -> None:
+    from collbench.layouts.trees import tree_depth
+
+    # Ranks 1 and 2 are each other's parent: a cycle beside the root (it said "2 rank(s)").
+    with pytest.raises(ValueError, match=r"^not a tree: 2 ranks unreachable from root 0"):
+        tree_depth((-1, 2, 1))
+    with pytest.raises(ValueError, match=r"^not a tree: 3 ranks unreachable from root 0"):
+        tree_depth((-1, 2, 3, 2))

@@ -26,6 +26,7 @@ from collbench.schedules.cost import ZERO, CostFormulas, CostTerms, ceil_log2, l
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import SCAN_OPS, Op, chunk_bounds
 from collbench.schedules.spec import AlgorithmSpec
+from collbench.units import counted
 
 
 class _Fold:
@@ -103,7 +104,8 @@ def _doubling_gather(b: RoundBuilder, f: _Fold, rnd: int) -> int:
     for d in f.distances():
         for v in f.partners(b, d):
             a, z = f.block(v & ~(d - 1), d)
-            b.transfer(rnd, f.survivor(v), f.survivor(v ^ d), a, z, reduce=False, label=f"exchange {d}-block(s)")
+            label = f"exchange {counted(d, 'block')}"
+            b.transfer(rnd, f.survivor(v), f.survivor(v ^ d), a, z, reduce=False, label=label)
         rnd += 1
     return rnd
 
@@ -181,7 +183,7 @@ def _gather_to_root(b: RoundBuilder, f: _Fold, rnd: int) -> None:
         # Blocks of new ranks v = d mod 2d go to v - d; the kept rank's partner is v ^ d either way.
         for v in (u for u in f.partners(b, d) if u % (2 * d) == d):
             a, z = f.block(v, d)
-            b.transfer(rnd, f.survivor(v), f.survivor(v - d), a, z, reduce=False, label=f"gather {d}-block(s)")
+            b.transfer(rnd, f.survivor(v), f.survivor(v - d), a, z, reduce=False, label=f"gather {counted(d, 'block')}")
         rnd += 1
 
 
