@@ -12,7 +12,7 @@ from rich.progress import Progress
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.progress import point_progress
-from collbench.cli.render.results import TABLE_LEGEND, nccl_tests_text, results_tables, rows_json
+from collbench.cli.render.results import nccl_tests_text, results_tables, rows_json, table_legend
 from collbench.errors import ConfigError, UnknownNameError
 from collbench.runtime.executor.segments import DEFAULT_SEGMENT_BYTES
 from collbench.runtime.host.affinity import default_local_ranks
@@ -203,7 +203,7 @@ def sweep(
     else:
         for table in results_tables(rows):
             console.print(table)
-        console.print(TABLE_LEGEND)
+        console.print(table_legend(rows))
         for line in stall_report(rows):
             print_note("stalls", line, console)
         wrong = sum(max(r.wrong, 0) for r in rows)

@@ -311,3 +311,14 @@ def test_a_multi_shape_tune_names_the_shape_of_each_note_and_stall_line(tmp_path
     assert four == len(labels) - 1
     alone = [ln.split(":")[0] for ln in printed([outcome(2)])]
     assert alone[-1] == "note" and set(alone[:-1]) == {"stalls"}, alone
+
+
+def test_sweep_legend_speaks_of_barrier_only_where_one_was_measured() -> None:
+    from dataclasses import replace
+
+    from collbench.cli.render.results import table_legend
+    from collbench.results.io import read_rows
+
+    row = read_rows(RESULTS)[0]
+    assert "barrier" not in table_legend([row])  # an all-reduce sweep's legend named barrier too
+    assert "(none for barrier: no data)" in table_legend([row, replace(row, op="barrier", size_bytes=0, count=0)])

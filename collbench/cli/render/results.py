@@ -64,10 +64,15 @@ def _time_str(time_us: float) -> str:
     return f"{time_us:7.2f}"
 
 
-TABLE_LEGEND = (
-    "times: median microseconds; algbw, busbw: GB/s (none for barrier: no data); out: out-of-place, in: in-place; "
-    f"{STALL_MARKER}: stalled (>= 5% of iterations slower than 3x the fastest, or two modes)"
-)
+def table_legend(rows: list[ResultRow]) -> str:
+    """The line under the tables; barrier's missing bandwidth is explained only where a barrier was
+    measured (an all-reduce sweep's legend spoke of barrier too)."""
+    barrier = any(not Op.parse(r.op).spec.payload for r in rows)
+    return (
+        f"times: median microseconds; algbw, busbw: GB/s{' (none for barrier: no data)' if barrier else ''}; "
+        f"out: out-of-place, in: in-place; {STALL_MARKER}: stalled (>= 5% of iterations slower than 3x the "
+        "fastest, or two modes)"
+    )
 
 
 def results_tables(rows: list[ResultRow]) -> list[Table]:
