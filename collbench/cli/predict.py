@@ -59,8 +59,12 @@ def _node_facts(nics: int | None, nic_gbps: float | None, collnet: bool) -> Node
 
 def predict(
     ranks: Annotated[int, typer.Option("--ranks", help="World size to predict for.")],
-    profile: Annotated[Path | None, typer.Option("--profile", metavar="P", help="A profile (YAML) with fits.")] = None,
-    fits: Annotated[Path | None, typer.Option("--fits", metavar="F", help="`collbench fit --json` output.")] = None,
+    profile: Annotated[
+        Path | None, typer.Option("--profile", metavar="PROFILE.yaml", help="A profile with fits.")
+    ] = None,
+    fits: Annotated[
+        Path | None, typer.Option("--fits", metavar="FITS.json", help="`collbench fit --json` output.")
+    ] = None,
     nodes: Annotated[
         int | None,
         typer.Option(

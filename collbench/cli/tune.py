@@ -56,6 +56,7 @@ def tune(
         str | None,
         typer.Option(
             "--ranks",
+            metavar="N[,N...]",
             help="Local ranks (default: one per GPU, else min(4, usable cores), at least 2); several (2,4,8) "
             "tune each into one profile. Not under torchrun.",
         ),

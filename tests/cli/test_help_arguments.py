@@ -56,3 +56,12 @@ def test_report_names_discovers_output_option_as_discover_has_it() -> None:
     # discover writes its file with -O (its -o is refused: sweep's reduction, as in nccl-tests).
     report = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"}).output
     assert "`collbench discover -O`" in report and "discover -o" not in report
+
+
+def test_options_name_what_they_take() -> None:
+    # tune --ranks takes counts (2,4,8), not any text ("<str>"); predict's files were named "P" and "F".
+    wide = {"COLUMNS": "200", "NO_COLOR": "1"}
+    tune = CliRunner().invoke(app, ["tune", "--help"], env=wide).output
+    assert re.search(r"--ranks\s+N\[,N\.\.\.\]\s+Local ranks", tune)
+    predict = CliRunner().invoke(app, ["predict", "--help"], env=wide).output
+    assert re.search(r"--profile\s+PROFILE\.yaml\s", predict) and re.search(r"--fits\s+FITS\.json\s", predict)
