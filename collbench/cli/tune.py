@@ -215,7 +215,7 @@ def tune(
         console.print(render_fits(shapes.profile))
     for lacked, names in skips.items():
         print_note("note", skip_note(lacked, list(names)))
-    print_outcome_notes(shapes.outcomes)
+    print_outcome_notes(shapes.outcomes, marked="ringed in red in the report" if shapes.report_path else "")
     for note in shapes.notes:
         print_note("note", note)
     for outcome in shapes.outcomes:
@@ -228,14 +228,15 @@ def tune(
     console.print(Text.assemble("report: ", (str(shapes.report_path or "-"), "bold")))
 
 
-def print_outcome_notes(outcomes: Sequence[TuneOutcome]) -> None:
-    """Each measured shape's stalls and notes; with several shapes each line names its
-    shape (two shapes' "4 rounds ..." notes followed each other with nothing to tell them apart)."""
+def print_outcome_notes(outcomes: Sequence[TuneOutcome], marked: str) -> None:
+    """Each measured shape's stalls (``marked`` says where they are marked) and notes; with several
+    shapes each line names its shape (two shapes' "4 rounds ..." notes followed each other with
+    nothing to tell them apart)."""
     from collbench.runtime.sweep.stalls import stall_report
 
     for outcome in outcomes:
         shape = f" ({outcome.profile.world_size} ranks)" if len(outcomes) > 1 else ""
-        for line in stall_report(outcome.rows):
+        for line in stall_report(outcome.rows, marked=marked):
             print_note(f"stalls{shape}", line)
         for note in outcome.notes:
             print_note(f"note{shape}", note)

@@ -36,3 +36,13 @@ def test_a_point_in_two_modes_is_named_with_its_op() -> None:
 def test_a_point_stalled_in_two_rounds_is_named_once_at_its_worst() -> None:
     rows = [point_row("ring", 16384, 900.0, stall_fraction=f, tune_round=i) for i, f in enumerate((0.1, 0.3))]
     assert stall_report(rows)[-1].endswith(": all-reduce ring at 16 KiB (in place): 30%")
+
+
+def test_the_first_line_says_where_the_stalled_points_are_marked() -> None:
+    rows = [point_row("ring", 16384, 900.0, stall_fraction=0.92), point_row("tree", 2048, 300.0)]
+    # A sweep prints its table of points with a * beside each stalled time.
+    assert stall_report(rows)[0].startswith("1 of 2 points stalled (marked *): their times include waits")
+    # A tune prints no table of points: it said "(marked *)" of marks nowhere on the screen.
+    tuned = stall_report(rows, marked="ringed in red in the report")
+    assert tuned[0].startswith("1 of 2 points stalled (ringed in red in the report): their times")
+    assert stall_report(rows, marked="")[0].startswith("1 of 2 points stalled: their times include")

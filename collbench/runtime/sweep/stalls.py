@@ -20,14 +20,18 @@ def _placed(backend: str) -> bool:
     return named is not None and named.places_cpu_ranks
 
 
-def stall_report(rows: Sequence[ResultRow]) -> list[str]:
-    """Summary lines on stalls: how many points, then the worst few (empty when none stalled)."""
+def stall_report(rows: Sequence[ResultRow], *, marked: str = f"marked {STALL_MARKER}") -> list[str]:
+    """Summary lines on stalls: how many points, then the worst few (empty when none stalled).
+
+    ``marked`` says where the stalled points are marked, empty where nothing printed marks them: by
+    default the tables a sweep prints with the lines (``STALL_MARKER``); a tune prints no table of
+    points, and its report rings them."""
     stalled = [r for r in rows if row_stalled(r)]
     if not stalled:
         return []
     lines = [
-        f"{len(stalled)} of {len(rows)} points stalled (marked {STALL_MARKER}): their times include waits "
-        "for the scheduler, and decisions there are less sure"
+        f"{len(stalled)} of {len(rows)} points stalled{f' ({marked})' if marked else ''}: their times include "
+        "waits for the scheduler, and decisions there are less sure"
     ]
     priority = rank_priority.unheld_hint() if any(_placed(r.backend) for r in stalled) else ""
     lines.extend(hint for hint in (priority, idle_latency.unheld_hint()) if hint)
