@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
+from collbench.errors import ConfigError
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     Device,
@@ -28,6 +29,11 @@ from collbench.topology.model import (
 # `collbench discover --probe` to measure it.
 LOOPBACK_GBPS = DEFAULT_BANDWIDTH_GBPS[LinkKind.LOOPBACK]
 MIN_RANKS = 2
+MAX_HOST_RANKS = 1024
+"""The most CPU ranks one host's topology describes: one a hardware thread of the largest two-socket
+servers (2 x 192 cores, 768 threads) fits. Every pair of them is a link, n(n-1)/2 of them: 1,024 ranks
+are 523,776 links (about 7 s to build and hash), 100,000 would be 5e9 (discover --ranks 3000 ran past
+60 s and 1.2 GB before this bound)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +114,18 @@ def _rank_cpus(cpus: tuple[int, ...], ranks: int) -> list[tuple[int, ...]]:
 def host_topology(ranks: int | None = None, reason: str | None = None, *, facts: HostFacts | None = None) -> Topology:
     """The host and the CPU ranks collbench would run on it (``ranks`` defaults to the core count, at least 2).
 
-    ``reason`` says why there is no GPU; it becomes the topology's note. Raises ValueError for ``ranks < 1``.
+    ``reason`` says why there is no GPU; it becomes the topology's note. Raises ValueError for ``ranks < 1``,
+    ConfigError for more than :data:`MAX_HOST_RANKS`.
     """
     facts = facts or host_facts()
     n = ranks if ranks is not None else max(MIN_RANKS, facts.cores)
     if n < 1:
         raise ValueError(f"ranks must be >= 1, got {n}")
+    if n > MAX_HOST_RANKS:
+        raise ConfigError(
+            f"{n} CPU ranks on one host are more than any host runs (collbench describes at most "
+            f"{MAX_HOST_RANKS:,}, one a hardware thread of the largest servers); give fewer ranks"
+        )
     all_cpus = tuple(sorted({c for _, node_cpus in facts.numa_nodes for c in node_cpus}))
     node_of = {c: node for node, node_cpus in facts.numa_nodes for c in node_cpus}
     shares = _rank_cpus(all_cpus or tuple(range(max(facts.cores, 1))), n)

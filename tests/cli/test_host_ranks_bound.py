@@ -1,0 +1,44 @@
+"""CPU ranks of one host are bounded: a rank count no host runs is one error line at once.
+
+A host's CPU ranks are joined pairwise (n(n-1)/2 loopback links), so `collbench discover --ranks
+3000` ran past 60 s and 1.2 GB, and `--ranks 100000` (or `tune --ranks 100000`, whose topology comes
+first) would have taken 5e9 links' memory before anything was said.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.errors import ConfigError
+from collbench.topology.host import MAX_HOST_RANKS, HostFacts, host_topology
+
+FACTS = HostFacts("box", "Test CPU", 8, ((0, (0, 1, 2, 3)), (1, (4, 5, 6, 7))), 2**34)
+
+
+@pytest.mark.parametrize("ranks", [MAX_HOST_RANKS + 1, 100_000, 10**18])
+def test_more_ranks_than_a_host_runs_are_refused_before_any_link(ranks: int) -> None:
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=f"{ranks} CPU ranks on one host") as err:
+        host_topology(ranks, facts=FACTS)
+    assert "\n" not in str(err.value) and f"{MAX_HOST_RANKS:,}" in str(err.value)
+    assert time.monotonic() - started < 5.0  # a guard against building first: the links took minutes
+
+
+def test_a_host_of_many_cores_still_gets_its_ranks() -> None:
+    topo = host_topology(64, facts=FACTS)
+    assert len(topo.rank_devices) == 64 and len(topo.links) == 64 * 63 // 2
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="--ranks names GPUs where there are some")
+@pytest.mark.parametrize("command", [["discover"], ["layout"], ["discover", "--json"]])
+def test_discover_and_layout_of_100000_cpu_ranks_are_one_error_line(command: list[str]) -> None:
+    result = CliRunner().invoke(app, [*command, "--ranks", "100000"], env={"COLUMNS": "200"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "100000 CPU ranks on one host" in errors[0], result.output
