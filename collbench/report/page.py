@@ -336,7 +336,10 @@ def _evidence(r: Rule) -> str:
     if r.tie_with:
         # Variant labels spell segment sizes in bytes ("ring (seg=4194304, topology)"): shown as 4M.
         tied = (re.sub(r"seg=(\d+)", lambda m: f"segments of {size_label(int(m.group(1)))}", t) for t in r.tie_with)
-        parts.append("tied with " + ", ".join(tied))
+        # A runner-up beyond the noise at the rule's own size: its ties were at the range's other sizes
+        # ("the next fastest 33% slower; tied with ..." read as a contradiction).
+        apart = r.separation is not None and r.noise is not None and r.separation > r.noise
+        parts.append(("tied at other sizes of the range with " if apart else "tied with ") + ", ".join(tied))
     data = r.to_dict()
     known = {*_RULE_KEYS, "tie_with", "separation", "noise"}
     parts += [f"{k}: {_plain(v)}" for k, v in data.items() if k not in known and v not in (None, (), [], {})]
