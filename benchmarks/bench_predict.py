@@ -18,7 +18,10 @@ prediction of ``native`` keeps NCCL's structure and fits its latency scale and b
 point of the source log (``models/predict.py``). Errors are ``|predicted - published| / published``
 of the published time (the smaller of in place and out of place, as ``fit`` takes it).
 
-    python benchmarks/bench_predict.py [--details] [--json out.json]
+    python benchmarks/bench_predict.py [--details] [--json out.json] [--nics]
+
+``--nics`` gives predict each system's published NICs (``NICS``: ``predict --nics N --nic-gbps G``):
+NCCL's model's channels, NVLS-tree and the NICs' floor across nodes; without it, none.
 
 Targets: the median error over the scale pairs at or below NCCL's model's; no collbench prediction
 that decreases with size. Node counts: GB200 logs are counted in NVL72 racks (72 GPUs an NVLink
@@ -43,6 +46,7 @@ from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
 from collbench.models.link_floor import with_gpu
 from collbench.models.nccl_cost import Arch, NcclMachine, nccl_time_us, peak_bus_bw_gbps
+from collbench.models.nccl_graph import NodeFacts
 from collbench.models.predict import predict, price_fits
 from collbench.models.predict_defaults import default_nodes
 from collbench.models.priced import Shapes
@@ -102,6 +106,25 @@ LOGS = (
 )  # fmt: skip
 
 
+NICS: dict[str, tuple[int, float, str]] = {
+    "gb200": (72, 50.0, "4 ConnectX-7 a 4-GPU tray (Crusoe's MLPerf GB200-NVL72 system description; OCI's "
+              "mpirun names 4 HCAs a host), 18 trays a rack, 400 Gb/s NDR (NVIDIA Mission Control's NVLink page)"),
+    "dgx-a100": (8, 25.0, "8 x 200G HCA (ConnectX-6 HDR) a DGX A100 (NVIDIA/deepops, the 2-node log's page)"),
+    "p5": (32, 12.5, "32 EFA devices a p5.48xlarge (aws-samples' nccl-tests README, `vpc.amazonaws.com/efa: 32`; "
+           "AWS's EFA guide), 3,200 Gb/s together"),
+}  # fmt: skip
+"""The NICs a node of each system, and each one's speed in GB/s a direction, as published (``--nics``:
+``predict --nics N --nic-gbps G``); a GB200 "node" here is a rack, one NVLink domain."""
+
+
+def facts_of(log: Log, nics: bool) -> NodeFacts | None:
+    """The NICs ``predict --nics`` is given for ``log``'s system, where asked and published."""
+    if not nics or log.system not in NICS:
+        return None
+    count, gbps, _ = NICS[log.system]
+    return NodeFacts(nics=count, nic_gbps=gbps)
+
+
 @dataclass
 class Loaded:
     log: Log
@@ -139,7 +162,9 @@ def only_fit(rows: list[ResultRow], log: Log | None = None) -> Fit:
     return fit
 
 
-def sweep_ranks(sources: list[Loaded], fits: list[Fit], sizes: list[int], up_to: int) -> tuple[int, int, int]:
+def sweep_ranks(
+    sources: list[Loaded], fits: list[Fit], sizes: list[int], up_to: int, nics: bool = False
+) -> tuple[int, int, int]:
     """(decreases, adjacent pairs, NVLS's within one node): the sources' fits asked together at every
     rank count 2..``up_to`` (all to 64, then 8 a doubling), at the largest source's ranks a node
     (predict's default node count), at ``sizes``. A decrease where NCCL's model picks NVLS on one node
@@ -155,7 +180,7 @@ def sweep_ranks(sources: list[Loaded], fits: list[Fit], sizes: list[int], up_to:
     for n in ranks:
         nodes, _ = default_nodes(n, measured)
         entries, _, _ = price_fits(fits, n, nodes, shapes=Shapes(measured), nccl_arch=log.arch,
-                                   nccl_nvlink=log.nvlink)  # fmt: skip
+                                   nccl_nvlink=log.nvlink, nccl_facts=facts_of(log, nics))  # fmt: skip
         if not entries:
             return 0, 0, 0
         times = [entries[0].time_us(s) for s in sizes]
@@ -196,7 +221,7 @@ def _errors(pred: list[float] | None, published: list[float]) -> list[float]:
     return [100 * abs(p - t) / t for p, t in zip(pred, published, strict=True)]
 
 
-def scale_pair(src: Loaded, dst: Loaded, fit: Fit) -> PairResult:
+def scale_pair(src: Loaded, dst: Loaded, fit: Fit, nics: bool = False) -> PairResult:
     sizes = sorted(dst.times)
     published = [dst.times[s] for s in sizes]
     result = PairResult(src.log.name, dst.log.name, sizes, published, None, None)
@@ -212,11 +237,12 @@ def scale_pair(src: Loaded, dst: Loaded, fit: Fit) -> PairResult:
             nccl_arch=src.log.arch,
             nccl_nvlink=src.log.nvlink,
             simulate_max_ranks=0,
+            nccl_facts=facts_of(src.log, nics),
         )
         result.ours = [p.time_us for p in report.predictions]
         result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)
         result.raised = sum(1 for p in report.predictions if "links' floor" in p.basis)
-        result.rank_decreases = sweep_ranks([src], [fit], sizes, max(src.world, dst.world))
+        result.rank_decreases = sweep_ranks([src], [fit], sizes, max(src.world, dst.world), nics)
     result.same_scale = src.world == dst.world and src.log.nodes == dst.log.nodes
     if not src.log.rccl:
         machine = nccl_machine(src)
@@ -227,7 +253,7 @@ def scale_pair(src: Loaded, dst: Loaded, fit: Fit) -> PairResult:
 _SMALL_SIZES = (8, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
 
 
-def together(dst: Loaded, sources: list[Loaded]) -> PairResult:
+def together(dst: Loaded, sources: list[Loaded], nics: bool = False) -> PairResult:
     """``dst`` predicted from the rows of ``sources`` fitted together, as ``collbench fit A B C`` then
     ``predict`` would (rows of one shape in one fit): predict picks the fit whose links NCCL's model
     uses at the asked shape (``_pick_for``). NCCL's model stands beside it with the peak busbw of the
@@ -252,12 +278,13 @@ def together(dst: Loaded, sources: list[Loaded]) -> PairResult:
         nccl_arch=dst.log.arch,
         nccl_nvlink=dst.log.nvlink,
         simulate_max_ranks=0,
+        nccl_facts=facts_of(dst.log, nics),
     )
     result.ours = [p.time_us for p in report.predictions]
     result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)
     # Fits hand over where ranks cross a node class: checked from 8 B up, not only at the target's sizes.
     swept = sorted({*sizes, *_SMALL_SIZES})
-    result.rank_decreases = sweep_ranks(sources, fits, swept, max(src.world for src in [dst, *sources]))
+    result.rank_decreases = sweep_ranks(sources, fits, swept, max(src.world for src in [dst, *sources]), nics)
     used = [src for src in sources if src.world == report.predictions[0].fitted_world_size]
     result.source = f"{names} (used: x{used[0].world})"
     if not any(src.log.rccl for src in used):
@@ -266,7 +293,7 @@ def together(dst: Loaded, sources: list[Loaded]) -> PairResult:
     return result
 
 
-def leave_one_out(src: Loaded) -> PairResult:
+def leave_one_out(src: Loaded, nics: bool = False) -> PairResult:
     sizes = sorted(src.times)
     published, ours, nccl = [], [], []
     why = ""
@@ -286,8 +313,8 @@ def leave_one_out(src: Loaded) -> PairResult:
             ours.append(math.nan)
         else:
             (p,) = predict([fit], src.world, [s], nodes=src.log.nodes, measured_nodes={src.world: src.log.nodes},
-                           nccl_arch=src.log.arch, nccl_nvlink=src.log.nvlink,
-                           simulate_max_ranks=0).predictions  # fmt: skip
+                           nccl_arch=src.log.arch, nccl_nvlink=src.log.nvlink, simulate_max_ranks=0,
+                           nccl_facts=facts_of(src.log, nics)).predictions  # fmt: skip
             ours.append(p.time_us)
         if not src.log.rccl:
             machine = nccl_machine(src, [x for x in sizes if x != s])
@@ -368,6 +395,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--details", action="store_true", help="Print predicted vs published per size.")
     parser.add_argument("--json", type=Path, help="Write every number here.")
+    parser.add_argument(
+        "--nics",
+        action="store_true",
+        help="Give predict each system's published NICs (predict --nics N --nic-gbps G; NICS above).",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     loaded = {log.name: load(log) for log in LOGS}
@@ -378,8 +410,8 @@ def main() -> None:
     for src in loaded.values():
         for dst in loaded.values():
             if src is not dst and src.log.system == dst.log.system and src.log.name not in targets_only:
-                pairs.append(scale_pair(src, dst, fits[src.log.name]))
-    loo = [leave_one_out(item) for item in loaded.values()]
+                pairs.append(scale_pair(src, dst, fits[src.log.name], args.nics))
+    loo = [leave_one_out(item, args.nics) for item in loaded.values()]
     held = [r for r in pairs if loaded[r.source].log.heldout or loaded[r.target].log.heldout]
     kept = [r for r in pairs if not (loaded[r.source].log.heldout or loaded[r.target].log.heldout)]
     real = [r for r in kept if not r.same_scale]
@@ -409,7 +441,7 @@ def main() -> None:
         ]  # fmt: skip
         if len(sources) < 2 or dst.log.rccl:
             continue
-        r = together(dst, sources)
+        r = together(dst, sources, args.nics)
         e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
         ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
         dec, adjacent, nvls = r.rank_decreases
