@@ -81,10 +81,15 @@ def not_below_fewer_nodes(
         floor, ranks, fewer = highest(size)
         if floor.time_us(size) > time_us(size):
             text += (
-                f"; raised from {time_us(size):.4g} us to {floor.time_us(size):.4g} us, what "
+                f"; raised from {_time_text(time_us(size))} to {_time_text(floor.time_us(size))}, what "
                 f"{label(floor.fit, shapes)} predicts for {ranks} ranks on {fewer} node{'s' if fewer != 1 else ''} "
                 "(more ranks and nodes are never faster)"
             )
         return text
 
     return dataclasses.replace(entry, time_us=raised_us, basis=raised_basis)
+
+
+def _time_text(time_us: float) -> str:
+    """``53.19 us`` or ``10.96 ms``: four figures, in the unit that keeps them plain."""
+    return f"{time_us:.4g} us" if time_us < 1e4 else f"{time_us / 1e3:.4g} ms"

@@ -108,6 +108,8 @@ def test_a_time_raised_to_a_smaller_class_says_so() -> None:
     assert entry.fit.world_size == 32
     assert alone.time_us(1 << 16) < two.time_us(1 << 16) == entry.time_us(1 << 16)
     assert "what all-reduce native nccl x16 on 2 nodes predicts for 16 ranks on 2 nodes" in entry.basis(1 << 16)
+    # Times in plain figures, milliseconds where large (it read 'raised from 1.043e+04 us').
+    assert " ms, what " in entry.basis(1 << 30) and "e+" not in entry.basis(1 << 30)
     # Where the four-node fit is the slower (8 B, 1 KiB, 16 MiB here), it stands, and its basis says
     # nothing of a floor.
     for size in (8, 1 << 10, 1 << 24):
