@@ -46,6 +46,13 @@ def test_tune_on_namespace_hosts_finishes_on_the_layout_and_counts_the_nodes(tmp
     from collbench.results.io import read_jsonl
 
     assert "profile:" in outputs[0]
+    # The probe names each rank's node as the job does (host name and boot id): the topology has the four
+    # hosts, and the tune on it says nothing of a layout on other nodes (it said "puts the ranks on 1
+    # node, the job's hosts are 4" when the probe named the ranks by their shared host name).
+    from collbench.topology.io import load_topology
+
+    assert len({d.host for d in load_topology(tmp_path / "measured.yaml").rank_devices}) == n
+    assert "groups the ranks into" not in " ".join(outputs[0].split())
     profile = Profile.load(tmp_path / "p.yaml")
     assert (profile.world_size, profile.nodes) == (n, n)
     assert profile.layout is not None
