@@ -221,10 +221,14 @@ def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
         else:
             try:
                 import pyarrow.parquet as pq
-            except ImportError:  # pandas' other Parquet engine (fastparquet) reads the file whole
-                if (problem := parquet_problem()) is not None:
-                    raise InputFileError(str(path), problem) from None
-                chunks = iter([pd.read_parquet(path)])
+            except ImportError:
+                # pandas' other engine, fastparquet, would decode the file whole before any row's
+                # bound could be checked: a reader that streams is pyarrow's alone.
+                raise InputFileError(
+                    str(path),
+                    "reading Parquet needs pyarrow (pip install pyarrow, or collbench[parquet]), which reads it a "
+                    "batch at a time within the bound on a row",
+                ) from None
             else:
                 parquet = pq.ParquetFile(path)
                 _check_row_count(path, parquet.metadata.num_rows)

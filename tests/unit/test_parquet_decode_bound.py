@@ -8,6 +8,7 @@ metadata). The files are crafted in tmp_path with pyarrow, as another tool would
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +93,14 @@ def test_rows_within_the_bound_read_the_same_in_small_batches(tmp_path: Path, mo
     results.write_rows(path, rows)
     monkeypatch.setattr(results, "PARQUET_BATCH_BYTES", 1)
     assert results.read_rows(path) == rows
+
+
+def test_without_pyarrow_a_parquet_file_is_not_read_whole_but_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pandas' other engine (fastparquet) decodes a file whole, past any bound: reading is pyarrow's alone.
+    path = tmp_path / "r.parquet"
+    results.write_rows(path, [point_row("ring", 1024, 10.0)])
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # `import pyarrow.parquet` raises ImportError
+    with pytest.raises(InputFileError, match=r"r\.parquet: reading Parquet needs pyarrow \(pip install pyarrow"):
+        results.read_rows(path)
