@@ -38,7 +38,7 @@ FromOtherBackendOpt = Annotated[
     bool,
     typer.Option(
         "--from-other-backend",
-        help="Export a profile measured over another backend than NCCL (gloo) anyway; its lines say which "
+        help="Export a profile measured over a backend other than NCCL (gloo) anyway; its lines say which "
         "of collbench's algorithms won there, not what NCCL runs best.",
     ),
 ]
@@ -47,7 +47,7 @@ OmpiFromOtherBackendOpt = Annotated[
     bool,
     typer.Option(
         "--from-other-backend",
-        help="Export a profile measured over another backend than Open MPI (gloo, nccl) anyway; its rules say "
+        help="Export a profile measured over a backend other than Open MPI (gloo, nccl) anyway; its rules say "
         "which of collbench's algorithms won there, mapped to Open MPI's nearest, not what Open MPI runs best.",
     ),
 ]

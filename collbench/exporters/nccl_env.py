@@ -109,8 +109,8 @@ def nccl_env_values(profile: Profile) -> tuple[str | None, str | None, list[str]
 def build_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> Exported:
     """Shell lines: ``export NCCL_ALGO=...``/``NCCL_PROTO=...`` where possible, a ``#`` line per op.
 
-    Raises UserError (one line) as :func:`nccl_env_values`, and for a profile measured over another
-    backend than NCCL unless ``from_other_backend``.
+    Raises UserError (one line) as :func:`nccl_env_values`, and for a profile measured over a backend
+    other than NCCL unless ``from_other_backend``.
     """
     check_serves(NCCL_EXPORTS, profile.backend, from_other_backend)
     algo, proto, reasons = nccl_env_values(profile)

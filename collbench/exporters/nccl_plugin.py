@@ -116,7 +116,7 @@ def build_plugin(
     """Write ``out_dir/nccl-tuner.conf`` from ``profile`` and compile ``out_dir/libnccl-tuner-collbench.so``.
 
     The config is made first, so a profile NCCL cannot follow fails (one line) before anything is built,
-    as does one measured over another backend than NCCL unless ``from_other_backend``. A build already
+    as does one measured over a backend other than NCCL unless ``from_other_backend``. A build already
     in ``out_dir`` (either file) is refused unless ``overwrite``: a job may be using it.
     """
     refuse_replacing(out_dir, overwrite)

@@ -76,7 +76,7 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
     """The config text for every rule set of ``profile``, and the terminal notes for rules left out.
 
     Raises UserError (one line) for a rule NCCL cannot have run or an unknown algorithm, and for a
-    profile measured over another backend than NCCL unless ``from_other_backend``.
+    profile measured over a backend other than NCCL unless ``from_other_backend``.
     """
     check_serves(NCCL_EXPORTS, profile.backend, from_other_backend)
     out = [

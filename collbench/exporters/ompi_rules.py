@@ -157,7 +157,7 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
     """The rules file for every communicator size of ``profile``, the rules Open MPI cannot follow, and
     where no rule is needed (a profile measured over Open MPI, whose fixed decision was fastest there).
 
-    Raises UserError when the profile was measured over another backend than Open MPI and
+    Raises UserError when the profile was measured over a backend other than Open MPI and
     ``from_other_backend`` is not set, when two of the profile's shapes have the same world size (Open
     MPI's rules cannot tell them apart), or a rule does not fit the file or this Open MPI.
     """

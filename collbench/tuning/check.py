@@ -154,7 +154,7 @@ def run_check(
     ``rule_set`` is the shape to check (default: the profile's default shape). The measuring runs on the
     profile's own backend (:func:`check_backend`), among what it chose from there (:func:`check_candidates`).
     Raises ConfigError when ``world_size`` differs from that shape's (its choices are for that shape),
-    and when ``backend`` names another backend than the profile's.
+    and when ``backend`` names a backend other than the profile's.
     """
     from collbench.runtime.sweep.plan import SweepConfig
     from collbench.runtime.sweep.run import run_sweep
