@@ -129,7 +129,9 @@ class _CollbenchGroup(CollbenchGroup):
             err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as exc:
-            err_console.print("[red]interrupted[/red]: what was measured so far is on disk")
+            # A command that knows where its rows are says so (sweep: the stream and --resume).
+            detail = getattr(exc, "detail", None) or "what was measured so far is on disk"
+            err_console.print(Text.assemble(("interrupted", "red"), ": ", detail))
             # The shell's convention, 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP.
             signum = getattr(exc, "signum", signal.SIGINT)
             raise typer.Exit(128 + int(signum)) from None

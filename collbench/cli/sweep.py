@@ -16,6 +16,7 @@ from collbench.cli.render.results import nccl_tests_text, results_tables, rows_j
 from collbench.errors import ConfigError, UnknownNameError
 from collbench.runtime.executor.segments import DEFAULT_SEGMENT_BYTES
 from collbench.runtime.host.affinity import default_local_ranks
+from collbench.runtime.sweep.files import kept_rows_note
 from collbench.runtime.sweep.stalls import stall_report
 from collbench.schedules.ops import Op, parse_redop
 from collbench.units import format_bytes, parse_size
@@ -192,8 +193,15 @@ def sweep(
         elif event.kind == "row":
             progress.update(task, completed=event.done)
 
-    with progress:
-        rows = run_sweep(config, progress=on_event)
+    try:
+        with progress:
+            rows = run_sweep(config, progress=on_event)
+    except KeyboardInterrupt as exc:
+        # app.py says "interrupted: ..." and exits 128 + the signal; here is where the rows are and how to go on.
+        kept = kept_rows_note(config.stream_path)
+        if kept:
+            exc.detail = kept.lstrip("; ") + "; the same command with --resume continues from them"  # type: ignore[attr-defined]
+        raise
     if not rows:
         return
     if fmt == "json":

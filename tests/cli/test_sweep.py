@@ -105,6 +105,27 @@ def test_parquet_output_without_pyarrow_is_refused_before_a_rank_starts(monkeypa
     ], result.output
 
 
+def test_an_interrupted_sweep_names_its_rows_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM/Ctrl-C said only "what was measured so far is on disk": not where, nor how to go on."""
+    import collbench.runtime.sweep.run as run_module
+    from collbench.results.io import append_jsonl, read_rows
+
+    stream = tmp_path / "s.jsonl"
+    kept = read_rows(Path(__file__).parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl")[:3]
+
+    def measured_three_then_stopped(*_args: object, **_kwargs: object) -> None:
+        for row in kept:
+            append_jsonl(stream, row)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "run_sweep", measured_three_then_stopped)
+    result = RUNNER.invoke(app, ["sweep", "--ranks", "2", "--stream", str(stream)], env={"COLUMNS": "200"})
+    assert result.exit_code == 130, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"interrupted: the 3 rows measured so far are in {stream}; the same command with --resume continues from them"
+    ), result.output
+
+
 def test_table_output_and_files(tmp_path: Path) -> None:
     out = tmp_path / "rows.csv"
     result = RUNNER.invoke(app, [*TINY, "--output", str(out), "--stream", str(tmp_path / "s.jsonl")])
