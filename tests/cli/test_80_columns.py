@@ -301,7 +301,7 @@ def test_a_multi_shape_tune_names_the_shape_of_each_note_and_stall_line(tmp_path
 
     def printed(outcomes: list[TuneOutcome]) -> list[str]:
         with consoles.err_console.capture() as captured:
-            print_outcome_notes(outcomes)
+            print_outcome_notes(outcomes, marked="")
         return captured.get().splitlines()
 
     labels = [ln.split(":")[0] for ln in printed([outcome(2), outcome(4)])]
