@@ -156,8 +156,7 @@ def run_check(
     Raises ConfigError when ``world_size`` differs from that shape's (its choices are for that shape),
     and when ``backend`` names a backend other than the profile's.
     """
-    from collbench.runtime.sweep.plan import SweepConfig
-    from collbench.runtime.sweep.run import run_sweep
+    from collbench.runtime.launch.pool import local_group
 
     target = rule_set or profile.default_set
     if target.world_size < 2:
@@ -170,8 +169,28 @@ def run_check(
     if rounds < 1:
         raise ConfigError(f"--check needs at least 1 round, got {rounds}")
     backend = check_backend(profile, backend)
-    rows: list[ResultRow] = []
     sizes = sorted({(rule.op, size) for rule, size in check_sizes(profile, target)})
+    # Every sweep of the check (a round at each rule's size) on one set of local ranks, as a tune's.
+    with local_group(world_size, backend, timeout_s):
+        rows = _measure(target, backend, sizes, world_size, rounds, point_budget_s, timeout_s, stream_dir, progress)
+    return regrets(profile, rows, target)
+
+
+def _measure(
+    target: RuleSet,
+    backend: str,
+    sizes: list[tuple[Op, int]],
+    world_size: int | None,
+    rounds: int,
+    point_budget_s: float,
+    timeout_s: float,
+    stream_dir: Path,
+    progress: Progress | None,
+) -> list[ResultRow]:
+    from collbench.runtime.sweep.plan import SweepConfig
+    from collbench.runtime.sweep.run import run_sweep
+
+    rows: list[ResultRow] = []
     for i in range(rounds):
         for op, size in sizes:
             names = check_candidates(backend, op, target)
@@ -194,7 +213,7 @@ def run_check(
                 stream=stream_dir / f"check-{target.world_size}x{target.nodes}-{i}-{op}-{size}.jsonl",
             )
             rows.extend(in_round(run_sweep(config, progress), i))
-    return regrets(profile, rows, target)
+    return rows
 
 
 def geomean_regret(checks: list[RuleCheck]) -> float | None:

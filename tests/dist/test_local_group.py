@@ -1,7 +1,8 @@
 """Local ranks run every step of a command on one set of processes and one process group
 (``runtime/launch/pool.py``): started by the first step inside ``local_group``, reused by the steps
 after, stopped once on leaving; a step that fails is still one error naming the rank and what it was
-doing, and the step after it starts new ranks. ``tune --ranks N`` starts its ranks once."""
+doing, and the step after it starts new ranks. ``tune --ranks N`` and ``tune --check`` start their
+ranks once."""
 
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ def test_a_failed_step_names_the_rank_and_the_next_step_starts_new_ranks() -> No
     assert not {pid for pid, _, _ in after} & {pid for pid, _, _ in first}
 
 
-def test_a_quick_tune_starts_its_ranks_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_quick_tune_and_its_check_each_start_their_ranks_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[int] = []
     real = pool.LocalRanks.__init__
 
@@ -111,6 +112,12 @@ def test_a_quick_tune_starts_its_ranks_once(tmp_path: Path, monkeypatch: pytest.
     # Every round (two fixed ones, and any tie round) ran on the ranks the first one started.
     rounds = {row["tune_round"] for row in map(_json, (tmp_path / "p-results.jsonl").read_text().splitlines())}
     assert len(rounds) >= 2
+    assert started == [2]
+    # tune --check measures each rule's size in a sweep of its own, round after round: one set of ranks too.
+    started.clear()
+    checked = CliRunner().invoke(app, ["tune", "--check", str(output), "--ranks", "2"])
+    assert checked.exit_code == 0, checked.output
+    assert "geometric-mean regret" in checked.output
     assert started == [2]
 
 
