@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from collbench.errors import ConfigError, UserError
@@ -100,6 +100,14 @@ def join_shapes(inputs: Sequence[tuple[str, Profile]], *, prefer: Prefer = "none
                 continue
             held_index, held_set = held
             held_name, held_profile = inputs[held_index]
+            together = _ops_joined(held_set, rule_set)
+            if together is not None:
+                kept[rule_set.shape] = (held_index, together)
+                notes.append(
+                    f"{rule_set.shape_label}: joined {held_name}'s {', '.join(held_set.ops)} and {name}'s "
+                    f"{', '.join(rule_set.ops)}"
+                )
+                continue
             if held_set.predicted != rule_set.predicted:
                 winner = (index, rule_set) if held_set.predicted else held
                 why = "measured beats predicted"
@@ -122,3 +130,17 @@ def join_shapes(inputs: Sequence[tuple[str, Profile]], *, prefer: Prefer = "none
     # every fit took minutes for profiles of thousands of fits).
     fits: dict[Fit, None] = dict.fromkeys(f for _, profile in inputs for f in profile.fits)
     return Joined(tuple(rule_set for _, rule_set in order), tuple(fits), tuple(notes))
+
+
+def _ops_joined(a: RuleSet, b: RuleSet) -> RuleSet | None:
+    """One rule set of the same shape holding both sets' ops, where they are the rules of different ops
+    (``tune --op all-reduce``, then ``tune --op all-to-all`` on the same ranks): neither replaces the
+    other. None where they share an op, one was predicted and the other not, or they were measured on
+    different layouts or with different selections (NCCL's own variants in one only), which one set of
+    rules cannot say."""
+    if set(a.ops) & set(b.ops) or a.predicted != b.predicted or a.layout != b.layout:
+        return None
+    if (a.nccl_rules is None) != (b.nccl_rules is None):
+        return None
+    nccl = None if a.nccl_rules is None or b.nccl_rules is None else (*a.nccl_rules, *b.nccl_rules)
+    return replace(a, rules=(*a.rules, *b.rules), nccl_rules=nccl)

@@ -63,6 +63,27 @@ def test_merge_joins_shapes_in_order(tmp_path: Path) -> None:
     assert "4 ranks on 1 node, 8 ranks on 2 nodes, 16 ranks on 2 nodes (predicted)" in stdout
 
 
+def test_two_tunes_of_different_ops_on_one_shape_join(tmp_path: Path) -> None:
+    """`tune --op all-reduce`, then `tune --op all-to-all` on the same 2 ranks: merge refused them as
+    "both have rules for 2 ranks on 1 node", and --prefer newer dropped the all-reduce rules."""
+    reduce = make(tmp_path, "ar.yaml", one(2, "ring"))
+    a2a = RuleSet(2, 1, (Rule("all-to-all", 0, None, "pairwise", P), Rule("broadcast", 0, None, "tree", P)))
+    exchange = make(tmp_path, "a2a.yaml", a2a)
+    out = tmp_path / "m.yaml"
+    code, _, stderr = merge(str(reduce), str(exchange), "--output", str(out))
+    assert code == 0, stderr
+    merged = Profile.load(out)
+    assert merged.shapes == [(2, 1)] and merged.ops == ["all-reduce", "all-to-all", "broadcast"]
+    assert [merged.select(op, 10).algo for op in merged.ops] == ["ring", "pairwise", "tree"]
+    assert f"joined {reduce}'s all-reduce and {exchange}'s all-to-all, broadcast" in " ".join(stderr.split())
+    # A shared op is still a conflict, and a predicted set never joins a measured one.
+    both = make(tmp_path, "both.yaml", RuleSet(2, 1, (*one(2, "direct").rules, *a2a.rules)))
+    assert merge(str(reduce), str(both), "--output", str(out))[0] == 2
+    guess = make(tmp_path, "guess.yaml", one(4, "ring"), RuleSet(2, 1, a2a.rules, predicted=True))
+    code, _, stderr = merge(str(reduce), str(guess), "--output", str(out))
+    assert code == 0 and Profile.load(out).rule_set(2).ops == ["all-reduce"] and "measured beats predicted" in stderr
+
+
 def test_conflicts_are_one_line_unless_prefer_newer(tmp_path: Path) -> None:
     old = make(tmp_path, "old.yaml", one(4, "ring"), created="2026-11-01T00:00:00Z")
     new = make(tmp_path, "new.yaml", one(4, "direct"), created="2026-11-20T00:00:00Z")
