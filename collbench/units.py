@@ -13,7 +13,11 @@ from collbench.errors import ConfigError
 
 def check_ranks(ranks: int, least: int, command: str, option: str = "--ranks") -> None:
     """ConfigError for a rank count below what ``command`` needs, in the one wording every command uses:
-    ``--ranks 1: tune needs at least 2 ranks (a collective of one rank moves no data)``."""
+    ``--ranks 1: tune needs at least 2 ranks (a collective of one rank moves no data)``; and for one
+    from :data:`MAX_RANKS` up, which every reader of results and profiles refuses (a predicted shape of
+    999999999 ranks was written into a profile no command would then read)."""
+    if ranks >= MAX_RANKS:
+        raise ConfigError(f"{option} {ranks}: {command} takes fewer than 2^20 ({MAX_RANKS:,}) ranks")
     if ranks >= least:
         return
     why = " (a collective of one rank moves no data)" if least > 1 else ""
