@@ -93,12 +93,14 @@ def _parse_line(path: Path, lineno: int, raw: bytes) -> ResultRow | None:
 
 
 def parquet_problem() -> str | None:
-    """Why Parquet cannot be read or written here, or None. pandas needs pyarrow or fastparquet for it,
-    and neither comes with collbench's own dependencies (pyarrow is in the ``parquet`` and ``test``
-    extras): without one, pandas raised ImportError only once the sweep had measured everything."""
+    """Why Parquet cannot be read or written here, or None. Only pyarrow will do: it is not among
+    collbench's own dependencies (it is in the ``parquet`` and ``test`` extras), and pandas' other
+    engine, fastparquet, decodes a file whole before any row's bound can be checked, so a file it wrote
+    could not be read back here (:func:`read_rows`). Without pyarrow, pandas raised ImportError only once
+    the sweep had measured everything."""
     import importlib.util
 
-    if any(importlib.util.find_spec(engine) is not None for engine in ("pyarrow", "fastparquet")):
+    if importlib.util.find_spec("pyarrow") is not None:
         return None
     return "Parquet needs pyarrow (pip install pyarrow, or collbench[parquet]); .jsonl and .csv need nothing more"
 
@@ -133,7 +135,7 @@ def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
             if suffix == ".csv":
                 f.write(frame.to_csv(index=False).encode("utf-8"))
             else:
-                frame.to_parquet(f, index=False)
+                frame.to_parquet(f, index=False, engine="pyarrow")
 
 
 def read_rows(path: Path) -> list[ResultRow]:

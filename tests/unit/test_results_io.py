@@ -141,6 +141,27 @@ def test_parquet_without_an_engine_is_one_input_file_error(tmp_path: Path, monke
     assert read_rows(tmp_path / "r.csv") == [ROW]
 
 
+def test_parquet_with_fastparquet_alone_is_refused_as_it_could_not_be_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # read_rows reads Parquet with pyarrow only (fastparquet decodes a file whole, past the row bound),
+    # so a file written through fastparquet would be one collbench then refused to read.
+    import importlib.machinery
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    fastparquet = importlib.machinery.ModuleSpec("fastparquet", None)
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "pyarrow" else fastparquet if name == "fastparquet" else find_spec(name, *a),
+    )
+    out = tmp_path / "r.parquet"
+    with pytest.raises(InputFileError, match=r"r\.parquet: Parquet needs pyarrow \(pip install pyarrow"):
+        write_rows(out, [ROW])
+    assert not out.exists()
+
+
 def test_parquet_with_pyarrow_reads_back(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     write_rows(tmp_path / "r.parquet", [ROW])
