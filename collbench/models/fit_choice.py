@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from collbench.models.fitted import Fit
 from collbench.models.priced import Priced, Shapes, label, node_class
+from collbench.units import ranks_on_nodes
 
 
 def pick_for(candidates: Sequence[Fit], world_size: int, nodes: int, shapes: Shapes) -> Fit:
@@ -45,7 +46,7 @@ def not_below_fewer_nodes(
 ) -> Priced:
     """``entry`` never faster than a fit of a smaller node class predicts on its own class's nodes.
 
-    With fits of several node classes a shape is priced from one of them (``_pick_for``), and the one
+    With fits of several node classes a shape is priced from one of them (:func:`pick_for`), and the one
     priced changes as ranks cross into another class: one node's fit up to one node, two nodes' fit
     beyond. Each is one continuous model, but the two need not meet where they hand over (a GB200
     fit of 144 ranks on 2 racks put 82 us at 8 B on 76 ranks, where the 72-rank fit put 105 us on
@@ -82,7 +83,7 @@ def not_below_fewer_nodes(
         if floor.time_us(size) > time_us(size):
             text += (
                 f"; raised from {_time_text(time_us(size))} to {_time_text(floor.time_us(size))}, what "
-                f"{label(floor.fit, shapes)} predicts for {ranks} ranks on {fewer} node{'s' if fewer != 1 else ''} "
+                f"{label(floor.fit, shapes)} predicts for {ranks_on_nodes(ranks, fewer)} "
                 "(more ranks and nodes are never faster)"
             )
         return text
