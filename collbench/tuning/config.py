@@ -156,6 +156,12 @@ def check_config(config: TuneConfig, *, files: bool = True) -> None:
         raise ConfigError(f"-O/--output {config.output}: a profile is YAML; use a .yaml name")
     if config.rows_path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
         raise ConfigError(f"--results {config.rows_path}: use a .jsonl, .csv or .parquet name")
+    if config.rows_path.suffix.lower() == ".parquet":
+        from collbench.results.io import parquet_problem
+
+        if problem := parquet_problem():
+            # Said before a rank starts, as sweep says it: the rows are written once every round is measured.
+            raise ConfigError(f"--results {config.rows_path}: {problem}")
     if config.png_path.suffix.lower() != ".png":
         raise ConfigError(f"--plot {config.png_path}: use a .png name")
     if config.resume and config.overwrite:

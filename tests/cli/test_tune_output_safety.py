@@ -151,3 +151,29 @@ def test_resume_at_another_segment_size_is_refused(tmp_path: Path) -> None:
     _interrupted(tmp_path, segments_stream(thorough, 0))
     with pytest.raises(ConfigError, match="segment sizes 4 MiB of another depth"):
         check_config(dataclasses.replace(thorough, min_bytes=512, max_bytes=2 << 20))
+
+
+def test_parquet_results_without_pyarrow_are_refused_before_a_rank_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tune writes its rows once every round is measured: without pyarrow, `--results r.parquet` measured
+    # the whole tune and then failed to write them (sweep --output refuses it before any rank, 9f5bb43).
+    import importlib.util
+
+    import collbench.runtime.launch.ranks as launch_module
+
+    def no_launch(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("no rank may start on bad input")
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else find_spec(name, *a)
+    )
+    monkeypatch.setattr(launch_module, "_launch_local", no_launch)
+    rows = tmp_path / "r.parquet"
+    result = CliRunner().invoke(app, ["tune", *TINY, "-O", str(tmp_path / "o.yaml"), "--results", str(rows)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Parquet needs pyarrow (pip install pyarrow" in errors[0], result.output
+    assert f"--results {rows}" in " ".join(result.output.split()), result.output
+    assert not rows.exists() and not (tmp_path / "o.yaml").exists()
