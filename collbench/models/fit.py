@@ -45,7 +45,7 @@ from collbench.models.costs import cost_terms, has_cost_model, segments_of
 from collbench.models.crossover import Crossover, find_crossovers
 from collbench.models.fit_latency import fit_latency_only
 from collbench.models.fit_points import FitPoint, PointSummaries, summarize
-from collbench.models.fitted import Fit, Segment, bound_failure, op_has_payload
+from collbench.models.fitted import MEDIAN_ERROR_BOUND_PCT, Fit, Segment, bound_failure, op_has_payload
 from collbench.models.piecewise import (
     MAX_SEGMENTS,
     FloatArray,
@@ -177,6 +177,36 @@ def _quality(pred: FloatArray, times: FloatArray) -> tuple[float, float, float]:
     return r2, float(np.median(pct)), float(np.max(pct))
 
 
+FALL_NAMED = 1.0 + MEDIAN_ERROR_BOUND_PCT / 100.0
+"""A measured time this many times a larger size's is named in a missing fit's reason: a cost that
+grows with the size cannot follow it, and a fall within the median bound is not worth a reader's eye."""
+
+
+def largest_fall(sizes: FloatArray, times: FloatArray) -> str:
+    """Where the measured time falls most as the size grows (``sizes`` ascending), as a clause for a fit
+    that misses; empty when no later time is below an earlier one by ``FALL_NAMED`` or more.
+
+    Every cost model here grows with the size, so a point measured faster than a smaller one is a fact
+    of the measurement that no such model can meet; saying where shows a reader that the miss is the
+    times' shape, not the fitter (gloo's point-to-point exchanges of up to ~64 KiB were measured slower
+    than larger ones: benchmarks/README.md, bench_gloo_sweep section). O(points).
+    """
+    best = (1.0, 0, 0)
+    top = 0  # index of the slowest point so far
+    for j in range(1, len(times)):
+        if times[j - 1] > times[top]:
+            top = j - 1
+        if times[j] > 0 and times[top] / times[j] > best[0]:
+            best = (float(times[top] / times[j]), top, j)
+    ratio, i, j = best
+    if ratio < FALL_NAMED:
+        return ""
+    return (
+        f"; the measured time falls {100.0 * (1.0 - 1.0 / ratio):.0f}% as the size grows, from "
+        f"{times[i]:.4g} us at {format_bytes(int(sizes[i]))} to {times[j]:.4g} us at {format_bytes(int(sizes[j]))}"
+    )
+
+
 def _fit_group(
     key: GroupKey,
     data: tuple[FloatArray, FloatArray, FloatArray],
@@ -244,6 +274,7 @@ def _fit_group(
             f"{why}: at {format_bytes(int(sizes[at]))} measured {times[at]:.4g} us, "
             f"model {pred[at]:.4g} us; no continuous non-decreasing model of "
             f"{'up to ' + str(_MAX_SEGMENTS) + ' segments' if piecewise else 'one line'} follows every point"
+            f"{largest_fall(sizes, times)}"
         )
     return Fit(
         op=op,
