@@ -354,5 +354,7 @@ def test_more_ranks_than_memory_holds_is_refused_before_any_schedule_is_built(mo
     job = _job(world_size=100_000, algos=("ring",))
     with pytest.raises(ConfigError, match=r"^100000 ranks need about 27343\.8 GiB of host memory before any buffer"):
         memory.check_host_memory(job, 100_000, 100_000, memory.HostMemory(64 << 30, "MemAvailable"))
-    with pytest.raises(ConfigError, match="--ranks must be at most 131072, got 999999999"):
+    with pytest.raises(ConfigError, match=r"--ranks 999999999: sweep takes fewer than 2\^20"):
         _job(world_size=999_999_999)
+    with pytest.raises(ConfigError, match="--ranks must be at most 131072, got 200000"):
+        _job(world_size=200_000)
