@@ -153,7 +153,10 @@ def decode_value(value: Any) -> Any:
         if set(value) == {"__bytes__"}:
             return str(value["__bytes__"]).encode()
         if set(value) == {"__struct__"}:
-            return SimpleNamespace(**{k: decode_value(v) for k, v in value["__struct__"].items()})
+            fields = value["__struct__"]
+            if not isinstance(fields, dict):
+                raise ValueError(f"__struct__ is {fields!r}, not an object of fields")
+            return SimpleNamespace(**{str(k): decode_value(v) for k, v in fields.items()})
         return {k: decode_value(v) for k, v in value.items()}
     if isinstance(value, list):
         return [decode_value(v) for v in value]
@@ -200,6 +203,12 @@ class Recording:
         calls = data.get("calls")
         if not isinstance(calls, dict):
             raise InputFileError(str(path), 'expected a "calls" object')
+        for key, answer in calls.items():
+            # Each answer as --record writes it: {"value": ...} or {"error": "NAME"}.
+            if not isinstance(answer, dict) or not isinstance(answer.get("error", ""), str):
+                raise InputFileError(
+                    str(path), f'calls[{key!r}] is {answer!r}; expected {{"value": ...}} or {{"error": "NAME"}}'
+                )
         return cls(host=str(data.get("host", "unknown")), calls=calls, description=str(data.get("description", "")))
 
 

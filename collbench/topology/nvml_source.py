@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from collbench.errors import HardwareError
 from collbench.topology.bandwidth import (
     NVML_NVLINK_VERSIONS,
     NVML_TOPOLOGY_LEVELS,
@@ -38,6 +39,9 @@ CPU_SET_WORDS = 16
 NODE_SET_WORDS = 2
 # The NvLink loop stops at the first InvalidArgument/NotSupported; this only bounds a broken driver.
 MAX_NVLINK_PROBE = 64
+MAX_NVML_GPUS = 256
+"""The most GPUs NVML may count on one host: the largest hosts hold 16; more is a broken driver or an
+edited recording, whose every GPU and pair would be asked about."""
 NVLINK_STATE_ACTIVE = 1
 NVLINK_REMOTE_GPU = 0
 NVLINK_REMOTE_SWITCH = 2
@@ -187,7 +191,10 @@ def topology_from_nvml(nvml: Nvml, host: str) -> Topology:
     NVML cannot be initialised, and pynvml.NVMLError when the driver fails in an unexpected way.
     """
     count = nvml.call("nvmlDeviceGetCount") or 0
-    facts = [_gpu_facts(nvml, i) for i in range(int(count))]
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_NVML_GPUS:
+        # Asked of every GPU and pair in turn: a count of 10^30 (an edited recording) never ended.
+        raise HardwareError(f"NVML counts {count!r} GPUs; one host holds 0 to {MAX_NVML_GPUS}")
+    facts = [_gpu_facts(nvml, i) for i in range(count)]
     gpu_bus_ids = {f.bus_id for f in facts if f.bus_id}
     links: list[Link] = []
     for a, b in combinations(facts, 2):

@@ -12,7 +12,7 @@ import os
 import socket
 from pathlib import Path
 
-from collbench.errors import BackendUnavailableError, ConfigError, HardwareError
+from collbench.errors import BackendUnavailableError, ConfigError, HardwareError, InputFileError
 from collbench.topology.device_order import in_cuda_order
 from collbench.topology.host import host_topology
 from collbench.topology.model import Topology
@@ -75,7 +75,17 @@ def discover_topology(*, nvml_replay: Path | None = None, ranks: int | None = No
     """
     if nvml_replay is not None:
         recording = Recording.load(nvml_replay)
-        return _from_backend(FakeNvmlBackend(recording), recording.host, ranks)
+        try:
+            return _from_backend(FakeNvmlBackend(recording), recording.host, ranks)
+        except HardwareError as exc:
+            raise InputFileError(str(nvml_replay), str(exc)) from exc
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as exc:
+            # A recording is a file anyone may have edited: an answer of a kind NVML never gives (a
+            # GPU count of "x", a name that is an object) fails where it is used. Live NVML is not
+            # caught here: there such an exception is collbench's bug and keeps its traceback.
+            raise InputFileError(
+                str(nvml_replay), f"an answer is not of the kind NVML gives ({type(exc).__name__}: {exc})"
+            ) from exc
     try:
         backend = PynvmlBackend()
     except ImportError:
