@@ -92,5 +92,10 @@ def not_below_fewer_nodes(
 
 
 def _time_text(time_us: float) -> str:
-    """``53.19 us`` or ``10.96 ms``: four figures, in the unit that keeps them plain."""
-    return f"{time_us:.4g} us" if time_us < 1e4 else f"{time_us / 1e3:.4g} ms"
+    """``53.19 us``, ``10.96 ms`` or ``12.5 s``: four figures, in the unit that keeps them plain (a time
+    that rounds to 10,000 of one unit is said in the next: ``.4g`` writes 9999.7 as ``1e+04``)."""
+    for scale, unit in ((1.0, "us"), (1e3, "ms")):
+        if time_us / scale < 9999.5:
+            return f"{time_us / scale:.4g} {unit}"
+    seconds = time_us / 1e6
+    return f"{seconds:.4g} s" if seconds < 9999.5 else f"{seconds:,.0f} s"
