@@ -97,3 +97,13 @@ def counted(count: float, noun: str) -> str:
 def ranks_on_nodes(ranks: int, nodes: int) -> str:
     """A communicator's shape as every label says it: ``4 ranks on 1 node``, ``16 ranks on 2 nodes``."""
     return f"{counted(ranks, 'rank')} on {counted(nodes, 'node')}"
+
+
+def time_text(time_us: float) -> str:
+    """``53.19 us``, ``10.96 ms`` or ``12.5 s``: four figures, in the unit that keeps them plain (a time
+    that rounds to 10,000 of one unit is said in the next: ``.4g`` writes 9999.7 as ``1e+04``)."""
+    for scale, unit in ((1.0, "us"), (1e3, "ms")):
+        if time_us / scale < 9999.5:
+            return f"{time_us / scale:.4g} {unit}"
+    seconds = time_us / 1e6
+    return f"{seconds:.4g} s" if seconds < 9999.5 else f"{seconds:,.0f} s"

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from collbench.models.fitted import Fit
 from collbench.models.priced import Priced, Shapes, label, node_class
-from collbench.units import ranks_on_nodes
+from collbench.units import ranks_on_nodes, time_text
 
 
 def pick_for(candidates: Sequence[Fit], world_size: int, nodes: int, shapes: Shapes) -> Fit:
@@ -82,20 +82,10 @@ def not_below_fewer_nodes(
         floor, ranks, fewer = highest(size)
         if floor.time_us(size) > time_us(size):
             text += (
-                f"; raised from {_time_text(time_us(size))} to {_time_text(floor.time_us(size))}, what "
+                f"; raised from {time_text(time_us(size))} to {time_text(floor.time_us(size))}, what "
                 f"{label(floor.fit, shapes)} predicts for {ranks_on_nodes(ranks, fewer)} "
                 "(more ranks and nodes are never faster)"
             )
         return text
 
     return dataclasses.replace(entry, time_us=raised_us, basis=raised_basis)
-
-
-def _time_text(time_us: float) -> str:
-    """``53.19 us``, ``10.96 ms`` or ``12.5 s``: four figures, in the unit that keeps them plain (a time
-    that rounds to 10,000 of one unit is said in the next: ``.4g`` writes 9999.7 as ``1e+04``)."""
-    for scale, unit in ((1.0, "us"), (1e3, "ms")):
-        if time_us / scale < 9999.5:
-            return f"{time_us / scale:.4g} {unit}"
-    seconds = time_us / 1e6
-    return f"{seconds:.4g} s" if seconds < 9999.5 else f"{seconds:,.0f} s"

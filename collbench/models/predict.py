@@ -48,7 +48,7 @@ from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_str
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
 from collbench.topology.bandwidth import gpu_links
-from collbench.units import check_ranks
+from collbench.units import check_ranks, time_text
 
 DEFAULT_SIMULATE_MAX_RANKS = 64
 
@@ -333,7 +333,7 @@ def _floored(entry: Priced, world_size: int, nodes: int, facts: NodeFacts | None
     def floored_basis(size: float) -> str:
         text = basis(size)
         if time_us(size) < floor.time_us(size):
-            text += f"; raised from {time_us(size):.4g} us to the links' floor: {floor.text()}"
+            text += f"; raised from {time_text(time_us(size))} to the links' floor: {floor.text()}"
         return text
 
     return dataclasses.replace(entry, time_us=floored_us, basis=floored_basis)

@@ -119,10 +119,10 @@ def test_a_time_raised_to_a_smaller_class_says_so() -> None:
 
 
 def test_a_raised_time_reads_in_plain_figures_at_every_magnitude() -> None:
-    from collbench.models.fit_choice import _time_text
+    from collbench.units import time_text
 
     # '.4g' alone wrote 9999.7 us as '1e+04 us' and 12.5 s as '1.25e+04 ms'.
-    said = {t: _time_text(t) for t in (53.19, 9999.7, 10_960.0, 9_999_700.0, 12.5e6, 3.6e10)}
+    said = {t: time_text(t) for t in (53.19, 9999.7, 10_960.0, 9_999_700.0, 12.5e6, 3.6e10)}
     assert said == {
         53.19: "53.19 us",
         9999.7: "10 ms",
