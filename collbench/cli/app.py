@@ -75,6 +75,10 @@ def _load(name: str) -> Any:
     return None
 
 
+MEASURING = frozenset({"sweep", "tune"})
+"""The commands that stream the rows they measure to disk as they go, so that a stop loses none."""
+
+
 class _CollbenchGroup(CollbenchGroup):
     """Turns collbench's errors, from any command below, into one red line and their exit code;
     loads each command's module when the command is first asked for."""
@@ -130,8 +134,11 @@ class _CollbenchGroup(CollbenchGroup):
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as exc:
             # A command that knows where its rows are says so (sweep: the stream and --resume).
-            detail = getattr(exc, "detail", None) or "what was measured so far is on disk"
-            err_console.print(Text.assemble(("interrupted", "red"), ": ", detail))
+            detail = getattr(exc, "detail", None)
+            if not detail and ctx.invoked_subcommand in MEASURING:
+                detail = "what was measured so far is on disk"
+            # report, fit, import...: nothing was being measured (report said it was on disk).
+            err_console.print(Text.assemble(("interrupted", "red"), *((": ", detail) if detail else ())))
             # The shell's convention, 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP.
             signum = getattr(exc, "signum", signal.SIGINT)
             raise typer.Exit(128 + int(signum)) from None
