@@ -229,3 +229,28 @@ def test_the_reason_travels_in_every_results_format(tmp_path: Path, suffix: str)
     back = read_rows(path)
     assert [r.cut_short for r in back] == [None, None, REASON]
     assert [r.iters for r in back] == [5, 5, 1]
+
+
+def test_a_point_timed_in_full_in_one_round_and_cut_short_in_another_is_its_full_measurement() -> None:
+    # Round 1 measured rabenseifner first and ring's one iteration there stalled past 2x: ring, the
+    # fastest in round 0 timed in full, was then never chosen at all (the point counted as cut short).
+    rows = in_round(
+        [point_row("ring", 1 << 20, 100.0, iters=5, spread=0.05), point_row("rabenseifner", 1 << 20, 150.0, iters=5)],
+        0,
+    )
+    rows += in_round(
+        [
+            point_row("rabenseifner", 1 << 20, 150.0, iters=5),
+            point_row("ring", 1 << 20, 400.0, iters=1, cut_short=REASON),
+        ],
+        1,
+    )
+    here = points_at(measured_points(rows)["all-reduce"], 1 << 20)
+    ring = next(point for variant, point in here.items() if variant.algo == "ring")
+    assert not ring.cut_short and ring.time_us == 100.0 and ring.rounds == 1
+    chosen, _ = decide_at(here, None, SelectionSettings())
+    assert chosen.algo == "ring"
+    # Cut short in every round it ran: still no candidate.
+    only_cut = [r for r in rows if not (r.algo == "ring" and r.cut_short is None)]
+    here = points_at(measured_points(only_cut)["all-reduce"], 1 << 20)
+    assert decide_at(here, None, SelectionSettings())[0].algo == "rabenseifner"

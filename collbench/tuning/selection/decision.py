@@ -14,8 +14,9 @@
 * A variant measured in fewer rounds than the fastest because the tune left it out
   (``rounds.within_reach``: more than ``REACH_FACTOR`` behind) is never tied nor chosen
   (:func:`left_behind`): it is not let back in on less evidence than the others had. Nor is a point
-  the tune cut short in any round (``Point.cut_short``: its one timed iteration more than
-  ``REACH_FACTOR`` times the slowest iteration of a point measured in full beside it).
+  the tune cut short and never timed in full (``Point.cut_short``: its one timed iteration more than
+  ``REACH_FACTOR`` times the slowest iteration of a point measured in full beside it; a round that
+  timed it in full gives the point instead).
 """
 
 from __future__ import annotations

@@ -59,8 +59,9 @@ class Point:
     by_round: tuple[tuple[int, float], ...] = ()
     """(round, smallest decision time in it) for rows of a tune's marked rounds, by round."""
     cut_short: bool = False
-    """Whether a row of the point was cut short (``ResultRow.cut_short``): its one timed iteration was
-    clearly behind a point measured in full at its size. Selection never ties nor chooses it."""
+    """Whether the point's rows were all cut short (``ResultRow.cut_short``): its one timed iteration was
+    clearly behind a point measured in full at its size, and no round timed it in full. Selection never
+    ties nor chooses it."""
     measured_us: float | None = None
     """The smallest decision time as measured (``time_us`` is at the fastest round's speed, for
     comparisons; this is what a profile and a check show as measured). None: the same as time_us."""
@@ -250,17 +251,24 @@ def _pool_between(variants: Points) -> None:
 def _point(size: int, rows: list[ResultRow]) -> Point:
     """The rows of one variant at one size as one point: its time is the smallest decision time, and
     ``between`` how far the second-smallest is above it, relatively (how much the time moves with one
-    round fewer; 0 for a single row)."""
-    times = sorted(decision_time_us(r) for r in rows)
+    round fewer; 0 for a single row).
+
+    A row cut short (one timed iteration) gives the point only where no row of it was timed in full, as
+    for a fit (models/fit_points.py): a point timed in full in one round and cut short in another (its
+    one iteration there stalled past 2x a point measured before it) is that full measurement, not a
+    point selection may never choose."""
+    full = [r for r in rows if r.cut_short is None]
+    used = full or rows
+    times = sorted(decision_time_us(r) for r in used)
     return Point(
         size_bytes=size,
         time_us=times[0],
-        time_us_min=min(r.time_us_min for r in rows),
-        time_us_max=max(r.time_us_max for r in rows),
-        iters=sum(max(r.samples, 1) for r in rows),
+        time_us_min=min(r.time_us_min for r in used),
+        time_us_max=max(r.time_us_max for r in used),
+        iters=sum(max(r.samples, 1) for r in used),
         between=(times[1] - times[0]) / times[0] if len(times) > 1 else 0.0,
-        stalled=any(row_stalled(r) for r in rows),
-        rounds=len(rows),
-        by_round=tuple(sorted(_best_per_round(rows).items())),
-        cut_short=any(r.cut_short is not None for r in rows),
+        stalled=any(row_stalled(r) for r in used),
+        rounds=len(used),
+        by_round=tuple(sorted(_best_per_round(used).items())),
+        cut_short=not full,
     )
