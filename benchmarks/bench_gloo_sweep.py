@@ -10,6 +10,11 @@
 4. ``pairwise`` all-to-all (collbench's schedule, out of place: input then output buffer, the own
    block a local copy) against gloo's own ``all_to_all_single`` (``native``) at 2 ranks, 64 KiB..64 MiB:
    busbw ratio per size (target >= 1.0 from 1 MiB up, as for all-reduce).
+5. Small messages (``--only small-p2p``): why collbench's schedules on gloo take longer at 16-64 KiB
+   than at 128-256 KiB. At 2 ranks, 16 KiB..512 KiB: a bare loop of one ``batch_isend_irecv``
+   exchange (what a one-shot or ring step posts, with no reduction and nothing of collbench's), the
+   same bytes one direction at a time (``send`` then ``recv``), and gloo's ``all_reduce``, each timed per
+   iteration (slowest rank; p10, p25, p50), beside ``collbench sweep``'s one-shot, ring and native rows.
 
 Run: ``python benchmarks/bench_gloo_sweep.py [--quick] [--json FILE]`` on a machine as quiet as you can
 make it; figures from a loaded machine say more about its scheduler than about collbench.
@@ -42,6 +47,7 @@ def _sweep(
     tmp: Path, world_size: int, algos: tuple[str, ...], lo: int, hi: int, op: str = "all-reduce", **extra: Any
 ) -> list[Any]:
     extra.setdefault("in_place", (True,))
+    extra.setdefault("step_factor", 4)
     config = SweepConfig(
         world_size=world_size,
         backend="gloo",
@@ -49,7 +55,6 @@ def _sweep(
         algos=algos,
         min_bytes=lo,
         max_bytes=hi,
-        step_factor=4,
         check=False,
         timeout_s=300,
         stream=tmp / f"bench-{op}-{world_size}-{'-'.join(algos)}-{lo}.jsonl",
@@ -120,6 +125,69 @@ def _bare_loop(ctx: RankContext, iters: int) -> float:
     return statistics.median(slowest_rank([g.tolist() for g in gathered]))
 
 
+SMALL_SIZES = tuple(16 * 1024 << k for k in range(6))
+"""16 KiB..512 KiB: where one-shot and ring on gloo ran faster at 128-256 KiB than at 64 KiB."""
+
+
+def _quartiles(times: list[float]) -> list[float]:
+    xs = sorted(times)
+    return [xs[int(q * (len(xs) - 1))] for q in (0.1, 0.25, 0.5)]
+
+
+def _loops_at(ctx: RankContext, size: int, iters: int) -> dict[str, list[float]]:
+    """Per loop at ``size`` bytes: p10, p25 and p50 (us) of the slowest rank's iterations. 2 ranks."""
+    peer = 1 - ctx.rank
+    buf = torch.ones(size // 4)
+    scratch = torch.empty_like(buf)
+
+    def exchange() -> None:
+        ops = [dist.P2POp(dist.irecv, scratch, peer), dist.P2POp(dist.isend, buf, peer)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+    def one_way() -> None:
+        if ctx.rank == 0:
+            dist.send(buf, peer)
+            dist.recv(scratch, peer)
+        else:
+            dist.recv(scratch, peer)
+            dist.send(buf, peer)
+
+    def all_reduce() -> None:
+        dist.all_reduce(buf)
+
+    out = {}
+    for name, fn in (("exchange", exchange), ("one_way", one_way), ("all_reduce", all_reduce)):
+        for _ in range(20):
+            fn()
+        dist.barrier()
+        mine = torch.tensor(CpuTimer().time_iterations(fn, iters), dtype=torch.float64)
+        gathered = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+        dist.all_gather(gathered, mine)
+        out[name] = _quartiles(slowest_rank([g.tolist() for g in gathered]))
+    return out
+
+
+def _p2p_loops(ctx: RankContext, iters: int) -> dict[str, dict[str, list[float]]]:
+    """Per loop and size (bytes, as text): p10, p25 and p50 (us) of the slowest rank's iterations."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for size in SMALL_SIZES:
+        for name, figures in _loops_at(ctx, size, iters).items():
+            out.setdefault(name, {})[str(size)] = figures
+    return out
+
+
+def small_p2p(tmp: Path, quick: bool) -> dict[str, Any]:
+    """The bare loops at 2 ranks, then collbench's sweep of one-shot, ring and native at the same sizes."""
+    loops = launch(2, _p2p_loops, 300 if quick else 1000, backend="gloo", timeout_s=300)[0]
+    rows = _sweep(tmp, 2, ("one-shot", "ring", "native"), SMALL_SIZES[0], SMALL_SIZES[-1], step_factor=2)
+    sweep = {
+        f"{r.algo} {r.size_bytes}": {"p25_us": r.time_us_p25, "p50_us": r.time_us, "min_us": r.time_us_min}
+        for r in rows
+    }
+    return {"loops": loops, "sweep": sweep}
+
+
 def harness_cost(tmp: Path, quick: bool) -> dict[str, Any]:
     iters = 1000 if quick else 3000
     collbench_us, bare_us = [], []
@@ -188,10 +256,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and budgets")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--only", choices=("all", "all-to-all"), default="all", help="run one section only")
+    parser.add_argument(
+        "--only", choices=("all", "all-to-all", "small-p2p"), default="all", help="run one section only"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        if args.only == "small-p2p":
+            small = small_p2p(tmp, args.quick)
+            _print_small(small)
+            if args.json:
+                args.json.write_text(json.dumps(small, indent=2))
+            return
         if args.only == "all-to-all":
             figures = {"alltoall_pairwise_vs_native": pairwise_vs_native_alltoall(tmp, args.quick)}
             _print_alltoall(figures["alltoall_pairwise_vs_native"])
@@ -223,6 +299,19 @@ def main() -> None:
     _print_alltoall(figures["alltoall_pairwise_vs_native"])
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
+
+
+def _print_small(figures: dict[str, Any]) -> None:
+    print("2 ranks, us: bare loops p10/p25/p50 (slowest rank); collbench sweep p25 (min)")
+    print(
+        f"{'size':>7} {'exchange':>17} {'one way':>17} {'all_reduce':>17} {'one-shot':>13} {'ring':>13} {'native':>13}"
+    )
+    loops, sweep = figures["loops"], figures["sweep"]
+    for size in SMALL_SIZES:
+        cells = ["/".join(f"{x:.0f}" for x in loops[name][str(size)]) for name in ("exchange", "one_way", "all_reduce")]
+        rows = [sweep[f"{algo} {size}"] for algo in ("one-shot", "ring", "native")]
+        swept = [f"{r['p25_us']:.0f} ({r['min_us']:.0f})" for r in rows]
+        print(f"{size // 1024:>5}Ki " + " ".join(f"{c:>17}" for c in cells) + " " + " ".join(f"{c:>13}" for c in swept))
 
 
 def _print_alltoall(figures: list[dict[str, Any]]) -> None:
