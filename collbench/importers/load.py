@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from collbench.errors import InputFileError
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
 from collbench.importers.nodes import given_nodes, settle_log_nodes
-from collbench.results.io import check_regular_file, iter_rows
+from collbench.results.io import RESULT_SUFFIXES, check_regular_file, iter_rows
 from collbench.results.row import ResultRow
 
 
@@ -39,6 +40,15 @@ def stream_results(
             if nodes_from_devices or nodes is not None:
                 rows = settle_log_nodes(path, rows, nodes, notes)
             yield from rows
+        elif path.suffix.lower() not in RESULT_SUFFIXES:
+            # Neither: the reader of results would say only "use .jsonl, .csv or .parquet", to someone
+            # who gave a log (fit, report and compare read nccl-tests output too).
+            empty = path.stat().st_size == 0
+            raise InputFileError(
+                str(path),
+                ("the file is empty" if empty else "no nccl-tests output in it (no table of sizes and times)")
+                + "; expected nccl-tests output or collbench results (.jsonl, .csv, .parquet)",
+            )
         elif nodes is not None:
             yield from given_nodes(iter_rows(path), nodes, str(path))
         else:

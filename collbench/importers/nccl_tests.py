@@ -585,11 +585,11 @@ def read_nccl_tests(
 
 def looks_like_nccl_tests(path: Path) -> bool:
     """Whether a file is nccl-tests output rather than collbench results (by extension, then content)."""
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".csv", ".parquet"):
+    if path.suffix.lower() in (".jsonl", ".csv", ".parquet"):
         return False
     try:
-        head = path.read_text(encoding="utf-8", errors="replace")[:20000]
+        with path.open("rb") as f:  # the head alone: read_text()[:20000] held a log of gigabytes whole
+            head = f.read(20000).decode("utf-8", errors="replace")
     except OSError:
         return False
     # "busbw" is in the table's own column header, which is all an excerpt pasted from a job log may keep.

@@ -27,6 +27,8 @@ def append_jsonl(path: Path, row: ResultRow) -> None:
     append_line(path, row.to_dict())
 
 
+RESULT_SUFFIXES = (".jsonl", ".csv", ".parquet")
+"""The names of the files collbench writes and reads rows in."""
 MAX_LINE_BYTES = 1 << 20
 """The longest line a JSONL reader accepts: a row is well under a kilobyte, and a reader that streams must
 not hold a line of unbounded length."""
@@ -114,7 +116,7 @@ def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
     """
     rows = list(rows)
     suffix = path.suffix.lower()
-    if suffix not in (".jsonl", ".csv", ".parquet"):
+    if suffix not in RESULT_SUFFIXES:
         raise InputFileError(str(path), "unknown results format; use .jsonl, .csv or .parquet")
     if suffix == ".parquet" and (problem := parquet_problem()) is not None:
         raise InputFileError(str(path), problem)

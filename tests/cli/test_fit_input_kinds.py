@@ -1,0 +1,57 @@
+"""fit, report and compare take collbench results or nccl-tests logs: a file that is neither says so.
+
+`collbench fit empty.log` said 'unknown results format; use .jsonl, .csv or .parquet', though fit
+reads nccl-tests logs (its --help says so) and the user gave one, empty; and telling a log from
+results read the whole file into memory to look at its first 20,000 characters.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.importers.nccl_tests import looks_like_nccl_tests
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("empty.log", b"", "empty"),
+        ("notes.txt", b"these are my notes on the cluster\n", "nccl-tests"),
+        ("garbage.log", bytes(range(256)) * 4, "nccl-tests"),
+    ],
+)
+@pytest.mark.parametrize("command", ["fit", "report", "compare"])
+def test_a_file_that_is_neither_results_nor_a_log_says_what_is_read(
+    tmp_path: Path, name: str, content: bytes, says: str, command: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    args = {"fit": [str(path)], "report": [str(path), "-O", str(tmp_path / "r.html")]}.get(
+        command, [str(path), str(RESULTS)]
+    )
+    result = CliRunner().invoke(app, [command, *args], env={"COLUMNS": "200"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and str(path) in errors[0] and says in errors[0], result.output
+    assert "use .jsonl, .csv or .parquet" not in errors[0]
+
+
+def test_telling_a_log_from_results_reads_only_the_head(tmp_path: Path) -> None:
+    path = tmp_path / "big.log"
+    path.write_bytes(b"x" * (32 << 20))  # 32 MiB, no nccl-tests marker
+    tracemalloc.start()
+    try:
+        assert not looks_like_nccl_tests(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < (1 << 20), f"peak {peak / 2**20:.1f} MiB"
