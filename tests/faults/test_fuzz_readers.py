@@ -10,7 +10,6 @@ hypothesis' deadline.
 from __future__ import annotations
 
 import re
-import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,6 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 MAX_PEAK_BYTES = 64 << 20
 """Peak Python memory one reader may take for these inputs (all under 100 KB)."""
-MAX_SECONDS = 20.0
 
 HOSTILE = [
     "nan", "NaN", "-nan", "inf", "Infinity", "-Infinity", "1e999", "-1", "-0.5", "0",
@@ -67,7 +65,6 @@ def _any_text(seed: str) -> st.SearchStrategy[str]:
 
 def _assert_clean(read: Callable[[], Any]) -> None:
     tracemalloc.start()
-    started = time.monotonic()
     try:
         read()
     except CollbenchError as exc:
@@ -77,13 +74,11 @@ def _assert_clean(read: Callable[[], Any]) -> None:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert peak < MAX_PEAK_BYTES, f"peak {peak / 2**20:.0f} MiB"
-    # A hang guard, far above the ~0.3 s the slowest reader takes here (under tracemalloc).
-    assert time.monotonic() - started < MAX_SECONDS
 
 
 FUZZ = settings(
     max_examples=20,
-    deadline=None,  # the first call compiles the profile schema; MAX_SECONDS bounds every call
+    deadline=None,  # the first call compiles the profile schema (no wall time is asserted: tests check correctness)
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,
 )
@@ -242,7 +237,6 @@ def test_profile_predict_bounds_the_shapes_it_is_given(tmp_path: Path, ranks: st
 
     from collbench.cli.app import app
 
-    started = time.monotonic()
     result = CliRunner().invoke(
         app,
         ["profile", "predict", str(REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"), "--ranks", ranks,
@@ -250,5 +244,4 @@ def test_profile_predict_bounds_the_shapes_it_is_given(tmp_path: Path, ranks: st
     )  # fmt: skip
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
-    assert time.monotonic() - started < MAX_SECONDS
     assert not (tmp_path / "p.yaml").exists()
