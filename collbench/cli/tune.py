@@ -131,7 +131,7 @@ def tune(
     from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
 
     if check is not None:
-        _check(check, parse_ranks(ranks) if ranks is not None else None, backend)
+        _check(check, parse_ranks(ranks) if ranks is not None else None, backend, timeout)
         return
     from collbench.runtime.launch.ranks import job_rank, one_process_group, under_launcher
 
@@ -242,16 +242,21 @@ def print_outcome_notes(outcomes: Sequence[TuneOutcome], marked: str) -> None:
             print_note(f"note{shape}", note)
 
 
-def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:
+def _check(path: Path, ranks: tuple[int, ...] | None, backend: str, timeout_s: float) -> None:
     """``tune --check PROFILE``: per rule of each shape this machine can run, the regret of its choice."""
     import tempfile
 
     from collbench.cli.render.check import check_summary, render_check
     from collbench.profile.document import Profile
+    from collbench.runtime.launch.ranks import one_process_group
+    from collbench.tuning.check import check_backend
     from collbench.tuning.check_shapes import run_check_shapes
 
     profile = Profile.load(path)
+    # Under a launcher every round of the check runs on one process group, as a tune's steps do
+    # (locally, run_check keeps one set of ranks for its rounds).
     with (
+        one_process_group(check_backend(profile, backend), timeout_s),
         tempfile.TemporaryDirectory(prefix="collbench-check-") as tmp,
         point_progress(err_console, "check", counts=False) as bar,
     ):
@@ -261,7 +266,9 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str) -> None:
             if event.kind == "start":
                 bar.update(task, now=event.text)
 
-        shapes = run_check_shapes(profile, ranks=ranks, backend=backend, stream_dir=Path(tmp), progress=progress)
+        shapes = run_check_shapes(
+            profile, ranks=ranks, backend=backend, stream_dir=Path(tmp), progress=progress, timeout_s=timeout_s
+        )
     several = len(shapes) > 1
     for shape in shapes:
         if shape.skipped:

@@ -96,6 +96,7 @@ def run_check_shapes(
     stream_dir: Path,
     progress: Progress | None = None,
     machine: Machine | None = None,
+    timeout_s: float = 300.0,
 ) -> list[ShapeCheck]:
     """Re-measure every rule set of ``profile`` this machine can run; the others come back skipped, with why.
 
@@ -103,7 +104,7 @@ def run_check_shapes(
     machine's usual rank count run. The sets are measured on the profile's own backend
     (``check.check_backend``: ``backend`` is ``auto`` or that one). Raises ConfigError for a
     ``--ranks`` value the profile has no measured rule set for, and when no set at all can be
-    re-measured here (naming why for each).
+    re-measured here (naming why for each). ``timeout_s`` (``--timeout``) bounds each step's collectives.
     """
     from collbench.tuning import check
 
@@ -133,6 +134,7 @@ def run_check_shapes(
             backend=backend,
             rounds=check.CHECK_ROUNDS,
             point_budget_s=check.CHECK_BUDGET_S,
+            timeout_s=timeout_s,
             stream_dir=stream_dir,
             progress=progress,
             rule_set=rule_set,

@@ -98,3 +98,47 @@ def test_a_decision_and_three_steps_share_the_one_group_the_first_made(tmp_path:
         assert sums == [n, n, n]
         assert len({step[1] for step in result["steps"]}) == 1  # the same group object in every step
         assert result["initialised_after"] is False  # destroyed when the command was done
+
+
+_CHECK = """
+import json, sys
+from collbench.runtime.launch import ranks
+
+made = []
+real = ranks.init_rank
+
+def counted(*args, **kwargs):
+    made.append(args[-1])
+    return real(*args, **kwargs)
+
+ranks.init_rank = counted
+from collbench.cli.app import app
+try:
+    app(sys.argv[1:], standalone_mode=False)
+finally:
+    with open(f"made-{ranks.job_rank()}.json", "w") as f:
+        json.dump(len(made), f)
+"""
+
+
+def test_tune_check_under_a_launcher_runs_every_round_on_one_group(tmp_path: Path) -> None:
+    import json
+
+    n, port = 2, _free_port()
+    profile = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHECK, "tune", "--check", str(profile), "--timeout", "60"],
+            env=_env(rank, n, port),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(n)
+    ]
+    for rank, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=JOB_S)
+        assert proc.returncode == 0, f"rank {rank}: {out}{err}"
+    # Every round of the check on the one group its first step made (it made one a round before).
+    assert [json.loads((tmp_path / f"made-{rank}.json").read_text()) for rank in range(n)] == [1, 1]
