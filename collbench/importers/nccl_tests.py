@@ -19,11 +19,7 @@ float, 1e-12 for double, 5e-2 for half, any difference for integers), so such a 
 out-of-bounds error with an asterisk. A failed row is kept (it was measured) but never fitted or
 selected; ``# Out of bounds values : N FAILED`` with no row saying which adds a note.
 
-JSON (nccl-tests' ``util.cu`` writer): ``{"args": [program, ...], "env": [...], "nccl_version": N,
-"config": {"nthreads", "ngpus", "iterations", ..., "devices": [{"rank", "hostname", "device_info"},
-...]}, "results": [{"size", "count", "type", "redop", "root", "out_of_place": {"time" | "cpu_time",
-"alg_bw", "bus_bw", "nwrong"}, "in_place": {...}}], ...}``. Its ``devices`` holds the first device of
-each process, so the rank count is ``len(devices) * nthreads * ngpus``.
+The ``-J`` JSON file is ``nccl_tests_json.py``'s.
 
 Times are nccl-tests' averages over iterations; collbench's p50/mean/min/max all take that value.
 algbw and busbw are recomputed from size and time with collbench's factors (the table rounds them to
@@ -37,7 +33,6 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from collbench.errors import InputFileError
 from collbench.fileio import check_number_lengths, read_text_file
@@ -51,12 +46,12 @@ from collbench.importers.nccl_tests_infer import (
     ranks_from_blocks,
     unidentified,
 )
+from collbench.importers.nccl_tests_json import choose_op, nccl_version_string, op_from_program, parse_json
 from collbench.importers.nccl_tests_ops import (
     BLANK_REDOP_OPS,
     DEFAULT_HALVES,
     PROGRAM_ALGOS,
     PROGRAM_OPS,
-    UNMODELLED,
     Half,
     canonical_dtype,
     factor_row,
@@ -89,22 +84,6 @@ _VERSION_RE = re.compile(r"[nr]ccl-library=(\d+)")
 # 2.28.7+cuda13.0" on stdout (init.cc's showVersion) whatever NCCL_DEBUG says.
 _RCCL_VERSION_RE = re.compile(r"^[NR]CCL version\s*:?\s*(\d+\.\d+\.\d+)")
 _FOOTER_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
-
-
-def nccl_version_string(code: int) -> str:
-    """NCCL_VERSION_CODE to ``2.19.3`` (codes since 2.9 are major*10000 + minor*100 + patch)."""
-    if code >= 10000:
-        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
-
-
-def _op_from_program(program: str, path: Path) -> Op:
-    name = program_name(program)
-    if name in PROGRAM_OPS:
-        return PROGRAM_OPS[name]
-    if name in UNMODELLED:
-        raise InputFileError(str(path), UNMODELLED[name])
-    raise InputFileError(str(path), f"{program!r} is not an nccl-tests program collbench knows")
 
 
 @dataclass
@@ -152,16 +131,6 @@ class _Shape:
     device: str
 
 
-def _choose_op(named: Op | None, override: Op | None, path: Path) -> Op | None:
-    """The log's own op, or ``--op`` when the log names none; InputFileError when the two disagree."""
-    if named is not None and override is not None and named != override:
-        # Filing an all-reduce log as broadcast would silently corrupt every comparison made from it.
-        raise InputFileError(
-            str(path), f"the log measured {named.value}, not {override.value}; drop --op or import the right log"
-        )
-    return named or override
-
-
 def _is_result_line(tokens: list[str]) -> bool:
     # size and count, then type and redop: nothing else in a log starts with two whole numbers and a name.
     return len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit() and not tokens[2][:1].isdigit()
@@ -207,7 +176,7 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
                 if run.rows or run.op is not None:
                     run = _Run(version=run.version)
                     runs.append(run)
-                run.op = _op_from_program(m.group(1), path)
+                run.op = op_from_program(m.group(1), path)
                 run.named = m.group(1)
             elif m := _VERSION_RE.search(line):
                 if run.rows:
@@ -303,8 +272,8 @@ def _table_rows(run: _Run, op: Op | None = None) -> list[TableRow]:
 def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]) -> Op:
     named = run.op
     if named is None and run.program is not None:
-        named = _op_from_program(run.program, path)
-    chosen = _choose_op(named, op, path) if strict else named or op
+        named = op_from_program(run.program, path)
+    chosen = choose_op(named, op, path) if strict else named or op
     if chosen is not None and named is None and strict:
         _check_columns_fit(run, chosen, path)
     if chosen is not None:
@@ -470,66 +439,6 @@ def _text_row(tokens: list[str], lineno: int, run: _Run, op: Op, world_size: int
     return rows
 
 
-def _parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> list[ResultRow]:
-    args = data.get("args") or []
-    op = _choose_op(_op_from_program(str(args[0]), path) if args else None, op_override, path)
-    if op is None:
-        raise InputFileError(str(path), "the JSON names no program (args); pass --op")
-    config = data.get("config") or {}
-    devices = (config.get("devices") or []) if isinstance(config, dict) else None
-    if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
-        raise InputFileError(str(path), "'config.devices' is not a list of devices: not an nccl-tests -J file")
-    if not devices:
-        raise InputFileError(str(path), "the JSON lists no devices: cannot tell the number of ranks")
-    world_size = len(devices) * int(config.get("nthreads", 1)) * int(config.get("ngpus", 1))
-    env = dict(e.split("=", 1) for e in data.get("env") or [] if isinstance(e, str) and "=" in e)
-    version = nccl_version_string(int(data["nccl_version"])) if "nccl_version" in data else ""
-    hosts = {str(d.get("hostname", "")) for d in devices}
-    algo = PROGRAM_ALGOS.get(program_name(str(args[0])), "native") if args else "native"
-    out: list[ResultRow] = []
-    for i, rec in enumerate(data.get("results") or []):
-        try:
-            size, count = int(rec["size"]), int(rec["count"])
-            root = int(str(rec.get("root", "-1")).strip())
-            for in_place, key in ((False, "out_of_place"), (True, "in_place")):
-                part = rec.get(key)
-                if part is None:
-                    continue
-                time_us = float(part.get("time", part.get("cpu_time")))
-                nwrong = part.get("nwrong")
-                wrong = -1 if nwrong is None or nwrong == "nan" else round(float(nwrong))
-                row = factor_row(
-                    op,
-                    world_size,
-                    size,
-                    count,
-                    canonical_dtype(str(rec["type"])),
-                    str(rec["redop"]),
-                    root,
-                    in_place,
-                    time_us,
-                    wrong,
-                )
-                out.append(
-                    replace(
-                        row,
-                        algo=algo,
-                        iters=int(rec.get("actual_iterations", config.get("iterations", 0))),
-                        nodes=len(hosts),
-                        host=str(devices[0].get("hostname", "")),
-                        device_name=str(devices[0].get("device_info", "")),
-                        backend_version=version,
-                        nccl_algo=env.get("NCCL_ALGO", ""),
-                        nccl_proto=env.get("NCCL_PROTO", ""),
-                    )
-                )
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise InputFileError(str(path), f"result {i} is not an nccl-tests result ({exc})") from exc
-    if not out:
-        raise InputFileError(str(path), "the JSON holds no results")
-    return out
-
-
 def read_nccl_tests(
     path: Path | str,
     *,
@@ -570,7 +479,7 @@ def read_nccl_tests(
             raise InputFileError(str(path), "the JSON nests too deep to read: not an nccl-tests -J file") from None
         if not isinstance(data, dict) or "results" not in data:
             raise InputFileError(str(path), "not an nccl-tests JSON file (no 'results')")
-        rows = _parse_json(data, path, op_override)
+        rows = parse_json(data, path, op_override)
     else:
         rows = _parse_text(text, path, op_override, strict_op=strict_op, ranks=ranks, notes=sink)
     # Blocks that collbench itself printed name their algorithm, and so does a program that runs one of
