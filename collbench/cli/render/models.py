@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from collbench.cli.render.styles import Wrapped, narrow_table, one_value, paragraph, unused_fits
+from collbench.cli.render.styles import Wrapped, narrow_table, one_value, paragraph, r2_text, unused_fits
 from collbench.errors import UserError
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
@@ -73,7 +73,7 @@ def render_fits(report: FitReport) -> RenderableType:
                 _num(f.alpha_us),
                 _gbps(f.beta_gbps),
                 *(() if joint else (gamma,)),
-                f"{f.r2:.3f}",
+                r2_text(f.r2),
                 f"{f.median_abs_pct_error:.1f}/{f.max_abs_pct_error:.1f}",
                 f"{format_bytes(f.min_bytes)}-{format_bytes(f.max_bytes)}",
                 f"{f.outliers}/{f.points + f.outliers}",

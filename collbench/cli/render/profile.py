@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from collbench.cli.render.styles import narrow_table, one_value, unused_fits
+from collbench.cli.render.styles import narrow_table, one_value, r2_text, unused_fits
 from collbench.profile.document import Profile
 from collbench.units import format_bytes, ranks_on_nodes
 
@@ -120,7 +120,7 @@ def render_fits(profile: Profile) -> RenderableType:
             *(() if ranks else (str(fit.world_size),)),
             _us(fit.alpha_us),
             "-" if beta is None else f"{beta:.3g} GB/s",
-            "-" if math.isnan(fit.r2) else f"{fit.r2:.3f}",
+            r2_text(fit.r2),
             _pct(fit.median_abs_pct_error),
             _pct(fit.max_abs_pct_error),
             Text("no", "red") if why else "yes",

@@ -3,6 +3,7 @@ that fits an 80-column terminal without cutting a value."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 
@@ -184,3 +185,12 @@ def unused_fits(reasons: Iterable[tuple[str, str]]) -> list[RenderableType]:
     <why>``. In the table's last column a reason (a sentence or two) made every row as wide as the
     longest: 160 columns in a pipe. ``why`` is data, never markup."""
     return [paragraph(Text.assemble((name, "bold"), (" not used: ", "red"), why)) for name, why in reasons]
+
+
+def r2_text(r2: float) -> str:
+    """R^2 in three decimals, ``-`` where there is none; a fit whose R^2 rounds to zero from below
+    prints ``0.000``, not ``-0.000`` (the sign of a value printed as zero says nothing)."""
+    if math.isnan(r2):
+        return "-"
+    text = f"{r2:.3f}"
+    return "0.000" if text == "-0.000" else text
