@@ -34,6 +34,7 @@ from collbench.models.fitted import Fit
 from collbench.models.nccl_graph import NodeFacts
 from collbench.schedules.ops import Op
 from collbench.topology.bandwidth import gpu_links
+from collbench.units import counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,7 @@ def link_floor(op: str, world_size: int, nodes: int, device: str, facts: NodeFac
         # the other nodes' blocks.
         reduced = facts.collnet and _COLLNET_REDUCES[Op.parse(op)]
         share = share_of(nodes, reduced)
-        nics = f"each node's {facts.nics} NIC{'s' if facts.nics != 1 else ''} of {facts.nic_gbps:g} GB/s"
+        nics = f"each node's {counted(facts.nics, 'NIC')} of {facts.nic_gbps:g} GB/s"
         return LinkFloor(share, facts.nics * facts.nic_gbps, nics, reduced)
     gpu = gpu_links(device) if device else None
     if gpu is None or gpu.nvlink_gbps is None:

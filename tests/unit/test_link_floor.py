@@ -15,6 +15,7 @@ from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
 from collbench.models.link_floor import link_floor, with_gpu
 from collbench.models.nccl_cost import arch_of
+from collbench.models.nccl_graph import NodeFacts
 from collbench.models.predict import predict
 from collbench.topology.bandwidth import gpu_links
 
@@ -177,3 +178,10 @@ def test_a_one_node_fit_asked_across_nodes_says_the_network_was_not_measured() -
                for n in notes)  # fmt: skip
     _, _, notes = price_fits([fit], 2, 1, shapes=Shapes({2: 1}))
     assert not any("across" in n for n in notes)
+
+
+def test_the_nics_across_nodes_are_counted_as_every_label_counts() -> None:
+    one = link_floor("all-reduce", 16, 2, "NVIDIA H100 80GB HBM3", NodeFacts(nics=1, nic_gbps=50.0))
+    eight = link_floor("all-reduce", 16, 2, "NVIDIA H100 80GB HBM3", NodeFacts(nics=8, nic_gbps=50.0))
+    assert one is not None and one.links == "each node's 1 NIC of 50 GB/s"
+    assert eight is not None and eight.links == "each node's 8 NICs of 50 GB/s"
