@@ -143,6 +143,12 @@ def predict(
         # Each size is priced for every algorithm: 10,000 sizes took minutes.
         raise ConfigError(f"--sizes lists {len(asked):,} sizes; predict takes at most {MAX_PREDICT_SIZES}")
     size_list = sorted({parse_size(s, "--sizes") for s in asked})
+    if size_list and size_list[0] == 0:
+        # As fit says of a 0-byte row: NCCL returns at once for a count of 0, so a 0-byte call has no
+        # time to predict; a fit's alpha there would be a latency no call pays.
+        raise ConfigError(
+            "--sizes 0: a call of 0 bytes moves no data (NCCL returns at once); give sizes of 1 byte or more"
+        )
     if hierarchy is not None:
         # Imported here only: the comparison's own module (models/hierarchy.py) and table.
         from collbench.cli.predict_hierarchy import run as run_hierarchy

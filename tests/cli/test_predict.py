@@ -127,11 +127,14 @@ def test_predict_refuses_a_bad_arch_or_node_count_in_one_line(tmp_path: Path) ->
         assert message in result.output and "Traceback" not in result.output
 
 
-def test_predict_at_zero_bytes_is_latency_only_not_a_traceback(tmp_path: Path) -> None:
-    # predict --sizes 0 divided by the size when pricing the schedule at the fit's world size.
+def test_predict_refuses_a_size_of_0_bytes_as_fit_does(tmp_path: Path) -> None:
+    # fit keeps 0-byte rows out of every model (fit_points._EMPTY: NCCL returns at once for a count
+    # of 0); predict pricing one with a fit's latency would time a call that does not happen.
     fits = _fits_file(tmp_path)
-    result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "4", "--sizes", "0", "--json"])
-    assert result.exit_code == 0, result.output
-    ring = next(p for p in json.loads(result.stdout)["predictions"] if p["algo"] == "ring")
-    expected = cost_terms("all-reduce", "ring", 4, 0).time_us(10.0, 1e-3 / 5, 0.0)
-    assert abs(ring["time_us"] - expected) <= 0.01 * expected
+    for sizes in ("0", "0,1K", "1M,0"):
+        result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--sizes", sizes])
+        assert result.exit_code == 2, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: --sizes 0: a call of 0 bytes moves no data")
+    ok = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--sizes", "1,1K"])
+    assert ok.exit_code == 0, ok.output
