@@ -194,6 +194,10 @@ def _pass_one(
     return best_n, best_s
 
 
+_FALLBACK_GBPS = 0.1
+"""The speed of the one channel NCCL's search falls back to where it finds no graph (search.cc)."""
+
+
 def ring_graph(node: NcclNode, nodes: int) -> Graph:
     """The ring graph NCCL's search finds for ``nodes`` nodes of ``node`` (init.cc: 1 to 32 channels).
 
@@ -208,7 +212,12 @@ def ring_graph(node: NcclNode, nodes: int) -> Graph:
     fits = _ring_fits(node, across)
     n, s = _pass_one(speeds, start, fits, RING_MAX_CHANNELS, total)
     if n == 0:
-        raise ConfigError("NCCL's search finds no ring on this node at its slowest speed")
+        # NCCL does not fail here: ncclTopoCompute's last resort (src/graph/search.cc, "Could not find
+        # a path for pattern %d, falling back to simple order") takes the GPUs in order, one channel at
+        # 0.1 GB/s (bwIntra = bwInter = 0.1), after both passes.
+        nic = f" with NICs of {node.nic_gbps:g} GB/s" if across and node.nic_gbps is not None else ""
+        why = f"no ring at NCCL's slowest speed{nic}: its fallback, 1 channel of {_FALLBACK_GBPS:g} GB/s"
+        return Graph(1, _FALLBACK_GBPS, _FALLBACK_GBPS, why)
     dup = s >= 25.0 and not (node.sm > 80 and s < 50.0 and n > 4)
     if dup:
         doubled = min(2 * n, RING_MAX_CHANNELS)

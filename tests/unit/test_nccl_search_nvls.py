@@ -167,3 +167,13 @@ def test_with_topology_keeps_the_measured_shapes_ring_bus_for_the_graph_scale() 
     assert elsewhere.topology_bus_bw_gbps == 360.0
     # Across nodes with the NICs not known no channel count is claimed: NCCL's default stands.
     assert with_topology(NcclMachine(bus_bw_gbps=300.0), H100, 2).channels == 16
+
+
+def test_no_ring_at_the_slowest_speed_falls_back_as_nccl_does() -> None:
+    # search.cc, ncclTopoCompute's last resort: "Could not find a path for pattern %d, falling back to
+    # simple order": the GPUs in order, bwIntra = bwInter = 0.1, nChannels = 1. A NIC of 1e-7 GB/s
+    # (predict --nic-gbps 0.0000001) holds no channel at any speed NCCL tries.
+    node = dataclasses.replace(H100, nics=1, nic_gbps=1e-7)
+    ring = ring_graph(node, 2)
+    assert (ring.channels, ring.bw_intra_gbps, ring.bw_inter_gbps) == (1, 0.1, 0.1)
+    assert "fallback" in ring.why and "1e-07 GB/s" in ring.why
