@@ -26,6 +26,9 @@ no other job running: under Open MPI the job's PMIx namespace, its id and the UR
 holds it (``OMPI_MCA_orte_hnp_uri``: its host's address and listening port); under Hydra, which
 exports no job id, the host and port of the mpiexec every proxy of the job reports to, from the
 command line of the proxy that started the rank (``hydra_pmi_proxy --control-port HOST:PORT``).
+That port is free again once a job is over, so a rank 0 killed (SIGKILL: no exit handler runs) can
+leave a file a later job of the same port reads: a reader takes no file published before its own
+proxy started, less :data:`STALE_MARGIN_S`, and rank 0 replaces one whole.
 """
 
 from __future__ import annotations
@@ -83,20 +86,58 @@ def mpirun_job(env: Mapping[str, str], pid: int | None = None) -> str:
 
 def _hydra_proxy_args(pid: int) -> str:
     """``--control-port`` and ``--pgid`` of the Hydra proxy above ``pid``, as one string; empty if none is."""
+    found = _hydra_proxy(pid)
+    if found is None:
+        return ""
+    named = dict(itertools.pairwise(found[1]))
+    port = named.get("--control-port", "")
+    return f"{port} pgid {named.get('--pgid', '')}" if port else ""
+
+
+def _hydra_proxy(pid: int) -> tuple[int, list[str]] | None:
+    """The pid and command line of the Hydra proxy above ``pid``; None if none is."""
     for _ in range(ANCESTORS_SEARCHED):
         try:
             stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
             pid = int(stat[stat.rfind(")") + 2 :].split()[1])
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
         except (OSError, ValueError, IndexError):
-            return ""
+            return None
         if os.path.basename(argv[0]) == HYDRA_PROXY:
-            named = dict(itertools.pairwise(argv))
-            port = named.get("--control-port", "")
-            return f"{port} pgid {named.get('--pgid', '')}" if port else ""
+            return pid, argv
         if pid <= 1:
-            return ""
-    return ""
+            return None
+    return None
+
+
+STALE_MARGIN_S = 10.0
+"""How long before a reader's own Hydra proxy started rank 0 may have published and still be of its
+job: mpiexec starts its proxies host by host (ssh), so rank 0's may be up and publishing before
+another host's proxy starts, and the hosts' clocks differ a little. A file of a job that ended this
+close before, on the same control port and pgid, is not told apart."""
+
+
+def process_start_s(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the epoch (proc(5): ``starttime``, clock ticks
+    after boot, plus ``btime``); None where /proc does not say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+        ticks = int(stat[stat.rfind(")") + 2 :].split()[19])
+        boot = next(
+            int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")
+        )
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def published_since(pid: int | None = None) -> float | None:
+    """The earliest publish time (seconds since the epoch) a file of this process's job can have: the
+    start of the Hydra proxy above it, less :data:`STALE_MARGIN_S`; None where no proxy is (Slurm's and
+    Open MPI's files are named after ids no later job has)."""
+    proxy = _hydra_proxy(os.getpid() if pid is None else pid)
+    started = process_start_s(proxy[0]) if proxy is not None else None
+    return None if started is None else started - STALE_MARGIN_S
 
 
 def rendezvous_path(env: Mapping[str, str]) -> Path:
@@ -148,8 +189,9 @@ def interface_address(name: str) -> str | None:
 
 
 def publish(path: Path, addr: str, port: int, launcher: str = "srun") -> None:
-    """Write ``addr:port`` to ``path`` whole (a temporary file renamed into place); removed at exit."""
-    text = json.dumps({"addr": addr, "port": port, "pid": os.getpid()})
+    """Write ``addr:port`` to ``path`` whole (a temporary file renamed into place, replacing any file a
+    killed job left there); removed at exit. It records when, for readers to tell it from such a file."""
+    text = json.dumps({"addr": addr, "port": port, "pid": os.getpid(), "published_s": time.time()})
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         temporary.write_text(text)
@@ -176,30 +218,49 @@ def _given(launcher: str) -> str:
     return "MASTER_ADDR and MASTER_PORT" if launcher == "srun" else "MASTER_PORT"
 
 
-def read_published(path: Path, timeout_s: float, rank: int, launcher: str = "srun") -> tuple[str, int]:
-    """Task 0's store address and port from ``path``, waiting for it up to ``timeout_s``.
+def read_published(
+    path: Path, timeout_s: float, rank: int, launcher: str = "srun", since_s: float | None = None
+) -> tuple[str, int]:
+    """Task 0's store address and port from ``path``, waiting for it up to ``timeout_s``. A file
+    published before ``since_s`` (seconds since the epoch: :func:`published_since`) is an earlier job's,
+    left by a rank 0 that was killed: it is waited past, as if not there, until rank 0 replaces it.
 
     Raises ConfigError when it does not come, or holds something other than what task 0 writes.
     """
     deadline = time.monotonic() + timeout_s
+    stale = False
     while True:
         try:
             with path.open("rb") as file:
                 data = file.read(MAX_FILE_BYTES + 1)
+                modified_s = os.fstat(file.fileno()).st_mtime
         except FileNotFoundError:
             data = None
         except OSError as exc:
             raise ConfigError(f"{launcher_rank(launcher, rank)}: cannot read {path} ({exc.strerror or exc})") from None
         if data is not None:
-            return _parsed(path, data, launcher_rank(launcher, rank))
+            stale = since_s is not None and _published_s(data, modified_s) < since_s
+            if not stale:
+                return _parsed(path, data, launcher_rank(launcher, rank))
         if time.monotonic() > deadline:
             zero = launcher_rank(launcher, 0).split(" ", 1)[1]
+            left = "; the file there is an earlier job's (remove it)" if stale else ""
             raise ConfigError(
                 f"{launcher_rank(launcher, rank)}: {zero} published no store address in {path} within "
                 f"{timeout_s:g} s (it did not start, or the directory is not shared between the job's nodes: "
-                f"set {RENDEZVOUS_DIR_ENV} to one that is, or {_given(launcher)})"
+                f"set {RENDEZVOUS_DIR_ENV} to one that is, or {_given(launcher)}){left}"
             )
         time.sleep(POLL_S)
+
+
+def _published_s(data: bytes, modified_s: float) -> float:
+    """When a file was published: the time rank 0 recorded in it, else (a file of an older collbench,
+    or not rank 0's, which :func:`_parsed` then refuses) its modification time."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        recorded = json.loads(data[:MAX_FILE_BYTES]).get("published_s")
+        if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
+            return float(recorded)
+    return modified_s
 
 
 def _parsed(path: Path, data: bytes, who: str) -> tuple[str, int]:

@@ -69,7 +69,13 @@ from collbench.runtime.launch.rankstore import (
     encode,
     new_token,
 )
-from collbench.runtime.launch.rendezvous import publish, published_address, read_published, withdraw
+from collbench.runtime.launch.rendezvous import (
+    publish,
+    published_address,
+    published_since,
+    read_published,
+    withdraw,
+)
 
 T = TypeVar("T")
 
@@ -112,7 +118,8 @@ def _open_store(job: JobEnv, timeout_s: float) -> tuple[dist.Store, JobEnv]:
         publish(Path(job.rendezvous), addr, port, job.launcher)
         return store, dataclasses.replace(job, master_addr=addr, master_port=port)
     if job.rendezvous:
-        addr, port = read_published(Path(job.rendezvous), timeout_s, job.rank, job.launcher)
+        since_s = published_since()
+        addr, port = read_published(Path(job.rendezvous), timeout_s, job.rank, job.launcher, since_s)
         job = dataclasses.replace(job, master_addr=addr, master_port=port)
     if job.rank != 0 or job.agent_store or not job.local_only:
         joins = job.rank != 0 or job.agent_store
