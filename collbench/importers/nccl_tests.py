@@ -11,6 +11,11 @@ programs are read (alltoall, scatter, gather, sendrecv and hypercube besides the
 columns each has printed over the versions are ``nccl_tests_ops.py``'s; the header's words place each
 half's figures.
 
+A result line cut short, or split in two by another process's output landing between its ``printf``
+calls, is not read as a row (a whole half it holds is kept); every such line (one that starts with a
+number inside a table, or one holding fewer halves than its header) is named in one note, so nothing
+measured is lost unsaid.
+
 Validation: a ``#wrong`` count above zero is a failed row, whatever its notation (large counts print
 as ``2.09715e+06``). The legacy ``error`` column is the largest difference from the expected value;
 nccl-tests counted a row out of bounds when it exceeded ``DeltaMaxValue`` of the type (1e-5 for
@@ -84,6 +89,9 @@ _VERSION_RE = re.compile(r"[nr]ccl-library=(\d+)")
 # 2.28.7+cuda13.0" on stdout (init.cc's showVersion) whatever NCCL_DEBUG says.
 _RCCL_VERSION_RE = re.compile(r"^[NR]CCL version\s*:?\s*(\d+\.\d+\.\d+)")
 _FOOTER_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
+# A note quotes the first few unreadable result lines, each to about this width (whole tokens).
+_CUT_QUOTED = 3
+_CUT_QUOTE_CHARS = 48
 
 
 @dataclass
@@ -119,6 +127,9 @@ class _Run:
     legacy_error: bool = False
     failed_values: int = 0
     """The footer's ``Out of bounds values : N FAILED`` count (0 when it says OK or is absent)."""
+    cut: list[tuple[int, str]] = field(default_factory=list)
+    """(line number, plain text) of each line in the table that starts like a result line but is not one:
+    a row cut short, or split by another process's output landing in it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +145,30 @@ class _Shape:
 def _is_result_line(tokens: list[str]) -> bool:
     # size and count, then type and redop: nothing else in a log starts with two whole numbers and a name.
     return len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit() and not tokens[2][:1].isdigit()
+
+
+def _is_cut_row(run: _Run, tokens: list[str]) -> bool:
+    # Inside a table nothing else starts with a number: a row another rank's output landed in keeps
+    # its size (``1048576  262144  float  sum`` / NCCL's line / the times), or glues a host name to it.
+    in_table = run.columns is not None or bool(run.rows)
+    return in_table and bool(tokens) and tokens[0][:1].isdigit()
+
+
+def _cut_note(path: Path, cut: list[tuple[int, str]]) -> str:
+    """One note naming the unreadable result lines: how many, and the first few quoted (whole tokens)."""
+    quoted = []
+    for lineno, text in cut[:_CUT_QUOTED]:
+        words = text.split()
+        kept = words[:1]
+        for word in words[1:]:
+            if len(" ".join([*kept, word])) > _CUT_QUOTE_CHARS:
+                break
+            kept.append(word)
+        shown = " ".join(kept) + (" ..." if len(kept) < len(words) else "")
+        quoted.append(f"line {lineno} {shown!r}")
+    more = f" and {len(cut) - _CUT_QUOTED} more" if len(cut) > _CUT_QUOTED else ""
+    lines = "result line" if len(cut) == 1 else "result lines"
+    return f"{path}: {len(cut)} {lines} could not be read (cut or interleaved): {', '.join(quoted)}{more}"
 
 
 def _read_columns(run: _Run, words: list[str]) -> None:
@@ -154,7 +189,8 @@ def _blank_redop(run: _Run, op: Op | None) -> bool:
     return op in BLANK_REDOP_OPS or program == "hypercube_perf" or PROGRAM_OPS.get(program or "") in BLANK_REDOP_OPS
 
 
-def _split_runs(text: str, path: Path) -> list[_Run]:
+def _split_runs(text: str, path: Path, cut: list[tuple[int, str]]) -> list[_Run]:
+    """The runs of the log that have result lines; every unreadable result line is appended to ``cut``."""
     runs: list[_Run] = [_Run()]
     # A shell command spread over lines ends each but its last with a backslash (`mpirun \` /
     # ` --np 8 \` / ` .../alltoall_perf -b 8 ...`): the program's line alone would miss the launcher.
@@ -211,6 +247,8 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
             run.rows.append((lineno, tokens))
         elif is_table_header(tokens):
             _read_columns(run, tokens)  # a legacy header printed without its '#'
+        elif _is_cut_row(run, tokens):
+            run.cut.append((lineno, line))
         elif m := _FOOTER_RE.search(line):
             run.failed_values = int(m.group(1))
         elif m := _RCCL_VERSION_RE.match(line):
@@ -221,6 +259,7 @@ def _split_runs(text: str, path: Path) -> list[_Run]:
                 runs.append(run)
             run.program = m.group(1)
             run.command = " ".join([*held, line])
+    cut.extend(line for r in runs for line in r.cut)
     return [r for r in runs if r.rows]
 
 
@@ -365,20 +404,21 @@ def _parse_text(
     text: str, path: Path, op: Op | None, *, strict_op: bool, ranks: int | None, notes: list[str]
 ) -> list[ResultRow]:
     out: list[ResultRow] = []
-    for run in _split_runs(text, path):
+    cut: list[tuple[int, str]] = []
+    for run in _split_runs(text, path, cut):
         run_op = _run_op(run, path, op, strict_op, notes)
         if run.collbench is not None:
             algo, backend, world_size = run.collbench
             out.extend(
                 replace(r, algo=algo, backend=backend, source="collbench")
                 for lineno, tokens in run.rows
-                for r in _text_row(tokens, lineno, run, run_op, world_size, path)
+                for r in _text_row(tokens, lineno, run, run_op, world_size, path, cut)
             )
             continue
         shape = _run_shape(run, run_op, path, ranks, notes)
         run_rows: list[ResultRow] = []
         for lineno, tokens in run.rows:
-            run_rows.extend(_text_row(tokens, lineno, run, run_op, shape.world_size, path))
+            run_rows.extend(_text_row(tokens, lineno, run, run_op, shape.world_size, path, cut))
         if run.failed_values and not any(r.wrong > 0 for r in run_rows):
             notes.append(
                 f"{path}: the log says {run.failed_values} values failed validation but no row says which;"
@@ -397,6 +437,8 @@ def _parse_text(
             )
             for r in run_rows
         )
+    if cut:
+        notes.append(_cut_note(path, sorted(cut)))
     if not out:
         raise InputFileError(str(path), "no nccl-tests result lines found")
     return out
@@ -409,11 +451,16 @@ def _time_us(token: str, path: Path, lineno: int) -> float:
     return value
 
 
-def _text_row(tokens: list[str], lineno: int, run: _Run, op: Op, world_size: int, path: Path) -> list[ResultRow]:
+def _text_row(
+    tokens: list[str], lineno: int, run: _Run, op: Op, world_size: int, path: Path, cut: list[tuple[int, str]]
+) -> list[ResultRow]:
+    """The rows of one result line; a line its header gives more halves than it holds goes to ``cut``."""
     try:
         lead = _lead(run, tokens, op)
         body = tokens[lead.times_at :]
         halves = [(body[h.time], body[h.wrong]) for h in run.halves if len(body) > max(h.time, h.wrong)]
+        if run.columns is not None and len(halves) < len(run.halves):
+            cut.append((lineno, " ".join(tokens)))  # the half it holds was measured and is kept
         rows = [
             factor_row(
                 op,

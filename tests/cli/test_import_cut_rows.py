@@ -1,0 +1,106 @@
+"""A result line cut short or split by another process's output is never lost silently: import and fit
+read the rest of a real published log and say, in one note, how many lines they could not read and
+which. The fixture stays as published; each test builds its damaged copy under tmp_path.
+
+What the damage looks like: nccl-tests prints a result line in several ``printf`` calls (the size,
+count, type, redop and root first, then each half's figures: ``src/common.cu``), so another rank's
+output or an NCCL INFO line lands between them and cuts the row in two.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.results.io import read_rows
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+GCP = REAL / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+WIDE = {"COLUMNS": "200"}
+INFO = "gcp-host-1:123:456 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0\n"
+
+
+def _damaged(tmp_path: Path, sizes: tuple[str, ...], where: str = "sum") -> Path:
+    """A copy of the GCP log with each of ``sizes``' rows cut after ``where`` and an NCCL line between."""
+    lines = GCP.read_text(encoding="utf-8").splitlines(keepends=True)
+    for size in sizes:
+        i = next(n for n, line in enumerate(lines) if line.split()[:1] == [size])
+        row = lines[i]
+        at = row.index(where) + len(where)
+        lines[i : i + 1] = [row[:at] + "\n", INFO, row[at:]]
+    out = tmp_path / "damaged.log"
+    out.write_text("".join(lines), encoding="utf-8")
+    return out
+
+
+def test_clean_log_reads_every_row_with_no_note() -> None:
+    notes: list[str] = []
+    rows = read_nccl_tests(GCP, notes=notes)
+    assert len(rows) == 62
+    assert not [n for n in notes if "could not be read" in n]
+
+
+def test_interleaved_rows_are_counted_and_quoted(tmp_path: Path) -> None:
+    log = _damaged(tmp_path, ("1048576", "4194304"))
+    notes: list[str] = []
+    rows = read_nccl_tests(log, notes=notes)
+    # The two sizes are lost (their times are on lines that carry no size); the other 29 stay whole.
+    assert len(rows) == 58
+    assert {r.size_bytes for r in rows}.isdisjoint({1048576, 4194304})
+    cut = [n for n in notes if "could not be read" in n]
+    assert cut == [
+        f"{log}: 2 result lines could not be read (cut or interleaved):"
+        " line 49 '1048576 262144 float sum', line 53 '4194304 1048576 float sum'"
+    ]
+
+
+def test_a_row_cut_after_its_first_half_is_counted_with_its_tail(tmp_path: Path) -> None:
+    # Cut after the out-of-place #wrong: the first piece holds one whole half (kept: it was measured),
+    # the tail holds the in-place half with no size; both are named.
+    log = _damaged(tmp_path, ("1048576",), where="      0 ")
+    notes: list[str] = []
+    rows = read_nccl_tests(log, notes=notes)
+    assert len(rows) == 61
+    assert [r.in_place for r in rows if r.size_bytes == 1048576] == [False]
+    (cut,) = [n for n in notes if "could not be read" in n]
+    assert "2 result lines could not be read" in cut
+    assert "line 49 '1048576 262144 float sum -1" in cut and "line 51 '" in cut
+
+
+def test_many_cut_rows_quote_three_with_numbers_whole(tmp_path: Path) -> None:
+    sizes = ("1024", "2048", "4096", "8192", "16384")
+    log = _damaged(tmp_path, sizes, where="      0 ")
+    notes: list[str] = []
+    read_nccl_tests(log, notes=notes)
+    (cut,) = [n for n in notes if "could not be read" in n]
+    assert "10 result lines could not be read" in cut
+    assert cut.count("line ") == 3 and cut.endswith("and 7 more")
+    quoted = [part.split("'")[1] for part in cut.split("line ")[1:]]
+    for text in quoted:
+        # Each quote is whole tokens of the line (cut at a space, marked), never a number cut in two.
+        words = text.removesuffix(" ...").split()
+        assert words and all(w in GCP.read_text(encoding="utf-8").split() for w in words)
+
+
+@pytest.mark.parametrize("command", [["import", "nccl-tests"], ["fit"]])
+def test_import_and_fit_print_the_note(tmp_path: Path, command: list[str]) -> None:
+    log = _damaged(tmp_path, ("1048576", "4194304"))
+    out = ["-O", str(tmp_path / "rows.jsonl")] if command[0] == "import" else []
+    result = CliRunner().invoke(app, [*command, str(log), *out], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "2 result lines could not be read (cut or interleaved): line 49" in result.stderr
+    if command[0] == "import":
+        assert len(read_rows(tmp_path / "rows.jsonl")) == 58
+        assert "58 rows: all-reduce" in result.output
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in REAL.glob("*.log")))
+def test_published_logs_give_no_cut_note(name: str) -> None:
+    notes: list[str] = []
+    op = "gather" if name == "gather_perf-a100-2node-issue-excerpt.log" else None
+    read_nccl_tests(REAL / name, op=op, strict_op=False, notes=notes)
+    assert not [n for n in notes if "could not be read" in n]
