@@ -402,7 +402,8 @@ class Fit:
         if self.unusable_because:
             return self.unusable_because
         if not self.r2 >= R2_MIN:
-            return f"R^2 {self.r2:.2f} is below {R2_MIN:g}"
+            # round() keeps the sign of a value that rounds to zero from below; + 0.0 drops it (-0.00).
+            return f"R^2 {round(self.r2, 2) + 0.0:.2f} is below {R2_MIN:g}"
         if not op_has_payload(self.op):
             # A barrier's time is latency only: no bandwidth term to find, by its nature.
             return "" if self.alpha_us > 0 else "no latency measured (alpha fitted as 0)"

@@ -30,6 +30,8 @@ def test_a_fit_that_explains_its_data_is_trusted() -> None:
 def test_low_r2_and_no_bandwidth_term_are_distrusted() -> None:
     fit = _good()
     assert "R^2 -0.69 is below" in dataclasses.replace(fit, r2=-0.69).distrust()
+    # A fit no better than its mean, a hair below: no "-0.00".
+    assert "R^2 0.00 is below" in dataclasses.replace(fit, r2=-0.001).distrust()
     assert "no bandwidth term" in dataclasses.replace(fit, beta_us_per_byte=0.0, segments=()).distrust()
 
 
