@@ -18,11 +18,9 @@ pytestmark = pytest.mark.dist
 REPO = Path(__file__).resolve().parents[2]
 JOB_S = 120.0
 
-_RANK = """
+_COUNTED = """
 import json, sys
-import torch.distributed as dist
 from collbench.runtime.launch import ranks
-from collbench.runtime.launch.session import agree
 
 made = []
 real = ranks.init_rank
@@ -30,6 +28,14 @@ real = ranks.init_rank
 def counted(*args, **kwargs):
     made.append(args[-1])
     return real(*args, **kwargs)
+"""
+"""Each rank script's start: ``made`` counts the process groups ``ranks.init_rank`` makes."""
+
+_RANK = (
+    _COUNTED
+    + """
+import torch.distributed as dist
+from collbench.runtime.launch.session import agree
 
 def worker(ctx, payload):
     # Every step's collective runs on the group it was given: a sum over every rank.
@@ -48,6 +54,7 @@ out["made"] = len(made)
 out["initialised_after"] = dist.is_initialized()
 print(json.dumps(out))
 """
+)
 
 
 def _free_port() -> int:
@@ -71,26 +78,33 @@ def _env(rank: int, n: int, port: int) -> dict[str, str]:
     return env
 
 
-def test_a_decision_and_three_steps_share_the_one_group_the_first_made(tmp_path: Path) -> None:
-    import json
-
-    n, port = 3, _free_port()
+def _job(n: int, argv: list[str], cwd: Path) -> list[str]:
+    """Run ``python argv`` as ranks 0..n-1 of one torchrun-style job; each rank's stdout (all exit 0)."""
+    port = _free_port()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _RANK],
+            [sys.executable, *argv],
             env=_env(rank, n, port),
-            cwd=tmp_path,
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for rank in range(n)
     ]
-    results = []
+    outs = []
     for rank, proc in enumerate(procs):
         out, err = proc.communicate(timeout=JOB_S)
         assert proc.returncode == 0, f"rank {rank}: {out}{err}"
-        results.append(json.loads(out.strip().splitlines()[-1]))
+        outs.append(out)
+    return outs
+
+
+def test_a_decision_and_three_steps_share_the_one_group_the_first_made(tmp_path: Path) -> None:
+    import json
+
+    n = 3
+    results = [json.loads(out.strip().splitlines()[-1]) for out in _job(n, ["-c", _RANK], tmp_path)]
     for result in results:
         assert result["decided"] == {"sizes": [4096]}
         assert result["made"] == 1  # made once, by the decision, under its step's store prefix
@@ -100,17 +114,9 @@ def test_a_decision_and_three_steps_share_the_one_group_the_first_made(tmp_path:
         assert result["initialised_after"] is False  # destroyed when the command was done
 
 
-_CHECK = """
-import json, sys
-from collbench.runtime.launch import ranks
-
-made = []
-real = ranks.init_rank
-
-def counted(*args, **kwargs):
-    made.append(args[-1])
-    return real(*args, **kwargs)
-
+_CHECK = (
+    _COUNTED
+    + """
 ranks.init_rank = counted
 from collbench.cli.app import app
 try:
@@ -119,26 +125,14 @@ finally:
     with open(f"made-{ranks.job_rank()}.json", "w") as f:
         json.dump(len(made), f)
 """
+)
 
 
 def test_tune_check_under_a_launcher_runs_every_round_on_one_group(tmp_path: Path) -> None:
     import json
 
-    n, port = 2, _free_port()
+    n = 2
     profile = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _CHECK, "tune", "--check", str(profile), "--timeout", "60"],
-            env=_env(rank, n, port),
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(n)
-    ]
-    for rank, proc in enumerate(procs):
-        out, err = proc.communicate(timeout=JOB_S)
-        assert proc.returncode == 0, f"rank {rank}: {out}{err}"
+    _job(n, ["-c", _CHECK, "tune", "--check", str(profile), "--timeout", "60"], tmp_path)
     # Every round of the check on the one group its first step made (it made one a round before).
     assert [json.loads((tmp_path / f"made-{rank}.json").read_text()) for rank in range(n)] == [1, 1]
