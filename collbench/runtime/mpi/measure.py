@@ -112,22 +112,3 @@ def start_stream(
     todo = [p for p in points if point_key(job, p, world) not in done]
     report({"kind": "plan", "total": len(points), "done": len(points) - len(todo)})
     return done, todo, fingerprint
-
-
-def rows_in_plan_order(
-    job: SweepJob,
-    points: list[SweepPoint],
-    world: int,
-    measured: dict[tuple[Any, ...], ResultRow],
-    done: dict[tuple[Any, ...], ResultRow],
-) -> list[ResultRow]:
-    """The sweep's rows in the plan's order: each point's row measured now, else the one resumed from
-    the stream; a point refused by the library has neither and no row."""
-    rows = []
-    for point in points:
-        key = point_key(job, point, world)
-        if key in measured:
-            rows.append(measured[key])
-        elif key in done:
-            rows.append(done[key])
-    return rows

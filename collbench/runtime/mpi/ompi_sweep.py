@@ -29,7 +29,7 @@ from collbench.ompi.algorithms import NATIVE, NATIVE_PREFIX, fanout_notes, takes
 from collbench.results.io import append_jsonl
 from collbench.results.row import ResultRow
 from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant, realtime_ranks
-from collbench.runtime.mpi.measure import Event, measure_point, rows_in_plan_order, start_stream
+from collbench.runtime.mpi.measure import Event, measure_point, start_stream
 from collbench.runtime.mpi.ompi_tools import (
     build_harness,
     check_world_size,
@@ -39,7 +39,7 @@ from collbench.runtime.mpi.ompi_tools import (
     ompi_info_text,
 )
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key
+from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, rows_in_plan_order
 from collbench.schedules.ops import OP_SPECS
 
 

@@ -177,6 +177,25 @@ def point_key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, .
     )
 
 
+def rows_in_plan_order(
+    job: SweepJob,
+    points: list[SweepPoint],
+    world: int,
+    measured: dict[tuple[Any, ...], ResultRow],
+    done: dict[tuple[Any, ...], ResultRow],
+) -> list[ResultRow]:
+    """The sweep's rows in the plan's order: each point's row measured now, else the one resumed from
+    the stream; a point nothing measured (one an MPI library refused) has neither and no row."""
+    rows = []
+    for point in points:
+        key = point_key(job, point, world)
+        if key in measured:
+            rows.append(measured[key])
+        elif key in done:
+            rows.append(done[key])
+    return rows
+
+
 def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     """One rank's part of a sweep; rank 0 returns every row (resumed ones included), others []."""
     cfg = job.config
@@ -265,14 +284,7 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         ctx.report({"kind": "note", "text": "NCCL kept logging TUNING lines while timing: native times include them"})
     if ctx.rank != 0:
         return []
-    rows = []
-    for point in points:
-        key = point_key(job, point, ws)
-        if key in measured:
-            rows.append(measured[key])
-        elif key in done:
-            rows.append(done[key])
-    return rows
+    return rows_in_plan_order(job, points, ws, measured, done)
 
 
 def _plan(
