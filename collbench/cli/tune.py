@@ -248,7 +248,7 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str, timeout_s: f
 
     from collbench.cli.render.check import check_summary, render_check
     from collbench.profile.document import Profile
-    from collbench.runtime.launch.ranks import one_process_group
+    from collbench.runtime.launch.ranks import job_rank, one_process_group
     from collbench.tuning.check import check_backend
     from collbench.tuning.check_shapes import run_check_shapes
 
@@ -258,7 +258,7 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str, timeout_s: f
     with (
         one_process_group(check_backend(profile, backend), timeout_s),
         tempfile.TemporaryDirectory(prefix="collbench-check-") as tmp,
-        point_progress(err_console, "check", counts=False) as bar,
+        point_progress(err_console, "check", counts=False, disable=job_rank() != 0) as bar,
     ):
         task = bar.add_task("check", total=None, now="")
 
@@ -269,6 +269,8 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str, timeout_s: f
         shapes = run_check_shapes(
             profile, ranks=ranks, backend=backend, stream_dir=Path(tmp), progress=progress, timeout_s=timeout_s
         )
+    if job_rank() != 0:
+        return  # a rank other than 0 of a launcher's job: rank 0 reports
     several = len(shapes) > 1
     for shape in shapes:
         if shape.skipped:

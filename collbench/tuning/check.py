@@ -149,7 +149,8 @@ def run_check(
     progress: Progress | None = None,
     rule_set: RuleSet | None = None,
 ) -> list[RuleCheck]:
-    """Measure every applicable algorithm at each rule's size, ``rounds`` times, and return the regrets.
+    """Measure every applicable algorithm at each rule's size, ``rounds`` times, and return the regrets
+    (none on a launcher's ranks other than 0: rank 0 alone holds the rows).
 
     ``rule_set`` is the shape to check (default: the profile's default shape). The measuring runs on the
     profile's own backend (:func:`check_backend`), among what it chose from there (:func:`check_candidates`).
@@ -157,6 +158,7 @@ def run_check(
     and when ``backend`` names a backend other than the profile's.
     """
     from collbench.runtime.launch.pool import local_group
+    from collbench.runtime.launch.ranks import job_rank
 
     target = rule_set or profile.default_set
     if target.world_size < 2:
@@ -173,6 +175,10 @@ def run_check(
     # Every sweep of the check (a round at each rule's size) on one set of local ranks, as a tune's.
     with local_group(world_size, backend, timeout_s):
         rows = _measure(target, backend, sizes, world_size, rounds, point_budget_s, timeout_s, stream_dir, progress)
+    if job_rank() != 0:
+        # Under a launcher rank 0 alone gets the rows (as in a sweep): the others measured their part,
+        # and have nothing to judge (they ended with 'nothing was measured', exit 2, after rank 0's table).
+        return []
     return regrets(profile, rows, target)
 
 
