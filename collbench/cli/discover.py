@@ -74,12 +74,15 @@ def discover(
     probe: Annotated[
         bool, typer.Option("--probe", help="Measure pairwise latency and bandwidth (runs ranks).")
     ] = False,
-    backend: Annotated[str, typer.Option("--backend", help="Backend for --probe: auto, gloo or nccl.")] = "auto",
+    backend: Annotated[
+        str, typer.Option("--backend", metavar="NAME", help="Backend for --probe: auto, gloo or nccl.")
+    ] = "auto",
     timeout: Annotated[
         float | None,
         typer.Option(
             "--timeout",
             "-T",
+            metavar="SECONDS",
             help="Seconds before --probe gives up (default: 60 + 3.2 per round of pairs, n-1 rounds).",
         ),
     ] = None,

@@ -190,14 +190,23 @@ def explain(
         int | None, typer.Option("--count", help="Elements on the whiteboard (default: ranks x segments).")
     ] = None,
     root: Annotated[
-        int, typer.Option("--root", help="Root rank of broadcast/reduce/scatter/gather (and direct's server).")
+        int,
+        typer.Option(
+            "--root", metavar="RANK", help="Root rank of broadcast/reduce/scatter/gather (and direct's server)."
+        ),
     ] = 0,
     segments: Annotated[int, typer.Option("--segments", "-s", help="Pipeline segments (tree, two-tree).")] = 1,
-    size: Annotated[str, typer.Option("--size", help="Message size for the totals (K/M/G = 1024^n).")] = "1M",
-    dtype: Annotated[str, typer.Option("--dtype", "-d", help="Element type for the totals.")] = "float32",
-    alpha_us: Annotated[float, typer.Option("--alpha-us", help="Illustrative latency per step (us).")] = 5.0,
+    size: Annotated[
+        str, typer.Option("--size", metavar="SIZE", help="Message size for the totals (K/M/G = 1024^n).")
+    ] = "1M",
+    dtype: Annotated[
+        str, typer.Option("--dtype", "-d", metavar="TYPE", help="Element type for the totals.")
+    ] = "float32",
+    alpha_us: Annotated[
+        float, typer.Option("--alpha-us", metavar="US", help="Illustrative latency per step (us).")
+    ] = 5.0,
     link_gbps: Annotated[
-        float, typer.Option("--link-gbps", help="Illustrative bandwidth of each rank's port (GB/s).")
+        float, typer.Option("--link-gbps", metavar="G", help="Illustrative bandwidth of each rank's port (GB/s).")
     ] = 10.0,
     nodes: Annotated[
         int | None,

@@ -46,6 +46,7 @@ def nccl_tests(
         str,
         typer.Option(
             "--algo",
+            metavar="ALGO",
             help="Algorithm to file the rows under (native, or what was forced; hypercube's: recursive-doubling).",
         ),
     ] = "native",

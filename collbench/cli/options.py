@@ -57,6 +57,23 @@ def _flags_take_no_value(params: Sequence[object]) -> None:
             param.metavar = ""
 
 
+_METAVAR_OF_TYPE = {"int": "N", "float": "X", "path": "PATH"}
+
+
+def _values_named(params: Sequence[object]) -> None:
+    # Typer shows an option's Python type where it names no metavar (`--nodes <int>`, `--ranks <int
+    # range> [x>=1]`): a count reads as N, as nccl-tests' help writes it; an option that takes text or
+    # a number of its own kind names it where it is declared (`metavar="SECONDS"`), and these stand in
+    # only for one that does not.
+    for param in params:
+        if isinstance(param, TyperOption) and not param.is_flag and param.metavar is None:
+            if param.type_descriptor.is_choice:
+                continue  # shown as its choices
+            # Typer's own label for the type: "int", "float", "str" (a range's too).
+            shown = "path" if param.type_descriptor.is_path else param.bare_type()
+            param.metavar = _METAVAR_OF_TYPE.get(shown, "TEXT")
+
+
 def _no_type(ctx: Any) -> None:
     return None
 
@@ -85,6 +102,7 @@ def _help_default_false(option: TyperOption | None) -> None:
 def _shown_params(params: Sequence[object]) -> None:
     """A command's or a group's own parameters as its ``--help`` should show them."""
     _flags_take_no_value(params)
+    _values_named(params)
     _arguments_by_name(params)
 
 

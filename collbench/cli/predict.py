@@ -74,7 +74,9 @@ def predict(
     op: Annotated[
         list[str] | None, typer.Option("--op", metavar="OP[,OP...]", help="Only these collectives (commas or repeats).")
     ] = None,
-    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated sizes (K/M/G = 1024^n).")] = DEFAULT_SIZES,
+    sizes: Annotated[
+        str, typer.Option("--sizes", metavar="SIZE[,SIZE...]", help="Comma-separated sizes (K/M/G = 1024^n).")
+    ] = DEFAULT_SIZES,
     json_out: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON, nothing else.")] = False,
     measured_nodes: Annotated[
         int | None,
@@ -95,6 +97,7 @@ def predict(
         str | None,
         typer.Option(
             "--nccl-arch",
+            metavar="NAME",
             help="GPU generation for NCCL's model of native: volta, ampere, hopper, blackwell "
             "(default: the fits' GPU, else hopper).",
         ),

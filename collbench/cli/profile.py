@@ -24,7 +24,11 @@ def merge(
     ],
     prefer: Annotated[
         str,
-        typer.Option("--prefer", help="none: a shape in two profiles is an error; newer: keep the newer profile's."),
+        typer.Option(
+            "--prefer",
+            metavar="none|newer",
+            help="none: a shape in two profiles is an error; newer: keep the newer profile's.",
+        ),
     ] = "none",
 ) -> None:
     """Join profiles' rule sets (one per communicator shape) into one profile."""

@@ -50,6 +50,7 @@ def sweep(
         str,
         typer.Option(
             "--backend",
+            metavar="NAME",
             help="gloo, nccl, auto (nccl when every rank has a GPU), or mpi / mpich: Open MPI's or "
             "MPICH's own algorithms (native, native:<algorithm>), under an mpirun collbench starts.",
         ),
@@ -70,7 +71,7 @@ def sweep(
     ] = "1K",
     max_bytes: Annotated[str, typer.Option("-e", "--max-bytes", metavar="SIZE", help="Largest size.")] = "1M",
     step_factor: Annotated[
-        float, typer.Option("-f", "--step-factor", help="Multiply the size by this each step.")
+        float, typer.Option("-f", "--step-factor", metavar="X", help="Multiply the size by this each step.")
     ] = 4.0,
     iters: Annotated[
         str,
@@ -83,14 +84,20 @@ def sweep(
     ] = "auto",
     warmup: Annotated[int, typer.Option("-w", "--warmup", help="Untimed iterations before timing.")] = 1,
     dtype: Annotated[
-        str, typer.Option("-d", "--dtype", help="float32, float64, float16, bfloat16, int32, int64.")
+        str, typer.Option("-d", "--dtype", metavar="TYPE", help="float32, float64, float16, bfloat16, int32, int64.")
     ] = "float32",
-    redop: Annotated[str, typer.Option("-o", "--redop", help="sum, prod, min, max or avg (floats).")] = "sum",
-    root: Annotated[int, typer.Option("-r", "--root", help="Root rank of broadcast, reduce, scatter and gather.")] = 0,
+    redop: Annotated[
+        str, typer.Option("-o", "--redop", metavar="OP", help="sum, prod, min, max or avg (floats).")
+    ] = "sum",
+    root: Annotated[
+        int, typer.Option("-r", "--root", metavar="RANK", help="Root rank of broadcast, reduce, scatter and gather.")
+    ] = 0,
     in_place: Annotated[bool, typer.Option("--in-place", help="Measure in-place calls only.")] = False,
     out_of_place: Annotated[bool, typer.Option("--out-of-place", help="Measure out-of-place calls only.")] = False,
     both: Annotated[bool, typer.Option("--both", help="Measure out-of-place and in-place (the default).")] = False,
-    check: Annotated[int, typer.Option("-c", "--check", help="1: check every result (default); 0: do not.")] = 1,
+    check: Annotated[
+        int, typer.Option("-c", "--check", metavar="0|1", help="1: check every result (default); 0: do not.")
+    ] = 1,
     segment_bytes: Annotated[
         str | None,
         typer.Option(
@@ -101,12 +108,13 @@ def sweep(
         Path | None, typer.Option("--topology", metavar="FILE", help="Topology whose layout the schedules follow.")
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", "-T", help="Seconds before a dead or hung rank stops the run.")
+        float,
+        typer.Option("--timeout", "-T", metavar="SECONDS", help="Seconds before a dead or hung rank stops the run."),
     ] = 60.0,
     output: Annotated[
         Path | None, typer.Option("--output", "-O", metavar="FILE", help="Write rows to .csv, .parquet or .jsonl.")
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table, nccl-tests or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", metavar="NAME", help="table, nccl-tests or json.")] = "table",
     resume: Annotated[bool, typer.Option("--resume", help="Skip points already in the streamed JSONL file.")] = False,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Empty a stream file that holds rows (else refused: see --resume).")
@@ -114,7 +122,9 @@ def sweep(
     cuda_graph: Annotated[
         bool, typer.Option("--cuda-graph", help="Time native points as CUDA-graph launches (GPUs; not own algorithms).")
     ] = False,
-    budget: Annotated[float, typer.Option("--budget", help="Timed seconds per point under -n auto.")] = 0.2,
+    budget: Annotated[
+        float, typer.Option("--budget", metavar="SECONDS", help="Timed seconds per point under -n auto.")
+    ] = 0.2,
     stream: Annotated[
         Path | None, typer.Option("--stream", metavar="FILE", help="JSONL file rows stream into as measured.")
     ] = None,

@@ -65,6 +65,7 @@ def tune(
         str,
         typer.Option(
             "--backend",
+            metavar="NAME",
             help="auto (nccl with GPUs, else gloo), gloo, nccl, mpi or mpich (Open MPI's or MPICH's own algorithms).",
         ),
     ] = "auto",
@@ -123,7 +124,10 @@ def tune(
         ),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", "-T", help="Seconds before a dead, hung or stopped rank stops the run.")
+        float,
+        typer.Option(
+            "--timeout", "-T", metavar="SECONDS", help="Seconds before a dead, hung or stopped rank stops the run."
+        ),
     ] = 300.0,
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""

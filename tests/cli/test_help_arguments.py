@@ -65,3 +65,24 @@ def test_options_name_what_they_take() -> None:
     assert re.search(r"--ranks\s+N\[,N\.\.\.\]\s+Local ranks", tune)
     predict = CliRunner().invoke(app, ["predict", "--help"], env=wide).output
     assert re.search(r"--profile\s+PROFILE\.yaml\s", predict) and re.search(r"--fits\s+FITS\.json\s", predict)
+
+
+@pytest.mark.parametrize("path", [[], *_paths()], ids=lambda p: " ".join(p) or "collbench")
+def test_options_show_what_they_take_not_a_python_type(path: list[str]) -> None:
+    # Typer printed `--nodes <int>`, `--sizes <str>`, `--timeout <float>`, `--ranks <int range>` where an
+    # option named no metavar; every option's value is named as a usage line writes it (N, SIZE, SECONDS).
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    for line in result.output.splitlines():
+        assert not re.search(r"--[\w-]+(?:\s+-\w)?\s+<[\w\[\], ]+>", line), line
+    options = [line for line in result.output.splitlines() if re.match(r"│ [* ]*--", line)]
+    assert options, result.output
+
+
+def test_predict_names_each_value() -> None:
+    wide = {"COLUMNS": "200", "NO_COLOR": "1"}
+    predict = CliRunner().invoke(app, ["predict", "--help"], env=wide).output
+    for option, metavar in (("--ranks", "N"), ("--nodes", "N"), ("--sizes", "SIZE[,SIZE...]"), ("--nccl-arch", "NAME")):
+        assert re.search(rf"{re.escape(option)}\s+{re.escape(metavar)}\s", predict), option
+    sweep = CliRunner().invoke(app, ["sweep", "--help"], env=wide).output
+    assert re.search(r"--timeout\s+-T\s+SECONDS\s", sweep) and re.search(r"--check\s+-c\s+0\|1\s", sweep)
