@@ -13,8 +13,8 @@ half's figures.
 
 A result line cut short, or split in two by another process's output landing between its ``printf``
 calls, is not read as a row (a whole half it holds is kept); every such line (one that starts with a
-number inside a table, or one holding fewer halves than its header) is named in one note, so nothing
-measured is lost unsaid.
+number inside a table, one whose redop has that output glued on, or one holding fewer halves than its
+header) is named in one note, so nothing measured is lost unsaid.
 
 Validation: a ``#wrong`` count above zero is a failed row, whatever its notation (large counts print
 as ``2.09715e+06``). The legacy ``error`` column is the largest difference from the expected value;
@@ -55,6 +55,7 @@ from collbench.importers.nccl_tests_json import choose_op, nccl_version_string, 
 from collbench.importers.nccl_tests_ops import (
     BLANK_REDOP_OPS,
     DEFAULT_HALVES,
+    PRINTED_REDOPS,
     PROGRAM_ALGOS,
     PROGRAM_OPS,
     Half,
@@ -145,6 +146,15 @@ class _Shape:
 def _is_result_line(tokens: list[str]) -> bool:
     # size and count, then type and redop: nothing else in a log starts with two whole numbers and a name.
     return len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit() and not tokens[2][:1].isdigit()
+
+
+def _is_glued_row(tokens: list[str]) -> bool:
+    # nccl-tests prints a row's size, count, type and redop in one printf and its figures in later ones
+    # (the root too, where its header has one): another process's output written in between lands on
+    # the row right after the redop (``sumgpu1:2:3 [0] NCCL INFO ...``), and the figures on a line of
+    # their own. The redop column then holds a reduction with text glued on.
+    redop = tokens[3] if len(tokens) > 3 else ""
+    return redop not in PRINTED_REDOPS and any(redop.startswith(name) for name in PRINTED_REDOPS)
 
 
 def _is_cut_row(run: _Run, tokens: list[str]) -> bool:
@@ -243,7 +253,9 @@ def _split_runs(text: str, path: Path, cut: list[tuple[int, str]]) -> list[_Run]
                 run.version = info.version
             continue
         tokens = line.split()
-        if _is_result_line(tokens):
+        if _is_result_line(tokens) and _is_glued_row(tokens):
+            run.cut.append((lineno, line))
+        elif _is_result_line(tokens):
             run.rows.append((lineno, tokens))
         elif is_table_header(tokens):
             _read_columns(run, tokens)  # a legacy header printed without its '#'

@@ -64,6 +64,10 @@ PROGRAM_OPS: dict[str, Op] = {
 }
 BLANK_REDOP_OPS: frozenset[Op] = frozenset({Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER})
 """Ops whose programs have printed an empty redop column (hypercube_perf too, by name)."""
+PRINTED_REDOPS: tuple[str, ...] = ("sum", "prod", "max", "min", "avg", "mulsum", "none")
+"""What nccl-tests prints in the redop column: its ``test_opnames`` (``src/common.cu``; ``mulsum`` is
+ncclPreMulSum), and ``none`` for programs that reduce nothing (alltoall, scatter, gather since
+September 2022)."""
 PROGRAM_ALGOS: dict[str, str] = {"hypercube_perf": "recursive-doubling"}
 """Programs that run one of collbench's own schedules over NCCL's send/recv rather than NCCL's collective."""
 UNMODELLED: dict[str, str] = {
@@ -297,6 +301,7 @@ __all__ = [
     "BLANK_REDOP_OPS",
     "BLOCK_COUNTED",
     "DEFAULT_HALVES",
+    "PRINTED_REDOPS",
     "PROGRAM_ALGOS",
     "PROGRAM_OPS",
     "UNMODELLED",

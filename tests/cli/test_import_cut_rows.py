@@ -104,3 +104,50 @@ def test_published_logs_give_no_cut_note(name: str) -> None:
     op = "gather" if name == "gather_perf-a100-2node-issue-excerpt.log" else None
     read_nccl_tests(REAL / name, op=op, strict_op=False, notes=notes)
     assert not [n for n in notes if "could not be read" in n]
+
+
+ROCE = REAL / "all_reduce_perf-16rank-k8s-roce-legacy.log"
+
+
+def _glued(tmp_path: Path, size: str) -> Path:
+    """A copy of the RoCE log (no root column: the first printf of a row ends at its redop) with an NCCL
+    line written right after ``size``'s redop, and the row's figures on the line after it."""
+    lines = ROCE.read_text(encoding="utf-8").splitlines(keepends=True)
+    i = next(n for n, line in enumerate(lines) if line.split()[:1] == [size])
+    row = lines[i]
+    at = row.index(" sum") + len(" sum")
+    lines[i : i + 1] = [row[:at] + INFO, row[at:]]
+    out = tmp_path / "glued.log"
+    out.write_text("".join(lines), encoding="utf-8")
+    return out
+
+
+def test_a_row_with_output_glued_onto_its_redop_is_named_not_fatal(tmp_path: Path) -> None:
+    # 'sumgcp-host-1:123:456 [0] NCCL INFO ...' stopped import: "its redop column holds
+    # 'sumgcp-host-1:123:456', not a reduction". The row's size and its figures are on two lines now,
+    # neither a row: both named, every other row read.
+    log = _glued(tmp_path, "1048576")
+    assert "float     sumgcp-host-1:123:456 [0] NCCL INFO" in log.read_text(encoding="utf-8")
+    notes: list[str] = []
+    rows = read_nccl_tests(log, notes=notes)
+    whole = read_nccl_tests(ROCE)
+    assert len(whole) == 58 and len(rows) == 56
+    assert {r.size_bytes for r in rows} == {r.size_bytes for r in whole} - {1048576}
+    (cut,) = [n for n in notes if "could not be read" in n]
+    assert "2 result lines could not be read" in cut
+    assert "line 20 '1048576 262144 float sumgcp-host-1:123:456 [0] ...'" in cut
+    assert "line 21 '307.5 3.41 6.39 5e-07 225.1 4.66 8.74 5e-07'" in cut
+    result = CliRunner().invoke(app, ["import", "nccl-tests", str(log), "-O", str(tmp_path / "rows.jsonl")], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert len(read_rows(tmp_path / "rows.jsonl")) == 56
+    assert "2 result lines could not be read (cut or interleaved): line 20" in result.stderr
+
+
+def test_a_reduction_named_alone_is_a_row_whatever_it_is() -> None:
+    # Every name nccl-tests prints in the column is a reduction, not a glued one (mulsum: ncclPreMulSum).
+    from collbench.importers.nccl_tests import _is_glued_row
+
+    for name in ("sum", "prod", "max", "min", "avg", "mulsum", "none"):
+        assert not _is_glued_row(["8", "2", "float", name, "-1", "1.0"])
+    assert _is_glued_row(["8", "2", "float", "maxhost:1:2", "[0]", "NCCL"])
+    assert not _is_glued_row(["8", "2", "float", "12.5", "0.00", "0.00"])  # no redop column: a time
