@@ -6,40 +6,22 @@ itself, and every result is checked."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from launcher_env import clean_env, free_port, torchrun_env
 
-from collbench.results.row import ResultRow
 from collbench.results.io import read_jsonl
+from collbench.results.row import ResultRow
 
 pytestmark = pytest.mark.dist
 
-REPO = Path(__file__).resolve().parents[2]
 SWEEP = ["sweep", "--backend", "gloo", "--op", "all-reduce,all-gather", "--algo", "ring,native"]
 SWEEP += ["-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1", "--both", "--timeout", "60", "--format", "json"]
 JOB_S = 240.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_"))}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    env["OMP_NUM_THREADS"] = "1"
-    env.update(extra)
-    return env
 
 
 def _cli(*args: str) -> list[str]:
@@ -77,7 +59,7 @@ def _reference(tmp_path: Path) -> list[ResultRow]:
     stream = tmp_path / "own.jsonl"
     done = subprocess.run(
         _cli(*SWEEP, "--ranks", "2", "--stream", str(stream)),
-        env=_env(), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
+        env=clean_env(), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return list(read_jsonl(stream))
@@ -89,7 +71,7 @@ def test_a_sweep_under_mpirun_measures_the_rows_collbench_measures_itself(tmp_pa
     mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
     done = subprocess.run(
         [*mpirun, *_per_rank_output(_cli(*SWEEP, "--stream", str(stream)))],
-        env=_env(MASTER_PORT=str(_free_port())), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
+        env=clean_env(MASTER_PORT=str(free_port())), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     rows = list(read_jsonl(stream))
@@ -107,7 +89,7 @@ def test_tune_under_mpirun_writes_one_profile_from_rank_0(tmp_path: Path) -> Non
     tune = ["tune", "--quick", "--backend", "gloo", "--timeout", "60", "-O", "p.yaml"]
     done = subprocess.run(
         [*mpirun, *_per_rank_output(_cli(*tune))],
-        env=_env(MASTER_PORT=str(_free_port())), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
+        env=clean_env(MASTER_PORT=str(free_port())), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     from collbench.profile.document import Profile
@@ -140,7 +122,7 @@ def test_two_mpirun_jobs_at_once_without_master_port_each_meet_at_their_own_stor
     procs = []
     for job in ("a", "b"):
         (tmp_path / job).mkdir()
-        procs.append(_start([*argv, *sweep], _env(), tmp_path / job))
+        procs.append(_start([*argv, *sweep], clean_env(), tmp_path / job))
     for proc in procs:
         out, err = proc.communicate(timeout=JOB_S)
         assert proc.returncode == 0, out + err
@@ -153,7 +135,7 @@ def test_two_mpirun_jobs_at_once_without_master_port_each_meet_at_their_own_stor
 
 def _srun_task(task: int, job_id: str, submit: Path) -> dict[str, str]:
     """What srun sets for one of 2 tasks on 2 nodes (both nodes are this host here); no MASTER_*."""
-    return _env(
+    return clean_env(
         SLURM_JOB_ID=job_id, SLURM_STEP_ID="0", SLURM_PROCID=str(task), SLURM_NTASKS="2",
         SLURM_STEP_NUM_TASKS="2", SLURM_LOCALID="0", SLURM_NODEID=str(task), SLURM_STEP_TASKS_PER_NODE="1(x2)",
         # Task 0 runs on the list's second host: nothing may take the first for its store.
@@ -197,15 +179,12 @@ def test_two_srun_jobs_whose_derived_ports_were_one_both_run(tmp_path: Path) -> 
 
 def test_discover_probe_joins_a_torchrun_job_without_ranks_and_only_rank_0_writes(tmp_path: Path) -> None:
     # Three ranks: not the number of CPU ranks discover would describe here, which once contradicted.
-    n, port = 3, str(_free_port())
+    n, port = 3, free_port()
     procs = []
     for rank in range(n):
         cwd = tmp_path / f"rank{rank}"
         cwd.mkdir()
-        env = _env(
-            RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-        )  # fmt: skip
+        env = torchrun_env(rank, n, port)
         # No --timeout: the probe's own default, which grows with the rounds (runtime/probe.py).
         procs.append(_start(_cli("discover", "--probe", "-O", "measured.yaml"), env, cwd))
     outputs = _finish(procs)

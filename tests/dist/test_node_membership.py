@@ -11,14 +11,13 @@ reaches rank 0's store on the loopback, as ``mpirun -x MASTER_ADDR`` would name 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from launcher_env import clean_env, free_port
 
 from collbench.results.io import read_jsonl
 
@@ -29,7 +28,6 @@ pytestmark = [
     ),
 ]
 
-REPO = Path(__file__).resolve().parents[2]
 JOB_S = 240.0
 SWEEP = ["sweep", "--backend", "gloo", "--op", "all-reduce", "--algo", "ring", "-b", "1K", "-e", "1K"]
 SWEEP += ["-n", "2", "-w", "1", "--timeout", "60", "--format", "json"]
@@ -49,22 +47,12 @@ os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _mpirun(hosts: list[str], args: list[str], cwd: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_"))}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "COLLBENCH_TEST_BOOT_ID"):
-        env.pop(name, None)
-    env.update(
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
-        OMP_NUM_THREADS="1",
+    env = clean_env(
+        drop=("COLLBENCH_TEST_BOOT_ID",),
         PRETEND_HOSTS=json.dumps(hosts),
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
+        MASTER_PORT=str(free_port()),
     )
     (cwd / "wrapper.py").write_text(_WRAPPER)
     mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(len(hosts)), *options]

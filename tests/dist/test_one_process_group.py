@@ -5,17 +5,13 @@ MASTER_PORT: torch/distributed/run.py), each its own process."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from launcher_env import REPO, torchrun_job
 
 pytestmark = pytest.mark.dist
 
-REPO = Path(__file__).resolve().parents[2]
 JOB_S = 120.0
 
 _COUNTED = """
@@ -57,47 +53,12 @@ print(json.dumps(out))
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _env(rank: int, n: int, port: int) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_", "TORCHELASTIC"))
-    }
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    env["OMP_NUM_THREADS"] = "1"
-    env.update(
-        RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-    )  # fmt: skip
-    return env
-
-
 def _job(n: int, argv: list[str], cwd: Path) -> list[str]:
     """Run ``python argv`` as ranks 0..n-1 of one torchrun-style job; each rank's stdout (all exit 0)."""
-    port = _free_port()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, *argv],
-            env=_env(rank, n, port),
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(n)
-    ]
-    outs = []
-    for rank, proc in enumerate(procs):
-        out, err = proc.communicate(timeout=JOB_S)
-        assert proc.returncode == 0, f"rank {rank}: {out}{err}"
-        outs.append(out)
-    return outs
+    done = torchrun_job(n, argv, cwd, timeout_s=JOB_S)
+    for rank, proc in enumerate(done):
+        assert proc.returncode == 0, f"rank {rank}: {proc.stdout}{proc.stderr}"
+    return [proc.stdout for proc in done]
 
 
 def test_a_decision_and_three_steps_share_the_one_group_the_first_made(tmp_path: Path) -> None:

@@ -8,13 +8,10 @@ torch/distributed/run.py), each its own ``collbench sweep`` process."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from launcher_env import torchrun_job
 
 from collbench.errors import ConfigError, RankError
 from collbench.runtime.sweep.faults import FAULT_ENV
@@ -23,7 +20,6 @@ from collbench.runtime.sweep.run import run_sweep
 
 pytestmark = pytest.mark.dist
 
-REPO = Path(__file__).resolve().parents[2]
 JOB_S = 120.0
 
 
@@ -56,46 +52,12 @@ def test_a_rank_that_fails_while_planning_says_so(tmp_path: Path, monkeypatch: p
     assert (info.value.rank, info.value.doing) == (0, "planning the sweep")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _job(tmp_path: Path, args: list[str], fault: str = "", n: int = 2) -> list[tuple[int, str]]:
     """Each rank's exit code and stderr, the ranks started as torchrun starts them."""
-    port = _free_port()
-    procs = []
-    for rank in range(n):
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_", "TORCHELASTIC", FAULT_ENV))
-        }
-        for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "COLUMNS"):
-            env.pop(name, None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-        env.update(
-            OMP_NUM_THREADS="1", RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-        )  # fmt: skip
-        if fault:
-            env[FAULT_ENV] = fault
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "collbench.cli.app", "sweep", "--backend", "gloo", *args],
-                env=env,
-                cwd=tmp_path,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    done = []
-    for proc in procs:
-        _out, err = proc.communicate(timeout=JOB_S)
-        done.append((proc.returncode, err))
-    return done
+    injected = {FAULT_ENV: fault} if fault else {}
+    argv = ["-m", "collbench.cli.app", "sweep", "--backend", "gloo", *args]
+    done = torchrun_job(n, argv, tmp_path, timeout_s=JOB_S, drop=(FAULT_ENV, "COLUMNS"), **injected)
+    return [(proc.returncode, proc.stderr) for proc in done]
 
 
 def test_under_a_launcher_the_peer_of_a_rank_that_died_planning_says_it_waited_for_the_plan(tmp_path: Path) -> None:

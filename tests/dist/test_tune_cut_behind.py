@@ -10,13 +10,10 @@ other would wait in a barrier or a gather the other never joins, and the job wou
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from launcher_env import torchrun_job
 
 from collbench.profile.document import Profile
 from collbench.results.io import read_jsonl
@@ -24,52 +21,17 @@ from collbench.runtime.sweep.faults import FAULT_ENV
 
 pytestmark = pytest.mark.dist
 
-REPO = Path(__file__).resolve().parents[2]
 JOB_S = 240.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _env(rank: int, n: int, port: int) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_", "TORCHELASTIC", FAULT_ENV))
-    }
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "COLUMNS"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    env.update(
-        OMP_NUM_THREADS="1", RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), COLUMNS="200",
-        # Point 1 of each sweep (round 0: tree at 32 KiB, after ring): 0.4 s late per call on rank 1 only.
-        **{FAULT_ENV: "rank=1,point=1,mode=slow,seconds=0.4"},
-    )  # fmt: skip
-    return env
-
-
 def test_every_rank_stops_a_point_behind_at_the_same_iteration(tmp_path: Path) -> None:
-    n = 2
-    port = _free_port()
     tune = ["tune", "--quick", "--backend", "gloo", "-b", "32K", "-e", "64K", "--timeout", "60", "-O", "p.yaml"]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "collbench.cli.app", *tune],
-            env=_env(rank, n, port),
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(n)
-    ]
-    done = [proc.communicate(timeout=JOB_S) for proc in procs]
-    for rank, (proc, (out, err)) in enumerate(zip(procs, done, strict=True)):
-        assert proc.returncode == 0, f"rank {rank}: {out}{err}"
+    # Point 1 of each sweep (round 0: tree at 32 KiB, after ring): 0.4 s late per call on rank 1 only.
+    slow = {FAULT_ENV: "rank=1,point=1,mode=slow,seconds=0.4"}
+    argv = ["-m", "collbench.cli.app", *tune]
+    done = torchrun_job(2, argv, tmp_path, timeout_s=JOB_S, drop=(FAULT_ENV, "COLUMNS"), COLUMNS="200", **slow)
+    for rank, proc in enumerate(done):
+        assert proc.returncode == 0, f"rank {rank}: {proc.stdout}{proc.stderr}"
 
     rows = list(read_jsonl(tmp_path / "p-results.jsonl"))
     # Cut in round 0, so left out of every round after at its size.
@@ -85,8 +47,8 @@ def test_every_rank_stops_a_point_behind_at_the_same_iteration(tmp_path: Path) -
     cut = [r for r in rows if r.cut_short is not None]
     assert all(r.iters == 1 for r in cut)
 
-    out = " ".join(done[0][1].split())  # the closing note (notes go to stderr), unwrapped
-    assert f"{len(cut)} point{'s' if len(cut) > 1 else ''} cut short after one timed iteration" in out, done[0][1]
+    out = " ".join(done[0].stderr.split())  # the closing note (notes go to stderr), unwrapped
+    assert f"{len(cut)} point{'s' if len(cut) > 1 else ''} cut short after one timed iteration" in out, done[0].stderr
     profile = Profile.load(tmp_path / "p.yaml")
     # Never chosen where it was cut short (rule by rule, at the size each was decided at).
     chosen = {(rule.at_bytes, str(rule.algo)) for rule in profile.rules}

@@ -6,13 +6,11 @@ segment-size sweeps and its extra rounds are decided alike everywhere, the layou
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from launcher_env import torchrun_job
 
 from collbench.profile.document import Profile
 from collbench.results.io import read_jsonl
@@ -21,31 +19,9 @@ from collbench.topology.io import save_topology
 
 pytestmark = pytest.mark.dist
 
-REPO = Path(__file__).resolve().parents[2]
 JOB_S = 240.0
 SLOW_PAIRS = {(1, 2), (0, 3)}
 """Pairs the saved topology says are slow: the layout's ring avoids them (rank order uses them)."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _env(rank: int, n: int, port: int) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_", "TORCHELASTIC"))
-    }
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    env["OMP_NUM_THREADS"] = "1"
-    env.update(
-        RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-    )  # fmt: skip
-    return env
 
 
 def _job(
@@ -53,25 +29,9 @@ def _job(
 ) -> list[subprocess.CompletedProcess[str]]:
     """Run the CLI as ranks 0..n-1 of one torchrun-style job (``argv_of``: one argv, or one per rank;
     ``cwd``: one folder, or one per rank)."""
-    port = _free_port()
     per_rank = argv_of if argv_of and isinstance(argv_of[0], list) else [argv_of] * n
-    folders = cwd if isinstance(cwd, list) else [cwd] * n
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "collbench.cli.app", *per_rank[rank]],  # type: ignore[misc]
-            env=_env(rank, n, port),
-            cwd=folders[rank],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(n)
-    ]
-    done = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=JOB_S)
-        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    return done
+    cli = [["-m", "collbench.cli.app", *argv] for argv in per_rank]
+    return torchrun_job(n, cli, cwd, timeout_s=JOB_S)
 
 
 def _topology(n: int, path: Path) -> None:

@@ -12,19 +12,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from launcher_env import REPO, clean_env, free_port
 
 from collbench.results.io import read_jsonl
 from collbench.results.row import ResultRow
 
 pytestmark = pytest.mark.dist
 
-REPO = Path(__file__).resolve().parents[2]
 SWEEP = ["sweep", "--backend", "gloo", "--op", "all-reduce,all-gather", "--algo", "ring,native"]
 SWEEP += ["-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1", "--both", "--timeout", "60", "--format", "json"]
 JOB_S = 300.0
@@ -54,22 +53,9 @@ def slurm() -> None:
         pytest.skip(why)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _env(*, port: bool = True) -> dict[str, str]:
     # srun exports the caller's environment to its tasks: nothing of another launcher may leak in.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "SLURM_", "MASTER_"))}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    env["OMP_NUM_THREADS"] = "1"
-    if port:
-        env["MASTER_PORT"] = str(_free_port())
-    return env
+    return clean_env(MASTER_PORT=str(free_port())) if port else clean_env()
 
 
 def _cli(*args: str) -> list[str]:

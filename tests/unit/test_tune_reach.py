@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launcher_env import free_port
 from synthetic_rows import point_row
 
 from collbench.profile.rules import Variant
@@ -152,7 +153,6 @@ def test_a_quick_tune_under_a_launcher_leaves_the_clearly_behind_out_and_keeps_i
     behind. Round 1 (decided on rank 0 of a launcher's job and agreed) measures rabenseifner alone;
     the rows of round 0 stay in the results, and rabenseifner wins untied as when every round
     measured everything (tests/unit/test_tune_rounds.py, the 6x gap)."""
-    import socket
 
     from collbench.tuning.config import check_config
     from collbench.tuning.pipeline import run_tune
@@ -171,13 +171,10 @@ def test_a_quick_tune_under_a_launcher_leaves_the_clearly_behind_out_and_keeps_i
             if config.only is None or ("all-reduce", s, a) in config.only
         ]
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
     for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
     config = TuneConfig(
         ranks=None, backend="gloo", quick=True, min_bytes=1 << 20, max_bytes=2 << 20, output=tmp_path / "p.yaml"

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launcher_env import free_port
 from synthetic_rows import point_row
 
 from collbench.layouts.model import Layout
@@ -144,14 +145,6 @@ def test_extra_rounds_stop_once_separated(tmp_path: Path, monkeypatch: pytest.Mo
     assert "at 2 of 2 sizes" in notes[0]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_a_quick_tune_under_a_launcher_separates_a_consistent_6x_gap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,7 +171,7 @@ def test_a_quick_tune_under_a_launcher_separates_a_consistent_6x_gap(
     for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
     config = TuneConfig(
         ranks=None, backend="gloo", quick=True, min_bytes=1 << 20, max_bytes=2 << 20, output=tmp_path / "p.yaml"
