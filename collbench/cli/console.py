@@ -26,6 +26,17 @@ class _DataSafeConsole(Console):
     """
 
     @property
+    def is_terminal(self) -> bool:
+        terminal = super().is_terminal
+        decided = self._force_terminal is not None or self._environ.get("TTY_COMPATIBLE") in ("0", "1")
+        if not terminal or decided or self._environ.get("FORCE_COLOR") is not None:
+            return terminal
+        # Open MPI's mpirun gives every rank's stdout a pty of its own that no terminal is behind (its
+        # size is never set: 0 x 0) and copies it to mpirun's stdout, a file as often as not: rank 0's
+        # tables reached `mpirun ... > out.txt` in colour escapes, wrapped at Rich's 80 columns.
+        return not _unsized_pty(self.file)
+
+    @property
     def size(self) -> ConsoleDimensions:
         dimensions = super().size
         if self._width is None and "COLUMNS" not in os.environ and not self.is_terminal:
@@ -43,6 +54,16 @@ class _DataSafeConsole(Console):
                 yield segment
             else:
                 yield Segment(printable(text, keep="\n"), segment.style, segment.control)
+
+
+def _unsized_pty(file: object) -> bool:
+    """Whether ``file`` is a terminal whose window size was never set (0 x 0): a pty a program made to
+    copy output from, not one a person reads."""
+    fileno = getattr(file, "fileno", None)
+    try:
+        return fileno is not None and tuple(os.get_terminal_size(fileno())) == (0, 0)
+    except (OSError, ValueError):
+        return False
 
 
 console = _DataSafeConsole()
