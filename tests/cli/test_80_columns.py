@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
+from small_tune import quick_made_small
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.cli.render.models import format_time
 from collbench.topology.nvidia_smi import read_nvidia_smi_topo
-from collbench.tuning import config as tune_config
 from collbench.units import format_bytes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,17 +140,7 @@ def test_sweep_table() -> None:
 @pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    small = tune_config.Depth(
-        min_bytes=1024,
-        max_bytes=4096,
-        step_factor=4.0,
-        point_budget_s=0.01,
-        warmup=0,
-        extra_segment_bytes=None,
-        rounds=1,
-        max_rounds=1,
-    )
-    monkeypatch.setattr(tune_config, "QUICK", small)
+    quick_made_small(monkeypatch, rounds=1, max_rounds=1)
     out = run80("tune", "--ranks", "2", "--quick", "--op", "all-reduce,barrier", "-O", str(tmp_path / "p.yaml"))
     assert "fitted models" in out and "profile:" in out
     # Every algorithm is named for both ops, in parts and rounds: what each op's lack is said once, the

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from small_tune import quick_made_small
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -13,24 +14,13 @@ from collbench.profile.document import Profile
 from collbench.profile.rules import check_coverage
 from collbench.results.io import read_rows
 from collbench.results.noise import decision_time_us
-from collbench.tuning import config as tune_config
 
 
 @pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The real pipeline, made small: every algorithm at 1 KiB and 4 KiB, short timing, two rounds.
-    small = tune_config.Depth(
-        min_bytes=1024,
-        max_bytes=4096,
-        step_factor=4.0,
-        point_budget_s=0.01,
-        warmup=0,
-        extra_segment_bytes=None,
-        rounds=2,
-        max_rounds=2,
-    )
-    monkeypatch.setattr(tune_config, "QUICK", small)
+    quick_made_small(monkeypatch)
     out = tmp_path / "p.yaml"
     result = CliRunner().invoke(app, ["tune", "--ranks", "2", "--quick", "-O", str(out)])
     assert result.exit_code == 0, result.output

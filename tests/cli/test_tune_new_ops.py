@@ -7,28 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from small_tune import quick_made_small
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.profile.document import Profile
 from collbench.results.io import read_rows
-from collbench.tuning import config as tune_config
 
 
 @pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_report_and_export_of_the_new_ops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    short = tune_config.Depth(
-        min_bytes=512,
-        max_bytes=2 << 20,
-        step_factor=4.0,
-        point_budget_s=0.01,
-        warmup=0,
-        extra_segment_bytes=None,
-        rounds=2,
-        max_rounds=2,
-    )
-    monkeypatch.setattr(tune_config, "QUICK", short)
+    quick_made_small(monkeypatch, min_bytes=512, max_bytes=2 << 20)
     out = tmp_path / "p.yaml"
     args = ["tune", "--ranks", "2", "--backend", "gloo", "--op", "all-to-all,scatter,barrier", "--quick"]
     result = CliRunner().invoke(app, [*args, "-b", "1K", "-e", "16K", "-O", str(out)])

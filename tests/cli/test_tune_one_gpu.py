@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from small_tune import quick_made_small
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -22,7 +23,6 @@ from collbench.runtime.host.affinity import default_cpu_ranks
 from collbench.topology import sources
 from collbench.topology.host import host_topology
 from collbench.topology.nvml import FakeNvmlBackend, Recording
-from collbench.tuning import config as tune_config
 
 H100 = Path(__file__).resolve().parents[1] / "fixtures" / "nvml" / "h100-single.json"
 
@@ -34,18 +34,8 @@ def test_tune_quick_on_one_h100_runs_cpu_ranks_and_says_why(tmp_path: Path, monk
     monkeypatch.setattr(sources, "PynvmlBackend", lambda: FakeNvmlBackend(replay))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    # The real pipeline, made small (as tests/cli/test_tune.py does): 1 KiB and 4 KiB, two rounds.
-    small = tune_config.Depth(
-        min_bytes=1024,
-        max_bytes=4096,
-        step_factor=4.0,
-        point_budget_s=0.01,
-        warmup=0,
-        extra_segment_bytes=None,
-        rounds=2,
-        max_rounds=2,
-    )
-    monkeypatch.setattr(tune_config, "QUICK", small)
+    # The real pipeline, made small (tests/small_tune.py): 1 KiB and 4 KiB, two rounds.
+    quick_made_small(monkeypatch)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["tune", "--quick"])
     # Before: exit 2, "error: --ranks 4: asked for 4 ranks, the topology has 1" (NVML's one GPU).

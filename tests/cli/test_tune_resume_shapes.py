@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from small_tune import quick_made_small
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -18,22 +19,9 @@ from collbench.errors import ConfigError, RankError
 from collbench.profile.document import Profile
 from collbench.results.io import read_rows
 from collbench.runtime.sweep import run as sweep_mod
-from collbench.tuning import config as tune_config
 from collbench.tuning.config import TuneConfig, partial_paths
 from collbench.tuning.shape_resume import plan_shapes
 from collbench.tuning.shapes import shape_configs
-
-TINY = tune_config.Depth(
-    min_bytes=1024,
-    max_bytes=4096,
-    step_factor=4.0,
-    point_budget_s=0.01,
-    warmup=0,
-    extra_segment_bytes=None,
-    rounds=2,
-    max_rounds=2,
-)
-"""Every algorithm at 1 KiB and 4 KiB (two sizes: a fit needs two), 10 ms per point, two rounds, no extra."""
 
 
 @pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
@@ -41,7 +29,7 @@ TINY = tune_config.Depth(
 def test_resume_keeps_the_finished_shape_and_resumes_the_stopped_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tune_config, "QUICK", TINY)
+    quick_made_small(monkeypatch)
     real = sweep_mod.run_sweep
     calls: list[tuple[int | None, str, bool]] = []
 

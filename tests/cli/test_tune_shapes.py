@@ -7,28 +7,19 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from small_tune import quick_made_small
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.profile.document import Profile
 from collbench.results.io import read_rows
-from collbench.tuning import config as tune_config
 
 
 @pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_several_shapes_into_one_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The real pipeline, made small: every algorithm at 1 KiB and 4 KiB, short timing, one round.
-    small = tune_config.Depth(
-        min_bytes=1024,
-        max_bytes=4096,
-        step_factor=4.0,
-        point_budget_s=0.01,
-        warmup=0,
-        extra_segment_bytes=None,
-        rounds=1,
-    )
-    monkeypatch.setattr(tune_config, "QUICK", small)
+    quick_made_small(monkeypatch, rounds=1, max_rounds=4)
     out = tmp_path / "p.yaml"
     args = ["tune", "--ranks", "2,3", "--quick", "-O", str(out)]
     result = CliRunner().invoke(app, args)

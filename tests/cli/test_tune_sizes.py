@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from small_tune import quick_made_small
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -16,17 +17,7 @@ from collbench.tuning import config as tune_config
 @pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
 def test_tune_measures_the_sizes_b_and_e_choose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    short = tune_config.Depth(
-        min_bytes=512,
-        max_bytes=2 << 20,
-        step_factor=4.0,
-        point_budget_s=0.01,
-        warmup=0,
-        extra_segment_bytes=None,
-        rounds=2,
-        max_rounds=2,
-    )
-    monkeypatch.setattr(tune_config, "QUICK", short)
+    quick_made_small(monkeypatch, min_bytes=512, max_bytes=2 << 20)
     out = tmp_path / "p.yaml"
     result = CliRunner().invoke(app, ["tune", "--ranks", "2", "--quick", "-b", "4K", "-e", "64K", "-O", str(out)])
     assert result.exit_code == 0, result.output
