@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from collbench.cli.render.factored import factor
 from collbench.cli.render.styles import Wrapped, narrow_table, one_value, paragraph, r2_text, unused_fits
 from collbench.errors import UserError
 from collbench.models.crossover import Crossover
@@ -157,7 +158,7 @@ def render_prediction(report: PredictReport) -> RenderableType:
     for col in columns if op else ("op", *columns):
         table.add_column(col, justify="left" if col in ("op", "algo") else "right", no_wrap=True)
     best = {(c["op"], c["backend"], c["size_bytes"]): c["algo"] for c in report.choice}
-    bases: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+    bases: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     for p in report.predictions:
         style = "bold green" if best.get((p.op, p.backend, p.size_bytes)) == p.algo else ""
         scale = "" if p.world_size == p.fitted_world_size else f" (x{p.scale:.3g})"
@@ -173,15 +174,17 @@ def render_prediction(report: PredictReport) -> RenderableType:
             f"x{p.fitted_world_size}{scale}",
             style=style,
         )
-        bases.setdefault((p.op, p.algo, p.fit), {}).setdefault(p.basis, []).append(format_bytes(p.size_bytes))
-    how = Text()
-    for (_op, algo, fit), by_basis in bases.items():
-        for basis, sizes in by_basis.items():
-            at = f" ({', '.join(sizes)})" if len(by_basis) > 1 else ""
-            how.append(f"{algo}: {fit}; {basis}{at}\n")
+        bases.setdefault((p.op, p.algo, p.fit), []).append((format_bytes(p.size_bytes), p.basis))
+    how: list[RenderableType] = []
+    for (_op, algo, fit), at_sizes in bases.items():
+        how.extend(_bases(algo, fit, at_sizes))
     how.append(
-        "error: the model's median error on measured points near that size and shape; "
-        "?: none measured near (xN: N times the measured world size)"
+        Wrapped(
+            Text(
+                "error: the model's median error on measured points near that size and shape; "
+                "?: none measured near (xN: N times the measured world size)"
+            )
+        )
     )
     choice = narrow_table("choice per size (fastest)")
     for col in ("op", "size", "algo", "time"):
@@ -190,4 +193,26 @@ def render_prediction(report: PredictReport) -> RenderableType:
         size = format_bytes(c["size_bytes"]) if op_has_payload(c["op"]) else "-"
         choice.add_row(c["op"], size, c["algo"], format_time(c["time_us"]))
     sized = any(op_has_payload(p.op) for p in report.predictions)
-    return Group(table, Wrapped(how), choice, *((render_crossovers(report.crossovers),) if sized else ()))
+    return Group(table, *how, choice, *((render_crossovers(report.crossovers),) if sized else ()))
+
+
+def _bases(algo: str, fit: str, at_sizes: list[tuple[str, str]]) -> list[RenderableType]:
+    """How one algorithm's times were priced (``at_sizes``: each size and its basis), said once: where
+    the basis differs by size only in a few words (NCCL's pick, what the model misses there), the shared
+    words with numbered gaps and a table of what fills them at each size; a basis that differs more,
+    once per basis with its sizes."""
+    by_basis: dict[str, list[str]] = {}
+    for size, basis in at_sizes:
+        by_basis.setdefault(basis, []).append(size)
+    if len(by_basis) == 1:
+        return [Wrapped(Text(f"{algo}: {fit}; {next(iter(by_basis))}"))]
+    factored = factor([basis for _, basis in at_sizes])
+    if factored is None:
+        return [Wrapped(Text(f"{algo}: {fit}; {basis} ({', '.join(sizes)})")) for basis, sizes in by_basis.items()]
+    table = narrow_table("", keep=1)
+    table.add_column("size", justify="right", no_wrap=True)
+    for gap in range(factored.gaps):
+        table.add_column(f"[{gap + 1}]")
+    for (size, _), fills in zip(at_sizes, factored.fills, strict=True):
+        table.add_row(size, *(fill.strip(";, ") for fill in fills))
+    return [Wrapped(Text(f"{algo}: {fit}; {factored.template}; by size:")), table]

@@ -1,0 +1,56 @@
+"""predict says each algorithm's basis once: from the published GCP H100 2-node log asked at 1,024
+ranks, NCCL's model, its fitted latency scale and bus bandwidth and its channels were printed again
+for every size (8 paragraphs of 4-5 lines for the 8 default sizes); now once, with what changes by
+size (NCCL's pick, what the model misses there) in a table of one row a size, at 80 columns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+
+GCP = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+NARROW = {"COLUMNS": "80", "NO_COLOR": "1"}
+
+
+def _fits(tmp_path: Path) -> Path:
+    fitted = CliRunner().invoke(app, ["fit", str(GCP), "--json"])
+    assert fitted.exit_code == 0, fitted.output
+    path = tmp_path / "h100.json"
+    path.write_text(fitted.stdout)
+    return path
+
+
+def test_the_basis_prints_once_and_each_size_its_own_words(tmp_path: Path) -> None:
+    fits = _fits(tmp_path)
+    result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "1024"], env=NARROW)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.count("fitted: latencies x5.4") == 1 and out.count("16 channels assumed") == 1
+    assert "picks [1]" in out and "[2] for what it misses at the measured shape" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    # The JSON keeps each size's whole basis: the table's words are what differs between them.
+    doc = json.loads(CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "1024", "--json"]).stdout)
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:3] == ["size", "[1]", "[2]"])
+    rows = [line.split() for line in lines[head + 2 : head + 2 + len(doc["predictions"])]]
+    for p, row in zip(doc["predictions"], rows, strict=True):
+        size, pick, miss = " ".join(row[:2]), row[2], row[3]
+        assert f"picks {pick};" in p["basis"] and f"; {miss} for what it misses" in p["basis"], (size, p["basis"])
+    assert len({p["basis"] for p in doc["predictions"]}) > 1  # the sizes' bases do differ
+
+
+def test_a_basis_that_holds_at_every_size_prints_as_one_paragraph() -> None:
+    # The example profile's own algorithms are priced from their structure, one basis at every size:
+    # one paragraph each, no gaps and no table.
+    profile = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    args = ["predict", "--profile", str(profile), "--ranks", "4096", "--nodes", "512", "--sizes", "1M,256M"]
+    result = CliRunner().invoke(app, args, env=NARROW)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "[1]" not in out and "by size:" not in out
+    for algo in ("direct", "ring", "rabenseifner", "two-tree"):
+        assert out.count(f"all-reduce {algo} gloo x2 on 1 node; its own structure:") == 1, algo
