@@ -95,6 +95,24 @@ def count_lines(path: Path) -> int:
         os.close(fd)
 
 
+def first_line_kind(path: Path) -> str:
+    """What the first line of text in ``path`` is: ``"row"`` for a JSON object (a results stream's
+    line), ``"none"`` for a file of blank lines or none, ``"other"`` for anything else (a profile, a
+    log, a CSV, binary). Reads at most the first 64 KiB; raises InputFileError when it cannot."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    try:
+        head = os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text:
+        return "none"
+    return "row" if text.startswith(b"{") else "other"
+
+
 def empty_file(path: Path) -> None:
     """Make ``path`` an empty file (created if absent), never following a symlink there.
 

@@ -275,3 +275,34 @@ def test_a_sweep_with_every_point_skipped_is_one_error_line_not_an_empty_success
     assert "Traceback" not in result.output
     # A refused sweep leaves nothing behind: the empty stream it made goes with the refusal.
     assert not (tmp_path / "s.jsonl").exists()
+
+
+@pytest.mark.parametrize("flags", [[], ["--overwrite"]])
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("tuned.yaml", "# collbench tuning profile\nschema_version: 2\nbackend: gloo\n"),
+        ("all_reduce.log", "# nccl-tests 2.19\n#  size count type redop root time algbw busbw #wrong\n"),
+        ("rows.csv", "op,algo,size_bytes,time_us\nall-reduce,ring,1024,12.5\n"),
+    ],
+)
+def test_a_stream_that_is_no_results_stream_is_kept_even_with_overwrite(
+    name: str, text: str, flags: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--stream tuned.yaml` said 'tuned.yaml holds 3 measured rows; pass ... --overwrite', counting a
+    profile's lines as rows, and with --overwrite emptied the profile and streamed rows into it."""
+    import collbench.runtime.launch.ranks as launch_module
+
+    def no_launch(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("no rank may start on bad input")
+
+    monkeypatch.setattr(launch_module, "_launch_local", no_launch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text(text)
+    result = RUNNER.invoke(app, ["sweep", "--ranks", "2", "-e", "1K", "--stream", name, *flags])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: {name} is not a results stream (its first line is not a JSON row: a profile, log or CSV?); "
+        "--overwrite empties streams only: give --stream a new file"
+    )
+    assert (tmp_path / name).read_text() == text

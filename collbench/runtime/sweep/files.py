@@ -18,7 +18,14 @@ from typing import Any
 
 from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError
 from collbench.results.io import read_jsonl, write_rows
-from collbench.results.journal import count_lines, empty_file, exclusive_writer, refuse_symlink, set_torn_tail_aside
+from collbench.results.journal import (
+    count_lines,
+    empty_file,
+    exclusive_writer,
+    first_line_kind,
+    refuse_symlink,
+    set_torn_tail_aside,
+)
 from collbench.results.row import ResultRow
 
 
@@ -70,11 +77,20 @@ def start_stream(stream: Path, overwrite: bool) -> None:
     """Empty ``stream`` for a new sweep; ConfigError when it holds rows and ``overwrite`` is not set.
 
     Measured rows are never dropped silently, the default ``collbench-sweep.jsonl`` included: a
-    second sweep run from the same folder would otherwise replace the first one's rows.
+    second sweep run from the same folder would otherwise replace the first one's rows. A file whose
+    first line is no JSON row (a profile, a log) is refused even with ``overwrite``.
     """
     refuse_symlink(stream)
     held = count_lines(stream)
-    if (held or (stream.exists() and stream.stat().st_size)) and not overwrite:
+    content = held or (stream.exists() and stream.stat().st_size)
+    if content and first_line_kind(stream) == "other":
+        # A profile, log or CSV given as --stream: its lines are no rows, and --overwrite (which the
+        # user gives believing it replaces rows) would empty a file this run never wrote.
+        raise ConfigError(
+            f"{stream} is not a results stream (its first line is not a JSON row: a profile, log or "
+            "CSV?); --overwrite empties streams only: give --stream a new file"
+        )
+    if content and not overwrite:
         what = f"holds {held} measured rows" if held else "is not empty"
         raise ConfigError(
             f"{stream} {what}; pass --resume to continue it, --overwrite to replace it, "
