@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from launcher_env import free_port
+from _launched_tune import SIZES, quick_tune_under_a_launcher
 from synthetic_rows import point_row
 
 from collbench.profile.rules import Variant
@@ -149,46 +149,17 @@ def test_a_variant_measured_in_every_round_is_tied_as_before() -> None:
 def test_a_quick_tune_under_a_launcher_leaves_the_clearly_behind_out_and_keeps_its_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As on four namespace hosts: rabenseifner 6x faster than native at 1-2 MiB, the others 3.6x
-    behind. Round 1 (decided on rank 0 of a launcher's job and agreed) measures rabenseifner alone;
-    the rows of round 0 stay in the results, and rabenseifner wins untied as when every round
-    measured everything (tests/unit/test_tune_rounds.py, the 6x gap)."""
-
-    from collbench.tuning.config import check_config
-    from collbench.tuning.pipeline import run_tune
-
-    calls: list[Any] = []
-
-    def fake_run_sweep(config: Any, progress: Any = None) -> list[ResultRow]:
-        # Stands in for rank 0 of the job: the asked points alone, the same gap each round.
-        calls.append(config)
-        times = {"rabenseifner": 110e3, "native": 661e3}
-        sizes = [s for s in (1 << 20, 2 << 20) if config.min_bytes <= s <= config.max_bytes]
-        return [
-            point_row(a, s, times.get(a, 400e3) * s / (2 << 20), iters=3, spread=0.05)
-            for s in sizes
-            for a in config.algos
-            if config.only is None or ("all-reduce", s, a) in config.only
-        ]
-
-    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(free_port()))
-    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
-    config = TuneConfig(
-        ranks=None, backend="gloo", quick=True, min_bytes=1 << 20, max_bytes=2 << 20, output=tmp_path / "p.yaml"
-    )
-    check_config(config)
-    outcome = run_tune(config, checked=True)
-    assert outcome is not None
+    """Native 6x behind rabenseifner, the others 3.6x. Round 1 (decided on rank 0 of a launcher's job
+    and agreed) measures rabenseifner alone; the rows of round 0 stay in the results, and rabenseifner
+    wins untied."""
+    outcome, calls = quick_tune_under_a_launcher(tmp_path, monkeypatch)
     assert calls[0].only is None
-    assert calls[1].only == {("all-reduce", 1 << 20, "rabenseifner"), ("all-reduce", 2 << 20, "rabenseifner")}
+    assert calls[1].only == {("all-reduce", s, "rabenseifner") for s in SIZES}
     algos = {r.algo for r in outcome.rows}
     assert {r.algo for r in outcome.rows if r.tune_round == 0} == algos  # nothing measured is dropped
     assert {r.algo for r in outcome.rows if r.tune_round == 1} == {"rabenseifner"}
     left_out = 2 * (len(algos) - 1)
     assert any(f"left out {left_out} (size, algorithm) measurements" in n for n in outcome.notes), outcome.notes
-    for size in (1 << 20, 2 << 20):
+    for size in SIZES:
         rule = outcome.profile.select("all-reduce", size)
         assert rule.algo == "rabenseifner" and not rule.tie_with, rule

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from launcher_env import free_port
+from _launched_tune import SIZES, quick_tune_under_a_launcher
 from synthetic_rows import point_row
 
 from collbench.layouts.model import Layout
 from collbench.results.row import ResultRow
 from collbench.runtime.sweep import run as sweep_mod
-from collbench.tuning.config import TuneConfig
+from collbench.tuning.config import QUICK, TuneConfig
 from collbench.tuning.placement import Placement
 from collbench.tuning.rounds import settled_fraction, unsettled
 from collbench.tuning.selection import measured_points
@@ -145,42 +145,16 @@ def test_extra_rounds_stop_once_separated(tmp_path: Path, monkeypatch: pytest.Mo
     assert "at 2 of 2 sizes" in notes[0]
 
 
-def test_a_quick_tune_under_a_launcher_separates_a_consistent_6x_gap(
+def test_a_quick_tune_under_a_launcher_separates_a_consistent_gap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As on four namespace hosts with two slow links: rabenseifner 6x faster than native at 1-2 MiB
-    in every round. Two shared rounds are a tie by design (selection.apart_round_by_round); the rounds
-    that settle ties must run under a launcher too, or native wins every size as the simpler choice."""
-    from collbench.tuning.config import check_config
-    from collbench.tuning.pipeline import run_tune
-
-    calls: list[Any] = []
-
-    def fake_run_sweep(config: Any, progress: Any = None) -> list[ResultRow]:
-        # Stands in for rank 0 of the job: every asked algorithm at every size, the same gap each round.
-        calls.append(config)
-        times = {"rabenseifner": 110e3, "native": 661e3}
-        sizes = [s for s in (1 << 20, 2 << 20) if config.min_bytes <= s <= config.max_bytes]
-        return [
-            point_row(a, s, times.get(a, 400e3) * s / (2 << 20), iters=3, spread=0.05)
-            for s in sizes
-            for a in config.algos
-        ]
-
-    # Rank 0 of a one-rank torchrun-style job: under a launcher, as far as tune can tell.
-    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(free_port()))
-    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
-    config = TuneConfig(
-        ranks=None, backend="gloo", quick=True, min_bytes=1 << 20, max_bytes=2 << 20, output=tmp_path / "p.yaml"
-    )
-    check_config(config)
-    outcome = run_tune(config, checked=True)
-    assert outcome is not None
-    assert len(calls) > config.depth.rounds  # the rounds that settle ties ran
-    for size in (1 << 20, 2 << 20):
+    """Native 1.8x behind rabenseifner in every round: within reach, so measured in both fixed rounds.
+    Two shared rounds are a tie by design (selection.apart_round_by_round); the rounds that settle ties
+    must run under a launcher too, or native wins every size as the simpler choice."""
+    outcome, calls = quick_tune_under_a_launcher(tmp_path, monkeypatch, native_us=200e3)
+    tied = {("all-reduce", s, a) for s in SIZES for a in ("native", "rabenseifner")}
+    assert [c.only for c in calls[QUICK.rounds - 1 :]] == [tied, tied]  # round 1, then one to settle the tie
+    for size in SIZES:
         rule = outcome.profile.select("all-reduce", size)
         assert rule.algo == "rabenseifner" and not rule.tie_with, rule
 
