@@ -68,8 +68,9 @@ def _points_table(comparison: Comparison, shown: list[PointChange], threshold: f
     }
     said = ", ".join(f"{value} {name}" if name == "ranks" else value for name, value in shared.items() if value)
     title = "time new / base per point (+: slower); vs run: the change beyond the whole run's"
-    table = narrow_table(f"{title}{' (' + said + ')' if said else ''}")
     columns = [n for n in ("op", "algo", "dtype", "ranks") if shared.get(n) is None]
+    # Wider than 80 columns, each part repeats what names the point (its size too), as the key.
+    table = narrow_table(f"{title}{' (' + said + ')' if said else ''}", keep=len(columns) + 1)
     columns += ["size (B)", "base us", "new us", "change", "vs run", "±", "verdict"]
     for name in columns:
         table.add_column(name, justify="left" if name in ("op", "algo", "dtype", "verdict") else "right", no_wrap=True)

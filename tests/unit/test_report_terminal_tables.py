@@ -6,6 +6,7 @@ commands themselves.)"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from io import StringIO
 
@@ -123,3 +124,45 @@ def test_compare() -> None:
     comparison = compare_rows(base, new, threshold=0.05)
     out = _render(_points_table(comparison, list(comparison.changes), 0.05)) + _render(_summary_table(comparison))
     _assert_whole(out, {*LONG, "reduce-scatter"})
+
+
+def _parts(out: str) -> list[list[str]]:
+    """A split table's parts: SplitTable prints a blank line between them."""
+    parts: list[list[str]] = [[]]
+    for line in out.splitlines():
+        if line.strip():
+            parts[-1].append(line)
+        elif parts[-1]:
+            parts.append([])
+    return [p for p in parts if p]
+
+
+def test_predict_in_parts_names_the_size_in_each() -> None:
+    # Two ops make the table wider than 80 columns: its second part held op, algorithm, simulated and
+    # from, so the eight rows of one algorithm (one per size) could not be told apart.
+    rows = _rows()
+    rows += [replace(r, op="reduce-scatter") for r in rows]
+    report = predict(fit_results(rows).fits, 1024, [1024, 1 << 20, 1 << 24])
+    table = render_prediction(report).renderables[0]
+    parts = _parts(_render(table))
+    assert len(parts) >= 2, parts
+    for part in parts:
+        header = next(line for line in part if line.lstrip().startswith("op "))
+        assert header.split()[:3] == ["op", "algo", "size"], part
+        body = [line for line in part if line.startswith(("all-reduce", "reduce-scatter"))]
+        assert body and all(re.search(r" \d+ (B|KiB|MiB) ", line) for line in body), part
+
+
+def test_compare_in_parts_names_the_size_in_each() -> None:
+    from collbench.cli.compare import _points_table
+    from collbench.report.compare import compare_rows
+
+    base = [r for r in _rows() if r.algo in LONG]
+    base += [replace(r, op="reduce-scatter", dtype="bfloat16") for r in base]
+    new = [replace(r, time_us=r.time_us * 1.3) for r in base]
+    comparison = compare_rows(base, new, threshold=0.05)
+    parts = _parts(_render(_points_table(comparison, list(comparison.changes), 0.05)))
+    assert len(parts) >= 2, parts
+    for part in parts:
+        header = next(line for line in part if line.lstrip().startswith("op "))
+        assert header.split()[:4] == ["op", "algo", "dtype", "size"], part

@@ -151,9 +151,10 @@ def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
 def render_prediction(report: PredictReport) -> RenderableType:
     title = f"predicted at {report.world_size} ranks on {report.nodes} node{'s' if report.nodes != 1 else ''}"
     # What every row shares goes in the title, so that the rest fits 80 columns; wider, the table
-    # prints in parts that each repeat the op and algorithm (SplitTable).
+    # prints in parts that each repeat the op, algorithm and size (SplitTable): a part without the
+    # size had eight rows of one algorithm that no reader could tell apart.
     op = one_value(p.op for p in report.predictions)
-    table = narrow_table(f"{op}, {title}" if op else title, keep=1 if op else 2)
+    table = narrow_table(f"{op}, {title}" if op else title, keep=2 if op else 3)
     columns = ("algo", "size", "time", "latency", "busbw\nGB/s", "error", "simulated", "from")
     for col in columns if op else ("op", *columns):
         table.add_column(col, justify="left" if col in ("op", "algo") else "right", no_wrap=True)
