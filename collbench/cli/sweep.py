@@ -130,6 +130,14 @@ def sweep(
     ] = None,
 ) -> None:
     """Run and time collectives per algorithm, size and dtype; check every result."""
+    # -d is single-valued where --op and --algo take lists: 'float32,bfloat16' read as one unknown name
+    # (with bfloat16 listed as known). Said before torch is imported.
+    dtypes = list(dict.fromkeys(split_values([dtype])))
+    if len(dtypes) > 1:
+        raise ConfigError(
+            f"-d/--dtype takes one dtype a sweep, got {len(dtypes)}: {', '.join(dtypes)}; run one sweep per "
+            "dtype, the later ones with the first's --stream FILE and --resume to add their rows to it"
+        )
     # Imported here, not above: they import torch, which --help must not wait for.
     from collbench.runtime.launch.ranks import job_rank, under_launcher
     from collbench.runtime.sweep.plan import SweepConfig, validate

@@ -22,6 +22,8 @@ RUNNER = CliRunner()
         (["--op", "all-to-everyone"], "unknown op"),
         (["--algo", "butterfly"], "unknown algorithm"),
         (["-d", "float8"], "unknown dtype"),
+        # -d is one dtype: a list read as one unknown name that listed bfloat16 among the known.
+        (["-d", "float32,bfloat16"], "takes one dtype a sweep, got 2: float32, bfloat16; run one sweep per dtype"),
         (["-o", "xor"], "unknown reduction"),
         (["-b", "6", "-d", "float32"], "not a multiple"),
         (["--ranks", "0"], "at least 1"),
