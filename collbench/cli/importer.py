@@ -39,7 +39,15 @@ def _checked_algo(name: str) -> str:
     return key
 
 
-@app.command("nccl-tests", cls=CollbenchCommand)
+# help= rather than a docstring: Typer keeps a later paragraph's line breaks as they are, so the
+# docstring's second paragraph printed broken after "alltoall," in --help.
+@app.command(
+    "nccl-tests",
+    cls=CollbenchCommand,
+    help="Read nccl-tests or rccl-tests output (text table or -J JSON) into collbench result rows.\n\n"
+    "Every program they print: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, "
+    "scatter, gather, sendrecv and hypercube (an all-gather by recursive doubling).",
+)
 def nccl_tests(
     log: Annotated[Path, typer.Argument(metavar="LOG", help="nccl-tests output: the text table or its -J JSON.")],
     algo: Annotated[
@@ -57,7 +65,7 @@ def nccl_tests(
         ),
     ] = None,
     ranks: Annotated[
-        int | None, typer.Option("--ranks", min=1, help="The rank count, when the log does not say it.")
+        int | None, typer.Option("--ranks", min=1, metavar="N", help="The rank count, when the log does not say it.")
     ] = None,
     nodes: Annotated[
         int | None,
@@ -68,11 +76,7 @@ def nccl_tests(
     ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an -O file that holds rows already.")] = False,
 ) -> None:
-    """Read nccl-tests or rccl-tests output (text table or -J JSON) into collbench result rows.
-
-    Every program they print: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall,
-    scatter, gather, sendrecv and hypercube (an all-gather by recursive doubling).
-    """
+    """Read nccl-tests or rccl-tests output into collbench result rows (the command's help says more)."""
     if output is not None and output.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
         raise InputFileError(str(output), "unknown results format; use .jsonl, .csv or .parquet")
     algo = _checked_algo(algo)

@@ -5,6 +5,7 @@ and shows no Python type beside them: Typer printed ``RESULTS... <list[Path]>``,
 from __future__ import annotations
 
 import importlib
+import itertools
 import re
 
 import pytest
@@ -86,3 +87,30 @@ def test_predict_names_each_value() -> None:
         assert re.search(rf"{re.escape(option)}\s+{re.escape(metavar)}\s", predict), option
     sweep = CliRunner().invoke(app, ["sweep", "--help"], env=wide).output
     assert re.search(r"--timeout\s+-T\s+SECONDS\s", sweep) and re.search(r"--check\s+-c\s+0\|1\s", sweep)
+
+
+def _prose(text: str) -> list[list[str]]:
+    """The help's paragraphs above its panels (the usage line left out), each as its lines."""
+    paragraphs: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith("╭"):
+            break
+        if "Usage:" in line:
+            continue
+        if line.strip():
+            paragraphs[-1].append(line.strip())
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    return [p for p in paragraphs if p]
+
+
+@pytest.mark.parametrize("path", _paths(), ids=" ".join)
+def test_help_prose_is_wrapped_to_the_width(path: list[str]) -> None:
+    # A docstring's second paragraph keeps its source line breaks in Typer's help: import nccl-tests
+    # printed "... reduce, alltoall," and "scatter, gather, ..." on two lines with room for more.
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    for paragraph in _prose(result.output):
+        for line, after in itertools.pairwise(paragraph):
+            # each line but the last is full: the next line's first word would not have fitted
+            assert len(line) + 1 + len(after.split()[0]) > 80 - 2, paragraph
