@@ -135,6 +135,48 @@ def test_a_point_not_behind_after_all_gets_its_full_iterations(one_rank: RankCon
     assert fixed.iters == 7 and fixed.cut_short is None
 
 
+class _Calls:
+    """The untimed calls time_point makes itself (the fake timer never calls): its warm-up calls."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+
+
+def test_a_point_timed_once_first_makes_no_warm_up_call_before_it(one_rank: RankContext) -> None:
+    # The data check's call before it was the point's first call: cut after one timed call, the point
+    # made two calls, where it made 2 + warm-up before.
+    calls, timer = _Calls(), _Timer([440_000.0] * 10)
+    probe = Behind("ring", 110_000.0, 2.0, check_us=451_000.0)
+    got = time_point(one_rank, calls, timer, None, 0.05, probe, warmup=2)
+    assert calls.count == 0 and timer.batches == [1] and got.iters == 1
+    assert got.cut_short == (
+        "1 of 5 timed iterations: 4.00x the slowest iteration of ring at this size "
+        "(cut over 2x; its data check's call 4.10x)"
+    )
+
+
+def test_a_point_not_behind_after_all_is_warmed_up_and_timed_as_any_other(one_rank: RankContext) -> None:
+    # Its first timed call was within 2x: that call is one of its 2 warm-up calls, so one more, then
+    # 5 iterations afresh; the first call's time is no sample of it.
+    calls, timer = _Calls(), _Timer([300_000.0] + [200_000.0] * 10)
+    got = time_point(one_rank, calls, timer, None, 0.05, Behind("ring", 180_000.0, 2.0), warmup=2)
+    assert calls.count == 1 and timer.batches == [1, 5]
+    assert got.iters == 5 and got.samples_us == [200_000.0] * 5 and got.cut_short is None
+    # With one warm-up call asked, that first call was all of it.
+    calls, timer = _Calls(), _Timer([300_000.0] + [200_000.0] * 10)
+    got = time_point(one_rank, calls, timer, None, 0.05, Behind("ring", 180_000.0, 2.0), warmup=1)
+    assert calls.count == 0 and timer.batches == [1, 5] and got.samples_us == [200_000.0] * 5
+
+
+def test_a_point_with_no_bound_is_warmed_up_before_its_iterations(one_rank: RankContext) -> None:
+    calls, timer = _Calls(), _Timer([100_000.0] * 10)
+    got = time_point(one_rank, calls, timer, None, 0.05, warmup=2)
+    assert calls.count == 2 and timer.batches == [5] and got.iters == 5
+
+
 def test_without_a_bound_the_batches_are_as_before(one_rank: RankContext) -> None:
     timer = _Timer([440_000.0] * 10)
     got = time_point(one_rank, lambda: None, timer, None, 0.05)

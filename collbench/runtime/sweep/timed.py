@@ -20,6 +20,16 @@ first comes from the slowest rank's data-check call, agreed in the all-reduce of
 iteration of it can be a stall: a scheduler tick is 40x a 100 us call), nor a point with no leader at
 its size yet, nor one whose timed iteration is within the bound: those get their full iterations, in
 the same batches as before.
+
+A point timed one iteration first makes no warm-up call before it. Its data-check call, the point's
+first call, already built the plan, allocated and touched the same buffers and, over gloo, opened
+every connection the schedule uses: a warm-up after it is one more call of a schedule whose time is
+the links'. On the namespace cluster those warm-ups were a third of the cut points' time (63 of 189 s
+in round 0); the rows of the tune show what was dropped: each cut row's reason gives its check call
+beside its timed one, within a few percent of each other, as the timed call after a warm-up was
+before (benchmarks/README.md). A point that is not behind after all gets the warm-up then, and its
+full iterations afresh: that first timed call counts as one of its warm-up calls, not as a sample, so
+every point timed in full is timed as any other.
 """
 
 from __future__ import annotations
@@ -108,6 +118,9 @@ class Behind:
     leader: str
     leader_max_us: float
     factor: float
+    check_us: float | None = None
+    """The slowest rank's data-check call at the point, the point's first call, where it looked behind
+    (:func:`looks_behind`); the reason shows it beside the timed call."""
 
     @property
     def bound_us(self) -> float:
@@ -115,9 +128,10 @@ class Behind:
 
     def reason(self, sample_us: float, timed: int, asked: int) -> str:
         """What a row cut short by this bound records (``ResultRow.cut_short``)."""
+        check = "" if self.check_us is None else f"; its data check's call {self.check_us / self.leader_max_us:.2f}x"
         return (
             f"{timed} of {asked} timed iterations: {sample_us / self.leader_max_us:.2f}x the slowest "
-            f"iteration of {self.leader} at this size (cut over {self.factor:g}x)"
+            f"iteration of {self.leader} at this size (cut over {self.factor:g}x{check})"
         )
 
 
@@ -146,33 +160,49 @@ def time_point(
     iters: int | None,
     budget_s: float,
     behind: Behind | None = None,
+    *,
+    warmup: int = 0,
 ) -> TimedPoint:
-    """Slowest-rank samples of the point (the same on every rank) and the iterations timed.
+    """Slowest-rank samples of the point (the same on every rank) and the iterations timed, after
+    ``warmup`` untimed calls.
 
     A sample is one iteration on the CPU, a round of iterations with CUDA events (``timer.sample_iters``).
-    ``behind``: time one iteration first and stop there if it is behind (:func:`cut_after_first`); given
-    only where :func:`looks_behind` said so on every rank.
+    ``behind``: time one iteration first, with no warm-up before it, and stop there if it is behind
+    (:func:`cut_after_first`); given only where :func:`looks_behind` said so on every rank. Not behind
+    after all, that call is one of the point's warm-up calls: the rest of them, then its iterations.
     """
     policy = AutoIters(budget_s=budget_s)
     asked = iters if iters is not None else policy.min_iters
     samples: list[float] = []
     covered: list[int] = []
-    batch = 1 if behind is not None else asked
+    if behind is None:
+        _warm_up(call, warmup)
+        batch = asked
+    else:
+        _time_batch(ctx, call, timer, 1, samples, covered)
+        if cut_after_first(behind, samples[0], asked, budget_s):
+            return TimedPoint(samples, 1, behind.reason(samples[0], 1, asked))
+        batch = asked - 1
+        if warmup > 0:
+            # Timed as every point is: that call was its first warm-up call, not a sample.
+            samples.clear()
+            covered.clear()
+            _warm_up(call, warmup - 1)
+            batch = asked
     while batch > 0:
         _time_batch(ctx, call, timer, batch, samples, covered)
-        if behind is not None and len(covered) == 1:
-            if cut_after_first(behind, samples[0], asked, budget_s):
-                return TimedPoint(samples, 1, behind.reason(samples[0], 1, asked))
-            # Not behind after all: the rest of its first batch, then on as every point goes.
-            batch = asked - 1
-            if batch > 0:
-                continue
         if iters is not None:
             break
         # Every rank holds the same samples, so every rank takes the same decision: no broadcast.
         elapsed_s = sum(t * k for t, k in zip(samples, covered, strict=True)) * 1e-6
         batch = policy.next_batch(samples, elapsed_s, iters_done=sum(covered))
     return TimedPoint(samples, sum(covered))
+
+
+def _warm_up(call: Callable[[], None], calls: int) -> None:
+    """``calls`` untimed calls (the sweep's ``--warmup``)."""
+    for _ in range(calls):
+        call()
 
 
 def _time_batch(

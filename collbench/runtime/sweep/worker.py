@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -424,14 +424,14 @@ def _measure(
             ctx.report({"kind": "note", "text": text})
         return None
     wrong = int(flags[1]) if checked else -1  # barrier: nothing to check (-1, shown as N/A)
-    for _ in range(cfg.warmup):
-        call()
     where = (point.op.value, point.size_bytes, point.in_place)
-    behind = leaders.bound(where, point.algo)
+    bound = leaders.bound(where, point.algo)
     asked = cfg.iters if cfg.iters is not None else AUTO_MIN_ITERS
-    if not looks_behind(behind, float(flags[2]), asked, cfg.point_budget_s):
-        behind = None
-    timed = time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s, behind)
+    behind = None
+    if bound is not None and looks_behind(bound, float(flags[2]), asked, cfg.point_budget_s):
+        # The check call, the point's first, is its warm-up (timed.py): timed once right after it.
+        behind = replace(bound, check_us=float(flags[2]))
+    timed = time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s, behind, warmup=cfg.warmup)
     samples = timed.samples_us
     stats = summarize(samples)
     leaders.add(where, Leader(point.algo, stats.time_us_max), wrong=wrong, cut=bool(timed.cut_short))
