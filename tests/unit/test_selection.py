@@ -417,6 +417,47 @@ def test_a_lead_from_one_lucky_round_is_a_tie_and_two_rounds_are_not_enough() ->
     assert select_rules(_rounds_of(two))[0].tie_with
 
 
+def test_two_rounds_part_a_pair_only_where_each_round_is_behind_beyond_any_bar() -> None:
+    from collbench.tuning.rounds import unsettled
+    from collbench.tuning.selection import measured_points
+
+    # As on the namespace cluster: recursive doubling 1.34-1.48x behind rabenseifner in both fixed
+    # rounds, ring tied with rabenseifner. Two rounds settle recursive doubling: the tie round that
+    # follows measures ring and rabenseifner alone.
+    times = {
+        "native": [200.0, 201.0],
+        "rabenseifner": [43.5, 43.5],
+        "ring": [43.7, 44.0],
+        "recursive-doubling": [63.6, 58.1],
+    }
+    (todo,) = unsettled(measured_points(_rounds_of(times)))
+    assert set(todo.algos) == {"rabenseifner", "ring"}
+    # 30% behind in one round, 20% in the other: the cap (25%) is passed in one round only.
+    times["recursive-doubling"] = [56.6, 52.2]
+    (todo,) = unsettled(measured_points(_rounds_of(times)))
+    assert "recursive-doubling" in todo.algos
+
+
+def test_two_rounds_far_apart_must_also_be_beyond_the_pairs_own_noise() -> None:
+    from collbench.tuning.selection import Point, SelectionSettings, apart_round_by_round
+
+    def point(time_us: float, rounds: tuple[float, float], between: float) -> Point:
+        by_round = tuple(enumerate(rounds))
+        return Point(
+            size_bytes=4096, time_us=time_us, time_us_min=time_us, time_us_max=time_us, iters=5,
+            between=between, rounds=2, by_round=by_round,
+        )  # fmt: skip
+
+    faster = point(100.0, (100.0, 100.0), 0.0)
+    settings = SelectionSettings()
+    # 40% behind in both rounds, its rounds 5% apart: the bar is the cap, 25%.
+    assert apart_round_by_round(point(140.0, (140.0, 141.0), 0.05), faster, settings)
+    # As far behind, but its rounds 30% apart: 2 x that noise is a 60% bar, and the size is measured again.
+    assert not apart_round_by_round(point(140.0, (140.0, 141.0), 0.30), faster, settings)
+    # 20% behind in both, steady: within the cap, however steady (two rounds can agree by chance).
+    assert not apart_round_by_round(point(120.0, (120.0, 120.0), 0.0), faster, settings)
+
+
 def test_a_rule_shows_the_time_measured_not_the_time_put_at_another_rounds_speed() -> None:
     from collbench.tuning.selection import measured_points
 

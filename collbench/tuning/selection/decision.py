@@ -134,11 +134,13 @@ def apart_round_by_round(slower: Point, faster: Point, settings: SelectionSettin
     """Whether, round by round, ``slower`` stays slower than ``faster`` beyond the noise.
 
     Each point's time is its best round's, so a variant with one lucky round can lead one that was as
-    fast in every other round. Where both were measured in the same two or more rounds, the rounds'
+    fast in every other round. Where both were measured in the same three or more rounds, the rounds'
     time ratios must say so too: their mean log ratio, less ``sigmas`` standard errors, above the
-    smallest gain that counts. Two shared rounds are too few to tell a real lead from two rounds that
-    agreed by chance (a lead in both can vanish in the next two): False, so that the tune measures
-    the size again (``rounds.unsettled``). Fewer shared rounds: True (nothing to add to the
+    smallest gain that counts. Two shared rounds give no standard error worth the name (one degree of
+    freedom), and a small lead in both can vanish in the next two (7% ahead, then 1% behind, 10% and
+    1% ahead: issue 10): they are apart only when each round alone is behind by more than any bar
+    the decision holds a pair to, :func:`far_apart_in_each`. Otherwise False, so that the tune
+    measures the size again (``rounds.unsettled``). Fewer shared rounds: True (nothing to add to the
     comparison of best times).
     """
     mine, theirs = dict(slower.by_round), dict(faster.by_round)
@@ -146,9 +148,25 @@ def apart_round_by_round(slower: Point, faster: Point, settings: SelectionSettin
     if len(logs) < 2:
         return True
     if len(logs) < 3:
-        return False
+        return far_apart_in_each(logs, slower, faster, settings)
     error = statistics.stdev(logs) / math.sqrt(len(logs))
     return statistics.fmean(logs) - settings.sigmas * error > math.log1p(settings.min_gain)
+
+
+def far_apart_in_each(logs: list[float], slower: Point, faster: Point, settings: SelectionSettings) -> bool:
+    """Whether every shared round's log time ratio ``logs`` (slower over faster) is beyond both the
+    pair's noise bar, uncapped (``sigmas`` times the combined noise of the two points, their rounds'
+    gap, pooled over the size's algorithms, included), and the cap any steady pair's bar stops at
+    (``settings.max_threshold``, 25%).
+
+    That is a lead no noise the tune measured explains in either round, nor any a steady machine is
+    allowed: the decision's own bar between best times is never higher for steady points. On the
+    namespace cluster recursive doubling was 1.34-1.48x behind the fastest in both fixed rounds at
+    every size (bars 3-19%): a tie round of it re-measured 18 points (15 s) to learn that again.
+    Leads of a few percent, where two rounds can agree by chance, still need a third round.
+    """
+    bar = max(settings.max_threshold, settings.threshold(slower.noise, faster.noise, capped=False))
+    return all(log > math.log1p(bar) for log in logs)
 
 
 def separated(here: dict[Variant, Point], settings: SelectionSettings) -> bool:
