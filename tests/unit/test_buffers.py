@@ -16,6 +16,7 @@ from collbench.runtime.executor.buffers import (
     fill,
     make_buffers,
     pattern,
+    pattern_period,
     torch_dtype,
 )
 from collbench.schedules.ops import CLASSIC_OPS, DTYPE_SIZES, FLOAT_DTYPES, REDOPS, Op, chunk_bounds
@@ -44,6 +45,27 @@ def test_every_order_of_reduction_is_exact_in_the_dtype(dtype_name: str, redop: 
         if redop == "avg":
             acc = acc / world_size
         assert count_wrong(acc, expected) == 0
+
+
+@pytest.mark.parametrize("redop", [*REDOPS, None])
+def test_a_pattern_and_its_reduction_repeat_one_period_element_for_element(redop: str | None) -> None:
+    # Filling and checking repeat one period (buffers.pattern_period); each element computed alone (a
+    # range within one period) is the arithmetic itself. A range over several periods, starting mid-period.
+    start, stop = 997, 997 + 3 * pattern_period(redop) + 7
+    for rank, seed in ((0, 0), (5, 3)):
+        tiled = pattern(rank, start, stop, redop=redop, seed=seed, dtype=torch.float64)
+        alone = torch.cat(
+            [pattern(rank, i, i + 1, redop=redop, seed=seed, dtype=torch.float64) for i in range(start, stop)]
+        )
+        assert torch.equal(tiled, alone)
+    if redop is None:
+        return
+    for dtype in (torch.float32, torch.int64) if redop != "avg" else (torch.float32,):
+        tiled = expected_reduction(7, start, stop, redop=redop, dtype=dtype, seed=2)
+        alone = torch.cat(
+            [expected_reduction(7, i, i + 1, redop=redop, dtype=dtype, seed=2) for i in range(start, stop)]
+        )
+        assert torch.equal(tiled, alone)
 
 
 def test_patterns_differ_between_ranks_and_seeds() -> None:
