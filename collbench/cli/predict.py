@@ -138,6 +138,7 @@ def predict(
     assert source is not None
     from collbench.cli.render.models import render_prediction
     from collbench.models.nccl_cost import ARCHS
+    from collbench.models.predict import pick_fits
     from collbench.models.predict import predict as predict_times
 
     loaded = load_fits(source, profile=profile is not None)
@@ -171,14 +172,16 @@ def predict(
     if nodes is not None and nodes >= 1 and ranks % nodes:
         # Asked for: the ranks go evenly (the default alone may leave the last node part-full).
         raise ConfigError(f"{ranks} ranks do not spread evenly over {nodes} nodes")
-    if nodes is None:
+    if nodes is None and any(not f.distrust() for f in pick_fits(loaded, op_names or None)):
         nodes, assumed = default_nodes(ranks, measured)
         print_note("assumed", assumed)
     report = predict_times(
         loaded,
         ranks,
         size_list,
-        nodes=nodes,
+        # With no fit it may use for the ops asked, predict refuses (saying why, and what to measure)
+        # before any shape is priced: asking first for the nodes would only defer that.
+        nodes=1 if nodes is None else nodes,
         ops=op_names or None,
         measured_nodes=measured,
         nccl_arch=None if arch is None else _arch(arch),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from collbench.backends import measured_on_gpus
+from collbench.errors import ConfigError
 from collbench.models.fitted import Fit
 from collbench.units import counted, ranks_on_nodes
 
@@ -32,11 +33,17 @@ def default_nodes(world_size: int, measured_nodes: Mapping[int, int]) -> tuple[i
     nodes as hold the ranks at that many a node, the last one partly filled where they do not divide
     (NCCL's model reads ``nRanks / nNodes``). So adding ranks never takes nodes away, and at the
     measured world size it is the measured shape itself, priced by the fit with its own error.
-    Without a measured node count, 1 node, and the line says it is an assumption.
+    Raises ConfigError without a measured node count: there are no measured ranks a node to keep, and
+    any count taken instead (1 node put 1,024 ranks of a 2-node log in one) is a guess the prediction
+    would rest on.
     """
     known = [(w, n) for w, n in measured_nodes.items() if n >= 1 and w % n == 0]
     if not known:
-        return 1, "--nodes not given: 1 node (the fits do not say their node count; give --nodes N)"
+        raise ConfigError(
+            f"--nodes not given, and the fits do not say the nodes they were measured on, so {world_size:,} "
+            "ranks have no measured ranks a node to keep: give --nodes N (the nodes to predict on), or "
+            "--measured-nodes M (the nodes the fits' runs spanned; fit --nodes M records it)"
+        )
     world, nodes = max(known)
     per_node = world // nodes
     count = -(-world_size // per_node)

@@ -25,7 +25,7 @@ def _fits_file(tmp_path: Path) -> Path:
 def test_predict_4096_ranks_json(tmp_path: Path) -> None:
     fits = _fits_file(tmp_path)
     result = CliRunner().invoke(
-        app, ["predict", "--fits", str(fits), "--ranks", "4096", "--sizes", "1K,1M,1G", "--json"]
+        app, ["predict", "--fits", str(fits), "--ranks", "4096", "--nodes", "1", "--sizes", "1K,1M,1G", "--json"]
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -42,12 +42,13 @@ def test_predict_small_world_simulates_the_schedule_from_a_profile(tmp_path: Pat
     fits = json.loads(_fits_file(tmp_path).read_text())["fits"]
     profile = tmp_path / "p.yaml"
     profile.write_text(yaml.safe_dump({"schema_version": 1, "fits": fits, "rules": []}))
-    result = CliRunner().invoke(app, ["predict", "--profile", str(profile), "--ranks", "8", "--sizes", "64K", "--json"])
+    args = ["predict", "--profile", str(profile), "--ranks", "8", "--nodes", "1", "--sizes", "64K", "--json"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     ring = next(p for p in doc["predictions"] if p["algo"] == "ring")
     assert abs(ring["simulated_us"] - ring["time_us"]) / ring["time_us"] < 1e-6
-    table = CliRunner().invoke(app, ["predict", "--profile", str(profile), "--ranks", "8"])
+    table = CliRunner().invoke(app, ["predict", "--profile", str(profile), "--ranks", "8", "--nodes", "1"])
     assert table.exit_code == 0 and "choice per size" in table.stdout
 
 
@@ -136,5 +137,5 @@ def test_predict_refuses_a_size_of_0_bytes_as_fit_does(tmp_path: Path) -> None:
         assert result.exit_code == 2, result.output
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: --sizes 0: a call of 0 bytes moves no data")
-    ok = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--sizes", "1,1K"])
+    ok = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--nodes", "1", "--sizes", "1,1K"])
     assert ok.exit_code == 0, ok.output

@@ -53,16 +53,51 @@ def test_predict_without_nodes_keeps_the_measured_ranks_a_node_and_reproduces_th
     assert "predicted at 64 ranks on 8 nodes" in text.stdout and "8 nodes (8 ranks a node" in text.stderr
 
 
-def test_predict_says_it_took_one_node_when_the_fits_do_not_say(tmp_path: Path) -> None:
+def test_predict_asks_for_the_nodes_when_the_fits_do_not_say_them(tmp_path: Path) -> None:
+    # It took 1 node: 1,024 ranks of a 2-node log were priced as one node of 1,024 GPUs. With no measured
+    # ranks a node to keep, it asks, in one line, for the nodes to predict on or those measured on.
     doc = json.loads(_h100_fits(tmp_path).read_text())
     for f in doc["fits"]:
         del f["nodes"]
     fits = tmp_path / "old.json"
     fits.write_text(json.dumps(doc))
-    result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "16", "--sizes", "1G"])
-    assert result.exit_code == 0, result.output
-    assert "assumed: --nodes not given: 1 node (the fits do not say their node count" in result.stderr
-    assert "predicted at 16 ranks on 1 node" in result.stdout
+    runner = CliRunner()
+    result = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "1024", "--sizes", "1G"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error: --nodes not given, and the fits do not say the nodes they were measured on")
+    assert "give --nodes N" in line and "--measured-nodes M" in line and "predicted at" not in result.output
+    measured = runner.invoke(
+        app, ["predict", "--fits", str(fits), "--ranks", "1024", "--sizes", "1G", "--measured-nodes", "2"]
+    )
+    assert measured.exit_code == 0, measured.output
+    assert "predicted at 1024 ranks on 128 nodes" in measured.stdout
+    assert "128 nodes (8 ranks a node, as measured at 16 ranks on 2 nodes)" in measured.stderr
+    given = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "16", "--sizes", "1G", "--nodes", "2"])
+    assert given.exit_code == 0 and "predicted at 16 ranks on 2 nodes" in given.stdout, given.output
+
+
+def test_a_log_naming_neither_nodes_nor_gpu_is_asked_for_its_nodes_not_put_on_one(tmp_path: Path) -> None:
+    # The p5 README excerpt prints no rank lines: fit leaves its nodes unknown, so predict asks; fit
+    # --nodes 2 records them, and import --nodes 2 then fit keeps them through the rows.
+    log = REAL / "all_reduce_perf-p5-2node-mpijob-readme-excerpt.log"
+    runner = CliRunner()
+    bare = tmp_path / "bare.json"
+    bare.write_text(runner.invoke(app, ["fit", str(log), "--json"]).stdout)
+    asked = runner.invoke(app, ["predict", "--fits", str(bare), "--ranks", "1024"])
+    assert asked.exit_code == 2 and "--nodes not given" in asked.output, asked.output
+    rows = tmp_path / "rows.jsonl"
+    imported = runner.invoke(app, ["import", "nccl-tests", str(log), "--nodes", "2", "-O", str(rows)])
+    assert imported.exit_code == 0, imported.output
+    for source in ([str(log), "--nodes", "2"], [str(rows)]):
+        fitted = runner.invoke(app, ["fit", *source, "--json"])
+        assert fitted.exit_code == 0, fitted.output
+        assert [f["nodes"] for f in json.loads(fitted.stdout)["fits"]] == [2], source
+        fits = tmp_path / "fits.json"
+        fits.write_text(fitted.stdout)
+        result = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "1024", "--gpu", "H100"])
+        assert result.exit_code == 0, result.output
+        assert "predicted at 1024 ranks on 128 nodes" in result.stdout
 
 
 def _unusable(tmp_path: Path, backend: str) -> Path:

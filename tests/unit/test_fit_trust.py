@@ -57,7 +57,7 @@ def test_predict_cli_warns_in_one_line(tmp_path: Path) -> None:
     bad = dataclasses.replace(_good("tree"), r2=0.1)
     path = tmp_path / "fits.json"
     path.write_text(json.dumps({"fits": [good.to_dict(), bad.to_dict()]}))
-    result = CliRunner().invoke(app, ["predict", "--fits", str(path), "--ranks", "64", "--sizes", "1M"])
+    result = CliRunner().invoke(app, ["predict", "--fits", str(path), "--ranks", "64", "--nodes", "1", "--sizes", "1M"])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "not extrapolated" in line]
     assert len(lines) == 1

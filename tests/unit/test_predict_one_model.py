@@ -26,7 +26,10 @@ LOGS = (
     "all_reduce_perf-2080ti-x2-autodl.log",
     "all_reduce_perf-p5-2node-mpijob-readme-excerpt.log",
 )
-NODES = {"all_reduce_perf-dgx-a100-4node-slurm-legacy.log": 4}
+NODES = {
+    "all_reduce_perf-dgx-a100-4node-slurm-legacy.log": 4,
+    "all_reduce_perf-p5-2node-mpijob-readme-excerpt.log": 2,
+}
 """Logs whose node count their sources say and their lines do not (benchmarks/README.md)."""
 SIZES = (8, 4096, 1 << 20, 1 << 24, 1 << 28, 1 << 32)
 RANKS = (*range(2, 34), 48, 64, 72, 96, 128, 144, 256, 1024, 1440, 4096)
