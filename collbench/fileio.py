@@ -84,9 +84,30 @@ def read_text_file(path: Path, expected: str, *, max_bytes: int = MAX_TEXT_FILE_
             str(path), f"larger than {max_bytes // (1024 * 1024)} MiB, the most collbench reads (expected {expected})"
         )
     try:
-        return data.decode("utf-8")
+        return decode_text(data)
     except UnicodeDecodeError as exc:
         raise InputFileError(str(path), f"not text (byte {exc.start} is not UTF-8; expected {expected})") from None
+
+
+_UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def decode_text(data: bytes, errors: str = "strict") -> str:
+    """``data`` as text: UTF-8, less a byte-order mark; UTF-16 where it opens with UTF-16's mark.
+
+    Windows tools write both (Notepad's UTF-8 with a BOM; PowerShell's ``>`` and ``Out-File`` UTF-16), and
+    a log saved that way is the same log: read as UTF-8 it was "not text" or, sniffed, "no nccl-tests
+    output in it". Raises UnicodeDecodeError (``errors="strict"``) for bytes that are neither.
+    """
+    encoding = _UTF16_BOMS.get(data[:2])
+    if encoding is not None:
+        with contextlib.suppress(UnicodeDecodeError):
+            text = data[2:].decode(encoding, errors)
+            # Almost any even run of bytes decodes as UTF-16: binary that happens to open with the mark
+            # reads as CJK, not as the mostly-ASCII text of every file collbench takes. That is no text.
+            if errors != "strict" or sum(c.isascii() for c in text) * 2 >= len(text):
+                return text
+    return data.decode("utf-8", errors).removeprefix("\ufeff")
 
 
 _LONG_NUMBER = re.compile(rf"(?<![0-9A-Za-z.])\d{{{MAX_INT_DIGITS + 1},}}(?![0-9A-Za-z])")
@@ -419,7 +440,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def parse_json(text: str, path: Path) -> Any:
     """JSON ``text`` read from ``path``; InputFileError with the problem and its line."""
     try:
-        return json.loads(text, parse_int=json_int, object_pairs_hook=_unique_keys)
+        # A BOM is no JSON, but Windows editors write one: json.loads said "Unexpected UTF-8 BOM".
+        return json.loads(text.removeprefix("\ufeff"), parse_int=json_int, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise InputFileError(str(path), f"not JSON: {exc.msg}", line=exc.lineno) from None
     except _JSONProblem as exc:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from collbench.errors import InputFileError
-from collbench.fileio import check_number_lengths, read_text_file
+from collbench.fileio import check_number_lengths, decode_text, read_text_file
 from collbench.importers.log_lines import nccl_line, plain_lines
 from collbench.importers.nccl_tests_infer import (
     TableRow,
@@ -557,7 +557,7 @@ def looks_like_nccl_tests(path: Path) -> bool:
         return False
     try:
         with path.open("rb") as f:  # the head alone: read_text()[:20000] held a log of gigabytes whole
-            head = f.read(20000).decode("utf-8", errors="replace")
+            head = decode_text(f.read(20000), errors="replace")
     except OSError:
         return False
     # "busbw" is in the table's own column header, which is all an excerpt pasted from a job log may keep.

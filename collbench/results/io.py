@@ -62,6 +62,8 @@ def read_jsonl(path: Path) -> Iterator[ResultRow]:
             if len(raw) > MAX_LINE_BYTES:
                 # Read no further: a file of one endless line must not be held whole to be refused.
                 raise InputFileError(str(path), f"not a result row (longer than {MAX_LINE_BYTES} bytes)", line=lineno)
+            if lineno == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")  # an editor's byte-order mark: no part of the row
             row = _parse_line(path, lineno, raw)
             if row is not None:
                 yield row
