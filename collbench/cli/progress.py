@@ -40,6 +40,15 @@ class _PointProgress(Progress):
     times cut to "0:0…". Below the counts the point has the whole width.
     """
 
+    def stop(self) -> None:
+        # Rich ends a display off a terminal (a file, a pipe, CI's log) with an empty line, after the
+        # last frame it prints there; a transient display prints no frame there, so the empty line stood
+        # alone at the top of stderr, above the notes or the error line.
+        if self.disable or self.console.is_interactive or not self.live.transient:
+            super().stop()
+        else:
+            self.live.stop()
+
     def get_renderables(self) -> Iterable[RenderableType]:
         yield self.make_tasks_table(self.tasks)
         for task in self.tasks:
