@@ -16,13 +16,12 @@ import pytest
 
 from collbench.errors import ConfigError
 from collbench.runtime.launch.rendezvous import (
-    STALE_MARGIN_S,
     interface_address,
-    process_start_s,
     publish,
     published_address,
-    published_since,
     read_published,
+    store_answers,
+    under_hydra,
     withdraw,
 )
 
@@ -68,53 +67,72 @@ def test_task_0_publishes_the_address_of_the_interface_named_for_the_jobs_traffi
         assert published_address(env) == socket.gethostname()
 
 
-def test_a_file_an_earlier_job_left_is_waited_past_until_rank_0_replaces_it(tmp_path: Path) -> None:
+def _listening() -> socket.socket:
+    """A socket listening on the loopback, as rank 0's store does once it has published."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    return listener
+
+
+def _gone_port() -> int:
+    """A loopback port whose listener has closed, as a killed rank 0's store has: connections are refused."""
+    with _listening() as listener:
+        return int(listener.getsockname()[1])
+
+
+def test_a_file_whose_store_is_gone_is_waited_past_until_rank_0_replaces_it(tmp_path: Path) -> None:
     # Hydra names a job by mpiexec's --control-port and --pgid: a rank 0 killed with SIGKILL (no exit
     # handler withdraws its file) leaves one a later job on the same port finds before its rank 0
-    # publishes. The later job's readers start after the earlier job's publish: they take no such file.
+    # publishes. Its store died with it: that file is not taken, however recently it was written (a
+    # job killed 2 s before the next started was taken by a 10 s margin on the proxies' start times).
     path = tmp_path / ".collbench-store-mpirun-x.json"
-    started_s = time.time()
-    path.write_text(json.dumps({"addr": "old-host", "port": 40000, "pid": 1, "published_s": started_s - 3600}))
+    path.write_text(json.dumps({"addr": "127.0.0.1", "port": _gone_port(), "pid": 1}))
     with pytest.raises(ConfigError) as caught:
-        read_published(path, 0.3, rank=2, launcher="mpirun", since_s=started_s)
+        read_published(path, 0.3, rank=2, launcher="mpirun", check_live=True)
     text = str(caught.value)
-    assert "\n" not in text and "earlier job's (remove it)" in text and "old-host" not in text
-    # Without a start time to compare (srun, Open MPI: file names no later job shares) it is read.
-    assert read_published(path, 0.3, rank=2, launcher="mpirun") == ("old-host", 40000)
-    # Rank 0 publishes over it (replacing it whole): the reader waiting past the old file gets the new.
-    later = threading.Timer(0.3, publish, (path, "new-host", 41000, "mpirun"))
-    later.start()
-    try:
-        assert read_published(path, 30.0, rank=2, launcher="mpirun", since_s=started_s) == ("new-host", 41000)
-    finally:
-        later.join()
-        withdraw(path)
+    assert "\n" not in text and "names a store no one listens on (127.0.0.1:" in text
+    assert text.endswith("an earlier job's (remove it)")
+    # Without the check (srun, Open MPI: file names no later job shares) it is read as it stands.
+    assert read_published(path, 0.3, rank=2, launcher="mpirun")[0] == "127.0.0.1"
+    # Rank 0 publishes over it (replacing it whole) once its store listens: the reader takes that.
+    with _listening() as store:
+        port = int(store.getsockname()[1])
+        later = threading.Timer(0.3, publish, (path, "127.0.0.1", port, "mpirun"))
+        later.start()
+        try:
+            assert read_published(path, 30.0, rank=2, launcher="mpirun", check_live=True) == ("127.0.0.1", port)
+        finally:
+            later.join()
+            withdraw(path)
 
 
-def test_a_file_without_a_recorded_time_is_judged_by_its_modification_time(tmp_path: Path) -> None:
-    # Files an older collbench published record no time: their mtime says when.
+def test_a_live_stores_file_is_taken_whenever_it_was_written(tmp_path: Path) -> None:
+    # No clock is compared: a file an hour old whose store answers is this job's (its rank 0 is up).
     path = tmp_path / "store.json"
-    path.write_text(json.dumps({"addr": "h", "port": 5, "pid": 1}))
-    now = time.time()
-    os.utime(path, (now - 3600, now - 3600))
-    with pytest.raises(ConfigError, match="earlier job's"):
-        read_published(path, 0.2, rank=1, since_s=now - 60)
-    os.utime(path, (now, now))
-    assert read_published(path, 0.2, rank=1, since_s=now - 60) == ("h", 5)
+    with _listening() as store:
+        port = int(store.getsockname()[1])
+        path.write_text(json.dumps({"addr": "127.0.0.1", "port": port, "pid": 1}))
+        old = time.time() - 3600
+        os.utime(path, (old, old))
+        assert read_published(path, 0.3, rank=1, check_live=True) == ("127.0.0.1", port)
 
 
-def test_a_rank_under_a_hydra_proxy_takes_files_from_the_proxys_start_on(tmp_path: Path) -> None:
-    # proc(5): a process's starttime (ticks after boot) plus btime is when it started.
-    mine = process_start_s(os.getpid())
-    assert mine is not None and mine <= time.time()
-    assert published_since() is None  # pytest runs under no Hydra proxy
+def test_a_store_that_does_not_answer_is_named_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "store.json"
+    path.write_text(json.dumps({"addr": "127.0.0.1", "port": _gone_port(), "pid": 1}))
+    assert store_answers("127.0.0.1", _gone_port(), 0.5) is False
+    with _listening() as store:
+        assert store_answers("127.0.0.1", int(store.getsockname()[1]), 0.5) is True
+    # A name that resolves nowhere (RFC 6761 reserves .invalid) gets no answer, not an exception.
+    assert store_answers("rank0.invalid", 1, 0.5) is None
+
+
+def test_a_rank_under_a_hydra_proxy_is_told_apart(tmp_path: Path) -> None:
+    assert not under_hydra()  # pytest runs under no Hydra proxy
     # A stand-in proxy (argv[0] hydra_pmi_proxy, as in test_launchers) starts a shell that starts the
-    # rank; the rank's bound is the proxy's start less the margin, and the proxy is the rank's parent's
-    # parent, so it started before the rank did.
-    code = (
-        "import os; from collbench.runtime.launch.rendezvous import published_since, process_start_s; "
-        "print(published_since(), process_start_s(os.getpid()))"
-    )
+    # rank: the rank finds the proxy above it and checks that the store it reads of is live.
+    code = "from collbench.runtime.launch.rendezvous import under_hydra; print(under_hydra())"
     rank = '"$PYTHON" -c "$CODE"; true'
     env = {**os.environ, "PYTHON": sys.executable, "CODE": code}
     done = subprocess.run(
@@ -122,6 +140,4 @@ def test_a_rank_under_a_hydra_proxy_takes_files_from_the_proxys_start_on(tmp_pat
         capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    since_s, rank_start_s = (float(x) for x in done.stdout.split())
-    assert since_s + STALE_MARGIN_S <= rank_start_s
-    assert since_s + STALE_MARGIN_S >= mine  # the proxy started after this test's process
+    assert done.stdout.split() == ["True"]

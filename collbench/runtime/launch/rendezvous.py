@@ -27,8 +27,11 @@ holds it (``OMPI_MCA_orte_hnp_uri``: its host's address and listening port); und
 exports no job id, the host and port of the mpiexec every proxy of the job reports to, from the
 command line of the proxy that started the rank (``hydra_pmi_proxy --control-port HOST:PORT``).
 That port is free again once a job is over, so a rank 0 killed (SIGKILL: no exit handler runs) can
-leave a file a later job of the same port reads: a reader takes no file published before its own
-proxy started, less :data:`STALE_MARGIN_S`, and rank 0 replaces one whole.
+leave a file a later job of the same port reads. A reader under Hydra takes a file only once the store
+it names answers (:func:`store_answers`): a killed rank 0's store died with it, so its address refuses
+a connection, whenever that job ran; the reader waits for rank 0 to replace the file whole. No clock
+is compared (the hosts' clocks, and when each host's proxy started, differ). A port some other program
+has bound since would answer: the join that follows then fails, naming the address.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from collbench.errors import ConfigError
+from collbench.text import printable
 
 RENDEZVOUS_DIR_ENV = "COLLBENCH_RENDEZVOUS_DIR"
 POLL_S = 0.1
@@ -110,34 +114,27 @@ def _hydra_proxy(pid: int) -> tuple[int, list[str]] | None:
     return None
 
 
-STALE_MARGIN_S = 10.0
-"""How long before a reader's own Hydra proxy started rank 0 may have published and still be of its
-job: mpiexec starts its proxies host by host (ssh), so rank 0's may be up and publishing before
-another host's proxy starts, and the hosts' clocks differ a little. A file of a job that ended this
-close before, on the same control port and pgid, is not told apart."""
+def under_hydra(pid: int | None = None) -> bool:
+    """Whether this process (or ``pid``) runs under a Hydra proxy, whose job file names can repeat."""
+    return _hydra_proxy(os.getpid() if pid is None else pid) is not None
 
 
-def process_start_s(pid: int) -> float | None:
-    """When process ``pid`` started, in seconds since the epoch (proc(5): ``starttime``, clock ticks
-    after boot, plus ``btime``); None where /proc does not say."""
+PROBE_S = 1.0
+"""How long a reader waits for the store a file names to accept a connection, each time it looks."""
+
+
+def store_answers(addr: str, port: int, timeout_s: float = PROBE_S) -> bool | None:
+    """Whether something listens at ``addr:port``: True when a connection is accepted (it is closed at
+    once; torch's store takes a client that leaves before a request as gone), False when it is refused
+    (no listener: the store that published it is gone), None when no answer came within ``timeout_s``
+    (the host unreachable or down) or the name does not resolve."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
-        ticks = int(stat[stat.rfind(")") + 2 :].split()[19])
-        boot = next(
-            int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")
-        )
-    except (OSError, ValueError, IndexError, StopIteration):
+        with socket.create_connection((addr, port), timeout=timeout_s):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
         return None
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def published_since(pid: int | None = None) -> float | None:
-    """The earliest publish time (seconds since the epoch) a file of this process's job can have: the
-    start of the Hydra proxy above it, less :data:`STALE_MARGIN_S`; None where no proxy is (Slurm's and
-    Open MPI's files are named after ids no later job has)."""
-    proxy = _hydra_proxy(os.getpid() if pid is None else pid)
-    started = process_start_s(proxy[0]) if proxy is not None else None
-    return None if started is None else started - STALE_MARGIN_S
 
 
 def rendezvous_path(env: Mapping[str, str]) -> Path:
@@ -190,8 +187,9 @@ def interface_address(name: str) -> str | None:
 
 def publish(path: Path, addr: str, port: int, launcher: str = "srun") -> None:
     """Write ``addr:port`` to ``path`` whole (a temporary file renamed into place, replacing any file a
-    killed job left there); removed at exit. It records when, for readers to tell it from such a file."""
-    text = json.dumps({"addr": addr, "port": port, "pid": os.getpid(), "published_s": time.time()})
+    killed job left there); removed at exit. Its store must listen already: readers under Hydra take
+    the file only once that store answers."""
+    text = json.dumps({"addr": addr, "port": port, "pid": os.getpid()})
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         temporary.write_text(text)
@@ -219,48 +217,54 @@ def _given(launcher: str) -> str:
 
 
 def read_published(
-    path: Path, timeout_s: float, rank: int, launcher: str = "srun", since_s: float | None = None
+    path: Path, timeout_s: float, rank: int, launcher: str = "srun", check_live: bool = False
 ) -> tuple[str, int]:
-    """Task 0's store address and port from ``path``, waiting for it up to ``timeout_s``. A file
-    published before ``since_s`` (seconds since the epoch: :func:`published_since`) is an earlier job's,
-    left by a rank 0 that was killed: it is waited past, as if not there, until rank 0 replaces it.
+    """Task 0's store address and port from ``path``, waiting for it up to ``timeout_s``. With
+    ``check_live`` (under Hydra, where a later job's file has an earlier one's name) a file whose store
+    does not answer (:func:`store_answers`) is an earlier job's, left by a rank 0 that was killed: it is
+    waited past, as if not there, until rank 0 replaces it.
 
     Raises ConfigError when it does not come, or holds something other than what task 0 writes.
     """
     deadline = time.monotonic() + timeout_s
-    stale = False
+    dead: tuple[str, int, bool | None] | None = None
     while True:
         try:
             with path.open("rb") as file:
                 data = file.read(MAX_FILE_BYTES + 1)
-                modified_s = os.fstat(file.fileno()).st_mtime
         except FileNotFoundError:
             data = None
         except OSError as exc:
             raise ConfigError(f"{launcher_rank(launcher, rank)}: cannot read {path} ({exc.strerror or exc})") from None
         if data is not None:
-            stale = since_s is not None and _published_s(data, modified_s) < since_s
-            if not stale:
-                return _parsed(path, data, launcher_rank(launcher, rank))
+            addr, port = _parsed(path, data, launcher_rank(launcher, rank))
+            answered = store_answers(addr, port) if check_live else True
+            if answered:
+                return addr, port
+            dead = (addr, port, answered)
         if time.monotonic() > deadline:
             zero = launcher_rank(launcher, 0).split(" ", 1)[1]
-            left = "; the file there is an earlier job's (remove it)" if stale else ""
             raise ConfigError(
                 f"{launcher_rank(launcher, rank)}: {zero} published no store address in {path} within "
                 f"{timeout_s:g} s (it did not start, or the directory is not shared between the job's nodes: "
-                f"set {RENDEZVOUS_DIR_ENV} to one that is, or {_given(launcher)}){left}"
+                f"set {RENDEZVOUS_DIR_ENV} to one that is, or {_given(launcher)}){_dead_text(dead)}"
             )
         time.sleep(POLL_S)
 
 
-def _published_s(data: bytes, modified_s: float) -> float:
-    """When a file was published: the time rank 0 recorded in it, else (a file of an older collbench,
-    or not rank 0's, which :func:`_parsed` then refuses) its modification time."""
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        recorded = json.loads(data[:MAX_FILE_BYTES]).get("published_s")
-        if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
-            return float(recorded)
-    return modified_s
+def _dead_text(dead: tuple[str, int, bool | None] | None) -> str:
+    """What the reader found in place of rank 0's file, where it found a file: the store it names gone
+    (refused: an earlier job's file) or not answering (its host gone, or not reachable from here)."""
+    if dead is None:
+        return ""
+    addr, port, answered = dead
+    where = printable(f"{addr}:{port}")
+    if answered is False:
+        return f"; the file there names a store no one listens on ({where}): an earlier job's (remove it)"
+    return (
+        f"; the store the file there names ({where}) does not answer from here: rank 0's host is not "
+        "reachable, or the file is an earlier job's from a host that is gone (remove it)"
+    )
 
 
 def _parsed(path: Path, data: bytes, who: str) -> tuple[str, int]:

@@ -72,8 +72,8 @@ from collbench.runtime.launch.rankstore import (
 from collbench.runtime.launch.rendezvous import (
     publish,
     published_address,
-    published_since,
     read_published,
+    under_hydra,
     withdraw,
 )
 
@@ -118,8 +118,9 @@ def _open_store(job: JobEnv, timeout_s: float) -> tuple[dist.Store, JobEnv]:
         publish(Path(job.rendezvous), addr, port, job.launcher)
         return store, dataclasses.replace(job, master_addr=addr, master_port=port)
     if job.rendezvous:
-        since_s = published_since()
-        addr, port = read_published(Path(job.rendezvous), timeout_s, job.rank, job.launcher, since_s)
+        # Under Hydra a killed job's file can carry this job's name: only a live store's is taken.
+        live = under_hydra()
+        addr, port = read_published(Path(job.rendezvous), timeout_s, job.rank, job.launcher, check_live=live)
         job = dataclasses.replace(job, master_addr=addr, master_port=port)
     if job.rank != 0 or job.agent_store or not job.local_only:
         joins = job.rank != 0 or job.agent_store
