@@ -2,7 +2,8 @@
 the stall summary, the root a rootless op records.
 
 collbench's ranks (``runtime/sweep/worker.py``) and a library's own harness (``runtime/mpi/measure.py``)
-both build their rows here, so that a row means the same whatever ran it.
+both build their rows here (through ``runtime/sweep/points.point_row``), so that a row means the same
+whatever ran it.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def quick_tune_under_a_launcher(
     calls: list[Any] = []
 
     def fake_run_sweep(config: Any, progress: Any = None) -> list[ResultRow]:
-        # Stands in for rank 0 of the job: the asked points alone (sweep.worker.plan_points keeps a
+        # Stands in for rank 0 of the job: the asked points alone (sweep.points.plan_points keeps a
         # round's `only`), the same gap each round.
         calls.append(config)
         return [

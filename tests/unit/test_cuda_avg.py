@@ -268,7 +268,7 @@ def test_reduce_scatter_and_non_root_reduce_check_their_own_part() -> None:
 
 
 def test_the_sweep_checks_native_nccl_avg_with_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    from collbench.runtime.sweep import worker
+    from collbench.runtime.sweep import points, worker
     from collbench.runtime.sweep.plan import SweepConfig, SweepJob
 
     n, count, dtype = 3, 500, torch.float32
@@ -289,7 +289,7 @@ def test_the_sweep_checks_native_nccl_avg_with_the_bound(monkeypatch: pytest.Mon
         )
 
     def point(algo: str) -> Any:
-        return worker.SweepPoint(Op.ALL_REDUCE, algo, count * 4, count, True, None, "rank-order")
+        return points.SweepPoint(Op.ALL_REDUCE, algo, count * 4, count, True, None, "rank-order")
 
     tick: Callable[[], None] = lambda: None  # noqa: E731
     assert worker._count_wrong(job("nccl"), point("native"), bufs, tick) == 0

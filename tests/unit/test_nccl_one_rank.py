@@ -22,7 +22,7 @@ from collbench.errors import NotApplicableError
 from collbench.results.fields import CUDA_KERNEL, REDUCE_PATHS
 from collbench.runtime.cuda import kernels as cuda_kernels
 from collbench.runtime.host import environment
-from collbench.runtime.sweep import plan, worker
+from collbench.runtime.sweep import plan, points, worker
 from collbench.runtime.sweep.plan import SweepConfig
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithm_names, get_algorithm
@@ -79,15 +79,15 @@ def _job(backend: str, algos: tuple[str, ...], tmp_path: Path) -> plan.SweepJob:
 
 def test_native_rows_on_one_rank_say_why_they_name_no_algorithm(tmp_path: Path) -> None:
     cpu = torch.device("cpu")
-    _, notes = worker.plan_points(_job("nccl", ("ring", "native"), tmp_path), 1, cpu, "rank-order")
+    _, notes = points.plan_points(_job("nccl", ("ring", "native"), tmp_path), 1, cpu, "rank-order")
     assert f"{ONE_RANK_NO_ALGORITHM}: native rows carry no nccl_algo or nccl_proto" in notes
     for backend, world_size, algos in (("nccl", 2, ("native",)), ("gloo", 1, ("native",)), ("nccl", 1, ("ring",))):
-        _, notes = worker.plan_points(_job(backend, algos, tmp_path), world_size, cpu, "rank-order")
+        _, notes = points.plan_points(_job(backend, algos, tmp_path), world_size, cpu, "rank-order")
         assert not any(ONE_RANK_NO_ALGORITHM in n for n in notes)
 
 
-def _point(algo: str, op: Op = Op.ALL_REDUCE) -> worker.SweepPoint:
-    return worker.SweepPoint(op, algo, 4096, 1024, True, 1 << 20, "rank-order")
+def _point(algo: str, op: Op = Op.ALL_REDUCE) -> points.SweepPoint:
+    return points.SweepPoint(op, algo, 4096, 1024, True, 1 << 20, "rank-order")
 
 
 def test_nothing_is_reduced_on_one_rank(monkeypatch: pytest.MonkeyPatch) -> None:

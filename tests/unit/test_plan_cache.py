@@ -22,7 +22,7 @@ from collbench.runtime.executor import plan_cache
 from collbench.runtime.executor.buffers import make_buffers
 from collbench.runtime.executor.plan_cache import PlanCache, PlanKey
 from collbench.runtime.executor.schedule_runner import compile_plan, plan_bytes
-from collbench.runtime.sweep import worker
+from collbench.runtime.sweep import points, worker
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
@@ -260,7 +260,7 @@ def test_a_sweep_point_met_again_reuses_its_plan(fresh: PlanCache, monkeypatch: 
     ctx = SimpleNamespace(world_size=4, rank=2, device=torch.device("cpu"))
     job = SimpleNamespace(redop="sum")
     for count, in_place in ((256, True), (256, False), (512, True), (256, True)):  # rounds, tie rounds
-        point = worker.SweepPoint(Op.ALL_REDUCE, "ring", count * 4, count, in_place, None, "rank-order")
+        point = points.SweepPoint(Op.ALL_REDUCE, "ring", count * 4, count, in_place, None, "rank-order")
         bufs = make_buffers(Op.ALL_REDUCE, count, dtype=torch.float32, rank=2, world_size=4, in_place=in_place)
         worker._make_call(ctx, job, point, bufs, None, 0, None)  # type: ignore[arg-type]
     assert [(k.count, k.rank) for k in built] == [(256, 2), (512, 2)]

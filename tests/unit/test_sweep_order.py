@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from collbench.runtime.sweep.plan import SweepConfig, validate
-from collbench.runtime.sweep.worker import plan_points
+from collbench.runtime.sweep.points import plan_points
 
 SIZES = (1024, 2048, 4096)
 ALGOS = ("ring", "native")

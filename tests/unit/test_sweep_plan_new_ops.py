@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from collbench.layouts.model import Layout
-from collbench.runtime.sweep import memory, plan, worker
+from collbench.runtime.sweep import memory, plan
 from collbench.runtime.sweep.plan import SweepConfig
+from collbench.runtime.sweep.points import SweepPoint, plan_points
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithms_for
 
@@ -51,8 +52,8 @@ def test_all_includes_the_new_ops_with_their_registry_algorithms(tmp_path: Path)
 
 
 def test_block_ops_move_whole_blocks_and_barrier_is_one_point(tmp_path: Path) -> None:
-    points, notes = worker.plan_points(_job(tmp_path), 3, CPU, "rank-order")
-    by_op: dict[Op, list[worker.SweepPoint]] = {}
+    points, notes = plan_points(_job(tmp_path), 3, CPU, "rank-order")
+    by_op: dict[Op, list[SweepPoint]] = {}
     for p in points:
         by_op.setdefault(p.op, []).append(p)
     for op in (Op.ALL_TO_ALL, Op.SCATTER, Op.GATHER):
@@ -72,13 +73,13 @@ def test_block_ops_move_whole_blocks_and_barrier_is_one_point(tmp_path: Path) ->
 
 
 def test_out_of_place_only_ops_skip_in_place_points_and_say_so(tmp_path: Path) -> None:
-    points, notes = worker.plan_points(_job(tmp_path), 3, CPU, "rank-order")
+    points, notes = plan_points(_job(tmp_path), 3, CPU, "rank-order")
     for op in (Op.ALL_TO_ALL, Op.SENDRECV):
         assert all(not p.in_place for p in points if p.op is op)
         assert f"{op.value} is out of place only (input then output): its in-place points are skipped" in notes
     for op in (Op.SCATTER, Op.GATHER):
         assert {p.in_place for p in points if p.op is op} == {False, True}
-    only_in_place, _ = worker.plan_points(_job(tmp_path, in_place=(True,)), 3, CPU, "rank-order")
+    only_in_place, _ = plan_points(_job(tmp_path, in_place=(True,)), 3, CPU, "rank-order")
     assert not [p for p in only_in_place if p.op in (Op.ALL_TO_ALL, Op.SENDRECV)]
 
 

@@ -41,7 +41,7 @@ def test_one_gpu_and_four_ranks_measure_on_the_host_cpus(monkeypatch: pytest.Mon
     topology = placement.topology
     assert topology is not None and topology.source == "host" and not topology.gpus
     assert [d.kind for d in topology.rank_devices] == [DeviceKind.CPU] * 4
-    # The same machine the gloo ranks fingerprint their rows with (worker.row_fingerprint: host_topology).
+    # The same machine the gloo ranks fingerprint their rows with (points.row_fingerprint: host_topology).
     assert machine_fingerprint(topology) == machine_fingerprint(host_topology(4))
     why = "1 GPU for 4 ranks and NCCL runs one rank per GPU: 4 CPU ranks over gloo, on this host's CPUs"
     assert notes == [why] and topology.note == why

@@ -34,7 +34,7 @@ def _first_rounds() -> list[ResultRow]:
 
 def _planned(config: Any) -> list[tuple[str, int, str]]:
     """What the ranks would measure of ``config``: its ``only`` points, in the plan's order (every
-    algorithm at a size before the next size), as ``sweep.worker.plan_points`` filters them."""
+    algorithm at a size before the next size), as ``sweep.points.plan_points`` filters them."""
     assert config.only is not None, "a tie round names the points it measures"
     order = {a: i for i, a in enumerate(config.algos)}
     return sorted(config.only, key=lambda p: (p[0], p[1], order[p[2]]))
@@ -94,7 +94,7 @@ def test_a_sweep_of_named_points_plans_those_alone(tmp_path: Path) -> None:
     import torch
 
     from collbench.runtime.sweep.plan import SweepConfig, validate
-    from collbench.runtime.sweep.worker import plan_points
+    from collbench.runtime.sweep.points import plan_points
 
     only = frozenset({("all-reduce", 2048, "ring"), ("all-reduce", 4096, "native"), ("all-gather", 2048, "ring")})
     job = validate(

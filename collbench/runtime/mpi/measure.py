@@ -14,13 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from collbench.results.journal import empty_file
-from collbench.results.measured import measured_row
 from collbench.results.row import ResultRow
 from collbench.runtime.executor.timing import AutoIters, summarize
 from collbench.runtime.mpi.harness import HarnessJob, JobFacts
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.runtime.sweep.worker import SweepPoint, point_key, row_fingerprint
+from collbench.runtime.sweep.points import SweepPoint, point_key, point_row, row_fingerprint
 
 Event = Callable[[dict[str, Any]], None]
 """What a sweep reports as it goes (``{"kind": "note" | "plan" | "start" | "row", ...}``)."""
@@ -56,24 +55,15 @@ def measure_point(
         )
         return None
     samples = time_point(running, cfg.iters, cfg.point_budget_s)
-    row = measured_row(
-        op=point.op,
-        algo=point.algo,
-        backend=job.backend,
-        world_size=world,
-        dtype=job.dtype,
-        redop=job.redop,
-        in_place=point.in_place,
-        size_bytes=point.size_bytes,
-        count=point.count,
-        samples_us=samples,
-        stats=summarize(samples),
+    row = point_row(
+        job,
+        point,
+        world,
+        samples,
+        summarize(samples),
         iters=len(samples),
         wrong=prepared.wrong,
         nodes=facts.nodes,
-        root=cfg.root,
-        layout=point.layout,
-        segment_bytes=point.segment_bytes,
         host=socket.gethostname(),
         topology_fingerprint=fingerprint,
         backend_version=facts.version,

@@ -40,7 +40,7 @@ from collbench.results.row import ResultRow
 from collbench.runtime.mpi.harness import HarnessJob, HarnessVariant, build_with, realtime_ranks
 from collbench.runtime.mpi.measure import Event, measure_point, start_stream
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, rows_in_plan_order
+from collbench.runtime.sweep.points import SweepPoint, plan_points, point_key, rows_in_plan_order
 
 MPICC = "mpicc.mpich"
 MPIEXEC = "mpiexec.mpich"

@@ -1,6 +1,6 @@
 """``sweep --backend mpi``: Open MPI's collectives, each coll/tuned algorithm forced in turn, as rows.
 
-The points are planned as for every backend (``worker.plan_points``: the same order, ``--interleave``
+The points are planned as for every backend (``points.plan_points``: the same order, ``--interleave``
 included, and the same rounding of all-gather and reduce-scatter to whole chunks); every point is
 filled, run once and checked, warmed up and timed by the C harness (harness.py, measure.py: shared with
 MPICH's sweep), in batches chosen by
@@ -39,7 +39,7 @@ from collbench.runtime.mpi.ompi_tools import (
     ompi_info_text,
 )
 from collbench.runtime.sweep.plan import SweepJob
-from collbench.runtime.sweep.worker import SweepPoint, plan_points, point_key, rows_in_plan_order
+from collbench.runtime.sweep.points import SweepPoint, plan_points, point_key, rows_in_plan_order
 from collbench.schedules.ops import OP_SPECS
 
 

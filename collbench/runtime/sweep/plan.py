@@ -84,7 +84,7 @@ class SweepConfig:
     """Where rows stream; None: next to ``output`` (same stem, .jsonl), else collbench-sweep.jsonl."""
     interleave: bool = False
     """Measure every algorithm at a size before the next size (tune's rounds), rather than every size
-    of one algorithm before the next algorithm (``worker.plan_points`` says why)."""
+    of one algorithm before the next algorithm (``points.plan_points`` says why)."""
     only: frozenset[tuple[str, int, str]] | None = None
     """The (op, size_bytes, algorithm) points to measure, of those the ops, sizes and algorithms give
     (size_bytes as the row records it); None: all of them. Tune's tie rounds re-measure the tied

@@ -1,0 +1,214 @@
+"""A sweep's points and their rows, whatever measures them: the plan (every point in order, and what is
+skipped), the key of a point's row, the row built from a measured point, the rows in the plan's order
+and the topology fingerprint they carry.
+
+collbench's ranks (``worker.py``) and the MPI libraries' harnesses (``runtime/mpi/measure.py``,
+``ompi_sweep.py``, ``mpich_sweep.py``) share them, so that a point means the same whatever ran it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from collbench.nccl.variants import is_native
+from collbench.results.measured import TimeStats, measured_row
+from collbench.results.measured import point_key as row_key
+from collbench.results.row import ResultRow
+from collbench.runtime.executor.schedule_runner import default_segment_bytes
+from collbench.runtime.sweep.plan import SweepJob
+from collbench.schedules.contracts import contract
+from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
+from collbench.schedules.registry import get_algorithm
+from collbench.units import format_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    """One point of a sweep: an op, an algorithm, a size and a mode, on a layout and segment size."""
+
+    op: Op
+    algo: str
+    size_bytes: int
+    count: int
+    in_place: bool
+    segment_bytes: int | None
+    layout: str
+
+    def describe(self) -> str:
+        mode = "in-place" if self.in_place else "out-of-place"
+        return f"{self.op.value} {self.algo} {format_bytes(self.size_bytes)} {mode}"
+
+
+def plan_points(
+    job: SweepJob, world_size: int, device: torch.device, layout_name: str, *, nodes: int = 1
+) -> tuple[list[SweepPoint], list[str]]:
+    """Every point of the sweep in order, and notes on what is skipped.
+
+    ``nodes``: how many nodes the layout places the ranks on; an algorithm that needs two or more
+    (hierarchical) is skipped, saying so, on fewer.
+
+    The order is op, algorithm, size, mode; with ``interleave``, op, size, algorithm, mode, so that the
+    algorithms compared at a size are measured within a fraction of a second of each other. The
+    2-core development VM switches between speeds for a second or more at a time (a 512 B all-reduce
+    at 90 us, then at 113 us, then at 90 again, with no stalled iteration): measured one algorithm
+    after another, the algorithms measured during a fast spell win at every size.
+    """
+    cfg = job.config
+    elem = DTYPE_SIZES[job.dtype]
+    seg = cfg.segment_bytes or default_segment_bytes(device)
+    points: list[SweepPoint] = []
+    notes: list[str] = []
+    backend = job.runs_on
+    if any(is_native(a) for _, algos in job.algos for a in algos):
+        notes.extend(backend.native_notes(None, world_size))
+    for op, algos in job.algos:
+        spec = op.spec
+        if nodes < 2 and (flat := [a for a in algos if not is_native(a) and get_algorithm(a).needs_nodes]):
+            notes.append(
+                f"{', '.join(flat)} {op.value}: needs ranks on two or more nodes, and the layout has "
+                f"{nodes} (on one node it is a ring; give --topology of several hosts); skipped"
+            )
+            algos = tuple(a for a in algos if a not in flat)
+        if not spec.payload and algos:
+            notes.append(f"{op.value} moves no data: one point per algorithm at 0 bytes, time only, nothing to check")
+            if any(is_native(a) for a in algos):
+                notes.extend(backend.native_notes(op, world_size))
+        # Barrier moves nothing: one point per algorithm, at 0 bytes (its sizes would all be the same).
+        sizes = job.sizes if spec.payload else job.sizes[:1]
+        if cfg.interleave:
+            pairs = [(algo, size) for size in sizes for algo in algos]
+        else:
+            pairs = [(algo, size) for algo in algos for size in sizes]
+        modes = cfg.in_place
+        if spec.out_of_place and True in modes and not backend.in_place_every_op:
+            # torch.distributed's all_to_all_single and send/recv take two buffers (MPI has MPI_IN_PLACE).
+            notes.append(f"{op.value} is out of place only (input then output): its in-place points are skipped")
+            modes = tuple(m for m in modes if not m)
+        if not spec.payload and not backend.in_place_every_op:
+            modes = modes[:1]  # nothing in place or out of it: one point (MPI times both of its calls)
+        seen: set[tuple[str, int]] = set()
+        for algo, size in pairs:
+            native = is_native(algo)
+            # The block ops move whole blocks, one per rank (nccl-tests' *GetCollByteCount): the row's
+            # size and count are what was really moved. Barrier's are 0.
+            count = op_count(op, size // elem, world_size)
+            if native and contract(op).native_equal_chunks and count % world_size:
+                # torch's tensor collectives need equal chunks: round as nccl-tests does.
+                count -= count % world_size
+            if count == 0 and spec.payload:
+                what = "less than one element per rank" if spec.blocks else "fewer elements than needed"
+                notes.append(f"{op.value} {algo} {format_bytes(size)}: {what}, skipped")
+                continue
+            if (algo, count) in seen:
+                continue  # two sizes rounded to the same whole blocks: measured once
+            seen.add((algo, count))
+            if cfg.only is not None and (op.value, count * elem, algo) not in cfg.only:
+                continue
+            for in_place in modes:
+                points.append(
+                    SweepPoint(
+                        op=op,
+                        algo=algo,
+                        size_bytes=count * elem,
+                        count=count,
+                        in_place=in_place,
+                        segment_bytes=None if native else seg,
+                        layout="rank-order" if native else layout_name,
+                    )
+                )
+    return points, notes
+
+
+def point_key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, ...]:
+    """``ResultRow.key`` of the point's row (what ``--resume`` finds done)."""
+    return row_key(
+        op=point.op,
+        algo=point.algo,
+        backend=job.backend,
+        world_size=world_size,
+        dtype=job.dtype,
+        redop=job.redop,
+        in_place=point.in_place,
+        size_bytes=point.size_bytes,
+        root=job.config.root,
+        layout=point.layout,
+        segment_bytes=point.segment_bytes,
+    )
+
+
+def point_row(
+    job: SweepJob,
+    point: SweepPoint,
+    world_size: int,
+    samples_us: Sequence[float],
+    stats: TimeStats,
+    *,
+    iters: int,
+    wrong: int,
+    nodes: int,
+    **measured: Any,
+) -> ResultRow:
+    """The row of ``point`` measured in ``job`` on ``world_size`` ranks (``results.measured.measured_row``
+    with what the point and the job say); ``measured``: the fields only the measuring backend knows."""
+    return measured_row(
+        op=point.op,
+        algo=point.algo,
+        backend=job.backend,
+        world_size=world_size,
+        dtype=job.dtype,
+        redop=job.redop,
+        in_place=point.in_place,
+        size_bytes=point.size_bytes,
+        count=point.count,
+        samples_us=samples_us,
+        stats=stats,
+        iters=iters,
+        wrong=wrong,
+        nodes=nodes,
+        root=job.config.root,
+        layout=point.layout,
+        segment_bytes=point.segment_bytes,
+        **measured,
+    )
+
+
+def rows_in_plan_order(
+    job: SweepJob,
+    points: list[SweepPoint],
+    world: int,
+    measured: dict[tuple[Any, ...], ResultRow],
+    done: dict[tuple[Any, ...], ResultRow],
+) -> list[ResultRow]:
+    """The sweep's rows in the plan's order: each point's row measured now, else the one resumed from
+    the stream; a point nothing measured (one an MPI library refused) has neither and no row."""
+    rows = []
+    for point in points:
+        key = point_key(job, point, world)
+        if key in measured:
+            rows.append(measured[key])
+        elif key in done:
+            rows.append(done[key])
+    return rows
+
+
+def row_fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
+    """The topology fingerprint rows carry: the given topology's, else this host's; and a note if none."""
+    if job.topology is not None:
+        return str(job.topology.fingerprint), ""
+    # Imported here only: topology discovery is another area's and talks to NVML on GPU machines.
+    from collbench.errors import CollbenchError
+
+    try:
+        if not job.runs_on.on_gpu:
+            from collbench.topology.host import host_topology
+
+            return str(host_topology(world_size).fingerprint), ""
+        from collbench.topology.sources import discover_topology
+
+        return str(discover_topology(ranks=world_size).fingerprint), ""
+    except (CollbenchError, ValueError) as exc:
+        return "", f"no topology fingerprint in the rows: {exc}"
