@@ -37,6 +37,7 @@ from collbench.tuning.selection import (
     PointsByOp,
     SelectionSettings,
     decide_at,
+    equal_round_by_round,
     points_at,
     sizes_of,
 )
@@ -63,7 +64,9 @@ class Unsettled:
 
 def unsettled(points: PointsByOp, settings: SelectionSettings | None = None) -> list[Unsettled]:
     """Per op, the (size, algorithm) pairs in a tie: at each size where the fastest variant is tied with
-    another, the chosen one and those tied with it; none at a size already separated.
+    another, the chosen one and those tied with it; none at a size already separated, nor at one whose
+    ties are all shown equal to the chosen variant (``selection.equal_round_by_round``: within the
+    smallest gain that counts, round by round), where another round cannot change the decision.
 
     ``points`` are the measured rows folded by ``selection.measured_points``.
     """
@@ -72,7 +75,10 @@ def unsettled(points: PointsByOp, settings: SelectionSettings | None = None) -> 
     for op, variants in sorted(points.items()):
         pairs: list[tuple[int, str]] = []
         for size in sizes_of(variants):
-            chosen, tied = decide_at(points_at(variants, size), None, settings)
+            here = points_at(variants, size)
+            chosen, tied = decide_at(here, None, settings)
+            if all(equal_round_by_round(here[v], here[chosen], settings) for v in tied):
+                continue  # a tie settled as one (nothing tied: separated)
             # A variant is an algorithm at one segment size: a tie round measures the algorithm.
             pairs.extend(dict.fromkeys((size, variant.algo) for variant in (chosen, *tied) if tied))
         if pairs:

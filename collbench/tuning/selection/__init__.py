@@ -24,6 +24,7 @@ from collbench.tuning.selection.decision import (
     SelectionSettings,
     apart_round_by_round,
     decide_at,
+    equal_round_by_round,
     left_behind,
     separated,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "SelectionSettings",
     "apart_round_by_round",
     "decide_at",
+    "equal_round_by_round",
     "in_round",
     "left_behind",
     "measured_points",

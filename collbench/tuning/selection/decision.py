@@ -169,6 +169,25 @@ def far_apart_in_each(logs: list[float], slower: Point, faster: Point, settings:
     return all(log > math.log1p(bar) for log in logs)
 
 
+def equal_round_by_round(a: Point, b: Point, settings: SelectionSettings) -> bool:
+    """Whether, over three or more shared rounds, ``a`` and ``b`` are shown to differ by less than the
+    smallest gain that counts: the mean log ratio of their rounds' times, give or take ``sigmas``
+    standard errors, inside ``settings.min_gain`` either way.
+
+    Such a pair is a tie more rounds cannot undo: whichever is faster, it is faster by less than any
+    bar the decision asks a switch to clear, and the tie goes to the simpler choice either way. A tie
+    round has nothing left to learn there (``rounds.unsettled``). On the namespace cluster ring and
+    rabenseifner took the same time at 1-4 MiB (within 1-2% in every round), and each tie round
+    re-measured them there again. Fewer than three shared rounds give no standard error: False.
+    """
+    mine, theirs = dict(a.by_round), dict(b.by_round)
+    logs = [math.log(mine[r] / theirs[r]) for r in mine if r in theirs and mine[r] > 0 and theirs[r] > 0]
+    if len(logs) < 3:
+        return False
+    error = statistics.stdev(logs) / math.sqrt(len(logs))
+    return abs(statistics.fmean(logs)) + settings.sigmas * error < math.log1p(settings.min_gain)
+
+
 def separated(here: dict[Variant, Point], settings: SelectionSettings) -> bool:
     """Whether the fastest variant at a size is faster than every other beyond the measured noise."""
     if len(here) < 2:
