@@ -47,7 +47,7 @@ from pathlib import Path
 
 from collbench.backends.nccl import NCCL
 from collbench.errors import InputFileError
-from collbench.results.row import ResultRow
+from collbench.results.row import NCCL_TESTS_SOURCE, ResultRow
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 
 PROGRAM_OPS: dict[str, Op] = {
@@ -293,7 +293,7 @@ def factor_row(
         busbw_gbps=algbw * op.spec.busbw_factor(world_size),
         wrong=wrong,
         root=max(root, 0),
-        source="nccl-tests",
+        source=NCCL_TESTS_SOURCE,
     )
 
 

@@ -15,7 +15,7 @@ from collbench.models.crossover import Crossover
 from collbench.models.fitted import Fit
 from collbench.report.svg import Marker, Point, Series, color_map, log_chart
 from collbench.results.noise import decision_time_us
-from collbench.results.row import ResultRow
+from collbench.results.row import NCCL_TESTS_SOURCE, ResultRow
 from collbench.schedules.ops import Op
 from collbench.units import counted, size_label
 
@@ -50,6 +50,9 @@ class _Combined:
     stall: float | None
     bimodal: bool
     rows: int
+    iterations_timed: bool
+    """Whether a row of it kept its iterations' spread: an imported nccl-tests row holds one time, the
+    mean over its iterations, in every time field."""
 
 
 def _combine(rows: Sequence[ResultRow]) -> _Combined:
@@ -66,7 +69,19 @@ def _combine(rows: Sequence[ResultRow]) -> _Combined:
         stall=max(stalls) if stalls else None,
         bimodal=any(r.bimodal for r in rows),
         rows=len(rows),
+        iterations_timed=any(r.source != NCCL_TESTS_SOURCE for r in rows),
     )
+
+
+def _no_stall_note(rows: Sequence[ResultRow]) -> str:
+    """Why a section's points carry no noise marks: nccl-tests keeps no iteration's time, and collbench
+    rows written before sweeps measured stalls have none."""
+    if all(r.source == NCCL_TESTS_SOURCE for r in rows):
+        return (
+            "These rows are nccl-tests' times, each the mean over its iterations: no spread to draw as bars, "
+            "no stall to mark."
+        )
+    return "These rows carry no stall fraction (recorded before sweeps measured it): no noise marks."
 
 
 def busbw_gbps(size_bytes: float, time_us: float, factor: float) -> float:
@@ -141,6 +156,10 @@ def op_section(
                 f"iterations: fastest {c.time_us_min:.4g} us "
                 f"({busbw_gbps(c.size_bytes, c.time_us_min, factor):.4g} GB/s), p50 {c.time_us_p50:.4g} us, "
                 f"slowest {c.time_us_max:.4g} us; {counted(c.rows, 'row')}{stall}"
+                if c.iterations_timed
+                # one time per row: a p25, fastest, p50 and slowest all of that one value claimed a spread
+                else f"{name} {size_label(c.size_bytes)}: {c.decision_us:.4g} us, busbw {bw:.4g} GB/s; "
+                f"nccl-tests' mean over its iterations (no spread recorded); {counted(c.rows, 'row')}"
             )
             t_pts.append(Point(c.size_bytes, c.decision_us, c.time_us_min, c.time_us_p50, tip, noisy))
             # busbw falls as time grows: the fastest iteration is the top of the bar, the p50 its bottom.
@@ -191,7 +210,7 @@ def op_section(
             f"Red rings: points where {100 * STALL_MARK:.0f}% or more of the timed iterations stalled (slower than "
             "3x the fastest), or whose iterations fell into two modes more than 2x apart."
             if has_stall
-            else "These rows carry no stall fraction (recorded before sweeps measured it): no noise marks."
+            else _no_stall_note(rows)
         )
         + "</p>",
     ]

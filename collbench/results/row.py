@@ -18,6 +18,10 @@ NODES_UNKNOWN = 0
 host names). Guessing 1 would file a 1440-rank run as one machine; fit and predict do not read nodes.
 Row checking accepts it (row_fields.FIELD_RANGES)."""
 
+NCCL_TESTS_SOURCE = "nccl-tests"
+"""``ResultRow.source`` of a row imported from nccl-tests output: one time, the mean over its iterations,
+stands in every time field (no p25, fastest, slowest or stall fraction of its own)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ResultRow:
@@ -56,7 +60,7 @@ class ResultRow:
     """What NCCL reported choosing (native runs with TUNING logs), or the forced variant."""
     nccl_proto: str = ""
     source: str = "collbench"
-    """Who measured it: ``collbench`` or ``nccl-tests`` (imported logs)."""
+    """Who measured it: ``collbench`` or NCCL_TESTS_SOURCE (imported logs)."""
     timestamp: float = 0.0
     stall_fraction: float | None = None
     """Fraction of the timed iterations slower than 3x the fastest (results/noise.py); None: not known."""

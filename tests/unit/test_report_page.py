@@ -183,3 +183,24 @@ def test_two_mode_points_are_marked_too() -> None:
     for chart in charts:
         rings = [c for c in chart.iter(f"{SVG_NS}circle") if c.get("class") == "noisy"]
         assert len(rings) == 1 and "two modes" in (rings[0].findtext(f"{SVG_NS}title") or "")
+
+
+def test_nccl_tests_rows_claim_no_spread() -> None:
+    # An imported log holds one time per row (nccl-tests' mean over its iterations) in every time
+    # field: the hover text gave it as p25, fastest, p50 and slowest alike, and the note said the rows
+    # were recorded before sweeps measured stalls.
+    from html import unescape
+    from pathlib import Path
+
+    from collbench.importers.nccl_tests import read_nccl_tests
+
+    log = Path(__file__).parents[1] / "fixtures" / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+    html = unescape(build_report(ReportInputs(rows=tuple(read_nccl_tests(log))), now=NOW))
+    assert "nccl-tests' mean over its iterations (no spread recorded)" in html
+    assert "iterations: fastest" not in html and "recorded before sweeps" not in html
+    assert "These rows are nccl-tests' times, each the mean over its iterations" in html
+    # Rows collbench measured keep their spread beside them on one page.
+    from report_inputs import EXAMPLE_RESULTS
+
+    both = unescape(build_report(ReportInputs(rows=(*read_rows(EXAMPLE_RESULTS), *read_nccl_tests(log))), now=NOW))
+    assert "iterations: fastest" in both and "(no spread recorded)" in both
