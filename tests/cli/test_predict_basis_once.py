@@ -54,3 +54,18 @@ def test_a_basis_that_holds_at_every_size_prints_as_one_paragraph() -> None:
     assert "[1]" not in out and "by size:" not in out
     for algo in ("direct", "ring", "rabenseifner", "two-tree"):
         assert out.count(f"all-reduce {algo} gloo x2 on 1 node; its own structure:") == 1, algo
+
+
+def test_the_words_print_as_written_never_as_markup() -> None:
+    from io import StringIO
+
+    from rich.console import Console, Group
+
+    from collbench.cli.render.models import _bases
+
+    at_sizes = [("1 KiB", "shared words here [red]x[/red] and more"), ("8 KiB", "shared words here y and more")]
+    out = StringIO()
+    Console(file=out, width=80, color_system=None).print(Group(*_bases("native", "a fit", at_sizes)))
+    text = out.getvalue()
+    assert "native: a fit; shared words here [1] and more; by size:" in text
+    assert "[red]x[/red]" in text and "[1]" in text.splitlines()[1]

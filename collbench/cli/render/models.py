@@ -212,8 +212,9 @@ def _bases(algo: str, fit: str, at_sizes: list[tuple[str, str]]) -> list[Rendera
         return [Wrapped(Text(f"{algo}: {fit}; {basis} ({', '.join(sizes)})")) for basis, sizes in by_basis.items()]
     table = narrow_table("", keep=1)
     table.add_column("size", justify="right", no_wrap=True)
+    # Text, not markup: "[1]" and a basis's words are shown as written.
     for gap in range(factored.gaps):
-        table.add_column(f"[{gap + 1}]")
+        table.add_column(Text(f"[{gap + 1}]"))
     for (size, _), fills in zip(at_sizes, factored.fills, strict=True):
-        table.add_row(size, *(fill.strip(";, ") for fill in fills))
+        table.add_row(size, *(Text(fill.strip(";, ")) for fill in fills))
     return [Wrapped(Text(f"{algo}: {fit}; {factored.template}; by size:")), table]
