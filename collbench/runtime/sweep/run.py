@@ -56,9 +56,13 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
     from collbench.runtime.sweep.worker import sweep_worker
 
     job = validate(config)
+    launched = joined_job()
+    # Under a launcher rank 0 alone reports, as its ranks' events already are (RankContext.report): the
+    # plan's notes came from every rank ('native scan ...: skipped' once per rank of the job).
+    quiet = launched is not None and launched.rank != 0
 
     def forward(event: dict[str, Any]) -> None:
-        if progress is None:
+        if progress is None or quiet:
             return
         progress(
             SweepProgress(
