@@ -87,7 +87,7 @@ def sweep(
         str, typer.Option("-d", "--dtype", metavar="TYPE", help="float32, float64, float16, bfloat16, int32, int64.")
     ] = "float32",
     redop: Annotated[
-        str, typer.Option("-o", "--redop", metavar="OP", help="sum, prod, min, max or avg (floats).")
+        str, typer.Option("-o", "--redop", metavar="REDOP", help="sum, prod, min, max or avg (floats).")
     ] = "sum",
     root: Annotated[
         int, typer.Option("-r", "--root", metavar="RANK", help="Root rank of broadcast, reduce, scatter and gather.")
