@@ -8,27 +8,25 @@ functions coll/tuned calls through its PLT and tells the program which one ran. 
 once without the rules, which is Open MPI's own choice: sizes the profile does not have, and rules
 with no Open MPI equivalent, must get exactly that.
 
-The expected function per collbench algorithm is written out here, from Open MPI v4.1.4's
+The observer is tests/mpi/ompi_observer.py's. The expected function per collbench algorithm is
+written out here, from Open MPI v4.1.4's
 ``ompi_coll_tuned_<coll>_intra_do_this`` (coll_tuned_<coll>_decision.c), independently of
 collbench.exporters.ompi_table.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from ompi_observer import B, build_observer, need_open_mpi, observe
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 
-HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.mpi
 
 WORLD = 6
@@ -41,7 +39,6 @@ NONE: dict[str, object] = {"segment_bytes": None, "layout": "rank-order"}
 
 # What coll/tuned must run for a collbench algorithm, per MPI collective; None: no equivalent, so
 # Open MPI's own choice. Keys (collective, algorithm, has a segment size).
-B = "ompi_coll_base_"
 EXPECTED: dict[tuple[str, str, bool], str | None] = {
     ("allreduce", "native", False): None,
     ("allreduce", "recursive-doubling", False): B + "allreduce_intra_recursivedoubling",
@@ -138,71 +135,6 @@ def sizes_for(coll: str, k: int) -> list[int]:
     return sorted({1, BIG, *(n + d for n in BOUNDARIES for d in (-1, 0, 1))})
 
 
-def _need_open_mpi() -> None:
-    if not (shutil.which("mpirun") and shutil.which("mpicc")):
-        pytest.skip("Open MPI is not installed (openmpi-bin, libopenmpi-dev; .ci/run installs them)")
-    version = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=60).stdout
-    if "4.1." not in version:
-        pytest.skip(f"collbench's Open MPI table is for 4.1; this is {version.splitlines()[0] if version else '?'}")
-
-
-def _build(tmp_path: Path) -> tuple[Path, Path]:
-    shim, program = tmp_path / "shim.so", tmp_path / "collectives"
-    cc = os.environ.get("CC", "cc")
-    subprocess.run(
-        [cc, "-O1", "-Wall", "-shared", "-fPIC", "-o", shim, HERE / "ompi_observe_shim.c", "-ldl"],
-        check=True,
-        timeout=120,
-    )
-    subprocess.run(
-        ["mpicc", "-O1", "-Wall", "-o", program, HERE / "ompi_collectives.c", "-ldl"], check=True, timeout=120
-    )
-    return shim, program
-
-
-def observe(
-    tmp_path: Path, name: str, shim: Path, program: Path, rules: Path | None
-) -> dict[tuple[int, str, int], str]:
-    """(communicator size, collective, bytes) -> the function coll/tuned ran, agreed by every rank."""
-    out = tmp_path / name
-    out.mkdir()
-    calls = [f"{coll}:{n}" for coll in OPS for n in sorted({s for k in COMM_SIZES for s in sizes_for(coll, k)})]
-    mca = ["--mca", "coll_tuned_use_dynamic_rules", "1", "--mca", "coll_tuned_dynamic_rules_filename", str(rules)]
-    command = [
-        "mpirun",
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-np",
-        str(WORLD),
-        "--mca",
-        "pml",
-        "ob1",
-        "--mca",
-        "btl",
-        "self,vader",
-        "--mca",
-        "mpi_yield_when_idle",
-        "1",
-        *(mca if rules is not None else []),
-        "-x",
-        f"LD_PRELOAD={shim}",
-        str(program),
-        str(out),
-        ",".join(map(str, COMM_SIZES)),
-        *calls,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    seen: dict[tuple[int, str, int], set[str]] = {}
-    for rank in range(WORLD):
-        for line in (out / f"rank{rank}.txt").read_text().splitlines():
-            k, coll, nbytes, function = line.split()
-            seen.setdefault((int(k), coll, int(nbytes)), set()).add(function)
-    for key, functions in seen.items():
-        assert len(functions) == 1, f"ranks disagree at {key}: {functions}"
-    return {key: next(iter(functions)) for key, functions in seen.items()}
-
-
 def expected_at(profile: Profile, baseline: dict[tuple[int, str, int], str], key: tuple[int, str, int]) -> str:
     k, coll, nbytes = key
     if k not in (3, 5):
@@ -217,8 +149,8 @@ def _sizes_where(observed: dict[tuple[int, str, int], str], baseline: dict[tuple
 
 
 def test_open_mpi_runs_what_the_exported_rules_say(tmp_path: Path) -> None:
-    _need_open_mpi()
-    shim, program = _build(tmp_path)
+    need_open_mpi()
+    built = build_observer(tmp_path)
     profile = make_profile()
     profile_path = profile.save(tmp_path / "profile.yaml")
     rules = tmp_path / "rules.txt"
@@ -228,8 +160,9 @@ def test_open_mpi_runs_what_the_exported_rules_say(tmp_path: Path) -> None:
     # The CLI named, on the terminal, the rules Open MPI cannot follow.
     assert "two-tree has no equivalent" in result.stderr and "reduce_scatter_block" in result.stderr
 
-    baseline = observe(tmp_path, "own", shim, program, None)
-    observed = observe(tmp_path, "ruled", shim, program, rules)
+    calls = [f"{coll}:{n}" for coll in OPS for n in sorted({s for k in COMM_SIZES for s in sizes_for(coll, k)})]
+    baseline = observe(built, tmp_path / "own", WORLD, COMM_SIZES, calls, None)
+    observed = observe(built, tmp_path / "ruled", WORLD, COMM_SIZES, calls, rules)
     assert set(observed) == set(baseline)
     assert all(f.startswith(B) for f in observed.values()), "every call reached one ompi_coll_base algorithm"
     wrong = {

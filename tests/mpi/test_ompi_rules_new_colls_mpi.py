@@ -4,55 +4,36 @@ As tests/mpi/test_ompi_rules_mpi.py and test_ompi_tune_mpi.py do for the first f
 profile of Open MPI's own algorithms (what ``tune --backend mpi`` writes) is exported; ompi_collectives.c
 runs each collective at every rule's ends and the sizes either side of each boundary (as whole blocks
 for the block collectives), and at each rule's evidence size, on communicators of 2, 3 and 4 ranks split
-off one mpirun, with and without the rules; the preloaded shim (ompi_observe_shim.c) says which
-``ompi_coll_base_*`` function coll/tuned ran. Inside a forced rule it must be that algorithm's function;
-inside a "no rule needed" range, and at the communicator size the profile lacks, Open MPI's own choice.
+off one mpirun, with and without the rules; the preloaded shim (ompi_observe_shim.c, driven by
+tests/mpi/ompi_observer.py) says which ``ompi_coll_base_*`` function coll/tuned ran. Inside a forced
+rule it must be that algorithm's function; inside a "no rule needed" range, and at the communicator
+size the profile lacks, Open MPI's own choice.
 
-The function of each forced algorithm is written out here from Open MPI v4.1.4's
-``ompi_coll_tuned_{alltoall,gather,scatter,barrier}_intra_do_this``, independently of
+The function of each forced algorithm is ompi_observer.FORCED's, written out there from Open MPI
+v4.1.4's ``ompi_coll_tuned_{alltoall,gather,scatter,barrier}_intra_do_this``, independently of
 collbench.exporters.ompi_table. sendrecv rules are left out of the file, and it says so.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from ompi_observer import FORCED as OPEN_MPI_RUNS
+from ompi_observer import B, build_observer, need_open_mpi, observe
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 
-HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.mpi
 
 WORLD = 4
 COMM_SIZES = (2, 3, 4)
-B = "ompi_coll_base_"
-FORCED = {
-    ("alltoall", "native:linear"): B + "alltoall_intra_basic_linear",
-    ("alltoall", "native:pairwise"): B + "alltoall_intra_pairwise",
-    ("alltoall", "native:modified_bruck"): B + "alltoall_intra_bruck",
-    ("alltoall", "native:linear_sync"): B + "alltoall_intra_linear_sync",
-    ("alltoall", "native:two_proc"): B + "alltoall_intra_two_procs",
-    ("gather", "native:basic_linear"): B + "gather_intra_basic_linear",
-    ("gather", "native:binomial"): B + "gather_intra_binomial",
-    ("gather", "native:linear_sync"): B + "gather_intra_linear_sync",
-    ("scatter", "native:basic_linear"): B + "scatter_intra_basic_linear",
-    ("scatter", "native:binomial"): B + "scatter_intra_binomial",
-    ("scatter", "native:linear_nb"): B + "scatter_intra_linear_nb",
-    ("barrier", "native:linear"): B + "barrier_intra_basic_linear",
-    ("barrier", "native:double_ring"): B + "barrier_intra_doublering",
-    ("barrier", "native:recursive_doubling"): B + "barrier_intra_recursivedoubling",
-    ("barrier", "native:bruck"): B + "barrier_intra_bruck",
-    ("barrier", "native:two_proc"): B + "barrier_intra_two_procs",
-    ("barrier", "native:tree"): B + "barrier_intra_tree",
-}
 OPS = {"alltoall": "all-to-all", "gather": "gather", "scatter": "scatter", "barrier": "barrier"}
+FORCED = {(coll, algo): function for (op, algo), function in OPEN_MPI_RUNS.items() for coll in OPS if OPS[coll] == op}
+"""(collective, forced algorithm) -> the function Open MPI runs for it, of these four collectives."""
 NONE: dict[str, object] = {"segment_bytes": None, "layout": "rank-order"}
 
 
@@ -119,61 +100,8 @@ def sizes_for(profile: Profile, coll: str, k: int) -> list[int]:
     return sorted(s for s in out if s >= k)
 
 
-def _need_open_mpi() -> None:
-    if not (shutil.which("mpirun") and shutil.which("mpicc")):
-        pytest.skip("Open MPI is not installed (openmpi-bin, libopenmpi-dev; .ci/run installs them)")
-    version = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=60).stdout
-    if "4.1." not in version:
-        pytest.skip(f"the expected functions are Open MPI 4.1's; this is {version.splitlines()[0] if version else '?'}")
-
-
-def _build(tmp_path: Path) -> tuple[Path, Path]:
-    shim, program = tmp_path / "shim.so", tmp_path / "collectives"
-    cc = os.environ.get("CC", "cc")
-    subprocess.run(
-        [cc, "-O1", "-Wall", "-shared", "-fPIC", "-o", shim, HERE / "ompi_observe_shim.c", "-ldl"],
-        check=True,
-        timeout=120,
-    )
-    subprocess.run(
-        ["mpicc", "-O1", "-Wall", "-o", program, HERE / "ompi_collectives.c", "-ldl"], check=True, timeout=120
-    )
-    return shim, program
-
-
-def observe(
-    tmp_path: Path,
-    name: str,
-    built: tuple[Path, Path],
-    calls: list[str],
-    rules: Path | None,
-    comm_sizes: tuple[int, ...] = COMM_SIZES,
-) -> dict[tuple[int, str, int], str]:
-    """(communicator size, collective, bytes) -> the function coll/tuned ran, agreed by every rank."""
-    shim, program = built
-    out = tmp_path / name
-    out.mkdir()
-    mca = ["--mca", "coll_tuned_use_dynamic_rules", "1"]
-    if rules is not None:
-        mca += ["--mca", "coll_tuned_dynamic_rules_filename", str(rules)]
-    command = [
-        "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(WORLD), "--mca", "pml", "ob1",
-        "--mca", "btl", "self,vader", "--mca", "mpi_yield_when_idle", "1", *mca, "-x", f"LD_PRELOAD={shim}",
-        str(program), str(out), ",".join(map(str, comm_sizes)), *calls,
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    seen: dict[tuple[int, str, int], set[str]] = {}
-    for rank in range(WORLD):
-        for line in (out / f"rank{rank}.txt").read_text().splitlines():
-            k, coll, nbytes, function = line.split()
-            seen.setdefault((int(k), coll, int(nbytes)), set()).add(function)
-    assert all(len(f) == 1 for f in seen.values()), {key: f for key, f in seen.items() if len(f) > 1}
-    return {key: next(iter(f)) for key, f in seen.items()}
-
-
 def test_open_mpi_runs_the_new_collectives_rules_at_every_rules_ends_and_evidence(tmp_path: Path) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     profile = make_profile()
     path = profile.save(tmp_path / "profile.yaml")
     rules_file = tmp_path / "rules.txt"
@@ -181,10 +109,10 @@ def test_open_mpi_runs_the_new_collectives_rules_at_every_rules_ends_and_evidenc
     assert exported.exit_code == 0, exported.output
     assert "sendrecv: MPI_Sendrecv is point-to-point" in rules_file.read_text()
 
-    built = _build(tmp_path)
+    built = build_observer(tmp_path)
     calls = sorted({f"{coll}:{n}" for coll in OPS for k in COMM_SIZES for n in sizes_for(profile, coll, k)})
-    own = observe(tmp_path, "own", built, calls, None)
-    ruled = observe(tmp_path, "ruled", built, calls, rules_file)
+    own = observe(built, tmp_path / "own", WORLD, COMM_SIZES, calls, None)
+    ruled = observe(built, tmp_path / "ruled", WORLD, COMM_SIZES, calls, rules_file)
     assert set(own) == set(ruled) and all(f.startswith(B) for f in ruled.values()), ruled
     wrong = {}
     forced_seen = set()
@@ -214,7 +142,7 @@ def test_tune_over_open_mpi_of_the_new_collectives_writes_rules_open_mpi_then_ru
 
     Barrier is left out here: a tie between barrier algorithms sends the tune's extra rounds to a sweep
     of -b 0, which the sweep refuses (reported); the test above covers barrier's rules."""
-    _need_open_mpi()
+    need_open_mpi()
     path = tmp_path / "profile.yaml"
     ops = "all-to-all,gather,scatter"
     args = ["tune", "--backend", "mpi", "--ranks", "3", "--quick", "--op", ops, "-e", "64K", "-O", str(path)]
@@ -232,10 +160,10 @@ def test_tune_over_open_mpi_of_the_new_collectives_writes_rules_open_mpi_then_ru
     assert {a for _, a in chosen} - {"native"} <= {a for _, a in FORCED}, "only Open MPI's own algorithms"
     assert all(a == "native" or (c, a) in FORCED for c, a in chosen)
 
-    built = _build(tmp_path)
+    built = build_observer(tmp_path)
     calls = sorted({f"{coll}:{n}" for coll in tuned for n in sizes_for(profile, coll, 3)})
-    own = observe(tmp_path, "own", built, calls, None, (3,))
-    ruled = observe(tmp_path, "ruled", built, calls, rules_file, (3,))
+    own = observe(built, tmp_path / "own", WORLD, (3,), calls, None)
+    ruled = observe(built, tmp_path / "ruled", WORLD, (3,), calls, rules_file)
     for (k, coll, nbytes), function in sorted(ruled.items()):
         rule = profile.select(OPS[coll], nbytes, world_size=k)
         expected = own[(k, coll, nbytes)] if rule.algo == "native" else FORCED[(coll, rule.algo)]
@@ -262,7 +190,7 @@ def test_collbench_algorithms_of_the_new_ops_map_to_what_open_mpi_runs(tmp_path:
     from collbench.schedules.ops import Op
     from collbench.schedules.registry import algorithms_for
 
-    _need_open_mpi()
+    need_open_mpi()
     starts = (0, 100, 1500, 6000, 30000)
     rules: list[Rule] = []
     for coll, op in OPS.items():
@@ -281,10 +209,10 @@ def test_collbench_algorithms_of_the_new_ops_map_to_what_open_mpi_runs(tmp_path:
     exported = CliRunner().invoke(app, args)
     assert exported.exit_code == 0, exported.output
 
-    built = _build(tmp_path)
+    built = build_observer(tmp_path)
     calls = sorted({f"{coll}:{n}" for coll in OPS for n in sizes_for(profile, coll, 3)})
-    own = observe(tmp_path, "own", built, calls, None, (3,))
-    ruled = observe(tmp_path, "ruled", built, calls, rules_file, (3,))
+    own = observe(built, tmp_path / "own", WORLD, (3,), calls, None)
+    ruled = observe(built, tmp_path / "ruled", WORLD, (3,), calls, rules_file)
     for (k, coll, nbytes), function in sorted(ruled.items()):
         if OPS[coll] not in profile.rule_set(3).ops:
             assert function == own[(k, coll, nbytes)]

@@ -1,21 +1,22 @@
 """`collbench sweep --backend mpi` against the real Open MPI: every forced coll/tuned algorithm measured,
 the observing shim (ompi_observe_shim.c) showing that each one is what ran, every result checked.
 
-The function each forced algorithm must reach is written out here from Open MPI v4.1.4's
-``ompi_coll_tuned_<coll>_intra_do_this`` (coll_tuned_<coll>_decision.c), independently of
-collbench.ompi.algorithms: the shim reports the outermost ``ompi_coll_base_*`` call coll/tuned made.
+The function each forced algorithm must reach is tests/mpi/ompi_observer.py's FORCED, written out
+there from Open MPI v4.1.4's ``ompi_coll_tuned_<coll>_intra_do_this`` (coll_tuned_<coll>_decision.c),
+independently of collbench.ompi.algorithms: the shim reports the outermost ``ompi_coll_base_*`` call
+coll/tuned made.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ompi_observer import FORCED, B, need_open_mpi
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -30,76 +31,9 @@ from collbench.runtime.sweep.plan import SweepConfig, validate
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.mpi
 
-B = "ompi_coll_base_"
-FORCED: dict[tuple[str, str], str] = {
-    ("all-reduce", "native:basic_linear"): B + "allreduce_intra_basic_linear",
-    ("all-reduce", "native:nonoverlapping"): B + "allreduce_intra_nonoverlapping",
-    ("all-reduce", "native:recursive_doubling"): B + "allreduce_intra_recursivedoubling",
-    ("all-reduce", "native:ring"): B + "allreduce_intra_ring",
-    ("all-reduce", "native:segmented_ring"): B + "allreduce_intra_ring_segmented",
-    ("all-reduce", "native:rabenseifner"): B + "allreduce_intra_redscat_allgather",
-    ("broadcast", "native:basic_linear"): B + "bcast_intra_basic_linear",
-    ("broadcast", "native:chain"): B + "bcast_intra_chain",
-    ("broadcast", "native:pipeline"): B + "bcast_intra_pipeline",
-    ("broadcast", "native:split_binary_tree"): B + "bcast_intra_split_bintree",
-    ("broadcast", "native:binary_tree"): B + "bcast_intra_bintree",
-    ("broadcast", "native:binomial"): B + "bcast_intra_binomial",
-    ("broadcast", "native:knomial"): B + "bcast_intra_knomial",
-    ("broadcast", "native:scatter_allgather"): B + "bcast_intra_scatter_allgather",
-    ("broadcast", "native:scatter_allgather_ring"): B + "bcast_intra_scatter_allgather_ring",
-    ("reduce", "native:linear"): B + "reduce_intra_basic_linear",
-    ("reduce", "native:chain"): B + "reduce_intra_chain",
-    ("reduce", "native:pipeline"): B + "reduce_intra_pipeline",
-    ("reduce", "native:binary"): B + "reduce_intra_binary",
-    ("reduce", "native:binomial"): B + "reduce_intra_binomial",
-    ("reduce", "native:in-order_binary"): B + "reduce_intra_in_order_binary",
-    ("reduce", "native:rabenseifner"): B + "reduce_intra_redscat_gather",
-    ("all-gather", "native:linear"): B + "allgather_intra_basic_linear",
-    ("all-gather", "native:bruck"): B + "allgather_intra_bruck",
-    ("all-gather", "native:recursive_doubling"): B + "allgather_intra_recursivedoubling",
-    ("all-gather", "native:ring"): B + "allgather_intra_ring",
-    ("all-gather", "native:neighbor"): B + "allgather_intra_neighborexchange",
-    ("all-gather", "native:two_proc"): B + "allgather_intra_two_procs",
-    ("reduce-scatter", "native:non-overlapping"): B + "reduce_scatter_intra_nonoverlapping",
-    ("reduce-scatter", "native:recursive_halving"): B + "reduce_scatter_intra_basic_recursivehalving",
-    ("reduce-scatter", "native:ring"): B + "reduce_scatter_intra_ring",
-    ("reduce-scatter", "native:butterfly"): B + "reduce_scatter_intra_butterfly",
-    # coll_tuned_{alltoall,gather,scatter,barrier}_decision.c, v4.1.4 (the same in v5.0.x)
-    ("all-to-all", "native:linear"): B + "alltoall_intra_basic_linear",
-    ("all-to-all", "native:pairwise"): B + "alltoall_intra_pairwise",
-    ("all-to-all", "native:modified_bruck"): B + "alltoall_intra_bruck",
-    ("all-to-all", "native:linear_sync"): B + "alltoall_intra_linear_sync",
-    ("all-to-all", "native:two_proc"): B + "alltoall_intra_two_procs",
-    ("gather", "native:basic_linear"): B + "gather_intra_basic_linear",
-    ("gather", "native:binomial"): B + "gather_intra_binomial",
-    ("gather", "native:linear_sync"): B + "gather_intra_linear_sync",
-    ("scatter", "native:basic_linear"): B + "scatter_intra_basic_linear",
-    ("scatter", "native:binomial"): B + "scatter_intra_binomial",
-    ("scatter", "native:linear_nb"): B + "scatter_intra_linear_nb",
-    ("barrier", "native:linear"): B + "barrier_intra_basic_linear",
-    ("barrier", "native:double_ring"): B + "barrier_intra_doublering",
-    ("barrier", "native:recursive_doubling"): B + "barrier_intra_recursivedoubling",
-    ("barrier", "native:bruck"): B + "barrier_intra_bruck",
-    ("barrier", "native:two_proc"): B + "barrier_intra_two_procs",
-    ("barrier", "native:tree"): B + "barrier_intra_tree",
-    # coll_tuned_{scan,exscan}_decision.c, v4.1.4
-    ("scan", "native:linear"): B + "scan_intra_linear",
-    ("scan", "native:recursive_doubling"): B + "scan_intra_recursivedoubling",
-    ("exscan", "native:linear"): B + "exscan_intra_linear",
-    ("exscan", "native:recursive_doubling"): B + "exscan_intra_recursivedoubling",
-}
 COLL = {"all-reduce": "allreduce", "broadcast": "bcast", "reduce": "reduce", "all-gather": "allgather"}
 COLL.update({"reduce-scatter": "reduce_scatter", "all-to-all": "alltoall", "gather": "gather", "scatter": "scatter"})
 COLL.update({"barrier": "barrier", "scan": "scan", "exscan": "exscan"})
-
-
-def _need_open_mpi() -> str:
-    if not (shutil.which("mpirun") and shutil.which("mpicc") and shutil.which("ompi_info")):
-        pytest.skip("Open MPI is not installed (openmpi-bin, libopenmpi-dev; .ci/run installs them)")
-    version = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=60).stdout
-    if "4.1." not in version:
-        pytest.skip(f"the expected functions are Open MPI 4.1's; this is {version.splitlines()[0] if version else '?'}")
-    return version.split()[3] if len(version.split()) > 3 else ""
 
 
 def _cc(tmp_path: Path, source: str, out: str, compiler: str) -> Path:
@@ -136,7 +70,7 @@ def _sweep(
 def test_every_forced_algorithm_is_measured_is_what_ran_and_is_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    version = _need_open_mpi()
+    version = need_open_mpi()
     shim = _cc(tmp_path, "ompi_observe_shim.c", "shim.so", os.environ.get("CC", "cc"))
     rows, events = _sweep(tmp_path, monkeypatch, shim, ops=("all",), algos=("all",))
     measured = {(r.op, r.algo) for r in rows}
@@ -180,7 +114,7 @@ def test_every_forced_algorithm_is_measured_is_what_ran_and_is_checked(
 
 
 def test_segment_size_is_forced_where_the_algorithm_takes_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     rows, _ = _sweep(
         tmp_path,
         monkeypatch,
@@ -194,7 +128,7 @@ def test_segment_size_is_forced_where_the_algorithm_takes_one(tmp_path: Path, mo
 
 
 def test_a_wrong_result_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     broken = _cc(tmp_path, "corrupt_allreduce.c", "corrupt.so", "mpicc")
     rows, _ = _sweep(tmp_path, monkeypatch, broken, ops=("all-reduce", "broadcast"), algos=("native", "native:ring"))
     # Rank 1's last element of every all-reduce is off by one; broadcasts are untouched.
@@ -202,7 +136,7 @@ def test_a_wrong_result_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_a_wrong_block_or_shifted_result_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     broken = _cc(tmp_path, "corrupt_blocks.c", "corrupt.so", "mpicc")
     ops = ("all-to-all", "gather", "scatter", "sendrecv", "barrier")
     rows, _ = _sweep(tmp_path, monkeypatch, broken, world_size=3, ops=ops, algos=("native",))
@@ -214,7 +148,7 @@ def test_a_wrong_block_or_shifted_result_is_counted(tmp_path: Path, monkeypatch:
 def test_block_ops_are_whole_blocks_and_sendrecv_takes_no_forced_algorithm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     rows, _ = _sweep(
         tmp_path,
         monkeypatch,
@@ -236,7 +170,7 @@ def test_block_ops_are_whole_blocks_and_sendrecv_takes_no_forced_algorithm(
 
 
 def test_an_algorithm_open_mpi_refuses_is_skipped_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     rows, events = _sweep(
         tmp_path, monkeypatch, None, world_size=3, ops=("all-gather",), algos=("native:two_proc", "native:ring")
     )
@@ -246,7 +180,7 @@ def test_an_algorithm_open_mpi_refuses_is_skipped_with_a_note(tmp_path: Path, mo
 
 
 def test_resume_measures_only_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     first, _ = _sweep(tmp_path, monkeypatch, None, ops=("all-reduce",), algos=("native:ring",))
     again, events = _sweep(
         tmp_path, monkeypatch, None, ops=("all-reduce",), algos=("native:ring", "native"), resume=True
@@ -256,7 +190,7 @@ def test_resume_measures_only_what_is_missing(tmp_path: Path, monkeypatch: pytes
 
 
 def test_ompi_info_lists_what_collbench_names(tmp_path: Path) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     text = subprocess.run(
         ["ompi_info", "--param", "coll", "tuned", "--level", "9", "--parsable"],
         capture_output=True,
@@ -281,7 +215,7 @@ def test_ompi_info_lists_what_collbench_names(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     result = CliRunner().invoke(app, ["sweep", "--backend", "mpi", "--ranks", "2", *args])
     assert result.exit_code == 2, result.output
     assert says in " ".join(result.output.split())
@@ -296,7 +230,7 @@ def test_no_mpirun_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_ranks_measure_at_real_time_priority_where_permitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     from collbench.runtime.host.rank_priority import permitted
     from collbench.runtime.mpi.harness import HarnessJob, realtime_ranks
     from collbench.runtime.mpi.ompi_tools import build_harness, find_tools, mpirun_command, ompi_environment
@@ -331,7 +265,7 @@ def _processes_running(path_part: str) -> list[int]:
 
 
 def test_a_hung_rank_ends_the_job_and_keeps_what_was_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     from collbench.runtime.mpi.harness import HarnessJob
 
     hang = _cc(tmp_path, "hang_reduce.c", "hang.so", "mpicc")
@@ -356,7 +290,7 @@ def test_a_hung_rank_ends_the_job_and_keeps_what_was_measured(tmp_path: Path, mo
 def test_every_dtype_and_reduction_mpi_has_is_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: str, redop: str
 ) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     rows, _ = _sweep(
         tmp_path, monkeypatch, None, world_size=3, ops=("all",), algos=("native",), dtype=dtype, redop=redop, root=1
     )
@@ -366,7 +300,7 @@ def test_every_dtype_and_reduction_mpi_has_is_checked(
 
 
 def test_the_cli_runs_it_and_writes_the_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _need_open_mpi()
+    need_open_mpi()
     monkeypatch.setenv("COLLBENCH_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "rows.csv"
     args = ["sweep", "--backend", "mpi", "--ranks", "2", "--algo", "native,native:ring", "-b", "1K", "-e", "1K"]
