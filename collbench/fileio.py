@@ -456,3 +456,66 @@ def parse_json(text: str, path: Path) -> Any:
 def csrc_dir() -> Path:
     """The shipped C and CUDA sources (``collbench/csrc``, a link to the repository's ``csrc/``)."""
     return Path(__file__).resolve().parent / "csrc"
+
+
+# -- what a file of the wrong kind is ------------------------------------------------------------------
+
+RESULTS_KIND = "collbench result rows"
+PROFILE_KIND = "a collbench profile"
+FITS_KIND = "`collbench fit --json` output"
+TOPOLOGY_KIND = "a collbench topology"
+NCCL_TESTS_KIND = "nccl-tests output"
+_KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    (RESULTS_KIND, "fit, report and compare read them", re.compile(r'\A\s*\{[^\n]*"size_bytes"[^\n]*"time_us"')),
+    ("an NVML recording", "discover --replay reads it", re.compile(r'"format"\s*:\s*"collbench-nvml-recording"')),
+    (FITS_KIND, "predict --fits reads it", re.compile(r'\A\s*\{\s*"fits"\s*:')),
+    (
+        PROFILE_KIND,
+        "export, predict --profile and report --profile read it",
+        re.compile(r"\A# collbench tuning profile|^rule_sets:", re.MULTILINE),
+    ),
+    (
+        TOPOLOGY_KIND,
+        "--from-file and --topology read it",
+        re.compile(r'^\s*"?devices"?\s*:[\s\S]*^\s*"?links"?\s*:', re.MULTILINE),
+    ),
+    ("an NCCL topology XML", "discover --from-nccl-xml reads it", re.compile(r"<system[\s>]")),
+    ("an NCCL graph XML", "NCCL reads it through NCCL_GRAPH_FILE", re.compile(r"<graphs[\s>]")),
+    ("an HTML page", "a browser reads it", re.compile(r"<(!doctype )?html", re.IGNORECASE)),
+    (
+        NCCL_TESTS_KIND,
+        "import nccl-tests, fit, report and compare read it",
+        re.compile(r"Avg bus bandwidth|out-of-place[\s\S]*busbw|\"nccl_version\""),
+    ),
+    ("`nvidia-smi topo -m` output", "discover --from-nvidia-smi reads it", re.compile(r"^\s*GPU0\s+X\s", re.MULTILINE)),
+    ("OSU micro-benchmarks output", "collbench reads nccl-tests output, not OSU's", re.compile(r"^# OSU ", re.M)),
+    (
+        "mpirun's error output",
+        "the job failed before any result",
+        re.compile(r"^(mpirun|prterun|ORTE) (was unable|noticed|has exited)", re.MULTILINE),
+    ),
+    (
+        "an NCCL tuner config",
+        "NCCL reads it through NCCL_TUNER_CONFIG_FILE",
+        re.compile(r"^(allreduce|allgather|reducescatter|broadcast|reduce),\d+,", re.MULTILINE),
+    ),
+)
+
+
+def kind_of_text(text: str) -> tuple[str, str] | None:
+    """What a file is, and what reads it, by its first 20,000 characters, among the files collbench reads
+    and writes and those users keep beside them; None when it is none of them. For an error's words only:
+    readers decide what a file is by reading it, and ask this once they could not."""
+    head = text[:20000]
+    return next(((kind, reader) for kind, reader, pattern in _KINDS if pattern.search(head)), None)
+
+
+def misfiled(path: Path | str, text: str, expected: str, *also: str) -> InputFileError | None:
+    """``PATH: this is collbench result rows (fit, report and compare read them), not a collbench profile``
+    where ``text`` is another kind of file than ``expected`` (a ``*_KIND`` name, or any phrase); None where
+    it is not recognised, or is the kind expected or one of ``also`` (then the reader's own error says what
+    is wrong inside it)."""
+    found = kind_of_text(text)
+    if found is None or found[0] == expected or found[0] in also:
+        return None
+    return InputFileError(str(path), f"this is {found[0]} ({found[1]}), not {expected}")

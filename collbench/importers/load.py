@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from collbench.errors import InputFileError
+from collbench.fileio import NCCL_TESTS_KIND, RESULTS_KIND, decode_text, kind_of_text, misfiled
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
 from collbench.importers.nodes import given_nodes, settle_log_nodes
 from collbench.results.io import RESULT_SUFFIXES, check_regular_file, iter_rows
@@ -35,6 +36,8 @@ def stream_results(
     """
     for path in paths:
         check_regular_file(path)  # before anything opens it: a FIFO blocks, /dev/zero never ends
+        if path.suffix.lower() not in RESULT_SUFFIXES:
+            _refuse_misnamed_rows(path)
         if looks_like_nccl_tests(path):
             rows = read_nccl_tests(path, op=op, ranks=ranks, strict_op=False, notes=notes)
             if nodes_from_devices or nodes is not None:
@@ -44,6 +47,10 @@ def stream_results(
             # Neither: the reader of results would say only "use .jsonl, .csv or .parquet", to someone
             # who gave a log (fit, report and compare read nccl-tests output too).
             empty = path.stat().st_size == 0
+            # A profile, a topology or OSU's output given as results: say which it is.
+            wrong = misfiled(path, _head(path), f"{NCCL_TESTS_KIND} or collbench results", RESULTS_KIND)
+            if wrong is not None:
+                raise wrong
             raise InputFileError(
                 str(path),
                 ("the file is empty" if empty else "no nccl-tests output in it (no table of sizes and times)")
@@ -53,3 +60,19 @@ def stream_results(
             yield from given_nodes(iter_rows(path), nodes, str(path))
         else:
             yield from iter_rows(path)
+
+
+def _head(path: Path) -> str:
+    """The first 20,000 bytes of ``path`` as text, for telling what it is (never the whole of a huge log)."""
+    with path.open("rb") as f:
+        return decode_text(f.read(20000), errors="replace")
+
+
+def _refuse_misnamed_rows(path: Path) -> None:
+    """InputFileError for collbench result rows under a name not ending .jsonl (``rows.log``, ``run.txt``):
+    their keys hold "busbw", so they were read as an nccl-tests -J file and refused as "Extra data"."""
+    found = kind_of_text(_head(path))
+    if found is not None and found[0] == RESULTS_KIND:
+        raise InputFileError(
+            str(path), "holds collbench result rows (JSONL): name it .jsonl; results are read by their suffix"
+        )

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from collbench.errors import InputFileError
-from collbench.fileio import check_number_lengths, decode_text, read_text_file
+from collbench.fileio import NCCL_TESTS_KIND, check_number_lengths, decode_text, misfiled, read_text_file
 from collbench.importers.log_lines import nccl_line, plain_lines
 from collbench.importers.nccl_tests_infer import (
     TableRow,
@@ -528,6 +528,25 @@ def read_nccl_tests(
     op_override = Op.parse(op) if op else None
     refuse_unlogged(op_override, path)
     sink = notes if notes is not None else []
+    try:
+        rows = _rows_of(text, path, op_override, strict_op=strict_op, ranks=ranks, notes=sink)
+    except InputFileError as exc:
+        # Results rows, a profile or an OSU log given for nccl-tests output: say which, not "no result lines".
+        raise misfiled(path, text, NCCL_TESTS_KIND) or exc from None
+    # Blocks that collbench itself printed name their algorithm, and so does a program that runs one of
+    # collbench's schedules (hypercube_perf: recursive doubling); nccl-tests' other rows take the user's.
+    fixed = {r.algo for r in rows if r.source != "collbench" and r.algo != "native"}
+    if fixed and algo != "native" and fixed != {algo}:
+        raise InputFileError(
+            str(path), f"the log's program runs {', '.join(sorted(fixed))}, not --algo {algo}; drop --algo"
+        )
+    return [r if r.source == "collbench" or r.algo != "native" else replace(r, algo=algo) for r in rows]
+
+
+def _rows_of(
+    text: str, path: Path, op_override: Op | None, *, strict_op: bool, ranks: int | None, notes: list[str]
+) -> list[ResultRow]:
+    """The rows of an nccl-tests log's ``text``, from its -J JSON or its text table."""
     if clean_pasted_text(text).lstrip().startswith("{"):
         try:
             data = json.loads(clean_pasted_text(text))
@@ -538,17 +557,8 @@ def read_nccl_tests(
             raise InputFileError(str(path), "the JSON nests too deep to read: not an nccl-tests -J file") from None
         if not isinstance(data, dict) or "results" not in data:
             raise InputFileError(str(path), "not an nccl-tests JSON file (no 'results')")
-        rows = parse_json(data, path, op_override)
-    else:
-        rows = _parse_text(text, path, op_override, strict_op=strict_op, ranks=ranks, notes=sink)
-    # Blocks that collbench itself printed name their algorithm, and so does a program that runs one of
-    # collbench's schedules (hypercube_perf: recursive doubling); nccl-tests' other rows take the user's.
-    fixed = {r.algo for r in rows if r.source != "collbench" and r.algo != "native"}
-    if fixed and algo != "native" and fixed != {algo}:
-        raise InputFileError(
-            str(path), f"the log's program runs {', '.join(sorted(fixed))}, not --algo {algo}; drop --algo"
-        )
-    return [r if r.source == "collbench" or r.algo != "native" else replace(r, algo=algo) for r in rows]
+        return parse_json(data, path, op_override)
+    return _parse_text(text, path, op_override, strict_op=strict_op, ranks=ranks, notes=notes)
 
 
 def looks_like_nccl_tests(path: Path) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from collbench.errors import ConfigError, InputFileError
-from collbench.fileio import parse_json, parse_yaml, read_text_file
+from collbench.fileio import FITS_KIND, PROFILE_KIND, misfiled, parse_json, parse_yaml, read_text_file
 from collbench.models.fitted import Fit
 from collbench.results.row import ResultRow
 
@@ -33,9 +33,13 @@ def load_fits(path: Path, *, profile: bool) -> list[Fit]:
         )
     text = read_text_file(path, "`collbench fit --json` output or a profile")
     yaml_file = profile or path.suffix.lower() in (".yaml", ".yml")
-    data: Any = parse_yaml(text, path) if yaml_file else parse_json(text, path)
-    if not isinstance(data, dict) or not isinstance(data.get("fits"), list):
-        raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output or a profile)")
+    try:
+        data: Any = parse_yaml(text, path) if yaml_file else parse_json(text, path)
+        if not isinstance(data, dict) or not isinstance(data.get("fits"), list):
+            raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output or a profile)")
+    except InputFileError as exc:
+        # Results, a topology or a log given for the fits: say which (JSON's "Extra data" said nothing).
+        raise misfiled(path, text, PROFILE_KIND if profile else FITS_KIND, PROFILE_KIND) or exc from None
     for entry in data["fits"]:
         problem = stored_fit_problem(entry) if isinstance(entry, dict) else None
         if problem is not None:

@@ -36,7 +36,7 @@ import yaml
 
 from collbench.backends import backend_named
 from collbench.errors import InputFileError, UnknownNameError, UserError
-from collbench.fileio import atomic_write_text, parse_yaml, read_text_file
+from collbench.fileio import PROFILE_KIND, atomic_write_text, misfiled, parse_yaml, read_text_file
 from collbench.layouts.rings import MAX_CHANNELS
 from collbench.models.fitted import Fit
 from collbench.profile.bounds import profile_problem, tree_problem
@@ -476,8 +476,11 @@ class Profile:
         if not path.exists():
             raise InputFileError(str(path), "no such profile; make one with `collbench tune`")
         text = read_text_file(path, "a profile YAML from `collbench tune`", max_bytes=MAX_PROFILE_BYTES)
-        data = parse_yaml(text, path)
-        return cls.from_dict(data, source=str(path))
+        try:
+            return cls.from_dict(parse_yaml(text, path), source=str(path))
+        except InputFileError as exc:
+            # Results, a topology or a log given for the profile: say so, not YAML's or the schema's words.
+            raise misfiled(path, text, PROFILE_KIND) or exc from None
 
     def to_yaml(self) -> str:
         header = "# collbench tuning profile (schema: profiles/schema.json)\n"

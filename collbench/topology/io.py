@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from collbench.errors import InputFileError
-from collbench.fileio import atomic_write_text, parse_json, parse_yaml, read_text_file
+from collbench.fileio import TOPOLOGY_KIND, atomic_write_text, misfiled, parse_json, parse_yaml, read_text_file
 from collbench.topology.model import Topology
 
 # What each field of a device or link may hold: a scalar (str, number, bool: from_dict converts it),
@@ -100,9 +100,13 @@ def load_topology(path: Path) -> Topology:
     text = read_text_file(path, "a topology from `collbench discover -O`")
     if not text.strip():
         raise InputFileError(str(path), "the file is empty (expected a topology document)")
-    data: Any = parse_json(text, path) if fmt == "json" else parse_yaml(text, path)
-    if not isinstance(data, dict) or "devices" not in data:
-        raise InputFileError(str(path), 'not a topology document (expected a mapping with "devices" and "links")')
+    try:
+        data: Any = parse_json(text, path) if fmt == "json" else parse_yaml(text, path)
+        if not isinstance(data, dict) or "devices" not in data:
+            raise InputFileError(str(path), 'not a topology document (expected a mapping with "devices" and "links")')
+    except InputFileError as exc:
+        # A profile, results or a paste given for the topology: say which, and which option reads it.
+        raise misfiled(path, text, TOPOLOGY_KIND) or exc from None
     problem = _check_shape(data)
     if problem is not None:
         raise InputFileError(str(path), f"not a valid topology: {problem}")

@@ -54,7 +54,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         (["report", str(EXAMPLE_RESULTS), "--profile", str(tmp_path / "p.yaml")], "no such profile"),
         (
             ["report", str(EXAMPLE_RESULTS), "--profile", str(EXAMPLE_RESULTS), "-O", str(tmp_path / "r.html")],
-            "not YAML",
+            "this is collbench result rows (fit, report and compare read them), not a collbench profile",
         ),
         (
             ["report", str(EXAMPLE_RESULTS), "--topology", str(EXAMPLE_PROFILE), "-O", str(tmp_path / "r.html")],
