@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import FITS_KIND, PROFILE_KIND, misfiled, parse_json, parse_yaml, read_text_file
 from collbench.models.fitted import Fit
+from collbench.results.io import RESULT_SUFFIXES
 from collbench.results.row import ResultRow
 
 MAX_FIT_WORLD_SIZE = 1 << 20
@@ -25,11 +26,14 @@ NodesSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str]]]
 
 def load_fits(path: Path, *, profile: bool) -> list[Fit]:
     """Fit objects from ``fit --json`` output or a profile's ``fits:`` list. Raises InputFileError."""
-    if not profile and path.suffix.lower() in (".jsonl", ".csv", ".parquet"):
-        # Measured rows, not fits: parsing them as one JSON document said only "Extra data".
+    if path.suffix.lower() in RESULT_SUFFIXES:
+        # Measured rows, not fits: parsing them as one JSON document said only "Extra data", as YAML
+        # (--profile) "expected '<document start>'".
         raise InputFileError(
             str(path),
-            "results, not fits: fit them first (`collbench fit FILE --json > fits.json`, then --fits fits.json)",
+            "results, not a profile (a profile is the .yaml `collbench tune` writes beside its results)"
+            if profile
+            else "results, not fits: fit them first (`collbench fit FILE --json > fits.json`, then --fits fits.json)",
         )
     text = read_text_file(path, "`collbench fit --json` output or a profile")
     yaml_file = profile or path.suffix.lower() in (".yaml", ".yml")

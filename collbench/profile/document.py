@@ -42,6 +42,7 @@ from collbench.models.fitted import Fit
 from collbench.profile.bounds import profile_problem, tree_problem
 from collbench.profile.rules import Rule, check_coverage
 from collbench.profile.schema_check import SchemaChecker, where
+from collbench.results.io import RESULT_SUFFIXES
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.schedules.ops import Op
 from collbench.units import counted, ranks_on_nodes
@@ -475,6 +476,13 @@ class Profile:
         path = Path(path)
         if not path.exists():
             raise InputFileError(str(path), "no such profile; make one with `collbench tune`")
+        if path.suffix.lower() in RESULT_SUFFIXES:
+            # Rows given where a profile goes (export, predict --profile, report --profile) were parsed as
+            # YAML and refused with "expected '<document start>', but found '{'".
+            raise InputFileError(
+                str(path),
+                "results, not a profile (a profile is the .yaml `collbench tune` writes beside its results)",
+            )
         text = read_text_file(path, "a profile YAML from `collbench tune`", max_bytes=MAX_PROFILE_BYTES)
         try:
             return cls.from_dict(parse_yaml(text, path), source=str(path))

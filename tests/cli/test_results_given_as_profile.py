@@ -1,0 +1,41 @@
+"""A results file given where a profile goes (export, report --profile, profile predict) is one line
+that says so, exit 2: the rows were parsed as YAML and refused with "not YAML: expected '<document
+start>', but found '{'", which told a user nothing about what to give instead."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+
+EXAMPLE_RESULTS = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "ompi-rules", "{rows}", "--from-other-backend"],
+        ["export", "nccl-tuner", "{rows}", "--from-other-backend"],
+        ["export", "env", "{rows}"],
+        ["report", "{rows}", "--profile", "{rows}", "-O", "{dir}/page.html"],
+        ["profile", "predict", "{rows}", "--ranks", "8", "-O", "{dir}/more.yaml"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_results_in_place_of_a_profile(args: list[str], suffix: str, tmp_path: Path) -> None:
+    rows = tmp_path / f"rows{suffix}"
+    if suffix == ".jsonl":
+        shutil.copy(EXAMPLE_RESULTS, rows)
+    else:
+        rows.write_text("op,algo\nall-reduce,ring\n")
+    argv = [a.format(rows=rows, dir=tmp_path) for a in args]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert f"{rows}: results, not a profile" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "page.html").exists() and not (tmp_path / "more.yaml").exists()
