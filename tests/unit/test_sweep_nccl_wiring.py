@@ -169,6 +169,24 @@ def _tuning_line(func: str, size: int, algo: str, proto: str) -> str:
     return f"host:1:2 [0] NCCL INFO {func}: {size} Bytes -> Algo {algo} proto {proto} channel{{Lo..Hi}}={{0..1}}\n"
 
 
+def _sweep_worker(
+    tmp_path: Path, variants: tuple[str, ...], nccl_log_dir: Path | None = None, **config: Any
+) -> tuple[list[ResultRow], list[dict[str, Any]]]:
+    """Rank 0's rows and events of a one-rank gloo sweep of all-reduce whose job runs ``variants`` (put in
+    after the checks, which allow NCCL's variants on NCCL alone; gloo stands in for it here), 64 B to
+    256 B unless ``config`` says otherwise; needs ``one_rank_gloo``."""
+    settings: dict[str, Any] = {"algos": ("native",), "min_bytes": 64, "max_bytes": 256, "iters": 1} | config
+    job = plan.validate(SweepConfig(world_size=1, backend="gloo", stream=tmp_path / "s.jsonl", **settings))
+    job = dataclasses.replace(job, algos=((Op.ALL_REDUCE, variants),), nccl_log_dir=nccl_log_dir)
+    events: list[dict[str, Any]] = []
+    cpu = torch.device("cpu")
+    ctx = RankContext(
+        rank=0, world_size=1, local_rank=0, backend="gloo", device=cpu, timeout_s=30, progress=events.append
+    )
+    ctx.control = dist.group.WORLD
+    return worker.sweep_worker(ctx, job), events
+
+
 def test_sweep_worker_records_nccl_choices_and_manages_groups(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None
 ) -> None:
@@ -193,25 +211,8 @@ def test_sweep_worker_records_nccl_choices_and_manages_groups(
         return logged
 
     monkeypatch.setattr(worker, "_native_call", logging_native_call)
-    config = SweepConfig(
-        world_size=1, backend="gloo", algos=("ring", "native"), min_bytes=64, max_bytes=256, iters=2, warmup=1
-    )
-    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
-    job = dataclasses.replace(
-        job, algos=((Op.ALL_REDUCE, ("ring", "native", "native:ring", "native:*/ll")),), nccl_log_dir=log_dir
-    )
-    events: list[dict[str, Any]] = []
-    ctx = RankContext(
-        rank=0,
-        world_size=1,
-        local_rank=0,
-        backend="gloo",
-        device=torch.device("cpu"),
-        timeout_s=30,
-        progress=events.append,
-    )
-    ctx.control = dist.group.WORLD
-    rows: list[ResultRow] = worker.sweep_worker(ctx, job)
+    variants = ("ring", "native", "native:ring", "native:*/ll")
+    rows, events = _sweep_worker(tmp_path, variants, log_dir, algos=("ring", "native"), iters=2, warmup=1)
     by_algo: dict[str, list[ResultRow]] = {}
     for row in rows:
         by_algo.setdefault(row.algo, []).append(row)
@@ -236,15 +237,8 @@ def test_forced_fields_stay_when_nccl_logs_nothing(
 ) -> None:
     fake = FakeGroups()
     monkeypatch.setattr(nccl, "variant_group", fake.variant_group)
-    config = SweepConfig(world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=64, iters=1)
-    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
     (tmp_path / "empty").mkdir()
-    job = dataclasses.replace(
-        job, algos=((Op.ALL_REDUCE, ("native", "native:tree/ll128")),), nccl_log_dir=tmp_path / "empty"
-    )
-    ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"), timeout_s=30)
-    ctx.control = dist.group.WORLD
-    rows = worker.sweep_worker(ctx, job)
+    rows, _ = _sweep_worker(tmp_path, ("native", "native:tree/ll128"), tmp_path / "empty", max_bytes=64)
     assert [(r.algo, r.nccl_algo, r.nccl_proto) for r in rows] == [
         ("native", "", ""),
         ("native:tree/ll128", "Tree", "LL128"),
@@ -361,21 +355,7 @@ def test_a_variant_nccl_refuses_fails_its_points_not_the_run(
             yield group
 
     monkeypatch.setattr(nccl, "variant_group", refusing)
-    config = SweepConfig(world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=256, iters=1)
-    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
-    job = dataclasses.replace(job, algos=((Op.ALL_REDUCE, ("native:nvls", "native:ring")),))
-    events: list[dict[str, Any]] = []
-    ctx = RankContext(
-        rank=0,
-        world_size=1,
-        local_rank=0,
-        backend="gloo",
-        device=torch.device("cpu"),
-        timeout_s=30,
-        progress=events.append,
-    )
-    ctx.control = dist.group.WORLD
-    rows = worker.sweep_worker(ctx, job)
+    rows, events = _sweep_worker(tmp_path, ("native:nvls", "native:ring"))
     assert [(r.algo, r.size_bytes) for r in rows] == [("native:ring", 64), ("native:ring", 256)]
     notes = [e["text"] for e in events if e["kind"] == "note"]
     assert notes == [
@@ -527,18 +507,7 @@ def test_nccl_logs_one_untimed_call_per_native_point_and_nothing_while_timing(
     monkeypatch.setattr(worker, "_native_call", logging_native_call)
     for name in ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS"):
         monkeypatch.setenv(name, "")
-    config = SweepConfig(
-        world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=256, iters=5, warmup=2
-    )
-    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
-    job = dataclasses.replace(job, algos=((Op.ALL_REDUCE, ("native", "native:ring")),), nccl_log_dir=log_dir)
-    events: list[dict[str, Any]] = []
-    cpu = torch.device("cpu")
-    ctx = RankContext(
-        rank=0, world_size=1, local_rank=0, backend="gloo", device=cpu, timeout_s=30, progress=events.append
-    )
-    ctx.control = dist.group.WORLD
-    rows = worker.sweep_worker(ctx, job)
+    rows, events = _sweep_worker(tmp_path, ("native", "native:ring"), log_dir, iters=5, warmup=2)
     # 4 points x (1 check call + 2 warm-up + 5 timed): only the 4 untimed calls were logged.
     assert len(rows) == 4 and timed_lines["count"] == 4
     assert {(r.nccl_algo, r.nccl_proto) for r in rows} == {("Ring", "LL")}
@@ -554,14 +523,5 @@ def test_an_nccl_without_the_reset_says_its_log_stays_on(
     monkeypatch.setattr(nccl_log, "find_reset", lambda: None)
     monkeypatch.setattr(nccl, "variant_group", FakeGroups().variant_group)
     (tmp_path / "nccl").mkdir()
-    config = SweepConfig(world_size=1, backend="gloo", algos=("native",), min_bytes=64, max_bytes=64, iters=1)
-    job = plan.validate(dataclasses.replace(config, stream=tmp_path / "s.jsonl"))
-    job = dataclasses.replace(job, nccl_log_dir=tmp_path / "nccl")
-    events: list[dict[str, Any]] = []
-    cpu = torch.device("cpu")
-    ctx = RankContext(
-        rank=0, world_size=1, local_rank=0, backend="gloo", device=cpu, timeout_s=30, progress=events.append
-    )
-    ctx.control = dist.group.WORLD
-    worker.sweep_worker(ctx, job)
+    _, events = _sweep_worker(tmp_path, ("native",), tmp_path / "nccl", max_bytes=64)
     assert [e["text"] for e in events if e["kind"] == "note"] == [worker.LOG_STAYS_ON]
