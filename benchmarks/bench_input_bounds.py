@@ -12,6 +12,7 @@ a shared machine stretches), best of ``--runs``.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,42 +25,9 @@ from collbench.topology.model import MAX_MACHINE_DEVICES
 from collbench.topology.nccl_xml import parse_nccl_xml
 from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
 
-
-def nccl_xml(gpus: int, nics: int = 0) -> str:
-    """Two sockets; each GPU under its own PCIe switch with a <gpu> and an NVSwitch <nvlink>."""
-    parts = ['<system version="1">']
-    for socket in range(2):
-        parts.append(f'<cpu numaid="{socket}" affinity="0000ffff">')
-        for i in range(socket, gpus, 2):
-            parts.append(
-                f'<pci busid="{i // 256:04x}:{i % 256:02x}:00.0" link_speed="16 GT/s" link_width="16">'
-                f'<gpu dev="{i}" sm="90" rank="{i}"><nvlink target="ffff:ff:00.0" count="18" tclass="0x068000"/>'
-                "</gpu></pci>"
-            )
-        for i in range(socket, nics, 2):
-            parts.append(f'<pci busid="{0x100 + i:04x}:00:00.0" class="0x020700"/>')
-        parts.append("</cpu>")
-    parts.append("</system>")
-    return "\n".join(parts)
-
-
-def smi_matrix(gpus: int, nics: int = 0) -> str:
-    """GPUs in NVLink groups of eight (NV4), SYS elsewhere."""
-    names = [f"GPU{i}" for i in range(gpus)] + [f"NIC{i}" for i in range(nics)]
-    lines = ["\t" + "\t".join(names) + "\tCPU Affinity\tNUMA Affinity"]
-    for i, row in enumerate(names):
-        cells = [
-            "X" if i == j else "NV4" if max(i, j) < gpus and i // 8 == j // 8 else "SYS" for j in range(len(names))
-        ]
-        lines.append(row + "\t" + "\t".join(cells) + "\t0-63\t0")
-    return "\n".join(lines) + "\n"
-
-
-def alias_bomb(levels: int) -> str:
-    text = 'a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
-    for i in range(1, levels):
-        text += f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]\n"
-    return text
+# The inputs the unit tests check are refused or read, made where they are (tests/large_inputs.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from large_inputs import alias_bomb, nccl_xml_of, smi_matrix_of
 
 
 def refused(call: Callable[[], object]) -> Callable[[], None]:
@@ -81,21 +49,21 @@ def main() -> None:
     with TemporaryDirectory() as tmp:
         yaml_path = Path(tmp) / "bomb.yaml"
         cases: list[tuple[str, float, Callable[[], object]]] = [
-            ("NCCL XML, 5,000 GPUs: refused", 5.0, refused(lambda: parse_nccl_xml(nccl_xml(5000), "many.xml"))),
+            ("NCCL XML, 5,000 GPUs: refused", 5.0, refused(lambda: parse_nccl_xml(nccl_xml_of(5000), "many.xml"))),
             (
                 f"NCCL XML, {largest} GPUs + 16 NICs: read",
                 10.0,
-                lambda: topology_summary(parse_nccl_xml(nccl_xml(largest, 16), "largest.xml")),
+                lambda: topology_summary(parse_nccl_xml(nccl_xml_of(largest, 16), "largest.xml")),
             ),
             (
                 "nvidia-smi, 2,049 GPUs: refused",
                 5.0,
-                refused(lambda: parse_nvidia_smi_topo(smi_matrix(2049), "big.txt")),
+                refused(lambda: parse_nvidia_smi_topo(smi_matrix_of(2049), "big.txt")),
             ),
             (
                 f"nvidia-smi, {largest} GPUs + 16 NICs: read",
                 10.0,
-                lambda: topology_summary(parse_nvidia_smi_topo(smi_matrix(largest, 16), "largest.txt")),
+                lambda: topology_summary(parse_nvidia_smi_topo(smi_matrix_of(largest, 16), "largest.txt")),
             ),
             ("YAML alias bomb (9^10): refused", 5.0, refused(lambda: parse_yaml(alias_bomb(10), yaml_path))),
         ]

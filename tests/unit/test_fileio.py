@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from large_inputs import alias_bomb
 
 from collbench.errors import InputFileError
 from collbench.fileio import atomic_output, atomic_write_text, check_writable, parse_json, parse_yaml, read_text_file
@@ -85,17 +86,10 @@ def test_atomic_output_removes_its_temp_file_on_error(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def _alias_bomb(levels: int) -> str:
-    text = 'a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
-    for i in range(1, levels):
-        text += f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]\n"
-    return text
-
-
 def test_yaml_alias_bomb_is_one_line(tmp_path: Path) -> None:
     # Bounded work (once it took 33 s and 3 GB): the time is benchmarks/bench_input_bounds.py's to say.
     with pytest.raises(InputFileError, match="aliases expand to more than"):
-        parse_yaml(_alias_bomb(10), tmp_path / "t.yaml")
+        parse_yaml(alias_bomb(10), tmp_path / "t.yaml")
 
 
 def test_yaml_small_alias_use_and_self_reference(tmp_path: Path) -> None:

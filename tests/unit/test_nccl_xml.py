@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from large_inputs import nccl_xml_of
 
 from collbench.cli.render.topology import topology_summary
 from collbench.errors import InputFileError
@@ -142,23 +143,6 @@ def test_missing_file(tmp_path: Path) -> None:
         read_nccl_xml(tmp_path / "none.xml")
 
 
-def _many_gpus_xml(gpus: int, nics: int = 0) -> str:
-    """Two sockets; each GPU under its own PCIe switch with a <gpu> and an NVSwitch <nvlink>."""
-    parts = ['<system version="1">']
-    for socket in range(2):
-        parts.append(f'<cpu numaid="{socket}" affinity="0000ffff">')
-        for i in range(socket, gpus, 2):
-            parts.append(
-                f'<pci busid="{i // 256:04x}:{i % 256:02x}:00.0" link_speed="16 GT/s" link_width="16">'
-                f'<gpu dev="{i}" sm="90" rank="{i}"><nvlink target="ffff:ff:00.0" count="18" tclass="0x068000"/>'
-                "</gpu></pci>"
-            )
-        for i in range(socket, nics, 2):
-            parts.append(f'<pci busid="{0x100 + i:04x}:00:00.0" class="0x020700"/>')
-        parts.append("</cpu>")
-    return "\n".join([*parts, "</system>"])
-
-
 def test_an_xml_of_thousands_of_gpus_is_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Refused once its devices are counted, before any per-pair work (numbering, links): how long that
     takes is benchmarks/bench_input_bounds.py's to say."""
@@ -167,13 +151,13 @@ def test_an_xml_of_thousands_of_gpus_is_refused_at_once(monkeypatch: pytest.Monk
         raise AssertionError("the refusal came after the per-device work began")
 
     monkeypatch.setattr(nccl_xml._Reader, "_number_by_class", per_pair_work)
-    text = _many_gpus_xml(5000)
+    text = nccl_xml_of(5000)
     with pytest.raises(InputFileError, match=r"names 5000 GPUs and 0 NICs; one machine's topology holds at most"):
         parse_nccl_xml(text, "many.xml")
 
 
 def test_the_largest_xml_allowed_reads_and_summarises() -> None:
-    text = _many_gpus_xml(MAX_MACHINE_DEVICES - 16, 16)
+    text = nccl_xml_of(MAX_MACHINE_DEVICES - 16, 16)
     topo = parse_nccl_xml(text, "largest.xml")
     lines = topology_summary(topo)
     assert (len(topo.gpus), len(topo.nics)) == (MAX_MACHINE_DEVICES - 16, 16)

@@ -8,24 +8,13 @@ matrix no single machine prints.
 from __future__ import annotations
 
 import pytest
+from large_inputs import smi_matrix_of
 
 from collbench.cli.render.topology import topology_summary
 from collbench.errors import InputFileError
 from collbench.topology import nvidia_smi
 from collbench.topology.model import MAX_MACHINE_DEVICES, LinkKind
 from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
-
-
-def _matrix(gpus: int, nics: int = 0) -> str:
-    """GPUs in NVLink groups of eight (NV4), SYS elsewhere; NICs on PIX to nothing (SYS to all)."""
-    names = [f"GPU{i}" for i in range(gpus)] + [f"NIC{i}" for i in range(nics)]
-    lines = ["\t" + "\t".join(names) + "\tCPU Affinity\tNUMA Affinity"]
-    for i, row in enumerate(names):
-        cells = [
-            "X" if i == j else "NV4" if i < gpus and j < gpus and i // 8 == j // 8 else "SYS" for j in range(len(names))
-        ]
-        lines.append(row + "\t" + "\t".join(cells) + "\t0-63\t0")
-    return "\n".join(lines) + "\n"
 
 
 def test_a_matrix_of_2049_gpus_is_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,7 +34,7 @@ def test_a_matrix_of_2049_gpus_is_refused_at_once(monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_largest_matrix_allowed_reads_and_summarises() -> None:
-    text = _matrix(MAX_MACHINE_DEVICES - 16, 16)
+    text = smi_matrix_of(MAX_MACHINE_DEVICES - 16, 16)
     topo = parse_nvidia_smi_topo(text, "largest.txt")
     lines = topology_summary(topo)
     assert (len(topo.gpus), len(topo.nics)) == (MAX_MACHINE_DEVICES - 16, 16)
@@ -54,6 +43,6 @@ def test_the_largest_matrix_allowed_reads_and_summarises() -> None:
 
 
 def test_more_than_sixteen_nics_are_read_and_the_summary_says_the_matrix_shows_sixteen() -> None:
-    topo = parse_nvidia_smi_topo(_matrix(8, 20), "nics.txt")
+    topo = parse_nvidia_smi_topo(smi_matrix_of(8, 20), "nics.txt")
     assert len(topo.nics) == 20 and topo.link("GPU0", "NIC19") is not None
     assert "(the matrix shows 16 of 20 NICs; --json lists all)" in topology_summary(topo)
