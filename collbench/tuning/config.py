@@ -44,8 +44,9 @@ class Depth:
     max_rounds: int = 4
     """Rounds in all: after ``rounds``, the (size, algorithm) pairs in a tie are measured again
     (tuning/rounds.py). Bounded here, with the depth, because two algorithms that really take the same
-    time stay tied however often they are measured: only a budget ends those rounds, and a tie left
-    is no loss (it goes to the simpler choice, within the noise of the fastest)."""
+    time stay tied however often they are measured: where their rounds scatter too much to show them
+    equal (``selection.equal_round_by_round``), only a budget ends those rounds, and a tie left is no
+    loss (it goes to the simpler choice, within the noise of the fastest)."""
 
 
 QUICK = Depth(

@@ -5,11 +5,13 @@ drifts during a run does not favour the algorithms measured first). After the fi
 whose fastest variant is within the measured noise of another (``selection.decide_at``: a tie) is
 measured again: exactly the tied (size, algorithm) pairs, each algorithm at the sizes where it is in
 a tie and nowhere else, so a size already separated beyond the noise and an algorithm already behind
-it are not measured again. That goes on until every size is separated or the round budget
-(``Depth.max_rounds``, which says why it is bounded) is spent. Each extra round can narrow the noise:
-the gap between a point's two smallest round times (``selection.Point.between``) shrinks as rounds
-undisturbed by load accumulate, and a winner that is really faster separates; two that are really the
-same stay tied, and the tie goes to the simpler choice.
+it are not measured again, nor a size whose ties three rounds already show equal to the winner
+(``selection.equal_round_by_round``). That goes on until every size is separated or shown a tie that
+way, or the round budget (``Depth.max_rounds``, which says why it is bounded) is spent. Each extra
+round can narrow the noise: the gap between a point's two smallest round times
+(``selection.Point.between``) shrinks as rounds undisturbed by load accumulate, and a winner that is
+really faster separates; two that are really the same stay tied, and the tie goes to the simpler
+choice.
 
 The fixed rounds after the first measure only what is still within reach (:func:`within_reach`): at
 each size, an algorithm whose fastest timed iteration (``time_us_min``) is slower than
