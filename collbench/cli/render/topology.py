@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 
 from rich.console import Group, RenderableType
@@ -129,9 +130,31 @@ def _host_summary(topo: Topology) -> list[str]:
     return lines
 
 
+def _range(values: list[float], unit: str) -> str:
+    """``1.24 GB/s`` for one value (or several alike), ``1.1-1.3 GB/s (median 1.2)`` for a spread."""
+    low, high, mid = (f"{v:.4g}" for v in (min(values), max(values), statistics.median(values)))
+    return f"{low} {unit}" if low == high else f"{low}-{high} {unit} (median {mid})"
+
+
+def _measured_summary(topo: Topology) -> list[str]:
+    """What --probe measured between the ranks: its pairs' bandwidth and latency, their range where
+    there are several. The matrix says only MEAS per pair (the figures needed --bandwidth or the file)."""
+    links = [lk for lk in topo.links if lk.source == "measured"]
+    if not links:
+        return []
+    bandwidth = _range([lk.bandwidth_gbps for lk in links], "GB/s per direction")
+    lines = [f"probe: {counted(len(links), 'pair')} measured, {bandwidth}"]
+    latencies = [lk.latency_us for lk in links if lk.latency_us is not None]
+    if latencies:
+        lines.append(f"  latency {_range(latencies, 'us')}")
+    return lines
+
+
 def topology_summary(topo: Topology) -> list[str]:
-    """Short lines: GPU model and count, NVLink, PCIe, NUMA, NICs (or the host and its CPU ranks)."""
+    """Short lines: GPU model and count, NVLink, PCIe, NUMA, NICs (or the host and its CPU ranks), and
+    what --probe measured."""
     lines = _gpu_summary(topo) if topo.gpus else _host_summary(topo)
+    lines += _measured_summary(topo)
     cut = [
         f"{MAX_MATRIX_DEVICES} of {count} {what}"
         for count, what in ((len(topo.rank_devices), "rank devices"), (len(topo.nics), "NICs"))
