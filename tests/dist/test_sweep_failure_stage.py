@@ -85,3 +85,18 @@ def test_under_a_launcher_a_mistake_rank_0_finds_is_each_rank_s_one_line_and_exi
 def test_locally_a_mistake_rank_0_finds_is_one_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^nothing to measure: every point was skipped"):
         run_sweep(_config(tmp_path, ops=("all-gather",), algos=("native",), min_bytes=4, max_bytes=4))
+
+
+def test_under_a_launcher_the_peer_of_a_rank_that_died_measuring_says_a_peer_is_gone(tmp_path: Path) -> None:
+    args = ["--op", "all-reduce", "--algo", "ring", "-b", "8", "-e", "1024", "-n", "2", "-w", "1", "-O", "r.jsonl"]
+    (code0, err0), (code1, _) = _job(tmp_path, args, fault="rank=1,point=2,mode=exit")
+    assert code1 == 17
+    assert code0 == 3, err0
+    lines = [line for line in err0.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, err0
+    # It was "... failed while measuring ...: RuntimeError: [/__w/pytorch/.../pair.cc:553] Connection closed by
+    # peer [127.0.0.1]:19377. This is typically caused by a remote worker crashing. ... GLHF!" (torch 2.13).
+    assert lines[0].startswith("error: rank 0 on "), err0
+    assert " failed while measuring all-reduce ring " in lines[0], err0
+    assert ": a peer rank is gone (gloo: " in lines[0] and "pair.cc" not in lines[0], err0
+    assert "the 2 rows measured so far are in" in lines[0], err0

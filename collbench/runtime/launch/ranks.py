@@ -25,6 +25,7 @@ kernel's SIGKILL when the launcher dies in any other way).
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
@@ -151,10 +152,40 @@ def _join(
     except (UserError, RankError):
         raise
     except Exception as exc:
-        raise RankError(job.rank, ctx.host, ctx.current, f"{type(exc).__name__}: {exc}") from exc
+        raise RankError(job.rank, ctx.host, ctx.current, rank_problem(exc, timeout_s)) from exc
     if kept is None:
         dist.destroy_process_group()
     return result
+
+
+_GLOO_PEER_LOST = re.compile(
+    r"(Connection closed by peer \S+|Read error \S+ Connection reset by peer|Write error \S+ Broken pipe"
+    r"|Connection reset by peer|Broken pipe)"
+)
+"""What gloo's TCP transport says (third_party/gloo/gloo/transport/tcp/pair.cc) when the process at the
+other end of a pair is gone: its connection closed or reset."""
+_GLOO_TIMED_OUT = re.compile(r"Timed out waiting \d+ms for (?:send|recv) operation to complete")
+"""gloo's unbound_buffer.cc when a peer neither sent nor received within the group's timeout."""
+_NCCL_PEER_LOST = "remote process exited or there was a network error"
+"""NCCL's text for ncclRemoteError (ncclGetErrorString, src/init.cc), which torch's NCCL errors carry."""
+
+
+def rank_problem(exc: BaseException, timeout_s: float) -> str:
+    """What broke in this rank's step, for its one error line under a launcher. A peer that is gone
+    (or silent past the timeout) is said so, without gloo's source path and sign-off: the launcher
+    (or that rank's own line) names which rank died; this rank only saw its connection go."""
+    text = str(exc)
+    if (lost := _GLOO_PEER_LOST.search(text)) is not None:
+        seen = lost.group(1).rstrip(".:")
+        return f"a peer rank is gone (gloo: {seen}): it died or failed; the launcher's report or its own error names it"
+    if _GLOO_TIMED_OUT.search(text) is not None:
+        return (
+            f"no peer rank sent or received within the {timeout_s:g} s timeout (one died, hung or was stopped; "
+            "the launcher's report or its own error names it; --timeout sets the wait)"
+        )
+    if _NCCL_PEER_LOST in text.lower():
+        return "a peer rank is gone (NCCL: remote process exited or there was a network error): it died or failed"
+    return f"{type(exc).__name__}: {exc}"
 
 
 @contextlib.contextmanager
