@@ -166,3 +166,12 @@ def test_compare_in_parts_names_the_size_in_each() -> None:
     for part in parts:
         header = next(line for line in part if line.lstrip().startswith("op "))
         assert header.split()[:4] == ["op", "algo", "dtype", "size"], part
+
+
+def test_fit_of_gamma_zero_says_so_in_words() -> None:
+    # The joint gamma of a reducing op fitted as 0 has no 1/gamma: the title read "1/gamma - GB/s".
+    report = fit_results(_rows())
+    zero = replace(report, fits=[replace(f, gamma_us_per_byte=0.0, gamma_folded=False) for f in report.fits])
+    out = _render(render_fit_report(zero))
+    assert "4 ranks; gamma fitted as 0" in out and "1/gamma - GB/s" not in out
+    assert "1/gamma" in _render(render_fit_report(report))

@@ -53,7 +53,8 @@ def render_fits(report: FitReport) -> RenderableType:
         # that reduces nothing (all-gather, all-to-all...) has no gamma to say at all.
         reduces = _reduces(op)
         joint = next(iter(gammas)) if len(gammas) == 1 or not reduces else None
-        said = "gamma folded into beta" if joint == "folded" else f"1/gamma {joint} GB/s"
+        # a gamma fitted as 0 has no 1/gamma: "1/gamma - GB/s" read as a figure lost
+        said = {"folded": "gamma folded into beta", "-": "gamma fitted as 0"}.get(str(joint), f"1/gamma {joint} GB/s")
         title = f"{op}, {backend}, {ranks} ranks" + (f"; {said}" if joint and reduces else "")
         table = narrow_table(title)
         table.add_column("algo", no_wrap=True)
