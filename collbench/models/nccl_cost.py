@@ -50,6 +50,7 @@ from collbench.models.nccl_graph import Graph, NcclNode, comm_channels, nvls_gra
 from collbench.models.nccl_switch import (
     MAX_DIRECT_ARITY,
     MAX_NVLS_ARITY,
+    NVLS_ALGORITHMS,
     SWITCH_ALGORITHMS,
     switch_bandwidth,
     switch_latency,
@@ -80,85 +81,13 @@ _PER_CH_TREE_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0)
 _PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
 # treeCorrectionFactor[protocol][log2(bytes / 64)], 64 B to 256 MiB.
 _TREE_CORRECTION = (
-    (
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        0.9,
-        0.8,
-        0.7,
-        0.7,
-        0.7,
-        0.7,
-        0.6,
-        0.5,
-        0.4,
-        0.4,
-        0.5,
-        0.6,
-        0.7,
-        0.8,
-        0.9,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-    ),
-    (
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        0.9,
-        0.8,
-        0.8,
-        0.8,
-        0.7,
-        0.6,
-        0.6,
-        0.6,
-        0.6,
-        0.6,
-        0.6,
-        0.8,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        1.0,
-        1.0,
-        1.0,
-    ),
-    (
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.8,
-        0.7,
-        0.6,
-        0.6,
-        0.5,
-        0.5,
-        0.5,
-        0.5,
-        0.6,
-        0.7,
-        0.8,
-        0.7,
-        0.7,
-        0.8,
-        0.9,
-        0.9,
-        0.9,
-    ),
-)
+    (1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5,
+     0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6,
+     0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0, 1.0),
+    (0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5,
+     0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9, 0.9),
+)  # fmt: skip
 """``treeCorrectionFactor``: ``ncclTopoGetAlgoTime`` reads the tree's for ``0 <= logSize < 23`` and
 NVLS-tree's (Blackwell on x86) for ``logSize < 24``."""
 _TREE_ENTRIES = 23
@@ -207,9 +136,15 @@ class NcclMachine:
     comm_channels: int | None = None
     """The communicator's channels (``comm->nChannels``, the ring's plateau test); None: ``channels``."""
     topology_bus_bw_gbps: float | None = None
-    """The ring's bus bandwidth as NCCL's topology search gives it (``nccl_graph.ring_graph``), where the
-    machine is known: the other graphs' bandwidths (NVLS, CollNet) are NCCL's figures scaled by
-    ``bus_bw_gbps`` over it, so a fitted bus bandwidth moves them all alike."""
+    """The ring's bus bandwidth as NCCL's topology search gives it at this shape (``nccl_graph.ring_graph``),
+    where the machine is known: NCCL's own figure, which it chooses by (:meth:`own_figures`)."""
+    ring_measured: bool = True
+    """``bus_bw_gbps`` is fitted to times NCCL ran ring or tree at (or given); False: NCCL's own figure,
+    which no measured size told."""
+    nvls_scale: float = 1.0
+    """NCCL's NVLS and NVLS-tree bandwidth (``nccl_switch``) times this: 1 is NCCL's own figure."""
+    nvls_measured: bool = False
+    """``nvls_scale`` is fitted to times NCCL ran NVLS at; False: NCCL's own figure (1)."""
     nvls: Graph | None = None
     """NCCL's NVLS graph (``nccl_graph.nvls_graph``): NVLink SHARP found; None: NVLS and NVLS-tree off."""
     collnet: bool = False
@@ -224,15 +159,17 @@ class NcclMachine:
             raise ConfigError(f"NCCL's model needs a positive bus bandwidth, got {self.bus_bw_gbps}")
         if self.arch not in ARCHS:
             raise ConfigError(f"unknown GPU generation {self.arch!r}; known: {', '.join(ARCHS)}")
-        if self.channels < 1 or not self.latency_scale >= 0 or (self.comm_channels or 1) < 1:
+        if self.channels < 1 or not self.latency_scale >= 0 or (self.comm_channels or 1) < 1 or not self.nvls_scale > 0:
             raise ConfigError("NCCL's model needs at least one channel and a latency scale >= 0")
 
-    @property
-    def graph_scale(self) -> float:
-        """The bus bandwidth over the topology's (1 where the topology is not known)."""
-        if self.topology_bus_bw_gbps is None or not self.topology_bus_bw_gbps > 0:
-            return 1.0
-        return self.bus_bw_gbps / self.topology_bus_bw_gbps
+    def own_figures(self) -> NcclMachine | None:
+        """The machine as NCCL itself prices it: its topology's bus bandwidth, its own latencies and NVLS
+        figure; None where the topology is not known (then nothing here tells its figures apart)."""
+        if self.topology_bus_bw_gbps is None:
+            return None
+        return dataclasses.replace(
+            self, bus_bw_gbps=self.topology_bus_bw_gbps, latency_scale=1.0, nvls_scale=1.0, inter_bus_bw_gbps=None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +238,7 @@ _PAT_BUS_SHARE = 0.75
 bandwidth for reduce-scatter and all-gather (no ``nRanks / nsteps`` conversion, lines 376-382)."""
 
 
-def _algorithms(machine: NcclMachine, op: Op, ranks: int, nodes: int) -> tuple[str, ...]:
+def _algorithms(machine: NcclMachine, op: Op, ranks: int, nodes: int, nvls_only: bool | None = None) -> tuple[str, ...]:
     """The algorithms NCCL prices for ``op`` at this shape, its enable rules applied (tuning.cc
     ``ncclTopoTuneModel``'s loops and ``algoEnable``; enqueue.cc ``updateCollCostTable``): NVLS on one
     node where NVLink SHARP is (across nodes only with CollNet), NVLS-tree across nodes, CollNet with a
@@ -321,7 +258,9 @@ def _algorithms(machine: NcclMachine, op: Op, ranks: int, nodes: int) -> tuple[s
             algos.append("nvls_tree")
     elif coll.chunked and nvls and nodes == 1 and local <= MAX_NVLS_ARITY:
         algos.append("nvls")
-    return tuple(algos)
+    if nvls_only is None:
+        return tuple(algos)
+    return tuple(a for a in algos if (a in NVLS_ALGORITHMS) == nvls_only)
 
 
 def _bandwidth(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int) -> float:
@@ -474,6 +413,7 @@ def nccl_choice(
     *,
     smooth: bool = False,
     fullest_node: int | None = None,
+    nvls: bool | None = None,
 ) -> NcclChoice:
     """The cheapest of the algorithms NCCL enables at this shape (ring, tree, PAT, NVLS, NVLS-tree, CollNet)
     and their protocols at one size, priced as NCCL does.
@@ -482,8 +422,9 @@ def nccl_choice(
     plateau factor in (:func:`_plateau_factor`); without it the model is NCCL's exactly. Ranks need not
     fill every node: NCCL reads ``nRanks / nNodes`` (tuning.cc: ``ppn``, and in integers for the tree).
     ``fullest_node``: the ranks on the fullest node where the last is part-full (default: as even as
-    they go). Raises ConfigError for fewer than 2 ranks or more nodes than ranks,
-    NotApplicableError for an op NCCL does not tune (it runs those as grouped send/recv).
+    they go). ``nvls``: True prices NVLS and NVLS-tree only, False the others only (None: all). Raises
+    ConfigError for fewer than 2 ranks or more nodes than ranks, NotApplicableError for an op NCCL does
+    not tune (it runs those as grouped send/recv) or no algorithm of the family asked at this shape.
     """
     the_op = _tuned(op)
     if ranks < 2 or nodes < 1 or nodes > ranks:
@@ -491,7 +432,7 @@ def nccl_choice(
     best: NcclChoice | None = None
     coll = _COLLECTIVES[the_op]
     channels = machine.comm_channels or machine.channels
-    for algo in _algorithms(machine, the_op, ranks, nodes):
+    for algo in _algorithms(machine, the_op, ranks, nodes, nvls):
         for proto in _protocols(machine, algo):
             bw = _bandwidth(machine, the_op, algo, proto, ranks, nodes)
             lat = _latency(machine, the_op, algo, proto, ranks, nodes, fullest_node)
@@ -504,7 +445,8 @@ def nccl_choice(
             time_us = lat + size_bytes / (1e3 * bw)
             if best is None or time_us < best.time_us:
                 best = NcclChoice(algo, PROTOCOLS[proto], time_us, lat)
-    assert best is not None
+    if best is None:
+        raise NotApplicableError(f"NCCL's model has no {'NVLS' if nvls else 'ring or tree'} algorithm at this shape")
     return best
 
 
@@ -527,7 +469,7 @@ def peak_bus_bw_gbps(op: Op | str, ranks: int, sizes: list[float], times_us: lis
 
 
 def size_terms(
-    machine: NcclMachine, op: Op | str, ranks: int, nodes: int, sizes: list[float]
+    machine: NcclMachine, op: Op | str, ranks: int, nodes: int, sizes: list[float], nvls: bool | None = None
 ) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
     """Per candidate (algorithm, protocol index) NCCL prices at this shape: its unscaled latency (us)
     and its bandwidth's correction at each size, smoothed, as :func:`nccl_choice` applies them (the
@@ -539,7 +481,7 @@ def size_terms(
     out: list[tuple[str, int, np.ndarray, np.ndarray]] = []
     coll = _COLLECTIVES[the_op]
     channels = machine.comm_channels or machine.channels
-    for algo in _algorithms(machine, the_op, ranks, nodes):
+    for algo in _algorithms(machine, the_op, ranks, nodes, nvls):
         for proto in _protocols(machine, algo):
             lat = _latency(machine, the_op, algo, proto, ranks, nodes)
             latency = np.full(len(sizes), lat)
@@ -559,19 +501,28 @@ def algorithm_bw_gbps(machine: NcclMachine, op: Op | str, algo: str, proto: int,
 def with_topology(machine: NcclMachine, node: NcclNode | None, nodes: int, *, collnet: bool = False) -> NcclMachine:
     """``machine`` with what NCCL's topology search finds on ``nodes`` nodes of ``node``: the ring's
     channels (``nccl_graph.ring_graph``) and the communicator's, the NVLS graph, an NVSwitch, the CPU;
-    and ``collnet`` (a CollNet plugin). The topology's ring bus bandwidth is set where the machine has
-    none yet (the measured shape's, which a calibration's bus bandwidth is then compared with). Where
-    ``node`` is None (the GPU's links not known) the channels stay ``DEFAULT_CHANNELS``, NVLS off."""
+    and ``collnet`` (a CollNet plugin), and the ring's bus bandwidth NCCL's search gives (its own). Where
+    ``node`` is None (the GPU's links not known), or across nodes whose NICs are not known, the channels
+    are ``DEFAULT_CHANNELS`` and NVLS is off."""
     if node is None or (nodes > 1 and not node.nic_known()):
-        # Across nodes the search's channels hang on the NICs: with them unknown, none is claimed.
-        return dataclasses.replace(machine, collnet=collnet)
+        # Across nodes the search's channels hang on the NICs, and NVLS's heads are the GPUs with one
+        # (nvls_graph): with them unknown, none is claimed. A machine calibrated on one node carried
+        # its one-node graphs here: its NVLS graph enabled NVLS-tree on 2 and 20 GB200 racks (NVLS's
+        # 32 heads, each 40 GB/s between racks) and its 32 channels were "assumed".
+        return dataclasses.replace(
+            machine,
+            collnet=collnet,
+            nvls=None,
+            channels=DEFAULT_CHANNELS,
+            comm_channels=None,
+            topology_bus_bw_gbps=None,
+        )
     ring = ring_graph(node, nodes)
-    topology_bus = machine.topology_bus_bw_gbps if machine.topology_bus_bw_gbps is not None else ring.bus_bw_gbps
     return dataclasses.replace(
         machine,
         channels=ring.channels,
         comm_channels=comm_channels(ring, node, nodes),
-        topology_bus_bw_gbps=topology_bus,
+        topology_bus_bw_gbps=ring.bus_bw_gbps,
         nvls=nvls_graph(node, nodes),
         nvswitch=True,
         x86=node.x86,

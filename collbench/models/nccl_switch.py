@@ -29,12 +29,25 @@ _HW_LAT: dict[str, tuple[float, float, float]] = {
 }
 """``hwLatencies`` (us) of the Simple-only algorithms, per link class NVLink, PCI, NET (their base
 latencies are 0)."""
+NVLS_FIGURE_CHECK = (
+    "NCCL's NVLS figure was 8-53% above the busbw of the one published NVL72 rack (72 ranks, 512 MiB-8 GiB), "
+    "so the time is likely too short"
+)
+"""What is known of NCCL's NVLS figure against a measurement, said wherever a prediction rests on it
+unmeasured: the one published NVLS run here (tests/fixtures/real/all_reduce_perf-gb200-72rank-one-rank-
+line.log, where NCCL's model picks NVLS at every size) reached 586-847 GB/s busbw, where NCCL's model
+of that rack gives 898-916 with its latency (918 without); tests/unit/test_nccl_nvls_calibration.py
+works the figures out of the log."""
 MAX_DIRECT_ARITY = 7
 """device.h ``NCCL_MAX_DIRECT_ARITY``: CollNet runs with up to 8 GPUs a node (enqueue.cc
 ``updateCollCostTable``), CollNet-direct's graph has that many heads at most (search.cc)."""
 MAX_NVLS_ARITY = 32
 """device.h ``NCCL_MAX_NVLS_ARITY``: NVLS runs reduce-scatter and all-gather with up to 32 GPUs a node."""
 SWITCH_ALGORITHMS = frozenset(_HW_LAT)
+NVLS_ALGORITHMS = frozenset({"nvls", "nvls_tree"})
+"""The algorithms NVLink SHARP runs: the NVSwitch reduces, so what their time says of the links is not
+what a ring's or tree's says (the NVSwitch's reduction, ``nvlsEfficiency``, bounds them); a
+calibration gives them a figure of their own (``NcclMachine.nvls_scale``)."""
 
 
 def switch_bandwidth(
@@ -44,20 +57,24 @@ def switch_bandwidth(
 
     ``steps``: the ring's ``nsteps`` (all-reduce's bus bandwidth is converted by ``nRanks / nsteps``,
     reduce-scatter's and all-gather's not). NVLS's graph (its heads and speeds,
-    ``nccl_graph.nvls_graph``) and the ring's are NCCL's topology figures scaled alike
-    (``NcclMachine.graph_scale``). CollNet's graphs are taken as the ring's (its channels and speed;
-    CollNet-direct one head a GPU up to 8), which NCCL searches separately."""
+    ``nccl_graph.nvls_graph``) is NCCL's topology figure, times ``NcclMachine.nvls_scale`` (1 where no
+    NVLS time was measured): not the ring's calibration, whose links (NVLink, NICs) NVLS shares but
+    whose bound (each GPU's NVLinks) is not NVLS's (the NVSwitch's reduction, ``nvlsEfficiency``).
+    One scale serves NVLS and NVLS-tree: on the boards here NVLS-tree's per-channel bandwidth is its
+    NVSwitch part (GB200: 28.7 GB/s against 80 between nodes), so both measure the same reduction.
+    CollNet's graphs are taken as the ring's (its channels and speed; CollNet-direct one head a GPU up
+    to 8), which NCCL searches separately."""
     ppn = ranks / nodes
-    scale = machine.graph_scale
     if algo in ("nvls", "nvls_tree"):
         graph = machine.nvls
         assert graph is not None
         ch = graph.channels
-        intra = graph.bw_intra_gbps * scale * _NVLS_EFFICIENCY[machine.arch] * (ch - 1) / ch
+        intra = graph.bw_intra_gbps * _NVLS_EFFICIENCY[machine.arch] * (ch - 1) / ch
         # All-reduce pipelines its reduce-scatter and all-gather halves through the switch.
         intra *= 2.0 if all_reduce else (ppn - 1) / ppn
-        inter = graph.bw_inter_gbps * scale * (2 if nodes <= 2 and algo == "nvls_tree" else 1)
-        bw = min(intra, inter, _PER_CH_NVLS_TREE[arch][col] if algo == "nvls_tree" else math.inf)
+        inter = graph.bw_inter_gbps * (2 if nodes <= 2 and algo == "nvls_tree" else 1)
+        cap = _PER_CH_NVLS_TREE[arch][col] if algo == "nvls_tree" else math.inf
+        bw = min(intra, inter, cap) * machine.nvls_scale
         bus = ch * bw
         return bus * ranks / steps if all_reduce else bus
     per_channel = machine.bus_bw_gbps / machine.channels

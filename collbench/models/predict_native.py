@@ -30,6 +30,7 @@ from collbench.models.nccl_cost import (
     with_topology,
 )
 from collbench.models.nccl_graph import NodeFacts, node_of, ring_graph
+from collbench.models.nccl_switch import NVLS_ALGORITHMS, NVLS_FIGURE_CHECK
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit
 from collbench.schedules.ops import Op
@@ -63,13 +64,29 @@ def nccl_machine_for(fit: Fit, nodes: int, arch: Arch, nvlink: bool = True, fact
     return calibrate(start, fit.op, fit.world_size, nodes, sizes, times)
 
 
+def ran_nvls(
+    machine: NcclMachine, op: str, ranks: int, nodes: int, size: float, fullest: int | None = None
+) -> bool | None:
+    """Whether NCCL runs NVLS or NVLS-tree at this shape and size, choosing by its own figures
+    (``NcclMachine.own_figures``: its topology's bandwidths and its own latencies, not a calibration's,
+    which NCCL never sees); None where its search finds no NVLS graph (nothing to tell apart)."""
+    own = machine.own_figures()
+    if own is None or machine.nvls is None:
+        return None
+    return nccl_choice(own, op, ranks, nodes, size, smooth=True, fullest_node=fullest).algo in NVLS_ALGORITHMS
+
+
 @functools.lru_cache(maxsize=8192)
-def _residual(fit: Fit, measured_nodes: int, arch: Arch, nvlink: bool, facts: NodeFacts, size: float) -> float:
-    """The fit's time over NCCL's calibrated model's at the fit's own shape, at a measured ``size``:
-    the same at every shape asked, so kept (a rank-count sweep asks each grid size once a shape)."""
+def _residual(
+    fit: Fit, measured_nodes: int, arch: Arch, nvlink: bool, facts: NodeFacts, size: float
+) -> tuple[float, bool]:
+    """The fit's time over NCCL's calibrated model's at the fit's own shape, at a measured ``size``,
+    priced with the family NCCL ran there (NVLS or not: ``ran_nvls``), and whether that was NVLS: the
+    same at every shape asked, so kept (a rank-count sweep asks each grid size once a shape)."""
     own = nccl_machine_for(fit, measured_nodes, arch, nvlink, facts)
-    model = nccl_choice(own, fit.op, fit.world_size, measured_nodes, size, smooth=True).time_us
-    return _scaled(fit).time_us(size, fit.world_size) / model if model > 0 else 1.0
+    nvls = ran_nvls(own, fit.op, fit.world_size, measured_nodes, size)
+    model = nccl_choice(own, fit.op, fit.world_size, measured_nodes, size, smooth=True, nvls=nvls).time_us
+    return (_scaled(fit).time_us(size, fit.world_size) / model if model > 0 else 1.0), bool(nvls)
 
 
 @functools.lru_cache(maxsize=256)
@@ -133,8 +150,12 @@ def native_nccl(
     per_node = max(fit.world_size // measured_nodes, 1)
     fullest = per_node if (nodes - 1) * per_node < world_size <= nodes * per_node else None
 
+    @functools.lru_cache(maxsize=256)
     def choice(size: float) -> NcclChoice:
-        return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest)
+        # NCCL runs the family its own figures price cheaper (it never sees a calibration); within it,
+        # the calibrated model's cheapest algorithm and protocol (their links are the same).
+        nvls = ran_nvls(machine, fit.op, world_size, nodes, size, fullest)
+        return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest, nvls=nvls)
 
     # NCCL enables LL128 only where every GPU of a node reaches the others over NVLink (tuning.cc,
     # LL128's pEnable: graphs[a]->typeIntra <= PATH_NVB), and prices PCI latencies otherwise: a PCIe
@@ -158,9 +179,26 @@ def native_nccl(
             "a PCIe card, whose NVLink bridge joins two GPUs at most"
         )
     lo, hi = float(max(fit.min_bytes, 1)), float(max(fit.max_bytes, 1))
+    nvls_in_play = own.nvls is not None or machine.nvls is not None
+
+    def carried(size: float) -> bool:
+        """Whether what the model missed at the measured size is carried: only to the family NCCL ran
+        there (NVLS, or the ring and tree), whose links it measured. Beyond the measured sizes it is
+        held from the nearest one where no NVLS is in play (the ring and tree only, at the measured
+        shape and here), and not carried where it is: held, it would reach whichever family NCCL runs
+        at the asked size, and a test at either size jumps where NCCL's family flips with the shape
+        (at 8 B, a GB200 2-rack fit told its NICs carried x1.33 from 512 MiB to NVLS-tree on 7 racks
+        and nothing to the tree NCCL runs on 8: 144 -> 122 us; tested at 64 MiB, an H100 2-node fit on
+        one node carried x1.65 to the ring on 5 GPUs and nothing on 6, where NCCL runs NVLS at 64 MiB)."""
+        if not lo <= size <= hi:
+            return not nvls_in_play
+        _, there = _residual(fit, measured_nodes, arch, own_nvlink, facts, size)
+        return there == (choice(size).algo in NVLS_ALGORITHMS)
 
     def residual(size: float) -> float:
-        missed = _residual(fit, measured_nodes, arch, own_nvlink, facts, min(max(size, lo), hi))
+        missed, _ = _residual(fit, measured_nodes, arch, own_nvlink, facts, min(max(size, lo), hi))
+        if not carried(size):
+            return 1.0
         # Within one node, from a fit across several, nothing of the links inside was measured: what the
         # model missed across nodes may make it slower there, never faster than NCCL's own figures (a
         # GCP H100 2-node fit's x0.8 put NVLS at 596 GB/s busbw on 8 GPUs; published ~480).
@@ -189,20 +227,31 @@ def native_nccl(
         if machine.inter_bus_bw_gbps is not None and inter_fit is not None:
             bus = machine.inter_bus_bw_gbps
             inter = f"; beyond 2 nodes the bus bandwidth of x{inter_fit.world_size} ({bus:.3g} GB/s)"
+        nvls = c.algo in NVLS_ALGORITHMS
+        if carried(size):
+            missed = f"x{residual(size):.3g} for what it misses"
+        elif lo <= size <= hi:
+            missed = "nothing carried of what it misses (another algorithm ran)"
+        else:
+            missed = "nothing held of what it misses beyond the measured sizes (NVLS in play)"
         if intra is not None:
+            bandwidth = (
+                nvls_text(machine)
+                if nvls
+                else f"its bus bandwidth {machine.bus_bw_gbps:.4g} GB/s (its topology's NVLinks, or the fitted "
+                "where higher)"
+            )
             return (
-                f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto} within one node: its "
-                f"bus bandwidth {machine.bus_bw_gbps:.4g} GB/s (its topology's NVLinks, or the fitted where "
-                f"higher) and latencies x{machine.latency_scale:.2g} (its own, or the fitted where lower), not "
-                f"the {own.bus_bw_gbps:.3g} GB/s and x{own.latency_scale:.2g} fitted across {measured_nodes} nodes "
-                f"(links within a node were not measured); x{residual(size):.3g} for what it misses there; "
-                f"{channels}"
+                f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto} within one node: {bandwidth}; "
+                f"latencies x{machine.latency_scale:.2g} (its own, or the fitted where lower), not the "
+                f"{own.bus_bw_gbps:.3g} GB/s and x{own.latency_scale:.2g} fitted across {measured_nodes} nodes "
+                f"(links within a node were not measured); {missed} there; {channels}"
             )
         held = "" if lo <= size <= hi else " (held from the nearest measured size)"
         text = (
-            f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; fitted: latencies "
-            f"x{machine.latency_scale:.2g}, bus {machine.bus_bw_gbps:.3g} GB/s{inter}; x{residual(size):.3g} "
-            f"for what it misses at the measured shape{held}; {channels}"
+            f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; latencies "
+            f"x{machine.latency_scale:.2g} (fitted), {nvls_text(machine) if nvls else ring_text(machine)}{inter}; "
+            f"{missed} at the measured shape{held}; {channels}"
         )
         if at_shape and lo <= size <= hi:
             return f"the fit itself at its measured shape, which is {text}"
@@ -231,7 +280,8 @@ def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool, fact
         )
     bus = ring_graph(node, 1).bus_bw_gbps
     # The ring measured across nodes ran through each node's NVLinks too: they carry at least that,
-    # and are not slower to start (a latency scale below NCCL's own is kept).
+    # and are not slower to start (a latency scale below NCCL's own is kept). NVLS keeps NCCL's own
+    # figure: the NVSwitch's reduction bounds it, which no ring across nodes measured.
     fitted = nccl_machine_for(fit, measured_nodes, arch, nvlink, facts)
     scale = min(fitted.latency_scale, 1.0)
     return NcclMachine(
@@ -240,7 +290,24 @@ def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool, fact
         nvlink=nvlink,
         latency_scale=scale,
         topology_bus_bw_gbps=bus,
+        ring_measured=fitted.bus_bw_gbps > bus,
     )
+
+
+def ring_text(machine: NcclMachine) -> str:
+    """Where the ring's and tree's bus bandwidth comes from, in a few words (predict's basis)."""
+    bus = f"bus {machine.bus_bw_gbps:.3g} GB/s"
+    if machine.ring_measured:
+        return f"{bus} (fitted)"
+    return f"{bus}, NCCL's own figure, unmeasured (NCCL ran NVLS at every measured size)"
+
+
+def nvls_text(machine: NcclMachine) -> str:
+    """Where NVLS's bandwidth comes from, in a few words (predict's basis): fitted to times NCCL ran
+    NVLS at, or NCCL's own tuning figure with no measurement behind it and its one published check."""
+    if machine.nvls_measured:
+        return f"NVLS x{machine.nvls_scale:.3g} NCCL's figure (fitted to the sizes NCCL ran it at)"
+    return f"NVLS at NCCL's own tuning figure, unmeasured (no measured size ran NVLS); {NVLS_FIGURE_CHECK}"
 
 
 BARRIER_BYTES = 1.0

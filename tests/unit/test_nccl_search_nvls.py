@@ -160,13 +160,19 @@ def test_node_of_reads_the_board_and_leaves_unknown_or_meshed_gpus_alone() -> No
         NodeFacts(nics=2, nic_gbps=-1.0)
 
 
-def test_with_topology_keeps_the_measured_shapes_ring_bus_for_the_graph_scale() -> None:
+def test_with_topology_gives_nccls_own_ring_figure_at_each_shape() -> None:
     measured = with_topology(NcclMachine(bus_bw_gbps=300.0), H100, 1)
-    assert measured.topology_bus_bw_gbps == 360.0 and measured.graph_scale == pytest.approx(300.0 / 360.0)
-    elsewhere = with_topology(measured, dataclasses.replace(H100, gpus=4), 1)
-    assert elsewhere.topology_bus_bw_gbps == 360.0
-    # Across nodes with the NICs not known no channel count is claimed: NCCL's default stands.
-    assert with_topology(NcclMachine(bus_bw_gbps=300.0), H100, 2).channels == 16
+    # The ring's bus bandwidth NCCL's search gives (12 x 30 GB/s), which NCCL chooses by; the
+    # calibrated 300 stays the machine's own.
+    assert measured.topology_bus_bw_gbps == 360.0 and measured.bus_bw_gbps == 300.0
+    own = measured.own_figures()
+    assert own is not None and own.bus_bw_gbps == 360.0 and own.latency_scale == 1.0 and own.nvls_scale == 1.0
+    assert NcclMachine(bus_bw_gbps=300.0).own_figures() is None
+    # Across nodes with the NICs not known no channel count is claimed (NCCL's default stands), and no
+    # NVLS graph (its heads are the GPUs with a NIC): a machine searched on one node carried its
+    # one-node NVLS graph there, which enabled NVLS-tree across two and twenty GB200 racks.
+    across = with_topology(measured, H100, 2)
+    assert (across.channels, across.comm_channels, across.nvls, across.topology_bus_bw_gbps) == (16, None, None, None)
 
 
 def test_no_ring_at_the_slowest_speed_falls_back_as_nccl_does() -> None:

@@ -59,11 +59,13 @@ def test_two_racks_from_one_rack_and_twenty_is_within_the_published_two() -> Non
     sizes = sorted(published)
     report = predict([f1440, f72], 144, sizes, nodes=2, measured_nodes=RACKS, simulate_max_ranks=0)
     errors = [abs(p.time_us - published[p.size_bytes]) / published[p.size_bytes] for p in report.predictions]
-    # From the 72-rank fit: 10.6% median (benchmarks/README.md: 3.4% before NCCL's model priced NVLS
-    # within the source rack, at its NVL72 figure 36% above what that rack reached, while across two
-    # racks, the NICs not known, the ring runs); from the 1,440-rank one it was 116%.
+    # From the 72-rank fit: 14.6% median (benchmarks/README.md): across two racks, the NICs not known,
+    # NCCL runs the ring and tree, which the rack (all NVLS) never ran: NCCL's own 720 GB/s, nothing
+    # of the rack's NVLS carried. It read 10.6% while the rack's one-node NVLS graph was carried
+    # across racks (NVLS-tree, which NCCL has no graph for there), 26.9% with NVLS's calibration
+    # carried to the ring; from the 1,440-rank fit it was 116%.
     assert {p.fitted_world_size for p in report.predictions} == {72}
-    assert statistics.median(errors) < 0.11
+    assert statistics.median(errors) < 0.15
 
 
 def _a100(nodes: int) -> Fit:

@@ -1,0 +1,142 @@
+"""NCCL's model calibrated per algorithm family (issue 32): a measured size calibrates the family NCCL
+ran there, as NCCL chose it by its own figures, and nothing else.
+
+NCCL picks an algorithm by its own figures (NVIDIA/nccl v2.30.7, commit 5067397c,
+``src/graph/tuning.cc``: ``ncclTopoTuneModel`` fills the bandwidths from the topology graphs,
+``ncclTopoGetAlgoTime`` prices each and the cheapest runs): a log's time at a size is the time of the
+algorithm those figures priced cheapest there. Ring and tree (and CollNet) run on one graph's links
+and take one bus bandwidth; NVLS and NVLS-tree are priced from the NVLS graph and ``nvlsEfficiency``
+(the NVSwitch reducing), and get a scale of their own. The GB200 logs are in tests/fixtures/real
+(SOURCES.md); a GB200 "node" is an NVL72 rack (benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.models.fit import fit_results
+from collbench.models.fitted import Fit
+from collbench.models.link_floor import with_gpu
+from collbench.models.nccl_calibrate import calibrate
+from collbench.models.nccl_cost import NcclMachine, nccl_choice, with_topology
+from collbench.models.nccl_graph import NodeFacts, node_of
+from collbench.models.nccl_switch import NVLS_FIGURE_CHECK
+from collbench.models.predict import predict
+from collbench.models.predict_native import nccl_machine_for, ran_nvls
+from collbench.results.noise import decision_time_us
+
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
+RACKS = {72: 1, 144: 2, 1440: 20}
+
+
+def _gb200(ranks: int) -> tuple[Fit, dict[int, float]]:
+    rows = [r for r in read_nccl_tests(REAL / f"all_reduce_perf-gb200-{ranks}rank-one-rank-line.log") if r.size_bytes]
+    (fit,) = with_gpu(fit_results(rows).fits, "GB200")
+    published: dict[int, float] = {}
+    for r in rows:
+        published[r.size_bytes] = min(published.get(r.size_bytes, float("inf")), decision_time_us(r))
+    return fit, published
+
+
+def _rack(ranks: int = 72, nodes: int = 1, facts: NodeFacts | None = None) -> NcclMachine:
+    """NCCL's own model of GB200 NVL72 racks (its search's ring and NVLS graphs, its own figures)."""
+    node = node_of("GB200", -(-ranks // nodes), facts or NodeFacts())
+    own = with_topology(NcclMachine(bus_bw_gbps=1.0, arch="blackwell"), node, nodes).own_figures()
+    assert own is not None
+    return own
+
+
+def test_the_nvls_figure_check_is_the_published_rack_against_nccls_own_model() -> None:
+    # NCCL's model of one NVL72 rack picks NVLS at every size of the published 72-rank log; its time
+    # there against the published one is what NVLS_FIGURE_CHECK says.
+    _, published = _gb200(72)
+    rack = _rack()
+    above = []
+    for size, time_us in sorted(published.items()):
+        choice = nccl_choice(rack, "all-reduce", 72, 1, size)
+        assert choice.algo == "nvls"
+        above.append(100 * (time_us / choice.time_us - 1))
+    assert (round(min(above)), round(max(above))) == (8, 53)
+    assert "8-53% above" in NVLS_FIGURE_CHECK
+
+
+def test_a_rack_that_ran_nvls_at_every_size_calibrates_nvls_and_leaves_the_ring_ncclss() -> None:
+    fit, _ = _gb200(72)
+    machine = nccl_machine_for(fit, 1, "blackwell")
+    # NVLS fitted below NCCL's figure (the rack reached 586-847 GB/s busbw where NCCL's model says
+    # 898-916); the ring, which no measured size ran, keeps NCCL's own 16 x 45 GB/s.
+    assert machine.nvls_measured and 0.7 < machine.nvls_scale < 0.95
+    assert not machine.ring_measured and machine.bus_bw_gbps == pytest.approx(720.0)
+
+
+def test_two_racks_from_one_price_the_ring_at_nccls_figure_and_carry_nothing_of_nvls() -> None:
+    fit, _ = _gb200(72)
+    _, published = _gb200(144)
+    sizes = sorted(published)
+    report = predict([fit], 144, sizes, nodes=2, measured_nodes=RACKS, simulate_max_ranks=0)
+    rack = _rack()
+    within = [p for p in report.predictions if p.size_bytes <= fit.max_bytes]
+    assert len(within) == 5
+    for p in report.predictions:
+        # Across racks, the NICs not known, NCCL has no NVLS graph (its heads are the GPUs with a NIC):
+        # ring or tree, priced at NCCL's own bus bandwidth, which nothing measured.
+        assert "picks ring/" in p.basis or "picks tree/" in p.basis
+        assert "bus 720 GB/s, NCCL's own figure, unmeasured" in p.basis
+    for p in within:
+        # What the NVLS model missed in the rack, at the sizes it measured, is not carried to the ring.
+        assert "nothing carried" in p.basis
+        own = nccl_choice(dataclasses.replace(rack, nvls=None), "all-reduce", 144, 2, p.size_bytes, smooth=True)
+        assert p.time_us >= own.time_us * (1 - 1e-9)
+
+
+def test_one_rack_from_a_ring_across_racks_is_nccls_nvls_figure_and_says_so() -> None:
+    fit, _ = _gb200(144)
+    report = predict([fit], 72, [1 << 30, 1 << 33], nodes=1, measured_nodes=RACKS, simulate_max_ranks=0)
+    rack = _rack()
+    for p in report.predictions:
+        # NCCL runs NVLS in one rack; the 2-rack fit measured the ring (832 GB/s fitted), whose figure
+        # no longer lifts NVLS's: NVLS at NCCL's own figure, its latencies at the fitted x0.77.
+        assert "picks nvls/" in p.basis and NVLS_FIGURE_CHECK in p.basis
+        own = nccl_choice(rack, "all-reduce", 72, 1, p.size_bytes, smooth=True)
+        assert p.time_us == pytest.approx(own.time_us, rel=0.01)
+
+
+def _calibrated_h100(ring_bus_gbps: float, nvls_scale: float) -> NcclMachine:
+    """One H100 node calibrated to synthetic times of a "true" node whose ring reaches ``ring_bus_gbps``
+    (NCCL says 360) and NVLS ``nvls_scale`` of NCCL's figure, each at the sizes NCCL's own figures run
+    it (1 KiB-16 GiB: ring/LL to 1 MiB, NVLS from 2 MiB)."""
+    node = node_of("H100", 8, NodeFacts())
+    start = with_topology(NcclMachine(bus_bw_gbps=1.0, arch="hopper"), node, 1)
+    own = start.own_figures()
+    assert own is not None
+    truth = dataclasses.replace(own, bus_bw_gbps=ring_bus_gbps, nvls_scale=nvls_scale)
+    sizes = [float(1 << k) for k in range(10, 35)]
+    times = []
+    for size in sizes:
+        nvls = ran_nvls(own, "all-reduce", 8, 1, size)
+        times.append(nccl_choice(truth, "all-reduce", 8, 1, size, smooth=True, nvls=nvls).time_us)
+    return calibrate(start, "all-reduce", 8, 1, sizes, times)
+
+
+def test_nvls_is_found_from_the_sizes_it_ran_whatever_the_ring_did() -> None:
+    slow, fast = _calibrated_h100(200.0, 0.6), _calibrated_h100(340.0, 0.6)
+    for found in (slow, fast):
+        assert found.nvls_measured and found.nvls_scale == pytest.approx(0.6, rel=0.03)
+        # The ring ran LL only (to 1 MiB), whose bandwidth llMaxBws caps at any bus: its bus is not told
+        # by those sizes, and stays NCCL's own, said unmeasured.
+        assert not found.ring_measured and found.bus_bw_gbps == pytest.approx(360.0)
+    assert slow.nvls_scale == pytest.approx(fast.nvls_scale, rel=0.03)
+
+
+def test_a_ring_run_only_where_ll_caps_it_does_not_tell_its_bus() -> None:
+    # The GCP H100 2-node log told its 8 NICs of 50 GB/s: NCCL's figures run NVLS-tree from a few MiB,
+    # the ring and tree below, all LL, whose bandwidth llMaxBws caps whatever the bus: the ring's bus
+    # stays NCCL's own (360) rather than the 40 GB/s a fit of those sizes alone finds.
+    path = REAL / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+    (fit,) = with_gpu(fit_results([r for r in read_nccl_tests(path) if r.size_bytes]).fits, "H100")
+    machine = nccl_machine_for(fit, 2, "hopper", True, NodeFacts(nics=8, nic_gbps=50.0))
+    assert not machine.ring_measured and machine.bus_bw_gbps == pytest.approx(360.0)
+    assert machine.nvls_measured
