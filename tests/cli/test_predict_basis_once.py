@@ -29,7 +29,7 @@ def test_the_basis_prints_once_and_each_size_its_own_words(tmp_path: Path) -> No
     result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "1024"], env=NARROW)
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert out.count("fitted: latencies x5.4") == 1 and out.count("16 channels assumed") == 1
+    assert out.count("latencies x5.4 (fitted)") == 1 and out.count("16 channels assumed") == 1
     assert "picks [1]" in out and "[2] for what it misses at the measured shape" in out
     assert max(len(line) for line in out.splitlines()) <= 80
     # The JSON keeps each size's whole basis: the table's words are what differs between them.
