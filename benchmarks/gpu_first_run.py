@@ -3,7 +3,7 @@
     python3 benchmarks/gpu_first_run.py --out DIR [--minutes 8] [--dry-run]
 
 On a bare machine (nothing installable), from a checkout: ``PYTHONPATH=$PWD`` (and the wheels of
-scripts/gpu-wheels.sh, installed with ``--no-index``, first on it; docs/gpus.md). The steps, in order,
+scripts/gpu-wheels.sh, installed with ``--no-index``, first on it; docs/development.md). The steps, in order,
 each in its own process and time limit, the cheapest and most telling first so that a run cut short
 has learnt them:
 
