@@ -47,7 +47,7 @@ from collbench.models.fitted import Fit
 from collbench.models.link_floor import with_gpu
 from collbench.models.nccl_cost import Arch, NcclMachine, nccl_time_us, peak_bus_bw_gbps
 from collbench.models.nccl_graph import NodeFacts
-from collbench.models.predict import predict, price_fits
+from collbench.models.predict import PredictReport, predict, price_fits
 from collbench.models.predict_defaults import default_nodes
 from collbench.models.priced import Shapes
 from collbench.results.noise import decision_time_us
@@ -221,6 +221,28 @@ def _errors(pred: list[float] | None, published: list[float]) -> list[float]:
     return [100 * abs(p - t) / t for p, t in zip(pred, published, strict=True)]
 
 
+def _predict_pair(
+    result: PairResult, fits: list[Fit], dst: Loaded, sources: list[Loaded], facts_from: Loaded, nics: bool
+) -> PredictReport:
+    """``dst``'s sizes predicted from ``fits`` (measured on ``sources``), NCCL's facts (architecture,
+    NVLink, NICs) those of ``facts_from``'s log, into ``result``: the times and how many fall as the size
+    grows. Returns predict's report."""
+    report = predict(
+        fits,
+        dst.world,
+        result.sizes,
+        nodes=dst.log.nodes,
+        measured_nodes={src.world: src.log.nodes for src in sources},
+        nccl_arch=facts_from.log.arch,
+        nccl_nvlink=facts_from.log.nvlink,
+        simulate_max_ranks=0,
+        nccl_facts=facts_of(facts_from.log, nics),
+    )
+    result.ours = [p.time_us for p in report.predictions]
+    result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)
+    return report
+
+
 def scale_pair(src: Loaded, dst: Loaded, fit: Fit, nics: bool = False) -> PairResult:
     sizes = sorted(dst.times)
     published = [dst.times[s] for s in sizes]
@@ -228,19 +250,7 @@ def scale_pair(src: Loaded, dst: Loaded, fit: Fit, nics: bool = False) -> PairRe
     if fit.distrust():
         result.why_not_ours = f"source fit not usable: {fit.distrust()}"
     else:
-        report = predict(
-            [fit],
-            dst.world,
-            sizes,
-            nodes=dst.log.nodes,
-            measured_nodes={src.world: src.log.nodes},
-            nccl_arch=src.log.arch,
-            nccl_nvlink=src.log.nvlink,
-            simulate_max_ranks=0,
-            nccl_facts=facts_of(src.log, nics),
-        )
-        result.ours = [p.time_us for p in report.predictions]
-        result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)
+        report = _predict_pair(result, [fit], dst, [src], src, nics)
         result.raised = sum(1 for p in report.predictions if "links' floor" in p.basis)
         result.rank_decreases = sweep_ranks([src], [fit], sizes, max(src.world, dst.world), nics)
     result.same_scale = src.world == dst.world and src.log.nodes == dst.log.nodes
@@ -269,19 +279,7 @@ def together(dst: Loaded, sources: list[Loaded], nics: bool = False) -> PairResu
     if not fits:
         result.why_not_ours = "no usable fit"
         return result
-    report = predict(
-        fits,
-        dst.world,
-        sizes,
-        nodes=dst.log.nodes,
-        measured_nodes={src.world: src.log.nodes for src in sources},
-        nccl_arch=dst.log.arch,
-        nccl_nvlink=dst.log.nvlink,
-        simulate_max_ranks=0,
-        nccl_facts=facts_of(dst.log, nics),
-    )
-    result.ours = [p.time_us for p in report.predictions]
-    result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)
+    report = _predict_pair(result, fits, dst, sources, dst, nics)
     # Fits hand over where ranks cross a node class: checked from 8 B up, not only at the target's sizes.
     swept = sorted({*sizes, *_SMALL_SIZES})
     result.rank_decreases = sweep_ranks(sources, fits, swept, max(src.world for src in [dst, *sources]), nics)
@@ -337,6 +335,19 @@ def _median(pred: list[float], published: list[float]) -> float:
     return statistics.median(_errors(pred, published))
 
 
+def _cells(r: PairResult, *before_errors: str) -> str:
+    """A pair's cells in both tables of pairs: its sizes, ``before_errors``, collbench's and NCCL's model's
+    median / worst error, and its decreases in size and in rank count."""
+    e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
+    ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
+    dec, adjacent, nvls = r.rank_decreases
+    return (
+        f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} {''.join(f'| {c} ' for c in before_errors)}"
+        f"| {ours_text} | {_fmt_err(e_nccl)} "
+        f"| {r.decreasing} / {dec}{f' (+{nvls} NVLS)' if nvls else ''} of {adjacent} |"
+    )
+
+
 def _print_pairs(title: str, pairs: list[PairResult], loaded: dict[str, Loaded]) -> tuple[list[float], list[float]]:
     """One table of pairs; returns the collbench and NCCL medians of those with predictions."""
     print(title + ", collbench vs NCCL's own model")
@@ -350,13 +361,8 @@ def _print_pairs(title: str, pairs: list[PairResult], loaded: dict[str, Loaded])
             ours_medians.append(statistics.median(e_ours))
         if e_nccl:
             nccl_medians.append(statistics.median(e_nccl))
-        ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
-        dec, adjacent, nvls = r.rank_decreases
-        print(
-            f"| {r.source} -> {r.target} | {src.world} -> {dst.world} | {src.log.nodes} -> {dst.log.nodes} "
-            f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} | {ours_text} | {_fmt_err(e_nccl)} "
-            f"| {r.decreasing} / {dec}{f' (+{nvls} NVLS)' if nvls else ''} of {adjacent} | {r.raised} |"
-        )
+        where = f"| {r.source} -> {r.target} | {src.world} -> {dst.world} | {src.log.nodes} -> {dst.log.nodes} "
+        print(f"{where}{_cells(r)} {r.raised} |")
     return ours_medians, nccl_medians
 
 
@@ -442,14 +448,8 @@ def main() -> None:
         if len(sources) < 2 or dst.log.rccl:
             continue
         r = together(dst, sources, args.nics)
-        e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
-        ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
-        dec, adjacent, nvls = r.rank_decreases
-        print(
-            f"| {dst.log.name}{' (held out)' if dst.log.heldout else ''} | {dst.world} | {dst.log.nodes} "
-            f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} | {r.source} | {ours_text} | {_fmt_err(e_nccl)} "
-            f"| {r.decreasing} / {dec}{f' (+{nvls} NVLS)' if nvls else ''} of {adjacent} |"
-        )
+        where = f"| {dst.log.name}{' (held out)' if dst.log.heldout else ''} | {dst.world} | {dst.log.nodes} "
+        print(f"{where}{_cells(r, r.source)}")
     print("\nleave one size out (the log's own shape): median / worst error (%)")
     print("| log | ranks | sizes | collbench | NCCL's model |")
     print("| --- | --- | --- | --- | --- |")
