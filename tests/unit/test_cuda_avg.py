@@ -126,6 +126,9 @@ def test_the_expected_float64_avg_is_what_cuda_computes(n: int, monkeypatch: pyt
 
     monkeypatch.setattr(buffers, "pattern", every_sum)
     count = 4 * n + 1
+    # The stand-in pattern repeats every `count` indices, not every 5 as the sweep's does: expected_reduction
+    # computes one period and tiles it (buffers.pattern_period).
+    monkeypatch.setattr(buffers, "pattern_period", lambda redop: count)
     got = expected_reduction(n, 0, count, redop="avg", dtype=torch.float64, device="cuda").as_subclass(torch.Tensor)
     sums = torch.arange(count, dtype=torch.float64) - 2 * n
     assert torch.equal(got, sums / n)  # the CPU's division: correctly rounded
