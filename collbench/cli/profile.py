@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -66,7 +66,15 @@ def predicted_path(profile: Path) -> Path:
 @app.command("predict", cls=CollbenchCommand)
 def predict(
     profile: Annotated[Path, typer.Argument(help="A profile with fitted models (from `collbench tune`).")],
-    ranks: Annotated[str, typer.Option("--ranks", metavar="N[:NODES],...", help="Shapes to predict: 8,16 or 64:8.")],
+    ranks: Annotated[
+        str,
+        typer.Option(
+            "--ranks",
+            metavar="N[:NODES],...",
+            help="Shapes to predict: 8,16 or 64:8 (ranks:nodes; without nodes, as many as keep the measured "
+            "ranks a node).",
+        ),
+    ],
     output: Annotated[
         Path | None,
         typer.Option(
@@ -81,15 +89,17 @@ def predict(
     from collbench.cli.render.profile import render_rules
     from collbench.fileio import check_writable
     from collbench.profile.document import Profile
-    from collbench.tuning.shapes import parse_shapes, prediction_notes, with_predictions
+    from collbench.tuning.shapes import assumed_nodes, parse_shapes, prediction_notes, with_predictions
 
     shapes = parse_shapes(ranks, "--ranks")  # the options first, then the files
     target = output if output is not None else predicted_path(profile)
     check_writable(target)
     loaded = Profile.load(profile)
-    added = with_predictions(loaded, shapes)
+    added = with_predictions(loaded, shapes, "--ranks")
     added.save(target)
-    for line in prediction_notes(loaded, shapes):
-        err_console.print(f"[yellow]note[/yellow]: {line}", highlight=False)
+    for line in assumed_nodes(loaded, shapes, "--ranks"):
+        print_note("assumed", line)
+    for line in prediction_notes(loaded, shapes, "--ranks"):
+        print_note("note", line)
     console.print(render_rules(added))
     console.print(f"wrote [bold]{target}[/bold]: {added.shapes_label()}", highlight=False)

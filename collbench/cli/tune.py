@@ -120,7 +120,8 @@ def tune(
         typer.Option(
             "--predict-ranks",
             metavar="N[:NODES],...",
-            help="Also add rule sets predicted from the fitted models for these shapes (marked predicted).",
+            help="Also add rule sets predicted from the fitted models for these shapes (marked predicted; "
+            "without :NODES, as many nodes as keep the measured ranks a node).",
         ),
     ] = None,
     timeout: Annotated[
@@ -220,6 +221,8 @@ def tune(
     for lacked, names in skips.items():
         print_note("note", skip_note(lacked, list(names)))
     print_outcome_notes(shapes.outcomes, marked="ringed in red in the report" if shapes.report_path else "")
+    for line in shapes.assumed:
+        print_note("assumed", line)
     for note in shapes.notes:
         print_note("note", note)
     for outcome in shapes.outcomes:

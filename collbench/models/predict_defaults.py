@@ -26,29 +26,42 @@ def remeasure_advice(fits: Sequence[Fit]) -> str:
     return "measure again on a quieter machine or with fewer ranks than cores"
 
 
-def default_nodes(world_size: int, measured_nodes: Mapping[int, int]) -> tuple[int, str]:
+PREDICT_ASK = (
+    "give --nodes N (the nodes to predict on), or --measured-nodes M (the nodes the fits' runs spanned; "
+    "fit --nodes M records it)"
+)
+"""What ``predict`` asks for where it has no measured ranks a node to keep."""
+
+
+def default_nodes(
+    world_size: int, measured_nodes: Mapping[int, int], *, unasked: str = "--nodes not given", ask: str = PREDICT_ASK
+) -> tuple[int, str]:
     """Nodes for ``world_size`` ranks when none are asked, and the line that says so.
 
     The measured ranks per node are kept (the largest measured shape's, where shapes differ): as many
     nodes as hold the ranks at that many a node, the last one partly filled where they do not divide
     (NCCL's model reads ``nRanks / nNodes``). So adding ranks never takes nodes away, and at the
     measured world size it is the measured shape itself, priced by the fit with its own error.
-    Raises ConfigError without a measured node count: there are no measured ranks a node to keep, and
-    any count taken instead (1 node put 1,024 ranks of a 2-node log in one) is a guess the prediction
-    would rest on.
+    ``unasked`` opens both lines (what was left out: ``--nodes not given``), ``ask`` ends the error
+    (what to pass instead).
+    Raises ConfigError without a measured node count, or with only shapes whose ranks do not spread
+    evenly over their nodes: there are no measured ranks a node to keep, and any count taken instead
+    (1 node put 1,024 ranks of a 2-node log in one) is a guess the prediction would rest on.
     """
     known = [(w, n) for w, n in measured_nodes.items() if n >= 1 and w % n == 0]
     if not known:
-        raise ConfigError(
-            f"--nodes not given, and the fits do not say the nodes they were measured on, so {world_size:,} "
-            "ranks have no measured ranks a node to keep: give --nodes N (the nodes to predict on), or "
-            "--measured-nodes M (the nodes the fits' runs spanned; fit --nodes M records it)"
+        uneven = sorted((w, n) for w, n in measured_nodes.items() if n >= 1)
+        why = (
+            "the fits do not say the nodes they were measured on"
+            if not uneven
+            else f"{', '.join(ranks_on_nodes(w, n) for w, n in uneven)} hold no whole number of ranks a node"
         )
+        raise ConfigError(f"{unasked}, and {why}, so {world_size:,} ranks have no measured ranks a node to keep: {ask}")
     world, nodes = max(known)
     per_node = world // nodes
     count = -(-world_size // per_node)
     partly = "" if world_size % per_node == 0 else f", the last holding {world_size % per_node}"
     return count, (
-        f"--nodes not given: {counted(count, 'node')} "
+        f"{unasked}: {counted(count, 'node')} "
         f"({counted(per_node, 'rank')} a node{partly}, as measured at {ranks_on_nodes(world, nodes)})"
     )

@@ -37,7 +37,8 @@ PREDICT_PARAMS = {"segment_bytes": None, "layout": "rank-order"}
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """A communicator shape to predict: ``world_size`` ranks on ``nodes`` nodes (None: as measured)."""
+    """A communicator shape to predict: ``world_size`` ranks on ``nodes`` nodes (None: as many as keep
+    the measured ranks a node, :func:`shape_nodes`)."""
 
     world_size: int
     nodes: int | None = None
@@ -75,8 +76,9 @@ every job that reads it."""
 
 
 def parse_shapes(text: str, option: str = "--predict-ranks") -> tuple[Shape, ...]:
-    """``--predict-ranks``: ``"8,16"`` or with nodes ``"8:1,64:8"`` (ranks:nodes); ConfigError otherwise,
-    and for more than ``MAX_PREDICTED_SHAPES`` shapes (counted before any is parsed or priced)."""
+    """``--predict-ranks``: ``"8,16"`` or with nodes ``"8:1,64:8"`` (ranks:nodes, the ranks spread evenly
+    as ``predict --nodes`` takes them); ConfigError otherwise, and for more than ``MAX_PREDICTED_SHAPES``
+    shapes (counted before any is parsed or priced)."""
     parts = text.split(",")
     if len(parts) > MAX_PREDICTED_SHAPES:
         raise ConfigError(
@@ -93,6 +95,12 @@ def parse_shapes(text: str, option: str = "--predict-ranks") -> tuple[Shape, ...
                     f"{option} {_shown(text)}: nodes must be 1..{ranks} for {ranks} ranks, got {_shown(part)}"
                 )
             nodes = int(nodes_text)
+            if ranks % nodes:
+                # As predict --nodes: asked for, the ranks go evenly (the default alone may leave the
+                # last node part-full, keeping the measured ranks a node).
+                raise ConfigError(
+                    f"{option} {_shown(part.strip())}: {ranks} ranks do not spread evenly over {nodes} nodes"
+                )
         if any(s.world_size == ranks and s.nodes == nodes for s in shapes):
             raise ConfigError(f"{option} {_shown(text)}: {part.strip()} is given twice")
         shapes.append(Shape(ranks, nodes))
@@ -101,6 +109,42 @@ def parse_shapes(text: str, option: str = "--predict-ranks") -> tuple[Shape, ...
 
 def fits_of(profile: Profile) -> list[Fit]:
     return list(profile.fits)
+
+
+def measured_nodes(profile: Profile) -> dict[int, int]:
+    """The nodes each measured world size ran on: its fits' where they say, then its measured rule
+    sets', as ``predict --profile`` reads them (``models.stored.nodes_measured``)."""
+    out = {f.world_size: f.nodes for f in profile.fits if f.nodes is not None}
+    out.update({s.world_size: s.nodes for s in profile.rule_sets if not s.predicted})
+    return out
+
+
+def shape_nodes(shape: Shape, measured: Mapping[int, int], option: str) -> tuple[int, str | None]:
+    """The nodes ``shape`` is predicted on, and where it names none the line that says what was assumed.
+
+    Without ``:NODES`` the measured ranks a node are kept, as ``collbench predict`` keeps them without
+    ``--nodes`` (``default_nodes``: 8 ranks of a profile measured at 4 ranks on 1 node go on 2 nodes);
+    ``measured`` maps a measured world size to its nodes (:func:`measured_nodes`). Raises ConfigError
+    where no measured shape holds a whole number of ranks a node, saying to give ``RANKS:NODES``.
+    """
+    if shape.nodes is not None:
+        return shape.nodes, None
+    from collbench.models.predict_defaults import default_nodes
+
+    world = shape.world_size
+    return default_nodes(
+        world,
+        measured,
+        unasked=f"{option} {world} names no nodes",
+        ask=f"give {world}:NODES (the nodes to predict {world} ranks on)",
+    )
+
+
+def assumed_nodes(profile: Profile, shapes: Sequence[Shape], option: str = "--predict-ranks") -> list[str]:
+    """One line per shape that names no nodes: the nodes it is predicted on, and the measured shape
+    whose ranks a node they keep (``shape_nodes``; raises what it raises)."""
+    measured = measured_nodes(profile)
+    return [line for shape in shapes if (line := shape_nodes(shape, measured, option)[1]) is not None]
 
 
 def predicted_rule_set(
@@ -137,28 +181,32 @@ def predicted_rule_set(
     return RuleSet(world_size, nodes, tuple(rules), predicted=True)
 
 
-def prediction_notes(profile: Profile, shapes: Sequence[Shape]) -> list[str]:
+def prediction_notes(profile: Profile, shapes: Sequence[Shape], option: str = "--predict-ranks") -> list[str]:
     """What the predicted rule sets of ``shapes`` leave out and assume, one line each, without repeats:
     fits not used and why (``Fit.distrust``, a native whose algorithm is unknown), and where the
-    predictions assume the measured links (``models/predict.py``)."""
+    predictions assume the measured links (``models/predict.py``). The nodes of a shape that names
+    none are said by :func:`assumed_nodes`."""
     from collbench.models.predict import Shapes as MeasuredShapes
     from collbench.models.predict import price_fits
 
-    measured = MeasuredShapes({s.world_size: s.nodes for s in profile.rule_sets if not s.predicted})
+    known = measured_nodes(profile)
+    measured = MeasuredShapes(known)
     lines: list[str] = []
     for shape in shapes:
-        nodes = shape.nodes if shape.nodes is not None else min(profile.nodes, shape.world_size)
+        nodes, _ = shape_nodes(shape, known, option)
         _, refused, notes = price_fits(fits_of(profile), shape.world_size, nodes, ops=profile.ops, shapes=measured)
         lines.extend(f"not used for predictions: {line}" for line in refused)
         lines.extend(notes)
     return list(dict.fromkeys(lines))
 
 
-def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
-    """``profile`` with a predicted rule set added per shape (nodes default to the default shape's).
+def with_predictions(profile: Profile, shapes: Sequence[Shape], option: str = "--predict-ranks") -> Profile:
+    """``profile`` with a predicted rule set added per shape (nodes: :func:`shape_nodes`, the measured
+    ranks a node kept where a shape names none; ``option`` names the shapes' option in errors).
 
-    Raises ConfigError for a shape the profile measured already, or when it carries no fit that explains
-    its data (``Fit.distrust``): those are never extrapolated.
+    Raises ConfigError for a shape the profile measured already, for one that names no nodes where no
+    measured shape holds a whole number of ranks a node, or when the profile carries no fit that
+    explains its data (``Fit.distrust``): those are never extrapolated.
     """
     if not shapes:
         return profile
@@ -172,13 +220,18 @@ def with_predictions(profile: Profile, shapes: Sequence[Shape]) -> Profile:
         why = "; ".join(f"{f.op} {f.algo}: {f.distrust()}" for f in every)
         raise ConfigError(f"no fit explains its data well enough to predict other shapes from ({why})")
     added: list[RuleSet] = []
+    measured = measured_nodes(profile)
     for shape in shapes:
-        nodes = shape.nodes if shape.nodes is not None else min(profile.nodes, shape.world_size)
-        if (shape.world_size, nodes) in profile.shapes:
+        nodes, _ = shape_nodes(shape, measured, option)
+        there = next((s for s in profile.rule_sets if s.shape == (shape.world_size, nodes)), None)
+        if there is not None:
+            held = "predicted in the profile" if there.predicted else "measured"
             raise ConfigError(
-                f"--predict-ranks {shape.world_size}: {ranks_on_nodes(shape.world_size, nodes)} are measured already"
+                f"{option} {shape.world_size}: {ranks_on_nodes(shape.world_size, nodes)} are {held} already"
             )
-        measured = {s.world_size: s.nodes for s in profile.rule_sets if not s.predicted}
+        if any(s.shape == (shape.world_size, nodes) for s in added):
+            # 8 and 8:2 where 8 ranks keep the measured 4 a node: one rule set, asked for twice.
+            raise ConfigError(f"{option}: {ranks_on_nodes(shape.world_size, nodes)} are asked for twice")
         added.append(predicted_rule_set(fits, profile.ops, shape.world_size, nodes, measured))
     return dataclasses.replace(profile, rule_sets=(*profile.rule_sets, *added))
 
@@ -262,6 +315,8 @@ class ShapesOutcome:
     """The HTML report beside the profile, of every shape (None when it could not be written)."""
     notes: list[str] = dataclasses.field(default_factory=list)
     """Fits the predictions left out, and why, one line each."""
+    assumed: list[str] = dataclasses.field(default_factory=list)
+    """The nodes of each predicted shape that named none, one line each (:func:`assumed_nodes`)."""
 
 
 def run_tune_shapes(
@@ -321,7 +376,7 @@ def run_tune_shapes(
         outcomes[-1].notes.extend([why] if why else [])
     notes = prediction_notes(final, predict) if predict else []
     notes = list(plan.notes) + notes
-    return ShapesOutcome(final, outcomes, config.output, report_path, notes)
+    return ShapesOutcome(final, outcomes, config.output, report_path, notes, assumed_nodes(joined, predict))
 
 
 def _join(first: Profile, other: Profile, command: str) -> Profile:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,11 @@ def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path)
     result = CliRunner().invoke(app, ["profile", "predict", str(example), "--ranks", "8,64:8", "-O", str(out)])
     assert result.exit_code == 0, result.output
     profile = Profile.load(out)
-    assert profile.shapes == [(4, 1), (8, 1), (64, 8)]
+    # 8 ranks name no nodes: they keep the measured 4 ranks a node (before, the profile's 1 node).
+    assert profile.shapes == [(4, 1), (8, 2), (64, 8)]
+    assert "assumed: --ranks 8 names no nodes: 2 nodes (4 ranks a node, as measured at 4 ranks on 1 node)" in (
+        " ".join(result.stderr.split())
+    )
     assert [s.predicted for s in profile.rule_sets] == [False, True, True]
     # The example's fits for direct, native and tree follow their points; the others do not (they
     # miss a point by more than 25%) and are not extrapolated, which the notes say.
@@ -84,6 +89,10 @@ def test_profile_predict_bad_input_is_one_line(tmp_path: Path) -> None:
     for args, message in [
         (["--ranks", "4"], "4 ranks on 1 node are measured already"),
         (["--ranks", "8:9"], "nodes must be 1..8"),
+        # As predict --nodes 5 --ranks 12: nodes asked for take the ranks evenly.
+        (["--ranks", "12:5"], "--ranks '12:5': 12 ranks do not spread evenly over 5 nodes"),
+        # 8 keeps the measured 4 ranks a node: the same shape as 8:2.
+        (["--ranks", "8,8:2"], "--ranks: 8 ranks on 2 nodes are asked for twice"),
     ]:
         example = _refitted(tmp_path)
         result = CliRunner().invoke(app, ["profile", "predict", str(example), *args, "-O", str(tmp_path / "p.yaml")])
@@ -99,6 +108,7 @@ def test_profile_predict_bad_input_is_one_line(tmp_path: Path) -> None:
         (["--ranks", "2", "--predict-ranks", "2"], "measured too"),
         (["--ranks", "2,3", "--check", "p.yaml"], "p.yaml: no such profile"),  # every shape is checked now
         (["--ranks", "2", "--predict-ranks", "8:9"], "nodes must be 1..8"),
+        (["--ranks", "2", "--predict-ranks", "12:5"], "12 ranks do not spread evenly over 5 nodes"),
     ],
 )
 def test_bad_shape_options_are_one_line_exit_2(
@@ -109,3 +119,79 @@ def test_bad_shape_options_are_one_line_exit_2(
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "collbench-profile.yaml").exists()
+
+
+def test_predicted_shapes_without_nodes_keep_the_measured_ranks_a_node_as_predict_does(tmp_path: Path) -> None:
+    """The example measured 4 ranks on 1 node: 10 ranks go on 3 nodes (the last holding 2), the nodes
+    `collbench predict --ranks 10` takes; 8:1 asked for is kept."""
+    example = _refitted(tmp_path)
+    out = tmp_path / "p.yaml"
+    runner = CliRunner()
+    result = runner.invoke(app, ["profile", "predict", str(example), "--ranks", "10,8:1", "-O", str(out)])
+    assert result.exit_code == 0, result.output
+    assert Profile.load(out).shapes == [(4, 1), (10, 3), (8, 1)]
+    said = " ".join(result.stderr.split())
+    assert (
+        "assumed: --ranks 10 names no nodes: 3 nodes (4 ranks a node, the last holding 2, as measured at "
+        "4 ranks on 1 node)" in said
+    )
+    assert "--ranks 8 names no nodes" not in said and "10 ranks on 3 nodes (predicted)" in result.stdout
+    predicted = runner.invoke(app, ["predict", "--profile", str(example), "--ranks", "10", "--sizes", "1M", "--json"])
+    assert predicted.exit_code == 0, predicted.output
+    assert json.loads(predicted.stdout)["nodes"] == 3
+
+
+def test_predicted_shapes_without_nodes_are_refused_where_no_ranks_a_node_were_measured(tmp_path: Path) -> None:
+    """A profile measured at 4 ranks on 3 nodes holds no whole number of ranks a node: a shape naming no
+    nodes is refused in one line saying what to pass, nothing written; one naming them is predicted."""
+    example = _refitted(tmp_path)
+    loaded = Profile.load(example)
+    uneven = tmp_path / "uneven.yaml"
+    dataclasses.replace(loaded, rule_sets=(dataclasses.replace(loaded.rule_sets[0], nodes=3),)).save(uneven)
+    out = tmp_path / "p.yaml"
+    refused = CliRunner().invoke(app, ["profile", "predict", str(uneven), "--ranks", "8", "-O", str(out)])
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.strip().count("\n") == 0 and not out.exists()
+    assert refused.stderr.startswith(
+        "error: --ranks 8 names no nodes, and 4 ranks on 3 nodes hold no whole number of ranks a node"
+    )
+    assert "give 8:NODES" in " ".join(refused.stderr.split())
+    # predict says the same of that profile, and what it takes instead.
+    asked = CliRunner().invoke(app, ["predict", "--profile", str(uneven), "--ranks", "8"])
+    assert asked.exit_code == 2 and asked.stderr.strip().count("\n") == 0, asked.output
+    assert (
+        "4 ranks on 3 nodes hold no whole number of ranks a node" in asked.stderr and "give --nodes N" in asked.stderr
+    )
+    given = CliRunner().invoke(app, ["profile", "predict", str(uneven), "--ranks", "8:2", "-O", str(out)])
+    assert given.exit_code == 0, given.output
+    assert Profile.load(out).shapes == [(4, 3), (8, 2)]
+
+
+def test_tune_predict_ranks_without_nodes_keep_the_measured_ranks_a_node(tmp_path: Path) -> None:
+    """What `tune --ranks 4 --predict-ranks 8,16:2` does once its shape is measured (run_tune_shapes): the
+    measured shape here is the example's, taken whole as `tune --resume` takes a finished one."""
+    from collbench.tuning.config import TuneConfig
+    from collbench.tuning.pipeline import TuneOutcome
+    from collbench.tuning.shape_resume import ShapePlan
+    from collbench.tuning.shapes import TunePlan, parse_shapes, run_tune_shapes
+
+    profile = Profile.load(_refitted(tmp_path))
+    results = EXAMPLE.parents[1] / "golden" / "example-results.jsonl"
+    config = TuneConfig(ranks=4, backend="gloo", output=tmp_path / "p.yaml", results_path=results)
+    outcome = TuneOutcome(
+        profile=profile,
+        rows=read_rows(results),
+        fits=[],
+        notes=[],
+        profile_path=config.output,
+        results_path=results,
+        plot_path=None,
+        elapsed_s=0.0,
+        resumed_whole=True,
+    )
+    shapes = run_tune_shapes(config, TunePlan((ShapePlan(config, outcome),)), parse_shapes("8,16:2"))
+    assert shapes is not None
+    assert Profile.load(config.output).shapes == [(4, 1), (8, 2), (16, 2)]
+    assert shapes.assumed == [
+        "--predict-ranks 8 names no nodes: 2 nodes (4 ranks a node, as measured at 4 ranks on 1 node)"
+    ]
