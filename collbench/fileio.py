@@ -519,3 +519,26 @@ def misfiled(path: Path | str, text: str, expected: str, *also: str) -> InputFil
     if found is None or found[0] == expected or found[0] in also:
         return None
     return InputFileError(str(path), f"this is {found[0]} ({found[1]}), not {expected}")
+
+
+_RECORDS = (PROFILE_KIND, RESULTS_KIND, TOPOLOGY_KIND)
+"""What collbench writes as a record of a machine or a measurement: never replaced by another kind of file."""
+
+
+def refuse_replacing_record(path: Path, writing: str) -> None:
+    """InputFileError when ``path`` holds a profile, result rows or a topology and ``writing`` (what the
+    command writes, a ``*_KIND`` name or any phrase) is another kind: an export, a page or a topology
+    given the name of a profile replaced hours of measurement without a word. Same-kind replacement
+    (a topology re-discovered over the old one) is the command's to decide."""
+    if not path.is_file():
+        return
+    try:
+        with path.open("rb") as f:
+            head = decode_text(f.read(20000), errors="replace")
+    except OSError:
+        return  # check_writable says what is wrong with the place
+    found = kind_of_text(head)
+    if found is not None and found[0] in _RECORDS and found[0] != writing:
+        raise InputFileError(
+            str(path), f"holds {found[0]}; writing {writing} there would replace it: give another file name"
+        )

@@ -19,6 +19,7 @@ from collbench.cli.topology_source import (
     require_one_source,
 )
 from collbench.errors import ConfigError, InputFileError, UserError
+from collbench.fileio import TOPOLOGY_KIND, check_writable, refuse_replacing_record
 from collbench.topology.io import save_topology
 from collbench.topology.model import Topology
 from collbench.topology.sources import record_nvml
@@ -105,6 +106,10 @@ def discover(
         raise ConfigError(f"--timeout must be positive, got {timeout}")
     if output is not None and output.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputFileError(str(output), "unknown extension; use .yaml, .yml or .json")
+    if output is not None:
+        # Before any probe: a place that takes no file, or a profile named -O, is said before the work.
+        check_writable(output)
+        refuse_replacing_record(output, TOPOLOGY_KIND)
 
     if record is not None:
         topo = _restrict(record_nvml(record), ranks)

@@ -19,7 +19,7 @@ from collbench.cli.console import err_console
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
 from collbench.errors import UserError
 from collbench.exporters.registry import EXPORTS, ExportRequest, export_named
-from collbench.fileio import atomic_write_text, check_writable
+from collbench.fileio import atomic_write_text, check_writable, refuse_replacing_record
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -30,8 +30,8 @@ OutputOpt = Annotated[
         "--output",
         "-O",
         metavar="FILE",
-        help="Write to this file (atomically) instead of stdout (- is stdout); never the input profile or an "
-        "existing .jsonl/.csv/.parquet file.",
+        help="Write to this file (atomically) instead of stdout (- is stdout); never the input profile, an "
+        "existing .jsonl/.csv/.parquet file, or one holding a profile, results or a topology.",
     ),
 ]
 FromOtherBackendOpt = Annotated[
@@ -80,6 +80,7 @@ def _emit(name: str, profile_path: Path, output: Path | None, request: ExportReq
     if output is not None:
         check_writable(output)
         check_not_measured(output, profile_path)
+        refuse_replacing_record(output, f"the {entry.what}")
     exported = entry.function(Profile.load(profile_path), request)
     for note in exported.notes:
         # What the consumer cannot follow goes to stderr too, so a user piping stdout still sees it.

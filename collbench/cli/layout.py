@@ -10,6 +10,7 @@ import typer
 
 from collbench.cli.console import console, err_console
 from collbench.cli.topology_source import FromFile, FromNcclXml, FromNvidiaSmi, Replay, read_topology
+from collbench.fileio import refuse_replacing_record
 from collbench.units import check_ranks
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ def layout(
     """Ring orders and two-trees for a topology, fastest first."""
     if ranks is not None:
         check_ranks(ranks, 1, "layout")
+    if nccl_graph_xml is not None:
+        refuse_replacing_record(nccl_graph_xml, "an NCCL graph XML")
     topo = read_topology(
         from_nvidia_smi=from_nvidia_smi, from_nccl_xml=from_nccl_xml, from_file=from_file, replay=replay, ranks=ranks
     )

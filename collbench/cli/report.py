@@ -12,7 +12,7 @@ import typer
 from collbench.cli.console import console, err_console
 from collbench.cli.rows import load_results
 from collbench.errors import InputFileError
-from collbench.fileio import check_writable
+from collbench.fileio import check_writable, refuse_replacing_record
 
 
 def report(
@@ -37,6 +37,7 @@ def report(
     if output.suffix.lower() not in (".html", ".htm"):
         raise InputFileError(str(output), "a report is HTML; use a .html name")
     check_writable(output)
+    refuse_replacing_record(output, "an HTML page")
     loaded_profile = None
     if profile is not None:
         from collbench.profile.document import Profile

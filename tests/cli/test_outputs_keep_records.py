@@ -1,0 +1,72 @@
+"""An -O (or --nccl-graph-xml) naming a file that holds a profile, result rows or a topology is refused when
+the command writes another kind of file there: `discover -O tuned.yaml`, `export nccl-tuner P -O
+other-profile.yaml` and `report -O rows.html` replaced the file without a word (a profile is hours of
+measurement). A file of the kind written is replaced as before (a topology re-discovered over the old one).
+The files are the real ones, copied under tmp_path."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collbench.cli.app import app
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+RESULTS = REPO / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+SMI = REPO / "tests" / "fixtures" / "real" / "a100-x8-nv12-17nics.topo.txt"
+RUNNER = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("topo") / "topo.yaml"
+    result = RUNNER.invoke(app, ["discover", "--from-nvidia-smi", str(SMI), "-O", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+CASES = [
+    (["discover", "--from-nvidia-smi", str(SMI), "-O", "{T}"], "profile", "t.yaml",
+     "a collbench profile", "a collbench topology"),
+    (["export", "nccl-tuner", "--from-other-backend", str(PROFILE), "-O", "{T}"], "profile", "other.yaml",
+     "a collbench profile", "the NCCL tuner config"),
+    (["export", "ompi-rules", "--from-other-backend", str(PROFILE), "-O", "{T}"], "topology", "rules.txt",
+     "a collbench topology", "the Open MPI rules"),
+    (["report", str(RESULTS), "-O", "{T}"], "rows", "rows.html", "collbench result rows", "an HTML page"),
+    (["layout", "--from-nvidia-smi", str(SMI), "--nccl-graph-xml", "{T}"], "profile", "g.xml",
+     "a collbench profile", "an NCCL graph XML"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "source", "name", "held", "writing"), CASES)
+def test_a_record_of_another_kind_is_not_replaced(
+    args: list[str], source: str, name: str, held: str, writing: str, topology: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / name
+    shutil.copyfile({"profile": PROFILE, "rows": RESULTS, "topology": topology}[source], target)
+    before = target.read_bytes()
+    result = RUNNER.invoke(app, [a.format(T=target) for a in args], env={"COLUMNS": "80"})
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: {target}: holds {held}; writing {writing} there would replace it: give another file name"
+    )
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_file_of_the_kind_written_is_replaced_as_before(topology: Path, tmp_path: Path) -> None:
+    target = tmp_path / "topo.yaml"
+    shutil.copyfile(topology, target)
+    target.write_text(target.read_text().replace("host: unknown", "host: old"))
+    result = RUNNER.invoke(app, ["discover", "--from-nvidia-smi", str(SMI), "-O", str(target)])
+    assert result.exit_code == 0, result.output
+    assert target.read_text() == topology.read_text()
+    config = tmp_path / "tuner.conf"
+    config.write_text("allreduce,0,-1,ring,simple,-1,1,2\n")
+    result = RUNNER.invoke(app, ["export", "nccl-tuner", "--from-other-backend", str(PROFILE), "-O", str(config)])
+    assert result.exit_code == 0, result.output
+    assert config.read_text().startswith("# NCCL tuner plugin config made by collbench")
