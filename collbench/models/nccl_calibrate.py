@@ -1,7 +1,9 @@
-"""NCCL's cost model calibrated to a measured curve: its latency scale and bus bandwidth fitted.
+"""NCCL's cost model calibrated to a measured curve: its latency scale and bandwidths fitted.
 
 NCCL's structure (``nccl_cost.py``: which algorithm and protocol at which size, how latency and
-bandwidth grow with ranks and nodes) is kept; only the two numbers a machine sets are fitted.
+bandwidth grow with ranks and nodes) is kept; only the numbers a machine sets are fitted: the latency
+scale, the ring's bus bandwidth and NVLS's scale, each bandwidth from the sizes NCCL ran its
+algorithms at (:func:`calibrate`).
 """
 
 from __future__ import annotations

@@ -109,13 +109,14 @@ def native_nccl(
     """NCCL's native at a shape: one model at every shape, NCCL's own with this machine's numbers.
 
     NCCL's model is calibrated to the fit at its measured shape (``nccl_machine_for``: its latency
-    scale and bus bandwidth), and what it still misses there, the fit's time over the model's at each
-    measured size (``residual``), multiplies it at every shape: at the measured shape and sizes that
+    scale and bandwidths, each from the sizes NCCL ran its algorithms at), and what it still misses
+    there, the fit's time over the model's at each measured size (``residual``), multiplies it at every
+    shape where NCCL runs the family that ran there (``carried``): at the measured shape and sizes that
     is the fit itself, and elsewhere the same model, so a prediction moves continuously with ranks and
     nodes instead of switching from the fit to NCCL's model off the measured shape. Outside the
-    measured sizes the residual is held at its edge. The time is made non-decreasing in size (its
-    running maximum over a log grid); it rises with ranks as NCCL's model does (``nccl_choice``'s
-    smooth form).
+    measured sizes the residual is held at its edge where no NVLS is in play. The time is made
+    non-decreasing in size (its running maximum over a log grid); it rises with ranks as NCCL's model
+    does (``nccl_choice``'s smooth form).
     """
     measured_nodes = shapes.assumed_nodes(fit)
     notes: list[str] = []
