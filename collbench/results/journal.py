@@ -96,9 +96,11 @@ def count_lines(path: Path) -> int:
 
 
 def first_line_kind(path: Path) -> str:
-    """What the first line of text in ``path`` is: ``"row"`` for a JSON object (a results stream's
-    line), ``"none"`` for a file of blank lines or none, ``"other"`` for anything else (a profile, a
-    log, a CSV, binary). Reads at most the first 64 KiB; raises InputFileError when it cannot."""
+    """What the first line of text in ``path`` is: ``"row"`` for a results row (a JSON object with a
+    ``size_bytes``, or the torn start of one that is the file's only line: a sweep killed in its first
+    write), ``"none"`` for a file of blank lines or none, ``"other"`` for anything else (a profile, a
+    log, a CSV, binary, and JSON that is no row: ``fit --json``'s fits, a topology, an NVML recording).
+    Reads at most the first 64 KiB; raises InputFileError when it cannot."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -110,7 +112,13 @@ def first_line_kind(path: Path) -> str:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         return "none"
-    return "row" if text.startswith(b"{") else "other"
+    line, newline, _ = text.partition(b"\n")
+    try:
+        first = json.loads(line)
+    except ValueError:
+        # Pretty-printed JSON opens with a line of "{" alone; a row is written whole on one line.
+        return "row" if line.startswith(b'{"') and not newline else "other"
+    return "row" if isinstance(first, dict) and "size_bytes" in first else "other"
 
 
 def empty_file(path: Path) -> None:

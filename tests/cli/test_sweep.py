@@ -244,7 +244,9 @@ def test_bad_values_and_files_refused_before_ranks(
 
     monkeypatch.setattr(launch_module, "_launch_local", no_launch)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "keep.jsonl").write_text('{"kept": 1}\n')
+    # A stream's row (a JSON object without size_bytes is no row: test_json_that_is_no_results_stream...).
+    kept = '{"kept": 1, "size_bytes": 1024}\n'
+    (tmp_path / "keep.jsonl").write_text(kept)
     (tmp_path / "adir").mkdir()
     (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00garbage")
     (tmp_path / "list.jsonl").write_text("[1, 2]\n")
@@ -253,7 +255,7 @@ def test_bad_values_and_files_refused_before_ranks(
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1
     # Nothing the user had was changed.
-    assert (tmp_path / "keep.jsonl").read_text() == '{"kept": 1}\n'
+    assert (tmp_path / "keep.jsonl").read_text() == kept
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "bin.jsonl", "keep.jsonl", "list.jsonl"]
 
 
@@ -304,7 +306,50 @@ def test_a_stream_that_is_no_results_stream_is_kept_even_with_overwrite(
     result = RUNNER.invoke(app, ["sweep", "--ranks", "2", "-e", "1K", "--stream", name, *flags])
     assert result.exit_code == 2, result.output
     assert result.output.strip() == (
-        f"error: {name} is not a results stream (its first line is not a JSON row: a profile, log or CSV?); "
-        "--overwrite empties streams only: give --stream a new file"
+        f"error: {name} is not a results stream (its first line is not a results row: a profile, log, CSV or "
+        "fits?); --overwrite empties streams only: give --stream a new file"
     )
     assert (tmp_path / name).read_text() == text
+
+
+@pytest.mark.parametrize("kind", ["fits", "nvml", "topology"])
+def test_json_that_is_no_results_stream_is_kept_even_with_overwrite(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON collbench writes that holds no rows opens with '{' as a row does: `--stream fits.json
+    --overwrite` emptied the fits of the published H100 log and streamed rows into it."""
+    import collbench.runtime.launch.ranks as launch_module
+
+    def no_launch(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("no rank may start on bad input")
+
+    monkeypatch.setattr(launch_module, "_launch_local", no_launch)
+    monkeypatch.chdir(tmp_path)
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    if kind == "fits":
+        log = fixtures / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+        made = RUNNER.invoke(app, ["fit", str(log), "--json"])
+        assert made.exit_code == 0, made.output
+        text = made.stdout
+    elif kind == "nvml":
+        text = (fixtures / "nvml" / "h100-single.json").read_text()
+    else:
+        made = RUNNER.invoke(app, ["discover", "--replay", str(fixtures / "nvml" / "h100-single.json"), "--json"])
+        assert made.exit_code == 0, made.output
+        text = json.dumps(json.loads(made.stdout))  # one line, as a row: still no row
+    (tmp_path / "file.json").write_text(text)
+    result = RUNNER.invoke(app, ["sweep", "--ranks", "2", "-e", "1K", "--stream", "file.json", "--overwrite"])
+    assert result.exit_code == 2, result.output
+    assert "error: file.json is not a results stream" in result.output
+    assert (tmp_path / "file.json").read_text() == text
+
+
+def test_a_stream_of_rows_is_still_overwritten_or_resumed_as_before(tmp_path: Path) -> None:
+    from collbench.results.journal import first_line_kind
+
+    rows = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+    whole = rows.read_text().splitlines()[0]
+    cases = {"rows.jsonl": rows.read_text(), "torn.jsonl": whole[:100], "blank.jsonl": "\n\n"}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+    assert [first_line_kind(tmp_path / name) for name in cases] == ["row", "row", "none"]

@@ -84,11 +84,11 @@ def start_stream(stream: Path, overwrite: bool) -> None:
     held = count_lines(stream)
     content = held or (stream.exists() and stream.stat().st_size)
     if content and first_line_kind(stream) == "other":
-        # A profile, log or CSV given as --stream: its lines are no rows, and --overwrite (which the
+        # A profile, log, CSV or fits given as --stream: its lines are no rows, and --overwrite (which the
         # user gives believing it replaces rows) would empty a file this run never wrote.
         raise ConfigError(
-            f"{stream} is not a results stream (its first line is not a JSON row: a profile, log or "
-            "CSV?); --overwrite empties streams only: give --stream a new file"
+            f"{stream} is not a results stream (its first line is not a results row: a profile, log, "
+            "CSV or fits?); --overwrite empties streams only: give --stream a new file"
         )
     if content and not overwrite:
         what = f"holds {held} measured rows" if held else "is not empty"
