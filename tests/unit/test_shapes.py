@@ -44,7 +44,8 @@ def test_with_predictions_adds_sets_and_refuses_measured_shapes() -> None:
     measured = RuleSet(4, 1, (Rule("all-reduce", 0, None, "ring"),))
     profile = Profile("fp", "h", "gloo", (measured,), fits=tuple(FITS))
     more = with_predictions(profile, [Shape(8), Shape(64, 8)])
-    assert more.shapes == [(4, 1), (8, 1), (64, 8)]
+    # 8 ranks name no nodes: they keep the measured 4 ranks a node (2 nodes; before, the profile's 1).
+    assert more.shapes == [(4, 1), (8, 2), (64, 8)]
     assert [s.predicted for s in more.rule_sets] == [False, True, True]
     assert more.select("all-reduce", 1 << 20, world_size=64).algo == "ring"
     with pytest.raises(ConfigError, match="measured already"):
@@ -60,7 +61,12 @@ def test_parsers() -> None:
     for text, message in [("1", "at least 2"), ("2,x", "'x'"), ("2,2", "given twice"), ("", "at least 2")]:
         with pytest.raises(ConfigError, match=message):
             parse_ranks(text)
-    for text, message in [("8:9", "nodes must be 1..8"), ("8:0", "nodes must be"), ("8,8", "given twice")]:
+    for text, message in [
+        ("8:9", "nodes must be 1..8"),
+        ("8:0", "nodes must be"),
+        ("8,8", "given twice"),
+        ("12:5", "12 ranks do not spread evenly over 5 nodes"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             parse_shapes(text)
 
