@@ -26,6 +26,20 @@ def remeasure_advice(fits: Sequence[Fit]) -> str:
     return "measure again on a quieter machine or with fewer ranks than cores"
 
 
+def measured_per_node(measured_nodes: Mapping[int, int]) -> tuple[int, int] | None:
+    """The measured shape (world size, nodes) whose ranks a node a shape that names no nodes keeps: the
+    largest whose ranks spread evenly over its nodes; None where there is none."""
+    even = [(w, n) for w, n in measured_nodes.items() if n >= 1 and w % n == 0]
+    return max(even) if even else None
+
+
+def kept_nodes(world_size: int, measured_nodes: Mapping[int, int]) -> int | None:
+    """The nodes of ``world_size`` ranks at the measured ranks a node (:func:`default_nodes`'s count);
+    None where no measured shape has a whole number of ranks a node."""
+    kept = measured_per_node(measured_nodes)
+    return None if kept is None else -(-world_size // (kept[0] // kept[1]))
+
+
 PREDICT_ASK = (
     "give --nodes N (the nodes to predict on), or --measured-nodes M (the nodes the fits' runs spanned; "
     "fit --nodes M records it)"
@@ -48,8 +62,8 @@ def default_nodes(
     evenly over their nodes: there are no measured ranks a node to keep, and any count taken instead
     (1 node put 1,024 ranks of a 2-node log in one) is a guess the prediction would rest on.
     """
-    known = [(w, n) for w, n in measured_nodes.items() if n >= 1 and w % n == 0]
-    if not known:
+    kept = measured_per_node(measured_nodes)
+    if kept is None:
         uneven = sorted((w, n) for w, n in measured_nodes.items() if n >= 1)
         why = (
             "the fits do not say the nodes they were measured on"
@@ -57,9 +71,10 @@ def default_nodes(
             else f"{', '.join(ranks_on_nodes(w, n) for w, n in uneven)} hold no whole number of ranks a node"
         )
         raise ConfigError(f"{unasked}, and {why}, so {world_size:,} ranks have no measured ranks a node to keep: {ask}")
-    world, nodes = max(known)
+    world, nodes = kept
     per_node = world // nodes
-    count = -(-world_size // per_node)
+    count = kept_nodes(world_size, measured_nodes)
+    assert count is not None  # a measured shape with whole ranks a node is there
     partly = "" if world_size % per_node == 0 else f", the last holding {world_size % per_node}"
     return count, (
         f"{unasked}: {counted(count, 'node')} "

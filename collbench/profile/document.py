@@ -382,7 +382,8 @@ class Profile:
     def rule_set(self, world_size: int | None = None, nodes: int | None = None) -> RuleSet:
         """The rule set of a communicator shape; None picks the default shape's value.
 
-        With ``world_size`` alone, the set of that size (the measured one, then the fewest nodes, when
+        With ``world_size`` alone, the set of that size (the measured one, then the one that keeps the
+        measured ranks a node, as ``profile predict`` without nodes makes it, then the fewest nodes, when
         several have it). Raises UserError naming the shapes the profile has when none matches.
         """
         if world_size is None and nodes is None:
@@ -400,7 +401,11 @@ class Profile:
                 f"the profile has no rules for {asked}; it has: {self.shapes_label()} "
                 f"(run `collbench tune --ranks {world_size or 'N'}` or add `--predict-ranks` to cover it)"
             )
-        return min(candidates, key=lambda s: (s.predicted, s.nodes, s.world_size))
+        from collbench.models.predict_defaults import kept_nodes
+
+        measured = {s.world_size: s.nodes for s in self.rule_sets if not s.predicted}
+        kept = None if world_size is None else kept_nodes(world_size, measured)
+        return min(candidates, key=lambda s: (s.predicted, s.nodes != kept, s.nodes, s.world_size))
 
     def rules_for(self, op: str | Op) -> list[Rule]:
         """The default shape's rules of one op, smallest sizes first; UserError when it has none."""

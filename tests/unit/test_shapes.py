@@ -77,3 +77,19 @@ def test_fits_that_do_not_explain_their_data_are_not_extrapolated() -> None:
     assert "ring" not in {r.algo for r in rule_set.rules}
     with pytest.raises(ConfigError, match=r"no fitted model to predict 16 ranks from \(all-reduce ring: R\^2 0.20"):
         predicted_rule_set([noisy_ring], ["all-reduce"], 16, 1)
+
+
+def test_a_world_size_without_nodes_picks_the_set_that_keeps_the_measured_ranks_a_node() -> None:
+    """As `profile predict --ranks 8` makes 8 ranks on 2 nodes of a profile measured at 4 ranks on 1 node,
+    `select(world_size=8)` (and the torch API, by its group's size) takes that set over 8 ranks on 1 node;
+    the measured set of a size first, the fewest nodes where none keeps the ranks a node."""
+    measured = RuleSet(4, 1, (Rule("all-reduce", 0, None, "ring"),))
+    profile = Profile("fp", "h", "gloo", (measured,), fits=tuple(FITS))
+    more = with_predictions(profile, [Shape(8, 1), Shape(8), Shape(16, 8), Shape(16, 16)])
+    assert more.shapes == [(4, 1), (8, 1), (8, 2), (16, 8), (16, 16)]
+    assert more.rule_set(8).shape == (8, 2)
+    assert more.select("all-reduce", 1 << 20, world_size=8) in more.rule_set(8, 2).rules
+    assert more.rule_set(16).shape == (16, 8)  # neither is 4 nodes: the fewest
+    assert more.rule_set(4).shape == (4, 1)
+    two = Profile("fp", "h", "gloo", (measured, RuleSet(8, 1, measured.rules)), fits=tuple(FITS))
+    assert with_predictions(two, [Shape(8, 2)]).rule_set(8).shape == (8, 1)  # measured before predicted
