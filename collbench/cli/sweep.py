@@ -217,8 +217,13 @@ def sweep(
     except KeyboardInterrupt as exc:
         # app.py says "interrupted: ..." and exits 128 + the signal; here is where the rows are and how to go on.
         kept = kept_rows_note(config.stream_path)
-        if kept:
-            exc.detail = kept.lstrip("; ") + "; the same command with --resume continues from them"  # type: ignore[attr-defined]
+        # Stopped while its ranks started, it claimed "what was measured so far is on disk" over an
+        # empty stream.
+        exc.detail = (  # type: ignore[attr-defined]
+            kept.lstrip("; ") + "; the same command with --resume continues from them"
+            if kept
+            else "before any point was measured"
+        )
         raise
     if not rows:
         return

@@ -195,12 +195,14 @@ def tune(
 
             try:
                 shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 from collbench.tuning.resume import kept_rows_hint
 
                 hint = kept_rows_hint([p for s in plan.shapes for p in partial_paths(s.config)])
                 if hint:
                     print_note("note", hint.removeprefix("; "), bar.console)
+                else:  # app.py would say "what was measured so far is on disk" of nothing measured
+                    exc.detail = "before any point was measured"  # type: ignore[attr-defined]
                 raise
     if shapes is None:
         return  # a rank other than 0 of a launcher's job: rank 0 reports

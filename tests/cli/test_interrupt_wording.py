@@ -40,3 +40,19 @@ def test_a_command_that_measures_nothing_does_not_claim_measured_rows(
     last = result.output.strip().splitlines()[-1]
     assert last == "interrupted", result.output
     assert not (tmp_path / "page.html").exists()
+
+
+def test_a_sweep_or_tune_stopped_before_its_first_point_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C while the ranks started said "what was measured so far is on disk" over an empty stream.
+    import collbench.runtime.sweep.run as run_module
+    import collbench.tuning.shapes as shapes_module
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run_module, "run_sweep", _stopped)
+    monkeypatch.setattr(shapes_module, "run_tune_shapes", _stopped)
+    for args in (["sweep", "--ranks", "2"], ["tune", "--quick", "--ranks", "2"]):
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 130, result.output
+        assert result.output.strip().splitlines()[-1] == "interrupted: before any point was measured", result.output
