@@ -62,8 +62,8 @@ class Mpich(Backend):
     def check_sweep(self, options: SweepOptions, dtype: str, redop: str, here: Here) -> None:
         if options.world_size is None:
             raise ConfigError(
-                "--backend mpich starts mpiexec.mpich itself: run `collbench sweep --backend mpich --ranks N` "
-                "outside any launcher"
+                "--backend mpich starts mpiexec.mpich itself: run the command (sweep, tune) with --backend mpich "
+                "--ranks N outside any launcher"
             )
         check_mpi_call(self.name, options, dtype, redop)
 

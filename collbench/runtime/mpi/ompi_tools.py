@@ -116,6 +116,7 @@ def check_world_size(world_size: int | None) -> int:
     """The ranks to start: ``--ranks`` (collbench starts mpirun itself, so it cannot run under one)."""
     if world_size is None:
         raise ConfigError(
-            "--backend mpi starts mpirun itself: run `collbench sweep --backend mpi --ranks N` outside any launcher"
+            "--backend mpi starts mpirun itself: run the command (sweep, tune) with --backend mpi --ranks N "
+            "outside any launcher"
         )
     return world_size
