@@ -25,11 +25,11 @@ A point timed one iteration first makes no warm-up call before it. Its data-chec
 first call, already built the plan, allocated and touched the same buffers and, over gloo, opened
 every connection the schedule uses: a warm-up after it is one more call of a schedule whose time is
 the links'. On the namespace cluster those warm-ups were a third of the cut points' time (63 of 189 s
-in round 0); the rows of the tune show what was dropped: each cut row's reason gives its check call
-beside its timed one, within a few percent of each other, as the timed call after a warm-up was
-before (benchmarks/README.md). A point that is not behind after all gets the warm-up then, and its
-full iterations afresh: that first timed call counts as one of its warm-up calls, not as a sample, so
-every point timed in full is timed as any other.
+in round 0, benchmarks/README.md, where the warm-up was still made). Each cut row's reason gives its
+check call beside its timed one: both calls the cut rests on, neither after a warm-up. A point that
+is not behind after all gets the warm-up then, and its full iterations afresh: that first timed call
+counts as one of its warm-up calls, not as a sample, so every point timed in full is timed as any
+other.
 """
 
 from __future__ import annotations
