@@ -22,7 +22,7 @@ from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 from collbench.schedules.registry import get_algorithm
 from collbench.schedules.spec import MAX_SEGMENTS
 from collbench.schedules.whiteboard import Whiteboard, build_whiteboard, rank_letter
-from collbench.units import parse_size
+from collbench.units import MAX_BYTES, parse_size
 
 MAX_BOARD_RANKS = 32
 MAX_BOARD_PIECES = 64
@@ -236,6 +236,12 @@ def explain(
         raise ConfigError(f"--link-gbps must be a finite number > 0, got {link_gbps}")
     elem_bytes = DTYPE_SIZES[parse_dtype(dtype)]
     size_bytes = parse_size(size, "--size")
+    if size_bytes >= MAX_BYTES:
+        # --size 999999999G printed ~644245093755764.9 us: no rank holds such a message.
+        raise ConfigError(
+            f"--size {size}: sizes are below 2^50 bytes (1 PiB), more than any rank's message "
+            "(K/M/G are powers of 1024)"
+        )
     if size_bytes % elem_bytes:
         raise ConfigError(f"--size {size} is not a multiple of the {dtype} element size ({elem_bytes} bytes)")
     board_count = ranks * segments if count is None else count

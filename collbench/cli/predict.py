@@ -15,7 +15,7 @@ from collbench.errors import ConfigError
 from collbench.models.link_floor import with_gpu
 from collbench.models.predict_defaults import default_nodes
 from collbench.models.stored import load_fits, nodes_measured
-from collbench.units import check_ranks, parse_size
+from collbench.units import MAX_BYTES, check_ranks, parse_size
 
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
 
@@ -152,6 +152,12 @@ def predict(
         # time to predict; a fit's alpha there would be a latency no call pays.
         raise ConfigError(
             "--sizes 0: a call of 0 bytes moves no data (NCCL returns at once); give sizes of 1 byte or more"
+        )
+    if size_list and size_list[-1] >= MAX_BYTES:
+        # 999999999G was priced (976562 TiB, 4e9 s): no rank holds such a message, no file records one.
+        raise ConfigError(
+            f"--sizes {size_list[-1]}: sizes are below 2^50 bytes (1 PiB), more than any rank's message "
+            "(K/M/G are powers of 1024)"
         )
     if hierarchy is not None:
         # Imported here only: the comparison's own module (models/hierarchy.py) and table.

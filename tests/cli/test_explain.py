@@ -81,6 +81,9 @@ def test_bad_size_and_ranks() -> None:
     assert code == 2 and "--ranks" in err
     code, _, err = _run("ring", "--op", "broadcast", "--root", "5")
     assert code == 2 and "root 5" in err
+    # It printed ~644245093755764.9 us for a message no rank holds.
+    code, _, err = _run("ring", "--size", "999999999G")
+    assert code == 2 and "--size 999999999G: sizes are below 2^50 bytes (1 PiB)" in err
 
 
 def test_crossover_between_ring_and_direct() -> None:

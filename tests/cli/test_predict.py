@@ -141,3 +141,19 @@ def test_predict_refuses_a_size_of_0_bytes_as_fit_does(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith("error: --sizes 0: a call of 0 bytes moves no data")
     ok = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--nodes", "1", "--sizes", "1,1K"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_predict_refuses_a_size_no_rank_holds(tmp_path: Path) -> None:
+    # 999999999G was priced at 976562 TiB and 4e9 s; sizes in every file collbench reads are below 2^50.
+    fits = _fits_file(tmp_path)
+    for sizes in ("999999999G", "1K,1048576G"):
+        result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--sizes", sizes])
+        assert result.exit_code == 2, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].endswith(
+            ": sizes are below 2^50 bytes (1 PiB), more than any rank's message (K/M/G are powers of 1024)"
+        )
+    ok = CliRunner().invoke(
+        app, ["predict", "--fits", str(fits), "--ranks", "64", "--nodes", "1", "--sizes", "1048575G"]
+    )
+    assert ok.exit_code == 0, ok.output
