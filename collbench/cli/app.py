@@ -20,14 +20,19 @@ from collbench.cli.options import CollbenchCommand, CollbenchGroup, check_comman
 from collbench.errors import CollbenchError
 from collbench.version import collbench_version
 
+_PATH = "collbench_command_path"
+"""ctx.meta key: the command a command line names (``collbench sweep``), for errors that carry no context."""
 
-def _one_line(exc: typer.TyperException) -> Exception:
+
+def _one_line(exc: typer.TyperException, ctx: Any = None) -> Exception:
     """A bad option value or a usage mistake Typer found (``--ranks abc``, no such option, a missing
     argument): one ``error:`` line and exit code 2, as collbench's own errors, not Typer's box. Help
     that click raises as an error (a bare group name) is returned to be raised as it is."""
     if type(exc).__name__ == "NoArgsIsHelpError" or not hasattr(exc, "format_message"):
         return exc
-    where = getattr(getattr(exc, "ctx", None), "command_path", None) or "collbench"
+    # The parser's "Option '--op' requires an argument" carries no context: it named `collbench -h`.
+    named = getattr(ctx, "meta", {}).get(_PATH) if ctx is not None else None
+    where = getattr(getattr(exc, "ctx", None), "command_path", None) or named or "collbench"
     message = exc.format_message()
     lists = "commands" if message.startswith("No such command") else "options"
     err_console.print(
@@ -112,6 +117,7 @@ class _CollbenchGroup(CollbenchGroup):
         if args:
             self.get_command(ctx, args[0])  # loaded, so that leaf_command finds it among self.commands
         path, command, rest = leaf_command(self, args)
+        ctx.meta[_PATH] = " ".join(["collbench", *path])
         if path:
             check_command_line(path, command, rest)
         return super().resolve_command(ctx, args)
@@ -126,7 +132,7 @@ class _CollbenchGroup(CollbenchGroup):
         try:
             return super().invoke(ctx)
         except typer.TyperException as exc:
-            raise _one_line(exc) from None
+            raise _one_line(exc, ctx) from None
         except CollbenchError as exc:
             if isinstance(ctx.obj, dict) and ctx.obj.get("debug"):
                 raise

@@ -45,3 +45,20 @@ def test_typer_mistakes_point_at_the_commands_help() -> None:
 def test_a_group_alone_still_shows_its_help() -> None:
     result = CliRunner().invoke(app, ["export"], env=WIDE)
     assert "nccl-tuner" in result.output and "error:" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["sweep", "--op"], "collbench sweep"),
+        (["tune", "-O"], "collbench tune"),
+        (["export", "nccl-tuner", "-O"], "collbench export nccl-tuner"),
+        (["import", "nccl-tests", "x.log", "--ranks"], "collbench import nccl-tests"),
+        (["export", "bogus"], "collbench export"),
+    ],
+)
+def test_an_option_missing_its_value_points_at_its_commands_help(args: list[str], where: str) -> None:
+    # The parser's "Option '--op' requires an argument." carries no context: it pointed at `collbench -h`.
+    result = CliRunner().invoke(app, args, env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().endswith(f"(`{where} -h` lists the {'commands' if 'bogus' in args else 'options'})")
