@@ -8,8 +8,12 @@ numpy, scipy, torch where they need them; tests/cli/test_help_imports.py checks 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
+import os
 import signal
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -138,6 +142,16 @@ class _CollbenchGroup(CollbenchGroup):
                 raise
             err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
+        except OSError as exc:
+            if exc.filename is not None or exc.errno not in _STREAM_FULL:
+                raise  # every file collbench names is read and written through fileio: this is a bug
+            # `collbench export nccl-tuner P > tuner.conf` on a full disk (or > /dev/full): the write to
+            # stdout failed, a traceback said so. What was measured is in files, not on stdout.
+            _quiet_stdout()
+            err_console.print(
+                Text.assemble(("error: ", "red"), f"cannot write the output: {exc.strerror or exc}"), soft_wrap=True
+            )
+            raise typer.Exit(2) from None
         except KeyboardInterrupt as exc:
             # A command that knows where its rows are says so (sweep: the stream and --resume).
             detail = getattr(exc, "detail", None)
@@ -148,6 +162,20 @@ class _CollbenchGroup(CollbenchGroup):
             # The shell's convention, 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP.
             signum = getattr(exc, "signum", signal.SIGINT)
             raise typer.Exit(128 + int(signum)) from None
+
+
+_STREAM_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+"""Why a write to an open stream (stdout redirected to a file) fails: no room, a quota, a file-size limit,
+the device. Errors opening a named path carry its name (``OSError.filename``) and are fileio's."""
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is still buffered does not
+    fail a second time ("Exception ignored ... OSError") after the one error line."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 app = typer.Typer(

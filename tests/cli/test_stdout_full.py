@@ -1,0 +1,42 @@
+"""stdout that takes no more bytes (redirected to a file on a full disk; /dev/full stands for it) is one
+error line and exit 2: `collbench export nccl-tuner P > tuner.conf`, `discover --json > topo.json` and
+`fit RESULTS` ended in an OSError traceback (ENOSPC from the console's write), exit 1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+RESULTS = REPO / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+SMI = REPO / "tests" / "fixtures" / "real" / "a100-x8-nv12-17nics.topo.txt"
+FULL = Path("/dev/full")  # Linux's device whose every write fails with ENOSPC
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full here")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "nccl-tuner", "--from-other-backend", str(PROFILE)],
+        ["discover", "--json", "--from-nvidia-smi", str(SMI)],
+        ["fit", str(RESULTS)],
+    ],
+)
+def test_a_full_stdout_is_one_error_line(args: list[str], tmp_path: Path) -> None:
+    with FULL.open("w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "collbench.cli.app", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+        )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: cannot write the output: No space left on device"], done.stderr
