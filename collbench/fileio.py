@@ -462,6 +462,9 @@ def csrc_dir() -> Path:
 
 RESULTS_KIND = "collbench result rows"
 PROFILE_KIND = "a collbench profile"
+RESULTS_NOT_PROFILE = "results, not a profile (a profile is the .yaml `collbench tune` writes beside its results)"
+"""The one wording, for every reader of profiles (``Profile.load``, ``predict --profile``'s fits), of a
+file named as results (``results.io.RESULT_SUFFIXES``) given for a profile."""
 FITS_KIND = "`collbench fit --json` output"
 TOPOLOGY_KIND = "a collbench topology"
 NCCL_TESTS_KIND = "nccl-tests output"

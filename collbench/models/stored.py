@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from collbench.errors import ConfigError, InputFileError
-from collbench.fileio import FITS_KIND, PROFILE_KIND, misfiled, parse_json, parse_yaml, read_text_file
+from collbench.fileio import (
+    FITS_KIND,
+    PROFILE_KIND,
+    RESULTS_NOT_PROFILE,
+    misfiled,
+    parse_json,
+    parse_yaml,
+    read_text_file,
+)
 from collbench.models.fitted import Fit
 from collbench.results.io import RESULT_SUFFIXES
 from collbench.results.row import ResultRow
@@ -31,7 +39,7 @@ def load_fits(path: Path, *, profile: bool) -> list[Fit]:
         # (--profile) "expected '<document start>'".
         raise InputFileError(
             str(path),
-            "results, not a profile (a profile is the .yaml `collbench tune` writes beside its results)"
+            RESULTS_NOT_PROFILE
             if profile
             else "results, not fits: fit them first (`collbench fit FILE --json > fits.json`, then --fits fits.json)",
         )

@@ -36,7 +36,7 @@ import yaml
 
 from collbench.backends import backend_named
 from collbench.errors import InputFileError, UnknownNameError, UserError
-from collbench.fileio import PROFILE_KIND, atomic_write_text, misfiled, parse_yaml, read_text_file
+from collbench.fileio import PROFILE_KIND, RESULTS_NOT_PROFILE, atomic_write_text, misfiled, parse_yaml, read_text_file
 from collbench.layouts.rings import MAX_CHANNELS
 from collbench.models.fitted import Fit
 from collbench.profile.bounds import profile_problem, tree_problem
@@ -484,10 +484,7 @@ class Profile:
         if path.suffix.lower() in RESULT_SUFFIXES:
             # Rows given where a profile goes (export, predict --profile, report --profile) were parsed as
             # YAML and refused with "expected '<document start>', but found '{'".
-            raise InputFileError(
-                str(path),
-                "results, not a profile (a profile is the .yaml `collbench tune` writes beside its results)",
-            )
+            raise InputFileError(str(path), RESULTS_NOT_PROFILE)
         text = read_text_file(path, "a profile YAML from `collbench tune`", max_bytes=MAX_PROFILE_BYTES)
         try:
             return cls.from_dict(parse_yaml(text, path), source=str(path))
