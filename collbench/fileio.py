@@ -462,14 +462,16 @@ def csrc_dir() -> Path:
 
 RESULTS_KIND = "collbench result rows"
 PROFILE_KIND = "a collbench profile"
-RESULTS_NOT_PROFILE = "results, not a profile (a profile is the .yaml `collbench tune` writes beside its results)"
-"""The one wording, for every reader of profiles (``Profile.load``, ``predict --profile``'s fits), of a
-file named as results (``results.io.RESULT_SUFFIXES``) given for a profile."""
 FITS_KIND = "`collbench fit --json` output"
 TOPOLOGY_KIND = "a collbench topology"
 NCCL_TESTS_KIND = "nccl-tests output"
 _KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
-    (RESULTS_KIND, "fit, report and compare read them", re.compile(r'\A\s*\{[^\n]*"size_bytes"[^\n]*"time_us"')),
+    (
+        RESULTS_KIND,
+        "fit, report and compare read them",
+        # JSONL (a row a line) or CSV (its header names the row's fields).
+        re.compile(r'\A\s*\{[^\n]*"size_bytes"[^\n]*"time_us"|\A[^\n]*\bsize_bytes,[^\n]*\btime_us\b'),
+    ),
     ("an NVML recording", "discover --replay reads it", re.compile(r'"format"\s*:\s*"collbench-nvml-recording"')),
     (FITS_KIND, "predict --fits reads it", re.compile(r'\A\s*\{\s*"fits"\s*:')),
     (

@@ -16,7 +16,6 @@ from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import (
     FITS_KIND,
     PROFILE_KIND,
-    RESULTS_NOT_PROFILE,
     misfiled,
     parse_json,
     parse_yaml,
@@ -34,14 +33,12 @@ NodesSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str]]]
 
 def load_fits(path: Path, *, profile: bool) -> list[Fit]:
     """Fit objects from ``fit --json`` output or a profile's ``fits:`` list. Raises InputFileError."""
-    if path.suffix.lower() in RESULT_SUFFIXES:
-        # Measured rows, not fits: parsing them as one JSON document said only "Extra data", as YAML
-        # (--profile) "expected '<document start>'".
+    if not profile and path.suffix.lower() in RESULT_SUFFIXES:
+        # Measured rows, not fits: parsing them as one JSON document said only "Extra data". (Rows given as
+        # a profile are named by what they hold, below and in Profile.load: fileio.misfiled.)
         raise InputFileError(
             str(path),
-            RESULTS_NOT_PROFILE
-            if profile
-            else "results, not fits: fit them first (`collbench fit FILE --json > fits.json`, then --fits fits.json)",
+            "results, not fits: fit them first (`collbench fit FILE --json > fits.json`, then --fits fits.json)",
         )
     text = read_text_file(path, "`collbench fit --json` output or a profile")
     yaml_file = profile or path.suffix.lower() in (".yaml", ".yml")

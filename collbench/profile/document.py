@@ -36,13 +36,12 @@ import yaml
 
 from collbench.backends import backend_named
 from collbench.errors import InputFileError, UnknownNameError, UserError
-from collbench.fileio import PROFILE_KIND, RESULTS_NOT_PROFILE, atomic_write_text, misfiled, parse_yaml, read_text_file
+from collbench.fileio import PROFILE_KIND, atomic_write_text, misfiled, parse_yaml, read_text_file
 from collbench.layouts.rings import MAX_CHANNELS
 from collbench.models.fitted import Fit
 from collbench.profile.bounds import profile_problem, tree_problem
 from collbench.profile.rules import Rule, check_coverage
 from collbench.profile.schema_check import SchemaChecker, where
-from collbench.results.io import RESULT_SUFFIXES
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.schedules.ops import Op
 from collbench.units import counted, ranks_on_nodes
@@ -481,10 +480,6 @@ class Profile:
         path = Path(path)
         if not path.exists():
             raise InputFileError(str(path), "no such profile; make one with `collbench tune`")
-        if path.suffix.lower() in RESULT_SUFFIXES:
-            # Rows given where a profile goes (export, predict --profile, report --profile) were parsed as
-            # YAML and refused with "expected '<document start>', but found '{'".
-            raise InputFileError(str(path), RESULTS_NOT_PROFILE)
         text = read_text_file(path, "a profile YAML from `collbench tune`", max_bytes=MAX_PROFILE_BYTES)
         try:
             return cls.from_dict(parse_yaml(text, path), source=str(path))

@@ -69,7 +69,10 @@ def test_predict_bad_inputs(tmp_path: Path) -> None:
         # A sweep's results in place of its fits: it said only "not JSON: Extra data".
         (["predict", "--fits", str(results), "--ranks", "8"], "results, not fits: fit them first"),
         # ... and in place of a profile: "not YAML: expected '<document start>', but found '{'".
-        (["predict", "--profile", str(results), "--ranks", "8"], "results, not a profile"),
+        (
+            ["predict", "--profile", str(results), "--ranks", "8"],
+            "this is collbench result rows (fit, report and compare read them), not a collbench profile",
+        ),
     ]
     for args, message in cases:
         result = runner.invoke(app, args)

@@ -1,6 +1,7 @@
 """A results file given where a profile goes (export, report --profile, profile predict) is one line
 that says so, exit 2: the rows were parsed as YAML and refused with "not YAML: expected '<document
-start>', but found '{'", which told a user nothing about what to give instead."""
+start>', but found '{'", which told a user nothing about what to give instead. The file is named by
+what it holds (fileio.misfiled), whatever its name says."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.results.io import read_rows, write_rows
 
 EXAMPLE_RESULTS = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
 
@@ -32,10 +34,12 @@ def test_results_in_place_of_a_profile(args: list[str], suffix: str, tmp_path: P
     if suffix == ".jsonl":
         shutil.copy(EXAMPLE_RESULTS, rows)
     else:
-        rows.write_text("op,algo\nall-reduce,ring\n")
+        write_rows(rows, read_rows(EXAMPLE_RESULTS))
     argv = [a.format(rows=rows, dir=tmp_path) for a in args]
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 2, result.output
-    assert f"{rows}: results, not a profile" in result.output, result.output
+    assert f"{rows}: this is collbench result rows (fit, report and compare read them), not a collbench profile" in (
+        result.output
+    ), result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "page.html").exists() and not (tmp_path / "more.yaml").exists()
