@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from collbench.cli.console import err_console
+from collbench.cli.console import err_console, print_note
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
 from collbench.errors import UserError
 from collbench.exporters.registry import EXPORTS, ExportRequest, export_named
@@ -83,18 +83,23 @@ def _emit(name: str, profile_path: Path, output: Path | None, request: ExportReq
         refuse_replacing_record(output, f"the {entry.what}")
     exported = entry.function(Profile.load(profile_path), request)
     for note in exported.notes:
-        # What the consumer cannot follow goes to stderr too, so a user piping stdout still sees it.
-        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+        # What the consumer cannot follow goes to stderr too, so a user piping stdout still sees it;
+        # wrapped as every note is (continued lines indented, a number kept with its unit).
+        print_note("note", note)
     if output is None:
         typer.echo(exported.text, nl=False)
     else:
         atomic_write_text(output, exported.text)
-        err_console.print(f"wrote {entry.what} to [bold]{output}[/bold]")
+        err_console.print(f"wrote {entry.what} to [bold]{escape(str(output))}[/bold]", soft_wrap=True)
     for label, line in exported.after:
-        said = f"[yellow]{label}[/yellow]: {escape(line)}" if label else escape(line)
-        err_console.print(said, highlight=False)
+        if label:
+            print_note(label, line)
+        else:
+            err_console.print(escape(line), highlight=False)
     if output is not None and entry.use is not None:
-        err_console.print(f"use: {entry.use.format(output=output)}", highlight=False)
+        # A command to copy: one line whatever the width (the terminal wraps it; a newline Rich put
+        # between "--mca" and its value broke the command pasted from it).
+        err_console.print(f"use: {entry.use.format(output=output)}", highlight=False, soft_wrap=True)
 
 
 def nccl_tuner(profile: ProfileArg, output: OutputOpt = None, from_other_backend: FromOtherBackendOpt = False) -> None:

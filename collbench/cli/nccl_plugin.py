@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, print_note
 from collbench.cli.render.styles import narrow_table
 from collbench.errors import UserError
 
@@ -40,7 +39,7 @@ def run_nccl_plugin(
     request = ExportRequest(from_other_backend=from_other_backend, directory=output, overwrite=overwrite)
     built = export_named("nccl-plugin").function(profile, request)
     for note in built.notes:
-        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+        print_note("note", note)
     plugin, config = built.files
     err_console.print(f"built [bold]{plugin}[/bold] and [bold]{config}[/bold]; a job needs:")
     typer.echo(built.text, nl=False)

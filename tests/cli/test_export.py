@@ -237,3 +237,38 @@ def test_nccl_plugin_refuses_to_replace_a_build_without_overwrite(
     replaced = CliRunner().invoke(app, [*base, "--overwrite", *(["--show"] if show else [])])
     assert replaced.exit_code == 0, replaced.output
     assert "measured with gloo, not NCCL" in config.read_text()
+
+
+@pytest.mark.parametrize("fmt", ["nccl-tuner", "env", "nccl-plugin"])
+def test_export_notes_wrap_as_every_note(fmt: str, tmp_path: Path) -> None:
+    # Export's notes went through Rich's own wrapping: at 80 columns their continued lines started at
+    # the margin, under the "note:" they continue, unlike every other command's notes.
+    profile = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    out = tmp_path / ("tuner" if fmt == "nccl-plugin" else "out.txt")
+    result = CliRunner().invoke(
+        app, ["export", fmt, str(profile), "--from-other-backend", "-O", str(out)], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    noted = [i for i, line in enumerate(lines) if line.startswith(("note:", "no equivalent:"))]
+    assert noted, result.stderr
+    for i in noted:
+        assert len(lines[i]) <= 80 and lines[i + 1].startswith("  "), result.stderr
+
+
+def test_the_command_to_use_an_export_is_one_line(tmp_path: Path) -> None:
+    # "use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca" then "coll_tuned_dynamic_rules_filename"
+    # and the path on lines of their own: pasted, the command broke.
+    profile = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    out = tmp_path / ("deep/" * 6) / "collbench-ompi.rules"
+    out.parent.mkdir(parents=True)
+    args = ["export", "ompi-rules", str(profile), "--from-other-backend", "-O", str(out)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert f"wrote Open MPI rules to {out}" in lines
+    use = [line for line in lines if line.startswith("use: ")]
+    assert len(use) == 1, result.stderr
+    assert use[0].startswith(
+        f"use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {out} "
+    )
