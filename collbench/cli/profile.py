@@ -32,11 +32,10 @@ def merge(
     ] = "none",
 ) -> None:
     """Join profiles' rule sets (one per communicator shape) into one profile."""
-    from collbench.fileio import check_writable
     from collbench.profile.document import Profile
     from collbench.profile.merge import merge_profiles
 
-    check_writable(output)
+    check_profile_output(output)
     loaded = [(str(path), Profile.load(path)) for path in profiles]
     command = shlex.join(
         ["collbench", "profile", "merge", *map(str, profiles), "--output", str(output)]
@@ -47,6 +46,19 @@ def merge(
     for note in merged.notes:
         err_console.print(f"[yellow]note[/yellow]: {note}", highlight=False)
     console.print(f"wrote [bold]{output}[/bold]: {merged.profile.shapes_label()}", highlight=False)
+
+
+def check_profile_output(path: Path) -> None:
+    """UserError, before any work, for a place a profile cannot go: not writable, not a .yaml name, or a
+    file holding results or a topology (`profile merge A B -O results.jsonl` replaced 844 measured rows
+    with a profile, without a word)."""
+    from collbench.errors import ConfigError
+    from collbench.fileio import PROFILE_KIND, check_writable, refuse_replacing_record
+
+    check_writable(path)
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise ConfigError(f"-O/--output {path}: a profile is YAML; use a .yaml name")
+    refuse_replacing_record(path, PROFILE_KIND)
 
 
 def predicted_path(profile: Path) -> Path:
@@ -87,13 +99,12 @@ def predict(
 ) -> None:
     """Add rule sets predicted from the profile's fitted models for shapes not measured (as tune --predict-ranks)."""
     from collbench.cli.render.profile import render_rules
-    from collbench.fileio import check_writable
     from collbench.profile.document import Profile
     from collbench.tuning.shapes import assumed_nodes, parse_shapes, prediction_notes, with_predictions
 
     shapes = parse_shapes(ranks, "--ranks")  # the options first, then the files
     target = output if output is not None else predicted_path(profile)
-    check_writable(target)
+    check_profile_output(target)
     loaded = Profile.load(profile)
     added = with_predictions(loaded, shapes, "--ranks")
     added.save(target)

@@ -1,8 +1,8 @@
 """An -O (or --nccl-graph-xml) naming a file that holds a profile, result rows or a topology is refused when
 the command writes another kind of file there: `discover -O tuned.yaml`, `export nccl-tuner P -O
-other-profile.yaml` and `report -O rows.html` replaced the file without a word (a profile is hours of
-measurement). A file of the kind written is replaced as before (a topology re-discovered over the old one).
-The files are the real ones, copied under tmp_path."""
+other-profile.yaml`, `report -O rows.html` and `profile predict P -O rows.yaml` replaced the file without a
+word (a profile is hours of measurement). A file of the kind written is replaced as before (a topology
+re-discovered over the old one). The files are the real ones, copied under tmp_path."""
 
 from __future__ import annotations
 
@@ -39,6 +39,10 @@ CASES = [
     (["report", str(RESULTS), "-O", "{T}"], "rows", "rows.html", "collbench result rows", "an HTML page"),
     (["layout", "--from-nvidia-smi", str(SMI), "--nccl-graph-xml", "{T}"], "profile", "g.xml",
      "a collbench profile", "an NCCL graph XML"),
+    (["profile", "predict", str(PROFILE), "--ranks", "8", "-O", "{T}"], "rows", "rows.yaml",
+     "collbench result rows", "a collbench profile"),
+    (["profile", "merge", str(PROFILE), str(PROFILE), "--prefer", "newer", "-O", "{T}"], "topology", "t.yaml",
+     "a collbench topology", "a collbench profile"),
 ]  # fmt: skip
 
 
@@ -70,3 +74,17 @@ def test_a_file_of_the_kind_written_is_replaced_as_before(topology: Path, tmp_pa
     result = RUNNER.invoke(app, ["export", "nccl-tuner", "--from-other-backend", str(PROFILE), "-O", str(config)])
     assert result.exit_code == 0, result.output
     assert config.read_text().startswith("# NCCL tuner plugin config made by collbench")
+
+
+def test_a_profile_goes_to_a_yaml_name_only(tmp_path: Path) -> None:
+    """`profile merge A B -O results.jsonl` replaced 844 measured rows with a profile, as tune -O refuses."""
+    rows = tmp_path / "results.jsonl"
+    shutil.copyfile(RESULTS, rows)
+    for args in (
+        ["profile", "merge", str(PROFILE), str(PROFILE), "--prefer", "newer", "-O", str(rows)],
+        ["profile", "predict", str(PROFILE), "--ranks", "8", "-O", str(rows)],
+    ):
+        result = RUNNER.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert result.output.strip() == f"error: -O/--output {rows}: a profile is YAML; use a .yaml name"
+        assert rows.read_bytes() == RESULTS.read_bytes()
