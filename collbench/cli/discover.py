@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from collbench.backends import AUTO, BACKENDS, torch_backend_names
 from collbench.cli.console import console, err_console
@@ -136,7 +137,7 @@ def discover(
         topo = measured
     if output is not None:
         save_topology(topo, output)
-        err_console.print(f"wrote topology to {output}")
+        err_console.print(f"wrote topology to {escape(str(output))}")
     if json_out:
         typer.echo(json.dumps(topo.to_dict(), indent=2))
         return

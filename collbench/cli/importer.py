@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from collbench.cli.console import console, err_console, print_notes
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, one_value
@@ -117,4 +118,4 @@ def nccl_tests(
         err_console.print(summary)
         return
     write_rows(output, rows)
-    console.print(f"{summary}; wrote {output}")
+    console.print(f"{escape(summary)}; wrote {escape(str(output))}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.render.styles import narrow_table
@@ -41,5 +42,5 @@ def run_nccl_plugin(
     for note in built.notes:
         print_note("note", note)
     plugin, config = built.files
-    err_console.print(f"built [bold]{plugin}[/bold] and [bold]{config}[/bold]; a job needs:")
+    err_console.print(f"built [bold]{escape(str(plugin))}[/bold] and [bold]{escape(str(config))}[/bold]; a job needs:")
     typer.echo(built.text, nl=False)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
@@ -45,7 +46,7 @@ def merge(
     merged.profile.save(output)
     for note in merged.notes:
         err_console.print(f"[yellow]note[/yellow]: {note}", highlight=False)
-    console.print(f"wrote [bold]{output}[/bold]: {merged.profile.shapes_label()}", highlight=False)
+    console.print(f"wrote [bold]{escape(str(output))}[/bold]: {merged.profile.shapes_label()}", highlight=False)
 
 
 def check_profile_output(path: Path) -> None:
@@ -113,4 +114,4 @@ def predict(
     for line in prediction_notes(loaded, shapes, "--ranks"):
         print_note("note", line)
     console.print(render_rules(added))
-    console.print(f"wrote [bold]{target}[/bold]: {added.shapes_label()}", highlight=False)
+    console.print(f"wrote [bold]{escape(str(target))}[/bold]: {added.shapes_label()}", highlight=False)

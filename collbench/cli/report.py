@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from collbench.cli.console import console, err_console
 from collbench.cli.rows import load_results
@@ -61,4 +62,4 @@ def report(
     path = write_report(output, inputs)
     for note in inputs.notes:
         err_console.print(f"[yellow]note[/yellow]: {note}")
-    console.print(f"report: [bold]{path}[/bold] ({path.stat().st_size // 1024} KiB, {len(rows)} rows)")
+    console.print(f"report: [bold]{escape(str(path))}[/bold] ({path.stat().st_size // 1024} KiB, {len(rows)} rows)")

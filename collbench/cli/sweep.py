@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 
 from collbench.cli.console import console, err_console, print_note
@@ -247,6 +248,6 @@ def sweep(
             status = "[red]FAILED[/red]" if wrong else ("OK" if checked else "not checked")
             if len(data_rows) < len(rows):
                 status += "; barrier moves no data: nothing to check"
-        console.print(f"wrong elements: {wrong} ({status}); rows streamed to {config.stream_path}")
+        console.print(f"wrong elements: {wrong} ({status}); rows streamed to {escape(str(config.stream_path))}")
         if output is not None:
-            console.print(f"wrote {len(rows)} rows to {output}")
+            console.print(f"wrote {len(rows)} rows to {escape(str(output))}")
