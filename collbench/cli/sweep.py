@@ -118,7 +118,11 @@ def sweep(
     fmt: Annotated[str, typer.Option("--format", metavar="NAME", help="table, nccl-tests or json.")] = "table",
     resume: Annotated[bool, typer.Option("--resume", help="Skip points already in the streamed JSONL file.")] = False,
     overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Empty a stream file that holds rows (else refused: see --resume).")
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Empty a stream file that holds rows, replace an --output already there (else refused: see --resume).",
+        ),
     ] = False,
     cuda_graph: Annotated[
         bool, typer.Option("--cuda-graph", help="Time native points as CUDA-graph launches (GPUs; not own algorithms).")

@@ -232,6 +232,8 @@ def test_import_reads_back_what_the_nccl_tests_format_prints(tmp_path: Path) -> 
         (["--resume", "--stream", "adir"], "directory"),
         (["--resume", "--stream", "bin.jsonl"], "UTF-8"),
         (["--resume", "--stream", "list.jsonl"], "not an object"),
+        # An --output other than the stream was replaced whatever it held (844 measured rows of a CSV).
+        (["--output", "keep.jsonl", "--stream", "s.jsonl"], "keep.jsonl is not empty; pass --overwrite to replace it"),
     ],
 )
 def test_bad_values_and_files_refused_before_ranks(

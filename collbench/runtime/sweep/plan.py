@@ -380,6 +380,12 @@ def _check_files(config: SweepConfig) -> None:
     check_writable(stream)
     if config.output is not None and config.output != stream:
         check_writable(config.output)
+        held = config.output.is_file() and config.output.stat().st_size > 0
+        if held and not (config.overwrite or config.resume):
+            # 'sweep -O keep.csv --stream new.jsonl' replaced the 844 rows keep.csv held with this run's.
+            raise ConfigError(
+                f"{config.output} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere"
+            )
 
 
 def layout_nodes_note(layout: Layout | None, nodes: int) -> str | None:
