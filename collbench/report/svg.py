@@ -98,9 +98,22 @@ class _LogScale:
             out = []
             for e in range(first - 1, last + 1):
                 out += [m * 10.0**e for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
-            return out
+            return out if len(out) >= 2 else _even_ticks(lo, hi)
         step = max(1, math.ceil(len(exps) / 8))
         return [float(base) ** e for e in exps[::step]]
+
+
+def _even_ticks(lo: float, hi: float) -> list[float]:
+    """Evenly spaced round values inside [lo, hi], at least two: a chart of times from 180 to 260 us had
+    one number on its axis (200), too few to read a point's value from."""
+    span = hi - lo
+    for exponent in range(math.floor(math.log10(span)), math.floor(math.log10(span)) - 3, -1):
+        for mantissa in (5, 2, 1):
+            step = mantissa * 10.0**exponent
+            ticks = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
+            if len(ticks) >= 3:
+                return ticks
+    return [lo, hi]
 
 
 def log_chart(

@@ -204,3 +204,14 @@ def test_nccl_tests_rows_claim_no_spread() -> None:
 
     both = unescape(build_report(ReportInputs(rows=(*read_rows(EXAMPLE_RESULTS), *read_nccl_tests(log))), now=NOW))
     assert "iterations: fastest" in both and "(no spread recorded)" in both
+
+
+def test_a_narrow_time_axis_still_has_numbers_to_read() -> None:
+    # Times from 180 to 260 us (a 2-rank gloo all-reduce at 1-64 KiB) fall between 1-2-5 steps but one:
+    # the axis said only "200".
+    pts = tuple(Point(float(2**k), 180.0 + 5 * (k - 10), 175.0, 262.0, "") for k in range(10, 17))
+    root = ET.fromstring(log_chart([Series("ring", "#123456", pts)], title="t", x_label="size", y_label="us"))
+    ticks = [t.text for t in root.iter(f"{SVG_NS}text") if t.get("class") == "tick" and "K" not in (t.text or "")]
+    assert len(ticks) >= 3 and "200" in ticks, ticks
+    values = [float(t or "nan") for t in ticks]
+    assert values == sorted(values) and all(170 <= v <= 270 for v in values), ticks
