@@ -23,7 +23,7 @@ from collbench.fileio import atomic_write_text
 from collbench.models.crossover import Crossover, find_crossovers
 from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
-from collbench.profile.document import Profile
+from collbench.profile.document import Profile, machine_fingerprint
 from collbench.profile.rules import Rule
 from collbench.report.assets import CSS, ERROR_TRAP_JS, PAGE_JS
 from collbench.report.machine import drawing_svg, matrix_html
@@ -220,7 +220,9 @@ def _machine_section(inputs: ReportInputs, notes: list[str]) -> str:
             f"<p>{escape(topo.host)}: {counted(len(topo.gpus), 'GPU')}, {counted(len(topo.cpus), 'CPU rank device')}, "
             f"{counted(len(topo.nics), 'NIC')}, {counted(len(topo.links), 'link')}; "
             f"source {escape(topo.source)}, "
-            f"fingerprint <code>{escape(topo.fingerprint)}</code>.</p>"
+            # Named as discover names them: the page's profile carries the machine's, not this one.
+            f"fingerprints: topology <code>{escape(topo.fingerprint)}</code> (in result rows), "
+            f"machine <code>{escape(machine_fingerprint(topo))}</code> (in profiles).</p>"
         )
         out.append('<div class="machine-view">')
         out.append(drawing_svg(topo, rings, trees))

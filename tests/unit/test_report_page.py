@@ -215,3 +215,14 @@ def test_a_narrow_time_axis_still_has_numbers_to_read() -> None:
     assert len(ticks) >= 3 and "200" in ticks, ticks
     values = [float(t or "nan") for t in ticks]
     assert values == sorted(values) and all(170 <= v <= 270 for v in values), ticks
+
+
+def test_the_machine_section_names_each_fingerprint(example_html: str) -> None:
+    # It said "fingerprint X" of the topology's, beside a profile that carries the machine's (another).
+    from collbench.profile.document import machine_fingerprint
+
+    topo = a100_topology()
+    assert (
+        f"fingerprints: topology <code>{topo.fingerprint}</code> (in result rows), "
+        f"machine <code>{machine_fingerprint(topo)}</code> (in profiles)."
+    ) in example_html
