@@ -19,7 +19,8 @@ steps is: :func:`agree` takes a decision on rank 0 and hands it to the others by
 group's connections (the ones the token travels on), never by keys every rank polls. If the ranks
 still part, the first step where they do says so in one line naming the rank and the step, rather
 than the store's timeout: right after each group forms, the ranks compare their steps' names; and a
-rank that never comes is named by rank 0 from the step it last recorded.
+rank that never comes is named by rank 0 from the step it last recorded (before the first group, from
+the one key each rank sets on reaching the store).
 
 The token that signs values here (:mod:`collbench.runtime.launch.rankstore`) is made by rank 0 and
 sent to the others over the first process group's connections, never through the store. Those
@@ -83,6 +84,8 @@ STEP_NAME_BYTES = 240
 """How much of a step's name (and its host's) the ranks compare after joining: enough to tell steps apart."""
 LENGTH_BYTES = 8
 """A decision's length in bytes, sent after rank 0's step name (big-endian)."""
+RANKS_NAMED = 5
+"""How many ranks that never reached the store rank 0's error names (the rest are counted)."""
 MAX_DECISION_BYTES = MAX_VALUE_BYTES
 """The longest decision a rank accepts (JSON text): a longer length is not rank 0's."""
 
@@ -245,6 +248,8 @@ class JobSession:
         self._decisions = itertools.count()
         self.membership: Membership | None = None
         """Every rank's node, gathered with the first group the job forms (:mod:`.membership`)."""
+        self._arrival = ""
+        """Store prefix of the keys each rank sets on reaching the store for the first group."""
 
     def keep_group(self, backend: str, opener: GroupOpener) -> None:
         """Have every later step on ``backend`` share one process group, made by ``opener`` at the
@@ -283,7 +288,13 @@ class JobSession:
         name = _current_step.get()
         step = f"step {index}" + (f" ({name})" if name else "")
         self._record(step)
-        return f"{self.job.store_scope}collbench/launch{index}/", step
+        prefix = f"{self.job.store_scope}collbench/launch{index}/"
+        if self.signed is None:
+            # Before the first group forms no rank has a signed step record: an unsigned key says this
+            # rank reached the store, so that rank 0 can name one that never did (:meth:`missing`).
+            self._arrival = f"{prefix}arrived/"
+            self.store.set(f"{self._arrival}{self.job.rank}", "")
+        return prefix, step
 
     def _record(self, step: str) -> None:
         self.step = step
@@ -336,6 +347,17 @@ class JobSession:
                         f"it did not join {step}, where rank 0 waited {timeout_s:.0f} s: "
                         "the ranks took different steps",
                     )
+        where = f"{self.job.master_addr}:{self.job.master_port}"
+        if self.job.rank == 0 and self.signed is None and self._arrival:
+            absent, count = self._absent_ranks()
+            if count:
+                return RankError(
+                    self.job.rank,
+                    self.host,
+                    f"joining {step}",
+                    f"{_ranks_text(absent, count)} never reached the job's store at {where} within {timeout_s:.0f} s "
+                    f"(not started, died first, or cannot reach that address, from {self.job.master_source})",
+                )
         return RankError(
             self.job.rank,
             self.host,
@@ -343,6 +365,22 @@ class JobSession:
             f"not every rank of the job joined within {timeout_s:.0f} s (a rank took another step, stopped, or "
             f"cannot reach {self.job.master_addr}:{self.job.master_port}; rank 0's error names it): {why}",
         )
+
+    def _absent_ranks(self) -> tuple[list[int], int]:
+        """The first few ranks that never set their arrival key, and how many did not (rank 0, on a failed
+        first group only: one store check per rank, once); none where the store does not answer."""
+        absent: list[int] = []
+        count = 0
+        for rank in range(1, self.job.world_size):
+            try:
+                arrived = self.store.check([f"{self._arrival}{rank}"])
+            except (RuntimeError, OSError):
+                return [], 0
+            if not arrived:
+                count += 1
+                if len(absent) < RANKS_NAMED:
+                    absent.append(rank)
+        return absent, count
 
     def agree(self, name: str, decide: Callable[[], T], timeout_s: float, types_allowed: Sequence[type]) -> Any:
         """``decide()`` on rank 0, handed to every rank by a broadcast; the same value everywhere.
@@ -442,6 +480,17 @@ def _gather_membership(world_size: int, control: dist.ProcessGroup | None) -> Me
     gather(gathered, mine, group=control)
     data = gathered.numpy().tobytes()  # not tolist(): 2 MiB at 16,384 ranks would be 2 million ints
     return membership([decode_report(data[r * ROW_BYTES : (r + 1) * ROW_BYTES]) for r in range(world_size)])
+
+
+def _ranks_text(shown: Sequence[int], count: int) -> str:
+    """``rank 3``, ``ranks 1, 2 and 5``, ``ranks 1, 2, 3, 4, 5 and 11 more``."""
+    if count == 1:
+        return f"rank {shown[0]}"
+    names = ", ".join(map(str, shown))
+    if count > len(shown):
+        return f"ranks {names} and {count - len(shown)} more"
+    head, _, last = names.rpartition(", ")
+    return f"ranks {head} and {last}"
 
 
 def _fixed_width(text: str) -> torch.Tensor:
