@@ -96,7 +96,15 @@ def load_topology(path: Path) -> Topology:
 
     Raises InputFileError when the file is missing, empty, not YAML/JSON, or not a topology document.
     """
-    fmt = _format(path)
+    try:
+        fmt = _format(path)
+    except InputFileError as exc:
+        # An nvidia-smi paste or NCCL XML given to --topology: say which option reads it, not the suffix.
+        try:
+            text = read_text_file(path, "a topology") if path.is_file() else ""
+        except InputFileError:
+            raise exc from None
+        raise misfiled(path, text, TOPOLOGY_KIND) or exc from None
     text = read_text_file(path, "a topology from `collbench discover -O`")
     if not text.strip():
         raise InputFileError(str(path), "the file is empty (expected a topology document)")

@@ -32,6 +32,7 @@ FITS_IS = "this is `collbench fit --json` output (predict --fits reads it)"
 TOPOLOGY_IS = "this is a collbench topology (--from-file and --topology read it)"
 LOG_IS = "this is nccl-tests output (import nccl-tests, fit, report and compare read it)"
 SMI_IS = "this is `nvidia-smi topo -m` output (discover --from-nvidia-smi reads it)"
+XML_IS = "this is an NCCL topology XML (discover --from-nccl-xml reads it)"
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,14 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (out / "fits.json").write_text(fits.stdout)
     topo = RUNNER.invoke(app, ["discover", "--from-nvidia-smi", str(SMI), "-O", str(out / "topo.yaml")])
     assert topo.exit_code == 0, topo.output
-    return {"profile": PROFILE, "rows": RESULTS, "log": LOG, "smi": SMI, **{p.stem: p for p in out.iterdir()}}
+    return {
+        "profile": PROFILE,
+        "rows": RESULTS,
+        "log": LOG,
+        "smi": SMI,
+        "xml": XML,
+        **{p.stem: p for p in out.iterdir()},
+    }
 
 
 CASES = [
@@ -71,6 +79,9 @@ CASES = [
         "rows.log",
         "holds collbench result rows (JSONL): name it .jsonl; results are read by their suffix",
     ),
+    # A paste or NCCL's XML given to --topology said only "unknown extension '.txt'".
+    (["sweep", "--ranks", "2", "--topology", "{F}"], "smi", "topo.txt", f"{SMI_IS}, not a collbench topology"),
+    (["tune", "--ranks", "2", "--quick", "--topology", "{F}"], "xml", "sys.xml", f"{XML_IS}, not a collbench topology"),
 ]
 
 
