@@ -128,3 +128,14 @@ def test_two_srun_jobs_at_once_each_find_the_port_their_task_0_published(slurm: 
         assert (tmp_path / name / "out.1").read_text() == ""  # one job of two tasks, task 0 alone printed
         # Task 0 withdrew the address once both tasks had joined.
         assert not list((tmp_path / name).glob(".collbench-store-*"))
+
+
+def test_srun_tune_check_reports_from_task_0_and_every_task_exits_0(slurm: None, tmp_path: Path) -> None:
+    """Task 1 judged the rules on no rows (task 0 alone gets them) and ended 'error: all-reduce at 1024
+    bytes: nothing was measured to check the rule against', exit 2, after task 0's table."""
+    profile = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    done = _srun(["tune", "--check", str(profile), "--timeout", "60"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr + _outputs(tmp_path)
+    assert "geometric-mean regret" in (tmp_path / "out.0").read_text()
+    assert (tmp_path / "out.1").read_text() == ""
+    assert "error" not in (tmp_path / "err.1").read_text()
