@@ -10,6 +10,7 @@ each shape's profile into the ones before it. Both keep shapes and fits by :func
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -46,6 +47,14 @@ def merge_profiles(inputs: Sequence[tuple[str, Profile]], *, prefer: str = "none
         raise ConfigError(f"--prefer must be one of {', '.join(PREFER_CHOICES)}, got {prefer!r}")
     if len(inputs) < 2:
         raise UserError("profile merge needs at least two profiles")
+    seen: dict[str, str] = {}
+    for name, _ in inputs:
+        # 'merge a.yaml a.yaml' said both had rules for every shape and offered --prefer newer.
+        key = os.path.realpath(name)
+        if key in seen:
+            said = f"{name} is" if seen[key] == name else f"{seen[key]} and {name} are"
+            raise UserError(f"{said} one profile given twice; give each once")
+        seen[key] = name
     first_name, first = inputs[0]
     for name, profile in inputs[1:]:
         if profile.fingerprint != first.fingerprint:

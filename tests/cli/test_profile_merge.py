@@ -125,12 +125,20 @@ def test_different_machines_or_backends_do_not_merge(tmp_path: Path, other: dict
 
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
     a = make(tmp_path, "a.yaml", one(4, "ring"))
+    link = tmp_path / "b.yaml"
+    link.symlink_to(a)
     cases = [
         ([str(a), "--output", str(tmp_path / "m.yaml")], "at least two profiles"),
         ([str(a), str(tmp_path / "none.yaml"), "--output", str(tmp_path / "m.yaml")], "no such profile"),
         (
             [str(a), str(a), "--prefer", "older", "--output", str(tmp_path / "m.yaml")],
             "--prefer must be one of none, newer",
+        ),
+        # It said a.yaml and a.yaml both had rules for 4 ranks, and offered --prefer newer.
+        ([str(a), str(a), "--output", str(tmp_path / "m.yaml")], f"error: {a} is one profile given twice"),
+        (
+            [str(a), str(link), "--output", str(tmp_path / "m.yaml")],
+            f"{a} and {link} are one profile given twice; give each once",
         ),
     ]
     for args, message in cases:
