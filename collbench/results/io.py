@@ -75,6 +75,11 @@ def _parse_line(path: Path, lineno: int, raw: bytes) -> ResultRow | None:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        if lineno == 1 and _utf16(raw):
+            # A stream re-saved by PowerShell or Notepad as "Unicode": read a line at a time, it is no text.
+            raise InputFileError(
+                str(path), "is UTF-16 text (saved by a Windows tool); results are UTF-8: save it as UTF-8"
+            ) from None
         # Not torn by a crash: rows are written as ASCII JSON, so a cut one is still text.
         raise InputFileError(str(path), f"not text (byte {exc.start} is not UTF-8)", line=lineno) from None
     if not line.strip():
@@ -94,6 +99,17 @@ def _parse_line(path: Path, lineno: int, raw: bytes) -> ResultRow | None:
         return ResultRow.from_dict(data)
     except (TypeError, ValueError) as exc:
         raise InputFileError(str(path), f"not a collbench result row ({exc})", line=lineno) from None
+
+
+def _utf16(raw: bytes) -> bool:
+    """Whether a first line opens with UTF-16's mark and reads, so, as mostly ASCII text (binary that opens
+    with the mark reads as CJK)."""
+    encoding = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}.get(raw[:2])
+    if encoding is None:
+        return False
+    body = raw[2 : 2 + (len(raw) - 2) // 2 * 2]
+    text = body.decode(encoding, errors="replace")
+    return bool(text) and sum(c.isascii() for c in text) * 2 >= len(text)
 
 
 def parquet_problem() -> str | None:

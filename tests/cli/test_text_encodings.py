@@ -73,3 +73,13 @@ def test_an_nvidia_smi_paste_reads_as_the_original(encoding: str, tmp_path: Path
 def test_a_results_stream_opened_by_a_bom_reads_whole(tmp_path: Path) -> None:
     rows = saved_as(RESULTS, "utf-8 with BOM", tmp_path)
     assert run("fit", str(rows), "--json") == run("fit", str(RESULTS), "--json")
+
+
+def test_a_results_stream_saved_as_utf16_says_so(tmp_path: Path) -> None:
+    """Read a line at a time, UTF-16 rows are no text: 'not text (byte 0 is not UTF-8)' named no cause."""
+    rows = saved_as(RESULTS, "utf-16-le with BOM", tmp_path)
+    result = CliRunner().invoke(app, ["fit", str(rows)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: {rows}: is UTF-16 text (saved by a Windows tool); results are UTF-8: save it as UTF-8"
+    )
