@@ -89,6 +89,23 @@ def read_text_file(path: Path, expected: str, *, max_bytes: int = MAX_TEXT_FILE_
         raise InputFileError(str(path), f"not text (byte {exc.start} is not UTF-8; expected {expected})") from None
 
 
+def read_stdin_text(expected: str, *, max_bytes: int = MAX_TEXT_FILE_BYTES) -> str:
+    """The text on standard input (``-`` for a file), held to ``max_bytes`` as a file is and decoded as
+    one (:func:`decode_text`): ``cat /dev/zero | ... -`` was read without end, and a UTF-16 paste was
+    decoded by the locale into text no parser knew. Raises InputFileError naming ``<stdin>``."""
+    import sys
+
+    data = sys.stdin.buffer.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputFileError(
+            "<stdin>", f"larger than {max_bytes // (1024 * 1024)} MiB, the most collbench reads (expected {expected})"
+        )
+    try:
+        return decode_text(data)
+    except UnicodeDecodeError as exc:
+        raise InputFileError("<stdin>", f"not text (byte {exc.start} is not UTF-8; expected {expected})") from None
+
+
 _UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +10,7 @@ import typer
 
 from collbench.cli.console import print_notes
 from collbench.errors import ConfigError
+from collbench.fileio import read_stdin_text
 from collbench.topology.io import load_topology
 from collbench.topology.model import Topology
 from collbench.topology.nccl_xml import read_nccl_xml
@@ -61,7 +61,7 @@ def read_topology(
     if from_nvidia_smi is not None:
         notes: list[str] = []
         if from_nvidia_smi == "-":
-            topo = parse_nvidia_smi_topo(sys.stdin.read(), "<stdin>", notes)
+            topo = parse_nvidia_smi_topo(read_stdin_text("the text of `nvidia-smi topo -m`"), "<stdin>", notes)
         else:
             topo = read_nvidia_smi_topo(Path(from_nvidia_smi), notes)
         print_notes(notes)

@@ -53,6 +53,12 @@ def make_dir(path: Path) -> None:
         # The directory itself only: its parent must be there, as for every output collbench writes.
         path.mkdir(exist_ok=True)
     except FileNotFoundError:
+        if path.parent.is_dir():
+            # mkdir under /proc or /sys fails so, its parent there: "/proc does not exist" was false.
+            raise UserError(
+                f"{path}: {path.parent} refuses new directories (a kernel file system such as /proc or /sys); "
+                "name another"
+            ) from None
         raise UserError(f"{path}: the folder {path.parent} does not exist; create it first, or name another") from None
     except FileExistsError:
         raise UserError(f"{path}: exists and is not a directory; name a directory for the plugin") from None

@@ -83,3 +83,24 @@ def test_a_results_stream_saved_as_utf16_says_so(tmp_path: Path) -> None:
     assert result.output.strip() == (
         f"error: {rows}: is UTF-16 text (saved by a Windows tool); results are UTF-8: save it as UTF-8"
     )
+
+
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+def test_a_paste_on_stdin_reads_as_the_file(encoding: str, tmp_path: Path) -> None:
+    """stdin was decoded by the locale: a UTF-16 paste said 'no header line starting with GPU0'."""
+    data = ENCODINGS[encoding](SMI.read_text(encoding="utf-8"))
+    piped = CliRunner().invoke(app, ["discover", "--json", "--from-nvidia-smi", "-"], input=data)
+    plain = CliRunner().invoke(app, ["discover", "--json", "--from-nvidia-smi", "-"], input=SMI.read_bytes())
+    assert piped.exit_code == plain.exit_code == 0, piped.output
+    assert piped.stdout == plain.stdout
+
+
+def test_stdin_is_held_to_what_a_file_may_hold() -> None:
+    """`cat /dev/zero | collbench discover --from-nvidia-smi -` was read without end."""
+    from collbench.fileio import MAX_TEXT_FILE_BYTES
+
+    result = CliRunner().invoke(app, ["discover", "--from-nvidia-smi", "-"], input=b"GPU0" + b" " * MAX_TEXT_FILE_BYTES)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        "error: <stdin>: larger than 64 MiB, the most collbench reads (expected the text of `nvidia-smi topo -m`)"
+    )

@@ -447,3 +447,18 @@ def test_the_index_answers_as_the_first_matching_line_would(
             expect[first[3] * 3 + first[4]] = 0.0
         assert answer.table == tuple(expect), (q, first)
         assert answer.channels == (first[5] if first is not None and first[5] > 0 else 0)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc here")
+def test_a_plugin_folder_under_proc_is_not_called_missing(tmp_path: Path) -> None:
+    """mkdir under /proc fails with ENOENT, /proc there: it said 'the folder /proc does not exist'."""
+    from collbench.exporters.nccl_plugin import make_dir
+
+    with pytest.raises(UserError) as refused:
+        make_dir(Path("/proc/collbench-plugin"))
+    assert str(refused.value) == (
+        "/proc/collbench-plugin: /proc refuses new directories (a kernel file system such as /proc or /sys); "
+        "name another"
+    )
+    with pytest.raises(UserError, match=r"the folder .* does not exist; create it first"):
+        make_dir(tmp_path / "missing" / "plugin")
