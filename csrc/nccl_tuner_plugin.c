@@ -363,6 +363,10 @@ static void loadRules(Context* ctx) {
     }
     Rule* r = &ctx->rules[ctx->nRules];
     if (!parseRule(text, r, &why)) {
+      /* NCCL_TUNER_CONFIG_FILE given the profile or its rows: name the file that belongs there. */
+      if (strncmp(text, "schema_version:", 15) == 0 || text[0] == '{')
+        why = "this is a collbench profile or its results, not a tuner config: give the file `collbench export "
+              "nccl-tuner` (or nccl-plugin -O) wrote";
       ok = 0;
       badLine = lineNo;
       break;

@@ -462,3 +462,21 @@ def test_a_plugin_folder_under_proc_is_not_called_missing(tmp_path: Path) -> Non
     )
     with pytest.raises(UserError, match=r"the folder .* does not exist; create it first"):
         make_dir(tmp_path / "missing" / "plugin")
+
+
+@pytest.mark.parametrize("given", ["profile", "results"])
+def test_a_profile_or_its_rows_as_the_config_names_the_file_that_belongs_there(
+    built: tuple[Path, Path, Path], given: str
+) -> None:
+    """NCCL_TUNER_CONFIG_FILE pointed at the profile (or its rows) said only 'expected 8 to 10 comma-separated
+    fields'; still one warning and no overrides."""
+    plugin, _, driver = built
+    repo = Path(__file__).resolve().parents[2] / "profiles"
+    config = repo / ("cpu-2core-gloo-2ranks.yaml" if given == "profile" else "cpu-2core-gloo-2ranks-results.jsonl")
+    queries = [Query(Op.ALL_REDUCE, 1 << 20, table_for(Op.ALL_REDUCE))]
+    session = ask(plugin, driver, abi=6, ranks=8, nodes=2, queries=queries, config=config)
+    warnings = [m for level, m in session.logs if level == 2]
+    assert len(warnings) == 1, session.logs
+    assert "this is a collbench profile or its results, not a tuner config" in warnings[0]
+    assert "no overrides" in warnings[0]
+    assert session.answers[0].table == queries[0].table
