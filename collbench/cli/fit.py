@@ -58,6 +58,9 @@ def fit(
         from collbench.report.plots import check_plot_path
 
         check_plot_path(plot)
+        from collbench.fileio import refuse_replacing_record
+
+        refuse_replacing_record(plot, "a plot")  # a profile or rows under the plot's name stay
     # One --op also names the collective of a log that does not say it; several only filter.
     rows = stream_results(
         results, op=op_names[0] if len(op_names) == 1 else None, nodes_from_devices=True, ranks=ranks, nodes=nodes

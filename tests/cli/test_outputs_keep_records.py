@@ -39,6 +39,7 @@ CASES = [
     (["report", str(RESULTS), "-O", "{T}"], "rows", "rows.html", "collbench result rows", "an HTML page"),
     (["layout", "--from-nvidia-smi", str(SMI), "--nccl-graph-xml", "{T}"], "profile", "g.xml",
      "a collbench profile", "an NCCL graph XML"),
+    (["fit", str(RESULTS), "--plot", "{T}"], "profile", "fits.png", "a collbench profile", "a plot"),
     (["profile", "predict", str(PROFILE), "--ranks", "8", "-O", "{T}"], "rows", "rows.yaml",
      "collbench result rows", "a collbench profile"),
     (["profile", "merge", str(PROFILE), str(PROFILE), "--prefer", "newer", "-O", "{T}"], "topology", "t.yaml",
