@@ -136,6 +136,30 @@ def tune(
     from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
 
     if check is not None:
+        # --check re-measures the profile's own sizes and writes nothing: 'tune --check P -O new.yaml --quick'
+        # ran the check, wrote no new.yaml and said nothing of it.
+        ignored = [
+            flag
+            for flag, given in (
+                ("--op", bool(op)),
+                ("--topology", topology is not None),
+                ("--quick", quick),
+                ("-b", min_bytes is not None),
+                ("-e", max_bytes is not None),
+                ("-O", output != DEFAULT_PROFILE),
+                ("--results", results is not None),
+                ("--plot", plot is not None),
+                ("--resume", resume),
+                ("--overwrite", overwrite),
+                ("--predict-ranks", predict_ranks is not None),
+            )
+            if given
+        ]
+        if ignored:
+            raise ConfigError(
+                f"--check re-measures the profile's own rules at their own sizes and writes no file: leave out "
+                f"{', '.join(ignored)} (it takes --ranks, --backend and --timeout)"
+            )
         _check(check, parse_ranks(ranks) if ranks is not None else None, backend, timeout)
         return
     from collbench.runtime.launch.ranks import job_rank, one_process_group, under_launcher

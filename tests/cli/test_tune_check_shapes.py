@@ -81,3 +81,27 @@ def test_check_shapes_that_cannot_be_checked_are_one_line_exit_2(tmp_path: Path,
     result = CliRunner().invoke(app, ["tune", "--check", str(path), *args])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split()) and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["-O", "new.yaml"], "-O"),
+        (["--quick", "--results", "r.jsonl"], "--quick, --results"),
+        (["--op", "all-to-all", "-b", "1K", "--predict-ranks", "8"], "--op, -b, --predict-ranks"),
+    ],
+)
+def test_check_refuses_the_options_it_would_ignore(
+    tmp_path: Path, args: list[str], named: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'tune --check P -O new.yaml' ran the whole check, wrote no new.yaml and said nothing of it."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "p.yaml"
+    _profile().save(path)
+    result = CliRunner().invoke(app, ["tune", "--check", str(path), *args])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        "error: --check re-measures the profile's own rules at their own sizes and writes no file: leave out "
+        f"{named} (it takes --ranks, --backend and --timeout)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]

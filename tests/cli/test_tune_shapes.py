@@ -103,19 +103,20 @@ def test_profile_predict_bad_input_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--ranks", "2,1"], "--ranks 1: tune needs at least 2 ranks"),
-        (["--ranks", "2,2"], "given twice"),
-        (["--ranks", "2", "--predict-ranks", "2"], "measured too"),
-        (["--ranks", "2,3", "--check", "p.yaml"], "p.yaml: no such profile"),  # every shape is checked now
-        (["--ranks", "2", "--predict-ranks", "8:9"], "nodes must be 1..8"),
-        (["--ranks", "2", "--predict-ranks", "12:5"], "12 ranks do not spread evenly over 5 nodes"),
+        (["--quick", "--ranks", "2,1"], "--ranks 1: tune needs at least 2 ranks"),
+        (["--quick", "--ranks", "2,2"], "given twice"),
+        (["--quick", "--ranks", "2", "--predict-ranks", "2"], "measured too"),
+        # Every shape is checked now; --check takes no --quick (its rounds are its own).
+        (["--ranks", "2,3", "--check", "p.yaml"], "p.yaml: no such profile"),
+        (["--quick", "--ranks", "2", "--predict-ranks", "8:9"], "nodes must be 1..8"),
+        (["--quick", "--ranks", "2", "--predict-ranks", "12:5"], "12 ranks do not spread evenly over 5 nodes"),
     ],
 )
 def test_bad_shape_options_are_one_line_exit_2(
     args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["tune", "--quick", *args])
+    result = CliRunner().invoke(app, ["tune", *args])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "collbench-profile.yaml").exists()
