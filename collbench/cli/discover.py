@@ -105,6 +105,11 @@ def discover(
         raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(known)}")
     if timeout is not None and timeout <= 0:
         raise ConfigError(f"--timeout must be positive, got {timeout}")
+    probe_only = [flag for flag, given in (("--backend", backend != AUTO), ("--timeout", timeout is not None)) if given]
+    if probe_only and not probe:
+        # 'discover --backend nccl' described the machine as ever and said nothing of the option.
+        verb, them = ("set", "them") if len(probe_only) > 1 else ("sets", "it")
+        raise ConfigError(f"{' and '.join(probe_only)} {verb} how --probe measures; add --probe, or leave {them} out")
     if output is not None and output.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputFileError(str(output), "unknown extension; use .yaml, .yml or .json")
     if output is not None:

@@ -163,6 +163,9 @@ def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--from-file", "a.yaml", "--replay", "b.json"], "--from-file and --replay name different sources"),
         (["-O", "topo.txt"], "topo.txt: unknown extension"),
         (["--backend", "mpi", "--probe"], "--backend 'mpi'"),
+        # Without --probe they were ignored without a word.
+        (["--backend", "gloo"], "--backend sets how --probe measures; add --probe, or leave it out"),
+        (["-T", "5", "--backend", "gloo"], "--backend and --timeout set how --probe measures"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(args: list[str], expected: str) -> None:
