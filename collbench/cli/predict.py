@@ -134,6 +134,8 @@ def predict(
     if (profile is None) == (fits is None):
         raise ConfigError("give exactly one of --profile P or --fits F")
     check_ranks(ranks, 2, "predict")  # before anything is assumed from it (the nodes)
+    if hierarchy is not None:
+        _refuse_beside_hierarchy(nodes, op, measured_nodes, gpu, nccl_arch, nics, nic_gbps, collnet)
     source = profile if profile is not None else fits
     assert source is not None
     from collbench.cli.render.models import render_prediction
@@ -201,3 +203,38 @@ def predict(
         typer.echo(json.dumps(report.to_dict(), indent=2))
         return
     console.print(render_prediction(report))
+
+
+def _refuse_beside_hierarchy(
+    nodes: int | None,
+    op: list[str] | None,
+    measured_nodes: int | None,
+    gpu: str | None,
+    nccl_arch: str | None,
+    nics: int | None,
+    nic_gbps: float | None,
+    collnet: bool,
+) -> None:
+    """ConfigError naming the options --hierarchy does not take: its comparison is all-reduce on nodes of K
+    ranks from one node up, priced from the fits' own links ('--hierarchy 4 --op broadcast' printed the
+    all-reduce comparison and said nothing of --op)."""
+    other_ops = [o for o in split_values(op) if o.strip().lower() not in ("all-reduce", "all")]
+    ignored = [
+        flag
+        for flag, given in (
+            ("--nodes", nodes is not None),
+            ("--op", bool(other_ops)),
+            ("--measured-nodes", measured_nodes is not None),
+            ("--gpu", gpu is not None),
+            ("--nccl-arch", nccl_arch is not None),
+            ("--nics", nics is not None),
+            ("--nic-gbps", nic_gbps is not None),
+            ("--collnet", collnet),
+        )
+        if given
+    ]
+    if ignored:
+        raise ConfigError(
+            f"--hierarchy compares all-reduce on nodes of K ranks, from one node up to --ranks, from the fits' own "
+            f"links: leave out {', '.join(ignored)}"
+        )

@@ -109,3 +109,27 @@ def test_one_kind_of_fit_is_both_classes_and_says_so() -> None:
     with pytest.raises(ConfigError, match="fewer than one node"):
         compare(classes, 6, 5, [8])
     assert math.isfinite(algorithm_time_us("two-tree", classes, 1, 6, 8.0) or math.nan)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--op", "broadcast"], "--op"),
+        (["--nodes", "2", "--nics", "4", "--nic-gbps", "50"], "--nodes, --nics, --nic-gbps"),
+        (["--collnet", "--nccl-arch", "hopper"], "--nccl-arch, --collnet"),
+    ],
+)
+def test_options_the_comparison_does_not_take_are_refused(tmp_path: Path, extra: list[str], named: str) -> None:
+    """'--hierarchy 4 --op broadcast' printed the all-reduce comparison and said nothing of --op."""
+    fits = _fits(tmp_path)
+    args = ["predict", "--fits", str(fits), "--ranks", "64", "--hierarchy", "8", *extra]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        "error: --hierarchy compares all-reduce on nodes of K ranks, from one node up to --ranks, from the fits' "
+        f"own links: leave out {named}"
+    )
+    ok = CliRunner().invoke(
+        app, ["predict", "--fits", str(fits), "--ranks", "64", "--hierarchy", "8", "--op", "all-reduce"]
+    )
+    assert ok.exit_code == 0, ok.output
