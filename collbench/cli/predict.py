@@ -174,6 +174,14 @@ def predict(
     if measured_nodes is not None and measured_nodes < 1:
         raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
     facts = _node_facts(nics, nic_gbps, collnet)
+    nccl_only = [flag for flag, given in (("--collnet", collnet), ("--nccl-arch", arch is not None)) if given]
+    if nccl_only and not any(f.backend == "nccl" for f in loaded):
+        # They reach NCCL's own model alone (native over NCCL): on gloo or MPI fits they changed nothing.
+        backends = ", ".join(sorted({f.backend for f in loaded}))
+        raise ConfigError(
+            f"{' and '.join(nccl_only)} {'describe' if len(nccl_only) > 1 else 'describes'} NCCL's own choice, "
+            f"and these fits are {backends}'s: leave {'them' if len(nccl_only) > 1 else 'it'} out"
+        )
     if gpu is not None:
         loaded = with_gpu(loaded, gpu)
     measured = nodes_measured(source, loaded, measured_nodes, profile is not None)

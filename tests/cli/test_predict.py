@@ -66,6 +66,11 @@ def test_predict_bad_inputs(tmp_path: Path) -> None:
         (["predict", "--fits", str(fits), "--ranks", "8", "--sizes", "12Q"], "size"),
         (["predict", "--fits", str(fits), "--ranks", "8", "--sizes", "1K,0.5"], "whole number of bytes"),
         (["predict", "--fits", str(fits), "--ranks", "6", "--nodes", "4"], "spread evenly"),
+        # NCCL's own model alone reads these; on gloo's fits they changed nothing, without a word.
+        (
+            ["predict", "--fits", str(fits), "--ranks", "8", "--nodes", "1", "--collnet"],
+            "--collnet describes NCCL's own choice, and these fits are gloo's: leave it out",
+        ),
         # A sweep's results in place of its fits: it said only "not JSON: Extra data".
         (["predict", "--fits", str(results), "--ranks", "8"], "results, not fits: fit them first"),
         # ... and in place of a profile: "not YAML: expected '<document start>', but found '{'".
