@@ -140,7 +140,7 @@ def predict(
     assert source is not None
     from collbench.cli.render.models import render_prediction
     from collbench.models.nccl_cost import ARCHS
-    from collbench.models.predict import pick_fits
+    from collbench.models.predict import native_modelled, pick_fits
     from collbench.models.predict import predict as predict_times
 
     loaded = load_fits(source, profile=profile is not None)
@@ -175,7 +175,7 @@ def predict(
         raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
     facts = _node_facts(nics, nic_gbps, collnet)
     nccl_only = [flag for flag, given in (("--collnet", collnet), ("--nccl-arch", arch is not None)) if given]
-    if nccl_only and not any(f.backend == "nccl" for f in loaded):
+    if nccl_only and not any(native_modelled(f.backend) for f in loaded):
         # They reach NCCL's own model alone (native over NCCL): on gloo or MPI fits they changed nothing.
         backends = ", ".join(sorted({f.backend for f in loaded}))
         raise ConfigError(

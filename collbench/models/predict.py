@@ -154,7 +154,7 @@ class PredictReport:
         }
 
 
-def _native_modelled(backend: str) -> bool:
+def native_modelled(backend: str) -> bool:
     """Whether collbench models how ``backend``'s native collective chooses (NCCL's tuning model)."""
     named = backend_named(backend)
     return named is not None and named.native_formula
@@ -257,7 +257,7 @@ def price_fits(
         gpu = gpu_links(fit.device) if fit.device else None
         # RCCL's choice is not NCCL's (its own tuning tables): not even at the measured shape is its
         # native NCCL's model; there it is the fit itself, elsewhere refused below.
-        modelled = _native_modelled(backend) and (gpu is None or gpu.vendor == "NVIDIA")
+        modelled = native_modelled(backend) and (gpu is None or gpu.vendor == "NVIDIA")
         if algo != "native" or (at_shape and (not modelled or known is not None)):
             entry: Priced | None = _by_structure(fit, world_size, refused)
             if entry is not None:
