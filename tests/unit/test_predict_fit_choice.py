@@ -52,20 +52,26 @@ def test_a_shape_takes_the_fit_of_the_links_nccl_uses_there() -> None:
     assert _picked([f72, f144, f1440], 72, 1) == 72
 
 
-def test_two_racks_from_one_rack_and_twenty_is_within_the_published_two() -> None:
+def test_two_racks_from_one_rack_and_twenty_take_the_rack_and_come_nearer_the_published_two() -> None:
     f72, _ = _gb200(72)
     f1440, _ = _gb200(1440)
     _, published = _gb200(144)
     sizes = sorted(published)
-    report = predict([f1440, f72], 144, sizes, nodes=2, measured_nodes=RACKS, simulate_max_ranks=0)
-    errors = [abs(p.time_us - published[p.size_bytes]) / published[p.size_bytes] for p in report.predictions]
-    # From the 72-rank fit: 14.6% median (benchmarks/README.md): across two racks, the NICs not known,
-    # NCCL runs the ring and tree, which the rack (all NVLS) never ran: NCCL's own 720 GB/s, nothing
-    # of the rack's NVLS carried. It read 10.6% while the rack's one-node NVLS graph was carried
-    # across racks (NVLS-tree, which NCCL has no graph for there), 26.9% with NVLS's calibration
-    # carried to the ring; from the 1,440-rank fit it was 116%.
-    assert {p.fitted_world_size for p in report.predictions} == {72}
-    assert statistics.median(errors) < 0.15
+
+    def median_error(fits: list[Fit]) -> tuple[float, set[int]]:
+        report = predict(fits, 144, sizes, nodes=2, measured_nodes=RACKS, simulate_max_ranks=0)
+        errors = [abs(p.time_us - published[p.size_bytes]) / published[p.size_bytes] for p in report.predictions]
+        return statistics.median(errors), {p.fitted_world_size for p in report.predictions}
+
+    # Given both, predict takes the rack's fit (bwIntra, as NCCL prices two nodes), and the published
+    # two racks bear the choice out: nearer than the twenty racks' fit alone. How near is a figure of
+    # bench_predict (benchmarks/README.md: 14.6% median, against 116% from the 1,440-rank fit), not a
+    # bound this test holds: it read 10.6% while the rack's one-node NVLS graph was wrongly carried
+    # across racks, and a bound set on that figure was a bound on a defect.
+    chosen, used = median_error([f1440, f72])
+    alone, _ = median_error([f1440])
+    assert used == {72}
+    assert chosen < alone
 
 
 def _a100(nodes: int) -> Fit:
