@@ -158,7 +158,6 @@ class RuleSet:
         for rule in self.rules:
             Op.parse(rule.op)
             check_rule_algorithm(rule)
-            _check_rule_layout(rule, self.layout)
         check_coverage(self.rules)
         if self.nccl_rules is not None:
             _check_nccl_rules(self.nccl_rules, self.shape_label)
@@ -220,19 +219,6 @@ class RuleSet:
             layout=None if layout is None else ProfileLayout.from_dict(layout),
             nccl_rules=None if nccl_rules is None else tuple(Rule.from_dict(r) for r in nccl_rules),
         )
-
-
-def _check_rule_layout(rule: Rule, layout: ProfileLayout | None) -> None:
-    """A rule naming a layout (``params.layout``) other than rank order must name its rule set's: the
-    API and the DDP hook build the rule's schedule on that layout, and one they do not hold would be
-    run in rank order without a word (a hand-edited name, or a rule moved from another rule set)."""
-    name = rule.params.get("layout")
-    if name in (None, "", "rank-order") or (layout is not None and name == layout.name):
-        return
-    holds = "no layout" if layout is None else f"layout {layout.name!r}"
-    raise ValueError(
-        f"the {rule.op.value} rule from {rule.min_bytes} bytes names layout {name!r}, but its rule set holds {holds}"
-    )
 
 
 def _check_layout(layout: ProfileLayout, world_size: int) -> None:

@@ -277,11 +277,6 @@ def test_version_1_files_still_load_as_one_rule_set(tmp_path: Path) -> None:
         (lambda r: r[1].update(min_bytes=100), "all-reduce: rule 1 starts at 100 bytes, expected 32768"),
         (lambda r: r[0].update(op="gossip"), r"rule_sets\[0\]\.rules\[0\]\.op: 'gossip' is not one of"),
         (lambda r: r[3].update(algo="rabenseifner"), "names rabenseifner, which does not do broadcast"),
-        # A layout the rule set does not hold: the API would run the rule in rank order without a word.
-        (
-            lambda r: r[0].update(params={"layout": "my-rings"}),
-            "the all-reduce rule from 0 bytes names layout 'my-rings', but its rule set holds layout 'topology'",
-        ),
     ],
 )
 def test_bad_rules_fail_at_load_in_one_line(tmp_path: Path, change: object, message: str) -> None:
