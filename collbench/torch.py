@@ -104,6 +104,17 @@ def _layout(rule_set: RuleSet, rule: Rule, world: int) -> Layout | None:
     name = rule.params.get("layout")
     saved = rule_set.layout
     if saved is None or name != saved.name or world != rule_set.world_size:
+        if name not in (None, "", "rank-order") and world == rule_set.world_size:
+            # Profiles of earlier tunes (and tunes replayed from rows) name the layout their rows ran
+            # without holding it: the rule runs in rank order, which the user is told once.
+            held = "no layout" if saved is None else f"layout {saved.name!r}"
+            if not dist.is_initialized() or dist.get_rank() == 0:
+                warnings.warn(
+                    f"collbench: the profile's {rule.op.value} rule from {rule.min_bytes} bytes was measured on "
+                    f"layout {name!r}, and its rule set holds {held}: it runs in rank order",
+                    LayoutNotHeld,
+                    stacklevel=2,
+                )
         return None
     return Layout(rings=saved.rings, trees=saved.trees, name=saved.name)
 
@@ -278,6 +289,10 @@ class _BucketAllReduce:
         runner = plan.runner
         reduce = _native_all_reduce(group) if runner is None else (lambda b: runner.run(b, "sum"))
         return self._worker.submit(reduce, buffer)
+
+
+class LayoutNotHeld(UserWarning):
+    """Said once where a rule names a layout its rule set does not hold, and runs in rank order."""
 
 
 class DDPDefaultPath(UserWarning):

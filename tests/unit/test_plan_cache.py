@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -273,3 +274,18 @@ def test_the_default_build_is_the_keys_rank_alone() -> None:
     one = plan_cache.build_schedule(KEY)
     assert one.rank == KEY.rank
     assert one == get_algorithm("ring").build(Op.ALL_REDUCE, 4, 1000, rank=KEY.rank)
+
+
+def test_a_rule_whose_layout_the_rule_set_does_not_hold_says_it_runs_in_rank_order() -> None:
+    # Profiles of earlier tunes name the layout their rows ran ('topology') without holding it: the rule's
+    # schedule is built in rank order, and the user is told so (it was built so without a word).
+    profile = _profile("ring", {"layout": "topology", "segment_bytes": None})
+    rule_set = profile.rule_set(4)
+    with pytest.warns(ctorch.LayoutNotHeld, match="measured on layout 'topology', and its rule set holds no layout"):
+        key = ctorch._plan_key(rule_set, rule_set.rules[0], 4, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu")
+    assert key.layout is None
+    # A rule in rank order is built so without a word.
+    plain = _profile("ring", {"layout": "rank-order", "segment_bytes": None}).rule_set(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ctorch._plan_key(plain, plain.rules[0], 4, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu")
