@@ -175,3 +175,19 @@ def test_fit_of_gamma_zero_says_so_in_words() -> None:
     out = _render(render_fit_report(zero))
     assert "4 ranks; gamma fitted as 0" in out and "1/gamma - GB/s" not in out
     assert "1/gamma" in _render(render_fit_report(report))
+
+
+def test_an_alpha_fitted_as_0_is_marked_and_said_under_the_tables() -> None:
+    # Non-negative least squares stops alpha at 0 where the sizes measured do not resolve a latency (a
+    # cluster's tune at 512 KiB-16 MiB fitted six of eight so): "0.0 us" read as a latency of nothing.
+    report = fit_results(_rows())
+    zero = replace(report, fits=[replace(report.fits[0], alpha_us=0.0), *report.fits[1:]])
+    out = _render(render_fit_report(zero))
+    assert "0*" in out and "alpha fitted as 0: the latency is below what the measured sizes resolve" in out
+    assert "0*" not in _render(render_fit_report(report)) and "alpha fitted as 0" not in _render(
+        render_fit_report(report)
+    )
+    data = example_profile().to_dict()
+    data["fits"][0]["alpha_us"] = 0.0
+    shown = _render(render_fits(Profile.from_dict(data)))
+    assert "0*" in shown and "0.0 us" not in shown and "alpha fitted as 0" in shown

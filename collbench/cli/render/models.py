@@ -8,7 +8,16 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from collbench.cli.render.factored import factor
-from collbench.cli.render.styles import Wrapped, narrow_table, one_value, paragraph, r2_text, unused_fits
+from collbench.cli.render.styles import (
+    ALPHA_AT_ZERO,
+    Wrapped,
+    alpha_at_zero_note,
+    narrow_table,
+    one_value,
+    paragraph,
+    r2_text,
+    unused_fits,
+)
 from collbench.errors import UserError
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
@@ -72,7 +81,7 @@ def render_fits(report: FitReport) -> RenderableType:
             gamma = "folded" if f.gamma_folded else _gbps(f.gamma_gbps)
             table.add_row(
                 f.algo,
-                _num(f.alpha_us),
+                ALPHA_AT_ZERO if f.alpha_us == 0 else _num(f.alpha_us),
                 _gbps(f.beta_gbps),
                 *(() if joint else (gamma,)),
                 r2_text(f.r2),
@@ -83,6 +92,7 @@ def render_fits(report: FitReport) -> RenderableType:
             )
         parts.append(table)
         parts.extend(unused_fits((f.algo, why) for f in fits if (why := f.distrust())))
+        parts.extend(alpha_at_zero_note(f.alpha_us for f in fits))
     for f in report.fits:
         if f.note:
             parts.append(paragraph(Text(f"{f.op} {f.algo} x{f.world_size}: {f.note}", style="dim")))

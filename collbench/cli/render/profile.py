@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from collbench.cli.render.styles import narrow_table, one_value, r2_text, unused_fits
+from collbench.cli.render.styles import ALPHA_AT_ZERO, alpha_at_zero_note, narrow_table, one_value, r2_text, unused_fits
 from collbench.profile.document import Profile
 from collbench.units import format_bytes, ranks_on_nodes
 
@@ -118,7 +118,7 @@ def render_fits(profile: Profile) -> RenderableType:
         cells = [
             fit.algo,
             *(() if ranks else (str(fit.world_size),)),
-            _us(fit.alpha_us),
+            ALPHA_AT_ZERO if fit.alpha_us == 0 else _us(fit.alpha_us),
             "-" if beta is None else f"{beta:.3g} GB/s",
             r2_text(fit.r2),
             _pct(fit.median_abs_pct_error),
@@ -129,7 +129,8 @@ def render_fits(profile: Profile) -> RenderableType:
         if why:
             named = " ".join([*(() if op else (fit.op,)), fit.algo, *(() if ranks else (f"x{fit.world_size}",))])
             unused.append((named, why))
-    return Group(table, *unused_fits(unused)) if unused else table
+    notes = [*unused_fits(unused), *alpha_at_zero_note(f.alpha_us for f in profile.fits)]
+    return Group(table, *notes) if notes else table
 
 
 def _pct(value: float) -> str:

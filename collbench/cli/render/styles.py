@@ -187,6 +187,27 @@ def unused_fits(reasons: Iterable[tuple[str, str]]) -> list[RenderableType]:
     return [paragraph(Text.assemble((name, "bold"), (" not used: ", "red"), why)) for name, why in reasons]
 
 
+ALPHA_AT_ZERO = "0*"
+"""An alpha the fit left at its bound: shown so, with :func:`alpha_at_zero_note` under the table."""
+
+
+def alpha_at_zero_note(alphas_us: Iterable[float]) -> list[RenderableType]:
+    """Under a table of fits, what ``0*`` in its alpha column means, where one is: non-negative least
+    squares stopped alpha at 0, so the latency is below what the measured sizes resolve; "0.0 us" read
+    as a latency measured to be nothing (a cluster's tune at 512 KiB-16 MiB fits six of eight so)."""
+    if not any(a == 0 for a in alphas_us):
+        return []
+    return [
+        paragraph(
+            Text(
+                "0* alpha fitted as 0: the latency is below what the measured sizes resolve (the fit keeps "
+                "alpha at 0 or above); measure smaller sizes to fit it",
+                style="dim",
+            )
+        )
+    ]
+
+
 def r2_text(r2: float) -> str:
     """R^2 in three decimals, ``-`` where there is none; a fit whose R^2 rounds to zero from below
     prints ``0.000``, not ``-0.000`` (the sign of a value printed as zero says nothing)."""
