@@ -143,6 +143,12 @@ def predict(
     from collbench.models.predict import native_modelled, pick_fits
     from collbench.models.predict import predict as predict_times
 
+    if profile is not None:
+        from collbench.profile.document import Profile
+
+        # The whole profile is checked as every command that reads one checks it: predict takes its fits
+        # alone, and a profile with broken rules or of a schema to come predicted, exit 0.
+        Profile.load(profile)
     loaded = load_fits(source, profile=profile is not None)
     asked = [s for s in sizes.split(",") if s.strip()]
     if len(asked) > MAX_PREDICT_SIZES:

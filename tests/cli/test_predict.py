@@ -41,7 +41,9 @@ def test_predict_4096_ranks_json(tmp_path: Path) -> None:
 def test_predict_small_world_simulates_the_schedule_from_a_profile(tmp_path: Path) -> None:
     fits = json.loads(_fits_file(tmp_path).read_text())["fits"]
     profile = tmp_path / "p.yaml"
-    profile.write_text(yaml.safe_dump({"schema_version": 1, "fits": fits, "rules": []}))
+    # The example profile with these fits: predict reads a profile's fits, and checks the whole profile.
+    data = yaml.safe_load((Path(__file__).parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml").read_text())
+    profile.write_text(yaml.safe_dump({**data, "fits": fits}))
     args = ["predict", "--profile", str(profile), "--ranks", "8", "--nodes", "1", "--sizes", "64K", "--json"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -58,6 +60,10 @@ def test_predict_bad_inputs(tmp_path: Path) -> None:
     results = tmp_path / "results.jsonl"
     measured = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0)
     results.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in measured))
+    example = yaml.safe_load((Path(__file__).parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml").read_text())
+    example["rule_sets"][0]["rules"][0]["algo"] = "warp-drive"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump(example))
     cases = [
         (["predict", "--ranks", "8"], "exactly one"),
         (["predict", "--fits", str(tmp_path / "none.json"), "--ranks", "8"], "no such file"),
@@ -71,6 +77,9 @@ def test_predict_bad_inputs(tmp_path: Path) -> None:
             ["predict", "--fits", str(fits), "--ranks", "8", "--nodes", "1", "--collnet"],
             "--collnet describes NCCL's own choice, and these fits are gloo's: leave it out",
         ),
+        # A profile whose rules are broken is refused as every reader of profiles refuses it: predict took
+        # its fits alone and predicted, exit 0.
+        (["predict", "--profile", str(broken), "--ranks", "8", "--nodes", "1"], "not a valid collbench profile"),
         # A sweep's results in place of its fits: it said only "not JSON: Extra data".
         (["predict", "--fits", str(results), "--ranks", "8"], "results, not fits: fit them first"),
         # ... and in place of a profile: "not YAML: expected '<document start>', but found '{'".
