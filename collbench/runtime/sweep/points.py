@@ -125,19 +125,7 @@ def plan_points(
 
 def point_key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, ...]:
     """``ResultRow.key`` of the point's row (what ``--resume`` finds done)."""
-    return row_key(
-        op=point.op,
-        algo=point.algo,
-        backend=job.backend,
-        world_size=world_size,
-        dtype=job.dtype,
-        redop=job.redop,
-        in_place=point.in_place,
-        size_bytes=point.size_bytes,
-        root=job.config.root,
-        layout=point.layout,
-        segment_bytes=point.segment_bytes,
-    )
+    return row_key(**_identity(job, point, world_size))
 
 
 def point_row(
@@ -155,25 +143,33 @@ def point_row(
     """The row of ``point`` measured in ``job`` on ``world_size`` ranks (``results.measured.measured_row``
     with what the point and the job say); ``measured``: the fields only the measuring backend knows."""
     return measured_row(
-        op=point.op,
-        algo=point.algo,
-        backend=job.backend,
-        world_size=world_size,
-        dtype=job.dtype,
-        redop=job.redop,
-        in_place=point.in_place,
-        size_bytes=point.size_bytes,
+        **_identity(job, point, world_size),
         count=point.count,
         samples_us=samples_us,
         stats=stats,
         iters=iters,
         wrong=wrong,
         nodes=nodes,
-        root=job.config.root,
-        layout=point.layout,
-        segment_bytes=point.segment_bytes,
         **measured,
     )
+
+
+def _identity(job: SweepJob, point: SweepPoint, world_size: int) -> dict[str, Any]:
+    """What names the point's row, from the point and its job: the fields of its key, which its row
+    holds as measured (one list, so that a row is always found again by the key its point makes)."""
+    return {
+        "op": point.op,
+        "algo": point.algo,
+        "backend": job.backend,
+        "world_size": world_size,
+        "dtype": job.dtype,
+        "redop": job.redop,
+        "in_place": point.in_place,
+        "size_bytes": point.size_bytes,
+        "root": job.config.root,
+        "layout": point.layout,
+        "segment_bytes": point.segment_bytes,
+    }
 
 
 def rows_in_plan_order(
