@@ -12,13 +12,12 @@ and take one bus bandwidth; NVLS and NVLS-tree are priced from the NVLS graph an
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
+from gb200_logs import RACKS, REAL, gb200
 
 from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.models.fit import fit_results
-from collbench.models.fitted import Fit
 from collbench.models.link_floor import with_gpu
 from collbench.models.nccl_calibrate import calibrate
 from collbench.models.nccl_cost import NcclMachine, nccl_choice, with_topology
@@ -26,19 +25,6 @@ from collbench.models.nccl_graph import NodeFacts, node_of
 from collbench.models.nccl_switch import NVLS_FIGURE_CHECK
 from collbench.models.predict import predict
 from collbench.models.predict_native import nccl_machine_for, ran_nvls
-from collbench.results.noise import decision_time_us
-
-REAL = Path(__file__).parents[1] / "fixtures" / "real"
-RACKS = {72: 1, 144: 2, 1440: 20}
-
-
-def _gb200(ranks: int) -> tuple[Fit, dict[int, float]]:
-    rows = [r for r in read_nccl_tests(REAL / f"all_reduce_perf-gb200-{ranks}rank-one-rank-line.log") if r.size_bytes]
-    (fit,) = with_gpu(fit_results(rows).fits, "GB200")
-    published: dict[int, float] = {}
-    for r in rows:
-        published[r.size_bytes] = min(published.get(r.size_bytes, float("inf")), decision_time_us(r))
-    return fit, published
 
 
 def _rack(ranks: int = 72, nodes: int = 1, facts: NodeFacts | None = None) -> NcclMachine:
@@ -52,7 +38,7 @@ def _rack(ranks: int = 72, nodes: int = 1, facts: NodeFacts | None = None) -> Nc
 def test_the_nvls_figure_check_is_the_published_rack_against_nccls_own_model() -> None:
     # NCCL's model of one NVL72 rack picks NVLS at every size of the published 72-rank log; its time
     # there against the published one is what NVLS_FIGURE_CHECK says.
-    _, published = _gb200(72)
+    _, published = gb200(72)
     rack = _rack()
     above = []
     for size, time_us in sorted(published.items()):
@@ -64,7 +50,7 @@ def test_the_nvls_figure_check_is_the_published_rack_against_nccls_own_model() -
 
 
 def test_a_rack_that_ran_nvls_at_every_size_calibrates_nvls_and_leaves_the_ring_ncclss() -> None:
-    fit, _ = _gb200(72)
+    fit, _ = gb200(72)
     machine = nccl_machine_for(fit, 1, "blackwell")
     # NVLS fitted below NCCL's figure (the rack reached 586-847 GB/s busbw where NCCL's model says
     # 898-916); the ring, which no measured size ran, keeps NCCL's own 16 x 45 GB/s.
@@ -73,8 +59,8 @@ def test_a_rack_that_ran_nvls_at_every_size_calibrates_nvls_and_leaves_the_ring_
 
 
 def test_two_racks_from_one_price_the_ring_at_nccls_figure_and_carry_nothing_of_nvls() -> None:
-    fit, _ = _gb200(72)
-    _, published = _gb200(144)
+    fit, _ = gb200(72)
+    _, published = gb200(144)
     sizes = sorted(published)
     report = predict([fit], 144, sizes, nodes=2, measured_nodes=RACKS, simulate_max_ranks=0)
     rack = _rack()
@@ -93,7 +79,7 @@ def test_two_racks_from_one_price_the_ring_at_nccls_figure_and_carry_nothing_of_
 
 
 def test_one_rack_from_a_ring_across_racks_is_nccls_nvls_figure_and_says_so() -> None:
-    fit, _ = _gb200(144)
+    fit, _ = gb200(144)
     report = predict([fit], 72, [1 << 30, 1 << 33], nodes=1, measured_nodes=RACKS, simulate_max_ranks=0)
     rack = _rack()
     for p in report.predictions:

@@ -8,7 +8,8 @@ and 2 racks reach ~820 GB/s busbw at 16 GiB, 20 racks ~406."""
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
+
+from gb200_logs import RACKS, REAL, gb200
 
 from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.models.fit import fit_results
@@ -16,20 +17,6 @@ from collbench.models.fitted import Fit
 from collbench.models.link_floor import with_gpu
 from collbench.models.predict import predict, price_fits
 from collbench.models.priced import Shapes
-from collbench.results.noise import decision_time_us
-
-REAL = Path(__file__).parents[1] / "fixtures" / "real"
-RACKS = {72: 1, 144: 2, 1440: 20}
-"""The GB200 logs' NVLink domains (72 GPUs a rack), as their source says; the logs name one host."""
-
-
-def _gb200(ranks: int) -> tuple[Fit, dict[int, float]]:
-    rows = [r for r in read_nccl_tests(REAL / f"all_reduce_perf-gb200-{ranks}rank-one-rank-line.log") if r.size_bytes]
-    (fit,) = with_gpu(fit_results(rows).fits, "GB200")
-    published: dict[int, float] = {}
-    for r in rows:
-        published[r.size_bytes] = min(published.get(r.size_bytes, float("inf")), decision_time_us(r))
-    return fit, published
 
 
 def _picked(fits: list[Fit], ranks: int, nodes: int) -> int:
@@ -39,7 +26,7 @@ def _picked(fits: list[Fit], ranks: int, nodes: int) -> int:
 
 
 def test_a_shape_takes_the_fit_of_the_links_nccl_uses_there() -> None:
-    f72, f144, f1440 = (_gb200(n)[0] for n in (72, 144, 1440))
+    f72, f144, f1440 = (gb200(n)[0] for n in (72, 144, 1440))
     # Two racks: bwIntra, which one rack measured and twenty did not.
     assert _picked([f1440, f72], 144, 2) == 72
     # One rack: the two-rack fit, same links, over the twenty-rack one.
@@ -53,9 +40,9 @@ def test_a_shape_takes_the_fit_of_the_links_nccl_uses_there() -> None:
 
 
 def test_two_racks_from_one_rack_and_twenty_take_the_rack_and_come_nearer_the_published_two() -> None:
-    f72, _ = _gb200(72)
-    f1440, _ = _gb200(1440)
-    _, published = _gb200(144)
+    f72, _ = gb200(72)
+    f1440, _ = gb200(1440)
+    _, published = gb200(144)
     sizes = sorted(published)
 
     def median_error(fits: list[Fit]) -> tuple[float, set[int]]:
@@ -94,10 +81,10 @@ def test_fits_hand_over_without_a_drop_as_ranks_cross_a_node_class() -> None:
     # One rack's fit up to 72 ranks, two racks' from 73; DGX A100: two nodes' fit up to 16 ranks, four
     # nodes' from 17, where alone it put 53 us at 64 KiB on 17 ranks against 76 us on 16. More ranks
     # and nodes are never faster.
-    gb200 = [_gb200(72)[0], _gb200(144)[0]]
+    racks = [gb200(72)[0], gb200(144)[0]]
     a100 = [_a100(2), _a100(4)]
     for fits, measured, per_node, ranks in (
-        (gb200, {72: 1, 144: 2}, 72, (72, 73, 76, 100, 144, 145, 200)),
+        (racks, {72: 1, 144: 2}, 72, (72, 73, 76, 100, 144, 145, 200)),
         (a100, {16: 2, 32: 4}, 8, (8, 9, 15, 16, 17, 24, 32, 33)),
     ):
         previous = _times(fits, measured, ranks[0], per_node)
