@@ -332,7 +332,7 @@ static void loadRules(Context* ctx) {
   FILE* f = openConfig(ctx, path);
   if (f == NULL) return;
   char line[MAX_LINE_BYTES + 2];
-  int lineNo = 0, ok = 1, max = 0, wide = 0, capped = 0;
+  int lineNo = 0, ok = 1, max = 0, wide = 0, capped = 0, comments = 0;
   const char* why = "";
   int badLine = 0;
   while (fgets(line, sizeof line, f) != NULL) {
@@ -344,6 +344,7 @@ static void loadRules(Context* ctx) {
       break;
     }
     char* text = trim(line);
+    if (*text == '#') comments++;
     if (*text == '\0' || *text == '#') continue;
     if (ctx->nRules == MAX_RULES) {
       capped = lineNo;
@@ -393,6 +394,12 @@ static void loadRules(Context* ctx) {
         ctx->maxChannels);
   if (capped)
     say(ctx, NCCL_LOG_WARN, "%s holds more than %d rules: line %d and after are ignored", path, MAX_RULES, capped);
+  if (ctx->nRules == 0 && comments > 0 && !wide) {
+    /* What `collbench export` writes where the profile leaves NCCL its choice everywhere: no mistake to warn of
+     * on every rank's every communicator. */
+    say(ctx, NCCL_LOG_INFO, "%s holds comments and no rules; NCCL keeps its own choices", path);
+    return;
+  }
   if (ctx->nRules == 0) {
     say(ctx, NCCL_LOG_WARN, "%s holds no rules; no overrides, NCCL keeps its own choices", path);
     return;

@@ -21,6 +21,7 @@ def run_nccl_plugin(
     overwrite: bool = False,
 ) -> None:
     from collbench.exporters.nccl_plugin import show
+    from collbench.exporters.nccl_tuner import NO_LINES
     from collbench.exporters.registry import ExportRequest, export_named
     from collbench.profile.document import Profile
 
@@ -42,5 +43,7 @@ def run_nccl_plugin(
     for note in built.notes:
         print_note("note", note)
     plugin, config = built.files
-    err_console.print(f"built [bold]{escape(str(plugin))}[/bold] and [bold]{escape(str(config))}[/bold]; a job needs:")
+    # A config of comments alone changes nothing (the note above says why): not "a job needs" it.
+    needs = "NCCL runs as without them; to load them anyway:" if NO_LINES in built.notes else "a job needs:"
+    err_console.print(f"built [bold]{escape(str(plugin))}[/bold] and [bold]{escape(str(config))}[/bold]; {needs}")
     typer.echo(built.text, nl=False)

@@ -47,6 +47,10 @@ from collbench.text import printable
 
 UNBOUNDED = -1
 KEEP = -1
+NO_LINES = (
+    "no line for NCCL: at every size and shape the profile leaves NCCL its own choice (native, or no NCCL "
+    "equivalent); a job needs neither the tuner plugin nor this file"
+)
 
 
 def tuner_line(choice: NcclChoice, shape: RuleSet) -> str | None:
@@ -129,6 +133,11 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
         for won in collbench_wins(shape):
             out.extend(comment_lines(won))
             notes.append(f"{won} ({shape_label(shape)})")
+    if not any(line and not line.startswith("#") for line in out):
+        # A job given this file and the plugin runs as NCCL alone would: say so here, not as a warning
+        # every rank's NCCL prints at each communicator's creation.
+        out.extend(comment_lines(NO_LINES))
+        notes.append(NO_LINES)
     return Exported("\n".join(out) + "\n", tuple(notes))
 
 

@@ -36,6 +36,7 @@ from collbench.exporters.nccl_plugin import (
     query_line,
     show,
 )
+from collbench.exporters.nccl_tuner import NO_LINES, build_nccl_tuner
 from collbench.fileio import csrc_dir
 from collbench.nccl.algorithms import PROTOCOLS, algorithm
 from collbench.profile.document import Profile, RuleSet
@@ -166,7 +167,6 @@ def test_a_row_the_table_lacks_is_passed_over(built: tuple[Path, Path, Path], tm
 BAD = {
     "missing": None,
     "empty": "",
-    "comments only": "# nothing\n\n",
     "unknown algorithm": "allreduce,0,-1,ring,simple,-1,2,8\nallreduce,0,-1,nvlstree,simple,-1,2,8\n",
     "too few fields": "allreduce,0,-1,ring,simple,-1,2\n",
     "not a number": "allreduce,0,1k,ring,simple,-1,2,8\n",
@@ -209,6 +209,45 @@ def test_a_bad_config_is_one_warning_and_no_overrides(
     assert len(warnings) == 1 and "no overrides" in warnings[0], session.logs
     for query, answer in zip(queries, session.answers, strict=True):
         assert answer.rc == 0 and answer.table == query.table and answer.channels == 0
+
+
+def test_a_profile_that_leaves_nccl_its_choice_everywhere_says_so_once_and_nccl_never_warns(
+    built: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    # A tune whose NCCL selection is native at every size, or a gloo profile of collbench's own algorithms
+    # (one-shot, direct) exported with --from-other-backend: the config holds comments alone. It warned
+    # "holds no rules" through NCCL's logger on every rank at every communicator's creation; the export
+    # said only "a job needs: NCCL_TUNER_PLUGIN=...".
+    plugin, _, driver = built
+    rules = (Rule("all-reduce", 0, 4095, "native", P), Rule("all-reduce", 4096, None, "native", P))
+    native = Profile(fingerprint="fp", host="h", backend="nccl", rule_sets=(RuleSet(8, 2, rules, nccl_rules=rules),))
+    exported = build_nccl_tuner(native)
+    assert exported.notes[-1] == NO_LINES and exported.text.count("a job needs neither") == 1
+    assert all(line.startswith("#") for line in exported.text.splitlines())
+    config = tmp_path / "nccl-tuner.conf"
+    config.write_text(exported.text)
+    queries = [Query(Op.ALL_REDUCE, n, table_for(Op.ALL_REDUCE)) for n in (0, 4096, 1 << 20)]
+    session = ask(plugin, driver, abi=6, ranks=8, nodes=2, queries=queries, config=config)
+    assert [level for level, _ in session.logs] == [3], session.logs
+    assert "comments and no rules" in session.logs[0][1]
+    for query, answer in zip(queries, session.answers, strict=True):
+        assert answer.rc == 0 and answer.table == query.table and answer.channels == 0
+    # The CLI says it before the two lines (the notes go to stderr).
+    path = native.save(tmp_path / "p.yaml")
+    done = CliRunner().invoke(app, ["export", "nccl-plugin", str(path), "-O", str(tmp_path / "plug")])
+    assert done.exit_code == 0 and "a job needs neither the tuner plugin" in done.stderr, done.output
+    assert "a job needs:" not in done.stderr and "NCCL runs as without them" in done.stderr
+
+
+def test_a_config_of_comments_whose_lines_were_all_skipped_still_warns(
+    built: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    plugin, _, driver = built
+    config = tmp_path / "wide.conf"
+    config.write_text("# 65 channels, more than any NCCL holds\nallreduce,0,-1,ring,simple,65,2,8\n")
+    session = ask(plugin, driver, abi=6, ranks=8, nodes=2, queries=[], config=config)
+    warnings = [m for level, m in session.logs if level == 2]
+    assert len(warnings) == 2 and "holds no rules" in warnings[1], session.logs
 
 
 def test_show_reports_the_plugins_own_answers() -> None:
