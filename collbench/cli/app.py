@@ -9,7 +9,6 @@ numpy, scipy, torch where they need them; tests/cli/test_help_imports.py checks 
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib
 import os
 import signal
@@ -19,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from collbench.cli.console import err_console
+from collbench.cli.console import StdoutWriteError, err_console, guard_stdout, stdout_name
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, check_command_line, leaf_command
 from collbench.errors import CollbenchError
 from collbench.version import collbench_version
@@ -132,6 +131,24 @@ class _CollbenchGroup(CollbenchGroup):
         except typer.TyperException as exc:
             raise _one_line(exc) from None
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except StdoutWriteError as exc:
+            # `collbench export nccl-tuner P > tuner.conf` on a full disk (or > /dev/full): the write to
+            # stdout failed, a traceback said so. What was measured is in files, not on stdout.
+            where = stdout_name()
+            _quiet_stdout()
+            err_console.print(
+                Text.assemble(
+                    ("error: ", "red"),
+                    f"cannot write the output to {where} (stdout)" if where else "cannot write the output (stdout)",
+                    f": {exc.strerror}",
+                ),
+                soft_wrap=True,
+            )
+            sys.exit(2)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -142,16 +159,6 @@ class _CollbenchGroup(CollbenchGroup):
                 raise
             err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
-        except OSError as exc:
-            if exc.filename is not None or exc.errno not in _STREAM_FULL:
-                raise  # every file collbench names is read and written through fileio: this is a bug
-            # `collbench export nccl-tuner P > tuner.conf` on a full disk (or > /dev/full): the write to
-            # stdout failed, a traceback said so. What was measured is in files, not on stdout.
-            _quiet_stdout()
-            err_console.print(
-                Text.assemble(("error: ", "red"), f"cannot write the output: {exc.strerror or exc}"), soft_wrap=True
-            )
-            raise typer.Exit(2) from None
         except KeyboardInterrupt as exc:
             # A command that knows where its rows are says so (sweep: the stream and --resume).
             detail = getattr(exc, "detail", None)
@@ -162,11 +169,6 @@ class _CollbenchGroup(CollbenchGroup):
             # The shell's convention, 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP.
             signum = getattr(exc, "signum", signal.SIGINT)
             raise typer.Exit(128 + int(signum)) from None
-
-
-_STREAM_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
-"""Why a write to an open stream (stdout redirected to a file) fails: no room, a quota, a file-size limit,
-the device. Errors opening a named path carry its name (``OSError.filename``) and are fileio's."""
 
 
 def _quiet_stdout() -> None:
@@ -209,6 +211,7 @@ def root(
 
 def main() -> None:
     """Console entry point."""
+    guard_stdout()
     app()
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType
 from rich.segment import Segment
@@ -64,6 +67,58 @@ def _unsized_pty(file: object) -> bool:
         return fileno is not None and tuple(os.get_terminal_size(fileno())) == (0, 0)
     except (OSError, ValueError):
         return False
+
+
+class StdoutWriteError(Exception):
+    """A write to stdout failed: a full disk behind ``> out.txt``, a reader gone from the pipe.
+
+    Not an OSError, so that nothing between the write and the root command takes it for the failure of
+    a file it reads or writes (a read's OSError carries no file name either), and so that Typer's own
+    handling of a broken pipe (exit 1, without a word) does not take it first."""
+
+    def __init__(self, errno: int | None, strerror: str) -> None:
+        super().__init__(strerror)
+        self.errno = errno
+        self.strerror = strerror
+
+
+class _GuardedStdout(io.FileIO):
+    """File descriptor 1 whose failed writes are StdoutWriteError."""
+
+    def write(self, data: Any, /) -> int:
+        try:
+            return super().write(data)
+        except OSError as exc:
+            raise StdoutWriteError(exc.errno, exc.strerror or str(exc)) from None
+
+
+def guard_stdout() -> None:
+    """Make a failed write to stdout a StdoutWriteError (the root command says it in one line).
+
+    Called once by the console entry point; stdout that is no file descriptor (a test's capture) is
+    left as it is."""
+    old = sys.stdout
+    try:
+        fd = old.fileno()
+        old.flush()
+    except (AttributeError, OSError, ValueError):
+        return
+    buffering = getattr(old, "line_buffering", False)
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(_GuardedStdout(fd, "wb", closefd=False)),
+        encoding=old.encoding,
+        errors=old.errors,
+        line_buffering=buffering,
+    )
+
+
+def stdout_name() -> str | None:
+    """The file stdout writes to (``/dev/full``, ``out.txt``), where it is one (not a pipe); else None."""
+    try:
+        target = os.readlink("/proc/self/fd/1")
+    except OSError:
+        return None
+    return target if target.startswith("/") else None
 
 
 console = _DataSafeConsole()

@@ -63,9 +63,15 @@ def stream_results(
 
 
 def _head(path: Path) -> str:
-    """The first 20,000 bytes of ``path`` as text, for telling what it is (never the whole of a huge log)."""
-    with path.open("rb") as f:
-        return decode_text(f.read(20000), errors="replace")
+    """The first 20,000 bytes of ``path`` as text, for telling what it is (never the whole of a huge log).
+
+    Raises InputFileError naming the path when it cannot be read: the read's own OSError carries no file
+    name, and the CLI took an unnamed one for a failed write to stdout."""
+    try:
+        with path.open("rb") as f:
+            return decode_text(f.read(20000), errors="replace")
+    except OSError as exc:
+        raise InputFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
 
 
 def _refuse_misnamed_rows(path: Path) -> None:

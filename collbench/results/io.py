@@ -266,7 +266,7 @@ def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
         raise
     except Exception as exc:  # pandas and pyarrow raise many types for a bad file
         stack.close()
-        raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
+        raise _unreadable(path, exc) from None
     with stack:
         while True:
             try:
@@ -276,8 +276,16 @@ def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:
             except InputFileError:
                 raise
             except Exception as exc:  # a bad line or page further into the file
-                raise InputFileError(str(path), f"cannot read results ({_one_line(exc)})") from None
+                raise _unreadable(path, exc) from None
             yield frame
+
+
+def _unreadable(path: Path, exc: Exception) -> InputFileError:
+    """What pandas' or pyarrow's ``exc`` says of ``path``: the system's read error (an errno: the disk, not
+    the contents) in the words every reader uses, else what the library found wrong in the file."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return InputFileError(str(path), f"cannot read: {exc.strerror or exc}")
+    return InputFileError(str(path), f"cannot read results ({_one_line(exc)})")
 
 
 class _BoundedLines:
