@@ -1,7 +1,7 @@
 """``collbench tune`` under a launcher cuts a point clearly behind short on every rank at the same
-iteration (runtime/sweep/timed.py). Each rank is started as torchrun starts it (RANK, WORLD_SIZE,
-LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT: torch/distributed/run.py), its own process
-running the CLI.
+iteration (runtime/sweep/timed.py), and measures it last at the next size (runtime/sweep/order.py).
+Each rank is started as torchrun starts it (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT: torch/distributed/run.py), its own process running the CLI.
 
 Rank 1 is made slow at one point of each round's sweep (runtime/sweep/faults.py, ``mode=slow``: each
 call of it returns 0.4 s late on rank 1 alone, so the ranks' own clocks disagree by that much). The
@@ -50,6 +50,10 @@ def test_every_rank_stops_a_point_behind_at_the_same_iteration(tmp_path: Path) -
     assert ring.iters >= 5 and ring.cut_short is None
     cut = [r for r in rows if r.cut_short is not None]
     assert all(r.iters == 1 for r in cut)
+    # At 64 KiB, the next size, round 0 measured tree last on both ranks (runtime/sweep/order.py: it
+    # took 0.4 s a call at 32 KiB, the slowest there), where the plan has it second, after ring.
+    later = sorted((r for r in rows if r.size_bytes == 64 << 10 and r.tune_round == 0), key=lambda r: r.timestamp)
+    assert len(later) > 2 and later[-1].algo == "tree", [r.algo for r in later]
 
     out = " ".join(done[0].stderr.split())  # the closing note (notes go to stderr), unwrapped
     assert f"{len(cut)} point{'s' if len(cut) > 1 else ''} cut short after one timed iteration" in out, done[0].stderr

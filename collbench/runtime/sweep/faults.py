@@ -1,10 +1,11 @@
 """Faults a test injects into a sweep's ranks, as a real failure would happen: a rank that exits, raises,
 hangs or is stopped at a chosen point, or while the sweep is being planned (before any point).
 
-``COLLBENCH_FAULT_INJECT=rank=R,point=P,mode=M``: P is the index of the point measured (0 first) or
-``plan``; M is ``exit`` (the default: exit code 17), ``raise``, ``hang`` or ``stop`` (SIGSTOP), or
-``slow``: every call of the point's collective on rank R returns ``seconds=S`` late (default 0.5), as on
-a rank whose host is busy, the other ranks' own clocks unaware of it.
+``COLLBENCH_FAULT_INJECT=rank=R,point=P,mode=M``: P is the index of the point measured (0 first, in
+the plan's order of the points this run measures) or ``plan``; M is ``exit`` (the default: exit code
+17), ``raise``, ``hang`` or ``stop`` (SIGSTOP), or ``slow``: every call of the point's collective on
+rank R returns ``seconds=S`` late (default 0.5), as on a rank whose host is busy, the other ranks' own
+clocks unaware of it.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ class SweepPoint:
     in_place: bool
     segment_bytes: int | None
     layout: str
+    size_index: int = 0
+    """Which of the sweep's requested sizes the point is at (0 the smallest): the points of one size
+    share it whatever their rounding (native's equal chunks), so a sweep can tell the sizes apart."""
 
     def describe(self) -> str:
         mode = "in-place" if self.in_place else "out-of-place"
@@ -55,7 +58,9 @@ def plan_points(
     algorithms compared at a size are measured within a fraction of a second of each other. The
     2-core development VM switches between speeds for a second or more at a time (a 512 B all-reduce
     at 90 us, then at 113 us, then at 90 again, with no stalled iteration): measured one algorithm
-    after another, the algorithms measured during a fast spell win at every size.
+    after another, the algorithms measured during a fast spell win at every size. A tune's sweep then
+    measures a size's algorithms in another order (``order.py``: the likely fast first); the rows keep
+    the plan's order.
     """
     cfg = job.config
     elem = DTYPE_SIZES[job.dtype]
@@ -80,9 +85,9 @@ def plan_points(
         # Barrier moves nothing: one point per algorithm, at 0 bytes (its sizes would all be the same).
         sizes = job.sizes if spec.payload else job.sizes[:1]
         if cfg.interleave:
-            pairs = [(algo, size) for size in sizes for algo in algos]
+            pairs = [(algo, index, size) for index, size in enumerate(sizes) for algo in algos]
         else:
-            pairs = [(algo, size) for algo in algos for size in sizes]
+            pairs = [(algo, index, size) for algo in algos for index, size in enumerate(sizes)]
         modes = cfg.in_place
         if spec.out_of_place and True in modes and not backend.in_place_every_op:
             # torch.distributed's all_to_all_single and send/recv take two buffers (MPI has MPI_IN_PLACE).
@@ -91,7 +96,7 @@ def plan_points(
         if not spec.payload and not backend.in_place_every_op:
             modes = modes[:1]  # nothing in place or out of it: one point (MPI times both of its calls)
         seen: set[tuple[str, int]] = set()
-        for algo, size in pairs:
+        for algo, size_index, size in pairs:
             native = is_native(algo)
             # The block ops move whole blocks, one per rank (nccl-tests' *GetCollByteCount): the row's
             # size and count are what was really moved. Barrier's are 0.
@@ -118,6 +123,7 @@ def plan_points(
                         in_place=in_place,
                         segment_bytes=None if native else seg,
                         layout="rank-order" if native else layout_name,
+                        size_index=size_index,
                     )
                 )
     return points, notes

@@ -5,7 +5,8 @@ other machines need no files. Small control messages (the plan, wrong counts, pe
 travel on the gloo control group, never inside timed iterations.
 
 Tests inject faults through ``COLLBENCH_FAULT_INJECT=rank=R,point=P,mode=exit|hang|raise``: rank R
-dies, hangs or raises when it reaches point P (0-based among the points this run measures).
+dies, hangs or raises when it reaches point P (0-based among the points this run measures, in the
+plan's order: a tune's sweep measures a size's points in another order, ``order.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from collbench.runtime.launch.ranks import RankContext
 from collbench.runtime.sweep.faults import PLANNING, fault_from_env
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.native_calls import native_call as _native_call
+from collbench.runtime.sweep.order import SizeOrder, size_blocks
 from collbench.runtime.sweep.plan import SweepJob, layout_nodes_note
 from collbench.runtime.sweep.points import (
     SweepPoint,
@@ -132,9 +134,15 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     # What a point clearly behind is cut short against (timed.py): every rank holds the resumed rows.
     leaders = SizeLeaders(cfg.cut_behind)
     leaders.add_rows(done.values())
-    # A variant's last graph goes before its communicator (NativeGroups.before_destroy).
+    # Within a size, the algorithms fast at the size below first (order.py): from the same times on every rank.
+    order = SizeOrder(cfg.cut_behind if cfg.interleave else None)
+    for point in points:
+        if (resumed := done.get(point_key(job, point, ws))) is not None:
+            order.add(point, resumed.time_us, wrong=resumed.wrong)
+    # A variant's last graph goes before its communicator (NativeGroups.before_destroy): an algorithm's
+    # points keep their plan order within a size, so its last point in the plan is still its last run.
     with NativeGroups([p.algo for p in todo], before_destroy=graph_timer.release) as groups:
-        for index, point in enumerate(todo):
+        for index, point in (item for block in size_blocks(todo) for item in order.order(block)):
             ctx.doing(f"measuring {point.describe()}")
             ctx.report({"kind": "start", "done": finished, "total": len(points), "text": point.describe()})
             if fault is not None:
@@ -143,7 +151,8 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
             timer = graph_timer if graphed else plain_timer
             # A test's rank made slow at this point (faults.py): the call itself, every time it runs.
             slow = functools.partial(fault.slowed, ctx.rank, index) if fault is not None else None
-            row = _measure(ctx, job, point, layout, timer, env, fingerprint, seen, groups, leaders, reader, slow)
+            sizes = (leaders, order)
+            row = _measure(ctx, job, point, layout, timer, env, fingerprint, seen, groups, sizes, reader, slow)
             groups.done_with(index)
             finished += 1
             if row is None:
@@ -204,7 +213,7 @@ def _measure(
     fingerprint: str,
     nodes: int,
     groups: NativeGroups,
-    leaders: SizeLeaders,
+    sizes: tuple[SizeLeaders, SizeOrder],
     reader: Any = None,
     slow: Callable[[Callable[[], None]], Callable[[], None]] | None = None,
 ) -> ResultRow | None:
@@ -278,6 +287,7 @@ def _measure(
             ctx.report({"kind": "note", "text": text})
         return None
     wrong = int(flags[1]) if checked else -1  # barrier: nothing to check (-1, shown as N/A)
+    leaders, order = sizes
     where = (point.op.value, point.size_bytes, point.in_place)
     bound = leaders.bound(where, point.algo)
     asked = cfg.iters if cfg.iters is not None else AUTO_MIN_ITERS
@@ -289,6 +299,7 @@ def _measure(
     samples = timed.samples_us
     stats = summarize(samples)
     leaders.add(where, Leader(point.algo, stats.time_us_max), wrong=wrong, cut=bool(timed.cut_short))
+    order.add(point, stats.time_us, wrong=wrong)
     choices = reader.choices() if learning else []
     if ctx.rank != 0:
         return None
