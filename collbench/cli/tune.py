@@ -24,6 +24,16 @@ if TYPE_CHECKING:
     from collbench.tuning.pipeline import TuneOutcome
 
 
+def _file_mark(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file written since from the one there now (inode, size, mtime); None where none is.
+    A profile is saved by replacing it (``fileio.atomic_write_text``), so a save always changes it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def _command(config: TuneConfig, ranks: Sequence[int] | None, predict_ranks: str | None) -> str:
     """The command line that reproduces the tune ``config`` does (of ``ranks``), recorded in the profile."""
     parts = ["collbench", "tune"]
@@ -217,6 +227,7 @@ def tune(
                     shown.add(event.text)
                     print_note("note", event.text, bar.console)
 
+            profile_before = _file_mark(config.output)
             try:
                 shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress)
             except KeyboardInterrupt as exc:
@@ -225,6 +236,11 @@ def tune(
                 hint = kept_rows_hint([p for s in plan.shapes for p in partial_paths(s.config)])
                 if hint:
                     print_note("note", hint.removeprefix("; "), bar.console)
+                elif _file_mark(config.output) != profile_before:
+                    # The partial rows go once the profile is saved: stopped while the plot or report was
+                    # drawn, it said "before any point was measured" over a profile of 278 rows.
+                    saved = f"the profile of what was measured before it is in {config.output}"
+                    exc.detail = saved  # type: ignore[attr-defined]
                 else:  # app.py would say "what was measured so far is on disk" of nothing measured
                     exc.detail = "before any point was measured"  # type: ignore[attr-defined]
                 raise

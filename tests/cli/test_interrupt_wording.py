@@ -56,3 +56,55 @@ def test_a_sweep_or_tune_stopped_before_its_first_point_says_so(
         result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
         assert result.exit_code == 130, result.output
         assert result.output.strip().splitlines()[-1] == "interrupted: before any point was measured", result.output
+
+
+PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+
+
+def test_a_tune_stopped_after_saving_its_profile_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The partial rows are deleted once the profile is saved, so a Ctrl-C while the plot or report was
+    # drawn said "before any point was measured" over a saved profile of 278 rows.
+    import shutil
+
+    import collbench.tuning.shapes as shapes_module
+
+    def saved_then_stopped(config: object, *_args: object, **_kwargs: object) -> None:
+        shutil.copyfile(PROFILE, config.output)  # type: ignore[attr-defined]
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(shapes_module, "run_tune_shapes", saved_then_stopped)
+    result = CliRunner().invoke(app, ["tune", "--quick", "--ranks", "2", "-O", "p.yaml"], env={"COLUMNS": "200"})
+    assert result.exit_code == 130, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last == "interrupted: the profile of what was measured before it is in p.yaml", result.output
+    # A profile already there that this tune did not get to replace is not claimed as its own.
+    monkeypatch.setattr(shapes_module, "run_tune_shapes", _stopped)
+    args = ["tune", "--quick", "--ranks", "2", "-O", "p.yaml", "--overwrite"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 130, result.output
+    assert result.output.strip().splitlines()[-1] == "interrupted: before any point was measured", result.output
+
+
+@pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
+@pytest.mark.dist
+def test_a_real_tune_stopped_while_plotting_keeps_and_names_its_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from small_tune import quick_made_small
+
+    import collbench.tuning.pipeline as pipeline_module
+    from collbench.profile.document import Profile
+    from collbench.results.io import read_rows
+
+    quick_made_small(monkeypatch, rounds=1, max_rounds=1)
+    monkeypatch.setattr(pipeline_module, "_plot", _stopped)
+    out = tmp_path / "p.yaml"
+    result = CliRunner().invoke(app, ["tune", "--ranks", "2", "--quick", "-O", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 130, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last == f"interrupted: the profile of what was measured before it is in {out}", result.output
+    rows = read_rows(tmp_path / "p-results.jsonl")
+    assert {r.size_bytes for r in rows} == {1024, 4096}
+    assert {r.world_size for r in Profile.load(out).rule_sets} == {2}
+    assert not (tmp_path / "p.png").exists()
