@@ -24,9 +24,10 @@ HOW_SELECTED = (
     "shared variants), smallest over rounds; per point noise hypot((t - min) / t / sqrt(iters), "
     "(second-smallest - smallest) / smallest of the rounds' times); variants within "
     "max(min_gain, sigmas * hypot(noise_a, noise_b)) (capped at max_threshold where rounds agree "
-    "within it) of the fastest, or not ahead of it round by round (mean log ratio - sigmas * its "
-    "standard error > log(1 + min_gain), over 3 or more shared rounds), are tied, and a tie goes to "
-    "native, else the variant in use"
+    "within it) of the fastest, or not ahead of it round by round (mean log ratio - t * its "
+    "standard error > log(1 + min_gain), over n >= 3 shared rounds, t Student's at n - 1 degrees of "
+    "freedom and the normal confidence of sigmas), are tied, and a tie goes to native, else the "
+    "variant in use"
 )
 """The profile's ``selection.noise``: how the rules were chosen (tuning/selection/), in one line."""
 

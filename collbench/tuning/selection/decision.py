@@ -6,7 +6,9 @@
   large sizes) still wins, except where a point stalled (results/noise.py) or its rounds disagree by
   more than the cap: there the noise is uncapped, since a difference inside it is no finding.
 * A winner must also stay ahead of the others round by round (:func:`apart_round_by_round`): a
-  point's time is its best round's, and one lucky round must not decide.
+  point's time is its best round's, and one lucky round must not decide. Over three rounds or more
+  that is a one-sided test of the rounds' mean log ratio with Student's t (the standard error comes
+  from the rounds themselves), at the confidence ``sigmas`` normal standard errors give: 97.7% at 2.
 * Ties. Every variant within that bar of the fastest, or not ahead of it round by round, cannot be
   told apart from it: they are tied, and a tie goes to the simpler choice: native when it is in the
   tie, else the variant in use at the size below (so that noise cannot make the rules flap), else
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 from collbench.errors import ConfigError
 from collbench.profile.rules import Variant
+from collbench.results.noise import student_t_factor
 from collbench.tuning.selection.points import Point
 
 NATIVE = "native"
@@ -40,7 +43,8 @@ DEFAULT_SIGMAS = 2.0
 """How many times the combined noise of two points their times must differ by to be told apart, as
 ``collbench compare`` asks of a change. At one, two algorithms that run the same exchange (one-shot
 and recursive doubling on 2 ranks) are called apart at sizes where repeated tunes of one quiet
-machine disagree on which is faster; at two they are tied there."""
+machine disagree on which is faster; at two they are tied there. Tests over a few rounds' ratios
+take the confidence it stands for (97.7% one-sided) with Student's t instead: :func:`round_ratio_interval`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +56,9 @@ class SelectionSettings:
     max_threshold: float = DEFAULT_MAX_THRESHOLD
     """Largest threshold the noise can raise the bar to."""
     sigmas: float = DEFAULT_SIGMAS
-    """Multiples of the two points' combined noise that a gain must exceed."""
+    """Multiples of the two points' combined noise that a gain must exceed; over a few rounds' time ratios,
+    the confidence this many normal standard errors give, reached with Student's t
+    (:func:`round_ratio_interval`)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_gain <= self.max_threshold < 1.0:
@@ -135,22 +141,44 @@ def apart_round_by_round(slower: Point, faster: Point, settings: SelectionSettin
 
     Each point's time is its best round's, so a variant with one lucky round can lead one that was as
     fast in every other round. Where both were measured in the same three or more rounds, the rounds'
-    time ratios must say so too: their mean log ratio, less ``sigmas`` standard errors, above the
-    smallest gain that counts. Two shared rounds give no standard error worth the name (one degree of
-    freedom), and a small lead in both can vanish in the next two (7% ahead, then 1% behind, 10% and
-    1% ahead: issue 10): they are apart only when each round alone is behind by more than any bar
-    the decision holds a pair to, :func:`far_apart_in_each`. Otherwise False, so that the tune
-    measures the size again (``rounds.unsettled``). Fewer shared rounds: True (nothing to add to the
-    comparison of best times).
+    time ratios must say so too: their mean log ratio, less :func:`round_ratio_interval`'s half-width
+    (Student's t standard errors), above the smallest gain that counts. That is a one-sided test at
+    the confidence ``sigmas`` normal standard errors give (97.7% at the default 2): a pair whose true
+    ratio is no more than ``1 + min_gain`` is called apart in at most 2.3% of tunes, with 3 rounds as
+    with 6. Two shared rounds give no standard error worth the name (one degree of freedom: t's
+    factor is 14), and a small lead in both can vanish in the next two (7% ahead, then 1% behind,
+    10% and 1% ahead: issue 10): they are apart only when each round alone is behind by more than
+    any bar the decision holds a pair to, :func:`far_apart_in_each`. Otherwise False, so that the
+    tune measures the size again (``rounds.unsettled``). Fewer shared rounds: True (nothing to add to
+    the comparison of best times).
     """
-    mine, theirs = dict(slower.by_round), dict(faster.by_round)
-    logs = [math.log(mine[r] / theirs[r]) for r in mine if r in theirs and mine[r] > 0 and theirs[r] > 0]
+    logs = _shared_log_ratios(slower, faster)
     if len(logs) < 2:
         return True
     if len(logs) < 3:
         return far_apart_in_each(logs, slower, faster, settings)
+    mean, half_width = round_ratio_interval(logs, settings)
+    return mean - half_width > math.log1p(settings.min_gain)
+
+
+def round_ratio_interval(logs: list[float], settings: SelectionSettings) -> tuple[float, float]:
+    """The mean of three or more rounds' log time ratios ``logs``, and the half-width of its interval.
+
+    The half-width is ``student_t_factor(sigmas, n - 1)`` standard errors (results/noise.py), not
+    ``sigmas``: the standard error is estimated from the n rounds' own scatter, and with 3 rounds
+    2 standard errors bound the mean with 90.8% confidence one-sided, where ``sigmas`` = 2 claims
+    97.7% (4.53 standard errors give it). Rounds are independent blocks of the machine's time, each
+    ratio taken within one round (so a round's speed cancels): the rounds' ratios are independent
+    samples, which the t quantile asks.
+    """
     error = statistics.stdev(logs) / math.sqrt(len(logs))
-    return statistics.fmean(logs) - settings.sigmas * error > math.log1p(settings.min_gain)
+    return statistics.fmean(logs), student_t_factor(settings.sigmas, len(logs) - 1) * error
+
+
+def _shared_log_ratios(a: Point, b: Point) -> list[float]:
+    """log(a's time / b's time) in every round both were measured in (``Point.by_round``)."""
+    mine, theirs = dict(a.by_round), dict(b.by_round)
+    return [math.log(mine[r] / theirs[r]) for r in mine if r in theirs and mine[r] > 0 and theirs[r] > 0]
 
 
 def far_apart_in_each(logs: list[float], slower: Point, faster: Point, settings: SelectionSettings) -> bool:
@@ -171,21 +199,25 @@ def far_apart_in_each(logs: list[float], slower: Point, faster: Point, settings:
 
 def equal_round_by_round(a: Point, b: Point, settings: SelectionSettings) -> bool:
     """Whether, over three or more shared rounds, ``a`` and ``b`` are shown to differ by less than the
-    smallest gain that counts: the mean log ratio of their rounds' times, give or take ``sigmas``
-    standard errors, inside ``settings.min_gain`` either way.
+    smallest gain that counts: the mean log ratio of their rounds' times, give or take
+    :func:`round_ratio_interval`'s half-width (Student's t standard errors), inside
+    ``settings.min_gain`` either way.
 
+    Each side is a one-sided test at the confidence ``sigmas`` normal standard errors give (97.7% at
+    the default 2; the interval, 95.4%): a pair whose true ratio is ``1 + min_gain`` or more either
+    way is shown equal in at most 2.3% of tunes. With 3 rounds the interval is 4.53 standard errors
+    wide each way, so rounds within 1-2% of each other may need a fourth round to show it.
     Such a pair is a tie more rounds cannot undo: whichever is faster, it is faster by less than any
     bar the decision asks a switch to clear, and the tie goes to the simpler choice either way. A tie
     round has nothing left to learn there (``rounds.unsettled``). On the namespace cluster ring and
     rabenseifner took the same time at 1-4 MiB (within 1-2% in every round), and each tie round
     re-measured them there again. Fewer than three shared rounds give no standard error: False.
     """
-    mine, theirs = dict(a.by_round), dict(b.by_round)
-    logs = [math.log(mine[r] / theirs[r]) for r in mine if r in theirs and mine[r] > 0 and theirs[r] > 0]
+    logs = _shared_log_ratios(a, b)
     if len(logs) < 3:
         return False
-    error = statistics.stdev(logs) / math.sqrt(len(logs))
-    return abs(statistics.fmean(logs)) + settings.sigmas * error < math.log1p(settings.min_gain)
+    mean, half_width = round_ratio_interval(logs, settings)
+    return abs(mean) + half_width < math.log1p(settings.min_gain)
 
 
 def separated(here: dict[Variant, Point], settings: SelectionSettings) -> bool:
