@@ -18,9 +18,10 @@
  * where NCCL could run it (the same table NCCL's tuning.cc applies; CollNet/NVLS by the support flags).
  *
  * Never fails NCCL: a missing, empty or malformed file, or one that is not a regular file of at most 64 MiB
- * with lines of at most 4 KiB, is one warning through NCCL's logger and no overrides; init always succeeds
- * and never waits (a FIFO is opened without blocking and refused). A line whose channel count NCCL cannot hold is skipped with a warning, and
- * past MAX_RULES lines the rest of the file is ignored with one.
+ * with lines of at most 4 KiB (text: a UTF-8 byte-order mark is passed over, UTF-16 and NUL bytes are named),
+ * is one warning through NCCL's logger and no overrides; init always succeeds and never waits (a FIFO is
+ * opened without blocking and refused). A line whose channel count NCCL cannot hold is skipped with a
+ * warning, and past MAX_RULES lines the rest of the file is ignored with one.
  *
  * Cost per call: NCCL asks before every collective it enqueues, so init indexes the lines that fit the
  * communicator's shape (per collective, per what decides whether NCCL can take them, the first line covering
@@ -335,15 +336,34 @@ static void loadRules(Context* ctx) {
   int lineNo = 0, ok = 1, max = 0, wide = 0, capped = 0, comments = 0;
   const char* why = "";
   int badLine = 0;
+  long start = 0; /* where the line read next starts: fgets's count of bytes read, which strlen misses past a NUL */
   while (fgets(line, sizeof line, f) != NULL) {
     lineNo++;
+    long end = ftell(f);
+    const unsigned char* first = (const unsigned char*)line;
+    if (lineNo == 1 && ((first[0] == 0xFF && first[1] == 0xFE) || (first[0] == 0xFE && first[1] == 0xFF))) {
+      /* Saved by a Windows tool (PowerShell's >, Notepad's 'Unicode'): every other byte is 0, and the first
+       * NUL ended the line, which was then called longer than 4096 bytes. */
+      ok = 0;
+      why = "UTF-16 text (saved by a Windows tool); the config is ASCII: save it as UTF-8";
+      badLine = lineNo;
+      break;
+    }
+    if (end >= 0 && (long)strlen(line) != end - start) {
+      ok = 0;
+      why = "a NUL byte (not a text file)";
+      badLine = lineNo;
+      break;
+    }
+    start = end;
     if (strchr(line, '\n') == NULL && !feof(f)) {
       ok = 0;
       why = "a line longer than 4096 bytes";
       badLine = lineNo;
       break;
     }
-    char* text = trim(line);
+    /* UTF-8's byte-order mark (Notepad's 'UTF-8 with BOM') read as part of the first collective's name. */
+    char* text = trim(lineNo == 1 && strncmp(line, "\xEF\xBB\xBF", 3) == 0 ? line + 3 : line);
     if (*text == '#') comments++;
     if (*text == '\0' || *text == '#') continue;
     if (ctx->nRules == MAX_RULES) {

@@ -164,7 +164,7 @@ def test_a_row_the_table_lacks_is_passed_over(built: tuple[Path, Path, Path], tm
     assert [i for i, (a, b) in enumerate(zip(table, answer.table, strict=True)) if a != b] == [cell("ring", "LL")]
 
 
-BAD = {
+BAD: dict[str, str | bytes | None] = {
     "missing": None,
     "empty": "",
     "unknown algorithm": "allreduce,0,-1,ring,simple,-1,2,8\nallreduce,0,-1,nvlstree,simple,-1,2,8\n",
@@ -179,6 +179,9 @@ BAD = {
     "/dev/zero": "/dev/zero",
     "a directory": "directory",
     "a 5000-byte line": "allreduce,0,-1,ring,simple,-1,2,8" + " " * 5000 + "\n",
+    # A NUL byte ended the line for strlen: both were called 'a line longer than 4096 bytes'.
+    "UTF-16": "allreduce,0,-1,ring,simple,-1,2,8\n".encode("utf-16"),
+    "a NUL byte": b"allreduce,0,-1,ring,simple,-1,2,8\nallreduce,0,-1,ring\0,simple,-1,2,8\n",
 }
 
 
@@ -200,6 +203,8 @@ def test_a_bad_config_is_one_warning_and_no_overrides(
         config = Path("/dev/zero")
     elif text == "directory":
         config.mkdir()
+    elif isinstance(text, bytes):
+        config.write_bytes(text)
     elif text is not None:
         config.write_text(text)
     queries = [Query(Op.ALL_REDUCE, n, table_for(Op.ALL_REDUCE)) for n in (0, 1 << 20)]
@@ -519,3 +524,47 @@ def test_a_profile_or_its_rows_as_the_config_names_the_file_that_belongs_there(
     assert "this is a collbench profile or its results, not a tuner config" in warnings[0]
     assert "no overrides" in warnings[0]
     assert session.answers[0].table == queries[0].table
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("allreduce,0,-1,ring,simple,-1,2,8\n".encode("utf-16"), "line 1: UTF-16 text (saved by a Windows tool)"),
+        (b"allreduce,0,-1,ring,simple,-1,2,8\nallreduce\0,0,-1,ring,simple,-1,2,8\n", "line 2: a NUL byte"),
+        (b"allreduce,0,-1,ring,simple,-1,2,8\nallreduce,0,-1,ring,simple,-1,2,8\0", "line 2: a NUL byte"),
+        (b"allreduce,0,-1,ring,simple,-1,2,8" + b" " * 5000, "line 1: a line longer than 4096 bytes"),
+    ],
+)
+def test_a_config_that_is_not_text_says_what_it_is(
+    built: tuple[Path, Path, Path], tmp_path: Path, content: bytes, why: str
+) -> None:
+    """A UTF-16 config (PowerShell's >) or one holding a NUL byte was 'a line longer than 4096 bytes': the
+    NUL ended the line for strlen, which then held no newline. A NUL on the last line, with no newline
+    after it, cut the line there and the rest was never read."""
+    plugin, _, driver = built
+    config = tmp_path / "c.conf"
+    config.write_bytes(content)
+    queries = [Query(Op.ALL_REDUCE, 1 << 20, table_for(Op.ALL_REDUCE))]
+    session = ask(plugin, driver, abi=6, ranks=8, nodes=2, queries=queries, config=config)
+    warnings = [m for level, m in session.logs if level == 2]
+    assert len(warnings) == 1 and f"{config} {why}" in warnings[0], session.logs
+    assert warnings[0].endswith("no overrides, NCCL keeps its own choices")
+    assert session.answers[0].table == queries[0].table
+
+
+def test_a_config_saved_with_utf8s_mark_reads_as_without_it(built: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """Notepad's 'UTF-8 with BOM' put the mark before the first collective: 'line 1: unknown collective' and
+    no overrides, for a line that reads 'allreduce' on screen."""
+    plugin, _, driver = built
+    plain, marked = tmp_path / "plain.conf", tmp_path / "marked.conf"
+    text = "allreduce,0,-1,tree,ll,-1,2,8\n"
+    plain.write_text(text)
+    marked.write_bytes(text.encode("utf-8-sig"))
+    queries = [Query(Op.ALL_REDUCE, 1 << 20, table_for(Op.ALL_REDUCE))]
+    answers = []
+    for config in (plain, marked):
+        session = ask(plugin, driver, abi=6, ranks=8, nodes=2, queries=queries, config=config)
+        assert [m for level, m in session.logs if level == 2] == [], session.logs
+        answers.append([(a.algo, a.proto, a.channels, a.table) for a in session.answers])
+    assert answers[0] == answers[1]
+    assert answers[1][0][:2] == (0, 0)  # tree, LL: the line applied
