@@ -13,11 +13,16 @@ traffic of a tune's decisions.
 2. **Store traffic.** :func:`store_traffic`: rank 0's store operations per decision per rank in a
    simulated 4,096-rank tune (target: O(1) per rank): every rank a real ``JobSession`` on one
    counting store, decisions handed over by a broadcast wire in the process.
+3. **A call of the Python API.** :func:`api_call_us`: the CPU microseconds ``collbench.torch.all_reduce``
+   spends on one rank of n before any message, its plan already kept (choosing the rule, the plan's
+   key on the rule set's layout, the plan cache's lookup), at the sizes of 1. Target: the same at
+   every n (it was 1.7 ms at 16,384, rebuilding and hashing the layout's rings at every call).
 
 The last line is one JSON object::
 
     {"build_s": {"ring": {"16384": s, ...}, ...}, "build_mib": {...}, "build_wall_s": {...},
-     "whole_build_s": {...}, "whole_build_mib": {...}, "store_ops_per_rank_per_decision": x}
+     "whole_build_s": {...}, "whole_build_mib": {...}, "store_ops_per_rank_per_decision": x,
+     "api_call_us": {"16384": us, ...}}
 
 ``build_s`` is CPU seconds; ``store_ops_per_rank_per_decision`` counts every store operation any
 rank asks in the simulated tune's decisions, divided by decisions and ranks.
@@ -234,6 +239,45 @@ def store_traffic(world_size: int, decisions: int = TUNE_DECISIONS) -> float:
     return per_rank
 
 
+API_CALLS = 200
+"""Calls of the Python API timed at each size (after one that builds and keeps the plan)."""
+
+
+def api_call_us(world_size: int, calls: int = API_CALLS) -> float:
+    """CPU microseconds per ``collbench.torch.all_reduce`` on rank 1 of ``world_size`` (0 of 1), before any message.
+
+    The profile holds one ring rule measured on its rule set's layout (two rings and a tree over every
+    rank, as a tune records one); torch.distributed answers the group's size and rank, and the runner's
+    ``run`` (the messages, what a launch would time) does nothing. The first call builds the plan.
+    """
+    from unittest import mock
+
+    import torch
+
+    import collbench.torch as ctorch
+    from collbench.profile.document import Profile, ProfileLayout, RuleSet
+    from collbench.profile.rules import Rule
+    from collbench.runtime.executor.schedule_runner import ScheduleRunner
+
+    ring = tuple(range(world_size))
+    layout = ProfileLayout("topology", rings=(ring, ring[::-1]), trees=((-1, *range(world_size - 1)),))
+    rules = (Rule(Op.ALL_REDUCE, 0, None, "ring", {"segment_bytes": None, "layout": "topology"}),)
+    rule_set = RuleSet(world_size, max(1, world_size // NODE_RANKS), rules, layout=layout)
+    profile = Profile(fingerprint="bench", host="bench", backend="gloo", rule_sets=(rule_set,))
+    tensor = torch.zeros(1024)
+    with (
+        mock.patch.object(ctorch.dist, "is_initialized", lambda: True),
+        mock.patch.object(ctorch.dist, "get_world_size", lambda group=None: world_size),
+        mock.patch.object(ctorch.dist, "get_rank", lambda group=None: min(1, world_size - 1)),
+        mock.patch.object(ScheduleRunner, "run", lambda self, buffer, redop: None),
+    ):
+        ctorch.all_reduce(tensor, profile)
+        c0 = time.process_time()
+        for _ in range(calls):
+            ctorch.all_reduce(tensor, profile)
+        return (time.process_time() - c0) / calls * 1e6
+
+
 def _table_row(algo: str, n: int, one: BuildCost, ref: BuildCost | None) -> str:
     whole = f"{ref.cpu_s * 1e3:10.1f} {ref.peak_mib:9.1f}" if ref else f"{'-':>10} {'-':>9}"
     one_ms = f"{one.cpu_s * 1e3:8.1f} {one.wall_s * 1e3:8.1f}"
@@ -269,6 +313,10 @@ def run(
                 whole_s.setdefault(algo, {})[str(n)] = round(ref.cpu_s, 4)
                 whole_mib.setdefault(algo, {})[str(n)] = round(ref.peak_mib, 2)
     store = store_traffic(store_ranks)
+    api_us: dict[str, float] = {}
+    for n in sizes:
+        api_us[str(n)] = round(api_call_us(n), 1)
+        print(f"collbench.torch.all_reduce at {n} ranks, plan kept: {api_us[str(n)]:.1f} us CPU a call", flush=True)
     return {
         "build_s": build_s,
         "build_mib": build_mib,
@@ -276,6 +324,7 @@ def run(
         "whole_build_s": whole_s,
         "whole_build_mib": whole_mib,
         "store_ops_per_rank_per_decision": store,
+        "api_call_us": api_us,
     }
 
 

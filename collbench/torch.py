@@ -116,7 +116,7 @@ def _layout(rule_set: RuleSet, rule: Rule, world: int) -> Layout | None:
                     stacklevel=2,
                 )
         return None
-    return Layout(rings=saved.rings, trees=saved.trees, name=saved.name)
+    return saved.as_layout()
 
 
 def _plan_key(

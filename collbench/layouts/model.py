@@ -24,6 +24,8 @@ class Layout:
     exchange_spread: int = 0
     """How many of the first exchange rounds (the slowest pairs) are spread: their blocks go in pieces,
     one alongside each later round, instead of in rounds of their own."""
+    _orders_hash: int = field(default=0, init=False, repr=False, compare=False)
+    """:meth:`__hash__`'s O(ranks) part, kept once computed (0: not yet)."""
 
     def __post_init__(self) -> None:
         for ring in self.rings:
@@ -36,6 +38,18 @@ class Layout:
             assert ranks == list(range(len(ranks))), f"nodes hold every rank once: {self.nodes}"
         for rnd in self.exchange_rounds:
             assert all(0 <= p < len(rnd) and rnd[p] == r for r, p in enumerate(rnd)), f"a round pairs ranks: {rnd}"
+
+    def __hash__(self) -> int:
+        # A plan's key holds its layout (runtime/executor/plan_cache.py), hashed at every API call and
+        # sweep point: hashing 16,384-rank rings anew cost ~1 ms a call. The orders' hash is kept; it
+        # holds only ints and floats, whose hashes are the same in every process, so a layout unpickled
+        # on another rank keeps a right one (a str's hash is salted per process: the name is hashed anew).
+        orders = self._orders_hash
+        if orders == 0:
+            shape = (self.rings, self.trees, self.ring_bandwidths_gbps, self.exchange_rounds, self.nodes)
+            orders = hash((shape, self.exchange_spread)) or 1
+            object.__setattr__(self, "_orders_hash", orders)
+        return hash((orders, self.name))
 
     @property
     def world_size(self) -> int | None:

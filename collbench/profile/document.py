@@ -37,6 +37,7 @@ import yaml
 from collbench.backends import backend_named
 from collbench.errors import InputFileError, UnknownNameError, UserError
 from collbench.fileio import PROFILE_KIND, atomic_write_text, misfiled, parse_yaml, read_text_file
+from collbench.layouts.model import Layout
 from collbench.layouts.rings import MAX_CHANNELS
 from collbench.models.fitted import Fit
 from collbench.profile.bounds import profile_problem, tree_problem
@@ -85,6 +86,18 @@ class ProfileLayout:
     name: str
     rings: tuple[tuple[int, ...], ...] = ()
     trees: tuple[tuple[int, ...], ...] = ()
+    _executed: Layout | None = field(default=None, init=False, repr=False, compare=False)
+    """:meth:`as_layout`'s, made on first use."""
+
+    def as_layout(self) -> Layout:
+        """The layout a rule measured on this one runs with (its rings and trees), made once: the Python
+        API asks for it at every call, and building one checks every ring, O(ranks log ranks). Call it
+        on a layout a :class:`RuleSet` holds (checked there)."""
+        made = self._executed
+        if made is None:
+            made = Layout(rings=self.rings, trees=self.trees, name=self.name)
+            object.__setattr__(self, "_executed", made)
+        return made
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "rings": [list(r) for r in self.rings], "trees": [list(t) for t in self.trees]}

@@ -83,6 +83,7 @@ def test_run_prints_80_columns_and_one_json_line_of_every_size(
     assert all(set(per) == {"1", "8"} for per in figures["build_s"].values())
     assert all(set(per) == {"1"} for per in figures["whole_build_s"].values())
     assert figures["store_ops_per_rank_per_decision"] > 0
+    assert set(figures["api_call_us"]) == {"1", "8"} and all(us > 0 for us in figures["api_call_us"].values())
     rows = [line.split() for line in lines if line.split()[:1] and line.split()[0] in bench.ALGORITHMS]
     assert [(r[0], r[1]) for r in rows] == [(a, str(n)) for a in bench.ALGORITHMS for n in (1, 8)]
 
@@ -94,3 +95,13 @@ def test_store_traffic_counts_every_ranks_operations_on_the_one_store(bench: Mod
     store = bench.CountingStore()
     store.queue_push("k", b"v")
     assert store.queue_len("k") == 1 and store.queue_pop("k", False) == b"v" and store.ops == 3
+
+
+def test_api_call_us_times_calls_that_find_their_plan_kept(bench: ModuleType) -> None:
+    from collbench.runtime.executor.plan_cache import PLANS
+
+    before = PLANS.stats()
+    assert bench.api_call_us(64, calls=5) > 0
+    after = PLANS.stats()
+    # The first call builds the plan (or finds it kept by an earlier test); the 5 timed ones find it.
+    assert after.hits - before.hits >= 5 and after.misses - before.misses <= 1

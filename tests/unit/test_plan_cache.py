@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
+import pickle
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,7 +22,7 @@ import torch.distributed as dist
 
 import collbench.torch as ctorch
 from collbench.layouts.model import Layout
-from collbench.profile.document import Profile, RuleSet
+from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.profile.rules import Rule
 from collbench.runtime.executor import plan_cache
 from collbench.runtime.executor.buffers import make_buffers
@@ -289,3 +294,47 @@ def test_a_rule_whose_layout_the_rule_set_does_not_hold_says_it_runs_in_rank_ord
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ctorch._plan_key(plain, plain.rules[0], 4, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu")
+
+
+def _on_layout(world: int) -> RuleSet:
+    ring = tuple(range(world))
+    layout = ProfileLayout("topology", rings=(ring, ring[::-1]), trees=((-1, *range(world - 1)),))
+    rules = (Rule("all-reduce", 0, None, "ring", {"layout": "topology", "segment_bytes": None}),)
+    return RuleSet(world, 1, rules, layout=layout)
+
+
+def test_a_rule_on_its_rule_sets_layout_finds_its_plan_without_building_the_layout_again() -> None:
+    # Each call of collbench.torch.all_reduce makes its plan's key: it built a new Layout from the rule set's
+    # rings (checking each, O(ranks log ranks)) and hashed every ring, 1.7 ms a call at 16,384 ranks
+    # (benchmarks/bench_scale.py, api_call_us). The rule set's layout is made once, its hash kept.
+    rule_set = _on_layout(64)
+    keys = [ctorch._plan_key(rule_set, rule_set.rules[0], 64, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu") for _ in range(3)]
+    assert keys[0].layout is keys[1].layout is keys[2].layout is not None
+    held = rule_set.layout
+    assert held is not None
+    made = Layout(rings=held.rings, trees=held.trees, name="topology")
+    assert keys[0].layout == made and hash(keys[0].layout) == hash(made) == hash(made)
+    assert {keys[0]: 1}[dataclasses.replace(keys[0], layout=made)] == 1
+    # Layouts that differ in anything compared differ as keys.
+    assert dataclasses.replace(made, name="other") != made
+    assert dataclasses.replace(made, rings=(held.rings[1], held.rings[0])) != made
+
+
+def test_a_layout_hashes_alike_in_every_process_it_is_pickled_to(tmp_path: Path) -> None:
+    # Sweeps hand their layout to every rank pickled; a kept hash of a str (salted per process) would
+    # make an equal layout of another rank's a different key there.
+    layout = Layout(rings=((0, 2, 1, 3),), trees=((-1, 0, 0, 1),), name="topology", ring_bandwidths_gbps=(12.5,))
+    hash(layout)  # its orders' hash kept here, then pickled with it
+    path = tmp_path / "layout.pickle"
+    path.write_bytes(pickle.dumps(layout))
+    probe = (
+        "import pickle, sys; from collbench.layouts.model import Layout; "
+        f"got = pickle.loads(open({str(path)!r}, 'rb').read()); "
+        "made = Layout(rings=((0, 2, 1, 3),), trees=((-1, 0, 0, 1),), name='topology', ring_bandwidths_gbps=(12.5,)); "
+        "print(got == made, hash(got) == hash(made), len({got: 1, made: 2}))"
+    )
+    for seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": seed}
+        )
+        assert done.stdout.split() == ["True", "True", "1"], done.stderr
