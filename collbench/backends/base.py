@@ -153,7 +153,12 @@ class Backend(ABC):
 
     def check_sweep(self, options: SweepOptions, dtype: str, redop: str, here: Here) -> None:
         """Raise ConfigError for an option this backend cannot honour (one line each)."""
-        return None
+        if options.cuda_graph and not self.on_gpu:
+            # 'sweep --cuda-graph' on a host without GPUs measured gloo's CPU ranks as ever, without a word.
+            raise ConfigError(
+                f"--cuda-graph captures GPU work; {self.library}'s ranks run on the CPU (it times NCCL's native "
+                "collectives on GPUs)"
+            )
 
     def sweep_algos(self, options: SweepOptions, ops: list[Op], skipped: list[str], here: Here) -> dict[Op, list[str]]:
         """For each op, the algorithms a sweep of ``options.algos`` runs on this backend; a line in ``skipped``

@@ -39,6 +39,8 @@ RUNNER = CliRunner()
         # One node (no --topology): every rank started, skipped everything, and failed with gloo's noise.
         (["--algo", "hierarchical"], "needs ranks on two or more nodes, and with no --topology"),
         (["--resume", "--stream", "nowhere/none.jsonl"], "resume"),
+        # Measured gloo's CPU ranks as ever and said nothing of the option.
+        (["--backend", "gloo", "--cuda-graph"], "--cuda-graph captures GPU work; gloo's ranks run on the CPU"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
