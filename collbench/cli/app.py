@@ -9,6 +9,7 @@ numpy, scipy, torch where they need them; tests/cli/test_help_imports.py checks 
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import os
 import signal
@@ -18,7 +19,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from collbench.cli.console import StdoutWriteError, err_console, guard_stdout, stdout_name
+from collbench.cli.console import OutputWriteError, err_console, guard_output, stdout_name
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, check_command_line, leaf_command
 from collbench.errors import CollbenchError
 from collbench.version import collbench_version
@@ -134,20 +135,8 @@ class _CollbenchGroup(CollbenchGroup):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().main(*args, **kwargs)
-        except StdoutWriteError as exc:
-            # `collbench export nccl-tuner P > tuner.conf` on a full disk (or > /dev/full): the write to
-            # stdout failed, a traceback said so. What was measured is in files, not on stdout.
-            where = stdout_name()
-            _quiet_stdout()
-            err_console.print(
-                Text.assemble(
-                    ("error: ", "red"),
-                    f"cannot write the output to {where} (stdout)" if where else "cannot write the output (stdout)",
-                    f": {exc.strerror}",
-                ),
-                soft_wrap=True,
-            )
-            sys.exit(2)
+        except OutputWriteError as exc:
+            sys.exit(_output_failed(exc))
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -171,13 +160,52 @@ class _CollbenchGroup(CollbenchGroup):
             raise typer.Exit(128 + int(signum)) from None
 
 
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null, so that the interpreter's last flush of what is still buffered does not
-    fail a second time ("Exception ignored ... OSError") after the one error line."""
+def _output_failed(exc: OutputWriteError) -> int:
+    """Say why the output could not be written, where that can be said, and give the exit status.
+
+    A reader that went away (``collbench report ... | head -1``, ``| true``) is no error: the command
+    ends as ``ls`` and ``seq`` do, without a word, in 128 + SIGPIPE (141), the status the shell shows
+    for them (Python ignores SIGPIPE, so it cannot die of it as they do). Typer's own handling ended it
+    in 1 without a word, and a write to a full disk in a traceback. What was measured is in files, never
+    on stdout alone."""
+    where = stdout_name() if exc.stream == "stdout" else None
+    _quiet_output(exc.stream)
+    if exc.errno == errno.EPIPE:
+        return 128 + int(signal.SIGPIPE)
+    if exc.stream == "stdout":
+        # `collbench export nccl-tuner P > tuner.conf` on a full disk (or > /dev/full).
+        with contextlib.suppress(OutputWriteError, OSError):
+            err_console.print(
+                Text.assemble(
+                    ("error: ", "red"),
+                    f"cannot write the output to {where} (stdout)" if where else "cannot write the output (stdout)",
+                    f": {exc.strerror}",
+                ),
+                soft_wrap=True,
+            )
+    return 2
+
+
+def _quiet_output(failed: str) -> None:
+    """Point the ``failed`` stream (and the other, where it is a pipe whose reader went too: ``2>&1 |
+    head``) at /dev/null, so that the interpreter's last flush of what is still buffered does not fail a
+    second time ("Exception ignored ... OSError") after the one error line."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        for name in ("stdout", "stderr"):
+            fd = getattr(sys, name).fileno()
+            if name == failed or _reader_gone(fd):
+                os.dup2(devnull, fd)
         os.close(devnull)
+
+
+def _reader_gone(fd: int) -> bool:
+    """Whether ``fd`` is a pipe whose reader has closed it (poll reports POLLERR for it: pipe(7))."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(event & select.POLLERR for _, event in poller.poll(0))
 
 
 app = typer.Typer(
@@ -211,7 +239,7 @@ def root(
 
 def main() -> None:
     """Console entry point."""
-    guard_stdout()
+    guard_output()
     app()
 
 

@@ -69,47 +69,58 @@ def _unsized_pty(file: object) -> bool:
         return False
 
 
-class StdoutWriteError(Exception):
-    """A write to stdout failed: a full disk behind ``> out.txt``, a reader gone from the pipe.
+class OutputWriteError(Exception):
+    """A write to stdout or stderr failed: a full disk behind ``> out.txt``, a reader gone from the pipe
+    (``| head -1``).
 
     Not an OSError, so that nothing between the write and the root command takes it for the failure of
     a file it reads or writes (a read's OSError carries no file name either), and so that Typer's own
     handling of a broken pipe (exit 1, without a word) does not take it first."""
 
-    def __init__(self, errno: int | None, strerror: str) -> None:
-        super().__init__(strerror)
+    def __init__(self, stream: str, errno: int | None, strerror: str) -> None:
+        super().__init__(f"{stream}: {strerror}")
+        self.stream = stream
         self.errno = errno
         self.strerror = strerror
 
 
-class _GuardedStdout(io.FileIO):
-    """File descriptor 1 whose failed writes are StdoutWriteError."""
+class _GuardedStream(io.FileIO):
+    """A file descriptor of the process's own output whose failed writes are OutputWriteError."""
+
+    stream = "stdout"
 
     def write(self, data: Any, /) -> int:
         try:
             return super().write(data)
         except OSError as exc:
-            raise StdoutWriteError(exc.errno, exc.strerror or str(exc)) from None
+            raise OutputWriteError(self.stream, exc.errno, exc.strerror or str(exc)) from None
 
 
-def guard_stdout() -> None:
-    """Make a failed write to stdout a StdoutWriteError (the root command says it in one line).
+def guard_output() -> None:
+    """Make a failed write to stdout or stderr an OutputWriteError (the root command ends on it).
 
-    Called once by the console entry point; stdout that is no file descriptor (a test's capture) is
+    Called once by the console entry point; a stream that is no file descriptor (a test's capture) is
     left as it is."""
-    old = sys.stdout
-    try:
-        fd = old.fileno()
-        old.flush()
-    except (AttributeError, OSError, ValueError):
-        return
-    buffering = getattr(old, "line_buffering", False)
-    sys.stdout = io.TextIOWrapper(
-        io.BufferedWriter(_GuardedStdout(fd, "wb", closefd=False)),
-        encoding=old.encoding,
-        errors=old.errors,
-        line_buffering=buffering,
-    )
+    for name in ("stdout", "stderr"):
+        old = getattr(sys, name)
+        try:
+            fd = old.fileno()
+            old.flush()
+        except (AttributeError, OSError, ValueError):
+            continue
+        raw = _GuardedStream(fd, "wb", closefd=False)
+        raw.stream = name
+        setattr(
+            sys,
+            name,
+            io.TextIOWrapper(
+                io.BufferedWriter(raw),
+                encoding=old.encoding,
+                errors=old.errors,
+                line_buffering=old.line_buffering,
+                write_through=getattr(old, "write_through", False),
+            ),
+        )
 
 
 def stdout_name() -> str | None:
