@@ -8,6 +8,7 @@ is the entry's function, and what it returns is written and said by :func:`_emit
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -98,8 +99,11 @@ def _emit(name: str, profile_path: Path, output: Path | None, request: ExportReq
             err_console.print(escape(line), highlight=False)
     if output is not None and entry.use is not None:
         # A command to copy: one line whatever the width (the terminal wraps it; a newline Rich put
-        # between "--mca" and its value broke the command pasted from it).
-        err_console.print(f"use: {entry.use.format(output=output)}", highlight=False, soft_wrap=True)
+        # between "--mca" and its value broke the command pasted from it). The file by its full path:
+        # every rank opens it in its own working directory, and Open MPI given a name it cannot open
+        # there runs its fixed decisions without a word (a job script started elsewhere).
+        where = shlex.quote(str(output.resolve()))
+        err_console.print(escape(f"use: {entry.use.format(output=where)}"), highlight=False, soft_wrap=True)
 
 
 def nccl_tuner(profile: ProfileArg, output: OutputOpt = None, from_other_backend: FromOtherBackendOpt = False) -> None:

@@ -272,3 +272,23 @@ def test_the_command_to_use_an_export_is_one_line(tmp_path: Path) -> None:
     assert use[0].startswith(
         f"use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {out} "
     )
+
+
+def test_the_command_to_use_an_export_names_the_file_by_its_full_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every rank opens coll_tuned_dynamic_rules_filename in its own working directory; given a name it
+    # cannot open there, Open MPI 4.1 runs its fixed decisions without a word (observed: mpirun from
+    # another folder with the 'use:' line's relative name ran redscat_allgather where the rule said
+    # basic_linear). The line printed 'rules dir/x.rules' as -O was given.
+    profile = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my rules").mkdir()
+    args = ["export", "ompi-rules", str(profile), "--from-other-backend", "-O", "my rules/x [1].rules"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    use = [line for line in result.stderr.splitlines() if line.startswith("use: ")]
+    full = tmp_path.resolve() / "my rules" / "x [1].rules"
+    assert use == [
+        f"use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename '{full}' ..."
+    ]
