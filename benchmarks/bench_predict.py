@@ -78,12 +78,17 @@ class Log:
     (``import --ranks``); else read from the log."""
     op: str | None = None
     """The collective, where the log names no test (``import --op``)."""
+    nvls: bool = True
+    """False where the run's published job sets ``NCCL_NVLS_ENABLE=0`` (``predict --no-nvls``; ``NO_NVLS``)."""
 
 
 LOGS = (
-    Log("gb200-72", "all_reduce_perf-gb200-72rank-one-rank-line.log", "gb200", 1, "blackwell", gpu="GB200"),
-    Log("gb200-144", "all_reduce_perf-gb200-144rank-one-rank-line.log", "gb200", 2, "blackwell", gpu="GB200"),
-    Log("gb200-1440", "all_reduce_perf-gb200-1440rank-one-rank-line.log", "gb200", 20, "blackwell", gpu="GB200"),
+    Log("gb200-72", "all_reduce_perf-gb200-72rank-one-rank-line.log", "gb200", 1, "blackwell", gpu="GB200",
+        nvls=False),
+    Log("gb200-144", "all_reduce_perf-gb200-144rank-one-rank-line.log", "gb200", 2, "blackwell", gpu="GB200",
+        nvls=False),
+    Log("gb200-1440", "all_reduce_perf-gb200-1440rank-one-rank-line.log", "gb200", 20, "blackwell", gpu="GB200",
+        nvls=False),
     Log("dgx-a100-2n", "all_reduce_perf-dgx-a100-2node-k8s-legacy.log", "dgx-a100", 2, "ampere", gpu="A100"),
     Log("dgx-a100-4n", "all_reduce_perf-dgx-a100-4node-slurm-legacy.log", "dgx-a100", 4, "ampere", gpu="A100"),
     Log("p5-eks", "all_reduce_perf-h100-2node-mpirun-tag-output-eks.log", "p5", 2, "hopper", gpu="H100"),
@@ -117,12 +122,24 @@ NICS: dict[str, tuple[int, float, str]] = {
 ``predict --nics N --nic-gbps G``); a GB200 "node" here is a rack, one NVLink domain."""
 
 
-def facts_of(log: Log, nics: bool) -> NodeFacts | None:
-    """The NICs ``predict --nics`` is given for ``log``'s system, where asked and published."""
-    if not nics or log.system not in NICS:
+NO_NVLS = (
+    "CoreWeave's GB200 NVL72 example jobs, whose runs its README publishes (NCCL 2.26.2, the 72-rank run's "
+    "-b 512M -e 8G): `export NCCL_NVLS_ENABLE=0` in slurm/nccl-test-distributed-gb200-nvl72-enroot.slurm and "
+    "the MPIJob (coreweave/nccl-tests a736384, 'fix(slurm): disable NVLS ... per NV ask', 2025-04-14, before "
+    "bee97e7 added the runs)"
+)
+"""Why the CoreWeave GB200 logs are given ``predict --no-nvls`` (``Log.nvls``)."""
+
+
+def facts_of(log: Log, nics: bool, nvls: bool | None = None) -> NodeFacts | None:
+    """What ``predict`` is given of ``log``'s nodes: its system's NICs (``predict --nics``) where asked
+    and published, and ``--no-nvls`` where the runs disabled NVLS (``nvls``: the measured runs', default
+    ``log``'s own); None where neither."""
+    off = not (log.nvls if nvls is None else nvls)
+    if (not nics or log.system not in NICS) and not off:
         return None
-    count, gbps, _ = NICS[log.system]
-    return NodeFacts(nics=count, nic_gbps=gbps)
+    count, gbps, _ = NICS[log.system] if nics and log.system in NICS else (0, None, "")
+    return NodeFacts(nics=count, nic_gbps=gbps, nvls=not off)
 
 
 @dataclass
@@ -236,7 +253,8 @@ def _predict_pair(
         nccl_arch=facts_from.log.arch,
         nccl_nvlink=facts_from.log.nvlink,
         simulate_max_ranks=0,
-        nccl_facts=facts_of(facts_from.log, nics),
+        # NVLS as the measured runs had it: the fits are theirs (one setting per system's sources here).
+        nccl_facts=facts_of(facts_from.log, nics, nvls=sources[0].log.nvls),
     )
     result.ours = [p.time_us for p in report.predictions]
     result.decreasing = sum(1 for a, b in itertools.pairwise(result.ours) if b < a)

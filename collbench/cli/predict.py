@@ -43,9 +43,9 @@ MAX_NIC_GBPS = 10_000.0
 """The fastest NIC one may name, GB/s a direction (today's are 50-100)."""
 
 
-def _node_facts(nics: int | None, nic_gbps: float | None, collnet: bool) -> NodeFacts:
-    """The nodes' NICs and CollNet plugin as given; raises ConfigError for one of the NIC options
-    without the other, or a count or speed out of range."""
+def _node_facts(nics: int | None, nic_gbps: float | None, collnet: bool, nvls: bool = True) -> NodeFacts:
+    """The nodes' NICs, CollNet plugin and NVLS setting as given; raises ConfigError for one of the NIC
+    options without the other, or a count or speed out of range."""
     from collbench.models.nccl_graph import NodeFacts
 
     if (nics is None) != (nic_gbps is None):
@@ -54,7 +54,7 @@ def _node_facts(nics: int | None, nic_gbps: float | None, collnet: bool) -> Node
         raise ConfigError(f"--nics must be 1 to {MAX_NICS:,}, got {nics}")
     if nic_gbps is not None and not (0 < nic_gbps <= MAX_NIC_GBPS and math.isfinite(nic_gbps)):
         raise ConfigError(f"--nic-gbps must be a speed above 0 and at most {MAX_NIC_GBPS:,.0f} GB/s, got {nic_gbps}")
-    return NodeFacts(nics=nics or 0, nic_gbps=nic_gbps, collnet=collnet)
+    return NodeFacts(nics=nics or 0, nic_gbps=nic_gbps, collnet=collnet, nvls=nvls)
 
 
 def predict(
@@ -121,6 +121,14 @@ def predict(
             "--collnet", help="A CollNet plugin is loaded (NCCL_COLLNET_ENABLE=1): NCCL's model may pick CollNet."
         ),
     ] = False,
+    no_nvls: Annotated[
+        bool,
+        typer.Option(
+            "--no-nvls",
+            help="The runs set NCCL_NVLS_ENABLE=0: NCCL's model runs ring and tree where it would run NVLS, "
+            "for the measured shape and the asked one.",
+        ),
+    ] = False,
     hierarchy: Annotated[
         int | None,
         typer.Option(
@@ -135,7 +143,7 @@ def predict(
         raise ConfigError("give exactly one of --profile P or --fits F")
     check_ranks(ranks, 2, "predict")  # before anything is assumed from it (the nodes)
     if hierarchy is not None:
-        _refuse_beside_hierarchy(nodes, op, measured_nodes, gpu, nccl_arch, nics, nic_gbps, collnet)
+        _refuse_beside_hierarchy(nodes, op, measured_nodes, gpu, nccl_arch, nics, nic_gbps, collnet, no_nvls)
     source = profile if profile is not None else fits
     assert source is not None
     from collbench.cli.render.models import render_prediction
@@ -179,8 +187,12 @@ def predict(
         raise ConfigError(f"--nccl-arch {nccl_arch!r}: expected one of {', '.join(ARCHS)}")
     if measured_nodes is not None and measured_nodes < 1:
         raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
-    facts = _node_facts(nics, nic_gbps, collnet)
-    nccl_only = [flag for flag, given in (("--collnet", collnet), ("--nccl-arch", arch is not None)) if given]
+    facts = _node_facts(nics, nic_gbps, collnet, nvls=not no_nvls)
+    nccl_only = [
+        flag
+        for flag, given in (("--collnet", collnet), ("--nccl-arch", arch is not None), ("--no-nvls", no_nvls))
+        if given
+    ]
     if nccl_only and not any(native_modelled(f.backend) for f in loaded):
         # They reach NCCL's own model alone (native over NCCL): on gloo or MPI fits they changed nothing.
         backends = ", ".join(sorted({f.backend for f in loaded}))
@@ -228,6 +240,7 @@ def _refuse_beside_hierarchy(
     nics: int | None,
     nic_gbps: float | None,
     collnet: bool,
+    no_nvls: bool = False,
 ) -> None:
     """ConfigError naming the options --hierarchy does not take: its comparison is all-reduce on nodes of K
     ranks from one node up, priced from the fits' own links ('--hierarchy 4 --op broadcast' printed the
@@ -244,6 +257,7 @@ def _refuse_beside_hierarchy(
             ("--nics", nics is not None),
             ("--nic-gbps", nic_gbps is not None),
             ("--collnet", collnet),
+            ("--no-nvls", no_nvls),
         )
         if given
     ]

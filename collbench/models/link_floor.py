@@ -8,8 +8,8 @@ Every prediction on one node of a GPU whose links are known (``topology/bandwidt
 
 * all-reduce: without a reduction in the switch each GPU sends at least ``2 (n-1)/n`` of the buffer
   (the bandwidth-optimal bound, Patarasuk and Yuan 2009, which the ring meets); with NVLink SHARP
-  (NCCL's NVLS) the switch reduces, and each GPU sends the switch its whole buffer once, so the
-  floor is ``min(2 (n-1)/n, 1)`` of it;
+  (NCCL's NVLS, unless the runs set ``NCCL_NVLS_ENABLE=0``) the switch reduces, and each GPU sends the
+  switch its whole buffer once, so the floor is ``min(2 (n-1)/n, 1)`` of it;
 * reduce-scatter and all-gather: ``(n-1)/n`` of the buffer (the blocks the other ranks need or
   hold), or with NVLink SHARP ``1/n`` (its own block, once, to the switch, which multicasts it);
 * the other ops: no floor here (none is claimed).
@@ -102,8 +102,10 @@ def link_floor(op: str, world_size: int, nodes: int, device: str, facts: NodeFac
     gpu = gpu_links(device) if device else None
     if gpu is None or gpu.nvlink_gbps is None:
         return None
-    share = share_of(world_size, gpu.nvswitch_reduction)
-    return LinkFloor(share, gpu.nvlink_gbps, f"each {gpu.name} over its NVLinks", gpu.nvswitch_reduction)
+    # With NCCL_NVLS_ENABLE=0 the switch does not reduce: each GPU's links carry the ring's share.
+    reduced = gpu.nvswitch_reduction and (facts is None or facts.nvls)
+    share = share_of(world_size, reduced)
+    return LinkFloor(share, gpu.nvlink_gbps, f"each {gpu.name} over its NVLinks", reduced)
 
 
 def with_gpu(fits: Sequence[Fit], name: str) -> list[Fit]:

@@ -111,6 +111,10 @@ class NodeFacts:
     """Each NIC's speed, GB/s a direction; None where not known."""
     collnet: bool = False
     """A CollNet (in-network reduction) plugin is loaded and enabled; NCCL runs without one by default."""
+    nvls: bool = True
+    """NCCL may run NVLS and NVLS-tree where the GPUs have NVLink SHARP (``NCCL_NVLS_ENABLE``'s default);
+    False where the runs set ``NCCL_NVLS_ENABLE=0``: NCCL then runs ring and tree there (its search
+    makes no NVLS graph), so what was measured is theirs and so is what is asked."""
 
     def __post_init__(self) -> None:
         if self.nics < 0 or (self.nic_gbps is not None and not (self.nic_gbps > 0 and math.isfinite(self.nic_gbps))):
@@ -137,7 +141,7 @@ def node_of(device: str, gpus: int, facts: NodeFacts) -> NcclNode | None:
         gpus=gpus,
         sm=gpu.sm,
         gpu_nvlink_gbps=bw,
-        nvls=gpu.nvswitch_reduction,
+        nvls=gpu.nvswitch_reduction and facts.nvls,
         nics=facts.nics,
         nic_gbps=facts.nic_gbps,
         x86=gpu.name not in _GRACE_BOARDS,

@@ -29,15 +29,12 @@ _HW_LAT: dict[str, tuple[float, float, float]] = {
 }
 """``hwLatencies`` (us) of the Simple-only algorithms, per link class NVLink, PCI, NET (their base
 latencies are 0)."""
-NVLS_FIGURE_CHECK = (
-    "NCCL's NVLS figure was 8-53% above the busbw of the one published NVL72 rack (72 ranks, 512 MiB-8 GiB), "
-    "so the time is likely too short"
-)
+NVLS_FIGURE_CHECK = "no published NVLS run here checks it"
 """What is known of NCCL's NVLS figure against a measurement, said wherever a prediction rests on it
-unmeasured: the one published NVLS run here (tests/fixtures/real/all_reduce_perf-gb200-72rank-one-rank-
-line.log, where NCCL's model picks NVLS at every size) reached 586-847 GB/s busbw, where NCCL's model
-of that rack gives 898-916 with its latency (918 without); tests/unit/test_nccl_nvls_calibration.py
-works the figures out of the log."""
+unmeasured. The published NVL72 racks here (tests/fixtures/real/all_reduce_perf-gb200-*rank-*.log)
+ran with ``NCCL_NVLS_ENABLE=0`` (CoreWeave's example jobs, coreweave/nccl-tests a736384): their times
+are the ring's and tree's, not NVLS's (tests/unit/test_nccl_nvls_calibration.py), so they say nothing
+of NVLS's figure; an earlier text here compared it with the 72-rank run as if that had run NVLS."""
 MAX_DIRECT_ARITY = 7
 """device.h ``NCCL_MAX_DIRECT_ARITY``: CollNet runs with up to 8 GPUs a node (enqueue.cc
 ``updateCollCostTable``), CollNet-direct's graph has that many heads at most (search.cc)."""

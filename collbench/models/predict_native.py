@@ -202,8 +202,14 @@ def native_nccl(
             return 1.0
         # Within one node, from a fit across several, nothing of the links inside was measured: what the
         # model missed across nodes may make it slower there, never faster than NCCL's own figures (a
-        # GCP H100 2-node fit's x0.8 put NVLS at 596 GB/s busbw on 8 GPUs; published ~480).
-        return max(missed, 1.0) if intra is not None else missed
+        # GCP H100 2-node fit's x0.8 put NVLS at 596 GB/s busbw on 8 GPUs; published ~480). Where the
+        # ring runs there on the fitted bus (above NCCL's figure: the measured ring crossed these links
+        # at that rate) its miss is the measured ring's, carried as at any shape: held at 1, a miss
+        # below 1 made one node slower than the same ring on two (a GB200 2-rack fit, NVLS off: 41.06 ms
+        # at 69 ranks in one rack, 40.71 ms at 76 on two, 16 GiB).
+        if intra is None or (intra.ring_measured and choice(size).algo not in NVLS_ALGORITHMS):
+            return missed
+        return max(missed, 1.0)
 
     def raw_us(size: float) -> float:
         return choice(size).time_us * residual(size)

@@ -77,6 +77,10 @@ def test_predict_bad_inputs(tmp_path: Path) -> None:
             ["predict", "--fits", str(fits), "--ranks", "8", "--nodes", "1", "--collnet"],
             "--collnet describes NCCL's own choice, and these fits are gloo's: leave it out",
         ),
+        (
+            ["predict", "--fits", str(fits), "--ranks", "8", "--nodes", "1", "--no-nvls"],
+            "--no-nvls describes NCCL's own choice, and these fits are gloo's: leave it out",
+        ),
         # A profile whose rules are broken is refused as every reader of profiles refuses it: predict took
         # its fits alone and predicted, exit 0.
         (["predict", "--profile", str(broken), "--ranks", "8", "--nodes", "1"], "not a valid collbench profile"),

@@ -1,7 +1,8 @@
-"""`predict --nics N --nic-gbps G [--collnet]` (issue 32, items 3 and 4): the NICs a node feed NCCL's model
+"""`predict --nics N --nic-gbps G [--collnet] [--no-nvls]` (issue 32, items 3 and 4): the NICs a node feed NCCL's model
 across nodes (its ring search's channels, NVLS-tree, whose heads are the GPUs with a NIC: tuning.cc,
 search.cc) and the least time a multi-node prediction may take (``models/link_floor.py``); a CollNet
-plugin is declared, never assumed; bad values are one error line."""
+plugin is declared, never assumed, and NVLS turned off where the runs turned it off; bad values are one
+error line."""
 
 from __future__ import annotations
 
@@ -89,3 +90,30 @@ def test_the_nics_floor_across_nodes() -> None:
     # NICs not known, or an op without a floor: none claimed across nodes.
     assert link_floor("all-reduce", 32, 4, "NVIDIA H100 80GB HBM3") is None
     assert link_floor("broadcast", 32, 4, "NVIDIA H100 80GB HBM3", facts) is None
+
+
+def test_no_nvls_is_ring_and_tree_on_both_sides_and_its_floor(tmp_path: Path) -> None:
+    # `--no-nvls`: the runs set NCCL_NVLS_ENABLE=0 (CoreWeave's GB200 jobs do: benchmarks/bench_predict.py's
+    # NO_NVLS), so NCCL's search makes no NVLS graph (tuning.cc prices NVLS and NVLS-tree from it) where it
+    # measured and where it is asked. One H100 node from the 2-node fit: NVLS at 1 GiB by default, the ring
+    # or tree told it is off; across nodes with the NICs, NVLS-tree at 8 GiB by default, not told it is off.
+    one_node = ("--nodes", "1", "--ranks", "8")
+    default = _predict(tmp_path, *one_node)["predictions"]
+    assert "picks nvls/" in next(p for p in default if p["size_bytes"] == 1 << 30)["basis"]
+    off = _predict(tmp_path, *one_node, "--no-nvls")["predictions"]
+    for p in off + _predict(tmp_path, "--nics", "8", "--nic-gbps", "50", "--no-nvls")["predictions"]:
+        assert "picks ring/" in p["basis"] or "picks tree/" in p["basis"]
+        assert "NVLS" not in p["basis"]
+    # Without the switch reducing, 8 GPUs' NVLinks carry the ring's 2 (8-1)/8 of the buffer, not once.
+    h100 = "NVIDIA H100 80GB HBM3"
+    on, without = link_floor("all-reduce", 8, 1, h100), link_floor("all-reduce", 8, 1, h100, NodeFacts(nvls=False))
+    assert on is not None and on.share == 1.0 and on.reduced_in_switch
+    assert without is not None and without.share == pytest.approx(1.75) and not without.reduced_in_switch
+
+
+def test_no_nvls_beside_hierarchy_is_one_error_line(tmp_path: Path) -> None:
+    # --hierarchy compares ring, hierarchical and two-tree from the fits' own links: NCCL's NVLS is not in it.
+    args = ["predict", "--fits", str(_fits(tmp_path)), "--ranks", "16", "--hierarchy", "4", "--no-nvls"]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 2, done.output
+    assert "leave out --no-nvls" in done.output and "Traceback" not in done.output
