@@ -71,6 +71,7 @@ from collbench.importers.nccl_tests_ops import (
     shape_columns,
     wrong_count,
 )
+from collbench.importers.nodes import NODES_LEFT_UNKNOWN
 from collbench.pasted import clean_pasted_text
 from collbench.results.row import NODES_UNKNOWN, ResultRow
 from collbench.schedules.ops import Op
@@ -403,7 +404,7 @@ def _run_shape(run: _Run, op: Op, path: Path, ranks: int | None, notes: list[str
         nodes = NODES_UNKNOWN
         notes.append(
             f"{path}: the log names the host of {len(hosts)} of {world} ranks and prints no node count;"
-            " node count left unknown (0)"
+            f" {NODES_LEFT_UNKNOWN}"
         )
     if run.ranks:
         host, device = run.ranks[min(run.ranks)]

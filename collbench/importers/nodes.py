@@ -16,6 +16,10 @@ from collbench.errors import ConfigError, InputFileError
 from collbench.importers.nccl_tests_infer import ranks_per_node_from_devices
 from collbench.results.row import NODES_UNKNOWN, ResultRow
 
+NODES_LEFT_UNKNOWN = "node count left unknown (0)"
+"""How the reader's note on a log whose node count it cannot tell ends (``importers/nccl_tests.py``); a
+note so ending is dropped once ``--nodes`` or the devices settle the count (:func:`settle_log_nodes`)."""
+
 
 def check_nodes_option(nodes: int | None, ranks: int | None = None) -> None:
     """Raise ConfigError for ``--nodes`` below 1, or one that does not divide ``--ranks``."""
@@ -66,7 +70,12 @@ def nodes_from_devices(path: Path, rows: list[ResultRow], notes: list[str]) -> l
 
 
 def settle_log_nodes(path: Path, rows: list[ResultRow], nodes: int | None, notes: list[str]) -> list[ResultRow]:
-    """One log's rows with their node count: ``nodes`` (``--nodes``) where given, else the devices'."""
-    if nodes is not None:
-        return list(given_nodes(rows, nodes, str(path)))
-    return nodes_from_devices(path, rows, notes)
+    """One log's rows with their node count: ``nodes`` (``--nodes``) where given, else the devices'.
+
+    Where that settles every row, the reader's note that the log left the count unknown is dropped:
+    'import --nodes 2' said 'node count left unknown (0)' above '16 ranks on 2 nodes'.
+    """
+    settled = list(given_nodes(rows, nodes, str(path))) if nodes is not None else nodes_from_devices(path, rows, notes)
+    if all(r.nodes != NODES_UNKNOWN for r in settled):
+        notes[:] = [n for n in notes if not (n.startswith(f"{path}: ") and n.endswith(NODES_LEFT_UNKNOWN))]
+    return settled
