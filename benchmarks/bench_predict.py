@@ -20,6 +20,11 @@ of the published time (the smaller of in place and out of place, as ``fit`` take
 
     python benchmarks/bench_predict.py [--details] [--json out.json] [--nics]
 
+Each log's run is described as its source describes it: the GPU (``predict --gpu``) where the rank
+lines do not name it, and ``predict --no-nvls`` where the run's published job set
+``NCCL_NVLS_ENABLE=0`` (``NO_NVLS``: CoreWeave's GB200 runs), for the source's calibration and the
+asked shape alike.
+
 ``--nics`` gives predict each system's published NICs (``NICS``: ``predict --nics N --nic-gbps G``):
 NCCL's model's channels, NVLS-tree and the NICs' floor across nodes; without it, none.
 
