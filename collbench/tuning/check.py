@@ -8,7 +8,12 @@ are not a choice among those). The *regret* of the rule is the time of its chose
 fastest one there (1.0: the choice was the best), with its uncertainty: the two points' relative noise
 (``selection.Point.noise``: within-point spread, and the gap between the two best rounds) added in
 quadrature.
-A regret within its uncertainty of 1 is a choice the measurements cannot fault.
+A rule is *beaten* where the fastest algorithm would win against its choice in a tune
+(``selection.beaten_by``): faster beyond the pair's noise bar and ahead round by round over the check's
+rounds (Student's t, as the tune's own test). The regret's uncertainty alone took the noise as known
+and normal, and the fastest of several tied algorithms is the one luck favoured most: a rule whose
+choice was as fast as the best was beaten in 4-6% of checks (3 rounds, simulated); the tune's test
+says so in about 1% (tests/unit/test_selection_confidence.py).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collbench.results.row import ResultRow
 from collbench.runtime.here import HERE
 from collbench.schedules.ops import Op
 from collbench.tuning.config import TUNE_ELEMENT_BYTES
-from collbench.tuning.selection import DEFAULT_SIGMAS, Point, in_round, measured_points
+from collbench.tuning.selection import Point, SelectionSettings, beaten_by, in_round, measured_points
 from collbench.tuning.sweeps import IN_PLACE, OUT_OF_PLACE, Progress, algorithm_order
 
 CHECK_ROUNDS = 3
@@ -49,14 +54,9 @@ class RuleCheck:
     """chosen / best (>= 1); None when the chosen algorithm was not measured."""
     regret_err: float | None
     """Absolute uncertainty of the regret (one standard error, from the two points' noise)."""
-
-    @property
-    def faulted(self) -> bool:
-        """Whether the re-measurement shows a faster algorithm beyond the noise: by as many standard
-        errors as selection asks of a winner (``selection.DEFAULT_SIGMAS``)."""
-        if self.regret is None or self.regret_err is None:
-            return False
-        return self.regret - DEFAULT_SIGMAS * self.regret_err > 1.0
+    faulted: bool
+    """Whether the re-measurement shows a faster algorithm beyond the noise, as a tune asks of a winner
+    (``selection.beaten_by``); False when the chosen algorithm was not measured."""
 
 
 def check_sizes(profile: Profile, rule_set: RuleSet | None = None) -> list[tuple[Rule, int]]:
@@ -112,6 +112,7 @@ def regrets(profile: Profile, rows: list[ResultRow], rule_set: RuleSet | None = 
     """The regret of every rule of ``rule_set`` (default: the default shape's) from re-measured rows
     (several rounds of every algorithm at its size)."""
     points = measured_points(rows)
+    settings = SelectionSettings()  # what a tune decides with (no option changes it)
     out = []
     for rule, size in check_sizes(profile, rule_set):
         here: dict[Variant, Point] = {v: pts[size] for v, pts in points.get(rule.op, {}).items() if size in pts}
@@ -120,7 +121,7 @@ def regrets(profile: Profile, rows: list[ResultRow], rule_set: RuleSet | None = 
         best = min(here, key=lambda v: here[v].time_us)
         mine = [v for v in here if v.algo == rule.algo]
         if not mine:
-            out.append(RuleCheck(rule, size, None, best.algo, here[best].time_us, None, None))
+            out.append(RuleCheck(rule, size, None, best.algo, here[best].time_us, None, None, faulted=False))
             continue
         chosen = min(mine, key=lambda v: here[v].time_us)
         if chosen == best:
@@ -133,7 +134,8 @@ def regrets(profile: Profile, rows: list[ResultRow], rule_set: RuleSet | None = 
         # The times shown are the ones the regret divides, at the fastest round's speed: each point's
         # smallest time as measured (``shown_us``) can come from rounds of other speeds than its rival's,
         # and showed the chosen one faster than the one named fastest beside a regret above 1.
-        out.append(RuleCheck(rule, size, here[chosen].time_us, best.algo, here[best].time_us, regret, err))
+        beaten = chosen != best and beaten_by(here[chosen], here[best], settings)
+        out.append(RuleCheck(rule, size, here[chosen].time_us, best.algo, here[best].time_us, regret, err, beaten))
     return out
 
 

@@ -83,7 +83,7 @@ def test_profile_rules_and_fits() -> None:
 def test_check() -> None:
     profile = _profile()
     checks = [
-        RuleCheck(rule, rule.at_bytes or 1, 1234.5, best, 1000.0, 1.2345, 0.0123)
+        RuleCheck(rule, rule.at_bytes or 1, 1234.5, best, 1000.0, 1.2345, 0.0123, faulted=True)
         for rule_set in profile.rule_sets
         for rule in rule_set.rules
         for best in (("recursive-doubling",) if rule.op == "all-reduce" else ("rabenseifner",))

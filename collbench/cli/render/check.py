@@ -7,7 +7,6 @@ from rich.console import Group, RenderableType
 from collbench.cli.render.profile import _bytes, _us
 from collbench.cli.render.styles import narrow_table
 from collbench.tuning.check import RuleCheck, geomean_regret
-from collbench.tuning.selection import DEFAULT_SIGMAS
 from collbench.units import counted
 
 
@@ -63,5 +62,5 @@ def check_summary(checks: list[RuleCheck]) -> str:
     mean = "-" if geo is None else f"{geo:.3f}"
     return (
         f"geometric-mean regret {mean} over {counted(len(checks), 'rule')}; {faulted} beaten beyond the noise "
-        f"({DEFAULT_SIGMAS:g} standard errors)"
+        "(as a tune's winner: beyond the noise bar and ahead round by round)"
     )

@@ -94,8 +94,9 @@ def decide_at(
 ) -> tuple[Variant, tuple[Variant, ...]]:
     """The variant to run at one size, and the others it is tied with there.
 
-    The fastest variant and every variant whose time is within the noise bar of it (``settings.
-    threshold`` of the two points' noise) cannot be told apart: they are tied. A tie goes to the
+    The fastest variant and every variant it has not beaten (:func:`beaten_by`: its time within the
+    noise bar of the fastest's, ``settings.bar``, or not behind it round by round) cannot be told
+    apart: they are tied. A tie goes to the
     simpler choice: the backend's own collective (native) when it is in the tie, else the variant
     already in use at the size below (so that noise cannot make the rules flap), else the fastest.
     """
@@ -106,14 +107,7 @@ def decide_at(
     tied = [
         v
         for v in candidates
-        if v == best
-        or (
-            not left_behind(here[v], fastest)
-            and (
-                here[v].time_us <= fastest.time_us * (1.0 + settings.bar(here[v], fastest))
-                or not apart_round_by_round(here[v], fastest, settings)
-            )
-        )
+        if v == best or (not left_behind(here[v], fastest) and not beaten_by(here[v], fastest, settings))
     ]
     natives = [v for v in tied if v.algo == NATIVE]
     if natives:
@@ -123,6 +117,14 @@ def decide_at(
     else:
         chosen = best
     return chosen, tuple(v for v in tied if v != chosen)
+
+
+def beaten_by(slower: Point, faster: Point, settings: SelectionSettings) -> bool:
+    """Whether ``faster`` is ahead of ``slower`` by what a winner must show: its time below ``slower``'s
+    beyond the pair's noise bar (``settings.bar``), and ahead round by round
+    (:func:`apart_round_by_round`). Otherwise the two are tied."""
+    bar = settings.bar(slower, faster)
+    return slower.time_us > faster.time_us * (1.0 + bar) and apart_round_by_round(slower, faster, settings)
 
 
 def left_behind(slower: Point, faster: Point) -> bool:
