@@ -84,6 +84,22 @@ def _no_stall_note(rows: Sequence[ResultRow]) -> str:
     return "These rows carry no stall fraction (recorded before sweeps measured it): no noise marks."
 
 
+def _table_summary(rows: Sequence[ResultRow], n: int) -> str:
+    """The line that opens a section's nccl-tests table: its size, and which time its time column is.
+
+    The column is each row's ``time_us`` (the p50 of collbench's rows, nccl-tests' mean for a log's),
+    while the charts above plot the p25: a reader saw 88.9 us for a point in the profile and 146.80 in
+    the table, with no word why.
+    """
+    sources = {r.source == NCCL_TESTS_SOURCE for r in rows}
+    said = {
+        False: "collbench's rows: the p50 of the slowest rank's iterations (the fastest where rounds repeat a point)",
+        True: "nccl-tests' rows: the mean over iterations, as the log prints it",
+    }
+    what = "; ".join(said[s] for s in sorted(sources))
+    return f"nccl-tests columns: {n} rows (click a header to sort); time: {what}"
+
+
 def busbw_gbps(size_bytes: float, time_us: float, factor: float) -> float:
     """nccl-tests' bus bandwidth of one call: ``factor * size / time`` (GB/s from bytes and us). It
     falls as time grows, so the slowest time of a spread gives its lowest busbw."""
@@ -223,7 +239,7 @@ def op_section(
         parts.append(f'<ul class="crossovers">{items}</ul>')
     n = len({(r.algo, r.size_bytes, r.dtype) for r in rows})
     parts.append(
-        f'<details class="table"><summary>nccl-tests columns: {n} rows (click a header to sort)</summary>'
+        f'<details class="table"><summary>{escape(_table_summary(rows, n))}</summary>'
         f"{results_table(rows, has_stall)}</details>"
     )
     parts.append("</section>")
@@ -267,7 +283,7 @@ def latency_section(key: GroupKey, rows: Sequence[ResultRow], algo_colors: dict[
             f'<p class="note">{escape(op)} moves no data: one point per algorithm, its time in microseconds '
             "(the p25 of the slowest rank's iterations, what the profile's choice uses), fastest first; no size "
             "axis and no bandwidth. A red outline marks a point whose iterations stalled or fell into two modes.</p>",
-            f'<details class="table"><summary>nccl-tests columns: {n} rows (click a header to sort)</summary>'
+            f'<details class="table"><summary>{escape(_table_summary(rows, n))}</summary>'
             f"{results_table(rows, has_stall)}</details>",
             "</section>",
         ]

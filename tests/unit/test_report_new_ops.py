@@ -91,3 +91,26 @@ def test_out_of_place_only_table_keeps_its_title_on_one_line() -> None:
     title = f"all-to-all · pairwise · gloo · 4 ranks · {first.dtype} · none"
     assert title in out.splitlines()[0], out
     assert "10.486" in out and "7.864" in out  # algbw, busbw: still whole
+
+
+def test_the_nccl_tests_table_says_which_time_it_shows() -> None:
+    # The charts plot the p25 and the profile's "measured" is the p25; the table's time column is the
+    # row's time_us: the p50 of collbench's rows, the mean an nccl-tests log printed. A reader saw one
+    # point at 88.9 us in the profile and 146.80 us in the table, with no word why.
+    from collbench.importers.nccl_tests import read_nccl_tests
+
+    ((key, rows),) = group_rows(_all_to_all()).items()
+    html = op_section(key, rows, [], [])
+    summary = html[html.index("<summary>") : html.index("</summary>")]
+    assert "time: collbench&#x27;s rows: the p50 of the slowest rank&#x27;s iterations" in summary, summary
+    assert "mean" not in summary
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "all_reduce_perf-2080ti-x2-autodl.log"
+    imported = read_nccl_tests(log, notes=[])
+    ((key, rows),) = group_rows(imported).items()
+    html = op_section(key, rows, [], [])
+    summary = html[html.index("<summary>") : html.index("</summary>")]
+    assert "time: nccl-tests&#x27; rows: the mean over iterations, as the log prints it" in summary, summary
+    assert "p50" not in summary
+    ((key, rows),) = group_rows(_barrier()).items()
+    html = op_section(key, rows, [], [])
+    assert "the p50 of the slowest rank" in html[html.index("<summary>") : html.index("</summary>")]
