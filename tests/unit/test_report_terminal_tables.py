@@ -88,7 +88,13 @@ def test_check() -> None:
         for rule in rule_set.rules
         for best in (("recursive-doubling",) if rule.op == "all-reduce" else ("rabenseifner",))
     ]
-    _assert_whole(_render(render_check(checks, "64 ranks on 8 node(s)")), {*LONG, "reduce-scatter"})
+    out = _render(render_check(checks, "64 ranks on 8 node(s)"))
+    _assert_whole(out, {*LONG, "reduce-scatter"})
+    # A beaten rule says so in words (the red is lost when piped or logged), and only a beaten one.
+    assert out.count("1.234±0.012 beaten") == len(checks), out
+    held = [replace(c, faulted=False) for c in checks]
+    out = _render(render_check(held, "64 ranks on 8 node(s)"))
+    assert "1.234±0.012" in out and "beaten" not in out, out
 
 
 def test_fit_and_predict() -> None:
