@@ -14,7 +14,7 @@
     collbench.torch.scan(tensor, profile=profile, op="sum", exclusive=False)  # a prefix, in place
 
 Per call, the profile's rule for all-reduce at the tensor's size in bytes, in the rule set of the
-process group's size, says what runs: ``native``
+process group's shape (its size, on the nodes its ranks report), says what runs: ``native``
 is ``torch.distributed.all_reduce`` (the backend's own collective); any other algorithm is
 collbench's schedule for it, built for the group's size and run by collbench's executor over the
 group's point-to-point transport, on the layout (ring orders, trees) the profile recorded. The other
@@ -57,12 +57,12 @@ from collbench.layouts.model import Layout
 from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
-from collbench.runtime.ddp import ScheduleWorker, bucket_bytes
+from collbench.runtime.ddp import ScheduleWorker, bucket_bytes, group_device, group_nodes
 from collbench.runtime.executor.plan_cache import PLANS, PlanKey
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
 from collbench.schedules.ops import Op
 from collbench.schedules.spec import MAX_SEGMENTS
-from collbench.units import format_bytes
+from collbench.units import format_bytes, ranks_on_nodes
 
 _REDOPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "prod": dist.ReduceOp.PRODUCT}
 
@@ -144,8 +144,21 @@ def _plan_key(
 
 
 def _rule_set(profile: Profile, group: Any) -> RuleSet:
-    """The profile's rule set for the group's size (UserError naming the sizes it has otherwise)."""
-    return profile.rule_set(dist.get_world_size(group))
+    """The profile's rule set for the group's shape: its size, on the nodes its ranks report
+    (:func:`group_nodes`), not the profile's measured ranks a node, which a job spread otherwise (a rank
+    a node, uneven nodes) does not keep. Said once per group (rank 0). UserError naming the shapes the
+    profile has when it has not that one."""
+    world = dist.get_world_size(group)
+    nodes, gathered = group_nodes(group)
+    rule_set = profile.rule_set(world, nodes)
+    if gathered and (not dist.is_initialized() or dist.get_rank() == 0):
+        warnings.warn(
+            f"collbench: this group is {ranks_on_nodes(world, nodes)} (by the host name and boot id each rank "
+            f"reports): it runs the profile's rules for {rule_set.shape_label}",
+            GroupShape,
+            stacklevel=2,
+        )
+    return rule_set
 
 
 def _check_initialised() -> None:
@@ -204,12 +217,13 @@ def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, op: object, 
 def all_reduce(tensor: torch.Tensor, profile: Profile, group: Any = None, *, op: object = "sum") -> Rule:
     """All-reduce ``tensor`` in place across ``group`` with the algorithm the profile picks for its size.
 
-    The rule comes from the profile's rule set for the group's size (its measured one where the
-    profile has that size both measured and predicted), so one profile serves every group of a job:
+    The rule comes from the profile's rule set for the group's size on the nodes its ranks run on (the
+    host name and boot id each reports, gathered once per group; the measured set where the profile has
+    that shape both measured and predicted), so one profile serves every group of a job:
     tensor-parallel, data-parallel, the world. ``op`` is sum, prod, min, max or avg, or torch.distributed's
     ``ReduceOp`` of one (``dist.ReduceOp.MAX``), as ``dist.all_reduce`` takes it. Returns the rule
     that was applied. Raises ConfigError when torch.distributed is not initialised; UserError when the
-    profile has no rule set for the group's size or no all-reduce rules; torch.distributed errors
+    profile has no rule set for the group's shape or no all-reduce rules; torch.distributed errors
     pass through.
     """
     return _all_reduce(tensor, profile, group, op, _Runners(profile))
@@ -295,6 +309,10 @@ class LayoutNotHeld(UserWarning):
     """Said once where a rule names a layout its rule set does not hold, and runs in rank order."""
 
 
+class GroupShape(UserWarning):
+    """Said once per process group: the shape whose rules it runs, on the nodes its ranks report."""
+
+
 class DDPDefaultPath(UserWarning):
     """Said once where collbench leaves DDP its own all-reduce: the profile is native where it matters."""
 
@@ -323,8 +341,9 @@ def ddp_comm_hook(profile: Profile) -> CommHook:
     ``native`` runs torch's ``allreduce_hook`` too (on NCCL, once a schedule has run, on the hook's
     worker thread, see the module's notes); other buckets run collbench's schedule on that thread,
     one bucket after the other. Each bucket shape's rule and schedule are chosen and compiled on its
-    first call and kept for the life of the hook. Errors of a bucket's all-reduce reach DDP through
-    the future (DDP raises them in backward).
+    first call and kept for the life of the hook; the first call on a group also reads its nodes (one
+    all-gather, so it returns once every rank's hook has come; :func:`register_comm_hook` reads them at
+    registration). Errors of a bucket's all-reduce reach DDP through the future (raised in backward).
     """
     if _native_everywhere(profile):
         _say_once(
@@ -347,14 +366,14 @@ def register_comm_hook(model: torch.nn.Module, profile: Profile, group: Any = No
     """Make ``model`` (a DistributedDataParallel) all-reduce its buckets as the profile says.
 
     Registers :func:`ddp_comm_hook` on ``model`` with ``group`` as its state, unless the profile's
-    rules for the group's size are native at every size this model's buckets have
+    rules for the group's shape are native at every size this model's buckets have
     (``collbench.runtime.ddp.bucket_bytes``: computed as DDP computes them, for its first backward and
     for the buckets it rebuilds after it): then nothing is registered, DDP keeps its built-in
     all-reduce, which runs without Python per bucket (any Python hook, torch's own ``allreduce_hook``
     included, adds a call and a callback under the GIL to each bucket), and rank 0 says so once
     (a :class:`DDPDefaultPath` warning naming the sizes). Returns the hook registered, or None.
     Raises ConfigError when torch.distributed is not initialised; UserError when the profile has no
-    all-reduce rules for the group's size.
+    all-reduce rules for the group's shape.
     """
     _check_initialised()
     if not isinstance(model, DistributedDataParallel):
@@ -405,7 +424,7 @@ def all_to_all_single(output: torch.Tensor, input: torch.Tensor, profile: Profil
 
     The rule is the profile's for all-to-all at the whole buffer's size in bytes (nccl-tests' count).
     Returns it. Raises ConfigError when the buffers differ in size or do not split into equal blocks, or
-    torch.distributed is not initialised; UserError when the profile has no rule for the group's size.
+    torch.distributed is not initialised; UserError when the profile has no rule for the group's shape.
     """
     world = dist.get_world_size(group) if dist.is_initialized() else 1
     count = input.numel()
@@ -528,11 +547,7 @@ def barrier(profile: Profile, group: Any = None, *, device: torch.device | str |
     if is_native(rule.algo):
         dist.barrier(group=group)
         return rule
-    if device is None:
-        backend = for_torch(str(dist.get_backend(group)))
-        on_gpu = backend is not None and backend.on_gpu and torch.cuda.is_available()
-        device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
-    token = torch.zeros(1, dtype=torch.float32, device=device)
+    token = torch.zeros(1, dtype=torch.float32, device=group_device(group) if device is None else device)
     _run_schedule(profile, rule_set, rule, Op.BARRIER, 0, token, group)
     return rule
 
@@ -548,7 +563,7 @@ def scan(
     ``op`` is a reduction as collbench or torch names it (sum, prod, min, max; avg has no prefix form).
     The rule is the profile's for scan (or exscan) at the tensor's size in bytes; returns it. Raises
     ConfigError for avg, for a native rule (torch.distributed has no scan to run), or when
-    torch.distributed is not initialised; UserError when the profile has no rule for the group's size.
+    torch.distributed is not initialised; UserError when the profile has no rule for the group's shape.
     """
     redop = redop_name(op)
     if redop == "avg":

@@ -409,9 +409,10 @@ class Profile:
             asked = (counted(world_size, "rank") if world_size is not None else "any number of ranks") + (
                 f" on {counted(nodes, 'node')}" if nodes is not None else ""
             )
+            shape = f"{world_size or 'N'}" + (f":{nodes}" if nodes is not None else "")
             raise UserError(
                 f"the profile has no rules for {asked}; it has: {self.shapes_label()} "
-                f"(run `collbench tune --ranks {world_size or 'N'}` or add `--predict-ranks` to cover it)"
+                f"(run `collbench tune --ranks {world_size or 'N'}` or add `--predict-ranks {shape}` to cover it)"
             )
         from collbench.models.predict_defaults import kept_nodes
 

@@ -4,6 +4,8 @@
   computed as DDP computes them, so that a profile's rules can be looked up for them before training.
 * :class:`ScheduleWorker`: one thread running a hook's buckets in the order they were handed over,
   stopped and joined at the interpreter's exit.
+* :func:`group_nodes`: the nodes a process group's ranks run on, which pick the profile's rule set;
+  :func:`group_device`: where the group's backend takes tensors.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from collbench.backends import for_torch
+from collbench.runtime.launch import membership
 
 Job = tuple[Callable[[torch.Tensor], None], torch.Tensor, "torch.futures.Future[torch.Tensor]", Any]
 """One bucket for the worker: what all-reduces it (its compiled schedule, or the backend's own
@@ -129,3 +134,20 @@ class ScheduleWorker:
         stream = torch.cuda.current_stream(buffer.device) if buffer.device.type == "cuda" else None
         self._jobs.put((reduce, buffer, future, stream))
         return future
+
+
+def group_device(group: Any) -> torch.device:
+    """Where ``group``'s backend takes tensors: the current CUDA device on NCCL, else the CPU."""
+    backend = for_torch(str(dist.get_backend(group)))
+    on_gpu = backend is not None and backend.on_gpu and torch.cuda.is_available()
+    return torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+
+
+def group_nodes(group: Any) -> tuple[int, bool]:
+    """The nodes ``group``'s ranks run on (None: the default group), by the host name and boot id each
+    reports (``launch/membership.py``), and whether this call gathered them: one all-gather of a
+    fixed-width row per rank on the group's first ask (O(group size) bytes on every rank), none after.
+    Every rank of the group must ask at the same point, as for any collective on it."""
+    key = group if group is not None else dist.group.WORLD
+    first = not membership.GROUPS.known(key)
+    return membership.GROUPS.of(key, dist.get_world_size(group), group_device(group)).nodes, first

@@ -7,7 +7,8 @@ whose value is the reduced bucket; DDP waits on the futures only at the end of b
 all-reduces before returning serialises communication with the rest of backward.
 
 * The hook returns while the bucket's all-reduce is still in flight: here the peer has not even
-  called the hook yet when the first rank's hook has returned (native rule and collbench's schedule).
+  called the hook yet when the first rank's hook has returned (native rule and collbench's schedule),
+  on every call after the group's first (which reads the nodes its ranks run on, with the peer).
 * Each bucket shape's schedule is compiled once, however many steps run.
 * Training with the hook gives plain DDP's parameters, with rules that mix native and collbench's
   algorithms across buckets.
@@ -66,6 +67,11 @@ def _overlap_worker(rank: int, world: int, store_path: str, out_dir: str) -> Non
     )
     try:
         hook = ctorch.ddp_comm_hook(_profile(world))
+        # The hook's first call on a group reads the nodes its ranks run on (one all-gather, which every
+        # rank joins as DDP calls every rank's hook for each bucket), so it returns once the peer has come:
+        # register_comm_hook reads them at registration instead. Every call after it is checked below.
+        first = torch.ones(100)
+        torch.testing.assert_close(hook(None, _Bucket(first)).wait(), first)  # type: ignore[arg-type]
         done_at_return: dict[str, bool] = {}
         # 100 float32 = 400 B: native; 8000 = 32 KB: collbench's ring.
         for count in (100, 8000, 100, 8000):

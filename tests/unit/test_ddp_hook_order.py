@@ -26,6 +26,8 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 import collbench.torch as ctorch
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
+from collbench.runtime.launch import membership as membership_module
+from collbench.runtime.launch.membership import GroupMemberships, HostReport, membership
 
 P = {"segment_bytes": None, "layout": "rank-order"}
 
@@ -88,9 +90,13 @@ class _Bucket:
 def _fake_group(monkeypatch: pytest.MonkeyPatch, comm: Communicator, backend: str) -> None:
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
     monkeypatch.setattr(dist, "get_backend", lambda group=None: backend)
     monkeypatch.setattr(dist, "all_reduce", comm.all_reduce)
     monkeypatch.setattr(ctorch._Runners, "runner", lambda self, *args, **kwargs: Runner(comm))
+    # Both ranks on one host: what the all-gather of their host reports would give (runtime/ddp.group_nodes).
+    one_host = GroupMemberships(gather=lambda group, world, device: membership([HostReport("h", "b")] * world))
+    monkeypatch.setattr(membership_module, "GROUPS", one_host)
 
 
 MIXED = (Rule("all-reduce", 0, 999, "native", P), Rule("all-reduce", 1000, None, "ring", P))

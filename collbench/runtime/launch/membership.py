@@ -20,9 +20,12 @@ namespace "host" its own boot); nothing a user runs should.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from collbench.runtime.host.environment import host_name
 
@@ -113,3 +116,52 @@ def membership(reports: Sequence[HostReport]) -> Membership:
         seen[report.name] = seen.get(report.name, 0) + 1
         names.append(report.name if seen[report.name] == 1 else f"{report.name}#{seen[report.name]}")
     return Membership(tuple(node_of), tuple(local), tuple(names), tuple(counts))
+
+
+def gather_membership(group: Any, world_size: int, device: Any = "cpu") -> Membership:
+    """Every rank's node in ``group`` (None: the default group) of ``world_size`` ranks, in its rank order:
+    one all-gather of :data:`ROW_BYTES` per rank, in a tensor on ``device`` (the group's backend's: a CUDA
+    device on NCCL). Every rank of the group must call it at the same point, as any collective."""
+    # torch only here: the rest of the module (what a rank reports, how nodes are told apart) needs none.
+    import torch
+    import torch.distributed as dist
+
+    mine = torch.tensor(list(encode_report(this_host())), dtype=torch.uint8, device=device)
+    gathered = torch.empty(world_size * ROW_BYTES, dtype=torch.uint8, device=device)
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(gathered, mine, group=group)
+    data = gathered.cpu().numpy().tobytes()  # not tolist(): 2 MiB at 16,384 ranks would be 2 million ints
+    return membership([decode_report(data[r * ROW_BYTES : (r + 1) * ROW_BYTES]) for r in range(world_size)])
+
+
+class GroupMemberships:
+    """Each process group's membership, gathered on its first ask and kept while the group lives.
+
+    Keyed weakly by the group object: a destroyed group's entry goes with it, and a group made again
+    (a new object) is gathered again. One lock, so that two threads asking of one group at once (the
+    DDP hook in backward, the user's calls) make one gather, not two collectives in parallel. ``gather``
+    is :func:`gather_membership` but in tests, which give the reports of nodes this machine is not.
+    """
+
+    def __init__(self, gather: Callable[[Any, int, Any], Membership] = gather_membership) -> None:
+        self._gather = gather
+        self._found: weakref.WeakKeyDictionary[Any, Membership] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def known(self, group: Any) -> bool:
+        return group in self._found
+
+    def of(self, group: Any, world_size: int, device: Any = "cpu") -> Membership:
+        """``group``'s membership (a group object, not None), gathered (:func:`gather_membership`) on
+        the first ask only."""
+        with self._lock:
+            found = self._found.get(group)
+            if found is None:
+                found = self._found[group] = self._gather(group, world_size, device)
+            return found
+
+
+GROUPS = GroupMemberships()
+"""The process's memberships per process group: module state on purpose, as the plan cache's
+(``executor/plan_cache.py``): a group's nodes are the process's fact while the group lives, not one
+call's or one hook's, and gathering them again per call would add a collective to every call."""

@@ -53,14 +53,7 @@ from collbench.backends.gloo import GLOO
 from collbench.errors import ConfigError, RankError
 from collbench.runtime.host.environment import host_name
 from collbench.runtime.launch.launchers import JobEnv, detect_job
-from collbench.runtime.launch.membership import (
-    ROW_BYTES,
-    Membership,
-    decode_report,
-    encode_report,
-    membership,
-    this_host,
-)
+from collbench.runtime.launch.membership import Membership, gather_membership, membership, this_host
 from collbench.runtime.launch.rankstore import (
     MAX_VALUE_BYTES,
     TOKEN_BYTES,
@@ -310,7 +303,7 @@ class JobSession:
             self.signed = SignedStore(self.store, _share_token(self.job.rank, control))
             self._record(step)
         if self.membership is None:
-            self.membership = _gather_membership(self.job.world_size, control)
+            self.membership = gather_membership(control, self.job.world_size)
             if self.job.rendezvous and self.job.rank == 0:
                 # Every task reached the store (the group formed): nobody reads the address again.
                 withdraw(Path(self.job.rendezvous))
@@ -470,16 +463,6 @@ def _share_token(rank: int, control: dist.ProcessGroup | None) -> bytes:
     )
     dist.broadcast(token, src=0, group=control)
     return bytes(token.tolist())
-
-
-def _gather_membership(world_size: int, control: dist.ProcessGroup | None) -> Membership:
-    """Every rank's host report, gathered once: :data:`ROW_BYTES` per rank, on every rank."""
-    mine = torch.tensor(list(encode_report(this_host())), dtype=torch.uint8)
-    gathered = torch.empty(world_size * ROW_BYTES, dtype=torch.uint8)
-    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    gather(gathered, mine, group=control)
-    data = gathered.numpy().tobytes()  # not tolist(): 2 MiB at 16,384 ranks would be 2 million ints
-    return membership([decode_report(data[r * ROW_BYTES : (r + 1) * ROW_BYTES]) for r in range(world_size)])
 
 
 def _ranks_text(shown: Sequence[int], count: int) -> str:
