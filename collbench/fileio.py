@@ -486,8 +486,8 @@ _KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     (
         RESULTS_KIND,
         "fit, report and compare read them",
-        # JSONL (a row a line) or CSV (its header names the row's fields).
-        re.compile(r'\A\s*\{[^\n]*"size_bytes"[^\n]*"time_us"|\A[^\n]*\bsize_bytes,[^\n]*\btime_us\b'),
+        # CSV (its header names the row's fields); JSONL, a row a line, is is_row_line's (kind_of_text).
+        re.compile(r"\A[^\n]*\bsize_bytes,[^\n]*\btime_us\b"),
     ),
     ("an NVML recording", "discover --replay reads it", re.compile(r'"format"\s*:\s*"collbench-nvml-recording"')),
     (FITS_KIND, "predict --fits reads it", re.compile(r'\A\s*\{\s*"fits"\s*:')),
@@ -529,7 +529,28 @@ def kind_of_text(text: str) -> tuple[str, str] | None:
     and writes and those users keep beside them; None when it is none of them. For an error's words only:
     readers decide what a file is by reading it, and ask this once they could not."""
     head = text[:20000]
-    return next(((kind, reader) for kind, reader, pattern in _KINDS if pattern.search(head)), None)
+    rows = is_row_line(head.lstrip().partition("\n")[0])
+    return next(
+        ((kind, reader) for kind, reader, pattern in _KINDS if (rows and kind == RESULTS_KIND) or pattern.search(head)),
+        None,
+    )
+
+
+def is_row_line(line: str | bytes, *, torn: bool = False) -> bool:
+    """Whether one line of a file is a results row as sweeps write them: a JSON object holding
+    ``size_bytes``, whole on one line. With ``torn`` (the line is the file's last and has no newline:
+    a sweep killed in its write), the start of one counts too. The one test of a row line, for
+    :func:`kind_of_text` and for the sweep's check of its stream (``journal.first_line_kind``)."""
+    start = line.lstrip()
+    if not (start.startswith(b"{") if isinstance(start, bytes) else start.startswith("{")):
+        return False
+    try:
+        first = json.loads(start)
+    except (ValueError, RecursionError):
+        # Pretty-printed JSON opens with a line of "{" alone; a row is written whole on one line. (Objects
+        # nested a thousand deep are no row either: Python's reader gives up there.)
+        return torn and (start.startswith(b'{"') if isinstance(start, bytes) else start.startswith('{"'))
+    return isinstance(first, dict) and "size_bytes" in first
 
 
 def misfiled(path: Path | str, text: str, expected: str, *also: str) -> InputFileError | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import ConfigError, InputFileError
+from collbench.fileio import is_row_line
 
 _LOCK_TRIES = 5
 _HELD_FOR_LIFE: set[Path] = set()
@@ -113,12 +114,7 @@ def first_line_kind(path: Path) -> str:
     if not text:
         return "none"
     line, newline, _ = text.partition(b"\n")
-    try:
-        first = json.loads(line)
-    except ValueError:
-        # Pretty-printed JSON opens with a line of "{" alone; a row is written whole on one line.
-        return "row" if line.startswith(b'{"') and not newline else "other"
-    return "row" if isinstance(first, dict) and "size_bytes" in first else "other"
+    return "row" if is_row_line(line, torn=not newline) else "other"
 
 
 def empty_file(path: Path) -> None:

@@ -127,3 +127,28 @@ def test_results_are_never_written_through_a_symlink(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="is a symlink"):
         refuse_symlink(link)
     assert victim.read_text() == "precious\n"
+
+
+def test_the_streams_check_and_the_misfiled_files_name_rows_alike(tmp_path: Path) -> None:
+    # One test of a row line (fileio.is_row_line) for both: a sweep's --stream check, which keeps a torn
+    # only row (a sweep killed in its first write), and kind_of_text, which names a file for an error.
+    from collbench.fileio import RESULTS_KIND, kind_of_text
+    from collbench.results.journal import first_line_kind
+
+    rows = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+    row = rows.read_text().splitlines()[0]
+    fits = json.dumps({"fits": [{"op": "all-reduce", "algo": "ring", "world_size": 2}]})
+    cases = {
+        "rows": (rows.read_text(), "row", True),
+        "a row with no time": (json.dumps({"size_bytes": 8}) + "\n", "row", True),
+        "fits on one line": (fits + "\n", "other", False),
+        "pretty JSON": ('{\n  "size_bytes": 8\n}\n', "other", False),
+        "torn only row": (row[:100], "row", False),  # kept by the stream check; not named rows in an error
+        "torn row, then more": (row[:100] + "\n" + row + "\n", "other", False),
+    }
+    for name, (text, stream_kind, named_rows) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(text)
+        assert first_line_kind(path) == stream_kind, name
+        found = kind_of_text(text)
+        assert (found is not None and found[0] == RESULTS_KIND) == named_rows, name
