@@ -11,7 +11,7 @@ import typer
 
 from collbench.cli.console import console, print_note
 from collbench.cli.options import split_values
-from collbench.errors import ConfigError
+from collbench.errors import ConfigError, InputFileError
 from collbench.models.link_floor import with_gpu
 from collbench.models.predict_defaults import default_nodes
 from collbench.models.stored import load_fits, nodes_measured
@@ -144,20 +144,24 @@ def predict(
     check_ranks(ranks, 2, "predict")  # before anything is assumed from it (the nodes)
     if hierarchy is not None:
         _refuse_beside_hierarchy(nodes, op, measured_nodes, gpu, nccl_arch, nics, nic_gbps, collnet, no_nvls)
-    source = profile if profile is not None else fits
-    assert source is not None
     from collbench.cli.render.models import render_prediction
     from collbench.models.nccl_cost import ARCHS
     from collbench.models.predict import native_modelled, pick_fits
     from collbench.models.predict import predict as predict_times
 
+    profile_nodes: dict[int, int] | None = None
     if profile is not None:
         from collbench.profile.document import Profile
 
-        # The whole profile is checked as every command that reads one checks it: predict takes its fits
-        # alone, and a profile with broken rules or of a schema to come predicted, exit 0.
-        Profile.load(profile)
-    loaded = load_fits(source, profile=profile is not None)
+        # Read once, and checked whole as every command that reads a profile checks it (predict took its
+        # fits alone, and a profile with broken rules or of a schema to come predicted, exit 0).
+        read = Profile.load(profile)
+        if not read.fits:
+            raise InputFileError(str(profile), "has no fits to predict from (the 'fits' list is empty or absent)")
+        loaded, profile_nodes = list(read.fits), read.nodes_measured()
+    else:
+        assert fits is not None  # exactly one of the two, checked above
+        loaded = load_fits(fits)
     asked = [s for s in sizes.split(",") if s.strip()]
     if len(asked) > MAX_PREDICT_SIZES:
         # Each size is priced for every algorithm: 10,000 sizes took minutes.
@@ -202,7 +206,7 @@ def predict(
         )
     if gpu is not None:
         loaded = with_gpu(loaded, gpu)
-    measured = nodes_measured(source, loaded, measured_nodes, profile is not None)
+    measured = nodes_measured(loaded, measured_nodes, profile_nodes)
     if nodes is not None and nodes >= 1 and ranks % nodes:
         # Asked for: the ranks go evenly (the default alone may leave the last node part-full).
         raise ConfigError(f"{ranks} ranks do not spread evenly over {nodes} nodes")

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import (
@@ -31,41 +31,48 @@ NodesSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str]]]
 """Per (op, algo, backend, world size): the node counts and devices its rows said."""
 
 
-def load_fits(path: Path, *, profile: bool) -> list[Fit]:
-    """Fit objects from ``fit --json`` output or a profile's ``fits:`` list. Raises InputFileError."""
-    if not profile and path.suffix.lower() in RESULT_SUFFIXES:
+def load_fits(path: Path) -> list[Fit]:
+    """Fit objects from ``fit --json`` output (a profile's are its ``Profile.fits``, checked alike by
+    :func:`checked_fits`). Raises InputFileError."""
+    if path.suffix.lower() in RESULT_SUFFIXES:
         # Measured rows, not fits: parsing them as one JSON document said only "Extra data". (Rows given as
-        # a profile are named by what they hold, below and in Profile.load: fileio.misfiled.)
+        # a profile are named by what they hold in Profile.load: fileio.misfiled.)
         raise InputFileError(
             str(path),
             "results, not fits: fit them first (`collbench fit FILE --json > fits.json`, then --fits fits.json)",
         )
     text = read_text_file(path, "`collbench fit --json` output or a profile")
-    yaml_file = profile or path.suffix.lower() in (".yaml", ".yml")
     try:
-        data: Any = parse_yaml(text, path) if yaml_file else parse_json(text, path)
+        data: Any = parse_yaml(text, path) if path.suffix.lower() in (".yaml", ".yml") else parse_json(text, path)
         if not isinstance(data, dict) or not isinstance(data.get("fits"), list):
             raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output or a profile)")
     except InputFileError as exc:
         # Results, a topology or a log given for the fits: say which (JSON's "Extra data" said nothing).
-        raise misfiled(path, text, PROFILE_KIND if profile else FITS_KIND, PROFILE_KIND) or exc from None
-    for entry in data["fits"]:
-        problem = stored_fit_problem(entry) if isinstance(entry, dict) else None
-        if problem is not None:
-            raise InputFileError(str(path), problem)
-    try:
-        fits = [Fit.from_dict(f) for f in data["fits"]]
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise InputFileError(str(path), f"a fit is malformed ({exc})") from exc
+        raise misfiled(path, text, FITS_KIND, PROFILE_KIND) or exc from None
+    fits = checked_fits(data["fits"], str(path))
     if not fits:
         raise InputFileError(str(path), "the 'fits' list is empty")
+    return fits
+
+
+def checked_fits(entries: list[Any], source: str) -> list[Fit]:
+    """Fit objects from stored entries (``fit --json``'s ``fits``, a profile's ``fits:``), each checked
+    (:func:`stored_fit_problem`, no negative cost). Raises InputFileError naming ``source`` and the fit."""
+    for entry in entries:
+        problem = stored_fit_problem(entry) if isinstance(entry, dict) else None
+        if problem is not None:
+            raise InputFileError(source, problem)
+    try:
+        fits = [Fit.from_dict(f) for f in entries]
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InputFileError(source, f"a fit is malformed ({exc})") from exc
     for fit in fits:
         # A negative latency or per-byte cost predicts negative times: the file is wrong, not the world.
         for name in ("alpha_us", "beta_us_per_byte", "gamma_us_per_byte"):
             value = getattr(fit, name, None)
             if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
                 raise InputFileError(
-                    str(path), f"fit {fit.op}/{fit.algo}: {name} is {value}; it must be a finite number >= 0"
+                    source, f"fit {fit.op}/{fit.algo}: {name} is {value}; it must be a finite number >= 0"
                 )
     return fits
 
@@ -103,40 +110,18 @@ def stored_fit_problem(entry: dict[str, Any]) -> str | None:
     return None
 
 
-def nodes_measured(source: Path, fits: list[Fit], given: int | None, is_profile: bool) -> dict[int, int]:
-    """The nodes each fit's world size was measured on: ``--measured-nodes`` for every fit, else what the
-    fits carry (``fit --json`` of rows that said it) and a profile's measured rule sets say."""
+def nodes_measured(fits: list[Fit], given: int | None, profile_nodes: dict[int, int] | None = None) -> dict[int, int]:
+    """The nodes each fit's world size was measured on: ``--measured-nodes`` (``given``) for every fit,
+    else a profile's (``Profile.nodes_measured``, given as ``profile_nodes``), else what the fits carry
+    (``fit --json`` of rows that said it)."""
     if given is not None:
         bad = sorted({f.world_size for f in fits if f.world_size % given})
         if bad:
             raise ConfigError(f"--measured-nodes {given}: {bad[0]} ranks do not spread evenly over {given} nodes")
         return {f.world_size: given for f in fits}
-    from_fits = {f.world_size: f.nodes for f in fits if f.nodes is not None}
-    if not is_profile:
-        return from_fits
-    data = parse_yaml(read_text_file(source, "a profile"), source)
-    sets = data.get("rule_sets") if isinstance(data, dict) else None
-    if isinstance(data, dict) and sets is None:
-        sets = [data]  # schema version 1: one shape, at the top level
-    out: dict[int, int] = dict(from_fits)
-    for i, entry in enumerate(sets if isinstance(sets, list) else []):
-        if not isinstance(entry, dict) or entry.get("predicted") or entry.get("nodes") is None:
-            continue
-        world, nodes = entry.get("world_size"), entry.get("nodes")
-        # A shape of 0 ranks, or of more nodes than ranks, was never measured: the file is wrong (a
-        # world size of 0 reached a division).
-        if not (_whole_number(world) and _whole_number(nodes) and 1 <= nodes <= world <= MAX_FIT_WORLD_SIZE):
-            raise InputFileError(
-                str(source),
-                f"rule_sets[{i}]: world_size {world!r} and nodes {nodes!r} are no shape a job runs "
-                f"(world_size 1 to {MAX_FIT_WORLD_SIZE}, nodes 1 to world_size)",
-            )
-        out[world] = nodes
-    return out
-
-
-def _whole_number(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
+    if profile_nodes is not None:
+        return dict(profile_nodes)
+    return {f.world_size: f.nodes for f in fits if f.nodes is not None}
 
 
 def noting_nodes(rows: Iterable[ResultRow], seen: NodesSeen) -> Iterator[ResultRow]:

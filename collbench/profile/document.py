@@ -40,6 +40,7 @@ from collbench.fileio import PROFILE_KIND, atomic_write_text, misfiled, parse_ya
 from collbench.layouts.model import Layout
 from collbench.layouts.rings import MAX_CHANNELS
 from collbench.models.fitted import Fit
+from collbench.models.stored import checked_fits
 from collbench.profile.bounds import profile_problem, tree_problem
 from collbench.profile.rules import Rule, check_coverage
 from collbench.profile.schema_check import SchemaChecker, where
@@ -388,6 +389,13 @@ class Profile:
         """The ops the profile has rules for (in any shape), in rule order."""
         return list(dict.fromkeys(op for s in self.rule_sets for op in s.ops))
 
+    def nodes_measured(self) -> dict[int, int]:
+        """The nodes each measured world size ran on: its fits' where they say, then its measured rule
+        sets' (what ``predict --profile`` and ``--predict-ranks`` keep the ranks a node of)."""
+        out = {f.world_size: f.nodes for f in self.fits if f.nodes is not None}
+        out.update({s.world_size: s.nodes for s in self.rule_sets if not s.predicted})
+        return out
+
     def shapes_label(self) -> str:
         return ", ".join(s.shape_label for s in self.rule_sets)
 
@@ -479,7 +487,7 @@ class Profile:
                 host=str(data.get("host") or ""),
                 backend=str(data["backend"]),
                 rule_sets=tuple(RuleSet.from_dict(s) for s in data["rule_sets"]),
-                fits=tuple(Fit.from_dict(f) for f in data.get("fits") or ()),
+                fits=tuple(checked_fits(data.get("fits") or [], source)),
                 versions={str(k): str(v) for k, v in (data.get("versions") or {}).items()},
                 command=str(data.get("command") or ""),
                 created=str(data.get("created") or ""),

@@ -111,20 +111,12 @@ def fits_of(profile: Profile) -> list[Fit]:
     return list(profile.fits)
 
 
-def measured_nodes(profile: Profile) -> dict[int, int]:
-    """The nodes each measured world size ran on: its fits' where they say, then its measured rule
-    sets', as ``predict --profile`` reads them (``models.stored.nodes_measured``)."""
-    out = {f.world_size: f.nodes for f in profile.fits if f.nodes is not None}
-    out.update({s.world_size: s.nodes for s in profile.rule_sets if not s.predicted})
-    return out
-
-
 def shape_nodes(shape: Shape, measured: Mapping[int, int], option: str) -> tuple[int, str | None]:
     """The nodes ``shape`` is predicted on, and where it names none the line that says what was assumed.
 
     Without ``:NODES`` the measured ranks a node are kept, as ``collbench predict`` keeps them without
     ``--nodes`` (``default_nodes``: 8 ranks of a profile measured at 4 ranks on 1 node go on 2 nodes);
-    ``measured`` maps a measured world size to its nodes (:func:`measured_nodes`). Raises ConfigError
+    ``measured`` maps a measured world size to its nodes (``Profile.nodes_measured``). Raises ConfigError
     where no measured shape holds a whole number of ranks a node, saying to give ``RANKS:NODES``.
     """
     if shape.nodes is not None:
@@ -143,7 +135,7 @@ def shape_nodes(shape: Shape, measured: Mapping[int, int], option: str) -> tuple
 def assumed_nodes(profile: Profile, shapes: Sequence[Shape], option: str = "--predict-ranks") -> list[str]:
     """One line per shape that names no nodes: the nodes it is predicted on, and the measured shape
     whose ranks a node they keep (``shape_nodes``; raises what it raises)."""
-    measured = measured_nodes(profile)
+    measured = profile.nodes_measured()
     return [line for shape in shapes if (line := shape_nodes(shape, measured, option)[1]) is not None]
 
 
@@ -189,7 +181,7 @@ def prediction_notes(profile: Profile, shapes: Sequence[Shape], option: str = "-
     from collbench.models.predict import Shapes as MeasuredShapes
     from collbench.models.predict import price_fits
 
-    known = measured_nodes(profile)
+    known = profile.nodes_measured()
     measured = MeasuredShapes(known)
     lines: list[str] = []
     for shape in shapes:
@@ -220,7 +212,7 @@ def with_predictions(profile: Profile, shapes: Sequence[Shape], option: str = "-
         why = "; ".join(f"{f.op} {f.algo}: {f.distrust()}" for f in every)
         raise ConfigError(f"no fit explains its data well enough to predict other shapes from ({why})")
     added: list[RuleSet] = []
-    measured = measured_nodes(profile)
+    measured = profile.nodes_measured()
     for shape in shapes:
         nodes, _ = shape_nodes(shape, measured, option)
         there = next((s for s in profile.rule_sets if s.shape == (shape.world_size, nodes)), None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from synthetic_rows import make_rows
 from typer.testing import CliRunner
@@ -178,3 +179,34 @@ def test_predict_refuses_a_size_no_rank_holds(tmp_path: Path) -> None:
         app, ["predict", "--fits", str(fits), "--ranks", "64", "--nodes", "1", "--sizes", "1048575G"]
     )
     assert ok.exit_code == 0, ok.output
+
+
+def test_predict_reads_a_profile_once_and_every_reader_checks_its_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import collbench.fileio
+
+    example = Path(__file__).parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    real_read = collbench.fileio.read_text_file
+    read: list[Path] = []
+
+    def counting(path: Path, *args: object, **kwargs: object) -> str:
+        read.append(Path(path))
+        return real_read(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    # Every reader of text files (Profile.load, the fits' loader) reads through fileio.read_text_file.
+    for module in ("collbench.profile.document", "collbench.models.stored"):
+        monkeypatch.setattr(f"{module}.read_text_file", counting)
+    result = CliRunner().invoke(app, ["predict", "--profile", str(example), "--ranks", "8"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert read == [example]  # it was read three times: Profile.load, the fits, the nodes measured
+    # A fit predict would refuse is refused by every reader of the profile alike (it was read by predict
+    # alone): here export.
+    data = yaml.safe_load(example.read_text())
+    data["fits"][0]["alpha_us"] = -1.0
+    broken = tmp_path / "p.yaml"
+    broken.write_text(yaml.safe_dump(data))
+    for args in (["predict", "--profile", str(broken), "--ranks", "8"], ["export", "nccl-tuner", str(broken)]):
+        refused = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert refused.exit_code == 2, refused.output
+        assert "alpha_us is -1.0; it must be a finite number >= 0" in refused.output, args
