@@ -12,9 +12,9 @@ columns each has printed over the versions are ``nccl_tests_ops.py``'s; the head
 half's figures.
 
 A result line cut short, or split in two by another process's output landing between its ``printf``
-calls, is not read as a row (a whole half it holds is kept); every such line (one that starts with a
-number inside a table, one whose redop has that output glued on, or one holding fewer halves than its
-header) is named in one note, so nothing measured is lost unsaid.
+calls, is not read as a row (a whole half it holds is kept); every such line is named in one note, so
+nothing measured is lost unsaid. Going through the log's lines, into one run per test with its header's
+facts, result lines and cut lines, is ``nccl_tests_scan.py``'s.
 
 Validation: a ``#wrong`` count above zero is a failed row, whatever its notation (large counts print
 as ``2.09715e+06``). The legacy ``error`` column is the largest difference from the expected value;
@@ -35,13 +35,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from collbench.errors import InputFileError
 from collbench.fileio import NCCL_TESTS_KIND, check_number_lengths, decode_text, misfiled, read_text_file
-from collbench.importers.log_lines import nccl_line, plain_lines
 from collbench.importers.nccl_tests_infer import (
     TableRow,
     column_ops,
@@ -54,16 +52,10 @@ from collbench.importers.nccl_tests_infer import (
 from collbench.importers.nccl_tests_json import choose_op, nccl_version_string, op_from_program, parse_json
 from collbench.importers.nccl_tests_ops import (
     BLANK_REDOP_OPS,
-    DEFAULT_HALVES,
-    PRINTED_REDOPS,
     PROGRAM_ALGOS,
     PROGRAM_OPS,
-    Half,
     canonical_dtype,
     factor_row,
-    header_halves,
-    is_table_header,
-    lead_columns,
     program_name,
     ranks_from_command,
     refuse_unlogged,
@@ -71,67 +63,11 @@ from collbench.importers.nccl_tests_ops import (
     shape_columns,
     wrong_count,
 )
+from collbench.importers.nccl_tests_scan import Run, cut_note, split_runs
 from collbench.importers.nodes import NODES_LEFT_UNKNOWN
 from collbench.pasted import clean_pasted_text
 from collbench.results.row import NODES_UNKNOWN, ResultRow
 from collbench.schedules.ops import Op
-
-_PROGRAM_RE = re.compile(r"\b(\w+_perf)(?:_mpi)?\b")
-# The block header of `collbench sweep --format nccl-tests`: one block per (op, algorithm).
-_COLLBENCH_RE = re.compile(r"^#\s*collbench\s+(\S+)\s+algo\s+(\S+)\s+backend\s+(\S+)\s+nranks\s+(\d+)")
-_STARTING_RE = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
-_RANK_RE = re.compile(
-    r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$"
-)
-# "warmup iters: 5 iters: 20 agg iters: 1": the timed count is the one after a number.
-_ITERS_RE = re.compile(r"\d\s+iters:\s*(\d+)")
-_NTHREAD_RE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
-_VERSION_RE = re.compile(r"[nr]ccl-library=(\d+)")
-# rccl-tests prints "RCCL version : 2.22.3-HEAD:7d8d67c" under its rank lines; NCCL prints "NCCL version
-# 2.28.7+cuda13.0" on stdout (init.cc's showVersion) whatever NCCL_DEBUG says.
-_RCCL_VERSION_RE = re.compile(r"^[NR]CCL version\s*:?\s*(\d+\.\d+\.\d+)")
-_FOOTER_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
-# A note quotes the first few unreadable result lines, each to about this width (whole tokens).
-_CUT_QUOTED = 3
-_CUT_QUOTE_CHARS = 48
-
-
-@dataclass
-class _Run:
-    """What the header of one test (and NCCL's lines around it) says, and its table rows so far."""
-
-    op: Op | None = None
-    program: str | None = None
-    """The program named by a pasted command line, when the log prints no test name."""
-    named: str | None = None
-    """The program ``# Collective test starting:`` names."""
-    command: str = ""
-    """The pasted command line that named ``program``."""
-    per_process: int | None = None
-    """Ranks in each process: nThread x nGpus from the ``# nThread`` line."""
-    iters: int = 0
-    ranks: dict[int, tuple[str, str]] = field(default_factory=dict)
-    """rank -> (host, device) from ``# Rank`` lines."""
-    info_hosts: dict[int, str] = field(default_factory=dict)
-    """rank -> host from NCCL's ``rank R nranks N`` lines."""
-    nranks: int | None = None
-    nnodes: int | None = None
-    version: str = ""
-    rows: list[tuple[int, list[str]]] = field(default_factory=list)
-    """(line number, tokens) of each result line."""
-    collbench: tuple[str, str, int] | None = None
-    """(algorithm, backend, ranks) from a ``# collbench <op> algo A backend B nranks N`` block header."""
-    columns: tuple[str, ...] | None = None
-    """The header's columns before the first ``time``: size count type, then redop and root where printed
-    (nccl-tests before 2.0 printed neither for all-gather, and no redop for broadcast)."""
-    halves: tuple[Half, ...] = DEFAULT_HALVES
-    """Where each half's time, algbw, busbw and #wrong sit after the lead columns (by the header)."""
-    legacy_error: bool = False
-    failed_values: int = 0
-    """The footer's ``Out of bounds values : N FAILED`` count (0 when it says OK or is absent)."""
-    cut: list[tuple[int, str]] = field(default_factory=list)
-    """(line number, plain text) of each line in the table that starts like a result line but is not one:
-    a row cut short, or split by another process's output landing in it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,136 +80,16 @@ class _Shape:
     device: str
 
 
-def _is_result_line(tokens: list[str]) -> bool:
-    # size and count, then type and redop: nothing else in a log starts with two whole numbers and a name.
-    return len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit() and not tokens[2][:1].isdigit()
-
-
-def _is_glued_row(tokens: list[str]) -> bool:
-    # nccl-tests prints a row's size, count, type and redop in one printf and its figures in later ones
-    # (the root too, where its header has one): another process's output written in between lands on
-    # the row right after the redop (``sumgpu1:2:3 [0] NCCL INFO ...``), and the figures on a line of
-    # their own. The redop column then holds a reduction with text glued on.
-    redop = tokens[3] if len(tokens) > 3 else ""
-    return redop not in PRINTED_REDOPS and any(redop.startswith(name) for name in PRINTED_REDOPS)
-
-
-def _is_cut_row(run: _Run, tokens: list[str]) -> bool:
-    # Inside a table nothing else starts with a number: a row another rank's output landed in keeps
-    # its size (``1048576  262144  float  sum`` / NCCL's line / the times), or glues a host name to it.
-    in_table = run.columns is not None or bool(run.rows)
-    return in_table and bool(tokens) and tokens[0][:1].isdigit()
-
-
-def _cut_note(path: Path, cut: list[tuple[int, str]]) -> str:
-    """One note naming the unreadable result lines: how many, and the first few quoted (whole tokens)."""
-    quoted = []
-    for lineno, text in cut[:_CUT_QUOTED]:
-        words = text.split()
-        kept = words[:1]
-        for word in words[1:]:
-            if len(" ".join([*kept, word])) > _CUT_QUOTE_CHARS:
-                break
-            kept.append(word)
-        shown = " ".join(kept) + (" ..." if len(kept) < len(words) else "")
-        quoted.append(f"line {lineno} {shown!r}")
-    more = f" and {len(cut) - _CUT_QUOTED} more" if len(cut) > _CUT_QUOTED else ""
-    lines = "result line" if len(cut) == 1 else "result lines"
-    return f"{path}: {len(cut)} {lines} could not be read (cut or interleaved): {', '.join(quoted)}{more}"
-
-
-def _read_columns(run: _Run, words: list[str]) -> None:
-    run.columns = lead_columns(words)
-    run.halves = header_halves(words)
-    run.legacy_error = "#wrong" not in words and "error" in words
-
-
-def _program(run: _Run) -> str | None:
+def _program(run: Run) -> str | None:
     """The run's program as nccl-tests names it (``hypercube_perf``), from its test name or command line."""
     named = run.named or run.program
     return program_name(named) if named else None
 
 
-def _blank_redop(run: _Run, op: Op | None) -> bool:
+def _blank_redop(run: Run, op: Op | None) -> bool:
     """Whether the run's program may print an empty redop column (nccl_tests_ops' layouts)."""
     program = _program(run)
     return op in BLANK_REDOP_OPS or program == "hypercube_perf" or PROGRAM_OPS.get(program or "") in BLANK_REDOP_OPS
-
-
-def _split_runs(text: str, path: Path, cut: list[tuple[int, str]]) -> list[_Run]:
-    """The runs of the log that have result lines; every unreadable result line is appended to ``cut``."""
-    runs: list[_Run] = [_Run()]
-    # A shell command spread over lines ends each but its last with a backslash (`mpirun \` /
-    # ` --np 8 \` / ` .../alltoall_perf -b 8 ...`): the program's line alone would miss the launcher.
-    continued: list[str] = []
-    for lineno, line in enumerate(plain_lines(text), start=1):
-        held = continued
-        continued = [*held, line.rstrip()[:-1]] if line.rstrip().endswith("\\") else []
-        if not line:
-            continue
-        run = runs[-1]
-        if line.startswith("#"):
-            if m := _COLLBENCH_RE.match(line):
-                if run.rows or run.op is not None:
-                    run = _Run()
-                    runs.append(run)
-                run.op = Op.parse(m.group(1))
-                run.collbench = (m.group(2), m.group(3), int(m.group(4)))
-            elif m := _STARTING_RE.match(line):
-                if run.rows or run.op is not None:
-                    run = _Run(version=run.version)
-                    runs.append(run)
-                run.op = op_from_program(m.group(1), path)
-                run.named = m.group(1)
-            elif m := _VERSION_RE.search(line):
-                if run.rows:
-                    run = _Run()
-                    runs.append(run)
-                run.version = nccl_version_string(int(m.group(1)))
-            elif m := _RANK_RE.match(line):
-                run.ranks[int(m.group(1))] = (m.group(2), m.group(3).strip())
-            elif "nThread" in line:
-                if run.rows:  # a second test pasted after the first, without a test name between them
-                    run = _Run(program=None, version=run.version)
-                    runs.append(run)
-                if m := _ITERS_RE.search(line):
-                    run.iters = int(m.group(1))
-                if m := _NTHREAD_RE.search(line):
-                    run.per_process = int(m.group(1)) * int(m.group(2))
-            elif is_table_header(words := line.lstrip("#").split()):
-                _read_columns(run, words)
-            elif m := _FOOTER_RE.search(line):
-                run.failed_values = int(m.group(1))
-            continue
-        if (info := nccl_line(line)) is not None:
-            if info.rank is not None:
-                run.info_hosts[info.rank] = info.host
-            run.nranks = info.nranks or run.nranks
-            run.nnodes = info.nnodes or run.nnodes
-            if info.version and not run.version:
-                run.version = info.version
-            continue
-        tokens = line.split()
-        if _is_result_line(tokens) and _is_glued_row(tokens):
-            run.cut.append((lineno, line))
-        elif _is_result_line(tokens):
-            run.rows.append((lineno, tokens))
-        elif is_table_header(tokens):
-            _read_columns(run, tokens)  # a legacy header printed without its '#'
-        elif _is_cut_row(run, tokens):
-            run.cut.append((lineno, line))
-        elif m := _FOOTER_RE.search(line):
-            run.failed_values = int(m.group(1))
-        elif m := _RCCL_VERSION_RE.match(line):
-            run.version = run.version or m.group(1)
-        elif m := _PROGRAM_RE.search(line):
-            if run.rows:
-                run = _Run(version=run.version)
-                runs.append(run)
-            run.program = m.group(1)
-            run.command = " ".join([*held, line])
-    cut.extend(line for r in runs for line in r.cut)
-    return [r for r in runs if r.rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +104,7 @@ class _Lead:
     times_at: int
 
 
-def _lead(run: _Run, tokens: list[str], op: Op | None = None) -> _Lead:
+def _lead(run: Run, tokens: list[str], op: Op | None = None) -> _Lead:
     """Read size, count, type, redop and root by the header's columns (or, with no header, by shape).
 
     Raises ValueError or IndexError for a line that does not have them.
@@ -305,7 +121,7 @@ def _lead(run: _Run, tokens: list[str], op: Op | None = None) -> _Lead:
     return _Lead(int(tokens[0]), int(tokens[1]), canonical_dtype(tokens[2]), redop, root, len(columns))
 
 
-def _table_rows(run: _Run, op: Op | None = None) -> list[TableRow]:
+def _table_rows(run: Run, op: Op | None = None) -> list[TableRow]:
     """The columns inference reads, from the lines that parse (bad lines fail later, with their line),
     read as ``op``'s program prints them where that is given (an empty redop column)."""
     out: list[TableRow] = []
@@ -321,7 +137,7 @@ def _table_rows(run: _Run, op: Op | None = None) -> list[TableRow]:
     return out
 
 
-def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]) -> Op:
+def _run_op(run: Run, path: Path, op: Op | None, strict: bool, notes: list[str]) -> Op:
     named = run.op
     if named is None and run.program is not None:
         named = op_from_program(run.program, path)
@@ -341,7 +157,7 @@ def _run_op(run: _Run, path: Path, op: Op | None, strict: bool, notes: list[str]
     return inferred.op
 
 
-def _check_columns_fit(run: _Run, op: Op, path: Path) -> None:
+def _check_columns_fit(run: Run, op: Op, path: Path) -> None:
     """Refuse ``--op`` for a log whose columns show another collective (filing it would corrupt every use)."""
     rows = _table_rows(run)
     allowed = column_ops(rows)
@@ -356,7 +172,7 @@ def _check_columns_fit(run: _Run, op: Op, path: Path) -> None:
     raise InputFileError(str(path), f"the log's columns do not match --op {op.value}: {seems} or import the right log")
 
 
-def _run_shape(run: _Run, op: Op, path: Path, ranks: int | None, notes: list[str]) -> _Shape:
+def _run_shape(run: Run, op: Op, path: Path, ranks: int | None, notes: list[str]) -> _Shape:
     """World size and node count from every source the log gives; nodes is NODES_UNKNOWN when none says."""
     said: dict[str, int] = {}
     if run.ranks:
@@ -418,7 +234,7 @@ def _parse_text(
 ) -> list[ResultRow]:
     out: list[ResultRow] = []
     cut: list[tuple[int, str]] = []
-    for run in _split_runs(text, path, cut):
+    for run in split_runs(text, path, cut):
         run_op = _run_op(run, path, op, strict_op, notes)
         if run.collbench is not None:
             algo, backend, world_size = run.collbench
@@ -451,7 +267,7 @@ def _parse_text(
             for r in run_rows
         )
     if cut:
-        notes.append(_cut_note(path, sorted(cut)))
+        notes.append(cut_note(path, sorted(cut)))
     if not out:
         raise InputFileError(str(path), "no nccl-tests result lines found")
     return out
@@ -465,7 +281,7 @@ def _time_us(token: str, path: Path, lineno: int) -> float:
 
 
 def _text_row(
-    tokens: list[str], lineno: int, run: _Run, op: Op, world_size: int, path: Path, cut: list[tuple[int, str]]
+    tokens: list[str], lineno: int, run: Run, op: Op, world_size: int, path: Path, cut: list[tuple[int, str]]
 ) -> list[ResultRow]:
     """The rows of one result line; a line its header gives more halves than it holds goes to ``cut``."""
     try:
