@@ -52,9 +52,10 @@ def test_two_racks_from_one_rack_and_twenty_take_the_rack_and_come_nearer_the_pu
 
     # Given both, predict takes the rack's fit (bwIntra, as NCCL prices two nodes), and the published
     # two racks bear the choice out: nearer than the twenty racks' fit alone. How near is a figure of
-    # bench_predict (benchmarks/README.md: 14.6% median, against 116% from the 1,440-rank fit), not a
-    # bound this test holds: it read 10.6% while the rack's one-node NVLS graph was wrongly carried
-    # across racks, and a bound set on that figure was a bound on a defect.
+    # bench_predict (benchmarks/README.md: 3.4% median told the runs' NCCL_NVLS_ENABLE=0, 14.6% read as
+    # NVLS as here, against 116% from the 1,440-rank fit), not a bound this test holds: it read 10.6%
+    # while the rack's one-node NVLS graph was wrongly carried across racks, and a bound set on that
+    # figure was a bound on a defect.
     chosen, used = median_error([f1440, f72])
     alone, _ = median_error([f1440])
     assert used == {72}
