@@ -482,6 +482,9 @@ PROFILE_KIND = "a collbench profile"
 FITS_KIND = "`collbench fit --json` output"
 TOPOLOGY_KIND = "a collbench topology"
 NCCL_TESTS_KIND = "nccl-tests output"
+NVIDIA_SMI_KIND = "`nvidia-smi topo -m` output"
+NCCL_XML_KIND = "an NCCL topology XML"
+NVML_RECORDING_KIND = "an NVML recording"
 _KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     (
         RESULTS_KIND,
@@ -489,7 +492,7 @@ _KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         # CSV (its header names the row's fields); JSONL, a row a line, is is_row_line's (kind_of_text).
         re.compile(r"\A[^\n]*\bsize_bytes,[^\n]*\btime_us\b"),
     ),
-    ("an NVML recording", "discover --replay reads it", re.compile(r'"format"\s*:\s*"collbench-nvml-recording"')),
+    (NVML_RECORDING_KIND, "discover --replay reads it", re.compile(r'"format"\s*:\s*"collbench-nvml-recording"')),
     (FITS_KIND, "predict --fits reads it", re.compile(r'\A\s*\{\s*"fits"\s*:')),
     (
         PROFILE_KIND,
@@ -501,7 +504,7 @@ _KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         "--from-file and --topology read it",
         re.compile(r'^\s*"?devices"?\s*:[\s\S]*^\s*"?links"?\s*:', re.MULTILINE),
     ),
-    ("an NCCL topology XML", "discover --from-nccl-xml reads it", re.compile(r"<system[\s>]")),
+    (NCCL_XML_KIND, "discover --from-nccl-xml reads it", re.compile(r"<system[\s>]")),
     ("an NCCL graph XML", "NCCL reads it through NCCL_GRAPH_FILE", re.compile(r"<graphs[\s>]")),
     ("an HTML page", "a browser reads it", re.compile(r"<(!doctype )?html", re.IGNORECASE)),
     (
@@ -509,7 +512,7 @@ _KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         "import nccl-tests, fit, report and compare read it",
         re.compile(r"Avg bus bandwidth|out-of-place[\s\S]*busbw|\"nccl_version\""),
     ),
-    ("`nvidia-smi topo -m` output", "discover --from-nvidia-smi reads it", re.compile(r"^\s*GPU0\s+X\s", re.MULTILINE)),
+    (NVIDIA_SMI_KIND, "discover --from-nvidia-smi reads it", re.compile(r"^\s*GPU0\s+X\s", re.MULTILINE)),
     ("OSU micro-benchmarks output", "collbench reads nccl-tests output, not OSU's", re.compile(r"^# OSU ", re.M)),
     (
         "mpirun's error output",

@@ -27,7 +27,7 @@ from itertools import combinations
 from pathlib import Path
 
 from collbench.errors import InputFileError
-from collbench.fileio import check_number_lengths, read_text_file
+from collbench.fileio import NCCL_XML_KIND, check_number_lengths, misfiled, read_text_file
 from collbench.topology.bandwidth import nvlink_gbps, nvlink_generation_for_sm, pcie_gbps, pcie_generation_for_speed
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
@@ -414,7 +414,11 @@ def _assumptions(r: _Reader, path: str) -> list[str]:
 
 
 def read_nccl_xml(path: Path, notes: list[str] | None = None) -> Topology:
-    """Read an NCCL topology XML file. Raises InputFileError (see :func:`parse_nccl_xml`)."""
+    """Read an NCCL topology XML file. Raises InputFileError (see :func:`parse_nccl_xml`; one naming what the
+    file is where it is another kind collbench knows: a topology YAML, an nvidia-smi paste, a graph XML)."""
     text = read_text_file(path, "an NCCL topology XML")
-    check_number_lengths(text, path)
-    return parse_nccl_xml(text, str(path), notes)
+    try:
+        check_number_lengths(text, path)
+        return parse_nccl_xml(text, str(path), notes)
+    except InputFileError as exc:
+        raise misfiled(path, text, NCCL_XML_KIND) or exc from None

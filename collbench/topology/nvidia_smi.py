@@ -25,7 +25,7 @@ from itertools import combinations
 from pathlib import Path
 
 from collbench.errors import InputFileError
-from collbench.fileio import check_number_lengths, read_text_file
+from collbench.fileio import NVIDIA_SMI_KIND, check_number_lengths, misfiled, read_text_file
 from collbench.pasted import clean_pasted_text
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
@@ -333,8 +333,16 @@ def parse_nvidia_smi_topo(text: str, path: str = "<stdin>", notes: list[str] | N
     ``path`` names the input in error messages. ``notes``, when given, receives one line for each
     assumption made where the text was ambiguous. Raises InputFileError (naming the file, the line and
     what was expected) for empty text, a missing header, ragged or non-square matrices, unknown cell
-    codes, matrices that are not symmetric, and text from which no GPU can be read.
+    codes, matrices that are not symmetric, and text from which no GPU can be read; one naming what the
+    text is where it is another kind of file collbench knows (a topology YAML, a profile, an NCCL XML).
     """
+    try:
+        return _parse(text, path, notes)
+    except InputFileError as exc:
+        raise misfiled(path, text, NVIDIA_SMI_KIND) or exc from None
+
+
+def _parse(text: str, path: str, notes: list[str] | None) -> Topology:
     text = clean_pasted_text(text)
     if not text.strip():
         raise InputFileError(path, "the input is empty (expected the text of `nvidia-smi topo -m`)")

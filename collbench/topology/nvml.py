@@ -32,7 +32,7 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from collbench.errors import InputFileError
-from collbench.fileio import atomic_write_text, read_text_file
+from collbench.fileio import NVML_RECORDING_KIND, atomic_write_text, misfiled, read_text_file
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +186,16 @@ class Recording:
 
     @classmethod
     def load(cls, path: Path) -> Recording:
-        """Read a recording. Raises InputFileError when the file is missing or not a recording."""
+        """Read a recording. Raises InputFileError when the file is missing or not a recording (naming what
+        it is where it is another kind of file collbench knows: a topology, a profile, result rows)."""
         text = read_text_file(path, "an NVML recording from --record")
+        try:
+            return cls._parse(text, path)
+        except InputFileError as exc:
+            raise misfiled(path, text, NVML_RECORDING_KIND) or exc from None
+
+    @classmethod
+    def _parse(cls, text: str, path: Path) -> Recording:
         if not text.strip():
             raise InputFileError(str(path), "the file is empty (expected an NVML recording from --record)")
         try:

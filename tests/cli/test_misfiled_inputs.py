@@ -82,6 +82,14 @@ CASES = [
     # A paste or NCCL's XML given to --topology said only "unknown extension '.txt'".
     (["sweep", "--ranks", "2", "--topology", "{F}"], "smi", "topo.txt", f"{SMI_IS}, not a collbench topology"),
     (["tune", "--ranks", "2", "--quick", "--topology", "{F}"], "xml", "sys.xml", f"{XML_IS}, not a collbench topology"),
+    # The topology's own sources said what failed inside them: 'no header line starting with GPU0' for a
+    # topology YAML, 'not XML: not well-formed' for a paste, 'not JSON: Expecting value' for a profile.
+    (["discover", "--from-nvidia-smi", "{F}"], "topo", "topo.txt", f"{TOPOLOGY_IS}, not `nvidia-smi topo -m` output"),
+    (["layout", "--from-nvidia-smi", "{F}"], "xml", "topo.txt", f"{XML_IS}, not `nvidia-smi topo -m` output"),
+    (["discover", "--from-nccl-xml", "{F}"], "smi", "topo.xml", f"{SMI_IS}, not an NCCL topology XML"),
+    (["layout", "--from-nccl-xml", "{F}"], "profile", "topo.xml", f"{PROFILE_IS}, not an NCCL topology XML"),
+    (["discover", "--replay", "{F}"], "topo", "rec.json", f"{TOPOLOGY_IS}, not an NVML recording"),
+    (["layout", "--replay", "{F}"], "rows", "rec.json", f"{ROWS_IS}, not an NVML recording"),
 ]
 
 
