@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fits_files import fits_file
 from synthetic_rows import make_rows
 from typer.testing import CliRunner
 
@@ -121,10 +122,7 @@ def test_predict_says_where_each_number_comes_from_and_how_sure_it_is(tmp_path: 
     """The issue's example: the H100 2-node log's fit at 1,024 ranks on 128 nodes rises with size, and
     every prediction names its fit, its scale and (away from the measured shape) no error claim."""
     runner = CliRunner()
-    fitted = runner.invoke(app, ["fit", str(REAL_H100), "--json"])
-    assert fitted.exit_code == 0, fitted.output
-    fits = tmp_path / "f.json"
-    fits.write_text(fitted.stdout)
+    fits = fits_file(REAL_H100, tmp_path / "f.json")
     args = ["predict", "--fits", str(fits), "--ranks", "1024", "--nodes", "128", "--sizes", "32K,64K,1M"]
     result = runner.invoke(app, [*args, "--measured-nodes", "2", "--json"])
     assert result.exit_code == 0, result.output

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fits_files import fits_file
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -16,16 +17,8 @@ GCP = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "all_reduce_pe
 NARROW = {"COLUMNS": "80", "NO_COLOR": "1"}
 
 
-def _fits(tmp_path: Path) -> Path:
-    fitted = CliRunner().invoke(app, ["fit", str(GCP), "--json"])
-    assert fitted.exit_code == 0, fitted.output
-    path = tmp_path / "h100.json"
-    path.write_text(fitted.stdout)
-    return path
-
-
 def test_the_basis_prints_once_and_each_size_its_own_words(tmp_path: Path) -> None:
-    fits = _fits(tmp_path)
+    fits = fits_file(GCP, tmp_path / "h100.json")
     result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "1024"], env=NARROW)
     assert result.exit_code == 0, result.output
     out = result.stdout

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
+from fits_files import fits_file
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -30,11 +31,7 @@ def _fits(tmp_path: Path) -> Path:
         assert done.exit_code == 0, done.output
     rows = tmp_path / "rows.jsonl"
     rows.write_text(intra.read_text() + inter.read_text())
-    fitted = runner.invoke(app, ["fit", str(rows), "--json"])
-    assert fitted.exit_code == 0, fitted.output
-    path = tmp_path / "fits.json"
-    path.write_text(fitted.stdout)
-    return path
+    return fits_file(rows, tmp_path / "fits.json")
 
 
 def test_the_articles_comparison_from_one_fits_file(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fits_files import fits_file
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -20,11 +21,7 @@ REAL_H100 = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "all_red
 
 
 def _fits(tmp_path: Path) -> Path:
-    fitted = CliRunner().invoke(app, ["fit", str(REAL_H100), "--json"])
-    assert fitted.exit_code == 0, fitted.output
-    path = tmp_path / "f.json"
-    path.write_text(fitted.stdout)
-    return path
+    return fits_file(REAL_H100, tmp_path / "f.json")
 
 
 def _predict(tmp_path: Path, *extra: str) -> dict:  # type: ignore[type-arg]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fits_files import fits_file
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -17,11 +18,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ra
 
 
 def _h100_fits(tmp_path: Path) -> Path:
-    fitted = CliRunner().invoke(app, ["fit", str(REAL_H100), "--json"])
-    assert fitted.exit_code == 0, fitted.output
-    path = tmp_path / "f.json"
-    path.write_text(fitted.stdout)
-    return path
+    return fits_file(REAL_H100, tmp_path / "f.json")
 
 
 def test_fit_json_carries_the_node_count_its_rows_give(tmp_path: Path) -> None:
