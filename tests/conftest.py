@@ -1,7 +1,9 @@
-"""Test-suite wide settings: every test runs in its own empty folder; GPU tests skip without CUDA."""
+"""Test-suite wide settings: every test runs in its own empty folder; GPU tests skip without CUDA; the
+fixtures several test files share (``one_rank_gloo``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,19 @@ def _in_own_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     collbench-sweep.jsonl, ...) land there, and nothing the user has in the folder they started
     pytest from (a profile the README's first line wrote, say) changes what a test sees."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def one_rank_gloo() -> Iterator[None]:
+    """torch.distributed's default group of one gloo rank in this process (a HashStore: no port), for
+    the test's life: what a sweep worker's code asks of its group, without starting ranks."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 def _cuda_available() -> bool:

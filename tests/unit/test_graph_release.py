@@ -81,15 +81,6 @@ class GraphTimer:
             self.kept = None
 
 
-@pytest.fixture
-def one_rank_gloo() -> Iterator[None]:
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 def test_each_variants_graph_is_released_before_its_group_is_destroyed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None
 ) -> None:

@@ -156,15 +156,6 @@ def test_no_cuda_synchronise_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 # A whole (one-rank, gloo) sweep_worker with forced variants and a fake NCCL log ------------------
 
 
-@pytest.fixture
-def one_rank_gloo() -> Iterator[None]:
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 def _tuning_line(func: str, size: int, algo: str, proto: str) -> str:
     return f"host:1:2 [0] NCCL INFO {func}: {size} Bytes -> Algo {algo} proto {proto} channel{{Lo..Hi}}={{0..1}}\n"
 
