@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.rows import stream_results
 from collbench.errors import ConfigError, InputFileError
 from collbench.importers.nodes import check_nodes_option
 from collbench.models.stored import NodesSeen, noting_nodes, with_nodes
-from collbench.schedules.ops import Op
+from collbench.results.row import ResultRow
+from collbench.schedules.ops import Op, parse_dtype
 from collbench.units import counted
 
 
@@ -34,6 +36,15 @@ def fit(
     algo: Annotated[
         list[str] | None,
         typer.Option("--algo", metavar="ALGO[,ALGO...]", help="Only these algorithms (commas or repeats)."),
+    ] = None,
+    dtype: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-d",
+            "--dtype",
+            metavar="TYPE[,TYPE...]",
+            help="Only rows of these dtypes (commas or repeats); rows of several are fitted as one.",
+        ),
     ] = None,
     piecewise: Annotated[
         bool, typer.Option("--piecewise/--no-piecewise", help="Split sizes into segments where one line does not fit.")
@@ -54,6 +65,7 @@ def fit(
     algo_names = [a.lower() for a in split_values(algo) if a.lower() != "all"]
     ops = {Op.parse(o).value for o in op_names} if op_names else None
     algos = set(algo_names) if algo_names else None
+    dtypes = {parse_dtype(d) for d in split_values(dtype)} or None
     if plot is not None:  # the options first, then the file it would write
         from collbench.report.plots import check_plot_path
 
@@ -65,18 +77,35 @@ def fit(
     rows = stream_results(
         results, op=op_names[0] if len(op_names) == 1 else None, nodes_from_devices=True, ranks=ranks, nodes=nodes
     )
-    wanted = (r for r in rows if (ops is None or r.op in ops) and (algos is None or r.algo in algos))
+    wanted = (
+        r
+        for r in rows
+        if (ops is None or r.op in ops) and (algos is None or r.algo in algos) and (dtypes is None or r.dtype in dtypes)
+    )
+    dtypes_seen: dict[str, set[str]] = {}
     nodes_seen: NodesSeen = {}
     # Rows are folded into per-point summaries as they are read: memory grows with the points, not the file.
     from collbench.cli.render.models import render_fits
     from collbench.models.fit import fit_results
     from collbench.models.fit_points import PointSummaries
 
-    points = PointSummaries().extend(noting_nodes(wanted, nodes_seen))
+    points = PointSummaries().extend(_noting_dtypes(noting_nodes(wanted, nodes_seen), dtypes_seen))
     if not points.rows_seen:
-        raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo")
+        raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo/--dtype")
     if points.rows_failed:
         err_console.print(f"{counted(points.rows_failed, 'row')} failed validation (wrong > 0): left out of the fits")
+    mixed: dict[tuple[str, ...], list[str]] = {}
+    for op_name, seen in dtypes_seen.items():
+        if len(seen) > 1:
+            mixed.setdefault(tuple(sorted(seen)), []).append(op_name)
+    for kinds, mixed_ops in mixed.items():
+        # A fit has no dtype: a size's point is the fastest of its rows, whatever their dtype (a sweep
+        # of float32 then bfloat16 into one file was fitted as one model without a word).
+        print_note(
+            "note",
+            f"{', '.join(mixed_ops)}: rows of {' and '.join(kinds)} fitted as one model, each size at the "
+            "fastest of them; -d TYPE fits one dtype's rows",
+        )
     report = fit_results(points, piecewise=piecewise)
     report = dataclasses.replace(report, fits=[with_nodes(f, nodes_seen) for f in report.fits])
     if plot is not None:
@@ -88,3 +117,10 @@ def fit(
         typer.echo(json.dumps(report.to_dict(), indent=2))
         return
     console.print(render_fits(report))
+
+
+def _noting_dtypes(rows: Iterable[ResultRow], seen: dict[str, set[str]]) -> Iterator[ResultRow]:
+    """``rows`` as they stream past, with each op's dtypes gathered into ``seen``."""
+    for row in rows:
+        seen.setdefault(row.op, set()).add(row.dtype)
+        yield row

@@ -88,3 +88,31 @@ def test_why_a_fit_is_not_used_wraps_under_its_table_in_80_columns(columns: str 
     said = lines[start:end]
     assert " ".join(" ".join(said).split()) == " ".join(f"native not used: {why}".split())
     assert len(said) > 1 and all(cell_len(line) <= 80 for line in said)
+
+
+def test_rows_of_several_dtypes_are_said_and_dash_d_fits_one(tmp_path: Path) -> None:
+    # A sweep of -d float32 and one of -d bfloat16 streamed into one file (as sweep's refusal of two
+    # dtypes suggests) were fitted as one model without a word: each size took the faster dtype's time.
+    from dataclasses import replace
+
+    fast = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0, in_place=(False,))
+    slow = [replace(r, dtype="bfloat16", time_us=r.time_us * 3) for r in fast]
+    path = tmp_path / "r.jsonl"
+    write_rows(path, fast + slow)
+    runner = CliRunner()
+    both = runner.invoke(app, ["fit", str(path), "--json"], env={"COLUMNS": "300"})
+    assert both.exit_code == 0, both.output
+    assert "note: all-reduce: rows of bfloat16 and float32 fitted as one model, each size at the fastest" in both.stderr
+    alone = {}
+    for dtype in ("float32", "bf16"):
+        result = runner.invoke(app, ["fit", str(path), "--json", "-d", dtype], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, result.output
+        assert "fitted as one model" not in result.stderr, result.stderr
+        (alone[dtype],) = json.loads(result.stdout)["fits"]
+    (mixed,) = json.loads(both.stdout)["fits"]
+    assert mixed["alpha_us"] == alone["float32"]["alpha_us"]  # the fastest of each size: float32's
+    assert alone["bf16"]["alpha_us"] > 2.5 * alone["float32"]["alpha_us"]
+    none = runner.invoke(app, ["fit", str(path), "-d", "int64"])
+    assert none.exit_code == 2 and "no rows left after --op/--algo/--dtype" in none.output
+    bad = runner.invoke(app, ["fit", str(path), "-d", "int8"])
+    assert bad.exit_code == 2 and "unknown dtype 'int8'" in bad.output
