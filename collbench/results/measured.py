@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from collbench.results.noise import detect_stalls, quantile
-from collbench.results.row import ResultRow
+from collbench.results.row import KEY_FIELDS, ResultRow
 from collbench.schedules.ops import Op
 
 
@@ -35,34 +35,12 @@ def row_root(op: Op, root: int) -> int:
     return root if op.spec.rooted else 0
 
 
-def point_key(
-    *,
-    op: Op,
-    algo: str,
-    backend: str,
-    world_size: int,
-    dtype: str,
-    redop: str,
-    in_place: bool,
-    size_bytes: int,
-    root: int,
-    layout: str,
-    segment_bytes: int | None,
-) -> tuple[Any, ...]:
-    """``ResultRow.key`` of the row a point will have (what ``--resume`` looks for)."""
-    return (
-        op.value,
-        algo,
-        backend,
-        world_size,
-        dtype,
-        redop,
-        in_place,
-        size_bytes,
-        row_root(op, root),
-        layout,
-        segment_bytes,
-    )
+def point_key(*, op: Op, root: int, **identity: Any) -> tuple[Any, ...]:
+    """``ResultRow.key`` of the row a point will have (what ``--resume`` looks for): ``op``, ``root`` and
+    the other :data:`~collbench.results.row.KEY_FIELDS` in ``identity``, as :func:`measured_row` takes
+    them. Raises KeyError naming a field of the key not given."""
+    named = {**identity, "op": op.value, "root": row_root(op, root)}
+    return tuple(named[name] for name in KEY_FIELDS)
 
 
 def measured_row(

@@ -8,6 +8,7 @@ Columns follow nccl-tests' conventions (NVIDIA/nccl-tests doc/PERFORMANCE.md): t
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,25 @@ Row checking accepts it (row_fields.FIELD_RANGES)."""
 NCCL_TESTS_SOURCE = "nccl-tests"
 """``ResultRow.source`` of a row imported from nccl-tests output: one time, the mean over its iterations,
 stands in every time field (no p25, fastest, slowest or stall fraction of its own)."""
+
+
+KEY_FIELDS = (
+    "op",
+    "algo",
+    "backend",
+    "world_size",
+    "dtype",
+    "redop",
+    "in_place",
+    "size_bytes",
+    "root",
+    "layout",
+    "segment_bytes",
+)
+"""The fields that identify a point: a row's key (``ResultRow.key``) and the key of a point still to
+measure (``results.measured.point_key``) are these, in this order, so that ``--resume`` finds a point's
+row by the key its point makes."""
+_key_of = operator.attrgetter(*KEY_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,17 +129,5 @@ class ResultRow:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        """What identifies a point, for ``--resume``."""
-        return (
-            self.op,
-            self.algo,
-            self.backend,
-            self.world_size,
-            self.dtype,
-            self.redop,
-            self.in_place,
-            self.size_bytes,
-            self.root,
-            self.layout,
-            self.segment_bytes,
-        )
+        """What identifies a point, for ``--resume``: the row's :data:`KEY_FIELDS`."""
+        return _key_of(self)
