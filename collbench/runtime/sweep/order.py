@@ -66,10 +66,10 @@ class SizeOrder:
             return
         self._times.setdefault(_size_of(point), {})[(point.algo, point.in_place)] = time_us
 
-    def ranks(self, op: Op, size_index: int) -> dict[str, tuple[int, float]] | None:
-        """Per algorithm measured at the nearest size below ``size_index`` for ``op``, where it goes:
-        (0, 0) within ``factor`` of that size's fastest (per mode), else (1, its fastest time there);
-        None: no such size (or no factor)."""
+    def places(self, op: Op, size_index: int) -> dict[str, tuple[int, float]] | None:
+        """Per algorithm measured at the nearest size below ``size_index`` for ``op``, its place (a sort
+        key, not a process rank): (0, 0) within ``factor`` of that size's fastest (per mode), else (1,
+        its fastest time there); None: no such size (or no factor)."""
         if self.factor is None:
             return None
         below = [index for (held, index) in self._times if held == op and index < size_index]
@@ -81,8 +81,8 @@ class SizeOrder:
             best[in_place] = min(best.get(in_place, time_us), time_us)
         out: dict[str, tuple[int, float]] = {}
         for (algo, in_place), time_us in times.items():
-            rank = (0, 0.0) if time_us <= self.factor * best[in_place] else (1, time_us)
-            out[algo] = min(out.get(algo, rank), rank)
+            place = (0, 0.0) if time_us <= self.factor * best[in_place] else (1, time_us)
+            out[algo] = min(out.get(algo, place), place)
         return out
 
     def order(self, block: Block) -> Block:
@@ -91,12 +91,12 @@ class SizeOrder:
         if not block:
             return block
         op, size_index = _size_of(block[0][1])
-        ranks = self.ranks(op, size_index)
-        if ranks is None:
+        places = self.places(op, size_index)
+        if places is None:
             return list(block)
         unknown = (2, 0.0)
-        # sorted() is stable: equal ranks (the likely fast, the unknown) keep the plan's order.
-        return sorted(block, key=lambda item: ranks.get(item[1].algo, unknown))
+        # sorted() is stable: equal places (the likely fast, the unknown) keep the plan's order.
+        return sorted(block, key=lambda item: places.get(item[1].algo, unknown))
 
 
 def _size_of(point: SweepPoint) -> tuple[Op, int]:
