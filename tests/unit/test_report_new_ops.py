@@ -114,3 +114,16 @@ def test_the_nccl_tests_table_says_which_time_it_shows() -> None:
     ((key, rows),) = group_rows(_barrier()).items()
     html = op_section(key, rows, [], [])
     assert "the p50 of the slowest rank" in html[html.index("<summary>") : html.index("</summary>")]
+
+
+def test_a_size_of_whole_blocks_shows_its_bytes_not_a_rounded_label() -> None:
+    # reduce-scatter native over 3 ranks rounds 16 KiB down to whole blocks, 16380 B (count 4095): the
+    # table said '16.0K', which reads as 16384. A label that is the size stays (64K, 1.5M).
+    rows = [
+        point_row("native", size, 100.0, world_size=3, op="reduce-scatter")
+        for size in (16380, 65536, 1536 * 1024, 262140)
+    ]
+    out = _render(rows)
+    for cell in ("16380B", "64K", "1.5M", "262140B"):
+        assert re.search(rf"^\s*{re.escape(cell)}\s", out, re.M), out
+    assert "16.0K" not in out and "256.0K" not in out

@@ -8,10 +8,11 @@ from collections.abc import Iterable
 from rich import box
 from rich.table import Table
 
+from collbench.errors import ConfigError
 from collbench.results.noise import STALL_MARKER, row_stalled
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
-from collbench.units import size_label
+from collbench.units import parse_size, size_label
 
 NCCL_TYPE_NAMES = {
     "float32": "float",
@@ -95,7 +96,7 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
             table.add_column("busbw", justify="right", no_wrap=True)
             table.add_column("wrong", justify="right", no_wrap=True)
         for size, by_mode in _by_size(group):
-            cells = [size_label(size), str(next(iter(by_mode.values())).count)]
+            cells = [_size_cell(size), str(next(iter(by_mode.values())).count)]
             for mode in modes:
                 row = by_mode.get(mode)
                 if row is None:
@@ -114,6 +115,18 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
             table.add_row(*cells)
         tables.append(table)
     return tables
+
+
+def _size_cell(size_bytes: int) -> str:
+    """A size as nccl-tests' compact label where that label is the size (``64K``), else its bytes: a
+    count rounded down to whole blocks (reduce-scatter over 3 ranks: 16380 B) showed as ``16.0K``,
+    which reads as 16384."""
+    label = size_label(size_bytes)
+    try:
+        exact = parse_size(label) == size_bytes
+    except ConfigError:  # a label of no whole byte count (1.3K) is not the size either
+        exact = False
+    return label if exact else f"{size_bytes}B"
 
 
 def _titled(title: str) -> Table:
