@@ -11,9 +11,8 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from refused import refused_line
 
-from collbench.cli.app import app
 from collbench.importers.nccl_tests import looks_like_nccl_tests
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,12 +36,9 @@ def test_a_file_that_is_neither_results_nor_a_log_says_what_is_read(
     args = {"fit": [str(path)], "report": [str(path), "-O", str(tmp_path / "r.html")]}.get(
         command, [str(path), str(RESULTS)]
     )
-    result = CliRunner().invoke(app, [command, *args], env={"COLUMNS": "200"})
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == 2, result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and str(path) in errors[0] and says in errors[0], result.output
-    assert "use .jsonl, .csv or .parquet" not in errors[0]
+    line = refused_line([command, *args])
+    assert str(path) in line and says in line, line
+    assert "use .jsonl, .csv or .parquet" not in line
 
 
 def test_telling_a_log_from_results_reads_only_the_head(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from refused import refused_line
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -37,15 +38,6 @@ def _edited(edit: str) -> dict[str, Any]:
     return data
 
 
-def _one_error_line(args: list[str]) -> str:
-    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == 2, result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, result.output
-    return errors[0]
-
-
 @pytest.mark.parametrize(
     ("edit", "names"),
     [
@@ -59,7 +51,7 @@ def _one_error_line(args: list[str]) -> str:
 def test_a_profile_with_a_value_of_the_wrong_kind_is_one_error(tmp_path: Path, edit: str, names: str) -> None:
     path = tmp_path / "profile.yaml"
     path.write_text(yaml.safe_dump(_edited(edit)))
-    line = _one_error_line(["predict", "--profile", str(path), "--ranks", "8"])
+    line = refused_line(["predict", "--profile", str(path), "--ranks", "8"])
     assert str(path) in line and names in line
 
 
@@ -72,7 +64,7 @@ def test_fits_with_a_value_of_the_wrong_kind_are_one_error(tmp_path: Path, edit:
     path = tmp_path / "fits.json"
     path.write_text(json.dumps({"fits": _edited(edit)["fits"]}))
     for extra in ([], ["--hierarchy", "2"]):
-        line = _one_error_line(["predict", "--fits", str(path), "--ranks", "8", *extra])
+        line = refused_line(["predict", "--fits", str(path), "--ranks", "8", *extra])
         assert str(path) in line and names in line
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from refused import refused_line
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -20,13 +21,9 @@ PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
 
 
 def _refused(args: list[str]) -> str:
-    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == 2, result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, result.output
-    assert "2^20" in errors[0], errors[0]
-    return errors[0]
+    line = refused_line(args)
+    assert "2^20" in line, line
+    return line
 
 
 @pytest.mark.parametrize("ranks", [str(MAX_RANKS), "999999999", "8:1," + str(MAX_RANKS) + ":1024"])
