@@ -116,8 +116,8 @@ def test_two_rounds_call_a_pair_on_the_smallest_gain_apart_no_more_often_than_th
 def test_a_check_beats_a_rule_as_fast_as_the_best_no_more_often_than_the_tune_would() -> None:
     # tune --check: native chosen, ring exactly as fast, tree and direct behind; three rounds, every
     # point's round time 10% scattered. A verdict of "beaten" is wrong every time it is said. The
-    # regret's 2 standard errors alone said it in 4-6% of checks (the fastest of two tied algorithms
-    # is the luckier one); the tune's own test (selection.beaten_by), 0.9% of these draws.
+    # regret's 2 standard errors alone said it in 4.6% of these draws (the fastest of two tied
+    # algorithms is the luckier one); the tune's own test (selection.beaten_by), in 0.9%.
     from collbench.profile.document import Profile, RuleSet
     from collbench.profile.rules import Rule
     from collbench.tuning.check import regrets

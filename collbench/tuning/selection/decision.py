@@ -194,6 +194,15 @@ def far_apart_in_each(logs: list[float], slower: Point, faster: Point, settings:
     namespace cluster recursive doubling was 1.34-1.48x behind the fastest in both fixed rounds at
     every size (bars 3-19%): a tie round of it re-measured 18 points (15 s) to learn that again.
     Leads of a few percent, where two rounds can agree by chance, still need a third round.
+
+    ``sigmas`` here stays a normal multiplier, not Student's t: the bar is no interval of a mean of the
+    two ratios, whose one degree of freedom would ask 14 standard errors (and re-measure that recursive
+    doubling). Its noise is pooled over every algorithm at the size, and each round must clear it alone.
+    On simulated rounds (benchmarks/bench_selection_confidence.py) a pair 3% apart is called apart in at
+    most 0.6% of tunes where every point's rounds scatter by 10%, 2.1-2.3% at 15%, as ``sigmas`` = 2
+    claims (on the 2-core VM a point's rounds scatter by 2-15%, median 4-8%), and 2.8-4.1% at 20-50%,
+    somewhat more: there the pooled noise of two rounds varies as much as the ratios. A larger
+    multiplier would send clear leads to a third round more often, on every machine.
     """
     bar = max(settings.max_threshold, settings.threshold(slower.noise, faster.noise, capped=False))
     return all(log > math.log1p(bar) for log in logs)
