@@ -92,6 +92,17 @@ def test_yaml_alias_bomb_is_one_line(tmp_path: Path) -> None:
         parse_yaml(alias_bomb(10), tmp_path / "t.yaml")
 
 
+def test_yaml_of_more_values_than_the_alias_bound_written_out_is_read(tmp_path: Path) -> None:
+    # discover --probe across 512 ranks writes 130,816 links, 1.8 million YAML nodes: tune --topology
+    # refused that file with 'aliases expand to more than 1,000,000 values', though it holds no alias.
+    links = "".join(f"- {{a: GPU{i}, b: GPU{i + 1}, kind: measured, bandwidth_gbps: 12.5}}\n" for i in range(120_000))
+    data = parse_yaml("links:\n" + links, tmp_path / "t.yaml")
+    assert len(data["links"]) == 120_000 and data["links"][-1]["b"] == "GPU120000"
+    # Aliases still count: a few of them standing for a million and more values beside it are refused.
+    with pytest.raises(InputFileError, match="aliases expand to more than"):
+        parse_yaml("links:\n" + links + alias_bomb(7), tmp_path / "t.yaml")
+
+
 def test_yaml_small_alias_use_and_self_reference(tmp_path: Path) -> None:
     assert parse_yaml("a: &x {b: 1}\nc: *x\n", tmp_path / "t.yaml") == {"a": {"b": 1}, "c": {"b": 1}}
     with pytest.raises(InputFileError, match="refers to itself"):
