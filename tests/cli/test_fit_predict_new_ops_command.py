@@ -57,12 +57,15 @@ def test_fit_then_predict_barrier_and_all_to_all_at_64_ranks(tmp_path: Path) -> 
     shown = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--nodes", "1", "--op", "barrier"])
     assert shown.exit_code == 0, shown.output
     lines = shown.stdout.splitlines()
-    # The one op is said in the prediction table's title; the choice table names it per row.
+    # The one op is said in each table's title, not in its rows.
     assert any(line.startswith("barrier, predicted at 64 ranks") for line in lines), shown.stdout
+    assert "barrier: choice per size (fastest)" in lines, shown.stdout
+    assert not [line for line in lines if line.startswith("barrier ")]
     rows = [line for line in lines if line.split()[:1] and line.split()[0] in BARRIER_ALGOS]
-    rows += [line for line in lines if line.startswith("barrier ")]
+    choice = lines[lines.index("barrier: choice per size (fastest)") :]
+    rows += [line for line in choice if line.startswith("- ")]  # the choice row: no size
     assert len(rows) == len(BARRIER_ALGOS) + 1  # a prediction row each, and the one choice row
-    assert all(" - " in line for line in rows)  # no size, no bandwidth
+    assert all(" - " in f" {line}" for line in rows)  # no size, no bandwidth
 
 
 def test_predict_of_a_fit_whose_op_has_no_formula_is_one_line(tmp_path: Path) -> None:

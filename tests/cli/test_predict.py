@@ -137,7 +137,8 @@ def test_predict_says_where_each_number_comes_from_and_how_sure_it_is(tmp_path: 
     assert at_home.exit_code == 0, at_home.output
     assert "x16" in at_home.stdout and "±" in at_home.stdout  # measured there: the model's error is shown
     text = runner.invoke(app, args)
-    assert text.exit_code == 0 and "x16 (x64)" in text.stdout
+    # Every row shares its fits and scale: said once, in the title.
+    assert text.exit_code == 0 and "from fits at 16 ranks (x64)" in text.stdout
     # The log names both hosts: the fit carries its 2 nodes, so nothing is guessed about them.
     assert "does not say" not in text.stderr and "on 2 nodes" in text.stdout
 

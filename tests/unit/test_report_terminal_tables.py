@@ -25,6 +25,7 @@ from collbench.results.io import read_rows
 from collbench.results.row import ResultRow
 from collbench.schedules.registry import algorithm_names
 from collbench.tuning.check import RuleCheck
+from collbench.units import format_bytes
 
 WIDTH = 80
 LONG = ("recursive-doubling", "rabenseifner")
@@ -145,10 +146,11 @@ def _parts(out: str) -> list[list[str]]:
 
 def test_predict_in_parts_names_the_size_in_each() -> None:
     # Two ops make the table wider than 80 columns: its second part held op, algorithm, simulated and
-    # from, so the eight rows of one algorithm (one per size) could not be told apart.
-    rows = _rows()
+    # from, so the eight rows of one algorithm (one per size) could not be told apart. (Tree fitted at
+    # 2 ranks, the rest at 4: the rows come from two world sizes, so the from column stays.)
+    rows = [replace(r, world_size=2) if r.algo == "tree" else r for r in _rows()]
     rows += [replace(r, op="reduce-scatter") for r in rows]
-    report = predict(fit_results(rows).fits, 1024, [1024, 1 << 20, 1 << 24])
+    report = predict(fit_results(rows).fits, 4, [1024, 1 << 20, 1 << 24])
     table = render_prediction(report).renderables[0]
     parts = _parts(_render(table))
     assert len(parts) >= 2, parts
@@ -197,3 +199,45 @@ def test_an_alpha_fitted_as_0_is_marked_and_said_under_the_tables() -> None:
     data["fits"][0]["alpha_us"] = 0.0
     shown = _render(render_fits(Profile.from_dict(data)))
     assert "0*" in shown and "0.0 us" not in shown and "alpha fitted as 0" in shown
+
+
+def test_predict_says_what_every_row_shares_once() -> None:
+    # Predicted away from the measured 4 ranks, every row came from the same fits (x4 (x2)), no error
+    # is known and, for 2048 ranks, nothing is simulated: at 80 columns the rows took a second table of
+    # algo, size and "x4 (x512)" alone, every line the same.
+    report = predict(fit_results(_rows()).fits, 2048, [1024, 1 << 20, 1 << 24])
+    out = _render(render_prediction(report))
+    _assert_whole(out, {p.algo for p in report.predictions})
+    table = _render(render_prediction(report).renderables[0])
+    assert len(_parts(table)) == 1, table
+    assert table.splitlines()[0].rstrip() == "all-reduce, predicted at 2048 ranks on 1 node from fits at 4 ranks (x512)"
+    header = next(line for line in table.splitlines() if line.startswith("algo "))
+    assert header.split() == ["algo", "size", "time", "latency", "GB/s"], table
+    assert table.count("x512") == 1 and "?" not in table and "from" not in header
+    for p in report.predictions:  # each prediction one row, said once
+        named = [p.algo, *format_bytes(p.size_bytes).split()]
+        assert sum(line.split()[:3] == named for line in table.splitlines()) == 1
+    assert "error unknown: no measured point is near these sizes and this shape" in " ".join(out.split())
+    # The choice per size: its one op in the title, not in every row.
+    assert "all-reduce: choice per size (fastest)" in out
+    assert not [line for line in out.split("choice per size")[1].splitlines() if line.startswith("all-reduce ")]
+
+
+def test_predict_from_fits_of_several_world_sizes_says_each_rows() -> None:
+    rows = [replace(r, world_size=2) if r.algo == "tree" else r for r in _rows()]
+    report = predict(fit_results(rows).fits, 8, [1024, 1 << 20])
+    table = _render(render_prediction(report).renderables[0])
+    assert table.splitlines()[0].rstrip() == "all-reduce, predicted at 8 ranks on 1 node"
+    for p in report.predictions:
+        line = next(
+            line for line in table.splitlines() if line.split()[:3] == [p.algo, *format_bytes(p.size_bytes).split()]
+        )
+        assert line.endswith("x2 (x4)" if p.algo == "tree" else "x4 (x2)"), table
+
+
+def test_a_title_wider_than_its_table_is_one_line_above_it() -> None:
+    # Rich wraps a title at its table's width: the choice per size of one algorithm printed its title
+    # in pieces of 23 columns ("all-reduce: choice per" / "size (fastest)").
+    report = predict(fit_results(_rows()).fits, 1024, [1024, 1 << 20])
+    lines = _render(render_prediction(report)).splitlines()
+    assert "all-reduce: choice per size (fastest)" in [line.rstrip() for line in lines]

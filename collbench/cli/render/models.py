@@ -22,7 +22,7 @@ from collbench.errors import UserError
 from collbench.models.crossover import Crossover
 from collbench.models.fit import FitReport
 from collbench.models.fitted import Fit, op_has_payload
-from collbench.models.predict import PredictReport
+from collbench.models.predict import Prediction, PredictReport
 from collbench.schedules.ops import Op
 from collbench.units import format_bytes
 
@@ -165,47 +165,66 @@ def render_prediction(report: PredictReport) -> RenderableType:
     # prints in parts that each repeat the op, algorithm and size (SplitTable): a part without the
     # size had eight rows of one algorithm that no reader could tell apart.
     op = one_value(p.op for p in report.predictions)
+    cells = {
+        "busbw\nGB/s": ["-" if p.busbw_gbps is None else f"{p.busbw_gbps:.3g}" for p in report.predictions],
+        "error": ["?" if p.error_pct is None else f"±{p.error_pct:.1f}%" for p in report.predictions],
+        "simulated": ["-" if p.simulated_us is None else format_time(p.simulated_us) for p in report.predictions],
+        "from": [_from_text(p) for p in report.predictions],
+    }
+    # A column of one value is said once: the fits every row came from in the title (48 rows of
+    # "x2 (x4)" took a table of their own at 80 columns), no error known under the table, and no
+    # column of "-" where nothing was simulated (world sizes past what the simulator takes).
+    fitted = one_value(str(p.fitted_world_size) for p in report.predictions)
+    one_from = fitted is not None
+    unknown_error = one_value(cells["error"]) == "?"
+    dropped = {
+        "from": one_from,
+        "error": unknown_error,
+        "simulated": one_value(cells["simulated"]) == "-",
+    }
+    if one_from:
+        title += f" from fits at {fitted} ranks" + _from_text(report.predictions[0]).removeprefix(f"x{fitted}")
     table = narrow_table(f"{op}, {title}" if op else title, keep=2 if op else 3)
-    columns = ("algo", "size", "time", "latency", "busbw\nGB/s", "error", "simulated", "from")
+    columns = ["algo", "size", "time", "latency", *(c for c in cells if not dropped.get(c, False))]
     for col in columns if op else ("op", *columns):
         table.add_column(col, justify="left" if col in ("op", "algo") else "right", no_wrap=True)
     best = {(c["op"], c["backend"], c["size_bytes"]): c["algo"] for c in report.choice}
     bases: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
-    for p in report.predictions:
+    for i, p in enumerate(report.predictions):
         style = "bold green" if best.get((p.op, p.backend, p.size_bytes)) == p.algo else ""
-        scale = "" if p.world_size == p.fitted_world_size else f" (x{p.scale:.3g})"
         table.add_row(
             *(() if op else (p.op,)),
             p.algo,
             format_bytes(p.size_bytes) if p.busbw_gbps is not None else "-",
             format_time(p.time_us),
             format_time(p.latency_us),
-            "-" if p.busbw_gbps is None else f"{p.busbw_gbps:.3g}",
-            "?" if p.error_pct is None else f"±{p.error_pct:.1f}%",
-            "-" if p.simulated_us is None else format_time(p.simulated_us),
-            f"x{p.fitted_world_size}{scale}",
+            *(values[i] for c, values in cells.items() if not dropped.get(c, False)),
             style=style,
         )
         bases.setdefault((p.op, p.algo, p.fit), []).append((format_bytes(p.size_bytes), p.basis))
     how: list[RenderableType] = []
     for (_op, algo, fit), at_sizes in bases.items():
         how.extend(_bases(algo, fit, at_sizes))
-    how.append(
-        Wrapped(
-            Text(
-                "error: the model's median error on measured points near that size and shape; "
-                "?: none measured near (xN: N times the measured world size)"
-            )
-        )
-    )
-    choice = narrow_table("choice per size (fastest)")
-    for col in ("op", "size", "algo", "time"):
+    if unknown_error:
+        legend = "error unknown: no measured point is near these sizes and this shape"
+    else:
+        legend = "error: the model's median error on measured points near that size and shape; ?: none measured near"
+    if not one_from:
+        legend += " (from xF (xN): fitted at F ranks, predicted at N times that)"
+    how.append(Wrapped(Text(legend)))
+    choice = narrow_table(f"{op}: choice per size (fastest)" if op else "choice per size (fastest)")
+    for col in ("size", "algo", "time") if op else ("op", "size", "algo", "time"):
         choice.add_column(col, no_wrap=True)
     for c in report.choice:
         size = format_bytes(c["size_bytes"]) if op_has_payload(c["op"]) else "-"
-        choice.add_row(c["op"], size, c["algo"], format_time(c["time_us"]))
+        choice.add_row(*(() if op else (c["op"],)), size, c["algo"], format_time(c["time_us"]))
     sized = any(op_has_payload(p.op) for p in report.predictions)
     return Group(table, *how, choice, *((render_crossovers(report.crossovers),) if sized else ()))
+
+
+def _from_text(p: Prediction) -> str:
+    """The fits a prediction came from, for the ``from`` column: ``x2``, or ``x2 (x4)`` four times over."""
+    return f"x{p.fitted_world_size}" + ("" if p.world_size == p.fitted_world_size else f" (x{p.scale:.3g})")
 
 
 def _bases(algo: str, fit: str, at_sizes: list[tuple[str, str]]) -> list[RenderableType]:

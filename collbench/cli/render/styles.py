@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.constrain import Constrain
 from rich.table import Column, Table
@@ -100,17 +101,34 @@ class SplitTable(Table):
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         keep, rest = self.columns[: self.keep], self.columns[self.keep :]
         if not rest or self._fits(console, options, self.columns):
-            yield self._part(self.columns, first=True, last=True)
-            return
-        groups: list[list[Column]] = [[]]
-        for column in rest:
-            if groups[-1] and not self._fits(console, options, [*keep, *groups[-1], column]):
-                groups.append([])
-            groups[-1].append(column)
+            groups = [list(rest)]
+        else:
+            groups = [[]]
+            for column in rest:
+                if groups[-1] and not self._fits(console, options, [*keep, *groups[-1], column]):
+                    groups.append([])
+                groups[-1].append(column)
         for i, group in enumerate(groups):
             if i:
                 yield Text("")
-            yield self._part([*keep, *group], first=i == 0, last=i == len(groups) - 1)
+            part = self._part([*keep, *group], first=i == 0, last=i == len(groups) - 1)
+            if i == 0:
+                yield from self._title_above(console, options, part)
+            yield part
+
+    def _title_above(self, console: Console, options: ConsoleOptions, part: Table) -> RenderResult:
+        """A title wider than its table, said above it at the console's width (``part`` then has none):
+        Rich wraps a title at its table's width, so a table of four narrow columns had its title in
+        pieces of 23 characters over two or three lines."""
+        if not isinstance(part.title, str):
+            return
+        title = part.title
+        part.title = None
+        width = min(console.measure(part, options=options).maximum, options.max_width)
+        if cell_len(title) <= width:
+            part.title = title
+            return
+        yield Wrapped(Text(title, style=self.title_style or "table.title"))
 
 
 def narrow_table(title: str, *, keep: int = 1) -> SplitTable:
