@@ -129,9 +129,10 @@ NICS: dict[str, tuple[int, float, str]] = {
 
 NO_NVLS = (
     "CoreWeave's GB200 NVL72 example jobs, whose runs its README publishes (NCCL 2.26.2, the 72-rank run's "
-    "-b 512M -e 8G): `export NCCL_NVLS_ENABLE=0` in slurm/nccl-test-distributed-gb200-nvl72-enroot.slurm and "
-    "the MPIJob (coreweave/nccl-tests a736384, 'fix(slurm): disable NVLS ... per NV ask', 2025-04-14, before "
-    "bee97e7 added the runs)"
+    "-b 512M -e 8G): `export NCCL_NVLS_ENABLE=0` in slurm/nccl-test-distributed-gb200-nvl72-enroot.slurm "
+    "(coreweave/nccl-tests a736384, 'fix(slurm): disable NVLS ... per NV ask', 2025-04-14) and "
+    "`-x NCCL_NVLS_ENABLE=0` in the MPIJob bee97e7 added with the runs (2025-05-05); 3042386 re-enabled it "
+    "(2025-08-26). The logs do not print it; their times agree with it (the ring's ~600 us a call at 72 ranks)"
 )
 """Why the CoreWeave GB200 logs are given ``predict --no-nvls`` (``Log.nvls``)."""
 
