@@ -228,9 +228,10 @@ def price_fits(
     """Every usable (op, algo, backend) ready to price at ``world_size`` ranks on ``nodes`` nodes.
 
     ``nccl_arch``: the GPU generation for NCCL's model; None reads it from each fit's device
-    (``arch_of``). ``nccl_facts``: the nodes' NICs and CollNet plugin, where declared (NCCL's model's
-    channels, NVLS-tree and CollNet; the NICs' floor across nodes). Returns (priced, refused:
-    ``op algo: why`` each, notes: what the prices assume).
+    (``arch_of``). ``nccl_facts``: the nodes' NICs, CollNet plugin and NVLS setting, where declared
+    (NCCL's model's channels, NVLS, NVLS-tree and CollNet; the NICs' floor across nodes; the links'
+    floor within one node). Returns (priced, refused: ``op algo: why`` each, notes: what the prices
+    assume).
     """
     shapes = shapes or Shapes()
     wanted = {Op.parse(o).value for o in ops} if ops else None
@@ -421,7 +422,8 @@ def predict(
 
     ``measured_nodes`` maps a fit's world size to the nodes it was measured on, where known;
     ``nccl_arch`` and ``nccl_nvlink`` describe the GPUs for NCCL's model of native (``nccl_arch`` None:
-    from each fit's device, else hopper), ``nccl_facts`` the nodes' NICs and CollNet plugin.
+    from each fit's device, else hopper), ``nccl_facts`` the nodes' NICs, CollNet plugin and NVLS
+    setting (``NodeFacts``).
     Raises ConfigError for a world size below 2, more nodes than ranks, no sizes, no fits left
     for the ops asked, or none that may be used.
     """
