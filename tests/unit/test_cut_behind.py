@@ -112,7 +112,7 @@ class _Timer:
 @pytest.fixture
 def one_rank(monkeypatch: pytest.MonkeyPatch) -> RankContext:
     monkeypatch.setattr(dist, "barrier", lambda group=None: None)
-    monkeypatch.setattr(timed, "_all_gather_single", lambda out, t, group=None: out.copy_(t))
+    monkeypatch.setattr(timed, "_slowest_per_iteration", lambda times, group: None)
     return RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"), timeout_s=5)
 
 
@@ -188,10 +188,10 @@ def test_every_rank_takes_the_decision_from_the_slowest_ranks_time(monkeypatch: 
     # decision is on the gathered slowest rank's time, which every rank holds alike: cut on both.
     monkeypatch.setattr(dist, "barrier", lambda group=None: None)
 
-    def gather(out: torch.Tensor, mine: torch.Tensor, group: Any = None) -> None:
-        out.copy_(torch.cat([mine, torch.full_like(mine, 400_000.0)]))
+    def slowest(mine: torch.Tensor, group: Any) -> None:  # the MAX all-reduce with rank 1's times
+        mine.copy_(torch.maximum(mine, torch.full_like(mine, 400_000.0)))
 
-    monkeypatch.setattr(timed, "_all_gather_single", gather)
+    monkeypatch.setattr(timed, "_slowest_per_iteration", slowest)
     ctx = RankContext(rank=0, world_size=2, local_rank=0, backend="gloo", device=torch.device("cpu"), timeout_s=5)
     got = time_point(ctx, lambda: None, _Timer([100_000.0] * 10), None, 0.05, Behind("ring", 110_000.0, 2.0))
     assert got.iters == 1 and got.samples_us == [400_000.0] and got.cut_short is not None

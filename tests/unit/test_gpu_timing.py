@@ -129,7 +129,7 @@ class RoundTimer:
 def test_the_sweep_keeps_the_iterations_behind_round_samples(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(dist, "barrier", lambda group=None: None)
-    monkeypatch.setattr(timed, "_all_gather_single", lambda out, t, group=None: out.copy_(t))
+    monkeypatch.setattr(timed, "_slowest_per_iteration", lambda times, group: None)
     ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="nccl", device=torch.device("cuda", 0), timeout_s=5)
     timer = RoundTimer()
     fixed = timed.time_point(ctx, lambda: None, timer, 10, 10.0)

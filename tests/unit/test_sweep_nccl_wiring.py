@@ -133,10 +133,7 @@ def test_cuda_is_synchronised_before_each_timing_barrier(monkeypatch: pytest.Mon
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(f"sync {device}"))
     monkeypatch.setattr(dist, "barrier", lambda group=None: calls.append("barrier"))
 
-    def gather(output: torch.Tensor, tensor: torch.Tensor, group: Any = None) -> None:
-        output.copy_(tensor)
-
-    monkeypatch.setattr(timed, "_all_gather_single", gather)
+    monkeypatch.setattr(timed, "_slowest_per_iteration", lambda times, group: None)
     ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="nccl", device=CUDA, timeout_s=5)
     samples = timed.time_point(ctx, lambda: None, _Timer(calls), None, 10.0)
     assert samples and calls[:3] == ["sync cuda:0", "barrier", "time"]
@@ -147,7 +144,7 @@ def test_no_cuda_synchronise_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append("sync"))
     monkeypatch.setattr(dist, "barrier", lambda group=None: calls.append("barrier"))
-    monkeypatch.setattr(timed, "_all_gather_single", lambda out, t, group=None: out.copy_(t))
+    monkeypatch.setattr(timed, "_slowest_per_iteration", lambda times, group: None)
     ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"), timeout_s=5)
     timed.time_point(ctx, lambda: None, _Timer(calls), 2, 10.0)
     assert calls == ["barrier", "time"]
