@@ -241,3 +241,23 @@ def test_a_title_wider_than_its_table_is_one_line_above_it() -> None:
     report = predict(fit_results(_rows()).fits, 1024, [1024, 1 << 20])
     lines = _render(render_prediction(report)).splitlines()
     assert "all-reduce: choice per size (fastest)" in [line.rstrip() for line in lines]
+
+
+def test_a_beta_fitted_as_0_is_marked_and_said() -> None:
+    # A quick tune at 1-64 KiB on 3 ranks fitted three usable fits with beta 0: the tables printed '-'
+    # in the bandwidth column with no word (as alpha's '0.0 us' before '0*').
+    profile = example_profile()
+    fits = list(profile.fits)
+    i = next(n for n, f in enumerate(fits) if f.beta_gbps is not None)
+    before = _render(render_fits(profile)).count("∞*")
+    fits[i] = replace(fits[i], beta_us_per_byte=0.0, segments=())
+    out = _render(render_fits(replace(profile, fits=tuple(fits))))
+    assert re.search(rf"^{re.escape(fits[i].algo)}\s.*\s∞\*\s", out, re.M), out
+    assert "∞* beta fitted as 0" in out and "measure larger sizes" in out, out
+    assert out.count("∞*") == before + 1 + (before == 0), out  # the row, and the note once
+    report = fit_results(_rows())
+    plain = [f for f in report.fits if f.beta_gbps is not None and not f.segments]
+    out = _render(render_fit_report(replace(report, fits=plain)))
+    assert "∞*" not in out, out
+    out = _render(render_fit_report(replace(report, fits=[replace(plain[0], beta_us_per_byte=0.0)])))
+    assert out.count("∞*") == 2 and "∞* beta fitted as 0" in out, out

@@ -10,8 +10,10 @@ from rich.text import Text
 from collbench.cli.render.factored import factor
 from collbench.cli.render.styles import (
     ALPHA_AT_ZERO,
+    BETA_AT_ZERO,
     Wrapped,
     alpha_at_zero_note,
+    beta_at_zero_note,
     narrow_table,
     one_value,
     paragraph,
@@ -82,7 +84,7 @@ def render_fits(report: FitReport) -> RenderableType:
             table.add_row(
                 f.algo,
                 ALPHA_AT_ZERO if f.alpha_us == 0 else _num(f.alpha_us),
-                _gbps(f.beta_gbps),
+                BETA_AT_ZERO if f.beta_gbps is None else _gbps(f.beta_gbps),
                 *(() if joint else (gamma,)),
                 r2_text(f.r2),
                 f"{f.median_abs_pct_error:.1f}/{f.max_abs_pct_error:.1f}",
@@ -93,6 +95,9 @@ def render_fits(report: FitReport) -> RenderableType:
         parts.append(table)
         parts.extend(unused_fits((f.algo, why) for f in fits if (why := f.distrust())))
         parts.extend(alpha_at_zero_note(f.alpha_us for f in fits))
+        # The segments' tables below show theirs the same way.
+        betas = [f.beta_gbps for f in fits] + [s.to_dict()["beta_gbps"] for f in fits for s in f.segments]
+        parts.extend(beta_at_zero_note(betas))
     for f in report.fits:
         if f.note:
             parts.append(paragraph(Text(f"{f.op} {f.algo} x{f.world_size}: {f.note}", style="dim")))
@@ -106,7 +111,7 @@ def render_fits(report: FitReport) -> RenderableType:
                     format_bytes(s.min_bytes),
                     format_bytes(s.max_bytes),
                     f"{s.alpha_us:.3g}",
-                    _gbps(s.to_dict()["beta_gbps"]),
+                    BETA_AT_ZERO if (bw := s.to_dict()["beta_gbps"]) is None else _gbps(bw),
                     f"{s.median_abs_pct_error:.1f}%",
                 )
             parts.append(seg)

@@ -8,7 +8,17 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from collbench.cli.render.styles import ALPHA_AT_ZERO, alpha_at_zero_note, narrow_table, one_value, r2_text, unused_fits
+from collbench.cli.render.styles import (
+    ALPHA_AT_ZERO,
+    BETA_AT_ZERO,
+    alpha_at_zero_note,
+    beta_at_zero_note,
+    narrow_table,
+    one_value,
+    r2_text,
+    unused_fits,
+)
+from collbench.models.fitted import op_has_payload
 from collbench.profile.document import Profile
 from collbench.units import format_bytes, ranks_on_nodes
 
@@ -119,7 +129,8 @@ def render_fits(profile: Profile) -> RenderableType:
             fit.algo,
             *(() if ranks else (str(fit.world_size),)),
             ALPHA_AT_ZERO if fit.alpha_us == 0 else _us(fit.alpha_us),
-            "-" if beta is None else f"{beta:.3g} GB/s",
+            # A barrier moves no data: no bandwidth to fit, by its nature.
+            "-" if not op_has_payload(fit.op) else BETA_AT_ZERO if beta is None else f"{beta:.3g} GB/s",
             r2_text(fit.r2),
             _pct(fit.median_abs_pct_error),
             _pct(fit.max_abs_pct_error),
@@ -129,7 +140,11 @@ def render_fits(profile: Profile) -> RenderableType:
         if why:
             named = " ".join([*(() if op else (fit.op,)), fit.algo, *(() if ranks else (f"x{fit.world_size}",))])
             unused.append((named, why))
-    notes = [*unused_fits(unused), *alpha_at_zero_note(f.alpha_us for f in profile.fits)]
+    notes = [
+        *unused_fits(unused),
+        *alpha_at_zero_note(f.alpha_us for f in profile.fits),
+        *beta_at_zero_note(f.beta_gbps for f in profile.fits if op_has_payload(f.op)),
+    ]
     return Group(table, *notes) if notes else table
 
 

@@ -226,6 +226,29 @@ def alpha_at_zero_note(alphas_us: Iterable[float]) -> list[RenderableType]:
     ]
 
 
+BETA_AT_ZERO = "∞*"
+"""A bandwidth of a beta the fit left at 0: shown so, with :func:`beta_at_zero_note` under the table."""
+
+
+def beta_at_zero_note(bandwidths_gbps: Iterable[float | None]) -> list[RenderableType]:
+    """Under a table of fits, what ``∞*`` in its bandwidth column means, where one is: the fit (or the
+    segment of it over the largest sizes) kept beta at 0, so no per-byte cost of its own is resolved
+    there (gamma, fitted across an op's algorithms, may carry one). It printed ``-``, with no word,
+    beside fits marked usable (a quick tune at 1-64 KiB on 3 ranks: three of eight)."""
+    if not any(b is None for b in bandwidths_gbps):
+        return []
+    return [
+        paragraph(
+            Text(
+                "∞* beta fitted as 0 (a fit's beta is that of its largest sizes): no per-byte cost of its own "
+                "is resolved there (where gamma is fitted, the cost per byte is gamma's alone); measure larger "
+                "sizes to fit it",
+                style="dim",
+            )
+        )
+    ]
+
+
 def r2_text(r2: float) -> str:
     """R^2 in three decimals, ``-`` where there is none; a fit whose R^2 rounds to zero from below
     prints ``0.000``, not ``-0.000`` (the sign of a value printed as zero says nothing)."""
