@@ -41,6 +41,7 @@ a shape met before by any hook or call builds nothing.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -144,10 +145,8 @@ def _plan_key(
 
 
 def _rule_set(profile: Profile, group: Any) -> RuleSet:
-    """The profile's rule set for the group's shape: its size, on the nodes its ranks report
-    (:func:`group_nodes`), not the profile's measured ranks a node, which a job spread otherwise (a rank
-    a node, uneven nodes) does not keep. Said once per group (rank 0). UserError naming the shapes the
-    profile has when it has not that one."""
+    """The profile's rule set for the group's size on the nodes its ranks report (:func:`group_nodes`), said
+    once per group (rank 0); UserError naming the profile's shapes when it has not that one."""
     world = dist.get_world_size(group)
     nodes, gathered = group_nodes(group)
     rule_set = profile.rule_set(world, nodes)
@@ -156,9 +155,17 @@ def _rule_set(profile: Profile, group: Any) -> RuleSet:
             f"collbench: this group is {ranks_on_nodes(world, nodes)} (by the host name and boot id each rank "
             f"reports): it runs the profile's rules for {rule_set.shape_label}",
             GroupShape,
-            stacklevel=2,
+            stacklevel=_user_stacklevel(),
         )
     return rule_set
+
+
+def _user_stacklevel() -> int:
+    """The warning's stack level of the first caller outside this module: the user's line that asked."""
+    frame, level = sys._getframe(2), 2  # the caller's caller: level 1 is the frame that warns
+    while frame.f_back is not None and frame.f_code.co_filename == __file__:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _check_initialised() -> None:

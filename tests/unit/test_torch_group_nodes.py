@@ -104,6 +104,8 @@ def test_a_group_takes_the_rule_set_of_the_nodes_its_ranks_report(monkeypatch: p
     # One gather for the group, of one row per rank: O(group size) bytes, whatever the calls after it.
     assert fake.gathers == [(4 * ROW_BYTES, ROW_BYTES)]
     told = [str(w.message) for w in said if w.category is ctorch.GroupShape]
+    # Said at the user's line that asked (here, this test's), not inside collbench.
+    assert [w.filename for w in said if w.category is ctorch.GroupShape] == [__file__]
     assert told == [
         "collbench: this group is 4 ranks on 2 nodes (by the host name and boot id each rank reports): it runs "
         "the profile's rules for 4 ranks on 2 nodes (predicted)"
