@@ -26,6 +26,7 @@ import collbench.torch as ctorch
 from collbench.errors import UserError
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
+from collbench.runtime.ddp import group_nodes
 from collbench.runtime.host.environment import host_name
 from collbench.runtime.launch import membership as membership_module
 from collbench.runtime.launch.membership import (
@@ -201,3 +202,25 @@ def test_a_group_gone_is_forgotten_and_a_new_one_gathered(monkeypatch: pytest.Mo
     second = Group(["a", "a"])
     assert groups.of(second, 2).nodes == 1 and len(gathered) == 1
     assert len(groups._found) == 1  # the first group's entry went with it
+
+
+@pytest.mark.parametrize(("backend", "device"), [("nccl", torch.device("cuda", 3)), ("gloo", torch.device("cpu"))])
+def test_the_rows_are_gathered_where_the_groups_backend_takes_tensors(
+    monkeypatch: pytest.MonkeyPatch, backend: str, device: torch.device
+) -> None:
+    # NCCL's collectives take tensors on the rank's current CUDA device (torch.distributed's docs: "it is
+    # the user's responsibility to ensure that this is set so that each rank has an individual GPU, via
+    # torch.cuda.set_device()"); gloo's take CPU tensors. A machine with a GPU is faked: none is here.
+    FakeDist(monkeypatch)
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: backend)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    asked: list[Any] = []
+
+    def gather(group: Any, world: int, where: Any) -> Any:
+        asked.append(where)
+        return membership_module.membership([HostReport(h, "") for h in group.hosts])
+
+    monkeypatch.setattr(membership_module, "GROUPS", GroupMemberships(gather))
+    assert group_nodes(Group(["a", "b"])) == (2, True)
+    assert asked == [device]
