@@ -29,6 +29,7 @@ from collbench.profile.document import Profile
 from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
+from collbench.units import size_label
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -57,6 +58,26 @@ def _fitted_to(fig: Figure, text: str, ax: Axes | None = None) -> str:
         else:
             lines.append(word)
     return "\n".join(lines)
+
+
+def _readable_axes(ax: Axes, *, sizes: bool = True, values: bool = True) -> None:
+    """Tick labels a reader takes in at a glance: sizes at powers of two as nccl-tests writes them
+    (``512B``, ``8K``, ``1M``), times and bandwidths as plain numbers (``300``, ``0.01``). matplotlib's
+    own were ``2^9``...``2^21`` on tune's plot, ``10^3`` and ``10^4`` on fit's, and ``3x10^2`` where a
+    panel spans less than a decade. Call after the axes' scales are set (setting one resets these)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    if sizes:
+        ax.xaxis.set_major_locator(LogLocator(base=2, numticks=10))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: size_label(x) if x >= 1 else ""))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    if values and ax.get_yscale() == "log":
+        plain = FuncFormatter(lambda y, _pos: f"{y:g}")
+        ax.yaxis.set_major_formatter(plain)
+        # Minor ticks are labelled (plainly) only where the panel spans too little for the decades.
+        low, high = ax.get_ylim()
+        narrow = low > 0 and high / low < 20
+        ax.yaxis.set_minor_formatter(plain if narrow else NullFormatter())
 
 
 def check_plot_path(path: Path) -> None:
@@ -131,8 +152,10 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
                 ax_t.axvline(seg.min_bytes, color=color, linestyle=":", linewidth=0.8)
         ax_t.set(xscale="log", yscale="log", ylabel="time (us)", title=f"{op}, {backend}, {p} ranks")
         ax_b.set(xscale="log", yscale="log", ylabel="busbw (GB/s)")
-        ax_r.set(xscale="log", ylabel="model error (%)", xlabel="size (bytes)")
+        ax_r.set(xscale="log", ylabel="model error (%)", xlabel="size")
         ax_r.axhline(0, color="grey", linewidth=0.8)
+        for ax in (ax_t, ax_b, ax_r):
+            _readable_axes(ax)
         ax_t.legend(fontsize=8)
         for ax in (ax_t, ax_b, ax_r):
             ax.grid(True, which="both", alpha=0.3)
@@ -229,6 +252,8 @@ def plot_tune(rows: Sequence[ResultRow], fits: Sequence[Fit], profile: Profile, 
             )
         )
         _rule_band(ax, profile, op, sizes_all, color)
+        ax.set_xlabel("size")
+        _readable_axes(ax)
         # Beside the axes, not over the points.
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         ax.grid(True, which="both", alpha=0.25)

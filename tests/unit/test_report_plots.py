@@ -153,3 +153,35 @@ def test_fit_plot_errors_are_the_fit_tables_figures(tmp_path: Path, monkeypatch:
     assert float(np.median(drawn)) == pytest.approx(fit.median_abs_pct_error, abs=1e-9)
     assert float(np.max(drawn)) == pytest.approx(fit.max_abs_pct_error, abs=1e-9)
     close(fig)
+
+
+def test_size_and_time_ticks_read_as_sizes_and_plain_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A new user's plots: tune's said 2^9 ... 2^21 under the points, fit's 10^3 and 10^4 for sizes and
+    # 3x10^2, 4x10^2, 6x10^2 for times (a panel of less than a decade).
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from typer.testing import CliRunner
+
+    from collbench.cli.app import app
+
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    plot_tune(read_rows(EXAMPLE_RESULTS), [], example_profile(), tmp_path / "tune.png")
+    results = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+    result = CliRunner().invoke(app, ["fit", str(results), "--plot", str(tmp_path / "fits.png")])
+    assert result.exit_code == 0, result.output
+    known = {"B", "K", "M", "G"}
+    for fig in figures:
+        fig.canvas.draw()
+        for ax in fig.axes:
+            if ax.get_xscale() != "log":
+                continue
+            sizes = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+            assert len(sizes) >= 3, sizes
+            for text in sizes:  # 512B, 8K, 1M: a whole number and a unit, as nccl-tests writes them
+                assert text[:-1].isdigit() and text[-1] in known, sizes
+            values = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+            if ax.get_yscale() == "log":
+                assert values and all(float(v) > 0 for v in values), values  # plain numbers: float() reads them
