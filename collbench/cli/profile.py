@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,11 @@ from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+OverwriteOpt = Annotated[
+    bool, typer.Option("--overwrite", help="Replace a file already at -O that is none of the input profiles.")
+]
 
 
 @app.command("merge", cls=CollbenchCommand)
@@ -31,12 +37,13 @@ def merge(
             help="none: a shape in two profiles is an error; newer: keep the newer profile's.",
         ),
     ] = "none",
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Join profiles' rule sets (one per communicator shape) into one profile."""
     from collbench.profile.document import Profile
     from collbench.profile.merge import merge_profiles
 
-    check_profile_output(output)
+    check_profile_output(output, profiles, overwrite)
     loaded = [(str(path), Profile.load(path)) for path in profiles]
     command = shlex.join(
         ["collbench", "profile", "merge", *map(str, profiles), "--output", str(output)]
@@ -49,10 +56,12 @@ def merge(
     console.print(f"wrote [bold]{escape(str(output))}[/bold]: {merged.profile.shapes_label()}", highlight=False)
 
 
-def check_profile_output(path: Path) -> None:
-    """UserError, before any work, for a place a profile cannot go: not writable, not a .yaml name, or a
+def check_profile_output(path: Path, inputs: Sequence[Path], overwrite: bool) -> None:
+    """UserError, before any work, for a place a profile cannot go: not writable, not a .yaml name, a
     file holding results or a topology (`profile merge A B -O results.jsonl` replaced 844 measured rows
-    with a profile, without a word)."""
+    with a profile, without a word), or, unless ``overwrite``, any other file with content that is not one
+    of ``inputs`` (`profile predict A -O B` replaced B, another machine's measured profile, without a
+    word). An input named as -O is rewritten holding what it held, and more."""
     from collbench.errors import ConfigError
     from collbench.fileio import PROFILE_KIND, check_writable, refuse_replacing_record
 
@@ -60,6 +69,16 @@ def check_profile_output(path: Path) -> None:
     if path.suffix.lower() not in (".yaml", ".yml"):
         raise ConfigError(f"-O/--output {path}: a profile is YAML; use a .yaml name")
     refuse_replacing_record(path, PROFILE_KIND)
+    if overwrite or not path.is_file() or not path.stat().st_size or any(_same_file(path, i) for i in inputs):
+        return
+    raise ConfigError(f"{path} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False  # b is not there: Profile.load says so
 
 
 def predicted_path(profile: Path) -> Path:
@@ -97,6 +116,7 @@ def predict(
             help="Where it goes (default: NAME.predicted.yaml beside the input, never the input itself).",
         ),
     ] = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Add rule sets predicted from the profile's fitted models for shapes not measured (as tune --predict-ranks)."""
     from collbench.cli.render.profile import render_rules
@@ -105,7 +125,7 @@ def predict(
 
     shapes = parse_shapes(ranks, "--ranks")  # the options first, then the files
     target = output if output is not None else predicted_path(profile)
-    check_profile_output(target)
+    check_profile_output(target, [profile], overwrite)
     loaded = Profile.load(profile)
     added = with_predictions(loaded, shapes, "--ranks")
     added.save(target)

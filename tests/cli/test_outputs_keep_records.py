@@ -89,3 +89,34 @@ def test_a_profile_goes_to_a_yaml_name_only(tmp_path: Path) -> None:
         assert result.exit_code == 2, result.output
         assert result.output.strip() == f"error: -O/--output {rows}: a profile is YAML; use a .yaml name"
         assert rows.read_bytes() == RESULTS.read_bytes()
+
+
+def test_a_profile_is_not_replaced_by_another_unless_asked(tmp_path: Path) -> None:
+    """`profile predict A -O B` and `profile merge A C -O B` replaced B, another measured profile, without a
+    word, where `tune -O B` refuses it; --overwrite replaces it, and an input named as -O is rewritten
+    holding what it held (`profile predict A -O A` adds A's predicted shapes to A)."""
+    a, other = tmp_path / "a.yaml", tmp_path / "other.yaml"
+    shutil.copyfile(PROFILE, a)
+    shutil.copyfile(PROFILE, other)
+    other.write_text(other.read_text().replace("host: vm", "host: another-vm"))
+    before = other.read_bytes()
+    predicted = tmp_path / "p16.yaml"
+    made = RUNNER.invoke(app, ["profile", "predict", str(a), "--ranks", "16", "-O", str(predicted)])
+    assert made.exit_code == 0, made.output
+    for args in (
+        ["profile", "predict", str(a), "--ranks", "8", "-O", str(other)],
+        ["profile", "merge", str(a), str(predicted), "--prefer", "newer", "-O", str(other)],
+    ):
+        result = RUNNER.invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 2, result.output
+        assert result.output.strip() == (
+            f"error: {other} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere"
+        )
+        assert other.read_bytes() == before
+        result = RUNNER.invoke(app, [*args, "--overwrite"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        assert "host: vm" in other.read_text()
+        other.write_bytes(before)
+    result = RUNNER.invoke(app, ["profile", "predict", str(a), "--ranks", "8", "-O", str(a)])
+    assert result.exit_code == 0, result.output
+    assert "2 ranks on 1 node, 8 ranks on 4 nodes (predicted)" in result.output

@@ -77,10 +77,12 @@ def test_two_tunes_of_different_ops_on_one_shape_join(tmp_path: Path) -> None:
     assert [merged.select(op, 10).algo for op in merged.ops] == ["ring", "pairwise", "tree"]
     assert f"joined {reduce}'s all-reduce and {exchange}'s all-to-all, broadcast" in " ".join(stderr.split())
     # A shared op is still a conflict, and a predicted set never joins a measured one.
+    # (--overwrite: out holds the merge above.)
     both = make(tmp_path, "both.yaml", RuleSet(2, 1, (*one(2, "direct").rules, *a2a.rules)))
-    assert merge(str(reduce), str(both), "--output", str(out))[0] == 2
+    code, _, stderr = merge(str(reduce), str(both), "--output", str(out), "--overwrite")
+    assert code == 2 and "both have rules for 2 ranks on 1 node" in stderr, stderr
     guess = make(tmp_path, "guess.yaml", one(4, "ring"), RuleSet(2, 1, a2a.rules, predicted=True))
-    code, _, stderr = merge(str(reduce), str(guess), "--output", str(out))
+    code, _, stderr = merge(str(reduce), str(guess), "--output", str(out), "--overwrite")
     assert code == 0 and Profile.load(out).rule_set(2).ops == ["all-reduce"] and "measured beats predicted" in stderr
 
 
@@ -93,7 +95,7 @@ def test_conflicts_are_one_line_unless_prefer_newer(tmp_path: Path) -> None:
     assert stderr.strip().count("\n") == 0
     assert f"{old} and {new} both have rules for 4 ranks on 1 node: pass --prefer newer" in stderr
     for order in ((old, new), (new, old)):
-        code, _, stderr = merge(*map(str, order), "--prefer", "newer", "--output", str(out))
+        code, _, stderr = merge(*map(str, order), "--prefer", "newer", "--output", str(out), "--overwrite")
         assert code == 0, stderr
         assert Profile.load(out).select("all-reduce", 1).algo == "direct"
         assert f"kept {new}'s (the newer profile)" in stderr
