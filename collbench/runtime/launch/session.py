@@ -35,6 +35,7 @@ import contextvars
 import dataclasses
 import datetime
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -308,6 +309,9 @@ class JobSession:
                 # Every task reached the store (the group formed): nobody reads the address again.
                 withdraw(Path(self.job.rendezvous))
         mine = _fixed_width(f"{step}\0{self.host}")
+        if _one_step_everywhere(mine, control):
+            return
+        # Some rank is at another step: every rank sees it in the all-reduce, so all gather the names.
         gathered = torch.empty(self.job.world_size * STEP_NAME_BYTES, dtype=torch.uint8)
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         gather(gathered, mine, group=control)
@@ -474,6 +478,28 @@ def _ranks_text(shown: Sequence[int], count: int) -> str:
         return f"ranks {names} and {count - len(shown)} more"
     head, _, last = names.rpartition(", ")
     return f"ranks {head} and {last}"
+
+
+def _step_of(row: bytes) -> str:
+    """The step name in one rank's :func:`_fixed_width` row (its host after the NUL)."""
+    return row.rstrip(b"\0").decode("utf-8", "replace").partition("\0")[0]
+
+
+def _one_step_everywhere(mine: torch.Tensor, control: dist.ProcessGroup | None) -> bool:
+    """Whether every rank of ``control`` is at the step in its row ``mine``: one MAX all-reduce of a
+    56-bit digest of the step and of its negation (the largest and the smallest digest), two integers a
+    rank. Gathering every rank's name to every rank was 3.8 MiB a rank and 115 ms of its CPU per step
+    at 16,384 ranks; names are gathered only where the ranks differ, to say which rank is elsewhere."""
+    digest = _step_digest(mine)
+    both = torch.tensor([digest, -digest], dtype=torch.int64)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=control)
+    return int(both[0]) == -int(both[1])
+
+
+def _step_digest(row: torch.Tensor) -> int:
+    """56 bits of a digest of the step in a rank's :func:`_fixed_width` row (the same on every rank)."""
+    step = _step_of(bytes(row.tolist())).encode("utf-8")
+    return int.from_bytes(hashlib.blake2b(step, digest_size=7).digest(), "big")
 
 
 def _fixed_width(text: str) -> torch.Tensor:
