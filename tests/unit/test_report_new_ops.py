@@ -127,3 +127,11 @@ def test_a_size_of_whole_blocks_shows_its_bytes_not_a_rounded_label() -> None:
     for cell in ("16380B", "64K", "1.5M", "262140B"):
         assert re.search(rf"^\s*{re.escape(cell)}\s", out, re.M), out
     assert "16.0K" not in out and "256.0K" not in out
+
+
+def test_a_one_rank_table_says_1_rank() -> None:
+    # `sweep --ranks 1` (which it allows, with a note) titled its table 'all-reduce · ring · gloo · 1 ranks'.
+    out = _render([point_row("ring", 1024, 2.0, world_size=1), *barrier_rows("native", 1, 3.0)])
+    assert "all-reduce · ring · gloo · 1 rank · float32" in out and "barrier · native · gloo · 1 rank ·" in out, out
+    assert "1 ranks" not in out
+    assert "· 4 ranks ·" in _render(_barrier())

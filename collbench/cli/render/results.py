@@ -12,7 +12,7 @@ from collbench.errors import ConfigError
 from collbench.results.noise import STALL_MARKER, row_stalled
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
-from collbench.units import parse_size, size_label
+from collbench.units import counted, parse_size, size_label
 
 NCCL_TYPE_NAMES = {
     "float32": "float",
@@ -86,7 +86,8 @@ def results_tables(rows: list[ResultRow]) -> list[Table]:
             tables.append(_latency_table(op, algo, group, modes))
             continue
         # An out-of-place-only table (exscan, all-to-all) is narrower than its title, which would wrap.
-        table = _titled(f"{op} · {algo} · {first.backend} · {first.world_size} ranks · {first.dtype} · {_redop(first)}")
+        ranks = counted(first.world_size, "rank")
+        table = _titled(f"{op} · {algo} · {first.backend} · {ranks} · {first.dtype} · {_redop(first)}")
         table.add_column("size", justify="right", no_wrap=True)
         table.add_column("count", justify="right", no_wrap=True)
         for mode in modes:
@@ -145,7 +146,7 @@ def _latency_table(op: str, algo: str, group: list[ResultRow], modes: list[bool]
     """An op that moves no data (barrier): its time in microseconds, no size, count or bandwidth."""
     first = group[0]
     # A title wraps to its table's width: one time column would break it into a word a line.
-    table = _titled(f"{op} · {algo} · {first.backend} · {first.world_size} ranks · no data, time only")
+    table = _titled(f"{op} · {algo} · {first.backend} · {counted(first.world_size, 'rank')} · no data, time only")
     for mode in modes:
         table.add_column(f"{'in' if mode else 'out'} us", justify="right", no_wrap=True)
     for _size, by_mode in _by_size(group):
