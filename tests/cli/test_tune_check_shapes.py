@@ -58,7 +58,7 @@ def test_check_re_measures_every_shape_it_can_run_and_lists_the_others(
     assert result.exit_code == 0, result.output
     out = result.output
     for shape in ("2 ranks on 1 node", "3 ranks on 1 node"):
-        assert f"{shape}, re-measured: regret" in out
+        assert f"{shape}, all-reduce re-measured: regret" in out
         assert f"{shape}: geometric-mean regret" in out and "over 1 rule" in out
     skipped = [line for line in out.splitlines() if line.startswith("skipped: ")]
     assert len(skipped) == 3, out

@@ -32,7 +32,11 @@ LONG = ("recursive-doubling", "rabenseifner")
 
 
 def _render(renderable: RenderableType) -> str:
-    console = Console(width=WIDTH, file=StringIO(), color_system=None, legacy_windows=False)
+    return _render_at(renderable, WIDTH)
+
+
+def _render_at(renderable: RenderableType, width: int) -> str:
+    console = Console(width=width, file=StringIO(), color_system=None, legacy_windows=False)
     console.print(renderable)
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert isinstance(out, str)
@@ -93,6 +97,16 @@ def test_check() -> None:
     _assert_whole(out, {*LONG, "reduce-scatter"})
     # A beaten rule says so in words (the red is lost when piped or logged), and only a beaten one.
     assert out.count("1.234±0.012 beaten") == len(checks), out
+    # One table per op, not split in parts: its natural width fits 80 columns, so piped output (Rich
+    # then renders at 160, cli/console.py) fits too. The fastest, where it is not the chosen, is the
+    # line under its rule, with its time.
+    wide = _render_at(render_check(checks, "64 ranks on 8 node(s)"), 160)
+    table = [line for line in wide.splitlines() if not line.startswith("64 ranks")]
+    assert max(len(line.rstrip()) for line in table) <= WIDTH, wide
+    assert wide.count("from") == 2 and out.count("from") == 2, out  # two ops, one table each
+    faster = [line.split() for line in out.splitlines() if line.startswith(" ") and line.rstrip().endswith(" fastest")]
+    beaten_by = [[c.best_algo, "1.00", "ms", "fastest"] for c in checks if c.best_algo != c.rule.algo]
+    assert sorted(faster) == sorted(beaten_by), out
     held = [replace(c, faulted=False) for c in checks]
     out = _render(render_check(held, "64 ranks on 8 node(s)"))
     assert "1.234±0.012" in out and "beaten" not in out, out

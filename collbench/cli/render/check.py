@@ -11,25 +11,27 @@ from collbench.units import counted
 
 
 def render_check(checks: list[RuleCheck], shape: str | None = None) -> RenderableType:
-    """Per op a table, one row per rule: range, chosen algorithm, size checked, its time, the best
-    one's, the regret. ``shape`` names the rule set's shape in the title, for a profile of several.
+    """Per op a table, one row per rule: range, size checked, chosen algorithm, its time, the regret;
+    where another algorithm was the fastest, a line under the rule names it with its time. ``shape``
+    names the rule set's shape in the title, for a profile of several.
 
-    Fits 80 columns with every value whole: the op is in each table's title, not a column; narrower,
-    the table prints in parts that repeat the range (SplitTable)."""
-    title = "re-measured: regret = time of the chosen / time of the fastest, rounds at one speed (± one standard error)"
+    Fits 80 columns with every value whole, piped as on a terminal: the op is in each table's title,
+    not a column, and one column holds both algorithms (a column for the fastest's name and one for
+    its time made the table 100 wide, split in two parts at 80 columns). Narrower still, the table
+    prints in parts that repeat the range (SplitTable)."""
     ops: list[str] = list(dict.fromkeys(c.rule.op.value for c in checks)) or [""]
     tables = []
     for op in ops:
-        table = narrow_table((f"{shape}, " if shape else "") + title + (f": {op}" if op else ""), keep=2)
+        title = f"{op} re-measured: " if op else "re-measured: "
+        title += "regret = chosen / fastest time (± one standard error)"
+        table = narrow_table((f"{shape}, " if shape else "") + title, keep=2)
         for col, just in (
             ("from", "right"),
             ("to", "right"),
-            ("chosen", "left"),
             ("at", "right"),
-            ("chosen\ntime", "right"),
-            ("fastest", "left"),
-            ("fastest\ntime", "right"),
-            ("regret", "right"),
+            ("chosen, fastest", "left"),
+            ("time", "right"),
+            ("regret", "left"),
         ):
             table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
         for c in checks:
@@ -43,16 +45,10 @@ def render_check(checks: list[RuleCheck], shape: str | None = None) -> Renderabl
                     # In words, not in red alone: piped, logged or without colour the summary counted
                     # '1 beaten' and no row said which.
                     regret = f"[red]{regret} beaten[/red]"
-            table.add_row(
-                _bytes(c.rule.min_bytes),
-                _bytes(c.rule.max_bytes),
-                c.rule.algo,
-                _bytes(c.size_bytes),
-                _us(c.chosen_us),
-                c.best_algo,
-                _us(c.best_us),
-                regret,
-            )
+            at = _bytes(c.size_bytes)
+            table.add_row(_bytes(c.rule.min_bytes), _bytes(c.rule.max_bytes), at, c.rule.algo, _us(c.chosen_us), regret)
+            if c.best_algo != c.rule.algo:
+                table.add_row("", "", "", c.best_algo, _us(c.best_us), "fastest")
         tables.append(table)
     return tables[0] if len(tables) == 1 else Group(*tables)
 
