@@ -51,3 +51,17 @@ def test_telling_a_log_from_results_reads_only_the_head(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert peak < (1 << 20), f"peak {peak / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize("command", ["fit", "report"])
+def test_one_file_given_twice_is_refused(tmp_path: Path, command: str) -> None:
+    """'report rows.jsonl rows.jsonl' drew 1,688 rows of 844, and fit took every point twice, as if each had
+    been measured in two rounds; a link to the file is the same file. compare's BASE and NEW may be one."""
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(RESULTS)
+    out = ["-O", str(tmp_path / "r.html")] if command == "report" else []
+    line = refused_line([command, str(RESULTS), str(RESULTS), *out])
+    assert line == f"error: {RESULTS} is one file given twice: its rows would count twice; give each once"
+    line = refused_line([command, str(RESULTS), str(link), *out])
+    assert line == f"error: {RESULTS} and {link} are one file given twice: its rows would count twice; give each once"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl"]
