@@ -15,6 +15,7 @@ from pathlib import Path
 from collbench.errors import ConfigError, InputFileError
 from collbench.importers.nccl_tests_infer import ranks_per_node_from_devices
 from collbench.results.row import NODES_UNKNOWN, ResultRow
+from collbench.units import counted
 
 NODES_LEFT_UNKNOWN = "node count left unknown (0)"
 """How the reader's note on a log whose node count it cannot tell ends (``importers/nccl_tests.py``); a
@@ -44,7 +45,7 @@ def given_nodes(rows: Iterable[ResultRow], nodes: int, where: str) -> Iterator[R
                 raise InputFileError(where, f"{row.world_size} ranks do not spread evenly over --nodes {nodes}")
             row = dataclasses.replace(row, nodes=nodes)
         elif row.nodes != nodes:
-            raise InputFileError(where, f"its rows say {row.nodes} nodes, not {nodes}; drop --nodes")
+            raise InputFileError(where, f"its rows say {counted(row.nodes, 'node')}, not {nodes}; drop --nodes")
         yield row
 
 

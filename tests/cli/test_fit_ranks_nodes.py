@@ -11,6 +11,7 @@ from collbench.cli.app import app
 
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
 GB200 = REAL / "all_reduce_perf-gb200-1440rank-one-rank-line.log"
+RESULTS = Path(__file__).parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
 WIDE = {"COLUMNS": "200"}
 
 
@@ -50,6 +51,9 @@ def test_nodes_option_on_import_and_fit(tmp_path: Path) -> None:
     zero = runner.invoke(app, ["import", "nccl-tests", str(GB200), "--nodes", "0"], env=WIDE)
     assert zero.exit_code == 2 and "--nodes must be at least 1" in zero.output
     assert "Traceback" not in uneven.output + other.output + zero.output
+    # Rows of one node said '1 nodes'.
+    one = runner.invoke(app, ["fit", str(RESULTS), "--nodes", "7"], env=WIDE)
+    assert one.exit_code == 2 and "its rows say 1 node, not 7; drop --nodes" in one.output, one.output
 
 
 def test_fit_ranks_for_a_log_that_does_not_say(tmp_path: Path) -> None:
