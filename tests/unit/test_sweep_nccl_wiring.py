@@ -513,3 +513,39 @@ def test_an_nccl_without_the_reset_says_its_log_stays_on(
     (tmp_path / "nccl").mkdir()
     _, events = _sweep_worker(tmp_path, ("native",), tmp_path / "nccl", max_bytes=64)
     assert [e["text"] for e in events if e["kind"] == "note"] == [worker.LOG_STAYS_ON]
+
+
+def test_a_sweep_under_a_launcher_takes_its_node_count_from_the_jobs_membership(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None
+) -> None:
+    # Every sweep (each round and tie round of a tune) gathered every rank's node to every rank
+    # (all_gather_object: O(ranks) a rank); under a launcher the job's membership counted them once.
+    gathered: list[object] = []
+    real = dist.all_gather_object
+
+    def counting(out: list[Any], obj: Any, group: Any = None) -> None:
+        gathered.append(obj)
+        real(out, obj, group=group)
+
+    monkeypatch.setattr(dist, "all_gather_object", counting)
+    job = plan.validate(
+        SweepConfig(
+            world_size=1,
+            backend="gloo",
+            stream=tmp_path / "s.jsonl",
+            algos=("native",),
+            min_bytes=64,
+            max_bytes=64,
+            iters=1,
+        )
+    )
+    cpu = torch.device("cpu")
+    ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=cpu, timeout_s=30)
+    ctx.control = dist.group.WORLD
+    ctx.nodes = 3  # what ranks.py sets from session.membership.nodes
+    rows = worker.sweep_worker(ctx, job)
+    assert rows and {r.nodes for r in rows} == {3} and gathered == []
+    # Local ranks (no membership): the ranks' nodes gathered, as before.
+    ctx.nodes = None
+    job = dataclasses.replace(job, stream_path=tmp_path / "t.jsonl")
+    assert {r.nodes for r in worker.sweep_worker(ctx, job)} == {1} and gathered == [ctx.node]

@@ -71,6 +71,9 @@ class RankContext:
         self.node = node if node is not None else self.host
         """What this rank's node is known by: ranks on one node share it (under a launcher, its name in
         the job's membership, ``launch/membership.py``)."""
+        self.nodes: int | None = None
+        """How many nodes the job's ranks run on, where the job's membership says (under a launcher);
+        None: a worker that needs it gathers the ranks' nodes itself."""
         self.current = "starting"
         self.control: dist.ProcessGroup | None = None
         self._store = store

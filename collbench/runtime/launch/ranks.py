@@ -148,6 +148,7 @@ def _join(
             # Read from the hosts the ranks reported, whatever the launcher's mapping (membership.py).
             ctx.node = session.membership.node_name(job.rank)
             ctx.local_rank = session.membership.local_rank_of[job.rank]
+            ctx.nodes = session.membership.nodes
         result = worker(ctx, payload)
     except (UserError, RankError):
         raise

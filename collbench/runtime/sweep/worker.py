@@ -97,10 +97,7 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
         raise ConfigError(plan[0])
     points, layout, notes, done, fingerprint = plan[0]
     ctx.doing("preparing the points")
-    hosts: list[Any] = [None] * ws
-    # What identifies each rank's node (ranks.RankContext.node): namespaces and containers share a host name.
-    dist.all_gather_object(hosts, ctx.node, group=ctx.control)
-    seen = len(set(hosts))
+    seen = ctx.nodes if ctx.nodes is not None else _nodes_seen(ctx)
     if (other := layout_nodes_note(layout, seen)) is not None:
         notes = [*notes, other]
     env = run_environment(job.runs_on.version(HERE), ctx.device)
@@ -167,6 +164,16 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     if ctx.rank != 0:
         return []
     return rows_in_plan_order(job, points, ws, measured, done)
+
+
+def _nodes_seen(ctx: RankContext) -> int:
+    """How many nodes the ranks run on, by what identifies each rank's node (``RankContext.node``:
+    namespaces and containers share a host name). Under a launcher the job's membership says it once
+    (``ctx.nodes``); gathering every rank's node to every rank at every sweep was O(ranks) a rank at
+    each round and tie round of a tune."""
+    hosts: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(hosts, ctx.node, group=ctx.control)
+    return len(set(hosts))
 
 
 def _plan(
