@@ -60,12 +60,11 @@ from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.runtime.ddp import ScheduleWorker, bucket_bytes, group_device, group_nodes
 from collbench.runtime.executor.plan_cache import PLANS, PlanKey
+from collbench.runtime.executor.reduce import NATIVE_REDOPS, redop_name
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
 from collbench.schedules.ops import Op
 from collbench.schedules.spec import MAX_SEGMENTS
 from collbench.units import format_bytes, ranks_on_nodes
-
-_REDOPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "prod": dist.ReduceOp.PRODUCT}
 
 CommHook = Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
 """What ``DistributedDataParallel.register_comm_hook`` takes: (state, bucket) -> future of the bucket."""
@@ -173,31 +172,6 @@ def _check_initialised() -> None:
         raise ConfigError("torch.distributed is not initialised: call dist.init_process_group first")
 
 
-# torch.distributed's names (ReduceOp.RedOpType's members) for collbench's: PRODUCT is prod.
-_TORCH_REDOPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "avg"}
-
-
-def redop_name(op: object) -> str:
-    """collbench's name for a reduction given as collbench names it (``"max"``) or as torch.distributed
-    does: ``dist.ReduceOp.MAX`` (a ``ReduceOp.RedOpType`` member, with a ``name``) or a ``dist.ReduceOp``
-    built from one (no name; it compares equal to its member). Raises ConfigError for another value,
-    and for torch's reductions collbench has no schedule for (BAND, BOR, BXOR, PREMUL_SUM)."""
-    known = ", ".join([*_REDOPS, "avg"])
-    if isinstance(op, str):
-        key = op.strip().lower()
-        if key not in (*_REDOPS, "avg"):
-            raise ConfigError(f"unknown reduction {op!r}; known: {known} (or torch's ReduceOp of one)")
-        return key
-    name = getattr(op, "name", None)
-    if not isinstance(name, str) and isinstance(op, dist.ReduceOp):
-        name = next((n for n, member in dist.ReduceOp.RedOpType.__members__.items() if op == member), None)
-    if isinstance(name, str) and name in _TORCH_REDOPS:
-        return _TORCH_REDOPS[name]
-    if isinstance(name, str) and name in dist.ReduceOp.RedOpType.__members__:
-        raise ConfigError(f"reduction ReduceOp.{name} is not one collbench runs; it runs {known}")
-    raise ConfigError(f"unknown reduction {op!r}; known: {known} (or torch's ReduceOp of one)")
-
-
 def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, op: object, runners: _Runners) -> Rule:
     redop = redop_name(op)
     _check_initialised()
@@ -211,7 +185,7 @@ def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, op: object, 
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
             tensor.div_(dist.get_world_size(group))
         else:
-            dist.all_reduce(tensor, op=_REDOPS[redop], group=group)
+            dist.all_reduce(tensor, op=NATIVE_REDOPS[redop], group=group)
         return rule
     # The executor works on one flat buffer; a contiguous tensor's view shares its memory.
     flat = tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)

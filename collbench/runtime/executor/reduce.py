@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.distributed as dist
+
+from collbench.errors import ConfigError
 
 REDUCING_OPS = ("sum", "prod", "min", "max", "avg")
 _EXACT_INTEGERS: dict[torch.dtype, int] = {
@@ -86,3 +89,38 @@ def divide_exactly(values: torch.Tensor, divisor: int) -> None:
     wide = values.float()
     wide.div_(wide.new_full((), divisor))
     values.copy_(wide)
+
+
+NATIVE_REDOPS = {
+    "sum": dist.ReduceOp.SUM,
+    "max": dist.ReduceOp.MAX,
+    "min": dist.ReduceOp.MIN,
+    "prod": dist.ReduceOp.PRODUCT,
+}
+"""torch.distributed's reduction for each of collbench's that the backend's own collective runs (avg is a
+sum and a division: gloo has no AVG)."""
+
+
+# torch.distributed's names (ReduceOp.RedOpType's members) for collbench's: PRODUCT is prod.
+_TORCH_REDOPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "avg"}
+
+
+def redop_name(op: object) -> str:
+    """collbench's name for a reduction given as collbench names it (``"max"``) or as torch.distributed
+    does: ``dist.ReduceOp.MAX`` (a ``ReduceOp.RedOpType`` member, with a ``name``) or a ``dist.ReduceOp``
+    built from one (no name; it compares equal to its member). Raises ConfigError for another value,
+    and for torch's reductions collbench has no schedule for (BAND, BOR, BXOR, PREMUL_SUM)."""
+    known = ", ".join([*NATIVE_REDOPS, "avg"])
+    if isinstance(op, str):
+        key = op.strip().lower()
+        if key not in (*NATIVE_REDOPS, "avg"):
+            raise ConfigError(f"unknown reduction {op!r}; known: {known} (or torch's ReduceOp of one)")
+        return key
+    name = getattr(op, "name", None)
+    if not isinstance(name, str) and isinstance(op, dist.ReduceOp):
+        name = next((n for n, member in dist.ReduceOp.RedOpType.__members__.items() if op == member), None)
+    if isinstance(name, str) and name in _TORCH_REDOPS:
+        return _TORCH_REDOPS[name]
+    if isinstance(name, str) and name in dist.ReduceOp.RedOpType.__members__:
+        raise ConfigError(f"reduction ReduceOp.{name} is not one collbench runs; it runs {known}")
+    raise ConfigError(f"unknown reduction {op!r}; known: {known} (or torch's ReduceOp of one)")
