@@ -247,8 +247,9 @@ def api_call_us(world_size: int, calls: int = API_CALLS) -> float:
     """CPU microseconds per ``collbench.torch.all_reduce`` on rank 1 of ``world_size`` (0 of 1), before any message.
 
     The profile holds one ring rule measured on its rule set's layout (two rings and a tree over every
-    rank, as a tune records one); torch.distributed answers the group's size and rank, and the runner's
-    ``run`` (the messages, what a launch would time) does nothing. The first call builds the plan.
+    rank, as a tune records one); torch.distributed answers the group's size and rank, the group's nodes
+    are the ones its first call gathered (kept per group), and the runner's ``run`` (the messages, what a
+    launch would time) does nothing. The first call builds the plan.
     """
     from unittest import mock
 
@@ -270,6 +271,8 @@ def api_call_us(world_size: int, calls: int = API_CALLS) -> float:
         mock.patch.object(ctorch.dist, "get_world_size", lambda group=None: world_size),
         mock.patch.object(ctorch.dist, "get_rank", lambda group=None: min(1, world_size - 1)),
         mock.patch.object(ScheduleRunner, "run", lambda self, buffer, redop: None),
+        # The group's nodes, as membership.GROUPS holds them after the group's first call (one gather).
+        mock.patch.object(ctorch, "group_nodes", lambda group: (rule_set.nodes, False)),
     ):
         ctorch.all_reduce(tensor, profile)
         c0 = time.process_time()
