@@ -13,7 +13,7 @@ MPICH's own choice under the default (``silent``): the file says which.
 from __future__ import annotations
 
 from collbench.backends.mpich import MPICH_EXPORTS
-from collbench.exporters.exported import Exported
+from collbench.exporters.exported import Exported, wrap_comments
 from collbench.exporters.serving import check_serves
 from collbench.mpich.algorithms import MPICH_VERSION, NATIVE, find_algorithm
 from collbench.profile.document import Profile
@@ -57,4 +57,4 @@ def build_mpich_env(profile: Profile) -> Exported:
         settings.append(f"export {found.cvar}={found.name}")
     if not settings:
         out.append("# no variable expresses this profile")
-    return Exported("\n".join([*out, *settings]) + "\n", tuple(notes))
+    return Exported(wrap_comments("\n".join([*out, *settings]) + "\n"), tuple(notes))

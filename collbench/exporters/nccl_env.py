@@ -21,7 +21,7 @@ unless ``from_other_backend``. A won channel count is not written: ``NCCL_MIN_NC
 from __future__ import annotations
 
 from collbench.backends.base import NCCL_EXPORTS
-from collbench.exporters.exported import Exported
+from collbench.exporters.exported import Exported, wrap_comments
 from collbench.exporters.nccl_rules import (
     NcclChoice,
     collbench_wins,
@@ -127,7 +127,7 @@ def build_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> Exp
     out.extend(f"# {reason}" for reason in reasons)
     if algo is None and proto is None:
         out.append("# no NCCL_ALGO or NCCL_PROTO setting expresses this profile")
-        return Exported("\n".join(out) + "\n", tuple(reasons))
+        return Exported(wrap_comments("\n".join(out) + "\n"), tuple(reasons))
     major, minor = PER_COLLECTIVE_SYNTAX
     out.append(
         f"# needs NCCL {major}.{minor} or later: older NCCL reads 'allreduce:tree' as an unknown name and then "
@@ -138,7 +138,7 @@ def build_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> Exp
     if proto is not None:
         out.append(f'export NCCL_PROTO="{proto}"')
     notes = [r for r in reasons if "nothing to set" not in r]
-    return Exported("\n".join(out) + "\n", tuple(notes))
+    return Exported(wrap_comments("\n".join(out) + "\n"), tuple(notes))
 
 
 def export_nccl_env(profile: Profile, *, from_other_backend: bool = False) -> str:

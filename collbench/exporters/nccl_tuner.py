@@ -25,7 +25,7 @@ over another backend is refused unless ``from_other_backend`` (:func:`.serving.c
 from __future__ import annotations
 
 from collbench.backends.base import NCCL_EXPORTS
-from collbench.exporters.exported import Exported, comment_lines
+from collbench.exporters.exported import Exported, comment_lines, wrap_comments
 from collbench.exporters.nccl_rules import (
     NcclChoice,
     collbench_wins,
@@ -87,7 +87,9 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
         "# NCCL tuner plugin config made by collbench from a profile",
         f"# machine {profile.fingerprint} ({printable(profile.host)}), backend {profile.backend}",
         "# use: NCCL_TUNER_PLUGIN=<libnccl-tuner-collbench.so> NCCL_TUNER_CONFIG_FILE=<this file>",
-        "# format: collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks",
+        # The field list is one word to wrap_comments: broken here, after a comma, so that it fits 80 columns.
+        "# format: collective_type,min_bytes,max_bytes,algorithm,protocol,channels,",
+        "#   nNodes,nRanks",
         "# max_bytes -1: no upper bound; channels -1: keep NCCL's channel count",
         "# a line lowers only its algorithm/protocol cost; where NCCL cannot run that pair, NCCL keeps its choice",
     ]
@@ -138,7 +140,7 @@ def build_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> E
         # every rank's NCCL prints at each communicator's creation.
         out.extend(comment_lines(NO_LINES))
         notes.append(NO_LINES)
-    return Exported("\n".join(out) + "\n", tuple(notes))
+    return Exported(wrap_comments("\n".join(out) + "\n"), tuple(notes))
 
 
 def export_nccl_tuner(profile: Profile, *, from_other_backend: bool = False) -> str:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from collbench.errors import UserError
-from collbench.exporters.exported import Exported
+from collbench.exporters.exported import Exported, wrap_comments
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.text import printable
 from collbench.units import counted
@@ -273,4 +273,4 @@ def build_ompi_rankfile(
         )
     if all(p.rank == p.tuned_rank for p in places):
         notes.append(f"the layout's ring at {rule_set.shape_label} is rank order already: the rankfile changes nothing")
-    return OmpiRankfile("\n".join(out) + "\n", tuple(notes), places=places, map_by=map_by)
+    return OmpiRankfile(wrap_comments("\n".join(out) + "\n", trailing=True), tuple(notes), places=places, map_by=map_by)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from collbench.backends.base import OMPI_EXPORTS
 from collbench.errors import UserError
+from collbench.exporters.exported import wrap_comments
 from collbench.exporters.ompi_measured import (
     measured_here,
     measured_over_mpi,
@@ -217,8 +218,8 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
         "# Open MPI coll/tuned dynamic rules made by collbench from a profile",
         f"# for Open MPI {OMPI_VERSION} (algorithm ids from {OMPI_SOURCE})",
         f"# machine {profile.fingerprint} ({host}), backend {profile.backend}; communicator sizes: {shapes}",
-        "# a communicator takes the entry of the largest size at or below its own (the first entry if smaller than",
-        "# all): the 0 0 0 0 entries around each size leave every other size to Open MPI's own choice",
+        "# a communicator takes the entry of the largest size at or below its own (the first entry if smaller than "
+        "all): the 0 0 0 0 entries around each size leave every other size to Open MPI's own choice",
         "# use: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename <this file>",
         "# MSGSIZE ALGORITHM FANINOUT SEGSIZE; algorithm 0 = Open MPI's own choice",
     ]
@@ -234,7 +235,7 @@ def build_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> O
     out.append(f"{len(sections)}  # number of collectives")
     for section in sections:
         out += section
-    return OmpiRules("\n".join(out) + "\n", tuple(notes), tuple(unneeded))
+    return OmpiRules(wrap_comments("\n".join(out) + "\n", trailing=True), tuple(notes), tuple(unneeded))
 
 
 def export_ompi_rules(profile: Profile, *, from_other_backend: bool = False) -> str:

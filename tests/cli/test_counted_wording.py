@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from export_text import unwrapped
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -29,7 +30,7 @@ def test_a_profile_s_shape_label_and_its_exports() -> None:
     assert [s.shape_label for s in profile.rule_sets] == ["2 ranks on 1 node"]
     result = CliRunner().invoke(app, ["export", "ompi-rules", str(PROFILE), "--from-other-backend"])
     assert result.exit_code == 0, result.output
-    text = result.stdout
+    text = unwrapped(result.stdout)
     assert "2 ranks on 1 node, measured" in text, result.output
     assert "2 (1 node, measured)" in text
     assert not HEDGED.search(text), HEDGED.search(text)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from export_text import unwrapped
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -51,7 +52,8 @@ def test_an_export_writes_a_hostile_host_escaped_on_its_one_comment_line(tmp_pat
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert not any(c in text for c in CONTROLS if c != "\n")
-    machine = [line for line in text.splitlines() if line.startswith("# machine")]
+    # One comment, continued over lines of its own where longer than 80 columns, each a comment.
+    machine = [line for line in unwrapped(text).splitlines() if line.startswith("# machine")]
     assert len(machine) == 1 and printable(HOSTILE) in machine[0]
     # The newline in the host did not start a line of its own: no rule line was injected.
     assert not any(line.startswith("allreduce,0,-1,ring,simple,-1,-1,-1") for line in text.splitlines())

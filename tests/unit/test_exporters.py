@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from export_text import unwrapped
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -127,10 +128,11 @@ def test_nccl_tuner_writes_only_what_nccl_runs_and_comments_stay_readable() -> N
 
 def test_nccl_tuner_explains_what_it_leaves_out() -> None:
     built = build_nccl_tuner(MIXED)
-    assert "recursive-doubling has no NCCL equivalent (NCCL has ring and tree); NCCL keeps its own choice" in built.text
-    assert "direct has no NCCL equivalent" in built.text
-    assert "tree has no NCCL equivalent for broadcast: NCCL runs broadcast with Ring only" in built.text
-    assert "native wins: NCCL's own choice; no line" in built.text
+    text = unwrapped(built.text)
+    assert "recursive-doubling has no NCCL equivalent (NCCL has ring and tree); NCCL keeps its own choice" in text
+    assert "direct has no NCCL equivalent" in text
+    assert "tree has no NCCL equivalent for broadcast: NCCL runs broadcast with Ring only" in text
+    assert "native wins: NCCL's own choice; no line" in text
     # The terminal hears of every rule NCCL will not follow, not of native ones (nothing lost there).
     assert len(built.notes) == 3 and all("no NCCL equivalent" in n for n in built.notes)
     gloo = export_nccl_tuner(profile(MIXED.rules, backend="gloo"), from_other_backend=True)
@@ -151,7 +153,7 @@ def test_forced_nccl_variants_map_with_their_protocol() -> None:
         ("allreduce", "nvls_tree", "simple", 65536),
         ("reducescatter", "collnet_direct", "simple", 0),
     ]
-    text = export_nccl_tuner(p)
+    text = unwrapped(export_nccl_tuner(p))
     assert "only where NCCL enables it: needs a CollNet network plugin, NCCL_COLLNET_ENABLE=1, NVSwitch" in text
     one_gpu_per_node = Profile(
         fingerprint="fp",
@@ -256,7 +258,7 @@ def parse_nccl_algo(text: str) -> dict[str, str]:
 
 
 def test_env_sets_ops_with_one_winner_and_says_why_not_for_others() -> None:
-    text = export_nccl_env(MIXED)
+    text = unwrapped(export_nccl_env(MIXED))
     assert parse_nccl_algo(text) == {}  # broadcast's tree has no NCCL equivalent: no broadcast:tree
     reasons = [line for line in text.splitlines() if line.startswith("# allreduce")]
     assert len(reasons) == 1 and "changes with size" in reasons[0] and "nccl-plugin" in reasons[0]
@@ -374,7 +376,7 @@ def _with_point_to_point() -> Profile:
 def test_point_to_point_ops_get_no_rules_and_one_comment_line() -> None:
     p = _with_point_to_point()
     for text in (export_nccl_tuner(p), export_nccl_env(p)):
-        lines = text.splitlines()
+        lines = unwrapped(text).splitlines()
         assert lines.count(POINT_TO_POINT_LINE) == 1
         # Nothing else names them: no rule line, no per-range comment, no NCCL_ALGO entry.
         for name in ("alltoall", "scatter", "gather", "sendrecv", "barrier"):
@@ -401,7 +403,7 @@ def test_an_nccl_profiles_point_to_point_ops_get_no_rules_either() -> None:
         Rule("barrier", 0, None, "native", P),
     )
     p = Profile(fingerprint="fp", host="h", backend="nccl", rule_sets=(RuleSet(8, 2, overall, nccl_rules=own),))
-    text = export_nccl_tuner(p)
+    text = unwrapped(export_nccl_tuner(p))
     assert [r.coll for r in parse_nccl_tuner(text)] == ["allreduce"]
     assert len([line for line in text.splitlines() if "point-to-point" in line]) == 1
     # collbench's own all-to-all won overall: the export points at the Python API that runs it.
@@ -481,7 +483,7 @@ def test_nccl_tuner_follows_the_selection_among_nccl_variants() -> None:
     ]
     # collbench's own recursive doubling won overall between 2048 and 32767 bytes: a comment (and a
     # note) says so and points at the Python API, and no line names it.
-    text = " ".join(built.text.split())
+    text = unwrapped(built.text)
     assert "allreduce [2048, 32767] bytes: collbench's recursive-doubling wins overall (1.40x NCCL's own" in text
     assert "Python API" in text
     assert any("recursive-doubling wins overall" in n for n in built.notes)
@@ -533,6 +535,8 @@ def test_shape_without_nccl_selection_keeps_nccl_choice_when_others_have_one() -
     )
     built = build_nccl_tuner(both)
     assert [(r.ranks, r.algo) for r in parse_nccl_tuner(built.text)] == [(8, "ring"), (8, "ring")]
-    assert "no selection among NCCL's own variants at this shape (predicted from the fitted models)" in built.text
+    assert "no selection among NCCL's own variants at this shape (predicted from the fitted models)" in unwrapped(
+        built.text
+    )
     algo, _proto, _reasons = nccl_env_values(both)
     assert algo is None

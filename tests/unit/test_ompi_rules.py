@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from export_text import unwrapped
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -116,7 +117,7 @@ def test_comments_and_notes_say_what_has_no_equivalent_and_what_is_predicted() -
     assert "allreduce at 4 ranks on 1 node, from 4096 B: two-tree has no equivalent" in built.notes[0]
     assert "reduce_scatter_block" in built.notes[1] and "has no ring" in built.notes[1]
     assert "Open MPI's own choice (its fixed decision rules) runs instead" in built.notes[0]
-    text = built.text
+    text = unwrapped(built.text)
     assert "# for Open MPI 4.1 (algorithm ids from Open MPI v4.1.4" in text
     assert "8 (2 nodes, predicted)" in text
     assert "  8 1  # 8 ranks on 2 nodes, predicted from the fitted models, not measured" in text
@@ -231,7 +232,7 @@ def test_open_mpis_own_winners_are_written_with_their_evidence() -> None:
     assert entries[12][2] == [(0, 3, 0, 0)]  # MPI_Reduce_scatter: ring, as measured
     assert entries[13][2] == [(0, 0, 0, 0)]  # MPI_Reduce_scatter_block was not measured: Open MPI's own
     assert entries[7][2] == [(0, 0, 0, 0)]  # bcast: the fixed decision was fastest
-    text = built.text
+    text = unwrapped(built.text)
     assert (
         "native:segmented_ring -> segmented_ring, 65536-byte segments: measured at 262144 B: 300 us against "
         "Open MPI's fixed decision 450 us, 1.50x, noise 4.0%" in text
@@ -286,7 +287,9 @@ def test_open_mpis_alltoall_gather_scatter_and_barrier_winners_are_their_ids() -
     for coll_id in (3, 6, 9, 15):  # other communicator sizes keep Open MPI's own choice
         assert entries[coll_id][1] == entries[coll_id][4] == [(0, 0, 0, 0)]
     assert applied(entries[15], 3, 999) == (0, 2, 0, 0) and applied(entries[15], 3, 1000) == (1000, 3, 0, 0)
-    assert "# sendrecv: MPI_Sendrecv is point-to-point; coll/tuned has no algorithm or rules for it" in built.text
+    assert "# sendrecv: MPI_Sendrecv is point-to-point; coll/tuned has no algorithm or rules for it" in unwrapped(
+        built.text
+    )
     assert built.notes == ()
 
 
