@@ -116,7 +116,14 @@ def _host_summary(topo: Topology) -> list[str]:
     cpus = topo.cpus
     first = cpus[0] if cpus else None
     lines: list[str] = []
-    if first is not None:
+    # A probe under a launcher names its devices by rank ('rank 0') and records no host facts (what
+    # this process could discover is rank 0's host alone): that is no CPU model, and '? cores' says less
+    # than saying nothing was described.
+    described = first is not None and any(first.get(k) for k in ("host_cores", "host_numa_nodes", "host_memory_bytes"))
+    if first is not None and not described and topo.source == "probe":
+        hosts = len({d.host for d in cpus})
+        lines.append(f"Host: not described (the probe measured links between ranks only), {counted(hosts, 'host')}")
+    elif first is not None:
         cores = first.get("host_cores") or "?"
         nodes = first.get("host_numa_nodes") or "?"
         mem = first.get("host_memory_bytes")
