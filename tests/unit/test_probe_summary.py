@@ -1,13 +1,61 @@
-"""discover --probe's summary of a topology the probe built from ranks alone (under a launcher: its
-devices are named by rank and carry no host facts) says the host was not described, instead of
-reading the first rank's name as a CPU model ('Host: rank 0, ? cores, ? NUMA nodes', seen under
-torchrun, mpirun and srun with more ranks than rank 0's host has cores)."""
+"""discover after --probe says what it measured: the matrix shows MEAS per pair and the summary
+said nothing of the figures (they took --bandwidth or reading the file); now one line of the pairs'
+bandwidth and one of their latency, as a range with its median where the pairs differ.
+
+A topology the probe built from ranks alone (under a launcher: devices named by rank, no host facts)
+says its host was not described, instead of reading the first rank's name as a CPU model ('Host: rank
+0, ? cores, ? NUMA nodes', seen under torchrun, mpirun and srun with more ranks than rank 0's host has
+cores)."""
 
 from __future__ import annotations
 
 from collbench.cli.render.topology import topology_summary
 from collbench.runtime.probe import PairMeasure, measured_topology
 from collbench.topology.host import host_topology
+from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
+
+
+def _probed(links: list[tuple[str, str, float, float | None]]) -> Topology:
+    names = sorted({n for a, b, _, _ in links for n in (a, b)})
+    return Topology(
+        host="h",
+        devices=tuple(Device(n, DeviceKind.CPU, i, cpus=(i,)) for i, n in enumerate(names)),
+        links=tuple(
+            Link(a, b, LinkKind.MEASURED, bandwidth_gbps=bw, latency_us=lat, source="measured")
+            for a, b, bw, lat in links
+        ),
+        source="probe",
+    )
+
+
+def test_one_pair() -> None:
+    lines = topology_summary(_probed([("CPU0", "CPU1", 1.2362675979676045, 68.01650124543812)]))
+    assert "probe: 1 pair measured, 1.236 GB/s per direction" in lines
+    assert "  latency 68.02 us" in lines
+
+
+def test_several_pairs_give_their_range_and_median() -> None:
+    pairs = [("CPU0", "CPU1", 1.1, 60.0), ("CPU0", "CPU2", 1.2, 70.0), ("CPU1", "CPU2", 12.5, 1500.0)]
+    lines = topology_summary(_probed(pairs))
+    # as wide as it gets: a million pairs, four figures each
+    wide = [("CPU0", "CPU1", 10.123456, 2.34567), ("CPU0", "CPU2", 100.12345, 45.6789), ("CPU1", "CPU2", 199.9, 1234.5)]
+    assert max(len(line) for line in topology_summary(_probed(wide))[2:4]) <= 80 - len(" 999,997")
+    assert "probe: 3 pairs measured, 1.1-12.5 GB/s per direction (median 1.2)" in lines
+    assert "  latency 60-1500 us (median 70)" in lines
+    assert all(len(line) <= 80 for line in lines if line.startswith(("probe:", "  latency")))
+
+
+def test_no_latency_and_no_probe() -> None:
+    lines = topology_summary(_probed([("CPU0", "CPU1", 2.0, None)]))
+    assert "probe: 1 pair measured, 2 GB/s per direction" in lines
+    assert not any("latency" in line for line in lines)
+    plain = Topology(
+        host="h",
+        devices=(Device("CPU0", DeviceKind.CPU, 0, cpus=(0,)), Device("CPU1", DeviceKind.CPU, 1, cpus=(1,))),
+        links=(Link("CPU0", "CPU1", LinkKind.LOOPBACK, bandwidth_gbps=10.0, source="default"),),
+        source="host",
+    )
+    assert not any(line.startswith(("probe:", "  latency")) for line in topology_summary(plain))
 
 
 def _measures(n: int) -> list[PairMeasure]:
