@@ -199,6 +199,14 @@ def check_files(config: TuneConfig) -> None:
     )
     if not config.resume and not config.overwrite:
         _refuse_replacing(config)
+    if config.topology_path is not None and config.ranks is not None:
+        # As sweep refuses it: 'tune --ranks 3 --topology two-ranks.yaml' measured 3 ranks in rank order
+        # (the layout could not be planned, a note said) into a profile of the 2-rank machine's fingerprint.
+        from collbench.runtime.sweep.plan import topology_notes
+        from collbench.topology.io import load_topology
+
+        held = len(load_topology(config.topology_path).rank_devices)
+        topology_notes(config.topology_path, held, config.ranks, "tune")
 
 
 def _resumed_backend(config: TuneConfig) -> str:

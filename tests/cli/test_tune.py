@@ -15,6 +15,8 @@ from collbench.profile.rules import check_coverage
 from collbench.results.io import read_rows
 from collbench.results.noise import decision_time_us
 
+TWO_RANKS = Path(__file__).resolve().parents[2] / "docs" / "cpu-2core-gloo-2ranks-topology.yaml"
+
 
 @pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step
 @pytest.mark.dist
@@ -59,6 +61,11 @@ def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch:
         (["--plot", "p.svg"], "use a .png name"),
         (["--results", "r.txt"], ".jsonl"),
         (["--topology", "does-not-exist.yaml"], "does-not-exist.yaml"),
+        # Measured 3 ranks in rank order into a profile of the 2-rank machine's fingerprint, as sweep refuses.
+        (
+            ["--ranks", "2,3", "--topology", str(TWO_RANKS)],
+            f"--topology {TWO_RANKS} describes 2 ranks, fewer than the 3 this tune runs",
+        ),
     ],
 )
 def test_bad_options_are_one_line_exit_2(
@@ -70,3 +77,4 @@ def test_bad_options_are_one_line_exit_2(
     assert message in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "collbench-profile.yaml").exists()
+    assert list(tmp_path.iterdir()) == []  # nothing left behind, no partial file

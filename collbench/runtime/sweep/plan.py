@@ -258,7 +258,7 @@ def validate(config: SweepConfig) -> SweepJob:
         from collbench.topology.io import load_topology
 
         topology = load_topology(config.topology_path)
-        skipped.extend(_topology_notes(config.topology_path, len(topology.rank_devices), world))
+        skipped.extend(topology_notes(config.topology_path, len(topology.rank_devices), world))
     if topology is None and config.layout is None:
         _check_one_node(per_op)
     # Every option is checked before the files: a mistyped option says what is wrong with it, not
@@ -313,13 +313,14 @@ def _check_one_node(per_op: dict[Op, list[str]]) -> None:
         )
 
 
-def _topology_notes(path: Path, ranks: int, world: int | None) -> list[str]:
-    """ConfigError for a --topology of fewer ranks than the sweep runs; a note where it has more."""
+def topology_notes(path: Path, ranks: int, world: int | None, command: str = "sweep") -> list[str]:
+    """ConfigError for a --topology of fewer ranks than the sweep (or tune: ``command``) runs; a note
+    where it has more."""
     if world is None or ranks == world:
         return []
     if ranks < world:
         raise ConfigError(
-            f"--topology {path} describes {counted(ranks, 'rank')}, fewer than the {world} this sweep runs: "
+            f"--topology {path} describes {counted(ranks, 'rank')}, fewer than the {world} this {command} runs: "
             "give the topology of its ranks (collbench discover -O FILE on its machine)"
         )
     return [f"--topology {path} describes {ranks} ranks: the layout follows its first {world}"]
