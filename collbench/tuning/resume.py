@@ -104,6 +104,15 @@ def check_partials(
             "add --resume to continue it, or remove them to start over"
         )
     if resume and not kept:
+        empty = [p for p in partials if p.is_file()]
+        if empty:
+            # A tune stopped before its first point leaves its file empty: the message said it looked for
+            # that very file, and not what to do.
+            raise ConfigError(
+                f"--resume: no rows of an interrupted tune to continue ({_names(empty)} "
+                f"{'holds' if len(empty) == 1 else 'hold'} none: it stopped before its first point); "
+                "run it without --resume"
+            )
         names = _names(list(partials[:1]))
         raise ConfigError(f"--resume: no rows of an interrupted tune to continue (looked for {names} and the like)")
     differs = _differences(_measured(kept), ranks, ops, backend) if resume else []

@@ -23,6 +23,19 @@ def test_partials_refuse_a_fresh_start_and_allow_resume(tmp_path: Path) -> None:
     check_partials(parts, resume=True)
 
 
+def test_resume_of_a_tune_stopped_before_its_first_point_says_so(tmp_path: Path) -> None:
+    # Ctrl-C while the ranks started left partial-0 empty, and --resume said it 'looked for' that very file.
+    parts = [tmp_path / "r.partial-0.jsonl", tmp_path / "r.partial-1.jsonl"]
+    parts[0].touch()
+    check_partials(parts, resume=False)  # a fresh tune may start over an empty file
+    with pytest.raises(ConfigError) as refused:
+        check_partials(parts, resume=True)
+    assert str(refused.value) == (
+        f"--resume: no rows of an interrupted tune to continue ({parts[0]} holds none: it stopped before its "
+        "first point); run it without --resume"
+    )
+
+
 def test_hint_keeps_the_error_class_and_its_fields(tmp_path: Path) -> None:
     part = tmp_path / "r.partial-0.jsonl"
     assert kept_rows_hint([part]) == ""
