@@ -167,13 +167,16 @@ def predict(
         # Each size is priced for every algorithm: 10,000 sizes took minutes.
         raise ConfigError(f"--sizes lists {len(asked):,} sizes; predict takes at most {MAX_PREDICT_SIZES}")
     size_list = sorted({parse_size(s, "--sizes") for s in asked})
-    if size_list and size_list[0] == 0:
+    if not size_list:
+        # '--sizes ,,' printed the nodes it assumed, then 'no sizes to predict': two lines, the first moot.
+        raise ConfigError(f"--sizes {sizes!r} names no size; give sizes such as 4K,1M")
+    if size_list[0] == 0:
         # As fit says of a 0-byte row: NCCL returns at once for a count of 0, so a 0-byte call has no
         # time to predict; a fit's alpha there would be a latency no call pays.
         raise ConfigError(
             "--sizes 0: a call of 0 bytes moves no data (NCCL returns at once); give sizes of 1 byte or more"
         )
-    if size_list and size_list[-1] >= MAX_BYTES:
+    if size_list[-1] >= MAX_BYTES:
         # 999999999G was priced (976562 TiB, 4e9 s): no rank holds such a message, no file records one.
         raise ConfigError(
             f"--sizes {size_list[-1]}: sizes are below 2^50 bytes (1 PiB), more than any rank's message "

@@ -164,6 +164,16 @@ def test_predict_refuses_a_size_of_0_bytes_as_fit_does(tmp_path: Path) -> None:
     assert ok.exit_code == 0, ok.output
 
 
+def test_predict_of_no_size_is_one_line(tmp_path: Path) -> None:
+    # '--sizes ,,' printed the nodes it assumed, then 'no sizes to predict': two lines, the first moot.
+    fits = _fits_file(tmp_path)
+    for sizes in (",,", "", " "):
+        result = CliRunner().invoke(app, ["predict", "--fits", str(fits), "--ranks", "64", "--sizes", sizes])
+        assert result.exit_code == 2, result.output
+        said = f"error: --sizes {sizes!r} names no size; give sizes such as 4K,1M"
+        assert result.output.strip().splitlines() == [said], result.output
+
+
 def test_predict_refuses_a_size_no_rank_holds(tmp_path: Path) -> None:
     # 999999999G was priced at 976562 TiB and 4e9 s; sizes in every file collbench reads are below 2^50.
     fits = _fits_file(tmp_path)
