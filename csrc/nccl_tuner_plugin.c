@@ -424,8 +424,8 @@ static void loadRules(Context* ctx) {
     say(ctx, NCCL_LOG_WARN, "%s holds no rules; no overrides, NCCL keeps its own choices", path);
     return;
   }
-  say(ctx, NCCL_LOG_INFO, "%d rules from %s for %zu ranks on %zu nodes", ctx->nRules, path, ctx->nRanks,
-      ctx->nNodes);
+  say(ctx, NCCL_LOG_INFO, "%d rule%s from %s for %zu ranks on %zu node%s", ctx->nRules, ctx->nRules == 1 ? "" : "s",
+      path, ctx->nRanks, ctx->nNodes, ctx->nNodes == 1 ? "" : "s");
 }
 
 /* --- the index ------------------------------------------------------------------------------------------ */

@@ -568,3 +568,13 @@ def test_a_config_saved_with_utf8s_mark_reads_as_without_it(built: tuple[Path, P
         answers.append([(a.algo, a.proto, a.channels, a.table) for a in session.answers])
     assert answers[0] == answers[1]
     assert answers[1][0][:2] == (0, 0)  # tree, LL: the line applied
+
+
+def test_the_plugins_line_on_loading_counts_nodes_in_words(built: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    # It said "1 rules from ... for 4 ranks on 1 nodes" in every rank's NCCL log of a one-node job.
+    plugin, _, driver = built
+    config = tmp_path / "one.conf"
+    config.write_text("allreduce,0,-1,ring,simple,-1,1,4\n")
+    for nodes, said in ((1, "for 4 ranks on 1 node"), (2, "for 4 ranks on 2 nodes")):
+        session = ask(plugin, driver, abi=6, ranks=4, nodes=nodes, queries=[], config=config)
+        assert [m for level, m in session.logs if level == 3] == [f"TUNER/collbench: 1 rule from {config} {said}"]
