@@ -251,12 +251,21 @@ _RESUME = "; the same tune with --resume continues from them"
 def with_hint(exc: CollbenchError, hint: str) -> CollbenchError:
     """``exc`` with ``hint`` added to its message, keeping its class (and so its exit code). Where the
     message names those files already (a failed sweep says where its rows are), only the way on is added:
-    the error said 'the 3 rows measured so far are in F; the rows measured so far are in F; ...'."""
+    the error said 'the 3 rows measured so far are in F; the rows measured so far are in F; ...'. Where
+    it names one of them (the round that failed), the others are said as the other rounds': a tune
+    killed in its second round said 'the 51 rows measured so far are in P-1; the rows measured so far
+    are in P-0, P-1; ...'."""
     if not hint or hint in str(exc):
         return exc
     kept_in, resume, _ = hint.partition(_RESUME)
-    if resume and kept_in.startswith(_KEPT_IN) and kept_in.removeprefix(_KEPT_IN) in str(exc):
-        hint = _RESUME
+    if resume and kept_in.startswith(_KEPT_IN):
+        files = kept_in.removeprefix(_KEPT_IN)
+        if files in str(exc):
+            hint = _RESUME
+        else:
+            others = [f for f in files.split(", ") if f"measured so far are in {f}" not in str(exc)]
+            if others != files.split(", "):
+                hint = (f"; the other rounds' rows are in {', '.join(others)}" if others else "") + _RESUME
     if isinstance(exc, RankError):
         return RankError(exc.rank, exc.host, exc.doing, exc.problem + hint)
     if isinstance(exc, InputFileError):

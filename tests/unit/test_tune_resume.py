@@ -62,8 +62,12 @@ def test_a_failed_sweep_that_named_its_rows_gets_only_the_way_on(tmp_path: Path)
     assert str(rank).count(str(part)) == 1
     other = tmp_path / "p-results.partial-1.jsonl"
     other.write_text('{"x": 1}\n')
-    both = kept_rows_hint([part, other])  # a file the sweep did not name: both are said
-    assert with_hint(RankError(1, "h", "measuring", said), both).problem == said + both
+    both = kept_rows_hint([part, other])  # the sweep named one: the other is said as another round's
+    assert with_hint(RankError(1, "h", "measuring", said), both).problem == (
+        f"{said}; the other rounds' rows are in {other}; the same tune with --resume continues from them"
+    )
+    elsewhere = f"RuntimeError: injected fault; the 3 rows measured so far are in {tmp_path / 'mine.jsonl'}"
+    assert with_hint(RankError(1, "h", "measuring", elsewhere), both).problem == elsewhere + both  # none named
 
 
 GOLDEN_ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "tune-quick-results.jsonl"
