@@ -105,6 +105,9 @@ def discover(
         raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(known)}")
     if timeout is not None and timeout <= 0:
         raise ConfigError(f"--timeout must be positive, got {timeout}")
+    if bandwidth and json_out:
+        # 'discover --bandwidth --json' printed the document as ever: --bandwidth sets the matrix's cells.
+        raise ConfigError("--bandwidth sets what the matrix shows, and --json prints no matrix: give one of them")
     probe_only = [flag for flag, given in (("--backend", backend != AUTO), ("--timeout", timeout is not None)) if given]
     if probe_only and not probe:
         # 'discover --backend nccl' described the machine as ever and said nothing of the option.

@@ -166,6 +166,8 @@ def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
         # Without --probe they were ignored without a word.
         (["--backend", "gloo"], "--backend sets how --probe measures; add --probe, or leave it out"),
         (["-T", "5", "--backend", "gloo"], "--backend and --timeout set how --probe measures"),
+        # The document was printed as ever: --bandwidth sets the matrix's cells.
+        (["--bandwidth", "--json"], "--bandwidth sets what the matrix shows, and --json prints no matrix"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(args: list[str], expected: str) -> None:
