@@ -44,6 +44,6 @@ def run_nccl_plugin(
         print_note("note", note)
     plugin, config = built.files
     # A config of comments alone changes nothing (the note above says why): not "a job needs" it.
-    needs = "NCCL runs as without them; to load them anyway:" if NO_LINES in built.notes else "a job needs:"
+    needs = "NCCL runs as it would without them; to load them anyway:" if NO_LINES in built.notes else "a job needs:"
     err_console.print(f"built [bold]{escape(str(plugin))}[/bold] and [bold]{escape(str(config))}[/bold]; {needs}")
     typer.echo(built.text, nl=False)
