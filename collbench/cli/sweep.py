@@ -144,9 +144,14 @@ def sweep(
             "dtype, the later ones with the first's --stream FILE and --resume to add their rows to it"
         )
     # Imported here, not above: they import torch, which --help must not wait for.
-    from collbench.runtime.launch.ranks import job_rank, under_launcher
-    from collbench.runtime.sweep.plan import SweepConfig, validate
-    from collbench.runtime.sweep.run import run_sweep
+    try:
+        from collbench.runtime.launch.ranks import job_rank, under_launcher
+        from collbench.runtime.sweep.plan import SweepConfig, validate
+        from collbench.runtime.sweep.run import run_sweep
+    except KeyboardInterrupt as exc:
+        # Ctrl-C while torch loads (10 s on a loaded machine) said "what was measured so far is on disk".
+        exc.detail = "before any point was measured"  # type: ignore[attr-defined]
+        raise
 
     if fmt not in _FORMATS:
         raise ConfigError(f"--format {fmt!r}: use one of {', '.join(_FORMATS)}")

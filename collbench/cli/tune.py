@@ -143,7 +143,12 @@ def tune(
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
     # Imported here, not above: it imports torch, which --help must not wait for.
-    from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
+    try:
+        from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
+    except KeyboardInterrupt as exc:
+        # Ctrl-C while torch loads (10 s on a loaded machine) said "what was measured so far is on disk".
+        exc.detail = "before any point was measured"  # type: ignore[attr-defined]
+        raise
 
     if check is not None:
         # --check re-measures the profile's own sizes and writes nothing: 'tune --check P -O new.yaml --quick'

@@ -108,3 +108,25 @@ def test_a_real_tune_stopped_while_plotting_keeps_and_names_its_profile(
     assert {r.size_bytes for r in rows} == {1024, 4096}
     assert {r.world_size for r in Profile.load(out).rule_sets} == {2}
     assert not (tmp_path / "p.png").exists()
+
+
+def test_a_sweep_or_tune_stopped_while_torch_loads_says_nothing_was_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C in the seconds torch takes to import (10 s at load 10) fell outside the commands' own
+    # handlers: 'interrupted: what was measured so far is on disk', before any rank had started.
+    import builtins
+
+    real_import = builtins.__import__
+
+    def loading(name: str, *args: object, **kwargs: object) -> object:
+        if name in ("collbench.runtime.launch.ranks", "collbench.tuning.shapes"):
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(builtins, "__import__", loading)
+    for args in (["sweep", "--ranks", "2"], ["tune", "--quick", "--ranks", "2"]):
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 130, result.output
+        assert result.output.strip().splitlines()[-1] == "interrupted: before any point was measured", result.output
