@@ -18,10 +18,23 @@ def check_ranks(ranks: int, least: int, command: str, option: str = "--ranks") -
     999999999 ranks was written into a profile no command would then read)."""
     if ranks >= MAX_RANKS:
         raise ConfigError(f"{option} {ranks}: {command} takes fewer than 2^20 ({MAX_RANKS:,}) ranks")
-    if ranks >= least:
-        return
     why = " (a collective of one rank moves no data)" if least > 1 else ""
-    raise ConfigError(f"{option} {ranks}: {command} needs at least {least} rank{'s' if least > 1 else ''}{why}")
+    check_count(ranks, least, command, option, "rank", why)
+
+
+def check_nodes(nodes: int, command: str, option: str = "--nodes") -> None:
+    """ConfigError for a node count below 1, worded as :func:`check_ranks`: ``--nodes 0: fit needs at
+    least 1 node``."""
+    check_count(nodes, 1, command, option, "node")
+
+
+def check_count(value: int, least: int, command: str, option: str, unit: str, why: str = "") -> None:
+    """ConfigError ``OPTION VALUE: COMMAND needs at least LEAST UNIT(s)[WHY]`` for ``value`` below ``least``:
+    the one wording of a count too small, whichever option and command (``import --ranks 0`` said Typer's
+    "Input should be greater than or equal to 1", fit "--ranks must be at least 1, got 0", explain
+    "--ranks must be >= 1")."""
+    if value < least:
+        raise ConfigError(f"{option} {value}: {command} needs at least {counted(least, unit)}{why}")
 
 
 _BINARY_UNITS = (("G", 30), ("M", 20), ("K", 10))

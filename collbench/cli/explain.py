@@ -22,7 +22,7 @@ from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
 from collbench.schedules.registry import get_algorithm
 from collbench.schedules.spec import MAX_SEGMENTS
 from collbench.schedules.whiteboard import Whiteboard, build_whiteboard, rank_letter
-from collbench.units import MAX_BYTES, parse_size
+from collbench.units import MAX_BYTES, check_nodes, check_ranks, parse_size
 
 MAX_BOARD_RANKS = 32
 MAX_BOARD_PIECES = 64
@@ -217,8 +217,9 @@ def explain(
     """Show an algorithm's schedule step by step, with its cost terms."""
     spec = get_algorithm(algo)
     the_op = Op.parse(one_value(op, "--op", "collective") or "all-reduce")
-    if ranks < 1:
-        raise ConfigError(f"--ranks must be >= 1, got {ranks}")
+    check_ranks(ranks, 1, "explain")
+    if nodes is not None:
+        check_nodes(nodes, "explain")
     if ranks > MAX_EXPLAIN_RANKS:
         raise ConfigError(
             f"--ranks {ranks} is more than explain shows ({MAX_EXPLAIN_RANKS}); "

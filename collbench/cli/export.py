@@ -21,6 +21,7 @@ from collbench.cli.options import CollbenchCommand, CollbenchGroup
 from collbench.errors import UserError
 from collbench.exporters.registry import EXPORTS, ExportRequest, export_named
 from collbench.fileio import atomic_write_text, check_writable, refuse_replacing_record
+from collbench.units import check_ranks
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -158,6 +159,10 @@ def ompi_rankfile(
         ),
     ] = None,
 ) -> None:
+    if ranks is not None:
+        # A profile holds shapes of 2 ranks or more (tune's least): 0 was looked up and "no rules for 0
+        # ranks ... (run `collbench tune --ranks 0`)".
+        check_ranks(ranks, 2, "export ompi-rankfile")
     names = None if hosts is None else tuple(h.strip() for h in hosts.split(","))
     if names is not None and not all(names):
         raise UserError(f"--hosts {hosts!r}: comma-separated host names, none empty")

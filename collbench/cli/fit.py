@@ -13,12 +13,12 @@ import typer
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.rows import stream_results
-from collbench.errors import ConfigError, InputFileError
+from collbench.errors import InputFileError
 from collbench.importers.nodes import check_nodes_option
 from collbench.models.stored import NodesSeen, noting_nodes, with_nodes
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op, parse_dtype
-from collbench.units import counted
+from collbench.units import check_ranks, counted
 
 
 def fit(
@@ -58,9 +58,9 @@ def fit(
     ] = None,
 ) -> None:
     """Fit alpha-beta-gamma cost models to measured results."""
-    if ranks is not None and ranks < 1:
-        raise ConfigError(f"--ranks must be at least 1, got {ranks}")
-    check_nodes_option(nodes, ranks)
+    if ranks is not None:
+        check_ranks(ranks, 1, "fit")
+    check_nodes_option(nodes, ranks, "fit")
     op_names = [o for o in split_values(op) if o.lower() != "all"]
     algo_names = [a.lower() for a in split_values(algo) if a.lower() != "all"]
     ops = {Op.parse(o).value for o in op_names} if op_names else None

@@ -18,7 +18,7 @@ from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import write_rows
 from collbench.results.row import NODES_UNKNOWN
 from collbench.schedules.registry import algorithm_names
-from collbench.units import counted
+from collbench.units import check_ranks, counted
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -66,7 +66,7 @@ def nccl_tests(
         ),
     ] = None,
     ranks: Annotated[
-        int | None, typer.Option("--ranks", min=1, metavar="N", help="The rank count, when the log does not say it.")
+        int | None, typer.Option("--ranks", metavar="N", help="The rank count, when the log does not say it.")
     ] = None,
     nodes: Annotated[
         int | None,
@@ -80,8 +80,12 @@ def nccl_tests(
     """Read nccl-tests or rccl-tests output into collbench result rows (the command's help says more)."""
     if output is not None and output.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
         raise InputFileError(str(output), "unknown results format; use .jsonl, .csv or .parquet")
+    if ranks is not None:
+        # Checked here in the words of every command's --ranks (Typer's min=1 said "Input should be
+        # greater than or equal to 1").
+        check_ranks(ranks, 1, "import nccl-tests")
     algo = _checked_algo(algo)
-    check_nodes_option(nodes, ranks)
+    check_nodes_option(nodes, ranks, "import nccl-tests")
     op = one_value(op, "--op", "collective")
     # The options first, then the file: a mistyped option says so, not what is wrong with -O.
     if output is not None:

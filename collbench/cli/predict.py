@@ -15,7 +15,7 @@ from collbench.errors import ConfigError, InputFileError
 from collbench.models.link_floor import with_gpu
 from collbench.models.predict_defaults import default_nodes
 from collbench.models.stored import load_fits, nodes_measured
-from collbench.units import MAX_BYTES, check_ranks, parse_size
+from collbench.units import MAX_BYTES, check_nodes, check_ranks, parse_size
 
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
 
@@ -142,6 +142,9 @@ def predict(
     if (profile is None) == (fits is None):
         raise ConfigError("give exactly one of --profile P or --fits F")
     check_ranks(ranks, 2, "predict")  # before anything is assumed from it (the nodes)
+    for option, count in (("--nodes", nodes), ("--measured-nodes", measured_nodes)):
+        if count is not None:
+            check_nodes(count, "predict", option)
     if hierarchy is not None:
         _refuse_beside_hierarchy(nodes, op, measured_nodes, gpu, nccl_arch, nics, nic_gbps, collnet, no_nvls)
     from collbench.cli.render.models import render_prediction
@@ -192,8 +195,6 @@ def predict(
     arch = nccl_arch.strip().lower() if nccl_arch is not None else None
     if arch is not None and arch not in ARCHS:
         raise ConfigError(f"--nccl-arch {nccl_arch!r}: expected one of {', '.join(ARCHS)}")
-    if measured_nodes is not None and measured_nodes < 1:
-        raise ConfigError(f"--measured-nodes must be at least 1, got {measured_nodes}")
     facts = _node_facts(nics, nic_gbps, collnet, nvls=not no_nvls)
     nccl_only = [
         flag

@@ -160,7 +160,13 @@ def sweep(
     modes: tuple[bool, ...] = (True,) if in_place else (False,) if out_of_place else (False, True)
     if iters.strip().lower() == "auto":
         n_iters = None
-    elif iters.strip().isdecimal():
+    elif iters.strip().removeprefix("-").isdecimal():
+        # A negative count is refused with 0's words (validate: "from 1 to ..., got -2"); a count of more
+        # digits than any allowed one is refused before int(), which raises past 4,300 digits.
+        if len(iters.strip()) > 12:
+            from collbench.runtime.sweep.plan import MAX_ITERS  # torch's chain: not for --help
+
+            raise ConfigError(f"--iters must be from 1 to {MAX_ITERS} (or auto), got {iters.strip()[:12]}...")
         n_iters = int(iters)
     else:
         raise ConfigError(f"-n/--iters {iters!r}: give a number of iterations or auto")

@@ -15,19 +15,19 @@ from pathlib import Path
 from collbench.errors import ConfigError, InputFileError
 from collbench.importers.nccl_tests_infer import ranks_per_node_from_devices
 from collbench.results.row import NODES_UNKNOWN, ResultRow
-from collbench.units import counted
+from collbench.units import check_nodes, counted
 
 NODES_LEFT_UNKNOWN = "node count left unknown (0)"
 """How the reader's note on a log whose node count it cannot tell ends (``importers/nccl_tests.py``); a
 note so ending is dropped once ``--nodes`` or the devices settle the count (:func:`settle_log_nodes`)."""
 
 
-def check_nodes_option(nodes: int | None, ranks: int | None = None) -> None:
-    """Raise ConfigError for ``--nodes`` below 1, or one that does not divide ``--ranks``."""
+def check_nodes_option(nodes: int | None, ranks: int | None = None, command: str = "fit") -> None:
+    """Raise ConfigError for ``--nodes`` below 1 (``--nodes 0: fit needs at least 1 node``), or one that
+    does not divide ``--ranks``."""
     if nodes is None:
         return
-    if nodes < 1:
-        raise ConfigError(f"--nodes must be at least 1, got {nodes}")
+    check_nodes(nodes, command)
     if ranks is not None and ranks % nodes:
         raise ConfigError(f"--ranks {ranks} do not spread evenly over --nodes {nodes}")
 

@@ -55,7 +55,8 @@ def parse_ranks(text: str, option: str = "--ranks", command: str = "tune") -> tu
     for part in text.split(","):
         part = part.strip()
         # A digit string past MAX_RANK_DIGITS is no world size, and int() refuses one past 4,300 digits.
-        if not part.isdigit() or len(part) > MAX_RANK_DIGITS:
+        # A negative count is a count too small, said as 0 is (--ranks 0: tune needs at least 2 ranks).
+        if not part.removeprefix("-").isdigit() or len(part) > MAX_RANK_DIGITS:
             raise ConfigError(
                 f"{option} {_shown(text)}: each value must be a whole number of ranks, at least 2, got {_shown(part)}"
             )

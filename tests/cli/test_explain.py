@@ -153,7 +153,7 @@ def test_hierarchical_drawn_on_nodes() -> None:
     [
         (["hierarchical", "--ranks", "4", "--nodes", "1"], "on one node it is a ring"),
         (["hierarchical", "--ranks", "6", "--nodes", "4"], "does not split --ranks 6 into equal nodes"),
-        (["ring", "--ranks", "4", "--nodes", "0"], "--nodes 0 does not split"),
+        (["ring", "--ranks", "4", "--nodes", "0"], "--nodes 0: explain needs at least 1 node"),
     ],
 )
 def test_nodes_refused_with_the_reason(args: list[str], names: str) -> None:

@@ -49,7 +49,7 @@ def test_nodes_option_on_import_and_fit(tmp_path: Path) -> None:
     uneven = runner.invoke(app, ["fit", str(GB200), "--nodes", "7"], env=WIDE)
     assert uneven.exit_code == 2 and "1440 ranks do not spread evenly over --nodes 7" in uneven.output
     zero = runner.invoke(app, ["import", "nccl-tests", str(GB200), "--nodes", "0"], env=WIDE)
-    assert zero.exit_code == 2 and "--nodes must be at least 1" in zero.output
+    assert zero.exit_code == 2 and "--nodes 0: import nccl-tests needs at least 1 node" in zero.output
     assert "Traceback" not in uneven.output + other.output + zero.output
     # Rows of one node said '1 nodes'.
     one = runner.invoke(app, ["fit", str(RESULTS), "--nodes", "7"], env=WIDE)
