@@ -88,3 +88,6 @@ def test_host_summary_counts_numa_nodes_in_words() -> None:
     assert "Host: Test CPU, 8 cores, 2 NUMA nodes, 16.0 GiB memory" in topology_summary(
         host_topology(4, "", facts=FACTS)
     )
+    # A rank bound to one core (mpirun -np 2's default binding) said '1 cores'.
+    bound = HostFacts("box", "Test CPU", 1, ((0, (0,)),), 2**34)
+    assert "Host: Test CPU, 1 core, 1 NUMA node, 16.0 GiB memory" in topology_summary(host_topology(2, "", facts=bound))

@@ -130,7 +130,9 @@ def _host_summary(topo: Topology) -> list[str]:
         mem_text = f", {int(mem) / 2**30:.1f} GiB memory" if mem else ""
         # A topology's extra facts are text (host.py stores the count as str): read the number back.
         numa = counted(int(nodes), "NUMA node") if nodes.isdigit() else f"{nodes} NUMA nodes"
-        lines.append(f"Host: {first.name or 'CPU model unknown'}, {cores} cores, {numa}{mem_text}")
+        # One core is what a rank bound to a core sees (mpirun -np 2 binds each rank to one): '1 cores'.
+        core_text = counted(int(cores), "core") if cores.isdigit() else f"{cores} cores"
+        lines.append(f"Host: {first.name or 'CPU model unknown'}, {core_text}, {numa}{mem_text}")
     bw = {lk.bandwidth_gbps for lk in topo.links if lk.kind == LinkKind.LOOPBACK}
     bw_text = f", {'/'.join(f'{b:g}' for b in sorted(bw))} GB/s between ranks (documented default)" if bw else ""
     lines.append(f"CPU ranks: {len(cpus)} (backend gloo){bw_text}")
