@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +24,12 @@ class Layout:
     exchange_spread: int = 0
     """How many of the first exchange rounds (the slowest pairs) are spread: their blocks go in pieces,
     one alongside each later round, instead of in rounds of their own."""
+    exchange_rank: int | None = None
+    """The rank this layout was handed to, where it holds that rank's exchange partners alone
+    (``exchange_partners``) in place of ``exchange_rounds``: under a launcher rank 0 plans the layout
+    and each other rank receives its own column, O(ranks), never the O(ranks^2) table."""
+    exchange_partners: tuple[int, ...] = ()
+    """``exchange_rank``'s partner in each exchange round (itself: idle), as ``exchange_rounds[k][rank]``."""
     _orders_hash: int = field(default=0, init=False, repr=False, compare=False)
     """:meth:`__hash__`'s O(ranks) part, kept once computed (0: not yet)."""
 
@@ -38,6 +44,8 @@ class Layout:
             assert ranks == list(range(len(ranks))), f"nodes hold every rank once: {self.nodes}"
         for rnd in self.exchange_rounds:
             assert all(0 <= p < len(rnd) and rnd[p] == r for r, p in enumerate(rnd)), f"a round pairs ranks: {rnd}"
+        if self.exchange_rank is not None:
+            assert not self.exchange_rounds, "a rank's layout holds its partners, not every rank's rounds"
 
     def __hash__(self) -> int:
         # A plan's key holds its layout (runtime/executor/plan_cache.py), hashed at every API call and
@@ -47,9 +55,29 @@ class Layout:
         orders = self._orders_hash
         if orders == 0:
             shape = (self.rings, self.trees, self.ring_bandwidths_gbps, self.exchange_rounds, self.nodes)
-            orders = hash((shape, self.exchange_spread)) or 1
+            # -1 for None: None's hash is its address (before Python 3.12), another in every process.
+            mine = (-1 if self.exchange_rank is None else self.exchange_rank, self.exchange_partners)
+            orders = hash((shape, self.exchange_spread, mine)) or 1
             object.__setattr__(self, "_orders_hash", orders)
         return hash((orders, self.name))
+
+    @property
+    def exchange_round_count(self) -> int:
+        """How many exchange rounds the layout orders (0: none, the builder's own order)."""
+        return len(self.exchange_partners) if self.exchange_rank is not None else len(self.exchange_rounds)
+
+    def for_rank(self, rank: int) -> Layout:
+        """What ``rank`` builds its own steps from: the same rings, trees and nodes (O(ranks) each) and
+        its own exchange partners (``exchange_rounds[k][rank]``) instead of every rank's."""
+        if self.exchange_rank is not None:
+            assert self.exchange_rank == rank, f"rank {self.exchange_rank}'s layout asked for rank {rank}"
+            return self
+        return replace(
+            self,
+            exchange_rounds=(),
+            exchange_rank=rank,
+            exchange_partners=tuple(rnd[rank] for rnd in self.exchange_rounds),
+        )
 
     @property
     def world_size(self) -> int | None:

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from collbench.backends import backend_named
-from collbench.errors import CollbenchError
+from collbench.errors import CollbenchError, ConfigError, UserError
 from collbench.layouts.model import Layout
 from collbench.results.row import ResultRow
 from collbench.topology.model import Topology
 from collbench.tuning.config import TuneConfig
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,7 +48,20 @@ def plan_placement(config: TuneConfig, notes: list[str]) -> Placement:
     discovered here describes this host alone, so the ranks then run in rank order. The layout is None,
     with a note saying why, when it cannot be planned. Raises InputFileError for a topology file that
     cannot be read.
+
+    Under a launcher with ``--topology`` rank 0 alone reads it and plans (:func:`_shared`): at 512
+    ranks a probe's topology is 13.6 MiB and 19 s to load, and its plan 1.4 s, which every rank paid.
+    Every rank of the job must call this at the same point (it is a decision of the job's).
     """
+    from collbench.runtime.launch.ranks import joined_job
+
+    job = joined_job()
+    if job is not None and job.world_size > 1 and config.topology_path is not None:
+        return _shared(config, notes, job.rank, job.world_size)
+    return _planned(config, notes, job.world_size if job is not None else None)
+
+
+def _planned(config: TuneConfig, notes: list[str], job_world: int | None) -> Placement:
     if config.topology_path is not None:
         from collbench.topology.io import load_topology
 
@@ -53,10 +70,7 @@ def plan_placement(config: TuneConfig, notes: list[str]) -> Placement:
         topology = topology_for_ranks(config, notes)
     world = config.ranks
     if world is None and config.topology_path is not None:
-        from collbench.runtime.launch.ranks import joined_job
-
-        job = joined_job()
-        world = job.world_size if job is not None else None
+        world = job_world
     if world is None:
         return Placement(topology=topology)
     from collbench.layouts.plan import plan_layout
@@ -67,6 +81,83 @@ def plan_placement(config: TuneConfig, notes: list[str]) -> Placement:
         notes.append(f"layout not planned ({exc}); rank order used")
         return Placement(topology=topology)
     return Placement(topology=topology, layout=layout)
+
+
+SHARED = "the layout rank 0 planned on --topology"
+"""The decision that hands rank 0's layout (or its refusal of the topology) to the other ranks."""
+
+
+def _shared(config: TuneConfig, notes: list[str], rank: int, world: int) -> Placement:
+    """Rank 0 plans; each other rank gets the layout's rings, trees and nodes (O(ranks) each) in one
+    decision, and its own all-to-all partners (O(ranks)) by one scatter, never the O(ranks^2) exchange
+    table: it builds its own steps alone. A topology rank 0 cannot read stops every rank with its line."""
+    from collbench.runtime.launch.session import agree
+
+    placement = Placement()
+    if rank == 0:
+        try:
+            placement = _planned(config, notes, world)
+        except UserError as exc:
+            refusal = str(exc)
+            agree(SHARED, lambda: {"refused": refusal}, timeout_s=config.timeout_s)
+            raise
+    shape = agree(SHARED, lambda: _shape(placement.layout), timeout_s=config.timeout_s)
+    if "refused" in shape:
+        raise ConfigError(f"rank 0: {shape['refused']}")
+    rounds = int(shape.get("exchange_round_count", 0))
+    partners: list[int] = []
+    if rounds and not shape["round_robin"]:
+        from collbench.runtime.launch.handout import hand_out
+
+        def table() -> torch.Tensor:
+            import torch
+
+            assert placement.layout is not None  # rank 0 planned it: it decided the shape above
+            return torch.tensor(placement.layout.exchange_rounds, dtype=torch.int32).t().contiguous()
+
+        partners = hand_out("its all-to-all partners", table, rounds, timeout_s=config.timeout_s)
+    if rank == 0 or "rings" not in shape:
+        return placement
+    if rounds and shape["round_robin"]:
+        from collbench.layouts.exchange import round_robin_partner
+
+        partners = [round_robin_partner(world, k, rank) for k in range(rounds)]
+    layout = Layout(
+        rings=tuple(tuple(int(r) for r in ring) for ring in shape["rings"]),
+        trees=tuple(tuple(int(r) for r in tree) for tree in shape["trees"]),
+        name=str(shape["name"]),
+        ring_bandwidths_gbps=tuple(float(b) for b in shape["ring_bandwidths_gbps"]),
+        nodes=tuple(tuple(int(r) for r in node) for node in shape["nodes"]),
+        exchange_spread=int(shape["exchange_spread"]),
+        exchange_rank=rank,
+        exchange_partners=tuple(partners),
+    )
+    return Placement(layout=layout)
+
+
+def _shape(layout: Layout | None) -> dict[str, object]:
+    """What every rank receives of rank 0's layout (empty: none planned, rank order)."""
+    if layout is None:
+        return {}
+    return {
+        "name": layout.name,
+        "rings": layout.rings,
+        "trees": layout.trees,
+        "ring_bandwidths_gbps": layout.ring_bandwidths_gbps,
+        "nodes": layout.nodes,
+        "exchange_spread": layout.exchange_spread,
+        "exchange_round_count": layout.exchange_round_count,
+        "round_robin": _round_robin(layout),
+    }
+
+
+def _round_robin(layout: Layout) -> bool:
+    """Whether the layout's exchange rounds are the round-robin tournament's, which every rank derives
+    its own partners of in O(rounds): then nothing per rank is sent."""
+    from collbench.layouts.exchange import round_robin_rounds
+
+    n = layout.world_size
+    return n is not None and layout.exchange_rounds == round_robin_rounds(n)
 
 
 def topology_for_ranks(config: TuneConfig, notes: list[str]) -> Topology:

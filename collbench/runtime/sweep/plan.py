@@ -21,6 +21,7 @@ from collbench.runtime.host.switches import check_switches
 from collbench.runtime.launch import ranks
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.runtime.launch.ranks import joined_job
+from collbench.runtime.sweep.files import writes_files
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import get_algorithm
 from collbench.units import check_ranks, counted, format_bytes
@@ -375,9 +376,12 @@ def _check_files(config: SweepConfig) -> None:
     if config.resume:
         if config.overwrite:
             raise ConfigError("--resume continues the stream and --overwrite empties it: give one of them")
-        if not stream.exists():
+        # Rank 0's file under a launcher, maybe on another host: only the rank that writes it reads it
+        # (tune's second sweep of a round, out of place, continues the stream its first one began).
+        if writes_files() and not stream.exists():
             raise ConfigError(f"--resume: no {stream} to resume from")
-        list(read_jsonl(stream))
+        if writes_files():
+            list(read_jsonl(stream))
     check_writable(stream)
     if config.output is not None and config.output != stream:
         check_writable(config.output)

@@ -95,7 +95,10 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     dist.broadcast_object_list(plan, src=0, group=ctx.control)
     if isinstance(plan[0], str):
         raise ConfigError(plan[0])
-    points, layout, notes, done, fingerprint = plan[0]
+    points, planned, notes, done, fingerprint = plan[0]
+    # A layout given with the job is each rank's own (a tune's: rank 0's whole, the others' their part,
+    # tuning/placement.py), never sent again; only one rank 0 planned here travels.
+    layout = cfg.layout if cfg.layout is not None else planned
     ctx.doing("preparing the points")
     seen = ctx.nodes if ctx.nodes is not None else _nodes_seen(ctx)
     if (other := layout_nodes_note(layout, seen)) is not None:
@@ -207,7 +210,7 @@ def _plan(
     fingerprint, fp_note = row_fingerprint(job, ws)
     if fp_note:
         notes.append(fp_note)
-    return points, layout, notes, done, fingerprint
+    return points, None if cfg.layout is not None else layout, notes, done, fingerprint
 
 
 def _measure(

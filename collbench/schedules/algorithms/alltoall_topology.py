@@ -33,12 +33,17 @@ Partner = Callable[[int, int], int]
 """(round, rank) -> the rank's partner in that round (itself: idle)."""
 
 
-def _rounds(layout: Layout | None, n: int) -> tuple[int, Partner, int, str]:
+def _rounds(layout: Layout | None, n: int, rank: int | None) -> tuple[int, Partner, int, str]:
     """How many exchange rounds, each rank's partner per round, how many of the first rounds to spread,
     and the layout name. Without a layout the round-robin partner is computed (O(1)), never tabled
-    (the table is O(n^2))."""
-    if layout is None or not layout.exchange_rounds:
+    (the table is O(n^2)). A layout handed to one rank (``Layout.exchange_rank``) builds that rank's
+    steps alone: its partner per round, and the partner's partner (the rank itself)."""
+    if layout is None or not layout.exchange_round_count:
         return n - 1 + n % 2 if n > 1 else 0, partial(round_robin_partner, n), 0, "rank-order"
+    total = layout.exchange_round_count
+    spread = layout.exchange_spread if 0 < layout.exchange_spread < total else 0
+    if layout.exchange_rank is not None:
+        return total, _own_partner(layout, n, rank), spread, layout.name
     for rnd in layout.exchange_rounds:
         if len(rnd) != n:
             raise ConfigError(
@@ -46,8 +51,25 @@ def _rounds(layout: Layout | None, n: int) -> tuple[int, Partner, int, str]:
                 "plan the layout for this world size"
             )
     rounds = layout.exchange_rounds
-    spread = layout.exchange_spread if 0 < layout.exchange_spread < len(rounds) else 0
-    return len(rounds), lambda k, r: rounds[k][r], spread, layout.name
+    return total, lambda k, r: rounds[k][r], spread, layout.name
+
+
+def _own_partner(layout: Layout, n: int, rank: int | None) -> Partner:
+    """The partner per round of a layout that holds one rank's partners alone."""
+    mine = layout.exchange_rank
+    if mine is None or rank != mine or not all(0 <= p < n for p in layout.exchange_partners):
+        whose = "every rank's steps" if rank is None else f"rank {rank}'s steps"
+        raise ConfigError(
+            f"layout {layout.name!r} holds rank {mine}'s all-to-all partners of {n} ranks alone: it cannot "
+            f"build {whose}"
+        )
+    partners = layout.exchange_partners
+
+    def partner(k: int, r: int) -> int:
+        # Pairs are mutual: the only other rank a one-rank build asks about is this round's partner.
+        return partners[k] if r == mine else mine
+
+    return partner
 
 
 def _pair(b: RoundBuilder, partner: Partner, k: int) -> Sequence[int]:
@@ -72,7 +94,7 @@ def build_topo_pairwise(
     a count that does not divide leaves its tail out. Raises ConfigError for a layout of another size."""
     check_count_and_segments(count, segments)
     n = world_size
-    total, partner, spread, name = _rounds(layout, n)
+    total, partner, spread, name = _rounds(layout, n, rank)
     blocks = block_bounds(count, n)
     b = RoundBuilder(n, rank)
     for r in b.kept():

@@ -1,0 +1,66 @@
+"""``collbench tune --topology`` under a launcher: rank 0 alone reads the topology and plans the layout,
+and the other ranks run on what it hands them (tuning/placement.py). Ranks in folders of their own, as
+on hosts of their own: only rank 0's holds the topology file, so a rank that opened it would fail. The
+tune measures all-reduce and all-to-all (topo-pairwise, whose exchange order on this topology is not
+the round-robin one, so each rank's partners travel) with every point's data checked, and its profile
+records the layout rank 0 planned, as a tune whose every rank read the file did (test_tune_launcher)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from launcher_env import torchrun_job
+
+from collbench.layouts.plan import plan_layout
+from collbench.profile.document import Profile
+from collbench.results.io import read_jsonl
+from collbench.runtime.probe import PairMeasure, measured_topology
+from collbench.topology.io import save_topology
+from collbench.tuning.placement import _round_robin
+
+pytestmark = pytest.mark.dist
+
+JOB_S = 240.0
+
+
+def test_a_tune_whose_other_ranks_have_no_topology_file_runs_rank_0s_layout(tmp_path: Path) -> None:
+    n = 3
+    measures = [PairMeasure(a, b, 50.0, 0.05 if {a, b} == {0, 1} else 0.3) for a in range(n) for b in range(n) if a != b]
+    topology = measured_topology(["host"] * n, measures, gpus=False)
+    planned = plan_layout(topology, n)
+    assert not _round_robin(planned)  # the partners are handed out, not derived
+    folders = [tmp_path / f"rank{rank}" for rank in range(n)]
+    for folder in folders:
+        folder.mkdir()
+    save_topology(topology, folders[0] / "measured.yaml")
+    tune = [
+        *("-m", "collbench.cli.app", "tune", "--quick", "--backend", "gloo", "--op", "all-reduce,all-to-all"),
+        *("-b", "64K", "-e", "128K", "--timeout", "60", "-O", "p.yaml", "--topology", "measured.yaml"),
+    ]
+    done = torchrun_job(n, tune, folders, timeout_s=JOB_S)
+    for rank, proc in enumerate(done):
+        assert proc.returncode == 0, f"rank {rank}: {proc.stdout}{proc.stderr}"
+    assert all(not (folder / "measured.yaml").exists() for folder in folders[1:])
+
+    rows = list(read_jsonl(folders[0] / "p-results.jsonl"))
+    assert rows and all(r.wrong == 0 and r.world_size == n for r in rows)
+    assert {r.topology_fingerprint for r in rows} == {str(topology.fingerprint)}
+    exchanged = [r for r in rows if r.algo == "topo-pairwise"]
+    assert exchanged and {r.layout for r in exchanged} == {planned.name}
+    profile = Profile.load(folders[0] / "p.yaml")
+    assert profile.layout is not None
+    assert profile.layout.rings == planned.rings and profile.layout.trees == planned.trees
+
+
+def test_rank_0s_refusal_of_the_topology_reaches_every_rank_at_once(tmp_path: Path) -> None:
+    folders = [tmp_path / f"rank{rank}" for rank in range(2)]
+    for folder in folders:
+        folder.mkdir()
+    (folders[0] / "measured.yaml").write_text("devices: [\n", encoding="utf-8")
+    tune = ["-m", "collbench.cli.app", "tune", "--quick", "--backend", "gloo", "--timeout", "60"]
+    done = torchrun_job(2, [*tune, "-O", "p.yaml", "--topology", "measured.yaml"], folders, timeout_s=JOB_S)
+    assert [proc.returncode for proc in done] == [2, 2], [p.stderr for p in done]
+    first = done[0].stderr.strip().splitlines()[-1]
+    assert first.startswith("error: ") and "measured.yaml" in first
+    assert done[1].stderr.strip().splitlines()[-1] == first.replace("error: ", "error: rank 0: ", 1)
