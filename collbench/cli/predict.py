@@ -13,7 +13,7 @@ from collbench.cli.console import console, print_note
 from collbench.cli.options import split_values
 from collbench.errors import ConfigError, InputFileError
 from collbench.models.link_floor import with_gpu
-from collbench.models.predict_defaults import default_nodes
+from collbench.models.predict_defaults import default_nodes, uneven_note
 from collbench.models.stored import load_fits, nodes_measured
 from collbench.units import MAX_BYTES, check_nodes, check_ranks, parse_size
 
@@ -211,9 +211,9 @@ def predict(
     if gpu is not None:
         loaded = with_gpu(loaded, gpu)
     measured = nodes_measured(loaded, measured_nodes, profile_nodes)
-    if nodes is not None and nodes >= 1 and ranks % nodes:
-        # Asked for: the ranks go evenly (the default alone may leave the last node part-full).
-        raise ConfigError(f"{ranks} ranks do not spread evenly over {nodes} nodes")
+    if nodes is not None and (uneven := uneven_note(ranks, nodes, measured)) is not None:
+        # Predicted, as the default node count's part-full last node is: refused here, it was accepted there.
+        print_note("note", uneven)
     if nodes is None and any(not f.distrust() for f in pick_fits(loaded, op_names or None)):
         nodes, assumed = default_nodes(ranks, measured)
         print_note("assumed", assumed)

@@ -75,8 +75,43 @@ def default_nodes(
     per_node = world // nodes
     count = kept_nodes(world_size, measured_nodes)
     assert count is not None  # a measured shape with whole ranks a node is there
-    partly = "" if world_size % per_node == 0 else f", the last holding {world_size % per_node}"
+    left = world_size % per_node
+    partly = "" if left == 0 or count == 1 else f", the last holding {left}"
+    whole = "" if not partly else f"; {whole_counts(world_size, per_node)} ranks fill whole nodes"
     return count, (
         f"{unasked}: {counted(count, 'node')} "
-        f"({counted(per_node, 'rank')} a node{partly}, as measured at {ranks_on_nodes(world, nodes)})"
+        f"({counted(per_node, 'rank')} a node{partly}, as measured at {ranks_on_nodes(world, nodes)}){whole}"
+    )
+
+
+def whole_counts(world_size: int, per_node: int) -> str:
+    """The rank counts either side of ``world_size`` that fill nodes of ``per_node`` ranks: ``16 or 24``
+    (``8`` alone where the one below would be under 2 ranks)."""
+    below = world_size - world_size % per_node
+    return " or ".join(f"{count:,}" for count in (below, below + per_node) if count >= 2)
+
+
+def uneven_note(world_size: int, nodes: int, measured_nodes: Mapping[int, int]) -> str | None:
+    """What is said of ranks asked for on nodes they do not spread evenly over (``predict --nodes``,
+    ``RANKS:NODES``), None where they do.
+
+    Such a shape is predicted, as the default node count's last part-full node is (a planner's 1,024
+    ranks on nodes of 3 is a job a scheduler runs): every rank count is priced, continuous in ranks
+    (predict_native fills nodes at the measured ranks a node where the nodes asked hold them so, its
+    fullest node a measured one). Said, with the nearest counts that fill the nodes, since a job that
+    buys whole nodes may mean one of them; no schedule is simulated on it (``predict._simulated``).
+    """
+    if world_size % nodes == 0:
+        return None
+    kept = measured_per_node(measured_nodes)
+    if kept is not None and kept_nodes(world_size, measured_nodes) == nodes:
+        per_node = kept[0] // kept[1]
+        return (
+            f"{world_size:,} ranks on {counted(nodes, 'node')}: {per_node} a node as measured at "
+            f"{ranks_on_nodes(*kept)}, the last holding {world_size % per_node}; "
+            f"{whole_counts(world_size, per_node)} ranks fill whole nodes"
+        )
+    return (
+        f"{world_size:,} ranks do not spread evenly over {counted(nodes, 'node')} "
+        f"({whole_counts(world_size, nodes)} ranks would): priced as {world_size:,} ranks on {counted(nodes, 'node')}"
     )

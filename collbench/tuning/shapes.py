@@ -77,9 +77,10 @@ every job that reads it."""
 
 
 def parse_shapes(text: str, option: str = "--predict-ranks") -> tuple[Shape, ...]:
-    """``--predict-ranks``: ``"8,16"`` or with nodes ``"8:1,64:8"`` (ranks:nodes, the ranks spread evenly
-    as ``predict --nodes`` takes them); ConfigError otherwise, and for more than ``MAX_PREDICTED_SHAPES``
-    shapes (counted before any is parsed or priced)."""
+    """``--predict-ranks``: ``"8,16"`` or with nodes ``"8:1,64:8"`` (ranks:nodes, as ``predict --nodes``
+    takes them: nodes the ranks do not spread evenly over are said by :func:`prediction_notes`);
+    ConfigError otherwise, and for more than ``MAX_PREDICTED_SHAPES`` shapes (counted before any is
+    parsed or priced)."""
     parts = text.split(",")
     if len(parts) > MAX_PREDICTED_SHAPES:
         raise ConfigError(
@@ -96,12 +97,6 @@ def parse_shapes(text: str, option: str = "--predict-ranks") -> tuple[Shape, ...
                     f"{option} {_shown(text)}: nodes must be 1..{ranks} for {ranks} ranks, got {_shown(part)}"
                 )
             nodes = int(nodes_text)
-            if ranks % nodes:
-                # As predict --nodes: asked for, the ranks go evenly (the default alone may leave the
-                # last node part-full, keeping the measured ranks a node).
-                raise ConfigError(
-                    f"{option} {_shown(part.strip())}: {ranks} ranks do not spread evenly over {nodes} nodes"
-                )
         if any(s.world_size == ranks and s.nodes == nodes for s in shapes):
             raise ConfigError(f"{option} {_shown(text)}: {part.strip()} is given twice")
         shapes.append(Shape(ranks, nodes))
@@ -178,15 +173,19 @@ def prediction_notes(profile: Profile, shapes: Sequence[Shape], option: str = "-
     """What the predicted rule sets of ``shapes`` leave out and assume, one line each, without repeats:
     fits not used and why (``Fit.distrust``, a native whose algorithm is unknown), and where the
     predictions assume the measured links (``models/predict.py``). The nodes of a shape that names
-    none are said by :func:`assumed_nodes`."""
+    none are said by :func:`assumed_nodes`; nodes named that the ranks do not spread evenly over here
+    (``uneven_note``)."""
     from collbench.models.predict import Shapes as MeasuredShapes
     from collbench.models.predict import price_fits
+    from collbench.models.predict_defaults import uneven_note
 
     known = profile.nodes_measured()
     measured = MeasuredShapes(known)
     lines: list[str] = []
     for shape in shapes:
         nodes, _ = shape_nodes(shape, known, option)
+        if shape.nodes is not None and (uneven := uneven_note(shape.world_size, nodes, known)) is not None:
+            lines.append(uneven)
         _, refused, notes = price_fits(fits_of(profile), shape.world_size, nodes, ops=profile.ops, shapes=measured)
         lines.extend(f"not used for predictions: {line}" for line in refused)
         lines.extend(notes)

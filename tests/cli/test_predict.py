@@ -73,7 +73,6 @@ def test_predict_bad_inputs(tmp_path: Path) -> None:
         (["predict", "--fits", str(fits), "--ranks", "8", "--op", "bogus"], "unknown op"),
         (["predict", "--fits", str(fits), "--ranks", "8", "--sizes", "12Q"], "size"),
         (["predict", "--fits", str(fits), "--ranks", "8", "--sizes", "1K,0.5"], "whole number of bytes"),
-        (["predict", "--fits", str(fits), "--ranks", "6", "--nodes", "4"], "spread evenly"),
         # NCCL's own model alone reads these; on gloo's fits they changed nothing, without a word.
         (
             ["predict", "--fits", str(fits), "--ranks", "8", "--nodes", "1", "--collnet"],

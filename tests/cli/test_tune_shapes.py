@@ -89,8 +89,6 @@ def test_profile_predict_bad_input_is_one_line(tmp_path: Path) -> None:
     for args, message in [
         (["--ranks", "4"], "4 ranks on 1 node are measured already"),
         (["--ranks", "8:9"], "nodes must be 1..8"),
-        # As predict --nodes 5 --ranks 12: nodes asked for take the ranks evenly.
-        (["--ranks", "12:5"], "--ranks '12:5': 12 ranks do not spread evenly over 5 nodes"),
         # 8 keeps the measured 4 ranks a node: the same shape as 8:2.
         (["--ranks", "8,8:2"], "--ranks: 8 ranks on 2 nodes are asked for twice"),
     ]:
@@ -109,7 +107,6 @@ def test_profile_predict_bad_input_is_one_line(tmp_path: Path) -> None:
         # Every shape is checked now; --check takes no --quick (its rounds are its own).
         (["--ranks", "2,3", "--check", "p.yaml"], "p.yaml: no such profile"),
         (["--quick", "--ranks", "2", "--predict-ranks", "8:9"], "nodes must be 1..8"),
-        (["--quick", "--ranks", "2", "--predict-ranks", "12:5"], "12 ranks do not spread evenly over 5 nodes"),
     ],
 )
 def test_bad_shape_options_are_one_line_exit_2(
@@ -196,3 +193,32 @@ def test_tune_predict_ranks_without_nodes_keep_the_measured_ranks_a_node(tmp_pat
     assert shapes.assumed == [
         "--predict-ranks 8 names no nodes: 2 nodes (4 ranks a node, as measured at 4 ranks on 1 node)"
     ]
+
+
+def test_nodes_left_part_full_are_predicted_alike_asked_for_or_not(tmp_path: Path) -> None:
+    """`profile predict --ranks 10` of a profile measured at 4 ranks a node put 10 ranks on 3 nodes (the
+    last holding 2) while `10:3`, and `predict --ranks 10 --nodes 3`, were refused as uneven: the one
+    shape, predicted one way and refused the other. Both are predicted now, each saying the nodes are
+    not filled and the nearest counts that fill them."""
+    example = _refitted(tmp_path)
+    runner = CliRunner()
+    whole = "8 or 12 ranks fill whole nodes"
+    shapes = {}
+    for asked in ("10", "10:3"):
+        out = tmp_path / f"p{asked.replace(':', '-')}.yaml"
+        result = runner.invoke(app, ["profile", "predict", str(example), "--ranks", asked, "-O", str(out)])
+        assert result.exit_code == 0, result.output
+        said = " ".join(result.stderr.split())
+        assert whole in said and "the last holding 2" in said, said
+        shapes[asked] = Profile.load(out).rule_sets[-1]
+    assert (shapes["10"].world_size, shapes["10"].nodes) == (10, 3)
+    assert shapes["10"].rules == shapes["10:3"].rules
+    args = ["predict", "--profile", str(example), "--ranks", "10", "--sizes", "1K,1M", "--json"]
+    default = runner.invoke(app, args)
+    asked = runner.invoke(app, [*args, "--nodes", "3"])
+    assert default.exit_code == asked.exit_code == 0, asked.output
+    assert json.loads(default.stdout)["predictions"] == json.loads(asked.stdout)["predictions"]
+    assert whole in " ".join(asked.stderr.split())
+    other = runner.invoke(app, [*args, "--nodes", "4"])
+    assert other.exit_code == 0, other.output
+    assert "10 ranks do not spread evenly over 4 nodes (8 or 12 ranks would)" in " ".join(other.stderr.split())
