@@ -79,7 +79,7 @@ def structure_text(fit: Fit, scaled: ScaledFit, world_size: int) -> str:
     payload = op_has_payload(fit.op)
     steps = f"{_count(terms.alpha)} {'step' if payload else 'round'}{'' if terms.alpha == 1 else 's'}"
     if terms.messages is not None:
-        steps += f", {_count(terms.message_count)} messages a port"
+        steps += f", {_count(terms.message_count)} message{'' if terms.message_count == 1 else 's'} a port"
         each = "a message"
     else:
         each = "a step" if payload else "a round"

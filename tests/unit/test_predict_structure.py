@@ -239,3 +239,13 @@ def test_nccl_native_predictions_never_fall_with_size(per_node: int, nodes: int,
 @functools.cache
 def _h100_fit() -> Fit:
     return fit_results(_log_rows("all_reduce_perf-h100-2node-mpirun-gcp.log")).fits[0]
+
+
+def test_one_message_a_port_is_said_in_the_singular() -> None:
+    # One-shot at 2 ranks posts one message a port: the basis said "1 step, 1 messages a port".
+    from collbench.models.priced import structure_text
+    from collbench.models.scaled import ScaledFit
+
+    one_shot = Fit("all-reduce", "one-shot", "gloo", 2, 100.0, 1e-3, None, 0.99, 1.0, 2.0, 1024, 1 << 20, points=6)
+    assert "1 step, 1 message a port at x2" in structure_text(one_shot, ScaledFit.of(one_shot), 2)
+    assert "7 messages a port at x8" in structure_text(one_shot, ScaledFit.of(one_shot), 8)
