@@ -54,12 +54,17 @@ QUICK = Depth(
     max_bytes=2 << 20,
     step_factor=2.0,
     point_budget_s=0.05,
-    warmup=1,
+    warmup=0,
     extra_segment_bytes=None,
     rounds=2,
     max_rounds=4,
 )
 """``tune --quick``: 512 B .. 2 MiB in x2 steps (13 sizes), twice, up to two more rounds of the ties.
+No warm-up call beyond a point's first call, its data check, which builds the plan and touches the
+same buffers and connections as the timed calls: on the namespace cluster a call timed right after it
+took 0.999x one timed after a further warm-up (the cut points: runtime/sweep/timed.py), and the
+further warm-up was one of the 7 calls of each point timed in full, ~16 s of a 240 s quick tune
+(benchmarks/README.md). The thorough tune keeps two.
 x2 rather than x4 steps: a cache cliff (a time that triples between two sizes) then has sizes of its
 own; between x4 steps one fitted line runs through the cliff and misses the sizes on both sides."""
 THOROUGH = Depth(

@@ -169,6 +169,12 @@ def test_a_point_not_behind_after_all_is_warmed_up_and_timed_as_any_other(one_ra
     calls, timer = _Calls(), _Timer([300_000.0] + [200_000.0] * 10)
     got = time_point(one_rank, calls, timer, None, 0.05, Behind("ring", 180_000.0, 2.0), warmup=1)
     assert calls.count == 0 and timer.batches == [1, 5] and got.samples_us == [200_000.0] * 5
+    # With none asked (tune --quick: the data check's call is the point's warm-up), that first timed
+    # call is its first sample, and 4 more make its 5.
+    calls, timer = _Calls(), _Timer([300_000.0] + [200_000.0] * 10)
+    got = time_point(one_rank, calls, timer, None, 0.05, Behind("ring", 180_000.0, 2.0), warmup=0)
+    assert calls.count == 0 and timer.batches == [1, 4] and got.iters == 5
+    assert got.samples_us == [300_000.0] + [200_000.0] * 4
 
 
 def test_a_point_with_no_bound_is_warmed_up_before_its_iterations(one_rank: RankContext) -> None:
