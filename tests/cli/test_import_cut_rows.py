@@ -145,7 +145,7 @@ def test_a_row_with_output_glued_onto_its_redop_is_named_not_fatal(tmp_path: Pat
 
 def test_a_reduction_named_alone_is_a_row_whatever_it_is() -> None:
     # Every name nccl-tests prints in the column is a reduction, not a glued one (mulsum: ncclPreMulSum).
-    from collbench.importers.nccl_tests import _is_glued_row
+    from collbench.importers.nccl_tests_scan import _is_glued_row
 
     for name in ("sum", "prod", "max", "min", "avg", "mulsum", "none"):
         assert not _is_glued_row(["8", "2", "float", name, "-1", "1.0"])
