@@ -18,17 +18,23 @@ traffic of a tune's decisions.
    key on the rule set's layout, the plan cache's lookup), at the sizes of 1. Target: the same at
    every n (it was 1.7 ms at 16,384, rebuilding and hashing the layout's rings at every call).
 
+4. **A tune's placement.** :func:`placement_cost`: under a launcher with ``--topology`` rank 0 alone
+   reads the topology and plans; a rank other than 0 gets the layout's rings, trees and nodes and its
+   own all-to-all partners (O(ranks)), where every sweep's plan sent it the whole layout, O(ranks^2)
+   with the exchange order (``--placement-at``, 512 and 4,096).
+
 The last line is one JSON object::
 
     {"build_s": {"ring": {"16384": s, ...}, ...}, "build_mib": {...}, "build_wall_s": {...},
      "whole_build_s": {...}, "whole_build_mib": {...}, "store_ops_per_rank_per_decision": x,
-     "api_call_us": {"16384": us, ...}}
+     "api_call_us": {"16384": us, ...},
+     "placement": {"4096": {"rank_kib": k, "rank_s": s, "whole_kib": k, "table_s": s}, ...}}
 
 ``build_s`` is CPU seconds; ``store_ops_per_rank_per_decision`` counts every store operation any
 rank asks in the simulated tune's decisions, divided by decisions and ranks.
 
     python benchmarks/bench_scale.py [--sizes 64,512,4096,16384] [--whole-at 64,512] [--store-ranks 4096]
-        [--algos six|all|NAME,...]
+        [--algos six|all|NAME,...] [--placement-at 512,4096]
 
 ``--algos all`` measures every registered algorithm with a schedule, the others on their heaviest op
 for a rank (:data:`MORE`).
@@ -281,6 +287,78 @@ def api_call_us(world_size: int, calls: int = API_CALLS) -> float:
         return (time.process_time() - c0) / calls * 1e6
 
 
+@dataclass(frozen=True, slots=True)
+class PlacementCost:
+    """What a rank other than 0 of a launcher's ``tune --topology`` receives of rank 0's layout, and
+    what it received before (the whole layout, which every sweep's plan broadcast to every rank)."""
+
+    rank_kib: float
+    """The decision (rings, trees, nodes: JSON) and the rank's all-to-all partners (int32)."""
+    rank_s: float
+    """CPU seconds for the rank to make its layout from them (``tuning.placement``, the real code)."""
+    whole_kib: float
+    """The whole layout pickled, as the sweep's plan sent it to every rank before."""
+    table_s: float
+    """Rank 0's CPU seconds to make the partners' table it scatters (once per tune)."""
+
+
+def placement_cost(world_size: int) -> PlacementCost:
+    """:class:`PlacementCost` of a layout of ``world_size`` ranks as a probe's plan gives one: two rings,
+    two trees, nodes of :data:`NODE_RANKS`, and an exchange order that is not the round-robin one (the
+    tournament's rounds reversed), so every rank's partners travel. The job's decision and scatter are
+    played by their contracts in the process (``session.agree``: rank 0's value through JSON;
+    ``handout.hand_out``: row r of rank 0's table on rank r); planning on a probe topology of 4,096
+    ranks is not what is measured (rank 0 alone does it now, once)."""
+    import pickle
+    from pathlib import Path
+    from types import SimpleNamespace
+    from unittest import mock
+
+    import torch
+
+    from collbench.layouts.exchange import round_robin_rounds
+    from collbench.runtime.launch import handout, ranks, session
+    from collbench.runtime.launch.rankstore import encode
+    from collbench.tuning import placement
+    from collbench.tuning.config import TuneConfig
+
+    n = world_size
+    ring = tuple(range(n))
+    whole = Layout(
+        rings=(ring, ring[::-1]),
+        trees=((-1, *range(n - 1)), (*range(1, n), -1)),
+        name="topology",
+        ring_bandwidths_gbps=(1.0, 1.0),
+        exchange_rounds=tuple(reversed(round_robin_rounds(n))),
+        nodes=nodes_layout(n).nodes,
+    )
+    shape = placement._shape(whole)
+    decision = json.dumps(encode(shape)).encode()
+    c0 = time.process_time()
+    table = torch.tensor(whole.exchange_rounds, dtype=torch.int32).t().contiguous()
+    table_s = time.process_time() - c0
+    rank = n // 2
+    mine = [int(v) for v in table[rank].tolist()]
+    del table
+    config = TuneConfig(ranks=None, topology_path=Path("probe.yaml"), output=Path("p.yaml"))
+    with (
+        mock.patch.object(ranks, "joined_job", lambda: SimpleNamespace(rank=rank, world_size=n)),
+        mock.patch.object(session, "agree", lambda name, decide, **_: json.loads(decision)),
+        mock.patch.object(handout, "hand_out", lambda name, table, width, **_: mine),
+    ):
+        gc.collect()
+        c0 = time.process_time()
+        got = placement.plan_placement(config, [])
+        rank_s = time.process_time() - c0
+    assert got.layout == whole.for_rank(rank)
+    return PlacementCost(
+        rank_kib=(len(decision) + 4 * len(mine)) / 1024,
+        rank_s=rank_s,
+        whole_kib=len(pickle.dumps(whole)) / 1024,
+        table_s=table_s,
+    )
+
+
 def _table_row(algo: str, n: int, one: BuildCost, ref: BuildCost | None) -> str:
     whole = f"{ref.cpu_s * 1e3:10.1f} {ref.peak_mib:9.1f}" if ref else f"{'-':>10} {'-':>9}"
     one_ms = f"{one.cpu_s * 1e3:8.1f} {one.wall_s * 1e3:8.1f}"
@@ -288,7 +366,11 @@ def _table_row(algo: str, n: int, one: BuildCost, ref: BuildCost | None) -> str:
 
 
 def run(
-    sizes: list[int], whole_at: list[int], store_ranks: int, algos: tuple[str, ...] = tuple(ALGORITHMS)
+    sizes: list[int],
+    whole_at: list[int],
+    store_ranks: int,
+    algos: tuple[str, ...] = tuple(ALGORITHMS),
+    placement_at: tuple[int, ...] = (),
 ) -> dict[str, object]:
     """Measure, print the table (80 columns), and return the JSON object."""
     build_s: dict[str, dict[str, float]] = {}
@@ -320,6 +402,20 @@ def run(
     for n in sizes:
         api_us[str(n)] = round(api_call_us(n), 1)
         print(f"collbench.torch.all_reduce at {n} ranks, plan kept: {api_us[str(n)]:.1f} us CPU a call", flush=True)
+    placed: dict[str, dict[str, float]] = {}
+    for n in placement_at:
+        cost = placement_cost(n)
+        placed[str(n)] = {
+            "rank_kib": round(cost.rank_kib, 1),
+            "rank_s": round(cost.rank_s, 4),
+            "whole_kib": round(cost.whole_kib, 1),
+            "table_s": round(cost.table_s, 3),
+        }
+        print(
+            f"placement, {n} ranks: {cost.rank_kib:,.0f} KiB, {cost.rank_s:.3f} s CPU a rank "
+            f"(was {cost.whole_kib / 1024:,.1f} MiB a sweep)",
+            flush=True,
+        )
     return {
         "build_s": build_s,
         "build_mib": build_mib,
@@ -328,6 +424,7 @@ def run(
         "whole_build_mib": whole_mib,
         "store_ops_per_rank_per_decision": store,
         "api_call_us": api_us,
+        "placement": placed,
     }
 
 
@@ -341,6 +438,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--whole-at", type=_ints, default=[64, 512], help="world sizes of the whole build too")
     parser.add_argument("--store-ranks", type=int, default=4096, help="ranks of the simulated tune")
     parser.add_argument(
+        "--placement-at", type=_ints, default=[512, 4096], help="ranks of the tune --topology hand-over"
+    )
+    parser.add_argument(
         "--algos",
         default="six",
         help="six (issue 31's: ring, two-tree, rabenseifner, recursive-doubling, pairwise, dissemination), "
@@ -351,7 +451,7 @@ def main(argv: list[str] | None = None) -> None:
     names = {"six": tuple(ALGORITHMS), "all": tuple(known)}.get(args.algos) or tuple(args.algos.split(","))
     if unknown := [a for a in names if a not in known]:
         parser.error(f"unknown algorithm {', '.join(unknown)}; known: {', '.join(known)}")
-    print(json.dumps(run(args.sizes, args.whole_at, args.store_ranks, names)))
+    print(json.dumps(run(args.sizes, args.whole_at, args.store_ranks, names, tuple(args.placement_at))))
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def test_every_registered_schedule_can_be_measured_and_its_cost_is_its_ranks_bui
 def test_all_algos_print_every_row_and_a_refusal_in_80_columns(
     bench: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bench.main(["--sizes", "1,8", "--whole-at", "8", "--store-ranks", "4", "--algos", "all"])
+    bench.main(["--sizes", "1,8", "--whole-at", "8", "--store-ranks", "4", "--algos", "all", "--placement-at", "8"])
     lines = capsys.readouterr().out.splitlines()
     assert all(len(line) <= 80 for line in lines[:-1])
     figures = json.loads(lines[-1])
@@ -75,7 +75,7 @@ def test_an_unknown_algorithm_is_refused(bench: ModuleType) -> None:
 def test_run_prints_80_columns_and_one_json_line_of_every_size(
     bench: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bench.main(["--sizes", "1,8", "--whole-at", "1", "--store-ranks", "16"])
+    bench.main(["--sizes", "1,8", "--whole-at", "1", "--store-ranks", "16", "--placement-at", "8,16"])
     lines = capsys.readouterr().out.splitlines()
     assert all(len(line) <= 80 for line in lines[:-1])
     figures = json.loads(lines[-1])
@@ -84,6 +84,7 @@ def test_run_prints_80_columns_and_one_json_line_of_every_size(
     assert all(set(per) == {"1"} for per in figures["whole_build_s"].values())
     assert figures["store_ops_per_rank_per_decision"] > 0
     assert set(figures["api_call_us"]) == {"1", "8"} and all(us > 0 for us in figures["api_call_us"].values())
+    assert set(figures["placement"]) == {"8", "16"}
     rows = [line.split() for line in lines if line.split()[:1] and line.split()[0] in bench.ALGORITHMS]
     assert [(r[0], r[1]) for r in rows] == [(a, str(n)) for a in bench.ALGORITHMS for n in (1, 8)]
 
@@ -105,3 +106,11 @@ def test_api_call_us_times_calls_that_find_their_plan_kept(bench: ModuleType) ->
     after = PLANS.stats()
     # The first call builds the plan (or finds it kept by an earlier test); the 5 timed ones find it.
     assert after.hits - before.hits >= 5 and after.misses - before.misses <= 1
+
+
+def test_placement_cost_is_a_ranks_part_of_the_whole_layout(bench: ModuleType) -> None:
+    # placement_cost checks the layout the rank made is the whole one's part for it (Layout.for_rank);
+    # a rank's part grows as the ranks (rings, trees, its partners), the whole layout as their square.
+    small, large = bench.placement_cost(16), bench.placement_cost(64)
+    assert 0 < small.rank_kib < small.whole_kib and large.rank_kib < 8 * small.rank_kib
+    assert large.whole_kib > 8 * small.whole_kib
