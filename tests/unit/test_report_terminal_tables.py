@@ -275,3 +275,12 @@ def test_a_beta_fitted_as_0_is_marked_and_said() -> None:
     assert "∞*" not in out, out
     out = _render(render_fit_report(replace(report, fits=[replace(plain[0], beta_us_per_byte=0.0)])))
     assert out.count("∞*") == 2 and "∞* beta fitted as 0" in out, out
+
+
+def test_a_piecewise_fit_says_its_segments_once() -> None:
+    # "all-reduce native x2: piecewise: 3 segments, breaks at 262144, 2097152 bytes" printed above the
+    # table "segments of all-reduce native x2" whose from/to columns say the same.
+    report = fit_results(_rows())
+    assert any(f.segments for f in report.fits)
+    out = _render(render_fit_report(report))
+    assert "segments of all-reduce" in out and "piecewise:" not in out and "breaks at" not in out

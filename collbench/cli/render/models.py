@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
@@ -99,8 +100,11 @@ def render_fits(report: FitReport) -> RenderableType:
         betas = [f.beta_gbps for f in fits] + [s.to_dict()["beta_gbps"] for f in fits for s in f.segments]
         parts.extend(beta_at_zero_note(betas))
     for f in report.fits:
-        if f.note:
-            parts.append(paragraph(Text(f"{f.op} {f.algo} x{f.world_size}: {f.note}", style="dim")))
+        # The segments' table below gives where each segment starts: the note's "piecewise: 3 segments,
+        # breaks at 262144, 2097152 bytes" said it again above it, in bytes.
+        note = _PIECEWISE.sub("", f.note).strip("; ") if f.segments else f.note
+        if note:
+            parts.append(paragraph(Text(f"{f.op} {f.algo} x{f.world_size}: {note}", style="dim")))
     for f in report.fits:
         if f.segments:
             seg = narrow_table(f"segments of {f.op} {f.algo} x{f.world_size}")
@@ -151,6 +155,10 @@ def _latency_table(op: str, backend: str, ranks: int, fits: Sequence[Fit]) -> Re
             Text("no", "red") if why else "yes",
         )
     return Group(table, *unused_fits((f.algo, why) for f in fits if (why := f.distrust())))
+
+
+_PIECEWISE = re.compile(r"piecewise: \d+ segments, breaks at [\d, ]+ bytes(; )?")
+"""The fit's note on its segments (``models/fit.py``), which the segments' table shows whole."""
 
 
 def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
