@@ -129,7 +129,12 @@ def host_topology(ranks: int | None = None, reason: str | None = None, *, facts:
     all_cpus = tuple(sorted({c for _, node_cpus in facts.numa_nodes for c in node_cpus}))
     node_of = {c: node for node, node_cpus in facts.numa_nodes for c in node_cpus}
     shares = _rank_cpus(all_cpus or tuple(range(max(facts.cores, 1))), n)
-    extra = [("host_cores", str(facts.cores)), ("host_numa_nodes", str(len(facts.numa_nodes)))]
+    # The machine's cores, not this process's: a rank bound to one core (mpirun -np 2's default
+    # binding, taskset, a Slurm cgroup) runs on the same machine, and host_cores goes into the
+    # machine's fingerprint (profile/document.machine_fingerprint), which profiles merge by. The NUMA
+    # nodes list every CPU of the machine whatever the binding; without them, the usable ones.
+    machine_cores = len(all_cpus) if all_cpus else facts.cores
+    extra = [("host_cores", str(machine_cores)), ("host_numa_nodes", str(len(facts.numa_nodes)))]
     if facts.memory_bytes is not None:
         extra.append(("host_memory_bytes", str(facts.memory_bytes)))
     for node, node_cpus in facts.numa_nodes:

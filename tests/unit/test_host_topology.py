@@ -88,6 +88,24 @@ def test_host_summary_counts_numa_nodes_in_words() -> None:
     assert "Host: Test CPU, 8 cores, 2 NUMA nodes, 16.0 GiB memory" in topology_summary(
         host_topology(4, "", facts=FACTS)
     )
-    # A rank bound to one core (mpirun -np 2's default binding) said '1 cores'.
-    bound = HostFacts("box", "Test CPU", 1, ((0, (0,)),), 2**34)
-    assert "Host: Test CPU, 1 core, 1 NUMA node, 16.0 GiB memory" in topology_summary(host_topology(2, "", facts=bound))
+    # A machine of one core said '1 cores'.
+    single = HostFacts("box", "Test CPU", 1, ((0, (0,)),), 2**34)
+    assert "Host: Test CPU, 1 core, 1 NUMA node, 16.0 GiB memory" in topology_summary(
+        host_topology(2, "", facts=single)
+    )
+
+
+def test_a_rank_bound_to_one_core_describes_the_same_machine() -> None:
+    # mpirun -np 2 binds each rank to one core: the process may use 1 of the machine's 2, and the
+    # machine's fingerprint (which profiles merge by) and its summary took that 1 as the machine's.
+    from collbench.cli.render.topology import topology_summary
+    from collbench.profile.document import machine_fingerprint
+
+    free = HostFacts("box", "Test CPU", 2, ((0, (0, 1)),), 2**34)
+    bound = HostFacts("box", "Test CPU", 1, ((0, (0, 1)),), 2**34)
+    assert machine_fingerprint(host_topology(2, "", facts=bound)) == machine_fingerprint(
+        host_topology(2, "", facts=free)
+    )
+    assert "Host: Test CPU, 2 cores, 1 NUMA node, 16.0 GiB memory" in topology_summary(
+        host_topology(2, "", facts=bound)
+    )
