@@ -79,6 +79,23 @@ class Layout:
             exchange_partners=tuple(rnd[rank] for rnd in self.exchange_rounds),
         )
 
+    def shared_part(self) -> Layout:
+        """What every rank is sent of this layout: all but the exchange table (O(ranks) in all); each
+        rank then gets its own partners (:meth:`with_partners`)."""
+        return replace(self, exchange_rounds=())
+
+    def exchange_is_round_robin(self) -> bool:
+        """Whether the exchange rounds are the round-robin tournament's, whose partners every rank
+        derives on its own (``exchange.round_robin_partner``): then nothing per rank is sent."""
+        from collbench.layouts.exchange import round_robin_rounds
+
+        n = self.world_size
+        return n is not None and self.exchange_rounds == round_robin_rounds(n)
+
+    def with_partners(self, rank: int, partners: tuple[int, ...]) -> Layout:
+        """The layout ``rank`` builds its own steps from: this (shared) part and its exchange partners."""
+        return replace(self, exchange_rounds=(), exchange_rank=rank, exchange_partners=partners)
+
     @property
     def world_size(self) -> int | None:
         if self.rings:

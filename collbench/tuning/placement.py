@@ -147,17 +147,8 @@ def _shape(layout: Layout | None) -> dict[str, object]:
         "nodes": layout.nodes,
         "exchange_spread": layout.exchange_spread,
         "exchange_round_count": layout.exchange_round_count,
-        "round_robin": _round_robin(layout),
+        "round_robin": layout.exchange_is_round_robin(),
     }
-
-
-def _round_robin(layout: Layout) -> bool:
-    """Whether the layout's exchange rounds are the round-robin tournament's, which every rank derives
-    its own partners of in O(rounds): then nothing per rank is sent."""
-    from collbench.layouts.exchange import round_robin_rounds
-
-    n = layout.world_size
-    return n is not None and layout.exchange_rounds == round_robin_rounds(n)
 
 
 def topology_for_ranks(config: TuneConfig, notes: list[str]) -> Topology:

@@ -17,7 +17,6 @@ from collbench.profile.document import Profile
 from collbench.results.io import read_jsonl
 from collbench.runtime.probe import PairMeasure, measured_topology
 from collbench.topology.io import save_topology
-from collbench.tuning.placement import _round_robin
 
 pytestmark = pytest.mark.dist
 
@@ -26,10 +25,12 @@ JOB_S = 240.0
 
 def test_a_tune_whose_other_ranks_have_no_topology_file_runs_rank_0s_layout(tmp_path: Path) -> None:
     n = 3
-    measures = [PairMeasure(a, b, 50.0, 0.05 if {a, b} == {0, 1} else 0.3) for a in range(n) for b in range(n) if a != b]
+    measures = [
+        PairMeasure(a, b, 50.0, 0.05 if {a, b} == {0, 1} else 0.3) for a in range(n) for b in range(n) if a != b
+    ]
     topology = measured_topology(["host"] * n, measures, gpus=False)
     planned = plan_layout(topology, n)
-    assert not _round_robin(planned)  # the partners are handed out, not derived
+    assert not planned.exchange_is_round_robin()  # the partners are handed out, not derived
     folders = [tmp_path / f"rank{rank}" for rank in range(n)]
     for folder in folders:
         folder.mkdir()
@@ -64,3 +65,39 @@ def test_rank_0s_refusal_of_the_topology_reaches_every_rank_at_once(tmp_path: Pa
     first = done[0].stderr.strip().splitlines()[-1]
     assert first.startswith("error: ") and "measured.yaml" in first
     assert done[1].stderr.strip().splitlines()[-1] == first.replace("error: ", "error: rank 0: ", 1)
+
+
+def test_a_sweep_whose_other_ranks_have_no_topology_file_runs_rank_0s_layout(tmp_path: Path) -> None:
+    # sweep --topology alike: rank 0 reads and plans in its plan of the sweep; the others get the
+    # layout's shared part and their own all-to-all partners (runtime/sweep/worker.py).
+    n = 3
+    measures = [
+        PairMeasure(a, b, 50.0, 0.05 if {a, b} == {0, 1} else 0.3) for a in range(n) for b in range(n) if a != b
+    ]
+    topology = measured_topology(["host"] * n, measures, gpus=False)
+    planned = plan_layout(topology, n)
+    assert not planned.exchange_is_round_robin()
+    folders = [tmp_path / f"rank{rank}" for rank in range(n)]
+    for folder in folders:
+        folder.mkdir()
+    save_topology(topology, folders[0] / "measured.yaml")
+    sweep = [
+        *("-m", "collbench.cli.app", "sweep", "--backend", "gloo", "--op", "all-to-all", "--algo", "topo-pairwise"),
+        *("-b", "1K", "-e", "64K", "-n", "2", "--timeout", "60", "-O", "rows.jsonl", "--topology", "measured.yaml"),
+    ]
+    done = torchrun_job(n, sweep, folders, timeout_s=JOB_S)
+    for rank, proc in enumerate(done):
+        assert proc.returncode == 0, f"rank {rank}: {proc.stdout}{proc.stderr}"
+    rows = list(read_jsonl(folders[0] / "rows.jsonl"))
+    assert len(rows) == 4 and all(r.wrong == 0 and r.layout == planned.name for r in rows)
+    assert {r.topology_fingerprint for r in rows} == {str(topology.fingerprint)}
+
+    # A topology of fewer ranks than the job: rank 0's refusal, every rank's one line.
+    save_topology(
+        measured_topology(["host"] * 2, [PairMeasure(0, 1, 50.0, 0.3), PairMeasure(1, 0, 50.0, 0.3)], gpus=False),
+        folders[0] / "two.yaml",
+    )
+    few = [*sweep[:-1], "two.yaml", "--overwrite"]
+    done = torchrun_job(n, few, folders, timeout_s=JOB_S)
+    assert [proc.returncode for proc in done] == [2] * n, [p.stderr for p in done]
+    assert all("describes 2 ranks, fewer than the 3 this sweep runs" in p.stderr for p in done)

@@ -254,13 +254,11 @@ def validate(config: SweepConfig) -> SweepJob:
     skipped.extend(_segment_notes(config, per_op))
     _check_in_place(config, ops, backend)
     topology = config.topology
-    if topology is None and config.topology_path is not None:
-        # Imported here only: the topology package is another area's and loads YAML.
-        from collbench.topology.io import load_topology
-
-        topology = load_topology(config.topology_path)
-        skipped.extend(topology_notes(config.topology_path, len(topology.rank_devices), world))
-    if topology is None and config.layout is None:
+    if topology is None and config.topology_path is not None and job is None:
+        # Under a launcher rank 0 alone reads it, in its plan of the sweep (worker.py), and hands the
+        # others their part of the layout: every rank reading the file was O(ranks^2) each.
+        topology = load_sweep_topology(config.topology_path, world, skipped)
+    if topology is None and config.topology_path is None and config.layout is None:
         _check_one_node(per_op)
     # Every option is checked before the files: a mistyped option says what is wrong with it, not
     # that the stream holds rows (which --overwrite would then empty for nothing).
@@ -312,6 +310,17 @@ def _check_one_node(per_op: dict[Op, list[str]]) -> None:
             f"{', '.join(flat)} needs ranks on two or more nodes, and with no --topology the layout has one "
             "(on one node it is a ring): give --topology of several hosts, or add --algo ring"
         )
+
+
+def load_sweep_topology(path: Path, world: int | None, notes: list[str]) -> Topology:
+    """The topology of ``--topology``, checked to hold the ranks (``topology_notes``, appended to ``notes``).
+    Raises InputFileError for a file that cannot be read, ConfigError for too few ranks."""
+    # Imported here only: the topology package is another area's and loads YAML.
+    from collbench.topology.io import load_topology
+
+    topology = load_topology(path)
+    notes.extend(topology_notes(path, len(topology.rank_devices), world))
+    return topology
 
 
 def topology_notes(path: Path, ranks: int, world: int | None, command: str = "sweep") -> list[str]:

@@ -47,7 +47,7 @@ from collbench.runtime.sweep.faults import PLANNING, fault_from_env
 from collbench.runtime.sweep.files import resumed_rows
 from collbench.runtime.sweep.native_calls import native_call as _native_call
 from collbench.runtime.sweep.order import SizeOrder, size_blocks
-from collbench.runtime.sweep.plan import SweepJob, layout_nodes_note
+from collbench.runtime.sweep.plan import SweepJob, layout_nodes_note, load_sweep_topology
 from collbench.runtime.sweep.points import (
     SweepPoint,
     plan_points,
@@ -83,9 +83,10 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     ctx.doing("planning the sweep" if ctx.rank == 0 else "waiting for rank 0's plan of the sweep")
     if fault is not None:
         fault.strike(ctx.rank, PLANNING)
+    whole: Layout | None = None
     try:
         if ctx.rank == 0:
-            plan[0] = _plan(ctx, job)
+            plan[0], whole = _shared_plan(ctx, job)
     except UserError as exc:
         # Only rank 0 plans: the others, waiting for the plan, would see their collective break and
         # fail as ranks (exit 3) beside its one line. They get the mistake instead, and say it alike.
@@ -95,10 +96,10 @@ def sweep_worker(ctx: RankContext, job: SweepJob) -> list[ResultRow]:
     dist.broadcast_object_list(plan, src=0, group=ctx.control)
     if isinstance(plan[0], str):
         raise ConfigError(plan[0])
-    points, planned, notes, done, fingerprint = plan[0]
+    points, shared, rounds, notes, done, fingerprint = plan[0]
     # A layout given with the job is each rank's own (a tune's: rank 0's whole, the others' their part,
-    # tuning/placement.py), never sent again; only one rank 0 planned here travels.
-    layout = cfg.layout if cfg.layout is not None else planned
+    # tuning/placement.py), never sent again; one rank 0 planned here travels as its part for each rank.
+    layout = cfg.layout if cfg.layout is not None else _own_layout(ctx, shared, rounds, whole)
     ctx.doing("preparing the points")
     seen = ctx.nodes if ctx.nodes is not None else _nodes_seen(ctx)
     if (other := layout_nodes_note(layout, seen)) is not None:
@@ -179,6 +180,41 @@ def _nodes_seen(ctx: RankContext) -> int:
     return len(set(hosts))
 
 
+def _shared_plan(ctx: RankContext, job: SweepJob) -> tuple[tuple[Any, ...], Layout | None]:
+    """Rank 0's plan as every rank receives it, and the whole layout rank 0 planned here (None: none,
+    or the job's own). The layout travels without its all-to-all exchange table (O(ranks^2)): with the
+    count of its rounds, and whether they are the round-robin ones (-1), which each rank derives."""
+    points, layout, notes, done, fingerprint = _plan(ctx, job)
+    if layout is None or job.config.layout is not None:
+        return (points, None, 0, notes, done, fingerprint), None
+    rounds = -1 if layout.exchange_is_round_robin() else layout.exchange_round_count
+    return (points, layout.shared_part(), rounds, notes, done, fingerprint), layout
+
+
+def _own_layout(ctx: RankContext, shared: Layout | None, rounds: int, whole: Layout | None) -> Layout | None:
+    """This rank's layout from rank 0's plan: rank 0 keeps its whole one; the others get the shared part
+    and their own exchange partners, derived (round-robin, ``rounds`` -1) or by one scatter from rank 0."""
+    if shared is None:
+        return None
+    partners: tuple[int, ...] = ()
+    if rounds == -1:
+        from collbench.layouts.exchange import round_robin_partner
+
+        count = ctx.world_size - 1 + ctx.world_size % 2 if ctx.world_size > 1 else 0
+        partners = tuple(round_robin_partner(ctx.world_size, k, ctx.rank) for k in range(count))
+    elif rounds > 0:
+        mine = torch.zeros(rounds, dtype=torch.int32)
+        rows = None
+        if ctx.rank == 0:
+            assert whole is not None
+            rows = list(torch.tensor(whole.exchange_rounds, dtype=torch.int32).t().contiguous().unbind(0))
+        dist.scatter(mine, rows, src=0, group=ctx.control)
+        partners = tuple(int(p) for p in mine.tolist())
+    if ctx.rank == 0:
+        return whole
+    return shared.with_partners(ctx.rank, partners)
+
+
 def _plan(
     ctx: RankContext, job: SweepJob
 ) -> tuple[list[SweepPoint], Layout | None, list[str], dict[Any, ResultRow], str]:
@@ -188,6 +224,11 @@ def _plan(
     """
     cfg, ws = job.config, ctx.world_size
     layout = cfg.layout
+    loaded: list[str] = []
+    if job.topology is None and cfg.topology_path is not None and cfg.layout is None:
+        # Under a launcher only rank 0 reads --topology (plan.validate leaves it): a refusal here
+        # reaches every rank as this plan's mistake.
+        job = replace(job, topology=load_sweep_topology(cfg.topology_path, ws, loaded))
     if layout is None and job.topology is not None:
         # Imported here only: layouts are another area's, needed with --topology alone.
         from collbench.layouts.plan import plan_layout
@@ -196,6 +237,7 @@ def _plan(
     nodes = len(layout.nodes) if layout is not None else 1
     name = layout.name if layout is not None else "rank-order"
     points, notes = plan_points(job, ws, ctx.device, name, nodes=nodes)
+    notes = [*loaded, *notes]
     if not points and notes:
         # An empty sweep exited 0 and wrote nothing, with no word on it; sweep_worker hands this
         # line to the other ranks, so every rank stops with it.
