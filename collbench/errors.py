@@ -19,6 +19,11 @@ class CollbenchError(Exception):
 
     exit_code: int = 1
 
+    same_on_every_rank: bool = False
+    """True for an error the command line alone decides, so that every rank of a launcher's job finds
+    it alike and rank 0 alone says it (16,000 ranks would print 16,000 equal lines). False for any that
+    may differ by rank or node (a file, a device, a peer, the store): every rank says its own."""
+
     def __init__(self, *args: object) -> None:
         super().__init__(*(printable(a) if isinstance(a, str) else a for a in args))
 
@@ -33,11 +38,21 @@ class ConfigError(UserError):
     """Options that do not fit together, or a value out of range."""
 
 
+class CommandLineError(ConfigError):
+    """Options out of range or that do not fit together, found from the command line (and the
+    launcher's variables, alike on every rank) alone: no file, device or host decides it."""
+
+    same_on_every_rank = True
+
+
 class UnknownNameError(UserError):
     """A name (op, algorithm, dtype, reduction, backend, ...) that is not registered.
 
     The message lists the known names, so the user can pick one.
     """
+
+    # The names are checked against collbench's own registries, the same code on every rank.
+    same_on_every_rank = True
 
     def __init__(self, what: str, name: str, known: list[str] | tuple[str, ...]) -> None:
         self.what = what

@@ -8,33 +8,33 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from collbench.errors import ConfigError
+from collbench.errors import CommandLineError
 
 
 def check_ranks(ranks: int, least: int, command: str, option: str = "--ranks") -> None:
-    """ConfigError for a rank count below what ``command`` needs, in the one wording every command uses:
+    """CommandLineError for a rank count below what ``command`` needs, in the one wording every command uses:
     ``--ranks 1: tune needs at least 2 ranks (a collective of one rank moves no data)``; and for one
     from :data:`MAX_RANKS` up, which every reader of results and profiles refuses (a predicted shape of
     999999999 ranks was written into a profile no command would then read)."""
     if ranks >= MAX_RANKS:
-        raise ConfigError(f"{option} {ranks}: {command} takes fewer than 2^20 ({MAX_RANKS:,}) ranks")
+        raise CommandLineError(f"{option} {ranks}: {command} takes fewer than 2^20 ({MAX_RANKS:,}) ranks")
     why = " (a collective of one rank moves no data)" if least > 1 else ""
     check_count(ranks, least, command, option, "rank", why)
 
 
 def check_nodes(nodes: int, command: str, option: str = "--nodes") -> None:
-    """ConfigError for a node count below 1, worded as :func:`check_ranks`: ``--nodes 0: fit needs at
+    """CommandLineError for a node count below 1, worded as :func:`check_ranks`: ``--nodes 0: fit needs at
     least 1 node``."""
     check_count(nodes, 1, command, option, "node")
 
 
 def check_count(value: int, least: int, command: str, option: str, unit: str, why: str = "") -> None:
-    """ConfigError ``OPTION VALUE: COMMAND needs at least LEAST UNIT(s)[WHY]`` for ``value`` below ``least``:
+    """CommandLineError ``OPTION VALUE: COMMAND needs at least LEAST UNIT(s)[WHY]`` for ``value`` below ``least``:
     the one wording of a count too small, whichever option and command (``import --ranks 0`` said Typer's
     "Input should be greater than or equal to 1", fit "--ranks must be at least 1, got 0", explain
     "--ranks must be >= 1")."""
     if value < least:
-        raise ConfigError(f"{option} {value}: {command} needs at least {counted(least, unit)}{why}")
+        raise CommandLineError(f"{option} {value}: {command} needs at least {counted(least, unit)}{why}")
 
 
 _BINARY_UNITS = (("G", 30), ("M", 20), ("K", 10))
@@ -47,17 +47,17 @@ def parse_size(text: str, flag: str = "size") -> int:
 
     K, M and G are powers of 1024; ``KB``, ``KiB`` and ``Ki`` mean the same, in any case, and a bare
     number may end in ``B``. A fraction is fine when the bytes come out whole (``0.5K`` is 512), so no
-    size is ever truncated. ``flag`` names the option in the message. Raises ConfigError.
+    size is ever truncated. ``flag`` names the option in the message. Raises CommandLineError.
     """
     match = _SIZE.match(text)
     if match is None:
-        raise ConfigError(
+        raise CommandLineError(
             f"{flag} {text!r} is not a size (not a byte count such as 4096, nor K/M/G in powers of 1024 such as 64K)"
         )
     # Exact arithmetic: a float would call 1.00000000000000001K whole.
     value = Fraction(match.group(1)) * (1 << _SHIFTS[(match.group(2) or "").lower()])
     if value.denominator != 1:
-        raise ConfigError(f"{flag} {text!r} is not a whole number of bytes ({float(value):g})")
+        raise CommandLineError(f"{flag} {text!r} is not a whole number of bytes ({float(value):g})")
     return int(value)
 
 

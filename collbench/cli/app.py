@@ -35,6 +35,10 @@ def _one_line(exc: typer.TyperException, ctx: Any = None) -> Exception:
     if type(exc).__name__ == "NoArgsIsHelpError" or not hasattr(exc, "format_message"):
         return exc
     # The parser's "Option '--op' requires an argument" carries no context: it named `collbench -h`.
+    code = getattr(exc, "exit_code", 2)
+    # Typer's and click's usage errors come from argv alone, the same on every rank of a job.
+    if _another_rank_says_it():
+        return typer.Exit(code)
     named = getattr(ctx, "meta", {}).get(_PATH) if ctx is not None else None
     where = getattr(getattr(exc, "ctx", None), "command_path", None) or named or "collbench"
     message = exc.format_message()
@@ -44,7 +48,17 @@ def _one_line(exc: typer.TyperException, ctx: Any = None) -> Exception:
         soft_wrap=True,
         highlight=False,
     )
-    return typer.Exit(getattr(exc, "exit_code", 2))
+    return typer.Exit(code)
+
+
+def _another_rank_says_it() -> bool:
+    """Whether this process is a rank other than 0 of a launcher's job (torchrun, mpirun, srun), so
+    that an error every rank finds alike is left to rank 0 to print: the others end with its status
+    and no line, and a job of 16,000 ranks says it once, not 16,000 times."""
+    from collbench.runtime.launch.launchers import launched_rank
+
+    rank = launched_rank()
+    return rank is not None and rank != 0
 
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -146,6 +160,9 @@ class _CollbenchGroup(CollbenchGroup):
         except CollbenchError as exc:
             if isinstance(ctx.obj, dict) and ctx.obj.get("debug"):
                 raise
+            # One that may differ by rank or node (a file, a device, a peer) is said by every rank.
+            if exc.same_on_every_rank and _another_rank_says_it():
+                raise typer.Exit(exc.exit_code) from None
             err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as exc:

@@ -14,7 +14,7 @@ from typing import Any
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from collbench.errors import ConfigError
+from collbench.errors import CommandLineError
 
 Command = TyperCommand | TyperGroup
 
@@ -36,10 +36,10 @@ def split_values(values: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def one_value(value: str | None, option: str, what: str) -> str | None:
-    """The one name a single-valued list option holds; ConfigError (saying so) for a comma list of several."""
+    """The one name a single-valued list option holds; CommandLineError (saying so) for a comma list of several."""
     names = list(dict.fromkeys(split_values([value] if value is not None else None)))
     if len(names) > 1:
-        raise ConfigError(f"{option} takes one {what} here, got {len(names)}: {', '.join(names)}")
+        raise CommandLineError(f"{option} takes one {what} here, got {len(names)}: {', '.join(names)}")
     return names[0] if names else None
 
 

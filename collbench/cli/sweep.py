@@ -14,7 +14,7 @@ from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.progress import point_progress
 from collbench.cli.render.results import nccl_tests_text, results_tables, rows_json, table_legend
-from collbench.errors import ConfigError, UnknownNameError
+from collbench.errors import CommandLineError, UnknownNameError
 from collbench.runtime.executor.segments import DEFAULT_SEGMENT_BYTES
 from collbench.runtime.host.affinity import default_local_ranks
 from collbench.runtime.sweep.files import kept_rows_note
@@ -139,7 +139,7 @@ def sweep(
     # (with bfloat16 listed as known). Said before torch is imported.
     dtypes = list(dict.fromkeys(split_values([dtype])))
     if len(dtypes) > 1:
-        raise ConfigError(
+        raise CommandLineError(
             f"-d/--dtype takes one dtype a sweep, got {len(dtypes)}: {', '.join(dtypes)}; run one sweep per "
             "dtype, the later ones with the first's --stream FILE and --resume to add their rows to it"
         )
@@ -154,9 +154,9 @@ def sweep(
         raise
 
     if fmt not in _FORMATS:
-        raise ConfigError(f"--format {fmt!r}: use one of {', '.join(_FORMATS)}")
+        raise CommandLineError(f"--format {fmt!r}: use one of {', '.join(_FORMATS)}")
     if sum([in_place, out_of_place, both]) > 1:
-        raise ConfigError("give one of --in-place, --out-of-place, --both")
+        raise CommandLineError("give one of --in-place, --out-of-place, --both")
     modes: tuple[bool, ...] = (True,) if in_place else (False,) if out_of_place else (False, True)
     if iters.strip().lower() == "auto":
         n_iters = None
@@ -166,18 +166,18 @@ def sweep(
         if len(iters.strip()) > 12:
             from collbench.runtime.sweep.plan import MAX_ITERS  # torch's chain: not for --help
 
-            raise ConfigError(f"--iters must be from 1 to {MAX_ITERS} (or auto), got {iters.strip()[:12]}...")
+            raise CommandLineError(f"--iters must be from 1 to {MAX_ITERS} (or auto), got {iters.strip()[:12]}...")
         n_iters = int(iters)
     else:
-        raise ConfigError(f"-n/--iters {iters!r}: give a number of iterations or auto")
+        raise CommandLineError(f"-n/--iters {iters!r}: give a number of iterations or auto")
     if check not in (0, 1):
-        raise ConfigError(f"-c/--check {check}: use 1 (check) or 0 (do not)")
+        raise CommandLineError(f"-c/--check {check}: use 1 (check) or 0 (do not)")
     try:
         parse_redop(redop)
     except UnknownNameError as exc:
         # -o is nccl-tests' reduction; a file name there was meant for the output.
         looks_like_file = "." in redop or "/" in redop
-        raise ConfigError(
+        raise CommandLineError(
             f"-o/--redop: {exc}" + ("; to write results use -O/--output" if looks_like_file else "")
         ) from None
     config = SweepConfig(

@@ -121,9 +121,10 @@ def detect_job(env: Mapping[str, str] | None = None) -> JobEnv | None:
     outside the world, or an mpirun job over several hosts without MASTER_ADDR.
     """
     env = os.environ if env is None else env
-    if all(name in env for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+    rank_var = _rank_variable(env)
+    if rank_var == "RANK":
         return _torchrun(env)
-    if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
+    if rank_var == "OMPI_COMM_WORLD_RANK":
         return _mpi(
             env,
             "OMPI_COMM_WORLD_RANK",
@@ -131,11 +132,35 @@ def detect_job(env: Mapping[str, str] | None = None) -> JobEnv | None:
             "OMPI_COMM_WORLD_LOCAL_RANK",
             "OMPI_COMM_WORLD_LOCAL_SIZE",
         )
-    if "PMI_RANK" in env and "PMI_SIZE" in env:
+    if rank_var == "PMI_RANK":
         return _mpi(env, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
-    if "SLURM_PROCID" in env and _in_srun_step(env):
+    if rank_var == "SLURM_PROCID":
         return _slurm(env)
     return None
+
+
+def _rank_variable(env: Mapping[str, str]) -> str | None:
+    """The variable holding this process's rank, of the first launcher whose job it is in (the order
+    of :func:`detect_job`); None outside any."""
+    if all(name in env for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        return "RANK"
+    if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
+        return "OMPI_COMM_WORLD_RANK"
+    if "PMI_RANK" in env and "PMI_SIZE" in env:
+        return "PMI_RANK"
+    if "SLURM_PROCID" in env and _in_srun_step(env):
+        return "SLURM_PROCID"
+    return None
+
+
+def launched_rank(env: Mapping[str, str] | None = None) -> int | None:
+    """This process's rank as its launcher numbers it, None outside a launcher's job or where the
+    variable is no rank; raises nothing. For deciding, as an error is printed, whether this rank is the
+    one to say it: the job's other variables are not checked (that may be the error being printed)."""
+    env = os.environ if env is None else env
+    rank_var = _rank_variable(env)
+    text = env.get(rank_var, "").strip() if rank_var else ""
+    return int(text) if re.fullmatch(r"\d{1,9}", text, flags=re.ASCII) else None
 
 
 def _torchrun(env: Mapping[str, str]) -> JobEnv:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collbench.backends import AUTO, Backend, backend_named, backend_names, get_backend
-from collbench.errors import ConfigError, InputFileError, UnknownNameError
+from collbench.errors import CommandLineError, ConfigError, InputFileError, UnknownNameError
 from collbench.fileio import check_path_fits, check_writable
 from collbench.nccl.variants import is_native
 from collbench.results.io import parquet_problem, read_jsonl
@@ -191,12 +191,12 @@ def validate(config: SweepConfig) -> SweepJob:
         # One rank is allowed: it times the call's own overhead (and a one-GPU machine's default is one).
         check_ranks(config.world_size, 1, "sweep")
     if config.world_size is not None and config.world_size > MAX_WORLD_SIZE:
-        raise ConfigError(f"--ranks must be at most {MAX_WORLD_SIZE}, got {config.world_size}")
+        raise CommandLineError(f"--ranks must be at most {MAX_WORLD_SIZE}, got {config.world_size}")
     job = joined_job()
     if job is not None and config.world_size is not None:
-        raise ConfigError(f"under {job.launcher} the world size is {job.launcher}'s; leave --ranks out")
+        raise CommandLineError(f"under {job.launcher} the world size is {job.launcher}'s; leave --ranks out")
     if not config.ops:
-        raise ConfigError("no op to run; give --op (all-reduce, ... or all)")
+        raise CommandLineError("no op to run; give --op (all-reduce, ... or all)")
     ops: list[Op] = []
     for name in config.ops:
         chosen = list(Op) if name.strip().lower() == "all" else [Op.parse(name)]
@@ -204,42 +204,42 @@ def validate(config: SweepConfig) -> SweepJob:
     dtype = parse_dtype(config.dtype)
     redop = parse_redop(config.redop)
     if redop == "avg" and dtype not in FLOAT_DTYPES:
-        raise ConfigError(f"avg is defined for floating dtypes only, not {dtype}; use -o sum or a float dtype")
+        raise CommandLineError(f"avg is defined for floating dtypes only, not {dtype}; use -o sum or a float dtype")
     if redop == "avg" and any(op.spec.ordered for op in ops):
-        raise ConfigError(
+        raise CommandLineError(
             "avg has no prefix form (MPI_Scan and MPI_Exscan take no average); use -o sum for scan and exscan"
         )
     elem = DTYPE_SIZES[dtype]
     if config.min_bytes < 1 or config.max_bytes < 1:
-        raise ConfigError(f"sizes must be at least 1 byte, got -b {config.min_bytes} -e {config.max_bytes}")
+        raise CommandLineError(f"sizes must be at least 1 byte, got -b {config.min_bytes} -e {config.max_bytes}")
     if config.max_bytes > MAX_SIZE_BYTES:
-        raise ConfigError(
+        raise CommandLineError(
             f"--max-bytes {config.max_bytes} is more than the {format_bytes(MAX_SIZE_BYTES)} any rank's memory "
             "could hold: give a smaller size (K/M/G suffixes are powers of 1024)"
         )
     if config.min_bytes > config.max_bytes:
-        raise ConfigError(f"--min-bytes {config.min_bytes} is above --max-bytes {config.max_bytes}")
+        raise CommandLineError(f"--min-bytes {config.min_bytes} is above --max-bytes {config.max_bytes}")
     for flag, size in (("--min-bytes", config.min_bytes), ("--max-bytes", config.max_bytes)):
         if size % elem:
-            raise ConfigError(f"{flag} {size} is not a multiple of the {dtype} size ({elem} bytes)")
+            raise CommandLineError(f"{flag} {size} is not a multiple of the {dtype} size ({elem} bytes)")
     if not math.isfinite(config.step_factor) or config.step_factor < 1.0:
-        raise ConfigError(f"--step-factor must be a finite number of at least 1, got {config.step_factor}")
+        raise CommandLineError(f"--step-factor must be a finite number of at least 1, got {config.step_factor}")
     if config.iters is not None and not 1 <= config.iters <= MAX_ITERS:
-        raise ConfigError(f"--iters must be from 1 to {MAX_ITERS} (or auto), got {config.iters}")
+        raise CommandLineError(f"--iters must be from 1 to {MAX_ITERS} (or auto), got {config.iters}")
     if not 0 <= config.warmup <= MAX_ITERS:
-        raise ConfigError(f"--warmup must be from 0 to {MAX_ITERS}, got {config.warmup}")
+        raise CommandLineError(f"--warmup must be from 0 to {MAX_ITERS}, got {config.warmup}")
     for flag, seconds in (("--timeout", config.timeout_s), ("--budget", config.point_budget_s)):
         if not math.isfinite(seconds) or seconds <= 0:
-            raise ConfigError(f"{flag} must be a positive number of seconds, got {seconds}")
+            raise CommandLineError(f"{flag} must be a positive number of seconds, got {seconds}")
     if config.segment_bytes is not None and config.segment_bytes < elem:
-        raise ConfigError(f"--segment-bytes {config.segment_bytes} is smaller than one {dtype} element")
+        raise CommandLineError(f"--segment-bytes {config.segment_bytes} is smaller than one {dtype} element")
     if config.segment_bytes is not None and config.segment_bytes > MAX_SIZE_BYTES:
-        raise ConfigError(f"--segment-bytes {config.segment_bytes} is more than {format_bytes(MAX_SIZE_BYTES)}")
+        raise CommandLineError(f"--segment-bytes {config.segment_bytes} is more than {format_bytes(MAX_SIZE_BYTES)}")
     world = config.world_size if job is None else job.world_size
     if config.root < 0 or (world is not None and config.root >= world):
-        raise ConfigError(f"--root {config.root} is not a rank of a world of {world}")
+        raise CommandLineError(f"--root {config.root} is not a rank of a world of {world}")
     if config.output is not None and config.output.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise ConfigError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
+        raise CommandLineError(f"--output {config.output}: use a .jsonl, .csv or .parquet name")
     if config.output is not None and config.output.suffix.lower() == ".parquet" and (problem := parquet_problem()):
         # Said before a rank starts: the rows are written only once every point is measured.
         raise ConfigError(f"--output {config.output}: {problem}")
