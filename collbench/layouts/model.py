@@ -72,12 +72,7 @@ class Layout:
         if self.exchange_rank is not None:
             assert self.exchange_rank == rank, f"rank {self.exchange_rank}'s layout asked for rank {rank}"
             return self
-        return replace(
-            self,
-            exchange_rounds=(),
-            exchange_rank=rank,
-            exchange_partners=tuple(rnd[rank] for rnd in self.exchange_rounds),
-        )
+        return self.with_partners(rank, tuple(rnd[rank] for rnd in self.exchange_rounds))
 
     def shared_part(self) -> Layout:
         """What every rank is sent of this layout: all but the exchange table (O(ranks) in all); each
