@@ -23,7 +23,7 @@ from collbench.runtime.sweep.plan import SweepJob
 from collbench.schedules.contracts import contract
 from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
 from collbench.schedules.registry import get_algorithm
-from collbench.units import format_bytes
+from collbench.units import counted, format_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +47,19 @@ class SweepPoint:
 
 
 def plan_points(
-    job: SweepJob, world_size: int, device: torch.device, layout_name: str, *, nodes: int = 1
+    job: SweepJob,
+    world_size: int,
+    device: torch.device,
+    layout_name: str,
+    *,
+    nodes: int = 1,
+    job_nodes: int | None = None,
 ) -> tuple[list[SweepPoint], list[str]]:
     """Every point of the sweep in order, and notes on what is skipped.
 
     ``nodes``: how many nodes the layout places the ranks on; an algorithm that needs two or more
-    (hierarchical) is skipped, saying so, on fewer.
+    (hierarchical) is skipped, saying so, on fewer. ``job_nodes``: how many the job's ranks run on,
+    where a launcher's membership says it (None: not known), so that the note says which is short.
 
     The order is op, algorithm, size, mode; with ``interleave``, op, size, algorithm, mode, so that the
     algorithms compared at a size are measured within a fraction of a second of each other. The
@@ -73,10 +80,7 @@ def plan_points(
     for op, algos in job.algos:
         spec = op.spec
         if nodes < 2 and (flat := [a for a in algos if not is_native(a) and get_algorithm(a).needs_nodes]):
-            notes.append(
-                f"{', '.join(flat)} {op.value}: needs ranks on two or more nodes, and the layout has "
-                f"{nodes} (on one node it is a ring; give --topology of several hosts); skipped"
-            )
+            notes.append(_one_node_note(", ".join(flat), op, nodes, job_nodes, layout_name))
             algos = tuple(a for a in algos if a not in flat)
         if not spec.payload and algos:
             notes.append(f"{op.value} moves no data: one point per algorithm at 0 bytes, time only, nothing to check")
@@ -214,3 +218,19 @@ def row_fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
         return str(discover_topology(ranks=world_size).fingerprint), ""
     except (CollbenchError, ValueError) as exc:
         return "", f"no topology fingerprint in the rows: {exc}"
+
+
+def _one_node_note(names: str, op: Op, nodes: int, job_nodes: int | None, layout_name: str) -> str:
+    """Why ``names`` (hierarchical) are skipped: the layout puts the ranks on ``nodes`` (fewer than 2)."""
+    if job_nodes is not None and job_nodes >= 2:
+        # The ranks are on several nodes; the layout was planned from one host's description (rank 0's,
+        # with no --topology), which knows no other node: a probe across the job's nodes does.
+        return (
+            f"{names} {op.value}: skipped; the job's ranks run on {counted(job_nodes, 'node')}, but the "
+            f"layout ({layout_name}) was made from one host's description: to plan across the nodes, pass "
+            "--topology from `collbench discover --probe` run across them"
+        )
+    return (
+        f"{names} {op.value}: needs ranks on two or more nodes, and the layout has "
+        f"{nodes} (on one node it is a ring; give --topology of several hosts); skipped"
+    )

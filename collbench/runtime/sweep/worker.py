@@ -236,7 +236,7 @@ def _plan(
         layout = plan_layout(job.topology, ws)
     nodes = len(layout.nodes) if layout is not None else 1
     name = layout.name if layout is not None else "rank-order"
-    points, notes = plan_points(job, ws, ctx.device, name, nodes=nodes)
+    points, notes = plan_points(job, ws, ctx.device, name, nodes=nodes, job_nodes=ctx.nodes)
     notes = [*loaded, *notes]
     if not points and notes:
         # An empty sweep exited 0 and wrote nothing, with no word on it; sweep_worker hands this
