@@ -19,7 +19,7 @@ from collbench.cli.topology_source import (
     read_topology,
     require_one_source,
 )
-from collbench.errors import ConfigError, InputFileError, UserError
+from collbench.errors import CommandLineError, ConfigError, InputFileError, UserError
 from collbench.fileio import TOPOLOGY_KIND, check_writable, refuse_replacing_record
 from collbench.topology.io import save_topology
 from collbench.topology.model import Topology
@@ -102,17 +102,17 @@ def discover(
         check_ranks(ranks, 1, "discover")
     known = (AUTO, *(name for name in torch_backend_names() if name != AUTO))
     if backend not in known:
-        raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(known)}")
+        raise CommandLineError(f"--backend {backend!r}: expected one of {', '.join(known)}")
     if timeout is not None and timeout <= 0:
-        raise ConfigError(f"--timeout must be positive, got {timeout}")
+        raise CommandLineError(f"--timeout must be positive, got {timeout}")
     if bandwidth and json_out:
         # 'discover --bandwidth --json' printed the document as ever: --bandwidth sets the matrix's cells.
-        raise ConfigError("--bandwidth sets what the matrix shows, and --json prints no matrix: give one of them")
+        raise CommandLineError("--bandwidth sets what the matrix shows, and --json prints no matrix: give one of them")
     probe_only = [flag for flag, given in (("--backend", backend != AUTO), ("--timeout", timeout is not None)) if given]
     if probe_only and not probe:
         # 'discover --backend nccl' described the machine as ever and said nothing of the option.
         verb, them = ("set", "them") if len(probe_only) > 1 else ("sets", "it")
-        raise ConfigError(f"{' and '.join(probe_only)} {verb} how --probe measures; add --probe, or leave {them} out")
+        raise CommandLineError(f"{' and '.join(probe_only)} {verb} how --probe measures; add --probe, or leave {them} out")
     if output is not None and output.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputFileError(str(output), "unknown extension; use .yaml, .yml or .json")
     if output is not None:
