@@ -112,7 +112,9 @@ def discover(
     if probe_only and not probe:
         # 'discover --backend nccl' described the machine as ever and said nothing of the option.
         verb, them = ("set", "them") if len(probe_only) > 1 else ("sets", "it")
-        raise CommandLineError(f"{' and '.join(probe_only)} {verb} how --probe measures; add --probe, or leave {them} out")
+        raise CommandLineError(
+            f"{' and '.join(probe_only)} {verb} how --probe measures; add --probe, or leave {them} out"
+        )
     if output is not None and output.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputFileError(str(output), "unknown extension; use .yaml, .yml or .json")
     if output is not None:
