@@ -22,7 +22,7 @@ WIDE = {"COLUMNS": "200", "NO_COLOR": "1"}
         (["--bogus"], "No such option: --bogus"),
         (["predict"], "Missing option '--ranks'"),
         (["export", "nccl-tuner"], "Missing argument 'PROFILE'"),
-        (["import", "nccl-tests", "--ranks", "0", "x.log"], "Invalid value for '--ranks'"),
+        (["import", "nccl-tests", "--ranks", "0", "x.log"], "--ranks 0: import nccl-tests needs at least 1 rank"),
         (["compare", "--json", "true", "a", "b"], "--json is a flag and takes no value ('true')"),
         (["tune", "--op", "bogus"], "unknown op 'bogus'"),
     ],
