@@ -54,19 +54,18 @@ QUICK = Depth(
     max_bytes=2 << 20,
     step_factor=2.0,
     point_budget_s=0.05,
-    warmup=0,
+    warmup=1,
     extra_segment_bytes=None,
     rounds=2,
     max_rounds=4,
 )
 """``tune --quick``: 512 B .. 2 MiB in x2 steps (13 sizes), twice, up to two more rounds of the ties.
-No warm-up call beyond a point's first call, its data check, which builds the plan and touches the
-same buffers and connections as the timed calls: on the namespace cluster a call timed right after it
-took 0.999x one timed after a further warm-up (the cut points: runtime/sweep/timed.py), and the
-further warm-up was one of the 7 calls of each point timed in full, ~16 s of a 240 s quick tune
-(benchmarks/README.md). The thorough tune keeps two.
 x2 rather than x4 steps: a cache cliff (a time that triples between two sizes) then has sizes of its
-own; between x4 steps one fitted line runs through the cliff and misses the sizes on both sides."""
+own; between x4 steps one fitted line runs through the cliff and misses the sizes on both sides.
+Its one warm-up call stays, though each point's data-check call comes before it: without it, on the
+namespace cluster the slowest iteration of a point timed in full was over 1.8x its median in 1 point
+of 10 (1.43x with it) and 7-10% of those points stalled (3%), for 16 s of a 240 s tune
+(benchmarks/README.md, "A quick tune without its warm-up call")."""
 THOROUGH = Depth(
     min_bytes=256,
     max_bytes=16 << 20,
