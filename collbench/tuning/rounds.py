@@ -107,20 +107,40 @@ def within_reach(points: PointsByOp, settings: SelectionSettings | None = None) 
     fastest: its fastest iteration slower than ``REACH_FACTOR`` times the fastest variant's slowest
     timed iteration, neither point stalled, and neither point's rounds apart by more than the noise
     cap (``settings.max_threshold``). Every other pair is kept, ties included.
+
+    A point cut short is out of reach unless its algorithm is within reach at a size next to it. The
+    cut rests on two calls (the data check's and one timed), and a stall can slow both; where the
+    algorithm, measured in full at a neighbouring size, competes there, the next round measures it
+    again (and cuts it short again if it is behind). An algorithm behind at every size, as the slow
+    ones on the namespace cluster are (4-10x), is left out as before.
     """
     settings = settings or SelectionSettings()
     out: list[Unsettled] = []
     left_out = 0
     for op, variants in sorted(points.items()):
-        pairs: list[tuple[int, str]] = []
-        for size in sizes_of(variants):
+        sizes = sizes_of(variants)
+        reach_at: dict[int, dict[str, bool]] = {}
+        cut_at: dict[int, set[str]] = {}
+        for size in sizes:
             here = points_at(variants, size)
             fastest = min(here.values(), key=lambda p: (p.cut_short, p.time_us))
             reach: dict[str, bool] = {}
+            cut: dict[str, bool] = {}
             for variant, point in here.items():
                 reach[variant.algo] = reach.get(variant.algo, False) or not out_of_reach(point, fastest, settings)
-            pairs.extend((size, algo) for algo, kept in reach.items() if kept)
-            left_out += sum(not kept for kept in reach.values())
+                cut[variant.algo] = cut.get(variant.algo, True) and bool(point.cut_short) and not fastest.cut_short
+            reach_at[size] = reach
+            cut_at[size] = {algo for algo, all_cut in cut.items() if all_cut}
+        pairs: list[tuple[int, str]] = []
+        for i, size in enumerate(sizes):
+            neighbours = [reach_at[n] for n in sizes[max(i - 1, 0) : i + 2] if n != size]
+            for algo, kept in reach_at[size].items():
+                if not kept and algo in cut_at[size]:
+                    kept = any(near.get(algo, False) for near in neighbours)
+                if kept:
+                    pairs.append((size, algo))
+                else:
+                    left_out += 1
         out.append(Unsettled(op, tuple(pairs)))
     return out, left_out
 
@@ -128,8 +148,8 @@ def within_reach(points: PointsByOp, settings: SelectionSettings | None = None) 
 def out_of_reach(point: Point, fastest: Point, settings: SelectionSettings) -> bool:
     """Whether ``point`` is behind ``fastest`` beyond any noise their rows show (:func:`within_reach`).
 
-    A point cut short is (``Point.cut_short``): selection never chooses it, so no later round measures
-    it again."""
+    A point cut short is (``Point.cut_short``): selection never chooses it. :func:`within_reach`
+    measures it again only where its algorithm is within reach at a neighbouring size."""
     if point.cut_short and not fastest.cut_short:
         return True
     steady = not (point.stalled or fastest.stalled)

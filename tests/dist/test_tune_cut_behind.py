@@ -34,8 +34,10 @@ def test_every_rank_stops_a_point_behind_at_the_same_iteration(tmp_path: Path) -
         assert proc.returncode == 0, f"rank {rank}: {proc.stdout}{proc.stderr}"
 
     rows = list(read_jsonl(tmp_path / "p-results.jsonl"))
-    # Cut in round 0, so left out of every round after at its size.
-    (tree,) = [r for r in rows if r.algo == "tree" and r.size_bytes == 32 << 10]
+    # Cut in round 0. A later round measures it again only where tree is within reach at the size
+    # next to it (rounds.within_reach: a stall can slow both calls a cut rests on), as here at 64 KiB
+    # when the machine is not loaded.
+    (tree,) = [r for r in rows if r.algo == "tree" and r.size_bytes == 32 << 10 and r.tune_round == 0]
     assert tree.tune_round == 0 and tree.iters == 1 and tree.time_us >= 0.4e6
     assert tree.cut_short is not None and tree.cut_short.startswith("1 of 5 timed iterations: ")
     assert "the slowest iteration of ring at this size (cut over 2x; its data check's call " in tree.cut_short

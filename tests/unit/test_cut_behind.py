@@ -230,6 +230,33 @@ def test_later_rounds_leave_a_point_cut_short_out() -> None:
     assert left_out == 1
 
 
+def test_a_point_cut_short_where_its_algorithm_competes_next_door_is_measured_again() -> None:
+    # Rabenseifner, cut short at 1 MiB (its check and timed calls both stalled), is within reach of
+    # ring at 512 KiB and 2 MiB, measured in full: the next round measures it at 1 MiB again. Tree,
+    # cut short at 1 MiB and 4x behind at both neighbours, is left out as before.
+    rows = [
+        point_row("ring", 1 << 19, 50.0, iters=5, spread=0.05),
+        point_row("rabenseifner", 1 << 19, 51.0, iters=5, spread=0.05),
+        point_row("tree", 1 << 19, 200.0, iters=5, spread=0.05),
+        point_row("ring", 1 << 20, 100.0, iters=5, spread=0.05),
+        point_row("rabenseifner", 1 << 20, 400.0, iters=1, cut_short=REASON),
+        point_row("tree", 1 << 20, 400.0, iters=1, cut_short=REASON),
+        point_row("ring", 1 << 21, 200.0, iters=5, spread=0.05),
+        point_row("rabenseifner", 1 << 21, 202.0, iters=5, spread=0.05),
+        point_row("tree", 1 << 21, 800.0, iters=5, spread=0.05),
+    ]
+    (kept,), left_out = within_reach(measured_points(in_round(rows, 0)))
+    assert sorted(kept.pairs) == [
+        (1 << 19, "rabenseifner"),
+        (1 << 19, "ring"),
+        (1 << 20, "rabenseifner"),
+        (1 << 20, "ring"),
+        (1 << 21, "rabenseifner"),
+        (1 << 21, "ring"),
+    ]
+    assert left_out == 3
+
+
 def test_round_speeds_come_from_points_timed_in_full() -> None:
     # Round 1 shares two points timed in full with round 0 (too few to estimate its speed: 1.0); its
     # tree, cut short at 3x its round-0 time, would make three and move round 1's speed to 1.2x.
