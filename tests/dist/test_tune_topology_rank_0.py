@@ -12,19 +12,22 @@ from pathlib import Path
 import pytest
 from launcher_env import torchrun_job
 
+from collbench.layouts.model import Layout
 from collbench.layouts.plan import plan_layout
 from collbench.profile.document import Profile
 from collbench.results.io import read_jsonl
 from collbench.runtime.probe import PairMeasure, measured_topology
 from collbench.topology.io import save_topology
+from collbench.topology.model import Topology
 
 pytestmark = pytest.mark.dist
 
 JOB_S = 240.0
 
 
-def test_a_tune_whose_other_ranks_have_no_topology_file_runs_rank_0s_layout(tmp_path: Path) -> None:
-    n = 3
+def _rank_0_holds_the_topology(tmp_path: Path, n: int) -> tuple[Topology, Layout, list[Path]]:
+    """A measured topology of ``n`` ranks on one host (ranks 0 and 1 closest), its planned layout and
+    one folder a rank, rank 0's alone holding the topology (measured.yaml)."""
     measures = [
         PairMeasure(a, b, 50.0, 0.05 if {a, b} == {0, 1} else 0.3) for a in range(n) for b in range(n) if a != b
     ]
@@ -35,6 +38,12 @@ def test_a_tune_whose_other_ranks_have_no_topology_file_runs_rank_0s_layout(tmp_
     for folder in folders:
         folder.mkdir()
     save_topology(topology, folders[0] / "measured.yaml")
+    return topology, planned, folders
+
+
+def test_a_tune_whose_other_ranks_have_no_topology_file_runs_rank_0s_layout(tmp_path: Path) -> None:
+    n = 3
+    topology, planned, folders = _rank_0_holds_the_topology(tmp_path, n)
     tune = [
         *("-m", "collbench.cli.app", "tune", "--quick", "--backend", "gloo", "--op", "all-reduce,all-to-all"),
         *("-b", "64K", "-e", "128K", "--timeout", "60", "-O", "p.yaml", "--topology", "measured.yaml"),
@@ -71,16 +80,7 @@ def test_a_sweep_whose_other_ranks_have_no_topology_file_runs_rank_0s_layout(tmp
     # sweep --topology alike: rank 0 reads and plans in its plan of the sweep; the others get the
     # layout's shared part and their own all-to-all partners (runtime/sweep/worker.py).
     n = 3
-    measures = [
-        PairMeasure(a, b, 50.0, 0.05 if {a, b} == {0, 1} else 0.3) for a in range(n) for b in range(n) if a != b
-    ]
-    topology = measured_topology(["host"] * n, measures, gpus=False)
-    planned = plan_layout(topology, n)
-    assert not planned.exchange_is_round_robin()
-    folders = [tmp_path / f"rank{rank}" for rank in range(n)]
-    for folder in folders:
-        folder.mkdir()
-    save_topology(topology, folders[0] / "measured.yaml")
+    topology, planned, folders = _rank_0_holds_the_topology(tmp_path, n)
     sweep = [
         *("-m", "collbench.cli.app", "sweep", "--backend", "gloo", "--op", "all-to-all", "--algo", "topo-pairwise"),
         *("-b", "1K", "-e", "64K", "-n", "2", "--timeout", "60", "-O", "rows.jsonl", "--topology", "measured.yaml"),
