@@ -277,6 +277,28 @@ def test_a_beta_fitted_as_0_is_marked_and_said() -> None:
     assert out.count("∞*") == 2 and "∞* beta fitted as 0" in out, out
 
 
+def test_the_beta_mark_is_explained_under_the_last_table_that_shows_it() -> None:
+    # fit printed the legend of '∞*' under the fits' table, before the segments' tables that held the
+    # only marks (the example results: one-shot, recursive-doubling and two-tree below 1 MiB).
+    report = fit_results(_rows())
+    out = _render(render_fit_report(report)).splitlines()
+    legend = [n for n, line in enumerate(out) if line.startswith("∞* beta fitted as 0")]
+    marks = [n for n, line in enumerate(out) if "∞*" in line and n not in legend]
+    assert len(legend) == 1 and marks, "\n".join(out)
+    assert legend[0] > max(marks), "\n".join(out)
+    assert any(line.startswith("segments of") for line in out[: marks[0]]), "\n".join(out)
+    # A mark in the fits' table alone keeps its legend under that table, before any segments' table.
+    plain = [f for f in report.fits if f.beta_gbps is not None]
+    plain = [f for f in plain if all(s.to_dict()["beta_gbps"] is not None for s in f.segments)]
+    assert any(f.segments for f in plain[1:])
+    fits = [replace(plain[0], beta_us_per_byte=0.0, segments=()), *plain[1:]]
+    out = _render(render_fit_report(replace(report, fits=fits))).splitlines()
+    legend = [n for n, line in enumerate(out) if line.startswith("∞* beta fitted as 0")]
+    first_segments = next(n for n, line in enumerate(out) if line.startswith("segments of"))
+    marks = [n for n, line in enumerate(out) if "∞*" in line and n not in legend]
+    assert len(legend) == 1 and max(marks) < legend[0] < first_segments, "\n".join(out)
+
+
 def test_a_piecewise_fit_says_its_segments_once() -> None:
     # "all-reduce native x2: piecewise: 3 segments, breaks at 262144, 2097152 bytes" printed above the
     # table "segments of all-reduce native x2" whose from/to columns say the same.

@@ -53,6 +53,9 @@ def render_fits(report: FitReport) -> RenderableType:
     parts: list[RenderableType] = [
         Text("fitted cost models (t = steps*alpha + bytes*beta + reduced*gamma)", style="bold")
     ]
+    # What the bandwidth column's mark means is said once, under the last table that shows it: said under
+    # the fits' table, it came before the segments' tables where the mark may be alone.
+    beta_legend_at: int | None = None
     groups: dict[tuple[str, str, int], list[Fit]] = {}
     for f in report.fits:
         groups.setdefault((f.op, f.backend, f.world_size), []).append(f)
@@ -96,9 +99,8 @@ def render_fits(report: FitReport) -> RenderableType:
         parts.append(table)
         parts.extend(unused_fits((f.algo, why) for f in fits if (why := f.distrust())))
         parts.extend(alpha_at_zero_note(f.alpha_us for f in fits))
-        # The segments' tables below show theirs the same way.
-        betas = [f.beta_gbps for f in fits] + [s.to_dict()["beta_gbps"] for f in fits for s in f.segments]
-        parts.extend(beta_at_zero_note(betas))
+        if any(f.beta_gbps is None for f in fits):
+            beta_legend_at = len(parts)
     for f in report.fits:
         # The segments' table below gives where each segment starts: the note's "piecewise: 3 segments,
         # breaks at 262144, 2097152 bytes" said it again above it, in bytes.
@@ -119,6 +121,10 @@ def render_fits(report: FitReport) -> RenderableType:
                     f"{s.median_abs_pct_error:.1f}%",
                 )
             parts.append(seg)
+            if any(s.to_dict()["beta_gbps"] is None for s in f.segments):
+                beta_legend_at = len(parts)
+    if beta_legend_at is not None:
+        parts[beta_legend_at:beta_legend_at] = beta_at_zero_note([None])
     if any(op_has_payload(f.op) for f in report.fits):  # barrier alone has no sizes to cross at
         parts.append(render_crossovers(report.crossovers))
     for line in report.skipped:
