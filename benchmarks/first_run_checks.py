@@ -20,8 +20,11 @@ from pathlib import Path
 from collbench.topology.model import Device, Link, LinkKind, Topology, format_cpu_list
 
 REPO = Path(__file__).resolve().parents[1]
-PLUGIN_PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
-"""The profile the plugin step exports (any profile will do: the step checks loading, not choices)."""
+PLUGIN_PROFILE = REPO / "tests" / "fixtures" / "profiles" / "cpu-2core-gloo-4ranks.yaml"
+"""The profile the plugin step exports: one that gives NCCL lines (tree below 90 KiB, ring from 5.7
+MiB), so that the plugin has rules to read and says so. The step checks loading, not choices; a
+profile whose every winner has no NCCL equivalent (as profiles/cpu-2core-gloo-2ranks.yaml became,
+recursive doubling winning its sizes) gives a file of comments, and the plugin's line says only that."""
 
 _MACHINE_PROBE = """
 import json, torch

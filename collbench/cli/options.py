@@ -8,6 +8,7 @@ something else elsewhere gets a hint instead of a bare "no such option", and a f
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,15 +68,44 @@ def _values_named(params: Sequence[object]) -> None:
     # only for one that does not.
     for param in params:
         if isinstance(param, TyperOption) and not param.is_flag and param.metavar is None:
-            if param.type_descriptor.is_choice:
-                continue  # shown as its choices
-            # Typer's own label for the type: "int", "float", "str" (a range's too).
-            shown = "path" if param.type_descriptor.is_path else param.bare_type()
-            param.metavar = _METAVAR_OF_TYPE.get(shown, "TEXT")
+            shown = _value_kind(param)
+            if shown is not None:
+                param.metavar = _METAVAR_OF_TYPE.get(shown, "TEXT")
+
+
+# click's names of its parameter types (click.types: INT "integer", IntRange "integer range", ...).
+_KIND_OF_CLICK_TYPE = {
+    "integer": "int",
+    "integer range": "int",
+    "float": "float",
+    "float range": "float",
+    "path": "path",
+}
+
+
+def _value_kind(param: Any) -> str | None:
+    """ "int", "float", "path" or another word for what an option takes; None for a choice (shown as its choices).
+
+    Typer 0.29 describes an option's type itself (``type_descriptor``, ``bare_type()``); earlier ones,
+    which pyproject admits (and the lent GPU machine's image holds), hand it to click (``param.type``,
+    a click ``ParamType`` whose ``name`` says what it is).
+    """
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None:
+        if descriptor.is_choice:
+            return None
+        # Typer's own label for the type: "int", "float", "str" (a range's too).
+        return "path" if descriptor.is_path else str(param.bare_type())
+    name = str(getattr(getattr(param, "type", None), "name", ""))
+    return None if name == "choice" else _KIND_OF_CLICK_TYPE.get(name, name)
 
 
 def _no_type(ctx: Any) -> None:
     return None
+
+
+def _no_metavar(*args: Any, **kwargs: Any) -> str:
+    return ""
 
 
 def _arguments_by_name(params: Sequence[object]) -> None:
@@ -89,6 +119,14 @@ def _arguments_by_name(params: Sequence[object]) -> None:
             # An instance attribute: Typer builds the argument from the annotation, so no subclass of
             # it can be given; help asks this method for the type column (typer.rich_utils).
             setattr(param, "display_type_rich", _no_type)  # noqa: B010
+            # Typer before 0.29 asks the argument's click type for that column instead
+            # (typer.rich_utils._print_options_panel: `param.type.get_metavar(...)`, else `<{name}>`):
+            # a copy of it, so that the type click shares with other parameters is left as it is.
+            click_type = getattr(param, "type", None)
+            if click_type is not None:
+                shown_type = copy.copy(click_type)
+                setattr(shown_type, "get_metavar", _no_metavar)  # noqa: B010
+                setattr(param, "type", shown_type)  # noqa: B010
 
 
 def _help_default_false(option: TyperOption | None) -> None:

@@ -215,3 +215,20 @@ def test_help_names_every_launcher_run_backend_and_its_exports() -> None:
         flat = " ".join(result.output.replace("│", " ").split())
         for word in words:
             assert word in flat, (path, word, result.output)
+
+
+@pytest.mark.parametrize(
+    ("click_name", "shown"),
+    [("integer", "int"), ("integer range", "int"), ("float range", "float"), ("path", "path"), ("text", "text")],
+)
+def test_an_options_value_is_named_under_a_typer_that_hands_types_to_click(click_name: str, shown: str) -> None:
+    # Typer before 0.29 (0.27.3 on the lent H200's image, where every command failed to build its help
+    # on `type_descriptor`) keeps an option's type as a click ParamType, whose `name` says what it is
+    # (click/types.py: INT "integer", IntRange "integer range", FloatRange "float range", Path "path",
+    # STRING "text", Choice "choice").
+    from types import SimpleNamespace
+
+    from collbench.cli.options import _value_kind
+
+    assert _value_kind(SimpleNamespace(type=SimpleNamespace(name=click_name))) == shown
+    assert _value_kind(SimpleNamespace(type=SimpleNamespace(name="choice"))) is None

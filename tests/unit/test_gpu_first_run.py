@@ -235,3 +235,19 @@ def test_a_later_process_loads_the_shared_build_without_rebuilding(tmp_path: Pat
     assert first_run.kernel_reuse(outcomes) == (
         "kernels: built once, by kernel-build; 2 later step(s) used that build unchanged"
     )
+
+
+def test_the_plugin_step_exports_a_profile_that_gives_nccl_rules() -> None:
+    # The plugin says "N rules from FILE" only where its file holds rules; a profile whose winners have
+    # no NCCL equivalent gives comments alone, and the step (which looks for that line) failed on the
+    # H200 although NCCL loaded the plugin (first run of 2026-11-29).
+    command = ["export", "nccl-tuner", str(checks.PLUGIN_PROFILE), "--from-other-backend", "-O", "-"]
+    result = subprocess.run(
+        [sys.executable, "-m", "collbench.cli.app", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    rules = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    assert rules and all(line.startswith("allreduce,") for line in rules), result.stdout
