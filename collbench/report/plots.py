@@ -112,8 +112,9 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
     keys = sorted(panels)
     if not keys:
         raise InputFileError(str(path), "nothing to plot: no fits")
+    # Each column 6.5 inches of axes and room on its right for the legend, beside the time panel.
     fig, axes = plt.subplots(
-        3, len(keys), figsize=(6.5 * len(keys), 10), squeeze=False, gridspec_kw={"height_ratios": [3, 2, 1.3]}
+        3, len(keys), figsize=(9.0 * len(keys), 10), squeeze=False, gridspec_kw={"height_ratios": [3, 2, 1.3]}
     )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for col, key in enumerate(keys):
@@ -139,7 +140,7 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
                 ax_b.plot(grid, grid / model / 1e3 * factor, color=color)
             if len(mine):
                 ok = (xs > 0) & ~aside
-                label = None if f.usable else f"{f.algo} (not usable: no curve)"
+                label = None if f.usable else f"{f.algo}\n(not usable: no curve)"
                 ax_t.scatter(xs[ok], ts[ok], color=color, s=12, label=label)
                 ax_b.scatter(xs[ok], xs[ok] / ts[ok] / 1e3 * factor, color=color, s=12)
                 # Points their own measurement set aside: crosses, not fitted.
@@ -153,12 +154,19 @@ def plot_fits(points: Sequence[FitPoint], fits: Sequence[Fit], path: Path) -> Pa
         ax_t.set(xscale="log", yscale="log", ylabel="time (us)", title=f"{op}, {backend}, {p} ranks")
         ax_b.set(xscale="log", yscale="log", ylabel="busbw (GB/s)")
         ax_r.set(xscale="log", ylabel="model error (%)", xlabel="size")
-        ax_r.axhline(0, color="grey", linewidth=0.8)
         for ax in (ax_t, ax_b, ax_r):
             _readable_axes(ax)
-        ax_t.legend(fontsize=8)
+        # Beside the axes, not over the points: inside them, matplotlib's "best" place covered measured
+        # points wherever they filled the panel (eight algorithms on 4 ranks, four of them unusable).
+        ax_t.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         for ax in (ax_t, ax_b, ax_r):
             ax.grid(True, which="both", alpha=0.3)
+        if any(f.usable for f in panels[key]):
+            ax_r.axhline(0, color="grey", linewidth=0.8)
+        else:
+            # No model, no error to draw: an empty panel had axes of 1B-8B and 0-1 %, read as data.
+            ax_r.axis("off")
+            ax_r.text(0.5, 0.5, "no usable fit: no model error", ha="center", va="center", transform=ax_r.transAxes)
     # One column is narrower than the sentence (it was cut at both ends): wrapped to the figure.
     fig.suptitle(
         _fitted_to(fig, "measured (points; crosses: set aside as their measurement marks them) and fitted (lines)")

@@ -72,8 +72,66 @@ def test_fit_plot_draws_no_curve_for_a_fit_that_misses_its_points(
     assert [line.get_label() for line in top.get_lines()] == ["ring"]
     legend = top.get_legend()
     assert legend is not None
-    assert "recursive-doubling (not usable: no curve)" in [t.get_text() for t in legend.get_texts()]
+    assert "recursive-doubling\n(not usable: no curve)" in [t.get_text() for t in legend.get_texts()]
     close(fig)
+
+
+def test_fit_plot_legend_covers_no_measured_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example results (eight algorithms on 4 ranks, four not usable) fill the time panel from
+    corner to corner: the legend inside it, where matplotlib found 'best', covered measured points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from collbench.models.fit import fit_results
+    from collbench.models.fit_points import PointSummaries
+    from collbench.report.plots import plot_fits
+
+    points = PointSummaries().extend(read_rows(EXAMPLE_RESULTS))
+    report = fit_results(points)
+    assert any(not f.usable for f in report.fits) and any(f.usable for f in report.fits)
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    plot_fits(points.points(), report.fits, tmp_path / "fits.png")
+    monkeypatch.setattr(plt, "close", close)
+    (fig,) = figures
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    top = fig.axes[0]
+    box = top.get_legend().get_window_extent(renderer)
+    drawn = np.concatenate([c.get_offsets() for c in top.collections if len(c.get_offsets())])
+    assert len(drawn) >= len(report.fits) * 10
+    on_screen = top.transData.transform(drawn)
+    inside = (box.x0 <= on_screen[:, 0]) & (on_screen[:, 0] <= box.x1)
+    inside &= (box.y0 <= on_screen[:, 1]) & (on_screen[:, 1] <= box.y1)
+    assert not inside.any(), drawn[inside]
+    # and within the figure, every label whole
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1
+    close(fig)
+
+
+def test_fit_plot_of_no_usable_fit_draws_no_error_axes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A published log no model follows: its error panel was empty axes of 1B-8B and 0-1 %.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from typer.testing import CliRunner
+
+    from collbench.cli.app import app
+
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "all_reduce_perf-16rank-k8s-roce-legacy.log"
+    result = CliRunner().invoke(app, ["fit", str(log), "--plot", str(tmp_path / "fits.png")])
+    assert result.exit_code == 0, result.output
+    (fig,) = figures
+    errors = fig.axes[2]
+    assert not errors.axison and not errors.collections and not errors.get_lines()
+    assert [t.get_text() for t in errors.texts] == ["no usable fit: no model error"]
 
 
 def _titles_inside(fig: object) -> None:
@@ -105,7 +163,8 @@ def test_fit_plot_titles_fit_the_figure(tmp_path: Path, monkeypatch: pytest.Monk
     result = CliRunner().invoke(app, ["fit", str(results), "--plot", str(tmp_path / "fits.png")])
     assert result.exit_code == 0, result.output
     (fig,) = figures
-    assert "\n" in fig._suptitle.get_text()  # wrapped, not cut
+    sentence = "measured (points; crosses: set aside as their measurement marks them) and fitted (lines)"
+    assert " ".join(fig._suptitle.get_text().split()) == sentence  # whole: wrapped where it must, not cut
     _titles_inside(fig)
 
 
