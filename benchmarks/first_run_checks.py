@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from collbench.topology.model import Device, Link, LinkKind, Topology, format_cpu_list
+from collbench.topology.cpu_list import format_cpu_list
+from collbench.topology.model import Device, Link, LinkKind, Topology
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN_PROFILE = REPO / "tests" / "fixtures" / "profiles" / "cpu-2core-gloo-4ranks.yaml"

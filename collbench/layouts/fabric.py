@@ -246,8 +246,10 @@ def fabric_from_topology(topology: Topology) -> RingFabric:
         if a is not None and b is not None:
             bw[a, b] = bw[b, a] = link.bandwidth_gbps
             code[a, b] = code[b, a] = _CODE[link.kind]
-    host_index = np.unique(np.asarray(hosts), return_inverse=True)[1]
+    host_names, host_index = np.unique(np.asarray(hosts), return_inverse=True)
     multihost = bool(host_index.max() > 0)
+    if topology.node_links:
+        _fill_node_links(topology, [str(h) for h in host_names], host_index, bw, code)
     nics = _closest_nics(topology, ranks) if multihost else [None] * n
     nic_speed = np.asarray([nic_bandwidth_gbps(x) if x else DEFAULT_BANDWIDTH_GBPS[LinkKind.NET] for x in nics])
     if multihost:
@@ -367,6 +369,31 @@ def fabric_from_topology(topology: Topology) -> RingFabric:
         nic_out=tuple(nic_out.tolist()),
         nic_in=tuple(nic_in.tolist()),
     )
+
+
+def _fill_node_links(
+    topology: Topology, host_names: list[str], host_index: np.ndarray, bw: np.ndarray, code: np.ndarray
+) -> None:
+    """Fill the hops between hosts that ``links`` leaves open from the topology's links per pair of hosts
+    (:class:`~collbench.topology.model.NodeLink`): the same cells a document listing every pair of ranks
+    gives, through a hosts x hosts table (one pass over the node links, none over pairs of ranks)."""
+    h = len(host_names)
+    host_bw = np.zeros((h, h))
+    host_code = np.full((h, h), _NONE, dtype=np.int64)
+    default = topology.default_node_link
+    if default is not None:
+        host_bw[:] = default.bandwidth_gbps
+        host_code[:] = _CODE[default.kind]
+    position = {name: k for k, name in enumerate(host_names)}
+    for nl in topology.node_links:
+        if nl.a is not None and nl.b is not None and nl.a in position and nl.b in position:
+            a, b = position[nl.a], position[nl.b]
+            host_bw[a, b] = host_bw[b, a] = nl.bandwidth_gbps
+            host_code[a, b] = host_code[b, a] = _CODE[nl.kind]
+    apart = (code == _NONE) & (host_index[:, None] != host_index[None, :])
+    rows, cols = np.nonzero(apart)
+    bw[rows, cols] = host_bw[host_index[rows], host_index[cols]]
+    code[rows, cols] = host_code[host_index[rows], host_index[cols]]
 
 
 def _unnamed_socket_hops(

@@ -6,7 +6,8 @@ from collbench.topology.model import (
     Link,
     LinkKind,
     LinkSource,
+    NodeLink,
     Topology,
 )
 
-__all__ = ["Device", "DeviceKind", "Link", "LinkKind", "LinkSource", "Topology"]
+__all__ = ["Device", "DeviceKind", "Link", "LinkKind", "LinkSource", "NodeLink", "Topology"]

@@ -13,6 +13,7 @@ from itertools import combinations
 from pathlib import Path
 
 from collbench.errors import ConfigError
+from collbench.topology.cpu_list import format_cpu_list, parse_cpu_list
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     Device,
@@ -20,8 +21,6 @@ from collbench.topology.model import (
     Link,
     LinkKind,
     Topology,
-    format_cpu_list,
-    parse_cpu_list,
 )
 
 # Two CPU ranks on one host exchange data through shared memory (gloo over loopback TCP here); the

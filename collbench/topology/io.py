@@ -30,6 +30,7 @@ _DEVICE_FIELDS = {
     "extra": "a mapping of names to values",
 }
 _LINK_FIELDS = {k: _SCALAR for k in ("a", "b", "kind", "count", "bandwidth_gbps", "latency_us", "source")}
+_NODE_LINK_FIELDS = {**_LINK_FIELDS, "default": _SCALAR}
 _TOP_FIELDS = {k: _SCALAR for k in ("schema_version", "host", "fingerprint", "source", "note")}
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -62,7 +63,8 @@ def _check_shape(data: dict[str, Any]) -> str | None:
     for key, want in _TOP_FIELDS.items():
         if not _fits(data.get(key), want):
             return f"{key} is {type(data[key]).__name__}, expected {want}"
-    for section, fields in (("devices", _DEVICE_FIELDS), ("links", _LINK_FIELDS)):
+    sections = (("devices", _DEVICE_FIELDS), ("links", _LINK_FIELDS), ("node_links", _NODE_LINK_FIELDS))
+    for section, fields in sections:
         items = data.get(section) or []
         if not isinstance(items, list):
             return f"{section} is {type(items).__name__}, expected a list"

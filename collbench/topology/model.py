@@ -12,17 +12,22 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
+from collbench.topology.cpu_list import MAX_CPU_LIST_ENTRIES
 from collbench.units import MAX_BYTES, MAX_INT_DIGITS, MAX_RANKS
 
 SCHEMA_VERSION = 1
+NODE_LINKS_SCHEMA_VERSION = 2
+"""The version of a document with ``node_links`` (links said per pair of hosts): a reader that knows only
+version 1 would drop them and plan on NIC defaults, so it must refuse the file instead."""
 
 TopologySource = Literal["nvml", "nvidia-smi", "nccl-xml", "file", "host", "probe"]
-LinkSource = Literal["spec", "default", "measured"]
+LinkSource = Literal["spec", "default", "measured", "inferred"]
+"""Where a link's figures come from: a spec sheet, a documented default for its kind, a measurement, or
+(``inferred``) the probe's median of the pairs it measured, standing for a pair it did not measure."""
 
 
 class DeviceKind(str, Enum):
@@ -158,6 +163,14 @@ class Device:
         return None
 
 
+def _check_figures(what: str, bandwidth_gbps: float, latency_us: float | None) -> None:
+    # NaN passes a "< 0" test and then breaks whatever ranks links by bandwidth: refuse it here.
+    if not math.isfinite(bandwidth_gbps) or bandwidth_gbps < 0:
+        raise ValueError(f"{what}: bandwidth must be a finite number >= 0")
+    if latency_us is not None and (not math.isfinite(latency_us) or latency_us < 0):
+        raise ValueError(f"{what}: latency must be a finite number >= 0")
+
+
 @dataclass(frozen=True, slots=True)
 class Link:
     """An undirected connection between devices ``a`` and ``b``; bandwidth is per direction."""
@@ -179,11 +192,7 @@ class Link:
             raise ValueError(f"a link joins two different devices, got {self.a} twice")
         if self.count < 0:
             raise ValueError(f"link {self.a}-{self.b}: count must be >= 0")
-        # NaN passes a "< 0" test and then breaks whatever ranks links by bandwidth: refuse it here.
-        if not math.isfinite(self.bandwidth_gbps) or self.bandwidth_gbps < 0:
-            raise ValueError(f"link {self.a}-{self.b}: bandwidth must be a finite number >= 0")
-        if self.latency_us is not None and (not math.isfinite(self.latency_us) or self.latency_us < 0):
-            raise ValueError(f"link {self.a}-{self.b}: latency must be a finite number >= 0")
+        _check_figures(f"link {self.a}-{self.b}", self.bandwidth_gbps, self.latency_us)
 
     @property
     def ends(self) -> frozenset[str]:
@@ -198,6 +207,49 @@ class Link:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeLink:
+    """The link between every rank device on host ``a`` and every one on host ``b``, said once for the
+    pair of hosts: the ranks of a node share its network, and a probe of 16,384 ranks that listed every
+    pair of ranks would write 134 million links. With ``a`` and ``b`` None it is the *default*: the link
+    between the rank devices of any two hosts that no other NodeLink names (``source`` ``inferred``
+    where the probe did not measure them). A link between two devices listed in ``links`` wins."""
+
+    kind: LinkKind
+    bandwidth_gbps: float
+    """Per direction, in GB/s (10^9 bytes per second)."""
+    latency_us: float | None = None
+    source: LinkSource = "measured"
+    a: str | None = None
+    """A host name (a rank device's ``host``), or None for the default."""
+    b: str | None = None
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, LinkKind):
+            object.__setattr__(self, "kind", LinkKind(self.kind))
+        if (self.a is None) != (self.b is None):
+            raise ValueError(f"a link between hosts names two hosts or none (the default), got {self.a or self.b}")
+        if self.a is not None and self.a == self.b:
+            raise ValueError(f"a link between hosts joins two different hosts, got {self.a} twice")
+        if self.count < 0:
+            raise ValueError(f"{self.what}: count must be >= 0")
+        _check_figures(self.what, self.bandwidth_gbps, self.latency_us)
+
+    @property
+    def is_default(self) -> bool:
+        return self.a is None
+
+    @property
+    def what(self) -> str:
+        """How a message names it: ``the link between hosts a and b`` or the default's."""
+        return "the default link between hosts" if self.a is None else f"the link between hosts {self.a} and {self.b}"
+
+    def between(self, a: str, b: str) -> Link:
+        """This link as one between the devices ``a`` and ``b``."""
+        return Link(a, b, self.kind, self.count, self.bandwidth_gbps, self.latency_us, self.source)
+
+
+@dataclass(frozen=True, slots=True)
 class Topology:
     """A machine (or several) as collbench sees it."""
 
@@ -207,7 +259,14 @@ class Topology:
     source: TopologySource = "file"
     note: str | None = None
     """One line on how the topology was obtained (for example why no GPU was found)."""
+    node_links: tuple[NodeLink, ...] = ()
+    """Links between rank devices of different hosts said per pair of hosts (and a default), where
+    ``links`` does not list them per pair of devices: O(hosts) in the file rather than O(ranks^2)."""
     _index: dict[frozenset[str], Link] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _by_hosts: dict[frozenset[str] | None, NodeLink] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _rank_host: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.devices, tuple):
@@ -226,6 +285,24 @@ class Topology:
                 raise ValueError(f"two links between {link.a} and {link.b}")
             index[link.ends] = link
         object.__setattr__(self, "_index", index)
+        if not isinstance(self.node_links, tuple):
+            object.__setattr__(self, "node_links", tuple(self.node_links))
+        if self.node_links:
+            self._index_node_links()
+
+    def _index_node_links(self) -> None:
+        rank_host = {d.id: d.host or self.host for d in self.rank_devices}
+        hosts = set(rank_host.values())
+        by_hosts: dict[frozenset[str] | None, NodeLink] = {}
+        for nl in self.node_links:
+            key = None if nl.a is None or nl.b is None else frozenset((nl.a, nl.b))
+            if key is not None and not key <= hosts:
+                raise ValueError(f"{nl.what} names a host that no rank device is on")
+            if key in by_hosts:
+                raise ValueError(f"{nl.what} is given twice")
+            by_hosts[key] = nl
+        object.__setattr__(self, "_by_hosts", by_hosts)
+        object.__setattr__(self, "_rank_host", rank_host)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -256,8 +333,25 @@ class Topology:
         raise KeyError(device_id)
 
     def link(self, a: str, b: str) -> Link | None:
-        """The link between two devices, or None."""
-        return self._index.get(frozenset((a, b)))
+        """The link between two devices, or None: the one ``links`` lists, else, between rank devices on
+        different hosts, their hosts' :class:`NodeLink` (or the default) as a link between the two."""
+        found = self._index.get(frozenset((a, b)))
+        if found is not None or not self._by_hosts:
+            return found
+        host_a, host_b = self._rank_host.get(a), self._rank_host.get(b)
+        if host_a is None or host_b is None or host_a == host_b:
+            return None
+        between = self.node_link(host_a, host_b)
+        return between.between(a, b) if between is not None else None
+
+    @property
+    def default_node_link(self) -> NodeLink | None:
+        """The :class:`NodeLink` between hosts that no other names, or None."""
+        return self._by_hosts.get(None)
+
+    def node_link(self, host_a: str, host_b: str) -> NodeLink | None:
+        """The :class:`NodeLink` between two hosts (theirs, else the default), or None."""
+        return self._by_hosts.get(frozenset((host_a, host_b))) or self._by_hosts.get(None)
 
     def rank_link(self, i: int, j: int) -> Link | None:
         """The link between the i-th and j-th rank device."""
@@ -298,15 +392,27 @@ class Topology:
                 for lk in self.links
             ),
         }
+        if self.node_links:
+            # Only where there are some: a topology without them keeps the fingerprint it always had.
+            payload["node_links"] = sorted(
+                (
+                    nl.a or "",
+                    nl.b or "",
+                    nl.kind.value,
+                    nl.count,
+                    None if nl.source in ("measured", "inferred") else round(nl.bandwidth_gbps, 1),
+                )
+                for nl in self.node_links
+            )
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return digest[:12]
 
     # -- (de)serialisation ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """The documented JSON/YAML document (schema_version 1)."""
-        return {
-            "schema_version": SCHEMA_VERSION,
+        """The documented JSON/YAML document: schema_version 1, or 2 with ``node_links``."""
+        out: dict[str, Any] = {
+            "schema_version": NODE_LINKS_SCHEMA_VERSION if self.node_links else SCHEMA_VERSION,
             "host": self.host,
             "fingerprint": self.fingerprint,
             "source": self.source,
@@ -314,13 +420,21 @@ class Topology:
             "devices": [_device_to_dict(d) for d in self.devices],
             "links": [_link_to_dict(lk) for lk in self.links],
         }
+        if self.node_links:
+            out["node_links"] = [_node_link_to_dict(nl) for nl in self.node_links]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Topology:
         """Build a topology from :meth:`to_dict`'s document. Raises KeyError/ValueError/TypeError."""
         version = data.get("schema_version", SCHEMA_VERSION)
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"schema_version {version} is not supported (expected {SCHEMA_VERSION})")
+        if version not in (SCHEMA_VERSION, NODE_LINKS_SCHEMA_VERSION):
+            raise ValueError(
+                f"schema_version {version} is not supported (expected {SCHEMA_VERSION} or {NODE_LINKS_SCHEMA_VERSION})"
+            )
+        node_links = tuple(_node_link_from_dict(nl) for nl in data.get("node_links") or [])
+        if node_links and version != NODE_LINKS_SCHEMA_VERSION:
+            raise ValueError(f"node_links need schema_version {NODE_LINKS_SCHEMA_VERSION}, the file says {version}")
         devices = tuple(_device_from_dict(d) for d in data["devices"])
         links = tuple(_link_from_dict(lk) for lk in data.get("links", []))
         return cls(
@@ -329,6 +443,7 @@ class Topology:
             links=links,
             source=data.get("source", "file"),
             note=data.get("note"),
+            node_links=node_links,
         )
 
     def subset(self, n_ranks: int) -> Topology:
@@ -337,12 +452,14 @@ class Topology:
         if not 1 <= n_ranks <= len(ranks):
             raise ValueError(f"asked for {n_ranks} ranks, the topology has {len(ranks)}")
         dropped = {d.id for d in ranks[n_ranks:]}
+        hosts = {d.host or self.host for d in ranks[:n_ranks]}
         return Topology(
             host=self.host,
             devices=tuple(d for d in self.devices if d.id not in dropped),
             links=tuple(lk for lk in self.links if lk.a not in dropped and lk.b not in dropped),
             source=self.source,
             note=self.note,
+            node_links=tuple(nl for nl in self.node_links if nl.a is None or {nl.a, nl.b} <= hosts),
         )
 
 
@@ -415,6 +532,34 @@ def _link_to_dict(lk: Link) -> dict[str, Any]:
     }
 
 
+def _node_link_to_dict(nl: NodeLink) -> dict[str, Any]:
+    hosts: dict[str, Any] = {"default": True} if nl.a is None else {"a": nl.a, "b": nl.b}
+    return {
+        **hosts,
+        "kind": nl.kind.value,
+        "count": nl.count,
+        "bandwidth_gbps": nl.bandwidth_gbps,
+        "latency_us": nl.latency_us,
+        "source": nl.source,
+    }
+
+
+def _node_link_from_dict(data: dict[str, Any]) -> NodeLink:
+    latency = data.get("latency_us")
+    default = data.get("default") is True
+    a, b = (None, None) if default else (str(data["a"]), str(data["b"]))
+    where = "default node link" if default else f"node link {a[:40] if a else ''}-{b[:40] if b else ''}"
+    return NodeLink(
+        kind=LinkKind(data["kind"]),
+        bandwidth_gbps=float(data.get("bandwidth_gbps", 0.0)),
+        latency_us=float(latency) if latency is not None else None,
+        source=data.get("source", "measured"),
+        a=a,
+        b=b,
+        count=_whole(data.get("count", 1), f"{where} count", MAX_LINK_COUNT),
+    )
+
+
 def _link_from_dict(data: dict[str, Any]) -> Link:
     latency = data.get("latency_us")
     return Link(
@@ -426,58 +571,3 @@ def _link_from_dict(data: dict[str, Any]) -> Link:
         latency_us=float(latency) if latency is not None else None,
         source=data.get("source", "spec"),
     )
-
-
-# Linux builds for at most 8192 CPUs (NR_CPUS); a list naming more is a typo or a garbled paste, and
-# expanding ``0-100000000`` would allocate gigabytes before anything could say so.
-MAX_CPU_LIST_ENTRIES = 1 << 16
-
-
-def parse_cpu_list(text: str | None) -> tuple[int, ...] | None:
-    """Parse ``0-55,112-167`` into CPU numbers; empty, ``N/A`` or None give None.
-
-    Raises ValueError for text that is not a CPU list, a range that runs backwards, or one naming more
-    than :data:`MAX_CPU_LIST_ENTRIES` CPUs (checked before anything is expanded).
-    """
-    if text is None:
-        return None
-    text = text.strip()
-    if not text or text.upper() == "N/A":
-        return None
-    spans: list[tuple[int, int]] = []
-    total = 0
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo_text, sep, hi_text = part.partition("-")
-        if not lo_text.strip().isdigit() or (sep and not hi_text.strip().isdigit()):
-            raise ValueError(f"{part!r} is not a CPU number or range")
-        lo = int(lo_text)
-        hi = int(hi_text) if sep else lo
-        if hi < lo:
-            raise ValueError(f"{part!r} runs backwards")
-        total += hi - lo + 1
-        if total > MAX_CPU_LIST_ENTRIES:
-            raise ValueError(f"{text!r} names more than {MAX_CPU_LIST_ENTRIES} CPUs")
-        spans.append((lo, hi))
-    return tuple(cpu for lo, hi in spans for cpu in range(lo, hi + 1))
-
-
-def format_cpu_list(cpus: Iterable[int] | None) -> str:
-    """The inverse of :func:`parse_cpu_list`: ``(0, 1, 2, 5)`` -> ``0-2,5``."""
-    if cpus is None:
-        return "N/A"
-    values = sorted(set(cpus))
-    if not values:
-        return "N/A"
-    ranges: list[str] = []
-    start = prev = values[0]
-    for v in values[1:]:
-        if v == prev + 1:
-            prev = v
-            continue
-        ranges.append(f"{start}-{prev}" if prev > start else str(start))
-        start = prev = v
-    ranges.append(f"{start}-{prev}" if prev > start else str(start))
-    return ",".join(ranges)

@@ -27,6 +27,7 @@ from pathlib import Path
 from collbench.errors import InputFileError
 from collbench.fileio import NVIDIA_SMI_KIND, check_number_lengths, misfiled, read_text_file
 from collbench.pasted import clean_pasted_text
+from collbench.topology.cpu_list import parse_cpu_list
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     DEFAULT_NVLINK_GBPS_PER_LINK,
@@ -36,7 +37,6 @@ from collbench.topology.model import (
     Link,
     LinkKind,
     Topology,
-    parse_cpu_list,
 )
 
 _LEVELS = {

@@ -14,7 +14,8 @@ from collbench.errors import InputFileError
 from collbench.importers.log_lines import nccl_line, plain_line
 from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.results.row import NODES_UNKNOWN
-from collbench.topology.model import MAX_CPU_LIST_ENTRIES, Topology, parse_cpu_list
+from collbench.topology.cpu_list import MAX_CPU_LIST_ENTRIES, parse_cpu_list
+from collbench.topology.model import Topology
 from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"

@@ -1,14 +1,13 @@
 import pytest
 
+from collbench.topology.cpu_list import format_cpu_list, parse_cpu_list
 from collbench.topology.model import (
     Device,
     DeviceKind,
     Link,
     LinkKind,
     Topology,
-    format_cpu_list,
     normalize_bus_id,
-    parse_cpu_list,
 )
 
 

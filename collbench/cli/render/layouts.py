@@ -11,7 +11,6 @@ from rich.tree import Tree
 
 from collbench.cli.render.styles import LINK_STYLES, Wrapped
 from collbench.layouts.exchange import rank_order_shifts, round_time
-from collbench.layouts.fabric import RingFabric
 from collbench.layouts.multinode import host_groups
 from collbench.layouts.plan import LayoutPlan
 from collbench.layouts.rings import ring_bandwidth
@@ -32,10 +31,23 @@ def _names(plan: LayoutPlan) -> list[str]:
     return [d.id for d in plan.topology.rank_devices]
 
 
-def _hop_text(fabric: RingFabric, names: list[str], a: int, b: int, slowest: float, uniform: bool) -> Text:
+def _kind_label(plan: LayoutPlan, a: int, b: int) -> str:
+    """The hop's link kind, or ``inferred`` where the probe did not measure it but took the median of the
+    pairs of nodes it did (``node_links``' default): a figure printed is a claim, and this one is a guess."""
+    kind = plan.fabric.kinds[a][b]
+    if plan.topology.node_links:
+        ranks = plan.topology.rank_devices
+        link = plan.topology.link(ranks[a].id, ranks[b].id)
+        if link is not None and link.source == "inferred":
+            return "inferred"
+    return kind.value if kind else "?"
+
+
+def _hop_text(plan: LayoutPlan, names: list[str], a: int, b: int, slowest: float, uniform: bool) -> Text:
+    fabric = plan.fabric
     kind = fabric.kinds[a][b]
     bw = fabric.bandwidth_gbps[a][b]
-    label = f"{kind.value if kind else '?'} {_gbps(bw)}"
+    label = f"{_kind_label(plan, a, b)} {_gbps(bw)}"
     style = LINK_STYLES.get(kind, "") if kind else ""
     if bw <= slowest * (1 + 1e-9) and not uniform:
         style = f"{style} reverse".strip()
@@ -60,19 +72,19 @@ def render_ring(plan: LayoutPlan, index: int) -> RenderableType:
     uniform = all(fabric.bandwidth_gbps[a][b] <= slowest * (1 + 1e-9) for a, b in hops)
     path = Text("  " + names[order[0]])
     for a, b in hops[:MAX_HOPS_SHOWN]:
-        path.append_text(_hop_text(fabric, names, a, b, slowest, uniform))
+        path.append_text(_hop_text(plan, names, a, b, slowest, uniform))
     if len(hops) > MAX_HOPS_SHOWN:
         path.append(f"  … {len(hops) - MAX_HOPS_SHOWN} more hops")
-    kinds = Counter(fabric.kinds[a][b] for a, b in hops)
-    mix = ", ".join(f"{c}x {k.value if k else '?'}" for k, c in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    kinds = Counter(_kind_label(plan, a, b) for a, b in hops)
+    mix = ", ".join(f"{c}x {k}" for k, c in sorted(kinds.items(), key=lambda kv: -kv[1]))
     worst = [(a, b) for a, b in hops if fabric.bandwidth_gbps[a][b] <= slowest * (1 + 1e-9)]
     a, b = worst[0]
-    kind = fabric.kinds[a][b]
+    kind_label = _kind_label(plan, a, b)
     if len(worst) == len(hops):
         where = f"every hop {_gbps(slowest)} GB/s per direction"
     else:
         more = f" and {len(worst) - 1} more as slow" if len(worst) > 1 else ""
-        where = f"slowest hop {names[a]}→{names[b]} ({kind.value if kind else '?'}, {_gbps(slowest)} GB/s){more}"
+        where = f"slowest hop {names[a]}→{names[b]} ({kind_label}, {_gbps(slowest)} GB/s){more}"
     if channel.bandwidth_gbps < slowest * (1 - 1e-6):
         where += (
             f"; this channel gets {_gbps(channel.bandwidth_gbps)} of it (links and ports shared with other channels)"

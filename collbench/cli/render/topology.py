@@ -10,7 +10,8 @@ from rich.text import Text
 
 from collbench.cli.render.styles import LINK_STYLES, SplitTable
 from collbench.profile.document import machine_fingerprint
-from collbench.topology.model import Device, Link, LinkKind, Topology, format_cpu_list
+from collbench.topology.cpu_list import format_cpu_list
+from collbench.topology.model import Device, Link, LinkKind, Topology
 from collbench.units import counted
 
 # Wider matrices stop being readable in a terminal; --json lists every device.
@@ -21,6 +22,10 @@ def _cell(link: Link | None, bandwidth: bool) -> Text:
     if link is None:
         return Text("")
     label = f"{round(link.bandwidth_gbps, 1):g}" if bandwidth else link.matrix_code
+    # A figure the probe did not measure but stands in for (the median of the node pairs it did): a
+    # number printed is a claim, and this one is marked as a guess (the summary says so in words).
+    if link.source == "inferred":
+        label = "~" + label if bandwidth else "INF"
     return Text(label, style=LINK_STYLES.get(link.kind, ""))
 
 
@@ -149,13 +154,31 @@ def _measured_summary(topo: Topology) -> list[str]:
     """What --probe measured between the ranks: its pairs' bandwidth and latency, their range where
     there are several. The matrix says only MEAS per pair (the figures needed --bandwidth or the file)."""
     links = [lk for lk in topo.links if lk.source == "measured"]
-    if not links:
+    between = [nl for nl in topo.node_links if nl.source == "measured"]
+    if not links and not between:
         return []
-    bandwidth = _range([lk.bandwidth_gbps for lk in links], "GB/s per direction")
-    lines = [f"probe: {counted(len(links), 'pair')} measured, {bandwidth}"]
-    latencies = [lk.latency_us for lk in links if lk.latency_us is not None]
-    if latencies:
-        lines.append(f"  latency {_range(latencies, 'us')}")
+    lines: list[str] = []
+    if links:
+        within = " of ranks measured within nodes" if topo.node_links else " measured"
+        bandwidth = _range([lk.bandwidth_gbps for lk in links], "GB/s per direction")
+        lines.append(f"probe: {counted(len(links), 'pair')}{within}, {bandwidth}")
+        latencies = [lk.latency_us for lk in links if lk.latency_us is not None]
+        if latencies:
+            lines.append(f"  latency {_range(latencies, 'us')}")
+    if between:
+        lines.append(f"probe: {counted(len(between), 'pair')} of nodes measured, one pair of ranks each")
+        lines.append("  " + _range([nl.bandwidth_gbps for nl in between], "GB/s per direction"))
+        latencies = [nl.latency_us for nl in between if nl.latency_us is not None]
+        if latencies:
+            lines.append(f"  latency {_range(latencies, 'us')}")
+    default = topo.default_node_link
+    if default is not None and default.source == "inferred":
+        hosts = len({d.host or topo.host for d in topo.rank_devices})
+        left = hosts * (hosts - 1) // 2 - (len(topo.node_links) - 1)
+        pairs = "pair" if left == 1 else "pairs"
+        lines.append(
+            f"  {left:,} other {pairs} of nodes inferred: {default.bandwidth_gbps:.4g} GB/s (INF, ~ in the matrix)"
+        )
     return lines
 
 
