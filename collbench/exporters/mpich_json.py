@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from collbench.backends.mpich import MPICH_EXPORTS
-from collbench.errors import UserError
+from collbench.errors import InputFileError, UserError
 from collbench.exporters.exported import Exported
 from collbench.exporters.serving import check_serves
+from collbench.fileio import read_text_file
 from collbench.mpich.algorithms import (
     IN_PLACE_ONLY,
     NOT_IN_PLACE,
@@ -71,6 +72,8 @@ def parse_base(text: str, where: str) -> dict[str, Any]:
         tree = json.loads(text)
     except ValueError as exc:
         raise UserError(f"{where}: not JSON ({exc})") from None
+    except RecursionError:
+        raise UserError(f"{where}: not JSON collbench reads: nested too deeply") from None
     if not isinstance(tree, dict) or not any(str(k).startswith("collective=") for k in tree):
         raise UserError(f'{where}: not an MPICH selection tree (no "collective=..." keys at the top)')
     return tree
@@ -205,10 +208,11 @@ def load_base(base: Path | None) -> tuple[dict[str, Any], str]:
     """(MPICH's own selection tree, where it was read): ``base`` (``--base FILE``), else the one built into
     the installed MPICH's library. UserError (one line) for a file that cannot be read or parsed."""
     if base is not None:
+        # The one reader of files: a FIFO or /dev/zero given as --base hung the export, never read to its end.
         try:
-            text, source = base.read_text(encoding="utf-8"), str(base)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"--base {base}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+            text, source = read_text_file(base, "MPICH's selection JSON"), str(base)
+        except InputFileError as exc:
+            raise UserError(f"--base {exc}") from None
     else:
         from collbench.runtime.mpi.mpich_library import installed_selection
 

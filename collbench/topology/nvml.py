@@ -32,7 +32,7 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from collbench.errors import InputFileError
-from collbench.fileio import NVML_RECORDING_KIND, atomic_write_text, misfiled, read_text_file
+from collbench.fileio import NVML_RECORDING_KIND, atomic_write_text, misfiled, parse_json, read_text_file
 
 log = logging.getLogger(__name__)
 
@@ -198,10 +198,7 @@ class Recording:
     def _parse(cls, text: str, path: Path) -> Recording:
         if not text.strip():
             raise InputFileError(str(path), "the file is empty (expected an NVML recording from --record)")
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(str(path), f"not JSON: {exc.msg}", line=exc.lineno) from None
+        data = parse_json(text, path)  # one reader of JSON: nesting 100,000 deep was a RecursionError
         if not isinstance(data, dict) or data.get("format") != RECORDING_FORMAT:
             raise InputFileError(str(path), f'not an NVML recording (expected "format": "{RECORDING_FORMAT}")')
         if data.get("version") != RECORDING_VERSION:

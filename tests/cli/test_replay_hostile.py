@@ -52,3 +52,12 @@ def test_the_recording_as_made_still_replays() -> None:
     result = CliRunner().invoke(app, ["discover", "--replay", str(RECORDING)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "H100" in result.output
+
+
+@pytest.mark.parametrize("command", ["discover", "layout"])
+def test_a_recording_nested_too_deeply_is_one_error_line(tmp_path: Path, command: str) -> None:
+    # json.loads recursed past Python's limit on 100,000 open braces: a RecursionError's traceback.
+    path = tmp_path / "deep.json"
+    path.write_text('{"a":' * 100_000)
+    line = refused_line([command, "--replay", str(path)])
+    assert line == f"error: {path}: not JSON collbench reads: nested too deeply"

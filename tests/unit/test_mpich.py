@@ -10,10 +10,12 @@ one; tests/mpi/test_mpich_mpi.py runs the real MPICH with the real tree.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from refused import refused_line
 from typer.testing import CliRunner
 
 from collbench.backends import get_backend
@@ -231,6 +233,23 @@ def test_the_commands_write_the_files(tmp_path: Path) -> None:
     assert done.exit_code == 2 and "error: --base" in done.output
     done = CliRunner().invoke(app, ["export", "mpich-env", str(path)])
     assert done.exit_code == 0 and "export MPIR_CVAR_BCAST_INTRA_ALGORITHM=binomial" in done.output
+
+
+def test_a_base_that_is_no_file_or_nested_too_deeply_is_one_error_line(tmp_path: Path) -> None:
+    # A FIFO as --base blocked the export in read_text until a writer came; 100,000 nested arrays were
+    # json.loads' RecursionError, a traceback.
+    path = tmp_path / "p.yaml"
+    mpich_profile(FOUR).save(path)
+    fifo = tmp_path / "base.fifo"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    assert refused_line(["export", "mpich-json", str(path), "--base", str(fifo)]) == (
+        f"error: --base {fifo}: is a FIFO, not a regular file (expected MPICH's selection JSON)"
+    )
+    assert refused_line(["export", "mpich-json", str(path), "--base", str(deep)]) == (
+        f"error: {deep}: not JSON collbench reads: nested too deeply"
+    )
 
 
 def test_without_mpich_the_selection_file_needs_a_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
