@@ -229,8 +229,9 @@ def predict(
         nccl_arch=None if arch is None else _arch(arch),
         nccl_facts=facts,
     )
-    if report.refused:
-        print_note("not extrapolated", "; ".join(report.refused))
+    # One line a fit: a refusal's own reasons are joined by '; ' too, so joined fits read as one run-on.
+    for refused in report.refused:
+        print_note("not extrapolated", refused)
     for line in report.notes:
         print_note("note", line)
     if json_out:

@@ -22,8 +22,11 @@ FromNvidiaSmi = Annotated[
     typer.Option("--from-nvidia-smi", metavar="FILE", help="Read the text of `nvidia-smi topo -m` ('-': stdin)."),
 ]
 FromNcclXml = Annotated[Path | None, typer.Option("--from-nccl-xml", metavar="FILE", help="Read an NCCL topology XML.")]
+# --topology is what sweep, tune, report and export call a saved topology: a user who wrote one with
+# `discover -O` and passed it to `layout --topology` was told only that no such option exists.
 FromFile = Annotated[
-    Path | None, typer.Option("--from-file", metavar="FILE", help="Read a topology collbench wrote (YAML/JSON).")
+    Path | None,
+    typer.Option("--from-file", "--topology", metavar="FILE", help="Read a topology collbench wrote (YAML/JSON)."),
 ]
 Replay = Annotated[
     Path | None, typer.Option("--replay", metavar="FILE", help="Replay an NVML recording (discover --record).")

@@ -100,3 +100,17 @@ def test_graph_xml_for_cpu_ranks_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["layout", "--from-file", str(path), "--nccl-graph-xml", str(tmp_path / "g.xml")])
     assert result.exit_code == 2
     assert "GPU" in result.stderr
+
+
+def test_topology_names_a_saved_topology_as_in_sweep(tmp_path: Path) -> None:
+    """`discover -O topo.yaml` then `layout --topology topo.yaml`, as sweep, tune, report and export
+    name a saved topology: it said only 'No such option: --topology'."""
+    path = tmp_path / "host.yaml"
+    save_topology(host_topology(3), path)
+    by_alias = CliRunner().invoke(app, ["layout", "--topology", str(path), "--json"])
+    by_name = CliRunner().invoke(app, ["layout", "--from-file", str(path), "--json"])
+    assert by_alias.exit_code == 0, by_alias.output
+    assert json.loads(by_alias.stdout) == json.loads(by_name.stdout)
+    described = CliRunner().invoke(app, ["discover", "--topology", str(path), "--json"])
+    assert described.exit_code == 0, described.output
+    assert len(json.loads(described.stdout)["devices"]) == 3

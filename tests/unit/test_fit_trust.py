@@ -70,6 +70,23 @@ def test_predict_cli_warns_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in refused.output
 
 
+def test_predict_cli_says_each_fit_left_out_on_its_own_line(tmp_path: Path) -> None:
+    """Each refusal holds its own '; ' clauses: joined into one note they read as one run-on (a new
+    user's predict from a gloo sweep of four ops ran four fits into one 9-line sentence)."""
+    import json
+
+    fits = [_good("ring"), dataclasses.replace(_good("tree"), r2=0.1), dataclasses.replace(_good("two-tree"), r2=0.2)]
+    path = tmp_path / "fits.json"
+    path.write_text(json.dumps({"fits": [f.to_dict() for f in fits]}))
+    result = CliRunner().invoke(app, ["predict", "--fits", str(path), "--ranks", "64", "--nodes", "1", "--sizes", "1M"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("not extrapolated: ")]
+    assert lines == [
+        "not extrapolated: all-reduce tree: R^2 0.10 is below 0.5",
+        "not extrapolated: all-reduce two-tree: R^2 0.20 is below 0.5",
+    ]
+
+
 def test_predicted_shapes_leave_out_distrusted_fits() -> None:
     from collbench.profile.document import Profile, RuleSet
     from collbench.profile.rules import Rule

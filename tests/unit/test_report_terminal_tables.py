@@ -85,6 +85,23 @@ def test_profile_rules_and_fits() -> None:
         assert f"{fit.r2:.3f}" in out
 
 
+def test_rule_segment_size_only_where_it_cuts_segments() -> None:
+    """Every row records the sweep's segment size, but direct runs one segment whatever it is: 'direct
+    seg 4 MiB' under a rule for sizes far below 4 MiB read as a setting that mattered. Tree and ring
+    are pipelined (``segmented`` in their specs) and keep it."""
+    out = _render(render_rules(example_profile()))
+    lines = out.splitlines()
+    under = {
+        algo: lines[i + 1].strip()
+        for i, line in enumerate(lines)
+        for algo in ("tree", "ring", "direct")
+        if f"  {algo}  " in line
+    }
+    assert under["tree"] == "seg 4 MiB, topology", out
+    assert under["ring"] == "seg 4 MiB, topology", out
+    assert under["direct"] == "topology", out
+
+
 def test_check() -> None:
     profile = _profile()
     checks = [
