@@ -33,7 +33,8 @@ class Depth:
     point_budget_s: float
     """Timed seconds per point and round."""
     warmup: int
-    """Untimed iterations before each point."""
+    """Untimed calls before each point's timed ones, beyond its first call (the one its data check
+    reads)."""
     extra_segment_bytes: int | None
     """A second executor segment size swept for the pipelined (segmented) algorithms from
     ``extra_from_bytes`` up; None: one segment size."""

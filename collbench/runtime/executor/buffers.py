@@ -34,6 +34,7 @@ output is rank ``(r - 1) % n``'s input (a ring shift).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -273,6 +274,16 @@ def count_wrong(actual: torch.Tensor, expected: torch.Tensor | None) -> int:
     if actual.shape != expected.shape:
         raise ValueError(f"output has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
     return int(torch.ne(actual.cpu(), expected.cpu()).sum().item())
+
+
+def kept_output(buffers: PointBuffers) -> PointBuffers:
+    """``buffers`` with their output copied aside as the call just made left it, for a data check made
+    after the calls that follow (which overwrite it, and in place their own input too): the check of
+    the copy is the check of that call. A rank with nothing defined in its output (a reduce's or
+    gather's non-roots, barrier) copies nothing and gets ``buffers`` back: its check reads nothing."""
+    if not required_output(buffers):
+        return buffers
+    return dataclasses.replace(buffers, output=buffers.output.clone())
 
 
 def check_chunks(count: int) -> int:

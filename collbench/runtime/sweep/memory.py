@@ -9,7 +9,9 @@ for one point). The estimate per rank is the largest point of the sweep:
 * for collbench's own algorithms, the executor's scratch (``schedule_runner.scratch_elems`` of the
   point's schedule: what ``ScheduleRunner`` allocates, found without cutting transfers into segments)
   and reduce-scatter's out-of-place working copy (``worker._make_call``);
-* the data check's chunk temporaries (``buffers.CHUNK_ELEMS``: a few 64-bit chunks);
+* the data check's chunk temporaries (``buffers.CHUNK_ELEMS``: a few 64-bit chunks) and the copy of
+  the output it checks after the timing (``buffers.kept_output``: the rank's output, where anything in
+  it is defined);
 * what a rank process costs before any buffer: ``RANK_BASE_BYTES``, measured with torch 2.13 on CPU
   (277 MiB peak RSS for a 1 KiB sweep on 2 gloo ranks), and what it adds around a large point
   (``LARGE_POINT_BYTES``).
@@ -46,7 +48,8 @@ RANK_BASE_BYTES = 280 << 20
 LARGE_POINT_BYTES = 16 << 20
 """What a rank holds around a large point beyond its buffers, scratch and check temporaries (gloo's
 transport, the allocator): peak RSS measured per rank on 2 gloo ranks, int32 ring all-reduce, was
-1586 MiB at 512 MiB and 5423 MiB at 2 GiB, 14 and 11 MiB above the rest of this estimate."""
+1586 MiB at 512 MiB and 5423 MiB at 2 GiB, 14 and 11 MiB above the rest of this estimate; with the
+data check's copy of the output since, 2037 and 7420 MiB, 47 and 40 MiB below it."""
 CHECK_TEMPORARIES = 6
 """64-bit chunk-sized temporaries alive at once while a chunk is filled or checked (pattern, sum, compare)."""
 SCRATCH_RANKS_SAMPLED = 4
@@ -129,6 +132,21 @@ def point_bytes(
     return (elems + most) * elem_bytes, (elems + least) * elem_bytes
 
 
+def kept_bytes(op: Op, count: int, *, elem_bytes: int, world_size: int, root: int = 0) -> tuple[int, int]:
+    """Bytes of the output copy the data check reads after the timing (``buffers.kept_output``) on the
+    fullest rank and on each other: the rank's output where anything in it is defined, else nothing
+    (a reduce's or gather's non-roots; barrier)."""
+    terms = contract(op)
+    sizes = []
+    for rank in {0, root, (root + 1) % world_size}:
+        lo, hi = terms.output_span(rank, world_size, count)
+        defined = op.spec.payload and any(
+            max(a, lo) < min(z, hi) for a, z, _, _ in terms.requires(rank, world_size, count, root)
+        )
+        sizes.append((hi - lo) * elem_bytes if defined else 0)
+    return max(sizes), min(sizes)
+
+
 def largest_point(job: SweepJob, world_size: int, ranks: int) -> PointMemory | None:
     """The point of ``job`` that needs the most memory on ``ranks`` ranks of ``world_size``; None if none."""
     from collbench.units import format_bytes
@@ -155,6 +173,9 @@ def largest_point(job: SweepJob, world_size: int, ranks: int) -> PointMemory | N
                     root=root,
                     segment_bytes=job.config.segment_bytes,
                 )
+                if job.config.check:
+                    kept_most, kept_least = kept_bytes(op, count, elem_bytes=elem, world_size=world_size, root=root)
+                    most, least = most + kept_most, least + kept_least
                 mode = "in-place" if in_place else "out-of-place"
                 what = f"{op.value} {algo} {format_bytes(count * elem)} {mode}"
                 found = PointMemory(most + check, least + check, what)

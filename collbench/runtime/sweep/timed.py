@@ -22,16 +22,16 @@ its size yet, nor one whose timed iteration is within the bound: those get their
 the same batches as before.
 
 A point timed one iteration first makes no warm-up call before it. Its data-check call, the point's
-first call, already built the plan, allocated and touched the same buffers and, over gloo, opened
-every connection the schedule uses: a warm-up after it is one more call of a schedule whose time is
-the links'. On the namespace cluster those warm-ups were a third of the cut points' time (63 of
-189 s in round 0, benchmarks/README.md, where the warm-up was still made). Each cut row's reason
-gives its check call beside its timed one: over the 35 cut rows of a quick tune there the check call
-was 1.003x the timed one (median), and the timed calls 0.999x those timed after a warm-up in the run
-before (benchmarks/README.md, "The quick tune's last 84 s"). A point that is not behind after all
-gets the warm-up then, and its full iterations afresh: that first timed call counts as one of its
-warm-up calls, not as a sample, so every point timed in full is timed as any other.
-"""
+first call (whose output the check reads after the timing, ``worker.py``), already built the plan,
+allocated and touched the same buffers and, over gloo, opened every connection the schedule uses: a
+warm-up after it is one more call of a schedule whose time is the links'. On the namespace cluster
+those warm-ups were a third of the cut points' time (63 of 189 s in round 0, benchmarks/README.md,
+where the warm-up was still made). Each cut row's reason gives its check call beside its timed one:
+over the 35 cut rows of a quick tune there the check call was 1.003x the timed one (median), and the
+timed calls 0.999x those timed after a warm-up in the run before (benchmarks/README.md, "The quick
+tune's last 84 s"). A point that is not behind after all gets the warm-up then, and its full
+iterations afresh: that first timed call counts as one of its warm-up calls, not as a sample, so
+every point timed in full is timed as any other."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What every rank runs during ``collbench sweep``: the plan, then per point check, warm up and time.
+"""What every rank runs during ``collbench sweep``: the plan, then per point warm up, time and check.
 
 Rank 0 makes the plan (and reads the stream file for ``--resume``) and broadcasts it, so ranks on
 other machines need no files. Small control messages (the plan, wrong counts, per-iteration times)
@@ -34,6 +34,7 @@ from collbench.runtime.executor.buffers import (
     check_buffers,
     checks_data,
     fill,
+    kept_output,
     make_buffers,
     torch_dtype,
 )
@@ -287,8 +288,10 @@ def _measure(
     if native and point.algo in groups.refused:
         return None  # NCCL refused this variant at an earlier point (said once, then)
     learning = reader is not None and native
+    checked = cfg.check and checks_data(point.op)
     failure = ""
     first_ns = 0
+    kept = bufs
     try:
         # A forced variant's communicator is made here, inside the handling: NCCL refusing it
         # (ncclInvalidUsage) fails this variant's points, not the run.
@@ -313,21 +316,16 @@ def _measure(
         if not native or (_is_peer_failure(exc) and not _nccl_refused(exc)):
             raise
         failure = f"{type(exc).__name__}: {_first_line(exc)}"
-    # Agreed by the largest over ranks: whether any rank failed, and the slowest rank's check call.
-    flags = torch.tensor([1 if failure else 0, 0, 0 if failure else first_ns // 1000], dtype=torch.int64)
+    if checked and not failure:
+        # The data check reads this call's output after the timing, as nccl-tests checks after its
+        # timed loop (src/common.cu, BenchTime). Checked here, its CPU work and collectives came
+        # between this call and the timed ones, and with no further warm-up the first timed iteration
+        # was often slow (benchmarks/README.md, "A quick tune without its warm-up call"): now this call
+        # is a warm-up right before the timing, and the copy keeps what the check reads.
+        kept = kept_output(bufs)
+    # Agreed by the largest over ranks: whether any rank failed, and the slowest rank's first call.
+    flags = torch.tensor([1 if failure else 0, 0 if failure else first_ns // 1000], dtype=torch.int64)
     dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=ctx.control)
-    checked = cfg.check and checks_data(point.op)
-    if int(flags[0]) == 0 and checked:
-        # In lock step, chunk by chunk: a reduce's non-roots, with nothing to check, wait one chunk
-        # at a time on the control group, never the whole check (which could outlast its timeout).
-        tick = torch.zeros(1, dtype=torch.int64)
-
-        def in_step() -> None:
-            dist.all_reduce(tick, group=ctx.control)
-
-        wrong_total = torch.tensor([_count_wrong(job, point, bufs, in_step)], dtype=torch.int64)
-        dist.all_reduce(wrong_total, group=ctx.control)
-        flags[1] = wrong_total[0]
     if int(flags[0]) > 0:
         # The backend's own collective refused (every rank does, on the same arguments).
         forced = point.algo != "native"
@@ -338,16 +336,16 @@ def _measure(
             text = f"{what}: {job.backend} cannot run it ({failure or 'refused on another rank'}); skipped"
             ctx.report({"kind": "note", "text": text})
         return None
-    wrong = int(flags[1]) if checked else -1  # barrier: nothing to check (-1, shown as N/A)
     leaders, order = sizes
     where = (point.op.value, point.size_bytes, point.in_place)
     bound = leaders.bound(where, point.algo)
     asked = cfg.iters if cfg.iters is not None else AUTO_MIN_ITERS
     behind = None
-    if bound is not None and looks_behind(bound, float(flags[2]), asked, cfg.point_budget_s):
-        # The check call, the point's first, is its warm-up (timed.py): timed once right after it.
-        behind = replace(bound, check_us=float(flags[2]))
+    if bound is not None and looks_behind(bound, float(flags[1]), asked, cfg.point_budget_s):
+        # The checked call, the point's first, is its warm-up (timed.py): timed once right after it.
+        behind = replace(bound, check_us=float(flags[1]))
     timed = time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s, behind, warmup=cfg.warmup)
+    wrong = _checked(ctx, job, point, kept) if checked else -1  # barrier: nothing to check (-1, N/A)
     samples = timed.samples_us
     stats = summarize(samples)
     leaders.add(where, Leader(point.algo, stats.time_us_max), wrong=wrong, cut=bool(timed.cut_short))
@@ -385,8 +383,23 @@ def _measure(
     )
 
 
+def _checked(ctx: RankContext, job: SweepJob, point: SweepPoint, kept: PointBuffers) -> int:
+    """Wrong elements over every rank in the output the point's first call left (``kept``), the same on
+    every rank: each rank checks its own, in lock step chunk by chunk, and one all-reduce sums them."""
+    # A reduce's non-roots, with nothing to check, wait one chunk at a time on the control group,
+    # never the whole check (which could outlast its timeout).
+    tick = torch.zeros(1, dtype=torch.int64)
+
+    def in_step() -> None:
+        dist.all_reduce(tick, group=ctx.control)
+
+    wrong = torch.tensor([_count_wrong(job, point, kept, in_step)], dtype=torch.int64)
+    dist.all_reduce(wrong, group=ctx.control)
+    return int(wrong[0])
+
+
 def _count_wrong(job: SweepJob, point: SweepPoint, bufs: PointBuffers, between_chunks: Callable[[], None]) -> int:
-    """Wrong elements after the point's untimed call: exact, except NCCL's own avg (within its rounding)."""
+    """Wrong elements the point's first call left: exact, except NCCL's own avg (within its rounding)."""
     if job.redop == "avg" and job.runs_on.premultiplied_avg and is_native(point.algo) and point.op.spec.reduces:
         # NCCL premultiplies each input by 1/n rounded and sums: not the correctly rounded S/n.
         from collbench.runtime.cuda.nccl_avg import check_nccl_avg
