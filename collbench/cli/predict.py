@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -35,6 +36,13 @@ def _arch(name: str) -> Arch:
         if arch == name:
             return arch
     raise ConfigError(f"--nccl-arch {name!r}: expected one of {', '.join(ARCHS)}")
+
+
+NO_NVLS_HELP = (
+    "The runs set NCCL_NVLS_ENABLE=0: NCCL's model runs ring and tree where it would run NVLS, for the measured "
+    "shape and the asked one."
+)
+"""``--no-nvls``'s help, one wording for predict, profile predict and tune --predict-ranks."""
 
 
 MAX_NICS = 1024
@@ -125,8 +133,7 @@ def predict(
         bool,
         typer.Option(
             "--no-nvls",
-            help="The runs set NCCL_NVLS_ENABLE=0: NCCL's model runs ring and tree where it would run NVLS, "
-            "for the measured shape and the asked one.",
+            help=NO_NVLS_HELP,
         ),
     ] = False,
     hierarchy: Annotated[
@@ -149,7 +156,7 @@ def predict(
         _refuse_beside_hierarchy(nodes, op, measured_nodes, gpu, nccl_arch, nics, nic_gbps, collnet, no_nvls)
     from collbench.cli.render.models import render_prediction
     from collbench.models.nccl_cost import ARCHS
-    from collbench.models.predict import native_modelled, pick_fits
+    from collbench.models.predict import pick_fits
     from collbench.models.predict import predict as predict_times
 
     profile_nodes: dict[int, int] | None = None
@@ -201,13 +208,7 @@ def predict(
         for flag, given in (("--collnet", collnet), ("--nccl-arch", arch is not None), ("--no-nvls", no_nvls))
         if given
     ]
-    if nccl_only and not any(native_modelled(f.backend) for f in loaded):
-        # They reach NCCL's own model alone (native over NCCL): on gloo or MPI fits they changed nothing.
-        backends = ", ".join(sorted({f.backend for f in loaded}))
-        raise ConfigError(
-            f"{' and '.join(nccl_only)} {'describe' if len(nccl_only) > 1 else 'describes'} NCCL's own choice, "
-            f"and these fits are {backends}'s: leave {'them' if len(nccl_only) > 1 else 'it'} out"
-        )
+    refuse_nccl_only(nccl_only, {f.backend for f in loaded}, "these fits are")
     if gpu is not None:
         loaded = with_gpu(loaded, gpu)
     measured = nodes_measured(loaded, measured_nodes, profile_nodes)
@@ -238,6 +239,21 @@ def predict(
         typer.echo(json.dumps(report.to_dict(), indent=2))
         return
     console.print(render_prediction(report))
+
+
+def refuse_nccl_only(given: Sequence[str], backends: Iterable[str], whose: str) -> None:
+    """ConfigError where options that reach NCCL's own model alone (``given``: ``--no-nvls``, ...) are
+    asked of measurements none of whose ``backends`` is NCCL's native (on gloo or MPI fits they changed
+    nothing); ``whose`` names them in the line ("these fits are", "this tune measures")."""
+    from collbench.models.predict import native_modelled
+
+    named = sorted(set(backends))
+    if not given or any(native_modelled(b) for b in named):
+        return
+    raise ConfigError(
+        f"{' and '.join(given)} {'describe' if len(given) > 1 else 'describes'} NCCL's own choice, "
+        f"and {whose} {', '.join(named)}'s: leave {'them' if len(given) > 1 else 'it'} out"
+    )
 
 
 def _refuse_beside_hierarchy(

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
+from collbench.cli.predict import NO_NVLS_HELP
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -117,9 +118,12 @@ def predict(
         ),
     ] = None,
     overwrite: OverwriteOpt = False,
+    no_nvls: Annotated[bool, typer.Option("--no-nvls", help=NO_NVLS_HELP)] = False,
 ) -> None:
     """Add rule sets predicted from the profile's fitted models for shapes not measured (as tune --predict-ranks)."""
+    from collbench.cli.predict import refuse_nccl_only
     from collbench.cli.render.profile import render_rules
+    from collbench.models.nccl_graph import NodeFacts
     from collbench.profile.document import Profile
     from collbench.tuning.shapes import assumed_nodes, parse_shapes, prediction_notes, with_predictions
 
@@ -127,11 +131,14 @@ def predict(
     target = output if output is not None else predicted_path(profile)
     check_profile_output(target, [profile], overwrite)
     loaded = Profile.load(profile)
-    added = with_predictions(loaded, shapes, "--ranks")
+    # As `predict --no-nvls`: the profile's runs set NCCL_NVLS_ENABLE=0, and so will the predicted shapes'.
+    refuse_nccl_only(["--no-nvls"] if no_nvls else [], {f.backend for f in loaded.fits}, "this profile's fits are")
+    facts = NodeFacts(nvls=False) if no_nvls else None
+    added = with_predictions(loaded, shapes, "--ranks", facts)
     added.save(target)
     for line in assumed_nodes(loaded, shapes, "--ranks"):
         print_note("assumed", line)
-    for line in prediction_notes(loaded, shapes, "--ranks"):
+    for line in prediction_notes(loaded, shapes, "--ranks", facts):
         print_note("note", line)
     console.print(render_rules(added))
     console.print(f"wrote [bold]{escape(str(target))}[/bold]: {added.shapes_label()}", highlight=False)

@@ -20,6 +20,7 @@ from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
 from collbench.units import parse_size
 
 if TYPE_CHECKING:
+    from collbench.models.nccl_graph import NodeFacts
     from collbench.runtime.sweep.run import SweepProgress
     from collbench.tuning.pipeline import TuneOutcome
 
@@ -59,6 +60,35 @@ def _command(config: TuneConfig, ranks: Sequence[int] | None, predict_ranks: str
     if config.plot_path is not None:
         parts += ["--plot", str(config.plot_path)]
     return shlex.join(parts) + (f" --predict-ranks {predict_ranks}" if predict_ranks else "")
+
+
+def _check_no_nvls(no_nvls: bool, predicting: bool) -> None:
+    """ConfigError for ``--no-nvls`` where it would describe nothing: it tells NCCL's model of the predicted
+    shapes that the runs set NCCL_NVLS_ENABLE=0 (as ``predict --no-nvls`` does), so it needs shapes to
+    predict, and a tune whose runs do set it: they inherit this process's environment, and a tune run with
+    NVLS on and predicted with it off would price other runs than it measured."""
+    import os
+
+    if not no_nvls:
+        return
+    if not predicting:
+        raise ConfigError("--no-nvls tells the predictions of --predict-ranks how NCCL runs: give --predict-ranks")
+    if os.environ.get("NCCL_NVLS_ENABLE", "").strip() != "0":
+        raise ConfigError(
+            "--no-nvls says the runs set NCCL_NVLS_ENABLE=0, and this tune's environment does not: export "
+            "NCCL_NVLS_ENABLE=0 for the tune (its runs then measure what the predictions price), or leave --no-nvls out"
+        )
+
+
+def _no_nvls_facts(config: TuneConfig) -> NodeFacts:
+    """NCCL's model told NVLS is off, for a tune whose backend is NCCL's (ConfigError otherwise, as predict
+    refuses --no-nvls of gloo's fits); raises what the backend's check raises where it cannot run here."""
+    from collbench.cli.predict import refuse_nccl_only
+    from collbench.models.nccl_graph import NodeFacts
+    from collbench.tuning.config import tune_backend
+
+    refuse_nccl_only(["--no-nvls"], [tune_backend(config).name], "this tune measures")
+    return NodeFacts(nvls=False)
 
 
 def tune(
@@ -140,6 +170,14 @@ def tune(
             "--timeout", "-T", metavar="SECONDS", help="Seconds before a dead, hung or stopped rank stops the run."
         ),
     ] = 300.0,
+    no_nvls: Annotated[
+        bool,
+        typer.Option(
+            "--no-nvls",
+            help="With --predict-ranks: the runs set NCCL_NVLS_ENABLE=0 (export it for the tune), so NCCL's "
+            "model runs ring and tree where it would run NVLS, for the measured shapes and the predicted ones.",
+        ),
+    ] = False,
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
     # Imported here, not above: it imports torch, which --help must not wait for.
@@ -167,6 +205,7 @@ def tune(
                 ("--resume", resume),
                 ("--overwrite", overwrite),
                 ("--predict-ranks", predict_ranks is not None),
+                ("--no-nvls", no_nvls),
             )
             if given
         ]
@@ -184,6 +223,7 @@ def tune(
 
     rank_counts = parse_ranks(ranks) if ranks is not None else (default_local_ranks(backend),)
     predict = parse_shapes(predict_ranks) if predict_ranks else ()
+    _check_no_nvls(no_nvls, bool(predict))
     if under_launcher() and len(rank_counts) > 1:
         raise ConfigError("under a launcher it sets the world size: --ranks takes one value there")
     world: int | None = None if under_launcher() else rank_counts[0]
@@ -203,7 +243,9 @@ def tune(
         min_bytes=parse_size(min_bytes, "-b/--min-bytes") if min_bytes is not None else None,
         max_bytes=parse_size(max_bytes, "-e/--max-bytes") if max_bytes is not None else None,
     )
-    config = dataclasses.replace(config, command=_command(config, measured, predict_ranks))
+    command = _command(config, measured, predict_ranks) + (" --no-nvls" if no_nvls else "")
+    config = dataclasses.replace(config, command=command)
+    facts = _no_nvls_facts(config) if no_nvls else None
     # Under a launcher, every step of the tune (each round's sweep, the decisions between them) runs on
     # one process group, made once.
     with one_process_group(config.backend, config.timeout_s):
@@ -234,7 +276,7 @@ def tune(
 
             profile_before = _file_mark(config.output)
             try:
-                shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress)
+                shapes = run_tune_shapes(config, plan, predict, stage, sweep_progress, facts)
             except KeyboardInterrupt as exc:
                 from collbench.tuning.resume import kept_rows_hint
 

@@ -510,11 +510,15 @@ def predicted_ranges(
     *,
     shapes: Shapes | None = None,
     nccl_arch: Arch | None = None,
+    nccl_facts: NodeFacts | None = None,
 ) -> tuple[list[PredictedRange], list[str], list[str]]:
     """The fastest predicted algorithm per size range of ``op`` at a shape, from 1 byte up to the
     largest size measured, switching where predictions cross; and (refused, notes) as
-    :func:`price_fits` gives them. An empty list when no fit of ``op`` may be used."""
-    entries, refused, notes = price_fits(fits, world_size, nodes, ops=[op], shapes=shapes, nccl_arch=nccl_arch)
+    :func:`price_fits` gives them (``nccl_facts`` as there: ``--no-nvls``). An empty list when no fit
+    of ``op`` may be used."""
+    entries, refused, notes = price_fits(
+        fits, world_size, nodes, ops=[op], shapes=shapes, nccl_arch=nccl_arch, nccl_facts=nccl_facts
+    )
     if not entries:
         return [], refused, notes
     hi = float(max(e.fit.max_bytes for e in entries))

@@ -30,6 +30,7 @@ from collbench.units import check_ranks, ranks_on_nodes
 
 if TYPE_CHECKING:
     from collbench.models.fitted import Fit
+    from collbench.models.nccl_graph import NodeFacts
 
 PREDICT_PARAMS = {"segment_bytes": None, "layout": "rank-order"}
 """Predicted rules run unsegmented on rank order: no layout or segment size was measured at that shape."""
@@ -136,7 +137,12 @@ def assumed_nodes(profile: Profile, shapes: Sequence[Shape], option: str = "--pr
 
 
 def predicted_rule_set(
-    fits: Sequence[Fit], ops: Sequence[str], world_size: int, nodes: int, measured: Mapping[int, int] | None = None
+    fits: Sequence[Fit],
+    ops: Sequence[str],
+    world_size: int,
+    nodes: int,
+    measured: Mapping[int, int] | None = None,
+    facts: NodeFacts | None = None,
 ) -> RuleSet:
     """Rules at ``world_size`` ranks from the fits: per op, the fastest predicted algorithm per size.
 
@@ -146,15 +152,18 @@ def predicted_rule_set(
     at, and the rules switch where the fastest one changes; the last rule runs to unbounded.
     ``predicted_us`` is the model's time at ``at_bytes`` (the range's geometric middle, or its start
     for the last), ``gain_vs_native`` native's predicted time over the chosen one's there, where native
-    is predicted. ``measured`` maps a fit's world size to its nodes. Raises ConfigError when no op has
-    a fit to use, naming why.
+    is predicted. ``measured`` maps a fit's world size to its nodes; ``facts`` what NCCL's model of
+    native is told of the nodes (``--no-nvls``: the runs set NCCL_NVLS_ENABLE=0). Raises ConfigError
+    when no op has a fit to use, naming why.
     """
     from collbench.models.predict import Shapes, predicted_ranges
 
     rules: list[Rule] = []
     why: list[str] = []
     for op in ops:
-        ranges, refused, _ = predicted_ranges(fits, op, world_size, nodes, shapes=Shapes(dict(measured or {})))
+        ranges, refused, _ = predicted_ranges(
+            fits, op, world_size, nodes, shapes=Shapes(dict(measured or {})), nccl_facts=facts
+        )
         why.extend(refused)
         for r in ranges:
             gain = None if r.native_us is None or r.time_us <= 0 else r.native_us / r.time_us
@@ -169,12 +178,14 @@ def predicted_rule_set(
     return RuleSet(world_size, nodes, tuple(rules), predicted=True)
 
 
-def prediction_notes(profile: Profile, shapes: Sequence[Shape], option: str = "--predict-ranks") -> list[str]:
+def prediction_notes(
+    profile: Profile, shapes: Sequence[Shape], option: str = "--predict-ranks", facts: NodeFacts | None = None
+) -> list[str]:
     """What the predicted rule sets of ``shapes`` leave out and assume, one line each, without repeats:
     fits not used and why (``Fit.distrust``, a native whose algorithm is unknown), and where the
     predictions assume the measured links (``models/predict.py``). The nodes of a shape that names
     none are said by :func:`assumed_nodes`; nodes named that the ranks do not spread evenly over here
-    (``uneven_note``)."""
+    (``uneven_note``). ``facts`` as :func:`with_predictions` takes them."""
     from collbench.models.predict import Shapes as MeasuredShapes
     from collbench.models.predict import price_fits
     from collbench.models.predict_defaults import uneven_note
@@ -186,15 +197,21 @@ def prediction_notes(profile: Profile, shapes: Sequence[Shape], option: str = "-
         nodes, _ = shape_nodes(shape, known, option)
         if shape.nodes is not None and (uneven := uneven_note(shape.world_size, nodes, known)) is not None:
             lines.append(uneven)
-        _, refused, notes = price_fits(fits_of(profile), shape.world_size, nodes, ops=profile.ops, shapes=measured)
+        _, refused, notes = price_fits(
+            fits_of(profile), shape.world_size, nodes, ops=profile.ops, shapes=measured, nccl_facts=facts
+        )
         lines.extend(f"not used for predictions: {line}" for line in refused)
         lines.extend(notes)
     return list(dict.fromkeys(lines))
 
 
-def with_predictions(profile: Profile, shapes: Sequence[Shape], option: str = "--predict-ranks") -> Profile:
+def with_predictions(
+    profile: Profile, shapes: Sequence[Shape], option: str = "--predict-ranks", facts: NodeFacts | None = None
+) -> Profile:
     """``profile`` with a predicted rule set added per shape (nodes: :func:`shape_nodes`, the measured
-    ranks a node kept where a shape names none; ``option`` names the shapes' option in errors).
+    ranks a node kept where a shape names none; ``option`` names the shapes' option in errors; ``facts``
+    what NCCL's model of native is told of the nodes, for the measured runs and the predicted shapes
+    alike, as ``collbench predict`` takes them: ``--no-nvls``, the runs set NCCL_NVLS_ENABLE=0).
 
     Raises ConfigError for a shape the profile measured already, for one that names no nodes where no
     measured shape holds a whole number of ranks a node, or when the profile carries no fit that
@@ -224,7 +241,7 @@ def with_predictions(profile: Profile, shapes: Sequence[Shape], option: str = "-
         if any(s.shape == (shape.world_size, nodes) for s in added):
             # 8 and 8:2 where 8 ranks keep the measured 4 a node: one rule set, asked for twice.
             raise ConfigError(f"{option}: {ranks_on_nodes(shape.world_size, nodes)} are asked for twice")
-        added.append(predicted_rule_set(fits, profile.ops, shape.world_size, nodes, measured))
+        added.append(predicted_rule_set(fits, profile.ops, shape.world_size, nodes, measured, facts))
     return dataclasses.replace(profile, rule_sets=(*profile.rule_sets, *added))
 
 
@@ -317,12 +334,14 @@ def run_tune_shapes(
     predict: Sequence[Shape] = (),
     stage: Callable[[str], None] | None = None,
     sweep_progress: Progress | None = None,
+    facts: NodeFacts | None = None,
 ) -> ShapesOutcome | None:
     """Tune each shape of ``plan`` (``check_shapes``) in turn, join the rule sets (and fits) into
     ``config.output``, add predictions.
 
     Every shape's profile is written to ``config.output`` as soon as it is measured, joined with the
-    shapes before it, so an interrupted run keeps the shapes it finished. Raises what ``run_tune``
+    shapes before it, so an interrupted run keeps the shapes it finished; ``facts`` go to the predictions
+    (:func:`with_predictions`). Raises what ``run_tune``
     raises; ConfigError for a predicted shape that is measured too. Under a launcher, ranks other
     than 0 return None (rank 0 alone writes).
     """
@@ -351,7 +370,7 @@ def run_tune_shapes(
         outcomes.append(outcome)
     assert joined is not None  # at least one config ran
     try:
-        final = with_predictions(joined, predict)
+        final = with_predictions(joined, predict, facts=facts)
     except ConfigError as exc:
         raise ConfigError(f"{exc}; the measured shapes are saved in {config.output}, without predictions") from None
     if final is not joined:
@@ -366,7 +385,7 @@ def run_tune_shapes(
         results = [o.results_path for o in outcomes]
         report_path, why = write_beside_profile(config.output, rows, final, outcomes[-1].topology, results)
         outcomes[-1].notes.extend([why] if why else [])
-    notes = prediction_notes(final, predict) if predict else []
+    notes = prediction_notes(final, predict, facts=facts) if predict else []
     notes = list(plan.notes) + notes
     return ShapesOutcome(final, outcomes, config.output, report_path, notes, assumed_nodes(joined, predict))
 
