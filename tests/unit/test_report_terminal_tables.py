@@ -86,9 +86,9 @@ def test_profile_rules_and_fits() -> None:
 
 
 def test_rule_segment_size_only_where_it_cuts_segments() -> None:
-    """Every row records the sweep's segment size, but direct runs one segment whatever it is: 'direct
-    seg 4 MiB' under a rule for sizes far below 4 MiB read as a setting that mattered. Tree and ring
-    are pipelined (``segmented`` in their specs) and keep it."""
+    """Every row records the sweep's segment size, but a message no larger than it is one segment:
+    'seg 4 MiB' under a rule for 0-90.5 KiB read as a setting that mattered. A rule whose range
+    reaches above it keeps it (direct to 5.66 MiB, ring to no bound: their transfers are cut)."""
     out = _render(render_rules(example_profile()))
     lines = out.splitlines()
     under = {
@@ -97,9 +97,9 @@ def test_rule_segment_size_only_where_it_cuts_segments() -> None:
         for algo in ("tree", "ring", "direct")
         if f"  {algo}  " in line
     }
-    assert under["tree"] == "seg 4 MiB, topology", out
+    assert under["tree"] == "topology", out
+    assert under["direct"] == "seg 4 MiB, topology", out
     assert under["ring"] == "seg 4 MiB, topology", out
-    assert under["direct"] == "topology", out
 
 
 def test_check() -> None:

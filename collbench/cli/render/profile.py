@@ -18,11 +18,8 @@ from collbench.cli.render.styles import (
     r2_text,
     unused_fits,
 )
-from collbench.errors import UnknownNameError
 from collbench.models.fitted import op_has_payload
 from collbench.profile.document import Profile
-from collbench.profile.rules import AlgoRef
-from collbench.schedules.registry import get_algorithm
 from collbench.units import format_bytes, ranks_on_nodes
 
 
@@ -37,9 +34,9 @@ def _us(value: float | None) -> str:
     return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} us"
 
 
-def _params(params: dict[str, Any], algo: AlgoRef) -> str:
+def _params(params: dict[str, Any], max_bytes: int | None) -> str:
     parts = []
-    if params.get("segment_bytes") and _cuts_segments(algo):
+    if params.get("segment_bytes") and _cuts_segments(int(params["segment_bytes"]), max_bytes):
         parts.append(f"seg {_bytes(int(params['segment_bytes']))}")
     if params.get("channels"):
         parts.append(f"{params['channels']} ch")
@@ -50,17 +47,12 @@ def _params(params: dict[str, Any], algo: AlgoRef) -> str:
     return ", ".join(parts) or "-"
 
 
-def _cuts_segments(algo: AlgoRef) -> bool:
-    """Whether the rule's segment size changes what it runs. A sweep records its segment size on every
-    row, but collbench's unpipelined algorithms run one segment whatever it is: 'direct, seg 4 MiB'
-    under a rule for 0-45 KiB read as a setting that mattered. A library's own (native) variants keep
-    it: Open MPI's segmented algorithms take it."""
-    if algo.native:
-        return True
-    try:
-        return get_algorithm(algo.name).segmented
-    except UnknownNameError:
-        return True
+def _cuts_segments(segment_bytes: int, max_bytes: int | None) -> bool:
+    """Whether a rule's segment size changes what it runs: only where its range reaches above it. A
+    sweep records its segment size on every row, but a message no larger is one segment (a pipelined
+    tree's, a transfer the executor cuts, Open MPI's segsize): 'direct, seg 4 MiB' under a rule for
+    0-45 KiB read as a setting that mattered."""
+    return max_bytes is None or max_bytes > segment_bytes
 
 
 def render_rules(profile: Profile) -> RenderableType:
@@ -102,7 +94,7 @@ def render_rules(profile: Profile) -> RenderableType:
             style = "green" if rule.gain_vs_native and rule.gain_vs_native > 1.0 and not rule.algo.own_choice else None
             if rule_set.predicted:
                 style = "dim"
-            params = _params(rule.params, rule.algo)
+            params = _params(rule.params, rule.max_bytes)
             algorithm = Text(rule.algo)
             if params != "-":
                 algorithm.append(f"\n  {params}", style="dim")
