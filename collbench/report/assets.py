@@ -50,7 +50,10 @@ table.matrix td{text-align:center;min-width:40px}
 table.kv th{text-align:left}
 table.kv td{text-align:left}
 table.rules td,table.rules th{text-align:left;white-space:nowrap}
-table.rules td.evidence{min-width:300px;white-space:normal;color:#444}
+table.rules td.params{min-width:120px;white-space:normal}
+table.rules td.evidence{min-width:220px;white-space:normal;color:#444}
+.table-box{max-width:100%;overflow-x:auto}
+table.kv td{overflow-wrap:anywhere}
 #js-errors:empty{display:none}
 #js-errors{color:#b00;border:1px solid #b00;padding:6px}
 """
@@ -116,3 +119,9 @@ PAGE_JS = """
   document.body.setAttribute('data-js','ready');
 })();
 """
+
+
+def table_box(table_html: str) -> str:
+    """``table_html`` in a box as wide as the page: a table wider than the window scrolls sideways inside
+    it, and the page itself never does (profile.html's rules at 1200 px ran 60 px past the window's edge)."""
+    return f'<div class="table-box">{table_html}</div>'

@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from collbench.report.assets import table_box
 from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
 
 KIND_COLORS = {
@@ -85,7 +86,7 @@ def matrix_html(topology: Topology) -> str:
         rows.append(f"<tr><th>{escape(_label(a))}</th>{''.join(cells)}</tr>")
     left_out = _left_out("devices", len(devs), len(every))
     caption = "link kind per pair; GB/s per direction below" + (f" ({left_out})" if left_out else "")
-    return (
+    return table_box(
         f'<table class="matrix"><caption>{escape(caption)}</caption>'
         f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )

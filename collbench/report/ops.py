@@ -13,6 +13,7 @@ from html import escape
 
 from collbench.models.crossover import Crossover
 from collbench.models.fitted import Fit
+from collbench.report.assets import table_box
 from collbench.report.svg import Marker, Point, Series, color_map, log_chart
 from collbench.results.noise import decision_time_us
 from collbench.results.row import NCCL_TESTS_SOURCE, ResultRow
@@ -354,6 +355,6 @@ def results_table(rows: Sequence[ResultRow], has_stall: bool) -> str:
             stalls = [s for s in (stall_fraction(r) for r in modes.values()) if s is not None]
             tds.append(_td(max(stalls), f"{100 * max(stalls):.0f}") if stalls else '<td data-v="">-</td>')
         body.append(f"<tr>{''.join(tds)}</tr>")
-    return (
+    return table_box(
         f'<table class="sortable results"><thead>{groups}<tr>{ths}</tr></thead><tbody>{"".join(body)}</tbody></table>'
     )

@@ -25,7 +25,7 @@ from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
 from collbench.profile.document import Profile, machine_fingerprint
 from collbench.profile.rules import Rule
-from collbench.report.assets import CSS, ERROR_TRAP_JS, PAGE_JS
+from collbench.report.assets import CSS, ERROR_TRAP_JS, PAGE_JS, table_box
 from collbench.report.machine import drawing_svg, matrix_html
 from collbench.report.ops import group_rows, op_section, section_id
 from collbench.report.svg import Band, band_chart, color_map
@@ -369,20 +369,22 @@ def _rules_table(rules: Sequence[Rule], status: str) -> str:
     for r in rules:
         rule_status = status if status == "predicted" or r.measured_us is not None else "from the models"
         gain = "-" if r.gain_vs_native is None else f"{r.gain_vs_native:.2f}x"
+        # The params and the evidence wrap (their own classes); the figures do not.
         cells = (
-            f"{r.min_bytes} ({size_label(r.min_bytes)})",
-            "∞" if r.max_bytes is None else f"{r.max_bytes} ({size_label(r.max_bytes)})",
-            r.algo,
-            _params_text(r.params or {}),
-            "-" if r.at_bytes is None else size_label(r.at_bytes),
-            _fmt_us(r.measured_us),
-            _fmt_us(r.predicted_us),
-            gain,
-            rule_status,
+            ("", f"{r.min_bytes} ({size_label(r.min_bytes)})"),
+            ("", "∞" if r.max_bytes is None else f"{r.max_bytes} ({size_label(r.max_bytes)})"),
+            ("", r.algo),
+            ("params", _params_text(r.params or {})),
+            ("", "-" if r.at_bytes is None else size_label(r.at_bytes)),
+            ("", _fmt_us(r.measured_us)),
+            ("", _fmt_us(r.predicted_us)),
+            ("", gain),
+            ("", rule_status),
+            ("evidence", _evidence(r)),
         )
-        tds = "".join(f"<td>{escape(str(c))}</td>" for c in cells)
-        body.append(f'<tr>{tds}<td class="evidence">{escape(_evidence(r))}</td></tr>')
-    return f'<table class="rules"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        tds = "".join(f'<td class="{c}">{escape(t)}</td>' if c else f"<td>{escape(t)}</td>" for c, t in cells)
+        body.append(f"<tr>{tds}</tr>")
+    return table_box(f'<table class="rules"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')
 
 
 def _when(ts: float) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from report_inputs import EXAMPLE_PROFILE, EXAMPLE_RESULTS, a100_topology, example_profile, with_stalls
 
+from collbench.profile.document import Profile
 from collbench.report.assets import ERROR_TRAP_JS
 from collbench.report.page import SECTION_IDS, ReportInputs, write_report
 from collbench.results.io import read_rows, write_rows
@@ -242,3 +243,51 @@ def test_a_report_of_the_new_ops_loads_and_sorts(tmp_path: Path) -> None:
     assert checked is not None and int(checked.group(1)) > 0
     assert 'id="op-barrier-gloo-4"' in dom and 'id="op-all-to-all-gloo-4"' in dom
     assert dom.count('class="chart"') == 2  # all-to-all's busbw and time; none for barrier
+
+
+# Run in the page at the window's width: every table's right edge, and the page's own width, against
+# the window; each table box that scrolls sideways is counted. Findings go to #js-errors.
+WIDTH_JS = r"""
+(function(){
+  document.querySelectorAll('details').forEach(function(d){d.open=true;});
+  var window_px=document.documentElement.clientWidth,boxes=0;
+  if(document.documentElement.scrollWidth>window_px){
+    window.collbenchRecord('the page scrolls sideways: '+document.documentElement.scrollWidth+' px in '+window_px);}
+  document.querySelectorAll('table').forEach(function(t){
+    var box=t.closest('.table-box');
+    var right=(box||t).getBoundingClientRect().right;
+    if(right>window_px){window.collbenchRecord('table.'+t.className+' ends at '+right+' px in '+window_px);}
+    if(WHOLE&&t.getBoundingClientRect().right>window_px){
+      window.collbenchRecord('table.'+t.className+' is cut at '+window_px+' px');}
+    if(box&&box.scrollWidth>box.clientWidth){boxes++;}
+  });
+  document.body.setAttribute('data-tables',String(document.querySelectorAll('table').length));
+  document.body.setAttribute('data-scrolling',String(boxes));
+})();
+"""
+
+
+@pytest.mark.parametrize(("width_px", "whole"), [(1200, True), (900, False)])
+def test_the_tables_fit_the_window(tmp_path: Path, width_px: int, whole: bool) -> None:
+    """A tune's profile.html at 1200 px: its rules table ran 28 px past the window's edge (60 px with the
+    profiles/ example), the page scrolling sideways. At 1200 px every table fits whole; narrower, a wide
+    table scrolls inside its own box and the page never does."""
+    golden = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
+    out = tmp_path / "report.html"
+    write_report(
+        out,
+        ReportInputs(
+            rows=tuple(read_rows(golden / "tune-quick-results.jsonl")),
+            profile=Profile.load(golden / "tune-quick" / "profile.yaml"),
+            topology=a100_topology(),
+        ),
+    )
+    probe = tmp_path / "probe.html"
+    script = f"var WHOLE={json.dumps(whole)};{WIDTH_JS}"
+    probe.write_text(out.read_text().replace("</body>", f"<script>{script}</script></body>"))
+    run = _chromium(tmp_path, f"--window-size={width_px},900", "--dump-dom", probe.as_uri())
+    assert _errors(run.stdout) == ""
+    tables = re.search(r'data-tables="(\d+)"', run.stdout)
+    scrolling = re.search(r'data-scrolling="(\d+)"', run.stdout)
+    assert tables is not None and int(tables.group(1)) >= 4, "the probe did not run"
+    assert scrolling is not None and (int(scrolling.group(1)) == 0) == whole, scrolling.group(1)
