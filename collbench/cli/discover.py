@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from rich.markup import escape
@@ -21,6 +21,7 @@ from collbench.cli.topology_source import (
 )
 from collbench.errors import CommandLineError, ConfigError, InputFileError, UserError
 from collbench.fileio import TOPOLOGY_KIND, check_writable, refuse_replacing_record
+from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, PAIRS, Pairs
 from collbench.topology.io import save_topology
 from collbench.topology.model import Topology
 from collbench.topology.sources import record_nvml
@@ -36,7 +37,9 @@ def _restrict(topo: Topology, ranks: int | None) -> Topology:
         raise ConfigError(f"--ranks {ranks}: {exc}") from None
 
 
-def _probe(topo: Topology, ranks: int | None, backend: str, timeout_s: float | None, *, live: bool) -> Topology | None:
+def _probe(
+    topo: Topology, ranks: int | None, backend: str, timeout_s: float | None, pairs: Pairs, *, live: bool
+) -> Topology | None:
     try:
         from collbench.runtime.probe import probe_topology
     except ModuleNotFoundError as exc:
@@ -51,7 +54,7 @@ def _probe(topo: Topology, ranks: int | None, backend: str, timeout_s: float | N
         # The probe runs here: on GPUs (NCCL) only when the topology is this machine's own GPUs.
         on_gpu = bool(live and topo.gpus)
         backend = next(b.name for b in BACKENDS if b.torch_backend is not None and b.on_gpu == on_gpu)
-    return probe_topology(world_size, backend=backend, timeout_s=timeout_s, base=topo)
+    return probe_topology(world_size, backend=backend, timeout_s=timeout_s, base=topo, pairs=pairs)
 
 
 def discover(
@@ -85,9 +88,21 @@ def discover(
             "--timeout",
             "-T",
             metavar="SECONDS",
-            help="Seconds before --probe gives up (default: 60 + 3.2 per round of pairs, n-1 rounds).",
+            help="Seconds before --probe gives up (default: 60 + 3.2 per round of pairs, see --pairs).",
         ),
     ] = None,
+    pairs: Annotated[
+        str,
+        typer.Option(
+            "--pairs",
+            metavar="WHICH",
+            help=(
+                "Pairs --probe measures: all (every pair of ranks), nodes (every pair within a node, one pair "
+                f"of ranks per pair of nodes, {NODE_ROUNDS} other nodes each, the rest inferred), auto (all up "
+                f"to {ALL_PAIRS_MAX_RANKS} ranks, nodes beyond)."
+            ),
+        ),
+    ] = "auto",
 ) -> None:
     """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
     sources = {
@@ -108,7 +123,10 @@ def discover(
     if bandwidth and json_out:
         # 'discover --bandwidth --json' printed the document as ever: --bandwidth sets the matrix's cells.
         raise CommandLineError("--bandwidth sets what the matrix shows, and --json prints no matrix: give one of them")
-    probe_only = [flag for flag, given in (("--backend", backend != AUTO), ("--timeout", timeout is not None)) if given]
+    if pairs not in PAIRS:
+        raise CommandLineError(f"--pairs {pairs!r}: expected one of {', '.join(PAIRS)}")
+    given = (("--backend", backend != AUTO), ("--timeout", timeout is not None), ("--pairs", pairs != "auto"))
+    probe_only = [flag for flag, on in given if on]
     if probe_only and not probe:
         # 'discover --backend nccl' described the machine as ever and said nothing of the option.
         verb, them = ("set", "them") if len(probe_only) > 1 else ("sets", "it")
@@ -138,9 +156,8 @@ def discover(
         )
 
     if probe:
-        measured = _probe(
-            topo, ranks, backend, timeout, live=all(v is None for k, v in sources.items() if k != "--record")
-        )
+        live = all(v is None for k, v in sources.items() if k != "--record")
+        measured = _probe(topo, ranks, backend, timeout, cast(Pairs, pairs), live=live)
         if measured is None:
             # The measurements went to rank 0 alone (runtime/probe.py): it writes and prints.
             return

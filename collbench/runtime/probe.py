@@ -1,4 +1,4 @@
-"""Measured links: one-way latency and point-to-point bandwidth between every pair of ranks.
+"""Measured links: one-way latency and point-to-point bandwidth between pairs of ranks.
 
 ``probe_topology`` runs a worker on every rank (local processes, or this process as one rank of a
 torchrun, mpirun or srun job) through :func:`collbench.runtime.launch.ranks.launch`. Pairs are
@@ -16,8 +16,17 @@ nothing waits in a cycle). Per pair:
   is kept, per direction; the link records the mean of the two directions (links are symmetric in
   the model) and the latency.
 
-The measurements are gathered to rank 0 alone (``gather_object``: each rank sends its own n - 1,
-rank 0 receives them all), which builds the topology and writes it; the other ranks return None.
+**Pairs at scale.** Every pair of ranks is n(n-1)/2 pairs in n-1 rounds, and a file that lists them
+grows as n^2. Up to :data:`ALL_PAIRS_MAX_RANKS` ranks (``pairs="auto"``) that is what is measured:
+small jobs see every pair. Beyond it (or with ``pairs="nodes"``) the probe measures what the
+topology's ``node_links`` hold: within each node every pair of its ranks (all nodes at once, in the
+rounds of the node's own tournament), then, between nodes, one pair of ranks per pair of nodes (the
+nodes' first ranks) in the first :data:`NODE_ROUNDS` rounds of a tournament over the nodes, so every
+pair of nodes up to 17 nodes and 16 other nodes each beyond. The pairs of nodes left out are
+``inferred``: the median of the pairs of nodes measured, and the file and ``discover`` say so.
+
+The measurements are gathered to rank 0 alone (``gather_object``: each rank sends its own, rank 0
+receives them all), which builds the topology and writes it; the other ranks return None.
 Without barriers ranks drift apart (one with slow links holds up each partner it meets), and the
 last wait, rank 0's for the slowest rank, can last nearly the whole probe: so the default timeout
 grows with the rounds, :func:`default_timeout_s`.
@@ -46,7 +55,8 @@ from collbench.backends import backend_named
 from collbench.backends.gloo import GLOO
 from collbench.errors import ConfigError, HardwareError
 from collbench.runtime.launch.ranks import RankContext, joined_job, launch
-from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
+from collbench.runtime.probe_pairs import NODE_ROUNDS, Pairs, by_nodes
+from collbench.topology.model import Device, DeviceKind, Link, LinkKind, NodeLink, Topology
 
 _TRIAL_BYTES = 256 * 1024
 _MAX_BYTES = 64 * 1024 * 1024
@@ -94,6 +104,8 @@ class ProbeConfig:
     """Timed small ping-pongs per pair (after 3 warm-ups)."""
     target_s: float = 0.2
     """How long one bandwidth transfer should last, seconds."""
+    node_rounds: int = NODE_ROUNDS
+    """By nodes, the rounds of the tournament over the nodes measured (each node meets that many others)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,14 +161,21 @@ TIMEOUT_BASE_S = 60.0
 """What the probe's default timeout allows for starting (joining the job) whatever the rounds."""
 
 
-def default_timeout_s(n: int, config: ProbeConfig | None = None) -> float:
+NODE_RANKS_BOUND = 72
+"""The ranks of a node the default timeout of a probe by nodes allows for (the node sizes are known only
+once the ranks have joined): GPU nodes hold 4-16, and a larger one wants ``--timeout``."""
+
+
+def default_timeout_s(n: int, config: ProbeConfig | None = None, pairs: Pairs = "all") -> float:
     """The probe's default timeout for ``n`` ranks: :data:`TIMEOUT_BASE_S` plus 4 x (repeats + 1) x
     target_s per round (3.2 s at the defaults): each pair times two directions of repeats + 1 sized
     transfers (twice that for its trial and latency and for a slower rank's drift). Without barriers the
-    last wait (rank 0's gather) may span the whole probe, so it grows with n: 70 s at 4 ranks, 108 s
-    at 16, 55 min at 1,024."""
+    last wait (rank 0's gather) may span the whole probe, so it grows with its rounds: every pair, 70 s
+    at 4 ranks, 108 s at 16; by nodes (``pairs``, :func:`by_nodes`), a node's rounds up to
+    :data:`NODE_RANKS_BOUND` ranks and :data:`NODE_ROUNDS` between nodes, 338 s at any size."""
     cfg = config or ProbeConfig()
-    return TIMEOUT_BASE_S + rounds_for(n) * 4 * (cfg.repeats + 1) * cfg.target_s
+    rounds = rounds_for(min(n, NODE_RANKS_BOUND)) + cfg.node_rounds if by_nodes(pairs, n) else rounds_for(n)
+    return TIMEOUT_BASE_S + rounds * 4 * (cfg.repeats + 1) * cfg.target_s
 
 
 def _ping_pong(ctx: RankContext, peer: int, leader: bool, pings: int) -> float:
@@ -213,38 +232,76 @@ def _direction(ctx: RankContext, peer: int, sender: bool, one_way_s: float, cfg:
     return statistics.median(results)
 
 
-def _probe_worker(ctx: RankContext, task: tuple[ProbeConfig, bool]) -> tuple[list[str], list[PairMeasure]] | None:
-    """Measure this rank's pairs, round by round, no barrier between rounds; rank 0 returns every
-    rank's host and every measurement (every rank does when ``everywhere``), the others None."""
-    cfg, everywhere = task
+def _measure_pair(ctx: RankContext, peer: int, cfg: ProbeConfig) -> list[PairMeasure]:
+    """Latency and both directions' bandwidth with ``peer``; what this rank sent (one PairMeasure)."""
+    a, b = min(ctx.rank, peer), max(ctx.rank, peer)
+    rtt_us = _ping_pong(ctx, peer, ctx.rank == a, cfg.pings)
+    lat = torch.tensor([rtt_us / 2], dtype=torch.float64, device=ctx.device)
+    # The follower needs the latency too, to correct its own bandwidth timing.
+    if ctx.rank == a:
+        dist.send(lat, peer)
+    else:
+        dist.recv(lat, peer)
+    one_way_s = float(lat.item()) / 1e6
     mine: list[PairMeasure] = []
-    for number in range(rounds_for(ctx.world_size)):
-        peer = partner(ctx.world_size, ctx.rank, number)
-        if peer is None:
-            continue
-        a, b = min(ctx.rank, peer), max(ctx.rank, peer)
-        ctx.doing(f"probing ranks {a} and {b} (round {number + 1})")
-        rtt_us = _ping_pong(ctx, peer, ctx.rank == a, cfg.pings)
-        lat = torch.tensor([rtt_us / 2], dtype=torch.float64, device=ctx.device)
-        # The follower needs the latency too, to correct its own bandwidth timing.
-        if ctx.rank == a:
-            dist.send(lat, peer)
-        else:
-            dist.recv(lat, peer)
-        one_way_s = float(lat.item()) / 1e6
-        for src, dst in ((a, b), (b, a)):
-            bw = _direction(ctx, peer, ctx.rank == src, one_way_s, cfg)
-            if ctx.rank == src:
-                mine.append(PairMeasure(src=src, dst=dst, latency_us=float(lat.item()), bandwidth_gbps=bw))
+    for src, dst in ((a, b), (b, a)):
+        bw = _direction(ctx, peer, ctx.rank == src, one_way_s, cfg)
+        if ctx.rank == src:
+            mine.append(PairMeasure(src=src, dst=dst, latency_us=float(lat.item()), bandwidth_gbps=bw))
+    return mine
+
+
+def _peers(ctx: RankContext, pairs: Pairs, node_rounds: int) -> tuple[str, list[tuple[str, int]]]:
+    """This rank's node name and its partners in order, each with what to call the step.
+
+    By nodes, the ranks' nodes come from one all-gather of their hosts (``launch/membership.py``: host
+    name and boot id, 128 bytes a rank), the partners from the circle method over the node's ranks, then,
+    for a node's first rank, over the nodes' first ranks: O(ranks) on every rank, no table of pairs."""
+    n = ctx.world_size
+    if not by_nodes(pairs, n):
+        found = ((k, partner(n, ctx.rank, k)) for k in range(rounds_for(n)))
+        return ctx.node, [(f"round {k + 1}", peer) for k, peer in found if peer is not None]
+    from collbench.runtime.launch.membership import gather_membership
+
+    members = gather_membership(ctx.control, n)
+    node = members.node_of_rank[ctx.rank]
+    ranks_of: list[list[int]] = [[] for _ in range(members.nodes)]
+    for r, k in enumerate(members.node_of_rank):
+        ranks_of[k].append(r)
+    local = ranks_of[node]
+    out: list[tuple[str, int]] = []
+    for k in range(rounds_for(len(local))):
+        other = partner(len(local), members.local_rank_of[ctx.rank], k)
+        if other is not None:
+            out.append((f"round {k + 1} within the node", local[other]))
+    if members.local_rank_of[ctx.rank] == 0:
+        for k in range(min(rounds_for(members.nodes), node_rounds)):
+            other = partner(members.nodes, node, k)
+            if other is not None:
+                out.append((f"round {k + 1} between nodes", ranks_of[other][0]))
+    return members.node_name(ctx.rank), out
+
+
+def _probe_worker(
+    ctx: RankContext, task: tuple[ProbeConfig, bool, Pairs]
+) -> tuple[list[str], list[PairMeasure]] | None:
+    """Measure this rank's pairs (:func:`_peers`), one after another, no barrier between them; rank 0
+    returns every rank's host and every measurement (every rank does when ``everywhere``), the others None."""
+    cfg, everywhere, pairs = task
+    node, peers = _peers(ctx, pairs, cfg.node_rounds)
+    mine: list[PairMeasure] = []
+    for step, peer in peers:
+        ctx.doing(f"probing ranks {min(ctx.rank, peer)} and {max(ctx.rank, peer)} ({step})")
+        mine.extend(_measure_pair(ctx, peer, cfg))
     ctx.doing("gathering the measurements")
     gathered: list[Any] = [None] * ctx.world_size
     # Each rank's node as the job knows it (host name and boot id, launch/membership.py), not its bare
     # host name: namespaces or containers that share a host name are nodes of their own, and a sweep on
     # this topology counts its nodes so; by host name alone they made a topology of one host.
     if everywhere:
-        dist.all_gather_object(gathered, (ctx.node, mine), group=ctx.control)
+        dist.all_gather_object(gathered, (node, mine), group=ctx.control)
     else:
-        dist.gather_object((ctx.node, mine), gathered if ctx.rank == 0 else None, dst=0, group=ctx.control)
+        dist.gather_object((node, mine), gathered if ctx.rank == 0 else None, dst=0, group=ctx.control)
         if ctx.rank != 0:
             return None
     hosts = [str(g[0]) for g in gathered]
@@ -253,7 +310,12 @@ def _probe_worker(ctx: RankContext, task: tuple[ProbeConfig, bool]) -> tuple[lis
 
 
 def measured_topology(
-    hosts: list[str], measures: list[PairMeasure], *, gpus: bool, base: Topology | None = None
+    hosts: list[str],
+    measures: list[PairMeasure],
+    *,
+    gpus: bool,
+    base: Topology | None = None,
+    per_node: bool = False,
 ) -> Topology:
     """Build the topology of the ranks from the probe's measurements (see the module docstring).
 
@@ -261,7 +323,9 @@ def measured_topology(
 
     With ``base`` on one host holding at least as many rank devices, its devices (and links to NICs
     and CPUs) are kept and the links between the first ranks replaced by measured ones; otherwise
-    the devices are the ranks themselves (GPU<r> or CPU<r>, with their host names).
+    the devices are the ranks themselves (GPU<r> or CPU<r>, with their host names). ``per_node``
+    (a probe by nodes across several hosts): links between hosts become ``node_links``, one per pair of
+    hosts measured and, where some were not, an ``inferred`` default, the median of those measured.
     """
     n = len(hosts)
     same_host = len(set(hosts)) == 1
@@ -281,34 +345,67 @@ def measured_topology(
         ranks = tuple(Device(id=f"{prefix}{r}", kind=kind, index=r, name=f"rank {r}", host=hosts[r]) for r in range(n))
         devices, others = ranks, ()
         host = hosts[0] if same_host else ",".join(dict.fromkeys(hosts))
-    by_pair: dict[tuple[int, int], PairMeasure] = {(m.src, m.dst): m for m in measures}
     for m in measures:
         # Against the known link (from discovery) where the ranks are its devices; else any link's bound.
         nominal = base.link(ranks[m.src].id, ranks[m.dst].id) if based and base is not None else None
         check_physical(m, nominal.bandwidth_gbps if nominal is not None else None)
+    # Both directions of a pair, by the pair: one pass over the measurements (a loop over every pair of
+    # ranks was 134 million steps at 16,384 ranks, most of them pairs a probe by nodes never measured).
+    by_pair: dict[tuple[int, int], list[PairMeasure]] = {}
+    for m in measures:
+        by_pair.setdefault((min(m.src, m.dst), max(m.src, m.dst)), []).append(m)
     links: list[Link] = []
-    for a in range(n):
-        for b in range(a + 1, n):
-            there, back = by_pair.get((a, b)), by_pair.get((b, a))
-            got = [m for m in (there, back) if m is not None]
-            if not got:
-                continue
-            links.append(
-                Link(
-                    a=ranks[a].id,
-                    b=ranks[b].id,
-                    kind=LinkKind.MEASURED,
-                    bandwidth_gbps=statistics.fmean(m.bandwidth_gbps for m in got),
-                    latency_us=statistics.fmean(m.latency_us for m in got),
-                    source="measured",
+    between: dict[tuple[str, str], list[PairMeasure]] = {}
+    for (a, b), got in sorted(by_pair.items()):
+        if per_node and hosts[a] != hosts[b]:
+            between.setdefault((hosts[a], hosts[b]), []).extend(got)
+            continue
+        links.append(
+            Link(
+                a=ranks[a].id,
+                b=ranks[b].id,
+                kind=LinkKind.MEASURED,
+                bandwidth_gbps=statistics.fmean(m.bandwidth_gbps for m in got),
+                latency_us=statistics.fmean(m.latency_us for m in got),
+                source="measured",
+            )
+        )
+    node_links = [
+        NodeLink(
+            LinkKind.MEASURED,
+            statistics.fmean(m.bandwidth_gbps for m in got),
+            statistics.fmean(m.latency_us for m in got),
+            "measured",
+            a=a,
+            b=b,
+        )
+        for (a, b), got in between.items()
+    ]
+    nodes = len(set(hosts))
+    note = f"links between {n} ranks measured by collbench's probe (point-to-point, one pair per rank at a time)"
+    if per_node and nodes > 1:
+        node_pairs = nodes * (nodes - 1) // 2
+        note = (
+            f"links measured by collbench's probe by nodes: every pair of ranks within each of {nodes} nodes; "
+            f"between nodes one pair of ranks (the nodes' first) for {len(node_links)} of {node_pairs} pairs of nodes"
+        )
+        if node_links and len(node_links) < node_pairs:
+            node_links.append(
+                NodeLink(
+                    LinkKind.MEASURED,
+                    statistics.median(nl.bandwidth_gbps for nl in node_links),
+                    statistics.median(nl.latency_us for nl in node_links if nl.latency_us is not None),
+                    "inferred",
                 )
             )
+            note += ", the other pairs inferred as the median of those (node_links' default, source inferred)"
     return Topology(
         host=host,
         devices=devices,
         links=(*others, *links),
         source="probe",
-        note=f"links between {n} ranks measured by collbench's probe (point-to-point, one pair per rank at a time)",
+        note=note,
+        node_links=tuple(node_links),
     )
 
 
@@ -339,8 +436,12 @@ def probe_topology(
     base: Topology | None = None,
     config: ProbeConfig | None = None,
     everywhere: bool = False,
+    pairs: Pairs = "auto",
 ) -> Topology | None:
-    """Measure latency and bandwidth between every pair of ``world_size`` ranks; return the topology.
+    """Measure latency and bandwidth between the ranks' pairs; return the topology.
+
+    ``pairs``: ``all`` every pair of ranks, ``nodes`` by nodes (the pairs within nodes, a pair of ranks
+    per pair of nodes: the module docstring), ``auto`` all up to :data:`ALL_PAIRS_MAX_RANKS` ranks.
 
     Local ranks are spawned; under a launcher (torchrun, mpirun, srun) this process is one rank and
     ``world_size`` is None or the job's. Links are ``measured`` (GB/s per direction, latency in us).
@@ -357,11 +458,10 @@ def probe_topology(
     if ranks is None or ranks < 2:
         raise ConfigError(f"--probe needs at least 2 ranks to measure a link, got {ranks}")
     cfg = config or ProbeConfig()
-    timeout = default_timeout_s(ranks, cfg) if timeout_s is None else timeout_s
-    results = launch(
-        world_size, _probe_worker, (cfg, everywhere), backend=backend, timeout_s=timeout, result_types=(PairMeasure,)
-    )
+    timeout = default_timeout_s(ranks, cfg, pairs) if timeout_s is None else timeout_s
+    task = (cfg, everywhere, pairs)
+    results = launch(world_size, _probe_worker, task, backend=backend, timeout_s=timeout, result_types=(PairMeasure,))
     if results[0] is None:
         return None
     hosts, measures = results[0]
-    return measured_topology(hosts, measures, gpus=_on_gpu(backend), base=base)
+    return measured_topology(hosts, measures, gpus=_on_gpu(backend), base=base, per_node=by_nodes(pairs, ranks))

@@ -139,16 +139,18 @@ def test_record_needs_nvml_here(tmp_path: Path) -> None:
 def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
     import collbench.runtime.probe as probe
 
-    calls: list[tuple[int, str, float]] = []
+    calls: list[tuple[int, str, float, str]] = []
 
-    def fake_probe(world_size: int, *, backend: str, timeout_s: float, base: object) -> object:
-        calls.append((world_size, backend, timeout_s))
+    def fake_probe(world_size: int, *, backend: str, timeout_s: float, base: object, pairs: str) -> object:
+        calls.append((world_size, backend, timeout_s, pairs))
         return base
 
     monkeypatch.setattr(probe, "probe_topology", fake_probe)
     code, _, err = _run("--replay", str(RECORDINGS / "t4x4-vm.json"), "--probe", "--timeout", "5", "--json")
     assert code == 0, err
-    assert calls == [(4, "gloo", 5.0)]
+    code, _, err = _run("--replay", str(RECORDINGS / "t4x4-vm.json"), "--probe", "--pairs", "nodes", "--json")
+    assert code == 0, err
+    assert calls == [(4, "gloo", 5.0, "auto"), (4, "gloo", None, "nodes")]
 
 
 @pytest.mark.parametrize(
@@ -166,6 +168,8 @@ def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
         # Without --probe they were ignored without a word.
         (["--backend", "gloo"], "--backend sets how --probe measures; add --probe, or leave it out"),
         (["-T", "5", "--backend", "gloo"], "--backend and --timeout set how --probe measures"),
+        (["--pairs", "nodes"], "--pairs sets how --probe measures; add --probe, or leave it out"),
+        (["--pairs", "some", "--probe"], "--pairs 'some': expected one of auto, all, nodes"),
         # The document was printed as ever: --bandwidth sets the matrix's cells.
         (["--bandwidth", "--json"], "--bandwidth sets what the matrix shows, and --json prints no matrix"),
     ],

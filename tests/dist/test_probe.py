@@ -1,14 +1,29 @@
-"""The probe on local gloo ranks: every pair measured, links written as measured links."""
+"""The probe on local gloo ranks: every pair measured, links written as measured links; by nodes, on
+ranks that pretend to be on three nodes, the pairs within nodes and one pair of ranks per pair of nodes."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+
 import pytest
+from node_link_topologies import every_pair
 
 from collbench.errors import ConfigError
 from collbench.layouts.plan import plan_layout
+from collbench.runtime.launch.membership import TEST_BOOT_ID_ENV
+from collbench.runtime.launch.ranks import RankContext, launch
+from collbench.runtime.probe import (
+    PairMeasure,
+    ProbeConfig,
+    _probe_worker,
+    measured_topology,
+    probe_topology,
+    round_robin_rounds,
+)
+from collbench.runtime.probe_pairs import Pairs
 from collbench.topology.host import host_topology
-from collbench.topology.model import LinkKind
-from collbench.runtime.probe import ProbeConfig, probe_topology, round_robin_rounds
+from collbench.topology.model import LinkKind, Topology
 
 pytestmark = pytest.mark.dist
 
@@ -51,3 +66,51 @@ def test_probe_keeps_the_base_devices() -> None:
 def test_probe_needs_two_ranks() -> None:
     with pytest.raises(ConfigError):
         probe_topology(1)
+
+
+# Ranks 0, 1 on one pretend node, 2, 3 and 4 on a second, 5 on a third (COLLBENCH_TEST_BOOT_ID, the test
+# hook of collbench/runtime/launch/membership.py, makes one machine several nodes).
+_NODES = ["a", "a", "b", "b", "b", "c"]
+
+
+def _on_pretend_nodes(ctx: RankContext, task: tuple[ProbeConfig, bool, Pairs]) -> object:
+    os.environ[TEST_BOOT_ID_ENV] = f"pretend-{_NODES[ctx.rank]}"
+    return _probe_worker(ctx, task)
+
+
+def _probed_by_nodes(node_rounds: int) -> Topology:
+    task = (dataclasses.replace(_QUICK, node_rounds=node_rounds), False, "nodes")
+    got = launch(len(_NODES), _on_pretend_nodes, task, backend="gloo", timeout_s=120.0, result_types=(PairMeasure,))
+    hosts, measures = got[0]
+    return measured_topology(hosts, measures, gpus=False, per_node=True)
+
+
+def test_probe_by_nodes_measures_within_nodes_and_a_pair_of_ranks_per_pair_of_nodes() -> None:
+    topo = _probed_by_nodes(node_rounds=16)
+    hosts = [d.host for d in topo.rank_devices]
+    assert len(set(hosts)) == 3 and hosts[0] == hosts[1] != hosts[2] == hosts[3] == hosts[4] != hosts[5]
+    # Within nodes: every pair of ranks (1 + 3), listed per pair; nothing between nodes listed so.
+    assert sorted((lk.a, lk.b) for lk in topo.links) == [
+        ("CPU0", "CPU1"),
+        ("CPU2", "CPU3"),
+        ("CPU2", "CPU4"),
+        ("CPU3", "CPU4"),
+    ]
+    # Between nodes: each of the 3 pairs of nodes measured once, by their first ranks; nothing inferred.
+    assert len(topo.node_links) == 3 and topo.default_node_link is None
+    assert all(nl.source == "measured" and nl.bandwidth_gbps > 0 for nl in topo.node_links)
+    assert topo.link("CPU1", "CPU4") == topo.node_link(hosts[1], hosts[4]).between("CPU1", "CPU4")
+    # The same layout as from the same topology with every pair of ranks listed.
+    assert plan_layout(topo, 6) == plan_layout(every_pair(topo), 6)
+
+
+def test_probe_by_nodes_infers_the_pairs_of_nodes_it_left_out() -> None:
+    topo = _probed_by_nodes(node_rounds=1)
+    measured = [nl for nl in topo.node_links if nl.source == "measured"]
+    # One round of the tournament over 3 nodes: one pair of nodes met, the other two inferred.
+    assert len(measured) == 1
+    default = topo.default_node_link
+    assert default is not None and default.source == "inferred"
+    assert default.bandwidth_gbps == measured[0].bandwidth_gbps
+    assert "1 of 3 pairs of nodes" in (topo.note or "") and "inferred" in (topo.note or "")
+    assert plan_layout(topo, 6) == plan_layout(every_pair(topo), 6)

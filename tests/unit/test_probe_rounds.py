@@ -1,11 +1,13 @@
 """The probe's rounds as each rank finds them alone: its partner per round in O(1), the same pairs as
-the circle method's table, and a default timeout that grows with the rounds."""
+the circle method's table, and a default timeout that grows with the rounds; which pairs it measures
+(every pair of ranks up to 64, by nodes beyond)."""
 
 from __future__ import annotations
 
 import pytest
 
 from collbench.runtime.probe import ProbeConfig, default_timeout_s, partner, round_robin_rounds, rounds_for
+from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, by_nodes
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 16, 17, 33])
@@ -38,3 +40,23 @@ def test_the_default_timeout_grows_with_the_rounds() -> None:
     assert default_timeout_s(1024) == pytest.approx(60 + 1023 * 3.2)
     slow = ProbeConfig(repeats=5, target_s=0.5)
     assert default_timeout_s(8, slow) == pytest.approx(60 + 7 * 4 * 6 * 0.5)
+
+
+def test_which_pairs_the_probe_measures() -> None:
+    # auto: every pair of ranks up to 64 ranks (what small jobs want), by nodes beyond; the others as asked.
+    assert [by_nodes("auto", n) for n in (2, ALL_PAIRS_MAX_RANKS, ALL_PAIRS_MAX_RANKS + 1, 16384)] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert by_nodes("nodes", 2) and not by_nodes("all", 16384)
+
+
+def test_by_nodes_the_default_timeout_does_not_grow_with_the_job() -> None:
+    # A node of up to 72 ranks (71 rounds) and 16 rounds between nodes, whatever the job's size.
+    by_nodes_s = 60 + (71 + NODE_ROUNDS) * 3.2
+    assert default_timeout_s(1024, pairs="auto") == pytest.approx(by_nodes_s)
+    assert default_timeout_s(16384, pairs="auto") == pytest.approx(by_nodes_s)
+    assert default_timeout_s(8, pairs="nodes") == pytest.approx(60 + (7 + NODE_ROUNDS) * 3.2)
+    assert default_timeout_s(64, pairs="auto") == pytest.approx(60 + 63 * 3.2)
