@@ -103,12 +103,21 @@ DEFAULT_ARCH: Arch = "hopper"
 """The generation taken where the GPU is not known (no device name in the rows, or an unlisted one)."""
 
 
+def _sm(gpu: GpuLinks | None, device_name: str) -> int:
+    return gpu.sm if gpu is not None else compute_capability(device_name) if device_name else 0
+
+
+def arch_assumed(gpu: GpuLinks | None, device_name: str = "") -> bool:
+    """Whether :func:`arch_of` falls back to ``DEFAULT_ARCH``: the GPU is not known."""
+    return _sm(gpu, device_name) <= 0
+
+
 def arch_of(gpu: GpuLinks | None, device_name: str = "") -> Arch:
     """NCCL's compute-capability class of a GPU (tuning.cc, ``compCapIndex``: sm 100 and up Blackwell,
     90 Hopper, 80 Ampere, else Volta), from a listed board, else from the device name of a known PCIe
     card (``compute_capability``: an RTX 5090 is Blackwell, an RTX 2080 Ti Volta's class), or
     ``DEFAULT_ARCH`` where the GPU is not known."""
-    sm = gpu.sm if gpu is not None else compute_capability(device_name) if device_name else 0
+    sm = _sm(gpu, device_name)
     if sm <= 0:
         return DEFAULT_ARCH
     if sm >= 100:

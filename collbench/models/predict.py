@@ -40,7 +40,7 @@ from collbench.models.fit_choice import not_below_fewer_nodes, pick_for
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.link_floor import link_floor
 from collbench.models.native_structure import formula_disagreement, native_structure
-from collbench.models.nccl_cost import NCCL_SOURCE, Arch, arch_of
+from collbench.models.nccl_cost import NCCL_SOURCE, Arch, arch_assumed, arch_of
 from collbench.models.nccl_graph import NodeFacts
 from collbench.models.predict_defaults import remeasure_advice
 from collbench.models.predict_native import NO_FACTS, native_nccl, nccl_barrier
@@ -289,6 +289,13 @@ def price_fits(
             )
             continue
         arch = nccl_arch if nccl_arch is not None else arch_of(gpu, fit.device)
+        if nccl_arch is None and arch_assumed(gpu, fit.device):
+            # The basis names the generation either way; without this it read as read from the fit
+            # (an A100 log without device names was priced with Hopper's tables unsaid).
+            notes.append(
+                f"{fit_label}: the fit does not name its GPU; NCCL's model taken for {arch} (--nccl-arch "
+                "names the generation)"
+            )
         if shapes.nodes_of(fit) is None and not at_shape:
             notes.append(
                 f"{fit_label}: the fit does not say how many nodes it was measured on; taken as "

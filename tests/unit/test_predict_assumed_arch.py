@@ -1,0 +1,47 @@
+"""Predict says when NCCL's model of native takes a GPU generation the fit does not name.
+
+The published DGX A100 log (tests/fixtures/real, SOURCES.md) prints no device names: its native fit was
+priced with Hopper's tables (``nccl_cost.DEFAULT_ARCH``), and only the basis's '(..., hopper)' said so,
+as if read from the log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collbench.importers.nccl_tests import read_nccl_tests
+from collbench.models.fit import fit_results
+from collbench.models.fitted import Fit
+from collbench.models.predict import predict
+from collbench.models.stored import NodesSeen, noting_nodes, with_nodes
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+
+
+def _fit(name: str) -> Fit:
+    """The log's fit with its rows' device, as `collbench fit` makes it (models/stored.py)."""
+    seen: NodesSeen = {}
+    rows = list(noting_nodes((r for r in read_nccl_tests(REAL / name) if r.wrong == 0), seen))
+    (fit,) = fit_results(rows).fits
+    return with_nodes(fit, seen)
+
+
+def _arch_notes(notes: list[str]) -> list[str]:
+    return [n for n in notes if "does not name its GPU" in n]
+
+
+def test_an_unnamed_gpu_is_said_and_named_ones_are_not() -> None:
+    a100 = _fit("all_reduce_perf-dgx-a100-4node-slurm-legacy.log")
+    assert a100.device == ""
+    unnamed = predict([a100], 1024, [1 << 20], nodes=128, measured_nodes={32: 4})
+    assert _arch_notes(unnamed.notes) == [
+        "all-reduce native nccl x32 on 4 nodes: the fit does not name its GPU; NCCL's model taken for "
+        "hopper (--nccl-arch names the generation)"
+    ]
+    assert "hopper" in unnamed.predictions[0].basis
+    told = predict([a100], 1024, [1 << 20], nodes=128, measured_nodes={32: 4}, nccl_arch="ampere")
+    assert _arch_notes(told.notes) == []
+    assert "ampere" in told.predictions[0].basis
+    h100 = _fit("all_reduce_perf-h100-2node-mpirun-gcp.log")
+    assert "H100" in h100.device
+    named = predict([h100], 1024, [1 << 20], nodes=128, measured_nodes={16: 2})
+    assert _arch_notes(named.notes) == []
