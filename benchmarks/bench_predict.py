@@ -6,8 +6,9 @@ Every all-reduce log in ``tests/fixtures/real/`` is fitted as ``collbench fit`` 
   node count and sizes (GB200 NVL72 at 72, 144 and 1,440 ranks; DGX A100 on 2 and 4 nodes; the three
   p5 2-node logs, H100 8x2, one another at their own sizes);
 * held-out pairs: the same with a log of ``benchmarks/heldout/`` on either side (one p5 node; OCI's
-  GB200 at 4, 128 and 192 ranks), reported apart: logs found after the model was changed for the
-  pairs above, to tell a change that fits those pairs from one that holds elsewhere;
+  GB200 at 4, 128 and 192 ranks; one H100 InfiniBand cluster at 2, 4 and 8 nodes, whose logs pair
+  among themselves), reported apart: logs found after the model was changed for the pairs above, to
+  tell a change that fits those pairs from one that holds elsewhere;
 * leave one size out: each log's fit without one size predicts that size, at the log's own shape.
 
 Beside every collbench prediction stands NCCL's own cost model on the same pair
@@ -113,6 +114,13 @@ LOGS = (
         heldout=True, op="all-reduce"),
     Log("gb200-oci-192", "all_reduce_perf-gb200-oci-192rank-3racks.log", "gb200", 3, "blackwell", gpu="GB200",
         heldout=True, ranks=192, op="all-reduce"),
+    # Held out: one H100 cluster (8 nodes of 8 GPUs, 8 x 400G InfiniBand) at 2, 4 and 8 nodes, default settings.
+    Log("h100-ib-16", "all_reduce_perf-h100-ib-16rank-2node-issue-comment.log", "h100-ib", 2, "hopper", gpu="H100",
+        heldout=True),
+    Log("h100-ib-32", "all_reduce_perf-h100-ib-32rank-4node-issue-comment.log", "h100-ib", 4, "hopper", gpu="H100",
+        heldout=True),
+    Log("h100-ib-64", "all_reduce_perf-h100-ib-64rank-8node-issue-comment.log", "h100-ib", 8, "hopper", gpu="H100",
+        heldout=True),
 )  # fmt: skip
 
 
@@ -120,6 +128,8 @@ NICS: dict[str, tuple[int, float, str]] = {
     "gb200": (72, 50.0, "4 ConnectX-7 a 4-GPU tray (Crusoe's MLPerf GB200-NVL72 system description; OCI's "
               "mpirun names 4 HCAs a host), 18 trays a rack, 400 Gb/s NDR (NVIDIA Mission Control's NVLink page)"),
     "dgx-a100": (8, 25.0, "8 x 200G HCA (ConnectX-6 HDR) a DGX A100 (NVIDIA/deepops, the 2-node log's page)"),
+    "h100-ib": (8, 50.0, "8 x 400 Gb/s InfiniBand a node (nccl-tests issue 309: the cluster's owner, asked 'are you "
+                "also running on IB 400G network?', 'yes, we are', and ~400 GB/s busbw 'the IB limit of our network')"),
     "p5": (32, 12.5, "32 EFA devices a p5.48xlarge (aws-samples' nccl-tests README, `vpc.amazonaws.com/efa: 32`; "
            "AWS's EFA guide), 3,200 Gb/s together"),
 }  # fmt: skip
