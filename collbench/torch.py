@@ -45,6 +45,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 import torch
@@ -143,9 +144,21 @@ def _plan_key(
     return PlanKey(spec.name, op, world, count, rank, root, segments, layout, elem_bytes, seg)
 
 
+def _check_profile(profile: object) -> None:
+    """ConfigError unless ``profile`` is a loaded :class:`Profile`: its path, given as the profile, was an
+    AttributeError ('str' object has no attribute 'rule_set') from deep inside the call."""
+    if not isinstance(profile, Profile):
+        shown = f" {str(profile)[:80]!r}" if isinstance(profile, (str, PurePath)) else ""
+        raise ConfigError(
+            f"profile is a {type(profile).__name__}{shown}, not a collbench.Profile: load the file once with "
+            "collbench.Profile.load(path) and pass what it returns"
+        )
+
+
 def _rule_set(profile: Profile, group: Any) -> RuleSet:
     """The profile's rule set for the group's size on the nodes its ranks report (:func:`group_nodes`), said
     once per group (rank 0); UserError naming the profile's shapes when it has not that one."""
+    _check_profile(profile)
     world = dist.get_world_size(group)
     nodes, gathered = group_nodes(group)
     rule_set = profile.rule_set(world, nodes)
@@ -306,6 +319,7 @@ def _say_once(text: str) -> None:
 
 def _native_everywhere(profile: Profile) -> bool:
     """Whether the profile has all-reduce rules and every one, in every rule set, is native."""
+    _check_profile(profile)
     algos = [r.algo for rs in profile.rule_sets if Op.ALL_REDUCE.value in rs.ops for r in rs.rules_for(Op.ALL_REDUCE)]
     return bool(algos) and all(is_native(a) for a in algos)
 

@@ -45,6 +45,15 @@ def _worker(rank: int, store: str, out: str, cyclic_profile: str) -> None:
             ctorch.all_reduce(tensor, _profile(params))
         except CollbenchError as exc:
             said[name] = f"{type(exc).__name__}: {exc}"
+    # The profile's path where the loaded profile goes: an AttributeError from deep inside, before.
+    for name, call in (
+        ("path as all_reduce's profile", lambda: ctorch.all_reduce(tensor, cyclic_profile)),  # type: ignore[arg-type]
+        ("path as the hook's profile", lambda: ctorch.ddp_comm_hook(Path(cyclic_profile))),  # type: ignore[arg-type]
+    ):
+        try:
+            call()
+        except CollbenchError as exc:
+            said[name] = f"{type(exc).__name__}: {exc}"
     try:
         Profile.load(cyclic_profile)
     except CollbenchError as exc:
@@ -78,6 +87,11 @@ def test_every_rank_raises_the_same_error_before_anything_is_sent(tmp_path: Path
     assert said[0] == said[1]  # every rank alike
     assert said[0]["1-byte segment"].startswith("ConfigError: the profile's all-reduce rule at 0 bytes has segments")
     assert "a schedule takes 1 to 64" in said[0]["1e9 segments"]
+    assert said[0]["path as all_reduce's profile"] == (
+        f"ConfigError: profile is a str {str(cyclic)!r}, not a collbench.Profile: load the file once with "
+        "collbench.Profile.load(path) and pass what it returns"
+    )
+    assert said[0]["path as the hook's profile"].startswith("ConfigError: profile is a PosixPath")
     assert (
         said[0]["tree with a cycle"].startswith("InputFileError:")
         and "trees[0]: has 0 roots" in said[0]["tree with a cycle"]
