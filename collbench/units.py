@@ -107,6 +107,12 @@ def counted(count: float, noun: str) -> str:
     return f"{number} {noun}{'' if count == 1 else 's'}"
 
 
+def factor_text(factor: float) -> str:
+    """A ratio as a multiplier shows it, ``64``, ``21.3``, ``1024``: three figures, whole from 1,000 up
+    (``.3g`` wrote 16,384 ranks from fits at 16 as ``x1.02e+03``)."""
+    return f"{factor:.3g}" if abs(factor) < 999.5 else f"{factor:.0f}"
+
+
 def ranks_on_nodes(ranks: int, nodes: int) -> str:
     """A communicator's shape as every label says it: ``4 ranks on 1 node``, ``16 ranks on 2 nodes``."""
     return f"{counted(ranks, 'rank')} on {counted(nodes, 'node')}"

@@ -48,7 +48,7 @@ from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_str
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
 from collbench.topology.bandwidth import gpu_links
-from collbench.units import check_ranks, time_text
+from collbench.units import check_ranks, factor_text, time_text
 
 DEFAULT_SIMULATE_MAX_RANKS = 64
 
@@ -99,7 +99,7 @@ class Prediction:
         """``x64 the measured world size``, or ``the measured world size``."""
         if self.world_size == self.fitted_world_size:
             return "the measured world size"
-        return f"x{self.scale:.3g} the measured world size"
+        return f"x{factor_text(self.scale)} the measured world size"
 
     @property
     def certainty(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collbench.errors import ConfigError
-from collbench.units import format_bytes, parse_size, size_label
+from collbench.units import factor_text, format_bytes, parse_size, size_label
 
 
 @pytest.mark.parametrize(
@@ -94,3 +94,12 @@ def test_sizes_read_as_nccl_tests_writes_them(size: float, label: str) -> None:
 )
 def test_format_bytes_in_powers_of_1024_to_three_digits(size: int, label: str) -> None:
     assert format_bytes(size) == label
+
+
+@pytest.mark.parametrize(
+    ("factor", "text"),
+    [(64.0, "64"), (1024.0, "1024"), (16384 / 3, "5461"), (21.333, "21.3"), (999.4, "999"), (999.6, "1000")],
+)
+def test_a_multiplier_never_in_scientific_notation(factor: float, text: str) -> None:
+    # predict from fits at 16 ranks to 16,384 said 'x1.02e+03' in its title and certainty.
+    assert factor_text(factor) == text

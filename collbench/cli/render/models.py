@@ -27,7 +27,7 @@ from collbench.models.fit import FitReport
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.predict import Prediction, PredictReport
 from collbench.schedules.ops import Op
-from collbench.units import format_bytes
+from collbench.units import factor_text, format_bytes
 
 
 def format_time(time_us: float) -> str:
@@ -243,7 +243,7 @@ def render_prediction(report: PredictReport) -> RenderableType:
 
 def _from_text(p: Prediction) -> str:
     """The fits a prediction came from, for the ``from`` column: ``x2``, or ``x2 (x4)`` four times over."""
-    return f"x{p.fitted_world_size}" + ("" if p.world_size == p.fitted_world_size else f" (x{p.scale:.3g})")
+    return f"x{p.fitted_world_size}" + ("" if p.world_size == p.fitted_world_size else f" (x{factor_text(p.scale)})")
 
 
 def _bases(algo: str, fit: str, at_sizes: list[tuple[str, str]]) -> list[RenderableType]:

@@ -1,8 +1,6 @@
-"""Predict says when NCCL's model of native takes a GPU generation the fit does not name.
+"""Predict says what it assumed and how far it scales, in words a reader takes as written.
 
-The published DGX A100 log (tests/fixtures/real, SOURCES.md) prints no device names: its native fit was
-priced with Hopper's tables (``nccl_cost.DEFAULT_ARCH``), and only the basis's '(..., hopper)' said so,
-as if read from the log."""
+Fits of the published logs in tests/fixtures/real (SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -30,6 +28,8 @@ def _arch_notes(notes: list[str]) -> list[str]:
 
 
 def test_an_unnamed_gpu_is_said_and_named_ones_are_not() -> None:
+    """The DGX A100 log prints no device names: its native fit was priced with Hopper's tables
+    (``nccl_cost.DEFAULT_ARCH``), and only the basis's '(..., hopper)' said so, as if read from the log."""
     a100 = _fit("all_reduce_perf-dgx-a100-4node-slurm-legacy.log")
     assert a100.device == ""
     unnamed = predict([a100], 1024, [1 << 20], nodes=128, measured_nodes={32: 4})
@@ -45,3 +45,10 @@ def test_an_unnamed_gpu_is_said_and_named_ones_are_not() -> None:
     assert "H100" in h100.device
     named = predict([h100], 1024, [1 << 20], nodes=128, measured_nodes={16: 2})
     assert _arch_notes(named.notes) == []
+
+
+def test_the_scale_to_16384_ranks_is_a_plain_number() -> None:
+    """From the H100 log's 16 ranks to 16,384 the certainty said 'x1.02e+03 the measured world size'."""
+    h100 = _fit("all_reduce_perf-h100-2node-mpirun-gcp.log")
+    report = predict([h100], 16384, [1 << 20], nodes=2048, measured_nodes={16: 2})
+    assert report.predictions[0].certainty.startswith("x1024 the measured world size"), report.predictions[0].certainty
