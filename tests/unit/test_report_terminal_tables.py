@@ -216,6 +216,22 @@ def test_fit_of_gamma_zero_says_so_in_words() -> None:
     assert "1/gamma" in _render(render_fit_report(report))
 
 
+def test_a_note_shared_by_algorithms_is_one_line() -> None:
+    """A sweep of one world size folds gamma into beta for every algorithm of a reducing op: the same
+    'gamma folded into beta: ...' under each took a line per algorithm (five for one fact)."""
+    report = fit_results(_rows())
+    folded = "gamma folded into beta: one algorithm at one world size cannot tell them apart"
+    shared = replace(report, fits=[replace(f, note=folded, segments=()) for f in report.fits])
+    out = _render(render_fit_report(shared))
+    text = " ".join(out.split())
+    algos = ", ".join(f.algo for f in shared.fits)
+    assert text.count(folded) == 1, out
+    assert f"all-reduce {algos} x{shared.fits[0].world_size}: {folded}" in text, out
+    one_other = replace(shared, fits=[replace(shared.fits[0], note="another note"), *shared.fits[1:]])
+    text = " ".join(_render(render_fit_report(one_other)).split())
+    assert text.count(folded) == 1 and f"all-reduce {shared.fits[0].algo} x" in text
+
+
 def test_an_alpha_fitted_as_0_is_marked_and_said_under_the_tables() -> None:
     # Non-negative least squares stops alpha at 0 where the sizes measured do not resolve a latency (a
     # cluster's tune at 512 KiB-16 MiB fitted six of eight so): "0.0 us" read as a latency of nothing.

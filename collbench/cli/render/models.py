@@ -101,12 +101,17 @@ def render_fits(report: FitReport) -> RenderableType:
         parts.extend(alpha_at_zero_note(f.alpha_us for f in fits))
         if any(f.beta_gbps is None for f in fits):
             beta_legend_at = len(parts)
+    # One line per note, naming every algorithm of the op and world size it holds for: the same
+    # "gamma folded into beta: ..." under each of a sweep's algorithms took five lines for one fact.
+    noted: dict[tuple[str, int, str], list[str]] = {}
     for f in report.fits:
         # The segments' table below gives where each segment starts: the note's "piecewise: 3 segments,
         # breaks at 262144, 2097152 bytes" said it again above it, in bytes.
         note = _PIECEWISE.sub("", f.note).strip("; ") if f.segments else f.note
         if note:
-            parts.append(paragraph(Text(f"{f.op} {f.algo} x{f.world_size}: {note}", style="dim")))
+            noted.setdefault((f.op, f.world_size, note), []).append(f.algo)
+    for (op, world_size, note), algos in noted.items():
+        parts.append(paragraph(Text(f"{op} {', '.join(algos)} x{world_size}: {note}", style="dim")))
     for f in report.fits:
         if f.segments:
             seg = narrow_table(f"segments of {f.op} {f.algo} x{f.world_size}")
