@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from collbench.errors import ConfigError
+from collbench.runtime.host import affinity
 from collbench.runtime.sweep import memory, plan, run
 from collbench.runtime.sweep.plan import SweepConfig
 
@@ -67,3 +68,34 @@ def test_a_point_that_fits_one_rank_but_not_the_jobs_is_refused(
     monkeypatch.setattr(memory, "host_memory", lambda: memory.HostMemory(room, "cgroup memory.max"))
     with pytest.raises(ConfigError, match=r"^2 ranks need about .* of host memory for .*all-gather"):
         run._check_resources(job, lambda text: None)
+
+
+@pytest.mark.parametrize(("here", "cores", "said"), [(3, 2, True), (2, 2, False), (8, 64, False)])
+def test_a_launchers_ranks_beyond_this_hosts_cores_are_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, here: int, cores: int, said: bool
+) -> None:
+    """'torchrun --nproc-per-node 3 ... sweep' on 2 cores had every rank wait for a core, evenly
+    enough that no point was marked stalled, and said nothing; a local sweep of 3 ranks says the line.
+    The machine's cores count, not the rank's mask: mpirun binds each rank to one."""
+    _mpirun_rank(monkeypatch, world=here * 4, here=here)
+    job = _job(tmp_path)
+    monkeypatch.setattr(memory, "host_memory", lambda: None)
+    monkeypatch.setattr(
+        run, "launched_oversubscribed", lambda local: affinity.launched_oversubscribed(local, cores=cores)
+    )
+    notes: list[str] = []
+    run._check_resources(job, notes.append)
+    expected = (
+        f"{here} ranks on this host's {cores} cores: ranks wait for each other to be scheduled, so the results "
+        f"measure the scheduler too (use at most {cores} ranks a host for numbers that measure the collective)"
+    )
+    assert notes == ([expected] if said else [])
+
+
+def test_the_hosts_cores_are_the_machines_not_a_bound_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # mpirun -np 2 binds each rank to one core: its mask holds 1 CPU of the machine's 2.
+    monkeypatch.setattr(affinity.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(affinity.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(affinity, "cgroup_cpu_limit", lambda: None)
+    assert affinity.launched_oversubscribed(2) == ""
+    assert affinity.launched_oversubscribed(3).startswith("3 ranks on this host's 2 cores: ")

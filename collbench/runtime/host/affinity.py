@@ -104,12 +104,31 @@ def plan_placement(world_size: int, cpus: tuple[int, ...] | None = None, cores: 
     usable = usable_cores(allowed, cgroup_cpu_limit()) if cores is None else cores
     if world_size <= min(usable, len(allowed)):
         return Placement(tuple(allowed[r] for r in range(world_size)))
-    return Placement(
-        (None,) * world_size,
-        f"{world_size} ranks on {counted(usable, 'core')}: ranks wait for each other to be scheduled, "
-        "so the results measure the scheduler too (use at most "
-        f"{max(usable, MIN_RANKS)} ranks for numbers that measure the collective)",
+    return Placement((None,) * world_size, oversubscribed_note(world_size, usable))
+
+
+def oversubscribed_note(ranks: int, cores: int, *, host: bool = False) -> str:
+    """The line saying ``ranks`` on ``cores`` measure the scheduler too (``host``: a launcher's ranks on
+    this host, its ranks on other hosts not counted)."""
+    whose = "this host's " if host else ""
+    return (
+        f"{ranks} ranks on {whose}{counted(cores, 'core')}: ranks wait "
+        "for each other to be scheduled, so the results measure the scheduler too (use at most "
+        f"{max(cores, MIN_RANKS)} ranks{' a host' if host else ''} for numbers that measure the collective)"
     )
+
+
+def launched_oversubscribed(local_ranks: int, cores: int | None = None) -> str:
+    """The oversubscription line for a launcher's ``local_ranks`` CPU ranks on this host, or "" where each
+    has a core. The launcher placed them: 'torchrun --nproc-per-node 3 ... sweep' on 2 cores had every
+    rank wait for a core, evenly enough that no point was marked stalled, and said nothing (a local
+    sweep's placement says this line).
+
+    ``cores``: the machine's, capped by a cgroup quota (default), not this process's mask: mpirun and
+    srun bind each rank to a core of its own, and one core a rank is no crowd."""
+    if cores is None:
+        cores = usable_cores(tuple(range(os.cpu_count() or 1)), cgroup_cpu_limit())
+    return oversubscribed_note(local_ranks, cores, host=True) if local_ranks > cores else ""
 
 
 def pin_this_process(cpu: int | None) -> bool:

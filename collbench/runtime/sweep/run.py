@@ -21,6 +21,7 @@ from typing import Any
 from collbench.errors import RankError
 from collbench.nccl.variants import is_native
 from collbench.results.row import ResultRow
+from collbench.runtime.host.affinity import launched_oversubscribed
 from collbench.runtime.host.idle_latency import idle_cpus_poll
 from collbench.runtime.launch.ranks import joined_job, launch
 from collbench.runtime.sweep.files import sweep_files, write_output_from_stream
@@ -120,7 +121,8 @@ def run_sweep(config: SweepConfig, progress: ProgressCallback | None = None) -> 
 def _check_resources(job: SweepJob, note: Callable[[str], None]) -> None:
     """Refuse, before any rank starts, a sweep whose ranks cannot fit in memory.
 
-    (More ranks than cores is said once, by runtime/host/affinity.py's placement.)
+    More local ranks than cores is said once: by runtime/host/affinity.py's placement where collbench
+    starts the ranks, here under a launcher, which placed them.
     """
     from collbench.runtime.sweep import memory
 
@@ -129,6 +131,8 @@ def _check_resources(job: SweepJob, note: Callable[[str], None]) -> None:
     launched = joined_job()
     if launched is not None:
         world, here = launched.world_size, max(1, launched.local_world_size)
+        if job.runs_on.places_cpu_ranks and (crowded := launched_oversubscribed(here)):
+            note(crowded)
     else:
         world = here = job.config.world_size if job.config.world_size is not None else 1
     memory.check_host_memory(job, here, world, memory.host_memory())
