@@ -118,7 +118,16 @@ def _pairwise(topology: Topology, world: int) -> Topology:
         return topology
     one = topology.host.split(",")[0]
     devices = tuple(replace(d, host=one) if d in ranks else d for d in topology.devices)
-    return replace(topology, devices=devices)
+    if not topology.node_links:
+        return replace(topology, devices=devices)
+    # Links said per pair of hosts (node_links) name hosts that are one now: each pair of ranks takes
+    # its hosts' link as its own (the one-fabric search reads an n x n table of them anyway).
+    ids = {d.id for d in ranks}
+    kept = tuple(lk for lk in topology.links if not (lk.a in ids and lk.b in ids))
+    pairs = tuple(
+        found for i, a in enumerate(ranks) for b in ranks[i + 1 :] if (found := topology.link(a.id, b.id)) is not None
+    )
+    return replace(topology, devices=devices, links=kept + pairs, node_links=())
 
 
 def planned_layout(topology: Topology, world: int) -> ProfileLayout:

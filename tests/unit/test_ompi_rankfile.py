@@ -17,7 +17,7 @@ from collbench.errors import UserError
 from collbench.exporters.ompi_rankfile import build_ompi_rankfile
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.profile.rules import Rule
-from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
+from collbench.topology.model import Device, DeviceKind, Link, LinkKind, NodeLink, Topology
 
 P = {"segment_bytes": None, "layout": "topology"}
 LINE = re.compile(r"^rank (\d+)=(\S+) slot=(\S+)$")
@@ -169,3 +169,34 @@ def test_a_topology_plans_the_ring_a_profile_of_open_mpi_lacks(tmp_path: Path) -
     )
     assert result.exit_code == 0, result.output
     assert parse_rankfile(result.stdout) == parse_rankfile(built.text)
+
+
+def test_a_topology_with_links_per_pair_of_hosts_plans_the_same_ring(tmp_path: Path) -> None:
+    """The probe's links between hosts said once per pair of hosts (node_links, schema_version 2): with
+    one rank per host every pair of hosts is a pair of ranks, and the ring is the one planned from the
+    same links listed per pair of ranks (all four ranks moved onto one host once named the hosts that
+    the node links name, a ValueError traceback)."""
+    hosts = ["n0", "n1", "n2", "n3"]
+    listed = probed(hosts)
+    node_links = tuple(
+        NodeLink(
+            lk.kind,
+            lk.bandwidth_gbps,
+            lk.latency_us,
+            "measured",
+            a=listed.device(lk.a).host,
+            b=listed.device(lk.b).host,
+        )
+        for lk in listed.links
+    )
+    per_hosts = Topology(host=listed.host, devices=listed.devices, links=(), source="probe", node_links=node_links)
+    want = build_ompi_rankfile(profile(shaped(4, 4, None)), hosts=hosts, topology=listed).text
+    assert build_ompi_rankfile(profile(shaped(4, 4, None)), hosts=hosts, topology=per_hosts).text == want
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps(per_hosts.to_dict()))
+    path = profile(shaped(4, 4, None)).save(tmp_path / "p.yaml")
+    result = CliRunner().invoke(
+        app, ["export", "ompi-rankfile", str(path), "--hosts", ",".join(hosts), "--topology", str(topo)]
+    )
+    assert result.exit_code == 0, result.output
+    assert parse_rankfile(result.stdout) == parse_rankfile(want)
