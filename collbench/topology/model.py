@@ -267,6 +267,7 @@ class Topology:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _rank_host: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _ranks: tuple[Device, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.devices, tuple):
@@ -285,6 +286,9 @@ class Topology:
                 raise ValueError(f"two links between {link.a} and {link.b}")
             index[link.ends] = link
         object.__setattr__(self, "_index", index)
+        # Found once: link() by rank index, a layout's hops and the simulator's transfers ask for them
+        # per pair, and sorting every device each time made those O(ranks^2 log ranks).
+        object.__setattr__(self, "_ranks", self.gpus or self.cpus)
         if not isinstance(self.node_links, tuple):
             object.__setattr__(self, "node_links", tuple(self.node_links))
         if self.node_links:
@@ -324,7 +328,7 @@ class Topology:
     @property
     def rank_devices(self) -> tuple[Device, ...]:
         """The devices ranks run on: the GPUs, or the CPU ranks when there are no GPUs."""
-        return self.gpus or self.cpus
+        return self._ranks
 
     def device(self, device_id: str) -> Device:
         for d in self.devices:

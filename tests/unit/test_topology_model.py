@@ -56,3 +56,25 @@ def test_bad_topologies_are_refused() -> None:
         Topology("h", (gpu, gpu), ())
     with pytest.raises(ValueError, match="not in the topology"):
         Topology("h", (gpu,), (Link("GPU0", "GPU9", LinkKind.PIX),))
+
+
+def test_rank_devices_are_found_once_not_on_every_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A layout's hops (cli/render/layouts.py) and the simulator's transfers (models/simulator.py) ask
+    for links by rank index, per pair: sorting every device on each ask made a 2048-rank layout's ring
+    lines O(ranks^2 log ranks) (17 s of its render)."""
+    ranks = 64
+    devices = tuple(Device(f"CPU{r}", DeviceKind.CPU, r, host=f"h{r // 8}") for r in range(ranks))
+    links = tuple(
+        Link(f"CPU{a}", f"CPU{b}", LinkKind.MEASURED, bandwidth_gbps=1.0 + a, source="measured")
+        for a in range(ranks)
+        for b in range(a + 1, ranks)
+    )
+    topo = Topology(host="h0", devices=devices, links=links, source="probe")
+    sorted_devices = []
+    real = Topology.devices_of
+    monkeypatch.setattr(Topology, "devices_of", lambda self, kind: sorted_devices.append(kind) or real(self, kind))
+    assert [d.id for d in topo.rank_devices] == [f"CPU{r}" for r in range(ranks)]
+    assert all(
+        topo.rank_link(i, j).bandwidth_gbps == 1.0 + min(i, j) for i in range(ranks) for j in range(ranks) if i != j
+    )
+    assert sorted_devices == []
