@@ -22,19 +22,29 @@ traffic of a tune's decisions.
    reads the topology and plans; a rank other than 0 gets the layout's rings, trees and nodes and its
    own all-to-all partners (O(ranks)), where every sweep's plan sent it the whole layout, O(ranks^2)
    with the exchange order (``--placement-at``, 512 and 4,096).
+5. **The probe's topology file.** ``scale_topology_file.topology_file_cost`` (beside this file): what
+   rank 0 writes after ``discover --probe`` and what a launcher's ``tune --topology`` costs it to read
+   and plan on (the calls ``placement`` makes), from probe data made in the process (nodes of 8 ranks;
+   no launch at that size): by nodes (every pair within a node, a pair of ranks per pair of nodes for
+   16 rounds, the rest inferred) at ``--topology-at`` (512, 4,096, 16,384), and every pair of ranks,
+   the file before, at ``--every-pair-at`` (512; beyond it the size is the per-link bytes measured
+   there times the pairs).
 
 The last line is one JSON object::
 
     {"build_s": {"ring": {"16384": s, ...}, ...}, "build_mib": {...}, "build_wall_s": {...},
      "whole_build_s": {...}, "whole_build_mib": {...}, "store_ops_per_rank_per_decision": x,
      "api_call_us": {"16384": us, ...},
-     "placement": {"4096": {"rank_kib": k, "rank_s": s, "whole_kib": k, "table_s": s}, ...}}
+     "placement": {"4096": {"rank_kib": k, "rank_s": s, "whole_kib": k, "table_s": s}, ...},
+     "topology_file": {"16384": {"by_nodes": {"mib": m, "write_s": s, "load_s": s, "plan_s": s,
+                                              "planned": bool}, "every_pair": {...}}, ...}}
 
 ``build_s`` is CPU seconds; ``store_ops_per_rank_per_decision`` counts every store operation any
 rank asks in the simulated tune's decisions, divided by decisions and ranks.
 
     python benchmarks/bench_scale.py [--sizes 64,512,4096,16384] [--whole-at 64,512] [--store-ranks 4096]
-        [--algos six|all|NAME,...] [--placement-at 512,4096]
+        [--algos six|all|NAME,...] [--placement-at 512,4096] [--topology-at 512,4096,16384]
+        [--every-pair-at 512]
 
 ``--algos all`` measures every registered algorithm with a schedule, the others on their heaviest op
 for a rank (:data:`MORE`).
@@ -45,12 +55,18 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch.distributed as dist
+
+# The probe's topology file (item 5) is measured beside this file (benchmarks/ is no package).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_topology_file import topology_files
 
 from collbench.errors import NotApplicableError
 from collbench.layouts.model import Layout
@@ -371,6 +387,8 @@ def run(
     store_ranks: int,
     algos: tuple[str, ...] = tuple(ALGORITHMS),
     placement_at: tuple[int, ...] = (),
+    topology_at: tuple[int, ...] = (),
+    every_pair_at: tuple[int, ...] = (),
 ) -> dict[str, object]:
     """Measure, print the table (80 columns), and return the JSON object."""
     build_s: dict[str, dict[str, float]] = {}
@@ -416,6 +434,7 @@ def run(
             f"(was {cost.whole_kib / 1024:,.1f} MiB a sweep)",
             flush=True,
         )
+    files = topology_files(topology_at, every_pair_at)
     return {
         "build_s": build_s,
         "build_mib": build_mib,
@@ -425,6 +444,7 @@ def run(
         "store_ops_per_rank_per_decision": store,
         "api_call_us": api_us,
         "placement": placed,
+        "topology_file": files,
     }
 
 
@@ -441,6 +461,12 @@ def main(argv: list[str] | None = None) -> None:
         "--placement-at", type=_ints, default=[512, 4096], help="ranks of the tune --topology hand-over"
     )
     parser.add_argument(
+        "--topology-at", type=_ints, default=[512, 4096, 16384], help="ranks of the probe's topology file, by nodes"
+    )
+    parser.add_argument(
+        "--every-pair-at", type=_ints, default=[512], help="ranks of the probe's file listing every pair (before)"
+    )
+    parser.add_argument(
         "--algos",
         default="six",
         help="six (issue 31's: ring, two-tree, rabenseifner, recursive-doubling, pairwise, dissemination), "
@@ -451,7 +477,8 @@ def main(argv: list[str] | None = None) -> None:
     names = {"six": tuple(ALGORITHMS), "all": tuple(known)}.get(args.algos) or tuple(args.algos.split(","))
     if unknown := [a for a in names if a not in known]:
         parser.error(f"unknown algorithm {', '.join(unknown)}; known: {', '.join(known)}")
-    print(json.dumps(run(args.sizes, args.whole_at, args.store_ranks, names, tuple(args.placement_at))))
+    placement, topology, every = tuple(args.placement_at), tuple(args.topology_at), tuple(args.every_pair_at)
+    print(json.dumps(run(args.sizes, args.whole_at, args.store_ranks, names, placement, topology, every)))
 
 
 if __name__ == "__main__":

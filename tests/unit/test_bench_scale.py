@@ -56,7 +56,8 @@ def test_every_registered_schedule_can_be_measured_and_its_cost_is_its_ranks_bui
 def test_all_algos_print_every_row_and_a_refusal_in_80_columns(
     bench: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bench.main(["--sizes", "1,8", "--whole-at", "8", "--store-ranks", "4", "--algos", "all", "--placement-at", "8"])
+    args = ["--sizes", "1,8", "--whole-at", "8", "--store-ranks", "4", "--algos", "all", "--placement-at", "8"]
+    bench.main([*args, "--topology-at", "", "--every-pair-at", ""])
     lines = capsys.readouterr().out.splitlines()
     assert all(len(line) <= 80 for line in lines[:-1])
     figures = json.loads(lines[-1])
@@ -75,7 +76,8 @@ def test_an_unknown_algorithm_is_refused(bench: ModuleType) -> None:
 def test_run_prints_80_columns_and_one_json_line_of_every_size(
     bench: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bench.main(["--sizes", "1,8", "--whole-at", "1", "--store-ranks", "16", "--placement-at", "8,16"])
+    args = ["--sizes", "1,8", "--whole-at", "1", "--store-ranks", "16", "--placement-at", "8,16"]
+    bench.main([*args, "--topology-at", "16,24", "--every-pair-at", "16"])
     lines = capsys.readouterr().out.splitlines()
     assert all(len(line) <= 80 for line in lines[:-1])
     figures = json.loads(lines[-1])
@@ -85,6 +87,10 @@ def test_run_prints_80_columns_and_one_json_line_of_every_size(
     assert figures["store_ops_per_rank_per_decision"] > 0
     assert set(figures["api_call_us"]) == {"1", "8"} and all(us > 0 for us in figures["api_call_us"].values())
     assert set(figures["placement"]) == {"8", "16"}
+    # The probe's file: by nodes at 16 and 24 ranks, every pair measured at 16 and estimated at 24.
+    files = figures["topology_file"]
+    assert set(files) == {"16", "24"} and all(set(f) == {"every_pair", "by_nodes"} for f in files.values())
+    assert files["16"]["every_pair"]["load_s"] is not None and files["24"]["every_pair"]["load_s"] is None
     rows = [line.split() for line in lines if line.split()[:1] and line.split()[0] in bench.ALGORITHMS]
     assert [(r[0], r[1]) for r in rows] == [(a, str(n)) for a in bench.ALGORITHMS for n in (1, 8)]
 
@@ -114,3 +120,23 @@ def test_placement_cost_is_a_ranks_part_of_the_whole_layout(bench: ModuleType) -
     small, large = bench.placement_cost(16), bench.placement_cost(64)
     assert 0 < small.rank_kib < small.whole_kib and large.rank_kib < 8 * small.rank_kib
     assert large.whole_kib > 8 * small.whole_kib
+
+
+def test_the_probes_file_is_what_rank_0_writes_from_the_made_up_probe(bench: ModuleType) -> None:
+    import scale_topology_file as files
+
+    from collbench.runtime.probe import measured_topology
+
+    # 3 nodes of 8: every pair within them (3 x 28) and, by nodes, the 3 pairs of nodes once each.
+    hosts, measures = files._probe_measures(24, every_pair=False)
+    topo = measured_topology(hosts, measures, gpus=True, per_node=True)
+    assert len(topo.links) == 3 * 28 and len(topo.node_links) == 3 and topo.default_node_link is None
+    hosts, measures = files._probe_measures(24, every_pair=True)
+    assert len(measured_topology(hosts, measures, gpus=True).links) == 24 * 23 // 2
+    # Past 17 nodes (16 rounds between them) pairs of nodes are inferred.
+    hosts, measures = files._probe_measures(8 * 40, every_pair=False)
+    topo = measured_topology(hosts, measures, gpus=True, per_node=True)
+    assert topo.default_node_link is not None and topo.default_node_link.source == "inferred"
+    assert len(topo.node_links) - 1 == 40 * 16 // 2
+    cost = files.topology_file_cost(24, every_pair=False)
+    assert cost.planned and cost.mib > 0 and cost.load_s is not None
