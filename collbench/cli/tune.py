@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -67,8 +68,6 @@ def _check_no_nvls(no_nvls: bool, predicting: bool) -> None:
     shapes that the runs set NCCL_NVLS_ENABLE=0 (as ``predict --no-nvls`` does), so it needs shapes to
     predict, and a tune whose runs do set it: they inherit this process's environment, and a tune run with
     NVLS on and predicted with it off would price other runs than it measured."""
-    import os
-
     if not no_nvls:
         return
     if not predicting:
@@ -78,6 +77,29 @@ def _check_no_nvls(no_nvls: bool, predicting: bool) -> None:
             "--no-nvls says the runs set NCCL_NVLS_ENABLE=0, and this tune's environment does not: export "
             "NCCL_NVLS_ENABLE=0 for the tune (its runs then measure what the predictions price), or leave --no-nvls out"
         )
+
+
+def nvls_off_in_environment(
+    predicting: bool, no_nvls: bool, backends: Sequence[str], environ: Mapping[str, str]
+) -> bool:
+    """Whether the predicted shapes are priced with NVLS off though ``--no-nvls`` was not given: the tune
+    predicts, its backend is NCCL's, and its environment (which its runs inherit) sets
+    NCCL_NVLS_ENABLE=0. A tune measured with NVLS off and predicted with it on would price other runs
+    than it measured; ``--no-nvls`` says the same where it is given."""
+    from collbench.models.predict import native_modelled
+
+    return (
+        predicting
+        and not no_nvls
+        and environ.get("NCCL_NVLS_ENABLE", "").strip() == "0"
+        and any(native_modelled(b) for b in backends)
+    )
+
+
+def _tune_backend_name(config: TuneConfig) -> str:
+    from collbench.tuning.config import tune_backend
+
+    return tune_backend(config).name
 
 
 def _no_nvls_facts(config: TuneConfig) -> NodeFacts:
@@ -175,7 +197,8 @@ def tune(
         typer.Option(
             "--no-nvls",
             help="With --predict-ranks: the runs set NCCL_NVLS_ENABLE=0 (export it for the tune), so NCCL's "
-            "model runs ring and tree where it would run NVLS, for the measured shapes and the predicted ones.",
+            "model runs ring and tree where it would run NVLS, for the measured shapes and the predicted ones "
+            "(taken as given where NCCL_NVLS_ENABLE=0 is set).",
         ),
     ] = False,
 ) -> None:
@@ -246,6 +269,13 @@ def tune(
     command = _command(config, measured, predict_ranks) + (" --no-nvls" if no_nvls else "")
     config = dataclasses.replace(config, command=command)
     facts = _no_nvls_facts(config) if no_nvls else None
+    backends = [_tune_backend_name(config)] if predict and not no_nvls and "NCCL_NVLS_ENABLE" in os.environ else []
+    if nvls_off_in_environment(bool(predict), no_nvls, backends, os.environ):
+        from collbench.models.nccl_graph import NodeFacts
+
+        facts = NodeFacts(nvls=False)
+        config = dataclasses.replace(config, command=config.command + " --no-nvls")
+        print_note("note", "NCCL_NVLS_ENABLE=0 here: the predicted shapes are priced with NVLS off, as --no-nvls does")
     # Under a launcher, every step of the tune (each round's sweep, the decisions between them) runs on
     # one process group, made once.
     with one_process_group(config.backend, config.timeout_s):

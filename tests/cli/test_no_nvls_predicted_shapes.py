@@ -113,3 +113,25 @@ def test_tune_no_nvls_refusals_before_anything_runs(
     assert done.exit_code == 2, done.output
     assert says in done.output and "Traceback" not in done.output
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("predicting", "no_nvls", "backends", "environ", "off"),
+    [
+        (True, False, ["nccl"], {"NCCL_NVLS_ENABLE": "0"}, True),
+        (True, False, ["nccl"], {"NCCL_NVLS_ENABLE": " 0 "}, True),
+        (True, False, ["nccl"], {"NCCL_NVLS_ENABLE": "1"}, False),
+        (True, False, ["nccl"], {}, False),
+        (True, False, ["gloo"], {"NCCL_NVLS_ENABLE": "0"}, False),  # nothing of NCCL's model to tell
+        (False, False, ["nccl"], {"NCCL_NVLS_ENABLE": "0"}, False),  # no shapes to predict
+        (True, True, ["nccl"], {"NCCL_NVLS_ENABLE": "0"}, False),  # --no-nvls given says it already
+    ],
+)
+def test_a_tune_run_with_nvls_off_predicts_with_it_off(
+    predicting: bool, no_nvls: bool, backends: list[str], environ: dict[str, str], off: bool
+) -> None:
+    # A tune over NCCL whose environment sets NCCL_NVLS_ENABLE=0 measures with NVLS off (its runs inherit
+    # the environment; NCCL's docs: NCCL_NVLS_ENABLE); its predicted shapes must be priced the same way.
+    from collbench.cli.tune import nvls_off_in_environment
+
+    assert nvls_off_in_environment(predicting, no_nvls, backends, environ) is off
