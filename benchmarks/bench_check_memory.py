@@ -46,10 +46,10 @@ def main() -> None:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     size_bytes = int(args.size[:-1]) * units[args.size[-1].upper()] if args.size[-1].isalpha() else int(args.size)
     with tempfile.TemporaryDirectory() as tmp:
-        stream = Path(tmp) / "s.jsonl"
-        base = peak_rss("1K", 1, stream)
-        off = peak_rss(args.size, 0, stream)
-        on = peak_rss(args.size, 1, stream)
+        # A stream of its own each: a sweep refuses a stream that already holds rows.
+        base = peak_rss("1K", 1, Path(tmp) / "base.jsonl")
+        off = peak_rss(args.size, 0, Path(tmp) / "check-off.jsonl")
+        on = peak_rss(args.size, 1, Path(tmp) / "check-on.jsonl")
     mib = 1 << 20
     figures = {
         "size_bytes": size_bytes,
