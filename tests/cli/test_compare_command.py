@@ -155,3 +155,14 @@ def test_two_files_of_200k_points_compare_and_print_only_what_is_beyond_noise(tm
     assert result.exit_code == 0, result.output
     assert "200000 points matched" in result.output and "within noise not shown" in result.output
     assert len(result.stdout.splitlines()) < 100
+
+
+@pytest.mark.parametrize(("zs", "said"), [((2.86, 2.94), "2.9"), ((2.9,), "2.9"), ((2.9, 3.0), "2.9-3.0")])
+def test_the_noise_bar_is_a_range_only_where_its_ends_print_apart(zs: tuple[float, ...], said: str) -> None:
+    # Two sweeps of the 2-core VM printed 'verdict noise: within 2.9-2.9 standard errors of no change'.
+    from types import SimpleNamespace
+
+    from collbench.cli.compare import _z_text
+
+    comparison = SimpleNamespace(changes=[SimpleNamespace(z=z) for z in zs])
+    assert _z_text(comparison) == said  # type: ignore[arg-type]
