@@ -458,7 +458,10 @@ def probe_topology(
     if ranks is None or ranks < 2:
         raise ConfigError(f"--probe needs at least 2 ranks to measure a link, got {ranks}")
     cfg = config or ProbeConfig()
-    timeout = default_timeout_s(ranks, cfg, pairs) if timeout_s is None else timeout_s
+    # Ranks spawned here are one node: by nodes they still measure every pair of ranks (n - 1 rounds,
+    # past what NODE_RANKS_BOUND allows a job of several nodes: 127 rounds at 128 local ranks), none between.
+    spread: Pairs = pairs if job is not None else "all"
+    timeout = default_timeout_s(ranks, cfg, spread) if timeout_s is None else timeout_s
     task = (cfg, everywhere, pairs)
     results = launch(world_size, _probe_worker, task, backend=backend, timeout_s=timeout, result_types=(PairMeasure,))
     if results[0] is None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from collbench.runtime import probe
 from collbench.runtime.probe import ProbeConfig, default_timeout_s, partner, round_robin_rounds, rounds_for
-from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, by_nodes
+from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, Pairs, by_nodes
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 16, 17, 33])
@@ -60,3 +61,19 @@ def test_by_nodes_the_default_timeout_does_not_grow_with_the_job() -> None:
     assert default_timeout_s(16384, pairs="auto") == pytest.approx(by_nodes_s)
     assert default_timeout_s(8, pairs="nodes") == pytest.approx(60 + (7 + NODE_ROUNDS) * 3.2)
     assert default_timeout_s(64, pairs="auto") == pytest.approx(60 + 63 * 3.2)
+
+
+@pytest.mark.parametrize("pairs", ["auto", "nodes"])
+def test_local_ranks_by_nodes_get_the_rounds_of_their_one_node(monkeypatch: pytest.MonkeyPatch, pairs: Pairs) -> None:
+    # 128 ranks spawned here are one node of 128: 127 rounds within it, none between nodes, where the
+    # default for a job of several nodes allows a node of 72 (87 rounds): the probe timed out.
+    asked: list[float] = []
+
+    def launch(*args: object, timeout_s: float, **kwargs: object) -> list[None]:
+        asked.append(timeout_s)
+        return [None]  # as on a rank other than 0: nothing to build
+
+    monkeypatch.setattr(probe, "joined_job", lambda: None)
+    monkeypatch.setattr(probe, "launch", launch)
+    assert probe.probe_topology(128, backend="gloo", pairs=pairs) is None
+    assert asked == [pytest.approx(60 + 127 * 3.2)]
