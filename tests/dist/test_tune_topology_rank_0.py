@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from launcher_env import torchrun_job
+from node_link_topologies import classed, every_pair
 
 from collbench.layouts.model import Layout
 from collbench.layouts.plan import plan_layout
@@ -101,3 +102,32 @@ def test_a_sweep_whose_other_ranks_have_no_topology_file_runs_rank_0s_layout(tmp
     done = torchrun_job(n, few, folders, timeout_s=JOB_S)
     assert [proc.returncode for proc in done] == [2] * n, [p.stderr for p in done]
     assert all("describes 2 ranks, fewer than the 3 this sweep runs" in p.stderr for p in done)
+
+
+def test_a_tune_on_a_topology_said_by_pairs_of_nodes_runs_the_layout_of_every_pair(tmp_path: Path) -> None:
+    # A probe by nodes' file: one rank on each of 4 hosts, hosts 0 and 1 measured slow, the other pairs
+    # of hosts inferred (node_links' default). The tune plans on it the layout that the same topology
+    # with every pair of ranks listed gives, and rank 0 alone reads it.
+    n = 4
+    compact = classed(n, 1, {(0, 1): 0.3})
+    assert compact.default_node_link is not None and not compact.links
+    planned = plan_layout(every_pair(compact), n)
+    folders = [tmp_path / f"rank{rank}" for rank in range(n)]
+    for folder in folders:
+        folder.mkdir()
+    save_topology(compact, folders[0] / "measured.yaml")
+    tune = [
+        *("-m", "collbench.cli.app", "tune", "--quick", "--backend", "gloo", "--op", "all-reduce"),
+        *("-b", "64K", "-e", "128K", "--timeout", "60", "-O", "p.yaml", "--topology", "measured.yaml"),
+    ]
+    done = torchrun_job(n, tune, folders, timeout_s=JOB_S)
+    for rank, proc in enumerate(done):
+        assert proc.returncode == 0, f"rank {rank}: {proc.stdout}{proc.stderr}"
+    rows = list(read_jsonl(folders[0] / "p-results.jsonl"))
+    assert rows and all(r.wrong == 0 and r.world_size == n for r in rows)
+    profile = Profile.load(folders[0] / "p.yaml")
+    assert profile.layout is not None
+    assert profile.layout.rings == planned.rings and profile.layout.trees == planned.trees
+    # The slow pair of hosts is no hop of the best ring.
+    ring = planned.rings[0]
+    assert 1 not in (ring[ring.index(0) - 1], ring[(ring.index(0) + 1) % n])
