@@ -78,10 +78,12 @@ def matrix_html(topology: Topology) -> str:
             if lk is None:
                 cells.append('<td class="none">-</td>')
                 continue
-            bw = f"<br><small>{lk.bandwidth_gbps:g}</small>" if lk.bandwidth_gbps else ""
+            # A figure nobody measured (a probe by nodes' median for pairs of nodes it left out) says so.
+            guess = lk.source == "inferred"
+            bw = f"<br><small>{'~' if guess else ''}{lk.bandwidth_gbps:g}</small>" if lk.bandwidth_gbps else ""
             cells.append(
                 f'<td style="background:{KIND_COLORS[lk.kind]}33" title="{escape(_link_tip(lk))}">'
-                f"{escape(lk.matrix_code)}{bw}</td>"
+                f"{escape('INF' if guess else lk.matrix_code)}{bw}</td>"
             )
         rows.append(f"<tr><th>{escape(_label(a))}</th>{''.join(cells)}</tr>")
     left_out = _left_out("devices", len(devs), len(every))

@@ -139,3 +139,13 @@ def test_discover_says_what_was_measured_and_marks_what_was_inferred() -> None:
     row = next(line for line in text.splitlines() if line.startswith("CPU0 "))
     assert row.split()[:9] == ["CPU0", "X", "19.5", "1", "1", "~5", "~5", "~5", "~5"]
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_the_reports_matrix_marks_what_was_inferred() -> None:
+    from collbench.report.machine import matrix_html
+
+    html = matrix_html(classed(3, 1, {(0, 1): 1.0}))
+    # CPU0-CPU1 measured (1 GB/s); CPU0-CPU2 and CPU1-CPU2 inferred (5): each shown twice in the matrix.
+    assert html.count("INF<br><small>~5</small>") == 4
+    assert html.count("MEAS<br><small>1</small>") == 2
+    assert "(inferred)" in html
