@@ -171,7 +171,10 @@ class _CollbenchGroup(CollbenchGroup):
             if not detail and ctx.invoked_subcommand in MEASURING:
                 detail = "what was measured so far is on disk"
             # report, fit, import...: nothing was being measured (report said it was on disk).
-            err_console.print(Text.assemble(("interrupted", "red"), *((": ", detail) if detail else ())))
+            # One line however long (a path), as an error's: cut at 80 columns it was two in a log.
+            err_console.print(
+                Text.assemble(("interrupted", "red"), *((": ", detail) if detail else ())), soft_wrap=True
+            )
             # The shell's convention, 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP.
             signum = getattr(exc, "signum", signal.SIGINT)
             raise typer.Exit(128 + int(signum)) from None

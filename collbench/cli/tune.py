@@ -312,7 +312,9 @@ def tune(
 
                 hint = kept_rows_hint([p for s in plan.shapes for p in partial_paths(s.config)])
                 if hint:
-                    print_note("note", hint.removeprefix("; "), bar.console)
+                    # Said in app.py's one line: a note above it said where the rows are, and the line
+                    # 'interrupted: what was measured so far is on disk' said it again, vaguer.
+                    exc.detail = hint.removeprefix("; ")  # type: ignore[attr-defined]
                 elif _file_mark(config.output) != profile_before:
                     # The partial rows go once the profile is saved: stopped while the plot or report was
                     # drawn, it said "before any point was measured" over a profile of 278 rows.

@@ -58,6 +58,27 @@ def test_a_sweep_or_tune_stopped_before_its_first_point_says_so(
         assert result.output.strip().splitlines()[-1] == "interrupted: before any point was measured", result.output
 
 
+def test_a_tune_stopped_with_rows_kept_says_where_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tune stopped in its first round said 'note: the rows measured so far are in p-results.partial-0.jsonl;
+    # the same tune with --resume continues from them' and then 'interrupted: what was measured so far is
+    # on disk': two lines, the second vaguer than the first.
+    import collbench.tuning.shapes as shapes_module
+
+    def measured_then_stopped(config: object, *_args: object, **_kwargs: object) -> None:
+        (tmp_path / "p-results.partial-0.jsonl").write_bytes(RESULTS.read_bytes().splitlines(keepends=True)[0])
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(shapes_module, "run_tune_shapes", measured_then_stopped)
+    result = CliRunner().invoke(app, ["tune", "--quick", "--ranks", "2", "-O", "p.yaml"], env={"COLUMNS": "80"})
+    assert result.exit_code == 130, result.output
+    said = (
+        "interrupted: the rows measured so far are in p-results.partial-0.jsonl; the same tune with --resume "
+        "continues from them"
+    )
+    assert result.output.strip().splitlines() == [said], result.output
+
+
 PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
 
 

@@ -25,11 +25,13 @@ import contextvars
 import datetime
 import functools
 import os
+import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -75,6 +77,11 @@ def _rank_main(
     cpu: int | None = None,
 ) -> None:
     """One local rank: join the group once, then run each step the parent sends until it sends None."""
+    # Blocked since the parent started this process (_start_ranks); ignored from here on, the pending
+    # one discarded: the parent alone answers a Ctrl-C, and stops its ranks itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     die_with_parent(parent_pid)
     # A core of its own and one intra-op thread (runtime/host/affinity.py), before torch starts threads.
     pinned = pin_this_process(cpu)
@@ -122,6 +129,29 @@ def _rank_main(
             # A process group whose peer died can hang in its destructor: leave at once.
             os._exit(1)
     dist.destroy_process_group()
+
+
+def _start_ranks(procs: Sequence[BaseProcess]) -> None:
+    """Start the ranks with SIGINT blocked, as CPython starts its resource tracker
+    (``multiprocessing/resource_tracker.py``, ``ensure_running``): the block is inherited through fork
+    and exec, and each rank ignores SIGINT before it unblocks it (:func:`_rank_main`).
+
+    A Ctrl-C at a terminal signals the whole foreground process group, the ranks too: one that came
+    while a rank imported torch (seconds on a loaded machine, before any of collbench's code ran in it)
+    printed multiprocessing's traceback above the command's one line. A SIGINT to the parent meanwhile
+    waits until the ranks are started, then raises as any other (``stop_signals_raise``)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        for proc in procs:
+            proc.start()
+        return
+    # Started first: starting it (in the first rank's start) unblocks SIGINT again when it is done.
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for proc in procs:
+            proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _next_step(steps: Connection) -> tuple[Worker, Any] | None:
@@ -191,8 +221,7 @@ class LocalRanks:
             try:
                 if not self._started:
                     self._started = True
-                    for proc in self.procs:
-                        proc.start()
+                    _start_ranks(self.procs)
                     # The children hold their own ends now; the parent's copies would keep their
                     # pipes open after a child died.
                     for reader in self._readers:
