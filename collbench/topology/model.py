@@ -463,7 +463,10 @@ class Topology:
             links=tuple(lk for lk in self.links if lk.a not in dropped and lk.b not in dropped),
             source=self.source,
             note=self.note,
-            node_links=tuple(nl for nl in self.node_links if nl.a is None or {nl.a, nl.b} <= hosts),
+            # On one host no link between hosts is left to say: none is kept (nor counted by the fingerprint).
+            node_links=tuple(
+                nl for nl in self.node_links if len(hosts) > 1 and (nl.a is None or {nl.a, nl.b} <= hosts)
+            ),
         )
 
 

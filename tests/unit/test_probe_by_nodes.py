@@ -60,3 +60,20 @@ def test_on_one_node_a_probe_by_nodes_is_every_pair() -> None:
     by_nodes = measured_topology(["h"] * 4, measures, gpus=False, per_node=True)
     assert by_nodes == measured_topology(["h"] * 4, measures, gpus=False)
     assert not by_nodes.node_links and len(by_nodes.links) == 6
+
+
+def test_a_probe_by_nodes_is_the_same_machine_as_a_probe_of_every_pair() -> None:
+    # Profiles merge by the machine's fingerprint (its first two ranks): a probe of every pair and one by
+    # nodes of the same ranks name the same machine, and two probes by nodes with other figures too.
+    from collbench.profile.document import machine_fingerprint
+
+    between = _both(0, 2, 1.0) + _both(4, 6, 3.0)
+    every = [m for a in range(8) for b in range(a + 1, 8) for m in _both(a, b, 7.0)]
+    by_nodes = measured_topology(HOSTS, WITHIN + between, gpus=False, per_node=True)
+    slower = measured_topology(
+        HOSTS, [PairMeasure(m.src, m.dst, 99.0, 0.1) for m in WITHIN + between], gpus=False, per_node=True
+    )
+    all_pairs = measured_topology(HOSTS, every, gpus=False)
+    assert machine_fingerprint(by_nodes) == machine_fingerprint(all_pairs) == machine_fingerprint(slower)
+    assert by_nodes.fingerprint == slower.fingerprint != all_pairs.fingerprint
+    assert by_nodes.subset(2).node_links == () and by_nodes.subset(3).default_node_link is not None
