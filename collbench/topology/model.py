@@ -3,7 +3,9 @@
 A :class:`Topology` holds devices (GPUs, NICs, CPUs, or CPU ranks on a host without GPUs) and links.
 Between every two GPUs there is exactly one link: the best path between them (NVLink when there is
 one, otherwise the PCIe level that ``nvidia-smi topo -m`` would print). Links are undirected and
-their bandwidth is per direction.
+their bandwidth is per direction. Between rank devices of different hosts a link may instead be said
+once per pair of hosts (:class:`NodeLink`, with a default for the pairs no other names): a probe of
+thousands of ranks lists O(ranks) links, not O(ranks^2), and :meth:`Topology.link` answers alike.
 """
 
 from __future__ import annotations
