@@ -91,8 +91,15 @@ def _emit(name: str, profile_path: Path, output: Path | None, request: ExportReq
     if output is None:
         typer.echo(exported.text, nl=False)
     else:
+        # An export is derived from the profile, so a file there is replaced (as report's page and fit's
+        # plot are; records of another kind were refused above), but said: it was replaced without a word.
+        replacing = output.is_file() and output.stat().st_size > 0
         atomic_write_text(output, exported.text)
-        err_console.print(f"wrote {entry.what} to [bold]{escape(str(output))}[/bold]", soft_wrap=True)
+        where = f"[bold]{escape(str(output))}[/bold]"
+        err_console.print(
+            f"wrote {entry.what} to {where}" + (" (replaced the file that was there)" if replacing else ""),
+            soft_wrap=True,
+        )
     for label, line in exported.after:
         if label:
             print_note(label, line)

@@ -2,7 +2,7 @@
 the command writes another kind of file there: `discover -O tuned.yaml`, `export nccl-tuner P -O
 other-profile.yaml`, `report -O rows.html` and `profile predict P -O rows.yaml` replaced the file without a
 word (a profile is hours of measurement). A file of the kind written is replaced as before (a topology
-re-discovered over the old one). The files are the real ones, copied under tmp_path."""
+re-discovered over the old one), an export saying so. The files are the real ones, copied under tmp_path."""
 
 from __future__ import annotations
 
@@ -70,11 +70,19 @@ def test_a_file_of_the_kind_written_is_replaced_as_before(topology: Path, tmp_pa
     result = RUNNER.invoke(app, ["discover", "--from-nvidia-smi", str(SMI), "-O", str(target)])
     assert result.exit_code == 0, result.output
     assert target.read_text() == topology.read_text()
+    # An export is derived, so replaced, but said (it was replaced without a word); a new file is written.
     config = tmp_path / "tuner.conf"
     config.write_text("allreduce,0,-1,ring,simple,-1,1,2\n")
-    result = RUNNER.invoke(app, ["export", "nccl-tuner", "--from-other-backend", str(PROFILE), "-O", str(config)])
+    args = ["export", "nccl-tuner", "--from-other-backend", str(PROFILE), "-O", str(config)]
+    result = RUNNER.invoke(app, args, env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     assert config.read_text().startswith("# NCCL tuner plugin config made by collbench")
+    said = f"wrote NCCL tuner config to {config} (replaced the file that was there)"
+    assert said in result.output.splitlines(), result.output
+    config.unlink()
+    result = RUNNER.invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert f"wrote NCCL tuner config to {config}" in result.output.splitlines() and "replaced" not in result.output
 
 
 def test_a_profile_goes_to_a_yaml_name_only(tmp_path: Path) -> None:
