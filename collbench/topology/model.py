@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from collbench.topology.cpu_list import MAX_CPU_LIST_ENTRIES
 from collbench.units import MAX_BYTES, MAX_INT_DIGITS, MAX_RANKS
@@ -165,7 +165,11 @@ class Device:
         return None
 
 
-def _check_figures(what: str, bandwidth_gbps: float, latency_us: float | None) -> None:
+def _check_link_values(what: str, bandwidth_gbps: float, latency_us: float | None, source: str) -> None:
+    # A source read from a file is one of the four: 'infered' or 'Measured' taken as a spec link printed
+    # a figure nobody measured as a plain one, and moved the fingerprint with every probe.
+    if source not in get_args(LinkSource):
+        raise ValueError(f"{what}: source {str(source)[:40]!r} is not one of {', '.join(get_args(LinkSource))}")
     # NaN passes a "< 0" test and then breaks whatever ranks links by bandwidth: refuse it here.
     if not math.isfinite(bandwidth_gbps) or bandwidth_gbps < 0:
         raise ValueError(f"{what}: bandwidth must be a finite number >= 0")
@@ -194,7 +198,7 @@ class Link:
             raise ValueError(f"a link joins two different devices, got {self.a} twice")
         if self.count < 0:
             raise ValueError(f"link {self.a}-{self.b}: count must be >= 0")
-        _check_figures(f"link {self.a}-{self.b}", self.bandwidth_gbps, self.latency_us)
+        _check_link_values(f"link {self.a}-{self.b}", self.bandwidth_gbps, self.latency_us, self.source)
 
     @property
     def ends(self) -> frozenset[str]:
@@ -235,7 +239,7 @@ class NodeLink:
             raise ValueError(f"a link between hosts joins two different hosts, got {self.a} twice")
         if self.count < 0:
             raise ValueError(f"{self.what}: count must be >= 0")
-        _check_figures(self.what, self.bandwidth_gbps, self.latency_us)
+        _check_link_values(self.what, self.bandwidth_gbps, self.latency_us, self.source)
 
     @property
     def is_default(self) -> bool:

@@ -6,6 +6,7 @@ from collbench.topology.model import (
     DeviceKind,
     Link,
     LinkKind,
+    NodeLink,
     Topology,
     normalize_bus_id,
 )
@@ -78,3 +79,16 @@ def test_rank_devices_are_found_once_not_on_every_query(monkeypatch: pytest.Monk
         topo.rank_link(i, j).bandwidth_gbps == 1.0 + min(i, j) for i in range(ranks) for j in range(ranks) if i != j
     )
     assert sorted_devices == []
+
+
+@pytest.mark.parametrize("source", ["infered", "Measured", ""])
+def test_a_link_source_collbench_does_not_know_is_refused(source: str) -> None:
+    """'infered' read as a spec link printed a figure nobody measured as a plain one (discover's INF and
+    ~ marks, layout's 'inferred' hops read the source), and 'Measured' put a probe's figures in the
+    fingerprint. From a file, one line: 'not a valid topology: ... source ... is not one of ...'."""
+    document = _two_gpus().to_dict()
+    document["links"][0]["source"] = source
+    with pytest.raises(ValueError, match=r"link GPU0-GPU1: source .* is not one of spec, default, measured, inferred"):
+        Topology.from_dict(document)
+    with pytest.raises(ValueError, match=r"the default link between hosts: source .* is not one of"):
+        NodeLink(LinkKind.MEASURED, 1.0, source=source)  # type: ignore[arg-type]
