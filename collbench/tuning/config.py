@@ -55,7 +55,7 @@ QUICK = Depth(
     max_bytes=2 << 20,
     step_factor=2.0,
     point_budget_s=0.05,
-    warmup=1,
+    warmup=0,
     extra_segment_bytes=None,
     rounds=2,
     max_rounds=4,
@@ -63,10 +63,12 @@ QUICK = Depth(
 """``tune --quick``: 512 B .. 2 MiB in x2 steps (13 sizes), twice, up to two more rounds of the ties.
 x2 rather than x4 steps: a cache cliff (a time that triples between two sizes) then has sizes of its
 own; between x4 steps one fitted line runs through the cliff and misses the sizes on both sides.
-Its one warm-up call stays, though each point's data-check call comes before it: without it, on the
-namespace cluster the slowest iteration of a point timed in full was over 1.8x its median in 1 point
-of 10 (1.43x with it) and 7-10% of those points stalled (3%), for 16 s of a 240 s tune
-(benchmarks/README.md, "A quick tune without its warm-up call")."""
+No warm-up call beyond each point's first, whose output the data check reads after the timing
+(``runtime/sweep/worker.py``): that call comes right before the timed ones, as the warm-up did. While
+the check of that call came between it and the timing, a warm-up call after it was needed: without
+one, on the namespace cluster the slowest iteration of a point timed in full was over 1.8x its median
+in 1 point of 10 (1.43x with it) and 7-10% of those points stalled (3%) (benchmarks/README.md, "A
+quick tune without its warm-up call"; "The data check after the timing" for the figures since)."""
 THOROUGH = Depth(
     min_bytes=256,
     max_bytes=16 << 20,
