@@ -5,15 +5,18 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from collbench.cli.console import console, err_console
-from collbench.cli.rows import load_results
+from collbench.cli.console import console, print_note
+from collbench.cli.rows import load_results_by_file
 from collbench.errors import InputFileError
 from collbench.fileio import check_writable, refuse_replacing_record
+
+if TYPE_CHECKING:
+    from collbench.results.row import ResultRow
 
 
 def report(
@@ -33,7 +36,6 @@ def report(
 ) -> None:
     """One self-contained HTML page: the machine, per op charts and tables, the profile, and provenance."""
     from collbench.report.page import ReportInputs, write_report
-    from collbench.results.row import ResultRow
 
     if output.suffix.lower() not in (".html", ".htm"):
         raise InputFileError(str(output), "a report is HTML; use a .html name")
@@ -49,7 +51,8 @@ def report(
         from collbench.topology.io import load_topology
 
         loaded_topology = load_topology(topology)
-    rows: list[ResultRow] = load_results(results)
+    by_file = load_results_by_file(results)
+    rows: list[ResultRow] = [row for part in by_file for row in part]
     if not rows:
         raise InputFileError(", ".join(map(str, results)), "no result rows to report on")
     inputs = ReportInputs(
@@ -58,8 +61,34 @@ def report(
         topology=loaded_topology,
         command=shlex.join(["collbench", *sys.argv[1:]]) if sys.argv[1:2] == ["report"] else "collbench report",
         sources=tuple(str(p) for p in results),
+        notes=shared_series(results, by_file),
     )
     path = write_report(output, inputs)
     for note in inputs.notes:
-        err_console.print(f"[yellow]note[/yellow]: {note}")
+        print_note("note", note)
     console.print(f"report: [bold]{escape(str(path))}[/bold] ({path.stat().st_size // 1024} KiB, {len(rows)} rows)")
+
+
+def shared_series(paths: list[Path], by_file: list[list[ResultRow]]) -> list[str]:
+    """A note for each set of files that hold the same series (op, backend, ranks, algorithm, dtype).
+
+    The page draws one line per series, the fastest row at each size: 'report h100.log p5.log', two
+    machines' all_reduce_perf at 16 ranks, drew one 'native' line from both, with no word that it
+    mixed two runs."""
+    holders: dict[tuple[str, str, int, str, str], list[str]] = {}
+    for path, rows in zip(paths, by_file, strict=True):
+        for key in dict.fromkeys((r.op, r.backend, r.world_size, r.algo, r.dtype) for r in rows):
+            holders.setdefault(key, []).append(str(path))
+    shared: dict[tuple[str, ...], list[str]] = {}
+    for (op, backend, ranks, algo, dtype), held_by in holders.items():
+        if len(held_by) > 1:
+            shared.setdefault(tuple(held_by), []).append(f"{op} {algo} {dtype} at {ranks} ranks over {backend}")
+    notes = []
+    for files, series in shared.items():
+        named = ", ".join(files[:-1]) + f" and {files[-1]}"
+        compare = f"`collbench compare {files[0]} {files[1]}`" if len(files) == 2 else "`collbench compare`"
+        notes.append(
+            f"{named} hold the same series, {'; '.join(series)}: the page draws each as one line, the "
+            f"fastest row at each size of them all; {compare} sets two runs side by side"
+        )
+    return notes

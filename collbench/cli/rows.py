@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from collbench.cli.console import print_notes
+from collbench.importers.load import refuse_given_twice
 from collbench.importers.load import stream_results as _stream
 from collbench.results.row import ResultRow
 
@@ -28,3 +29,9 @@ def stream_results(
 def load_results(paths: list[Path], *, op: str | None = None) -> list[ResultRow]:
     """Every row of ``paths`` (:func:`stream_results`), as a list."""
     return list(stream_results(paths, op=op))
+
+
+def load_results_by_file(paths: list[Path]) -> list[list[ResultRow]]:
+    """The rows of each of ``paths``, file by file (one given twice refused, as :func:`load_results` does)."""
+    refuse_given_twice(paths)
+    return [load_results([path]) for path in paths]

@@ -35,7 +35,7 @@ def stream_results(
     that does not say it (``fit --ranks``); ``nodes``: the node count of rows that do not say it
     (``fit --nodes``), an error where a row says another.
     """
-    _refuse_given_twice(paths)
+    refuse_given_twice(paths)
     for path in paths:
         check_regular_file(path)  # before anything opens it: a FIFO blocks, /dev/zero never ends
         if path.suffix.lower() not in RESULT_SUFFIXES:
@@ -64,7 +64,7 @@ def stream_results(
             yield from iter_rows(path)
 
 
-def _refuse_given_twice(paths: list[Path]) -> None:
+def refuse_given_twice(paths: list[Path]) -> None:
     """UserError for a file given twice (by its name, or a link to it): 'report rows.jsonl rows.jsonl' drew
     1,688 rows of 844, and fit took every point twice, as if each had been measured in two rounds."""
     seen: dict[str, Path] = {}

@@ -68,3 +68,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert expected in result.output and len(result.output.strip().splitlines()) == 1, result.output
         assert "Traceback" not in result.output
     assert not (tmp_path / "r.html").exists()
+
+
+def test_files_holding_the_same_series_are_named(tmp_path: Path) -> None:
+    """'report h100.log p5.log', two machines' published all_reduce_perf at 16 ranks (tests/fixtures/real,
+    SOURCES.md), drew one 'native' line from both with no word that it mixed two runs."""
+    real = Path(__file__).parents[1] / "fixtures" / "real"
+    h100 = real / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+    p5 = real / "all_reduce_perf-p5-2node-srun-label-readme-excerpt.log"
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(h100), str(p5), "-O", str(out)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    note = (
+        f"note: {h100} and {p5} hold the same series, all-reduce native float32 at 16 ranks over nccl: the page "
+        f"draws each as one line, the fastest row at each size of them all; `collbench compare {h100} {p5}` sets "
+        "two runs side by side"
+    )
+    assert note in said, result.stderr
+    assert "hold the same series" in out.read_text()
+    # Files of different series are drawn apart and need no note.
+    other = FIX / "all_reduce_perf_8gpu.log"
+    apart = CliRunner().invoke(app, ["report", str(h100), str(other), "-O", str(tmp_path / "s.html")])
+    assert apart.exit_code == 0, apart.output
+    assert "hold the same series" not in apart.stderr
