@@ -1,4 +1,4 @@
-"""collbench's NCCL tuner plugin (``csrc/nccl_tuner_plugin.c``): build it, and ask it what it picks.
+"""collbench's NCCL tuner plugin (``csrc/nccl_tuner_plugin.c`` and its parts): build it, and ask it what it picks.
 
 ``build_plugin`` compiles the plugin with the system C compiler into ``DIR/libnccl-tuner-collbench.so``
 and writes the profile's tuner config beside it; a job then needs two environment lines
@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
 from collbench.tuning.consumers.nccl import why_not
 
+PLUGIN_SOURCES = ("nccl_tuner_plugin.c", "nccl_tuner_rules.c", "nccl_tuner_index.c")
+"""The plugin's parts under ``csrc/`` (with ``nccl_tuner.h``): NCCL's entry points, the config file, the index."""
 PLUGIN_FILE = "libnccl-tuner-collbench.so"
 CONFIG_FILE = "nccl-tuner.conf"
 ABI_VERSIONS: dict[int, str] = {6: "2.30", 5: "2.28-2.29", 4: "2.24-2.27", 3: "2.22-2.23", 2: "2.21", 1: "2.19-2.20"}
@@ -68,8 +71,9 @@ def make_dir(path: Path) -> None:
         ) from None
 
 
-def compile_c(source: Path, output: Path, *, shared: bool, extra_flags: tuple[str, ...] = ()) -> Path:
-    """Compile one C file into ``output`` (replaced whole or not at all); UserError if the compiler fails.
+def compile_c(sources: Path | Sequence[Path], output: Path, *, shared: bool, extra_flags: tuple[str, ...] = ()) -> Path:
+    """Compile C files (one, or the parts of one program) into ``output`` (replaced whole or not at all);
+    UserError if the compiler fails.
 
     ``extra_flags`` go to the compiler as they are (tests build with ``-fsanitize=address``).
     """
@@ -81,7 +85,8 @@ def compile_c(source: Path, output: Path, *, shared: bool, extra_flags: tuple[st
     flags = ["-shared", "-fPIC"] if shared else []
     # -pthread: NCCL calls the plugin from several threads (the v1 entry points take a lock).
     cmd = [c_compiler(), "-O2", "-std=gnu11", "-Wall", "-Wextra", "-pthread", *flags, *extra_flags, "-o", str(tmp)]
-    cmd.append(str(source))
+    files = [sources] if isinstance(sources, Path) else list(sources)
+    cmd += [str(f) for f in files]
     if not shared:
         cmd.append("-ldl")
     try:
@@ -92,7 +97,7 @@ def compile_c(source: Path, output: Path, *, shared: bool, extra_flags: tuple[st
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
-        raise UserError(f"{cmd[0]} failed to build {source.name}: {first}")
+        raise UserError(f"{cmd[0]} failed to build {', '.join(f.name for f in files)}: {first}")
     try:
         os.replace(tmp, output)
     except OSError as exc:
@@ -128,7 +133,7 @@ def build_plugin(
     refuse_replacing(out_dir, overwrite)
     exported = build_nccl_tuner(profile, from_other_backend=from_other_backend)
     make_dir(out_dir)
-    plugin = compile_c(csrc_dir() / "nccl_tuner_plugin.c", out_dir / PLUGIN_FILE, shared=True)
+    plugin = compile_c(plugin_sources(), out_dir / PLUGIN_FILE, shared=True)
     config = out_dir / CONFIG_FILE
     atomic_write_text(config, exported.text)
     return PluginBuild(plugin, config, exported)
@@ -143,6 +148,11 @@ def refuse_replacing(out_dir: Path, overwrite: bool) -> None:
             f"{out_dir} holds a build already ({', '.join(held)}); pass --overwrite to replace it, "
             "or -O DIR to build elsewhere"
         )
+
+
+def plugin_sources() -> list[Path]:
+    """The plugin's C files, as shipped (``collbench/csrc``)."""
+    return [csrc_dir() / name for name in PLUGIN_SOURCES]
 
 
 def build_driver(out_dir: Path) -> Path:

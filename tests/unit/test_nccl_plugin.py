@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from collbench.exporters.nccl_plugin import (
     drive,
     nccl_like_table,
     parse_session,
+    plugin_sources,
     query_line,
     show,
 )
@@ -377,7 +379,7 @@ def asan_built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     if problem is not None:
         pytest.skip(problem)
     flags = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
-    plugin = compile_c(csrc_dir() / "nccl_tuner_plugin.c", out / "plugin.so", shared=True, extra_flags=flags)
+    plugin = compile_c(plugin_sources(), out / "plugin.so", shared=True, extra_flags=flags)
     driver = compile_c(csrc_dir() / "nccl_tuner_driver.c", out / "driver", shared=False, extra_flags=flags)
     return plugin, driver
 
@@ -578,3 +580,19 @@ def test_the_plugins_line_on_loading_counts_nodes_in_words(built: tuple[Path, Pa
     for nodes, said in ((1, "for 4 ranks on 1 node"), (2, "for 4 ranks on 2 nodes")):
         session = ask(plugin, driver, abi=6, ranks=4, nodes=nodes, queries=[], config=config)
         assert [m for level, m in session.logs if level == 3] == [f"TUNER/collbench: 1 rule from {config} {said}"]
+
+
+def test_the_plugins_parts_build_without_a_warning_and_export_only_the_entry_points(tmp_path: Path) -> None:
+    """csrc/nccl_tuner_plugin.c was one file of 784 lines; its parts (the config file, the index, NCCL's entry
+    points) share nccl_tuner.h. Built as export builds them with -Werror: no warning; and what the parts share
+    stays inside the object (hidden visibility), so NCCL's dlsym of ncclTunerPlugin_vN and the test's counter
+    are all it exports, as before the split (a global 'say' or 'loadRules' could meet another library's)."""
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) not found")
+    plugin = compile_c(plugin_sources(), tmp_path / "plugin.so", shared=True, extra_flags=("-Werror",))
+    listed = subprocess.run([nm, "-D", "--defined-only", str(plugin)], capture_output=True, text=True, check=True)
+    exported = sorted(line.split()[-1] for line in listed.stdout.splitlines() if line.strip())
+    assert exported == ["collbenchTunerExamined", *(f"ncclTunerPlugin_v{v}" for v in sorted(ABI_VERSIONS))]
+    for source in plugin_sources():
+        assert len(source.read_text().splitlines()) <= 600, source
