@@ -129,6 +129,19 @@ def test_check() -> None:
     assert "1.234±0.012" in out and "beaten" not in out, out
 
 
+def test_times_below_10_us_keep_two_decimals() -> None:
+    """tune --check of an Open MPI profile showed the chosen and the fastest both as '1.5 us' beside a
+    regret of 1.008: a tenth of a microsecond is 7% there."""
+    rule = example_profile().rule_sets[0].rules[0]
+    out = _render(
+        render_check([RuleCheck(rule, 2048, 1.5123, "direct", 1.4998, 1.008, 0.036, faulted=False)], "2 ranks")
+    )
+    assert "1.51 us" in out and "1.50 us" in out, out
+    assert "53.0 us" in _render(
+        render_check([RuleCheck(rule, 2048, 53.04, "direct", 52.7, 1.006, 0.04, faulted=False)], "2 ranks")
+    )
+
+
 def test_fit_and_predict() -> None:
     report = fit_results(_rows())
     names = {f.algo for f in report.fits}
