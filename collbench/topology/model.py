@@ -404,10 +404,15 @@ class Topology:
         }
         if self.node_links:
             # Only where there are some: a topology without them keeps the fingerprint it always had.
+            # Hosts by where their ranks stand (the first rank device of each), as links name devices,
+            # and each pair in order: a pair written b-a, or identical clusters with other host names,
+            # are one machine, as host names are left out above.
+            place: dict[str, int] = {}
+            for d in self.rank_devices:
+                place.setdefault(d.host or self.host, len(place))
             payload["node_links"] = sorted(
                 (
-                    nl.a or "",
-                    nl.b or "",
+                    *(sorted((place[nl.a], place[nl.b])) if nl.a is not None and nl.b is not None else (-1, -1)),
                     nl.kind.value,
                     nl.count,
                     None if nl.source in ("measured", "inferred") else round(nl.bandwidth_gbps, 1),

@@ -149,3 +149,22 @@ def test_the_reports_matrix_marks_what_was_inferred() -> None:
     assert html.count("INF<br><small>~5</small>") == 4
     assert html.count("MEAS<br><small>1</small>") == 2
     assert "(inferred)" in html
+
+
+def test_the_fingerprint_names_hosts_by_where_their_ranks_stand() -> None:
+    """A pair of hosts written b-a, or the same cluster on other host names, is the same machine (host
+    names are left out of the fingerprint, and links name devices by rank): the node links' hosts once
+    went in by name and in the order written. Which pair of hosts is slow still counts."""
+    from dataclasses import replace
+
+    topo = classed(3, 2, {(0, 2): 1.0})
+    swapped = replace(topo, node_links=tuple(replace(nl, a=nl.b, b=nl.a) for nl in topo.node_links))
+    names = {"h0": "node07", "h1": "node03", "h2": "node12"}
+    renamed = replace(
+        topo,
+        devices=tuple(replace(d, host=names[d.host or ""]) for d in topo.devices),
+        node_links=tuple(replace(nl, a=names.get(nl.a or ""), b=names.get(nl.b or "")) for nl in topo.node_links),
+    )
+    assert swapped.link("CPU0", "CPU4") == topo.link("CPU0", "CPU4") and renamed.link("CPU0", "CPU4") is not None
+    assert swapped.fingerprint == renamed.fingerprint == topo.fingerprint
+    assert classed(3, 2, {(0, 1): 1.0}).fingerprint != topo.fingerprint
