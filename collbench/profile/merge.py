@@ -58,9 +58,20 @@ def merge_profiles(inputs: Sequence[tuple[str, Profile]], *, prefer: str = "none
     first_name, first = inputs[0]
     for name, profile in inputs[1:]:
         if profile.fingerprint != first.fingerprint:
+            same_host = profile.host and profile.host == first.host and profile.host != "unknown"
             raise UserError(
                 f"{name} was measured on machine {profile.fingerprint!r}, {first_name} on {first.fingerprint!r}: "
                 "profiles of different machines do not merge"
+                # One host tuned twice, once with `--topology` from `discover --probe` (measured links) and
+                # once without: the fingerprints of the two descriptions differ, and 'different machines'
+                # alone left a user looking for a second machine.
+                + (
+                    f" (both name host {profile.host!r}: if that is one machine, they were tuned from different "
+                    "descriptions of it, as a topology from `discover --probe` (measured links) has another "
+                    "fingerprint than the one discovered without it: tune both from the same topology to merge them)"
+                    if same_host
+                    else ""
+                )
             )
         if profile.backend != first.backend:
             raise UserError(

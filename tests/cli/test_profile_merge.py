@@ -223,6 +223,20 @@ def test_tunes_of_different_machines_still_refuse(
     assert code == 2 and "profiles of different machines do not merge" in stderr, stderr
 
 
+def test_two_fingerprints_of_one_host_name_say_how_that_comes(tmp_path: Path) -> None:
+    """A new user tuned the VM once plainly and once with --topology from `discover --probe`: merge said
+    only 'profiles of different machines do not merge', of one machine. Where the profiles name one
+    host, the error says how one host comes to have two fingerprints; where they name two, it does not."""
+    plain, other = tuned(tmp_path, "a.yaml", _host(2), 2), tuned(tmp_path, "b.yaml", _host(2, cores=64), 2)
+    code, _, stderr = merge(str(plain), str(other), "--output", str(tmp_path / "m.yaml"))
+    said = " ".join(stderr.split())
+    assert code == 2 and "profiles of different machines do not merge (both name host 'vm': if that is" in said
+    assert "`discover --probe`" in said
+    elsewhere = dataclasses.replace(Profile.load(other), host="node7").save(tmp_path / "c.yaml")
+    code, _, stderr = merge(str(plain), str(elsewhere), "--output", str(tmp_path / "n.yaml"))
+    assert code == 2 and "do not merge" in stderr and "both name host" not in stderr
+
+
 def test_merging_thousands_of_fits_compares_each_fit_about_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two profiles of 5,000 fits each: a merge that searched the kept fits for every fit compared
     about 25 million pairs (a minute); kept by value, each fit is compared at most once or twice."""
