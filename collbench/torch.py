@@ -169,7 +169,23 @@ def _rule_set(profile: Profile, group: Any) -> RuleSet:
             GroupShape,
             stacklevel=_user_stacklevel(),
         )
+        _say_other_backend(profile, group)
     return rule_set
+
+
+def _say_other_backend(profile: Profile, group: Any) -> None:
+    """Warn where the group runs another backend than the profile's: an Open MPI profile's rules ran in a
+    gloo job without a word, 'native:recursive_doubling' calling gloo's all_reduce (exports refuse that)."""
+    here = str(dist.get_backend(group))
+    if profile.backend in here.replace(",", ":").split(":"):  # 'gloo', or torch's 'cpu:gloo,cuda:nccl'
+        return
+    warnings.warn(
+        f"collbench: the profile was measured over {profile.backend}, and this group runs {here}: its rules "
+        f"say which algorithm was fastest over {profile.backend}, not over {here} (a native rule, forced variant "
+        f"or not, calls {here}'s own collective here); `collbench tune --backend {here}` measures this one",
+        OtherBackend,
+        stacklevel=_user_stacklevel(),
+    )
 
 
 def _user_stacklevel() -> int:
@@ -305,6 +321,10 @@ class LayoutNotHeld(UserWarning):
 
 class GroupShape(UserWarning):
     """Said once per process group: the shape whose rules it runs, on the nodes its ranks report."""
+
+
+class OtherBackend(UserWarning):
+    """Said once per process group where it runs another backend than the profile was measured over."""
 
 
 class DDPDefaultPath(UserWarning):

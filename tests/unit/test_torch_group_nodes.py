@@ -224,3 +224,35 @@ def test_the_rows_are_gathered_where_the_groups_backend_takes_tensors(
     monkeypatch.setattr(membership_module, "GROUPS", GroupMemberships(gather))
     assert group_nodes(Group(["a", "b"])) == (2, True)
     assert asked == [device]
+
+
+def test_a_group_of_another_backend_than_the_profiles_is_told_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile of `tune --backend mpi` ran in a torchrun gloo job without a word: its Open MPI rules
+    ('native:recursive_doubling' at 9.75-22.6 KiB) called gloo's own all_reduce. Said once per group, by
+    rank 0, beside the group's shape; a profile of the group's own backend says nothing of it."""
+    fake = FakeDist(monkeypatch)  # the group's backend: nccl
+    rules = (Rule("all-reduce", 0, None, "native", P),)
+    mpi = Profile(fingerprint="t", host="t", backend="mpi", rule_sets=(RuleSet(2, 1, rules),))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        group = Group(["a", "a"])
+        for _ in range(3):
+            ctorch.all_reduce(torch.ones(8), profile=mpi, group=group)
+    told = [str(w.message) for w in said if w.category is ctorch.OtherBackend]
+    assert told == [
+        "collbench: the profile was measured over mpi, and this group runs nccl: its rules say which algorithm "
+        "was fastest over mpi, not over nccl (a native rule, forced variant or not, calls nccl's own collective "
+        "here); `collbench tune --backend nccl` measures this one"
+    ]
+    assert [w.filename for w in said if w.category is ctorch.OtherBackend] == [__file__]
+    assert fake.reduced == [8, 8, 8]
+    own = Profile(fingerprint="t", host="t", backend="nccl", rule_sets=(RuleSet(2, 1, rules),))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        ctorch.all_reduce(torch.ones(8), profile=own, group=Group(["a", "a"]))
+    assert not [w for w in said if w.category is ctorch.OtherBackend]
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: "cpu:gloo,cuda:nccl")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        ctorch.all_reduce(torch.ones(8), profile=own, group=Group(["b", "b"]))
+    assert not [w for w in said if w.category is ctorch.OtherBackend]
