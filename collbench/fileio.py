@@ -228,7 +228,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     Creates missing parent directories. Raises InputFileError when the place cannot be written.
     """
     with atomic_output(path) as f:
-        f.write(text.encode("utf-8"))
+        # A file name that is not UTF-8 (its bytes kept as surrogates) is written as error lines show it
+        # (\udcff), not a UnicodeEncodeError after the work is done: the report names its inputs.
+        f.write(text.encode("utf-8", errors="backslashreplace"))
 
 
 @contextlib.contextmanager

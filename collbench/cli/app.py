@@ -260,6 +260,11 @@ def root(
 def main() -> None:
     """Console entry point."""
     guard_output()
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) == 0:
+        # Rich reads COLUMNS=0 as a width of 0: Typer's help came out blank (collbench's own consoles
+        # take such a width as none given, console._DataSafeConsole.size).
+        del os.environ["COLUMNS"]
     app()
 
 

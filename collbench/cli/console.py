@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 import sys
@@ -44,6 +45,10 @@ class _DataSafeConsole(Console):
         dimensions = super().size
         if self._width is None and "COLUMNS" not in os.environ and not self.is_terminal:
             return ConsoleDimensions(_PIPE_WIDTH, dimensions.height)
+        if dimensions.width < 1:
+            # COLUMNS=0 is Rich's width 0: every line was drawn 0 wide, and commands printed nothing at
+            # all, their error line neither. Rich takes a terminal's size of 0 as 80.
+            return ConsoleDimensions(80 if self.is_terminal else _PIPE_WIDTH, dimensions.height)
         return dimensions
 
     @size.setter
@@ -96,11 +101,29 @@ class _GuardedStream(io.FileIO):
             raise OutputWriteError(self.stream, exc.errno, exc.strerror or str(exc)) from None
 
 
+_ESCAPE = "collbench.escape"
+
+
+def _escape(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """The output streams' error handler: a file name's bytes that are not UTF-8 (kept as surrogates)
+    go out as they came in, and a character the encoding lacks as its escape (R\\xb2).
+
+    Tables say R², ∞ and ·: on an ASCII or Latin-1 stdout (LANG=C on an older system,
+    PYTHONIOENCODING=ascii) Python's strict and surrogateescape handlers raised UnicodeEncodeError, a
+    traceback after the work was done, and a report's non-UTF-8 path did on any stdout."""
+    try:
+        return codecs.lookup_error("surrogateescape")(exc)
+    except UnicodeError:
+        return codecs.backslashreplace_errors(exc)
+
+
 def guard_output() -> None:
-    """Make a failed write to stdout or stderr an OutputWriteError (the root command ends on it).
+    """Make a failed write to stdout or stderr an OutputWriteError (the root command ends on it), and a
+    character the stream's encoding lacks an escape, not a UnicodeEncodeError.
 
     Called once by the console entry point; a stream that is no file descriptor (a test's capture) is
     left as it is."""
+    codecs.register_error(_ESCAPE, _escape)
     for name in ("stdout", "stderr"):
         old = getattr(sys, name)
         try:
@@ -116,7 +139,7 @@ def guard_output() -> None:
             io.TextIOWrapper(
                 io.BufferedWriter(raw),
                 encoding=old.encoding,
-                errors=old.errors,
+                errors=_ESCAPE,
                 line_buffering=old.line_buffering,
                 write_through=getattr(old, "write_through", False),
             ),
