@@ -39,3 +39,41 @@ def test_a_slurm_task_whose_task_0_never_publishes_is_one_line(tmp_path: Path) -
     assert "COLLBENCH_RENDEZVOUS_DIR" in line and "MASTER_ADDR and MASTER_PORT" in line
     assert "127.0.0.2" not in line  # the node list's first host is no longer taken for task 0's
     assert "frame #" not in result.stderr and result.stderr.count("\n") == 1, result.stderr[:2000]
+
+
+def test_a_master_addr_where_another_service_answers_is_one_line(tmp_path: Path) -> None:
+    # MASTER_ADDR:MASTER_PORT of a host where something else listens (a web server; a proxy answered
+    # so here): torch's store client finds no store ('Ping failed'), and libtorch logs each retry as a
+    # warning with a screen of C++ frames (c10d TCPStore.cpp: "TCP client failed to connect/validate ...
+    # retrying", as torchrun's own agent printed them here). Held and dropped on failure: the line says it.
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def answer() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                peer, _ = server.accept()
+            except TimeoutError:
+                continue
+            with peer:
+                peer.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        launcher = env(RANK="1", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        result = cli(SWEEP, tmp_path, env=launcher)
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert result.returncode == 2, result.stderr[:2000]
+    line = error_line(result.stderr)
+    assert f"cannot reach the job's store at 127.0.0.1:{port} within 2 s (the address from MASTER_ADDR)" in line
+    assert "frame #" not in result.stderr and "[W" not in result.stderr, result.stderr[:2000]
+    assert result.stderr.count("\n") == 1, result.stderr[:2000]
