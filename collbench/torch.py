@@ -59,7 +59,7 @@ from collbench.layouts.model import Layout
 from collbench.nccl.variants import is_native
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
-from collbench.runtime.ddp import ScheduleWorker, bucket_bytes, group_device, group_nodes
+from collbench.runtime.ddp import ScheduleWorker, bucket_bytes, group_device, group_nodes, other_backend
 from collbench.runtime.executor.plan_cache import PLANS, PlanKey
 from collbench.runtime.executor.reduce import NATIVE_REDOPS, redop_name
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
@@ -169,23 +169,9 @@ def _rule_set(profile: Profile, group: Any) -> RuleSet:
             GroupShape,
             stacklevel=_user_stacklevel(),
         )
-        _say_other_backend(profile, group)
+        if other := other_backend(profile.backend, group):
+            warnings.warn(other, OtherBackend, stacklevel=_user_stacklevel())
     return rule_set
-
-
-def _say_other_backend(profile: Profile, group: Any) -> None:
-    """Warn where the group runs another backend than the profile's: an Open MPI profile's rules ran in a
-    gloo job without a word, 'native:recursive_doubling' calling gloo's all_reduce (exports refuse that)."""
-    here = str(dist.get_backend(group))
-    if profile.backend in here.replace(",", ":").split(":"):  # 'gloo', or torch's 'cpu:gloo,cuda:nccl'
-        return
-    warnings.warn(
-        f"collbench: the profile was measured over {profile.backend}, and this group runs {here}: its rules "
-        f"say which algorithm was fastest over {profile.backend}, not over {here} (a native rule, forced variant "
-        f"or not, calls {here}'s own collective here); `collbench tune --backend {here}` measures this one",
-        OtherBackend,
-        stacklevel=_user_stacklevel(),
-    )
 
 
 def _user_stacklevel() -> int:

@@ -5,7 +5,8 @@
 * :class:`ScheduleWorker`: one thread running a hook's buckets in the order they were handed over,
   stopped and joined at the interpreter's exit.
 * :func:`group_nodes`: the nodes a process group's ranks run on, which pick the profile's rule set;
-  :func:`group_device`: where the group's backend takes tensors.
+  :func:`group_device`: where the group's backend takes tensors; :func:`other_backend`: what to say
+  where it is not the backend the profile was measured over.
 """
 
 from __future__ import annotations
@@ -151,3 +152,17 @@ def group_nodes(group: Any) -> tuple[int, bool]:
     key = group if group is not None else dist.group.WORLD
     first = not membership.GROUPS.known(key)
     return membership.GROUPS.of(key, dist.get_world_size(group), group_device(group)).nodes, first
+
+
+def other_backend(measured: str, group: Any) -> str:
+    """A line where ``group`` runs another backend than ``measured`` (a profile's), else "": an Open MPI
+    profile's rules ran in a gloo job without a word, 'native:recursive_doubling' calling gloo's all_reduce
+    (the exports refuse to hand a rule to another implementation than the one measured unless asked)."""
+    here = str(dist.get_backend(group))
+    if measured in here.replace(",", ":").split(":"):  # 'gloo', or torch's 'cpu:gloo,cuda:nccl'
+        return ""
+    return (
+        f"collbench: the profile was measured over {measured}, and this group runs {here}: its rules say which "
+        f"algorithm was fastest over {measured}, not over {here} (a native rule, forced variant or not, calls "
+        f"{here}'s own collective here); `collbench tune --backend {here}` measures this one"
+    )
