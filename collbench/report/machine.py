@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from html import escape
 
 from collbench.report.assets import table_box
-from collbench.topology.model import Device, DeviceKind, Link, LinkKind, Topology
+from collbench.topology.model import Device, DeviceKind, Link, LinkKind, NodeLink, Topology
 
 KIND_COLORS = {
     LinkKind.NVLINK: "#2ca02c",
@@ -145,7 +145,8 @@ def drawing_svg(
         ),
         "</defs>",
     ]
-    bws = [lk.bandwidth_gbps for lk in topology.links if lk.bandwidth_gbps > 0]
+    said: list[Link | NodeLink] = [*topology.links, *topology.node_links]
+    bws = [lk.bandwidth_gbps for lk in said if lk.bandwidth_gbps > 0]
     lo_bw = min(bws) if bws else 1.0
     drawn = _drawn_links(topology, pos)
     if len(drawn) > MAX_DRAWN_LINKS:
@@ -162,10 +163,12 @@ def drawing_svg(
             f"<title>{escape(_link_tip(lk))}</title></line>"
         )
         if label_links:
-            bw = f" {lk.bandwidth_gbps:g}" if lk.bandwidth_gbps else ""
+            # A figure nobody measured is marked as the matrix marks it (INF, ~ before the figure).
+            guess = lk.source == "inferred"
+            bw = f" {'~' if guess else ''}{lk.bandwidth_gbps:g}" if lk.bandwidth_gbps else ""
             out.append(
                 f'<text x="{(x1 + x2) / 2:.1f}" y="{(y1 + y2) / 2 - 3:.1f}" text-anchor="middle" class="link-label">'
-                f"{escape(lk.matrix_code)}{bw}</text>"
+                f"{escape('INF' if guess else lk.matrix_code)}{bw}</text>"
             )
     for c, ring in enumerate(rings):
         out.append(_ring_path(ring, ranks, pos, cx, cy, c))
@@ -207,13 +210,31 @@ def _drawn_links(topology: Topology, pos: dict[str, tuple[float, float]]) -> lis
         for end in (lk.a, lk.b):
             if end in nic_ids:
                 best[end] = min(best.get(end, len(order)), order.index(lk.kind))
-    return [
+    listed = [
         lk
         for lk in topology.links
         if lk.a in pos
         and lk.b in pos
         and all(end not in nic_ids or order.index(lk.kind) == best[end] for end in (lk.a, lk.b))
     ]
+    return listed + _between_hosts(topology, pos)
+
+
+def _between_hosts(topology: Topology, pos: dict[str, tuple[float, float]]) -> list[Link]:
+    """Links between drawn rank devices on different hosts that ``node_links`` give (said once per pair
+    of hosts, not listed): drawn as a document listing every pair draws them, where the hosts' ranks
+    once stood unconnected. O(drawn ranks^2), at most MAX_DRAWN_RANKS of them."""
+    if not topology.node_links:
+        return []
+    listed = {lk.ends for lk in topology.links}
+    ranks = [d for d in topology.rank_devices if d.id in pos]
+    found = (
+        topology.link(a.id, b.id)
+        for i, a in enumerate(ranks)
+        for b in ranks[i + 1 :]
+        if (a.host or topology.host) != (b.host or topology.host) and frozenset((a.id, b.id)) not in listed
+    )
+    return [lk for lk in found if lk is not None]
 
 
 def _ring_path(
@@ -265,7 +286,8 @@ def _legend(
 ) -> tuple[list[str], float]:
     """The legend's marks, wrapped to the drawing's width, and the baseline of its last line."""
     items: list[tuple[str, str, bool]] = []
-    for kind in dict.fromkeys(lk.kind for lk in topology.links):
+    said: list[Link | NodeLink] = [*topology.links, *topology.node_links]
+    for kind in dict.fromkeys(lk.kind for lk in said):
         items.append((kind.value, KIND_COLORS[kind], False))
     items += [(f"ring {i}", RING_COLORS[i % len(RING_COLORS)], False) for i in range(len(rings))]
     items += [(f"tree {i} (child to parent)", TREE_COLORS[i % len(TREE_COLORS)], True) for i in range(len(trees))]

@@ -168,3 +168,22 @@ def test_the_fingerprint_names_hosts_by_where_their_ranks_stand() -> None:
     assert swapped.link("CPU0", "CPU4") == topo.link("CPU0", "CPU4") and renamed.link("CPU0", "CPU4") is not None
     assert swapped.fingerprint == renamed.fingerprint == topo.fingerprint
     assert classed(3, 2, {(0, 1): 1.0}).fingerprint != topo.fingerprint
+
+
+def test_the_reports_drawing_joins_hosts_as_every_pair_listed_does() -> None:
+    """The report's drawing drew only ``links``: a topology saying its links between hosts per pair of
+    hosts showed each host's ranks unconnected to the others (3 lines where every pair listed draws 15).
+    Those drawn from node links are the same lines, and an inferred one is labelled as the matrix marks it."""
+    from collbench.report.machine import drawing_svg
+
+    topo = classed(3, 2, {(0, 2): 1.0})
+
+    def lines(svg: str) -> set[str]:
+        return {line for line in svg.splitlines() if 'class="link"' in line}
+
+    by_hosts, listed = drawing_svg(topo), drawing_svg(every_pair(topo))
+    assert len(lines(by_hosts)) == 15 and lines(by_hosts) == lines(listed)
+    # CPU0 (h0) to CPU4 (h2) is the measured slow pair; CPU0 to CPU2 (h1) the inferred default.
+    assert "CPU0 - CPU4: measured x1, 1 GB/s per direction, 40 us (measured)" in by_hosts
+    assert "CPU0 - CPU2: measured x1, 5 GB/s per direction, 30 us (inferred)" in by_hosts
+    assert by_hosts.count(">INF ~5</text>") == 8 and by_hosts.count(">MEAS 1</text>") == 4
