@@ -206,6 +206,20 @@ def _layout(
     return f"the layout collbench plans on this topology for {world} ranks", planned.rings, planned.trees
 
 
+def _topology_line(topo: Topology) -> str:
+    """The machine section's first line: what the topology holds, its source and fingerprints."""
+    # Links said per pair of hosts (node_links) stand for many pairs of ranks: counted apart.
+    between = f" and {counted(len(topo.node_links), 'link')} between hosts" if topo.node_links else ""
+    return (
+        f"<p>{escape(topo.host)}: {counted(len(topo.gpus), 'GPU')}, {counted(len(topo.cpus), 'CPU rank device')}, "
+        f"{counted(len(topo.nics), 'NIC')}, {counted(len(topo.links), 'link')}{between}; "
+        f"source {escape(topo.source)}, "
+        # Named as discover names them: the page's profile carries the machine's, not this one.
+        f"fingerprints: topology <code>{escape(topo.fingerprint)}</code> (in result rows), "
+        f"machine <code>{escape(machine_fingerprint(topo))}</code> (in profiles).</p>"
+    )
+
+
 def _machine_section(inputs: ReportInputs, notes: list[str]) -> str:
     source, rings, trees = _layout(inputs, notes)
     out = ['<section id="machine"><h2>Machine</h2>']
@@ -216,14 +230,7 @@ def _machine_section(inputs: ReportInputs, notes: list[str]) -> str:
             "<code>collbench discover -O</code>): no matrix or drawing.</p>"
         )
     else:
-        out.append(
-            f"<p>{escape(topo.host)}: {counted(len(topo.gpus), 'GPU')}, {counted(len(topo.cpus), 'CPU rank device')}, "
-            f"{counted(len(topo.nics), 'NIC')}, {counted(len(topo.links), 'link')}; "
-            f"source {escape(topo.source)}, "
-            # Named as discover names them: the page's profile carries the machine's, not this one.
-            f"fingerprints: topology <code>{escape(topo.fingerprint)}</code> (in result rows), "
-            f"machine <code>{escape(machine_fingerprint(topo))}</code> (in profiles).</p>"
-        )
+        out.append(_topology_line(topo))
         out.append('<div class="machine-view">')
         out.append(drawing_svg(topo, rings, trees))
         out.append(matrix_html(topo))

@@ -187,3 +187,12 @@ def test_the_reports_drawing_joins_hosts_as_every_pair_listed_does() -> None:
     assert "CPU0 - CPU4: measured x1, 1 GB/s per direction, 40 us (measured)" in by_hosts
     assert "CPU0 - CPU2: measured x1, 5 GB/s per direction, 30 us (inferred)" in by_hosts
     assert by_hosts.count(">INF ~5</text>") == 8 and by_hosts.count(">MEAS 1</text>") == 4
+
+
+def test_the_reports_machine_line_counts_links_between_hosts_apart() -> None:
+    # '6 CPU rank devices, 0 NICs, 3 links' said nothing of the links between hosts node links stand for.
+    from collbench.report.page import _topology_line
+
+    topo = classed(3, 2, {(0, 2): 1.0})
+    assert "6 CPU rank devices, 0 NICs, 3 links and 2 links between hosts; source probe" in _topology_line(topo)
+    assert "0 NICs, 15 links; source probe" in _topology_line(every_pair(topo))
