@@ -249,10 +249,12 @@ def _refuse_replacing(config: TuneConfig) -> None:
     that holds rows: a second tune into the same path would replace what the first one measured."""
     held = [_held(path) for path in (config.output, config.rows_path)]
     if any(held):
-        what = " and ".join(h for h in held if h)
+        said = [h for h in held if h]
+        # 'q.yaml holds a profile; pass --overwrite to replace them' named one file and said 'them'.
+        them = "them" if len(said) > 1 else "it"
         raise ConfigError(
-            f"{what}; pass --overwrite to replace them, --resume to continue an interrupted tune, "
-            "or -O/--results to write elsewhere"
+            f"{' and '.join(said)}; pass --overwrite to replace {them}, --resume to continue an interrupted "
+            "tune, or -O/--results to write elsewhere"
         )
 
 

@@ -41,7 +41,7 @@ def test_a_tune_into_a_measured_profile_is_refused_and_keeps_both_files(tmp_path
     line = " ".join(result.output.split())  # the console wraps long lines
     assert "Traceback" not in result.output
     assert f"{profile} holds a profile and {results} holds 416 measured rows" in line
-    assert "--overwrite" in line and "--resume" in line
+    assert "pass --overwrite to replace them, --resume" in line
     assert profile.read_bytes() == profile_bytes and results.read_bytes() == results_bytes
 
 
@@ -50,7 +50,8 @@ def test_either_file_alone_is_refused(tmp_path: Path, which: str) -> None:
     profile, results, _, _ = _measured_before(tmp_path)
     (results if which == "profile" else profile).unlink()
     config = TuneConfig(ranks=2, quick=True, output=profile)
-    with pytest.raises(ConfigError, match="pass --overwrite to replace them, --resume") as caught:
+    # One file held is 'it': 'q.yaml holds a profile; pass --overwrite to replace them' named one.
+    with pytest.raises(ConfigError, match="pass --overwrite to replace it, --resume") as caught:
         check_config(config)
     assert "\n" not in str(caught.value)
     kept = profile if which == "profile" else results
