@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from collbench.cli.console import err_console, print_note
+from collbench.cli.console import err_console, print_note, whole_lines
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
 from collbench.errors import UserError
 from collbench.exporters.registry import EXPORTS, ExportRequest, export_named
@@ -104,7 +104,14 @@ def _emit(name: str, profile_path: Path, output: Path | None, request: ExportReq
         if label:
             print_note(label, line)
         else:
-            err_console.print(escape(line), highlight=False)
+            # Wrapped as notes are, continued lines indented: Open MPI's 'no rule needed' ranges ran on
+            # at the margin, one range's three lines read as three.
+            from rich.text import Text
+
+            from collbench.cli.render.styles import Wrapped
+
+            whole = whole_lines(err_console)
+            err_console.print(Text(line) if whole else Wrapped(Text(line)), soft_wrap=whole, highlight=False)
     if output is not None and entry.use is not None:
         # A command to copy: one line whatever the width (the terminal wraps it; a newline Rich put
         # between "--mca" and its value broke the command pasted from it). The file by its full path:

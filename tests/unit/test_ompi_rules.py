@@ -259,6 +259,12 @@ def test_cli_of_an_open_mpi_profile_needs_no_flag_and_lists_unneeded_ranges(tmp_
     assert result.exit_code == 0, result.output
     assert parse(result.stdout)[2][2][1] == (65536, 5, 0, 65536)
     assert result.stderr.count("no rule needed") == 2
+    # At 80 columns a range's line is continued indented, as a note's is (it ran on at the margin).
+    wrapped = CliRunner().invoke(app, ["export", "ompi-rules", str(path)], env={"COLUMNS": "80"})
+    lines = wrapped.stderr.splitlines()
+    opens = [i for i, line in enumerate(lines) if line.startswith("allreduce at 2 ranks on 1 node, from 0 B")]
+    assert len(opens) == 1 and lines[opens[0] + 1].startswith("  ") and lines[opens[0] + 1][2] != " ", wrapped.stderr
+    assert max(len(line) for line in lines) <= 80, wrapped.stderr
 
 
 NEW = RuleSet(
