@@ -5,6 +5,7 @@ It lives in the core because the core may not import collbench/cli; the CLI impo
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -20,6 +21,20 @@ def check_ranks(ranks: int, least: int, command: str, option: str = "--ranks") -
         raise CommandLineError(f"{option} {ranks}: {command} takes fewer than 2^20 ({MAX_RANKS:,}) ranks")
     why = " (a collective of one rank moves no data)" if least > 1 else ""
     check_count(ranks, least, command, option, "rank", why)
+
+
+MAX_SECONDS = 7 * 24 * 3600
+"""The longest --timeout or --budget: a week. 1e30 seconds reached datetime.timedelta's OverflowError."""
+
+
+def check_seconds(seconds: float, option: str) -> None:
+    """CommandLineError unless ``seconds`` is a positive, finite number of seconds up to :data:`MAX_SECONDS`,
+    in the one wording of every command's --timeout (discover --probe let NaN past its ``<= 0`` into a
+    ValueError's traceback, and every command let 1e30 into an OverflowError's)."""
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_SECONDS):
+        raise CommandLineError(
+            f"{option} must be a positive number of seconds, at most {MAX_SECONDS:,} (a week), got {seconds:g}"
+        )
 
 
 def check_nodes(nodes: int, command: str, option: str = "--nodes") -> None:

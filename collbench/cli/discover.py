@@ -25,7 +25,7 @@ from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, PAIR
 from collbench.topology.io import save_topology
 from collbench.topology.model import Topology
 from collbench.topology.sources import record_nvml
-from collbench.units import check_ranks
+from collbench.units import check_ranks, check_seconds
 
 
 def _restrict(topo: Topology, ranks: int | None) -> Topology:
@@ -118,8 +118,8 @@ def discover(
     known = (AUTO, *(name for name in torch_backend_names() if name != AUTO))
     if backend not in known:
         raise CommandLineError(f"--backend {backend!r}: expected one of {', '.join(known)}")
-    if timeout is not None and timeout <= 0:
-        raise CommandLineError(f"--timeout must be positive, got {timeout}")
+    if timeout is not None:
+        check_seconds(timeout, "--timeout")
     if bandwidth and json_out:
         # 'discover --bandwidth --json' printed the document as ever: --bandwidth sets the matrix's cells.
         raise CommandLineError("--bandwidth sets what the matrix shows, and --json prints no matrix: give one of them")

@@ -168,6 +168,9 @@ def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
         # Without --probe they were ignored without a word.
         (["--backend", "gloo"], "--backend sets how --probe measures; add --probe, or leave it out"),
         (["-T", "5", "--backend", "gloo"], "--backend and --timeout set how --probe measures"),
+        # NaN passed '<= 0' into a ValueError's traceback, 1e30 into datetime.timedelta's OverflowError.
+        (["--probe", "-T", "nan"], "--timeout must be a positive number of seconds, at most 604,800 (a week), got nan"),
+        (["--probe", "-T", "1e30"], "--timeout must be a positive number of seconds, at most 604,800 (a week)"),
         (["--pairs", "nodes"], "--pairs sets how --probe measures; add --probe, or leave it out"),
         (["--pairs", "some", "--probe"], "--pairs 'some': expected one of auto, all, nodes"),
         # The document was printed as ever: --bandwidth sets the matrix's cells.

@@ -222,6 +222,8 @@ def test_import_reads_back_what_the_nccl_tests_format_prints(tmp_path: Path) -> 
         (["-f", "nan"], "finite"),
         (["-f", "inf"], "finite"),
         (["--timeout", "nan"], "--timeout"),
+        # Past what datetime.timedelta holds: an OverflowError's traceback (as was tune's and discover's).
+        (["--timeout", "1e30"], "--timeout must be a positive number of seconds, at most 604,800 (a week), got 1e+30"),
         (["--budget", "nan"], "--budget"),
         (["--budget", "0"], "--budget"),
         (["--budget", "-1"], "--budget"),

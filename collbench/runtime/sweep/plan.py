@@ -24,7 +24,7 @@ from collbench.runtime.launch.ranks import joined_job
 from collbench.runtime.sweep.files import writes_files
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import get_algorithm
-from collbench.units import check_ranks, counted, format_bytes
+from collbench.units import check_ranks, check_seconds, counted, format_bytes
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
@@ -229,8 +229,7 @@ def validate(config: SweepConfig) -> SweepJob:
     if not 0 <= config.warmup <= MAX_ITERS:
         raise CommandLineError(f"--warmup must be from 0 to {MAX_ITERS}, got {config.warmup}")
     for flag, seconds in (("--timeout", config.timeout_s), ("--budget", config.point_budget_s)):
-        if not math.isfinite(seconds) or seconds <= 0:
-            raise CommandLineError(f"{flag} must be a positive number of seconds, got {seconds}")
+        check_seconds(seconds, flag)
     if config.segment_bytes is not None and config.segment_bytes < elem:
         raise CommandLineError(f"--segment-bytes {config.segment_bytes} is smaller than one {dtype} element")
     if config.segment_bytes is not None and config.segment_bytes > MAX_SIZE_BYTES:
