@@ -177,3 +177,60 @@ def slow_rounds(rounds: Sequence[Sequence[int]], bandwidth_gbps: Sequence[Sequen
         if any(p != r and min(bandwidth_gbps[r][p], bandwidth_gbps[p][r]) < below_gbps for r, p in enumerate(rnd)):
             count += 1
     return count
+
+
+class NodeExchange:
+    """The all-to-all's rounds past :data:`~collbench.layouts.fabric.MAX_LAYOUT_RANKS` ranks, a rule over
+    nodes of equal size that each rank applies to itself (the greedy table above is O(n^2), 2.1 GB of
+    partners at 16,384 ranks): nothing is stored or sent beyond the nodes.
+
+    Nodes meet in the round-robin tournament's rounds (:func:`round_robin_partner` over nodes); in node
+    round k, node a meets node b in ``p`` sub-rounds (nodes of ``p`` ranks), sub-round s pairing a's
+    i-th rank with b's ``(s - i) mod p``-th, so every pair of ranks across the two meets once. The ranks
+    within a node pair up in the tournament's rounds over the node's ``p``: after the node rounds for
+    an even count of nodes, in the node round a node sits out for an odd count. ``n - 1`` rounds for an
+    even count of nodes and an even ``p`` (the classic tournament's count), ``n`` for odd nodes. A slow
+    pair of nodes is one node round: its ``p^2`` pairs of ranks go in ``p`` rounds, where rank order's
+    shifts spread them over every round that crosses the pair.
+    """
+
+    def __init__(self, nodes: tuple[tuple[int, ...], ...]) -> None:
+        if not nodes or len({len(node) for node in nodes}) != 1:
+            raise ValueError("the exchange by nodes needs nodes of one size")
+        self.nodes = nodes
+        self.node_count = len(nodes)
+        self.per_node = len(nodes[0])
+        # Where every rank sits, made once per rank (O(n)); a partner is then O(1).
+        self._node = {r: a for a, node in enumerate(nodes) for r in node}
+        self._local = {r: i for node in nodes for i, r in enumerate(node)}
+
+    @property
+    def intra_rounds(self) -> int:
+        p = self.per_node
+        return p - 1 + p % 2 if p > 1 else 0
+
+    @property
+    def round_count(self) -> int:
+        m, p = self.node_count, self.per_node
+        if m * p <= 1:
+            return 0
+        if m == 1:
+            return self.intra_rounds
+        return (m - 1) * p + self.intra_rounds if m % 2 == 0 else m * p
+
+    def partner(self, round_index: int, rank: int) -> int:
+        """``rank``'s partner in round ``round_index`` (``rank`` itself: idle)."""
+        m, p = self.node_count, self.per_node
+        a, i = self._node[rank], self._local[rank]
+        node_rounds = (m - 1 + m % 2) if m > 1 else 0
+        if round_index >= node_rounds * p:  # the rounds within nodes, after the node rounds (even m)
+            return self.nodes[a][round_robin_partner(p, round_index - node_rounds * p, i)]
+        k, s = divmod(round_index, p)
+        b = round_robin_partner(m, k, a)
+        if b == a:  # this node sits the node round out (odd m): its own pairs, one round of them per s
+            return self.nodes[a][round_robin_partner(p, s, i)] if s < self.intra_rounds else rank
+        return self.nodes[b][(s - i) % p]
+
+    def partners(self, rank: int) -> tuple[int, ...]:
+        """``rank``'s partner in every round: what it builds its own steps from, O(n)."""
+        return tuple(self.partner(k, rank) for k in range(self.round_count))

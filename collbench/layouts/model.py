@@ -30,6 +30,9 @@ class Layout:
     and each other rank receives its own column, O(ranks), never the O(ranks^2) table."""
     exchange_partners: tuple[int, ...] = ()
     """``exchange_rank``'s partner in each exchange round (itself: idle), as ``exchange_rounds[k][rank]``."""
+    exchange_by_nodes: bool = False
+    """The exchange rounds are the rule over ``nodes`` (``exchange.NodeExchange``, layouts past 2,048
+    ranks), which each rank applies to itself: no table is held, ``exchange_rounds`` stays empty."""
     _orders_hash: int = field(default=0, init=False, repr=False, compare=False)
     """:meth:`__hash__`'s O(ranks) part, kept once computed (0: not yet)."""
 
@@ -46,6 +49,8 @@ class Layout:
             assert all(0 <= p < len(rnd) and rnd[p] == r for r, p in enumerate(rnd)), f"a round pairs ranks: {rnd}"
         if self.exchange_rank is not None:
             assert not self.exchange_rounds, "a rank's layout holds its partners, not every rank's rounds"
+        if self.exchange_by_nodes:
+            assert self.nodes and not self.exchange_rounds, "the exchange by nodes is a rule over the nodes"
 
     def __hash__(self) -> int:
         # A plan's key holds its layout (runtime/executor/plan_cache.py), hashed at every API call and
@@ -57,14 +62,20 @@ class Layout:
             shape = (self.rings, self.trees, self.ring_bandwidths_gbps, self.exchange_rounds, self.nodes)
             # -1 for None: None's hash is its address (before Python 3.12), another in every process.
             mine = (-1 if self.exchange_rank is None else self.exchange_rank, self.exchange_partners)
-            orders = hash((shape, self.exchange_spread, mine)) or 1
+            orders = hash((shape, self.exchange_spread, mine, self.exchange_by_nodes)) or 1
             object.__setattr__(self, "_orders_hash", orders)
         return hash((orders, self.name))
 
     @property
     def exchange_round_count(self) -> int:
         """How many exchange rounds the layout orders (0: none, the builder's own order)."""
-        return len(self.exchange_partners) if self.exchange_rank is not None else len(self.exchange_rounds)
+        if self.exchange_rank is not None:
+            return len(self.exchange_partners)
+        if self.exchange_by_nodes:
+            from collbench.layouts.exchange import NodeExchange
+
+            return NodeExchange(self.nodes).round_count
+        return len(self.exchange_rounds)
 
     def for_rank(self, rank: int) -> Layout:
         """What ``rank`` builds its own steps from: the same rings, trees and nodes (O(ranks) each) and
@@ -72,6 +83,8 @@ class Layout:
         if self.exchange_rank is not None:
             assert self.exchange_rank == rank, f"rank {self.exchange_rank}'s layout asked for rank {rank}"
             return self
+        if self.exchange_by_nodes:
+            return self.with_partners(rank, self.derived_partners(rank))
         return self.with_partners(rank, tuple(rnd[rank] for rnd in self.exchange_rounds))
 
     def shared_part(self) -> Layout:
@@ -85,7 +98,22 @@ class Layout:
         from collbench.layouts.exchange import round_robin_rounds
 
         n = self.world_size
-        return n is not None and self.exchange_rounds == round_robin_rounds(n)
+        # No rounds: nothing to compare (and no n x n table made to find that out).
+        return n is not None and bool(self.exchange_rounds) and self.exchange_rounds == round_robin_rounds(n)
+
+    def exchange_is_derived(self) -> bool:
+        """Whether every rank derives its own exchange partners (:meth:`derived_partners`): the
+        round-robin tournament's, or the rule by nodes; then nothing per rank is sent."""
+        return self.exchange_by_nodes or self.exchange_is_round_robin()
+
+    def derived_partners(self, rank: int) -> tuple[int, ...]:
+        """``rank``'s exchange partners where :meth:`exchange_is_derived`, in O(ranks)."""
+        from collbench.layouts.exchange import NodeExchange, round_robin_partner
+
+        if self.exchange_by_nodes:
+            return NodeExchange(self.nodes).partners(rank)
+        n = self.world_size or 0
+        return tuple(round_robin_partner(n, k, rank) for k in range(n - 1 + n % 2 if n > 1 else 0))
 
     def with_partners(self, rank: int, partners: tuple[int, ...]) -> Layout:
         """The layout ``rank`` builds its own steps from: this (shared) part and its exchange partners."""

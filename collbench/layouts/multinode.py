@@ -206,11 +206,18 @@ def node_aware_trees(fabric: RingFabric, ring: tuple[int, ...]) -> tuple[tuple[i
     # Nodes in the ring's order, so that tree edges join nodes the ring found close (as one host's
     # trees follow its ring): rank order where the ring keeps it.
     chains.sort(key=lambda chain: position[chain[0]])
+    return chain_trees(chains, fabric.n)
+
+
+def chain_trees(chains: list[tuple[int, ...]], n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """NCCL's double binary tree over the nodes in the order of ``chains`` (one per node, its ranks in
+    chain order), each chain hanging off its first rank in the first tree and off its last (reversed)
+    in the second: O(n)."""
     node_trees = double_binary_tree(len(chains))
     out: list[tuple[int, ...]] = []
     for t, node_parent in enumerate(node_trees):
         oriented = [c if t == 0 else c[::-1] for c in chains]
-        parent = [-1] * fabric.n
+        parent = [-1] * n
         for h, chain in enumerate(oriented):
             ph = node_parent[h]
             parent[chain[0]] = -1 if ph == -1 else oriented[ph][0]

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from collbench.errors import ConfigError
 from collbench.layouts.exchange import exchange_order
-from collbench.layouts.fabric import RingFabric, fabric_from_topology
+from collbench.layouts.fabric import MAX_LAYOUT_RANKS, RingFabric, fabric_from_topology
 from collbench.layouts.model import Layout
 from collbench.layouts.multinode import host_groups, multinode_ring_search, node_aware_trees, ring_order_trees
+from collbench.layouts.nodes import plan_over_nodes
 from collbench.layouts.rings import MAX_CHANNELS, Channel, pack_channels
 from collbench.topology.model import Topology
 
@@ -85,4 +86,8 @@ def plan_layout(topology: Topology, world_size: int, *, channels: int | None = N
     rounds group the slowest pairs (``layouts/exchange.py``).
     Raises ConfigError for a world size or channel count the topology cannot give.
     """
+    if world_size > MAX_LAYOUT_RANKS:  # no n x n model at this size: planned over nodes
+        _check(topology, world_size, channels)
+        topo = topology.subset(world_size) if world_size < len(topology.rank_devices) else topology
+        return plan_over_nodes(topo, channels=channels).layout
     return plan(topology, world_size, channels=channels).layout

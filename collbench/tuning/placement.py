@@ -106,7 +106,7 @@ def _shared(config: TuneConfig, notes: list[str], rank: int, world: int) -> Plac
         raise ConfigError(f"rank 0: {shape['refused']}")
     rounds = int(shape.get("exchange_round_count", 0))
     partners: list[int] = []
-    if rounds and not shape["round_robin"]:
+    if rounds and not shape["derived"]:
         from collbench.runtime.launch.handout import hand_out
 
         def table() -> torch.Tensor:
@@ -118,10 +118,7 @@ def _shared(config: TuneConfig, notes: list[str], rank: int, world: int) -> Plac
         partners = hand_out("its all-to-all partners", table, rounds, timeout_s=config.timeout_s)
     if rank == 0 or "rings" not in shape:
         return placement
-    if rounds and shape["round_robin"]:
-        from collbench.layouts.exchange import round_robin_partner
-
-        partners = [round_robin_partner(world, k, rank) for k in range(rounds)]
+    by_nodes = bool(shape.get("exchange_by_nodes", False))
     layout = Layout(
         rings=tuple(tuple(int(r) for r in ring) for ring in shape["rings"]),
         trees=tuple(tuple(int(r) for r in tree) for tree in shape["trees"]),
@@ -129,10 +126,11 @@ def _shared(config: TuneConfig, notes: list[str], rank: int, world: int) -> Plac
         ring_bandwidths_gbps=tuple(float(b) for b in shape["ring_bandwidths_gbps"]),
         nodes=tuple(tuple(int(r) for r in node) for node in shape["nodes"]),
         exchange_spread=int(shape["exchange_spread"]),
-        exchange_rank=rank,
-        exchange_partners=tuple(partners),
+        exchange_by_nodes=by_nodes,
     )
-    return Placement(layout=layout)
+    if rounds and shape["derived"]:  # the round-robin rounds, or the rule by nodes: derived here
+        partners = list(layout.derived_partners(rank))
+    return Placement(layout=layout.with_partners(rank, tuple(partners)))
 
 
 def _shape(layout: Layout | None) -> dict[str, object]:
@@ -147,7 +145,8 @@ def _shape(layout: Layout | None) -> dict[str, object]:
         "nodes": layout.nodes,
         "exchange_spread": layout.exchange_spread,
         "exchange_round_count": layout.exchange_round_count,
-        "round_robin": layout.exchange_is_round_robin(),
+        "exchange_by_nodes": layout.exchange_by_nodes,
+        "derived": layout.exchange_is_derived(),
     }
 
 

@@ -114,7 +114,7 @@ def test_ranks_other_than_0_never_open_the_topology_and_get_rank_0s_layout(
     # Rank 0's side: it loads and plans, and says what the others receive.
     whole = plan_layout(_topology(n), n)
     shape = placement_module._shape(whole)
-    assert shape["exchange_round_count"] == len(whole.exchange_rounds) and shape["round_robin"] is False
+    assert shape["exchange_round_count"] == len(whole.exchange_rounds) and shape["derived"] is False
     table = [[rnd[r] for rnd in whole.exchange_rounds] for r in range(n)]
 
     opened: list[Path] = []
@@ -151,7 +151,7 @@ def test_round_robin_partners_are_derived_on_each_rank_not_sent(
     n = 5
     whole = plan_layout(host_topology(n), n)
     shape = placement_module._shape(whole)
-    assert shape["round_robin"] is True
+    assert shape["derived"] is True
     config = TuneConfig(ranks=None, topology_path=tmp_path / "t.yaml", output=tmp_path / "p.yaml")
     for rank in range(1, n):
         _as_rank(monkeypatch, rank, n, {"decisions": [shape], "table": None})  # a hand-out would fail

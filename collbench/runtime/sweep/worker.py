@@ -184,25 +184,23 @@ def _nodes_seen(ctx: RankContext) -> int:
 def _shared_plan(ctx: RankContext, job: SweepJob) -> tuple[tuple[Any, ...], Layout | None]:
     """Rank 0's plan as every rank receives it, and the whole layout rank 0 planned here (None: none,
     or the job's own). The layout travels without its all-to-all exchange table (O(ranks^2)): with the
-    count of its rounds, and whether they are the round-robin ones (-1), which each rank derives."""
+    count of its rounds, or -1 where each rank derives its own (the round-robin ones, or the rule by nodes)."""
     points, layout, notes, done, fingerprint = _plan(ctx, job)
     if layout is None or job.config.layout is not None:
         return (points, None, 0, notes, done, fingerprint), None
-    rounds = -1 if layout.exchange_is_round_robin() else layout.exchange_round_count
+    rounds = -1 if layout.exchange_is_derived() else layout.exchange_round_count
     return (points, layout.shared_part(), rounds, notes, done, fingerprint), layout
 
 
 def _own_layout(ctx: RankContext, shared: Layout | None, rounds: int, whole: Layout | None) -> Layout | None:
     """This rank's layout from rank 0's plan: rank 0 keeps its whole one; the others get the shared part
-    and their own exchange partners, derived (round-robin, ``rounds`` -1) or by one scatter from rank 0."""
+    and their own exchange partners, derived (``rounds`` -1: ``Layout.derived_partners``) or by one scatter
+    from rank 0."""
     if shared is None:
         return None
     partners: tuple[int, ...] = ()
     if rounds == -1:
-        from collbench.layouts.exchange import round_robin_partner
-
-        count = ctx.world_size - 1 + ctx.world_size % 2 if ctx.world_size > 1 else 0
-        partners = tuple(round_robin_partner(ctx.world_size, k, ctx.rank) for k in range(count))
+        partners = shared.derived_partners(ctx.rank)
     elif rounds > 0:
         mine = torch.zeros(rounds, dtype=torch.int32)
         rows = None

@@ -44,6 +44,15 @@ def _rounds(layout: Layout | None, n: int, rank: int | None) -> tuple[int, Partn
     spread = layout.exchange_spread if 0 < layout.exchange_spread < total else 0
     if layout.exchange_rank is not None:
         return total, _own_partner(layout, n, rank), spread, layout.name
+    if layout.exchange_by_nodes:  # the rule over the nodes (layouts/exchange.py), O(1) a partner
+        from collbench.layouts.exchange import NodeExchange
+
+        if layout.world_size != n:
+            raise ConfigError(
+                f"layout {layout.name!r} orders {layout.world_size} ranks for all-to-all but the schedule has "
+                f"{n}; plan the layout for this world size"
+            )
+        return total, NodeExchange(layout.nodes).partner, spread, layout.name
     for rnd in layout.exchange_rounds:
         if len(rnd) != n:
             raise ConfigError(
