@@ -114,8 +114,9 @@ def _pairwise(topology: Topology, world: int) -> Topology:
     from collbench.layouts.fabric import MAX_LAYOUT_RANKS
 
     if world > MAX_LAYOUT_RANKS:
-        # plan_layout refuses so many ranks at once; the pairs looked at here first are O(world^2)
-        # (3,000 ranks: 2 min before that one line).
+        # No one-fabric search past it: plan_layout plans over nodes there (layouts/nodes.py), each
+        # rank's host a node, from the links between hosts. The pairs looked at below are O(world^2)
+        # (3,000 ranks: 2 min).
         return topology
     ranks = topology.rank_devices[:world]
     own_hosts = len({d.host for d in ranks}) == len(ranks) > 1
