@@ -15,6 +15,7 @@ from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_test
 from collbench.importers.nodes import given_nodes, settle_log_nodes
 from collbench.results.io import RESULT_SUFFIXES, check_regular_file, iter_rows
 from collbench.results.row import ResultRow
+from collbench.units import counted
 
 
 def stream_results(
@@ -58,10 +59,21 @@ def stream_results(
                 ("the file is empty" if empty else "no nccl-tests output in it (no table of sizes and times)")
                 + "; expected nccl-tests output or collbench results (.jsonl, .csv, .parquet)",
             )
-        elif nodes is not None:
-            yield from given_nodes(iter_rows(path), nodes, str(path))
         else:
-            yield from iter_rows(path)
+            rows = iter_rows(path) if ranks is None else _given_ranks(iter_rows(path), ranks, path)
+            yield from rows if nodes is None else given_nodes(rows, nodes, str(path))
+
+
+def _given_ranks(rows: Iterator[ResultRow], ranks: int, path: Path) -> Iterator[ResultRow]:
+    """Rows of a results file, InputFileError at one of another rank count than ``--ranks``: every row says
+    its own, so 'fit rows.jsonl --ranks 3' of 2-rank rows fitted 2 ranks without a word on the option (a
+    log that says another count, and rows that say another --nodes, are refused alike)."""
+    for row in rows:
+        if row.world_size != ranks:
+            raise InputFileError(
+                str(path), f"its rows say {counted(row.world_size, 'rank')}, not {ranks}; drop --ranks"
+            )
+        yield row
 
 
 def refuse_given_twice(paths: list[Path]) -> None:

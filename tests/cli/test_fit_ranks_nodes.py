@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from refused import refused_line
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -69,3 +70,15 @@ def test_fit_ranks_for_a_log_that_does_not_say(tmp_path: Path) -> None:
     assert _fit_shapes(given.stdout) == [(8, 1)]
     bad = runner.invoke(app, ["fit", str(log), "--ranks", "8", "--nodes", "3"], env=WIDE)
     assert bad.exit_code == 2 and "--ranks 8 do not spread evenly over --nodes 3" in bad.output
+
+
+def test_fit_ranks_other_than_the_rows_say_is_refused() -> None:
+    # Rows say their rank count: --ranks 3 of 2-rank rows fitted 2 ranks without a word on the option,
+    # where a log saying another count, and --nodes against rows, were refused.
+    assert (
+        refused_line(["fit", str(RESULTS), "--ranks", "3"])
+        == f"error: {RESULTS}: its rows say 2 ranks, not 3; drop --ranks"
+    )
+    same = CliRunner().invoke(app, ["fit", str(RESULTS), "--ranks", "2", "--json"], env=WIDE)
+    assert same.exit_code == 0, same.output
+    assert set(_fit_shapes(same.output)) == {(2, 1)}
