@@ -60,8 +60,8 @@ def stream_results(
                 + "; expected nccl-tests output or collbench results (.jsonl, .csv, .parquet)",
             )
         else:
-            rows = iter_rows(path) if ranks is None else _given_ranks(iter_rows(path), ranks, path)
-            yield from rows if nodes is None else given_nodes(rows, nodes, str(path))
+            found = iter_rows(path) if ranks is None else _given_ranks(iter_rows(path), ranks, path)
+            yield from found if nodes is None else given_nodes(found, nodes, str(path))
 
 
 def _given_ranks(rows: Iterator[ResultRow], ranks: int, path: Path) -> Iterator[ResultRow]:
