@@ -15,6 +15,7 @@ from collbench.units import check_ranks
 
 if TYPE_CHECKING:
     from collbench.layouts.plan import LayoutPlan
+    from collbench.topology.model import Topology
 
 
 def layout_json(result: LayoutPlan) -> dict[str, Any]:
@@ -59,6 +60,11 @@ def layout(
         from_nvidia_smi=from_nvidia_smi, from_nccl_xml=from_nccl_xml, from_file=from_file, replay=replay, ranks=ranks
     )
     world_size = ranks if ranks is not None else len(topo.rank_devices)
+    from collbench.layouts.fabric import MAX_LAYOUT_RANKS
+
+    if world_size > MAX_LAYOUT_RANKS:
+        _over_nodes(topo, world_size, channels, json_out, nccl_graph_xml)
+        return
     from collbench.cli.render.layouts import render_layout
     from collbench.exporters.nccl_graph import write_nccl_graph
     from collbench.layouts.plan import plan
@@ -71,3 +77,34 @@ def layout(
         typer.echo(json.dumps(layout_json(result)))
         return
     console.print(render_layout(result))
+
+
+def _over_nodes(topo: Topology, world_size: int, channels: int | None, json_out: bool, graph: Path | None) -> None:
+    """Past 2,048 ranks: the layout planned over nodes (``layouts/nodes.py``), no n x n model. Its
+    all-to-all is a rule each rank derives (``exchange_by_nodes``), so ``exchange_rounds`` is empty."""
+    from collbench.errors import ConfigError
+    from collbench.layouts.nodes import plan_over_nodes
+    from collbench.layouts.plan import check_request
+
+    if graph is not None:
+        raise ConfigError(
+            f"--nccl-graph-xml is written for layouts of at most 2,048 ranks; {world_size} are planned over nodes"
+        )
+    check_request(topo, world_size, channels)
+    sub = topo.subset(world_size) if world_size < len(topo.rank_devices) else topo
+    result = plan_over_nodes(sub, channels=channels)
+    if json_out:
+        typer.echo(
+            json.dumps(
+                {
+                    "rings": [{"order": list(c.order), "bandwidth_gbps": c.bandwidth_gbps} for c in result.channels],
+                    "ring_bandwidth_gbps": sum(c.bandwidth_gbps for c in result.channels),
+                    "trees": [{"parent": list(t)} for t in result.layout.trees],
+                    "exchange_rounds": [],  # the rule by nodes, which each rank derives: no table
+                }
+            )
+        )
+        return
+    from collbench.cli.render.layouts_nodes import render_nodes_layout
+
+    console.print(render_nodes_layout(result, sub))

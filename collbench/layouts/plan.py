@@ -35,7 +35,8 @@ class LayoutPlan:
         return sum(c.bandwidth_gbps for c in self.channels)
 
 
-def _check(topology: Topology, world_size: int, channels: int | None) -> None:
+def check_request(topology: Topology, world_size: int, channels: int | None) -> None:
+    """Raise ConfigError for a world size or channel count the topology cannot give."""
     have = len(topology.rank_devices)
     if have == 0:
         raise ConfigError("the topology has no GPUs and no CPU ranks: nothing to lay out")
@@ -51,7 +52,7 @@ def plan(topology: Topology, world_size: int, *, channels: int | None = None) ->
     Raises ConfigError when ``world_size`` is not 1..(number of rank devices) or ``channels`` is not
     1..32.
     """
-    _check(topology, world_size, channels)
+    check_request(topology, world_size, channels)
     topo = topology.subset(world_size) if world_size < len(topology.rank_devices) else topology
     fabric = fabric_from_topology(topo)
     multihost = len(set(fabric.hosts)) > 1
@@ -87,7 +88,7 @@ def plan_layout(topology: Topology, world_size: int, *, channels: int | None = N
     Raises ConfigError for a world size or channel count the topology cannot give.
     """
     if world_size > MAX_LAYOUT_RANKS:  # no n x n model at this size: planned over nodes
-        _check(topology, world_size, channels)
+        check_request(topology, world_size, channels)
         topo = topology.subset(world_size) if world_size < len(topology.rank_devices) else topology
         return plan_over_nodes(topo, channels=channels).layout
     return plan(topology, world_size, channels=channels).layout

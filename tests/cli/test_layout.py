@@ -114,3 +114,46 @@ def test_topology_names_a_saved_topology_as_in_sweep(tmp_path: Path) -> None:
     described = CliRunner().invoke(app, ["discover", "--topology", str(path), "--json"])
     assert described.exit_code == 0, described.output
     assert len(json.loads(described.stdout)["devices"]) == 3
+
+
+def _probe_by_nodes(path: Path, nodes: int, per: int) -> None:
+    """A probe by nodes' topology (runtime/probe.measured_topology): pairs within a node at 20 GB/s,
+    a pair of ranks per pair of neighbouring nodes at 10, nodes 0 and 1 at 1, the rest inferred."""
+    import itertools
+
+    from collbench.runtime.probe import PairMeasure, measured_topology
+
+    measures = []
+    for node in range(nodes):
+        for i, j in itertools.combinations(range(per), 2):
+            a, b = node * per + i, node * per + j
+            measures += [PairMeasure(a, b, 5.0, 20.0), PairMeasure(b, a, 5.0, 20.0)]
+        other = (node + 1) % nodes
+        gbps = 1.0 if {node, other} == {0, 1} else 10.0
+        a, b = node * per, other * per
+        measures += [PairMeasure(a, b, 5.0, gbps), PairMeasure(b, a, 5.0, gbps)]
+    hosts = [f"node{r // per:04d}" for r in range(nodes * per)]
+    save_topology(measured_topology(hosts, measures, gpus=True, per_node=True), path)
+
+
+def test_past_2048_ranks_the_layout_is_planned_over_nodes(tmp_path: Path) -> None:
+    path = tmp_path / "probe.yaml"
+    _probe_by_nodes(path, 260, 8)
+    runner = CliRunner()
+    shown = runner.invoke(app, ["layout", "--from-file", str(path)], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert lines[0] == "layout 'topology' for 2080 ranks on 260 nodes, planned over nodes"
+    assert all(len(line) <= 80 for line in lines), shown.output
+    assert "node0000 → node0002" in shown.output  # the slow pair of nodes 0-1 is no link of the ring
+    assert "2079 rounds of disjoint pairs by nodes" in shown.output
+    doc = json.loads(runner.invoke(app, ["layout", "--from-file", str(path), "--json"]).stdout)
+    assert set(doc) == {"rings", "ring_bandwidth_gbps", "trees", "exchange_rounds"}
+    assert sorted(doc["rings"][0]["order"]) == list(range(2080)) and doc["exchange_rounds"] == []
+    assert [t["parent"].count(-1) for t in doc["trees"]] == [1, 1]
+    refused = runner.invoke(app, ["layout", "--from-file", str(path), "--nccl-graph-xml", str(tmp_path / "g.xml")])
+    assert refused.exit_code == 2
+    assert refused.output.strip().splitlines() == [
+        "error: --nccl-graph-xml is written for layouts of at most 2,048 ranks; 2080 are planned over nodes"
+    ]
+    assert not (tmp_path / "g.xml").exists()
