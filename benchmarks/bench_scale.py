@@ -28,7 +28,8 @@ traffic of a tune's decisions.
    no launch at that size): by nodes (every pair within a node, a pair of ranks per pair of nodes for
    16 rounds, the rest inferred) at ``--topology-at`` (512, 4,096, 16,384), and every pair of ranks,
    the file before, at ``--every-pair-at`` (512; beyond it the size is the per-link bytes measured
-   there times the pairs).
+   there times the pairs). Past 2,048 ranks the plan is over nodes (``layouts/nodes.py``); its CPU
+   seconds and peak memory are rank 0's.
 
 The last line is one JSON object::
 
@@ -37,7 +38,7 @@ The last line is one JSON object::
      "api_call_us": {"16384": us, ...},
      "placement": {"4096": {"rank_kib": k, "rank_s": s, "whole_kib": k, "table_s": s}, ...},
      "topology_file": {"16384": {"by_nodes": {"mib": m, "write_s": s, "load_s": s, "plan_s": s,
-                                              "planned": bool}, "every_pair": {...}}, ...}}
+                                              "plan_mib": m, "planned": bool}, "every_pair": {...}}, ...}}
 
 ``build_s`` is CPU seconds; ``store_ops_per_rank_per_decision`` counts every store operation any
 rank asks in the simulated tune's decisions, divided by decisions and ranks.

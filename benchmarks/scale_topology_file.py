@@ -2,13 +2,15 @@
 every pair of ranks listed (the file before), from probe data made in the process (no launch at that size).
 Rank 0 builds the topology from what it gathered and writes it (``discover --probe``), then, in a
 launcher's ``tune --topology``, reads it and plans on it (``placement._planned``: ``load_topology`` and
-``plan_layout``). CPU seconds (``time.process_time``): the machine is shared.
+``plan_layout``, over nodes past 2,048 ranks), with the plan's peak memory. CPU seconds
+(``time.process_time``): the machine is shared.
 """
 
 from __future__ import annotations
 
 import gc
 import time
+import tracemalloc
 from dataclasses import dataclass
 
 from collbench.runtime.probe import PairMeasure
@@ -30,6 +32,8 @@ class FileCost:
     plan_s: float | None
     """CPU seconds of its plan (or of reaching its refusal, ``planned`` False)."""
     planned: bool
+    plan_mib: float | None = None
+    """The plan's peak Python memory (MiB, tracemalloc, in a second plan: tracing slows the first)."""
 
 
 def _probe_measures(world_size: int, every_pair: bool) -> tuple[list[str], list[PairMeasure]]:
@@ -101,10 +105,19 @@ def topology_file_cost(world_size: int, *, every_pair: bool, per_link_bytes: flo
     try:
         plan_layout(topology, world_size)
         planned = True
-    except CollbenchError:  # past MAX_LAYOUT_RANKS: placement notes it, and the ranks run in rank order
+    except CollbenchError:  # placement notes a refusal, and the ranks run in rank order
         planned = False
     plan_s = time.process_time() - c0
-    return FileCost(mib=size / 2**20, write_s=write_s, load_s=load_s, plan_s=plan_s, planned=planned)
+    plan_mib = None
+    if planned:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            plan_layout(topology, world_size)
+            plan_mib = tracemalloc.get_traced_memory()[1] / 2**20
+        finally:
+            tracemalloc.stop()
+    return FileCost(mib=size / 2**20, write_s=write_s, load_s=load_s, plan_s=plan_s, planned=planned, plan_mib=plan_mib)
 
 
 def _cost_text(cost: FileCost) -> str:
@@ -114,7 +127,8 @@ def _cost_text(cost: FileCost) -> str:
         over = cost.mib * 2**20 > MAX_TEXT_FILE_BYTES
         return f"{cost.mib:10,.1f} (estimated{', over the read limit' if over else ''})"
     plan = f"{cost.plan_s:7.2f}" if cost.planned else f"{'refused':>7}"
-    return f"{cost.mib:10,.1f} {cost.write_s:8.2f} {cost.load_s:7.2f} {plan}"
+    memory = f"{cost.plan_mib:9.1f}" if cost.plan_mib is not None else f"{'-':>9}"
+    return f"{cost.mib:10,.1f} {cost.write_s:8.2f} {cost.load_s:7.2f} {plan} {memory}"
 
 
 def topology_files(topology_at: tuple[int, ...], every_pair_at: tuple[int, ...]) -> dict[str, dict[str, object]]:
@@ -123,7 +137,7 @@ def topology_files(topology_at: tuple[int, ...], every_pair_at: tuple[int, ...])
     if not topology_at and not every_pair_at:
         return out
     print("the probe's topology file: rank 0 writes it, then reads and plans on it (CPU s)")
-    print(f"{'ranks':>6} {'pairs':<10} {'MiB':>10} {'write s':>8} {'load s':>7} {'plan s':>7}")
+    print(f"{'ranks':>6} {'pairs':<10} {'MiB':>10} {'write s':>8} {'load s':>7} {'plan s':>7} {'plan MiB':>9}")
     per_link: float | None = None
     for n in sorted(set(topology_at) | set(every_pair_at)):
         costs: dict[str, FileCost] = {}
@@ -143,6 +157,7 @@ def topology_files(topology_at: tuple[int, ...], every_pair_at: tuple[int, ...])
                 "write_s": None if c.write_s is None else round(c.write_s, 3),
                 "load_s": None if c.load_s is None else round(c.load_s, 3),
                 "plan_s": None if c.plan_s is None else round(c.plan_s, 3),
+                "plan_mib": None if c.plan_mib is None else round(c.plan_mib, 2),
                 "planned": c.planned,
             }
             for name, c in costs.items()

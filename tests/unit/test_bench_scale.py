@@ -140,3 +140,4 @@ def test_the_probes_file_is_what_rank_0_writes_from_the_made_up_probe(bench: Mod
     assert len(topo.node_links) - 1 == 40 * 16 // 2
     cost = files.topology_file_cost(24, every_pair=False)
     assert cost.planned and cost.mib > 0 and cost.load_s is not None
+    assert cost.plan_mib is not None and cost.plan_mib > 0  # the plan's peak memory, a second plan
