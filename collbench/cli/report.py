@@ -14,6 +14,7 @@ from collbench.cli.console import console, print_note
 from collbench.cli.rows import load_results_by_file
 from collbench.errors import InputFileError
 from collbench.fileio import check_writable, refuse_replacing_record
+from collbench.units import counted
 
 if TYPE_CHECKING:
     from collbench.results.row import ResultRow
@@ -66,7 +67,8 @@ def report(
     path = write_report(output, inputs)
     for note in inputs.notes:
         print_note("note", note)
-    console.print(f"report: [bold]{escape(str(path))}[/bold] ({path.stat().st_size // 1024} KiB, {len(rows)} rows)")
+    size_kib = path.stat().st_size // 1024
+    console.print(f"report: [bold]{escape(str(path))}[/bold] ({size_kib} KiB, {counted(len(rows), 'row')})")
 
 
 def shared_series(paths: list[Path], by_file: list[list[ResultRow]]) -> list[str]:

@@ -20,7 +20,7 @@ from collbench.runtime.host.affinity import default_local_ranks
 from collbench.runtime.sweep.files import kept_rows_note
 from collbench.runtime.sweep.stalls import stall_report
 from collbench.schedules.ops import Op, parse_redop
-from collbench.units import format_bytes, parse_size
+from collbench.units import counted, format_bytes, parse_size
 
 if TYPE_CHECKING:
     from collbench.runtime.sweep.run import SweepProgress
@@ -265,4 +265,4 @@ def sweep(
                 status += "; barrier moves no data: nothing to check"
         console.print(f"wrong elements: {wrong} ({status}); rows streamed to {escape(str(config.stream_path))}")
         if output is not None:
-            console.print(f"wrote {len(rows)} rows to {escape(str(output))}")
+            console.print(f"wrote {counted(len(rows), 'row')} to {escape(str(output))}")

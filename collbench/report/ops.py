@@ -98,7 +98,7 @@ def _table_summary(rows: Sequence[ResultRow], n: int) -> str:
         True: "nccl-tests' rows: the mean over iterations, as the log prints it",
     }
     what = "; ".join(said[s] for s in sorted(sources))
-    return f"nccl-tests columns: {n} rows (click a header to sort); time: {what}"
+    return f"nccl-tests columns: {counted(n, 'row')} (click a header to sort); time: {what}"
 
 
 def busbw_gbps(size_bytes: float, time_us: float, factor: float) -> float:

@@ -45,3 +45,18 @@ def test_the_report_page_counts_without_hedging(tmp_path: Path) -> None:
     assert "2 ranks, 1 node: measured" in html
     hedged = HEDGED.search(html)
     assert hedged is None, html[max(0, hedged.start() - 80) : hedged.end() + 80]
+
+
+def test_one_row_is_one_row(tmp_path: Path) -> None:
+    # 'report: r.html (11 KiB, 1 rows)' with 'nccl-tests columns: 1 rows' on the page, and a sweep
+    # stopped after its first row 'the 1 rows measured so far are in s.jsonl'.
+    from collbench.runtime.sweep.files import kept_rows_note
+
+    one = tmp_path / "one.jsonl"
+    one.write_text(RESULTS.read_text().splitlines(keepends=True)[0])
+    page = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(one), "-O", str(page)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert re.search(r"KiB, 1 row\)$", result.stdout.strip()), result.stdout
+    assert "nccl-tests columns: 1 row (click" in page.read_text()
+    assert kept_rows_note(one) == f"; the 1 row measured so far is in {one}"

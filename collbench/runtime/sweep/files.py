@@ -108,6 +108,8 @@ def kept_rows_note(stream: Path) -> str:
         count = sum(1 for _ in read_jsonl(stream))
     except (CollbenchError, OSError):
         return f"; what was measured is in {stream}"
+    if count == 1:  # 'the 1 rows measured so far are in' after a stop at the first row
+        return f"; the 1 row measured so far is in {stream}"
     return f"; the {count} rows measured so far are in {stream}" if count else ""
 
 
