@@ -134,7 +134,25 @@ def node_order(links: NodeLinks) -> list[int]:
         nxt = int(np.argmax(row))  # the first of the widest: rank order among equals
         order.append(nxt)
         free[nxt] = False
-    return _two_opt(order, links)
+    found = _two_opt(order, links)
+    # Rank order (NCCL's) stays where the search finds no better ring: none wider, nor as wide with
+    # less time on its links (a greedy can do worse than the order it starts from).
+    plain = list(range(m))
+    wide, found_wide = _bottleneck(plain, links), _bottleneck(found, links)
+    if wide > found_wide + _EPS or (wide >= found_wide - _EPS and _slowness(plain, links) <= _slowness(found, links)):
+        return plain
+    return found
+
+
+def _slowness(order: list[int], links: NodeLinks) -> float:
+    """The sum of 1/bandwidth over the ring's links between nodes (a tie-break at equal bottleneck)."""
+    m = len(order)
+    return sum(1.0 / max(links.between(order[k], order[(k + 1) % m]), 1e-9) for k in range(m))
+
+
+def _bottleneck(order: list[int], links: NodeLinks) -> float:
+    m = len(order)
+    return min((links.between(order[k], order[(k + 1) % m]) for k in range(m)), default=math.inf)
 
 
 def _two_opt(order: list[int], links: NodeLinks) -> list[int]:
@@ -272,7 +290,7 @@ def plan_over_nodes(topology: Topology, *, channels: int | None = None) -> Nodes
     links = node_links(topology, hosts)
     order = node_order(links)
     m = len(order)
-    net = min(links.between(order[k], order[(k + 1) % m]) for k in range(m))
+    net = _bottleneck(order, links)
     per_node = node_channels(topology, nodes, hosts, channels)
     widest = max(range(m), key=lambda a: len(per_node[a]))
     # A channel's chains' bandwidth: the slowest node's c-th ring (a node with fewer rings reuses them).

@@ -157,3 +157,38 @@ def test_round_robin_partners_are_derived_on_each_rank_not_sent(
         _as_rank(monkeypatch, rank, n, {"decisions": [shape], "table": None})  # a hand-out would fail
         got = plan_placement(config, [])
         assert got.layout == whole.for_rank(rank)
+
+
+def _by_nodes_layout() -> Layout:
+    """A layout planned over nodes (layouts/nodes.py, what plan_layout gives past 2,048 ranks): 3 hosts
+    of 2 ranks, its all-to-all the rule by nodes."""
+    from collbench.layouts.nodes import plan_over_nodes
+
+    measures = [PairMeasure(a, b, 5.0, 20.0 if a // 2 == b // 2 else 5.0) for a in range(6) for b in range(6) if a != b]
+    hosts = [f"node{r // 2}" for r in range(6)]
+    layout = plan_over_nodes(measured_topology(hosts, measures, gpus=True, per_node=True)).layout
+    assert layout.exchange_by_nodes and not layout.exchange_rounds
+    return layout
+
+
+def test_partners_by_nodes_are_derived_on_each_rank_not_sent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    whole = _by_nodes_layout()
+    shape = placement_module._shape(whole)
+    assert shape["derived"] is True and shape["exchange_by_nodes"] is True
+    config = TuneConfig(ranks=None, topology_path=tmp_path / "t.yaml", output=tmp_path / "p.yaml")
+    for rank in range(1, 6):
+        _as_rank(monkeypatch, rank, 6, {"decisions": [shape], "table": None})  # a hand-out would fail
+        got = plan_placement(config, [])
+        assert got.layout == whole.for_rank(rank)
+        assert got.layout is not None and len(got.layout.exchange_partners) == whole.exchange_round_count
+
+
+def test_a_sweeps_ranks_derive_their_partners_by_nodes_from_the_shared_part() -> None:
+    # runtime/sweep/worker.py: rank 0 sends the shared part and -1 (derived); no scatter is made.
+    from collbench.runtime.sweep.worker import _own_layout
+
+    whole = _by_nodes_layout()
+    shared = whole.shared_part()
+    for rank in range(1, 6):
+        ctx = SimpleNamespace(rank=rank, world_size=6)
+        assert _own_layout(ctx, shared, -1, None) == whole.for_rank(rank)  # type: ignore[arg-type]
