@@ -57,7 +57,8 @@ def render_nodes_layout(plan: NodesPlan, topology: Topology) -> RenderableType:
     parts.append(Text.assemble(("total ring bandwidth: ", "bold"), f"{_gbps(total)} GB/s per direction"))
     rings = (
         f"{counted(len(plan.channels), 'channel')}, each an order of the nodes times each node's own chain "
-        f"(as NCCL joins its rings between nodes); {where}; the channels share it"
+        f"(as NCCL joins its rings between nodes); {where}"
+        + ("; the channels share it" if len(plan.channels) > 1 else "")
     )
     parts.append(Wrapped(Text.assemble(("rings: ", "bold green"), rings)))
     depths = "/".join(str(tree_depth(t)) for t in layout.trees)
