@@ -107,3 +107,47 @@ def test_the_memory_estimate_counts_the_kept_output() -> None:
     most, least = memory.kept_bytes(Op.REDUCE_SCATTER, count, elem_bytes=4, world_size=4)
     assert most == least == count
     assert memory.kept_bytes(Op.BARRIER, 0, elem_bytes=4, world_size=4) == (0, 0)
+
+
+@pytest.mark.parametrize(("first", "wrong"), [(1.0, 1), (0.0, 0)], ids=["wrong", "right"])
+def test_a_point_past_the_copy_limit_is_checked_right_after_its_first_call_then_warmed_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None, first: float, wrong: int
+) -> None:
+    # Past buffers.KEEP_OUTPUT_BYTES no copy is kept (it would be one more buffer of the largest size a
+    # rank holds): the check reads the first call's output at once, and one warm-up call comes between
+    # the check and the timing even where the depth asks none (tune --quick's warmup 0).
+    from collbench.runtime.executor import buffers
+
+    monkeypatch.setattr(buffers, "KEEP_OUTPUT_BYTES", 32)  # the 64 B point is past it
+    calls: list[int] = []
+    checked_after: list[int] = []
+    real_call, real_count = worker._native_call, worker._count_wrong
+
+    def native_call(bufs: PointBuffers, *args: Any) -> Callable[[], None]:
+        call = real_call(bufs, *args)
+
+        def counted() -> None:
+            call()
+            if not calls:
+                bufs.output[0] += first
+            calls.append(1)
+
+        return counted
+
+    def count_wrong(*args: Any) -> int:
+        checked_after.append(len(calls))
+        return real_count(*args)
+
+    monkeypatch.setattr(worker, "_native_call", native_call)
+    monkeypatch.setattr(worker, "_count_wrong", count_wrong)
+    (row,) = _sweep(tmp_path, iters=5, warmup=0, in_place=(True,))
+    assert checked_after == [1] and len(calls) == 1 + 1 + 5
+    assert row.wrong == wrong and row.iters == 5
+
+
+def test_no_copy_is_counted_past_the_copy_limit() -> None:
+    from collbench.runtime.executor.buffers import KEEP_OUTPUT_BYTES
+
+    largest = KEEP_OUTPUT_BYTES // 4
+    assert memory.kept_bytes(Op.ALL_REDUCE, largest, elem_bytes=4, world_size=4) == (4 * largest, 4 * largest)
+    assert memory.kept_bytes(Op.ALL_REDUCE, largest + 1, elem_bytes=4, world_size=4) == (0, 0)

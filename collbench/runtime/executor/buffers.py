@@ -276,6 +276,21 @@ def count_wrong(actual: torch.Tensor, expected: torch.Tensor | None) -> int:
     return int(torch.ne(actual.cpu(), expected.cpu()).sum().item())
 
 
+KEEP_OUTPUT_BYTES = 64 << 20
+"""The largest point (``count`` x element bytes, the same on every rank) whose first call's output is
+copied aside and checked after its timed calls. A larger one is checked right after that call, with
+one warm-up call between the check and the timing: its copy would be one more buffer of the largest
+size a rank holds (a 256 MiB ring all-reduce's peak 3.73x its buffer with the check before the
+timing, 4.46x with the copy: bench_check_memory), so the largest point that fits would shrink, while
+one more call of it costs a tune at most the time of that size's calls."""
+
+
+def keeps_output(count: int, elem_bytes: int) -> bool:
+    """Whether a point's data check reads a copy of its first call's output after the timing
+    (:data:`KEEP_OUTPUT_BYTES`); else it checks right after that call, before a warm-up and the timing."""
+    return count * elem_bytes <= KEEP_OUTPUT_BYTES
+
+
 def kept_output(buffers: PointBuffers) -> PointBuffers:
     """``buffers`` with their output copied aside as the call just made left it, for a data check made
     after the calls that follow (which overwrite it, and in place their own input too): the check of

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from collbench.errors import ConfigError
 from collbench.nccl.variants import is_native
-from collbench.runtime.executor.buffers import CHUNK_ELEMS
+from collbench.runtime.executor.buffers import CHUNK_ELEMS, keeps_output
 from collbench.schedules.contracts import contract
 from collbench.schedules.ops import DTYPE_SIZES, Op, buffer_elems, op_count
 
@@ -135,7 +135,10 @@ def point_bytes(
 def kept_bytes(op: Op, count: int, *, elem_bytes: int, world_size: int, root: int = 0) -> tuple[int, int]:
     """Bytes of the output copy the data check reads after the timing (``buffers.kept_output``) on the
     fullest rank and on each other: the rank's output where anything in it is defined, else nothing
-    (a reduce's or gather's non-roots; barrier)."""
+    (a reduce's or gather's non-roots; barrier); nothing for a point checked before its timing
+    (``buffers.keeps_output``)."""
+    if not keeps_output(count, elem_bytes):
+        return 0, 0
     terms = contract(op)
     sizes = []
     for rank in {0, root, (root + 1) % world_size}:

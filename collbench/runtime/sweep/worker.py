@@ -34,6 +34,7 @@ from collbench.runtime.executor.buffers import (
     check_buffers,
     checks_data,
     fill,
+    keeps_output,
     kept_output,
     make_buffers,
     torch_dtype,
@@ -287,6 +288,9 @@ def _measure(
         return None  # NCCL refused this variant at an earlier point (said once, then)
     learning = reader is not None and native
     checked = cfg.check and checks_data(point.op)
+    # Small points are checked after the timing, from a copy of their first call's output; large ones
+    # right after that call, then warmed up once more (buffers.KEEP_OUTPUT_BYTES says why).
+    check_after = checked and keeps_output(point.count, dtype.itemsize)
     failure = ""
     first_ns = 0
     kept = bufs
@@ -314,7 +318,7 @@ def _measure(
         if not native or (_is_peer_failure(exc) and not _nccl_refused(exc)):
             raise
         failure = f"{type(exc).__name__}: {_first_line(exc)}"
-    if checked and not failure:
+    if check_after and not failure:
         # The data check reads this call's output after the timing, as nccl-tests checks after its
         # timed loop (src/common.cu, BenchTime). Checked here, its CPU work and collectives came
         # between this call and the timed ones, and with no further warm-up the first timed iteration
@@ -334,6 +338,14 @@ def _measure(
             text = f"{what}: {job.backend} cannot run it ({failure or 'refused on another rank'}); skipped"
             ctx.report({"kind": "note", "text": text})
         return None
+    wrong = -1  # barrier: nothing to check (-1, shown as N/A)
+    warmup = cfg.warmup
+    if checked and not check_after:
+        # Checked now: its CPU work and collectives come between this call and the timed ones, so one
+        # warm-up call comes after them whatever the depth asks (a point cut short is timed right after
+        # the check, as its cut bound was drawn: timed.time_point).
+        wrong = _checked(ctx, job, point, bufs)
+        warmup = max(warmup, 1)
     leaders, order = sizes
     where = (point.op.value, point.size_bytes, point.in_place)
     bound = leaders.bound(where, point.algo)
@@ -342,8 +354,9 @@ def _measure(
     if bound is not None and looks_behind(bound, float(flags[1]), asked, cfg.point_budget_s):
         # The checked call, the point's first, is its warm-up (timed.py): timed once right after it.
         behind = replace(bound, check_us=float(flags[1]))
-    timed = time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s, behind, warmup=cfg.warmup)
-    wrong = _checked(ctx, job, point, kept) if checked else -1  # barrier: nothing to check (-1, N/A)
+    timed = time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s, behind, warmup=warmup)
+    if check_after:
+        wrong = _checked(ctx, job, point, kept)
     samples = timed.samples_us
     stats = summarize(samples)
     leaders.add(where, Leader(point.algo, stats.time_us_max), wrong=wrong, cut=bool(timed.cut_short))
