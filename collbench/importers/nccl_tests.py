@@ -66,6 +66,7 @@ from collbench.importers.nccl_tests_ops import (
 from collbench.importers.nccl_tests_scan import Run, cut_note, split_runs
 from collbench.importers.nodes import NODES_LEFT_UNKNOWN
 from collbench.pasted import clean_pasted_text
+from collbench.results.fields import FIELD_RANGES
 from collbench.results.row import NODES_UNKNOWN, ResultRow
 from collbench.schedules.ops import Op
 
@@ -275,8 +276,11 @@ def _parse_text(
 
 def _time_us(token: str, path: Path, lineno: int) -> float:
     value = float(token)
-    if not math.isfinite(value) or value < 0:
-        raise InputFileError(str(path), f"time {token!r} is not a time (NaN, infinite or negative)", line=lineno)
+    # Past a week a call is no time either (results.fields bounds a row's): 1e308 reached compare's sums.
+    if not math.isfinite(value) or not 0 <= value <= FIELD_RANGES["time_us"][1]:
+        raise InputFileError(
+            str(path), f"time {token!r} is not a time (NaN, infinite, negative or past a week)", line=lineno
+        )
     return value
 
 

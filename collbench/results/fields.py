@@ -19,7 +19,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from collbench.units import MAX_BYTES, MAX_RANKS
+from collbench.units import MAX_BYTES, MAX_RANKS, MAX_SECONDS
 
 FIELD_RANGES: dict[str, tuple[float, float]] = {
     # Physical bounds (collbench.units): a size of 1e30 bytes or a million nodes is no measurement.
@@ -33,6 +33,12 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "stall_fraction": (0.0, 1.0),
     "tune_round": (0, 1_000_000),  # a tune makes a handful of rounds
     "timed_samples": (1, math.inf),
+    # A time past a week a call, or a bandwidth past an exabyte a second, is no measurement either: a log's
+    # 1e308 reached compare's sums (OverflowError) and the report's charts (math range error).
+    **dict.fromkeys(("time_us", "time_us_mean", "time_us_min", "time_us_max", "time_us_p25"), (0, MAX_SECONDS * 1e6)),
+    **dict.fromkeys(("algbw_gbps", "busbw_gbps"), (0, 1e9)),
+    # Past the year 9999 (a row's timestamp of 1e20 s): the report's date of it was an OverflowError.
+    "timestamp": (0, 253_402_300_799),
 }
 """Inclusive (low, high) for numeric fields whose range is not [0, inf)."""
 

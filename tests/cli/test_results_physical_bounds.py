@@ -1,0 +1,57 @@
+"""A row's times, bandwidths and timestamp are bounded as its sizes and ranks are (results.fields): a time
+past a week a call, a bandwidth past an exabyte a second, a timestamp past the year 9999 are no
+measurement. Each was read: a time of 1e308 us ended report in 'math range error' and compare in fsum's
+OverflowError, a timestamp of 1e20 s the report's date of it, all tracebacks; an nccl-tests log whose
+times say 1e308 was imported, then broke compare the same way."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from refused import refused_line
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+LOG = REPO / "tests" / "fixtures" / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "bound"),
+    [
+        ("time_us", 1e308, "from 0 to 6.048e+11"),
+        ("time_us_max", 1e13, "from 0 to 6.048e+11"),
+        ("busbw_gbps", 1e308, "from 0 to 1e+09"),
+        ("timestamp", 1e20, "from 0 to 2.53402e+11"),
+    ],
+)
+@pytest.mark.parametrize("command", ["report", "compare", "fit"])
+def test_a_row_past_a_physical_bound_is_one_error_line(
+    tmp_path: Path, field: str, value: float, bound: str, command: str
+) -> None:
+    row = json.loads(RESULTS.read_text().splitlines()[0])
+    row[field] = value
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    args = {
+        "report": ["report", str(path), "-O", str(tmp_path / "r.html")],
+        "compare": ["compare", str(RESULTS), str(path)],
+        "fit": ["fit", str(path)],
+    }[command]
+    line = refused_line(args)
+    assert (
+        line
+        == f"error: {path}:1: not a collbench result row (field {field}: {value!r} is out of range (must be {bound}))"
+    )
+
+
+def test_a_log_time_past_a_week_is_one_error_line(tmp_path: Path) -> None:
+    text = LOG.read_text()
+    first = next(line for line in text.splitlines() if line.split()[:1] == ["8"])
+    cut = first.split()
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(text.replace(first, first.replace(cut[5], "1e308", 1)))
+    for args in (["import", "nccl-tests", str(log)], ["compare", str(LOG), str(log)]):
+        line = refused_line(args)
+        assert line.startswith(f"error: {log}:") and "time '1e308' is not a time" in line, line
