@@ -55,3 +55,14 @@ def test_a_log_time_past_a_week_is_one_error_line(tmp_path: Path) -> None:
     for args in (["import", "nccl-tests", str(log)], ["compare", str(LOG), str(log)]):
         line = refused_line(args)
         assert line.startswith(f"error: {log}:") and "time '1e308' is not a time" in line, line
+
+
+def test_a_json_log_time_past_a_week_is_one_error_line(tmp_path: Path) -> None:
+    # nccl-tests' -J output: its first result's time, as the text table's above.
+    source = REPO / "tests" / "fixtures" / "nccl_tests" / "reduce_scatter_perf_4gpu.json"
+    log = tmp_path / "rs.json"
+    log.write_text(source.read_text().replace('"time":20.189985', '"time":1e308', 1))
+    assert refused_line(["import", "nccl-tests", str(log)]) == (
+        f"error: {log}: result 0 is not an nccl-tests result (time 1e+308 is not a time (NaN, infinite, negative "
+        "or past a week))"
+    )
