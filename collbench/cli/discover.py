@@ -22,7 +22,7 @@ from collbench.cli.topology_source import (
 from collbench.errors import CommandLineError, ConfigError, InputFileError, UserError
 from collbench.fileio import TOPOLOGY_KIND, check_writable, refuse_replacing_record
 from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, PAIRS, Pairs
-from collbench.topology.io import save_topology
+from collbench.topology.io import load_topology, save_topology
 from collbench.topology.model import Topology
 from collbench.topology.sources import record_nvml
 from collbench.units import check_ranks, check_seconds
@@ -35,6 +35,23 @@ def _restrict(topo: Topology, ranks: int | None) -> Topology:
         return topo.subset(ranks)
     except ValueError as exc:
         raise ConfigError(f"--ranks {ranks}: {exc}") from None
+
+
+def _refuse_replacing_probe(output: Path) -> None:
+    """ConfigError when ``output`` holds a topology --probe measured: 'discover -O probe.yaml' replaced the
+    latencies and bandwidths a probe across the nodes had taken minutes to measure with a description
+    measuring nothing, without a word. Any other topology is the same kind, re-discovered over it."""
+    if not output.is_file():
+        return
+    try:
+        measured = load_topology(output).source == "probe"
+    except UserError:
+        return  # not a topology collbench reads: refuse_replacing_record has said what it holds
+    if measured:
+        raise ConfigError(
+            f"{output} holds a topology measured by --probe; pass --overwrite to replace it, or -O FILE to write "
+            "elsewhere"
+        )
 
 
 def _probe(
@@ -103,6 +120,9 @@ def discover(
             ),
         ),
     ] = "auto",
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an -O topology that --probe measured.")
+    ] = False,
 ) -> None:
     """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
     sources = {
@@ -139,6 +159,8 @@ def discover(
         # Before any probe: a place that takes no file, or a profile named -O, is said before the work.
         check_writable(output)
         refuse_replacing_record(output, TOPOLOGY_KIND)
+        if not overwrite:
+            _refuse_replacing_probe(output)
 
     if record is not None:
         topo = _restrict(record_nvml(record), ranks)

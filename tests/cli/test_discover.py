@@ -217,3 +217,26 @@ def test_render_to_a_fixed_width_console() -> None:
     assert row.split() == ["GPU2", "PXB", "PXB", "X", "PIX", "SYS", "SYS", "SYS", "SYS", "0-31,64-95", "0"]
     assert "NVLink: none (GPUs talk over PCIe)" in lines
     assert "PCIe: gen4 x16" in lines
+
+
+def test_a_topology_probe_measured_is_not_replaced_without_overwrite(tmp_path: Path) -> None:
+    # 'discover -O probe.yaml' replaced what a probe across the nodes had measured with a description
+    # measuring nothing, without a word. The probe's file is made here as one from --probe reads.
+    saved = tmp_path / "probe.yaml"
+    code, _, err = _run("--ranks", "2", "-O", str(saved))
+    assert code == 0, err
+    measured = saved.read_text().replace("\nsource: host\n", "\nsource: probe\n", 1)
+    assert "\nsource: probe\n" in measured
+    saved.write_text(measured)
+    line = _error_line(*_run("--ranks", "2", "-O", str(saved))[::2])
+    assert line == (
+        f"error: {saved} holds a topology measured by --probe; pass --overwrite to replace it, or -O FILE to write "
+        "elsewhere"
+    )
+    assert saved.read_text() == measured
+    code, _, err = _run("--ranks", "2", "-O", str(saved), "--overwrite")
+    assert code == 0, err
+    assert "\nsource: host\n" in saved.read_text()
+    # A topology that measured nothing is re-discovered over, as before.
+    code, _, err = _run("--ranks", "2", "-O", str(saved))
+    assert code == 0, err
