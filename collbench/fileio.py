@@ -582,9 +582,10 @@ def refuse_replacing_record(path: Path, writing: str) -> None:
     command writes, a ``*_KIND`` name or any phrase) is another kind: an export, a page or a topology
     given the name of a profile replaced hours of measurement without a word. Same-kind replacement
     (a topology re-discovered over the old one) is the command's to decide."""
-    if not path.is_file():
-        return
     try:
+        # is_file() raises what it does not take for absence: a name past 255 bytes (ENAMETOOLONG).
+        if not path.is_file():
+            return
         with path.open("rb") as f:
             head = decode_text(f.read(20000), errors="replace")
     except OSError:

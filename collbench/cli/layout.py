@@ -10,7 +10,7 @@ import typer
 
 from collbench.cli.console import console, err_console
 from collbench.cli.topology_source import FromFile, FromNcclXml, FromNvidiaSmi, Replay, read_topology
-from collbench.fileio import refuse_replacing_record
+from collbench.fileio import check_writable, refuse_replacing_record
 from collbench.units import check_ranks
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ def layout(
     if ranks is not None:
         check_ranks(ranks, 1, "layout")
     if nccl_graph_xml is not None:
+        check_writable(nccl_graph_xml)  # a name past 255 bytes was an OSError's traceback, before
         refuse_replacing_record(nccl_graph_xml, "an NCCL graph XML")
     topo = read_topology(
         from_nvidia_smi=from_nvidia_smi, from_nccl_xml=from_nccl_xml, from_file=from_file, replay=replay, ranks=ranks

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from refused import refused_line
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
@@ -157,3 +158,11 @@ def test_past_2048_ranks_the_layout_is_planned_over_nodes(tmp_path: Path) -> Non
         "error: --nccl-graph-xml is written for layouts of at most 2,048 ranks; 2080 are planned over nodes"
     ]
     assert not (tmp_path / "g.xml").exists()
+
+
+def test_a_graph_xml_name_too_long_is_one_error_line(tmp_path: Path) -> None:
+    # Path.is_file() raised ENAMETOOLONG from the check that no profile is replaced: a traceback.
+    name = tmp_path / ("g" * 300 + ".xml")
+    smi = SHARED / "hgx-h100x8-nv18-nics.topo.txt"
+    line = refused_line(["layout", "--from-nvidia-smi", str(smi), "--nccl-graph-xml", str(name)])
+    assert "a name in this path is 304 bytes long" in line, line
