@@ -90,6 +90,8 @@ def parse_shapes(text: str, option: str = "--predict-ranks") -> tuple[Shape, ...
     shapes: list[Shape] = []
     for part in parts:
         ranks_text, _, nodes_text = part.strip().partition(":")
+        if not ranks_text.strip():  # ':8' was said as "--ranks '': ...", the value given nowhere
+            raise ConfigError(f"{option} {_shown(text)}: each shape is RANKS or RANKS:NODES, got {_shown(part)}")
         (ranks,) = parse_ranks(ranks_text, option, "a predicted shape")
         nodes: int | None = None
         if nodes_text:

@@ -65,6 +65,9 @@ def test_parsers() -> None:
         ("8:9", "nodes must be 1..8"),
         ("8:0", "nodes must be"),
         ("8,8", "given twice"),
+        # The nodes without their ranks: it was said as "--predict-ranks '': ...", the value given nowhere.
+        (":8", r"each shape is RANKS or RANKS:NODES, got ':8'"),
+        ("8,", r"each shape is RANKS or RANKS:NODES, got ''"),
     ]:
         with pytest.raises(ConfigError, match=message):
             parse_shapes(text)
