@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 def _paths(arg: list[Path], name: str) -> list[Path]:
     for p in arg:
-        if not p.exists():
+        if not os.path.lexists(p):  # a link that loops is said by check_regular_file, not as missing
             raise InputFileError(str(p), f"no such file ({name})")
         check_regular_file(p)
     return arg

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -340,7 +341,7 @@ def read_nccl_tests(
     and a time that is NaN, infinite or negative (naming the line).
     """
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):  # a link that loops is said by the reader, not as missing
         raise InputFileError(str(path), "no such file")
     if ranks is not None and ranks < 1:
         raise InputFileError(str(path), f"--ranks must be at least 1, got {ranks}")

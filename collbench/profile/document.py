@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -500,7 +501,7 @@ class Profile:
     def load(cls, path: str | Path) -> Profile:
         """Read a profile YAML file; raise InputFileError when missing or malformed."""
         path = Path(path)
-        if not path.exists():
+        if not os.path.lexists(path):  # a link that loops is said by the reader (exists() is False for it)
             raise InputFileError(str(path), "no such profile; make one with `collbench tune`")
         text = read_text_file(path, "a profile YAML from `collbench tune`", max_bytes=MAX_PROFILE_BYTES)
         try:
