@@ -315,7 +315,9 @@ def ring_text(machine: NcclMachine) -> str:
     bus = f"bus {machine.bus_bw_gbps:.3g} GB/s"
     if machine.ring_measured:
         return f"{bus} (fitted)"
-    return f"{bus}, NCCL's own figure, unmeasured (NCCL ran NVLS at every measured size)"
+    # "Unmeasured" also where NCCL ran them, but only at sizes whose time is latency (or LL's cap):
+    # an H100 cluster's fits ran the tree at 1-8 MiB and NVLS-tree above (nccl_calibrate).
+    return f"{bus}, NCCL's own figure, unmeasured (no size NCCL ran the ring or tree at tells its bandwidth)"
 
 
 def nvls_text(machine: NcclMachine) -> str:
@@ -323,7 +325,10 @@ def nvls_text(machine: NcclMachine) -> str:
     NVLS at, or NCCL's own tuning figure with no measurement behind it and its one published check."""
     if machine.nvls_measured:
         return f"NVLS x{machine.nvls_scale:.3g} NCCL's figure (fitted to the sizes NCCL ran it at)"
-    return f"NVLS at NCCL's own tuning figure, unmeasured (no measured size ran NVLS); {NVLS_FIGURE_CHECK}"
+    return (
+        f"NVLS at NCCL's own tuning figure, unmeasured (no size NCCL ran NVLS at tells its bandwidth); "
+        f"{NVLS_FIGURE_CHECK}"
+    )
 
 
 BARRIER_BYTES = 1.0

@@ -25,7 +25,7 @@ from collbench.models.nccl_cost import NcclMachine, nccl_choice, with_topology
 from collbench.models.nccl_graph import NodeFacts, node_of
 from collbench.models.nccl_switch import NVLS_FIGURE_CHECK
 from collbench.models.predict import predict, price_fits
-from collbench.models.predict_native import nccl_machine_for, ran_nvls
+from collbench.models.predict_native import nccl_machine_for, ran_nvls, ring_text
 from collbench.models.priced import Shapes
 
 
@@ -171,3 +171,9 @@ def test_a_ring_run_only_where_ll_caps_it_does_not_tell_its_bus() -> None:
     machine = nccl_machine_for(fit, 2, "hopper", True, NodeFacts(nics=8, nic_gbps=50.0))
     assert not machine.ring_measured and machine.bus_bw_gbps == pytest.approx(360.0)
     assert machine.nvls_measured
+    # The ring and tree ran (below a few MiB): the basis says their sizes do not tell the bus, where it
+    # said "NCCL ran NVLS at every measured size".
+    assert ring_text(machine) == (
+        "bus 360 GB/s, NCCL's own figure, unmeasured (no size NCCL ran the ring or tree at tells its bandwidth)"
+    )
+    assert not ran_nvls(machine, "all-reduce", 16, 2, float(fit.min_bytes))
