@@ -202,11 +202,14 @@ def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, op: object, 
         else:
             dist.all_reduce(tensor, op=NATIVE_REDOPS[redop], group=group)
         return rule
-    # The executor works on one flat buffer; a contiguous tensor's view shares its memory.
-    flat = tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)
-    runners.runner(rule_set, rule, flat.numel(), flat, group).run(flat, redop)
-    if flat.data_ptr() != tensor.data_ptr():
-        tensor.copy_(flat.view_as(tensor))
+    # The executor works on one flat buffer; a contiguous tensor's view shares its memory. Outside autograd,
+    # as dist.all_reduce is: a parameter (a leaf that requires grad) raised "a view of a leaf Variable that
+    # requires grad is being used in an in-place operation" where the rule was a schedule, not native.
+    with torch.no_grad():
+        flat = tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)
+        runners.runner(rule_set, rule, flat.numel(), flat, group).run(flat, redop)
+        if flat.data_ptr() != tensor.data_ptr():
+            tensor.copy_(flat.view_as(tensor))
     return rule
 
 

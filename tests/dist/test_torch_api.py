@@ -86,6 +86,12 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
             dist.all_reduce(ref)
             assert torch.equal(ours, ref), (count, rule.algo)
             results["algos"][count] = str(rule.algo)
+        # A parameter (a leaf that requires grad), as dist.all_reduce takes it: at a schedule's size it
+        # raised "a view of a leaf Variable that requires grad is being used in an in-place operation".
+        for count in (7, 5000):
+            param = torch.full((count,), float(rank + 1), requires_grad=True)
+            ctorch.all_reduce(param, profile=profile)
+            assert torch.equal(param.detach(), torch.full((count,), world * (world + 1) / 2)), count
         avg = torch.full((10, 10), float(rank), dtype=torch.float32)  # 400 B: recursive doubling
         ctorch.all_reduce(avg, profile=profile, op="avg")
         assert torch.allclose(avg, torch.full_like(avg, (world - 1) / 2))
