@@ -151,3 +151,20 @@ def test_no_copy_is_counted_past_the_copy_limit() -> None:
     largest = KEEP_OUTPUT_BYTES // 4
     assert memory.kept_bytes(Op.ALL_REDUCE, largest, elem_bytes=4, world_size=4) == (4 * largest, 4 * largest)
     assert memory.kept_bytes(Op.ALL_REDUCE, largest + 1, elem_bytes=4, world_size=4) == (0, 0)
+
+
+def test_the_largest_point_with_a_copy_is_estimated_beside_the_largest_size() -> None:
+    # 64 MiB with its copy is three buffers a rank, 72 MiB (past buffers.KEEP_OUTPUT_BYTES, no copy) two:
+    # the estimate took the largest size alone, 192 MiB a rank where the 64 MiB point holds 236.
+    job = plan.validate(
+        SweepConfig(
+            backend="gloo", world_size=2, algos=("ring",), dtype="int32", min_bytes=64 << 20, max_bytes=72 << 20,
+            step_factor=1.125, stream=None,
+        )
+    )  # fmt: skip
+    assert [s >> 20 for s in job.sizes] == [64, 72]
+    alone = plan.validate(SweepConfig(backend="gloo", world_size=2, algos=("ring",), dtype="int32",
+                                      min_bytes=64 << 20, max_bytes=64 << 20))  # fmt: skip
+    both, at_64 = memory.largest_point(job, 2, 2), memory.largest_point(alone, 2, 2)
+    assert both is not None and at_64 is not None
+    assert both == at_64 and both.point == "all-reduce ring 64 MiB out-of-place"

@@ -2,7 +2,8 @@
 
 Without this, a size that cannot fit was found out by the kernel's OOM killer (``the process died
 (exit code -9)``) after the ranks had started, or not at all (``--ranks 64`` on 2 cores took 17.7 GB
-for one point). The estimate per rank is the largest point of the sweep:
+for one point). The estimate per rank is the largest point of the sweep (of its largest size, and of
+the largest whose output the check copies, ``buffers.keeps_output``):
 
 * its buffers, as ``buffers.make_buffers`` allocates them (input and output; one when in place; one of
   ``2 * count`` for all-to-all and send/recv, input then output; a token for barrier);
@@ -150,6 +151,15 @@ def kept_bytes(op: Op, count: int, *, elem_bytes: int, world_size: int, root: in
     return max(sizes), min(sizes)
 
 
+def _counts(job: SweepJob, op: Op, world_size: int, elem: int) -> list[int]:
+    """The element counts of ``op`` whose points may hold the most: the largest size's, and with the data
+    check the largest that keeps a copy of its output (``buffers.keeps_output``), which can hold more
+    than a larger one that keeps none (64 MiB with its copy is three buffers, 72 MiB two)."""
+    counts = sorted({op_count(op, size // elem, world_size) for size in job.sizes})  # whole blocks; 0: barrier
+    kept = [c for c in counts if keeps_output(c, elem)] if job.config.check else []
+    return sorted({counts[-1], *kept[-1:]})
+
+
 def largest_point(job: SweepJob, world_size: int, ranks: int) -> PointMemory | None:
     """The point of ``job`` that needs the most memory on ``ranks`` ranks of ``world_size``; None if none."""
     from collbench.units import format_bytes
@@ -158,13 +168,11 @@ def largest_point(job: SweepJob, world_size: int, ranks: int) -> PointMemory | N
         return None
     elem = DTYPE_SIZES[job.dtype]
     check = CHECK_TEMPORARIES * CHUNK_ELEMS * 8 if job.config.check else 0
-    largest = max(job.sizes) // elem
     best: PointMemory | None = None
     for op, algos in job.algos:
         root = job.config.root if op.spec.rooted else 0
-        count = op_count(op, largest, world_size)  # whole blocks; 0 for barrier (a token)
         modes = tuple(m for m in job.config.in_place if not (m and op.spec.out_of_place)) or (False,)
-        for algo in algos:
+        for algo, count in ((a, c) for c in _counts(job, op, world_size, elem) for a in algos):
             for in_place in modes:
                 most, least = point_bytes(
                     op,
