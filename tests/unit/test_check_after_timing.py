@@ -30,20 +30,9 @@ def _sweep(tmp_path: Path, **config: Any) -> list[ResultRow]:
     return worker.sweep_worker(ctx, job)
 
 
-@pytest.mark.parametrize(
-    ("first", "later", "wrong"),
-    [
-        # The first call leaves one wrong element, the later ones the right result: the point is wrong.
-        (1.0, -1.0, 1),
-        # The first call is right; each later one changes what it left, as an in-place all-reduce on n
-        # ranks does (it reduces the previous result, n times it): the point is right.
-        (0.0, 1.0, 0),
-    ],
-    ids=["a wrong first call fails the point", "later calls overwriting it do not"],
-)
-def test_the_check_reads_the_first_calls_output_after_every_timed_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None, first: float, later: float, wrong: int
-) -> None:
+def _counted(monkeypatch: pytest.MonkeyPatch, first: float, later: float) -> tuple[list[int], list[int]]:
+    """The calls the point makes (each adds ``first``, the first, or ``later`` to its output's first
+    element) and, at each data check, how many calls had been made."""
     calls: list[int] = []
     checked_after: list[int] = []
     real_call, real_count = worker._native_call, worker._count_wrong
@@ -64,6 +53,24 @@ def test_the_check_reads_the_first_calls_output_after_every_timed_call(
 
     monkeypatch.setattr(worker, "_native_call", native_call)
     monkeypatch.setattr(worker, "_count_wrong", count_wrong)
+    return calls, checked_after
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "wrong"),
+    [
+        # The first call leaves one wrong element, the later ones the right result: the point is wrong.
+        (1.0, -1.0, 1),
+        # The first call is right; each later one changes what it left, as an in-place all-reduce on n
+        # ranks does (it reduces the previous result, n times it): the point is right.
+        (0.0, 1.0, 0),
+    ],
+    ids=["a wrong first call fails the point", "later calls overwriting it do not"],
+)
+def test_the_check_reads_the_first_calls_output_after_every_timed_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None, first: float, later: float, wrong: int
+) -> None:
+    calls, checked_after = _counted(monkeypatch, first, later)
     (row,) = _sweep(tmp_path, iters=5, warmup=0, in_place=(True,))
     # The first call, then the 5 timed ones, and only then the check (it came right after the first).
     assert len(calls) == 6 and checked_after == [6]
@@ -119,27 +126,7 @@ def test_a_point_past_the_copy_limit_is_checked_right_after_its_first_call_then_
     from collbench.runtime.executor import buffers
 
     monkeypatch.setattr(buffers, "KEEP_OUTPUT_BYTES", 32)  # the 64 B point is past it
-    calls: list[int] = []
-    checked_after: list[int] = []
-    real_call, real_count = worker._native_call, worker._count_wrong
-
-    def native_call(bufs: PointBuffers, *args: Any) -> Callable[[], None]:
-        call = real_call(bufs, *args)
-
-        def counted() -> None:
-            call()
-            if not calls:
-                bufs.output[0] += first
-            calls.append(1)
-
-        return counted
-
-    def count_wrong(*args: Any) -> int:
-        checked_after.append(len(calls))
-        return real_count(*args)
-
-    monkeypatch.setattr(worker, "_native_call", native_call)
-    monkeypatch.setattr(worker, "_count_wrong", count_wrong)
+    calls, checked_after = _counted(monkeypatch, first, later=0.0)
     (row,) = _sweep(tmp_path, iters=5, warmup=0, in_place=(True,))
     assert checked_after == [1] and len(calls) == 1 + 1 + 5
     assert row.wrong == wrong and row.iters == 5

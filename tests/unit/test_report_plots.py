@@ -3,14 +3,31 @@ over decades), and the legend beside the axes, off the data."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from report_inputs import EXAMPLE_RESULTS, example_profile
 
 from collbench.report.plots import plot_tune
 from collbench.results.io import read_rows
+
+T = TypeVar("T")
+
+
+def _kept_figure(monkeypatch: pytest.MonkeyPatch, draw: Callable[[], T]) -> tuple[T, Any]:
+    """What ``draw`` returns and the one figure it drew, kept open (plots close their figures)."""
+    import matplotlib.pyplot as plt
+
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    drawn = draw()
+    monkeypatch.setattr(plt, "close", close)
+    (fig,) = figures
+    return drawn, fig
 
 
 def test_tune_plot_bars_and_legend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,13 +39,8 @@ def test_tune_plot_bars_and_legend(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     rows = [r for r in read_rows(EXAMPLE_RESULTS) if r.op == "all-reduce"]
     # One stall: a slowest iteration 300x the p50, as a busy machine gives.
     rows = [replace(r, time_us_max=300 * r.time_us) if i == 3 else r for i, r in enumerate(rows)]
-    figures = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
-    path = plot_tune(rows, [], example_profile(), tmp_path / "tune.png")
-    monkeypatch.setattr(plt, "close", close)
+    path, fig = _kept_figure(monkeypatch, lambda: plot_tune(rows, [], example_profile(), tmp_path / "tune.png"))
     assert path.stat().st_size > 10_000
-    (fig,) = figures
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     for ax in fig.axes:
@@ -40,7 +52,7 @@ def test_tune_plot_bars_and_legend(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         # Off the data: the legend's box does not overlap the axes' box.
         box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
         assert box.x0 >= frame.x1 or box.y1 <= frame.y0 or box.y0 >= frame.y1
-    close(fig)
+    plt.close(fig)
 
 
 def test_fit_plot_draws_no_curve_for_a_fit_that_misses_its_points(
@@ -62,18 +74,13 @@ def test_fit_plot_draws_no_curve_for_a_fit_that_misses_its_points(
     points = PointSummaries().extend(rows)
     report = fit_results(points)
     assert [f.usable for f in report.fits] == [False, True]  # recursive-doubling, ring
-    figures = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
-    plot_fits(points.points(), report.fits, tmp_path / "fits.png")
-    monkeypatch.setattr(plt, "close", close)
-    (fig,) = figures
+    _, fig = _kept_figure(monkeypatch, lambda: plot_fits(points.points(), report.fits, tmp_path / "fits.png"))
     top = fig.axes[0]
     assert [line.get_label() for line in top.get_lines()] == ["ring"]
     legend = top.get_legend()
     assert legend is not None
     assert "recursive-doubling\n(not usable: no curve)" in [t.get_text() for t in legend.get_texts()]
-    close(fig)
+    plt.close(fig)
 
 
 def test_fit_plot_legend_covers_no_measured_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,12 +99,7 @@ def test_fit_plot_legend_covers_no_measured_point(tmp_path: Path, monkeypatch: p
     points = PointSummaries().extend(read_rows(EXAMPLE_RESULTS))
     report = fit_results(points)
     assert any(not f.usable for f in report.fits) and any(f.usable for f in report.fits)
-    figures = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
-    plot_fits(points.points(), report.fits, tmp_path / "fits.png")
-    monkeypatch.setattr(plt, "close", close)
-    (fig,) = figures
+    _, fig = _kept_figure(monkeypatch, lambda: plot_fits(points.points(), report.fits, tmp_path / "fits.png"))
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     top = fig.axes[0]
@@ -110,7 +112,7 @@ def test_fit_plot_legend_covers_no_measured_point(tmp_path: Path, monkeypatch: p
     assert not inside.any(), drawn[inside]
     # and within the figure, every label whole
     assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1
-    close(fig)
+    plt.close(fig)
 
 
 def test_fit_plot_of_no_usable_fit_draws_no_error_axes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,17 +203,12 @@ def test_fit_plot_errors_are_the_fit_tables_figures(tmp_path: Path, monkeypatch:
     rows = [replace(r, time_us_p25=r.time_us, time_us=1.6 * r.time_us) for r in rows]
     points = PointSummaries().extend(rows)
     (fit,) = fit_results(points).fits
-    figures = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
-    plot_fits(points.points(), [fit], tmp_path / "fits.png")
-    monkeypatch.setattr(plt, "close", close)
-    (fig,) = figures
+    _, fig = _kept_figure(monkeypatch, lambda: plot_fits(points.points(), [fit], tmp_path / "fits.png"))
     drawn = np.abs(np.asarray(fig.axes[2].collections[0].get_offsets())[:, 1])
     assert len(drawn) == fit.points
     assert float(np.median(drawn)) == pytest.approx(fit.median_abs_pct_error, abs=1e-9)
     assert float(np.max(drawn)) == pytest.approx(fit.max_abs_pct_error, abs=1e-9)
-    close(fig)
+    plt.close(fig)
 
 
 def test_size_and_time_ticks_read_as_sizes_and_plain_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
