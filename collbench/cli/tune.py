@@ -17,7 +17,7 @@ from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.progress import point_progress
 from collbench.errors import ConfigError
-from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths
+from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths, tune_backend
 from collbench.units import parse_size
 
 if TYPE_CHECKING:
@@ -96,18 +96,11 @@ def nvls_off_in_environment(
     )
 
 
-def _tune_backend_name(config: TuneConfig) -> str:
-    from collbench.tuning.config import tune_backend
-
-    return tune_backend(config).name
-
-
 def _no_nvls_facts(config: TuneConfig) -> NodeFacts:
     """NCCL's model told NVLS is off, for a tune whose backend is NCCL's (ConfigError otherwise, as predict
     refuses --no-nvls of gloo's fits); raises what the backend's check raises where it cannot run here."""
     from collbench.cli.predict import refuse_nccl_only
     from collbench.models.nccl_graph import NodeFacts
-    from collbench.tuning.config import tune_backend
 
     refuse_nccl_only(["--no-nvls"], [tune_backend(config).name], "this tune measures")
     return NodeFacts(nvls=False)
@@ -269,7 +262,7 @@ def tune(
     command = _command(config, measured, predict_ranks) + (" --no-nvls" if no_nvls else "")
     config = dataclasses.replace(config, command=command)
     facts = _no_nvls_facts(config) if no_nvls else None
-    backends = [_tune_backend_name(config)] if predict and not no_nvls and "NCCL_NVLS_ENABLE" in os.environ else []
+    backends = [tune_backend(config).name] if predict and not no_nvls and "NCCL_NVLS_ENABLE" in os.environ else []
     if nvls_off_in_environment(bool(predict), no_nvls, backends, os.environ):
         from collbench.models.nccl_graph import NodeFacts
 
