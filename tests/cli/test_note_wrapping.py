@@ -69,3 +69,17 @@ def test_predict_notes_keep_numbers_with_units(columns: int, tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     assert "assumed: --nodes not given: 512 nodes" in " ".join(result.stderr.split())
     _lines_ok(result.stderr, columns)
+
+
+def test_a_word_wider_than_the_line_is_folded_whole(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A log's path past the width was cropped at the margin: 'fit' of a fixture under a long folder
+    # printed '.../all_reduce_perf-p5-2node-mpijob-readm' and the rest of the name was gone.
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("NO_COLOR", "1")
+    path = "/work/some/long/folder/all_reduce_perf-p5-2node-mpijob-readme-excerpt.log"
+    print_note("assumed", f"{path}: no test name in the log")
+    err = capsys.readouterr().err
+    assert all(cell_len(line) <= 40 for line in err.splitlines()), err
+    assert "".join(err.split()) == "".join(f"assumed: {path}: no test name in the log".split())  # nothing lost

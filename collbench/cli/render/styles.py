@@ -186,9 +186,16 @@ class Wrapped:
                 part.rstrip()
                 if i:
                     part = Text(" " * indent) + part
-                part.no_wrap = True
-                part.overflow = "fold"
-                yield part
+                # A word wider than the line (a log's path) is folded onto lines of its own: with
+                # no_wrap Rich crops to the width, and the path's end was lost.
+                room = width - indent
+                folds = list(range(width, cell_len(part.plain), room)) if room > 0 else []
+                for j, piece in enumerate(part.divide(folds)):
+                    if j:
+                        piece = Text(" " * indent) + piece
+                    piece.no_wrap = True
+                    piece.overflow = "fold"
+                    yield piece
 
 
 def paragraph(text: Text) -> RenderableType:
