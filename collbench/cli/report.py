@@ -36,6 +36,7 @@ def report(
     ),
 ) -> None:
     """One self-contained HTML page: the machine, per op charts and tables, the profile, and provenance."""
+    from collbench.report.mismatch import mismatches
     from collbench.report.page import ReportInputs, write_report
 
     if output.suffix.lower() not in (".html", ".htm"):
@@ -56,16 +57,23 @@ def report(
     rows: list[ResultRow] = [row for part in by_file for row in part]
     if not rows:
         raise InputFileError(", ".join(map(str, results)), "no result rows to report on")
+    warnings = mismatches(
+        rows, topology=loaded_topology, topology_name=str(topology), profile=loaded_profile, profile_name=str(profile)
+    )
+    notes = shared_series(results, by_file)
     inputs = ReportInputs(
         rows=tuple(rows),
         profile=loaded_profile,
         topology=loaded_topology,
         command=shlex.join(["collbench", *sys.argv[1:]]) if sys.argv[1:2] == ["report"] else "collbench report",
         sources=tuple(str(p) for p in results),
-        notes=shared_series(results, by_file),
+        # On the page too: whoever opens it was not there to read the warning.
+        notes=[*warnings, *notes],
     )
     path = write_report(output, inputs)
-    for note in inputs.notes:
+    for warning in warnings:
+        print_note("warning", warning)
+    for note in notes:
         print_note("note", note)
     size_kib = path.stat().st_size // 1024
     console.print(f"report: [bold]{escape(str(path))}[/bold] ({size_kib} KiB, {counted(len(rows), 'row')})")

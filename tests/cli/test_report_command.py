@@ -92,3 +92,40 @@ def test_files_holding_the_same_series_are_named(tmp_path: Path) -> None:
     apart = CliRunner().invoke(app, ["report", str(h100), str(other), "-O", str(tmp_path / "s.html")])
     assert apart.exit_code == 0, apart.output
     assert "hold the same series" not in apart.stderr
+
+
+def test_a_topology_and_profile_of_another_machine_are_said(tmp_path: Path) -> None:
+    """'report h100.log --topology cpu.yaml --profile gloo.yaml' drew a CPU host and a gloo profile beside
+    16 H100 ranks over NCCL with no word; now a warning each names what differs, on stderr and on the page."""
+    repo = Path(__file__).parents[2]
+    h100 = Path(__file__).parents[1] / "fixtures" / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+    topo = repo / "docs" / "cpu-2core-gloo-2ranks-topology.yaml"
+    profile = repo / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    out = tmp_path / "r.html"
+    args = ["report", str(h100), "--topology", str(topo), "--profile", str(profile), "-O", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert said == [
+        f"warning: {topo} does not match the rows: hosts: the rows' ztan-mig-235z, the topology's vm; GPUs: the rows "
+        "ran on NVIDIA H100 80GB HBM3, the topology has no GPU; world size: the rows ran 16 ranks, the topology holds "
+        "2 rank devices; the page draws it beside them as given",
+        f"warning: {profile} does not match the rows: hosts: the rows' ztan-mig-235z, the profile's vm; backend: the "
+        "rows' nccl, the profile's gloo; world size: the rows ran 16 ranks, the profile's shapes are 2 ranks; the "
+        "page draws its rules and models beside them as given",
+    ]
+    assert 'id="notes"' in out.read_text() and "does not match the rows" in out.read_text()
+    # The committed example's rows, profile and topology are one machine's: no warning.
+    same = [
+        "report",
+        str(repo / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"),
+        "--topology",
+        str(topo),
+        "--profile",
+        str(profile),
+        "-O",
+        str(tmp_path / "s.html"),
+    ]
+    agreed = CliRunner().invoke(app, same)
+    assert agreed.exit_code == 0, agreed.output
+    assert "warning" not in agreed.stderr
