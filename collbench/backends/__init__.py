@@ -41,7 +41,9 @@ BACKENDS: tuple[Backend, ...] = (GLOO, NCCL, MPI, MPICH)
 """Every backend (``--backend auto`` asks those on GPUs first: :meth:`Backend.chosen_by_auto`)."""
 AUTO = "auto"
 """``--backend auto``: the first backend of :data:`BACKENDS` that says it is chosen here, NCCL over gloo."""
-IMPORTED_GPU_LIBRARIES = ("rccl",)
+RCCL = "rccl"
+"""The backend of rows read from rccl-tests' logs: AMD's RCCL, whose choice of algorithm is its own."""
+IMPORTED_GPU_LIBRARIES = (RCCL,)
 """Rows imported from the logs of a GPU library that is not a backend here (rccl-tests' logs): measured on
 GPUs all the same."""
 

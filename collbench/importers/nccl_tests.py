@@ -39,6 +39,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from collbench.backends import RCCL
 from collbench.errors import InputFileError
 from collbench.fileio import NCCL_TESTS_KIND, check_number_lengths, decode_text, misfiled, read_text_file
 from collbench.importers.nccl_tests_infer import (
@@ -265,6 +266,7 @@ def _parse_text(
                 host=shape.host,
                 device_name=shape.device,
                 backend_version=run.version,
+                backend=RCCL if run.rccl else r.backend,
             )
             for r in run_rows
         )

@@ -45,6 +45,8 @@ _VERSION_RE = re.compile(r"[nr]ccl-library=(\d+)")
 # rccl-tests prints "RCCL version : 2.22.3-HEAD:7d8d67c" under its rank lines; NCCL prints "NCCL version
 # 2.28.7+cuda13.0" on stdout (init.cc's showVersion) whatever NCCL_DEBUG says.
 _RCCL_VERSION_RE = re.compile(r"^[NR]CCL version\s*:?\s*(\d+\.\d+\.\d+)")
+# rccl-tests opens its output with "rccl-tests: Version develop:5272cd1" (src/common.cu).
+_RCCL_TESTS_RE = re.compile(r"^rccl-tests:\s*Version\b")
 _FOOTER_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
 # A note quotes the first few unreadable result lines, each to about this width (whole tokens).
 _CUT_QUOTED = 3
@@ -84,6 +86,9 @@ class Run:
     legacy_error: bool = False
     failed_values: int = 0
     """The footer's ``Out of bounds values : N FAILED`` count (0 when it says OK or is absent)."""
+    rccl: bool = False
+    """The log is rccl-tests' (its ``rccl-tests: Version`` or ``RCCL version :`` line): RCCL measured it,
+    not NCCL, whatever GPU its rank lines name (or do not)."""
     cut: list[tuple[int, str]] = field(default_factory=list)
     """(line number, plain text) of each line in the table that starts like a result line but is not one:
     a row cut short, or split by another process's output landing in it."""
@@ -199,6 +204,9 @@ def split_runs(text: str, path: Path, cut: list[tuple[int, str]]) -> list[Run]:
             run.failed_values = int(m.group(1))
         elif m := _RCCL_VERSION_RE.match(line):
             run.version = run.version or m.group(1)
+            run.rccl = run.rccl or line.startswith("R")
+        elif _RCCL_TESTS_RE.match(line):
+            run.rccl = True
         elif m := _PROGRAM_RE.search(line):
             if run.rows:
                 run = Run(version=run.version)
@@ -206,4 +214,8 @@ def split_runs(text: str, path: Path, cut: list[tuple[int, str]]) -> list[Run]:
             run.program = m.group(1)
             run.command = " ".join([*held, line])
     cut.extend(line for r in runs for line in r.cut)
+    if any(r.rccl for r in runs):
+        # One program printed the log: its version lines head the first test only.
+        for r in runs:
+            r.rccl = True
     return [r for r in runs if r.rows]

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from collbench.backends import backend_named
+from collbench.backends import backend_named, measured_on_gpus
 from collbench.errors import ConfigError, NotApplicableError, UserError
 from collbench.models.crossover import Crossover, time_crossings
 from collbench.models.fit_choice import not_below_fewer_nodes, pick_for
@@ -279,6 +279,13 @@ def price_fits(
         if gpu is not None and gpu.vendor != "NVIDIA":
             refused.append(
                 f"{op} native: measured on {gpu.vendor} {gpu.name} GPUs (RCCL), whose choice NCCL's cost model "
+                f"({NCCL_SOURCE}) does not describe; not predicted at another shape"
+            )
+            continue
+        if not modelled and backend_named(backend) is None and measured_on_gpus(backend):
+            # A GPU library read from its tests' logs (rccl-tests), whose GPU the rows may not name.
+            refused.append(
+                f"{op} native: measured with {backend} (its tests' log), whose choice NCCL's cost model "
                 f"({NCCL_SOURCE}) does not describe; not predicted at another shape"
             )
             continue

@@ -80,7 +80,8 @@ def test_every_row_of_a_real_log_is_the_logs(name: str, op: str, ranks: int) -> 
     rows = read_nccl_tests(REAL / name, op=op if name.startswith("gather") else None)  # its columns fit scatter too
     lines = _log_lines(REAL / name)
     assert len(rows) == 2 * len(lines) > 0
-    assert {(r.op, r.world_size, r.algo, r.backend) for r in rows} == {(op, ranks, "native", "nccl")}
+    library = "rccl" if "rccl-tests" in name else "nccl"  # rccl-tests' logs say RCCL measured them
+    assert {(r.op, r.world_size, r.algo, r.backend) for r in rows} == {(op, ranks, "native", library)}
     for cells, out_row, in_row in zip(lines, rows[0::2], rows[1::2], strict=True):
         assert not out_row.in_place and in_row.in_place
         _check_row(out_row, cells, "out", ranks)

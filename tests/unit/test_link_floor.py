@@ -114,6 +114,14 @@ def test_rccl_runs_are_not_priced_with_nccls_model() -> None:
     (own,) = predict([fit], 16, [1 << 20], nodes=2, measured_nodes={16: 2}).predictions
     assert own.time_us == pytest.approx(fit.predict_us(1 << 20), rel=1e-6)
     assert "the fit itself" in own.basis and "NCCL's model" not in own.basis
+    # The MI355X log's rank lines name no GPU: it was priced with NCCL's Hopper tables at 64 ranks, a note
+    # saying only 'the fit does not name its GPU'. Its rccl-tests lines make it RCCL's, refused alike.
+    anonymous = _fit("all_reduce_perf-mi355x-2node-rccl-tests-no-footer.log")
+    assert (anonymous.backend, anonymous.device) == ("rccl", "")
+    with pytest.raises(ConfigError, match=r"measured with rccl \(its tests' log\), whose choice NCCL's cost model"):
+        predict([anonymous], 64, [1 << 20], nodes=8, measured_nodes={16: 2})
+    (own,) = predict([anonymous], 16, [1 << 20], nodes=2, measured_nodes={16: 2}).predictions
+    assert "the fit itself" in own.basis and "NCCL's model" not in own.basis
 
 
 def test_gpu_option_names_the_gpu_only_where_the_fits_do_not() -> None:

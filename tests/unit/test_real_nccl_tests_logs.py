@@ -297,3 +297,10 @@ def test_rccl_tests_logs_give_version_device_and_hosts() -> None:
     assert (rows[0].backend_version, rows[0].device_name, rows[0].host) == ("2.22.3", "AMD Instinct MI300X", "gpu-53")
     rows = read_nccl_tests(REAL / "all_reduce_perf-mi355x-2node-rccl-tests-no-footer.log")
     assert (rows[0].backend_version, rows[0].host) == ("2.26.6", "mi355-gpu-23")
+    # Its rank lines name no GPU: its 'rccl-tests: Version' and 'RCCL version :' lines say RCCL ran it
+    # (2.26.6 is RCCL's version, not NCCL's), and every row says so, as the MI300X log's do.
+    assert {r.backend for r in rows} == {"rccl"} and rows[0].device_name == ""
+    assert {r.backend for r in read_nccl_tests(REAL / "all_reduce_perf-mi300x-2node-rccl-tests-no-group.log")} == {
+        "rccl"
+    }
+    assert {r.backend for r in read_nccl_tests(REAL / "all_reduce_perf-h100-2node-mpirun-gcp.log")} == {"nccl"}
