@@ -9,7 +9,7 @@ from typing import Annotated, cast
 import typer
 from rich.markup import escape
 
-from collbench.backends import AUTO, BACKENDS, torch_backend_names
+from collbench.backends import AUTO, BACKENDS, backend_named, torch_backend_names
 from collbench.cli.console import console, err_console
 from collbench.cli.topology_source import (
     FromFile,
@@ -25,7 +25,7 @@ from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, PAIR
 from collbench.topology.io import load_topology, save_topology
 from collbench.topology.model import Topology
 from collbench.topology.sources import record_nvml
-from collbench.units import check_ranks, check_seconds
+from collbench.units import check_ranks, check_seconds, counted
 
 
 def _restrict(topo: Topology, ranks: int | None) -> Topology:
@@ -55,8 +55,9 @@ def _refuse_replacing_probe(output: Path) -> None:
 
 
 def _probe(
-    topo: Topology, ranks: int | None, backend: str, timeout_s: float | None, pairs: Pairs, *, live: bool
+    topo: Topology, ranks: int | None, backend: str, timeout_s: float | None, pairs: Pairs, *, given: str | None
 ) -> Topology | None:
+    """Probe ``topo``'s ranks; ``given`` is the source flag and file it came from, None for this machine's."""
     try:
         from collbench.runtime.probe import probe_topology
     except ModuleNotFoundError as exc:
@@ -69,8 +70,18 @@ def _probe(
     world_size = ranks if ranks is not None or joined_job() is not None else len(topo.rank_devices)
     if backend == AUTO:
         # The probe runs here: on GPUs (NCCL) only when the topology is this machine's own GPUs.
-        on_gpu = bool(live and topo.gpus)
+        on_gpu = bool(given is None and topo.gpus)
         backend = next(b.name for b in BACKENDS if b.torch_backend is not None and b.on_gpu == on_gpu)
+    named = backend_named(backend)
+    if topo.gpus and named is not None and not named.on_gpu:
+        # The measured links go onto the topology's rank devices: CPU processes' loopback figures were
+        # written as 'discover --from-nvidia-smi a100.txt --probe' GPUs' links (1 GB/s, 'NVLink: none').
+        whose = "this machine's topology" if given is None else f"the topology from {given}"
+        raise ConfigError(
+            f"--probe over {backend} measures CPU ranks, and {whose} has {counted(len(topo.gpus), 'GPU')} as its "
+            "ranks: the CPU ranks' links are not theirs; probe the GPUs on their machine with --backend nccl, or "
+            "leave out --probe"
+        )
     return probe_topology(world_size, backend=backend, timeout_s=timeout_s, base=topo, pairs=pairs)
 
 
@@ -178,8 +189,8 @@ def discover(
         )
 
     if probe:
-        live = all(v is None for k, v in sources.items() if k != "--record")
-        measured = _probe(topo, ranks, backend, timeout, cast(Pairs, pairs), live=live)
+        named_source = next((f"{k} {v}" for k, v in sources.items() if v is not None and k != "--record"), None)
+        measured = _probe(topo, ranks, backend, timeout, cast(Pairs, pairs), given=named_source)
         if measured is None:
             # The measurements went to rank 0 alone (runtime/probe.py): it writes and prints.
             return

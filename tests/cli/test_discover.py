@@ -146,11 +146,37 @@ def test_probe_is_wired(monkeypatch: pytest.MonkeyPatch) -> None:
         return base
 
     monkeypatch.setattr(probe, "probe_topology", fake_probe)
-    code, _, err = _run("--replay", str(RECORDINGS / "t4x4-vm.json"), "--probe", "--timeout", "5", "--json")
+    t4 = str(RECORDINGS / "t4x4-vm.json")
+    code, _, err = _run("--replay", t4, "--probe", "--backend", "nccl", "--timeout", "5", "--json")
     assert code == 0, err
-    code, _, err = _run("--replay", str(RECORDINGS / "t4x4-vm.json"), "--probe", "--pairs", "nodes", "--json")
+    code, _, err = _run("--replay", t4, "--probe", "--backend", "nccl", "--pairs", "nodes", "--json")
     assert code == 0, err
-    assert calls == [(4, "gloo", 5.0, "auto"), (4, "gloo", None, "nodes")]
+    # A saved description of CPU ranks is probed over gloo, as this host's own would be.
+    cpu = Path(__file__).resolve().parents[2] / "docs" / "cpu-2core-gloo-2ranks-topology.yaml"
+    code, _, err = _run("--from-file", str(cpu), "--probe", "--json")
+    assert code == 0, err
+    assert calls == [(4, "nccl", 5.0, "auto"), (4, "nccl", None, "nodes"), (2, "gloo", None, "auto")]
+
+
+def test_a_probe_of_cpu_ranks_is_not_put_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'discover --from-nvidia-smi a100.txt --probe' on a host without GPUs measured 4 CPU ranks over gloo
+    and wrote their figures as the A100s' links (0.75-1.2 GB/s, 'NVLink: none'). A topology whose ranks
+    are GPUs is probed on GPUs (NCCL, which needs them here) or not at all."""
+    import collbench.runtime.probe as probe
+
+    def no_probe(*args: object, **kwargs: object) -> object:
+        raise AssertionError("nothing is measured for a probe that cannot mean anything")
+
+    monkeypatch.setattr(probe, "probe_topology", no_probe)
+    a100 = str(SHARED / "a100x4-nv4-nics.topo.txt")
+    for source in (["--from-nvidia-smi", a100], ["--replay", str(RECORDINGS / "t4x4-vm.json")]):
+        for backend in ([], ["--backend", "gloo"]):
+            line = _error_line(*_run(*source, "--probe", *backend)[::2])
+            assert line == (
+                f"error: --probe over gloo measures CPU ranks, and the topology from {' '.join(source)} has 4 GPUs as "
+                "its ranks: the CPU ranks' links are not theirs; probe the GPUs on their machine with --backend nccl, "
+                "or leave out --probe"
+            )
 
 
 @pytest.mark.parametrize(
