@@ -139,7 +139,12 @@ class NcclMachine:
     channels: int = DEFAULT_CHANNELS
     amd_cpu: bool = False
     latency_scale: float = 1.0
-    """Multiplies every latency; 1 is NCCL's own model."""
+    """Multiplies every latency (but the network's where ``net_latency_scale`` is given); 1 is NCCL's own."""
+    net_latency_scale: float | None = None
+    """Multiplies NCCL's network latency terms alone (tuning.cc's ``interLat``, lines 386-391, and the
+    ring's network overhead, lines 405-410), where the fit behind ``latency_scale`` did not measure them:
+    1 (NCCL's own) for a fit within one node asked across nodes, whose scale is its NVLink (or PCI)
+    latencies'. None: ``latency_scale`` scales them too, as a fit across nodes measured both mixed."""
     inter_bus_bw_gbps: float | None = None
     """The bus bandwidth NCCL uses beyond two nodes (``bwInter``); None: the same as ``bus_bw_gbps``."""
     comm_channels: int | None = None
@@ -168,8 +173,11 @@ class NcclMachine:
             raise ConfigError(f"NCCL's model needs a positive bus bandwidth, got {self.bus_bw_gbps}")
         if self.arch not in ARCHS:
             raise ConfigError(f"unknown GPU generation {self.arch!r}; known: {', '.join(ARCHS)}")
-        if self.channels < 1 or not self.latency_scale >= 0 or (self.comm_channels or 1) < 1 or not self.nvls_scale > 0:
+        net_scale = self.latency_scale if self.net_latency_scale is None else self.net_latency_scale
+        if self.channels < 1 or not min(self.latency_scale, net_scale) >= 0 or (self.comm_channels or 1) < 1:
             raise ConfigError("NCCL's model needs at least one channel and a latency scale >= 0")
+        if not self.nvls_scale > 0:
+            raise ConfigError("NCCL's model needs a positive NVLS scale")
 
     def own_figures(self) -> NcclMachine | None:
         """The machine as NCCL itself prices it: its topology's bus bandwidth, its own latencies and NVLS
@@ -177,7 +185,12 @@ class NcclMachine:
         if self.topology_bus_bw_gbps is None:
             return None
         return dataclasses.replace(
-            self, bus_bw_gbps=self.topology_bus_bw_gbps, latency_scale=1.0, nvls_scale=1.0, inter_bus_bw_gbps=None
+            self,
+            bus_bw_gbps=self.topology_bus_bw_gbps,
+            latency_scale=1.0,
+            net_latency_scale=None,
+            nvls_scale=1.0,
+            inter_bus_bw_gbps=None,
         )
 
 
@@ -300,31 +313,43 @@ def _bandwidth(machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, 
 
 
 def _latency(
-    machine: NcclMachine, op: Op, algo: str, proto: int, ranks: int, nodes: int, fullest: int | None = None
+    machine: NcclMachine,
+    op: Op,
+    algo: str,
+    proto: int,
+    ranks: int,
+    nodes: int,
+    fullest: int | None = None,
+    scales: tuple[float, float] = (1.0, 1.0),
 ) -> float:
-    """Latency (us) of (algo, proto): tuning.cc lines 384-432."""
+    """Latency (us) of (algo, proto): tuning.cc lines 384-432. ``scales``: what multiplies the terms of
+    the links within a node and the base latency, and what multiplies the network's (``interLat`` and
+    the ring's network overhead, :func:`_scales`); (1, 1) is NCCL's own."""
+    local, net = scales
     if algo in SWITCH_ALGORITHMS:
-        return switch_latency(machine, algo, ranks, nodes, fullest)
+        return switch_latency(machine, algo, ranks, nodes, fullest, scales)
     if algo == "pat":
         # Lines 429-432: log2(nNodes) network hops at a 3.5th of the tree's network latency (one GPU a
-        # node: hwLatencies NET, Tree, Simple), plus 2.8 us a rank.
-        inter_pat = _HW_LAT["net"]["tree"][_SIMPLE]
-        return _PAT_BASE_LAT_US + int(math.log2(nodes)) * (inter_pat / 3.5) + ranks * 2.8
+        # node: hwLatencies NET, Tree, Simple), plus 2.8 us a rank (tuning.cc names no link for it: it
+        # keeps the base's scale).
+        inter_pat = _HW_LAT["net"]["tree"][_SIMPLE] * net
+        return _PAT_BASE_LAT_US * local + int(math.log2(nodes)) * (inter_pat / 3.5) + ranks * 2.8 * local
     intra_class = "nvlink" if machine.nvlink else "pci"
     ppn = ranks / nodes
-    lat = _BASE_LAT[algo][proto]
-    intra = _HW_LAT[intra_class][algo][proto]
+    lat = _BASE_LAT[algo][proto] * local
+    intra = _HW_LAT[intra_class][algo][proto] * local
     # With one rank per node the tree's network latency is exposed on every hop (line 387).
-    inter = _HW_LAT["net"]["tree" if ppn == 1 else algo][proto]
+    inter = _HW_LAT["net"]["tree" if ppn == 1 else algo][proto] * net
     coll = _COLLECTIVES[op]
     nsteps = coll.steps(ranks)
     if algo == "ring":
         if coll.chained:
-            hw = _HW_LAT[intra_class if nodes == 1 else "net"]["ring"][proto]
-            return lat + hw  # sameChannels: one hop's latency (line 397)
+            # sameChannels: one hop's latency (line 397), the network's across nodes (hw[a], line 286).
+            hw = _HW_LAT[intra_class]["ring"][proto] * local if nodes == 1 else _HW_LAT["net"]["ring"][proto] * net
+            return lat + hw
         overhead = 0.0
         if nodes > 1:
-            overhead = _NET_OVERHEAD_US * (2.0 if machine.amd_cpu else 1.0) * (3.0 if proto == _SIMPLE else 1.0)
+            overhead = _NET_OVERHEAD_US * (2.0 if machine.amd_cpu else 1.0) * (3.0 if proto == _SIMPLE else 1.0) * net
         intra = max(intra, overhead)
         inter_steps = 0 if nodes == 1 else coll.net_steps(nodes)
         return lat + (nsteps - inter_steps) * intra + inter_steps * inter
@@ -334,6 +359,15 @@ def _latency(
         chain = fullest if fullest is not None else -(-ranks // nodes)
         lat += 2 * ((chain - 1) * intra + int(math.log2(nodes)) * inter)
     return lat
+
+
+def _scales(machine: NcclMachine) -> tuple[float, float] | None:
+    """The (within a node, network) latency scales :func:`_latency` applies, where they differ (a fit
+    within one node asked across nodes: ``NcclMachine.net_latency_scale``); None where one scale, the
+    machine's ``latency_scale``, multiplies the whole latency afterwards."""
+    if machine.net_latency_scale is None:
+        return None
+    return machine.latency_scale, machine.net_latency_scale
 
 
 def _tree_correction(proto: int, size_bytes: float, smooth: bool, entries: int = _TREE_ENTRIES) -> float:
@@ -441,15 +475,17 @@ def nccl_choice(
     best: NcclChoice | None = None
     coll = _COLLECTIVES[the_op]
     channels = machine.comm_channels or machine.channels
+    split = _scales(machine)
     for algo in _algorithms(machine, the_op, ranks, nodes, nvls):
         for proto in _protocols(machine, algo):
             bw = _bandwidth(machine, the_op, algo, proto, ranks, nodes)
-            lat = _latency(machine, the_op, algo, proto, ranks, nodes, fullest_node)
+            lat = _latency(machine, the_op, algo, proto, ranks, nodes, fullest_node, split or (1.0, 1.0))
             bw *= _correction(machine, coll, algo, proto, size_bytes, smooth)
             ring_plateau = algo == "ring" and proto == _SIMPLE and nodes > 1 and coll.all_reduce
             if ring_plateau:
                 lat *= _plateau_factor(machine, size_bytes / (channels * ranks), smooth)
-            lat *= machine.latency_scale
+            if split is None:
+                lat *= machine.latency_scale
             # GB/s is 10^3 bytes per microsecond.
             time_us = lat + size_bytes / (1e3 * bw)
             if best is None or time_us < best.time_us:
@@ -487,6 +523,8 @@ def size_terms(
     the_op = _tuned(op)
     if ranks < 2 or nodes < 1 or nodes > ranks:
         raise ConfigError(f"NCCL's model needs 2 or more ranks and at least one a node, got {ranks} on {nodes}")
+    # The latencies here are scaled by one factor afterwards: a calibration's, at the fit's own shape.
+    assert _scales(machine) is None, "size_terms prices one latency scale"
     out: list[tuple[str, int, np.ndarray, np.ndarray]] = []
     coll = _COLLECTIVES[the_op]
     channels = machine.comm_channels or machine.channels

@@ -88,12 +88,22 @@ def switch_bandwidth(
     return bus * 0.5
 
 
-def switch_latency(machine: NcclMachine, algo: str, ranks: int, nodes: int, fullest: int | None) -> float:
-    """NVLS's, NVLS-tree's and CollNet's latency (us): tuning.cc lines 384-428 (base latency 0)."""
+def switch_latency(
+    machine: NcclMachine,
+    algo: str,
+    ranks: int,
+    nodes: int,
+    fullest: int | None,
+    scales: tuple[float, float] = (1.0, 1.0),
+) -> float:
+    """NVLS's, NVLS-tree's and CollNet's latency (us): tuning.cc lines 384-428 (base latency 0).
+    ``scales``: what multiplies the terms within a node (``intraLat``, CollNet's arity serialization)
+    and what multiplies the network's (``interLat``); (1, 1) is NCCL's own."""
+    local, net_scale = scales
     nvlink, pci, net = _HW_LAT[algo]
-    intra = nvlink if machine.nvlink else pci
+    intra = (nvlink if machine.nvlink else pci) * local
     # With one rank a node the network's latency is the tree's (line 387).
-    inter = _TREE_NET_SIMPLE_US if ranks == nodes else net
+    inter = (_TREE_NET_SIMPLE_US if ranks == nodes else net) * net_scale
     if algo == "nvls":
         return intra + (inter if nodes > 1 else 0.0)
     if algo == "nvls_tree":
@@ -101,5 +111,5 @@ def switch_latency(machine: NcclMachine, algo: str, ranks: int, nodes: int, full
     chain = fullest if fullest is not None else -(-ranks // nodes)
     if algo == "collnet_direct":
         # "0.4 us arity serialization latency" a local rank.
-        return 2 * (min(1, chain - 1) * intra + (chain - 1) * 0.4) + inter
+        return 2 * (min(1, chain - 1) * intra + (chain - 1) * 0.4 * local) + inter
     return 2 * (chain - 1) * intra + inter

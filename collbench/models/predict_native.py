@@ -122,6 +122,9 @@ def native_nccl(
     notes: list[str] = []
     inter_fit: Fit | None = None
     intra: NcclMachine | None = None
+    # A fit within one node measured its links' latencies (tuning.cc's intraLat, the base), not the
+    # network's (interLat, the ring's network overhead): across nodes those stay NCCL's own.
+    network_unmeasured = measured_nodes == 1 and nodes > 1
     if node_class(nodes) == 3 and node_class(measured_nodes) < 3:
         beyond = [f for f in others if f is not fit and node_class(shapes.assumed_nodes(f)) == 3]
         if beyond:
@@ -130,14 +133,15 @@ def native_nccl(
             notes.append(
                 f"{label(fit, shapes)}: NCCL uses its inter-node bandwidth beyond 2 nodes; none was measured, "
                 "so the prediction assumes the measured bus bandwidth there too"
+                + ("; network latencies NCCL's own, unmeasured" if network_unmeasured else "")
             )
     elif nodes == 1 and measured_nodes > 1:
         intra = _intra_node_machine(fit, shapes, arch, nvlink, facts)
-    elif measured_nodes == 1 and nodes > 1:
+    elif network_unmeasured:
         notes.append(
             f"{label(fit, shapes)}: NCCL's model across {nodes} nodes with the bus bandwidth and latency scale "
-            "fitted within one node, and its own network latencies; the network was not measured (fit a run "
-            "across nodes beside it), so the time is likely too short"
+            "fitted within one node (its links' latencies); network latencies NCCL's own, unmeasured; the "
+            "network was not measured (fit a run across nodes beside it), so the time is likely too short"
         )
     elif node_class(nodes) < node_class(measured_nodes):
         notes.append(
@@ -170,6 +174,8 @@ def native_nccl(
         machine = dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
     if machine.nvlink != target_nvlink:
         machine = dataclasses.replace(machine, nvlink=target_nvlink)
+    if network_unmeasured:
+        machine = dataclasses.replace(machine, net_latency_scale=1.0)
     # The graphs NCCL's search finds at the shape asked: its channels, NVLS where NVLink SHARP is.
     target_node = node_of(fit.device, -(-world_size // nodes), facts)
     machine = with_topology(machine, target_node, nodes, collnet=facts.collnet)
@@ -264,9 +270,15 @@ def native_nccl(
                 f"(links within a node were not measured); {missed} there; {channels}"
             )
         held = "" if lo <= size <= hi else " (held from the nearest measured size)"
+        latencies = f"latencies x{machine.latency_scale:.2g} (fitted)"
+        if machine.net_latency_scale is not None:
+            latencies = (
+                f"latencies within a node x{machine.latency_scale:.2g} (fitted), network latencies NCCL's own "
+                "(unmeasured)"
+            )
         text = (
-            f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; latencies "
-            f"x{machine.latency_scale:.2g} (fitted), {nvls_text(machine) if nvls else ring_text(machine)}{inter}; "
+            f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; {latencies}, "
+            f"{nvls_text(machine) if nvls else ring_text(machine)}{inter}; "
             f"{missed} at the measured shape{held}; {channels}"
         )
         if at_shape and lo <= size <= hi:

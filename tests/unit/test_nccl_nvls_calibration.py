@@ -114,8 +114,10 @@ def test_told_nvls_off_racks_predict_one_another_by_the_ring_they_ran() -> None:
     for p in across.predictions + within.predictions:
         assert ("picks ring/" in p.basis or "picks tree/" in p.basis) and "NVLS" not in p.basis
     for p in across.predictions:
-        # The rack's ring bus, fitted (883 GB/s), not NCCL's own 720 said to be unmeasured.
-        assert "(fitted)" in p.basis and "unmeasured" not in p.basis
+        # The rack's ring bus, fitted (883 GB/s), not NCCL's own 720 said to be unmeasured; the rack's
+        # latencies within it, the network's NCCL's own.
+        assert "bus 883 GB/s (fitted)" in p.basis and "figure, unmeasured" not in p.basis
+        assert "network latencies NCCL's own (unmeasured)" in p.basis
     for p in within.predictions:
         # One rack from two: the 2-rack ring's fitted 832 GB/s, above NCCL's 720, within the rack.
         assert "within one node" in p.basis and "832" in p.basis

@@ -1,0 +1,96 @@
+"""A fit's latency scale calibrates only the link class it measured (issue 32, item 3).
+
+NCCL's latencies (NVIDIA/nccl v2.30.7, commit 5067397c, ``src/graph/tuning.cc``, ``ncclTopoTuneModel``)
+are a base latency a call (line 384, ``baseLatencies``), hops within a node (line 385: ``intraLat``,
+``hwLatencies`` of the node's link class, NVLink or PCI) and hops across the network (lines 387-391:
+``interLat``, ``hwLatencies[NET]``, and the ring's network overhead, lines 405-410: "Inter-node rings
+still have to launch nsteps * net overhead"). A ring pays ``nsteps - nInterSteps`` intra-node hops and
+``nInterSteps`` network hops (lines 411-412); a tree ``2 ((nRanks / nNodes - 1) intraLat + log2i(nNodes)
+interLat)`` (line 416); NVLS-tree ``intraLat + 2 log2i(nNodes) interLat`` (line 428). A fit within one
+node measured the base and its links' hops, never ``interLat``: asked across nodes, its scale applies
+to those, and the network's terms stay NCCL's own. A fit across nodes measured both, mixed: its one
+scale applies to both, as before. The GB200 logs are in tests/fixtures/real (SOURCES.md); a GB200
+"node" is an NVL72 rack (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from gb200_logs import RACKS, gb200
+
+from collbench.models import nccl_cost
+from collbench.models.nccl_cost import NcclMachine, nccl_choice
+from collbench.models.nccl_graph import NodeFacts
+from collbench.models.predict import price_fits
+from collbench.models.predict_native import _residual, nccl_machine_for
+from collbench.models.priced import Shapes
+from collbench.schedules.ops import Op
+
+_SIMPLE = 2
+"""Simple's index in NCCL's protocols (LL, LL128, Simple)."""
+NVLS_OFF = NodeFacts(nvls=False)
+"""``predict --no-nvls``: the GB200 runs' own setting (NCCL_NVLS_ENABLE=0, benchmarks/README.md)."""
+
+
+def _latency(machine: NcclMachine, algo: str, ranks: int, nodes: int) -> float:
+    """The latency of ``algo``/Simple all-reduce as nccl_choice scales it."""
+    split = nccl_cost._scales(machine)
+    lat = nccl_cost._latency(machine, Op.ALL_REDUCE, algo, _SIMPLE, ranks, nodes, None, split or (1.0, 1.0))
+    return lat if split is not None else lat * machine.latency_scale
+
+
+def test_the_network_latency_terms_keep_their_own_scale() -> None:
+    # Blackwell on Grace (getNetOverhead: 1 us off x86, x3 for Simple), NVLink within a node.
+    s = 1.19
+    split = NcclMachine(bus_bw_gbps=720.0, arch="blackwell", latency_scale=s, net_latency_scale=1.0)
+    # Tree, 72 GPUs a node on 2 nodes: base 8.4 (line 151) and 71 NVLink hops of 4.0 each way (line
+    # 160) at the fitted scale; one network hop of 14 each way (line 172) at NCCL's own.
+    assert _latency(split, "tree", 144, 2) == pytest.approx(s * (8.4 + 2 * 71 * 4.0) + 2 * 14.0)
+    # Ring, 2 (nNodes - 1) = 2 network steps of 14 among 2 (144 - 1) = 286 (lines 411-412).
+    assert _latency(split, "ring", 144, 2) == pytest.approx(s * (8.4 + 284 * 3.4) + 2 * 14.0)
+    # The ring's intra-node steps cost at least the network's overhead (line 410), NCCL's own: 3 us
+    # where the fitted NVLink hop (x0.5 of 3.4) is less.
+    fast = dataclasses.replace(split, latency_scale=0.5)
+    assert _latency(fast, "ring", 144, 2) == pytest.approx(0.5 * 8.4 + 284 * 3.0 + 2 * 14.0)
+    # NVLS-tree (no base latency): 25 us within the node, 2 log2i(4) network hops of 20.9 (lines 166, 174).
+    assert nccl_cost.switch_latency(split, "nvls_tree", 32, 4, None, (s, 1.0)) == pytest.approx(s * 25.0 + 2 * 2 * 20.9)
+    # On one node there is no network term: the split changes nothing.
+    one = dataclasses.replace(split, net_latency_scale=None)
+    assert _latency(split, "ring", 72, 1) == pytest.approx(_latency(one, "ring", 72, 1))
+    # Without the split, one scale multiplies both classes (a fit across nodes), as before.
+    mixed = dataclasses.replace(split, net_latency_scale=s)
+    for size in (8.0, 1 << 20, 1 << 30):
+        a = nccl_choice(one, "all-reduce", 144, 2, size, smooth=True)
+        b = nccl_choice(mixed, "all-reduce", 144, 2, size, smooth=True)
+        assert (a.algo, a.proto) == (b.algo, b.proto) and a.time_us == pytest.approx(b.time_us, rel=1e-12)
+
+
+def test_a_racks_fit_across_racks_scales_its_nvlink_latencies_and_leaves_the_networks_nccls() -> None:
+    # The one-rack fit (NVLS off, as its job ran) calibrates the ring's 142 NVLink hops: x1.19. Across
+    # two racks the tree (512 MiB) and the ring (16 GiB) add network hops, which it never measured.
+    one, _ = gb200(72)
+    rack = nccl_machine_for(one, 1, "blackwell", True, NVLS_OFF)
+    s = rack.latency_scale
+    assert 1.1 < s < 1.3
+    (entry,), _, notes = price_fits([one], 144, 2, shapes=Shapes(RACKS), nccl_arch="blackwell", nccl_facts=NVLS_OFF)
+    assert any("network latencies NCCL's own, unmeasured" in n for n in notes)
+    tree, ring = 1 << 29, 1 << 34
+    # What the model missed at the rack's own sizes, carried (held beyond its largest, 8 GiB).
+    missed = {
+        size: _residual(one, 1, "blackwell", True, NVLS_OFF, min(size, one.max_bytes))[0] for size in (tree, ring)
+    }
+    assert "picks tree/Simple" in entry.basis(tree) and "picks ring/Simple" in entry.basis(ring)
+    assert entry.latency_us(tree) == pytest.approx(missed[tree] * (s * (8.4 + 2 * 71 * 4.0) + 2 * 14.0))
+    # The ring's plateau factor across nodes (x1.4 on Blackwell at this size) multiplies its latency.
+    assert entry.latency_us(ring) == pytest.approx(missed[ring] * 1.4 * (s * (8.4 + 284 * 3.4) + 2 * 14.0))
+    assert "network latencies NCCL's own (unmeasured)" in entry.basis(tree)
+
+
+def test_a_fit_across_racks_keeps_one_scale_for_both_classes() -> None:
+    # The 2-rack fit measured NVLink and network hops mixed: asked on 20 racks its scale stays on both.
+    two, _ = gb200(144)
+    (entry,), _, notes = price_fits([two], 1440, 20, shapes=Shapes(RACKS), nccl_arch="blackwell", nccl_facts=NVLS_OFF)
+    assert not any("network latencies" in n for n in notes)
+    assert "network latencies" not in entry.basis(1 << 30) and "(fitted)" in entry.basis(1 << 30)
