@@ -24,6 +24,8 @@ from collbench.fileio import (
 from collbench.models.fitted import Fit
 from collbench.results.io import RESULT_SUFFIXES
 from collbench.results.row import ResultRow
+from collbench.topology.bandwidth import gpu_links
+from collbench.units import counted
 
 MAX_FIT_WORLD_SIZE = 1 << 20
 """The most ranks a stored fit may say it was measured at: more than any machine has run one job on."""
@@ -141,3 +143,27 @@ def with_nodes(fit: Fit, seen: NodesSeen) -> Fit:
     if len(devices) == 1 and min(devices):
         fit = dataclasses.replace(fit, device=min(devices))
     return fit
+
+
+def nvlink_domain_note(fit: Fit, nodes: int | None) -> str | None:
+    """What is said of ``fit`` measured on ``nodes`` hosts of a GPU whose NVLinks join the hosts of a rack
+    (``GpuLinks.nvlink_domain``: a GB200 NVL72), where each host holds fewer GPUs than the domain; None
+    elsewhere.
+
+    NCCL counts such a domain as one node (under multi-node NVLink its topology is fused over the
+    NVLink clique, src/graph/topo.cc, and init.cc counts a node per ring graph), so its model prices
+    crossing trays as NVLink, not as a network; counted by hosts, 72 GPUs in one rack were predicted as
+    18 nodes over NICs (the published 1,440-rank run asked at 72 ranks: 2-4x the rack's time)."""
+    gpu = gpu_links(fit.device) if fit.device else None
+    if gpu is None or not gpu.nvlink_domain or nodes is None or nodes <= 1:
+        return None
+    if fit.world_size // nodes >= gpu.nvlink_domain:
+        return None
+    racks = -(-fit.world_size // gpu.nvlink_domain)
+    rack = f"NVL{gpu.nvlink_domain} {'rack' if racks == 1 else 'racks'}"
+    return (
+        f"{fit.op} {fit.algo} {fit.backend} x{fit.world_size}: measured on {counted(nodes, 'host')}, but "
+        f"{gpu.name}'s NVLinks join the hosts of a rack (up to {gpu.nvlink_domain} GPUs), which NCCL counts "
+        f"as one node; if the run spanned {racks} {rack}, `fit --nodes {racks}` records that (predict: "
+        f"--measured-nodes {racks})"
+    )

@@ -119,6 +119,9 @@ class GpuLinks:
     """Whether its NVSwitch systems reduce in the switch (NVLink SHARP, what NCCL's NVLS uses):
     NVSwitch 3 and later, Hopper and Blackwell SXM boards."""
     vendor: str = "NVIDIA"
+    nvlink_domain: int = 0
+    """The GPUs one NVLink domain joins across the hosts of a rack (multi-node NVLink: 72 in a GB200 or
+    GB300 NVL72, 18 trays of 4), which NCCL counts as one node; 0 where NVLink stays within a host."""
 
 
 # Datacenter GPUs by the name nvidia-smi and nccl-tests print, most specific first. Links per GPU from
@@ -127,9 +130,9 @@ class GpuLinks:
 # A PCIe card of the same chip has no NVSwitch (and at most a bridge): not listed, so no figure is
 # claimed for it. AMD's MI300X names its vendor so that NCCL's model is never applied to RCCL's runs.
 _GPUS: tuple[tuple[str, GpuLinks], ...] = (
-    ("GB300", GpuLinks("GB300", 103, NVLINK_GBPS_PER_LINK[5] * 18, True)),
+    ("GB300", GpuLinks("GB300", 103, NVLINK_GBPS_PER_LINK[5] * 18, True, nvlink_domain=72)),
     ("B300", GpuLinks("B300", 103, NVLINK_GBPS_PER_LINK[5] * 18, True)),
-    ("GB200", GpuLinks("GB200", 100, NVLINK_GBPS_PER_LINK[5] * 18, True)),
+    ("GB200", GpuLinks("GB200", 100, NVLINK_GBPS_PER_LINK[5] * 18, True, nvlink_domain=72)),
     ("B200", GpuLinks("B200", 100, NVLINK_GBPS_PER_LINK[5] * 18, True)),
     ("GH200", GpuLinks("GH200", 90, NVLINK_GBPS_PER_LINK[4] * 18, True)),
     ("H200", GpuLinks("H200", 90, NVLINK_GBPS_PER_LINK[4] * 18, True)),
