@@ -148,3 +148,23 @@ def test_a_layout_on_other_nodes_than_the_hosts_is_said() -> None:
         "boot id): rows record 4; hierarchical's rings follow the layout's 1"
     )
     assert plan.layout_nodes_note(Layout(), 4) is None and plan.layout_nodes_note(None, 1) is None
+
+
+def test_native_sizes_rounded_to_equal_chunks_are_said_once_per_op(tmp_path: Path) -> None:
+    # torch's all_gather_into_tensor and reduce_scatter_tensor take equal chunks: on 3 ranks a native
+    # 1 KiB point is 1020 B while ring's is 1 KiB, and the tables showed both sizes without a word.
+    job = _job(tmp_path, ops=("all-gather", "reduce-scatter"), algos=("ring", "native"), min_bytes=1024)
+    points, notes = plan_points(job, 3, CPU, "rank-order")
+    for op in (Op.ALL_GATHER, Op.REDUCE_SCATTER):
+        native = sorted({p.size_bytes for p in points if p.op is op and p.algo == "native"})
+        ring = sorted({p.size_bytes for p in points if p.op is op and p.algo == "ring"})
+        assert (native, ring) == ([1020, 2040, 4092], [1024, 2048, 4096])
+        said = [n for n in notes if n.startswith(f"{op.value} native: the backend's call takes equal chunks")]
+        assert said == [
+            f"{op.value} native: the backend's call takes equal chunks, so its sizes are rounded down to a "
+            "multiple of 3 elements, as nccl-tests rounds them (1 KiB measured as 1,020 B); collbench's own "
+            "algorithms take each size as asked"
+        ]
+    # Sizes the world size divides are measured as asked, and nothing is said.
+    _, even = plan_points(_job(tmp_path, world_size=2, ops=("all-gather",), min_bytes=1024), 2, CPU, "rank-order")
+    assert not [n for n in even if "equal chunks" in n]

@@ -100,6 +100,7 @@ def plan_points(
         if not spec.payload and not backend.in_place_every_op:
             modes = modes[:1]  # nothing in place or out of it: one point (MPI times both of its calls)
         seen: set[tuple[str, int]] = set()
+        rounded_said = False
         for algo, size_index, size in pairs:
             native = is_native(algo)
             # The block ops move whole blocks, one per rank (nccl-tests' *GetCollByteCount): the row's
@@ -108,6 +109,10 @@ def plan_points(
             if native and contract(op).native_equal_chunks and count % world_size:
                 # torch's tensor collectives need equal chunks: round as nccl-tests does.
                 count -= count % world_size
+                if count and not rounded_said:
+                    # Said, since the native table's sizes (1020B) then differ from the algorithms' (1K).
+                    rounded_said = True
+                    notes.append(_rounded_note(op, size, count * elem, world_size))
             if count == 0 and spec.payload:
                 what = "less than one element per rank" if spec.blocks else "fewer elements than needed"
                 notes.append(f"{op.value} {algo} {format_bytes(size)}: {what}, skipped")
@@ -233,4 +238,13 @@ def _one_node_note(names: str, op: Op, nodes: int, job_nodes: int | None, layout
     return (
         f"{names} {op.value}: needs ranks on two or more nodes, and the layout has "
         f"{nodes} (on one node it is a ring; give --topology of several hosts); skipped"
+    )
+
+
+def _rounded_note(op: Op, size_bytes: int, measured_bytes: int, world_size: int) -> str:
+    """The note that a native call's sizes are rounded down to equal chunks, with the first example."""
+    return (
+        f"{op.value} native: the backend's call takes equal chunks, so its sizes are rounded down to a "
+        f"multiple of {world_size} elements, as nccl-tests rounds them ({format_bytes(size_bytes)} measured "
+        f"as {measured_bytes:,} B); collbench's own algorithms take each size as asked"
     )
