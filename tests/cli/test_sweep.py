@@ -265,6 +265,34 @@ def test_bad_values_and_files_refused_before_ranks(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "bin.jsonl", "keep.jsonl", "list.jsonl"]
 
 
+def test_resume_of_a_stream_measured_with_other_ranks_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'sweep --ranks 3 --resume' on a 2-rank stream resumed none of its rows and appended 3-rank rows to it.
+    Refused before a rank starts, the stream as it was; the stream's own rank count still resumes."""
+    import collbench.runtime.launch.ranks as launch_module
+
+    launched: list[object] = []
+
+    def no_launch(*args: object, **_kwargs: object) -> None:
+        launched.append(args)
+        raise KeyboardInterrupt  # the validated sweep stops here: no rank runs in this test
+
+    monkeypatch.setattr(launch_module, "_launch_local", no_launch)
+    monkeypatch.chdir(tmp_path)
+    measured = (Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl").read_text()
+    (tmp_path / "s.jsonl").write_text(measured)
+    result = RUNNER.invoke(app, ["sweep", "--ranks", "3", "-e", "1K", "--stream", "s.jsonl", "--resume"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        "error: --resume: s.jsonl holds rows measured with 2 ranks and this sweep runs 3; resume it with the ranks it "
+        "was measured with, or give --stream FILE for the 3-rank rows"
+    )
+    assert not launched and (tmp_path / "s.jsonl").read_text() == measured
+    RUNNER.invoke(app, ["sweep", "--ranks", "2", "-e", "1K", "--stream", "s.jsonl", "--resume"])
+    assert launched, "a resume at the stream's own ranks passes the check and starts its ranks"
+
+
 def test_sweep_sizes_always_ends() -> None:
     from collbench.runtime.sweep.plan import sweep_sizes
 

@@ -261,7 +261,7 @@ def validate(config: SweepConfig) -> SweepJob:
         _check_one_node(per_op)
     # Every option is checked before the files: a mistyped option says what is wrong with it, not
     # that the stream holds rows (which --overwrite would then empty for nothing).
-    _check_files(config)
+    _check_files(config, world)
     return SweepJob(
         config=config,
         backend=backend.name,
@@ -365,13 +365,14 @@ def _segment_notes(config: SweepConfig, per_op: dict[Op, list[str]]) -> list[str
     ]
 
 
-def _check_files(config: SweepConfig) -> None:
+def _check_files(config: SweepConfig, world: int | None) -> None:
     """The stream and output files, checked in the parent before any rank starts.
 
     A symlink at the stream is refused: it is appended to in place, so the run would write whatever
     the link points to (``--output`` is replaced by a rename, which never writes through one). With ``--resume`` the
-    rows already there are read now, so a bad file fails in one line. Whether a stream that holds
-    rows may be emptied is decided by ``files.sweep_files`` once it holds the file's lock.
+    rows already there are read now, so a bad file fails in one line, and a stream of other world sizes
+    than ``world`` (the sweep's ranks) is refused. Whether a stream that holds rows may be emptied is
+    decided by ``files.sweep_files`` once it holds the file's lock.
     """
     stream = config.stream_path
     check_path_fits(stream)  # first: a name too long fails every look at it with an OSError
@@ -389,7 +390,15 @@ def _check_files(config: SweepConfig) -> None:
         if writes_files() and not stream.exists():
             raise ConfigError(f"--resume: no {stream} to resume from")
         if writes_files():
-            list(read_jsonl(stream))
+            ranks_held = {row.world_size for row in read_jsonl(stream)}
+            if world is not None and ranks_held and world not in ranks_held:
+                # 'sweep --ranks 3 --resume' on a 2-rank stream resumed nothing and appended 3-rank rows
+                # to it: one stream, two machines' fingerprints (a topology's counts its ranks).
+                sizes = ", ".join(str(w) for w in sorted(ranks_held))
+                raise ConfigError(
+                    f"--resume: {stream} holds rows measured with {sizes} ranks and this sweep runs {world}; resume "
+                    f"it with the ranks it was measured with, or give --stream FILE for the {world}-rank rows"
+                )
     check_writable(stream)
     if config.output is not None and config.output != stream:
         check_writable(config.output)
