@@ -344,7 +344,7 @@ def _evidence(r: Rule) -> str:
         parts.append(f"noise {100 * r.noise:.0f}%")
     if r.tie_with:
         # Variant labels spell segment sizes in bytes ("ring (seg=4194304, topology)"): shown as 4M.
-        tied = (re.sub(r"seg=(\d+)", lambda m: f"segments of {size_label(int(m.group(1)))}", t) for t in r.tie_with)
+        tied = (re.sub(r"seg=(\d+)", lambda m: _segments_text(int(m.group(1)), r), t) for t in r.tie_with)
         # A runner-up beyond the noise at the rule's own size: its ties were at the range's other sizes
         # ("the next fastest 33% slower; tied with ..." read as a contradiction).
         apart = r.separation is not None and r.noise is not None and r.separation > r.noise
@@ -355,13 +355,24 @@ def _evidence(r: Rule) -> str:
     return "; ".join(parts) or "-"
 
 
-def _params_text(params: dict[str, object]) -> str:
+def _segments_text(segment_bytes: int, rule: Rule) -> str:
+    """A segment size as the rule's sizes ran with it: a message no larger than one segment goes whole
+    ("segments of 4M" was said of a rule from 45.3K to 724.1K, every size of it one segment)."""
+    seg = size_label(segment_bytes)
+    if rule.max_bytes is not None and rule.max_bytes <= segment_bytes:
+        return f"one segment of up to {seg}"
+    if rule.min_bytes < segment_bytes:
+        return f"one segment up to {seg}, segments of {seg} above"
+    return f"segments of {seg}"
+
+
+def _params_text(rule: Rule) -> str:
     out = []
-    for k, v in params.items():
+    for k, v in (rule.params or {}).items():
         if v is None:
             continue
         if k == "segment_bytes" and isinstance(v, int):
-            out.append(f"segments of {size_label(v)}")
+            out.append(_segments_text(v, rule))
         else:
             out.append(f"{k.replace('_', ' ')} {_plain(v)}")
     return ", ".join(out) or "-"
@@ -381,7 +392,7 @@ def _rules_table(rules: Sequence[Rule], status: str) -> str:
             ("", f"{r.min_bytes} ({size_label(r.min_bytes)})"),
             ("", "∞" if r.max_bytes is None else f"{r.max_bytes} ({size_label(r.max_bytes)})"),
             ("", r.algo),
-            ("params", _params_text(r.params or {})),
+            ("params", _params_text(r)),
             ("", "-" if r.at_bytes is None else size_label(r.at_bytes)),
             ("", _fmt_us(r.measured_us)),
             ("", _fmt_us(r.predicted_us)),

@@ -183,12 +183,32 @@ def test_the_evidence_column_is_words() -> None:
     evidence = re.findall(r'<td class="evidence">(.*?)</td>', page)
     # 23% apart beyond a noise of 5% at the rule's size: the ties were at its other sizes.
     assert (
-        "the next fastest 23% slower; noise 5%; tied at other sizes of the range with native, ring (segments of 64K)"
-        in evidence
+        "the next fastest 23% slower; noise 5%; tied at other sizes of the range with native, ring (one segment up to "
+        "64K, segments of 64K above)" in evidence
     )
     rule.update(separation=0.03)
     within = build_report(
         ReportInputs(rows=tuple(read_rows(EXAMPLE_RESULTS)), profile=type(profile).from_dict(data)), now=NOW
     )
-    assert "the next fastest 3% slower; noise 5%; tied with native, ring (segments of 64K)" in within
+    assert (
+        "the next fastest 3% slower; noise 5%; tied with native, ring (one segment up to 64K, segments of 64K above)"
+        in within
+    )
     assert not any("{" in e or "[" in e or "&quot;" in e for e in evidence), evidence
+
+
+def test_a_rule_below_its_segment_size_says_it_ran_whole() -> None:
+    """'segments of 4M' was the params of a rule from 0 to 90.5K (the example profile's tree): each of its
+    sizes ran as one segment. Said per rule range: below, across and above the segment size."""
+    from report_inputs import example_profile
+
+    profile = example_profile()
+    rules = profile.rule_sets[0].rules
+    assert [(r.min_bytes, r.max_bytes) for r in rules] == [(0, 92681), (92682, 5931641), (5931642, None)]
+    assert {r.params["segment_bytes"] for r in rules} == {4 << 20}
+    page = build_report(ReportInputs(rows=tuple(read_rows(EXAMPLE_RESULTS)), profile=profile), now=NOW)
+    assert re.findall(r'<td class="params">(.*?)</td>', page) == [
+        "one segment of up to 4M, layout topology",
+        "one segment up to 4M, segments of 4M above, layout topology",
+        "segments of 4M, layout topology",
+    ]
