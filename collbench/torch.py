@@ -37,6 +37,10 @@ torch's ``allreduce_hook`` itself, and :func:`register_comm_hook` registers noth
 at every size the model's buckets have; both say so once. The hook decides once per bucket shape
 (elements, dtype, device, group); compiled plans are the process's (``runtime/executor/plan_cache.py``):
 a shape met before by any hook or call builds nothing.
+
+Every call runs outside autograd, as c10d's collectives do: a parameter (a leaf that requires grad) is
+written in place and stays a leaf, as after ``dist.all_reduce(param)``, and no output takes a gradient from an
+input. (gloo's own gather into parameters raises, its copy running under autograd; collbench's writes them.)
 """
 
 from __future__ import annotations
@@ -175,9 +179,9 @@ def _rule_set(profile: Profile, group: Any) -> RuleSet:
 
 
 def _user_stacklevel() -> int:
-    """The warning's stack level of the first caller outside this module: the user's line that asked."""
+    """The warning's stack level of the first caller outside this module and torch's (no_grad, backward) frames."""
     frame, level = sys._getframe(2), 2  # the caller's caller: level 1 is the frame that warns
-    while frame.f_back is not None and frame.f_code.co_filename == __file__:
+    while frame.f_back is not None and f"{frame.f_globals.get('__name__')}.".startswith((f"{__name__}.", "torch.")):
         frame, level = frame.f_back, level + 1
     return level
 
@@ -187,6 +191,7 @@ def _check_initialised() -> None:
         raise ConfigError("torch.distributed is not initialised: call dist.init_process_group first")
 
 
+@torch.no_grad()
 def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, op: object, runners: _Runners) -> Rule:
     redop = redop_name(op)
     _check_initialised()
@@ -202,14 +207,11 @@ def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, op: object, 
         else:
             dist.all_reduce(tensor, op=NATIVE_REDOPS[redop], group=group)
         return rule
-    # The executor works on one flat buffer; a contiguous tensor's view shares its memory. Outside autograd,
-    # as dist.all_reduce is: a parameter (a leaf that requires grad) raised "a view of a leaf Variable that
-    # requires grad is being used in an in-place operation" where the rule was a schedule, not native.
-    with torch.no_grad():
-        flat = tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)
-        runners.runner(rule_set, rule, flat.numel(), flat, group).run(flat, redop)
-        if flat.data_ptr() != tensor.data_ptr():
-            tensor.copy_(flat.view_as(tensor))
+    # The executor works on one flat buffer; a contiguous tensor's view shares its memory.
+    flat = tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)
+    runners.runner(rule_set, rule, flat.numel(), flat, group).run(flat, redop)
+    if flat.data_ptr() != tensor.data_ptr():
+        tensor.copy_(flat.view_as(tensor))
     return rule
 
 
@@ -398,11 +400,9 @@ def register_comm_hook(model: torch.nn.Module, profile: Profile, group: Any = No
 
 # --- the ops that move data without reducing it, and barrier ------------------------------------------
 #
-# Each takes torch.distributed's arguments for the same call and follows the profile's rule for its op at
-# the call's size (nccl-tests' counting, collbench.schedules.ops): native is torch.distributed's own call;
-# any other algorithm is collbench's schedule, run by the executor on one buffer laid out as the schedule
-# says (all-to-all and the ring shift: input then output; scatter and gather: the n blocks in rank order;
-# barrier: one token element). The buffer is a copy of the arguments: these calls are not in place.
+# Native is torch.distributed's own call; a schedule runs on one buffer, a copy of the arguments, laid out as
+# the schedule says (all-to-all and the ring shift: input then output; scatter and gather: the n blocks in
+# rank order; barrier: one token element): these calls are not in place.
 
 
 def _group_rank(group: Any, global_rank: int) -> int:
@@ -422,6 +422,7 @@ def _run_schedule(
     _Runners(profile).runner(rule_set, rule, count, buffer, group, op, root).run(buffer, "sum")
 
 
+@torch.no_grad()
 def all_to_all_single(output: torch.Tensor, input: torch.Tensor, profile: Profile, group: Any = None) -> Rule:
     """All-to-all with equal splits, as ``dist.all_to_all_single(output, input)``: block ``j`` of this
     rank's ``input`` goes to rank ``j``, and block ``j`` of ``output`` comes from rank ``j``.
@@ -448,6 +449,7 @@ def all_to_all_single(output: torch.Tensor, input: torch.Tensor, profile: Profil
     return rule
 
 
+@torch.no_grad()
 def ring_shift(output: torch.Tensor, input: torch.Tensor, profile: Profile, group: Any = None) -> Rule:
     """Send ``input`` to the next rank of the group and receive the previous rank's into ``output`` (the
     ring shift nccl-tests' ``sendrecv_perf`` measures). Returns the profile's rule for sendrecv at the
@@ -480,6 +482,7 @@ def ring_shift(output: torch.Tensor, input: torch.Tensor, profile: Profile, grou
     return rule
 
 
+@torch.no_grad()
 def scatter(
     tensor: torch.Tensor,
     scatter_list: list[torch.Tensor] | None,
@@ -511,6 +514,7 @@ def scatter(
     return rule
 
 
+@torch.no_grad()
 def gather(
     tensor: torch.Tensor,
     gather_list: list[torch.Tensor] | None,
@@ -556,6 +560,7 @@ def barrier(profile: Profile, group: Any = None, *, device: torch.device | str |
     return rule
 
 
+@torch.no_grad()
 def scan(
     tensor: torch.Tensor, profile: Profile, group: Any = None, *, op: object = "sum", exclusive: bool = False
 ) -> Rule:

@@ -390,3 +390,91 @@ def test_new_ops_match_torch_and_follow_the_profile(tmp_path: Path, world: int) 
             assert set(algos) == {r.algo for r in profile.rules_for(op)}, op  # every rule was exercised
         assert res["barrier"] == ("tree" if world == 2 else "dissemination")
         assert res["arrived"] == [f"arrived{r}" for r in range(world)]
+
+
+# --- tensors that require grad, as torch.distributed takes them ------------------------------------------
+
+
+def _leaf(count: int) -> torch.Tensor:
+    """A parameter's kind of tensor: a leaf that requires grad, written in place by the call."""
+    return torch.zeros(count, dtype=torch.float64, requires_grad=True)
+
+
+def _written_leaf(tensor: torch.Tensor, want: torch.Tensor) -> bool:
+    """Whether the call wrote ``want`` into ``tensor`` and left it a leaf, as torch's own call leaves it."""
+    return tensor.is_leaf and tensor.requires_grad and torch.equal(tensor.detach(), want)
+
+
+def _grad_worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
+    from datetime import timedelta
+
+    import collbench.torch as ctorch
+
+    # A call that raises on one rank only leaves the other waiting: the timeout ends the test instead.
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store_path}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
+    try:
+        profile = new_ops_profile(world)
+        scans = (Rule("scan", 0, None, "recursive-doubling", P), Rule("exscan", 0, None, "linear", P))
+        scan_profile = Profile(fingerprint="t", host="t", backend="gloo", rule_sets=(RuleSet(world, 1, scans),))
+        said: list[warnings.WarningMessage] = []
+        for block in (1, 100):  # 16 B: native for every op; 1,600 B: collbench's schedules
+            n = world * block
+            data = torch.arange(n, dtype=torch.float64) + 1000 * rank
+            out, ref = _leaf(n), torch.empty(n, dtype=torch.float64)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                ctorch.all_to_all_single(out, data, profile=profile)
+            said += caught
+            dist.all_to_all_single(ref, data)
+            assert _written_leaf(out, ref), ("all-to-all", block)
+            # An input that requires grad gives no gradient to the output, as torch's call does not.
+            out = torch.empty(n, dtype=torch.float64)
+            ctorch.all_to_all_single(out, data.clone().requires_grad_(), profile=profile)
+            assert torch.equal(out, ref) and not out.requires_grad, ("all-to-all from a leaf", block)
+
+            pieces = [p.clone().requires_grad_() for p in data.split(block)] if rank == 0 else None
+            got, ref_b = _leaf(block), torch.empty(block, dtype=torch.float64)
+            ctorch.scatter(got, pieces, profile=profile, src=0)
+            dist.scatter(ref_b, [p.detach() for p in pieces] if pieces else None, src=0)
+            assert _written_leaf(got, ref_b), ("scatter", block)
+
+            gathered = [_leaf(block) for _ in range(world)] if rank == 0 else None
+            want = [torch.empty(block, dtype=torch.float64) for _ in range(world)] if rank == 0 else None
+            ctorch.gather(data[:block].clone().requires_grad_(), gathered, profile=profile, dst=0)
+            dist.gather(data[:block].clone(), want, dst=0)
+            if gathered is not None and want is not None:
+                assert all(_written_leaf(g, w) for g, w in zip(gathered, want, strict=True)), ("gather", block)
+
+            shifted = _leaf(n)
+            ctorch.ring_shift(shifted, data.clone().requires_grad_(), profile=profile)
+            previous = (rank - 1) % world
+            assert _written_leaf(shifted, torch.arange(n, dtype=torch.float64) + 1000 * previous), ("shift", block)
+
+            for exclusive in (False, True):
+                param = torch.full((block,), float(rank + 1), dtype=torch.float64, requires_grad=True)
+                ctorch.scan(param, profile=scan_profile, exclusive=exclusive)
+                upto = rank if exclusive and rank else rank + 1  # exscan's rank 0 keeps its tensor
+                assert _written_leaf(param, torch.full((block,), upto * (upto + 1) / 2)), ("scan", exclusive, block)
+        # avg at a native size: the backend's sum, then a division in place (gloo has no AVG).
+        param = torch.full((7,), float(rank), requires_grad=True)
+        ctorch.all_reduce(param, profile=make_profile(world), op="avg")
+        assert _written_leaf(param, torch.full((7,), (world - 1) / 2)), "avg"
+        # The group's shape is said at the user's line (this file), not at torch's no_grad wrapper.
+        shown = [w.filename for w in said if w.category is ctorch.GroupShape]
+        assert shown == ([__file__] if rank == 0 else []), shown
+        Path(out_dir, f"grad{rank}").touch()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_tensors_that_require_grad_are_written_as_torch_writes_them(tmp_path: Path) -> None:
+    # Before: all_to_all_single, scatter and the ring shift at a schedule's size, gather and exscan at every
+    # size raised "a leaf Variable that requires grad is being used in an in-place operation", scatter
+    # from such a list "cat(): functions with out=... arguments don't support automatic differentiation",
+    # all_reduce's avg at a native size the same leaf error; an output from such an input required grad.
+    mp.start_processes(
+        _grad_worker, args=(2, str(tmp_path / "store"), str(tmp_path)), nprocs=2, join=True, start_method="spawn"
+    )
+    assert sorted(p.name for p in tmp_path.glob("grad*")) == ["grad0", "grad1"]
