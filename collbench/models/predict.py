@@ -300,8 +300,8 @@ def price_fits(
             # The basis names the generation either way; without this it read as read from the fit
             # (an A100 log without device names was priced with Hopper's tables unsaid).
             notes.append(
-                f"{fit_label}: the fit does not name its GPU; NCCL's model taken for {arch} (--nccl-arch "
-                "names the generation)"
+                f"{fit_label}: the fit does not name its GPU; NCCL's model taken for {arch} (--gpu names the "
+                "GPU, its links and generation; --nccl-arch the generation alone)"
             )
         if shapes.nodes_of(fit) is None and not at_shape:
             notes.append(

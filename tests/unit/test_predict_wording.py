@@ -35,7 +35,7 @@ def test_an_unnamed_gpu_is_said_and_named_ones_are_not() -> None:
     unnamed = predict([a100], 1024, [1 << 20], nodes=128, measured_nodes={32: 4})
     assert _arch_notes(unnamed.notes) == [
         "all-reduce native nccl x32 on 4 nodes: the fit does not name its GPU; NCCL's model taken for "
-        "hopper (--nccl-arch names the generation)"
+        "hopper (--gpu names the GPU, its links and generation; --nccl-arch the generation alone)"
     ]
     assert "hopper" in unnamed.predictions[0].basis
     told = predict([a100], 1024, [1 << 20], nodes=128, measured_nodes={32: 4}, nccl_arch="ampere")
