@@ -81,6 +81,10 @@ def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path)
         assert all(r.measured_us is None and r.predicted_us for r in rules)
     assert "not used for predictions: all-reduce ring: misses a point by 74% (bound 25%" in result.stderr
     assert "64 ranks on 8 nodes (predicted)" in result.stdout
+    # Its rules say how far they reach past what was measured, as predict's title does: the predicted
+    # tables' times read as the measured ones' without it.
+    assert "64 ranks on 8 nodes (predicted) from fits at 4 ranks, x16" in result.stdout
+    assert "8 ranks on 2 nodes (predicted) from fits at 4 ranks, x2" in result.stdout
     exported = CliRunner().invoke(app, ["export", "ompi-rules", str(out), "--from-other-backend"])
     assert "64 ranks on 8 nodes, predicted from the fitted models, not measured" in exported.stdout
 

@@ -20,7 +20,7 @@ from collbench.cli.render.styles import (
 )
 from collbench.models.fitted import op_has_payload
 from collbench.profile.document import Profile
-from collbench.units import format_bytes, ranks_on_nodes
+from collbench.units import factor_text, format_bytes, ranks_on_nodes
 
 
 def _bytes(n: int | None) -> str:
@@ -76,6 +76,11 @@ def render_rules(profile: Profile) -> RenderableType:
         op = one_value(r.op for r in rule_set.rules)
         shape = ranks_on_nodes(rule_set.world_size, rule_set.nodes)
         shape += " (predicted)" if rule_set.predicted else ""
+        if rule_set.predicted and profile.fits:
+            # How far the rules reach past what was measured, as predict's title says it: the fits at
+            # the largest world size are the ones predicted from (models.predict.pick_fits).
+            fitted = max(f.world_size for f in profile.fits)
+            shape += f" from fits at {fitted} ranks, x{factor_text(rule_set.world_size / fitted)}"
         title = (f"{op}, " if op else "") + (
             shape if several else f"{profile.backend}, {shape}, machine {profile.fingerprint}"
         )
