@@ -92,14 +92,15 @@ def test_rule_segment_size_only_where_it_cuts_segments() -> None:
     out = _render(render_rules(example_profile()))
     lines = out.splitlines()
     under = {
-        algo: lines[i + 1].strip()
+        algo: [below.strip() for below in lines[i + 1 : i + 3] if below.startswith(" " * 20)]
         for i, line in enumerate(lines)
         for algo in ("tree", "ring", "direct")
         if f"  {algo}  " in line
     }
-    assert under["tree"] == "topology", out
-    assert under["direct"] == "seg 4 MiB, topology", out
-    assert under["ring"] == "seg 4 MiB, topology", out
+    # One parameter a line, the layout named as one ('topology' alone read as a stray word).
+    assert under["tree"] == ["layout topology"], out
+    assert under["direct"] == ["seg 4 MiB", "layout topology"], out
+    assert under["ring"] == ["seg 4 MiB", "layout topology"], out
 
 
 def test_check() -> None:

@@ -45,10 +45,12 @@ def _params(params: dict[str, Any], max_bytes: int | None) -> str:
     if params.get("channels"):
         parts.append(f"{params['channels']} ch")
     if params.get("layout") and params["layout"] != "rank-order":
-        parts.append(str(params["layout"]))
+        # 'layout topology', as the report writes it: 'topology' alone under an algorithm read as a stray word.
+        parts.append(f"layout {params['layout']}")
     if params.get("protocol"):
         parts.append(str(params["protocol"]))
-    return ", ".join(parts) or "-"
+    # One a line under the algorithm: joined with commas, a second one wrapped to the column's left edge.
+    return "\n  ".join(parts) or "-"
 
 
 def _cuts_segments(segment_bytes: int, max_bytes: int | None) -> bool:
