@@ -3,8 +3,9 @@
 Counts follow nccl-tests (``ops.op_count``: whole blocks for the block ops, as its
 ``*GetCollByteCount``), so a row's size is what was moved; barrier is one point at 0 bytes; the
 out-of-place-only ops measure no in-place points (torch.distributed takes two buffers for them); an
-algorithm named for ops it does not do is skipped for those in one line; the memory estimate counts
-their buffers (``2 * count`` for all-to-all and send/recv).
+algorithm named for ops it does not do is skipped for those in one line, and so are points too small
+to hold an element per rank, and the out-of-place-only ops, each reason once for all the ops it covers;
+the memory estimate counts their buffers (``2 * count`` for all-to-all and send/recv).
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def test_block_ops_move_whole_blocks_and_barrier_is_one_point(tmp_path: Path) ->
         assert len(counts) == len(set(zip(counts, [p.in_place for p in by_op[op]], strict=True)))
         assert all(p.size_bytes == 4 * p.count for p in by_op[op])
         assert sorted({c for c in counts}) == [3, 6, 15, 30, 63, 126, 255, 510, 1023]
-        assert f"{op.value} native 8 B: less than one element per rank, skipped" in notes
+    # One note for the three ops, their sizes and algorithm named (it was one a point: 6 lines here).
+    assert [n for n in notes if "less than one element" in n] == [
+        "all-to-all, scatter, gather native 4 B, 8 B: less than one element per rank, skipped"
+    ]
     # Send/recv moves the whole buffer: no rounding.
     assert [(p.count, p.size_bytes) for p in by_op[Op.SENDRECV]][:3] == [(1, 4), (2, 8), (4, 16)]
     [barrier] = by_op[Op.BARRIER]
@@ -76,7 +80,12 @@ def test_out_of_place_only_ops_skip_in_place_points_and_say_so(tmp_path: Path) -
     points, notes = plan_points(_job(tmp_path), 3, CPU, "rank-order")
     for op in (Op.ALL_TO_ALL, Op.SENDRECV):
         assert all(not p.in_place for p in points if p.op is op)
-        assert f"{op.value} is out of place only (input then output): its in-place points are skipped" in notes
+    # Said once for both (a line each before).
+    assert [n for n in notes if "out of place only" in n] == [
+        "all-to-all, sendrecv are out of place only (input then output): their in-place points are skipped"
+    ]
+    _, alone = plan_points(_job(tmp_path, ops=("all-to-all", "scatter")), 3, CPU, "rank-order")
+    assert "all-to-all is out of place only (input then output): its in-place points are skipped" in alone
     for op in (Op.SCATTER, Op.GATHER):
         assert {p.in_place for p in points if p.op is op} == {False, True}
     only_in_place, _ = plan_points(_job(tmp_path, in_place=(True,)), 3, CPU, "rank-order")
@@ -168,3 +177,22 @@ def test_native_sizes_rounded_to_equal_chunks_are_said_once_per_op(tmp_path: Pat
     # Sizes the world size divides are measured as asked, and nothing is said.
     _, even = plan_points(_job(tmp_path, world_size=2, ops=("all-gather",), min_bytes=1024), 2, CPU, "rank-order")
     assert not [n for n in even if "equal chunks" in n]
+
+
+def test_a_skip_of_one_reason_is_said_once_for_every_op(tmp_path: Path) -> None:
+    """'sweep --op all' on one node said 'hierarchical all-reduce: needs ranks on two or more nodes ...'
+    again for reduce-scatter and all-gather, and 'less than one element per rank' once per op, algorithm
+    and size (15 lines for 4 B on 3 ranks). Now one line per reason, naming the ops."""
+    job = _job(tmp_path, ops=("all",), algos=("all",), max_bytes=64)
+    _, notes = plan_points(job, 3, CPU, "rank-order")
+    hierarchical = [n for n in notes if n.startswith("hierarchical ")]
+    assert hierarchical == [
+        "hierarchical all-reduce, reduce-scatter, all-gather: needs ranks on two or more nodes, and the layout has "
+        "1 (on one node it is a ring; give --topology of several hosts); skipped"
+    ]
+    # Reduce-scatter's and all-gather's own algorithms run those sizes: only native is named there.
+    small = [n for n in notes if "less than one element" in n or "fewer elements than needed" in n]
+    assert small == [
+        "reduce-scatter, all-gather native 4 B, 8 B: fewer elements than needed, skipped",
+        "all-to-all, scatter, gather 4 B, 8 B (every algorithm): less than one element per rank, skipped",
+    ]

@@ -25,6 +25,9 @@ from collbench.schedules.ops import DTYPE_SIZES, Op, op_count
 from collbench.schedules.registry import get_algorithm
 from collbench.units import counted, format_bytes
 
+EVERY_ALGORITHM = "every algorithm"
+"""How a skip note names all of an op's algorithms skipped at the same sizes."""
+
 
 @dataclass(frozen=True, slots=True)
 class SweepPoint:
@@ -74,14 +77,21 @@ def plan_points(
     seg = cfg.segment_bytes or default_segment_bytes(device)
     points: list[SweepPoint] = []
     notes: list[str] = []
+    # Skips of one reason are said once, naming the ops they cover (a sweep of every op said the same
+    # line for hierarchical three times, and 'less than one element per rank' per op, algorithm and size).
+    one_node: dict[str, list[Op]] = {}
+    out_of_place_only: list[Op] = []
+    too_small: dict[str, dict[tuple[Op, str], list[int]]] = {}
+    planned: dict[Op, tuple[str, ...]] = {}
     backend = job.runs_on
     if any(is_native(a) for _, algos in job.algos for a in algos):
         notes.extend(backend.native_notes(None, world_size))
     for op, algos in job.algos:
         spec = op.spec
         if nodes < 2 and (flat := [a for a in algos if not is_native(a) and get_algorithm(a).needs_nodes]):
-            notes.append(_one_node_note(", ".join(flat), op, nodes, job_nodes, layout_name))
+            one_node.setdefault(", ".join(flat), []).append(op)
             algos = tuple(a for a in algos if a not in flat)
+        planned[op] = algos
         if not spec.payload and algos:
             notes.append(f"{op.value} moves no data: one point per algorithm at 0 bytes, time only, nothing to check")
             if any(is_native(a) for a in algos):
@@ -95,7 +105,7 @@ def plan_points(
         modes = cfg.in_place
         if spec.out_of_place and True in modes and not backend.in_place_every_op:
             # torch.distributed's all_to_all_single and send/recv take two buffers (MPI has MPI_IN_PLACE).
-            notes.append(f"{op.value} is out of place only (input then output): its in-place points are skipped")
+            out_of_place_only.append(op)
             modes = tuple(m for m in modes if not m)
         if not spec.payload and not backend.in_place_every_op:
             modes = modes[:1]  # nothing in place or out of it: one point (MPI times both of its calls)
@@ -115,7 +125,7 @@ def plan_points(
                     notes.append(_rounded_note(op, size, count * elem, world_size))
             if count == 0 and spec.payload:
                 what = "less than one element per rank" if spec.blocks else "fewer elements than needed"
-                notes.append(f"{op.value} {algo} {format_bytes(size)}: {what}, skipped")
+                too_small.setdefault(what, {}).setdefault((op, algo), []).append(size)
                 continue
             if (algo, count) in seen:
                 continue  # two sizes rounded to the same whole blocks: measured once
@@ -135,7 +145,34 @@ def plan_points(
                         size_index=size_index,
                     )
                 )
+    notes += [_one_node_note(names, ops, nodes, job_nodes, layout_name) for names, ops in one_node.items()]
+    if out_of_place_only:
+        names = ", ".join(op.value for op in out_of_place_only)
+        are, their = ("is", "its") if len(out_of_place_only) == 1 else ("are", "their")
+        notes.append(f"{names} {are} out of place only (input then output): {their} in-place points are skipped")
+    notes += [f"{_small_points(skipped, planned)}: {what}, skipped" for what, skipped in too_small.items()]
     return points, notes
+
+
+def _small_points(skipped: dict[tuple[Op, str], list[int]], planned: dict[Op, tuple[str, ...]]) -> str:
+    """The points skipped for one reason, grouped: ``all-to-all, scatter 4 B (every algorithm); gather
+    native 4 B, 8 B``. An op's algorithms skipped at the same sizes are named together (``planned``: the
+    algorithms each op runs), and ops whose algorithms and sizes read alike share one part."""
+    per_op: dict[Op, dict[tuple[int, ...], list[str]]] = {}
+    for (op, algo), at_sizes in skipped.items():
+        per_op.setdefault(op, {}).setdefault(tuple(at_sizes), []).append(algo)
+    parts: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    for op, by_sizes in per_op.items():
+        for sizes, names in by_sizes.items():
+            every = len(names) > 1 and set(names) >= set(planned[op])
+            parts.setdefault((EVERY_ALGORITHM if every else ", ".join(names), sizes), []).append(op.value)
+    said = []
+    for (algos, sizes), ops in parts.items():
+        at = ", ".join(format_bytes(size) for size in sizes)
+        said.append(
+            f"{', '.join(ops)} {at} ({algos})" if algos == EVERY_ALGORITHM else f"{', '.join(ops)} {algos} {at}"
+        )
+    return "; ".join(said)
 
 
 def point_key(job: SweepJob, point: SweepPoint, world_size: int) -> tuple[Any, ...]:
@@ -225,18 +262,19 @@ def row_fingerprint(job: SweepJob, world_size: int) -> tuple[str, str]:
         return "", f"no topology fingerprint in the rows: {exc}"
 
 
-def _one_node_note(names: str, op: Op, nodes: int, job_nodes: int | None, layout_name: str) -> str:
-    """Why ``names`` (hierarchical) are skipped: the layout puts the ranks on ``nodes`` (fewer than 2)."""
+def _one_node_note(names: str, ops: Sequence[Op], nodes: int, job_nodes: int | None, layout_name: str) -> str:
+    """Why ``names`` (hierarchical) are skipped for ``ops``: the layout puts the ranks on ``nodes`` (fewer than 2)."""
+    op_names = ", ".join(op.value for op in ops)
     if job_nodes is not None and job_nodes >= 2:
         # The ranks are on several nodes; the layout was planned from one host's description (rank 0's,
         # with no --topology), which knows no other node: a probe across the job's nodes does.
         return (
-            f"{names} {op.value}: skipped; the job's ranks run on {counted(job_nodes, 'node')}, but the "
+            f"{names} {op_names}: skipped; the job's ranks run on {counted(job_nodes, 'node')}, but the "
             f"layout ({layout_name}) was made from one host's description: to plan across the nodes, pass "
             "--topology from `collbench discover --probe` run across them"
         )
     return (
-        f"{names} {op.value}: needs ranks on two or more nodes, and the layout has "
+        f"{names} {op_names}: needs ranks on two or more nodes, and the layout has "
         f"{nodes} (on one node it is a ring; give --topology of several hosts); skipped"
     )
 
