@@ -15,7 +15,7 @@ from collbench.cli.options import split_values
 from collbench.cli.rows import stream_results
 from collbench.errors import InputFileError
 from collbench.importers.nodes import check_nodes_option
-from collbench.models.stored import NodesSeen, noting_nodes, nvlink_domain_note, with_nodes
+from collbench.models.stored import NodesSeen, fit_nvlink_domain_note, noting_nodes, with_nodes
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op, parse_dtype
 from collbench.units import check_ranks, counted
@@ -109,7 +109,7 @@ def fit(
     report = fit_results(points, piecewise=piecewise)
     report = dataclasses.replace(report, fits=[with_nodes(f, nodes_seen) for f in report.fits])
     if nodes is None:
-        for said in sorted({n for f in report.fits if (n := nvlink_domain_note(f, f.nodes)) is not None}):
+        for said in sorted({n for f in report.fits if (n := fit_nvlink_domain_note(f, f.nodes)) is not None}):
             print_note("note", said)
     if plot is not None:
         from collbench.report.plots import plot_fits

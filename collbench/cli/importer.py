@@ -8,12 +8,13 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from collbench.cli.console import console, err_console, print_notes
+from collbench.cli.console import console, err_console, print_note, print_notes
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, one_value
 from collbench.errors import ConfigError, InputFileError, UnknownNameError
 from collbench.fileio import check_writable
 from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.importers.nodes import check_nodes_option, settle_log_nodes
+from collbench.models.stored import nvlink_domain_note
 from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import write_rows
 from collbench.results.row import NODES_UNKNOWN
@@ -98,6 +99,12 @@ def nccl_tests(
     # As fit settles a log's node count, so that fitting the rows written here gives the same fit.
     rows = settle_log_nodes(log, rows, nodes, notes)
     print_notes(notes)
+    if nodes is None:
+        # A GB200 log's hosts are the trays of one NVLink domain, which NCCL counts as one node.
+        for op_name, world, device, hosts in dict.fromkeys((r.op, r.world_size, r.device_name, r.nodes) for r in rows):
+            said = nvlink_domain_note(f"{op_name}, {world} ranks", world, device, hosts, "`--nodes {racks}` says so")
+            if said is not None:
+                print_note("note", said)
     ops = ", ".join(dict.fromkeys(r.op for r in rows))
     algos = ", ".join(dict.fromkeys(r.algo for r in rows))
     # A paste may hold several runs: each shape is said, not the first run's alone.

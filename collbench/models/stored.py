@@ -145,25 +145,36 @@ def with_nodes(fit: Fit, seen: NodesSeen) -> Fit:
     return fit
 
 
-def nvlink_domain_note(fit: Fit, nodes: int | None) -> str | None:
-    """What is said of ``fit`` measured on ``nodes`` hosts of a GPU whose NVLinks join the hosts of a rack
-    (``GpuLinks.nvlink_domain``: a GB200 NVL72), where each host holds fewer GPUs than the domain; None
-    elsewhere.
+FIT_NODES_ADVICE = "`fit --nodes {racks}` records that (predict: --measured-nodes {racks})"
+"""What :func:`nvlink_domain_note` tells a reader of fits to do (``{racks}``: the racks' count)."""
+
+
+def nvlink_domain_note(
+    what: str, world_size: int, device: str, nodes: int | None, advice: str = FIT_NODES_ADVICE
+) -> str | None:
+    """What is said of ``what`` (``all-reduce native nccl x1440``), measured at ``world_size`` ranks on
+    ``nodes`` hosts of GPU ``device`` whose NVLinks join the hosts of a rack (``GpuLinks.nvlink_domain``:
+    a GB200 NVL72), where each host holds fewer GPUs than the domain; None elsewhere. ``advice`` ends
+    it: how to record the racks (``{racks}`` their count).
 
     NCCL counts such a domain as one node (under multi-node NVLink its topology is fused over the
     NVLink clique, src/graph/topo.cc, and init.cc counts a node per ring graph), so its model prices
     crossing trays as NVLink, not as a network; counted by hosts, 72 GPUs in one rack were predicted as
     18 nodes over NICs (the published 1,440-rank run asked at 72 ranks: 2-4x the rack's time)."""
-    gpu = gpu_links(fit.device) if fit.device else None
+    gpu = gpu_links(device) if device else None
     if gpu is None or not gpu.nvlink_domain or nodes is None or nodes <= 1:
         return None
-    if fit.world_size // nodes >= gpu.nvlink_domain:
+    if world_size // nodes >= gpu.nvlink_domain:
         return None
-    racks = -(-fit.world_size // gpu.nvlink_domain)
+    racks = -(-world_size // gpu.nvlink_domain)
     rack = f"NVL{gpu.nvlink_domain} {'rack' if racks == 1 else 'racks'}"
     return (
-        f"{fit.op} {fit.algo} {fit.backend} x{fit.world_size}: measured on {counted(nodes, 'host')}, but "
-        f"{gpu.name}'s NVLinks join the hosts of a rack (up to {gpu.nvlink_domain} GPUs), which NCCL counts "
-        f"as one node; if the run spanned {racks} {rack}, `fit --nodes {racks}` records that (predict: "
-        f"--measured-nodes {racks})"
+        f"{what}: measured on {counted(nodes, 'host')}, but {gpu.name}'s NVLinks join the hosts of a rack "
+        f"(up to {gpu.nvlink_domain} GPUs), which NCCL counts as one node; if the run spanned {racks} {rack}, "
+        + advice.format(racks=racks)
     )
+
+
+def fit_nvlink_domain_note(fit: Fit, nodes: int | None) -> str | None:
+    """:func:`nvlink_domain_note` of a fit measured on ``nodes`` nodes."""
+    return nvlink_domain_note(f"{fit.op} {fit.algo} {fit.backend} x{fit.world_size}", fit.world_size, fit.device, nodes)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.models.fitted import Fit
-from collbench.models.stored import nvlink_domain_note
+from collbench.models.stored import fit_nvlink_domain_note
 
 REAL = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "real"
 GB200_1440 = REAL / "all_reduce_perf-gb200-1440rank-one-rank-line.log"  # 'NVIDIA GB200', device 3
@@ -72,8 +72,18 @@ def test_the_note_follows_the_gpu_and_the_ranks_a_host() -> None:
     def fit(device: str, world: int) -> Fit:
         return Fit("all-reduce", "native", "nccl", world, 5.0, 2e-6, None, 1.0, 1.0, 1.0, 8, 1 << 30, device=device)
 
-    assert nvlink_domain_note(fit("NVIDIA GB300", 64), 16) is not None  # 16 trays of 4: one NVL72 rack's
-    assert nvlink_domain_note(fit("NVIDIA GB200", 144), 2) is None  # 72 a node: already racks
-    assert nvlink_domain_note(fit("NVIDIA GB200", 8), 1) is None  # one host: nothing crossed
-    assert nvlink_domain_note(fit("NVIDIA GB200", 8), None) is None  # nodes unknown: asked for elsewhere
-    assert nvlink_domain_note(fit("NVIDIA B200", 16), 2) is None  # HGX B200: NVLink within the host
+    assert fit_nvlink_domain_note(fit("NVIDIA GB300", 64), 16) is not None  # 16 trays of 4: one NVL72 rack's
+    assert fit_nvlink_domain_note(fit("NVIDIA GB200", 144), 2) is None  # 72 a node: already racks
+    assert fit_nvlink_domain_note(fit("NVIDIA GB200", 8), 1) is None  # one host: nothing crossed
+    assert fit_nvlink_domain_note(fit("NVIDIA GB200", 8), None) is None  # nodes unknown: asked for elsewhere
+    assert fit_nvlink_domain_note(fit("NVIDIA B200", 16), 2) is None  # HGX B200: NVLink within the host
+
+
+def test_import_says_it_and_takes_the_racks(tmp_path: Path) -> None:
+    code, out, err = _run("import", "nccl-tests", str(GB200_1440), "-O", str(tmp_path / "hosts.jsonl"))
+    assert code == 0, err
+    assert "all-reduce, 1440 ranks: measured on 360 hosts, but GB200's NVLinks join" in _said(err)
+    assert "spanned 20 NVL72 racks, `--nodes 20` says so" in _said(err)
+    code, out, err = _run("import", "nccl-tests", str(GB200_1440), "--nodes", "20", "-O", str(tmp_path / "r.jsonl"))
+    assert code == 0 and "NVLinks join" not in err, err
+    assert "1440 ranks on 20 nodes" in " ".join(out.split())
