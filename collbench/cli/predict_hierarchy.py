@@ -14,7 +14,7 @@ from collbench.cli.console import console, print_note
 from collbench.cli.render.styles import narrow_table
 from collbench.models.fitted import Fit
 from collbench.models.hierarchy import ALGOS, HierarchyRow, compare, link_classes
-from collbench.units import size_label
+from collbench.units import counted, size_label
 
 SHORT = {"ring": "ring", "hierarchical": "hier", "two-tree": "tree"}
 
@@ -31,7 +31,7 @@ def _time(us: float | None) -> str:
 
 def render(rows: Sequence[HierarchyRow], sizes: Sequence[int], per_node: int) -> RenderableType:
     small = sizes[0]
-    lat = narrow_table(f"all-reduce at {size_label(small)}, {per_node} ranks a node", keep=2)
+    lat = narrow_table(f"all-reduce at {size_label(small)}, {counted(per_node, 'rank')} a node", keep=2)
     lat.add_column("nodes", justify="right", no_wrap=True)
     lat.add_column("ranks", justify="right", no_wrap=True)
     for algo in ALGOS:

@@ -162,7 +162,8 @@ class HierarchyRow:
 
 
 def compare(classes: LinkClasses, per_node: int, max_ranks: int, sizes: Sequence[int]) -> list[HierarchyRow]:
-    """One row per node count 1, 2, 4, ... up to ``max_ranks // per_node`` (and that count itself).
+    """One row per node count 1, 2, 4, ... up to ``max_ranks // per_node`` (and that count itself), from
+    the first holding two ranks.
 
     Raises ConfigError for fewer than 1 rank per node or fewer ranks than one node holds."""
     if per_node < 1:
@@ -171,6 +172,9 @@ def compare(classes: LinkClasses, per_node: int, max_ranks: int, sizes: Sequence
     if most < 1:
         raise ConfigError(f"--ranks {max_ranks} is fewer than one node of {per_node}")
     counts = sorted({1 << i for i in range(most.bit_length()) if 1 << i <= most} | {most})
+    # A world of one rank (one node of one rank) moves no data: no algorithm prices it, and a row of
+    # nothing has no fastest ('--hierarchy 1' ended in min()'s ValueError on it).
+    counts = [m for m in counts if m * per_node >= 2]
     rows = []
     for m in counts:
         times = {a: {s: algorithm_time_us(a, classes, m, per_node, s) for s in sizes} for a in ALGOS}

@@ -130,3 +130,19 @@ def test_options_the_comparison_does_not_take_are_refused(tmp_path: Path, extra:
         app, ["predict", "--fits", str(fits), "--ranks", "64", "--hierarchy", "8", "--op", "all-reduce"]
     )
     assert ok.exit_code == 0, ok.output
+
+
+def test_nodes_of_one_rank_start_at_two_nodes(tmp_path: Path) -> None:
+    """'--hierarchy 1' (nodes of one GPU) ended in min()'s ValueError traceback: its first row, one node of
+    one rank, is priced by no algorithm (a collective of one rank moves no data), so it had no fastest."""
+    classes = link_classes([_fit(1, 2.0, 1e-5), _fit(2, 10.0, 1e-4)])
+    rows = compare(classes, 1, 8, [8, 1 << 20])
+    assert [r.nodes for r in rows] == [2, 4, 8]
+    assert all(r.fastest(s) in ("ring", "hierarchical", "two-tree") for r in rows for s in (8, 1 << 20))
+    fits = _fits(tmp_path)
+    args = ["predict", "--fits", str(fits), "--ranks", "8", "--hierarchy", "1", "--sizes", "8,1M"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "1 rank a node" in result.stdout and all(len(line) <= 80 for line in result.stdout.splitlines())
+    doc = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert [r["nodes"] for r in doc["rows"]] == [2, 4, 8]
