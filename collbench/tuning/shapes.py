@@ -309,6 +309,10 @@ def check_shapes(config: TuneConfig, ranks: Sequence[int] | None) -> TunePlan:
 
 
 def _plan(configs: Sequence[TuneConfig]) -> TunePlan:
+    # The options first: the partial rows are named after -O and --results, which must be file names
+    # ('tune -O .' ended in pathlib's "PosixPath('.') has an empty name" while naming them).
+    for c in configs:
+        check_config(c, files=False)
     plans, notes = plan_shapes(configs)
     for plan in plans:
         if plan.finished is None:

@@ -128,3 +128,24 @@ def test_a_profile_is_not_replaced_by_another_unless_asked(tmp_path: Path) -> No
     result = RUNNER.invoke(app, ["profile", "predict", str(a), "--ranks", "8", "-O", str(a)])
     assert result.exit_code == 0, result.output
     assert "2 ranks on 1 node, 8 ranks on 4 nodes (predicted)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["-O", ""], "-O/--output .: a profile is YAML; use a .yaml name"),
+        (["-O", "."], "-O/--output .: a profile is YAML; use a .yaml name"),
+        (["-O", "/"], "-O/--output /: a profile is YAML; use a .yaml name"),
+        (["-O", "p.yaml", "--results", ""], "--results .: use a .jsonl, .csv or .parquet name"),
+    ],
+)
+def test_tune_output_that_is_no_file_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    """'tune -O .' (or -O '', --results '') ended in pathlib's "PosixPath('.') has an empty name" traceback:
+    the partial rows' names, made from -O and --results, were asked for before those were checked."""
+    monkeypatch.chdir(tmp_path)
+    result = RUNNER.invoke(app, ["tune", "--ranks", "2", "--quick", *args])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: {said}"
+    assert list(tmp_path.iterdir()) == []
