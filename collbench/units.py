@@ -27,13 +27,24 @@ MAX_SECONDS = 7 * 24 * 3600
 """The longest --timeout or --budget: a week. 1e30 seconds reached datetime.timedelta's OverflowError."""
 
 
-def check_seconds(seconds: float, option: str) -> None:
+MIN_TIMEOUT_S = 1.0
+"""The shortest --timeout of a command that starts ranks: a rank's process takes about that to start and
+reach the store. Shorter, 'sweep -T 0.01' ended in torch's DistNetworkError traceback (the store's own
+client timed out reaching it), and '-T 0.1' said a rank 'stopped answering (hung)' while it started."""
+
+
+def check_seconds(seconds: float, option: str, least_s: float = 0.0) -> None:
     """CommandLineError unless ``seconds`` is a positive, finite number of seconds up to :data:`MAX_SECONDS`,
     in the one wording of every command's --timeout (discover --probe let NaN past its ``<= 0`` into a
-    ValueError's traceback, and every command let 1e30 into an OverflowError's)."""
+    ValueError's traceback, and every command let 1e30 into an OverflowError's), and at least ``least_s``
+    (:data:`MIN_TIMEOUT_S` for a --timeout that ranks run under)."""
     if not (math.isfinite(seconds) and 0 < seconds <= MAX_SECONDS):
         raise CommandLineError(
             f"{option} must be a positive number of seconds, at most {MAX_SECONDS:,} (a week), got {seconds:g}"
+        )
+    if seconds < least_s:
+        raise CommandLineError(
+            f"{option} {seconds:g}: give at least {least_s:g} s; a rank takes about that to start and reach the others"
         )
 
 

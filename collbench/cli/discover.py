@@ -25,7 +25,7 @@ from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, PAIR
 from collbench.topology.io import load_topology, save_topology
 from collbench.topology.model import Topology
 from collbench.topology.sources import record_nvml
-from collbench.units import check_ranks, check_seconds, counted
+from collbench.units import MIN_TIMEOUT_S, check_ranks, check_seconds, counted
 
 
 def _restrict(topo: Topology, ranks: int | None) -> Topology:
@@ -150,7 +150,7 @@ def discover(
     if backend not in known:
         raise CommandLineError(f"--backend {backend!r}: expected one of {', '.join(known)}")
     if timeout is not None:
-        check_seconds(timeout, "--timeout")
+        check_seconds(timeout, "--timeout", MIN_TIMEOUT_S)
     if bandwidth and json_out:
         # 'discover --bandwidth --json' printed the document as ever: --bandwidth sets the matrix's cells.
         raise CommandLineError("--bandwidth sets what the matrix shows, and --json prints no matrix: give one of them")

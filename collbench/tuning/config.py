@@ -15,7 +15,7 @@ from collbench.results.journal import count_lines
 from collbench.schedules.ops import Op
 from collbench.tuning.resume import PartialPlan, check_partials, partial_depth_path
 from collbench.tuning.selection import SelectionSettings
-from collbench.units import check_ranks, check_seconds
+from collbench.units import MIN_TIMEOUT_S, check_ranks, check_seconds
 
 DEFAULT_PROFILE = Path("collbench-profile.yaml")
 TUNE_ELEMENT_BYTES = 4
@@ -158,7 +158,7 @@ def check_config(config: TuneConfig, *, files: bool = True) -> None:
             f"-b/--min-bytes {depth.min_bytes} and -e/--max-bytes {depth.max_bytes} give one size; tune fits "
             f"its models over sizes: give at least two (sizes grow x{depth.step_factor:g})"
         )
-    check_seconds(config.timeout_s, "--timeout")
+    check_seconds(config.timeout_s, "--timeout", MIN_TIMEOUT_S)
     if config.output.suffix.lower() not in (".yaml", ".yml"):
         raise ConfigError(f"-O/--output {config.output}: a profile is YAML; use a .yaml name")
     if config.rows_path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):

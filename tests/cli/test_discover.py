@@ -197,6 +197,7 @@ def test_a_probe_of_cpu_ranks_is_not_put_on_gpus(monkeypatch: pytest.MonkeyPatch
         # NaN passed '<= 0' into a ValueError's traceback, 1e30 into datetime.timedelta's OverflowError.
         (["--probe", "-T", "nan"], "--timeout must be a positive number of seconds, at most 604,800 (a week), got nan"),
         (["--probe", "-T", "1e30"], "--timeout must be a positive number of seconds, at most 604,800 (a week)"),
+        (["--probe", "-T", "0.1"], "--timeout 0.1: give at least 1 s; a rank takes about that to start"),
         (["--pairs", "nodes"], "--pairs sets how --probe measures; add --probe, or leave it out"),
         (["--pairs", "some", "--probe"], "--pairs 'some': expected one of auto, all, nodes"),
         # The document was printed as ever: --bandwidth sets the matrix's cells.

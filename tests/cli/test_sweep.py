@@ -224,6 +224,9 @@ def test_import_reads_back_what_the_nccl_tests_format_prints(tmp_path: Path) -> 
         (["--timeout", "nan"], "--timeout"),
         # Past what datetime.timedelta holds: an OverflowError's traceback (as was tune's and discover's).
         (["--timeout", "1e30"], "--timeout must be a positive number of seconds, at most 604,800 (a week), got 1e+30"),
+        # Shorter than a rank starts in: -T 0.01 was torch's DistNetworkError traceback (the store's own client
+        # timed out reaching it), -T 0.1 'rank 1 ... stopped answering (hung)' while it started.
+        (["--timeout", "0.01"], "--timeout 0.01: give at least 1 s; a rank takes about that to start"),
         (["--budget", "nan"], "--budget"),
         (["--budget", "0"], "--budget"),
         (["--budget", "-1"], "--budget"),

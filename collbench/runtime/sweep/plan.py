@@ -24,7 +24,7 @@ from collbench.runtime.launch.ranks import joined_job
 from collbench.runtime.sweep.files import writes_files
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import get_algorithm
-from collbench.units import check_ranks, check_seconds, counted, format_bytes
+from collbench.units import MIN_TIMEOUT_S, check_ranks, check_seconds, counted, format_bytes
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
@@ -228,8 +228,8 @@ def validate(config: SweepConfig) -> SweepJob:
         raise CommandLineError(f"--iters must be from 1 to {MAX_ITERS} (or auto), got {config.iters}")
     if not 0 <= config.warmup <= MAX_ITERS:
         raise CommandLineError(f"--warmup must be from 0 to {MAX_ITERS}, got {config.warmup}")
-    for flag, seconds in (("--timeout", config.timeout_s), ("--budget", config.point_budget_s)):
-        check_seconds(seconds, flag)
+    check_seconds(config.timeout_s, "--timeout", MIN_TIMEOUT_S)
+    check_seconds(config.point_budget_s, "--budget")
     if config.segment_bytes is not None and config.segment_bytes < elem:
         raise CommandLineError(f"--segment-bytes {config.segment_bytes} is smaller than one {dtype} element")
     if config.segment_bytes is not None and config.segment_bytes > MAX_SIZE_BYTES:
