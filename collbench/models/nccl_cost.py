@@ -159,6 +159,11 @@ class NcclMachine:
     """NCCL's NVLS and NVLS-tree bandwidth (``nccl_switch``) times this: 1 is NCCL's own figure."""
     nvls_measured: bool = False
     """``nvls_scale`` is fitted to times NCCL ran NVLS at; False: NCCL's own figure (1)."""
+    nvls_net_scale: float | None = None
+    """Multiplies NVLS-tree's bandwidth between nodes alone (tuning.cc line 320, ``interBw``: the graph's
+    ``bwInter``, which search.cc charges to the NICs, lines 145 and 726-741), where the fit behind
+    ``nvls_scale`` did not measure it: 1 (NCCL's own) for a fit within one node asked across nodes,
+    whose scale is the NVSwitch's reduction (``intraBw``). None: ``nvls_scale`` scales it too."""
     nvls: Graph | None = None
     """NCCL's NVLS graph (``nccl_graph.nvls_graph``): NVLink SHARP found; None: NVLS and NVLS-tree off."""
     collnet: bool = False
@@ -176,7 +181,7 @@ class NcclMachine:
         net_scale = self.latency_scale if self.net_latency_scale is None else self.net_latency_scale
         if self.channels < 1 or not min(self.latency_scale, net_scale) >= 0 or (self.comm_channels or 1) < 1:
             raise ConfigError("NCCL's model needs at least one channel and a latency scale >= 0")
-        if not self.nvls_scale > 0:
+        if not self.nvls_scale > 0 or not (self.nvls_net_scale is None or self.nvls_net_scale > 0):
             raise ConfigError("NCCL's model needs a positive NVLS scale")
 
     def own_figures(self) -> NcclMachine | None:
@@ -190,6 +195,7 @@ class NcclMachine:
             latency_scale=1.0,
             net_latency_scale=None,
             nvls_scale=1.0,
+            nvls_net_scale=None,
             inter_bus_bw_gbps=None,
         )
 

@@ -71,7 +71,13 @@ def switch_bandwidth(
         intra *= 2.0 if all_reduce else (ppn - 1) / ppn
         inter = graph.bw_inter_gbps * (2 if nodes <= 2 and algo == "nvls_tree" else 1)
         cap = _PER_CH_NVLS_TREE[arch][col] if algo == "nvls_tree" else math.inf
-        bw = min(intra, inter, cap) * machine.nvls_scale
+        if machine.nvls_net_scale is None:
+            bw = min(intra, inter, cap) * machine.nvls_scale
+        else:
+            # The NVSwitch's part at the fitted scale, the NICs' at theirs; the per-channel cap names no
+            # link in tuning.cc and keeps the NVLS scale.
+            scale = machine.nvls_scale
+            bw = min(intra * scale, inter * machine.nvls_net_scale, cap * scale)
         bus = ch * bw
         return bus * ranks / steps if all_reduce else bus
     per_channel = machine.bus_bw_gbps / machine.channels

@@ -125,10 +125,22 @@ def native_nccl(
     # A fit within one node measured its links' latencies (tuning.cc's intraLat, the base), not the
     # network's (interLat, the ring's network overhead): across nodes those stay NCCL's own.
     network_unmeasured = measured_nodes == 1 and nodes > 1
+    target_node = node_of(fit.device, -(-world_size // nodes), facts)
+    # Beyond 2 nodes NCCL prices the ring and tree by the graph's bwInter (tuning.cc line 306), the speed
+    # its search charges to the NICs (search.cc lines 145, 726-741); up to 2, by bwIntra, charged to the
+    # links within a node. A fit within one node measured the latter: told the NICs, the former is NCCL's.
+    nics_own = network_unmeasured and node_class(nodes) == 3 and target_node is not None and target_node.nic_known()
     if node_class(nodes) == 3 and node_class(measured_nodes) < 3:
         beyond = [f for f in others if f is not fit and node_class(shapes.assumed_nodes(f)) == 3]
         if beyond:
             inter_fit = max(beyond, key=lambda f: f.world_size)
+            nics_own = False
+        elif nics_own:
+            notes.append(
+                f"{label(fit, shapes)}: NCCL uses its inter-node bandwidth beyond 2 nodes (its search's figure "
+                "for the NICs declared); none was measured, so it is NCCL's own; network latencies NCCL's own, "
+                "unmeasured (fit a run across nodes beside it)"
+            )
         else:
             notes.append(
                 f"{label(fit, shapes)}: NCCL uses its inter-node bandwidth beyond 2 nodes; none was measured, "
@@ -175,10 +187,13 @@ def native_nccl(
     if machine.nvlink != target_nvlink:
         machine = dataclasses.replace(machine, nvlink=target_nvlink)
     if network_unmeasured:
-        machine = dataclasses.replace(machine, net_latency_scale=1.0)
+        # The NICs' parts stay NCCL's own: the latencies across nodes, and NVLS-tree's bandwidth between
+        # them (its NVSwitch part keeps the scale the node measured).
+        machine = dataclasses.replace(machine, net_latency_scale=1.0, nvls_net_scale=1.0)
     # The graphs NCCL's search finds at the shape asked: its channels, NVLS where NVLink SHARP is.
-    target_node = node_of(fit.device, -(-world_size // nodes), facts)
     machine = with_topology(machine, target_node, nodes, collnet=facts.collnet)
+    if nics_own and machine.topology_bus_bw_gbps is not None:
+        machine = dataclasses.replace(machine, inter_bus_bw_gbps=machine.topology_bus_bw_gbps)
     if not target_nvlink and nvlink:
         notes.append(
             f"{label(fit, shapes)}: LL128 off and PCI latencies at {-(-world_size // nodes)} ranks a node, as "
@@ -249,6 +264,9 @@ def native_nccl(
         if machine.inter_bus_bw_gbps is not None and inter_fit is not None:
             bus = machine.inter_bus_bw_gbps
             inter = f"; beyond 2 nodes the bus bandwidth of x{inter_fit.world_size} ({bus:.3g} GB/s)"
+        elif machine.inter_bus_bw_gbps is not None and nics_own:
+            bus = machine.inter_bus_bw_gbps
+            inter = f"; beyond 2 nodes NCCL's own bus bandwidth between nodes, {bus:.3g} GB/s (unmeasured)"
         nvls = c.algo in NVLS_ALGORITHMS
         if carried(size):
             missed = f"x{residual(size):.3g} for what it misses"
@@ -336,7 +354,10 @@ def nvls_text(machine: NcclMachine) -> str:
     """Where NVLS's bandwidth comes from, in a few words (predict's basis): fitted to times NCCL ran
     NVLS at, or NCCL's own tuning figure with no measurement behind it and its one published check."""
     if machine.nvls_measured:
-        return f"NVLS x{machine.nvls_scale:.3g} NCCL's figure (fitted to the sizes NCCL ran it at)"
+        text = f"NVLS x{machine.nvls_scale:.3g} NCCL's figure (fitted to the sizes NCCL ran it at)"
+        if machine.nvls_net_scale is not None:
+            text += ", between nodes NCCL's own (unmeasured)"
+        return text
     return (
         f"NVLS at NCCL's own tuning figure, unmeasured (no size NCCL ran NVLS at tells its bandwidth); "
         f"{NVLS_FIGURE_CHECK}"
