@@ -16,6 +16,8 @@ from collbench.cli.topology_source import (
     FromNcclXml,
     FromNvidiaSmi,
     Replay,
+    TopologyFile,
+    one_file,
     read_topology,
     require_one_source,
 )
@@ -89,6 +91,7 @@ def discover(
     from_nvidia_smi: FromNvidiaSmi = None,
     from_nccl_xml: FromNcclXml = None,
     from_file: FromFile = None,
+    topology: TopologyFile = None,
     replay: Replay = None,
     record: Annotated[
         Path | None, typer.Option("--record", metavar="FILE", help="Save this machine's raw NVML answers (JSON).")
@@ -136,6 +139,7 @@ def discover(
     ] = False,
 ) -> None:
     """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
+    from_file = one_file(from_file, topology)
     sources = {
         "--from-nvidia-smi": from_nvidia_smi,
         "--from-nccl-xml": from_nccl_xml,

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from collbench.cli.console import console, err_console
-from collbench.cli.topology_source import FromFile, FromNcclXml, FromNvidiaSmi, Replay, read_topology
+from collbench.cli.topology_source import (
+    FromFile,
+    FromNcclXml,
+    FromNvidiaSmi,
+    Replay,
+    TopologyFile,
+    one_file,
+    read_topology,
+)
 from collbench.fileio import check_writable, refuse_replacing_record
 from collbench.units import check_ranks
 
@@ -33,6 +41,7 @@ def layout(
     from_nvidia_smi: FromNvidiaSmi = None,
     from_nccl_xml: FromNcclXml = None,
     from_file: FromFile = None,
+    topology: TopologyFile = None,
     replay: Replay = None,
     ranks: Annotated[
         int | None, typer.Option("--ranks", help="Lay out the first N devices (default: all of them).")
@@ -52,6 +61,7 @@ def layout(
     ] = None,
 ) -> None:
     """Ring orders and two-trees for a topology, fastest first."""
+    from_file = one_file(from_file, topology)
     if ranks is not None:
         check_ranks(ranks, 1, "layout")
     if nccl_graph_xml is not None:

@@ -22,12 +22,25 @@ FromNvidiaSmi = Annotated[
     typer.Option("--from-nvidia-smi", metavar="FILE", help="Read the text of `nvidia-smi topo -m` ('-': stdin)."),
 ]
 FromNcclXml = Annotated[Path | None, typer.Option("--from-nccl-xml", metavar="FILE", help="Read an NCCL topology XML.")]
-# --topology is what sweep, tune, report and export call a saved topology: a user who wrote one with
-# `discover -O` and passed it to `layout --topology` was told only that no such option exists.
 FromFile = Annotated[
-    Path | None,
-    typer.Option("--from-file", "--topology", metavar="FILE", help="Read a topology collbench wrote (YAML/JSON)."),
+    Path | None, typer.Option("--from-file", metavar="FILE", help="Read a topology collbench wrote (YAML/JSON).")
 ]
+# --topology is what sweep, tune, report and export call a saved topology: a user who wrote one with
+# `discover -O` and passed it to `layout --topology` was told only that no such option exists. An option
+# of its own, not a second name of --from-file: given both, click kept the last without a word.
+TopologyFile = Annotated[
+    Path | None,
+    typer.Option("--topology", metavar="FILE", help="The same as --from-file (as sweep, tune and report name it)."),
+]
+
+
+def one_file(from_file: Path | None, topology: Path | None) -> Path | None:
+    """The saved topology named by --from-file or --topology; ConfigError when they name two files."""
+    if from_file is not None and topology is not None and from_file != topology:
+        raise ConfigError(f"--from-file {from_file} and --topology {topology} name different sources; give one of them")
+    return from_file if from_file is not None else topology
+
+
 Replay = Annotated[
     Path | None, typer.Option("--replay", metavar="FILE", help="Replay an NVML recording (discover --record).")
 ]

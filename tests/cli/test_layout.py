@@ -117,6 +117,24 @@ def test_topology_names_a_saved_topology_as_in_sweep(tmp_path: Path) -> None:
     assert len(json.loads(described.stdout)["devices"]) == 3
 
 
+def test_topology_and_from_file_naming_two_files_are_refused(tmp_path: Path) -> None:
+    """'layout --topology A --from-file B' laid out B without a word (one option of two names: click kept
+    the last); now one line, as two other sources are refused. The same file by both names is that file."""
+    three, four = tmp_path / "three.yaml", tmp_path / "four.yaml"
+    save_topology(host_topology(3), three)
+    save_topology(host_topology(4), four)
+    for command in ("layout", "discover"):
+        result = CliRunner().invoke(app, [command, "--topology", str(three), "--from-file", str(four), "--json"])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip() == (
+            f"error: --from-file {four} and --topology {three} name different sources; give one of them"
+        )
+        same = CliRunner().invoke(app, [command, "--topology", str(three), "--from-file", str(three), "--json"])
+        assert same.exit_code == 0, same.output
+    laid = CliRunner().invoke(app, ["layout", "--topology", str(three), "--from-file", str(three), "--json"])
+    assert [len(r["order"]) for r in json.loads(laid.stdout)["rings"]] == [3] * len(json.loads(laid.stdout)["rings"])
+
+
 def _probe_by_nodes(path: Path, nodes: int, per: int) -> None:
     """A probe by nodes' topology (runtime/probe.measured_topology): pairs within a node at 20 GB/s,
     a pair of ranks per pair of neighbouring nodes at 10, nodes 0 and 1 at 1, the rest inferred."""
