@@ -221,6 +221,11 @@ def test_import_reads_back_what_the_nccl_tests_format_prints(tmp_path: Path) -> 
         (["-b", "0"], "at least 1 byte"),
         (["-f", "nan"], "finite"),
         (["-f", "inf"], "finite"),
+        # Measured -b alone, exit 0 (nccl-tests steps by -i bytes there).
+        (["-b", "1K", "-e", "1M", "-f", "1"], "--step-factor 1 never grows -b 1024 toward -e 1048576: give a factor"),
+        # An empty list (an unset shell variable) measured nothing into an empty file, exit 0.
+        (["--algo", ""], "no algorithm to run; give --algo (ring, native, ... or all)"),
+        (["--algo", ","], "no algorithm to run"),
         (["--timeout", "nan"], "--timeout"),
         # Past what datetime.timedelta holds: an OverflowError's traceback (as was tune's and discover's).
         (["--timeout", "1e30"], "--timeout must be a positive number of seconds, at most 604,800 (a week), got 1e+30"),

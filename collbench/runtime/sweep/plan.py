@@ -197,6 +197,9 @@ def validate(config: SweepConfig) -> SweepJob:
         raise CommandLineError(f"under {job.launcher} the world size is {job.launcher}'s; leave --ranks out")
     if not config.ops:
         raise CommandLineError("no op to run; give --op (all-reduce, ... or all)")
+    if not config.algos:
+        # 'sweep --algo ""' (an unset shell variable) measured nothing, wrote an empty file and exited 0.
+        raise CommandLineError("no algorithm to run; give --algo (ring, native, ... or all)")
     ops: list[Op] = []
     for name in config.ops:
         chosen = list(Op) if name.strip().lower() == "all" else [Op.parse(name)]
@@ -224,6 +227,13 @@ def validate(config: SweepConfig) -> SweepJob:
             raise CommandLineError(f"{flag} {size} is not a multiple of the {dtype} size ({elem} bytes)")
     if not math.isfinite(config.step_factor) or config.step_factor < 1.0:
         raise CommandLineError(f"--step-factor must be a finite number of at least 1, got {config.step_factor}")
+    if config.step_factor == 1.0 and config.min_bytes < config.max_bytes:
+        # nccl-tests reads -f 1 as "step by -i bytes", which sweep has not: '-b 1K -e 1M -f 1' measured 1K
+        # alone and said nothing of the rest of the range.
+        raise CommandLineError(
+            f"--step-factor 1 never grows -b {config.min_bytes} toward -e {config.max_bytes}: "
+            "give a factor above 1 (-f 2), or -e equal to -b for one size"
+        )
     if config.iters is not None and not 1 <= config.iters <= MAX_ITERS:
         raise CommandLineError(f"--iters must be from 1 to {MAX_ITERS} (or auto), got {config.iters}")
     if not 0 <= config.warmup <= MAX_ITERS:
