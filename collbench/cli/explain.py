@@ -28,6 +28,10 @@ MAX_BOARD_RANKS = 32
 MAX_BOARD_PIECES = 64
 MAX_EXPLAIN_RANKS = 256
 """The largest world explain builds: schedules grow with ranks squared, and --ranks 1000 runs for minutes."""
+MAX_ALPHA_US = 1e6
+"""The largest illustrative --alpha-us: a second a step."""
+MIN_LINK_GBPS, MAX_LINK_GBPS = 1e-3, 1e4
+"""The illustrative --link-gbps: from 1 MB/s to 10 TB/s a port."""
 
 
 def _stats_dict(stats: ScheduleStats, size_bytes: int, cost: Estimate) -> dict[str, Any]:
@@ -231,10 +235,14 @@ def explain(
             f"--segments must be 1 to {MAX_SEGMENTS} (the most a pipelined schedule is cut in), got {segments}"
         )
     # `not (x >= 0)` also refuses nan, which every comparison lets through.
-    if not (math.isfinite(alpha_us) and alpha_us >= 0):
-        raise ConfigError(f"--alpha-us must be a finite number >= 0, got {alpha_us}")
-    if not (math.isfinite(link_gbps) and link_gbps > 0):
-        raise ConfigError(f"--link-gbps must be a finite number > 0, got {link_gbps}")
+    # Bounded as --size is: --alpha-us 1e308 printed '~inf us', --link-gbps 1e-300 a 77-digit time cut at
+    # the 80th column. A second a step and 1 MB/s a port are slower than any link.
+    if not (math.isfinite(alpha_us) and 0 <= alpha_us <= MAX_ALPHA_US):
+        raise ConfigError(f"--alpha-us must be a number of us from 0 to {MAX_ALPHA_US:,.0f}, got {alpha_us:g}")
+    if not (math.isfinite(link_gbps) and MIN_LINK_GBPS <= link_gbps <= MAX_LINK_GBPS):
+        raise ConfigError(
+            f"--link-gbps must be a number of GB/s from {MIN_LINK_GBPS:g} to {MAX_LINK_GBPS:,.0f}, got {link_gbps:g}"
+        )
     elem_bytes = DTYPE_SIZES[parse_dtype(dtype)]
     size_bytes = parse_size(size, "--size")
     if size_bytes >= MAX_BYTES:

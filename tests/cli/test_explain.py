@@ -106,6 +106,9 @@ def test_crossover_between_ring_and_direct() -> None:
     [
         (["--link-gbps", "nan"], "--link-gbps"),
         (["--alpha-us", "nan"], "--alpha-us"),
+        # '~inf us', and a 77-digit time cut at the 80th column.
+        (["--alpha-us", "1e308"], "--alpha-us must be a number of us from 0 to 1,000,000, got 1e+308"),
+        (["--link-gbps", "1e-300"], "--link-gbps must be a number of GB/s from 0.001 to 10,000, got 1e-300"),
         (["-s", "-1"], "--segments"),
         (["--ranks", "1000"], "--ranks"),
     ],
