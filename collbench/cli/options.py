@@ -9,7 +9,7 @@ something else elsewhere gets a hint instead of a bare "no such option", and a f
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
@@ -119,6 +119,8 @@ def _arguments_by_name(params: Sequence[object]) -> None:
             # An instance attribute: Typer builds the argument from the annotation, so no subclass of
             # it can be given; help asks this method for the type column (typer.rich_utils).
             setattr(param, "display_type_rich", _no_type)  # noqa: B010
+            if param.nargs != 1:
+                setattr(param, "get_usage_pieces", _several(param.get_usage_pieces))  # noqa: B010
             # Typer before 0.29 asks the argument's click type for that column instead
             # (typer.rich_utils._print_options_panel: `param.type.get_metavar(...)`, else `<{name}>`):
             # a copy of it, so that the type click shares with other parameters is left as it is.
@@ -127,6 +129,16 @@ def _arguments_by_name(params: Sequence[object]) -> None:
                 shown_type = copy.copy(click_type)
                 setattr(shown_type, "get_metavar", _no_metavar)  # noqa: B010
                 setattr(param, "type", shown_type)  # noqa: B010
+
+
+def _several(pieces: Callable[[Any], list[str]]) -> Callable[[Any], list[str]]:
+    """An argument's usage pieces ending in ``...``, which says it takes several: Typer 0.29 adds them
+    to a named argument (``{RESULTS}...``), 0.27 only to one without a metavar (``{RESULTS}``)."""
+
+    def usage(ctx: Any) -> list[str]:
+        return [piece if piece.endswith("...") else f"{piece}..." for piece in pieces(ctx)]
+
+    return usage
 
 
 def _help_default_false(option: TyperOption | None) -> None:
