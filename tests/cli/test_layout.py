@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -184,3 +185,29 @@ def test_a_graph_xml_name_too_long_is_one_error_line(tmp_path: Path) -> None:
     smi = SHARED / "hgx-h100x8-nv18-nics.topo.txt"
     line = refused_line(["layout", "--from-nvidia-smi", str(smi), "--nccl-graph-xml", str(name)])
     assert "a name in this path is 304 bytes long" in line, line
+
+
+def test_bandwidths_say_whether_anyone_measured_them(tmp_path: Path) -> None:
+    # The host's 10 GB/s between CPU ranks is a documented default; a probe of the same 2 ranks here
+    # measured 1.62 GB/s. layout printed both alike, as if each were a finding.
+    host = host_topology(3)
+    first = dataclasses.replace(host.links[0], source="measured", bandwidth_gbps=1.62)
+    cases = {
+        "default": (host, "bandwidths: documented defaults per link kind, not measured (`collbench discover "
+                    "--probe -O FILE` measures them; then --topology FILE)"),
+        "probe": (dataclasses.replace(host, source="probe", links=tuple(
+                      dataclasses.replace(link, source="measured", bandwidth_gbps=1.62) for link in host.links)),
+                  "bandwidths: measured by `collbench discover --probe`"),
+        "partly": (dataclasses.replace(host, links=(first, *host.links[1:])),
+                   "bandwidths: 2 of 3 links not measured: documented defaults per link kind"),
+    }  # fmt: skip
+    for name, (topology, said) in cases.items():
+        save_topology(topology, tmp_path / f"{name}.yaml")
+        result = CliRunner().invoke(app, ["layout", "--topology", str(tmp_path / f"{name}.yaml")])
+        assert result.exit_code == 0, result.output
+        assert said in " ".join(result.stdout.split()), result.stdout
+    # A pasted nvidia-smi matrix: each kind's documented figure; NVML's: the spec sheet's per kind.
+    pasted = CliRunner().invoke(app, ["layout", "--from-nvidia-smi", str(_shared("pcie8-pix-pxb.topo.txt"))])
+    assert "bandwidths: documented defaults per link kind, not measured" in " ".join(pasted.stdout.split())
+    replayed = CliRunner().invoke(app, ["layout", "--replay", str(SHARED.parent / "nvml" / "dgx-h100.json")])
+    assert "bandwidths: nominal figures per link kind, not measured" in " ".join(replayed.stdout.split())

@@ -185,6 +185,27 @@ def verdict_exchange(plan: LayoutPlan) -> str:
     )
 
 
+def verdict_figures(plan: LayoutPlan) -> str:
+    """Where the bandwidths printed come from ("" with no link between ranks): a figure printed is a
+    claim, and one nobody measured says so. The host's 10 GB/s between CPU ranks is a default, where a
+    probe of the same 2 ranks measured 1.6 GB/s; layout printed both alike."""
+    ranks = {d.id for d in plan.topology.rank_devices}
+    sources = Counter(link.source for link in plan.topology.links if link.a in ranks and link.b in ranks)
+    sources.update(link.source for link in plan.topology.node_links)
+    total = sum(sources.values())
+    if not total:
+        return ""
+    taken = sources["default"] + sources["spec"]
+    kind = "documented defaults per link kind" if sources["default"] else "nominal figures per link kind"
+    hint = "`collbench discover --probe -O FILE` measures them; then --topology FILE"
+    if not taken:
+        inferred = " (pairs of nodes marked inferred: the median of the pairs measured)" if sources["inferred"] else ""
+        return f"measured by `collbench discover --probe`{inferred}"
+    if taken == total:
+        return f"{kind}, not measured ({hint})"
+    return f"{taken} of {counted(total, 'link')} not measured: {kind} ({hint})"
+
+
 def render_layout(plan: LayoutPlan) -> RenderableType:
     """The whole layout: rings with their hops, the total, the trees, a verdict line for each."""
     names = _names(plan)
@@ -199,6 +220,8 @@ def render_layout(plan: LayoutPlan) -> RenderableType:
     parts.append(
         Text.assemble(("total ring bandwidth: ", "bold"), f"{_gbps(plan.ring_bandwidth_gbps)} GB/s per direction")
     )
+    if figures := verdict_figures(plan):
+        parts.append(Wrapped(Text.assemble(("bandwidths: ", "bold"), figures)))
     parts.append(Wrapped(Text.assemble(("rings: ", "bold green"), verdict_rings(plan))))
     for t, parent in enumerate(plan.layout.trees):
         parts.append(_tree_renderable(parent, names, f"tree {t}"))
