@@ -377,11 +377,15 @@ def nccl_barrier(fit: Fit, world_size: int, nodes: int, shapes: Shapes, arch: Ar
     """
     measured_nodes = shapes.assumed_nodes(fit)
     machine = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink)
-    there = nccl_choice(machine, Op.ALL_REDUCE, world_size, nodes, BARRIER_BYTES, smooth=True)
     here = nccl_choice(machine, Op.ALL_REDUCE, fit.world_size, measured_nodes, BARRIER_BYTES, smooth=True)
     measured = fit.predict_us(0.0)
     scale = measured / here.latency_us if here.latency_us > 0 else 0.0
-    time_us = there.latency_us * scale
+    # Measured within one node, the scale is of that node's latencies: across nodes the network's stay
+    # NCCL's own (as native_nccl prices a fit within one node).
+    network_unmeasured = measured_nodes == 1 and nodes > 1
+    scaled = dataclasses.replace(machine, latency_scale=scale, net_latency_scale=1.0 if network_unmeasured else None)
+    there = nccl_choice(scaled, Op.ALL_REDUCE, world_size, nodes, BARRIER_BYTES, smooth=True)
+    time_us = there.latency_us
     at_shape = fit.world_size == world_size and measured_nodes == nodes
     if at_shape:
         basis = "the fit itself, at the shape it was measured at; one measured point, with no error figure"
@@ -389,7 +393,8 @@ def nccl_barrier(fit: Fit, world_size: int, nodes: int, shapes: Shapes, arch: Ar
         basis = (
             "torch's NCCL barrier is an all-reduce of one byte (ProcessGroupNCCL::barrier): NCCL's model "
             f"({NCCL_SOURCE}) picks {there.algo}/{there.proto} at x{world_size} on {nodes} node"
-            f"{'s' if nodes != 1 else ''}, its latencies scaled x{scale:.3g} to the {measured:.4g} us measured "
-            f"at x{fit.world_size}"
+            f"{'s' if nodes != 1 else ''}, its latencies{' within a node' if network_unmeasured else ''} scaled "
+            f"x{scale:.3g} to the {measured:.4g} us measured at x{fit.world_size}"
+            + (", network latencies NCCL's own (unmeasured)" if network_unmeasured else "")
         )
     return Priced(fit, lambda s: time_us, lambda s: time_us, lambda s: basis, at_shape, None)
