@@ -83,3 +83,21 @@ def test_a_word_wider_than_the_line_is_folded_whole(
     err = capsys.readouterr().err
     assert all(cell_len(line) <= 40 for line in err.splitlines()), err
     assert "".join(err.split()) == "".join(f"assumed: {path}: no test name in the log".split())  # nothing lost
+
+
+def test_a_path_wider_than_the_line_is_folded_after_a_folder(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 'fit' of a fixture from a clone's folder at 80 columns: the path (78 characters) fitted the line
+    # and its colon did not, which was folded onto a line of its own, '  :'.
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    path = "clone/tests/fixtures/real/alltoall_perf-gb200-2node-mpirun-continued-lines.log"
+    print_note("assumed", f"{path}: no rank count in the log")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "assumed:",
+        "  clone/tests/fixtures/real/",
+        "  alltoall_perf-gb200-2node-mpirun-continued-lines.log:",
+        "  no rank count in the log",
+    ]

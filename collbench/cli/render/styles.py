@@ -189,13 +189,29 @@ class Wrapped:
                 # A word wider than the line (a log's path) is folded onto lines of its own: with
                 # no_wrap Rich crops to the width, and the path's end was lost.
                 room = width - indent
-                folds = list(range(width, cell_len(part.plain), room)) if room > 0 else []
+                folds = _folds(part.plain, width, room) if room > 0 and cell_len(part.plain) > width else []
                 for j, piece in enumerate(part.divide(folds)):
                     if j:
                         piece = Text(" " * indent) + piece
                     piece.no_wrap = True
                     piece.overflow = "fold"
                     yield piece
+
+
+def _folds(plain: str, width: int, room: int) -> list[int]:
+    """Where a line holding one word wider than ``width`` is cut (later pieces get ``room``): after the
+    last ``/`` that fits, so a path reads folder by folder, else at the margin. Cut at the margin alone,
+    a path of 78 characters and its colon left '  :' on a line of its own."""
+    folds: list[int] = []
+    start, limit = 0, width
+    word = len(plain) - len(plain.lstrip(" "))  # past the indent: a piece is never the indent and '/'
+    while len(plain) - start > limit:
+        cut = start + limit
+        slash = plain.rfind("/", max(start, word) + 1, cut)
+        cut = slash + 1 if slash >= 0 else cut
+        folds.append(cut)
+        start, limit = cut, room
+    return folds
 
 
 def paragraph(text: Text) -> RenderableType:
