@@ -15,7 +15,15 @@ from collbench.cli.options import split_values
 from collbench.cli.rows import stream_results
 from collbench.errors import InputFileError
 from collbench.importers.nodes import check_nodes_option
-from collbench.models.stored import NodesSeen, fit_nvlink_domain_note, noting_nodes, with_nodes
+from collbench.models.stored import (
+    FIT_NODES_ADVICE,
+    ROWS_NODES_ADVICE,
+    NodesSeen,
+    fit_nvlink_domain_note,
+    noting_nodes,
+    with_nodes,
+)
+from collbench.results.io import RESULT_SUFFIXES
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op, parse_dtype
 from collbench.units import check_ranks, counted
@@ -109,7 +117,11 @@ def fit(
     report = fit_results(points, piecewise=piecewise)
     report = dataclasses.replace(report, fits=[with_nodes(f, nodes_seen) for f in report.fits])
     if nodes is None:
-        for said in sorted({n for f in report.fits if (n := fit_nvlink_domain_note(f, f.nodes)) is not None}):
+        # `fit --nodes` gives a log its node count; rows record theirs and refuse it ('fit rows.jsonl --nodes
+        # 20' of the imported 1,440-rank log: "its rows say 360 nodes, not 20"), so their note says what works.
+        rows_given = any(p.suffix.lower() in RESULT_SUFFIXES for p in results)
+        advice = ROWS_NODES_ADVICE if rows_given else FIT_NODES_ADVICE
+        for said in sorted({n for f in report.fits if (n := fit_nvlink_domain_note(f, f.nodes, advice)) is not None}):
             print_note("note", said)
     if plot is not None:
         from collbench.report.plots import plot_fits

@@ -147,6 +147,12 @@ def with_nodes(fit: Fit, seen: NodesSeen) -> Fit:
 
 FIT_NODES_ADVICE = "`fit --nodes {racks}` records that (predict: --measured-nodes {racks})"
 """What :func:`nvlink_domain_note` tells a reader of fits to do (``{racks}``: the racks' count)."""
+ROWS_NODES_ADVICE = (
+    "`predict --measured-nodes {racks}` prices it so (rows that record their hosts refuse `fit --nodes`; "
+    "a log's: `import nccl-tests LOG --nodes {racks}`)"
+)
+""":data:`FIT_NODES_ADVICE` for a fit of rows: they record their node count, which `fit --nodes` does not
+replace (importers/nodes.py, ``given_nodes``), so only predict, or the log imported again, takes the racks."""
 
 
 def nvlink_domain_note(
@@ -175,6 +181,8 @@ def nvlink_domain_note(
     )
 
 
-def fit_nvlink_domain_note(fit: Fit, nodes: int | None) -> str | None:
+def fit_nvlink_domain_note(fit: Fit, nodes: int | None, advice: str = FIT_NODES_ADVICE) -> str | None:
     """:func:`nvlink_domain_note` of a fit measured on ``nodes`` nodes."""
-    return nvlink_domain_note(f"{fit.op} {fit.algo} {fit.backend} x{fit.world_size}", fit.world_size, fit.device, nodes)
+    return nvlink_domain_note(
+        f"{fit.op} {fit.algo} {fit.backend} x{fit.world_size}", fit.world_size, fit.device, nodes, advice
+    )

@@ -87,3 +87,24 @@ def test_import_says_it_and_takes_the_racks(tmp_path: Path) -> None:
     code, out, err = _run("import", "nccl-tests", str(GB200_1440), "--nodes", "20", "-O", str(tmp_path / "r.jsonl"))
     assert code == 0 and "NVLinks join" not in err, err
     assert "1440 ranks on 20 nodes" in " ".join(out.split())
+
+
+def test_fit_of_imported_rows_says_what_takes_the_racks(tmp_path: Path) -> None:
+    # The rows record the 360 hosts, and `fit rows --nodes 20` refuses them ("its rows say 360 nodes"):
+    # the note on them said `fit --nodes 20` all the same. It names what takes the racks for rows.
+    rows = tmp_path / "hosts.jsonl"
+    code, _, err = _run("import", "nccl-tests", str(GB200_1440), "-O", str(rows))
+    assert code == 0, err
+    code, _, err = _run("fit", str(rows), "--nodes", "20")
+    assert code == 2 and "its rows say 360 nodes, not 20" in _said(err), err
+    code, out, err = _run("fit", str(rows), "--json")
+    assert code == 0, err
+    said = _said(err)
+    assert "spanned 20 NVL72 racks, `predict --measured-nodes 20` prices it so" in said
+    assert "`import nccl-tests LOG --nodes 20`" in said and "`fit --nodes 20` records" not in said
+    assert all(len(line) <= 80 for line in err.splitlines()), err
+    fits = tmp_path / "fits.json"
+    fits.write_text(out)
+    code, out, err = _run("predict", "--fits", str(fits), "--ranks", "72", "--measured-nodes", "20", "--sizes", "1G")
+    assert code == 0, err
+    assert "predicted at 72 ranks on 1 node" in out, out
