@@ -36,6 +36,18 @@ def nccl_version_string(code: int) -> str:
     return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
+def _version(code: object, path: Path) -> str:
+    """The version a -J file's ``nccl_version`` code says; InputFileError for one that is no such code (a
+    hand-edited 'x' was int()'s ValueError traceback, -1 became '-1.9.99')."""
+    try:
+        number = int(str(code))
+    except ValueError:
+        number = 0
+    if number < 1 or number >= 1_000_000:
+        raise InputFileError(str(path), f"'nccl_version' {str(code)[:40]!r} is not NCCL's version code (22703: 2.27.3)")
+    return nccl_version_string(number)
+
+
 def op_from_program(program: str, path: Path) -> Op:
     name = program_name(program)
     if name in PROGRAM_OPS:
@@ -66,9 +78,15 @@ def parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> list
         raise InputFileError(str(path), "'config.devices' is not a list of devices: not an nccl-tests -J file")
     if not devices:
         raise InputFileError(str(path), "the JSON lists no devices: cannot tell the number of ranks")
-    world_size = len(devices) * int(config.get("nthreads", 1)) * int(config.get("ngpus", 1))
+    # A field of another type (a hand-edited file, another tool's JSON) was int()'s ValueError traceback.
+    try:
+        world_size = len(devices) * int(config.get("nthreads", 1)) * int(config.get("ngpus", 1))
+    except (TypeError, ValueError, OverflowError):
+        raise InputFileError(
+            str(path), "'config.nthreads' and 'config.ngpus' are not whole numbers: not an nccl-tests -J file"
+        ) from None
     env = dict(e.split("=", 1) for e in data.get("env") or [] if isinstance(e, str) and "=" in e)
-    version = nccl_version_string(int(data["nccl_version"])) if "nccl_version" in data else ""
+    version = _version(data["nccl_version"], path) if "nccl_version" in data else ""
     hosts = {str(d.get("hostname", "")) for d in devices}
     algo = PROGRAM_ALGOS.get(program_name(str(args[0])), "native") if args else "native"
     out: list[ResultRow] = []
@@ -110,7 +128,7 @@ def parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> list
                         nccl_proto=env.get("NCCL_PROTO", ""),
                     )
                 )
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputFileError(str(path), f"result {i} is not an nccl-tests result ({exc})") from exc
     if not out:
         raise InputFileError(str(path), "the JSON holds no results")

@@ -33,6 +33,9 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "stall_fraction": (0.0, 1.0),
     "tune_round": (0, 1_000_000),  # a tune makes a handful of rounds
     "timed_samples": (1, math.inf),
+    # More calls than a week holds at one a nanosecond: a -J file's actual_iterations of 1e300 was imported
+    # as a 301-digit count that every reader of the rows then refused.
+    "iters": (0, MAX_SECONDS * 10**9),
     # A time past a week a call, or a bandwidth past an exabyte a second, is no measurement either: a log's
     # 1e308 reached compare's sums (OverflowError) and the report's charts (math range error).
     **dict.fromkeys(("time_us", "time_us_mean", "time_us_min", "time_us_max", "time_us_p25"), (0, MAX_SECONDS * 1e6)),
@@ -291,7 +294,7 @@ def _check_range(spec: _FieldSpec, value: Any) -> None:
         low, high = FIELD_RANGES.get(spec.name, (0, math.inf))
         if not low <= value <= high:
             bound = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
-            raise FieldError(spec.name, f"{value!r} is out of range (must be {bound})")
+            raise FieldError(spec.name, f"{_show(value)} is out of range (must be {bound})")
         return
     if spec.name in _NAME_CHECKS:
         # Remembered per name, as on the fast path: a CSV's rows come this way, each naming the same few.

@@ -66,3 +66,34 @@ def test_a_json_log_time_past_a_week_is_one_error_line(tmp_path: Path) -> None:
         f"error: {log}: result 0 is not an nccl-tests result (time 1e+308 is not a time (NaN, infinite, negative "
         "or past a week))"
     )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        # Imported as a 301-digit count that fit, report and compare then refused to read.
+        (
+            '"actual_iterations":20',
+            '"actual_iterations":1e300',
+            "row 1 was not written: field iters: 1000000000000000052504760255204420248... is out of range "
+            "(must be from 0 to 6.048e+14)",
+        ),
+        # int()'s ValueError tracebacks; -1 was read as version '-1.9.99'.
+        ('"nccl_version":22703', '"nccl_version":"x"', "'nccl_version' 'x' is not NCCL's version code (22703: 2.27.3)"),
+        ('"nccl_version":22703', '"nccl_version":-1', "'nccl_version' '-1' is not NCCL's version code (22703: 2.27.3)"),
+        (
+            '"ngpus":4',
+            '"ngpus":"four"',
+            "'config.nthreads' and 'config.ngpus' are not whole numbers: not an nccl-tests -J file",
+        ),
+    ],
+)
+def test_a_json_log_field_of_no_sense_is_one_error_line(tmp_path: Path, old: str, new: str, said: str) -> None:
+    source = REPO / "tests" / "fixtures" / "nccl_tests" / "reduce_scatter_perf_4gpu.json"
+    text = source.read_text()
+    assert old in text
+    log = tmp_path / "rs.json"
+    log.write_text(text.replace(old, new, 1))
+    out = tmp_path / "rows.jsonl"
+    line = refused_line(["import", "nccl-tests", str(log), "-O", str(out)])
+    assert line in (f"error: {log}: {said}", f"error: {out}: {said}"), line
