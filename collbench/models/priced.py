@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from collbench.models.costs import cost_terms
+from collbench.models.costs import cost_terms, segments_of
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.scaled import ScaledFit
 from collbench.units import format_bytes
@@ -71,13 +71,20 @@ def _count(value: float) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.3g}"
 
 
-def structure_text(fit: Fit, scaled: ScaledFit, world_size: int) -> str:
+def structure_text(fit: Fit, scaled: ScaledFit, world_size: int, size_bytes: float = 1.0) -> str:
     """The algorithm's structure at ``world_size`` as the closed form gives it: its steps (rounds for a
     barrier), the messages its busiest port posts where they differ, the latency each costs, and
-    whether bytes cross the port. Raises NotApplicableError where the algorithm has no formula for the op."""
+    whether bytes cross the port; a pipelined schedule's at ``size_bytes``, in the segments it runs
+    that size in. Raises NotApplicableError where the algorithm has no formula for the op."""
     terms = cost_terms(fit.op, fit.algo, world_size, 1.0)
+    segments = 1
+    if fit.segment_bytes is not None:
+        segments = segments_of(fit.algo, size_bytes, fit.segment_bytes)
+        terms = fit.terms(size_bytes, world_size)
     payload = op_has_payload(fit.op)
     steps = f"{_count(terms.alpha)} {'step' if payload else 'round'}{'' if terms.alpha == 1 else 's'}"
+    if segments > 1 and fit.segment_bytes is not None:
+        steps += f" ({segments} segments of {format_bytes(fit.segment_bytes)})"
     if terms.messages is not None:
         steps += f", {_count(terms.message_count)} message{'' if terms.message_count == 1 else 's'} a port"
         each = "a message"
@@ -96,34 +103,46 @@ def by_structure(fit: Fit, world_size: int, native: str = "") -> Priced:
     the fit itself. Raises NotApplicableError where the algorithm has no formula for the op.
     """
     scaled = ScaledFit.of(fit)
-    terms = scaled.parts(1.0, world_size)
     at_shape = world_size == fit.world_size
-    if fit.algo == "native" and (at_shape or not native):
-        basis = "the fit itself, at the shape it was measured at"
-    elif fit.algo == "native":
-        structure = structure_text(fit, scaled, world_size)
-        basis = (
-            f"{native}; priced by native's formula, which has that structure ({structure}); "
-            "an assumption where the backend's own scheduling differs"
-        )
-    else:
-        basis = f"its own structure: {structure_text(fit, scaled, world_size)}"
+    # A pipelined schedule (the trees) takes a step a segment: its steps, and so its latency, grow with
+    # the size (256 MiB in 4 MiB segments: 64 more than at 1 MiB), as its time does.
+    segmented = fit.segment_bytes is not None
+
+    def basis_at(size: float) -> str:
+        if fit.algo == "native" and (at_shape or not native):
+            text = "the fit itself, at the shape it was measured at"
+        elif fit.algo == "native":
+            structure = structure_text(fit, scaled, world_size, size)
+            text = (
+                f"{native}; priced by native's formula, which has that structure ({structure}); "
+                "an assumption where the backend's own scheduling differs"
+            )
+        else:
+            text = f"its own structure: {structure_text(fit, scaled, world_size, size)}"
+        return text + tail
+
+    tail = ""
     if not at_shape and op_has_payload(fit.op):
         smallest = float(max(fit.min_bytes, 1))
         own = scaled.parts(smallest, fit.world_size)
         if own.time_us > 0 and own.latency_us < 0.5 * own.time_us:
             # The latency then comes from points that are mostly bandwidth: said, as the error is unknown.
-            basis += (
+            tail += (
                 f"; its latency is barely measured (at its smallest size, {format_bytes(int(smallest))}, "
                 f"latency is {own.latency_us / own.time_us:.0%} of the fitted time)"
             )
     if fit.points == 1 and at_shape:
-        basis += "; one measured point (a barrier has no sizes): the prediction is its time, with no error figure"
+        tail += "; one measured point (a barrier has no sizes): the prediction is its time, with no error figure"
+    if not segmented:
+        latency_us, basis = scaled.parts(1.0, world_size).latency_us, basis_at(1.0)
+        return Priced(
+            fit, lambda s: scaled.time_us(s, world_size), lambda s: latency_us, lambda s: basis, at_shape, scaled
+        )
     return Priced(
         fit,
         lambda s: scaled.time_us(s, world_size),
-        lambda s: terms.latency_us,
-        lambda s: basis,
+        lambda s: scaled.parts(s, world_size).latency_us,
+        basis_at,
         at_shape,
         scaled,
     )

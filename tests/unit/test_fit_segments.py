@@ -13,6 +13,7 @@ from collbench.models.costs import cost_terms, segments_of
 from collbench.models.fit import fit_results
 from collbench.models.fit_points import PointSummaries
 from collbench.models.fitted import Fit
+from collbench.models.priced import by_structure
 from collbench.models.scaled import ScaledFit
 from collbench.schedules.registry import get_algorithm
 from tests.synthetic_rows import point_row
@@ -84,3 +85,21 @@ def test_at_another_world_size_each_size_keeps_its_segments() -> None:
             k = segments_of("tree", size, SEG)
             expected = cost_terms("all-reduce", "tree", world, size, segments=k).time_us(ALPHA, BETA, 0.0)
             assert scaled.time_us(size, world) == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_prediction_says_the_latency_and_steps_of_the_segments_it_prices() -> None:
+    # predict priced the time with each size's segments, but its latency column and basis came from
+    # one size (1 byte, one segment): a 2-rank tune's tree at 64 ranks read '942 us' latency and
+    # '12 steps' at 1 MiB and at 256 MiB alike, where 256 MiB ran 64 segments of 4 MiB (75 steps).
+    (fit,) = fit_results(_tree_rows(8, SEG), piecewise=False).fits
+    priced = by_structure(fit, 64)
+    for size in (1 << 14, 1 << 22, 1 << 26):
+        terms = cost_terms("all-reduce", "tree", 64, size, segments=segments_of("tree", size, SEG))
+        assert priced.latency_us(size) == pytest.approx(ALPHA * terms.alpha, rel=1e-6)
+        assert priced.time_us(size) == pytest.approx(terms.time_us(ALPHA, BETA, 0.0), rel=1e-6)
+    assert "12 steps at x64" in priced.basis(1 << 14)
+    assert "(4 segments of 1 MiB) at x64" in priced.basis(1 << 22)
+    assert "(64 segments of 1 MiB) at x64" in priced.basis(1 << 26)
+    # An unsegmented fit says one structure at every size, as before.
+    (plain,) = fit_results(_tree_rows(8, None), piecewise=False).fits
+    assert by_structure(plain, 64).basis(1 << 26) == by_structure(plain, 64).basis(1 << 14)
