@@ -116,3 +116,18 @@ def test_rows_of_several_dtypes_are_said_and_dash_d_fits_one(tmp_path: Path) -> 
     assert none.exit_code == 2 and "no rows left after --op/--algo/--dtype" in none.output
     bad = runner.invoke(app, ["fit", str(path), "-d", "int8"])
     assert bad.exit_code == 2 and "unknown dtype 'int8'" in bad.output
+
+
+def test_each_crossover_says_how_far_ahead_the_new_choice_gets() -> None:
+    # The example's fits cross twice; the table gave the sizes alone, as findings. native ->
+    # rabenseifner at 6.19 MiB gains at most 3.8% up to 16 MiB, within rabenseifner's 3.9% median
+    # error (the profile keeps native there): marked '*'. recursive-doubling -> native gains 7.8%.
+    results = Path(__file__).parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+    result = CliRunner().invoke(app, ["fit", str(results)], env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    assert "all-reduce  gloo     2      1.09 MiB  recursive-doubling  native         7.8%" in lines
+    assert "all-reduce  gloo     2      6.19 MiB  native              rabenseifner  3.8%*" in lines
+    said = " ".join(result.stdout.split())
+    assert "*: 1 crossover where that is no more than the two fits' median error" in said
+    assert all(cell_len(line) <= 80 for line in lines)

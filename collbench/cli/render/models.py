@@ -27,7 +27,7 @@ from collbench.models.fit import FitReport
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.predict import Prediction, PredictReport
 from collbench.schedules.ops import Op
-from collbench.units import factor_text, format_bytes
+from collbench.units import counted, factor_text, format_bytes
 
 
 def format_time(time_us: float) -> str:
@@ -131,7 +131,7 @@ def render_fits(report: FitReport) -> RenderableType:
     if beta_legend_at is not None:
         parts[beta_legend_at:beta_legend_at] = beta_at_zero_note([None])
     if any(op_has_payload(f.op) for f in report.fits):  # barrier alone has no sizes to cross at
-        parts.append(render_crossovers(report.crossovers))
+        parts.append(render_crossovers(report.crossovers, report.fits))
     for line in report.skipped:
         parts.append(paragraph(Text(f"skipped: {line}", style="yellow")))
     return Group(*parts)
@@ -172,15 +172,51 @@ _PIECEWISE = re.compile(r"piecewise: \d+ segments, breaks at [\d, ]+ bytes(; )?"
 """The fit's note on its segments (``models/fit.py``), which the segments' table shows whole."""
 
 
-def render_crossovers(crossovers: Sequence[Crossover]) -> RenderableType:
+def render_crossovers(crossovers: Sequence[Crossover], fits: Sequence[Fit] = ()) -> RenderableType:
+    """The sizes where the fastest fitted model changes; with ``fits`` (the models they come from), each
+    with how far ahead the new one gets before the next change, against the two fits' errors."""
     if not crossovers:
         return paragraph(Text("no crossovers: one algorithm is fastest over the whole range, or only one was measured"))
     table = narrow_table("crossovers (the fastest algorithm changes)")
-    for col in ("op", "backend", "ranks", "size", "below", "from here up"):
-        table.add_column(col, no_wrap=True)
-    for c in crossovers:
-        table.add_row(c.op, c.backend, str(c.world_size), format_bytes(c.size_bytes), c.below, c.above)
-    return table
+    gains = [_crossover_gain(c, crossovers, fits) for c in crossovers] if fits else []
+    for col in ("op", "backend", "ranks", "size", "below", "from here up", *(("gain",) if gains else ())):
+        table.add_column(col, no_wrap=True, justify="right" if col == "gain" else "left")
+    for i, c in enumerate(crossovers):
+        gain = () if not gains else (gains[i][0],)
+        table.add_row(c.op, c.backend, str(c.world_size), format_bytes(c.size_bytes), c.below, c.above, *gain)
+    if not gains:
+        return table
+    # A crossing is where two fitted curves meet: how sure it is depends on how far apart they get, which
+    # the table said nothing of (the example's native -> rabenseifner at 6.19 MiB gains 3.8% up to 16 MiB,
+    # within rabenseifner's 3.9% median error, where the profile keeps native).
+    within = sum(1 for _, close in gains if close)
+    legend = (
+        "gain: how much faster the new choice's model is than the one it replaces, at most, up to the next "
+        "crossover or the largest size fitted"
+    )
+    if within:
+        legend += (
+            f"; *: {counted(within, 'crossover')} where that is no more than the two fits' median error: the "
+            "models do not tell the two apart there (tune decides on the measurements)"
+        )
+    return Group(table, paragraph(Text(legend)))
+
+
+def _crossover_gain(c: Crossover, every: Sequence[Crossover], fits: Sequence[Fit]) -> tuple[str, bool]:
+    """``c``'s gain cell (``12%``, ``1.6%*`` within the fits' median errors, ``?`` without both fits), and
+    whether it is within them: the largest (below - above) / above between ``c`` and the next change."""
+    group = [f for f in fits if (f.op, f.backend, f.world_size) == (c.op, c.backend, c.world_size) and f.usable]
+    below = next((f for f in group if f.algo == c.below), None)
+    above = next((f for f in group if f.algo == c.above), None)
+    if below is None or above is None:
+        return "?", False
+    later = [x.size_bytes for x in every if (x.op, x.backend, x.world_size) == (c.op, c.backend, c.world_size)]
+    end = min((s for s in later if s > c.size_bytes), default=max(f.max_bytes for f in group))
+    lo, hi = float(c.size_bytes), float(max(end, c.size_bytes))
+    sizes = [lo * (hi / lo) ** (k / 15) for k in range(16)]
+    gain = max((below.predict_us(s) - above.predict_us(s)) / above.predict_us(s) for s in sizes)
+    close = gain * 100 <= max(below.median_abs_pct_error, above.median_abs_pct_error)
+    return f"{gain:.1%}" + ("*" if close else ""), close
 
 
 def render_prediction(report: PredictReport) -> RenderableType:
