@@ -46,7 +46,7 @@ from typing import Literal
 import numpy as np
 
 from collbench.errors import ConfigError, NotApplicableError
-from collbench.models.nccl_graph import Graph, NcclNode, comm_channels, nvls_graph, ring_graph
+from collbench.models.nccl_graph import Graph, NcclNode, comm_channels, nvls_graph_over, ring_graph
 from collbench.models.nccl_switch import (
     MAX_DIRECT_ARITY,
     MAX_NVLS_ARITY,
@@ -551,12 +551,18 @@ def algorithm_bw_gbps(machine: NcclMachine, op: Op | str, algo: str, proto: int,
     return _bandwidth(machine, _tuned(op), algo, proto, ranks, nodes)
 
 
-def with_topology(machine: NcclMachine, node: NcclNode | None, nodes: int, *, collnet: bool = False) -> NcclMachine:
+def with_topology(
+    machine: NcclMachine, node: NcclNode | None, nodes: int, *, collnet: bool = False, fewest_gpus: int | None = None
+) -> NcclMachine:
     """``machine`` with what NCCL's topology search finds on ``nodes`` nodes of ``node``: the ring's
     channels (``nccl_graph.ring_graph``) and the communicator's, the NVLS graph, an NVSwitch, the CPU;
-    and ``collnet`` (a CollNet plugin), and the ring's bus bandwidth NCCL's search gives (its own). Where
-    ``node`` is None (the GPU's links not known), or across nodes whose NICs are not known, the channels
-    are ``DEFAULT_CHANNELS`` and NVLS is off."""
+    and ``collnet`` (a CollNet plugin), and the ring's bus bandwidth NCCL's search gives (its own).
+    ``fewest_gpus``: the GPUs of the node holding fewest ranks where one holds fewer than ``node``
+    (a part-full last node), whose NVLS search has fewer heads, which every rank then takes
+    (``nccl_graph.nvls_graph_over``); the ring's search finds no fewer channels on a node of fewer GPUs
+    (a channel costs every GPU's NVLinks and a NIC alike), so the fuller node's is every rank's. Where
+    ``node`` is None (the GPU's links not known), or across nodes whose NICs are not known, the
+    channels are ``DEFAULT_CHANNELS`` and NVLS is off."""
     if node is None or (nodes > 1 and not node.nic_known()):
         # Across nodes the search's channels hang on the NICs, and NVLS's heads are the GPUs with one
         # (nvls_graph): with them unknown, none is claimed. A machine calibrated on one node carried
@@ -576,7 +582,7 @@ def with_topology(machine: NcclMachine, node: NcclNode | None, nodes: int, *, co
         channels=ring.channels,
         comm_channels=comm_channels(ring, node, nodes),
         topology_bus_bw_gbps=ring.bus_bw_gbps,
-        nvls=nvls_graph(node, nodes),
+        nvls=nvls_graph_over(node, nodes, fewest_gpus),
         nvswitch=True,
         x86=node.x86,
         collnet=collnet,

@@ -18,6 +18,7 @@ known to follow that pattern (a PCIe box, an NVLink mesh without a switch) is no
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -295,6 +296,43 @@ def nvls_graph(node: NcclNode, nodes: int) -> Graph | None:
     inter = _nvls_inter(speeds, best_s, node.nic_gbps)
     why = f"NVLS: {best_n} heads x {best_s:g} GB/s, {inter:g} GB/s a NIC"
     return Graph(best_n, best_s, inter, why)
+
+
+def nvls_graph_over(node: NcclNode, nodes: int, fewest_gpus: int | None = None) -> Graph | None:
+    """The NVLS graph a communicator over ``nodes`` nodes of ``node`` runs where one node holds fewer
+    GPUs (``fewest_gpus``: the part-full last one). Each rank searches its own node, whose heads are
+    its own GPUs (``nvls_graph``), and NCCL aligns every rank on the smallest (:func:`aligned`): the
+    fewest GPUs of any node set the heads (search.cc line 1127: ``maxChannels = std::min(NCCL_MAX_NVLS_ARITY,
+    system->nodes[GPU].count)``). A node of one GPU searches no NVLS graph (``src/transport/nvls.cc``
+    line 262, ``ncclNvlsInit``: ``gpuCount < 2``), so the communicator has none."""
+    full = nvls_graph(node, nodes)
+    if fewest_gpus is None or fewest_gpus >= node.gpus:
+        return full
+    fewest = nvls_graph(dataclasses.replace(node, gpus=max(fewest_gpus, 1)), nodes)
+    graph = aligned(full, fewest)
+    if graph is None or graph == full:
+        return graph
+    return dataclasses.replace(
+        graph,
+        why=f"NVLS: {graph.channels} heads x {graph.bw_intra_gbps:g} GB/s, {graph.bw_inter_gbps:g} GB/s a NIC "
+        f"(every rank takes the fewest heads of any node: {fewest_gpus} GPUs on the last)",
+    )
+
+
+def aligned(full: Graph | None, fewest: Graph | None) -> Graph | None:
+    """One graph for every rank, as NCCL aligns each rank's search before tuning (v2.30.7 ``src/init.cc``
+    lines 1437-1442, "Make sure we align all ranks so that the tuning is consistent across ranks":
+    ``graphs[a]->nChannels = std::min(...)`` over every rank's graph info, and likewise ``bwIntra`` and
+    ``bwInter``), here of two nodes' searches; None where either found none (nChannels 0: line 1453
+    then turns NVLS off for the communicator)."""
+    if full is None or fewest is None:
+        return None
+    channels = min(full.channels, fewest.channels)
+    intra = min(full.bw_intra_gbps, fewest.bw_intra_gbps)
+    inter = min(full.bw_inter_gbps, fewest.bw_inter_gbps)
+    if (channels, intra, inter) == (full.channels, full.bw_intra_gbps, full.bw_inter_gbps):
+        return full
+    return Graph(channels, intra, inter, full.why)
 
 
 def _nvls_inter(speeds: tuple[float, ...], intra: float, nic_gbps: float | None) -> float:

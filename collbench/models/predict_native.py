@@ -60,7 +60,9 @@ def nccl_machine_for(fit: Fit, nodes: int, arch: Arch, nvlink: bool = True, fact
     crossover search, a tune's predicted shapes) and the calibration is its costliest step."""
     sizes, times = _calibration_points(fit)
     node = node_of(fit.device, -(-fit.world_size // nodes), facts)
-    start = with_topology(NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink), node, nodes, collnet=facts.collnet)
+    start = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink)
+    # The measured ranks as even over their nodes as they go: the fewest on a node set NVLS's heads.
+    start = with_topology(start, node, nodes, collnet=facts.collnet, fewest_gpus=fit.world_size // nodes)
     return calibrate(start, fit.op, fit.world_size, nodes, sizes, times)
 
 
@@ -125,7 +127,16 @@ def native_nccl(
     # A fit within one node measured its links' latencies (tuning.cc's intraLat, the base), not the
     # network's (interLat, the ring's network overhead): across nodes those stay NCCL's own.
     network_unmeasured = measured_nodes == 1 and nodes > 1
-    target_node = node_of(fit.device, -(-world_size // nodes), facts)
+    # Ranks fill nodes at the measured count a node where that holds them (the default node count
+    # does), the last node part-full: its fullest node is then a measured one.
+    per_node = max(fit.world_size // measured_nodes, 1)
+    fullest = per_node if (nodes - 1) * per_node < world_size <= nodes * per_node else None
+    # Each rank searches its own node and NCCL keeps the smallest of every rank's graph (nccl_graph.aligned,
+    # src/init.cc's graphs[a]->nChannels = std::min(...)): NVLS's heads are then those of the node
+    # holding fewest ranks, the part-full last one where ranks fill nodes as measured (on one node, all).
+    most = fullest if fullest is not None and nodes > 1 else -(-world_size // nodes)
+    fewest = world_size - (nodes - 1) * most if fullest is not None else world_size // nodes
+    target_node = node_of(fit.device, most, facts)
     # Beyond 2 nodes NCCL prices the ring and tree by the graph's bwInter (tuning.cc line 306), the speed
     # its search charges to the NICs (search.cc lines 145, 726-741); up to 2, by bwIntra, charged to the
     # links within a node. A fit within one node measured the latter: told the NICs, the former is NCCL's.
@@ -162,11 +173,6 @@ def native_nccl(
             "usually faster, so the time is likely too long"
         )
 
-    # Ranks fill nodes at the measured count a node where that holds them (the default node count
-    # does), the last node part-full: its fullest node is then a measured one.
-    per_node = max(fit.world_size // measured_nodes, 1)
-    fullest = per_node if (nodes - 1) * per_node < world_size <= nodes * per_node else None
-
     @functools.lru_cache(maxsize=256)
     def choice(size: float) -> NcclChoice:
         # NCCL runs the family its own figures price cheaper (it never sees a calibration); within it,
@@ -190,8 +196,9 @@ def native_nccl(
         # The NICs' parts stay NCCL's own: the latencies across nodes, and NVLS-tree's bandwidth between
         # them (its NVSwitch part keeps the scale the node measured).
         machine = dataclasses.replace(machine, net_latency_scale=1.0, nvls_net_scale=1.0)
-    # The graphs NCCL's search finds at the shape asked: its channels, NVLS where NVLink SHARP is.
-    machine = with_topology(machine, target_node, nodes, collnet=facts.collnet)
+    # The graphs NCCL's search finds at the shape asked: its channels, NVLS where NVLink SHARP is (the
+    # NVLS heads of the node holding fewest ranks: ``fewest`` above).
+    machine = with_topology(machine, target_node, nodes, collnet=facts.collnet, fewest_gpus=fewest)
     if nics_own and machine.topology_bus_bw_gbps is not None:
         machine = dataclasses.replace(machine, inter_bus_bw_gbps=machine.topology_bus_bw_gbps)
     if not target_nvlink and nvlink:

@@ -14,7 +14,15 @@ import pytest
 
 from collbench.errors import ConfigError
 from collbench.models.nccl_cost import NcclMachine, algorithm_bw_gbps, nccl_choice, with_topology
-from collbench.models.nccl_graph import NcclNode, NodeFacts, comm_channels, node_of, nvls_graph, ring_graph
+from collbench.models.nccl_graph import (
+    NcclNode,
+    NodeFacts,
+    comm_channels,
+    node_of,
+    nvls_graph,
+    nvls_graph_over,
+    ring_graph,
+)
 from collbench.schedules.ops import Op
 
 # topo.h: SM90_NVLINK_BW 20.6 and SM100_NVLINK_BW 40.1 GB/s a link, 18 links a GPU.
@@ -74,6 +82,28 @@ def test_no_nvls_without_nvlink_sharp_or_across_nodes_without_nics() -> None:
     across = nvls_graph(dataclasses.replace(H100, nics=8, nic_gbps=50.0), 2)
     # 48: 6 heads (7 x 48 <= 370.8); 45: 7; 40: 8 (more channels win); then the NICs take 42, 45, 48.
     assert across is not None and (across.channels, across.bw_intra_gbps, across.bw_inter_gbps) == (8, 40.0, 48.0)
+
+
+def test_every_rank_takes_the_fewest_nvls_heads_of_any_node() -> None:
+    # Each rank searches its own node: one NVLS head a GPU of it with a NIC (search.cc line 1127,
+    # maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs)), and init.cc (lines 1437-1442) aligns every rank on
+    # the smallest nChannels, bwIntra and bwInter any rank found. 13 ranks on nodes of 8: the last
+    # node's 5 GPUs find 5 heads at 48 GB/s (6 x 48 <= 370.8), the full node 8 at 40 (48 a NIC), so
+    # every rank runs 5 heads x 40, 48 a NIC.
+    node = dataclasses.replace(H100, nics=8, nic_gbps=50.0)
+    part = nvls_graph(dataclasses.replace(node, gpus=5), 2)
+    assert part is not None and (part.channels, part.bw_intra_gbps, part.bw_inter_gbps) == (5, 48.0, 48.0)
+    graph = nvls_graph_over(node, 2, fewest_gpus=5)
+    assert graph is not None and (graph.channels, graph.bw_intra_gbps, graph.bw_inter_gbps) == (5, 40.0, 48.0)
+    assert "5 GPUs on the last" in graph.why
+    machine = with_topology(NcclMachine(bus_bw_gbps=360.0, arch="hopper"), node, 2, fewest_gpus=5)
+    # tuning.cc: 5 x min(40 x .85 x 4/5 x 2 = 54.4, 48 x 2, perChMaxNVLSTreeBws hopper N2 57.7), x 13 / 24.
+    nvls_tree = algorithm_bw_gbps(machine, Op.ALL_REDUCE, "nvls_tree", 2, 13, 2)
+    assert nvls_tree == pytest.approx(5 * 54.4 * 13 / 24)
+    # Full nodes: the one search. A node of one GPU searches no NVLS graph (nvls.cc line 262:
+    # gpuCount < 2), its ranks' nChannels 0 turns NVLS off for all (init.cc line 1453).
+    assert nvls_graph_over(node, 2, fewest_gpus=8) == nvls_graph(node, 2)
+    assert with_topology(NcclMachine(bus_bw_gbps=360.0), node, 2, fewest_gpus=1).nvls is None
 
 
 def _h100_machine(nodes: int, **facts: object) -> NcclMachine:
@@ -209,3 +239,27 @@ def test_nccls_own_model_never_falls_as_full_nodes_are_added_where_it_leaves_nvl
                 falls = [(nodes, s) for s, a, b in zip(sizes, previous, times, strict=True) if b < a]
                 assert falls == [], (smooth, falls)
             previous = times
+
+
+def test_across_h100_nodes_each_family_is_bound_by_its_own_per_channel_cap_not_the_nics() -> None:
+    # What bounds NVLS-tree with the NICs declared (tuning.cc v2.30.7 lines 311-322: bw = min(intraBw,
+    # interBw, perChMaxNVLSTreeBw)): its NVSwitch part 40 x .85 x 7/8 x 2 = 59.5 a channel, its NIC part
+    # 48 (x2 on 2 nodes, line 320) and perChMaxNVLSTreeBws hopper (line 276, N2 57.7, N4 45.5): the cap,
+    # below both. The tree's (line 331: min(busBw x .92, nChannels x perChMaxTreeBw)) is its own
+    # cap beyond 2 nodes too: 8 x 36.0 = 288 under 8 x 45 GB/s a NIC x .92 = 331. So a scale fitted to
+    # NVLS-tree's times measured NVLS-tree's cap, not a link the tree shares in NCCL's model, and it
+    # stays NVLS's (nvls_scale), not the tree's (benchmarks/README.md, the H100 cluster: the full-node
+    # decreases where NCCL leaves NVLS-tree for the tree stay).
+    for nodes, nvls_cap, tree_cap in ((2, 57.7, 41.4), (4, 45.5, 36.0), (16, 45.5, 36.0)):
+        machine = _h100_machine(nodes)
+        ranks = 8 * nodes
+        nvls_tree = algorithm_bw_gbps(machine, Op.ALL_REDUCE, "nvls_tree", 2, ranks, nodes)
+        assert nvls_tree == pytest.approx(8 * nvls_cap * ranks / (2 * (ranks - 1)))
+        assert nvls_cap < min(40 * 0.85 * 7 / 8 * 2, 48.0 * (2 if nodes <= 2 else 1))
+        tree = algorithm_bw_gbps(machine, Op.ALL_REDUCE, "tree", 2, ranks, nodes)
+        assert tree == pytest.approx(8 * tree_cap * 0.5)
+        fitted = dataclasses.replace(machine, nvls_scale=0.851, nvls_measured=True)
+        assert algorithm_bw_gbps(fitted, Op.ALL_REDUCE, "nvls_tree", 2, ranks, nodes) == pytest.approx(
+            0.851 * nvls_tree
+        )
+        assert algorithm_bw_gbps(fitted, Op.ALL_REDUCE, "tree", 2, ranks, nodes) == tree

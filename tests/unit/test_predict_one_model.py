@@ -14,6 +14,7 @@ from collbench.importers.nodes import nodes_from_devices
 from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
 from collbench.models.link_floor import with_gpu
+from collbench.models.nccl_graph import NodeFacts
 from collbench.models.predict import price_fits
 from collbench.models.predict_defaults import default_nodes
 from collbench.models.priced import Shapes
@@ -104,3 +105,21 @@ def test_the_default_node_count_keeps_the_measured_ranks_a_node() -> None:
     assert "the last holding 1" in default_nodes(17, measured)[1]
     # Measured at 2 ranks a node: 4 ranks on 2 nodes, 5 on 3 (never fewer nodes for more ranks).
     assert [default_nodes(r, {4: 2})[0] for r in (4, 5, 6)] == [2, 3, 3]
+
+
+def test_nvls_heads_are_those_of_the_node_holding_fewest_ranks() -> None:
+    # NCCL aligns every rank's graphs on the smallest any rank found (src/init.cc, v2.30.7 lines
+    # 1437-1442: graphs[a]->nChannels = std::min(...)), and a rank's NVLS search has a head a GPU of its
+    # own node: 13 ranks filling nodes of 8 run 5 heads (the last node's), not ceil(13 / 2) = 7; 9 ranks
+    # leave one GPU on the last node, which searches no NVLS graph (nvls.cc: gpuCount < 2), so none runs.
+    fit, measured = _fit("all_reduce_perf-h100-2node-mpirun-gcp.log")
+    facts = NodeFacts(nics=8, nic_gbps=50.0)
+    (entry,), _, _ = price_fits([fit], 13, 2, shapes=Shapes(measured), nccl_facts=facts)
+    assert "NVLS: 5 heads x 40 GB/s, 48 GB/s a NIC" in entry.basis(1 << 30)
+    (entry,), _, _ = price_fits([fit], 9, 2, shapes=Shapes(measured), nccl_facts=facts)
+    assert all("heads" not in entry.basis(1 << k) for k in range(3, 34, 2))
+    (entry,), _, _ = price_fits([fit], 16, 2, shapes=Shapes(measured), nccl_facts=facts)
+    assert "NVLS: 8 heads x 40 GB/s, 48 GB/s a NIC" in entry.basis(1 << 30)
+    # One node of 5 GPUs is the only node: its own search, 5 heads x 60 GB/s (6 x 60 <= 370.8).
+    (entry,), _, _ = price_fits([fit], 5, 1, shapes=Shapes(measured), nccl_facts=facts)
+    assert "NVLS: 5 heads x 60 GB/s" in entry.basis(1 << 30)
