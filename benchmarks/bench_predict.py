@@ -30,8 +30,11 @@ asked shape alike.
 NCCL's model's channels, NVLS-tree and the NICs' floor across nodes; without it, none.
 
 Targets: the median error over the scale pairs at or below NCCL's model's; no collbench prediction
-that decreases with size. Node counts: GB200 logs are counted in NVL72 racks (72 GPUs an NVLink
-domain); the others as their logs or sources say (8 GPUs a node).
+that decreases with size, nor as ranks are added: the ``ranks`` count sweeps every rank count at the
+source's ranks a node (the last node part-full where they do not divide), the ``full nodes`` count
+only the counts that fill their nodes (the same size and ranks a node, one node more). Node counts:
+GB200 logs are counted in NVL72 racks (72 GPUs an NVLink domain); the others as their logs or sources
+say (8 GPUs a node).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from collbench.models.link_floor import with_gpu
 from collbench.models.nccl_cost import Arch, NcclMachine, nccl_time_us, peak_bus_bw_gbps
 from collbench.models.nccl_graph import NodeFacts
 from collbench.models.predict import PredictReport, predict, price_fits
-from collbench.models.predict_defaults import default_nodes
+from collbench.models.predict_defaults import default_nodes, measured_per_node
 from collbench.models.priced import Shapes
 from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
@@ -197,35 +200,48 @@ def only_fit(rows: list[ResultRow], log: Log | None = None) -> Fit:
 
 def sweep_ranks(
     sources: list[Loaded], fits: list[Fit], sizes: list[int], up_to: int, nics: bool = False
-) -> tuple[int, int, int]:
-    """(decreases, adjacent pairs, NVLS's within one node): the sources' fits asked together at every
-    rank count 2..``up_to`` (all to 64, then 8 a doubling), at the largest source's ranks a node
-    (predict's default node count), at ``sizes``. A decrease where NCCL's model picks NVLS on one node
-    is counted apart: the switch reduces, each GPU sends its buffer once whatever the ranks, and NCCL's
-    model gives NVLS a head (a channel) a GPU, so its time falls as GPUs join the node
-    (tests/unit/test_predict_one_model)."""
+) -> tuple[tuple[int, int, int], tuple[int, int]]:
+    """(decreases, adjacent pairs, NVLS's within one node) and (decreases, adjacent pairs) at full nodes
+    only: the sources' fits asked together at every rank count 2..``up_to`` (all to 64, then 8 a
+    doubling), at the largest source's ranks a node (predict's default node count, its last node
+    part-full where they do not divide), at ``sizes``. A decrease where NCCL's model picks NVLS on one
+    node is counted apart: the switch reduces, each GPU sends its buffer once whatever the ranks, and
+    NCCL's model gives NVLS a head (a channel) a GPU, so its time falls as GPUs join the node
+    (tests/unit/test_predict_one_model). The second count compares the rank counts that fill their
+    nodes, each with the next such count swept (the issue's "at fixed size and ranks per node"),
+    beside the first, which is stricter (a part-full last node)."""
     ranks = sorted({*range(2, min(up_to, 64) + 1), *(int(64 * 2 ** (i / 8)) for i in range(80)), up_to})
     ranks = [r for r in ranks if r <= up_to]
     measured = {src.world: src.log.nodes for src in sources}
+    kept = measured_per_node(measured)
+    per_node = kept[0] // kept[1] if kept is not None else 0
     log = sources[0].log
     previous: list[float] | None = None
-    decreases = pairs = nvls = 0
+    previous_full: list[float] | None = None
+    decreases = pairs = nvls = full_decreases = full_pairs = 0
     for n in ranks:
         nodes, _ = default_nodes(n, measured)
         entries, _, _ = price_fits(fits, n, nodes, shapes=Shapes(measured), nccl_arch=log.arch,
                                    nccl_nvlink=log.nvlink, nccl_facts=facts_of(log, nics))  # fmt: skip
         if not entries:
-            return 0, 0, 0
+            return (0, 0, 0), (0, 0)
         times = [entries[0].time_us(s) for s in sizes]
+        # NVLS within one node, whose time NCCL's model lets fall as GPUs join the node.
+        apart = [nodes == 1 and "picks nvls/" in entries[0].basis(s) for s in sizes]
         if previous is not None:
             pairs += len(sizes)
-            for size, a, b in zip(sizes, previous, times, strict=True):
-                if b < a and nodes == 1 and "picks nvls/" in entries[0].basis(size):
+            for a, b, nvls_here in zip(previous, times, apart, strict=True):
+                if b < a and nvls_here:
                     nvls += 1
                 elif b < a:
                     decreases += 1
+        if per_node and n % per_node == 0:
+            if previous_full is not None:
+                full_pairs += len(sizes)
+                full_decreases += sum(1 for a, b, x in zip(previous_full, times, apart, strict=True) if b < a and not x)
+            previous_full = times
         previous = times
-    return decreases, pairs, nvls
+    return (decreases, pairs, nvls), (full_decreases, full_pairs)
 
 
 @dataclass
@@ -244,6 +260,8 @@ class PairResult:
     rank_decreases: tuple[int, int, int] = (0, 0, 0)
     """(decreases, adjacent pairs, NVLS's within one node) over rank counts 2..the larger world size at the
     source's ranks a node."""
+    full_node_decreases: tuple[int, int] = (0, 0)
+    """(decreases, adjacent pairs) among those rank counts that fill their nodes."""
     raised: int = 0
     """Predictions raised to the links' floor (a time the links cannot carry, before the floor)."""
 
@@ -286,7 +304,9 @@ def scale_pair(src: Loaded, dst: Loaded, fit: Fit, nics: bool = False) -> PairRe
     else:
         report = _predict_pair(result, [fit], dst, [src], src, nics)
         result.raised = sum(1 for p in report.predictions if "links' floor" in p.basis)
-        result.rank_decreases = sweep_ranks([src], [fit], sizes, max(src.world, dst.world), nics)
+        result.rank_decreases, result.full_node_decreases = sweep_ranks(
+            [src], [fit], sizes, max(src.world, dst.world), nics
+        )
     result.same_scale = src.world == dst.world and src.log.nodes == dst.log.nodes
     if not src.log.rccl:
         machine = nccl_machine(src)
@@ -316,7 +336,9 @@ def together(dst: Loaded, sources: list[Loaded], nics: bool = False) -> PairResu
     report = _predict_pair(result, fits, dst, sources, dst, nics)
     # Fits hand over where ranks cross a node class: checked from 8 B up, not only at the target's sizes.
     swept = sorted({*sizes, *_SMALL_SIZES})
-    result.rank_decreases = sweep_ranks(sources, fits, swept, max(src.world for src in [dst, *sources]), nics)
+    result.rank_decreases, result.full_node_decreases = sweep_ranks(
+        sources, fits, swept, max(src.world for src in [dst, *sources]), nics
+    )
     used = [src for src in sources if src.world == report.predictions[0].fitted_world_size]
     result.source = f"{names} (used: x{used[0].world})"
     if not any(src.log.rccl for src in used):
@@ -375,18 +397,22 @@ def _cells(r: PairResult, *before_errors: str) -> str:
     e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
     ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
     dec, adjacent, nvls = r.rank_decreases
+    full, full_adjacent = r.full_node_decreases
     return (
         f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} {''.join(f'| {c} ' for c in before_errors)}"
         f"| {ours_text} | {_fmt_err(e_nccl)} "
-        f"| {r.decreasing} / {dec}{f' (+{nvls} NVLS)' if nvls else ''} of {adjacent} |"
+        f"| {r.decreasing} / {dec}{f' (+{nvls} NVLS)' if nvls else ''} of {adjacent} | {full} of {full_adjacent} |"
     )
 
 
 def _print_pairs(title: str, pairs: list[PairResult], loaded: dict[str, Loaded]) -> tuple[list[float], list[float]]:
     """One table of pairs; returns the collbench and NCCL medians of those with predictions."""
     print(title + ", collbench vs NCCL's own model")
-    print("| source -> target | ranks | nodes | sizes | collbench | NCCL's model | decreasing: size / ranks | raised |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| source -> target | ranks | nodes | sizes | collbench | NCCL's model | decreasing: size / ranks "
+        "| full nodes | raised |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ours_medians, nccl_medians = [], []
     for r in pairs:
         src, dst = loaded[r.source], loaded[r.target]
@@ -413,7 +439,9 @@ def _summary(pairs: list[PairResult], ours_medians: list[float], nccl_medians: l
         f"{sum(1 for m in ours_medians if m <= 15)} of {len(ours_medians)}; decreasing in size "
         f"{sum(r.decreasing for r in pairs)}, in rank count {sum(r.rank_decreases[0] for r in pairs)} of "
         f"{sum(r.rank_decreases[1] for r in pairs)} adjacent pairs (and {sum(r.rank_decreases[2] for r in pairs)} "
-        "where NCCL's model picks NVLS within one node); raised to the links' floor "
+        "where NCCL's model picks NVLS within one node), at full nodes only "
+        f"{sum(r.full_node_decreases[0] for r in pairs)} of {sum(r.full_node_decreases[1] for r in pairs)}; "
+        "raised to the links' floor "
         f"{sum(r.raised for r in pairs)} (0 predictions above what the links carry after it)"
     )
 
@@ -469,8 +497,10 @@ def main() -> None:
         " picks the fit whose links NCCL's model uses at that shape; held-out logs are targets only):"
         " median / worst error (%)"
     )
-    print("| target | ranks | nodes | sizes | from | collbench | NCCL's model | decreasing: size / ranks |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| target | ranks | nodes | sizes | from | collbench | NCCL's model | decreasing: size / ranks | full nodes |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for dst in loaded.values():
         # Held-out logs are never sources: a log's system as the committed logs show it.
         sources = [
