@@ -557,12 +557,10 @@ def with_topology(
     """``machine`` with what NCCL's topology search finds on ``nodes`` nodes of ``node``: the ring's
     channels (``nccl_graph.ring_graph``) and the communicator's, the NVLS graph, an NVSwitch, the CPU;
     and ``collnet`` (a CollNet plugin), and the ring's bus bandwidth NCCL's search gives (its own).
-    ``fewest_gpus``: the GPUs of the node holding fewest ranks where one holds fewer than ``node``
-    (a part-full last node), whose NVLS search has fewer heads, which every rank then takes
-    (``nccl_graph.nvls_graph_over``); the ring's search finds no fewer channels on a node of fewer GPUs
-    (a channel costs every GPU's NVLinks and a NIC alike), so the fuller node's is every rank's. Where
-    ``node`` is None (the GPU's links not known), or across nodes whose NICs are not known, the
-    channels are ``DEFAULT_CHANNELS`` and NVLS is off."""
+    ``fewest_gpus``: the GPUs of a part-full last node, whose fewer NVLS heads every rank takes
+    (``nccl_graph.nvls_graph_over``; its ring search finds no fewer channels). Where ``node`` is None
+    (the GPU's links not known), or across nodes whose NICs are not known, the channels are
+    ``DEFAULT_CHANNELS`` and NVLS is off."""
     if node is None or (nodes > 1 and not node.nic_known()):
         # Across nodes the search's channels hang on the NICs, and NVLS's heads are the GPUs with one
         # (nvls_graph): with them unknown, none is claimed. A machine calibrated on one node carried
