@@ -139,11 +139,11 @@ def discover(
     ] = False,
 ) -> None:
     """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
-    from_file = one_file(from_file, topology)
+    file_flag, from_file = one_file(from_file, topology)
     sources = {
         "--from-nvidia-smi": from_nvidia_smi,
         "--from-nccl-xml": from_nccl_xml,
-        "--from-file": from_file,
+        file_flag: from_file,
         "--replay": replay,
         "--record": record,
     }
@@ -188,6 +188,7 @@ def discover(
                 from_file=from_file,
                 replay=replay,
                 ranks=ranks,
+                file_flag=file_flag,
             ),
             ranks,
         )

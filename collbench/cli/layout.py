@@ -61,14 +61,19 @@ def layout(
     ] = None,
 ) -> None:
     """Ring orders and two-trees for a topology, fastest first."""
-    from_file = one_file(from_file, topology)
+    file_flag, from_file = one_file(from_file, topology)
     if ranks is not None:
         check_ranks(ranks, 1, "layout")
     if nccl_graph_xml is not None:
         check_writable(nccl_graph_xml)  # a name past 255 bytes was an OSError's traceback, before
         refuse_replacing_record(nccl_graph_xml, "an NCCL graph XML")
     topo = read_topology(
-        from_nvidia_smi=from_nvidia_smi, from_nccl_xml=from_nccl_xml, from_file=from_file, replay=replay, ranks=ranks
+        from_nvidia_smi=from_nvidia_smi,
+        from_nccl_xml=from_nccl_xml,
+        from_file=from_file,
+        replay=replay,
+        ranks=ranks,
+        file_flag=file_flag,
     )
     world_size = ranks if ranks is not None else len(topo.rank_devices)
     from collbench.layouts.fabric import MAX_LAYOUT_RANKS

@@ -34,11 +34,13 @@ TopologyFile = Annotated[
 ]
 
 
-def one_file(from_file: Path | None, topology: Path | None) -> Path | None:
-    """The saved topology named by --from-file or --topology; ConfigError when they name two files."""
+def one_file(from_file: Path | None, topology: Path | None) -> tuple[str, Path | None]:
+    """The saved topology named by --from-file or --topology, and the flag that named it (what a later
+    message names: 'layout --topology t.yaml --from-nvidia-smi x' was told of a --from-file it never
+    gave); ConfigError when they name two files."""
     if from_file is not None and topology is not None and from_file != topology:
         raise ConfigError(f"--from-file {from_file} and --topology {topology} name different sources; give one of them")
-    return from_file if from_file is not None else topology
+    return ("--from-file", from_file) if from_file is not None or topology is None else ("--topology", topology)
 
 
 Replay = Annotated[
@@ -60,17 +62,18 @@ def read_topology(
     from_file: Path | None,
     replay: Path | None,
     ranks: int | None,
+    file_flag: str = "--from-file",
 ) -> Topology:
     """The topology from the one source given, else the live machine (NVML, or the host's CPU ranks).
 
     File sources come back whole; the live machine comes back with ``ranks`` rank devices (CPU
-    ranks are made to order on a host without GPUs).
+    ranks are made to order on a host without GPUs). ``file_flag``: the option that named ``from_file``.
     """
     require_one_source(
         {
             "--from-nvidia-smi": from_nvidia_smi,
             "--from-nccl-xml": from_nccl_xml,
-            "--from-file": from_file,
+            file_flag: from_file,
             "--replay": replay,
         }
     )

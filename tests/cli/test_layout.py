@@ -136,6 +136,18 @@ def test_topology_and_from_file_naming_two_files_are_refused(tmp_path: Path) -> 
     assert [len(r["order"]) for r in json.loads(laid.stdout)["rings"]] == [3] * len(json.loads(laid.stdout)["rings"])
 
 
+def test_topology_beside_another_source_is_named_as_given(tmp_path: Path) -> None:
+    """'layout --topology t.yaml --from-nvidia-smi x' was refused as '--from-nvidia-smi and --from-file name
+    different sources': --topology is read as --from-file, and the line named an option never given."""
+    three = tmp_path / "three.yaml"
+    save_topology(host_topology(3), three)
+    smi = tmp_path / "x.txt"  # refused before it is read
+    for command in ("layout", "discover"):
+        result = CliRunner().invoke(app, [command, "--topology", str(three), "--from-nvidia-smi", str(smi)])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip() == "error: --from-nvidia-smi and --topology name different sources; give one of them"
+
+
 def _probe_by_nodes(path: Path, nodes: int, per: int) -> None:
     """A probe by nodes' topology (runtime/probe.measured_topology): pairs within a node at 20 GB/s,
     a pair of ranks per pair of neighbouring nodes at 10, nodes 0 and 1 at 1, the rest inferred."""
