@@ -145,7 +145,8 @@ def test_topology_beside_another_source_is_named_as_given(tmp_path: Path) -> Non
     for command in ("layout", "discover"):
         result = CliRunner().invoke(app, [command, "--topology", str(three), "--from-nvidia-smi", str(smi)])
         assert result.exit_code == 2, result.output
-        assert result.output.strip() == "error: --from-nvidia-smi and --topology name different sources; give one of them"
+        said = "error: --from-nvidia-smi and --topology name different sources; give one of them"
+        assert result.output.strip() == said
 
 
 def _probe_by_nodes(path: Path, nodes: int, per: int) -> None:
