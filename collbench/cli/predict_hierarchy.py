@@ -11,10 +11,10 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from collbench.cli.console import console, print_note
-from collbench.cli.render.styles import narrow_table
+from collbench.cli.render.styles import narrow_table, paragraph
 from collbench.models.fitted import Fit
-from collbench.models.hierarchy import ALGOS, HierarchyRow, compare, link_classes
-from collbench.units import counted, size_label
+from collbench.models.hierarchy import ALGOS, HierarchyRow, LinkClasses, compare, link_classes
+from collbench.units import counted, factor_text, size_label
 
 SHORT = {"ring": "ring", "hierarchical": "hier", "two-tree": "tree"}
 
@@ -29,7 +29,18 @@ def _time(us: float | None) -> str:
     return f"{us / 1e6:.2f}s"
 
 
-def render(rows: Sequence[HierarchyRow], sizes: Sequence[int], per_node: int) -> RenderableType:
+def certainty(classes: LinkClasses, max_ranks: int) -> str:
+    """How sure the comparison's times are: every row is the two fits' links priced by each algorithm's
+    formula, none checked against a run, the largest as far past the fits' ranks as it says."""
+    measured = sorted({classes.intra.world_size, classes.inter.world_size} - {0})
+    reach = f", up to x{factor_text(max_ranks / measured[-1])} the ranks measured" if measured else ""
+    return (
+        f"every time is a model of the fits' links (measured at {' and '.join(map(str, measured))} ranks"
+        f"{reach}), no row checked against a run: error unknown"
+    )
+
+
+def render(rows: Sequence[HierarchyRow], sizes: Sequence[int], per_node: int, sure: str = "") -> RenderableType:
     small = sizes[0]
     lat = narrow_table(f"all-reduce at {size_label(small)}, {counted(per_node, 'rank')} a node", keep=2)
     lat.add_column("nodes", justify="right", no_wrap=True)
@@ -47,7 +58,7 @@ def render(rows: Sequence[HierarchyRow], sizes: Sequence[int], per_node: int) ->
     for row in rows:
         win.add_row(str(row.nodes), *(SHORT[row.fastest(s)] for s in sizes))
     legend = Text("hier: hierarchical ring; tree: two-tree (NCCL's double binary tree over nodes)")
-    return Group(lat, Text(""), win, legend)
+    return Group(lat, Text(""), win, legend, *([paragraph(Text(sure))] if sure else []))
 
 
 def run(fits: list[Fit], per_node: int, max_ranks: int, sizes: list[int], json_out: bool) -> None:
@@ -63,6 +74,7 @@ def run(fits: list[Fit], per_node: int, max_ranks: int, sizes: list[int], json_o
     if json_out:
         doc = {
             "ranks_per_node": per_node,
+            "certainty": certainty(classes, max(r.ranks for r in rows)),
             "intra": classes.intra.source,
             "inter": classes.inter.source,
             "rows": [
@@ -78,4 +90,4 @@ def run(fits: list[Fit], per_node: int, max_ranks: int, sizes: list[int], json_o
         }
         typer.echo(json.dumps(doc, indent=2))
         return
-    console.print(render(rows, sizes, per_node))
+    console.print(render(rows, sizes, per_node, certainty(classes, max(r.ranks for r in rows))))

@@ -42,6 +42,8 @@ class LinkClass:
     gamma_us_per_byte: float
     source: str
     """The fit it came from (``all-reduce ring gloo x4 on 2 nodes``)."""
+    world_size: int = 0
+    """The ranks that fit was measured at (how far a row of the comparison reaches past it)."""
 
     def time_us(self, terms: CostTerms) -> float:
         return terms.time_us(self.alpha_us, self.beta_us_per_byte, self.gamma_us_per_byte)
@@ -60,7 +62,7 @@ def _label(fit: Fit) -> str:
 
 
 def _as_class(fit: Fit) -> LinkClass:
-    return LinkClass(fit.alpha_us, fit.beta_us_per_byte, fit.gamma_us_per_byte or 0.0, _label(fit))
+    return LinkClass(fit.alpha_us, fit.beta_us_per_byte, fit.gamma_us_per_byte or 0.0, _label(fit), fit.world_size)
 
 
 _CLASS_OPS = (Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER)
