@@ -56,6 +56,19 @@ def _counted(monkeypatch: pytest.MonkeyPatch, first: float, later: float) -> tup
     return calls, checked_after
 
 
+def _checked_before(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """What the worker tells time_point, per point: whether the data check came after the first call."""
+    told: list[bool] = []
+    real = worker.time_point
+
+    def time_point(*args: Any, **kwargs: Any) -> Any:
+        told.append(kwargs["checked_before"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "time_point", time_point)
+    return told
+
+
 @pytest.mark.parametrize(
     ("first", "later", "wrong"),
     [
@@ -71,9 +84,10 @@ def test_the_check_reads_the_first_calls_output_after_every_timed_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank_gloo: None, first: float, later: float, wrong: int
 ) -> None:
     calls, checked_after = _counted(monkeypatch, first, later)
+    checked_before = _checked_before(monkeypatch)
     (row,) = _sweep(tmp_path, iters=5, warmup=0, in_place=(True,))
     # The first call, then the 5 timed ones, and only then the check (it came right after the first).
-    assert len(calls) == 6 and checked_after == [6]
+    assert len(calls) == 6 and checked_after == [6] and checked_before == [False]
     assert row.wrong == wrong and row.iters == 5
 
 
@@ -127,8 +141,11 @@ def test_a_point_past_the_copy_limit_is_checked_right_after_its_first_call_then_
 
     monkeypatch.setattr(buffers, "KEEP_OUTPUT_BYTES", 32)  # the 64 B point is past it
     calls, checked_after = _counted(monkeypatch, first, later=0.0)
+    checked_before = _checked_before(monkeypatch)
     (row,) = _sweep(tmp_path, iters=5, warmup=0, in_place=(True,))
     assert checked_after == [1] and len(calls) == 1 + 1 + 5
+    # A point timed once first, to be cut short, gets that warm-up call before it too (timed.time_point).
+    assert checked_before == [True]
     assert row.wrong == wrong and row.iters == 5
 
 

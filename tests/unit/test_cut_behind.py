@@ -177,6 +177,42 @@ def test_a_point_not_behind_after_all_is_warmed_up_and_timed_as_any_other(one_ra
     assert got.samples_us == [300_000.0] + [200_000.0] * 4
 
 
+class _Events(_Timer):
+    """The fake timer, noting its batches and the point's untimed calls in the order they come."""
+
+    def __init__(self, times: list[float], events: list[str]) -> None:
+        super().__init__(times)
+        self.events = events
+
+    def time_iterations(self, fn: Callable[[], object], iters: int) -> list[float]:
+        self.events.append(f"timed {iters}")
+        return super().time_iterations(fn, iters)
+
+
+def test_a_point_checked_after_its_first_call_is_warmed_up_once_before_the_call_that_decides(
+    one_rank: RankContext,
+) -> None:
+    # Past buffers.KEEP_OUTPUT_BYTES the data check comes between the point's first call and its timing:
+    # the one timed call that decides the cut came right after the check's CPU work and collectives and
+    # held their aftermath (timed.py). One warm-up call comes between, as the first call does for others.
+    bound = Behind("ring", 110_000.0, 2.0)
+    events: list[str] = []
+    got = time_point(
+        one_rank, lambda: events.append("call"), _Events([440_000.0] * 10, events), None, 0.05, bound,
+        warmup=1, checked_before=True,
+    )  # fmt: skip
+    assert events == ["call", "timed 1"] and got.iters == 1 and got.cut_short == REASON
+    # Not behind after all: that warm-up call was all the warm-up the point has (worker: at least 1
+    # after a check), so the decided call is its first sample; with 2, it is the second warm-up call.
+    for warmup, after, samples in ((1, "timed 4", [200_000.0] * 5), (2, "timed 5", [150_000.0] * 5)):
+        events.clear()
+        timer = _Events([200_000.0] + [150_000.0] * 10 if warmup == 2 else [200_000.0] * 10, events)
+        got = time_point(
+            one_rank, lambda: events.append("call"), timer, None, 0.05, bound, warmup=warmup, checked_before=True
+        )
+        assert events == ["call", "timed 1", after] and got.samples_us == samples and got.cut_short is None
+
+
 def test_a_point_with_no_bound_is_warmed_up_before_its_iterations(one_rank: RankContext) -> None:
     calls, timer = _Calls(), _Timer([100_000.0] * 10)
     got = time_point(one_rank, calls, timer, None, 0.05, warmup=2)

@@ -21,17 +21,22 @@ iteration of it can be a stall: a scheduler tick is 40x a 100 us call), nor a po
 its size yet, nor one whose timed iteration is within the bound: those get their full iterations, in
 the same batches as before.
 
-A point timed one iteration first makes no warm-up call before it. Its data-check call, the point's
-first call (whose output the check reads after the timing, ``worker.py``), already built the plan,
+A point timed one iteration first makes no warm-up call before it where its first call was the last
+before the timing. That call (whose output the check reads after the timing, ``worker.py``) built the plan,
 allocated and touched the same buffers and, over gloo, opened every connection the schedule uses: a
 warm-up after it is one more call of a schedule whose time is the links'. On the namespace cluster
 those warm-ups were a third of the cut points' time (63 of 189 s in round 0, benchmarks/README.md,
 where the warm-up was still made). Each cut row's reason gives its check call beside its timed one:
 over the 35 cut rows of a quick tune there the check call was 1.003x the timed one (median), and the
 timed calls 0.999x those timed after a warm-up in the run before (benchmarks/README.md, "The quick
-tune's last 84 s"). A point that is not behind after all gets the warm-up then, and its full
-iterations afresh: that first timed call counts as one of its warm-up calls, not as a sample, so
-every point timed in full is timed as any other."""
+tune's last 84 s"). A point past ``buffers.KEEP_OUTPUT_BYTES`` is checked right after its first call
+instead: the check's CPU work and collectives come between that call and the timing, and the first
+call after them was often slow (benchmarks/README.md, "A quick tune without its warm-up call"), so the
+one timed call that decides would hold the check's aftermath and cut a point for it. It makes one
+warm-up call first (``checked_before``), as the first call is for the others. A point that is not
+behind after all gets the rest of its warm-up then, and its full iterations afresh: that first timed
+call counts as one of its warm-up calls, not as a sample, so every point timed in full is timed as any
+other."""
 
 from __future__ import annotations
 
@@ -163,14 +168,17 @@ def time_point(
     behind: Behind | None = None,
     *,
     warmup: int = 0,
+    checked_before: bool = False,
 ) -> TimedPoint:
     """Slowest-rank samples of the point (the same on every rank) and the iterations timed, after
     ``warmup`` untimed calls.
 
     A sample is one iteration on the CPU, a round of iterations with CUDA events (``timer.sample_iters``).
-    ``behind``: time one iteration first, with no warm-up before it, and stop there if it is behind
-    (:func:`cut_after_first`); given only where :func:`looks_behind` said so on every rank. Not behind
-    after all, that call is one of the point's warm-up calls: the rest of them, then its iterations.
+    ``behind``: time one iteration first, and stop there if it is behind (:func:`cut_after_first`); given
+    only where :func:`looks_behind` said so on every rank. No warm-up call comes before that iteration,
+    but one where ``checked_before`` (the data check came after the point's first call; ``warmup`` is
+    then at least 1, and that call is one of them). Not behind after all, that iteration is one of the
+    point's warm-up calls too where any are left: the rest of them, then its iterations.
     """
     policy = AutoIters(budget_s=budget_s)
     asked = iters if iters is not None else policy.min_iters
@@ -180,15 +188,17 @@ def time_point(
         _warm_up(call, warmup)
         batch = asked
     else:
+        settle = 1 if checked_before else 0
+        _warm_up(call, settle)  # the check's aftermath in this call, not in the one that decides
         _time_batch(ctx, call, timer, 1, samples, covered)
         if cut_after_first(behind, samples[0], asked, budget_s):
             return TimedPoint(samples, 1, behind.reason(samples[0], 1, asked))
         batch = asked - 1
-        if warmup > 0:
-            # Timed as every point is: that call was its first warm-up call, not a sample.
+        if warmup > settle:
+            # Timed as every point is: that call was one of its warm-up calls, not a sample.
             samples.clear()
             covered.clear()
-            _warm_up(call, warmup - 1)
+            _warm_up(call, warmup - settle - 1)
             batch = asked
     while batch > 0:
         _time_batch(ctx, call, timer, batch, samples, covered)

@@ -340,10 +340,11 @@ def _measure(
         return None
     wrong = -1  # barrier: nothing to check (-1, shown as N/A)
     warmup = cfg.warmup
-    if checked and not check_after:
+    checked_before = checked and not check_after
+    if checked_before:
         # Checked now: its CPU work and collectives come between this call and the timed ones, so one
-        # warm-up call comes after them whatever the depth asks (a point cut short is timed right after
-        # the check, as its cut bound was drawn: timed.time_point).
+        # warm-up call comes after them whatever the depth asks (before the one timed call that decides
+        # whether a point looking behind is cut short, too: timed.time_point).
         wrong = _checked(ctx, job, point, bufs)
         warmup = max(warmup, 1)
     leaders, order = sizes
@@ -352,9 +353,10 @@ def _measure(
     asked = cfg.iters if cfg.iters is not None else AUTO_MIN_ITERS
     behind = None
     if bound is not None and looks_behind(bound, float(flags[1]), asked, cfg.point_budget_s):
-        # The checked call, the point's first, is its warm-up (timed.py): timed once right after it.
+        # The point's first call is its warm-up (timed.py); where the check came since, one more call is.
         behind = replace(bound, check_us=float(flags[1]))
-    timed = time_point(ctx, call, timer, cfg.iters, cfg.point_budget_s, behind, warmup=warmup)
+    budget = cfg.point_budget_s
+    timed = time_point(ctx, call, timer, cfg.iters, budget, behind, warmup=warmup, checked_before=checked_before)
     if check_after:
         wrong = _checked(ctx, job, point, kept)
     samples = timed.samples_us
