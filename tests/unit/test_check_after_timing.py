@@ -1,7 +1,8 @@
 """A point's data check reads what its first call left, after the timed calls (runtime/sweep/worker.py):
-the first call is the warm-up right before the timing, as in nccl-tests, whose check comes after its
-timed loop (src/common.cu, BenchTime); a copy of that call's output (``buffers.kept_output``) is what
-the check reads, since the calls after it overwrite it (in place, their own input too)."""
+the first call is the warm-up right before the timing, as nccl-tests makes one untimed call before its
+timed loop; a copy of that call's output (``buffers.kept_output``) is what the check reads, since the
+calls after it overwrite it (in place, their own input too). nccl-tests checks after its timed loop
+too, but a call of its own: it fills its buffers again and calls once more (src/common.cu, BenchTime)."""
 
 from __future__ import annotations
 

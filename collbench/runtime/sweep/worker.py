@@ -319,11 +319,12 @@ def _measure(
             raise
         failure = f"{type(exc).__name__}: {_first_line(exc)}"
     if check_after and not failure:
-        # The data check reads this call's output after the timing, as nccl-tests checks after its
-        # timed loop (src/common.cu, BenchTime). Checked here, its CPU work and collectives came
-        # between this call and the timed ones, and with no further warm-up the first timed iteration
-        # was often slow (benchmarks/README.md, "A quick tune without its warm-up call"): now this call
-        # is a warm-up right before the timing, and the copy keeps what the check reads.
+        # The data check reads this call's output after the timing, from a copy (nccl-tests checks after
+        # its timed loop too, but refills its buffers and makes one more call for it: src/common.cu,
+        # BenchTime). Checked here, its CPU work and collectives came between this call and the timed
+        # ones, and with no further warm-up the first timed iteration was often slow (benchmarks/README.md,
+        # "A quick tune without its warm-up call"): now this call is a warm-up right before the timing,
+        # and the copy keeps what the check reads.
         kept = kept_output(bufs)
     # Agreed by the largest over ranks: whether any rank failed, and the slowest rank's first call.
     flags = torch.tensor([1 if failure else 0, 0 if failure else first_ns // 1000], dtype=torch.int64)
