@@ -107,3 +107,39 @@ def test_libyaml_reads_good_yaml_and_pyyaml_only_what_it_refuses(
     with pytest.raises(InputFileError, match=pyyaml_says):
         parse_yaml("a: [1,\n", tmp_path / "t.yaml")
     assert built == ["a: [1,\n"]
+
+
+def test_a_probes_topology_reads_the_same_with_either_loader_and_the_collector_paused(tmp_path: Path) -> None:
+    # A topology as discover --probe writes it past 2,048 ranks (by nodes), at 128 ranks: the file whose
+    # load took rank 0 21 s at 16,384. The cyclic collector is paused while it is read (half that time);
+    # the values are the same, by either loader, and the collector is as it was after, even on an error.
+    import gc
+
+    from collbench.runtime.probe import PairMeasure, measured_topology
+    from collbench.topology.io import load_topology, save_topology
+
+    hosts = [f"node{r // 8:03d}" for r in range(128)]
+    pairs = [(a, b) for a in range(128) for b in range(a + 1, 128) if a // 8 == b // 8 or (a % 8, b % 8) == (0, 0)]
+    gbps = {pair: 20.0 if pair[0] // 8 == pair[1] // 8 else 10.0 for pair in pairs}
+    measures = [PairMeasure(x, y, 5.0, gbps[a, b]) for a, b in pairs for x, y in ((a, b), (b, a))]
+    path = tmp_path / "probe.yaml"
+    save_topology(measured_topology(hosts, measures, gpus=True, per_node=True), path)
+    text = path.read_text()
+    fast, pure = _outcome(text, tmp_path, libyaml=True), _outcome(text, tmp_path, libyaml=False)
+    assert fast == pure and fast[0] == "ok"
+    assert len(fast[1]["node_links"]) == 16 * 15 // 2 and len(load_topology(path).devices) == 128
+    passes: list[str] = []
+    gc.callbacks.append(lambda phase, info: passes.append(phase))
+    try:
+        parse_yaml(text, path)
+    finally:
+        gc.callbacks.pop()
+    assert passes == []  # thousands of nodes made, no pass of the collector over them
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        parse_yaml(text, path)
+        assert not gc.isenabled()  # left off where the caller had it off
+    finally:
+        gc.enable()
+    assert _outcome("a: [1,\n", tmp_path, libyaml=True)[0] == "error" and gc.isenabled()
