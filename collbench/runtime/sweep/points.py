@@ -76,7 +76,7 @@ def plan_points(
     elem = DTYPE_SIZES[job.dtype]
     seg = cfg.segment_bytes or default_segment_bytes(device)
     points: list[SweepPoint] = []
-    notes: list[str] = []
+    notes: list[str | tuple[str, ...]] = []  # a note, or the reason of a skip said once for its ops
     # Skips of one reason are said once, naming the ops they cover (a sweep of every op said the same
     # line for hierarchical three times, and 'less than one element per rank' per op, algorithm and size).
     one_node: dict[str, list[Op]] = {}
@@ -89,6 +89,7 @@ def plan_points(
     for op, algos in job.algos:
         spec = op.spec
         if nodes < 2 and (flat := [a for a in algos if not is_native(a) and get_algorithm(a).needs_nodes]):
+            _hold(notes, ("one node", ", ".join(flat)))
             one_node.setdefault(", ".join(flat), []).append(op)
             algos = tuple(a for a in algos if a not in flat)
         planned[op] = algos
@@ -105,6 +106,7 @@ def plan_points(
         modes = cfg.in_place
         if spec.out_of_place and True in modes and not backend.in_place_every_op:
             # torch.distributed's all_to_all_single and send/recv take two buffers (MPI has MPI_IN_PLACE).
+            _hold(notes, ("out of place only",))
             out_of_place_only.append(op)
             modes = tuple(m for m in modes if not m)
         if not spec.payload and not backend.in_place_every_op:
@@ -125,6 +127,7 @@ def plan_points(
                     notes.append(_rounded_note(op, size, count * elem, world_size))
             if count == 0 and spec.payload:
                 what = "less than one element per rank" if spec.blocks else "fewer elements than needed"
+                _hold(notes, ("too small", what))
                 too_small.setdefault(what, {}).setdefault((op, algo), []).append(size)
                 continue
             if (algo, count) in seen:
@@ -145,13 +148,27 @@ def plan_points(
                         size_index=size_index,
                     )
                 )
-    notes += [_one_node_note(names, ops, nodes, job_nodes, layout_name) for names, ops in one_node.items()]
+    said: dict[tuple[str, ...], str] = {
+        ("one node", names): _one_node_note(names, ops, nodes, job_nodes, layout_name)
+        for names, ops in one_node.items()
+    }
     if out_of_place_only:
         names = ", ".join(op.value for op in out_of_place_only)
         are, their = ("is", "its") if len(out_of_place_only) == 1 else ("are", "their")
-        notes.append(f"{names} {are} out of place only (input then output): {their} in-place points are skipped")
-    notes += [f"{_small_points(skipped, planned)}: {what}, skipped" for what, skipped in too_small.items()]
-    return points, notes
+        said[("out of place only",)] = (
+            f"{names} {are} out of place only (input then output): {their} in-place points are skipped"
+        )
+    said.update(
+        {("too small", what): f"{_small_points(sk, planned)}: {what}, skipped" for what, sk in too_small.items()}
+    )
+    # Each said where its first op's note stood, so the notes keep the ops' order.
+    return points, [said[n] if isinstance(n, tuple) else n for n in notes]
+
+
+def _hold(notes: list[str | tuple[str, ...]], reason: tuple[str, ...]) -> None:
+    """Keep the place of the note for ``reason`` (said once for every op it covers, when all are known)."""
+    if reason not in notes:
+        notes.append(reason)
 
 
 def _small_points(skipped: dict[tuple[Op, str], list[int]], planned: dict[Op, tuple[str, ...]]) -> str:
