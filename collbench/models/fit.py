@@ -44,7 +44,7 @@ from collbench.errors import InputFileError, UserError
 from collbench.models.costs import cost_terms, has_cost_model, segments_of
 from collbench.models.crossover import Crossover, find_crossovers
 from collbench.models.fit_latency import fit_latency_only
-from collbench.models.fit_points import FitPoint, PointSummaries, summarize
+from collbench.models.fit_points import FitPoint, PointSummaries, set_aside_note, summarize
 from collbench.models.fitted import MEDIAN_ERROR_BOUND_PCT, Fit, Segment, bound_failure, op_has_payload
 from collbench.models.piecewise import (
     MAX_SEGMENTS,
@@ -57,7 +57,7 @@ from collbench.models.piecewise import (
 from collbench.results.noise import decision_time_us
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
-from collbench.units import counted, format_bytes
+from collbench.units import format_bytes
 
 # Gamma/beta coefficient ratios closer than this (relatively) cannot tell gamma from beta.
 _RATIO_SPREAD = 0.2
@@ -256,8 +256,7 @@ def _fit_group(
         else:
             notes.append("no bandwidth term measurable (beta fitted as 0)")
     if set_aside:
-        named = "; ".join(f"{q.label}: {q.set_aside}" for q in sorted(set_aside, key=lambda q: q.size_bytes))
-        notes.append(f"{counted(len(set_aside), 'point')} set aside as their own measurement marks them ({named})")
+        notes.append(set_aside_note(set_aside))
     r2, med, worst = _quality(pred, times)
     why = bound_failure(med, worst)
     params = parameters(chosen.segments)

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 
 from collbench.errors import UserError
 from collbench.models.costs import cost_terms
-from collbench.models.fit_points import FitPoint
+from collbench.models.fit_points import FitPoint, set_aside_note
 from collbench.models.fitted import Fit
-from collbench.units import counted
 
 GroupKey = tuple[str, str, str, int]
 
@@ -40,8 +39,7 @@ def fit_latency_only(key: GroupKey, kept: Sequence[FitPoint], set_aside: Sequenc
         "cannot judge the model"
     ]
     if set_aside:
-        named = "; ".join(f"{q.label}: {q.set_aside}" for q in set_aside)
-        notes.append(f"{counted(len(set_aside), 'point')} set aside as their own measurement marks them ({named})")
+        notes.append(set_aside_note(set_aside))
     return Fit(
         op=op,
         algo=algo,

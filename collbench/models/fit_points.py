@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from collbench.results.noise import STALL_FACTOR, decision_time_consistent, decision_time_us
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
-from collbench.units import format_bytes
+from collbench.units import counted, format_bytes
 
 _NO_PAYLOAD: frozenset[str] = frozenset(op.value for op in Op if not op.spec.payload)
 """Ops that move no data (barrier): every row of one is a call of 0 bytes, whatever size it names."""
@@ -199,6 +199,15 @@ def _why_set_aside(s: _Summary) -> str:
         f"{every} stalled, the time among the stalls (at least {least:.0f}% of iterations "
         f">{STALL_FACTOR:g}x the fastest)"
     )
+
+
+def set_aside_note(set_aside: Iterable[FitPoint]) -> str:
+    """A fit's note on the points its measurement kept out, each named with why, smallest first: one
+    wording for every fit ('1 point set aside as its own measurement marks it (0 B: ...)')."""
+    points = sorted(set_aside, key=lambda q: q.size_bytes)
+    named = "; ".join(f"{q.label}: {q.set_aside}" for q in points)
+    whose = "its own measurement marks it" if len(points) == 1 else "their own measurement marks them"
+    return f"{counted(len(points), 'point')} set aside as {whose} ({named})"
 
 
 def summarize(rows: Iterable[ResultRow] | PointSummaries) -> PointSummaries:

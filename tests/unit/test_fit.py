@@ -162,8 +162,12 @@ def test_stalled_points_are_set_aside_and_named(seed: int, piecewise: bool) -> N
     assert fit.beta_gbps == pytest.approx(3.5, rel=0.1)
     assert fit.outliers == len(stalled) and fit.points == len(rows) - len(stalled)
     assert fit.to_dict()["outliers"] == len(stalled) and Fit.from_dict(fit.to_dict()).outliers == len(stalled)
-    points = f"{len(stalled)} point" + ("" if len(stalled) == 1 else "s")
-    assert f"{points} set aside as their own measurement marks them" in fit.note
+    said = (
+        "1 point set aside as its own measurement marks it"
+        if len(stalled) == 1
+        else (f"{len(stalled)} points set aside as their own measurement marks them")
+    )
+    assert said in fit.note
     for size in stalled:
         stalled_note = "its only row stalled, the time among the stalls (at least 60% of iterations >3x the fastest)"
         assert f"{format_bytes(size)}: {stalled_note}" in fit.note
