@@ -17,6 +17,7 @@ from collbench.errors import InputFileError
 from collbench.importers.nodes import check_nodes_option
 from collbench.models.stored import (
     FIT_NODES_ADVICE,
+    LOGS_NODES_ADVICE,
     ROWS_NODES_ADVICE,
     NodesSeen,
     fit_nvlink_domain_note,
@@ -120,7 +121,7 @@ def fit(
         # `fit --nodes` gives a log its node count; rows record theirs and refuse it ('fit rows.jsonl --nodes
         # 20' of the imported 1,440-rank log: "its rows say 360 nodes, not 20"), so their note says what works.
         rows_given = any(p.suffix.lower() in RESULT_SUFFIXES for p in results)
-        advice = ROWS_NODES_ADVICE if rows_given else FIT_NODES_ADVICE
+        advice = ROWS_NODES_ADVICE if rows_given else LOGS_NODES_ADVICE if len(results) > 1 else FIT_NODES_ADVICE
         for said in sorted({n for f in report.fits if (n := fit_nvlink_domain_note(f, f.nodes, advice)) is not None}):
             print_note("note", said)
     if plot is not None:

@@ -108,3 +108,13 @@ def test_fit_of_imported_rows_says_what_takes_the_racks(tmp_path: Path) -> None:
     code, out, err = _run("predict", "--fits", str(fits), "--ranks", "72", "--measured-nodes", "20", "--sizes", "1G")
     assert code == 0, err
     assert "predicted at 72 ranks on 1 node" in out, out
+
+
+def test_fit_of_several_logs_says_to_give_each_its_racks_where_it_is_imported() -> None:
+    # One `fit --nodes` gives every log the same count: the 1,440-rank log's 20 racks would make the
+    # H100 log beside it 16 ranks on 20 nodes. Each log's racks go where it is imported.
+    code, _, err = _run("fit", str(GB200_1440), str(H100))
+    assert code == 0, err
+    said = _said(err)
+    assert "spanned 20 NVL72 racks, `import nccl-tests LOG --nodes 20` records that for its log" in said
+    assert "`fit --nodes 20`" not in said
