@@ -207,19 +207,21 @@ def sweep_ranks(
     part-full where they do not divide), at ``sizes``. A decrease where NCCL's model picks NVLS on one
     node is counted apart: the switch reduces, each GPU sends its buffer once whatever the ranks, and
     NCCL's model gives NVLS a head (a channel) a GPU, so its time falls as GPUs join the node
-    (tests/unit/test_predict_one_model). The second count compares the rank counts that fill their
-    nodes, each with the next such count swept (the issue's "at fixed size and ranks per node"),
-    beside the first, which is stricter (a part-full last node)."""
+    (tests/unit/test_predict_one_model). The second count compares each rank count that fills its
+    nodes (every multiple of the ranks a node up to ``up_to``, priced where the first sweep has none)
+    with the next (the issue's "at fixed size and ranks per node"), beside the first, which is
+    stricter (a part-full last node)."""
     ranks = sorted({*range(2, min(up_to, 64) + 1), *(int(64 * 2 ** (i / 8)) for i in range(80)), up_to})
-    ranks = [r for r in ranks if r <= up_to]
+    swept = {r for r in ranks if r <= up_to}
     measured = {src.world: src.log.nodes for src in sources}
     kept = measured_per_node(measured)
     per_node = kept[0] // kept[1] if kept is not None else 0
+    filled = {k * per_node for k in range(1, up_to // per_node + 1) if k * per_node >= 2} if per_node else set()
     log = sources[0].log
     previous: list[float] | None = None
     previous_full: list[float] | None = None
     decreases = pairs = nvls = full_decreases = full_pairs = 0
-    for n in ranks:
+    for n in sorted(swept | filled):
         nodes, _ = default_nodes(n, measured)
         entries, _, _ = price_fits(fits, n, nodes, shapes=Shapes(measured), nccl_arch=log.arch,
                                    nccl_nvlink=log.nvlink, nccl_facts=facts_of(log, nics))  # fmt: skip
@@ -228,19 +230,20 @@ def sweep_ranks(
         times = [entries[0].time_us(s) for s in sizes]
         # NVLS within one node, whose time NCCL's model lets fall as GPUs join the node.
         apart = [nodes == 1 and "picks nvls/" in entries[0].basis(s) for s in sizes]
-        if previous is not None:
-            pairs += len(sizes)
-            for a, b, nvls_here in zip(previous, times, apart, strict=True):
-                if b < a and nvls_here:
-                    nvls += 1
-                elif b < a:
-                    decreases += 1
-        if per_node and n % per_node == 0:
+        if n in swept:
+            if previous is not None:
+                pairs += len(sizes)
+                for a, b, nvls_here in zip(previous, times, apart, strict=True):
+                    if b < a and nvls_here:
+                        nvls += 1
+                    elif b < a:
+                        decreases += 1
+            previous = times
+        if n in filled:
             if previous_full is not None:
                 full_pairs += len(sizes)
                 full_decreases += sum(1 for a, b, x in zip(previous_full, times, apart, strict=True) if b < a and not x)
             previous_full = times
-        previous = times
     return (decreases, pairs, nvls), (full_decreases, full_pairs)
 
 
