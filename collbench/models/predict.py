@@ -42,7 +42,7 @@ from collbench.models.link_floor import link_floor
 from collbench.models.native_structure import formula_disagreement, native_structure
 from collbench.models.nccl_cost import NCCL_SOURCE, Arch, arch_assumed, arch_of
 from collbench.models.nccl_graph import NodeFacts
-from collbench.models.predict_defaults import remeasure_advice
+from collbench.models.predict_defaults import refusals_briefly, remeasure_advice
 from collbench.models.predict_native import NO_FACTS, native_nccl, nccl_barrier
 from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label
 from collbench.models.simulator import UniformLinks, simulate
@@ -465,7 +465,7 @@ def predict(
         unusable = any(f.distrust() for f in fits)
         raise ConfigError(
             ("no fit explains its data well enough to extrapolate (" if unusable else "nothing to predict (")
-            + "; ".join(refused)
+            + refusals_briefly(refused)
             + ")"
             + (f"; {remeasure_advice(fits)}" if unusable else "")
         )

@@ -26,6 +26,25 @@ def remeasure_advice(fits: Sequence[Fit]) -> str:
     return "measure again on a quieter machine or with fewer ranks than cores"
 
 
+def refusals_briefly(refused: Sequence[str]) -> str:
+    """Why no fit is extrapolated, in one line a reader takes in: each ``NAME: REASON`` cut to its
+    reason's headline (up to its first ``:``), the fits that share one named together, and where the
+    fit tables say the rest. In full, 9 refused fits of a 2-core sweep made an error line of 1,800
+    characters that repeated 'a fit needs at least 4 (two more than its parameters) to show its error;
+    measure more sizes' five times."""
+    names: dict[str, list[str]] = {}
+    cut = False
+    for line in refused:
+        name, sep, reason = line.partition(": ")
+        if not sep:
+            name, reason = "", line
+        head, more, _ = reason.partition(": ")
+        cut = cut or bool(more)
+        names.setdefault(head, []).append(name)
+    parts = [f"{', '.join(n for n in group if n)}: {head}" if any(group) else head for head, group in names.items()]
+    return "; ".join(parts) + ("; the fit tables (`collbench fit`) say why in full" if cut else "")
+
+
 def measured_per_node(measured_nodes: Mapping[int, int]) -> tuple[int, int] | None:
     """The measured shape (world size, nodes) whose ranks a node a shape that names no nodes keeps: the
     largest whose ranks spread evenly over its nodes; None where there is none."""

@@ -228,7 +228,9 @@ def with_predictions(
     # and ranks it was measured at, its misfit only grows.
     fits = [f for f in every if not f.distrust()]
     if not fits:
-        why = "; ".join(f"{f.op} {f.algo}: {f.distrust()}" for f in every)
+        from collbench.models.predict_defaults import refusals_briefly
+
+        why = refusals_briefly([f"{f.op} {f.algo}: {f.distrust()}" for f in every])
         raise ConfigError(f"no fit explains its data well enough to predict other shapes from ({why})")
     added: list[RuleSet] = []
     measured = profile.nodes_measured()

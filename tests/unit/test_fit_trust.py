@@ -50,6 +50,25 @@ def test_predict_refuses_when_no_fit_can_be_trusted() -> None:
         predict([bad], 64, [1 << 20])
 
 
+def test_the_refusal_names_each_fit_with_its_reasons_headline() -> None:
+    # A 2-core sweep of four ops, 3 sizes each: 9 fits refused made an error line of 1,800 characters,
+    # 'a fit needs at least 4 (two more than its parameters) to show its error; measure more sizes' five
+    # times. Each reason is cut to its headline, fits sharing one named together, the fit tables pointed at.
+    few = "3 points for 2 parameters: a fit needs at least 4 (two more than its parameters) to show its error"
+    bad = [
+        dataclasses.replace(_good("tree"), r2=-2.2),
+        dataclasses.replace(_good("ring"), r2=-2.2),
+        dataclasses.replace(_good("direct"), unusable_because=f"{few}; measure more sizes"),
+    ]
+    with pytest.raises(ConfigError) as refused:
+        predict(bad, 64, [1 << 20])
+    assert str(refused.value) == (
+        "no fit explains its data well enough to extrapolate (all-reduce direct: 3 points for 2 parameters; "
+        "all-reduce ring, all-reduce tree: R^2 -2.20 is below 0.5; the fit tables (`collbench fit`) say why "
+        "in full); measure again on a quieter machine or with fewer ranks than cores"
+    )
+
+
 def test_predict_cli_warns_in_one_line(tmp_path: Path) -> None:
     import json
 
