@@ -12,15 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from collbench.profile.document import Profile
-from collbench.results.row import ResultRow
+from collbench.results.row import CPU_DEVICE_NAME, ResultRow
 from collbench.topology.model import Topology
 from collbench.units import counted
 
 UNKNOWN_HOSTS = ("", "unknown")
 """Host names that name no host: rows of a log without its host lines, a topology from pasted text."""
-
-CPU_DEVICE = "cpu"
-"""The device name a row measured on CPU ranks carries (runtime/host/environment.py)."""
 
 MAX_NAMED = 4
 """Distinct values named per fact; the rest counted, so one warning stays one line however many."""
@@ -45,9 +42,9 @@ def _topology_facts(rows: Sequence[ResultRow], topology: Topology) -> list[str]:
     if hosts and row_hosts and not row_hosts <= hosts:
         out.append(f"hosts: the rows' {_listing(row_hosts)}, the topology's {_listing(hosts)}")
     devices = {r.device_name for r in rows if r.device_name}
-    gpu_rows = devices - {CPU_DEVICE}
+    gpu_rows = devices - {CPU_DEVICE_NAME}
     gpu_names = {g.name for g in topology.gpus if g.name}
-    if devices == {CPU_DEVICE} and topology.gpus:
+    if devices == {CPU_DEVICE_NAME} and topology.gpus:
         out.append(f"GPUs: the rows ran on CPU ranks, the topology's ranks are {counted(len(topology.gpus), 'GPU')}")
     elif gpu_rows and devices == gpu_rows and not topology.gpus:
         out.append(f"GPUs: the rows ran on {_listing(gpu_rows)}, the topology has no GPU")

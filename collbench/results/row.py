@@ -14,6 +14,9 @@ from typing import Any
 
 from collbench.results.fields import FieldError, checked_fields
 
+CPU_DEVICE_NAME = "cpu"
+"""``ResultRow.device_name`` of a row measured on CPU ranks (``runtime/host/environment.py`` writes it;
+the report tells such rows from a topology's GPUs by it)."""
 NODES_UNKNOWN = 0
 """``ResultRow.nodes`` of a row whose source did not say how many nodes ran it (a pasted log with no
 host names). Guessing 1 would file a 1440-rank run as one machine; fit and predict do not read nodes.

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from collbench.results.row import CPU_DEVICE_NAME
+
 
 @dataclass(frozen=True, slots=True)
 class RunEnvironment:
@@ -50,7 +52,7 @@ def run_environment(backend_version: str, device: torch.device | str) -> RunEnvi
     """Describe this process's host, device and versions for result rows (``backend_version``: the
     backend's own, ``Backend.version``)."""
     dev = torch.device(device)
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else CPU_DEVICE_NAME
     return RunEnvironment(
         host=host_name(),
         torch_version=str(torch.__version__),
