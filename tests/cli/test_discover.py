@@ -76,6 +76,29 @@ def test_bandwidth_shows_gbps() -> None:
     assert row0.split()[1:9] == ["X", "25", "25", "50", "50", "7.9", "7.9", "7.9"]
 
 
+def test_bandwidth_says_whether_its_figures_were_measured(tmp_path: Path) -> None:
+    # 100 GB/s for NV4 is a documented default, 25 for a V100 NVLink NVML's spec figure: the matrix
+    # titled 'GB/s per direction' alone read as measured (only the CPU ranks' summary said otherwise).
+    code, out, err = _run("--from-nvidia-smi", str(_shared("a100x4-nv4-nics.topo.txt")), "--bandwidth")
+    assert code == 0, err
+    assert out.splitlines()[0].strip() == "GB/s per direction: documented defaults per link kind, not measured"
+    code, out, err = _run("--replay", str(RECORDINGS / "dgx1-v100.json"), "--bandwidth")
+    assert code == 0, err
+    assert out.splitlines()[0].strip() == "GB/s per direction: nominal figures per link kind, not measured"
+    # A probe's topology: measured.
+    from dataclasses import replace
+
+    from collbench.topology.host import host_topology
+    from collbench.topology.io import save_topology
+
+    host = host_topology(2)
+    probed = replace(host, source="probe", links=tuple(replace(lk, source="measured") for lk in host.links))
+    save_topology(probed, tmp_path / "probe.yaml")
+    code, out, err = _run("--topology", str(tmp_path / "probe.yaml"), "--bandwidth")
+    assert code == 0, err
+    assert out.splitlines()[0].strip() == "GB/s per direction, measured"
+
+
 def test_from_nvidia_smi_file_and_stdin() -> None:
     path = _shared("a100x4-nv4-nics.topo.txt")
     code, out, err = _run("--from-nvidia-smi", str(path), "--json")

@@ -10,6 +10,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from collbench.cli.render.styles import LINK_STYLES, Wrapped
+from collbench.cli.render.topology import unmeasured_figures
 from collbench.layouts.exchange import rank_order_shifts, round_time
 from collbench.layouts.multinode import host_groups
 from collbench.layouts.plan import LayoutPlan
@@ -189,18 +190,14 @@ def verdict_figures(plan: LayoutPlan) -> str:
     """Where the bandwidths printed come from ("" with no link between ranks): a figure printed is a
     claim, and one nobody measured says so. The host's 10 GB/s between CPU ranks is a default, where a
     probe of the same 2 ranks measured 1.6 GB/s; layout printed both alike."""
-    ranks = {d.id for d in plan.topology.rank_devices}
-    sources = Counter(link.source for link in plan.topology.links if link.a in ranks and link.b in ranks)
-    sources.update(link.source for link in plan.topology.node_links)
-    total = sum(sources.values())
+    taken, total, kind = unmeasured_figures(plan.topology)
     if not total:
         return ""
-    taken = sources["default"] + sources["spec"]
-    kind = "documented defaults per link kind" if sources["default"] else "nominal figures per link kind"
     hint = "`collbench discover --probe -O FILE` measures them; then --topology FILE"
     if not taken:
-        inferred = " (pairs of nodes marked inferred: the median of the pairs measured)" if sources["inferred"] else ""
-        return f"measured by `collbench discover --probe`{inferred}"
+        inferred = any(link.source == "inferred" for link in plan.topology.node_links)
+        marked = " (pairs of nodes marked inferred: the median of the pairs measured)" if inferred else ""
+        return f"measured by `collbench discover --probe`{marked}"
     if taken == total:
         return f"{kind}, not measured ({hint})"
     return f"{taken} of {counted(total, 'link')} not measured: {kind} ({hint})"

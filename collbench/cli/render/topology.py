@@ -35,12 +35,31 @@ def _numa_text(d: Device) -> str:
     return d.get("numa_affinity") or "N/A"
 
 
+def unmeasured_figures(topo: Topology) -> tuple[int, int, str]:
+    """Of the links between rank devices (and between hosts): how many carry figures nobody measured, how
+    many there are, and what those figures are ('documented defaults per link kind' for a pasted
+    matrix or the host's CPU ranks, 'nominal figures per link kind' for NVML's and NCCL XML's). A figure
+    printed is a claim: discover --bandwidth and layout say which of theirs are measured."""
+    ranks = {d.id for d in topo.rank_devices}
+    sources = Counter(link.source for link in topo.links if link.a in ranks and link.b in ranks)
+    sources.update(link.source for link in topo.node_links)
+    what = "documented defaults per link kind" if sources["default"] else "nominal figures per link kind"
+    return sources["default"] + sources["spec"], sum(sources.values()), what
+
+
 def topology_matrix(topo: Topology, *, bandwidth: bool = False) -> SplitTable:
     """The device x device table: link codes (NV#, PIX, ... SYS) or, with ``bandwidth``, GB/s per direction."""
     ranks = list(topo.rank_devices[:MAX_MATRIX_DEVICES])
     nics = list(topo.nics[:MAX_MATRIX_DEVICES])
     cols = ranks + nics
     title = "GB/s per direction" if bandwidth else "link between devices"
+    taken, total, what = unmeasured_figures(topo)
+    if bandwidth and total:
+        # 100 for NV4 read as a measurement; the summary said '(documented default)' of CPU ranks only.
+        if not taken:
+            title += ", measured"
+        else:
+            title += f": {what}, not measured" if taken == total else f" ({taken} of {total} links not measured)"
     # Wider than the terminal (8 GPUs and 10 NICs need about 130 columns), the matrix prints in blocks
     # of columns that each repeat the row's device, never a cell cut short.
     table = SplitTable(title=title, box=None, pad_edge=False, header_style="bold", keep=1)
