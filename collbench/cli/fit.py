@@ -92,13 +92,14 @@ def fit(
         if (ops is None or r.op in ops) and (algos is None or r.algo in algos) and (dtypes is None or r.dtype in dtypes)
     )
     dtypes_seen: dict[str, set[str]] = {}
+    redops_seen: dict[str, set[str]] = {}
     nodes_seen: NodesSeen = {}
     # Rows are folded into per-point summaries as they are read: memory grows with the points, not the file.
     from collbench.cli.render.models import render_fits
     from collbench.models.fit import fit_results
     from collbench.models.fit_points import PointSummaries
 
-    points = PointSummaries().extend(_noting_dtypes(noting_nodes(wanted, nodes_seen), dtypes_seen))
+    points = PointSummaries().extend(_noting_dtypes(noting_nodes(wanted, nodes_seen), dtypes_seen, redops_seen))
     if not points.rows_seen:
         raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo/--dtype")
     if points.rows_failed:
@@ -115,6 +116,14 @@ def fit(
             f"{', '.join(mixed_ops)}: rows of {' and '.join(kinds)} fitted as one model, each size at the "
             "fastest of them; -d TYPE fits one dtype's rows",
         )
+    for op_name, seen in redops_seen.items():
+        if len(seen) > 1:
+            # As dtypes are: a sweep of -o sum then -o max into one stream was fitted as one model unsaid.
+            print_note(
+                "note",
+                f"{op_name}: rows of the {' and '.join(sorted(seen))} reductions fitted as one model, each size at "
+                "the fastest of them; a results file of one reduction fits it alone",
+            )
     report = fit_results(points, piecewise=piecewise)
     report = dataclasses.replace(report, fits=[with_nodes(f, nodes_seen) for f in report.fits])
     if nodes is None:
@@ -135,8 +144,14 @@ def fit(
     console.print(render_fits(report))
 
 
-def _noting_dtypes(rows: Iterable[ResultRow], seen: dict[str, set[str]]) -> Iterator[ResultRow]:
-    """``rows`` as they stream past, with each op's dtypes gathered into ``seen``."""
+def _noting_dtypes(
+    rows: Iterable[ResultRow], seen: dict[str, set[str]], redops: dict[str, set[str]]
+) -> Iterator[ResultRow]:
+    """``rows`` as they stream past, with each op's dtypes gathered into ``seen``, the reductions of an op
+    that reduces into ``redops`` (an all-gather's row keeps the sweep's -o, which it never applied)."""
+    reduces: dict[str, bool] = {}
     for row in rows:
         seen.setdefault(row.op, set()).add(row.dtype)
+        if reduces.setdefault(row.op, Op.parse(row.op).spec.reduces):
+            redops.setdefault(row.op, set()).add(row.redop)
         yield row

@@ -131,3 +131,27 @@ def test_each_crossover_says_how_far_ahead_the_new_choice_gets() -> None:
     said = " ".join(result.stdout.split())
     assert "*: 1 crossover where that is no more than the two fits' median error" in said
     assert all(cell_len(line) <= 80 for line in lines)
+
+
+def test_rows_of_several_reductions_are_said(tmp_path: Path) -> None:
+    # A sweep of -o sum and one of -o max streamed into one file (--stream F --resume) were fitted as one
+    # model without a word, as several dtypes were before. An all-gather's rows keep the sweep's -o, which
+    # it never applied: nothing is said of them.
+    from dataclasses import replace
+
+    sums = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0, in_place=(False,))
+    maxes = [replace(r, redop="max") for r in sums]
+    gathers = [replace(r, op="all-gather", redop=redop) for r, redop in zip(sums, ["sum", "max"] * 20, strict=False)]
+    path = tmp_path / "r.jsonl"
+    write_rows(path, sums + maxes + gathers)
+    result = CliRunner().invoke(app, ["fit", str(path), "--json"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert (
+        "note: all-reduce: rows of the max and sum reductions fitted as one model, each size at the fastest of "
+        "them; a results file of one reduction fits it alone"
+    ) in result.stderr
+    assert "all-gather: rows of the" not in result.stderr
+    alone = tmp_path / "sum.jsonl"
+    write_rows(alone, sums)
+    one = CliRunner().invoke(app, ["fit", str(alone), "--json"], env={"COLUMNS": "300"})
+    assert one.exit_code == 0 and "reductions fitted as one" not in one.stderr, one.output
