@@ -85,12 +85,15 @@ def shared_series(paths: list[Path], by_file: list[list[ResultRow]]) -> list[str
     The page draws one line per series, the fastest row at each size: 'report h100.log p5.log', two
     machines' all_reduce_perf at 16 ranks, drew one 'native' line from both, with no word that it
     mixed two runs."""
-    holders: dict[tuple[str, str, int, str, str], list[str]] = {}
+    from collbench.report.ops import reduction
+
+    holders: dict[tuple[str, str, int, str, str, str], list[str]] = {}
     for path, rows in zip(paths, by_file, strict=True):
-        for key in dict.fromkeys((r.op, r.backend, r.world_size, r.algo, r.dtype) for r in rows):
+        # Rows of another reduction are a line of their own (report/ops.py): not the same series.
+        for key in dict.fromkeys((r.op, r.backend, r.world_size, r.algo, r.dtype, reduction(r)) for r in rows):
             holders.setdefault(key, []).append(str(path))
     shared: dict[tuple[str, ...], list[str]] = {}
-    for (op, backend, ranks, algo, dtype), held_by in holders.items():
+    for (op, backend, ranks, algo, dtype, _), held_by in holders.items():
         if len(held_by) > 1:
             shared.setdefault(tuple(held_by), []).append(f"{op} {algo} {dtype} at {ranks} ranks over {backend}")
     notes = []

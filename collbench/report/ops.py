@@ -121,8 +121,15 @@ def section_id(key: GroupKey) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", f"op-{op}-{backend}-{p}")
 
 
-def _series_name(r: ResultRow, several_dtypes: bool) -> str:
-    return f"{r.algo} {r.dtype}" if several_dtypes else r.algo
+def reduction(r: ResultRow) -> str:
+    """``r``'s reduction where its op applies one, else "" (an all-gather's row keeps the sweep's -o)."""
+    return r.redop if Op.parse(r.op).spec.reduces else ""
+
+
+def _series_name(r: ResultRow, several_dtypes: bool, several_redops: bool = False) -> str:
+    """The legend's name of ``r``'s line: its algorithm, with its dtype and its reduction where the
+    section's rows hold several (each its own line, not the fastest row of them all)."""
+    return " ".join([r.algo, *((r.dtype,) if several_dtypes else ()), *((r.redop,) if several_redops else ())])
 
 
 def op_section(
@@ -141,12 +148,15 @@ def op_section(
         return latency_section(key, rows, algo_colors)
     factor = Op.parse(op).spec.busbw_factor(p)
     several_dtypes = len({r.dtype for r in rows}) > 1
+    # A sweep of -o sum and one of -o max in one file were drawn as one line, the faster at each size. An
+    # op that does not reduce keeps the sweep's -o on its rows without applying it: one line.
+    several_redops = len({reduction(r) for r in rows}) > 1
     by_series: dict[str, dict[int, list[ResultRow]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r.time_us > 0:
-            by_series[_series_name(r, several_dtypes)][r.size_bytes].append(r)
+            by_series[_series_name(r, several_dtypes, several_redops)][r.size_bytes].append(r)
     names = sorted(by_series)
-    colors = color_map(names) if several_dtypes or algo_colors is None else algo_colors
+    colors = color_map(names) if several_dtypes or several_redops or algo_colors is None else algo_colors
     has_stall = any(stall_fraction(r) is not None or r.bimodal is not None for r in rows)
     time_series, bw_series = [], []
     for name in names:

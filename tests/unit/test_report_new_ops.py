@@ -135,3 +135,20 @@ def test_a_one_rank_table_says_1_rank() -> None:
     assert "all-reduce · ring · gloo · 1 rank · float32" in out and "barrier · native · gloo · 1 rank ·" in out, out
     assert "1 ranks" not in out
     assert "· 4 ranks ·" in _render(_barrier())
+
+
+def test_rows_of_two_reductions_are_two_lines() -> None:
+    # A sweep of -o sum and one of -o max streamed into one file were drawn as one 'native' line, the
+    # faster row at each size, without a word. An all-gather's rows keep the sweep's -o unapplied: one line.
+    from dataclasses import replace
+
+    sums = [point_row("native", size, 100.0 + size / 1000) for size in (1024, 4096, 16384)]
+    assert {r.redop for r in sums} == {"sum"}
+    maxes = [replace(r, redop="max", time_us=r.time_us * 2) for r in sums]
+    ((key, rows),) = group_rows(sums + maxes).items()
+    html = op_section(key, rows, [], [])
+    assert ">native max<" in html and ">native sum<" in html, html
+    gathers = [replace(r, op="all-gather") for r in sums + maxes]
+    ((key, rows),) = group_rows(gathers).items()
+    html = op_section(key, rows, [], [])
+    assert ">native<" in html and "native max" not in html and "native sum" not in html
