@@ -362,9 +362,13 @@ class _Run:
 
     samples: dict[PointKey, list[_Sample]] = field(default_factory=dict)
     facts: dict[str, set[str]] = field(default_factory=lambda: {name: set() for name, _ in FACT_FIELDS})
+    reductions: set[str] = field(default_factory=set)
+    """The reductions of the rows whose op applies one (an all-gather's keeps the sweep's -o unapplied)."""
 
     @classmethod
     def of(cls, rows: Iterable[ResultRow]) -> _Run:
+        from collbench.report.ops import reduction
+
         run = cls()
         samples, facts = run.samples, [(name, run.facts[name]) for name, _ in FACT_FIELDS]
         for row in rows:
@@ -372,6 +376,8 @@ class _Run:
                 value = getattr(row, name)
                 if value and value not in seen and len(seen) < MAX_FACT_VALUES:
                     seen.add(value)
+            if (redop := reduction(row)) and len(run.reductions) < MAX_FACT_VALUES:
+                run.reductions.add(redop)
             if row.time_us > 0:
                 samples.setdefault(_key(row), []).append(_sample(row))
         return run
@@ -480,6 +486,12 @@ def _differences(base: _Run, new: _Run, base_ws: list[int], new_ws: list[int]) -
         a, b = base.facts[name], new.facts[name]
         if a and b and a != b:
             out.append(f"the runs differ in {label}: BASE {_listing(sorted(a))}, NEW {_listing(sorted(b))}")
+    if base.reductions != new.reductions or len(base.reductions) > 1:
+        # Points match without the reduction: a run of -o sum against one of -o max was compared unsaid.
+        out.append(
+            f"the runs' reductions: BASE {_listing(sorted(base.reductions))}, NEW {_listing(sorted(new.reductions))}; "
+            "rows of different reductions are compared as one point"
+        )
     if base_ws != new_ws:
         out.append(
             f"the runs differ in world sizes: BASE {_listing(base_ws)}, NEW {_listing(new_ws)} "

@@ -132,6 +132,24 @@ def test_runs_of_other_backends_hosts_or_machines_are_named() -> None:
     assert compare_rows(base, base).warnings == ()
 
 
+def test_runs_of_other_reductions_are_named() -> None:
+    # Points match on (op, algorithm, size, dtype, ranks): a run of -o sum against one of -o max, or a
+    # file holding both, was compared point by point without a word. An all-gather's rows keep the
+    # sweep's -o, which it never applied: nothing to say of them.
+    rng = np.random.default_rng(5)
+    base = [sampled_row(rng, s, 50.0) for s in SIZES]
+    assert {r.redop for r in base} == {"sum"}
+    new = [dataclasses.replace(r, redop="max") for r in base]
+    said = "the runs' reductions: BASE sum, NEW max; rows of different reductions are compared as one point"
+    assert compare_rows(base, new).warnings == (said,)
+    both = compare_rows(base + new, base).warnings
+    assert both == (
+        "the runs' reductions: BASE max, sum, NEW sum; rows of different reductions are compared as one point",
+    )
+    gathers = [dataclasses.replace(r, op="all-gather") for r in base]
+    assert compare_rows(gathers, [dataclasses.replace(r, redop="max") for r in gathers]).warnings == ()
+
+
 def test_rows_stream_in_and_are_not_held() -> None:
     rng = np.random.default_rng(6)
     rows = [sampled_row(rng, s, 50.0) for s in SIZES]
