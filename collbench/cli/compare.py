@@ -162,10 +162,10 @@ def compare(
         if comparison.only_base or comparison.only_new:
             unmatched = f"; unmatched: {comparison.only_base} only in BASE, {comparison.only_new} only in NEW"
         hidden = len(comparison.changes) - len(shown)
-        not_shown = f"; {hidden} points within noise not shown (--json lists every one)" if hidden else ""
+        not_shown = f"; {counted(hidden, 'point')} within noise not shown (--json lists every one)" if hidden else ""
         err_console.print(
-            f"{len(comparison.changes)} points matched{unmatched}{not_shown}. ± is one standard error of the "
-            "point's change beyond the whole run's, from both runs' spreads ((p50 - min) / p50 / sqrt(iters), and "
+            f"{counted(len(comparison.changes), 'point')} matched{unmatched}{not_shown}. ± is one standard error of "
+            "the point's change beyond the whole run's, from both runs' spreads ((p50 - min) / p50 / sqrt(iters), and "
             f"between repeated rows) and the run-to-run drift; verdict noise: within {_z_text(comparison)} standard "
             "errors of no change (the bar at which two runs of one machine flag no point in 95% of comparisons).",
             highlight=False,
@@ -192,7 +192,7 @@ def _run_line(run: RunFactor) -> str:
     """One line on the whole-run factor: how much, how sure, and what was done with it."""
     change = 100.0 * (run.factor - 1.0)
     how = f"NEW is {abs(change):.1f}% {'slower' if change >= 0 else 'faster'} than BASE overall"
-    detail = f"(median over {run.points} points, +- {100.0 * run.rel_error:.1f}%)"
+    detail = f"(median over {counted(run.points, 'point')}, +- {100.0 * run.rel_error:.1f}%)"
     drift = f"the {100.0 * run.bound:g}% a whole run may drift"
     if run.regressed:
         verdict = f"[red]slower than {drift}, by more than its noise: a whole-run change[/red]"

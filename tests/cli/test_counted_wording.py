@@ -60,3 +60,13 @@ def test_one_row_is_one_row(tmp_path: Path) -> None:
     assert re.search(r"KiB, 1 row\)$", result.stdout.strip()), result.stdout
     assert "nccl-tests columns: 1 row (click" in page.read_text()
     assert kept_rows_note(one) == f"; the 1 row measured so far is in {one}"
+
+
+def test_a_comparison_of_one_point_says_one_point(tmp_path: Path) -> None:
+    # compare of a results file cut after its first row said '1 points matched' and 'median over 1 points'.
+    one = tmp_path / "one.jsonl"
+    one.write_text(RESULTS.read_text().splitlines(keepends=True)[0])
+    result = CliRunner().invoke(app, ["compare", str(one), str(one)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "1 point matched." in result.output and "(median over 1 point, +- " in result.output
+    assert "1 points" not in result.output
