@@ -15,7 +15,7 @@ from collbench.cli.options import split_values
 from collbench.errors import ConfigError, InputFileError
 from collbench.models.link_floor import with_gpu
 from collbench.models.predict_defaults import default_nodes, uneven_note
-from collbench.models.stored import fit_nvlink_domain_note, load_fits, nodes_measured
+from collbench.models.stored import PREDICT_NODES_ADVICE, fit_nvlink_domain_note, load_fits, nodes_measured
 from collbench.units import MAX_BYTES, check_nodes, check_ranks, parse_size
 
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
@@ -214,7 +214,7 @@ def predict(
     measured = nodes_measured(loaded, measured_nodes, profile_nodes)
     if measured_nodes is None:
         # A GB200 log's hosts are the trays of one NVLink domain, which NCCL counts as one node.
-        said = {fit_nvlink_domain_note(f, measured.get(f.world_size)) for f in loaded}
+        said = {fit_nvlink_domain_note(f, measured.get(f.world_size), PREDICT_NODES_ADVICE) for f in loaded}
         for line in sorted(n for n in said if n is not None):
             print_note("note", line)
     if nodes is not None and (uneven := uneven_note(ranks, nodes, measured)) is not None:

@@ -153,6 +153,9 @@ ROWS_NODES_ADVICE = (
 )
 """:data:`FIT_NODES_ADVICE` for a fit of rows: they record their node count, which `fit --nodes` does not
 replace (importers/nodes.py, ``given_nodes``), so only predict, or the log imported again, takes the racks."""
+PREDICT_NODES_ADVICE = "`--measured-nodes {racks}` prices it so (`fit LOG --nodes {racks}` records it in a log's fit)"
+""":data:`FIT_NODES_ADVICE` for predict: its fits may be of rows or a profile, which `fit --nodes` does not
+take (rows record their node count), so what works there comes first."""
 LOGS_NODES_ADVICE = "`import nccl-tests LOG --nodes {racks}` records that for its log; fit the rows with the others"
 """:data:`FIT_NODES_ADVICE` for a fit of several logs: one ``fit --nodes`` gives every log the same count (a
 72-rank and a 1,440-rank log are 1 and 20 racks), so each log's racks are given where it is imported."""
