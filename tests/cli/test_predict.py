@@ -218,3 +218,15 @@ def test_predict_reads_a_profile_once_and_every_reader_checks_its_fits(
         refused = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
         assert refused.exit_code == 2, refused.output
         assert "alpha_us is -1.0; it must be a finite number >= 0" in refused.output, args
+
+
+def test_the_error_columns_legend_does_not_read_as_an_error() -> None:
+    # A failure is one line starting 'error: ' (and a non-zero exit); the error column's legend started so
+    # on stdout after a table that predicted fine, as if something had failed.
+    profile = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    result = CliRunner().invoke(
+        app, ["predict", "--profile", str(profile), "--ranks", "2", "--sizes", "64K"], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "error column: the model's median error on measured points near" in result.stdout
+    assert not [line for line in result.stdout.splitlines() if line.startswith("error: ")], result.stdout

@@ -268,7 +268,10 @@ def render_prediction(report: PredictReport) -> RenderableType:
     if unknown_error:
         legend = "error unknown: no measured point is near these sizes and this shape"
     else:
-        legend = "error: the model's median error on measured points near that size and shape; ?: none measured near"
+        # Not 'error: ...': that is how a failure's one line starts, and a legend on stdout read as one.
+        legend = (
+            "error column: the model's median error on measured points near that size and shape; ?: none measured near"
+        )
     if not one_from:
         legend += " (from xF (xN): fitted at F ranks, predicted at N times that)"
     how.append(Wrapped(Text(legend)))
