@@ -234,7 +234,11 @@ def tune(
         return
     from collbench.runtime.launch.ranks import job_rank, one_process_group, under_launcher
 
-    ops = split_values(op) or ("all-reduce",)
+    ops = split_values(op)
+    if op and not ops:
+        # '--op ""' (an unset shell variable) tuned all-reduce, the default, for minutes; sweep refuses it.
+        raise ConfigError("no op to tune; give --op (all-reduce, ... or all), or leave it out for all-reduce")
+    ops = ops or ("all-reduce",)
     from collbench.runtime.host.affinity import default_local_ranks
 
     rank_counts = parse_ranks(ranks) if ranks is not None else (default_local_ranks(backend),)

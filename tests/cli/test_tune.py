@@ -63,6 +63,8 @@ def test_tune_quick_writes_profile_results_and_plot(tmp_path: Path, monkeypatch:
         (["--topology", "does-not-exist.yaml"], "does-not-exist.yaml"),
         (["--timeout", "1e30"], "--timeout must be a positive number of seconds, at most 604,800 (a week)"),
         (["--timeout", "0.5"], "--timeout 0.5: give at least 1 s; a rank takes about that to start"),
+        (["--op", ""], "no op to tune; give --op (all-reduce, ... or all), or leave it out for all-reduce"),
+        (["--op", ","], "no op to tune"),
         # Measured 3 ranks in rank order into a profile of the 2-rank machine's fingerprint, as sweep refuses.
         (
             ["--ranks", "2,3", "--topology", str(TWO_RANKS)],
