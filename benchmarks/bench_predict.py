@@ -54,8 +54,9 @@ from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
 from collbench.models.link_floor import with_gpu
-from collbench.models.nccl_cost import Arch, NcclMachine, nccl_time_us, peak_bus_bw_gbps
+from collbench.models.nccl_cost import nccl_time_us, peak_bus_bw_gbps
 from collbench.models.nccl_graph import NodeFacts
+from collbench.models.nccl_machine import Arch, NcclMachine
 from collbench.models.predict import PredictReport, predict, price_fits
 from collbench.models.predict_defaults import default_nodes, measured_per_node
 from collbench.models.priced import Shapes

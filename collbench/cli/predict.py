@@ -21,8 +21,8 @@ from collbench.units import MAX_BYTES, check_nodes, check_ranks, parse_size
 DEFAULT_SIZES = "1K,8K,64K,512K,4M,32M,256M,1G"
 
 if TYPE_CHECKING:
-    from collbench.models.nccl_cost import Arch
     from collbench.models.nccl_graph import NodeFacts
+    from collbench.models.nccl_machine import Arch
 
 
 MAX_PREDICT_SIZES = 256
@@ -30,7 +30,7 @@ MAX_PREDICT_SIZES = 256
 
 
 def _arch(name: str) -> Arch:
-    from collbench.models.nccl_cost import ARCHS
+    from collbench.models.nccl_machine import ARCHS
 
     for arch in ARCHS:
         if arch == name:
@@ -155,7 +155,7 @@ def predict(
     if hierarchy is not None:
         _refuse_beside_hierarchy(nodes, op, measured_nodes, gpu, nccl_arch, nics, nic_gbps, collnet, no_nvls)
     from collbench.cli.render.models import render_prediction
-    from collbench.models.nccl_cost import ARCHS
+    from collbench.models.nccl_machine import ARCHS
     from collbench.models.predict import pick_fits
     from collbench.models.predict import predict as predict_times
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 import numpy as np
 
 from collbench.errors import ConfigError
-from collbench.models.nccl_cost import NcclMachine, algorithm_bw_gbps, nccl_choice, peak_bus_bw_gbps, size_terms
+from collbench.models.nccl_cost import algorithm_bw_gbps, nccl_choice, peak_bus_bw_gbps, size_terms
+from collbench.models.nccl_machine import NcclMachine
 from collbench.models.nccl_switch import NVLS_ALGORITHMS
 from collbench.schedules.ops import Op
 

@@ -9,10 +9,8 @@ no base latency. Which of them NCCL enables at a shape is ``nccl_cost._algorithm
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from collbench.models.nccl_cost import NcclMachine
+from collbench.models.nccl_machine import NcclMachine
 
 _TREE_NET_SIMPLE_US = 14.0
 """``hwLatencies[NET][Tree][Simple]``: the network's latency with one rank a node (line 387)."""

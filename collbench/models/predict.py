@@ -40,8 +40,9 @@ from collbench.models.fit_choice import not_below_fewer_nodes, pick_for
 from collbench.models.fitted import Fit, op_has_payload
 from collbench.models.link_floor import link_floor
 from collbench.models.native_structure import formula_disagreement, native_structure
-from collbench.models.nccl_cost import NCCL_SOURCE, Arch, arch_assumed, arch_of
+from collbench.models.nccl_cost import NCCL_SOURCE
 from collbench.models.nccl_graph import NodeFacts
+from collbench.models.nccl_machine import Arch, arch_assumed, arch_of
 from collbench.models.predict_defaults import refusals_briefly, remeasure_advice
 from collbench.models.predict_native import NO_FACTS, native_nccl, nccl_barrier
 from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label

@@ -20,16 +20,9 @@ from collections.abc import Sequence
 from collbench.errors import NotApplicableError
 from collbench.models.fitted import Fit
 from collbench.models.nccl_calibrate import calibrate
-from collbench.models.nccl_cost import (
-    NCCL_SOURCE,
-    Arch,
-    NcclChoice,
-    NcclMachine,
-    channels_text,
-    nccl_choice,
-    with_topology,
-)
+from collbench.models.nccl_cost import NCCL_SOURCE, NcclChoice, nccl_choice
 from collbench.models.nccl_graph import NodeFacts, node_of, ring_graph
+from collbench.models.nccl_machine import Arch, NcclMachine, channels_text, with_topology
 from collbench.models.nccl_switch import NVLS_ALGORITHMS, NVLS_FIGURE_CHECK
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit

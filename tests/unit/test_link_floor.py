@@ -14,8 +14,8 @@ from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
 from collbench.models.link_floor import link_floor, with_gpu
-from collbench.models.nccl_cost import arch_of
 from collbench.models.nccl_graph import NodeFacts
+from collbench.models.nccl_machine import arch_of
 from collbench.models.predict import predict
 from collbench.topology.bandwidth import gpu_links
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from collbench.errors import ConfigError
 from collbench.models.nccl_calibrate import SizeCurve, calibrate
-from collbench.models.nccl_cost import NcclMachine, nccl_choice, nccl_time_us
+from collbench.models.nccl_cost import nccl_choice, nccl_time_us
+from collbench.models.nccl_machine import NcclMachine
 from collbench.schedules.ops import Op
 
 H100 = NcclMachine(bus_bw_gbps=300.0, arch="hopper")

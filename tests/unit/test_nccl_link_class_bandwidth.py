@@ -17,8 +17,9 @@ import dataclasses
 import pytest
 from gb200_logs import RACKS, gb200
 
-from collbench.models.nccl_cost import NcclMachine, algorithm_bw_gbps, with_topology
+from collbench.models.nccl_cost import algorithm_bw_gbps
 from collbench.models.nccl_graph import NodeFacts, node_of
+from collbench.models.nccl_machine import NcclMachine, with_topology
 from collbench.models.predict import price_fits
 from collbench.models.priced import Priced, Shapes
 

@@ -21,8 +21,9 @@ import pytest
 from gb200_logs import RACKS, gb200
 
 from collbench.models import nccl_cost
-from collbench.models.nccl_cost import NcclMachine, nccl_choice
+from collbench.models.nccl_cost import nccl_choice
 from collbench.models.nccl_graph import NodeFacts
+from collbench.models.nccl_machine import NcclMachine
 from collbench.models.predict import price_fits
 from collbench.models.predict_native import _residual, nccl_machine_for
 from collbench.models.priced import Shapes

@@ -21,8 +21,9 @@ from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.models.fit import fit_results
 from collbench.models.link_floor import with_gpu
 from collbench.models.nccl_calibrate import calibrate
-from collbench.models.nccl_cost import NcclMachine, nccl_choice, with_topology
+from collbench.models.nccl_cost import nccl_choice
 from collbench.models.nccl_graph import NodeFacts, node_of
+from collbench.models.nccl_machine import NcclMachine, with_topology
 from collbench.models.nccl_switch import NVLS_FIGURE_CHECK
 from collbench.models.predict import predict, price_fits
 from collbench.models.predict_native import nccl_machine_for, ran_nvls, ring_text

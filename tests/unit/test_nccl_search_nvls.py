@@ -13,7 +13,7 @@ import dataclasses
 import pytest
 
 from collbench.errors import ConfigError
-from collbench.models.nccl_cost import NcclMachine, algorithm_bw_gbps, nccl_choice, with_topology
+from collbench.models.nccl_cost import algorithm_bw_gbps, nccl_choice
 from collbench.models.nccl_graph import (
     NcclNode,
     NodeFacts,
@@ -23,6 +23,7 @@ from collbench.models.nccl_graph import (
     nvls_graph_over,
     ring_graph,
 )
+from collbench.models.nccl_machine import NcclMachine, with_topology
 from collbench.schedules.ops import Op
 
 # topo.h: SM90_NVLINK_BW 20.6 and SM100_NVLINK_BW 40.1 GB/s a link, 18 links a GPU.

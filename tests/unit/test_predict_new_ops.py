@@ -16,7 +16,8 @@ from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
 from collbench.models.native_structure import NATIVE_STRUCTURES, NativeStructure, formula_disagreement
 from collbench.models.nccl_calibrate import calibrate
-from collbench.models.nccl_cost import NcclMachine, nccl_choice
+from collbench.models.nccl_cost import nccl_choice
+from collbench.models.nccl_machine import NcclMachine
 from collbench.models.predict import predict
 from collbench.schedules.ops import NCCL_TUNED_OPS, Op
 from collbench.schedules.registry import algorithm_names

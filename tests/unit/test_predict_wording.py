@@ -29,7 +29,7 @@ def _arch_notes(notes: list[str]) -> list[str]:
 
 def test_an_unnamed_gpu_is_said_and_named_ones_are_not() -> None:
     """The DGX A100 log prints no device names: its native fit was priced with Hopper's tables
-    (``nccl_cost.DEFAULT_ARCH``), and only the basis's '(..., hopper)' said so, as if read from the log."""
+    (``nccl_machine.DEFAULT_ARCH``), and only the basis's '(..., hopper)' said so, as if read from the log."""
     a100 = _fit("all_reduce_perf-dgx-a100-4node-slurm-legacy.log")
     assert a100.device == ""
     unnamed = predict([a100], 1024, [1 << 20], nodes=128, measured_nodes={32: 4})
