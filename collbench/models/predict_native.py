@@ -115,11 +115,25 @@ def native_nccl(
     """
     measured_nodes = shapes.assumed_nodes(fit)
     notes: list[str] = []
-    inter_fit: Fit | None = None
     intra: NcclMachine | None = None
     # A fit within one node measured its links' latencies (tuning.cc's intraLat, the base), not the
     # network's (interLat, the ring's network overhead): across nodes those stay NCCL's own.
     network_unmeasured = measured_nodes == 1 and nodes > 1
+    # A fit beside it that crossed the network is priced whole wherever it holds the bandwidth NCCL
+    # uses (fit_choice.pick_for: beyond 2 nodes it is always taken over this one); up to 2 nodes NCCL
+    # prices by the links within a node (bwIntra), this fit's. Its one latency scale mixes its network
+    # hops with its many hops within a node (GB200, 20 racks: the tree's 71 NVLink hops a rack to 4
+    # network hops each way), so it tells no network latency to carry here: those stay NCCL's own, and
+    # the note and basis say that fit is beside it rather than ask for a run across nodes.
+    across = max(
+        (f for f in others if f is not fit and shapes.assumed_nodes(f) > 1), key=lambda f: f.world_size, default=None
+    )
+    net_own = (
+        "network latencies NCCL's own, unmeasured"
+        if across is None
+        else f"network latencies NCCL's own (x{across.world_size} across {shapes.assumed_nodes(across)} nodes crossed "
+        "the network, but its one latency scale mixes those hops with its links' within a node)"
+    )
     # Ranks fill nodes at the measured count a node where that holds them (the default node count
     # does), the last node part-full: its fullest node is then a measured one.
     per_node = max(fit.world_size // measured_nodes, 1)
@@ -135,11 +149,8 @@ def native_nccl(
     # links within a node. A fit within one node measured the latter: told the NICs, the former is NCCL's.
     nics_own = network_unmeasured and node_class(nodes) == 3 and target_node is not None and target_node.nic_known()
     if node_class(nodes) == 3 and node_class(measured_nodes) < 3:
-        beyond = [f for f in others if f is not fit and node_class(shapes.assumed_nodes(f)) == 3]
-        if beyond:
-            inter_fit = max(beyond, key=lambda f: f.world_size)
-            nics_own = False
-        elif nics_own:
+        # No fit beside it crossed the network (one that did would be priced here: pick_for).
+        if nics_own:
             notes.append(
                 f"{label(fit, shapes)}: NCCL uses its inter-node bandwidth beyond 2 nodes (its search's figure "
                 "for the NICs declared); none was measured, so it is NCCL's own; network latencies NCCL's own, "
@@ -156,8 +167,13 @@ def native_nccl(
     elif network_unmeasured:
         notes.append(
             f"{label(fit, shapes)}: NCCL's model across {nodes} nodes with the bus bandwidth and latency scale "
-            "fitted within one node (its links' latencies); network latencies NCCL's own, unmeasured; the "
-            "network was not measured (fit a run across nodes beside it), so the time is likely too short"
+            f"fitted within one node (its links' latencies); {net_own}; "
+            + (
+                "the network was not measured (fit a run across nodes beside it)"
+                if across is None
+                else "none measured apart"
+            )
+            + ", so the time is likely too short"
         )
     elif node_class(nodes) < node_class(measured_nodes):
         notes.append(
@@ -180,9 +196,6 @@ def native_nccl(
     target_nvlink = nvlink and not (pcie_card(fit.device) and -(-world_size // nodes) > 2)
     own = nccl_machine_for(fit, measured_nodes, arch, own_nvlink, facts)
     machine = own if intra is None else intra
-    if inter_fit is not None:
-        inter = nccl_machine_for(inter_fit, shapes.assumed_nodes(inter_fit), arch, nvlink, facts)
-        machine = dataclasses.replace(own, inter_bus_bw_gbps=inter.bus_bw_gbps)
     if machine.nvlink != target_nvlink:
         machine = dataclasses.replace(machine, nvlink=target_nvlink)
     if network_unmeasured:
@@ -261,10 +274,7 @@ def native_nccl(
     def basis(size: float) -> str:
         c = choice(size)
         inter = ""
-        if machine.inter_bus_bw_gbps is not None and inter_fit is not None:
-            bus = machine.inter_bus_bw_gbps
-            inter = f"; beyond 2 nodes the bus bandwidth of x{inter_fit.world_size} ({bus:.3g} GB/s)"
-        elif machine.inter_bus_bw_gbps is not None and nics_own:
+        if machine.inter_bus_bw_gbps is not None and nics_own:
             bus = machine.inter_bus_bw_gbps
             inter = f"; beyond 2 nodes NCCL's own bus bandwidth between nodes, {bus:.3g} GB/s (unmeasured)"
         nvls = c.algo in NVLS_ALGORITHMS
@@ -290,9 +300,8 @@ def native_nccl(
         held = "" if lo <= size <= hi else " (held from the nearest measured size)"
         latencies = f"latencies x{machine.latency_scale:.2g} (fitted)"
         if machine.net_latency_scale is not None:
-            latencies = (
-                f"latencies within a node x{machine.latency_scale:.2g} (fitted), network latencies NCCL's own "
-                "(unmeasured)"
+            latencies = f"latencies within a node x{machine.latency_scale:.2g} (fitted), " + (
+                "network latencies NCCL's own (unmeasured)" if across is None else net_own
             )
         text = (
             f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; {latencies}, "

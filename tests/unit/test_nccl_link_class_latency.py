@@ -95,3 +95,41 @@ def test_a_fit_across_racks_keeps_one_scale_for_both_classes() -> None:
     (entry,), _, notes = price_fits([two], 1440, 20, shapes=Shapes(RACKS), nccl_arch="blackwell", nccl_facts=NVLS_OFF)
     assert not any("network latencies" in n for n in notes)
     assert "network latencies" not in entry.basis(1 << 30) and "(fitted)" in entry.basis(1 << 30)
+
+
+def test_a_racks_fit_beside_one_across_racks_says_which_measured_the_network() -> None:
+    # `fit 72.log 1440.log` then predict at 2 racks: up to 2 nodes NCCL prices by the links within a
+    # node (tuning.cc line 306, bwIntra), so the rack's fit is priced (fit_choice.pick_for) and the
+    # 20-rack one stands beside it. That one crossed the network, but its one scale mixes 4 network
+    # hops each way with 71 NVLink hops a rack (line 416), telling no network latency apart: the network
+    # terms stay NCCL's own, as for the rack alone, and the note and basis name the fit beside it
+    # instead of asking for a run across nodes (they did, before).
+    one, _ = gb200(72)
+    twenty, _ = gb200(1440)
+    shapes = Shapes(RACKS)
+    kw = {"shapes": shapes, "nccl_arch": "blackwell", "nccl_facts": NVLS_OFF}
+    (both,), _, notes = price_fits([one, twenty], 144, 2, **kw)
+    (alone,), _, alone_notes = price_fits([one], 144, 2, **kw)
+    assert both.fit is one
+    beside = "network latencies NCCL's own (x1440 across 20 nodes crossed the network, but its one latency scale"
+    assert any(beside in n and "none measured apart" in n for n in notes)
+    assert not any("fit a run across nodes beside it" in n for n in notes)
+    assert any("fit a run across nodes beside it" in n for n in alone_notes)
+    for size in (1 << 29, 1 << 34):
+        assert beside in both.basis(size) and "(unmeasured)" not in both.basis(size)
+        assert "network latencies NCCL's own (unmeasured)" in alone.basis(size)
+        # What the note says was used is what was used: the rack's scale, NCCL's network latencies.
+        assert both.latency_us(size) == pytest.approx(alone.latency_us(size), rel=1e-12)
+        assert both.time_us(size) == pytest.approx(alone.time_us(size), rel=1e-12)
+
+
+def test_beyond_two_racks_the_fit_across_racks_is_priced_whole() -> None:
+    # Beyond 2 nodes NCCL prices by bwInter, what the 20-rack fit measured: it is priced, its one scale
+    # on both classes; nothing of the rack's fit reaches its network terms.
+    one, _ = gb200(72)
+    twenty, _ = gb200(1440)
+    (entry,), _, notes = price_fits([one, twenty], 216, 3, shapes=Shapes(RACKS), nccl_arch="blackwell",
+                                    nccl_facts=NVLS_OFF)  # fmt: skip
+    assert entry.fit is twenty
+    assert not any("network latencies" in n for n in notes)
+    assert "network latencies" not in entry.basis(1 << 30) and "latencies x" in entry.basis(1 << 30)
