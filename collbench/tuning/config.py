@@ -13,7 +13,7 @@ from collbench.errors import ConfigError
 from collbench.fileio import check_writable
 from collbench.results.journal import count_lines
 from collbench.schedules.ops import Op
-from collbench.tuning.resume import PartialPlan, check_partials, partial_depth_path
+from collbench.tuning.resume import DEPTH_LABELS, PartialPlan, check_partials, partial_depth_path
 from collbench.tuning.selection import SelectionSettings
 from collbench.units import MIN_TIMEOUT_S, check_ranks, check_seconds
 
@@ -270,7 +270,8 @@ def _held(path: Path) -> str:
 
 def depth_label(config: TuneConfig) -> str:
     """The tune's depth as its option says it (kept beside the partial rows: tuning/resume.py)."""
-    return "--quick" if config.quick else "a thorough tune (no --quick)"
+    quick, thorough = DEPTH_LABELS
+    return quick if config.quick else thorough
 
 
 def _sizes_asked(config: TuneConfig) -> str:

@@ -53,6 +53,10 @@ def keep_depth(depth: str, rows_path: Path, *, resume: bool) -> None:
         atomic_write_text(path, depth + "\n")
 
 
+DEPTH_LABELS = ("--quick", "a thorough tune (no --quick)")
+"""What the depth file beside the partial rows says (``keep_depth``): the tune's depth as its option says it."""
+
+
 def _depth_differences(depth: tuple[Path, str] | None) -> list[str]:
     if depth is None or not depth[0].is_file():
         return []
@@ -62,7 +66,14 @@ def _depth_differences(depth: tuple[Path, str] | None) -> list[str]:
         raise InputFileError(
             str(depth[0]), f"cannot read the interrupted tune's depth: {exc.strerror or exc}"
         ) from None
-    return [] if kept == depth[1] else [f"{printable(kept)}, not {depth[1]}"]
+    if kept not in DEPTH_LABELS:
+        # An edited or damaged file said 'measured \x00\ufffd, not --quick' (or 'measured , not' when empty).
+        raise InputFileError(
+            str(depth[0]),
+            f"says '{printable(kept)}', no depth of a tune ({' or '.join(repr(d) for d in DEPTH_LABELS)}): write "
+            "the one the partial rows beside it were measured at, or move those files aside to start over",
+        )
+    return [] if kept == depth[1] else [f"{kept}, not {depth[1]}"]
 
 
 @dataclass(frozen=True, slots=True)

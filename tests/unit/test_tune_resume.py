@@ -136,3 +136,21 @@ def test_partial_rows_outlive_the_saving_of_the_profile(tmp_path: Path, monkeypa
         pipeline.run_tune(config, save=stopped)
     assert seen == [True] and part.read_bytes() == GOLDEN_ROWS.read_bytes()
     assert config.rows_path.exists()  # the results were written before the profile
+
+
+@pytest.mark.parametrize("text", [b"garbage\n", b"\x00\xff", b""])
+def test_a_damaged_depth_file_is_said_as_such(tmp_path: Path, text: bytes) -> None:
+    # It read 'the interrupted tune ... measured \x00\ufffd, not --quick' (or 'measured , not --quick').
+    from collbench.tuning.resume import partial_depth_path
+
+    config, part = _interrupted(tmp_path)
+    depth = partial_depth_path(config.rows_path)
+    depth.write_bytes(text)
+    with pytest.raises(InputFileError) as caught:
+        check_config(config)
+    message = str(caught.value)
+    assert message.startswith(f"{depth}: says '") and "\n" not in message
+    assert "no depth of a tune ('--quick' or 'a thorough tune (no --quick)')" in message
+    assert part.read_bytes() == GOLDEN_ROWS.read_bytes() and depth.read_bytes() == text
+    depth.write_text("--quick\n")
+    check_config(config)
