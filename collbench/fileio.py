@@ -356,25 +356,30 @@ def _check_expansion(root: Any, path: Path) -> None:
     """Raise InputFileError when the node graph under ``root`` expands past MAX_YAML_NODES, nests past
     MAX_YAML_DEPTH, or holds an alias to itself.
 
-    Aliases make the graph a DAG (or a cycle); each node's expanded size and depth are computed once,
-    without recursion, so the check itself costs time linear in the text. A node's expanded size is
-    held against the bound plus the nodes met so far: without aliases it is at most those (its own
-    subtree, met already), so only what aliases add counts.
+    Aliases make the graph a DAG (or a cycle); each collection's expanded size and depth are computed once,
+    without recursion (a scalar is counted and checked where met), in time linear in the text. A node's
+    expanded size is held against the bound plus the nodes met so far: only what aliases add counts.
     """
-    import yaml
-
-    sizes: dict[int, int] = {}
+    if root.id == "scalar":
+        return _check_scalar(root, path)
+    sizes: dict[int, int] = {}  # of collections: a scalar is 1 node, 0 deep, checked where it is met
     depths: dict[int, int] = {}
     on_path: set[int] = set()
+    met = 0  # nodes met so far
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
         node, children_done = stack.pop()
         key = id(node)
         if children_done:
-            children = _children(node)
-            total = 1 + sum(sizes[id(c)] for c in children)
-            depth = 1 + max((depths[id(c)] for c in children), default=0)
-            if total > MAX_YAML_NODES + len(sizes) + 1 or depth > MAX_YAML_DEPTH:
+            total, depth = 1, 1
+            for child in _children(node):
+                if child.id == "scalar":
+                    total += 1
+                else:
+                    total += sizes[id(child)]
+                    depth = max(depth, 1 + depths[id(child)])
+            met += 1
+            if total > MAX_YAML_NODES + met or depth > MAX_YAML_DEPTH:
                 if depth > MAX_YAML_DEPTH:
                     # No line, as when the parser itself runs out of stack: the same words either way.
                     raise InputFileError(str(path), _TOO_DEEP)
@@ -390,21 +395,17 @@ def _check_expansion(root: Any, path: Path) -> None:
             continue
         if key in sizes:
             continue
-        if key in on_path:
-            raise InputFileError(str(path), "a YAML alias refers to itself", line=node.start_mark.line + 1)
-        if isinstance(node, yaml.ScalarNode):
-            _check_scalar(node, path)
-            sizes[key] = 1
-            depths[key] = 0
-            continue
-        if isinstance(node, yaml.MappingNode):
+        if node.id == "mapping":
             _check_unique_keys(node, path)
         on_path.add(key)
         stack.append((node, True))
         for child in _children(node):
-            if id(child) in on_path:
+            if child.id == "scalar":
+                _check_scalar(child, path)
+                met += 1
+            elif id(child) in on_path:
                 raise InputFileError(str(path), "a YAML alias refers to itself", line=child.start_mark.line + 1)
-            if id(child) not in sizes:
+            elif id(child) not in sizes:
                 stack.append((child, False))
 
 
