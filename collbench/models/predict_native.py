@@ -121,10 +121,11 @@ def native_nccl(
     network_unmeasured = measured_nodes == 1 and nodes > 1
     # A fit beside it that crossed the network is priced whole wherever it holds the bandwidth NCCL
     # uses (fit_choice.pick_for: beyond 2 nodes it is always taken over this one); up to 2 nodes NCCL
-    # prices by the links within a node (bwIntra), this fit's. Its one latency scale mixes its network
-    # hops with its many hops within a node (GB200, 20 racks: the tree's 71 NVLink hops a rack to 4
-    # network hops each way), so it tells no network latency to carry here: those stay NCCL's own, and
-    # the note and basis say that fit is beside it rather than ask for a run across nodes.
+    # prices by the links within a node (bwIntra), this fit's. A fit across nodes has one latency scale
+    # for its network hops and its many hops within a node together (GB200, 20 racks: the tree's 71
+    # NVLink hops a rack to 4 network hops each way), where its smallest size tells one at all (the
+    # 20-rack log's does not: NCCL's own), so it tells no network latency apart to carry here: those
+    # stay NCCL's own, and the note and basis name that fit rather than ask for a run across nodes.
     across = max(
         (f for f in others if f is not fit and shapes.assumed_nodes(f) > 1), key=lambda f: f.world_size, default=None
     )
@@ -132,7 +133,7 @@ def native_nccl(
         "network latencies NCCL's own, unmeasured"
         if across is None
         else f"network latencies NCCL's own (x{across.world_size} across {shapes.assumed_nodes(across)} nodes crossed "
-        "the network, but its one latency scale mixes those hops with its links' within a node)"
+        "the network, but told none apart from its links' within a node)"
     )
     # Ranks fill nodes at the measured count a node where that holds them (the default node count
     # does), the last node part-full: its fullest node is then a measured one.
@@ -167,12 +168,8 @@ def native_nccl(
     elif network_unmeasured:
         notes.append(
             f"{label(fit, shapes)}: NCCL's model across {nodes} nodes with the bus bandwidth and latency scale "
-            f"fitted within one node (its links' latencies); {net_own}; "
-            + (
-                "the network was not measured (fit a run across nodes beside it)"
-                if across is None
-                else "none measured apart"
-            )
+            f"fitted within one node (its links' latencies); {net_own}"
+            + ("; the network was not measured (fit a run across nodes beside it)" if across is None else "")
             + ", so the time is likely too short"
         )
     elif node_class(nodes) < node_class(measured_nodes):
