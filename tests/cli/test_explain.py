@@ -169,10 +169,10 @@ def test_counts_read_in_the_singular_and_plural() -> None:
     # "1 ranks", "1 element(s)", "2 step(s)" before.
     code, out, _ = _run("ring", "--ranks", "1")
     assert code == 0, out
-    assert "ring all-reduce · 1 rank (a) · 1 element · channels 1" in out
+    assert "ring all-reduce · 1 rank (a) · 1 element drawn · channels 1" in out
     assert "(all-reduce, 1 rank):" in out and "0 steps and 0 B" in out
     code, out, _ = _run("ring", "--ranks", "3")
-    assert "3 ranks (a b c) · 3 elements" in out and "vs direct (all through one root): 2 steps," in out
+    assert "3 ranks (a b c) · 3 elements drawn" in out and "vs direct (all through one root): 2 steps," in out
     code, out, _ = _run("dissemination", "--op", "barrier", "--ranks", "2")
     assert code == 0, out
     assert "(barrier, 2 ranks;" in out and "closed-form cost (what fit and predict use): 1 round" in out
@@ -181,3 +181,12 @@ def test_counts_read_in_the_singular_and_plural() -> None:
     code, out, _ = _run("rabenseifner", "--ranks", "8")
     assert code == 0, out
     assert "exchange 1 block\n" in out and "exchange 2 blocks" in out and "(s)" not in out
+
+
+def test_the_header_says_the_elements_are_the_whiteboards() -> None:
+    # 'ring all-reduce · 4 ranks (a b c d) · 4 elements' under --size 64M read as the message explained;
+    # the elements are the drawing's (--count), the totals are for --size.
+    code, out, _ = _run("ring", "--op", "all-reduce", "--ranks", "4", "--size", "64M")
+    assert code == 0, out
+    assert out.splitlines()[0] == "ring all-reduce · 4 ranks (a b c d) · 4 elements drawn · channels 1"
+    assert "totals for 64 MiB of float32 (all-reduce, 4 ranks):" in out

@@ -116,7 +116,9 @@ def render_explain(
     letters = " ".join(rank_letter(r) for r in range(min(n, 8))) + (f", {n - 8} more" if n > 8 else "")
     head = Text.assemble(
         (f"{schedule.algo} {schedule.op.value}", "bold"),
-        f" · {counted(n, 'rank')} ({letters}) · {counted(schedule.count, 'element')}",
+        # 'drawn': the whiteboard's --count, not the --size its totals are for ('4 elements' under
+        # --size 64M read as the message explained).
+        f" · {counted(n, 'rank')} ({letters}) · {counted(schedule.count, 'element')} drawn",
     )
     if schedule.op.spec.rooted or schedule.algo == "direct":
         head.append(f" · root {rank_letter(schedule.root)}")
