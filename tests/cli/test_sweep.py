@@ -240,8 +240,11 @@ def test_import_reads_back_what_the_nccl_tests_format_prints(tmp_path: Path) -> 
         (["--output", "/proc/y.csv", "--stream", "ok.jsonl"], "/proc/y.csv"),
         (["--output", "/proc/x.csv"], "/proc/x.jsonl"),
         (["--stream", "/proc/s.jsonl"], "/proc/s.jsonl"),
-        (["--stream", "adir"], "directory"),
-        (["--resume", "--stream", "adir"], "directory"),
+        # JSON lines under a name every reader then took as CSV ('s3.csv:2: ... field op: missing').
+        (["--stream", "s.csv"], "--stream s.csv: rows stream as JSON lines, and results are read by their suffix"),
+        (["--stream", "s.json"], "use a .jsonl name"),
+        (["--stream", "adir.jsonl"], "directory"),
+        (["--resume", "--stream", "adir.jsonl"], "directory"),
         (["--resume", "--stream", "bin.jsonl"], "UTF-8"),
         (["--resume", "--stream", "list.jsonl"], "not an object"),
         # An --output other than the stream was replaced whatever it held (844 measured rows of a CSV).
@@ -261,7 +264,7 @@ def test_bad_values_and_files_refused_before_ranks(
     # A stream's row (a JSON object without size_bytes is no row: test_json_that_is_no_results_stream...).
     kept = '{"kept": 1, "size_bytes": 1024}\n'
     (tmp_path / "keep.jsonl").write_text(kept)
-    (tmp_path / "adir").mkdir()
+    (tmp_path / "adir.jsonl").mkdir()
     (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00garbage")
     (tmp_path / "list.jsonl").write_text("[1, 2]\n")
     result = RUNNER.invoke(app, ["sweep", "--ranks", "2", "-e", "1K", *args])
@@ -270,7 +273,7 @@ def test_bad_values_and_files_refused_before_ranks(
     assert len(result.output.strip().splitlines()) == 1
     # Nothing the user had was changed.
     assert (tmp_path / "keep.jsonl").read_text() == kept
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "bin.jsonl", "keep.jsonl", "list.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir.jsonl", "bin.jsonl", "keep.jsonl", "list.jsonl"]
 
 
 def test_resume_of_a_stream_measured_with_other_ranks_is_refused(

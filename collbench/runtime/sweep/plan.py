@@ -387,6 +387,13 @@ def _check_files(config: SweepConfig, world: int | None) -> None:
     stream = config.stream_path
     check_path_fits(stream)  # first: a name too long fails every look at it with an OSError
     refuse_symlink(stream)
+    if stream.suffix.lower() != ".jsonl" and not (stream.is_file() and stream.stat().st_size > 0):
+        # Rows stream as JSON lines, and every reader takes a results file's format from its suffix:
+        # 'sweep --stream s.csv' wrote JSONL that fit and report then read as CSV ('field op: missing').
+        # A file there that holds something is said for what it holds (files.sweep_files).
+        raise CommandLineError(
+            f"--stream {stream}: rows stream as JSON lines, and results are read by their suffix; use a .jsonl name"
+        )
     if stream.exists() and not stream.is_file() and not stream.is_dir():  # a directory: check_writable says so
         # A FIFO would block the write check below until someone read it; a device takes no rows back.
         raise InputFileError(
