@@ -64,7 +64,8 @@ def check_count(value: int, least: int, command: str, option: str, unit: str, wh
 
 
 _BINARY_UNITS = (("G", 30), ("M", 20), ("K", 10))
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmg])i?b?|b)?\s*$", re.IGNORECASE)
+# ASCII: Python's \d takes any script's digits, so '١٢٨' (Arabic-Indic) was read as 128 bytes.
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmg])i?b?|b)?\s*$", re.IGNORECASE | re.ASCII)
 _SHIFTS = {"": 0, "k": 10, "m": 20, "g": 30}
 
 

@@ -43,6 +43,8 @@ def test_sizes_read_as_nccl_tests_reads_them(text: str, size: int) -> None:
         ("twelve", "not a size"),
         ("12Q", "not a size"),
         ("1T", "not a size"),
+        ("\u0661\u0662\u0668", "not a size"),  # Arabic-Indic digits: 128 to int() and to \d, not to nccl-tests
+        ("\uff18K", "not a size"),  # a full-width 8
         ("-1", "not a size"),
         ("1e3", "not a size"),
         (".5K", "not a size"),
