@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 
 from collbench.errors import NotApplicableError
+from collbench.models.card_links import card_links, card_notes
 from collbench.models.fitted import Fit
 from collbench.models.nccl_calibrate import calibrate
 from collbench.models.nccl_cost import NCCL_SOURCE, NcclChoice, nccl_choice
@@ -27,7 +28,6 @@ from collbench.models.nccl_switch import NVLS_ALGORITHMS, NVLS_FIGURE_CHECK
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit
 from collbench.schedules.ops import Op
-from collbench.topology.bandwidth import pcie_card
 
 _CALIBRATION_POINTS = 40
 _GRID_PER_DOUBLING = 4
@@ -186,11 +186,16 @@ def native_nccl(
         nvls = ran_nvls(machine, fit.op, world_size, nodes, size, fullest)
         return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest, nvls=nvls)
 
-    # NCCL enables LL128 only where every GPU of a node reaches the others over NVLink (tuning.cc,
-    # LL128's pEnable: graphs[a]->typeIntra <= PATH_NVB), and prices PCI latencies otherwise: a PCIe
-    # card's bridge joins two GPUs at most, so with three or more a node both hold, at each shape.
-    own_nvlink = nvlink and not (pcie_card(fit.device) and per_node > 2)
-    target_nvlink = nvlink and not (pcie_card(fit.device) and -(-world_size // nodes) > 2)
+    # NCCL enables LL128 only where every GPU of a node reaches the others over NVLink, and prices PCI
+    # latencies otherwise (card_links.py): on PCIe cards that depends on the GPUs a node, at each shape,
+    # and for two on a bridge, which the fit's own run of two on one node tells where it was one.
+    pair_bus = (
+        nccl_machine_for(fit, 1, arch, False, facts).bus_bw_gbps if (measured_nodes, per_node) == (1, 2) else None
+    )
+    links = card_links(fit.device, pair_bus) if nvlink and fit.device else None
+    target_per_node = -(-world_size // nodes)
+    own_nvlink = nvlink and (links is None or links.nvlink(per_node))
+    target_nvlink = nvlink and (links is None or links.nvlink(target_per_node))
     own = nccl_machine_for(fit, measured_nodes, arch, own_nvlink, facts)
     machine = own if intra is None else intra
     if machine.nvlink != target_nvlink:
@@ -204,11 +209,9 @@ def native_nccl(
     machine = with_topology(machine, target_node, nodes, collnet=facts.collnet, fewest_gpus=fewest)
     if nics_own and machine.topology_bus_bw_gbps is not None:
         machine = dataclasses.replace(machine, inter_bus_bw_gbps=machine.topology_bus_bw_gbps)
-    if not target_nvlink and nvlink:
-        notes.append(
-            f"{label(fit, shapes)}: LL128 off and PCI latencies at {-(-world_size // nodes)} ranks a node, as "
-            f"NCCL sets them ({NCCL_SOURCE}: LL128 needs NVLink between every GPU of a node): {fit.device} is "
-            "a PCIe card, whose NVLink bridge joins two GPUs at most"
+    if links is not None:
+        notes.extend(
+            f"{label(fit, shapes)}: {n}" for n in card_notes(links, fit.device, target_per_node, nodes, NCCL_SOURCE)
         )
     lo, hi = float(max(fit.min_bytes, 1)), float(max(fit.max_bytes, 1))
     nvls_in_play = own.nvls is not None or machine.nvls is not None

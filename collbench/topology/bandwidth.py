@@ -180,6 +180,59 @@ developer.nvidia.com/cuda-gpus: GeForce RTX 50 12.0; RTX 40, L4, L40, L40S and R
 V100 PCIe 7.0), every word of an entry in the name; the SXM boards are ``_GPUS``."""
 
 
+@dataclass(frozen=True, slots=True)
+class NvlinkBridge:
+    """The NVLink bridge a PCIe card takes, joining it to one other card, and the PCIe it has besides."""
+
+    name: str
+    bridge_gbps: float
+    """The bridge's NVLink, GB/s a direction (half the total NVIDIA's spec sheets give)."""
+    pcie_generation: int
+    """The card's PCIe generation (x16)."""
+
+    @property
+    def pcie_x16_gbps(self) -> float:
+        """What the card's PCIe x16 carries at most, GB/s a direction: no ring over PCIe goes faster."""
+        return PCIE_GBPS_PER_LANE[self.pcie_generation] * 16
+
+
+_BRIDGED_CARDS: tuple[tuple[tuple[str, ...], NvlinkBridge], ...] = (
+    (("2080", "TI"), NvlinkBridge("RTX 2080 Ti", 50.0, 3)),
+    (("2080",), NvlinkBridge("RTX 2080", 25.0, 3)),
+    (("2070", "SUPER"), NvlinkBridge("RTX 2070 SUPER", 25.0, 3)),
+    (("TITAN", "RTX"), NvlinkBridge("TITAN RTX", 50.0, 3)),
+    (("QUADRO", "RTX", "8000"), NvlinkBridge("Quadro RTX 8000", 50.0, 3)),
+    (("QUADRO", "RTX", "6000"), NvlinkBridge("Quadro RTX 6000", 50.0, 3)),
+    (("QUADRO", "RTX", "5000"), NvlinkBridge("Quadro RTX 5000", 25.0, 3)),
+    (("3090",), NvlinkBridge("RTX 3090", 56.25, 4)),
+    (("A6000",), NvlinkBridge("RTX A6000", 56.25, 4)),
+    (("A5500",), NvlinkBridge("RTX A5500", 56.25, 4)),
+    (("A5000",), NvlinkBridge("RTX A5000", 56.25, 4)),
+    (("A4500",), NvlinkBridge("RTX A4500", 56.25, 4)),
+    (("A40",), NvlinkBridge("A40", 56.25, 4)),
+    (("A100", "PCIE"), NvlinkBridge("A100 PCIe", 300.0, 4)),
+    (("A800", "PCIE"), NvlinkBridge("A800 PCIe", 200.0, 4)),
+    (("H100", "PCIE"), NvlinkBridge("H100 PCIe", 300.0, 5)),
+)
+"""The PCIe cards that take an NVLink bridge, by the words of their device names (most specific first),
+with the bridge's bandwidth from NVIDIA's spec sheets (total, both directions: RTX 2080 Ti, TITAN RTX,
+Quadro RTX 6000/8000 100 GB/s; RTX 2080, 2080 SUPER, 2070 SUPER, Quadro RTX 5000 50 GB/s; RTX 3090,
+RTX A4500-A6000, A40 112.5 GB/s; A100 PCIe and H100 PCIe 600 GB/s, A800 PCIe 400 GB/s, over three
+bridges). Every
+other PCIe card (``pcie_card``: RTX 40 and 50 series, RTX 6000 Ada, L4, L40, L40S, T4, A10, A16, the
+GTX cards, V100 PCIe) has no NVLink: its GPUs reach each other over PCIe. Each bridge carries more than
+its card's PCIe x16, so a ring of two cards faster than that crossed a bridge."""
+
+
+def nvlink_bridge(device_name: str) -> NvlinkBridge | None:
+    """The NVLink bridge a PCIe card of this device name takes, or None where it takes none (or the name
+    is not a PCIe card's)."""
+    if not pcie_card(device_name):
+        return None
+    words = set(device_name.upper().replace("-", " ").split())
+    return next((bridge for needed, bridge in _BRIDGED_CARDS if words.issuperset(needed)), None)
+
+
 def compute_capability(device_name: str) -> int:
     """A device's compute capability x10, from the listed SXM boards or the PCIe cards (``_CARD_SM``);
     0 where the name is not known."""

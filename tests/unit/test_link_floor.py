@@ -151,9 +151,9 @@ def test_a_pcie_card_gets_no_ll128_with_three_or_more_a_node() -> None:
     (eight,), _, notes = price_fits([fit], 8, 1, shapes=Shapes({2: 1}), nccl_arch="volta")
     assert any("LL128 off and PCI latencies at 8 ranks a node" in n for n in notes)
     assert all("/LL128" not in eight.basis(s) for s in sizes)
-    # Two a node (the measured shape, a bridge may join them): as given, and no note.
+    # Two a node: the fit's own two cards on one node carried no more than PCIe x16 (see the next test).
     _, _, notes = price_fits([fit], 4, 2, shapes=Shapes({2: 1}), nccl_arch="volta")
-    assert not any("LL128 off" in n for n in notes)
+    assert any("LL128 off and PCI latencies at 2 ranks a node" in n for n in notes)
     # An SXM board's node is NVLink throughout: LL128 stays.
     (gcp,), _, notes = price_fits([_fit("all_reduce_perf-h100-2node-mpirun-gcp.log")], 32, 4, shapes=Shapes({16: 2}))
     assert not any("LL128 off" in n for n in notes) and any("/LL128" in gcp.basis(s) for s in sizes)
@@ -194,3 +194,49 @@ def test_the_nics_across_nodes_are_counted_as_every_label_counts() -> None:
     eight = link_floor("all-reduce", 16, 2, "NVIDIA H100 80GB HBM3", NodeFacts(nics=8, nic_gbps=50.0))
     assert one is not None and one.links == "each node's 1 NIC of 50 GB/s"
     assert eight is not None and eight.links == "each node's 8 NICs of 50 GB/s"
+
+
+def test_two_pcie_cards_a_node_get_ll128_only_on_a_bridge() -> None:
+    """NVIDIA/nccl v2.30.7 src/graph/tuning.cc lines 518-536: LL128 stays enabled only where
+    ``graphs[a]->typeIntra <= PATH_NVB`` (NVLink, through at most one GPU); line 285 prices a node's hops
+    with NVLink latencies only where ``typeIntra == LINK_NVL``. The RTX 2080 Ti pair's log fits a ring of
+    ~4 GB/s bus, within PCIe 3 x16 (15.8 GB/s) and far below the card's NVLink bridge (2 links of NVLink
+    2, 50 GB/s a direction): NCCL found no NVLink there, so asked for 4 ranks on 2 nodes (2 a node) it runs
+    no LL128. Before, two a node were taken as bridged and predict picked ring/LL128 at 64 KiB."""
+    from collbench.models.card_links import card_links
+    from collbench.models.predict import price_fits
+    from collbench.models.priced import Shapes
+    from collbench.topology.bandwidth import nvlink_bridge
+
+    fit = _fit("all_reduce_perf-2080ti-x2-autodl.log")
+    sizes = [float(1 << k) for k in range(3, 31)]
+    (four,), _, notes = price_fits([fit], 4, 2, shapes=Shapes({2: 1}))
+    assert all("/LL128" not in four.basis(s) for s in sizes)
+    (note,) = [n for n in notes if "LL128" in n]
+    assert "LL128 off and PCI latencies at 2 ranks a node" in note and "within PCIe 3 x16's 15.8 GB/s" in note
+    # One card a node has no path within it (search.cc: minTypeIntra = PATH_LOC for one GPU): LL128 may run.
+    (two,), _, notes = price_fits([fit], 2, 2, shapes=Shapes({2: 1}))
+    assert any("/LL128" in two.basis(s) for s in sizes)
+    assert any("LL128 kept at 1 rank a node" in n for n in notes)
+
+    # What tells a pair apart: the card's name, then a run of two on one node against PCIe x16.
+    bridge = nvlink_bridge("NVIDIA GeForce RTX 2080 Ti")
+    assert bridge is not None and bridge.bridge_gbps == 50.0 and bridge.pcie_x16_gbps == pytest.approx(15.76)
+    assert nvlink_bridge("NVIDIA GeForce RTX 4090") is None and nvlink_bridge("NVIDIA H100 80GB HBM3") is None
+    assert nvlink_bridge("NVIDIA RTX 6000 Ada Generation") is None
+    assert nvlink_bridge("Quadro RTX 6000") is not None and nvlink_bridge("NVIDIA A100-PCIE-40GB") is not None
+    no_bridge = card_links("NVIDIA GeForce RTX 4090", None)
+    assert no_bridge is not None and not no_bridge.nvlink(2) and not no_bridge.assumed and no_bridge.nvlink(1)
+    slow = card_links("NVIDIA GeForce RTX 2080 Ti", 4.1)
+    assert slow is not None and not slow.nvlink(2) and not slow.assumed
+    fast = card_links("NVIDIA GeForce RTX 2080 Ti", 40.0)
+    assert fast is not None and fast.nvlink(2) and not fast.nvlink(3) and "above PCIe 3 x16" in fast.why
+    untold = card_links("NVIDIA GeForce RTX 2080 Ti", None)
+    assert untold is not None and untold.nvlink(2) and untold.assumed
+    assert card_links("NVIDIA H100 80GB HBM3", 4.1) is None
+
+    # A card that takes no bridge, by its name alone: no LL128 at 2 a node, whatever was measured.
+    rtx4090 = dataclasses.replace(fit, device="NVIDIA GeForce RTX 4090")
+    (four,), _, notes = price_fits([rtx4090], 4, 2, shapes=Shapes({2: 1}))
+    assert all("/LL128" not in four.basis(s) for s in sizes)
+    assert any("takes no NVLink bridge" in n for n in notes)
