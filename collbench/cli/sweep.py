@@ -83,7 +83,15 @@ def sweep(
             help="Timed iterations per point, or auto (until the median is known to 2%).",
         ),
     ] = "auto",
-    warmup: Annotated[int, typer.Option("-w", "--warmup", help="Untimed iterations before timing.")] = 1,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "-w",
+            "--warmup",
+            help="More untimed calls before the timed ones (each point also makes one first call,"
+            " which the data check reads).",
+        ),
+    ] = 1,
     dtype: Annotated[
         str, typer.Option("-d", "--dtype", metavar="TYPE", help="float32, float64, float16, bfloat16, int32, int64.")
     ] = "float32",
