@@ -134,9 +134,12 @@ def log_chart(
     xs = [p.x for s in series for p in s.points] + [x for s in series for x, _ in s.curve]
     ys = [v for s in series for p in s.points for v in (p.lo, p.hi, p.y) if v > 0]
     ys += [y for s in series for _, y in s.curve if y > 0]
-    if not xs or not ys:
+    # A log axis has no place for size 0: rows of only 0-byte calls (nccl-tests -b 0 -e 0) ended in min()'s
+    # ValueError; such a chart is empty, as one of no rows is.
+    sizes = [x for x in xs if x > 0]
+    if not sizes or not ys:
         return _empty(title, width, height)
-    sx = _LogScale(min(x for x in xs if x > 0), max(xs), left, right)
+    sx = _LogScale(min(sizes), max(sizes), left, right)
     sy = _LogScale(min(ys), max(ys), bottom, top)
     # Room below for every legend line and the note, so that neither is cut at the drawing's edge.
     legend, legend_end = _legend(series, left, bottom + 46, right, legend_note)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from report_inputs import A100_TOPO, EXAMPLE_PROFILE, EXAMPLE_RESULTS
@@ -129,3 +130,15 @@ def test_a_topology_and_profile_of_another_machine_are_said(tmp_path: Path) -> N
     agreed = CliRunner().invoke(app, same)
     assert agreed.exit_code == 0, agreed.output
     assert "warning" not in agreed.stderr
+
+
+def test_rows_of_only_zero_byte_calls_make_a_page(tmp_path: Path) -> None:
+    """Rows of only 0-byte calls (nccl-tests -b 0 -e 0) ended report in min()'s ValueError traceback (a log
+    axis of sizes has no place for 0); now the page is written, its charts saying they have no points."""
+    lines = [json.loads(line) for line in Path(EXAMPLE_RESULTS).read_text().splitlines()[:40]]
+    zeros = tmp_path / "zeros.jsonl"
+    zeros.write_text("".join(json.dumps(dict(r, size_bytes=0, count=0)) + "\n" for r in lines))
+    page = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(zeros), "-O", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "no points" in page.read_text()

@@ -212,3 +212,10 @@ def test_a_rule_below_its_segment_size_says_it_ran_whole() -> None:
         "one segment up to 4M, segments of 4M above, layout topology",
         "segments of 4M, layout topology",
     ]
+
+
+def test_a_chart_of_only_zero_byte_calls_is_empty() -> None:
+    """Rows of only 0-byte calls (nccl-tests -b 0 -e 0) ended report in min()'s ValueError traceback: a log
+    axis of sizes has no place for 0. The chart says it has no points (tests/cli: the page is written)."""
+    zero = Series("ring", "#000", (Point(0.0, 5.0, 4.0, 6.0, "0 B"),), ((0.0, 5.0),))
+    assert "no points" in log_chart([zero], title="t", x_label="x", y_label="y")
