@@ -443,7 +443,7 @@ def compare_rows(base: Iterable[ResultRow], new: Iterable[ResultRow], *, thresho
         raise UserError(f"{empty} has no point with a positive time to compare")
     if not set(base_ws) & set(new_ws):
         raise UserError(
-            f"the runs have different world sizes: BASE {_listing(base_ws)} ranks, NEW {_listing(new_ws)} ranks; "
+            f"the runs have different world sizes: BASE {_ranks(base_ws)}, NEW {_ranks(new_ws)}; "
             "compare runs of the same world size"
         )
     common = sorted(base_pts.keys() & new_pts.keys())
@@ -502,6 +502,11 @@ def _differences(base: _Run, new: _Run, base_ws: list[int], new_ws: list[int]) -
 
 def _listing(values: Sequence[Any]) -> str:
     return ", ".join(str(v) for v in values)
+
+
+def _ranks(world_sizes: Sequence[int]) -> str:
+    """``1 rank``, ``2 ranks``, ``2, 4 ranks``: a run of one rank said '1 ranks'."""
+    return f"{_listing(world_sizes)} rank{'' if list(world_sizes) == [1] else 's'}"
 
 
 def _describe(points: dict[PointKey, RunPoint]) -> str:

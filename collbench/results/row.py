@@ -128,6 +128,10 @@ class ResultRow:
         if root >= world:
             # Each field is in range alone; together a root of 99 on 8 ranks is no measurement.
             raise FieldError("root", f"{root} is not a rank of the row's {world} ranks")
+        nodes = fields.get("nodes", 0)
+        if nodes > world:
+            # As the root: 5 nodes of 2 ranks was fitted and predicted as 'its measurement on 5 nodes'.
+            raise FieldError("nodes", f"{nodes} nodes for the row's {world} ranks (a node holds one rank or more)")
         return cls(**fields)
 
     @property

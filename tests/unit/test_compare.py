@@ -196,6 +196,9 @@ def test_bad_inputs_are_user_errors() -> None:
     eight = [sampled_row(rng, 1024, 50.0, world_size=8)]
     with pytest.raises(UserError, match="different world sizes: BASE 4 ranks, NEW 8 ranks"):
         compare_rows(four, eight)
+    one = [sampled_row(rng, 1024, 50.0, world_size=1)]
+    with pytest.raises(UserError, match="different world sizes: BASE 4 ranks, NEW 1 rank;"):  # '1 ranks'
+        compare_rows(four, one)
     other = [sampled_row(rng, 1024, 50.0, op="broadcast")]
     with pytest.raises(UserError, match="no point matches"):
         compare_rows(four, other)

@@ -57,6 +57,9 @@ def _row(**changes: Any) -> dict[str, Any]:
         ({"tune_round": 10**400}, "tune_round", "out of range"),  # past any float
         ({"tune_round": "1_0"}, "tune_round", "expected a number"),
         ({"size_bytes": "1_024"}, "size_bytes", "expected a number"),
+        # Each in range alone, not together: it was fitted and predicted as 'its measurement on 5 nodes'.
+        ({"world_size": 2, "nodes": 5}, "nodes", "5 nodes for the row's 2 ranks"),
+        ({"iters": 10**15}, "iters", "out of range"),
     ],
 )
 def test_bad_field_is_named(changes: dict[str, Any], field: str, problem: str) -> None:
