@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.rows import stream_results
-from collbench.errors import InputFileError
+from collbench.errors import ConfigError, InputFileError
 from collbench.importers.nodes import check_nodes_option
 from collbench.models.stored import (
     FIT_NODES_ADVICE,
@@ -36,6 +38,18 @@ def fit(
         typer.Argument(metavar="RESULTS", help="collbench results (.jsonl/.csv/.parquet) or nccl-tests logs."),
     ],
     json_out: Annotated[bool, typer.Option("--json", help="Print {fits, crossovers} as JSON, nothing else.")] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-O",
+            metavar="FITS.json",
+            help="Write {fits, crossovers} as JSON (what --json prints; predict --fits reads it) to this file.",
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace a file already at -O (never a profile, results or a topology).")
+    ] = False,
     plot: Annotated[
         Path | None, typer.Option("--plot", metavar="FILE.png", help="Plot measured points, fitted curves, residuals.")
     ] = None,
@@ -82,6 +96,8 @@ def fit(
         from collbench.fileio import refuse_replacing_record
 
         refuse_replacing_record(plot, "a plot")  # a profile or rows under the plot's name stay
+    if output is not None:
+        check_fits_output(output, results, overwrite)
     # One --op also names the collective of a log that does not say it; several only filter.
     rows = stream_results(
         results, op=op_names[0] if len(op_names) == 1 else None, nodes_from_devices=True, ranks=ranks, nodes=nodes
@@ -138,10 +154,36 @@ def fit(
 
         plot_fits(points.points(), report.fits, plot)
         err_console.print(f"wrote plot to {plot}")
+    document = json.dumps(report.to_dict(), indent=2)
+    if output is not None:
+        from collbench.fileio import atomic_write_text
+
+        atomic_write_text(output, document + "\n")
     if json_out:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
-        return
-    console.print(render_fits(report))
+        typer.echo(document)
+    else:
+        console.print(render_fits(report))
+    if output is not None:
+        err_console.print(f"wrote fits to {escape(str(output))}", highlight=False)
+
+
+def check_fits_output(path: Path, inputs: Sequence[Path], overwrite: bool) -> None:
+    """UserError, before any work, for a place fits cannot go: not writable, not a .json name (predict
+    --fits reads a file by its suffix), one of the inputs (a log named .json replaced by its own fits),
+    a file holding a profile, results or a topology (never, even with ``overwrite``: what was measured
+    stays), or, unless ``overwrite``, any other file with content (as import's and profile's -O)."""
+    from collbench.fileio import FITS_KIND, check_writable, refuse_replacing_record
+
+    check_writable(path)
+    if path.suffix.lower() != ".json":
+        raise ConfigError(f"-O/--output {path}: fits are JSON (predict --fits reads them); use a .json name")
+    for given in inputs:
+        with contextlib.suppress(OSError):
+            if path.samefile(given):
+                raise ConfigError(f"-O {path} is one of the files fitted; write the fits to another file")
+    refuse_replacing_record(path, FITS_KIND)
+    if not overwrite and path.is_file() and path.stat().st_size:
+        raise ConfigError(f"{path} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere")
 
 
 def _noting_dtypes(

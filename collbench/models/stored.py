@@ -41,7 +41,7 @@ def load_fits(path: Path) -> list[Fit]:
         # a profile are named by what they hold in Profile.load: fileio.misfiled.)
         raise InputFileError(
             str(path),
-            "results, not fits: fit them first (`collbench fit FILE --json > fits.json`, then --fits fits.json)",
+            "results, not fits: fit them first (`collbench fit FILE -O fits.json`, then --fits fits.json)",
         )
     text = read_text_file(path, "`collbench fit --json` output or a profile")
     try:

@@ -155,3 +155,47 @@ def test_rows_of_several_reductions_are_said(tmp_path: Path) -> None:
     write_rows(alone, sums)
     one = CliRunner().invoke(app, ["fit", str(alone), "--json"], env={"COLUMNS": "300"})
     assert one.exit_code == 0 and "reductions fitted as one" not in one.stderr, one.output
+
+
+def test_dash_o_writes_what_json_prints_and_refuses_to_replace(tmp_path: Path) -> None:
+    # docs/tour: the file a command writes is -O everywhere; fit had none ('No such option: -O').
+    log = Path(__file__).parents[1] / "fixtures" / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+    runner = CliRunner()
+    fits = tmp_path / "h100.json"
+    wrote = runner.invoke(app, ["fit", str(log), "-O", str(fits)])
+    assert wrote.exit_code == 0, wrote.output
+    assert "segments of all-reduce" in wrote.stdout and f"wrote fits to {fits}" in wrote.stderr
+    printed = runner.invoke(app, ["fit", str(log), "--json"])
+    assert json.loads(fits.read_text()) == json.loads(printed.stdout)
+    predicted = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "32", "--sizes", "1M"])
+    assert predicted.exit_code == 0, predicted.output
+    # A second run refuses to replace the file without --overwrite, leaving it as it was.
+    fits.write_text('{"fits": []}\n')
+    again = runner.invoke(app, ["fit", str(log), "-O", str(fits)])
+    assert again.exit_code == 2 and "is not empty; pass --overwrite to replace it" in again.output
+    assert fits.read_text() == '{"fits": []}\n'
+    replaced = runner.invoke(app, ["fit", str(log), "-O", str(fits), "--overwrite", "--json"])
+    assert replaced.exit_code == 0, replaced.output
+    assert json.loads(fits.read_text()) == json.loads(replaced.stdout) == json.loads(printed.stdout)
+
+
+def test_dash_o_never_replaces_what_was_measured(tmp_path: Path) -> None:
+    log = Path(__file__).parents[1] / "fixtures" / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+    runner = CliRunner()
+    rows = tmp_path / "rows.json"  # rows under a .json name: results, --overwrite or not
+    write_rows(tmp_path / "r.jsonl", make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.0, seed=0, in_place=(False,)))
+    rows.write_bytes((tmp_path / "r.jsonl").read_bytes())
+    kept = rows.read_bytes()
+    refused = runner.invoke(app, ["fit", str(log), "-O", str(rows), "--overwrite"])
+    assert refused.exit_code == 2 and "holds collbench result rows" in refused.output
+    assert rows.read_bytes() == kept
+    own = tmp_path / "log.json"  # the log fitted, named as -O
+    own.write_bytes(log.read_bytes())
+    itself = runner.invoke(app, ["fit", str(own), "-O", str(own), "--overwrite"])
+    assert itself.exit_code == 2 and "is one of the files fitted" in itself.output
+    assert own.read_bytes() == log.read_bytes()
+    not_json = runner.invoke(app, ["fit", str(log), "-O", str(tmp_path / "fits.txt")])
+    assert not_json.exit_code == 2 and "use a .json name" in not_json.output
+    assert not (tmp_path / "fits.txt").exists()
+    for result in (refused, itself, not_json):
+        assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
