@@ -9,6 +9,7 @@ hangs on every rank.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -38,10 +39,25 @@ def profile_problem(data: dict[str, Any]) -> str | None:
         problem = _name_problem(f"$.{name}", data.get(name))
         if problem is not None:
             return problem
+    problem = _created_problem(data.get("created"))
+    if problem is not None:
+        return problem
     for i, rule_set in enumerate(data.get("rule_sets") or ()):
         problem = _rule_set_problem(f"$.rule_sets[{i}]", rule_set)
         if problem is not None:
             return problem
+    return None
+
+
+def _created_problem(created: Any) -> str | None:
+    """Why ``created`` is no ISO 8601 time, or None (absent or empty: not recorded). 'profile merge --prefer
+    newer' orders profiles by it: a hand-edited 'yesterday' sorted after every date and was kept as newer."""
+    if created is None or created == "":
+        return None
+    try:
+        dt.datetime.fromisoformat(str(created))
+    except ValueError:
+        return f"$.created: {printable(str(created)[:40])!r} is no ISO 8601 time (such as 2026-11-25T16:48:16Z)"
     return None
 
 

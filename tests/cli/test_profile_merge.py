@@ -272,3 +272,18 @@ def test_merging_thousands_of_fits_compares_each_fit_about_once(monkeypatch: pyt
     merged = merge_profiles([("a", a), ("b", b)])
     assert len(merged.profile.fits) == 10_000
     assert compared <= 2 * 10_100
+
+
+def test_a_created_time_of_no_sense_is_refused_at_load(tmp_path: Path) -> None:
+    """'--prefer newer' ordered profiles by their created text: a hand-edited 'yesterday' sorted after every
+    date, and that profile's rules were kept as the newer ones."""
+    old = make(tmp_path, "old.yaml", one(4, "ring"), created="2026-11-01T00:00:00Z")
+    edited = make(tmp_path, "edited.yaml", one(4, "direct"), created="yesterday")
+    out = tmp_path / "m.yaml"
+    code, _, stderr = merge(str(old), str(edited), "--prefer", "newer", "--output", str(out))
+    assert code == 2 and not out.exists()
+    assert stderr.strip() == (
+        f"error: {edited}: not a profile collbench uses: $.created: 'yesterday' is no ISO 8601 time "
+        "(such as 2026-11-25T16:48:16Z)"
+    )
+    assert Profile.load(make(tmp_path, "unrecorded.yaml", one(4, "ring"), created="")).created == ""
