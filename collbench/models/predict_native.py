@@ -225,25 +225,28 @@ def native_nccl(
         (at 8 B, a GB200 2-rack fit told its NICs carried x1.33 from 512 MiB to NVLS-tree on 7 racks
         and nothing to the tree NCCL runs on 8: 144 -> 122 us; tested at 64 MiB, an H100 2-node fit on
         one node carried x1.65 to the ring on 5 GPUs and nothing on 6, where NCCL runs NVLS at 64 MiB)."""
+        if links_unmeasured(size):
+            return False
         if not lo <= size <= hi:
             return not nvls_in_play
         _, there = _residual(fit, measured_nodes, arch, own_nvlink, facts, size)
         return there == (choice(size).algo in NVLS_ALGORITHMS)
 
+    def links_unmeasured(size: float) -> bool:
+        # Within one node, from a fit across several, neither family's links were measured: the one-node
+        # machine is NCCL's own figures for the node's NVLinks, not the calibration the miss is a residual
+        # of, and the miss is the network's (tuning.cc prices one node with no network term). Carried to
+        # the family that ran across nodes and not to the other, it split the node in two: a GCP H100
+        # 2-node fit's x2.03 at 16 MiB (x1.8-2.03 at 8-32 MiB, x0.78-1.18 elsewhere) made the ring on 5
+        # GPUs 224 us and NVLS on 6 103 us. Where the ring runs there on the fitted bus (above NCCL's
+        # figure: the measured ring crossed these links at that rate) its miss is the measured ring's,
+        # carried as at any shape: held at 1, a miss below 1 made one node slower than the same ring on
+        # two (a GB200 2-rack fit, NVLS off: 41.06 ms at 69 ranks in one rack, 40.71 ms at 76 on two).
+        return intra is not None and not (intra.ring_measured and choice(size).algo not in NVLS_ALGORITHMS)
+
     def residual(size: float) -> float:
         missed, _ = _residual(fit, measured_nodes, arch, own_nvlink, facts, min(max(size, lo), hi))
-        if not carried(size):
-            return 1.0
-        # Within one node, from a fit across several, nothing of the links inside was measured: what the
-        # model missed across nodes may make it slower there, never faster than NCCL's own figures (a
-        # GCP H100 2-node fit's x0.8 put NVLS at 596 GB/s busbw on 8 GPUs; published ~480). Where the
-        # ring runs there on the fitted bus (above NCCL's figure: the measured ring crossed these links
-        # at that rate) its miss is the measured ring's, carried as at any shape: held at 1, a miss
-        # below 1 made one node slower than the same ring on two (a GB200 2-rack fit, NVLS off: 41.06 ms
-        # at 69 ranks in one rack, 40.71 ms at 76 on two, 16 GiB).
-        if intra is None or (intra.ring_measured and choice(size).algo not in NVLS_ALGORITHMS):
-            return missed
-        return max(missed, 1.0)
+        return missed if carried(size) else 1.0
 
     def raw_us(size: float) -> float:
         return choice(size).time_us * residual(size)
@@ -280,6 +283,8 @@ def native_nccl(
         nvls = c.algo in NVLS_ALGORITHMS
         if carried(size):
             missed = f"x{residual(size):.3g} for what it misses"
+        elif links_unmeasured(size):
+            missed = "nothing carried of what it misses (the network's; these links were not measured)"
         elif lo <= size <= hi:
             missed = "nothing carried of what it misses (another algorithm ran)"
         else:
@@ -320,11 +325,11 @@ def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool, fact
     its topology search gives the GPU's NVLinks (``nccl_graph.ring_graph`` on one node; the fitted one
     where that is higher, as links the measured ring crossed carry at least what it measured) and its
     own NVLink latencies (the fitted scale where below 1); what the model misses at the measured shape
-    is carried as at any shape (``native_nccl``'s residual), so the time never falls as ranks cross to
-    a second node. The fitted figures are the network's (a GCP H100 2-node fit put 268 GB/s and
-    latencies x5.4 inside a node, where NCCL's ring over 18 NVLink 4 links has 360 GB/s), and nothing
-    of the links within a node was measured. Raises NotApplicableError where the fit's GPU and its
-    NVLinks are not known."""
+    is carried only where the ring runs on the fitted bus (``native_nccl``'s ``links_unmeasured``), so
+    the time never falls as ranks cross to a second node there. The fitted figures are the network's (a
+    GCP H100 2-node fit put 268 GB/s and latencies x5.4 inside a node, where NCCL's ring over 18 NVLink
+    4 links has 360 GB/s), and nothing of the links within a node was measured. Raises
+    NotApplicableError where the fit's GPU and its NVLinks are not known."""
     measured_nodes = shapes.assumed_nodes(fit)
     node = node_of(fit.device, max(fit.world_size // measured_nodes, 1), facts) if nvlink else None
     if node is None:
