@@ -527,22 +527,28 @@ def predicted_ranges(
     nccl_arch: Arch | None = None,
     nccl_facts: NodeFacts | None = None,
 ) -> tuple[list[PredictedRange], list[str], list[str]]:
-    """The fastest predicted algorithm per size range of ``op`` at a shape, from 1 byte up to the
-    largest size measured, switching where predictions cross; and (refused, notes) as
-    :func:`price_fits` gives them (``nccl_facts`` as there: ``--no-nvls``). An empty list when no fit
+    """The fastest predicted algorithm per size range of ``op`` at a shape, switching where predictions
+    cross between the smallest and the largest size the fits measured (below and above, the winner at
+    that end holds, as a measured rule set's first and last rules do); and (refused, notes) as
+    :func:`price_fits` gives them (``nccl_facts`` as there: ``--no-nvls``). Each range is priced at
+    ``at_bytes``, the geometric middle of its part inside the sizes measured. An empty list when no fit
     of ``op`` may be used."""
     entries, refused, notes = price_fits(
         fits, world_size, nodes, ops=[op], shapes=shapes, nccl_arch=nccl_arch, nccl_facts=nccl_facts
     )
     if not entries:
         return [], refused, notes
+    # Crossings below the smallest size measured were placed from 1 byte (rules 'from 0 B to 1 B'),
+    # and a range reaching 0 B was priced at 1 B: sizes no fit saw, latencies extrapolated past them.
+    lo = float(max(1, min(e.fit.min_bytes for e in entries)))
     hi = float(max(e.fit.max_bytes for e in entries))
-    starts = [0] + [c.size_bytes for c in crossovers_of(entries, world_size, 1.0, hi)]
+    starts = [0] + [c.size_bytes for c in crossovers_of(entries, world_size, lo, hi)]
     native = next((e for e in entries if e.fit.algo == "native"), None)
     out: list[PredictedRange] = []
     for i, start in enumerate(starts):
         end = starts[i + 1] - 1 if i + 1 < len(starts) else None
-        at = max(1, int(math.sqrt(max(start, 1) * end)) if end is not None else start)
+        first, last = max(float(start), lo), hi if end is None else min(float(end), hi)
+        at = max(1, int(math.sqrt(first * max(first, last))))
         best = _fastest(entries, at)
         time_us = best.time_us(at)
         native_us = native.time_us(at) if native is not None else None

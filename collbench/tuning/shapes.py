@@ -150,13 +150,13 @@ def predicted_rule_set(
 
     Fits that may not be used (``Fit.distrust``) are left out, as in ``collbench predict``, and so is
     a native whose algorithm is unknown (not NCCL's). Each other algorithm is priced at ``world_size``
-    from its own structure (``models/predict.py``) from 1 byte up to the largest size it was measured
-    at, and the rules switch where the fastest one changes; the last rule runs to unbounded.
-    ``predicted_us`` is the model's time at ``at_bytes`` (the range's geometric middle, or its start
-    for the last), ``gain_vs_native`` native's predicted time over the chosen one's there, where native
-    is predicted. ``measured`` maps a fit's world size to its nodes; ``facts`` what NCCL's model of
-    native is told of the nodes (``--no-nvls``: the runs set NCCL_NVLS_ENABLE=0). Raises ConfigError
-    when no op has a fit to use, naming why.
+    from its own structure (``models/predict.py``), and the rules switch where the fastest one changes
+    between the smallest and the largest size measured; the first rule runs from 0, the last to
+    unbounded. ``predicted_us`` is the model's time at ``at_bytes`` (the geometric middle of the range's
+    part inside the sizes measured: never a size no fit saw), ``gain_vs_native`` native's predicted time
+    over the chosen one's there, where native is predicted. ``measured`` maps a fit's world size to its
+    nodes; ``facts`` what NCCL's model of native is told of the nodes (``--no-nvls``: the runs set
+    NCCL_NVLS_ENABLE=0). Raises ConfigError when no op has a fit to use, naming why.
     """
     from collbench.models.predict import Shapes, predicted_ranges
 

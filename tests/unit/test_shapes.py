@@ -40,6 +40,22 @@ def test_predicted_rules_follow_the_models_at_the_new_size() -> None:
     assert at_four.size_bytes != crossover.size_bytes
 
 
+def test_predicted_rules_switch_and_are_priced_only_at_sizes_measured() -> None:
+    # Measured from 256 B to 16 MiB. At 16 ranks these two fits cross at 131 B, below any size
+    # measured: the set said 'recursive-doubling from 0 B to 130 B, at 11 B', then ring 'at 131 B'.
+    # Below the smallest size measured the winner there holds, as a measured set's first rule does.
+    below = [fit("recursive-doubling", 10.0, 0.5), fit("ring", 10.0, 0.001)]
+    (crossing,) = find_crossovers(below, world_size=16, lo_bytes=1, hi_bytes=1 << 24)
+    assert crossing.size_bytes < 256
+    (rule,) = predicted_rule_set(below, ["all-reduce"], 16, 2).rules
+    assert (rule.min_bytes, rule.max_bytes, rule.algo) == (0, None, "ring")
+    # A set of one rule was priced 'at 1 B'; now at the middle of the sizes measured (log scale).
+    assert rule.at_bytes == 1 << 16
+    for rule in predicted_rule_set(FITS, ["all-reduce"], 16, 2).rules:
+        assert 256 <= rule.at_bytes <= 1 << 24
+        assert rule.min_bytes <= rule.at_bytes and (rule.max_bytes is None or rule.at_bytes <= rule.max_bytes)
+
+
 def test_with_predictions_adds_sets_and_refuses_measured_shapes() -> None:
     measured = RuleSet(4, 1, (Rule("all-reduce", 0, None, "ring"),))
     profile = Profile("fp", "h", "gloo", (measured,), fits=tuple(FITS))
