@@ -371,7 +371,7 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str, timeout_s: f
     """``tune --check PROFILE``: per rule of each shape this machine can run, the regret of its choice."""
     import tempfile
 
-    from collbench.cli.render.check import check_summary, render_check
+    from collbench.cli.render.check import check_summary, render_check, retune_advice
     from collbench.profile.document import Profile
     from collbench.runtime.launch.ranks import job_rank, one_process_group
     from collbench.tuning.check import check_backend
@@ -404,3 +404,7 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str, timeout_s: f
         checks = list(shape.checks)
         console.print(render_check(checks, shape.rule_set.shape_label if several else None))
         console.print((f"{shape.rule_set.shape_label}: " if several else "") + check_summary(checks))
+    beaten = [(shape.rule_set, c) for shape in shapes for c in shape.checks if c.faulted]
+    advice = retune_advice(path, profile, beaten)
+    if advice is not None:
+        print_note("next", advice, console)

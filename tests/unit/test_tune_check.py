@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 from pathlib import Path
 
 import pytest
@@ -9,12 +11,15 @@ from synthetic_rows import point_row
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.cli.render.check import retune_advice
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.results.row import ResultRow
 from collbench.tuning import check as check_mod
+from collbench.tuning import shapes
 from collbench.tuning.check import check_sizes, geomean_regret, regrets
+from collbench.tuning.config import TuneConfig
 
 
 def _row(algo: str, size: int, t: float, spread: float = 0.02) -> ResultRow:
@@ -106,6 +111,65 @@ def test_tune_check_cli_prints_the_regret_per_rule(tmp_path: Path, monkeypatch: 
     assert "1.000±" in result.output
     assert "1.250±" in result.output
     assert "geometric-mean regret 1.118 over 2 rules; 1 beaten beyond the noise" in result.output
+    # A beaten rule said no next step; now one line: the shape's tune again, into a new file.
+    retuned = tmp_path / "p-retuned.yaml"
+    command = f"collbench tune --ranks 2 --backend gloo -O {retuned}"
+    assert result.output.splitlines()[-1] == (
+        f"next: re-tune where a rule is beaten (all-reduce 64 KiB-∞): `{command}`, then check that profile "
+        f"(`collbench tune --check {retuned}`)"
+    )
+
+
+def test_the_retune_command_is_one_tune_runs_and_keeps_what_was_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The profile's own tune, its files left where they are: a new profile, rows and plot beside them.
+    recorded = "collbench tune --ranks 2 --quick -b 1024 --output p.yaml --results rows.jsonl --plot p.png"
+    profile = dataclasses.replace(_profile(), command=recorded)
+    rows = [_row("native", 1 << 20, t) for t in (1000.0, 1010.0, 990.0)]
+    rows += [_row("ring", 1 << 20, t) for t in (800.0, 790.0, 810.0)]
+    small, large = regrets(profile, [*rows, _row("tree", 4096, 100.0)])
+    assert large.faulted and not small.faulted
+    line = retune_advice(tmp_path / "p.yaml", profile, [(profile.default_set, large)])
+    assert line is not None
+    command = line.split("`")[1]
+    new = tmp_path / "p-retuned.yaml"
+    assert command == f"collbench tune --ranks 2 --quick -b 1024 -O {new}"
+    seen: list[TuneConfig] = []
+
+    class Stop(Exception):
+        pass
+
+    def stop(config: TuneConfig, *args: object, **kwargs: object) -> None:
+        seen.append(config)  # what the tune would run: the command is one the CLI takes
+        raise Stop
+
+    monkeypatch.setattr(shapes, "check_shapes", stop)
+    with pytest.raises(Stop):
+        CliRunner().invoke(app, shlex.split(command)[1:], catch_exceptions=False)
+    (config,) = seen
+    assert config.output == new and config.quick and config.min_bytes == 1024
+    assert config.rows_path == tmp_path / "p-retuned-results.jsonl" and config.png_path == new.with_suffix(".png")
+    assert retune_advice(tmp_path / "p.yaml", profile, []) is None
+
+
+def test_the_retune_line_names_each_shape_and_op_beaten() -> None:
+    # A merged profile records no tune: the line builds one of the shapes and ops beaten.
+    rules = tuple(
+        Rule("all-gather", i * 1024, None if i == 4 else i * 1024 + 1023, "ring", at_bytes=i * 1024 + 512)
+        for i in range(5)
+    )
+    two, four = RuleSet(2, 1, rules), RuleSet(4, 1, rules)
+    profile = Profile(
+        fingerprint="f", host="h", backend="gloo", rule_sets=(two, four), command="collbench profile merge"
+    )
+    checks = [check_mod.RuleCheck(r, 512, 2.0, "tree", 1.0, 2.0, 0.1, True) for r in rules]
+    line = retune_advice(Path("m.yaml"), profile, [(two, c) for c in checks] + [(four, checks[0])])
+    assert line is not None
+    # Ranges as the check table shows them (its from and to columns), three an op and shape at most.
+    assert "(2 ranks on 1 node, all-gather 0 B-1023 B, 1 KiB-2 KiB, 2 KiB-3 KiB, 2 more; " in line
+    assert "4 ranks on 1 node, all-gather 0 B-1023 B)" in line
+    assert "`collbench tune --ranks 2,4 --backend gloo --op all-gather -O m-retuned.yaml`" in line
 
 
 def test_check_refuses_a_profile_of_one_rank(tmp_path: Path) -> None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
 from rich.console import Group, RenderableType
 
 from collbench.cli.render.profile import _bytes, _us
 from collbench.cli.render.styles import narrow_table
+from collbench.profile.document import Profile, RuleSet
 from collbench.tuning.check import RuleCheck, geomean_regret
 from collbench.units import counted
 
@@ -62,3 +67,65 @@ def check_summary(checks: list[RuleCheck]) -> str:
         f"geometric-mean regret {mean} over {counted(len(checks), 'rule')}; {faulted} beaten beyond the noise "
         "(as a tune's winner: beyond the noise bar and ahead round by round)"
     )
+
+
+RETUNE_PATHS = ("--output", "-O", "--results", "--plot")
+"""The recorded tune's options that name its files: the re-tune writes beside them, never over them."""
+MAX_RANGES_NAMED = 3
+
+
+def retune_advice(path: Path, profile: Profile, beaten: Sequence[tuple[RuleSet, RuleCheck]]) -> str | None:
+    """The next step after a check that beat ``beaten`` rules, in one line (printed after ``next: ``):
+    tune again, as the profile's own tune command (else one built from the shapes beaten), into a new file
+    beside ``path`` (the old profile and its measured rows stay, to compare), then check that one. A tune
+    decides a shape's sizes together (each rule's boundaries come from its neighbours' winners), so the
+    shape is re-tuned, not one rule.
+    None when no rule is beaten."""
+    if not beaten:
+        return None
+    several = len({rule_set.shape for rule_set, _ in beaten}) > 1
+    ranges: dict[str, list[str]] = {}
+    for rule_set, c in beaten:
+        where = (f"{rule_set.shape_label}, " if several else "") + c.rule.op.value
+        ranges.setdefault(where, []).append(f"{_bytes(c.rule.min_bytes)}-{_bytes(c.rule.max_bytes)}")
+    named = []
+    for where, spans in ranges.items():
+        shown = spans[:MAX_RANGES_NAMED] + (
+            [f"{len(spans) - MAX_RANGES_NAMED} more"] if len(spans) > MAX_RANGES_NAMED else []
+        )
+        named.append(f"{where} {', '.join(shown)}")
+    new = path.with_name(f"{path.stem}-retuned{path.suffix}")
+    return (
+        f"re-tune where a rule is beaten ({'; '.join(named)}): `{_retune_command(profile, beaten, new)}`, "
+        f"then check that profile (`collbench tune --check {shlex.quote(str(new))}`)"
+    )
+
+
+def _retune_command(profile: Profile, beaten: Sequence[tuple[RuleSet, RuleCheck]], new: Path) -> str:
+    """The tune that made ``profile`` (its recorded command) writing to ``new``; where it records none
+    (an older or merged profile), a tune of the shapes and ops beaten on its backend."""
+    try:
+        recorded = shlex.split(profile.command)
+    except ValueError:
+        recorded = []
+    if recorded[:2] == ["collbench", "tune"]:
+        parts: list[str] = []
+        skip = False
+        for token in recorded:
+            if skip:
+                skip = False
+            elif token in RETUNE_PATHS:
+                skip = True
+            elif token.split("=", 1)[0] not in RETUNE_PATHS:
+                parts.append(token)
+    else:
+        parts = ["collbench", "tune"]
+        sets = list({rule_set.shape: rule_set for rule_set, _ in beaten}.values())
+        # Several nodes run under a launcher, which sets the ranks itself (tune refuses --ranks there).
+        if all(s.nodes == 1 for s in sets):
+            parts += ["--ranks", ",".join(str(s.world_size) for s in sets)]
+        parts += ["--backend", profile.backend]
+        ops = list(dict.fromkeys(op for s in sets for op in s.ops))
+        if ops != ["all-reduce"]:
+            parts += ["--op", ",".join(ops)]
+    return shlex.join([*parts, "-O", str(new)])
