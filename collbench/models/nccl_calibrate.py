@@ -50,8 +50,8 @@ def calibrate(
         raise ConfigError("no measured points to calibrate NCCL's model on")
     own = machine.own_figures()
     if own is None or machine.nvls is None:
-        scale, bus = _fit_ring(times, machine, op, ranks, nodes, sizes, times_us)
-        return _replace(machine, scale, bus)
+        scale, bus, told = _fit_ring(times, machine, op, ranks, nodes, sizes, times_us)
+        return _replace(machine, scale, bus, told)
     ran_nvls = [nccl_choice(own, op, ranks, nodes, s, smooth=True).algo in NVLS_ALGORITHMS for s in sizes]
     ring_at = [i for i, on in enumerate(ran_nvls) if not on]
     nvls_at = [i for i, on in enumerate(ran_nvls) if on]
@@ -72,8 +72,8 @@ def calibrate(
         curve = SizeCurve(machine, op, ranks, nodes, ring_sizes, nvls=False)
         ring_told = _tells_bandwidth(curve, own, with_bus, own.bus_bw_gbps)
         fixed = None if ring_told else own.bus_bw_gbps
-        scale, bus = _fit_ring(curve, machine, op, ranks, nodes, ring_sizes, ring_times, fixed)
-        fitted = dataclasses.replace(_replace(fitted, scale, bus), ring_measured=ring_told)
+        scale, bus, told = _fit_ring(curve, machine, op, ranks, nodes, ring_sizes, ring_times, fixed)
+        fitted = dataclasses.replace(_replace(fitted, scale, bus, told), ring_measured=ring_told)
     if nvls_at:
         nvls_sizes, nvls_times = pick(nvls_at)
         curve = SizeCurve(machine, op, ranks, nodes, nvls_sizes, nvls=True)
@@ -117,9 +117,10 @@ def _fit_ring(
     sizes: list[float],
     times_us: list[float],
     bus: float | None = None,
-) -> tuple[float, float]:
-    """The (latency scale, bus bandwidth) that follow ``times_us`` best on ``times``' candidates; with
-    ``bus`` given, only the latency scale is fitted and the bus stays that."""
+) -> tuple[float, float, bool]:
+    """The (latency scale, bus bandwidth) that follow ``times_us`` best on ``times``' candidates, and
+    whether the sizes told the latency scale (else it is NCCL's own, 1); with ``bus`` given, only the
+    latency scale is fitted and the bus stays that."""
     logs = np.log(np.asarray(times_us, dtype=np.float64))
     peak = peak_bus_bw_gbps(op, ranks, sizes, times_us) if bus is None else bus
     smallest = nccl_choice(_replace(machine, 1.0, peak), op, ranks, nodes, min(sizes), smooth=True, nvls=times.nvls)
@@ -131,7 +132,7 @@ def _fit_ring(
         model = np.log(times.at(_replace(machine, scale, bw)))
         return float(np.sum((model - logs) ** 2))
 
-    return _grid(loss, 1.0, peak, latency_measured, bus is None)
+    return (*_grid(loss, 1.0, peak, latency_measured, bus is None), latency_measured)
 
 
 def _fit_nvls(
@@ -153,7 +154,11 @@ def _fit_nvls(
 
     scale0 = 1.0 if fit_latency else base.latency_scale
     scale, nvls = _grid(loss, scale0, centre, latency_measured, fit_bandwidth)
-    return dataclasses.replace(machine(scale, nvls), nvls_measured=fit_bandwidth or base.nvls_measured)
+    # Where the latency is fitted here, whether the sizes told it; else the ring's fit said it already.
+    told = latency_measured if fit_latency else base.latency_measured
+    return dataclasses.replace(
+        machine(scale, nvls), nvls_measured=fit_bandwidth or base.nvls_measured, latency_measured=told
+    )
 
 
 def _grid(
@@ -221,5 +226,9 @@ class SizeCurve:
         return best
 
 
-def _replace(machine: NcclMachine, latency_scale: float, bus_bw_gbps: float) -> NcclMachine:
-    return dataclasses.replace(machine, latency_scale=latency_scale, bus_bw_gbps=bus_bw_gbps)
+def _replace(
+    machine: NcclMachine, latency_scale: float, bus_bw_gbps: float, latency_measured: bool = True
+) -> NcclMachine:
+    return dataclasses.replace(
+        machine, latency_scale=latency_scale, bus_bw_gbps=bus_bw_gbps, latency_measured=latency_measured
+    )

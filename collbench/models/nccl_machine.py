@@ -71,6 +71,9 @@ class NcclMachine:
     amd_cpu: bool = False
     latency_scale: float = 1.0
     """Multiplies every latency (but the network's where ``net_latency_scale`` is given); 1 is NCCL's own."""
+    latency_measured: bool = True
+    """``latency_scale`` is fitted to measured times (or given); False: NCCL's own 1, where no measured size
+    told it (even the smallest's time is mostly bandwidth: ``nccl_calibrate.LATENCY_SHARE_TO_FIT``)."""
     net_latency_scale: float | None = None
     """Multiplies NCCL's network latency terms alone (tuning.cc's ``interLat``, lines 386-391, and the
     ring's network overhead, lines 405-410), where the fit behind ``latency_scale`` did not measure them:
@@ -124,6 +127,7 @@ class NcclMachine:
             self,
             bus_bw_gbps=self.topology_bus_bw_gbps,
             latency_scale=1.0,
+            latency_measured=False,
             net_latency_scale=None,
             nvls_scale=1.0,
             nvls_net_scale=None,

@@ -303,11 +303,15 @@ def native_nccl(
                 f"(links within a node were not measured); {missed} there; {channels}"
             )
         held = "" if lo <= size <= hi else " (held from the nearest measured size)"
-        latencies = f"latencies x{machine.latency_scale:.2g} (fitted)"
+        # A fit whose smallest size is mostly bandwidth tells no latency scale: NCCL's own 1 stands.
+        latencies = (
+            f"latencies x{machine.latency_scale:.2g} (fitted)"
+            if machine.latency_measured
+            else "NCCL's own latencies (no size tells them)"
+        )
         if machine.net_latency_scale is not None:
-            latencies = f"latencies within a node x{machine.latency_scale:.2g} (fitted), " + (
-                "network latencies NCCL's own (unmeasured)" if across is None else net_own
-            )
+            within = latencies.replace("latencies", "latencies within a node", 1)
+            latencies = f"{within}, " + ("network latencies NCCL's own (unmeasured)" if across is None else net_own)
         text = (
             f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; {latencies}, "
             f"{nvls_text(machine) if nvls else ring_text(machine)}{inter}; "
