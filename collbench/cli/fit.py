@@ -115,7 +115,9 @@ def fit(
     from collbench.models.fit import fit_results
     from collbench.models.fit_points import PointSummaries
 
-    points = PointSummaries().extend(_noting_dtypes(noting_nodes(wanted, nodes_seen), dtypes_seen, redops_seen))
+    points = PointSummaries().extend(
+        _noting_dtypes_and_reductions(noting_nodes(wanted, nodes_seen), dtypes_seen, redops_seen)
+    )
     if not points.rows_seen:
         raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo/--dtype")
     if points.rows_failed:
@@ -186,7 +188,7 @@ def check_fits_output(path: Path, inputs: Sequence[Path], overwrite: bool) -> No
         raise ConfigError(f"{path} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere")
 
 
-def _noting_dtypes(
+def _noting_dtypes_and_reductions(
     rows: Iterable[ResultRow], seen: dict[str, set[str]], redops: dict[str, set[str]]
 ) -> Iterator[ResultRow]:
     """``rows`` as they stream past, with each op's dtypes gathered into ``seen``, the reductions of an op

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -93,9 +94,14 @@ def shared_series(paths: list[Path], by_file: list[list[ResultRow]]) -> list[str
         for key in dict.fromkeys((r.op, r.backend, r.world_size, r.algo, r.dtype, reduction(r)) for r in rows):
             holders.setdefault(key, []).append(str(path))
     shared: dict[tuple[str, ...], list[str]] = {}
-    for (op, backend, ranks, algo, dtype, _), held_by in holders.items():
+    redops = Counter(key[:5] for key in holders)
+    for (op, backend, ranks, algo, dtype, redop), held_by in holders.items():
         if len(held_by) > 1:
-            shared.setdefault(tuple(held_by), []).append(f"{op} {algo} {dtype} at {ranks} ranks over {backend}")
+            # Two reductions of one series are two lines: each named, not the same words twice.
+            with_redop = f" {redop}" if redops[(op, backend, ranks, algo, dtype)] > 1 else ""
+            shared.setdefault(tuple(held_by), []).append(
+                f"{op} {algo} {dtype}{with_redop} at {ranks} ranks over {backend}"
+            )
     notes = []
     for files, series in shared.items():
         named = ", ".join(files[:-1]) + f" and {files[-1]}"

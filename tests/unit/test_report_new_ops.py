@@ -152,3 +152,21 @@ def test_rows_of_two_reductions_are_two_lines() -> None:
     ((key, rows),) = group_rows(gathers).items()
     html = op_section(key, rows, [], [])
     assert ">native<" in html and "native max" not in html and "native sum" not in html
+
+
+def test_files_sharing_two_reductions_of_a_series_name_each(tmp_path: Path) -> None:
+    # Two files each holding a sum and a max sweep of one series: the note named the series twice in the
+    # same words ('all-reduce native float32 at 4 ranks over gloo; all-reduce native ...'), now once each.
+    from dataclasses import replace
+
+    from collbench.cli.report import shared_series
+
+    sums = [point_row("native", size, 100.0 + size / 1000) for size in (1024, 4096)]
+    rows = sums + [replace(r, redop="max") for r in sums]
+    (note,) = shared_series([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], [rows, rows])
+    series = note.split("hold the same series, ")[1].split(": the page")[0].split("; ")
+    assert len(series) == 2 and len(set(series)) == 2, note
+    assert {s.split()[3] for s in series} == {"sum", "max"}, series
+    # One reduction only: the series is named without it, as before.
+    (plain,) = shared_series([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], [sums, sums])
+    assert "float32 at" in plain and " sum " not in plain, plain
