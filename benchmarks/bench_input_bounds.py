@@ -20,10 +20,10 @@ from tempfile import TemporaryDirectory
 
 from collbench.cli.render.topology import topology_summary
 from collbench.errors import InputFileError
-from collbench.fileio import parse_yaml
 from collbench.topology.model import MAX_MACHINE_DEVICES
 from collbench.topology.nccl_xml import parse_nccl_xml
 from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
+from collbench.yamljson import parse_yaml
 
 # The inputs the unit tests check are refused or read, made where they are (tests/large_inputs.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

@@ -22,7 +22,8 @@ from collbench.cli.topology_source import (
     require_one_source,
 )
 from collbench.errors import CommandLineError, ConfigError, InputFileError, UserError
-from collbench.fileio import TOPOLOGY_KIND, check_writable, refuse_replacing_record
+from collbench.fileio import check_writable
+from collbench.filekinds import TOPOLOGY_KIND, refuse_replacing_record
 from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, PAIRS, Pairs
 from collbench.topology.io import load_topology, save_topology
 from collbench.topology.model import Topology

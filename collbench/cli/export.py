@@ -20,7 +20,8 @@ from collbench.cli.console import err_console, print_note, whole_lines
 from collbench.cli.options import CollbenchCommand, CollbenchGroup
 from collbench.errors import UserError
 from collbench.exporters.registry import EXPORTS, ExportRequest, export_named
-from collbench.fileio import atomic_write_text, check_writable, refuse_replacing_record
+from collbench.fileio import atomic_write_text, check_writable
+from collbench.filekinds import refuse_replacing_record
 from collbench.units import check_ranks
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})

@@ -93,7 +93,7 @@ def fit(
         from collbench.report.plots import check_plot_path
 
         check_plot_path(plot)
-        from collbench.fileio import refuse_replacing_record
+        from collbench.filekinds import refuse_replacing_record
 
         refuse_replacing_record(plot, "a plot")  # a profile or rows under the plot's name stay
     if output is not None:
@@ -174,7 +174,8 @@ def check_fits_output(path: Path, inputs: Sequence[Path], overwrite: bool) -> No
     --fits reads a file by its suffix), one of the inputs (a log named .json replaced by its own fits),
     a file holding a profile, results or a topology (never, even with ``overwrite``: what was measured
     stays), or, unless ``overwrite``, any other file with content (as import's and profile's -O)."""
-    from collbench.fileio import FITS_KIND, check_writable, refuse_replacing_record
+    from collbench.fileio import check_writable
+    from collbench.filekinds import FITS_KIND, refuse_replacing_record
 
     check_writable(path)
     if path.suffix.lower() != ".json":

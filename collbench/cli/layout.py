@@ -18,7 +18,8 @@ from collbench.cli.topology_source import (
     one_file,
     read_topology,
 )
-from collbench.fileio import check_writable, refuse_replacing_record
+from collbench.fileio import check_writable
+from collbench.filekinds import refuse_replacing_record
 from collbench.units import check_ranks
 
 if TYPE_CHECKING:

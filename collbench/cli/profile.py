@@ -64,7 +64,8 @@ def check_profile_output(path: Path, inputs: Sequence[Path], overwrite: bool) ->
     of ``inputs`` (`profile predict A -O B` replaced B, another machine's measured profile, without a
     word). An input named as -O is rewritten holding what it held, and more."""
     from collbench.errors import ConfigError
-    from collbench.fileio import PROFILE_KIND, check_writable, refuse_replacing_record
+    from collbench.fileio import check_writable
+    from collbench.filekinds import PROFILE_KIND, refuse_replacing_record
 
     check_writable(path)
     if path.suffix.lower() not in (".yaml", ".yml"):

@@ -14,7 +14,8 @@ from rich.markup import escape
 from collbench.cli.console import console, print_note
 from collbench.cli.rows import load_results_by_file
 from collbench.errors import InputFileError
-from collbench.fileio import check_writable, refuse_replacing_record
+from collbench.fileio import check_writable
+from collbench.filekinds import refuse_replacing_record
 from collbench.units import counted
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from collbench.errors import InputFileError, UserError
-from collbench.fileio import NCCL_TESTS_KIND, RESULTS_KIND, decode_text, kind_of_text, misfiled
+from collbench.fileio import decode_text
+from collbench.filekinds import NCCL_TESTS_KIND, RESULTS_KIND, kind_of_text, misfiled
 from collbench.importers.nccl_tests import looks_like_nccl_tests, read_nccl_tests
 from collbench.importers.nodes import given_nodes, settle_log_nodes
 from collbench.results.io import RESULT_SUFFIXES, check_regular_file, iter_rows

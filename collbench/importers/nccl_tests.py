@@ -41,7 +41,8 @@ from pathlib import Path
 
 from collbench.backends import RCCL
 from collbench.errors import InputFileError
-from collbench.fileio import NCCL_TESTS_KIND, check_number_lengths, decode_text, misfiled, read_text_file
+from collbench.fileio import check_number_lengths, decode_text, read_text_file
+from collbench.filekinds import NCCL_TESTS_KIND, misfiled
 from collbench.importers.nccl_tests_infer import (
     TableRow,
     column_ops,

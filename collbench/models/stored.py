@@ -13,19 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import ConfigError, InputFileError
-from collbench.fileio import (
-    FITS_KIND,
-    PROFILE_KIND,
-    misfiled,
-    parse_json,
-    parse_yaml,
-    read_text_file,
-)
+from collbench.fileio import read_text_file
+from collbench.filekinds import FITS_KIND, PROFILE_KIND, misfiled
 from collbench.models.fitted import Fit
 from collbench.results.io import RESULT_SUFFIXES
 from collbench.results.row import ResultRow
 from collbench.topology.bandwidth import gpu_links
 from collbench.units import counted
+from collbench.yamljson import parse_json, parse_yaml
 
 MAX_FIT_WORLD_SIZE = 1 << 20
 """The most ranks a stored fit may say it was measured at: more than any machine has run one job on."""
@@ -38,7 +33,7 @@ def load_fits(path: Path) -> list[Fit]:
     :func:`checked_fits`). Raises InputFileError."""
     if path.suffix.lower() in RESULT_SUFFIXES:
         # Measured rows, not fits: parsing them as one JSON document said only "Extra data". (Rows given as
-        # a profile are named by what they hold in Profile.load: fileio.misfiled.)
+        # a profile are named by what they hold in Profile.load: filekinds.misfiled.)
         raise InputFileError(
             str(path),
             "results, not fits: fit them first (`collbench fit FILE -O fits.json`, then --fits fits.json)",

@@ -37,7 +37,8 @@ import yaml
 
 from collbench.backends import backend_named
 from collbench.errors import InputFileError, UnknownNameError, UserError
-from collbench.fileio import PROFILE_KIND, atomic_write_text, misfiled, parse_yaml, read_text_file
+from collbench.fileio import atomic_write_text, read_text_file
+from collbench.filekinds import PROFILE_KIND, misfiled
 from collbench.layouts.model import Layout
 from collbench.layouts.rings import MAX_CHANNELS
 from collbench.models.fitted import Fit
@@ -48,6 +49,7 @@ from collbench.profile.schema_check import SchemaChecker, where
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.schedules.ops import Op
 from collbench.units import counted, ranks_on_nodes
+from collbench.yamljson import parse_yaml
 
 if TYPE_CHECKING:
     from collbench.topology.model import Topology

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from collbench.errors import InputFileError
-from collbench.fileio import atomic_output, json_int
+from collbench.fileio import atomic_output
 from collbench.results.journal import append_line
 from collbench.results.row import ResultRow
+from collbench.yamljson import json_int
 
 
 def append_jsonl(path: Path, row: ResultRow) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import ConfigError, InputFileError
-from collbench.fileio import is_row_line
+from collbench.filekinds import is_row_line
 
 _LOCK_TRIES = 5
 _HELD_FOR_LIFE: set[Path] = set()

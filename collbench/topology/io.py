@@ -9,8 +9,10 @@ from typing import Any
 import yaml
 
 from collbench.errors import InputFileError
-from collbench.fileio import TOPOLOGY_KIND, atomic_write_text, misfiled, parse_json, parse_yaml, read_text_file
+from collbench.fileio import atomic_write_text, read_text_file
+from collbench.filekinds import TOPOLOGY_KIND, misfiled
 from collbench.topology.model import Topology
+from collbench.yamljson import parse_json, parse_yaml
 
 # What each field of a device or link may hold: a scalar (str, number, bool: from_dict converts it),
 # a list of numbers, or a mapping of scalars. A hand-edited file with a mapping where a name goes, or a

@@ -27,7 +27,8 @@ from itertools import combinations
 from pathlib import Path
 
 from collbench.errors import InputFileError
-from collbench.fileio import NCCL_XML_KIND, check_number_lengths, misfiled, read_text_file
+from collbench.fileio import check_number_lengths, read_text_file
+from collbench.filekinds import NCCL_XML_KIND, misfiled
 from collbench.topology.bandwidth import nvlink_gbps, nvlink_generation_for_sm, pcie_gbps, pcie_generation_for_speed
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,

@@ -25,7 +25,8 @@ from itertools import combinations
 from pathlib import Path
 
 from collbench.errors import InputFileError
-from collbench.fileio import NVIDIA_SMI_KIND, check_number_lengths, misfiled, read_text_file
+from collbench.fileio import check_number_lengths, read_text_file
+from collbench.filekinds import NVIDIA_SMI_KIND, misfiled
 from collbench.pasted import clean_pasted_text
 from collbench.topology.cpu_list import parse_cpu_list
 from collbench.topology.model import (

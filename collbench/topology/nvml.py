@@ -32,7 +32,9 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from collbench.errors import InputFileError
-from collbench.fileio import NVML_RECORDING_KIND, atomic_write_text, misfiled, parse_json, read_text_file
+from collbench.fileio import atomic_write_text, read_text_file
+from collbench.filekinds import NVML_RECORDING_KIND, misfiled
+from collbench.yamljson import parse_json
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.fileio import kind_of_text
+from collbench.filekinds import kind_of_text
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"

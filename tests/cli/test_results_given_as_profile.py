@@ -1,7 +1,7 @@
 """A results file given where a profile goes (export, report --profile, profile predict) is one line
 that says so, exit 2: the rows were parsed as YAML and refused with "not YAML: expected '<document
 start>', but found '{'", which told a user nothing about what to give instead. The file is named by
-what it holds (fileio.misfiled), whatever its name says."""
+what it holds (filekinds.misfiled), whatever its name says."""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ import pytest
 from large_inputs import alias_bomb
 
 from collbench.errors import InputFileError
-from collbench.fileio import atomic_output, atomic_write_text, check_writable, parse_json, parse_yaml, read_text_file
+from collbench.fileio import atomic_output, atomic_write_text, check_writable, read_text_file
+from collbench.yamljson import parse_json, parse_yaml
 
 
 def test_read_text_file_reads_utf8(tmp_path: Path) -> None:

@@ -130,9 +130,9 @@ def test_results_are_never_written_through_a_symlink(tmp_path: Path) -> None:
 
 
 def test_the_streams_check_and_the_misfiled_files_name_rows_alike(tmp_path: Path) -> None:
-    # One test of a row line (fileio.is_row_line) for both: a sweep's --stream check, which keeps a torn
+    # One test of a row line (filekinds.is_row_line) for both: a sweep's --stream check, which keeps a torn
     # only row (a sweep killed in its first write), and kind_of_text, which names a file for an error.
-    from collbench.fileio import RESULTS_KIND, kind_of_text
+    from collbench.filekinds import RESULTS_KIND, kind_of_text
     from collbench.results.journal import first_line_kind
 
     rows = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"

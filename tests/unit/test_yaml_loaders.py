@@ -1,5 +1,5 @@
 """YAML is read by libyaml where PyYAML has it, and the outcome is PyYAML's own, value for value and
-error for error (fileio.parse_yaml)."""
+error for error (yamljson.parse_yaml)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from collbench.errors import InputFileError
-from collbench.fileio import MAX_YAML_DEPTH, parse_yaml
 from collbench.topology.io import dumps_topology
 from collbench.topology.nvidia_smi import read_nvidia_smi_topo
+from collbench.yamljson import MAX_YAML_DEPTH, parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "tests" / "fixtures" / "real"
