@@ -69,7 +69,7 @@ from collbench.importers.nccl_tests_ops import (
 from collbench.importers.nccl_tests_scan import Run, cut_note, split_runs
 from collbench.importers.nodes import NODES_LEFT_UNKNOWN
 from collbench.pasted import clean_pasted_text
-from collbench.results.fields import FIELD_RANGES
+from collbench.results.fields import FIELD_RANGES, time_problem
 from collbench.results.row import NODES_UNKNOWN, ResultRow
 from collbench.schedules.ops import Op
 
@@ -278,13 +278,16 @@ def _parse_text(
     return out
 
 
-def _time_us(token: str, path: Path, lineno: int) -> float:
+def _time_us(token: str, size_bytes: int, path: Path, lineno: int) -> float:
     value = float(token)
     # Past a week a call is no time either (results.fields bounds a row's): 1e308 reached compare's sums.
     if not math.isfinite(value) or not 0 <= value <= FIELD_RANGES["time_us"][1]:
         raise InputFileError(
             str(path), f"time {token!r} is not a time (NaN, infinite, negative or past a week)", line=lineno
         )
+    problem = time_problem(value, size_bytes)
+    if problem is not None:
+        raise InputFileError(str(path), f"time {token!r} is not a time ({problem})", line=lineno)
     return value
 
 
@@ -308,7 +311,7 @@ def _text_row(
                 lead.redop,
                 -1 if lead.root is None else lead.root,
                 i == 1,
-                _time_us(h[0], path, lineno),
+                _time_us(h[0], lead.size, path, lineno),
                 wrong_count(h[1], run.legacy_error, lead.dtype),
             )
             for i, h in enumerate(halves)

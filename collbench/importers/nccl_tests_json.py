@@ -24,7 +24,7 @@ from collbench.importers.nccl_tests_ops import (
     factor_row,
     program_name,
 )
-from collbench.results.fields import FIELD_RANGES
+from collbench.results.fields import FIELD_RANGES, time_problem
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 
@@ -101,6 +101,8 @@ def parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> list
                 time_us = float(part.get("time", part.get("cpu_time")))
                 if not 0 <= time_us <= FIELD_RANGES["time_us"][1]:  # NaN fails it too; 1e308 broke compare
                     raise ValueError(f"time {time_us!r} is not a time (NaN, infinite, negative or past a week)")
+                if (problem := time_problem(time_us, size)) is not None:
+                    raise ValueError(f"time {time_us!r} is not a time ({problem})")
                 nwrong = part.get("nwrong")
                 wrong = -1 if nwrong is None or nwrong == "nan" else round(float(nwrong))
                 row = factor_row(

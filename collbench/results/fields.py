@@ -45,6 +45,52 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
 }
 """Inclusive (low, high) for numeric fields whose range is not [0, inf)."""
 
+TIME_FIELDS = ("time_us_min", "time_us_p25", "time_us", "time_us_mean", "time_us_max")
+MIN_TIME_US = 1e-3
+"""No clock times a call below a nanosecond (collbench's CPU clock counts nanoseconds, CUDA events half
+microseconds; nccl-tests prints two decimals of a microsecond): a row's time of 1e-12 us made a bandwidth
+of 10^14 GB/s that fit took as a point. The one time that short a real log holds is a call that moved
+nothing printed as 0.00 (``-b 0``: NCCL returns at once; published logs show 0.01 us), so an exact 0 is
+a time of a 0-byte row only."""
+_TIME_ORDER = (
+    ("time_us_min", "time_us_p25"),
+    ("time_us_p25", "time_us"),
+    ("time_us_min", "time_us"),  # p25 is optional (older rows, imported logs)
+    ("time_us", "time_us_max"),
+    ("time_us_min", "time_us_mean"),
+    ("time_us_mean", "time_us_max"),
+)
+_ORDER_SLACK = 1e-9
+"""Relative: a mean of equal times, summed and divided, can land an ulp outside them."""
+
+
+def time_problem(time_us: float, size_bytes: int) -> str | None:
+    """Why ``time_us`` (microseconds) of a call of ``size_bytes`` is no measured time, or None."""
+    if time_us >= MIN_TIME_US or (time_us == 0 and size_bytes == 0):
+        return None
+    if time_us == 0:
+        return f"0 us for {size_bytes:,} bytes (a call that moves bytes takes time)"
+    return f"{time_us:g} us is below a nanosecond, shorter than any clock times a call"
+
+
+def check_times(fields: dict[str, Any]) -> None:
+    """FieldError unless a row's times (checked fields, by name) are times of real calls and in order:
+    min <= p25 <= median (``time_us``) <= max, min <= mean <= max, as any set of samples has them."""
+    size = fields.get("size_bytes", 0)
+    for name in TIME_FIELDS:
+        value = fields.get(name)
+        if value is not None and (problem := time_problem(value, size)) is not None:
+            raise FieldError(name, problem)
+    for low_name, high_name in _TIME_ORDER:
+        low, high = fields.get(low_name), fields.get(high_name)
+        if low is not None and high is not None and high < low * (1 - _ORDER_SLACK):
+            raise FieldError(
+                high_name,
+                f"{high:g} us is below {low_name} {low:g} us (a row's times run min <= p25 <= time_us <= max, "
+                "and min <= mean <= max)",
+            )
+
+
 CUDA_KERNEL = "cuda-kernel"
 TORCH_OPS = "torch-ops"
 REDUCE_PATHS = (CUDA_KERNEL, TORCH_OPS)

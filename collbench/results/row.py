@@ -12,7 +12,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.results.fields import FieldError, checked_fields
+from collbench.results.fields import FieldError, check_times, checked_fields
 
 CPU_DEVICE_NAME = "cpu"
 """``ResultRow.device_name`` of a row measured on CPU ranks (``runtime/host/environment.py`` writes it;
@@ -124,6 +124,7 @@ class ResultRow:
         Every field is checked by its annotation (type, finite, range, known name): see row_fields.
         """
         fields = checked_fields(cls, data)
+        check_times(fields)
         root, world = fields.get("root", 0), fields["world_size"]
         if root >= world:
             # Each field is in range alone; together a root of 99 on 8 ranks is no measurement.

@@ -53,6 +53,13 @@ def test_json_output() -> None:
     assert rows[0].busbw_gbps == pytest.approx(rows[0].algbw_gbps * 3 / 4)
 
 
+def test_a_json_time_below_a_nanosecond_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "rs.json"
+    log.write_text((FIX / "reduce_scatter_perf_4gpu.json").read_text().replace('"time":20.189985', '"time":1e-12'))
+    with pytest.raises(InputFileError, match=r"rs.json: result 0 .*1e-12 us is below a nanosecond"):
+        read_nccl_tests(log)
+
+
 def test_detection() -> None:
     for f in FIX.iterdir():
         if f.suffix != ".py":
@@ -101,6 +108,25 @@ def test_a_wrong_count_that_is_not_finite_is_one_error_naming_the_line(tmp_path:
     log.write_text("".join(lines))
     with pytest.raises(InputFileError, match=rf"log.txt:{at + 1}: .*\(#wrong '{token}' is not a count\)"):
         read_nccl_tests(log)
+
+
+@pytest.mark.parametrize(
+    ("token", "problem"), [("0.00", "0 us for 8,388,608 bytes"), ("1e-12", "1e-12 us is below a nanosecond")]
+)
+def test_a_time_no_clock_reads_is_one_error_naming_the_line(tmp_path: Path, token: str, problem: str) -> None:
+    lines = (FIX / "all_reduce_perf_8gpu.log").read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["8388608"])
+    fields = lines[at].split()
+    fields[5] = token
+    lines[at] = "  ".join(fields) + "\n"
+    log = tmp_path / "log.txt"
+    log.write_text("".join(lines))
+    with pytest.raises(InputFileError, match=rf"log.txt:{at + 1}: time '{token}' is not a time \({problem}"):
+        read_nccl_tests(log)
+    # nccl-tests -b 0: a call that moved nothing returns at once and may print 0.00 (published: 0.01).
+    lines[at] = "  0  0  float  sum  -1  0.00  0.00  0.00  0  0.01  0.00  0.00  0\n"
+    log.write_text("".join(lines))
+    assert [r.time_us for r in read_nccl_tests(log) if r.size_bytes == 0] == [0.0, 0.01]
 
 
 _LEGACY_HEADER = (

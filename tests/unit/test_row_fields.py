@@ -60,12 +60,34 @@ def _row(**changes: Any) -> dict[str, Any]:
         # Each in range alone, not together: it was fitted and predicted as 'its measurement on 5 nodes'.
         ({"world_size": 2, "nodes": 5}, "nodes", "5 nodes for the row's 2 ranks"),
         ({"iters": 10**15}, "iters", "out of range"),
+        # No clock times a call below a nanosecond: 1e-12 us was fitted as a point of 10^14 GB/s.
+        ({"time_us_min": 1e-12}, "time_us_min", "1e-12 us is below a nanosecond"),
+        ({"time_us_min": 0.0}, "time_us_min", "0 us for 1,024 bytes"),
+        # Any samples' statistics run min <= p25 <= median <= max and min <= mean <= max.
+        ({"time_us_max": 11.0}, "time_us_max", "11 us is below time_us 12.5 us"),
+        ({"time_us_max": 12.8}, "time_us_max", "12.8 us is below time_us_mean 13 us"),
+        ({"time_us_min": 12.8}, "time_us", "12.5 us is below time_us_min 12.8 us"),
+        ({"time_us_p25": 12.9}, "time_us", "12.5 us is below time_us_p25 12.9 us"),
+        ({"time_us_p25": 11.0}, "time_us_p25", "11 us is below time_us_min 12 us"),
+        ({"time_us_mean": 16.0}, "time_us_max", "15 us is below time_us_mean 16 us"),
     ],
 )
 def test_bad_field_is_named(changes: dict[str, Any], field: str, problem: str) -> None:
     with pytest.raises(FieldError, match=problem) as info:
         ResultRow.from_dict(_row(**changes))
     assert info.value.field == field
+
+
+def test_times_a_real_run_can_have_are_kept() -> None:
+    # A call that moved nothing, printed as 0.00 by nccl-tests (-b 0 returns at once; published logs
+    # show 0.01 us): an exact 0 of a 0-byte row only. A mean of equal times may land an ulp outside them.
+    zero = {name: 0.0 for name in ("time_us", "time_us_mean", "time_us_min", "time_us_max", "time_us_p25")}
+    assert ResultRow.from_dict(_row(size_bytes=0, count=0, **zero)).time_us == 0.0
+    equal = {"time_us": 0.1, "time_us_min": 0.1, "time_us_max": 0.1, "time_us_p25": 0.1}
+    mean = sum([0.1] * 10) / 10
+    assert mean < 0.1
+    assert ResultRow.from_dict(_row(time_us_mean=mean, **equal)).time_us_mean == mean
+    assert ResultRow.from_dict(_row(time_us_min=0.001, time_us_p25=0.001)).time_us_min == 0.001
 
 
 def test_missing_required_field() -> None:
