@@ -149,11 +149,24 @@ _CARD_WORDS = frozenset({"PCIE", "GEFORCE", "RTX", "TITAN", "QUADRO", "T4", "L4"
 """Words of a device name that make it a PCIe card (a PCIe data-center board, a GeForce, RTX, TITAN or
 Quadro card, an inference card): its NVLink, where it has any, is a bridge joining two GPUs."""
 
+_NVL = "NVL"
+"""The word of an NVL board's name (``NVIDIA H100 NVL``): a PCIe card whose NVLink is a bridge, no
+NVSwitch, so never the SXM board of its chip in ``_GPUS`` (it was read as H100 SXM, NVLink SHARP and all)."""
+_NVL_CARDS = (("H100", _NVL),)
+"""NVL boards bridged in pairs, as ``_CARD_WORDS``' cards are (NVIDIA's H100 product page, the H100 NVL
+column: PCIe Gen5 128 GB/s, NVLink 600 GB/s, a bridge joining two cards). H200 NVL is not listed: its
+bridge joins two or four cards, which the pairs this module knows do not describe, so nothing is claimed."""
+
+
+def _words(device_name: str) -> set[str]:
+    return set(device_name.upper().replace("-", " ").split())
+
 
 def pcie_card(device_name: str) -> bool:
-    """Whether a device name names a PCIe card (``_CARD_WORDS``): at most pairs of its GPUs are joined
-    by NVLink (a bridge), so a node of three or more reaches its peers over PCIe."""
-    return not _CARD_WORDS.isdisjoint(device_name.upper().replace("-", " ").split())
+    """Whether a device name names a PCIe card (``_CARD_WORDS``, ``_NVL_CARDS``): at most pairs of its
+    GPUs are joined by NVLink (a bridge), so a node of three or more reaches its peers over PCIe."""
+    words = _words(device_name)
+    return not _CARD_WORDS.isdisjoint(words) or any(words.issuperset(card) for card in _NVL_CARDS)
 
 
 _CARD_SM: tuple[tuple[tuple[str, ...], int], ...] = (
@@ -168,6 +181,8 @@ _CARD_SM: tuple[tuple[tuple[str, ...], int], ...] = (
     (("A10",), 86),
     (("A16",), 86),
     (("H100", "PCIE"), 90),
+    (("H100", _NVL), 90),
+    (("H200", _NVL), 90),
     (("A100", "PCIE"), 80),
     *((("RTX", m), 75) for m in ("2080", "2070", "2060")),
     (("TITAN", "RTX"), 75),
@@ -176,8 +191,8 @@ _CARD_SM: tuple[tuple[tuple[str, ...], int], ...] = (
 )
 """Compute capability x10 of PCIe cards by the words of their device names (NVIDIA's CUDA GPUs table,
 developer.nvidia.com/cuda-gpus: GeForce RTX 50 12.0; RTX 40, L4, L40, L40S and RTX 6000 Ada 8.9; RTX
-30, RTX A4000-A6000, A10, A16 and A40 8.6; H100 PCIe 9.0; A100 PCIe 8.0; RTX 20, TITAN RTX and T4 7.5;
-V100 PCIe 7.0), every word of an entry in the name; the SXM boards are ``_GPUS``."""
+30, RTX A4000-A6000, A10, A16 and A40 8.6; H100 PCIe, H100 NVL and H200 NVL 9.0; A100 PCIe 8.0; RTX 20,
+TITAN RTX and T4 7.5; V100 PCIe 7.0), every word of an entry in the name; the SXM boards are ``_GPUS``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,12 +228,13 @@ _BRIDGED_CARDS: tuple[tuple[tuple[str, ...], NvlinkBridge], ...] = (
     (("A100", "PCIE"), NvlinkBridge("A100 PCIe", 300.0, 4)),
     (("A800", "PCIE"), NvlinkBridge("A800 PCIe", 200.0, 4)),
     (("H100", "PCIE"), NvlinkBridge("H100 PCIe", 300.0, 5)),
+    (("H100", _NVL), NvlinkBridge("H100 NVL", 300.0, 5)),
 )
 """The PCIe cards that take an NVLink bridge, by the words of their device names (most specific first),
 with the bridge's bandwidth from NVIDIA's spec sheets (total, both directions: RTX 2080 Ti, TITAN RTX,
 Quadro RTX 6000/8000 100 GB/s; RTX 2080, 2080 SUPER, 2070 SUPER, Quadro RTX 5000 50 GB/s; RTX 3090,
-RTX A4500-A6000, A40 112.5 GB/s; A100 PCIe and H100 PCIe 600 GB/s, A800 PCIe 400 GB/s, over three
-bridges). Every
+RTX A4500-A6000, A40 112.5 GB/s; A100 PCIe, H100 PCIe and H100 NVL 600 GB/s, A800 PCIe 400 GB/s, over
+three bridges). Every
 other PCIe card (``pcie_card``: RTX 40 and 50 series, RTX 6000 Ada, L4, L40, L40S, T4, A10, A16, the
 GTX cards, V100 PCIe) has no NVLink: its GPUs reach each other over PCIe. Each bridge carries more than
 its card's PCIe x16, so a ring of two cards faster than that crossed a bridge."""
@@ -229,7 +245,7 @@ def nvlink_bridge(device_name: str) -> NvlinkBridge | None:
     is not a PCIe card's)."""
     if not pcie_card(device_name):
         return None
-    words = set(device_name.upper().replace("-", " ").split())
+    words = _words(device_name)
     return next((bridge for needed, bridge in _BRIDGED_CARDS if words.issuperset(needed)), None)
 
 
@@ -239,15 +255,15 @@ def compute_capability(device_name: str) -> int:
     board = gpu_links(device_name)
     if board is not None:
         return board.sm
-    words = set(device_name.upper().replace("-", " ").split())
+    words = _words(device_name)
     return next((sm for needed, sm in _CARD_SM if words.issuperset(needed)), 0)
 
 
 def gpu_links(device_name: str) -> GpuLinks | None:
     """The GPU a device name names (``NVIDIA H100 80GB HBM3``, ``NVIDIA GB200``), or None where it is
     not one of the listed SXM boards (a PCIe card, a consumer GPU, an unknown name)."""
-    words = device_name.upper().replace("-", " ").split()
-    if "PCIE" in words:
+    words = _words(device_name)
+    if "PCIE" in words or _NVL in words:
         return None
     for key, links in _GPUS:
         if key in words:

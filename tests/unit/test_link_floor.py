@@ -263,3 +263,31 @@ def test_two_pcie_cards_a_node_get_ll128_only_on_a_bridge() -> None:
     (four,), _, notes = price_fits([rtx4090], 4, 2, shapes=Shapes({2: 1}))
     assert all("/LL128" not in four.basis(s) for s in sizes)
     assert any("takes no NVLink bridge" in n for n in notes)
+
+
+def test_an_h100_nvl_is_a_pcie_card_bridged_in_pairs_not_an_sxm_board() -> None:
+    """NVIDIA's H100 product page, its H100 NVL column: a PCIe Gen5 card (128 GB/s) whose NVLink bridge
+    joins two cards (600 GB/s, 300 a direction); no NVSwitch, so no NVLink SHARP. The name was read as
+    H100 SXM: 18 NVLinks to a switch, NVLS, LL128 at 8 a node."""
+    from collbench.models.card_links import card_links
+    from collbench.models.nccl_graph import node_of
+    from collbench.models.predict import price_fits
+    from collbench.models.priced import Shapes
+    from collbench.topology.bandwidth import compute_capability, nvlink_bridge, pcie_card
+
+    nvl = "NVIDIA H100 NVL"
+    assert gpu_links(nvl) is None and node_of(nvl, 8, NodeFacts()) is None
+    assert link_floor("all-reduce", 8, 1, nvl) is None
+    assert pcie_card(nvl) and compute_capability(nvl) == 90 and arch_of(None, nvl) == "hopper"
+    bridge = nvlink_bridge(nvl)
+    assert bridge is not None and bridge.bridge_gbps == 300.0 and bridge.pcie_generation == 5
+    pair = card_links(nvl, None)
+    assert pair is not None and pair.nvlink(2) and pair.assumed and not pair.nvlink(4)
+    # H200 NVL's bridge joins two or four: neither an SXM board nor a pair is claimed for it.
+    assert gpu_links("NVIDIA H200 NVL") is None and not pcie_card("NVIDIA H200 NVL")
+    assert gpu_links("NVIDIA H100 80GB HBM3") is not None  # the SXM board stays one
+    fit = dataclasses.replace(_fit("all_reduce_perf-2080ti-x2-autodl.log"), device=nvl)
+    (eight,), _, notes = price_fits([fit], 8, 1, shapes=Shapes({2: 1}))
+    assert any("LL128 off and PCI latencies at 8 ranks a node" in n and "H100 NVL is a PCIe card" in n for n in notes)
+    sizes = [float(1 << k) for k in range(3, 31)]
+    assert all("/LL128" not in eight.basis(s) and "nvls" not in eight.basis(s) for s in sizes)
