@@ -9,8 +9,8 @@ result line are dropped. ``nccl_tests.py`` reads the runs into rows.
 
 A result line cut short, or split in two by another process's output landing between its ``printf``
 calls, is no row: every such line (one that starts with a number inside a table, one whose redop has
-that output glued on; ``nccl_tests.py`` adds one holding fewer halves than its header) is collected,
-and :func:`cut_note` names them in one note.
+that output glued on, one a zero-filled block has reached; ``nccl_tests.py`` adds one holding fewer
+halves than its header) is collected, and :func:`cut_note` names them in one note.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ _FOOTER_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
 # A note quotes the first few unreadable result lines, each to about this width (whole tokens).
 _CUT_QUOTED = 3
 _CUT_QUOTE_CHARS = 48
+_NUL_RUN = re.compile("\x00+")
 
 
 @dataclass
@@ -115,11 +116,19 @@ def _is_cut_row(run: Run, tokens: list[str]) -> bool:
     return in_table and bool(tokens) and tokens[0][:1].isdigit()
 
 
+def _is_damaged_row(run: Run, line: str) -> bool:
+    # A node that crashed or lost power leaves its log's last blocks zero-filled (the file's size was
+    # written, its data was not): what a NUL run covers is gone, so a line in the table holding one and
+    # a number is a row with a part lost (its size, a time, a count), never read as a row or skipped.
+    in_table = run.columns is not None or bool(run.rows)
+    return "\x00" in line and in_table and any(ch.isdigit() for ch in line)
+
+
 def cut_note(path: Path, cut: list[tuple[int, str]]) -> str:
     """One note naming the unreadable result lines: how many, and the first few quoted (whole tokens)."""
     quoted = []
     for lineno, text in cut[:_CUT_QUOTED]:
-        words = text.split()
+        words = _NUL_RUN.sub("\x00", text).split()  # a zero-filled block quoted as one NUL, not thousands
         kept = words[:1]
         for word in words[1:]:
             if len(" ".join([*kept, word])) > _CUT_QUOTE_CHARS:
@@ -192,7 +201,7 @@ def split_runs(text: str, path: Path, cut: list[tuple[int, str]]) -> list[Run]:
                 run.version = info.version
             continue
         tokens = line.split()
-        if _is_result_line(tokens) and _is_glued_row(tokens):
+        if _is_damaged_row(run, line) or (_is_result_line(tokens) and _is_glued_row(tokens)):
             run.cut.append((lineno, line))
         elif _is_result_line(tokens):
             run.rows.append((lineno, tokens))

@@ -151,3 +151,28 @@ def test_a_reduction_named_alone_is_a_row_whatever_it_is() -> None:
         assert not _is_glued_row(["8", "2", "float", name, "-1", "1.0"])
     assert _is_glued_row(["8", "2", "float", "maxhost:1:2", "[0]", "NCCL"])
     assert not _is_glued_row(["8", "2", "float", "12.5", "0.00", "0.00"])  # no redop column: a time
+
+
+@pytest.mark.parametrize(
+    ("zeroed", "quoted"),
+    [
+        (b"     1048576", "line 49 '\\x00 262144 float sum -1"),  # its size: the row was skipped unsaid
+        (b"203", "line 49 '1048576 262144 float sum -1 \\x00.2 5.16"),  # a time: the whole import stopped
+    ],
+)
+def test_a_row_a_zero_filled_block_reached_is_named(tmp_path: Path, zeroed: bytes, quoted: str) -> None:
+    # A node that crashed or lost power leaves its log's last written blocks as NUL bytes (the size
+    # reached the disk, the data did not). A row such a run reaches lost part of what it said: named
+    # with the cut rows, the rest of the log read.
+    data = GCP.read_bytes()
+    at = data.index(zeroed, data.index(b"     1048576 "))
+    log = tmp_path / "zeroed.log"
+    log.write_bytes(data[:at] + b"\x00" * len(zeroed) + data[at + len(zeroed) :])
+    notes: list[str] = []
+    rows = read_nccl_tests(log, notes=notes)
+    assert len(rows) == 60 and 1048576 not in {r.size_bytes for r in rows}
+    (cut,) = [n for n in notes if "could not be read" in n]
+    assert "1 result line could not be read" in cut and quoted in cut, cut
+    result = CliRunner().invoke(app, ["fit", str(log)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "1 result line could not be read (cut or interleaved): line 49" in result.stderr
