@@ -317,11 +317,12 @@ def _correction(machine: NcclMachine, coll: _Collective, algo: str, proto: int, 
 
 
 def _protocols(machine: NcclMachine, algo: str) -> tuple[int, ...]:
-    """The protocols priced: ring and tree run all three (LL128 only over NVLink: lines 518-536), the
-    others Simple only (NVLS, NVLS-tree and PAT skip the rest; CollNet gets no bandwidth on them)."""
+    """The protocols priced: ring and tree run all three (LL128 only over NVLink and from sm 7.0: lines
+    518-536), the others Simple only (NVLS, NVLS-tree and PAT skip the rest; CollNet gets no bandwidth on
+    them)."""
     if algo not in ("ring", "tree"):
         return (_SIMPLE,)
-    return (_LL, _LL128, _SIMPLE) if machine.nvlink else (_LL, _SIMPLE)
+    return (_LL, _LL128, _SIMPLE) if machine.nvlink and machine.ll128_sm else (_LL, _SIMPLE)
 
 
 def _tuned(op: Op | str) -> Op:

@@ -58,6 +58,18 @@ def arch_of(gpu: GpuLinks | None, device_name: str = "") -> Arch:
     return "ampere" if sm >= 80 else "volta"
 
 
+LL128_MIN_SM = 70
+"""NCCL turns LL128 off below compute capability 7.0 (NVIDIA/nccl v2.30.7 src/graph/tuning.cc line 534:
+``pEnable &= !(minCompCap < 70 || ...)``), whatever the links: Pascal (P100, sm 6.0; GeForce 10, 6.1)."""
+
+
+def ll128_sm(device_name: str) -> bool:
+    """Whether NCCL enables LL128 on the GPU a device name names, by its compute capability (``LL128_MIN_SM``);
+    True where the GPU is not known (``DEFAULT_ARCH``'s, as its other figures are)."""
+    sm = compute_capability(device_name) if device_name else 0
+    return sm <= 0 or sm >= LL128_MIN_SM
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NcclMachine:
     """What NCCL's topology search gives its cost model, and a fit does not hold."""
@@ -67,6 +79,9 @@ class NcclMachine:
     arch: Arch = "hopper"
     nvlink: bool = True
     """Links within a node are NVLink (else PCI): picks ``hwLatencies``' class, and enables LL128."""
+    ll128_sm: bool = True
+    """The GPUs' compute capability lets NCCL enable LL128 (``LL128_MIN_SM``); False below sm 7.0, where
+    NCCL runs LL and Simple only even over NVLink."""
     channels: int = DEFAULT_CHANNELS
     amd_cpu: bool = False
     latency_scale: float = 1.0

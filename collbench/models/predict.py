@@ -42,13 +42,13 @@ from collbench.models.link_floor import link_floor
 from collbench.models.native_structure import formula_disagreement, native_structure
 from collbench.models.nccl_cost import NCCL_SOURCE
 from collbench.models.nccl_graph import NodeFacts
-from collbench.models.nccl_machine import Arch, arch_assumed, arch_of
+from collbench.models.nccl_machine import LL128_MIN_SM, Arch, arch_assumed, arch_of, ll128_sm
 from collbench.models.predict_defaults import refusals_briefly, remeasure_advice
 from collbench.models.predict_native import NO_FACTS, native_nccl, nccl_barrier
 from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_structure, label
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
-from collbench.topology.bandwidth import gpu_links
+from collbench.topology.bandwidth import compute_capability, gpu_links
 from collbench.units import check_ranks, factor_text, time_text
 
 DEFAULT_SIMULATE_MAX_RANKS = 64
@@ -303,6 +303,12 @@ def price_fits(
             notes.append(
                 f"{fit_label}: the fit does not name its GPU; NCCL's model taken for {arch} (--gpu names the "
                 "GPU, its links and generation; --nccl-arch the generation alone)"
+            )
+        if not ll128_sm(fit.device):
+            sm = compute_capability(fit.device)
+            notes.append(
+                f"{fit_label}: LL128 off, as NCCL sets it below sm {LL128_MIN_SM / 10:.1f} ({NCCL_SOURCE} line "
+                f"534): {fit.device} is sm {sm / 10:.1f}"
             )
         if shapes.nodes_of(fit) is None and not at_shape:
             notes.append(

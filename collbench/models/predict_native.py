@@ -23,7 +23,7 @@ from collbench.models.fitted import Fit
 from collbench.models.nccl_calibrate import calibrate
 from collbench.models.nccl_cost import NCCL_SOURCE, NcclChoice, nccl_choice
 from collbench.models.nccl_graph import NodeFacts, node_of, ring_graph
-from collbench.models.nccl_machine import Arch, NcclMachine, channels_text, with_topology
+from collbench.models.nccl_machine import Arch, NcclMachine, channels_text, ll128_sm, with_topology
 from collbench.models.nccl_switch import NVLS_ALGORITHMS, NVLS_FIGURE_CHECK
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit
@@ -53,7 +53,7 @@ def nccl_machine_for(fit: Fit, nodes: int, arch: Arch, nvlink: bool = True, fact
     crossover search, a tune's predicted shapes) and the calibration is its costliest step."""
     sizes, times = _calibration_points(fit)
     node = node_of(fit.device, -(-fit.world_size // nodes), facts)
-    start = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink)
+    start = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink, ll128_sm=ll128_sm(fit.device))
     # The measured ranks as even over their nodes as they go: the fewest on a node set NVLS's heads.
     start = with_topology(start, node, nodes, collnet=facts.collnet, fewest_gpus=fit.world_size // nodes)
     return calibrate(start, fit.op, fit.world_size, nodes, sizes, times)
@@ -394,7 +394,7 @@ def nccl_barrier(fit: Fit, world_size: int, nodes: int, shapes: Shapes, arch: Ar
     a nanosecond at any bus bandwidth NCCL's model allows a GPU), so the scale is all the fit tells.
     """
     measured_nodes = shapes.assumed_nodes(fit)
-    machine = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink)
+    machine = NcclMachine(bus_bw_gbps=1.0, arch=arch, nvlink=nvlink, ll128_sm=ll128_sm(fit.device))
     here = nccl_choice(machine, Op.ALL_REDUCE, fit.world_size, measured_nodes, BARRIER_BYTES, smooth=True)
     measured = fit.predict_us(0.0)
     scale = measured / here.latency_us if here.latency_us > 0 else 0.0

@@ -125,10 +125,11 @@ class GpuLinks:
 
 
 # Datacenter GPUs by the name nvidia-smi and nccl-tests print, most specific first. Links per GPU from
-# NVIDIA's data sheets: V100 SXM2 6 NVLink 2 (300 GB/s both ways); A100 SXM 12 NVLink 3 (600 GB/s);
-# H100/H200 SXM and GH200 18 NVLink 4 (900 GB/s); B200, B300, GB200 and GB300 18 NVLink 5 (1.8 TB/s).
-# A PCIe card of the same chip has no NVSwitch (and at most a bridge): not listed, so no figure is
-# claimed for it. AMD's MI300X names its vendor so that NCCL's model is never applied to RCCL's runs.
+# NVIDIA's data sheets: P100 SXM2 4 NVLink 1 (160 GB/s both ways); V100 SXM2 6 NVLink 2 (300 GB/s both
+# ways); A100 SXM 12 NVLink 3 (600 GB/s); H100/H200 SXM and GH200 18 NVLink 4 (900 GB/s); B200, B300,
+# GB200 and GB300 18 NVLink 5 (1.8 TB/s). A PCIe card of the same chip has no NVSwitch (and at most a
+# bridge): not listed, so no figure is claimed for it. AMD's MI300X names its vendor so that NCCL's
+# model is never applied to RCCL's runs.
 _GPUS: tuple[tuple[str, GpuLinks], ...] = (
     ("GB300", GpuLinks("GB300", 103, NVLINK_GBPS_PER_LINK[5] * 18, True, nvlink_domain=72)),
     ("B300", GpuLinks("B300", 103, NVLINK_GBPS_PER_LINK[5] * 18, True)),
@@ -139,6 +140,7 @@ _GPUS: tuple[tuple[str, GpuLinks], ...] = (
     ("H100", GpuLinks("H100", 90, NVLINK_GBPS_PER_LINK[4] * 18, True)),
     ("A100", GpuLinks("A100", 80, NVLINK_GBPS_PER_LINK[3] * 12, False)),
     ("V100", GpuLinks("V100", 70, NVLINK_GBPS_PER_LINK[2] * 6, False)),
+    ("P100", GpuLinks("P100", 60, NVLINK_GBPS_PER_LINK[1] * 4, False)),
     ("MI300X", GpuLinks("MI300X", 0, None, False, vendor="AMD")),
     ("MI325X", GpuLinks("MI325X", 0, None, False, vendor="AMD")),
     ("MI355X", GpuLinks("MI355X", 0, None, False, vendor="AMD")),
@@ -188,11 +190,14 @@ _CARD_SM: tuple[tuple[tuple[str, ...], int], ...] = (
     (("TITAN", "RTX"), 75),
     (("T4",), 75),
     (("V100", "PCIE"), 70),
+    (("P100", "PCIE"), 60),
+    *((("GTX", m), 61) for m in ("1080", "1070", "1060", "1050")),
 )
 """Compute capability x10 of PCIe cards by the words of their device names (NVIDIA's CUDA GPUs table,
 developer.nvidia.com/cuda-gpus: GeForce RTX 50 12.0; RTX 40, L4, L40, L40S and RTX 6000 Ada 8.9; RTX
 30, RTX A4000-A6000, A10, A16 and A40 8.6; H100 PCIe, H100 NVL and H200 NVL 9.0; A100 PCIe 8.0; RTX 20,
-TITAN RTX and T4 7.5; V100 PCIe 7.0), every word of an entry in the name; the SXM boards are ``_GPUS``."""
+TITAN RTX and T4 7.5; V100 PCIe 7.0; GeForce GTX 1050-1080 6.1; P100 PCIe 6.0), every word of an entry in
+the name; the SXM boards are ``_GPUS``."""
 
 
 @dataclass(frozen=True, slots=True)
