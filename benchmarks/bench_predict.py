@@ -32,7 +32,9 @@ NCCL's model's channels, NVLS-tree and the NICs' floor across nodes; without it,
 Targets: the median error over the scale pairs at or below NCCL's model's; no collbench prediction
 that decreases with size, nor as ranks are added: the ``ranks`` count sweeps every rank count at the
 source's ranks a node (the last node part-full where they do not divide), the ``full nodes`` count
-only the counts that fill their nodes (the same size and ranks a node, one node more). Node counts:
+only the counts that fill their nodes (the same size and ranks a node, one node more), with NCCL's
+choice apart (its own figures pick a family the fitted ones price dearer at the smaller shape, whose
+cheapest is not below the larger: NCCL's pick falls, not the model's cheapest; :func:`sweep_ranks`). Node counts:
 GB200 logs are counted in NVL72 racks (72 GPUs an NVLink domain); the others as their logs or sources
 say (8 GPUs a node).
 """
@@ -201,17 +203,21 @@ def only_fit(rows: list[ResultRow], log: Log | None = None) -> Fit:
 
 def sweep_ranks(
     sources: list[Loaded], fits: list[Fit], sizes: list[int], up_to: int, nics: bool = False
-) -> tuple[tuple[int, int, int], tuple[int, int]]:
-    """(decreases, adjacent pairs, NVLS's within one node) and (decreases, adjacent pairs) at full nodes
-    only: the sources' fits asked together at every rank count 2..``up_to`` (all to 64, then 8 a
-    doubling), at the largest source's ranks a node (predict's default node count, its last node
-    part-full where they do not divide), at ``sizes``. A decrease where NCCL's model picks NVLS on one
+) -> tuple[tuple[int, int, int, int], tuple[int, int, int]]:
+    """(decreases, adjacent pairs, NVLS's within one node, NCCL's choice among the decreases) and
+    (decreases but NCCL's choice, adjacent pairs, NCCL's choice) at full nodes only: the sources' fits
+    asked together at every rank count 2..``up_to`` (all to 64, then 8 a doubling), at the largest
+    source's ranks a node (predict's default node count, its last node part-full where they do not
+    divide), at ``sizes``. A decrease where NCCL's model picks NVLS on one
     node is counted apart: the switch reduces, each GPU sends its buffer once whatever the ranks, and
     NCCL's model gives NVLS a head (a channel) a GPU, so its time falls as GPUs join the node
     (tests/unit/test_predict_one_model). The second count compares each rank count that fills its
     nodes (every multiple of the ranks a node up to ``up_to``, priced where the first sweep has none)
     with the next (the issue's "at fixed size and ranks per node"), beside the first, which is
-    stricter (a part-full last node)."""
+    stricter (a part-full last node). A decrease is NCCL's choice where, at the smaller shape, NCCL's own
+    figures pick a family the fitted ones price dearer, and what they price cheapest there
+    (``Priced.fastest_us``) is not below the time at the larger shape: had NCCL run that, nothing would
+    fall; its own pick does. The ``ranks`` count keeps them, the ``full nodes`` count puts them apart."""
     ranks = sorted({*range(2, min(up_to, 64) + 1), *(int(64 * 2 ** (i / 8)) for i in range(80)), up_to})
     swept = {r for r in ranks if r <= up_to}
     measured = {src.world: src.log.nodes for src in sources}
@@ -219,33 +225,38 @@ def sweep_ranks(
     per_node = kept[0] // kept[1] if kept is not None else 0
     filled = {k * per_node for k in range(1, up_to // per_node + 1) if k * per_node >= 2} if per_node else set()
     log = sources[0].log
-    previous: list[float] | None = None
-    previous_full: list[float] | None = None
-    decreases = pairs = nvls = full_decreases = full_pairs = 0
+    previous: tuple[list[float], list[float]] | None = None
+    previous_full: tuple[list[float], list[float]] | None = None
+    decreases = pairs = nvls = choice = full_decreases = full_pairs = full_choice = 0
     for n in sorted(swept | filled):
         nodes, _ = default_nodes(n, measured)
         entries, _, _ = price_fits(fits, n, nodes, shapes=Shapes(measured), nccl_arch=log.arch,
                                    nccl_nvlink=log.nvlink, nccl_facts=facts_of(log, nics))  # fmt: skip
         if not entries:
-            return (0, 0, 0), (0, 0)
+            return (0, 0, 0, 0), (0, 0, 0)
         times = [entries[0].time_us(s) for s in sizes]
+        fastest = [(entries[0].fastest_us or entries[0].time_us)(s) for s in sizes]
         # NVLS within one node, whose time NCCL's model lets fall as GPUs join the node.
         apart = [nodes == 1 and "picks nvls/" in entries[0].basis(s) for s in sizes]
         if n in swept:
             if previous is not None:
                 pairs += len(sizes)
-                for a, b, nvls_here in zip(previous, times, apart, strict=True):
+                for a, cheapest, b, nvls_here in zip(*previous, times, apart, strict=True):
                     if b < a and nvls_here:
                         nvls += 1
                     elif b < a:
                         decreases += 1
-            previous = times
+                        choice += cheapest <= b
+            previous = times, fastest
         if n in filled:
             if previous_full is not None:
                 full_pairs += len(sizes)
-                full_decreases += sum(1 for a, b, x in zip(previous_full, times, apart, strict=True) if b < a and not x)
-            previous_full = times
-    return (decreases, pairs, nvls), (full_decreases, full_pairs)
+                for a, cheapest, b, nvls_here in zip(*previous_full, times, apart, strict=True):
+                    if b < a and not nvls_here:
+                        full_choice += cheapest <= b
+                        full_decreases += cheapest > b
+            previous_full = times, fastest
+    return (decreases, pairs, nvls, choice), (full_decreases, full_pairs, full_choice)
 
 
 @dataclass
@@ -261,11 +272,12 @@ class PairResult:
     """Predictions smaller than the one at the next smaller size."""
     same_scale: bool = False
     """Source and target at the same ranks and nodes: a check of the fit, not of a scale change."""
-    rank_decreases: tuple[int, int, int] = (0, 0, 0)
-    """(decreases, adjacent pairs, NVLS's within one node) over rank counts 2..the larger world size at the
-    source's ranks a node."""
-    full_node_decreases: tuple[int, int] = (0, 0)
-    """(decreases, adjacent pairs) among those rank counts that fill their nodes."""
+    rank_decreases: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """(decreases, adjacent pairs, NVLS's within one node, NCCL's choice among the decreases) over rank
+    counts 2..the larger world size at the source's ranks a node."""
+    full_node_decreases: tuple[int, int, int] = (0, 0, 0)
+    """(decreases but NCCL's choice, adjacent pairs, NCCL's choice) among those rank counts that fill
+    their nodes."""
     raised: int = 0
     """Predictions raised to the links' floor (a time the links cannot carry, before the floor)."""
 
@@ -400,12 +412,14 @@ def _cells(r: PairResult, *before_errors: str) -> str:
     median / worst error, and its decreases in size and in rank count."""
     e_ours, e_nccl = _errors(r.ours, r.published), _errors(r.nccl, r.published)
     ours_text = _fmt_err(e_ours) if e_ours else r.why_not_ours
-    dec, adjacent, nvls = r.rank_decreases
-    full, full_adjacent = r.full_node_decreases
+    dec, adjacent, nvls, choice = r.rank_decreases
+    full, full_adjacent, full_choice = r.full_node_decreases
+    ranks = f"{dec}" + (f" ({choice} NCCL's choice)" if choice else "") + (f" (+{nvls} NVLS)" if nvls else "")
+    full_text = f"{full}" + (f" (+{full_choice} NCCL's choice)" if full_choice else "")
     return (
         f"| {_size(r.sizes[0])}-{_size(r.sizes[-1])} {''.join(f'| {c} ' for c in before_errors)}"
         f"| {ours_text} | {_fmt_err(e_nccl)} "
-        f"| {r.decreasing} / {dec}{f' (+{nvls} NVLS)' if nvls else ''} of {adjacent} | {full} of {full_adjacent} |"
+        f"| {r.decreasing} / {ranks} of {adjacent} | {full_text} of {full_adjacent} |"
     )
 
 
@@ -443,8 +457,11 @@ def _summary(pairs: list[PairResult], ours_medians: list[float], nccl_medians: l
         f"{sum(1 for m in ours_medians if m <= 15)} of {len(ours_medians)}; decreasing in size "
         f"{sum(r.decreasing for r in pairs)}, in rank count {sum(r.rank_decreases[0] for r in pairs)} of "
         f"{sum(r.rank_decreases[1] for r in pairs)} adjacent pairs (and {sum(r.rank_decreases[2] for r in pairs)} "
-        "where NCCL's model picks NVLS within one node), at full nodes only "
-        f"{sum(r.full_node_decreases[0] for r in pairs)} of {sum(r.full_node_decreases[1] for r in pairs)}; "
+        f"where NCCL's model picks NVLS within one node; {sum(r.rank_decreases[3] for r in pairs)} of the "
+        "decreases NCCL's choice), at full nodes only "
+        f"{sum(r.full_node_decreases[0] for r in pairs)} of {sum(r.full_node_decreases[1] for r in pairs)} "
+        f"(and {sum(r.full_node_decreases[2] for r in pairs)} NCCL's choice: its own figures pick a family the "
+        "fitted ones price dearer at the smaller shape); "
         "raised to the links' floor "
         f"{sum(r.raised for r in pairs)} (0 predictions above what the links carry after it)"
     )

@@ -88,4 +88,7 @@ def not_below_fewer_nodes(
             )
         return text
 
-    return dataclasses.replace(entry, time_us=raised_us, basis=raised_basis)
+    fastest = entry.fastest_us
+    # Whatever NCCL runs on more ranks and nodes is no faster than what a smaller class's fit predicts.
+    raised_fastest = None if fastest is None else (lambda size: max(fastest(size), highest(size)[0].time_us(size)))
+    return dataclasses.replace(entry, time_us=raised_us, basis=raised_basis, fastest_us=raised_fastest)

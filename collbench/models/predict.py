@@ -358,7 +358,10 @@ def _floored(entry: Priced, world_size: int, nodes: int, facts: NodeFacts | None
             text += f"; raised from {time_text(time_us(size))} to the links' floor: {floor.text()}"
         return text
 
-    return dataclasses.replace(entry, time_us=floored_us, basis=floored_basis)
+    fastest = entry.fastest_us
+    # The floor bounds whatever runs over these links: the family NCCL passes over too.
+    floored_fastest = None if fastest is None else (lambda size: max(fastest(size), floor.time_us(size)))
+    return dataclasses.replace(entry, time_us=floored_us, basis=floored_basis, fastest_us=floored_fastest)
 
 
 def _sizes_of(op: str, sizes: Sequence[int]) -> list[int]:

@@ -28,6 +28,7 @@ from collbench.models.nccl_switch import NVLS_ALGORITHMS, NVLS_FIGURE_CHECK
 from collbench.models.priced import Priced, Shapes, label, node_class
 from collbench.models.scaled import ScaledFit
 from collbench.schedules.ops import Op
+from collbench.units import time_text
 
 _CALIBRATION_POINTS = 40
 _GRID_PER_DOUBLING = 4
@@ -111,7 +112,9 @@ def native_nccl(
     nodes instead of switching from the fit to NCCL's model off the measured shape. Outside the
     measured sizes the residual is held at its edge where no NVLS is in play. The time is made
     non-decreasing in size (its running maximum over a log grid); it rises with ranks as NCCL's model
-    does (``nccl_choice``'s smooth form).
+    does (``nccl_choice``'s smooth form), but where NCCL's own figures pick the family the fitted ones
+    price dearer: NCCL's pick is still what runs, the basis names the cheaper one, and ``fastest_us``
+    is its time (more ranks, where NCCL's own figures flip to it, can be faster than NCCL's pick here).
     """
     measured_nodes = shapes.assumed_nodes(fit)
     notes: list[str] = []
@@ -186,6 +189,22 @@ def native_nccl(
         nvls = ran_nvls(machine, fit.op, world_size, nodes, size, fullest)
         return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest, nvls=nvls)
 
+    @functools.lru_cache(maxsize=256)
+    def passed_over(size: float) -> NcclChoice | None:
+        # The family NCCL's own figures do not pick at this shape, on the calibrated ones: where those
+        # price it cheaper NCCL still runs the other (src/enqueue.cc topoGetAlgoInfo, v2.30.7 lines
+        # 2032-2044, takes the least of the table tuning.cc's own constants filled). None where NVLS is
+        # not in play here (nothing else to pick), or the family has no algorithm at the shape.
+        nvls = ran_nvls(machine, fit.op, world_size, nodes, size, fullest)
+        if nvls is None:
+            return None
+        try:
+            return nccl_choice(
+                machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest, nvls=not nvls
+            )
+        except NotApplicableError:
+            return None
+
     # NCCL enables LL128 only where every GPU of a node reaches the others over NVLink, and prices PCI
     # latencies otherwise (card_links.py): on PCIe cards that depends on the GPUs a node, at each shape,
     # and for two on a bridge, which the fit's own run of two on one node tells where it was one.
@@ -216,7 +235,7 @@ def native_nccl(
     lo, hi = float(max(fit.min_bytes, 1)), float(max(fit.max_bytes, 1))
     nvls_in_play = own.nvls is not None or machine.nvls is not None
 
-    def carried(size: float) -> bool:
+    def carried(size: float, nvls: bool | None = None) -> bool:
         """Whether what the model missed at the measured size is carried: only to the family NCCL ran
         there (NVLS, or the ring and tree), whose links it measured. Beyond the measured sizes it is
         held from the nearest one where no NVLS is in play (the ring and tree only, at the measured
@@ -224,15 +243,17 @@ def native_nccl(
         at the asked size, and a test at either size jumps where NCCL's family flips with the shape
         (at 8 B, a GB200 2-rack fit told its NICs carried x1.33 from 512 MiB to NVLS-tree on 7 racks
         and nothing to the tree NCCL runs on 8: 144 -> 122 us; tested at 64 MiB, an H100 2-node fit on
-        one node carried x1.65 to the ring on 5 GPUs and nothing on 6, where NCCL runs NVLS at 64 MiB)."""
-        if links_unmeasured(size):
+        one node carried x1.65 to the ring on 5 GPUs and nothing on 6, where NCCL runs NVLS at 64 MiB).
+        ``nvls``: the family priced (default: the one NCCL runs at ``size``)."""
+        family = choice(size).algo in NVLS_ALGORITHMS if nvls is None else nvls
+        if links_unmeasured(size, family):
             return False
         if not lo <= size <= hi:
             return not nvls_in_play
         _, there = _residual(fit, measured_nodes, arch, own_nvlink, facts, size)
-        return there == (choice(size).algo in NVLS_ALGORITHMS)
+        return there == family
 
-    def links_unmeasured(size: float) -> bool:
+    def links_unmeasured(size: float, nvls: bool | None = None) -> bool:
         # Within one node, from a fit across several, neither family's links were measured: the one-node
         # machine is NCCL's own figures for the node's NVLinks, not the calibration the miss is a residual
         # of, and the miss is the network's (tuning.cc prices one node with no network term). Carried to
@@ -242,11 +263,17 @@ def native_nccl(
         # figure: the measured ring crossed these links at that rate) its miss is the measured ring's,
         # carried as at any shape: held at 1, a miss below 1 made one node slower than the same ring on
         # two (a GB200 2-rack fit, NVLS off: 41.06 ms at 69 ranks in one rack, 40.71 ms at 76 on two).
-        return intra is not None and not (intra.ring_measured and choice(size).algo not in NVLS_ALGORITHMS)
+        family = choice(size).algo in NVLS_ALGORITHMS if nvls is None else nvls
+        return intra is not None and not (intra.ring_measured and not family)
 
-    def residual(size: float) -> float:
+    def residual(size: float, nvls: bool | None = None) -> float:
         missed, _ = _residual(fit, measured_nodes, arch, own_nvlink, facts, min(max(size, lo), hi))
-        return missed if carried(size) else 1.0
+        return missed if carried(size, nvls) else 1.0
+
+    def passed_over_us(size: float) -> float | None:
+        # The family NCCL passes over, priced as NCCL's pick is (what it missed carried by the same rule).
+        other = passed_over(size)
+        return None if other is None else other.time_us * residual(size, other.algo in NVLS_ALGORITHMS)
 
     def raw_us(size: float) -> float:
         return choice(size).time_us * residual(size)
@@ -271,6 +298,24 @@ def native_nccl(
 
     def latency_us(size: float) -> float:
         return choice(size).latency_us * residual(size)
+
+    def fastest_us(size: float) -> float:
+        other = passed_over_us(size)
+        return time_us(size) if other is None else min(time_us(size), other)
+
+    def cheaper_passed_over(size: float) -> str:
+        # NCCL picks by its own figures; where this machine's price the family it passes over cheaper, the
+        # prediction is NCCL's slower pick, and more ranks can then be faster where its own figures flip
+        # (tuning.cc's log2i(nNodes) steps up NVLS-tree's latency more than the tree's at a power of two).
+        other, there = passed_over(size), passed_over_us(size)
+        if other is None or there is None or there >= raw_us(size):
+            return ""
+        measured = machine.nvls_measured if other.algo in NVLS_ALGORITHMS else machine.ring_measured
+        return (
+            f"; on these figures {other.algo}/{other.proto} would take {time_text(there)}"
+            + ("" if measured else " (its bandwidth NCCL's own, unmeasured)")
+            + ", but NCCL's own price it dearer here, so NCCL does not pick it"
+        )
 
     channels = channels_text(machine, target_node, nodes)
 
@@ -300,7 +345,7 @@ def native_nccl(
                 f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto} within one node: {bandwidth}; "
                 f"latencies x{machine.latency_scale:.2g} (its own, or the fitted where lower), not the "
                 f"{own.bus_bw_gbps:.3g} GB/s and x{own.latency_scale:.2g} fitted across {measured_nodes} nodes "
-                f"(links within a node were not measured); {missed} there; {channels}"
+                f"(links within a node were not measured); {missed} there; {channels}{cheaper_passed_over(size)}"
             )
         held = "" if lo <= size <= hi else " (held from the nearest measured size)"
         # A fit whose smallest size is mostly bandwidth tells no latency scale: NCCL's own 1 stands.
@@ -315,13 +360,13 @@ def native_nccl(
         text = (
             f"NCCL's model ({NCCL_SOURCE}, {arch}) picks {c.algo}/{c.proto}; {latencies}, "
             f"{nvls_text(machine) if nvls else ring_text(machine)}{inter}; "
-            f"{missed} at the measured shape{held}; {channels}"
+            f"{missed} at the measured shape{held}; {channels}{cheaper_passed_over(size)}"
         )
         if at_shape and lo <= size <= hi:
             return f"the fit itself at its measured shape, which is {text}"
         return text
 
-    return Priced(fit, time_us, latency_us, basis, at_shape, None), notes
+    return Priced(fit, time_us, latency_us, basis, at_shape, None, fastest_us if nvls_in_play else None), notes
 
 
 def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool, facts: NodeFacts) -> NcclMachine:

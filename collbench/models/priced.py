@@ -65,6 +65,10 @@ class Priced:
     basis: Callable[[float], str]
     measured_shape: bool
     scaled: ScaledFit | None
+    fastest_us: TimeFn | None = None
+    """The time had NCCL run, at each size, what the fitted figures price cheapest, where its own
+    figures may pick another family (NVLS or the ring and tree: ``predict_native``); ``time_us`` where
+    they agree. None where there is no such choice."""
 
 
 def _count(value: float) -> str:

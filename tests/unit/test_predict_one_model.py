@@ -123,3 +123,50 @@ def test_nvls_heads_are_those_of_the_node_holding_fewest_ranks() -> None:
     # One node of 5 GPUs is the only node: its own search, 5 heads x 60 GB/s (6 x 60 <= 370.8).
     (entry,), _, _ = price_fits([fit], 5, 1, shapes=Shapes(measured), nccl_facts=facts)
     assert "NVLS: 5 heads x 60 GB/s" in entry.basis(1 << 30)
+
+
+def test_where_nccls_own_figures_pass_over_the_cheaper_family_the_fall_is_its_choice_and_said() -> None:
+    # NCCL picks the least of a cost table filled from tuning.cc's own constants (src/enqueue.cc
+    # topoGetAlgoInfo, v2.30.7 lines 2032-2044); a calibration it never sees. At a power of two of
+    # nodes log2i(nNodes) steps up NVLS-tree's latency (intraLat + 2 log2i(nNodes) interLat, tuning.cc
+    # line 428, NET 20.9 us) more than the tree's (2 ((nRanks / nNodes - 1) intraLat + log2i(nNodes)
+    # interLat), line 416, NET 8.5 us for LL128), so NCCL leaves NVLS-tree for the tree there: 15 -> 16
+    # nodes at 16 MiB. The GCP H100 2-node fit told 8 NICs of 50 GB/s has latencies x5 NCCL's and NVLS
+    # x0.56 (its NVLS-tree ran slow): on its figures the tree is cheaper on 15 nodes already, where
+    # NCCL's own still price NVLS-tree cheaper, so NCCL's pick on 15 nodes takes longer than its pick
+    # on 16. Each family alone rises; the fall is NCCL's choice, and the basis says so.
+    fit, measured = _fit("all_reduce_perf-h100-2node-mpirun-gcp.log")
+    facts = NodeFacts(nics=8, nic_gbps=50.0)
+    size = float(1 << 24)
+    (before,), _, _ = price_fits([fit], 120, 15, shapes=Shapes(measured), nccl_facts=facts)
+    (after,), _, _ = price_fits([fit], 128, 16, shapes=Shapes(measured), nccl_facts=facts)
+    assert after.time_us(size) < 0.5 * before.time_us(size)
+    assert "picks nvls_tree/Simple" in before.basis(size) and "picks tree/LL128" in after.basis(size)
+    assert before.fastest_us is not None and after.fastest_us is not None
+    # What the fitted figures price cheapest on 15 nodes (the tree) is no slower on 16.
+    assert before.fastest_us(size) <= after.time_us(size) == after.fastest_us(size)
+    assert before.fastest_us(size) < 0.4 * before.time_us(size)
+    assert (
+        "on these figures tree/LL128 would take 570.5 us (its bandwidth NCCL's own, unmeasured), but NCCL's own "
+        "price it dearer here, so NCCL does not pick it" in before.basis(size)
+    )
+    assert "would take" not in after.basis(size)
+    # Over 1 to 64 full nodes of 8, every size from 8 B to 8 GiB: what the fitted figures price cheapest
+    # never falls, and every fall of NCCL's pick is its choice (that cheapest is below it at the smaller).
+    sizes = [float(1 << k) for k in range(3, 34)]
+    previous: tuple[list[float], list[float]] | None = None
+    falls = 0
+    for nodes in range(1, 65):
+        (entry,), _, _ = price_fits([fit], 8 * nodes, nodes, shapes=Shapes(measured), nccl_facts=facts)
+        assert entry.fastest_us is not None
+        times = [entry.time_us(s) for s in sizes]
+        cheapest = [entry.fastest_us(s) for s in sizes]
+        assert all(c <= t for c, t in zip(cheapest, times, strict=True))
+        if previous is not None:
+            for a, c, b, d in zip(*previous, times, cheapest, strict=True):
+                assert d >= c, (nodes, a, b)
+                if b < a:
+                    falls += 1
+                    assert c <= b, (nodes, a, b)
+        previous = times, cheapest
+    assert falls == 4
