@@ -246,25 +246,33 @@ def native_nccl(
         one node carried x1.65 to the ring on 5 GPUs and nothing on 6, where NCCL runs NVLS at 64 MiB).
         ``nvls``: the family priced (default: the one NCCL runs at ``size``)."""
         family = choice(size).algo in NVLS_ALGORITHMS if nvls is None else nvls
-        if links_unmeasured(size, family):
+        if bandwidth_own(size, family):
             return False
         if not lo <= size <= hi:
             return not nvls_in_play
         _, there = _residual(fit, measured_nodes, arch, own_nvlink, facts, size)
         return there == family
 
-    def links_unmeasured(size: float, nvls: bool | None = None) -> bool:
-        # Within one node, from a fit across several, neither family's links were measured: the one-node
-        # machine is NCCL's own figures for the node's NVLinks, not the calibration the miss is a residual
-        # of, and the miss is the network's (tuning.cc prices one node with no network term). Carried to
-        # the family that ran across nodes and not to the other, it split the node in two: a GCP H100
-        # 2-node fit's x2.03 at 16 MiB (x1.8-2.03 at 8-32 MiB, x0.78-1.18 elsewhere) made the ring on 5
-        # GPUs 224 us and NVLS on 6 103 us. Where the ring runs there on the fitted bus (above NCCL's
-        # figure: the measured ring crossed these links at that rate) its miss is the measured ring's,
-        # carried as at any shape: held at 1, a miss below 1 made one node slower than the same ring on
-        # two (a GB200 2-rack fit, NVLS off: 41.06 ms at 69 ranks in one rack, 40.71 ms at 76 on two).
-        family = choice(size).algo in NVLS_ALGORITHMS if nvls is None else nvls
-        return intra is not None and not (intra.ring_measured and not family)
+    def bandwidth_own(size: float, nvls: bool | None = None) -> bool:
+        # What the model misses is a residual of the calibration: the fit's time over NCCL's model at the
+        # fitted bandwidth. It is carried wherever the family NCCL runs is priced at that bandwidth, and at
+        # no shape where NCCL's own figure stands in for it (the miss is then of a figure not priced):
+        # - within one node from a fit across several, neither family's links were measured (tuning.cc
+        #   prices one node with no network term): NCCL's own NVLink figures, except the ring on the fitted
+        #   bus where that is higher. search.cc gives a ring one speed for bwIntra and bwInter (lines 1174,
+        #   1246, 1272), so across nodes the measured ring crossed each node's NVLinks at its speed, which
+        #   one node's search (no NIC to pass) finds too: the measured ring bounds one node's from below,
+        #   NCCL's lower figure is refuted there, and the ring is the calibration's. Without the miss, a
+        #   GB200 2-rack fit put 41.06 ms at 69 ranks in one rack and 40.71 ms at 76 on two (16 GiB); with
+        #   it on the ring NCCL's own figures price, a GCP H100 2-node fit's x2.03 at 16 MiB made the ring
+        #   on 5 GPUs 224 us and NVLS on 6 103 us;
+        # - beyond 2 nodes from a fit within one, told the NICs, the ring and tree take NCCL's own bwInter
+        #   (tuning.cc line 306; ``nics_own``).
+        # ``nvls``: the family priced (default: the one NCCL runs at ``size``).
+        ring = not (choice(size).algo in NVLS_ALGORITHMS if nvls is None else nvls)
+        if intra is not None:
+            return not (intra.ring_measured and ring)
+        return nics_own and ring
 
     def residual(size: float, nvls: bool | None = None) -> float:
         missed, _ = _residual(fit, measured_nodes, arch, own_nvlink, facts, min(max(size, lo), hi))
@@ -328,8 +336,10 @@ def native_nccl(
         nvls = c.algo in NVLS_ALGORITHMS
         if carried(size):
             missed = f"x{residual(size):.3g} for what it misses"
-        elif links_unmeasured(size):
+        elif bandwidth_own(size) and intra is not None:
             missed = "nothing carried of what it misses (the network's; these links were not measured)"
+        elif bandwidth_own(size):
+            missed = "nothing carried of what it misses (its bandwidth here is NCCL's own, not the fitted one)"
         elif lo <= size <= hi:
             missed = "nothing carried of what it misses (another algorithm ran)"
         else:
@@ -374,7 +384,7 @@ def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool, fact
     its topology search gives the GPU's NVLinks (``nccl_graph.ring_graph`` on one node; the fitted one
     where that is higher, as links the measured ring crossed carry at least what it measured) and its
     own NVLink latencies (the fitted scale where below 1); what the model misses at the measured shape
-    is carried only where the ring runs on the fitted bus (``native_nccl``'s ``links_unmeasured``), so
+    is carried only where the ring runs on the fitted bus (``native_nccl``'s ``bandwidth_own``), so
     the time never falls as ranks cross to a second node there. The fitted figures are the network's (a
     GCP H100 2-node fit put 268 GB/s and latencies x5.4 inside a node, where NCCL's ring over 18 NVLink
     4 links has 360 GB/s), and nothing of the links within a node was measured. Raises

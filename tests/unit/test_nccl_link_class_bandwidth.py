@@ -77,3 +77,24 @@ def test_a_racks_fit_beyond_two_racks_takes_nccls_bandwidth_between_them() -> No
     two, two_notes = entry(144, 2, RACK_NICS)
     assert "bus 883 GB/s (fitted)" in two.basis(1 << 34) and "beyond 2 nodes" not in two.basis(1 << 34)
     assert not any("figure for the NICs" in n for n in two_notes)
+
+
+def test_a_racks_miss_is_not_carried_where_nccls_own_bandwidth_between_racks_is_priced() -> None:
+    # What the model misses is a residual of the calibration at the fitted bandwidth; beyond 2 racks,
+    # told the NICs, the ring and tree are priced at NCCL's own bwInter (tuning.cc line 306), so nothing
+    # of it is carried there, as within one node where NCCL's own NVLink figure is priced
+    # (test_link_floor's test_a_two_node_fits_miss_is_carried_into_one_node_for_neither_family).
+    one, _ = gb200(72)
+    shapes = Shapes(RACKS)
+
+    def entry(ranks: int, nodes: int) -> Priced:
+        (e,), _, _ = price_fits([one], ranks, nodes, shapes=shapes, nccl_arch="blackwell", nccl_facts=RACK_NICS)
+        return e
+
+    beyond = entry(1440, 20)
+    for size in (1 << 29, 1 << 34):
+        basis = beyond.basis(size)
+        assert "NCCL's own bus bandwidth between nodes" in basis and "picks nvls" not in basis
+        assert "nothing carried of what it misses (its bandwidth here is NCCL's own, not the fitted one)" in basis
+    # Up to 2 racks the ring and tree take the fitted bus (bwIntra, which the rack measured): carried.
+    assert "for what it misses" in entry(144, 2).basis(1 << 34)
