@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-from collbench.errors import InputFileError
+from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import decode_text
 
 RESULTS_KIND = "collbench result rows"
@@ -128,3 +129,31 @@ def refuse_replacing_record(path: Path, writing: str) -> None:
         raise InputFileError(
             str(path), f"holds {found[0]}; writing {writing} there would replace it: give another file name"
         )
+
+
+def holds_content(path: Path) -> bool:
+    """Whether ``path`` is a regular file (or a link to one) with something in it: what a command's output
+    replaces only when told to (:func:`refuse_replacing`). An empty file is nothing to lose."""
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False  # check_writable says what is wrong with the place
+
+
+def replacing_refused(held: Sequence[str], elsewhere: str, *, or_else: str = "") -> ConfigError:
+    """The one refusal of outputs that hold something, each of ``held`` saying one (``PATH is not empty``,
+    ``PATH holds a profile``): ``...; pass --overwrite to replace it, [or_else, ]or {elsewhere}``, where
+    ``elsewhere`` names the option that writes elsewhere (``-O FILE to write elsewhere``)."""
+    them = "them" if len(held) > 1 else "it"
+    other = f"{or_else}, " if or_else else ""
+    return ConfigError(f"{' and '.join(held)}; pass --overwrite to replace {them}, {other}or {elsewhere}")
+
+
+def refuse_replacing(path: Path, overwrite: bool, *, option: str = "-O", held: str = "is not empty") -> None:
+    """ConfigError, before any work, when ``path`` holds something (:func:`holds_content`) and not
+    ``overwrite``: ``PATH is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere``, the
+    contract of every command's output (a second run into the same name replaced what the first wrote,
+    hours of measurement among them, without a word). ``option`` is the one that names the file (``--plot``);
+    ``held`` says what is there."""
+    if not overwrite and holds_content(path):
+        raise replacing_refused([f"{path} {held}"], f"{option} FILE to write elsewhere")

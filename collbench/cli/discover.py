@@ -23,7 +23,7 @@ from collbench.cli.topology_source import (
 )
 from collbench.errors import CommandLineError, ConfigError, InputFileError, UserError
 from collbench.fileio import check_writable
-from collbench.filekinds import TOPOLOGY_KIND, refuse_replacing_record
+from collbench.filekinds import TOPOLOGY_KIND, holds_content, refuse_replacing, refuse_replacing_record
 from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, PAIRS, Pairs
 from collbench.topology.io import load_topology, save_topology
 from collbench.topology.model import Topology
@@ -40,21 +40,15 @@ def _restrict(topo: Topology, ranks: int | None) -> Topology:
         raise ConfigError(f"--ranks {ranks}: {exc}") from None
 
 
-def _refuse_replacing_probe(output: Path) -> None:
-    """ConfigError when ``output`` holds a topology --probe measured: 'discover -O probe.yaml' replaced the
-    latencies and bandwidths a probe across the nodes had taken minutes to measure with a description
-    measuring nothing, without a word. Any other topology is the same kind, re-discovered over it."""
-    if not output.is_file():
-        return
+def _held(output: Path) -> str:
+    """What ``output`` holds, for the refusal to replace it: a topology --probe measured is said as such
+    ('discover -O probe.yaml' replaced the latencies and bandwidths a probe across the nodes had taken
+    minutes to measure with a description measuring nothing, without a word)."""
     try:
         measured = load_topology(output).source == "probe"
     except UserError:
-        return  # not a topology collbench reads: refuse_replacing_record has said what it holds
-    if measured:
-        raise ConfigError(
-            f"{output} holds a topology measured by --probe; pass --overwrite to replace it, or -O FILE to write "
-            "elsewhere"
-        )
+        measured = False  # not a topology collbench reads: it is still not empty
+    return "holds a topology measured by --probe" if measured else "is not empty"
 
 
 def _probe(
@@ -136,7 +130,7 @@ def discover(
         ),
     ] = "auto",
     overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an -O topology that --probe measured.")
+        bool, typer.Option("--overwrite", help="Replace a file already at -O (never a profile or results).")
     ] = False,
 ) -> None:
     """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
@@ -175,8 +169,9 @@ def discover(
         # Before any probe: a place that takes no file, or a profile named -O, is said before the work.
         check_writable(output)
         refuse_replacing_record(output, TOPOLOGY_KIND)
-        if not overwrite:
-            _refuse_replacing_probe(output)
+        # As sweep, fit and import: a second discover into the same name replaced the first's file.
+        if not overwrite and holds_content(output):
+            refuse_replacing(output, overwrite, held=_held(output))
 
     if record is not None:
         topo = _restrict(record_nvml(record), ranks)

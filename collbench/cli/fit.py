@@ -48,7 +48,8 @@ def fit(
         ),
     ] = None,
     overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace a file already at -O (never a profile, results or a topology).")
+        bool,
+        typer.Option("--overwrite", help="Replace a file at -O or --plot (never a profile, results or a topology)."),
     ] = False,
     plot: Annotated[
         Path | None, typer.Option("--plot", metavar="FILE.png", help="Plot measured points, fitted curves, residuals.")
@@ -93,9 +94,10 @@ def fit(
         from collbench.report.plots import check_plot_path
 
         check_plot_path(plot)
-        from collbench.filekinds import refuse_replacing_record
+        from collbench.filekinds import refuse_replacing, refuse_replacing_record
 
         refuse_replacing_record(plot, "a plot")  # a profile or rows under the plot's name stay
+        refuse_replacing(plot, overwrite, option="--plot")  # and another plot, unless told
     if output is not None:
         check_fits_output(output, results, overwrite)
     # One --op also names the collective of a log that does not say it; several only filter.
@@ -175,7 +177,7 @@ def check_fits_output(path: Path, inputs: Sequence[Path], overwrite: bool) -> No
     a file holding a profile, results or a topology (never, even with ``overwrite``: what was measured
     stays), or, unless ``overwrite``, any other file with content (as import's and profile's -O)."""
     from collbench.fileio import check_writable
-    from collbench.filekinds import FITS_KIND, refuse_replacing_record
+    from collbench.filekinds import FITS_KIND, refuse_replacing, refuse_replacing_record
 
     check_writable(path)
     if path.suffix.lower() != ".json":
@@ -185,8 +187,7 @@ def check_fits_output(path: Path, inputs: Sequence[Path], overwrite: bool) -> No
             if path.samefile(given):
                 raise ConfigError(f"-O {path} is one of the files fitted; write the fits to another file")
     refuse_replacing_record(path, FITS_KIND)
-    if not overwrite and path.is_file() and path.stat().st_size:
-        raise ConfigError(f"{path} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere")
+    refuse_replacing(path, overwrite)
 
 
 def _noting_dtypes_and_reductions(

@@ -10,8 +10,9 @@ from rich.markup import escape
 
 from collbench.cli.console import console, err_console, print_note, print_notes
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, one_value
-from collbench.errors import ConfigError, InputFileError, UnknownNameError
+from collbench.errors import InputFileError, UnknownNameError
 from collbench.fileio import check_writable
+from collbench.filekinds import refuse_replacing
 from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.importers.nodes import check_nodes_option, settle_log_nodes
 from collbench.models.stored import nvlink_domain_note
@@ -91,9 +92,8 @@ def nccl_tests(
     # The options first, then the file: a mistyped option says so, not what is wrong with -O.
     if output is not None:
         check_writable(output)
-        if not overwrite and output.is_file() and output.stat().st_size:
-            # As sweep refuses a stream with rows: -O naming a sweep's results must not replace what it measured.
-            raise ConfigError(f"{output} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere")
+        # As sweep refuses a stream with rows: -O naming a sweep's results must not replace what it measured.
+        refuse_replacing(output, overwrite)
     notes: list[str] = []
     rows = read_nccl_tests(log, algo=algo, op=op, ranks=ranks, notes=notes)
     # As fit settles a log's node count, so that fitting the rows written here gives the same fit.

@@ -19,7 +19,7 @@ from collbench.cli.topology_source import (
     read_topology,
 )
 from collbench.fileio import check_writable
-from collbench.filekinds import refuse_replacing_record
+from collbench.filekinds import refuse_replacing, refuse_replacing_record
 from collbench.units import check_ranks
 
 if TYPE_CHECKING:
@@ -60,6 +60,9 @@ def layout(
         Path | None,
         typer.Option("--nccl-graph-xml", metavar="FILE", help="Write the rings as NCCL graph XML (NCCL_GRAPH_FILE)."),
     ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace a file already at --nccl-graph-xml (never a profile).")
+    ] = False,
 ) -> None:
     """Ring orders and two-trees for a topology, fastest first."""
     file_flag, from_file = one_file(from_file, topology)
@@ -68,6 +71,8 @@ def layout(
     if nccl_graph_xml is not None:
         check_writable(nccl_graph_xml)  # a name past 255 bytes was an OSError's traceback, before
         refuse_replacing_record(nccl_graph_xml, "an NCCL graph XML")
+        # A job may be reading the graph it replaced (NCCL_GRAPH_FILE), as export nccl-plugin refuses a build.
+        refuse_replacing(nccl_graph_xml, overwrite, option="--nccl-graph-xml")
     topo = read_topology(
         from_nvidia_smi=from_nvidia_smi,
         from_nccl_xml=from_nccl_xml,

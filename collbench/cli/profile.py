@@ -65,15 +65,13 @@ def check_profile_output(path: Path, inputs: Sequence[Path], overwrite: bool) ->
     word). An input named as -O is rewritten holding what it held, and more."""
     from collbench.errors import ConfigError
     from collbench.fileio import check_writable
-    from collbench.filekinds import PROFILE_KIND, refuse_replacing_record
+    from collbench.filekinds import PROFILE_KIND, refuse_replacing, refuse_replacing_record
 
     check_writable(path)
     if path.suffix.lower() not in (".yaml", ".yml"):
         raise ConfigError(f"-O/--output {path}: a profile is YAML; use a .yaml name")
     refuse_replacing_record(path, PROFILE_KIND)
-    if overwrite or not path.is_file() or not path.stat().st_size or any(_same_file(path, i) for i in inputs):
-        return
-    raise ConfigError(f"{path} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere")
+    refuse_replacing(path, overwrite or any(_same_file(path, i) for i in inputs))
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -15,7 +15,7 @@ from collbench.cli.console import console, print_note
 from collbench.cli.rows import load_results_by_file
 from collbench.errors import InputFileError
 from collbench.fileio import check_writable
-from collbench.filekinds import refuse_replacing_record
+from collbench.filekinds import refuse_replacing, refuse_replacing_record
 from collbench.units import counted
 
 if TYPE_CHECKING:
@@ -36,6 +36,9 @@ def report(
     output: Annotated[Path, typer.Option("--output", "-O", metavar="FILE.html", help="Where the page goes.")] = Path(
         "report.html"
     ),
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace a file already at -O (never a profile, results or a topology).")
+    ] = False,
 ) -> None:
     """One self-contained HTML page: the machine, per op charts and tables, the profile, and provenance."""
     from collbench.report.mismatch import mismatches
@@ -45,6 +48,7 @@ def report(
         raise InputFileError(str(output), "a report is HTML; use a .html name")
     check_writable(output)
     refuse_replacing_record(output, "an HTML page")
+    refuse_replacing(output, overwrite)  # a second report into one name replaced the first without a word
     loaded_profile = None
     if profile is not None:
         from collbench.profile.document import Profile

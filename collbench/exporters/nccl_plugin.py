@@ -22,6 +22,7 @@ from collbench.exporters.exported import Exported
 from collbench.exporters.nccl_rules import nccl_selection, shape_label, shapes
 from collbench.exporters.nccl_tuner import build_nccl_tuner
 from collbench.fileio import atomic_write_text, check_writable, csrc_dir
+from collbench.filekinds import replacing_refused
 from collbench.nccl.algorithms import ALGORITHMS_BY_NUMBER, FUNC_OF_OP, PROTOCOLS
 from collbench.profile.document import Profile
 from collbench.schedules.ops import Op
@@ -144,10 +145,7 @@ def refuse_replacing(out_dir: Path, overwrite: bool) -> None:
     written before is replaced silently (as ``tune`` and ``sweep`` refuse files that hold results)."""
     held = [name for name in (PLUGIN_FILE, CONFIG_FILE) if os.path.lexists(out_dir / name)]
     if held and not overwrite:
-        raise UserError(
-            f"{out_dir} holds a build already ({', '.join(held)}); pass --overwrite to replace it, "
-            "or -O DIR to build elsewhere"
-        )
+        raise replacing_refused([f"{out_dir} holds a build already ({', '.join(held)})"], "-O DIR to build elsewhere")
 
 
 def plugin_sources() -> list[Path]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from collbench.backends import AUTO, Backend
 from collbench.errors import ConfigError
 from collbench.fileio import check_writable
+from collbench.filekinds import holds_content, replacing_refused
 from collbench.results.journal import count_lines
 from collbench.schedules.ops import Op
 from collbench.tuning.resume import DEPTH_LABELS, PartialPlan, check_partials, partial_depth_path
@@ -248,18 +249,16 @@ def _refuse_replacing(config: TuneConfig) -> None:
     that holds rows: a second tune into the same path would replace what the first one measured."""
     held = [_held(path) for path in (config.output, config.rows_path)]
     if any(held):
-        said = [h for h in held if h]
-        # 'q.yaml holds a profile; pass --overwrite to replace them' named one file and said 'them'.
-        them = "them" if len(said) > 1 else "it"
-        raise ConfigError(
-            f"{' and '.join(said)}; pass --overwrite to replace {them}, --resume to continue an interrupted "
-            "tune, or -O/--results to write elsewhere"
+        raise replacing_refused(
+            [h for h in held if h],
+            "-O/--results to write elsewhere",
+            or_else="--resume to continue an interrupted tune",
         )
 
 
 def _held(path: Path) -> str:
     """``PATH holds N measured rows`` / ``PATH is not empty`` for a file there with content; else ""."""
-    if path.is_symlink() or not path.is_file() or path.stat().st_size == 0:
+    if path.is_symlink() or not holds_content(path):
         return ""
     if path.suffix.lower() in (".yaml", ".yml"):
         return f"{path} holds a profile"

@@ -287,6 +287,6 @@ def test_a_topology_probe_measured_is_not_replaced_without_overwrite(tmp_path: P
     code, _, err = _run("--ranks", "2", "-O", str(saved), "--overwrite")
     assert code == 0, err
     assert "\nsource: host\n" in saved.read_text()
-    # A topology that measured nothing is re-discovered over, as before.
-    code, _, err = _run("--ranks", "2", "-O", str(saved))
-    assert code == 0, err
+    # A topology that measured nothing is not replaced without --overwrite either (as sweep, fit and import).
+    line = _error_line(*_run("--ranks", "2", "-O", str(saved))[::2])
+    assert line == f"error: {saved} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere"

@@ -2,7 +2,8 @@
 the command writes another kind of file there: `discover -O tuned.yaml`, `export nccl-tuner P -O
 other-profile.yaml`, `report -O rows.html` and `profile predict P -O rows.yaml` replaced the file without a
 word (a profile is hours of measurement). A file of the kind written is replaced as before (a topology
-re-discovered over the old one), an export saying so. The files are the real ones, copied under tmp_path."""
+re-discovered over the old one, with --overwrite), an export saying so. The files are the real ones,
+copied under tmp_path."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def test_a_file_of_the_kind_written_is_replaced_as_before(topology: Path, tmp_pa
     target = tmp_path / "topo.yaml"
     shutil.copyfile(topology, target)
     target.write_text(target.read_text().replace("host: unknown", "host: old"))
-    result = RUNNER.invoke(app, ["discover", "--from-nvidia-smi", str(SMI), "-O", str(target)])
+    # With --overwrite: without it, any file with content is refused (tests/cli/test_outputs_not_replaced.py).
+    result = RUNNER.invoke(app, ["discover", "--from-nvidia-smi", str(SMI), "-O", str(target), "--overwrite"])
     assert result.exit_code == 0, result.output
     assert target.read_text() == topology.read_text()
     # An export is derived, so replaced, but said (it was replaced without a word); a new file is written.

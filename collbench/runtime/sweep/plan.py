@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from collbench.backends import AUTO, Backend, backend_named, backend_names, get_backend
 from collbench.errors import CommandLineError, ConfigError, InputFileError, UnknownNameError
 from collbench.fileio import check_path_fits, check_writable
+from collbench.filekinds import refuse_replacing
 from collbench.nccl.variants import is_native
 from collbench.results.io import parquet_problem, read_jsonl
 from collbench.results.journal import refuse_symlink
@@ -419,12 +420,8 @@ def _check_files(config: SweepConfig, world: int | None) -> None:
     check_writable(stream)
     if config.output is not None and config.output != stream:
         check_writable(config.output)
-        held = config.output.is_file() and config.output.stat().st_size > 0
-        if held and not (config.overwrite or config.resume):
-            # 'sweep -O keep.csv --stream new.jsonl' replaced the 844 rows keep.csv held with this run's.
-            raise ConfigError(
-                f"{config.output} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere"
-            )
+        # 'sweep -O keep.csv --stream new.jsonl' replaced the 844 rows keep.csv held with this run's.
+        refuse_replacing(config.output, config.overwrite or config.resume)
 
 
 def layout_nodes_note(layout: Layout | None, nodes: int) -> str | None:
