@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from collbench.cli.console import OutputWriteError, err_console, guard_output, stdout_name
+from collbench.cli.console import OutputWriteError, err_console, guard_output, print_note, stdout_name
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, check_command_line, leaf_command
 from collbench.errors import CollbenchError
 from collbench.version import collbench_version
@@ -171,10 +171,12 @@ class _CollbenchGroup(CollbenchGroup):
             if not detail and ctx.invoked_subcommand in MEASURING:
                 detail = "what was measured so far is on disk"
             # report, fit, import...: nothing was being measured (report said it was on disk).
-            # One line however long (a path), as an error's: cut at 80 columns it was two in a log.
-            err_console.print(
-                Text.assemble(("interrupted", "red"), *((": ", detail) if detail else ())), soft_wrap=True
-            )
+            # As a note: one line in a log however long (a path cut at 80 columns was two), and at a
+            # terminal's width (or COLUMNS) wrapped at words, where it ran past 80 columns.
+            if detail:
+                print_note("interrupted", detail, err_console, style="red")
+            else:
+                err_console.print(Text("interrupted", "red"))
             # The shell's convention, 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP.
             signum = getattr(exc, "signum", signal.SIGINT)
             raise typer.Exit(128 + int(signum)) from None

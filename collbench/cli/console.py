@@ -166,8 +166,8 @@ def whole_lines(target: Console) -> bool:
     return "COLUMNS" not in os.environ and not target.is_terminal
 
 
-def print_note(label: str, text: str, target: Console | None = None) -> None:
-    """``label: text`` on ``target`` (stderr by default), the label in yellow: one line where
+def print_note(label: str, text: str, target: Console | None = None, *, style: str = "yellow") -> None:
+    """``label: text`` on ``target`` (stderr by default), the label in ``style``: one line where
     whole_lines, else wrapped at words with a number kept beside its unit (Rich's own wrapping put
     ``12.3`` at the end of a line and ``GB/s`` at the start of the next). ``text`` is data, never
     markup: a ``[`` in a note is printed as written."""
@@ -176,7 +176,7 @@ def print_note(label: str, text: str, target: Console | None = None) -> None:
     from collbench.cli.render.styles import Wrapped
 
     out = err_console if target is None else target
-    line = Text.assemble((label, "yellow"), ": ", text)
+    line = Text.assemble((label, style), ": ", text)
     whole = whole_lines(out)
     out.print(line if whole else Wrapped(line), soft_wrap=whole)
 

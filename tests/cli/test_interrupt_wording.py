@@ -76,7 +76,9 @@ def test_a_tune_stopped_with_rows_kept_says_where_in_one_line(tmp_path: Path, mo
         "interrupted: the rows measured so far are in p-results.partial-0.jsonl; the same tune with --resume "
         "continues from them"
     )
-    assert result.output.strip().splitlines() == [said], result.output
+    lines = result.output.strip().splitlines()
+    # One message, at 80 columns wrapped at words (as a note is), each line within them.
+    assert " ".join(line.strip() for line in lines) == said and all(len(line) <= 80 for line in lines), lines
 
 
 PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"

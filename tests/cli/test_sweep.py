@@ -128,6 +128,16 @@ def test_an_interrupted_sweep_names_its_rows_and_resume(tmp_path: Path, monkeypa
     assert result.output.strip().splitlines()[-1] == (
         f"interrupted: the 3 rows measured so far are in {stream}; the same command with --resume continues from them"
     ), result.output
+    # At 80 columns it ran to 105 (and past, with a longer path): wrapped at words, as notes are.
+    monkeypatch.chdir(tmp_path)
+    stream.unlink()
+    result = RUNNER.invoke(app, ["sweep", "--ranks", "2", "--stream", "s.jsonl"], env={"COLUMNS": "80"})
+    assert result.exit_code == 130, result.output
+    lines = result.output.strip().splitlines()[-2:]
+    assert lines == [
+        "interrupted: the 3 rows measured so far are in s.jsonl; the same command with",
+        "  --resume continues from them",
+    ], result.output
 
 
 def test_table_output_and_files(tmp_path: Path) -> None:

@@ -129,6 +129,7 @@ def test_ctrl_c_at_a_terminal_says_one_line(tmp_path: Path) -> None:
     args += ["-w", "0", "--out-of-place", "--timeout", "120", "--stream", str(stream), "--format", "json"]
     # Rank 1 stops at the third point, so that the signal finds two rows streamed and a third under way.
     env = dict(os.environ, OMP_NUM_THREADS="1", **{FAULT_ENV: "rank=1,point=2,mode=hang"})
+    env.pop("COLUMNS", None)  # a pipe with no width said: one line (with one, wrapped at words as a note is)
     parent = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, start_new_session=True
     )
