@@ -423,7 +423,8 @@ class Profile:
             shape = f"{world_size or 'N'}" + (f":{nodes}" if nodes is not None else "")
             raise UserError(
                 f"the profile has no rules for {asked}; it has: {self.shapes_label()} "
-                f"(run `collbench tune --ranks {world_size or 'N'}` or add `--predict-ranks {shape}` to cover it)"
+                f"(measure it with `collbench tune` on that shape, or add it predicted from the profile's fits: "
+                f"`collbench profile predict PROFILE --ranks {shape}`)"
             )
         from collbench.models.predict_defaults import kept_nodes
 

@@ -141,7 +141,8 @@ def test_a_shape_the_profile_lacks_is_one_error_naming_the_shapes_and_how_to_add
             ctorch.all_reduce(torch.ones(8), profile=profile, group=group)
         assert str(raised.value) == (
             "the profile has no rules for 4 ranks on 4 nodes; it has: 4 ranks on 1 node, 4 ranks on 2 nodes "
-            "(predicted) (run `collbench tune --ranks 4` or add `--predict-ranks 4:4` to cover it)"
+            "(predicted) (measure it with `collbench tune` on that shape, or add it predicted from the profile's "
+            "fits: `collbench profile predict PROFILE --ranks 4:4`)"
         )
     assert len(fake.gathers) == 1 and fake.reduced == []  # gathered once, nothing reduced
 
