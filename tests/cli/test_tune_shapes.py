@@ -85,6 +85,12 @@ def test_profile_predict_adds_predicted_shapes_from_trusted_fits(tmp_path: Path)
     # tables' times read as the measured ones' without it.
     assert "64 ranks on 8 nodes (predicted) from fits at 4 ranks, x16" in result.stdout
     assert "8 ranks on 2 nodes (predicted) from fits at 4 ranks, x2" in result.stdout
+    # And that no run checks them, as predict's 'error unknown' says of its own: '333.3 us' under
+    # 'model', beside a measured set's, read as a finding. The measured set says nothing of the kind.
+    said = " ".join(result.stdout.split())
+    for shape in ("8 ranks on 2 nodes", "64 ranks on 8 nodes"):
+        assert f"{shape}: model times, no run of this shape checks them: error unknown" in said
+    assert said.count("error unknown") == 2
     exported = CliRunner().invoke(app, ["export", "ompi-rules", str(out), "--from-other-backend"])
     assert "64 ranks on 8 nodes, predicted from the fitted models, not measured" in exported.stdout
 

@@ -77,6 +77,14 @@ def render_rules(profile: Profile) -> RenderableType:
     for rule_set in profile.rule_sets:
         op = one_value(r.op for r in rule_set.rules)
         shape = ranks_on_nodes(rule_set.world_size, rule_set.nodes)
+        certainty = None
+        if rule_set.predicted:
+            # A predicted set's times are models with no run of the shape behind them: said as predict
+            # says its own ('error unknown'), so that '333.3 us' under 'model' is not read as a finding.
+            certainty = Text(
+                f"{shape}: model times, no run of this shape checks them: error unknown",
+                style="dim",
+            )
         shape += " (predicted)" if rule_set.predicted else ""
         if rule_set.predicted and profile.fits:
             # How far the rules reach past what was measured, as predict's title says it: the fits at
@@ -120,6 +128,8 @@ def render_rules(profile: Profile) -> RenderableType:
             ]
             table.add_row(*(cells if op else [rule.op, *cells]), style=style)
         tables.append(table)
+        if certainty is not None:
+            tables.append(certainty)
     return tables[0] if len(tables) == 1 else Group(*tables)
 
 
