@@ -16,6 +16,7 @@ from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import read_text_file
 from collbench.filekinds import FITS_KIND, PROFILE_KIND, misfiled
 from collbench.models.fitted import Fit
+from collbench.results.fields import name_problem
 from collbench.results.io import RESULT_SUFFIXES
 from collbench.results.row import ResultRow
 from collbench.topology.bandwidth import gpu_links
@@ -82,6 +83,13 @@ def stored_fit_problem(entry: dict[str, Any]) -> str | None:
     poisons every time, so the file is wrong rather than the machine fast.
     """
     label = f"fit {entry.get('op')}/{entry.get('algo')}"
+    for field in ("op", "algo"):
+        # As a row's: a model of an op or algorithm collbench does not know was kept, and predict said
+        # only that no fit explained its data.
+        name = entry.get(field)
+        problem = name_problem(field, name) if isinstance(name, str) else f"{field} is {name!r}, not a name"
+        if problem:
+            return f"{label}: {problem}"
     world = entry.get("world_size")
     if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_FIT_WORLD_SIZE:
         return f"{label}: world_size is {world!r}; it must be a whole number 1 to {MAX_FIT_WORLD_SIZE}"

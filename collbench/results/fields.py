@@ -284,6 +284,12 @@ def _name_problem(field: str, name: str) -> str:
     return _NAME_CHECKS[field](name)
 
 
+def name_problem(field: str, name: str) -> str:
+    """What is wrong with ``name`` as a row's ``field`` (``op``, ``algo``, ``dtype``, ``redop``), listing
+    the known names; "" when it is known. Other records naming the same things (stored fits) ask it too."""
+    return _name_problem(field, name)
+
+
 def _missing_to_none(value: Any, kind: type, optional: bool = False) -> Any:
     if value is None:
         return None

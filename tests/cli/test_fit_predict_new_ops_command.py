@@ -78,3 +78,25 @@ def test_predict_of_a_fit_whose_op_has_no_formula_is_one_line(tmp_path: Path) ->
     assert result.exit_code == 2
     assert "barrier ring: no cost formula for barrier" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"op": "all-to-none"}, "fit all-to-none/ring: unknown op 'all-to-none'; known: all-reduce, "),
+        ({"algo": "teleport"}, "fit all-reduce/teleport: unknown algorithm 'teleport'; known: ring, "),
+        ({"op": 7}, "fit 7/ring: op is 7, not a name"),
+    ],
+)
+def test_a_stored_fit_of_an_unknown_op_or_algorithm_is_refused_as_a_row_is(
+    tmp_path: Path, change: dict[str, object], said: str
+) -> None:
+    # It was kept, and predict said only 'no fit explains its data well enough to extrapolate (... known;
+    # ...)': a row naming an unknown op is refused in one line listing the known ones, and so is a fit.
+    fit = {"op": "all-reduce", "algo": "ring", "backend": "gloo", "world_size": 4, "alpha_us": 10.0,
+           "beta_gbps": 1.0, "points": 8, **change}  # fmt: skip
+    path = tmp_path / "fits.json"
+    path.write_text(json.dumps({"fits": [fit]}))
+    result = CliRunner().invoke(app, ["predict", "--fits", str(path), "--ranks", "64"], env={"COLUMNS": "400"})
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {path}: {said}") and len(result.output.splitlines()) == 1, result.output
