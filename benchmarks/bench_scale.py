@@ -277,8 +277,10 @@ def api_call_us(world_size: int, calls: int = API_CALLS) -> float:
     from unittest import mock
 
     import torch
+    import torch.distributed as dist
 
     import collbench.torch as ctorch
+    import collbench.torch.rules as torch_rules
     from collbench.profile.document import Profile, ProfileLayout, RuleSet
     from collbench.profile.rules import Rule
     from collbench.runtime.executor.schedule_runner import ScheduleRunner
@@ -290,12 +292,12 @@ def api_call_us(world_size: int, calls: int = API_CALLS) -> float:
     profile = Profile(fingerprint="bench", host="bench", backend="gloo", rule_sets=(rule_set,))
     tensor = torch.zeros(1024)
     with (
-        mock.patch.object(ctorch.dist, "is_initialized", lambda: True),
-        mock.patch.object(ctorch.dist, "get_world_size", lambda group=None: world_size),
-        mock.patch.object(ctorch.dist, "get_rank", lambda group=None: min(1, world_size - 1)),
+        mock.patch.object(dist, "is_initialized", lambda: True),
+        mock.patch.object(dist, "get_world_size", lambda group=None: world_size),
+        mock.patch.object(dist, "get_rank", lambda group=None: min(1, world_size - 1)),
         mock.patch.object(ScheduleRunner, "run", lambda self, buffer, redop: None),
         # The group's nodes, as membership.GROUPS holds them after the group's first call (one gather).
-        mock.patch.object(ctorch, "group_nodes", lambda group: (rule_set.nodes, False)),
+        mock.patch.object(torch_rules, "group_nodes", lambda group: (rule_set.nodes, False)),
     ):
         ctorch.all_reduce(tensor, profile)
         c0 = time.process_time()

@@ -112,14 +112,14 @@ def test_a_chain_and_a_star_are_trees_and_a_ring_of_parents_is_not(n: int) -> No
 def test_the_python_api_refuses_a_segment_smaller_than_an_element_before_it_communicates() -> None:
     # collbench.torch reads what it builds (pure, no communication) before ScheduleRunner sends anything;
     # every rank holds the same profile, size and dtype, so every rank raises this same error.
-    from collbench.torch import _plan_key
+    from collbench.torch.rules import plan_key
 
     data = yaml.safe_load(PROFILE.read_text())
     profile = Profile.from_dict(data)
     rule_set = profile.default_set
     rule = dataclasses.replace(rule_set.rules[0], algo="ring", params={"segment_bytes": 1, "layout": "rank-order"})
     with pytest.raises(ConfigError, match="segments of 1 bytes, less than one 4-byte element"):
-        _plan_key(rule_set, rule, 2, 1024, 4, Op.ALL_REDUCE, 0, 0, "cpu")
+        plan_key(rule_set, rule, 2, 1024, 4, Op.ALL_REDUCE, 0, 0, "cpu")
     rule = dataclasses.replace(rule, params={"segments": 10**9})
     with pytest.raises(ConfigError, match="1000000000 segments; a schedule takes 1 to 64"):
-        _plan_key(rule_set, rule, 2, 1024, 4, Op.ALL_REDUCE, 0, 0, "cpu")
+        plan_key(rule_set, rule, 2, 1024, 4, Op.ALL_REDUCE, 0, 0, "cpu")

@@ -24,6 +24,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 import collbench.torch as ctorch
+import collbench.torch.rules as torch_rules
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.runtime.launch import membership as membership_module
@@ -93,7 +94,7 @@ def _fake_group(monkeypatch: pytest.MonkeyPatch, comm: Communicator, backend: st
     monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
     monkeypatch.setattr(dist, "get_backend", lambda group=None: backend)
     monkeypatch.setattr(dist, "all_reduce", comm.all_reduce)
-    monkeypatch.setattr(ctorch._Runners, "runner", lambda self, *args, **kwargs: Runner(comm))
+    monkeypatch.setattr(torch_rules.Runners, "runner", lambda self, *args, **kwargs: Runner(comm))
     # Both ranks on one host: what the all-gather of their host reports would give (runtime/ddp.group_nodes).
     one_host = GroupMemberships(gather=lambda group, world, device: membership([HostReport("h", "b")] * world))
     monkeypatch.setattr(membership_module, "GROUPS", one_host)

@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 import collbench.torch as ctorch
+import collbench.torch.rules as torch_rules
 from collbench.layouts.model import Layout
 from collbench.profile.document import Profile, ProfileLayout, RuleSet
 from collbench.profile.rules import Rule
@@ -182,7 +183,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> PlanCache:
     """The process's cache replaced by an empty one, as every caller reaches it."""
     cache = PlanCache()
     monkeypatch.setattr(plan_cache, "PLANS", cache)
-    monkeypatch.setattr(ctorch, "PLANS", cache)
+    monkeypatch.setattr(torch_rules, "PLANS", cache)
     monkeypatch.setattr(worker, "PLANS", cache)
     return cache
 
@@ -218,7 +219,7 @@ def test_every_hook_and_call_of_a_process_builds_a_shape_once(
     rule = rule_set.rules[0]
     runners = []
     for hook in range(2):
-        made = ctorch._Runners(profile)
+        made = torch_rules.Runners(profile)
         for group in (1, 2):
             for count in (1000, 1000, 2000):
                 runners.append(made.runner(rule_set, rule, count, torch.zeros(count), group))
@@ -227,7 +228,7 @@ def test_every_hook_and_call_of_a_process_builds_a_shape_once(
     assert fresh.stats().misses == 4 and fresh.stats().hits == 4  # the second hook: every shape found
     assert {r.plan.rank for r in runners} == {1, 2}
     # A float64 tensor has other elements: its own plan.
-    ctorch._Runners(profile).runner(rule_set, rule, 1000, torch.zeros(1000, dtype=torch.float64), 1)
+    torch_rules.Runners(profile).runner(rule_set, rule, 1000, torch.zeros(1000, dtype=torch.float64), 1)
     assert len(built) == 5 and built[-1].elem_bytes == 8
 
 
@@ -238,7 +239,9 @@ def test_a_rules_segment_size_is_in_its_plans_key(fresh: PlanCache, monkeypatch:
     for seg in (4096, 400):
         profile = _profile("ring", {"layout": "rank-order", "segment_bytes": seg})
         rule_set = profile.rule_set(4)
-        plans.append(ctorch._Runners(profile).runner(rule_set, rule_set.rules[0], 4000, torch.zeros(4000), None).plan)
+        plans.append(
+            torch_rules.Runners(profile).runner(rule_set, rule_set.rules[0], 4000, torch.zeros(4000), None).plan
+        )
     assert fresh.stats().misses == 2
     assert max(len(s.rounds) for s in plans[1].steps) > max(len(s.rounds) for s in plans[0].steps) == 1
 
@@ -246,7 +249,7 @@ def test_a_rules_segment_size_is_in_its_plans_key(fresh: PlanCache, monkeypatch:
 def test_a_rules_key_names_each_of_its_inputs() -> None:
     profile = _profile("tree", {"layout": "rank-order", "segment_bytes": 400})
     rule_set = profile.rule_set(4)
-    key = ctorch._plan_key(rule_set, profile.rule_set(4).rules[0], 4, 1000, 4, Op.REDUCE, 3, 2, "cpu")
+    key = torch_rules.plan_key(rule_set, profile.rule_set(4).rules[0], 4, 1000, 4, Op.REDUCE, 3, 2, "cpu")
     assert key == PlanKey(
         algo="tree",
         op=Op.REDUCE,
@@ -287,13 +290,13 @@ def test_a_rule_whose_layout_the_rule_set_does_not_hold_says_it_runs_in_rank_ord
     profile = _profile("ring", {"layout": "topology", "segment_bytes": None})
     rule_set = profile.rule_set(4)
     with pytest.warns(ctorch.LayoutNotHeld, match="measured on layout 'topology', and its rule set holds no layout"):
-        key = ctorch._plan_key(rule_set, rule_set.rules[0], 4, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu")
+        key = torch_rules.plan_key(rule_set, rule_set.rules[0], 4, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu")
     assert key.layout is None
     # A rule in rank order is built so without a word.
     plain = _profile("ring", {"layout": "rank-order", "segment_bytes": None}).rule_set(4)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ctorch._plan_key(plain, plain.rules[0], 4, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu")
+        torch_rules.plan_key(plain, plain.rules[0], 4, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu")
 
 
 def _on_layout(world: int) -> RuleSet:
@@ -308,7 +311,9 @@ def test_a_rule_on_its_rule_sets_layout_finds_its_plan_without_building_the_layo
     # rings (checking each, O(ranks log ranks)) and hashed every ring, 1.7 ms a call at 16,384 ranks
     # (benchmarks/bench_scale.py, api_call_us). The rule set's layout is made once, its hash kept.
     rule_set = _on_layout(64)
-    keys = [ctorch._plan_key(rule_set, rule_set.rules[0], 64, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu") for _ in range(3)]
+    keys = [
+        torch_rules.plan_key(rule_set, rule_set.rules[0], 64, 1000, 4, Op.ALL_REDUCE, 0, 1, "cpu") for _ in range(3)
+    ]
     assert keys[0].layout is keys[1].layout is keys[2].layout is not None
     held = rule_set.layout
     assert held is not None

@@ -7,7 +7,7 @@ tensors along the primary dimension", in the group's rank order: torch/distribut
 torch 2.13). Each pretend rank of the group reports its host as the real ranks do (a fixed-width row
 of host name and boot id, ``collbench/runtime/launch/membership.py``); this process is the rank under
 test and sends its own row, the others' rows are those of the hosts named. ``dist.all_reduce`` is
-faked too: the rules here are NCCL's native variants, which call it (``collbench.torch._all_reduce``).
+faked too: the rules here are NCCL's native variants, which call it (``collbench.torch.collectives._all_reduce``).
 tests/dist/test_torch_api_nodes.py runs the same choice on real gloo ranks.
 """
 

@@ -17,6 +17,7 @@ import collbench.torch as ctorch
 from collbench.errors import ConfigError
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
+from collbench.runtime.executor.reduce import redop_name
 
 
 @pytest.mark.parametrize(
@@ -35,19 +36,19 @@ from collbench.profile.rules import Rule
     ],
 )
 def test_reductions_as_collbench_or_torch_names_them(given: object, name: str) -> None:
-    assert ctorch.redop_name(given) == name
+    assert redop_name(given) == name
 
 
 @pytest.mark.parametrize("given", [dist.ReduceOp.BAND, dist.ReduceOp.BXOR, dist.ReduceOp(dist.ReduceOp.BOR)])
 def test_torch_reductions_collbench_has_no_schedule_for_are_refused_by_name(given: object) -> None:
     with pytest.raises(ConfigError, match=r"reduction ReduceOp\.B(AND|OR|XOR) is not one collbench runs"):
-        ctorch.redop_name(given)
+        redop_name(given)
 
 
 @pytest.mark.parametrize("given", ["bogus", 4, None])
 def test_other_values_are_unknown(given: object) -> None:
     with pytest.raises(ConfigError, match="unknown reduction"):
-        ctorch.redop_name(given)
+        redop_name(given)
 
 
 def test_all_reduce_reads_the_reduction_before_anything_else() -> None:
