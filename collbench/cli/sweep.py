@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -235,6 +236,9 @@ def sweep(
         elif event.kind == "row":
             progress.update(task, completed=event.done)
 
+    # Rows of this run are stamped at measurement (results.measured): those before it are the ones
+    # --resume took from the stream, which the summary counts apart.
+    started = time.time()
     try:
         with progress:
             rows = run_sweep(config, progress=on_event)
@@ -271,6 +275,15 @@ def sweep(
             status = "[red]FAILED[/red]" if wrong else ("OK" if checked else "not checked")
             if len(data_rows) < len(rows):
                 status += "; barrier moves no data: nothing to check"
-        console.print(f"wrong elements: {wrong} ({status}); rows streamed to {escape(str(config.stream_path))}")
+        streamed = f"rows streamed to {escape(str(config.stream_path))}"
+        if config.resume:
+            # A resumed sweep printed the stream's earlier rows as this run's, and one with every point
+            # there already started its ranks, measured nothing and said nothing of it.
+            taken = sum(r.timestamp < started for r in rows)
+            now = "none measured now: every point was there"
+            if taken < len(rows):
+                now = f"{len(rows) - taken} measured now"
+            streamed += f" ({taken} of {counted(len(rows), 'row')} resumed from it, {now})"
+        console.print(f"wrong elements: {wrong} ({status}); {streamed}")
         if output is not None:
             console.print(f"wrote {counted(len(rows), 'row')} to {escape(str(output))}")

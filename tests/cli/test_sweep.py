@@ -408,3 +408,20 @@ def test_a_stream_of_rows_is_still_overwritten_or_resumed_as_before(tmp_path: Pa
     for name, text in cases.items():
         (tmp_path / name).write_text(text)
     assert [first_line_kind(tmp_path / name) for name in cases] == ["row", "row", "none"]
+
+
+def test_a_resumed_sweep_counts_the_rows_it_took_from_the_stream(tmp_path: Path) -> None:
+    # A resumed sweep printed the stream's earlier rows as its own; one whose every point was there
+    # started its ranks, measured nothing and said nothing of it.
+    stream = tmp_path / "rows.jsonl"
+    base = ["sweep", "--ranks", "2", "--algo", "ring", "--out-of-place", "-n", "3", "-b", "1K", "--stream", str(stream)]
+    first = RUNNER.invoke(app, [*base, "-e", "1K"])
+    assert first.exit_code == 0, first.output
+    assert "resumed from it" not in first.stdout
+    grown = RUNNER.invoke(app, [*base, "-e", "4K", "-f", "4", "--resume"])
+    assert grown.exit_code == 0, grown.output
+    assert "(1 of 2 rows resumed from it, 1 measured now)" in " ".join(grown.stdout.split())
+    again = RUNNER.invoke(app, [*base, "-e", "4K", "-f", "4", "--resume"])
+    assert again.exit_code == 0, again.output
+    assert "(2 of 2 rows resumed from it, none measured now: every point was there)" in " ".join(again.stdout.split())
+    assert len(read_rows(stream)) == 2
