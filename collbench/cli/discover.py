@@ -23,7 +23,13 @@ from collbench.cli.topology_source import (
 )
 from collbench.errors import CommandLineError, ConfigError, InputFileError, UserError
 from collbench.fileio import check_writable
-from collbench.filekinds import TOPOLOGY_KIND, holds_content, refuse_replacing, refuse_replacing_record
+from collbench.filekinds import (
+    NVML_RECORDING_KIND,
+    TOPOLOGY_KIND,
+    holds_content,
+    refuse_replacing,
+    refuse_replacing_record,
+)
 from collbench.runtime.probe_pairs import ALL_PAIRS_MAX_RANKS, NODE_ROUNDS, PAIRS, Pairs
 from collbench.topology.io import load_topology, save_topology
 from collbench.topology.model import Topology
@@ -130,7 +136,7 @@ def discover(
         ),
     ] = "auto",
     overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace a file already at -O (never a profile or results).")
+        bool, typer.Option("--overwrite", help="Replace a file at -O or --record (never a profile or results).")
     ] = False,
 ) -> None:
     """Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."""
@@ -172,6 +178,11 @@ def discover(
         # As sweep, fit and import: a second discover into the same name replaced the first's file.
         if not overwrite and holds_content(output):
             refuse_replacing(output, overwrite, held=_held(output))
+    if record is not None:
+        # A recording is a machine's answers, maybe of a machine no longer at hand: not replaced unasked.
+        check_writable(record)
+        refuse_replacing_record(record, NVML_RECORDING_KIND)
+        refuse_replacing(record, overwrite, option="--record")
 
     if record is not None:
         topo = _restrict(record_nvml(record), ranks)

@@ -71,3 +71,26 @@ def test_a_second_run_into_the_same_name_is_refused(tmp_path: Path, monkeypatch:
         "error: report.html is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere"
     )
     assert (tmp_path / "report.html").read_bytes() == first
+
+
+def test_an_nvml_recording_is_not_replaced_unasked(tmp_path: Path) -> None:
+    """`discover --record FILE` saved over whatever FILE held once NVML had answered: a recording of a
+    machine no longer at hand among them. Refused before NVML is asked (so here, with or without a GPU),
+    and a profile there is never replaced by a recording, --overwrite or not."""
+    kept = tmp_path / "rec.json"
+    kept.write_text('{"format": "collbench-nvml-recording"}\n')
+    result = RUNNER.invoke(app, ["discover", "--record", str(kept)], env={"COLUMNS": "80"})
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: {kept} is not empty; pass --overwrite to replace it, or --record FILE to write elsewhere"
+    )
+    assert kept.read_text() == '{"format": "collbench-nvml-recording"}\n'
+    profile = tmp_path / "p.json"
+    profile.write_bytes((REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml").read_bytes())
+    result = RUNNER.invoke(app, ["discover", "--record", str(profile), "--overwrite"], env={"COLUMNS": "80"})
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: {profile}: holds a collbench profile; writing an NVML recording there would replace it: give "
+        "another file name"
+    )
+    assert profile.read_bytes() == (REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml").read_bytes()
