@@ -32,9 +32,11 @@ NCCL's model's channels, NVLS-tree and the NICs' floor across nodes; without it,
 Targets: the median error over the scale pairs at or below NCCL's model's; no collbench prediction
 that decreases with size, nor as ranks are added: the ``ranks`` count sweeps every rank count at the
 source's ranks a node (the last node part-full where they do not divide), the ``full nodes`` count
-only the counts that fill their nodes (the same size and ranks a node, one node more), with NCCL's
-choice apart (its own figures pick a family the fitted ones price dearer at the smaller shape, whose
-cheapest is not below the larger: NCCL's pick falls, not the model's cheapest; :func:`sweep_ranks`). Node counts:
+only the counts that fill their nodes (the same size and ranks a node, one node more). A fall that is
+NCCL's choice (its own figures pick a family the fitted ones price dearer at the smaller shape, whose
+cheapest is not below the larger: NCCL's pick falls, not the model's cheapest; :func:`sweep_ranks`) is
+still a prediction that decreases and counts against the target: the ``full nodes`` column shows it
+beside the rest (``+N NCCL's choice``), the ``ranks`` count keeps it and says how many. Node counts:
 GB200 logs are counted in NVL72 racks (72 GPUs an NVLink domain); the others as their logs or sources
 say (8 GPUs a node).
 """
