@@ -17,6 +17,11 @@ from collbench.text import printable
 # Off a terminal (a pipe, a file, CI logs) Rich assumes 80 columns; results are meant to be read and
 # parsed there, so give them room unless the user said how wide (COLUMNS).
 _PIPE_WIDTH = 160
+# Below this no table of collbench's reads, and Rich cannot lay out one whose columns are all kept
+# whole (no_wrap) in fewer columns than it has: sweep's table at COLUMNS=10 failed an assertion in
+# Rich's ratio_distribute, a traceback after the points were measured. Narrower is drawn this wide, and
+# the terminal wraps it.
+_NARROWEST = 40
 
 
 class _DataSafeConsole(Console):
@@ -49,6 +54,8 @@ class _DataSafeConsole(Console):
             # COLUMNS=0 is Rich's width 0: every line was drawn 0 wide, and commands printed nothing at
             # all, their error line neither. Rich takes a terminal's size of 0 as 80.
             return ConsoleDimensions(80 if self.is_terminal else _PIPE_WIDTH, dimensions.height)
+        if dimensions.width < _NARROWEST:
+            return ConsoleDimensions(_NARROWEST, dimensions.height)
         return dimensions
 
     @size.setter
