@@ -126,10 +126,18 @@ def test_compare_and_import(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in RESULTS.read_text().splitlines()[:60]]
     base, new = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
     base.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    new.write_text("".join(json.dumps(dict(r, time_us=r["time_us"] * 1.5)) + "\n" for r in rows))
+    new.write_text("".join(json.dumps(_slower(r, 1.5)) + "\n" for r in rows))
     out = run80("compare", str(base), str(new), "--fail-above", "200%")
     assert "verdict" in out
     out = run80("import", "nccl-tests", str(H100_LOG), "-O", str(tmp_path / "h100.jsonl"))
+
+
+def _slower(row: dict, factor: float) -> dict:
+    """The row as a run `factor` times slower makes it: every time scaled, the bandwidths divided (a row
+    whose p50 alone moved past its max is refused as no real run's)."""
+    times = {k: v * factor for k, v in row.items() if k.startswith("time_us")}
+    rates = {k: v / factor for k, v in row.items() if k in ("algbw_gbps", "busbw_gbps")}
+    return {**row, **times, **rates}
 
 
 def test_sweep_table() -> None:
@@ -164,7 +172,16 @@ def _rows(times: dict[int, tuple[float, float]]) -> str:
     """Result rows at 2 ranks: size -> (p50 us, stall fraction)."""
     template = json.loads(RESULTS.read_text().splitlines()[0])
     rows = [
-        dict(template, size_bytes=size, time_us=t, time_us_min=t * 0.98, time_us_p25=t * 0.99, stall_fraction=f)
+        dict(
+            template,
+            size_bytes=size,
+            time_us=t,
+            time_us_min=t * 0.98,
+            time_us_p25=t * 0.99,
+            time_us_mean=t * 1.01,
+            time_us_max=t * 1.5,
+            stall_fraction=f,
+        )
         for size, (t, f) in times.items()
     ]
     return "".join(json.dumps(r) + "\n" for r in rows)
