@@ -64,6 +64,7 @@ from collbench.importers.nccl_tests_ops import (
     refuse_unlogged,
     row_columns,
     shape_columns,
+    unheld_dtypes,
     wrong_count,
 )
 from collbench.importers.nccl_tests_scan import Run, cut_note, split_runs
@@ -361,6 +362,7 @@ def read_nccl_tests(
     except InputFileError as exc:
         # Results rows, a profile or an OSU log given for nccl-tests output: say which, not "no result lines".
         raise misfiled(path, text, NCCL_TESTS_KIND) or exc from None
+    rows = unheld_dtypes(rows, path, sink)
     # Blocks that collbench itself printed name their algorithm, and so does a program that runs one of
     # collbench's schedules (hypercube_perf: recursive doubling); nccl-tests' other rows take the user's.
     fixed = {r.algo for r in rows if r.source != "collbench" and r.algo != "native"}

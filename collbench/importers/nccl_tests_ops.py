@@ -169,6 +169,28 @@ LEGACY_ERROR_BOUND = {"float16": 5e-2, "bfloat16": 5e-2, "float32": 1e-5, "float
 DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16"}
 
 
+def unheld_dtypes(rows: list[ResultRow], path: Path, notes: list[str]) -> list[ResultRow]:
+    """``rows`` but those of a type collbench's rows do not hold, which one note names.
+
+    nccl-tests also measures int8, uint8, uint32, uint64 and the 8-bit floats (``-d all`` runs every
+    type in one log); a row of one of them could not be written, and the import of such a log stopped
+    at its first row ("row 1 was not written: field dtype: unknown dtype 'int8'") while ``fit`` took
+    them. Raises InputFileError when no row is of a type collbench holds.
+    """
+    held = [r for r in rows if r.dtype in DTYPE_SIZES]
+    if len(held) == len(rows):
+        return rows
+    printed = {v: k for k, v in DTYPE_NAMES.items()}
+    known = ", ".join(printed.get(name, name) for name in DTYPE_SIZES)
+    others = sorted({r.dtype for r in rows if r.dtype not in DTYPE_SIZES})
+    said = f"of type {', '.join(others)}, which collbench's rows do not hold (they hold {known})"
+    if not held:
+        raise InputFileError(str(path), f"its rows are {said}: measure one of those with -d")
+    left = len(rows) - len(held)
+    notes.append(f"{path}: {left} {'row' if left == 1 else 'rows'} {said} left out; {len(held)} read")
+    return held
+
+
 def canonical_dtype(name: str) -> str:
     key = DTYPE_NAMES.get(name, name)
     try:
