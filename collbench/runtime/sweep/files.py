@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.errors import CollbenchError, ConfigError, InputFileError, RankError
+from collbench.filekinds import replacing_refused
 from collbench.results.io import read_jsonl, write_rows
 from collbench.results.journal import (
     count_lines,
@@ -92,10 +93,8 @@ def start_stream(stream: Path, overwrite: bool) -> None:
         )
     if content and not overwrite:
         what = f"holds {held} measured rows" if held else "is not empty"
-        raise ConfigError(
-            f"{stream} {what}; pass --resume to continue it, --overwrite to replace it, "
-            "or --stream FILE to stream elsewhere"
-        )
+        elsewhere = "--stream FILE to stream elsewhere"
+        raise replacing_refused([f"{stream} {what}"], elsewhere, or_else="--resume to continue it")
     stream.parent.mkdir(parents=True, exist_ok=True)
     empty_file(stream)
 
