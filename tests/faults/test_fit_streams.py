@@ -65,7 +65,9 @@ def _rounds(rounds: int) -> list[ResultRow]:
                 for in_place in (False, True):
                     p50 = (20.0 + (1 << k) / 2e3) * (1.0 + 0.01 * ((r * 7 + k) % 13))
                     p25 = p50 * (0.9 + 0.005 * ((r * 5 + k) % 11))
-                    rows.append(point_row(algo, 1 << k, p50, world_size=4, in_place=in_place, time_us_p25=p25))
+                    # min and max 10% either side of p50: p25 lies within them, as any run's does.
+                    row = point_row(algo, 1 << k, p50, spread=0.1, world_size=4, in_place=in_place, time_us_p25=p25)
+                    rows.append(row)
     return rows
 
 
