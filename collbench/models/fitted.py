@@ -21,6 +21,7 @@ from typing import Any
 
 from collbench.errors import UserError
 from collbench.models.costs import cost_terms, segments_of
+from collbench.results.row import DEFAULT_SOURCE, NCCL_TESTS_SOURCE
 from collbench.schedules.cost import CostTerms
 from collbench.schedules.ops import Op
 
@@ -109,6 +110,34 @@ def _segments(data: Mapping[str, Any]) -> list[Any]:
     if not isinstance(value, list):
         raise ValueError(f"segments is {value!r}; it must be a list (null: one segment)")
     return value
+
+
+MIXED_SOURCES = "mixed"
+"""``Fit.source`` of a fit whose rows came from more than one source (a log's and collbench's own)."""
+_SOURCE_WORDS = {
+    NCCL_TESTS_SOURCE: "an nccl-tests log",
+    DEFAULT_SOURCE: "collbench's own rows",
+    MIXED_SOURCES: "an nccl-tests log and collbench's own rows together",
+}
+
+
+def _source(data: Mapping[str, Any]) -> str:
+    """A fit's source; absent or null (files from before fits kept it) is empty. Raises ValueError for
+    one that is not text."""
+    value = data.get("source")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"source is {value!r}; it must be text")
+    return value
+
+
+def fitted_from(fit: Fit) -> str:
+    """``fitted from an nccl-tests log`` (or collbench's own rows, ...): what measured the fit's points, in
+    words for predict's basis; empty where the fit does not say."""
+    if not fit.source:
+        return ""
+    return f"fitted from {_SOURCE_WORDS.get(fit.source, f'rows whose source is {fit.source[:40]!r}')}"
 
 
 def _nodes(data: Mapping[str, Any]) -> int | None:
@@ -218,6 +247,10 @@ class Fit:
     device: str = ""
     """The GPU its points were measured on (the rows' ``device_name``), where every row of the group
     names the same one; empty where they do not. predict reads the GPU's generation and links from it."""
+    source: str = ""
+    """Who measured its points: the rows' ``source`` (``collbench``, or ``nccl-tests`` for a log imported),
+    where every row of the group says the same; :data:`MIXED_SOURCES` where they differ; empty where
+    nothing said (a file from before fits kept it). predict's basis says it (:func:`fitted_from`)."""
     segment_bytes: int | None = None
     """The pipeline segment size its points ran with (the rows' ``segment_bytes``, the one most of its
     points name), or None (one segment: unsegmented, or no size given, as the sweep then built it). A
@@ -258,6 +291,7 @@ class Fit:
             }
             | ({} if self.nodes is None else {"nodes": self.nodes})
             | ({"device": self.device} if self.device else {})
+            | ({"source": self.source} if self.source else {})
             | ({} if self.segment_bytes is None else {"segment_bytes": self.segment_bytes})
         )
 
@@ -288,6 +322,7 @@ class Fit:
                 unusable_because=_unusable_because(data),
                 nodes=_nodes(data),
                 device=str(data.get("device") or ""),
+                source=_source(data),
                 segment_bytes=_segment_bytes(data),
             )
         except KeyError as exc:

@@ -37,7 +37,7 @@ from collbench.backends import backend_named, measured_on_gpus
 from collbench.errors import ConfigError, NotApplicableError, UserError
 from collbench.models.crossover import Crossover, time_crossings
 from collbench.models.fit_choice import not_below_fewer_nodes, pick_for
-from collbench.models.fitted import Fit, op_has_payload
+from collbench.models.fitted import Fit, fitted_from, op_has_payload
 from collbench.models.link_floor import link_floor
 from collbench.models.native_structure import formula_disagreement, native_structure
 from collbench.models.nccl_cost import NCCL_SOURCE
@@ -93,7 +93,10 @@ class Prediction:
     """The model's median error on its measured points near this size, at the measured shape; None
     where no measured point is near (another world size, or sizes beyond those measured)."""
     basis: str = ""
-    """How it was priced, in a few words (the algorithm's structure, or NCCL's model and its choice)."""
+    """How it was priced, in a few words (what measured the fit where it says, the algorithm's structure,
+    or NCCL's model and its choice)."""
+    fit_source: str = ""
+    """What measured the fit (``Fit.source``): ``nccl-tests``, ``collbench``, ``mixed``; empty: not said."""
 
     @property
     def scale_text(self) -> str:
@@ -127,6 +130,7 @@ class Prediction:
             "error_pct": self.error_pct,
             "certainty": self.certainty,
             "basis": self.basis,
+            "fit_source": self.fit_source,
         }
 
 
@@ -484,18 +488,20 @@ def predict(
         f = e.fit
         factor = Op.parse(f.op).spec.busbw_factor(world_size)
         fit_label = label(f, shapes)
+        # What measured it, where the fit says: a published log's numbers are someone else's machine.
+        source = fitted_from(f)
         for size in _sizes_of(f.op, sizes):
             t = e.time_us(size)
             sim = _simulated(e, world_size, nodes, size, elem_bytes) if world_size <= simulate_max_ranks else None
             # Barrier moves nothing: no bandwidth to claim (its factor is 0, and 0 GB/s would read as slow).
             busbw = None if not op_has_payload(f.op) else (size / t / 1e3 * factor if t > 0 else 0.0)
             error = _error_near(f, size) if e.measured_shape else None
-            basis = e.basis(size)
+            basis = f"{source}; {e.basis(size)}" if source else e.basis(size)
             preds.append(
                 Prediction(
                     f.op, f.algo, f.backend, world_size, size, t, busbw, sim, f.world_size,
                     latency_us=e.latency_us(size), fit=fit_label, scale=world_size / f.world_size,
-                    error_pct=error, basis=basis,
+                    error_pct=error, basis=basis, fit_source=f.source,
                 )
             )  # fmt: skip
     sized = [e for e in entries if op_has_payload(e.fit.op)]

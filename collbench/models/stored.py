@@ -15,7 +15,7 @@ from typing import Any
 from collbench.errors import ConfigError, InputFileError
 from collbench.fileio import read_text_file
 from collbench.filekinds import FITS_KIND, PROFILE_KIND, misfiled
-from collbench.models.fitted import Fit
+from collbench.models.fitted import MIXED_SOURCES, Fit
 from collbench.results.fields import name_problem
 from collbench.results.io import RESULT_SUFFIXES
 from collbench.results.row import ResultRow
@@ -25,8 +25,8 @@ from collbench.yamljson import parse_json, parse_yaml
 
 MAX_FIT_WORLD_SIZE = 1 << 20
 """The most ranks a stored fit may say it was measured at: more than any machine has run one job on."""
-NodesSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str]]]
-"""Per (op, algo, backend, world size): the node counts and devices its rows said."""
+NodesSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str], set[str]]]
+"""Per (op, algo, backend, world size): the node counts, devices and sources its rows said."""
 
 
 def load_fits(path: Path) -> list[Fit]:
@@ -130,21 +130,27 @@ def nodes_measured(fits: list[Fit], given: int | None, profile_nodes: dict[int, 
 
 
 def noting_nodes(rows: Iterable[ResultRow], seen: NodesSeen) -> Iterator[ResultRow]:
-    """The rows unchanged, noting each group's node counts and devices on the way (a stream is read once)."""
+    """The rows unchanged, noting each group's node counts, devices and sources on the way (a stream is
+    read once)."""
     for row in rows:
-        nodes, devices = seen.setdefault((row.op, row.algo, row.backend, row.world_size), (set(), set()))
+        key = (row.op, row.algo, row.backend, row.world_size)
+        nodes, devices, sources = seen.setdefault(key, (set(), set(), set()))
         nodes.add(row.nodes)
         devices.add(row.device_name)
+        sources.add(row.source)
         yield row
 
 
 def with_nodes(fit: Fit, seen: NodesSeen) -> Fit:
-    """The fit with its measured node count and device where every row of its group gave the same known one."""
-    counts, devices = seen.get((fit.op, fit.algo, fit.backend, fit.world_size), (set(), set()))
+    """The fit with its measured node count and device where every row of its group gave the same known
+    one, and its rows' source (MIXED_SOURCES where they came from more than one)."""
+    counts, devices, sources = seen.get((fit.op, fit.algo, fit.backend, fit.world_size), (set(), set(), set()))
     if len(counts) == 1 and min(counts) >= 1:
         fit = dataclasses.replace(fit, nodes=min(counts))
     if len(devices) == 1 and min(devices):
         fit = dataclasses.replace(fit, device=min(devices))
+    if sources:
+        fit = dataclasses.replace(fit, source=min(sources) if len(sources) == 1 else MIXED_SOURCES)
     return fit
 
 

@@ -22,6 +22,8 @@ NODES_UNKNOWN = 0
 host names). Guessing 1 would file a 1440-rank run as one machine; fit and predict do not read nodes.
 Row checking accepts it (row_fields.FIELD_RANGES)."""
 
+DEFAULT_SOURCE = "collbench"
+"""``ResultRow.source`` of a row collbench measured."""
 NCCL_TESTS_SOURCE = "nccl-tests"
 """``ResultRow.source`` of a row imported from nccl-tests output: one time, the mean over its iterations,
 stands in every time field (no p25, fastest, slowest or stall fraction of its own)."""
@@ -82,8 +84,8 @@ class ResultRow:
     nccl_algo: str = ""
     """What NCCL reported choosing (native runs with TUNING logs), or the forced variant."""
     nccl_proto: str = ""
-    source: str = "collbench"
-    """Who measured it: ``collbench`` or NCCL_TESTS_SOURCE (imported logs)."""
+    source: str = DEFAULT_SOURCE
+    """Who measured it: DEFAULT_SOURCE (``collbench``) or NCCL_TESTS_SOURCE (imported logs)."""
     timestamp: float = 0.0
     stall_fraction: float | None = None
     """Fraction of the timed iterations slower than 3x the fastest (results/noise.py); None: not known."""

@@ -210,3 +210,28 @@ def test_dash_o_never_replaces_what_was_measured(tmp_path: Path) -> None:
     assert not (tmp_path / "fits.txt").exists()
     for result in (refused, itself, not_json):
         assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_fits_record_what_measured_them_and_predict_says_it(tmp_path: Path) -> None:
+    # A fits file did not say whether its numbers came from a published log or from collbench's own rows.
+    log = Path(__file__).parents[1] / "fixtures" / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
+    rows = Path(__file__).parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
+    runner = CliRunner()
+    for given, source, words in ((log, "nccl-tests", "an nccl-tests log"), (rows, "collbench", "collbench's own rows")):
+        fits = tmp_path / f"{source}.json"
+        wrote = runner.invoke(app, ["fit", str(given), "-O", str(fits)])
+        assert wrote.exit_code == 0, wrote.output
+        assert {f["source"] for f in json.loads(fits.read_text())["fits"]} == {source}
+        predicted = runner.invoke(app, ["predict", "--fits", str(fits), "--ranks", "4", "--sizes", "1M", "--json"])
+        assert predicted.exit_code == 0, predicted.output
+        predictions = json.loads(predicted.stdout)["predictions"]
+        assert predictions and all(p["basis"].startswith(f"fitted from {words}; ") for p in predictions)
+        assert {p["fit_source"] for p in predictions} == {source}
+    # A file from before fits kept it says nothing of it, rather than a guess.
+    data = json.loads((tmp_path / "nccl-tests.json").read_text())
+    for fit in data["fits"]:
+        del fit["source"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    predicted = runner.invoke(app, ["predict", "--fits", str(old), "--ranks", "32", "--sizes", "1M", "--json"])
+    assert predicted.exit_code == 0 and "fitted from" not in predicted.stdout, predicted.output

@@ -107,10 +107,12 @@ def test_the_fit_command_streams_the_file_to_the_same_report(tmp_path: Path, suf
     result = CliRunner().invoke(app, ["fit", "--json", str(path)])
     assert result.exit_code == 0, result.output
     expected = json.loads(json.dumps(fit_results(rows + rows).to_dict()))
-    # fit --json adds each fit's measured node count, where every row of it says the same.
+    # fit --json adds each fit's measured node count, where every row of it says the same, and its source.
     (nodes,) = {r.nodes for r in rows}
+    (source,) = {r.source for r in rows}
     for fit in expected["fits"]:
         fit["nodes"] = nodes
+        fit["source"] = source
     assert json.loads(result.stdout) == expected
 
 
