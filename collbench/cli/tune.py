@@ -16,9 +16,9 @@ from collbench.backends.base import parse_skip_note, skip_note
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.progress import point_progress
-from collbench.errors import ConfigError
+from collbench.errors import CommandLineError, ConfigError
 from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths, tune_backend
-from collbench.units import parse_size
+from collbench.units import counted, parse_size
 
 if TYPE_CHECKING:
     from collbench.models.nccl_graph import NodeFacts
@@ -232,7 +232,7 @@ def tune(
             )
         _check(check, parse_ranks(ranks) if ranks is not None else None, backend, timeout)
         return
-    from collbench.runtime.launch.ranks import job_rank, one_process_group, under_launcher
+    from collbench.runtime.launch.ranks import job_rank, joined_job, one_process_group, under_launcher
 
     ops = split_values(op)
     if op and not ops:
@@ -246,6 +246,14 @@ def tune(
     _check_no_nvls(no_nvls, bool(predict))
     if under_launcher() and len(rank_counts) > 1:
         raise ConfigError("under a launcher it sets the world size: --ranks takes one value there")
+    job = joined_job()
+    if job is not None and ranks is not None and rank_counts[0] != job.world_size:
+        # 'mpirun -np 2 collbench tune --ranks 4' tuned 2 ranks and wrote a profile of 2 without a word,
+        # where sweep refuses any --ranks under a launcher and the ranks' own start refuses a contradiction.
+        raise CommandLineError(
+            f"--ranks {rank_counts[0]} contradicts {job.launcher}'s world of {counted(job.world_size, 'rank')}; "
+            "leave --ranks out"
+        )
     world: int | None = None if under_launcher() else rank_counts[0]
     measured = rank_counts if world is not None else None
     config = TuneConfig(

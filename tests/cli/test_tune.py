@@ -82,3 +82,15 @@ def test_bad_options_are_one_line_exit_2(
     assert "Traceback" not in result.output
     assert not (tmp_path / "collbench-profile.yaml").exists()
     assert list(tmp_path.iterdir()) == []  # nothing left behind, no partial file
+
+
+def test_ranks_that_contradict_the_launchers_world_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 'mpirun -np 2 collbench tune --ranks 4' tuned the 2 ranks mpirun started and wrote their profile
+    # without a word; sweep refuses --ranks under a launcher. The variables torchrun sets
+    # (torch/distributed/run.py) for a job of one rank, so that nothing waits for a peer.
+    monkeypatch.chdir(tmp_path)
+    torchrun = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}
+    result = CliRunner().invoke(app, ["tune", "--quick", "--ranks", "4"], env=torchrun)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == "error: --ranks 4 contradicts torchrun's world of 1 rank; leave --ranks out"
+    assert list(tmp_path.iterdir()) == []  # nothing measured, nothing written
