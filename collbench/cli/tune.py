@@ -113,7 +113,7 @@ def tune(
             "--ranks",
             metavar="N[,N...]",
             help="Local ranks (default: one per GPU, else min(4, usable cores), at least 2); several (2,4,8) "
-            "tune each into one profile. Not under torchrun.",
+            "tune each into one profile; leave out under torchrun, mpirun or srun.",
         ),
     ] = None,
     backend: Annotated[
