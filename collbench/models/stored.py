@@ -31,7 +31,9 @@ NodesSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str], set[str]]]
 
 def load_fits(path: Path) -> list[Fit]:
     """Fit objects from ``fit --json`` output (a profile's are its ``Profile.fits``, checked alike by
-    :func:`checked_fits`). Raises InputFileError."""
+    :func:`checked_fits`). Raises InputFileError, and for a profile too: read for its fits alone, its
+    rules went unchecked (a profile of a schema to come, or of broken rules, predicted, exit 0, as
+    ``predict --profile`` once did) and the nodes its rule sets were measured on unsaid."""
     if path.suffix.lower() in RESULT_SUFFIXES:
         # Measured rows, not fits: parsing them as one JSON document said only "Extra data". (Rows given as
         # a profile are named by what they hold in Profile.load: filekinds.misfiled.)
@@ -39,14 +41,20 @@ def load_fits(path: Path) -> list[Fit]:
             str(path),
             "results, not fits: fit them first (`collbench fit FILE -O fits.json`, then --fits fits.json)",
         )
-    text = read_text_file(path, "`collbench fit --json` output or a profile")
+    text = read_text_file(path, "`collbench fit --json` output")
     try:
         data: Any = parse_yaml(text, path) if path.suffix.lower() in (".yaml", ".yml") else parse_json(text, path)
         if not isinstance(data, dict) or not isinstance(data.get("fits"), list):
-            raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output or a profile)")
+            raise InputFileError(str(path), "no 'fits' list (expected `collbench fit --json` output)")
     except InputFileError as exc:
         # Results, a topology or a log given for the fits: say which (JSON's "Extra data" said nothing).
-        raise misfiled(path, text, FITS_KIND, PROFILE_KIND) or exc from None
+        raise misfiled(path, text, FITS_KIND) or exc from None
+    if "rule_sets" in data or "schema_version" in data:
+        raise InputFileError(
+            str(path),
+            f"this is {PROFILE_KIND}: give it as --profile {path} (read whole: its rules checked, and the"
+            " nodes its rule sets were measured on kept)",
+        )
     fits = checked_fits(data["fits"], str(path))
     if not fits:
         raise InputFileError(str(path), "the 'fits' list is empty")

@@ -220,6 +220,26 @@ def test_predict_reads_a_profile_once_and_every_reader_checks_its_fits(
         assert "alpha_us is -1.0; it must be a finite number >= 0" in refused.output, args
 
 
+def test_a_profile_given_as_fits_is_sent_to_profile(tmp_path: Path) -> None:
+    # --fits took a profile for its fits alone: one of a schema to come, or of rules that leave a gap,
+    # predicted, exit 0 (what fed5432 stopped for --profile), and the nodes its rule sets were measured
+    # on went unsaid ("the fits do not say their node count"). YAML or JSON, it is sent to --profile.
+    example = Path(__file__).parents[2] / "profiles" / "cpu-2core-gloo-2ranks.yaml"
+    data = yaml.safe_load(example.read_text())
+    data["schema_version"] = 99
+    future = tmp_path / "future.yaml"
+    future.write_text(yaml.safe_dump(data))
+    as_json = tmp_path / "p.json"
+    as_json.write_text(json.dumps(yaml.safe_load(example.read_text())))
+    for path in (example, future, as_json):
+        result = CliRunner().invoke(app, ["predict", "--fits", str(path), "--ranks", "16", "--nodes", "8"])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.splitlines() == [
+            f"error: {path}: this is a collbench profile: give it as --profile {path} (read whole: its rules"
+            " checked, and the nodes its rule sets were measured on kept)"
+        ]
+
+
 def test_the_error_columns_legend_does_not_read_as_an_error() -> None:
     # A failure is one line starting 'error: ' (and a non-zero exit); the error column's legend started so
     # on stdout after a table that predicted fine, as if something had failed.
