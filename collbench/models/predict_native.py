@@ -278,13 +278,30 @@ def native_nccl(
         missed, _ = _residual(fit, measured_nodes, arch, own_nvlink, facts, min(max(size, lo), hi))
         return missed if carried(size, nvls) else 1.0
 
+    # NCCL's time is a latency term and a bandwidth term, each priced from its own figures (tuning.cc
+    # line 653: lat * latCount + nBytes / (1000 * bw)). Within one node from a fit across several whose
+    # latency scale is above 1, the latencies are NCCL's own (``_intra_node_machine``) while the ring's
+    # bandwidth may be the fitted bus: the miss, a residual against the fitted latencies, is then carried
+    # to the bandwidth term only (a p5 2-node fit's, x2.83: at 32 KiB its x1.12 made 8 GPUs' ring, NCCL's
+    # own 15 us latency nearly all of it, 17.2 us).
+    latency_own = (
+        intra is not None
+        and intra.latency_scale < nccl_machine_for(fit, measured_nodes, arch, nvlink, facts).latency_scale
+    )
+
+    def missed_us(c: NcclChoice, size: float, nvls: bool | None = None) -> float:
+        missed = residual(size, nvls)
+        if latency_own:
+            return c.latency_us + (c.time_us - c.latency_us) * missed
+        return c.time_us * missed
+
     def passed_over_us(size: float) -> float | None:
         # The family NCCL passes over, priced as NCCL's pick is (what it missed carried by the same rule).
         other = passed_over(size)
-        return None if other is None else other.time_us * residual(size, other.algo in NVLS_ALGORITHMS)
+        return None if other is None else missed_us(other, size, other.algo in NVLS_ALGORITHMS)
 
     def raw_us(size: float) -> float:
-        return choice(size).time_us * residual(size)
+        return missed_us(choice(size), size)
 
     grid = [2.0 ** (i / _GRID_PER_DOUBLING) for i in range(int(math.log2(hi * 4)) * _GRID_PER_DOUBLING + 1)]
     envelope: list[float] = []
@@ -305,7 +322,7 @@ def native_nccl(
         return envelope[above - 1] + (envelope[above] - envelope[above - 1]) * (size - g0) / (g1 - g0)
 
     def latency_us(size: float) -> float:
-        return choice(size).latency_us * residual(size)
+        return choice(size).latency_us * (1.0 if latency_own else residual(size))
 
     def fastest_us(size: float) -> float:
         other = passed_over_us(size)
@@ -335,7 +352,9 @@ def native_nccl(
             inter = f"; beyond 2 nodes NCCL's own bus bandwidth between nodes, {bus:.3g} GB/s (unmeasured)"
         nvls = c.algo in NVLS_ALGORITHMS
         if carried(size):
-            missed = f"x{residual(size):.3g} for what it misses"
+            missed = f"x{residual(size):.3g} for what it misses" + (
+                " on its bandwidth term only (the latencies NCCL's own)" if latency_own else ""
+            )
         elif bandwidth_own(size) and intra is not None:
             missed = "nothing carried of what it misses (the network's; these links were not measured)"
         elif bandwidth_own(size):
@@ -385,10 +404,11 @@ def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool, fact
     where that is higher, as links the measured ring crossed carry at least what it measured) and its
     own NVLink latencies (the fitted scale where below 1); what the model misses at the measured shape
     is carried only where the ring runs on the fitted bus (``native_nccl``'s ``bandwidth_own``), so
-    the time never falls as ranks cross to a second node there. The fitted figures are the network's (a
-    GCP H100 2-node fit put 268 GB/s and latencies x5.4 inside a node, where NCCL's ring over 18 NVLink
-    4 links has 360 GB/s), and nothing of the links within a node was measured. Raises
-    NotApplicableError where the fit's GPU and its NVLinks are not known."""
+    the time never falls as ranks cross to a second node there, and only to its bandwidth term where the
+    fitted latency scale, above 1, gives way to NCCL's own (``native_nccl``'s ``latency_own``). The
+    fitted figures are the network's (a GCP H100 2-node fit put 268 GB/s and latencies x5.4 inside a
+    node, where NCCL's ring over 18 NVLink 4 links has 360 GB/s), and nothing of the links within a node
+    was measured. Raises NotApplicableError where the fit's GPU and its NVLinks are not known."""
     measured_nodes = shapes.assumed_nodes(fit)
     node = node_of(fit.device, max(fit.world_size // measured_nodes, 1), facts) if nvlink else None
     if node is None:
