@@ -13,8 +13,8 @@ nothing waits in a cycle). Per pair:
 * bandwidth, per direction and repeat: the sender first sizes the transfer to last about
   ``target_s`` from a 256 KiB trial (clamped to 256 KiB..64 MiB), then times one large send until the
   receiver's 1-element acknowledgement comes back, less one one-way latency. The median of the repeats
-  is kept, per direction; the link records the mean of the two directions (links are symmetric in
-  the model) and the latency.
+  is kept, per direction, and how far they lay apart ((max - min) / median); the link records the mean
+  of the two directions (links are symmetric in the model), the wider direction's spread and the latency.
 
 **Pairs at scale.** Every pair of ranks is n(n-1)/2 pairs in n-1 rounds, and a file that lists them
 grows as n^2. Up to :data:`ALL_PAIRS_MAX_RANKS` ranks (``pairs="auto"``) that is what is measured:
@@ -116,6 +116,8 @@ class PairMeasure:
     dst: int
     latency_us: float
     bandwidth_gbps: float
+    spread_pct: float = 0.0
+    """How far the repeats of the bandwidth lay apart: (max - min) / median, in %."""
 
 
 def round_robin_rounds(n: int) -> list[list[tuple[int, int]]]:
@@ -216,8 +218,9 @@ def _timed_send(ctx: RankContext, peer: int, nbytes: int, sender: bool, one_way_
     return 0.0
 
 
-def _direction(ctx: RankContext, peer: int, sender: bool, one_way_s: float, cfg: ProbeConfig) -> float:
-    """Median GB/s over ``cfg.repeats`` sized transfers from the sender to the receiver."""
+def _direction(ctx: RankContext, peer: int, sender: bool, one_way_s: float, cfg: ProbeConfig) -> tuple[float, float]:
+    """Median GB/s over ``cfg.repeats`` sized transfers from the sender to the receiver, and their spread
+    ((max - min) / median, in %): how sure the median is."""
     trial = _timed_send(ctx, peer, _TRIAL_BYTES, sender, one_way_s)
     size = torch.zeros(1, dtype=torch.int64)
     if sender:
@@ -229,7 +232,8 @@ def _direction(ctx: RankContext, peer: int, sender: bool, one_way_s: float, cfg:
         dist.recv(got, peer)
         size[0] = int(got.item())
     results = [_timed_send(ctx, peer, int(size.item()), sender, one_way_s) for _ in range(cfg.repeats)]
-    return statistics.median(results)
+    median = statistics.median(results)
+    return median, (max(results) - min(results)) / median * 100 if median > 0 else 0.0
 
 
 def _measure_pair(ctx: RankContext, peer: int, cfg: ProbeConfig) -> list[PairMeasure]:
@@ -245,9 +249,9 @@ def _measure_pair(ctx: RankContext, peer: int, cfg: ProbeConfig) -> list[PairMea
     one_way_s = float(lat.item()) / 1e6
     mine: list[PairMeasure] = []
     for src, dst in ((a, b), (b, a)):
-        bw = _direction(ctx, peer, ctx.rank == src, one_way_s, cfg)
+        bw, spread = _direction(ctx, peer, ctx.rank == src, one_way_s, cfg)
         if ctx.rank == src:
-            mine.append(PairMeasure(src=src, dst=dst, latency_us=float(lat.item()), bandwidth_gbps=bw))
+            mine.append(PairMeasure(src, dst, latency_us=float(lat.item()), bandwidth_gbps=bw, spread_pct=spread))
     return mine
 
 
@@ -368,6 +372,7 @@ def measured_topology(
                 bandwidth_gbps=statistics.fmean(m.bandwidth_gbps for m in got),
                 latency_us=statistics.fmean(m.latency_us for m in got),
                 source="measured",
+                spread_pct=max(m.spread_pct for m in got),
             )
         )
     node_links = [
@@ -378,6 +383,7 @@ def measured_topology(
             "measured",
             a=a,
             b=b,
+            spread_pct=max(m.spread_pct for m in got),
         )
         for (a, b), got in between.items()
     ]

@@ -104,29 +104,6 @@ name. The largest single systems have 16 GPUs and a few dozen NICs; every pair o
 so the work grows with the square of the count: a file naming thousands is refused before it starts."""
 
 
-def normalize_bus_id(bus_id: str | bytes | None) -> str | None:
-    """Return a PCI bus id as NCCL writes it, ``0000:07:00.0`` (lower case, 4-digit domain).
-
-    NVML gives ``00000000:07:00.0`` (8-digit domain) as bytes; NCCL XML ``0000:07:00.0``; nvidia-smi
-    sometimes ``07:00.0``. All normalise to the same string.
-    """
-    if bus_id is None:
-        return None
-    text = bus_id.decode() if isinstance(bus_id, bytes) else bus_id
-    text = text.strip().strip("\x00").lower()
-    if not text:
-        return None
-    parts = text.split(":")
-    if len(parts) == 2:  # bus:device.function, no domain
-        parts = ["0000", *parts]
-    if len(parts) != 3:
-        raise ValueError(f"not a PCI bus id: {bus_id!r}")
-    domain, bus, devfn = parts
-    domain = f"{int(domain, 16):04x}"
-    bus = f"{int(bus, 16):02x}"
-    return f"{domain}:{bus}:{devfn}"
-
-
 @dataclass(frozen=True, slots=True)
 class Device:
     """One GPU, NIC or CPU (or CPU rank). ``id`` is what the matrix prints: ``GPU0``, ``NIC1``."""
@@ -165,7 +142,9 @@ class Device:
         return None
 
 
-def _check_link_values(what: str, bandwidth_gbps: float, latency_us: float | None, source: str) -> None:
+def _check_link_values(
+    what: str, bandwidth_gbps: float, latency_us: float | None, source: str, spread_pct: float | None = None
+) -> None:
     # A source read from a file is one of the four: 'infered' or 'Measured' taken as a spec link printed
     # a figure nobody measured as a plain one, and moved the fingerprint with every probe.
     if source not in get_args(LinkSource):
@@ -175,6 +154,8 @@ def _check_link_values(what: str, bandwidth_gbps: float, latency_us: float | Non
         raise ValueError(f"{what}: bandwidth must be a finite number >= 0")
     if latency_us is not None and (not math.isfinite(latency_us) or latency_us < 0):
         raise ValueError(f"{what}: latency must be a finite number >= 0")
+    if spread_pct is not None and (not math.isfinite(spread_pct) or spread_pct < 0):
+        raise ValueError(f"{what}: spread_pct must be a finite number >= 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +171,9 @@ class Link:
     """Per direction, in GB/s (10^9 bytes per second)."""
     latency_us: float | None = None
     source: LinkSource = "spec"
+    spread_pct: float | None = None
+    """A probe's: how far its repeats of a direction lay apart, (max - min) / median in %, the wider
+    direction's; None where nothing was repeated (a spec or inferred link, a file from before)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, LinkKind):
@@ -198,7 +182,9 @@ class Link:
             raise ValueError(f"a link joins two different devices, got {self.a} twice")
         if self.count < 0:
             raise ValueError(f"link {self.a}-{self.b}: count must be >= 0")
-        _check_link_values(f"link {self.a}-{self.b}", self.bandwidth_gbps, self.latency_us, self.source)
+        _check_link_values(
+            f"link {self.a}-{self.b}", self.bandwidth_gbps, self.latency_us, self.source, self.spread_pct
+        )
 
     @property
     def ends(self) -> frozenset[str]:
@@ -229,6 +215,8 @@ class NodeLink:
     """A host name (a rank device's ``host``), or None for the default."""
     b: str | None = None
     count: int = 1
+    spread_pct: float | None = None
+    """As :attr:`Link.spread_pct`: the probe's repeats of the pair of ranks measured."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, LinkKind):
@@ -239,7 +227,7 @@ class NodeLink:
             raise ValueError(f"a link between hosts joins two different hosts, got {self.a} twice")
         if self.count < 0:
             raise ValueError(f"{self.what}: count must be >= 0")
-        _check_link_values(self.what, self.bandwidth_gbps, self.latency_us, self.source)
+        _check_link_values(self.what, self.bandwidth_gbps, self.latency_us, self.source, self.spread_pct)
 
     @property
     def is_default(self) -> bool:
@@ -252,7 +240,7 @@ class NodeLink:
 
     def between(self, a: str, b: str) -> Link:
         """This link as one between the devices ``a`` and ``b``."""
-        return Link(a, b, self.kind, self.count, self.bandwidth_gbps, self.latency_us, self.source)
+        return Link(a, b, self.kind, self.count, self.bandwidth_gbps, self.latency_us, self.source, self.spread_pct)
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,7 +535,7 @@ def _link_to_dict(lk: Link) -> dict[str, Any]:
         "bandwidth_gbps": lk.bandwidth_gbps,
         "latency_us": lk.latency_us,
         "source": lk.source,
-    }
+    } | _spread_to_dict(lk.spread_pct)
 
 
 def _node_link_to_dict(nl: NodeLink) -> dict[str, Any]:
@@ -559,7 +547,17 @@ def _node_link_to_dict(nl: NodeLink) -> dict[str, Any]:
         "bandwidth_gbps": nl.bandwidth_gbps,
         "latency_us": nl.latency_us,
         "source": nl.source,
-    }
+    } | _spread_to_dict(nl.spread_pct)
+
+
+def _spread_to_dict(spread_pct: float | None) -> dict[str, Any]:
+    """Only where measured: a file without spreads reads, and is written, as before."""
+    return {} if spread_pct is None else {"spread_pct": spread_pct}
+
+
+def _spread_from_dict(data: dict[str, Any]) -> float | None:
+    spread = data.get("spread_pct")
+    return None if spread is None else float(spread)
 
 
 def _node_link_from_dict(data: dict[str, Any]) -> NodeLink:
@@ -575,6 +573,7 @@ def _node_link_from_dict(data: dict[str, Any]) -> NodeLink:
         a=a,
         b=b,
         count=_whole(data.get("count", 1), f"{where} count", MAX_LINK_COUNT),
+        spread_pct=_spread_from_dict(data),
     )
 
 
@@ -588,4 +587,5 @@ def _link_from_dict(data: dict[str, Any]) -> Link:
         bandwidth_gbps=float(data.get("bandwidth_gbps", 0.0)),
         latency_us=float(latency) if latency is not None else None,
         source=data.get("source", "spec"),
+        spread_pct=_spread_from_dict(data),
     )

@@ -30,6 +30,7 @@ from collbench.errors import InputFileError
 from collbench.fileio import check_number_lengths, read_text_file
 from collbench.filekinds import NCCL_XML_KIND, misfiled
 from collbench.topology.bandwidth import nvlink_gbps, nvlink_generation_for_sm, pcie_gbps, pcie_generation_for_speed
+from collbench.topology.bus_id import normalize_bus_id
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
     MAX_CPU_LIST_ENTRIES,
@@ -40,7 +41,6 @@ from collbench.topology.model import (
     LinkKind,
     LinkSource,
     Topology,
-    normalize_bus_id,
 )
 from collbench.units import counted
 

@@ -18,6 +18,7 @@ from collbench.topology.bandwidth import (
     nvlink_gbps,
     pcie_gbps,
 )
+from collbench.topology.bus_id import normalize_bus_id
 from collbench.topology.device_order import cuda_view
 from collbench.topology.model import (
     DEFAULT_BANDWIDTH_GBPS,
@@ -27,7 +28,6 @@ from collbench.topology.model import (
     LinkKind,
     LinkSource,
     Topology,
-    normalize_bus_id,
 )
 from collbench.topology.nvml import Gpu, Nvml, NvmlUnavailableError, nvml_error_type
 

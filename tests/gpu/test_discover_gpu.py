@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
-from collbench.topology.model import normalize_bus_id
+from collbench.topology.bus_id import normalize_bus_id
 from collbench.topology.nvidia_smi import parse_nvidia_smi_topo
 from collbench.topology.nvml import Recording
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from collbench.errors import InputFileError
-from collbench.topology.model import LinkKind, Topology, normalize_bus_id
+from collbench.topology.bus_id import normalize_bus_id
+from collbench.topology.model import LinkKind, Topology
 from collbench.topology.nvml import (
     FakeNvmlBackend,
     Gpu,

@@ -9,6 +9,8 @@ cores)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from collbench.cli.render.topology import topology_summary
 from collbench.runtime.probe import PairMeasure, measured_topology
 from collbench.topology.host import host_topology
@@ -74,3 +76,33 @@ def test_a_probe_on_a_discovered_host_keeps_its_description() -> None:
     base = host_topology(ranks=2)
     lines = topology_summary(measured_topology([base.host] * 2, _measures(2), gpus=False, base=base))
     assert lines[0].startswith("Host: ") and "not described" not in lines[0] and "rank 0" not in lines[0], lines
+
+
+def test_the_spread_of_the_repeats_says_how_sure_the_bandwidths_are(tmp_path: Path) -> None:
+    """discover --probe printed each bandwidth without how sure it was: each direction is timed
+    ``repeats`` times and the median kept; the spread ((max - min) / median) is now recorded per pair
+    (the wider direction's), kept in the file and printed beside the bandwidths, at most 80 columns."""
+    from collbench.topology.io import load_topology, save_topology
+
+    measures = [
+        PairMeasure(0, 1, latency_us=60.0, bandwidth_gbps=1.2, spread_pct=2.5),
+        PairMeasure(1, 0, latency_us=60.0, bandwidth_gbps=1.3, spread_pct=4.0),
+        PairMeasure(0, 2, latency_us=70.0, bandwidth_gbps=1.1, spread_pct=12.25),
+        PairMeasure(2, 0, latency_us=70.0, bandwidth_gbps=1.1, spread_pct=1.0),
+        PairMeasure(1, 2, latency_us=65.0, bandwidth_gbps=1.2, spread_pct=0.5),
+        PairMeasure(2, 1, latency_us=65.0, bandwidth_gbps=1.2, spread_pct=0.25),
+    ]
+    topo = measured_topology(["h", "h", "h"], measures, gpus=False)
+    assert sorted(lk.spread_pct for lk in topo.links) == [0.5, 4.0, 12.25]
+    said = "  repeats of a pair spread 4.0% (median), 12.2% at most"
+    lines = topology_summary(topo)
+    assert lines[lines.index(said) - 1].startswith("probe: 3 pairs measured") and len(said) <= 80
+    path = tmp_path / "t.yaml"
+    save_topology(topo, path)
+    assert said in topology_summary(load_topology(path))
+    # Between nodes, the pair of ranks measured for each pair of nodes.
+    by_nodes = measured_topology(["a", "b"], measures[:2], gpus=False, per_node=True)
+    assert "  repeats of a pair spread 4.0% (median), 4.0% at most" in topology_summary(by_nodes)
+    # A file from before (no spread) says nothing of it rather than a guess.
+    old = _probed([("CPU0", "CPU1", 1.2, 60.0)])
+    assert not any("repeats" in line for line in topology_summary(old))

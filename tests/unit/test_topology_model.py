@@ -1,5 +1,6 @@
 import pytest
 
+from collbench.topology.bus_id import normalize_bus_id
 from collbench.topology.cpu_list import format_cpu_list, parse_cpu_list
 from collbench.topology.model import (
     Device,
@@ -8,7 +9,6 @@ from collbench.topology.model import (
     LinkKind,
     NodeLink,
     Topology,
-    normalize_bus_id,
 )
 
 

@@ -169,6 +169,16 @@ def _range(values: list[float], unit: str) -> str:
     return f"{low} {unit}" if low == high else f"{low}-{high} {unit} (median {mid})"
 
 
+def _spread(spreads: list[float | None]) -> list[str]:
+    """How sure the bandwidths are: the spread of each pair's repeats ((max - min) / median), where the
+    probe recorded it (a file from before did not)."""
+    known = [s for s in spreads if s is not None]
+    if not known:
+        return []
+    mid, top = statistics.median(known), max(known)
+    return [f"  repeats of a pair spread {mid:.1f}% (median), {top:.1f}% at most"]
+
+
 def _measured_summary(topo: Topology) -> list[str]:
     """What --probe measured between the ranks: its pairs' bandwidth and latency, their range where
     there are several. The matrix says only MEAS per pair (the figures needed --bandwidth or the file)."""
@@ -181,12 +191,14 @@ def _measured_summary(topo: Topology) -> list[str]:
         within = " of ranks measured within nodes" if topo.node_links else " measured"
         bandwidth = _range([lk.bandwidth_gbps for lk in links], "GB/s per direction")
         lines.append(f"probe: {counted(len(links), 'pair')}{within}, {bandwidth}")
+        lines += _spread([lk.spread_pct for lk in links])
         latencies = [lk.latency_us for lk in links if lk.latency_us is not None]
         if latencies:
             lines.append(f"  latency {_range(latencies, 'us')}")
     if between:
         lines.append(f"probe: {counted(len(between), 'pair')} of nodes measured, one pair of ranks each")
         lines.append("  " + _range([nl.bandwidth_gbps for nl in between], "GB/s per direction"))
+        lines += _spread([nl.spread_pct for nl in between])
         latencies = [nl.latency_us for nl in between if nl.latency_us is not None]
         if latencies:
             lines.append(f"  latency {_range(latencies, 'us')}")
