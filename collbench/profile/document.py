@@ -421,11 +421,14 @@ class Profile:
                 f" on {counted(nodes, 'node')}" if nodes is not None else ""
             )
             shape = f"{world_size or 'N'}" + (f":{nodes}" if nodes is not None else "")
-            raise UserError(
-                f"the profile has no rules for {asked}; it has: {self.shapes_label()} "
-                f"(measure it with `collbench tune` on that shape, or add it predicted from the profile's fits: "
-                f"`collbench profile predict PROFILE --ranks {shape}`)"
+            advice = (
+                "measure it with `collbench tune` on that shape, or add it predicted from the profile's fits: "
+                f"`collbench profile predict PROFILE --ranks {shape}`"
             )
+            if world_size == 1:
+                # The API on a group of one rank said to add it predicted, which profile predict refuses.
+                advice = "a collective of one rank moves no data: a profile holds shapes of 2 ranks or more"
+            raise UserError(f"the profile has no rules for {asked}; it has: {self.shapes_label()} ({advice})")
         from collbench.models.predict_defaults import kept_nodes
 
         measured = {s.world_size: s.nodes for s in self.rule_sets if not s.predicted}

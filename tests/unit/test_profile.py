@@ -229,6 +229,13 @@ def test_select_by_shape_and_the_default_shape() -> None:
         p.select("all-reduce", 1, world_size=8, nodes=1)
     with pytest.raises(UserError, match="16 ranks on 2 nodes \\(predicted\\)"):
         p.select("all-reduce", 1, world_size=32)
+    # A group of one rank (the API on a new_group([0])) was told to add it predicted: `profile predict
+    # --ranks 1:1`, which profile predict refuses (a predicted shape needs at least 2 ranks).
+    with pytest.raises(UserError) as one:
+        p.select("all-reduce", 1, world_size=1, nodes=1)
+    assert str(one.value).endswith(
+        "(a collective of one rank moves no data: a profile holds shapes of 2 ranks or more)"
+    ) and "profile predict" not in str(one.value)
 
 
 def test_default_shape_is_the_first_measured_one() -> None:
