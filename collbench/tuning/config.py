@@ -245,13 +245,18 @@ def tune_backend(config: TuneConfig, *, check: bool = False) -> Backend:
 
 
 def _refuse_replacing(config: TuneConfig) -> None:
-    """ConfigError when the profile or the results file is there already, as sweep refuses a stream
-    that holds rows: a second tune into the same path would replace what the first one measured."""
+    """ConfigError when the profile, the results file or the plot is there already, as sweep refuses a
+    stream that holds rows: a second tune into the same path would replace what the first one measured
+    (and a --plot naming a file kept elsewhere replaced it without a word)."""
     held = [_held(path) for path in (config.output, config.rows_path)]
+    plot = config.png_path
+    plot_held = not plot.is_symlink() and holds_content(plot)
+    if plot_held:
+        held.append(f"{plot} is not empty")
     if any(held):
         raise replacing_refused(
             [h for h in held if h],
-            "-O/--results to write elsewhere",
+            f"-O/--results{'/--plot' if plot_held else ''} to write elsewhere",
             or_else="--resume to continue an interrupted tune",
         )
 

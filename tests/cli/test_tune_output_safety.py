@@ -178,3 +178,24 @@ def test_parquet_results_without_pyarrow_are_refused_before_a_rank_starts(
     assert len(errors) == 1 and "Parquet needs pyarrow (pip install pyarrow" in errors[0], result.output
     assert f"--results {rows}" in " ".join(result.output.split()), result.output
     assert not rows.exists() and not (tmp_path / "o.yaml").exists()
+
+
+def test_a_plot_already_there_is_refused_as_the_profile_is(tmp_path: Path) -> None:
+    """'tune -O new.yaml --plot kept.png' replaced kept.png without a word, where a profile or results file
+    there is refused; the plot is one of the tune's outputs too (tests/cli/test_outputs_not_replaced.py)."""
+    kept = tmp_path / "kept.png"
+    kept.write_bytes(b"\x89PNG an earlier tune's plot")
+    config = TuneConfig(ranks=2, quick=True, output=tmp_path / "new.yaml", plot_path=kept)
+    with pytest.raises(ConfigError) as caught:
+        check_config(config)
+    assert str(caught.value) == (
+        f"{kept} is not empty; pass --overwrite to replace it, --resume to continue an interrupted tune, or "
+        "-O/--results/--plot to write elsewhere"
+    )
+    assert kept.read_bytes() == b"\x89PNG an earlier tune's plot"
+    check_config(dataclasses.replace(config, overwrite=True))
+    # The default plot sits beside the profile (new.png): with the profile gone, it is still the tune's.
+    default = dataclasses.replace(config, plot_path=None)
+    (tmp_path / "new.png").write_bytes(b"\x89PNG")
+    with pytest.raises(ConfigError, match=r"new\.png is not empty; pass --overwrite to replace it"):
+        check_config(default)
