@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -281,6 +282,9 @@ def tune(
         facts = NodeFacts(nvls=False)
         config = dataclasses.replace(config, command=config.command + " --no-nvls")
         print_note("note", "NCCL_NVLS_ENABLE=0 here: the predicted shapes are priced with NVLS off, as --no-nvls does")
+    # Rows are stamped when measured (results.measured): a resumed tune's rows stamped before this
+    # run are the interrupted run's, which its summary counts apart.
+    started = time.time()
     # Under a launcher, every step of the tune (each round's sweep, the decisions between them) runs on
     # one process group, made once.
     with one_process_group(config.backend, config.timeout_s):
@@ -353,6 +357,10 @@ def tune(
         print_note("note", note)
     for outcome in shapes.outcomes:
         when = "measured before the interruption" if outcome.resumed_whole else f"in {outcome.elapsed_s:.0f} s"
+        taken = sum(r.timestamp < started for r in outcome.rows) if config.resume else 0
+        if taken and not outcome.resumed_whole:
+            # '(283 points in 24 s)' of a resumed tune counted the interrupted run's rows as measured now.
+            when += f", {taken} of them measured before the interruption"
         # Two lines, as an 80-column terminal showed them: in a pipe the one line ran to 124 columns.
         # Text, not markup: a path is the user's, and may hold a bracket.
         rows_at = f"   results: {outcome.results_path}"

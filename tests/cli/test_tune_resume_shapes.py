@@ -7,6 +7,7 @@ The rows are measured by real gloo ranks; only the stop is staged: a rank "dies"
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,9 @@ def test_resume_keeps_the_finished_shape_and_resumes_the_stopped_one(
     assert "2 ranks: finished before the interruption" in said
     assert f"results: {tmp_path / 'p-results-2ranks.jsonl'}" in said
     assert f"({len(two_rows)} points measured before the interruption)" in said
+    # The resumed shape's count says which of its points the interrupted run measured: '(N points in
+    # T s)' counted them as measured now.
+    assert re.search(rf"\(\d+ points in \d+ s, {len(kept)} of them measured before the interruption\)", said), said
     profile = Profile.load(out)
     assert profile.shapes == [(2, 1), (3, 1)]
     assert {f.world_size for f in profile.fits} == {2, 3}
