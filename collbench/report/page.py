@@ -460,6 +460,12 @@ def _provenance_section(
     return f'<section id="provenance"><h2>How it was made</h2><table class="kv">{body}</table></section>'
 
 
+def page_beside(profile_path: Path) -> Path:
+    """Where ``collbench tune`` writes its report: the profile's name with ``.html`` (tune refuses a file
+    there as it refuses its other outputs, tuning/config.py)."""
+    return profile_path.with_suffix(".html")
+
+
 def write_beside_profile(
     profile_path: Path,
     rows: Sequence[ResultRow],
@@ -470,7 +476,7 @@ def write_beside_profile(
     """``collbench tune``'s report: ``profile_path`` with ``.html``. Returns (path, None), or (None, why)
     when it could not be written: the profile is saved already, so a report that fails is a note.
     ``results_paths`` are the files the rows were written to (one per shape of a multi-shape tune)."""
-    path = profile_path.with_suffix(".html")
+    path = page_beside(profile_path)
     inputs = ReportInputs(
         rows=tuple(rows),
         profile=profile,

@@ -245,14 +245,15 @@ def tune_backend(config: TuneConfig, *, check: bool = False) -> Backend:
 
 
 def _refuse_replacing(config: TuneConfig) -> None:
-    """ConfigError when the profile, the results file or the plot is there already, as sweep refuses a
+    """ConfigError when the profile, the results, the plot or the page is there already, as sweep refuses a
     stream that holds rows: a second tune into the same path would replace what the first one measured
-    (and a --plot naming a file kept elsewhere replaced it without a word)."""
+    (and a --plot naming a file kept elsewhere, or a page beside the profile, replaced it without a word)."""
+    from collbench.report.page import page_beside
+
     held = [_held(path) for path in (config.output, config.rows_path)]
-    plot = config.png_path
+    plot, page = config.png_path, page_beside(config.output)
     plot_held = not plot.is_symlink() and holds_content(plot)
-    if plot_held:
-        held.append(f"{plot} is not empty")
+    held += [f"{path} is not empty" for path in (plot, page) if not path.is_symlink() and holds_content(path)]
     if any(held):
         raise replacing_refused(
             [h for h in held if h],

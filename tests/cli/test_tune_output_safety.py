@@ -199,3 +199,19 @@ def test_a_plot_already_there_is_refused_as_the_profile_is(tmp_path: Path) -> No
     (tmp_path / "new.png").write_bytes(b"\x89PNG")
     with pytest.raises(ConfigError, match=r"new\.png is not empty; pass --overwrite to replace it"):
         check_config(default)
+
+
+def test_a_page_beside_the_profile_is_refused_as_the_profile_is(tmp_path: Path) -> None:
+    """tune writes its report beside the profile (new.html for -O new.yaml): a page kept there, 'collbench
+    report -O new.html' of another run say, was replaced without a word."""
+    page = tmp_path / "new.html"
+    page.write_text("<!DOCTYPE html><p>another run's report</p>\n")
+    config = TuneConfig(ranks=2, quick=True, output=tmp_path / "new.yaml")
+    with pytest.raises(ConfigError) as caught:
+        check_config(config)
+    assert str(caught.value) == (
+        f"{page} is not empty; pass --overwrite to replace it, --resume to continue an interrupted tune, or "
+        "-O/--results to write elsewhere"
+    )
+    assert page.read_text() == "<!DOCTYPE html><p>another run's report</p>\n"
+    check_config(dataclasses.replace(config, overwrite=True))
