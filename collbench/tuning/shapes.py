@@ -26,7 +26,7 @@ from collbench.tuning.config import TuneConfig, check_config
 from collbench.tuning.pipeline import TuneOutcome, check_backend_runs, run_tune
 from collbench.tuning.shape_resume import ShapePlan, plan_shapes
 from collbench.tuning.sweeps import Progress
-from collbench.units import check_ranks, ranks_on_nodes
+from collbench.units import MAX_RANKS, check_ranks, ranks_on_nodes
 
 if TYPE_CHECKING:
     from collbench.models.fitted import Fit
@@ -57,6 +57,11 @@ def parse_ranks(text: str, option: str = "--ranks", command: str = "tune") -> tu
         part = part.strip()
         # A digit string past MAX_RANK_DIGITS is no world size, and int() refuses one past 4,300 digits.
         # A negative count is a count too small, said as 0 is (--ranks 0: tune needs at least 2 ranks).
+        if part.isdigit() and len(part) > MAX_RANK_DIGITS:
+            # A whole number still: said as too many, as check_ranks says 2,000,000 ("each value must be a
+            # whole number of ranks, at least 2, got '1000000000'" was no reason).
+            shown = part if len(part) <= 60 else _shown(part)
+            raise ConfigError(f"{option} {shown}: {command} takes fewer than 2^20 ({MAX_RANKS:,}) ranks")
         if not part.removeprefix("-").isdigit() or len(part) > MAX_RANK_DIGITS:
             raise ConfigError(
                 f"{option} {_shown(text)}: each value must be a whole number of ranks, at least 2, got {_shown(part)}"

@@ -233,7 +233,10 @@ def test_nccl_tests_logs(tmp_path: Path, name: str) -> None:
     ("ranks", "message"),
     [
         (",".join(str(n) for n in range(8, 20_008)), "20000 shapes given; at most 64"),
-        ("9" * 5000, "whole number of ranks"),
+        # A whole number of too many ranks is said so (it was "must be a whole number of ranks, at least 2").
+        ("9" * 5000, "--ranks '" + "9" * 57 + "...': a predicted shape takes fewer than 2^20"),
+        ("1000000000", "--ranks 1000000000: a predicted shape takes fewer than 2^20 (1,048,576) ranks"),
+        ("2x", "--ranks '2x': each value must be a whole number of ranks, at least 2, got '2x'"),
         ("8:" + "9" * 5000, "nodes must be"),
     ],
 )
