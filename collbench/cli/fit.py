@@ -144,7 +144,8 @@ def fit(
                 f"{op_name}: rows of the {' and '.join(sorted(seen))} reductions fitted as one model, each size at "
                 "the fastest of them; a results file of one reduction fits it alone",
             )
-    report = fit_results(points, piecewise=piecewise)
+    # Named by its files: 'error: results: no rows ...' read as a file called results.
+    report = fit_results(points, piecewise=piecewise, source=", ".join(str(p) for p in results))
     report = dataclasses.replace(report, fits=[with_nodes(f, nodes_seen) for f in report.fits])
     if nodes is None:
         # `fit --nodes` gives a log its node count; rows record theirs and refuse it ('fit rows.jsonl --nodes

@@ -348,7 +348,11 @@ def _segments(chosen: JoinedFit, sizes: FloatArray, pred: FloatArray, times: Flo
 
 
 def fit_results(
-    rows: Iterable[ResultRow] | PointSummaries, *, piecewise: bool = True, crossovers: bool = True
+    rows: Iterable[ResultRow] | PointSummaries,
+    *,
+    piecewise: bool = True,
+    crossovers: bool = True,
+    source: str = "results",
 ) -> FitReport:
     """Fit every (op, algo, backend, world size) group of ``rows``; see the module docstring.
 
@@ -358,13 +362,14 @@ def fit_results(
     Barrier's groups (no data, one point at 0 bytes) get a latency-only model (``fit_latency.py``).
     Groups whose algorithm has no closed form (or none for the op), of one rank, or with fewer than two
     distinct sizes, are skipped and listed in ``FitReport.skipped``.
-    Raises UserError when no group can be fitted at all.
+    Raises UserError when no group can be fitted at all, and InputFileError naming ``source`` (the
+    files the rows came from) when no row has a positive time and right data.
     """
     summaries = summarize(rows)
     groups = group_points(summaries.points())
     if not groups:
         failed = f" ({summaries.rows_failed} failed validation)" if summaries.rows_failed else ""
-        raise InputFileError("results", f"no rows with a positive time and right data to fit{failed}")
+        raise InputFileError(source, f"no rows with a positive time and right data to fit{failed}")
     skipped: list[str] = []
     latency_fits: list[Fit] = []
     data: dict[GroupKey, tuple[FloatArray, FloatArray, FloatArray]] = {}

@@ -124,4 +124,5 @@ def test_fit_leaves_failed_rows_out_and_says_so() -> None:
     result = CliRunner().invoke(app, ["fit", str(log)], env={"COLUMNS": "300"})
     assert result.exit_code != 0
     assert "2 rows failed validation (wrong > 0): left out of the fits" in result.output
-    assert "no rows with a positive time and right data to fit (2 failed validation)" in result.output
+    # Named by its file, as every input error is ('error: results: ...' read as a file called results).
+    assert f"error: {log}: no rows with a positive time and right data to fit (2 failed validation)" in result.output
