@@ -73,6 +73,8 @@ GPU_NUMA_ID = "GPU NUMA ID"
 # The most NVLinks any GPU generation has (H100, B200: 18). NV# on every pair adding up to more than that
 # cannot be direct cables: the links go to NVSwitches, and NV# is the GPU's link count to the fabric.
 MAX_NVLINKS_PER_GPU = 18
+_SMI_FAILURES = ("NVIDIA-SMI has failed", "No devices were found", "Failed to initialize NVML")
+"""How nvidia-smi's own failures start (its driver unreachable, no GPU, a driver/library mismatch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,16 @@ class _Parser:
                 # Blank the prefix out rather than cut it, so columns keep their positions on screen.
                 self._read_header(re.sub(r"\S", " ", line[:start]) + line[start:], n + 1)
                 return n
+        for n, line in enumerate(self.lines):
+            if any(line.lstrip().startswith(words) for words in _SMI_FAILURES):
+                # What nvidia-smi prints when it has no matrix to print (the driver down or mismatched, no
+                # GPU): said for what it is, not as a matrix missing its header.
+                said = line.strip().split(". ")[0][:100]
+                raise self.error(
+                    f"this is nvidia-smi's failure ({said!r}), not the matrix of `nvidia-smi topo -m`: run it"
+                    " where the driver answers and lists the GPUs",
+                    n + 1,
+                )
         raise self.error("no header line starting with GPU0 (expected the text of `nvidia-smi topo -m`)", 1)
 
     def _read_header(self, line: str, lineno: int) -> None:

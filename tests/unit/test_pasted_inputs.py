@@ -86,6 +86,20 @@ def test_absurd_cpu_range_is_a_note_not_gigabytes() -> None:
         ("just some words\nand more\n", "no header line starting with GPU0"),
         ("        GPU0    GPU1    CPU Affinity\n", "column GPU0 has no row"),
         ("\ufeff\x1b[0m\r\n   \t  \r\n", "the input is empty"),
+        # nvidia-smi's own failures, pasted or redirected where its matrix was expected (they said "no
+        # header line starting with GPU0"): its words as it prints them (nvidia-smi, driver down or
+        # mismatched, no GPU).
+        (
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the"
+            " latest NVIDIA driver is installed and running.\n",
+            "paste.txt:1: this is nvidia-smi's failure (\"NVIDIA-SMI has failed because it couldn't communicate"
+            ' with the NVIDIA driver"), not the matrix of `nvidia-smi topo -m`',
+        ),
+        ("No devices were found\n", "this is nvidia-smi's failure ('No devices were found')"),
+        (
+            "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.183\n",
+            "this is nvidia-smi's failure ('Failed to initialize NVML: Driver/library version mismatch')",
+        ),
     ],
 )
 def test_non_empty_paste_without_a_device_is_one_error(text: str, expected: str) -> None:
