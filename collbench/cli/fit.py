@@ -26,6 +26,7 @@ from collbench.models.stored import (
     noting_nodes,
     with_nodes,
 )
+from collbench.results.fields import name_problem
 from collbench.results.io import RESULT_SUFFIXES
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op, parse_dtype
@@ -88,6 +89,10 @@ def fit(
     op_names = [o for o in split_values(op) if o.lower() != "all"]
     algo_names = [a.lower() for a in split_values(algo) if a.lower() != "all"]
     ops = {Op.parse(o).value for o in op_names} if op_names else None
+    for name in algo_names:
+        # As --op and --dtype are: a name no row can hold ('--algo rign') said only "no rows left".
+        if problem := name_problem("algo", name):
+            raise ConfigError(f"--algo: {problem}")
     algos = set(algo_names) if algo_names else None
     dtypes = {parse_dtype(d) for d in split_values(dtype)} or None
     if plot is not None:  # the options first, then the file it would write

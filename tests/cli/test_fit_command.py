@@ -49,6 +49,12 @@ def test_fit_bad_inputs(tmp_path: Path) -> None:
     assert bad_op.exit_code == 2 and "unknown op" in bad_op.output
     filtered = runner.invoke(app, ["fit", str(FIX / "all_reduce_perf_8gpu.log"), "--op", "broadcast"])
     assert filtered.exit_code == 2 and "no rows left" in filtered.output
+    # An algorithm no row can be filed under is named, as an op is: '--algo rign' said "no rows left".
+    for name, said in (("rign", "unknown algorithm 'rign'; known: ring,"), ("native:rnig", "unknown native variant")):
+        bad_algo = runner.invoke(app, ["fit", str(FIX / "all_reduce_perf_8gpu.log"), "--algo", f"ring,{name}"])
+        assert bad_algo.exit_code == 2 and bad_algo.stderr.startswith(f"error: --algo: {said}"), bad_algo.output
+    forced = runner.invoke(app, ["fit", str(FIX / "all_reduce_perf_8gpu.log"), "--algo", "native:ring"])
+    assert forced.exit_code == 2 and "no rows left" in forced.output  # a name rows may hold, none here
 
 
 def test_a_fit_that_misses_its_points_says_so_in_the_table_and_the_json() -> None:
