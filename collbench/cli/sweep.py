@@ -285,5 +285,7 @@ def sweep(
                 now = f"{len(rows) - taken} measured now"
             streamed += f" ({taken} of {counted(len(rows), 'row')} resumed from it, {now})"
         console.print(f"wrong elements: {wrong} ({status}); {streamed}")
-        if output is not None:
+        if output is not None and output != config.stream_path:
+            # '-O rows.jsonl' streams into rows.jsonl itself: the line above names it, and 'wrote 18 rows
+            # to rows.jsonl' under it read as a second file.
             console.print(f"wrote {counted(len(rows), 'row')} to {escape(str(output))}")

@@ -425,3 +425,16 @@ def test_a_resumed_sweep_counts_the_rows_it_took_from_the_stream(tmp_path: Path)
     assert again.exit_code == 0, again.output
     assert "(2 of 2 rows resumed from it, none measured now: every point was there)" in " ".join(again.stdout.split())
     assert len(read_rows(stream)) == 2
+
+
+def test_an_output_is_named_once(tmp_path: Path) -> None:
+    # '-O rows.jsonl' streams into that file itself: 'rows streamed to rows.jsonl' then 'wrote 2 rows to
+    # rows.jsonl' read as two files. A CSV output is another file beside its stream, said as written.
+    base = ["sweep", "--ranks", "2", "--algo", "ring", "--out-of-place", "-n", "3", "-b", "1K", "-e", "4K", "-f", "4"]
+    for name, written in (("rows.jsonl", False), ("rows.csv", True)):
+        result = RUNNER.invoke(app, [*base, "-O", str(tmp_path / name)], env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        assert f"rows streamed to {tmp_path / 'rows.jsonl'}" in result.stdout
+        assert (f"wrote 2 rows to {tmp_path / name}" in result.stdout) is written, result.stdout
+        assert len(read_rows(tmp_path / name)) == 2
+        (tmp_path / "rows.jsonl").unlink()
