@@ -32,6 +32,13 @@ _KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         # CSV (its header names the row's fields); JSONL, a row a line, is is_row_line's (kind_of_text).
         re.compile(r"\A[^\n]*\bsize_bytes,[^\n]*\btime_us\b"),
     ),
+    (
+        "a JSON array of collbench result rows",
+        "sweep --format json prints it; fit, report and compare read rows from .jsonl, .csv or .parquet,"
+        " which sweep -O FILE.jsonl writes",
+        # Its first row's opening, keys sorted: a row's fields hold no list, so the first ']' ends it.
+        re.compile(r'\A\s*\[\s*\{[^\]]{0,4000}?"size_bytes"\s*:'),
+    ),
     (NVML_RECORDING_KIND, "discover --replay reads it", re.compile(r'"format"\s*:\s*"collbench-nvml-recording"')),
     (FITS_KIND, "predict --fits reads it", re.compile(r'\A\s*\{\s*"fits"\s*:')),
     (

@@ -15,7 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.cli.render.results import rows_json
 from collbench.filekinds import kind_of_text
+from collbench.results.io import read_rows
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml"
@@ -33,6 +35,10 @@ TOPOLOGY_IS = "this is a collbench topology (--from-file and --topology read it)
 LOG_IS = "this is nccl-tests output (import nccl-tests, fit, report and compare read it)"
 SMI_IS = "this is `nvidia-smi topo -m` output (discover --from-nvidia-smi reads it)"
 XML_IS = "this is an NCCL topology XML (discover --from-nccl-xml reads it)"
+ARRAY_IS = (
+    "this is a JSON array of collbench result rows (sweep --format json prints it; fit, report and compare"
+    " read rows from .jsonl, .csv or .parquet, which sweep -O FILE.jsonl writes)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +50,9 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (out / "fits.json").write_text(fits.stdout)
     topo = RUNNER.invoke(app, ["discover", "--from-nvidia-smi", str(SMI), "-O", str(out / "topo.yaml")])
     assert topo.exit_code == 0, topo.output
+    # What `sweep --format json` prints (its rows_json), kept with `> rows.json`: it was said as "no
+    # nccl-tests result lines found" by fit, report and compare.
+    (out / "array.json").write_text(rows_json(read_rows(RESULTS)[:3]) + "\n")
     return {
         "profile": PROFILE,
         "rows": RESULTS,
@@ -88,6 +97,9 @@ CASES = [
     (["layout", "--from-nvidia-smi", "{F}"], "xml", "topo.txt", f"{XML_IS}, not `nvidia-smi topo -m` output"),
     (["discover", "--from-nccl-xml", "{F}"], "smi", "topo.xml", f"{SMI_IS}, not an NCCL topology XML"),
     (["layout", "--from-nccl-xml", "{F}"], "profile", "topo.xml", f"{PROFILE_IS}, not an NCCL topology XML"),
+    (["fit", "{F}"], "array", "rows.json", f"{ARRAY_IS}, not nccl-tests output"),
+    (["compare", "{R}", "{F}"], "array", "new.json", f"{ARRAY_IS}, not nccl-tests output"),
+    (["predict", "--ranks", "8", "--fits", "{F}"], "array", "f.json", f"{ARRAY_IS}, not `collbench fit --json` output"),
     (["discover", "--replay", "{F}"], "topo", "rec.json", f"{TOPOLOGY_IS}, not an NVML recording"),
     (["layout", "--replay", "{F}"], "rows", "rec.json", f"{ROWS_IS}, not an NVML recording"),
 ]
