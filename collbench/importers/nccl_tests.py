@@ -239,7 +239,8 @@ def _parse_text(
 ) -> list[ResultRow]:
     out: list[ResultRow] = []
     cut: list[tuple[int, str]] = []
-    for run in split_runs(text, path, cut):
+    timeless: list[str] = []
+    for run in split_runs(text, path, cut, timeless):
         run_op = _run_op(run, path, op, strict_op, notes)
         if run.collbench is not None:
             algo, backend, world_size = run.collbench
@@ -274,6 +275,14 @@ def _parse_text(
         )
     if cut:
         notes.append(cut_note(path, sorted(cut)))
+    if timeless:
+        # Its rows are the sweep's --stream file; the block was dropped with no word (16 rows of 17).
+        notes.append(
+            f"{path}: collbench's {', '.join(timeless)} {'block' if len(timeless) == 1 else 'blocks'} of times"
+            " without sizes not read (the op moves no data); the sweep's rows (--stream, -O) hold them"
+        )
+    if not out and timeless:
+        raise InputFileError(str(path), notes.pop().removeprefix(f"{path}: "))
     if not out:
         raise InputFileError(str(path), "no nccl-tests result lines found")
     return out

@@ -147,8 +147,10 @@ def _read_columns(run: Run, words: list[str]) -> None:
     run.legacy_error = "#wrong" not in words and "error" in words
 
 
-def split_runs(text: str, path: Path, cut: list[tuple[int, str]]) -> list[Run]:
-    """The runs of the log that have result lines; every unreadable result line is appended to ``cut``."""
+def split_runs(text: str, path: Path, cut: list[tuple[int, str]], timeless: list[str] | None = None) -> list[Run]:
+    """The runs of the log that have result lines; every unreadable result line is appended to ``cut``, and
+    to ``timeless`` the op and algorithm of each block ``sweep --format nccl-tests`` printed for an op
+    that moves no data (barrier: a time, no size), which holds no result line."""
     runs: list[Run] = [Run()]
     # A shell command spread over lines ends each but its last with a backslash (`mpirun \` /
     # ` --np 8 \` / ` .../alltoall_perf -b 8 ...`): the program's line alone would miss the launcher.
@@ -223,6 +225,12 @@ def split_runs(text: str, path: Path, cut: list[tuple[int, str]]) -> list[Run]:
             run.program = m.group(1)
             run.command = " ".join([*held, line])
     cut.extend(line for r in runs for line in r.cut)
+    if timeless is not None:
+        timeless.extend(
+            f"{r.op.value} {r.collbench[0]}"
+            for r in runs
+            if r.collbench is not None and r.op is not None and not r.op.spec.payload and not r.rows
+        )
     if any(r.rccl for r in runs):
         # One program printed the log: its version lines head the first test only.
         for r in runs:

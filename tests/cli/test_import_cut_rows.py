@@ -19,6 +19,7 @@ from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.results.io import read_rows
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+REPO_RESULTS = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-gloo-2ranks-results.jsonl"
 GCP = REAL / "all_reduce_perf-h100-2node-mpirun-gcp.log"
 WIDE = {"COLUMNS": "200"}
 INFO = "gcp-host-1:123:456 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0\n"
@@ -176,3 +177,27 @@ def test_a_row_a_zero_filled_block_reached_is_named(tmp_path: Path, zeroed: byte
     result = CliRunner().invoke(app, ["fit", str(log)], env=WIDE)
     assert result.exit_code == 0, result.output
     assert "1 result line could not be read (cut or interleaved): line 49" in result.stderr
+
+
+def test_a_barrier_block_sweep_printed_is_named_not_dropped(tmp_path: Path) -> None:
+    # `sweep --format nccl-tests` prints a barrier as a block of times with no size (it moves no data):
+    # import read the other blocks and dropped it without a word (16 rows of a 17-row sweep).
+    from new_op_rows import barrier_rows
+
+    from collbench.cli.render.results import nccl_tests_text
+
+    ring = [r for r in read_rows(REPO_RESULTS) if r.algo == "ring"]
+    log = tmp_path / "sweep.log"
+    log.write_text(nccl_tests_text(ring + barrier_rows("native", 2, 80.8)), encoding="utf-8")
+    notes: list[str] = []
+    rows = read_nccl_tests(log, notes=notes)
+    assert rows and {r.op for r in rows} == {"all-reduce"}  # the ring block read whole
+    said = (
+        f"{log}: collbench's barrier native block of times without sizes not read (the op moves no data);"
+        " the sweep's rows (--stream, -O) hold them"
+    )
+    assert said in notes
+    alone = tmp_path / "barrier.log"
+    alone.write_text(nccl_tests_text(barrier_rows("native", 2, 80.8)), encoding="utf-8")
+    result = CliRunner().invoke(app, ["import", "nccl-tests", str(alone), "-O", str(tmp_path / "r.jsonl")], env=WIDE)
+    assert result.exit_code == 2 and result.stderr.splitlines() == [f"error: {said.replace(str(log), str(alone))}"]
