@@ -216,6 +216,8 @@ def _read_table(path: Path, suffix: str) -> Iterator[ResultRow]:
     # CSV: line 1 is the header; Parquet has no lines, so its rows are counted from 1.
     where = 2 if suffix == ".csv" else 1
     for frame in _table_chunks(path, suffix):
+        if suffix == ".csv" and where == 2:
+            _check_separator(path, [str(c) for c in frame.columns])
         frame = frame.astype(object).where(frame.notna(), None)
         for rec in frame.to_dict(orient="records"):
             try:
@@ -225,6 +227,23 @@ def _read_table(path: Path, suffix: str) -> Iterator[ResultRow]:
                     raise InputFileError(str(path), f"not a collbench result row ({exc})", line=where) from None
                 raise InputFileError(str(path), f"row {where}: not a collbench result row ({exc})") from None
             where += 1
+
+
+def _check_separator(path: Path, columns: list[str]) -> None:
+    """InputFileError for a CSV whose header is one column of the fields joined by another separator: a
+    spreadsheet saving for a locale of decimal commas writes ';' (and a TSV '\t'), and every row then
+    said only "field op: missing"."""
+    if len(columns) != 1 or "size_bytes" not in columns[0]:
+        return
+    joined = next((sep for sep in (";", "\t", "|") if sep in columns[0]), None)
+    if joined is not None:
+        raise InputFileError(
+            str(path),
+            f"its header is one column of fields joined by {joined!r} (a spreadsheet saving for a locale of"
+            " decimal commas writes ';'): collbench reads CSV of ',' separators and '.' decimals, as sweep"
+            " -O FILE.csv writes it",
+            line=1,
+        )
 
 
 def _table_chunks(path: Path, suffix: str) -> Iterator[Any]:

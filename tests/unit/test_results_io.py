@@ -166,3 +166,22 @@ def test_parquet_with_pyarrow_reads_back(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     write_rows(tmp_path / "r.parquet", [ROW])
     assert read_rows(tmp_path / "r.parquet") == [ROW]
+
+
+@pytest.mark.parametrize("sep", [";", "\t"])
+def test_a_csv_of_another_separator_is_said_at_its_header(tmp_path: Path, sep: str) -> None:
+    # A spreadsheet saving for a locale of decimal commas writes ';' between fields (a TSV '\t'): pandas
+    # read the header as one column and every row said only "field op: missing".
+    written = tmp_path / "rows.csv"
+    write_rows(written, [ROW, ROW])
+    lines = written.read_text(encoding="utf-8").splitlines()
+    other = tmp_path / "sheet.csv"
+    other.write_text("\n".join(line.replace(",", sep) for line in lines) + "\n", encoding="utf-8")
+    with pytest.raises(InputFileError) as info:
+        read_rows(other)
+    assert str(info.value) == (
+        f"{other}:1: its header is one column of fields joined by {sep!r} (a spreadsheet saving for a locale"
+        " of decimal commas writes ';'): collbench reads CSV of ',' separators and '.' decimals, as sweep"
+        " -O FILE.csv writes it"
+    )
+    assert len(read_rows(written)) == 2
