@@ -166,16 +166,25 @@ BLOCK_COUNTED: frozenset[Op] = frozenset({Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.A
 
 # nccl-tests' DeltaMaxValue: the largest error a legacy ``error`` column may show and still pass.
 LEGACY_ERROR_BOUND = {"float16": 5e-2, "bfloat16": 5e-2, "float32": 1e-5, "float64": 1e-12}
-DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16"}
+DTYPE_NAMES = {
+    "float": "float32",
+    "half": "float16",
+    "double": "float64",
+    "bfloat16": "bfloat16",
+    "f8e4m3": "float8_e4m3",
+    "f8e5m2": "float8_e5m2",
+}
+"""nccl-tests' type names (src/common.cu's test_typenames) that are not collbench's; int8, ... are both."""
 
 
 def unheld_dtypes(rows: list[ResultRow], path: Path, notes: list[str]) -> list[ResultRow]:
     """``rows`` but those of a type collbench's rows do not hold, which one note names.
 
-    nccl-tests also measures int8, uint8, uint32, uint64 and the 8-bit floats (``-d all`` runs every
-    type in one log); a row of one of them could not be written, and the import of such a log stopped
-    at its first row ("row 1 was not written: field dtype: unknown dtype 'int8'") while ``fit`` took
-    them. Raises InputFileError when no row is of a type collbench holds.
+    collbench's rows hold every type nccl-tests measures (int8 ... f8e5m2; ``-d all`` runs each into one
+    log), so this leaves out a type name no version of it printed (a log edited or of another tool): a
+    row of one could not be written, and the import stopped at its first row ("row 1 was not written:
+    field dtype: unknown dtype ...") while ``fit`` took it. Raises InputFileError when no row is of a
+    type collbench holds.
     """
     held = [r for r in rows if r.dtype in DTYPE_SIZES]
     if len(held) == len(rows):

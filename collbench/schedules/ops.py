@@ -277,6 +277,14 @@ DTYPE_SIZES: dict[str, int] = {
     "bfloat16": 2,
     "int32": 4,
     "int64": 8,
+    # The rest of what nccl-tests measures (src/common.cu's test_typenames; ``-d all`` runs each):
+    # rows imported from its logs hold them, though collbench's own sweep runs only the six above.
+    "int8": 1,
+    "uint8": 1,
+    "uint32": 4,
+    "uint64": 8,
+    "float8_e4m3": 1,
+    "float8_e5m2": 1,
 }
 DTYPE_ALIASES: dict[str, str] = {
     "float": "float32",
@@ -293,8 +301,19 @@ DTYPE_ALIASES: dict[str, str] = {
     "i32": "int32",
     "long": "int64",
     "i64": "int64",
+    "char": "int8",
+    "i8": "int8",
+    "u8": "uint8",
+    "u32": "uint32",
+    "u64": "uint64",
+    "f8e4m3": "float8_e4m3",
+    "fp8_e4m3": "float8_e4m3",
+    "f8e5m2": "float8_e5m2",
+    "fp8_e5m2": "float8_e5m2",
 }
-FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16"})
+SWEEP_DTYPES: tuple[str, ...] = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
+"""The dtypes collbench's sweep runs: its data patterns and exact checks are made for these."""
+FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "float8_e4m3", "float8_e5m2"})
 REDOPS: tuple[str, ...] = ("sum", "prod", "min", "max", "avg")
 
 

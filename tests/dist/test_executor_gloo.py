@@ -24,13 +24,13 @@ from collbench.runtime.executor.buffers import PointBuffers, check_buffers, fill
 from collbench.runtime.executor.schedule_runner import ScheduleRunner, run_schedule
 from collbench.runtime.launch.ranks import RankContext, launch
 from collbench.schedules.ir import Recv, Schedule, Send, Step
-from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, REDOPS, Op, block_bounds, chunk_bounds, op_count
+from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, REDOPS, SWEEP_DTYPES, Op, block_bounds, chunk_bounds, op_count
 from collbench.schedules.registry import algorithm_names, get_algorithm
 
 pytestmark = pytest.mark.dist
 
 WORLD_SIZES = (2, 3, 4)
-DTYPES = tuple(DTYPE_SIZES)
+DTYPES = SWEEP_DTYPES
 TORCH_OPS = {
     "sum": dist.ReduceOp.SUM,
     "prod": dist.ReduceOp.PRODUCT,

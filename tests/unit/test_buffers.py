@@ -19,9 +19,9 @@ from collbench.runtime.executor.buffers import (
     pattern_period,
     torch_dtype,
 )
-from collbench.schedules.ops import CLASSIC_OPS, DTYPE_SIZES, FLOAT_DTYPES, REDOPS, Op, chunk_bounds
+from collbench.schedules.ops import CLASSIC_OPS, FLOAT_DTYPES, REDOPS, SWEEP_DTYPES, Op, chunk_bounds
 
-COMBOS = [(d, r) for d in DTYPE_SIZES for r in REDOPS if r != "avg" or d in FLOAT_DTYPES]
+COMBOS = [(d, r) for d in SWEEP_DTYPES for r in REDOPS if r != "avg" or d in FLOAT_DTYPES]
 
 
 @pytest.mark.parametrize(("dtype_name", "redop"), COMBOS)

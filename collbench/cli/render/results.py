@@ -9,19 +9,14 @@ from rich import box
 from rich.table import Table
 
 from collbench.errors import ConfigError
+from collbench.importers.nccl_tests_ops import DTYPE_NAMES
 from collbench.results.noise import STALL_MARKER, row_stalled
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 from collbench.units import counted, parse_size, size_label
 
-NCCL_TYPE_NAMES = {
-    "float32": "float",
-    "float64": "double",
-    "float16": "half",
-    "bfloat16": "bfloat16",
-    "int32": "int32",
-    "int64": "int64",
-}
+# nccl-tests prints its own name for a type (float, half, f8e4m3); int8 and the other integers are both.
+NCCL_TYPE_NAMES = {ours: theirs for theirs, ours in DTYPE_NAMES.items()}
 
 # nccl-tests' three header lines (its Reporter's printf formats, in str.format spelling).
 _HEAD_MODES = (

@@ -23,7 +23,7 @@ from collbench.runtime.launch import ranks
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
 from collbench.runtime.launch.ranks import joined_job
 from collbench.runtime.sweep.files import writes_files
-from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, Op, parse_dtype, parse_redop
+from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, SWEEP_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import get_algorithm
 from collbench.units import MIN_TIMEOUT_S, check_ranks, check_seconds, counted, format_bytes
 
@@ -206,6 +206,12 @@ def validate(config: SweepConfig) -> SweepJob:
         chosen = list(Op) if name.strip().lower() == "all" else [Op.parse(name)]
         ops.extend(op for op in chosen if op not in ops)
     dtype = parse_dtype(config.dtype)
+    if dtype not in SWEEP_DTYPES:
+        # nccl-tests' other types are held in rows read from its logs; the sweep's patterns are not made for them.
+        raise CommandLineError(
+            f"--dtype {config.dtype}: collbench's sweep runs {', '.join(SWEEP_DTYPES)}; "
+            f"nccl-tests logs of {dtype} are read by import and fit"
+        )
     redop = parse_redop(config.redop)
     if redop == "avg" and dtype not in FLOAT_DTYPES:
         raise CommandLineError(f"avg is defined for floating dtypes only, not {dtype}; use -o sum or a float dtype")
