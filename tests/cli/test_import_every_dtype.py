@@ -87,3 +87,16 @@ def test_sweep_refuses_a_type_it_does_not_run_in_one_line() -> None:
         "error: --dtype int8: collbench's sweep runs float32, float64, float16, bfloat16, int32, int64;"
         " nccl-tests logs of int8 are read by import and fit"
     ]
+
+
+def test_a_type_nccl_tests_never_prints_beside_its_types_is_left_out_and_said(tmp_path: Path) -> None:
+    # db17848's useful part kept: the float table read, the rows of a type no row holds named in one line.
+    log = tmp_path / "mixed.log"
+    log.write_text(LOG.read_text(encoding="utf-8") + _of_type("int16"), encoding="utf-8")
+    out = tmp_path / "rows.jsonl"
+    result = CliRunner().invoke(app, ["import", "nccl-tests", str(log), "-O", str(out)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert {r.dtype for r in read_rows(out)} == {"float32"}
+    (note,) = [line for line in result.stderr.splitlines() if "int16" in line]
+    assert note.startswith(f"assumed: {log}: 56 rows of type int16, which collbench's rows do not hold")
+    assert note.endswith("left out; 56 read")
