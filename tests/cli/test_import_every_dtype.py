@@ -100,3 +100,20 @@ def test_a_type_nccl_tests_never_prints_beside_its_types_is_left_out_and_said(tm
     (note,) = [line for line in result.stderr.splitlines() if "int16" in line]
     assert note.startswith(f"assumed: {log}: 56 rows of type int16, which collbench's rows do not hold")
     assert note.endswith("left out; 56 read")
+
+
+def test_a_published_int8_log_is_imported_and_fitted(tmp_path: Path) -> None:
+    # A real 'all_reduce_perf -d int8' run (SOURCES.md): refused whole before collbench's rows held int8.
+    log = LOG.parent / "all_reduce_perf-gh200-2node-int8-olivia.log"
+    out = tmp_path / "rows.jsonl"
+    result = CliRunner().invoke(app, ["import", "nccl-tests", str(log), "-O", str(out)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "56 rows: all-reduce, 8 ranks on 2 nodes, 1-134217728 bytes" in result.stdout
+    rows = read_rows(out)
+    assert len(rows) == 56 and {r.dtype for r in rows} == {"int8"}
+    # One byte an element: the log's count column is its size, and so is the row's count.
+    assert [r.count for r in rows[:4:2]] == [1, 2] and all(r.count == r.size_bytes for r in rows)
+    assert all(r.wrong == 0 for r in rows)
+    result = CliRunner().invoke(app, ["fit", str(log)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "all-reduce, nccl, 8 ranks" in result.stdout

@@ -41,6 +41,10 @@ FACTS: dict[str, LogFacts] = {
     "broadcast_perf-2080ti-x2-autodl.log": LogFacts("broadcast", 28, 2, 1, (11.65, 11.37), (96800, 96803), 20),
     "reduce_perf-2080ti-x2-autodl.log": LogFacts("reduce", 28, 2, 1, (10.39, 9.88), (96427, 96450), 20),
     "all_reduce_perf-h100-2node-mpirun-gcp.log": LogFacts("all-reduce", 31, 16, 2, (135.8, 123.5), (47535, 47743), 20),
+    # -d int8: held since collbench's rows hold every type nccl-tests measures.
+    "all_reduce_perf-gh200-2node-int8-olivia.log": LogFacts(
+        "all-reduce", 28, 8, 2, (26.95, 22.40), (2309.49, 2182.20), 20
+    ),
     "all_reduce_perf-h100-2node-mpirun-tag-output-eks.log": LogFacts(
         "all-reduce", 32, 16, 2, (85.14, 62.82), (66108, 66143), 0, (INFERRED_AR,)
     ),
@@ -235,11 +239,15 @@ _SRUN_LABEL = re.compile(r"^\s*\d+: ")
 _NUMBER = r"[0-9.]+"
 
 
+# nccl-tests' type names (src/common.cu's test_typenames), written out here apart from the importer's.
+_TYPE_NAMES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"}
+
+
 def _log_times(path: Path) -> list[tuple[int, float, float]]:
     out = []
     for raw in path.read_text(encoding="utf-8").splitlines():
         words = _SRUN_LABEL.sub(" ", _TAG.sub(" ", raw)).split()
-        if len(words) >= 11 and words[0].isdigit() and words[2] == "float":
+        if len(words) >= 11 and words[0].isdigit() and words[2] in _TYPE_NAMES:
             head = len(words) - 8  # two halves of time, algbw, busbw, wrong end every line
             assert re.fullmatch(_NUMBER, words[head]) and re.fullmatch(_NUMBER, words[head + 4])
             out.append((int(words[0]), float(words[head]), float(words[head + 4])))
