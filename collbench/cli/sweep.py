@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,7 +17,7 @@ from collbench.cli.render.results import nccl_tests_text, results_tables, rows_j
 from collbench.errors import CommandLineError, UnknownNameError
 from collbench.runtime.executor.segments import DEFAULT_SEGMENT_BYTES
 from collbench.runtime.host.affinity import default_local_ranks
-from collbench.runtime.sweep.files import kept_rows_note
+from collbench.runtime.sweep.files import kept_rows_note, resumed_rows
 from collbench.runtime.sweep.stalls import stall_report
 from collbench.schedules.ops import Op, parse_redop
 from collbench.units import counted, format_bytes, parse_size
@@ -236,9 +235,10 @@ def sweep(
         elif event.kind == "row":
             progress.update(task, completed=event.done)
 
-    # Rows of this run are stamped at measurement (results.measured): those before it are the ones
-    # --resume took from the stream, which the summary counts apart.
-    started = time.time()
+    # The points --resume takes from the stream, which the summary counts apart. By key, not by the
+    # rows' timestamps against this command's clock: a host whose clock stepped between the runs (or
+    # rank 0 on another host than this one) would count them wrongly.
+    taken_keys = {row.key for row in resumed_rows(config.stream_path)} if config.resume else set()
     try:
         with progress:
             rows = run_sweep(config, progress=on_event)
@@ -279,7 +279,7 @@ def sweep(
         if config.resume:
             # A resumed sweep printed the stream's earlier rows as this run's, and one with every point
             # there already started its ranks, measured nothing and said nothing of it.
-            taken = sum(r.timestamp < started for r in rows)
+            taken = sum(r.key in taken_keys for r in rows)
             now = "none measured now: every point was there"
             if taken < len(rows):
                 now = f"{len(rows) - taken} measured now"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -418,6 +419,10 @@ def test_a_resumed_sweep_counts_the_rows_it_took_from_the_stream(tmp_path: Path)
     first = RUNNER.invoke(app, [*base, "-e", "1K"])
     assert first.exit_code == 0, first.output
     assert "resumed from it" not in first.stdout
+    # Counted by key, not by timestamp: a row stamped ahead of this command's clock (a host whose clock
+    # was ahead, then stepped back) is still one the stream held.
+    ahead = [dict(json.loads(line), timestamp=time.time() + 3600) for line in stream.read_text().splitlines()]
+    stream.write_text("".join(json.dumps(row) + "\n" for row in ahead))
     grown = RUNNER.invoke(app, [*base, "-e", "4K", "-f", "4", "--resume"])
     assert grown.exit_code == 0, grown.output
     assert "(1 of 2 rows resumed from it, 1 measured now)" in " ".join(grown.stdout.split())
