@@ -430,6 +430,7 @@ def _intra_node_machine(fit: Fit, shapes: Shapes, arch: Arch, nvlink: bool, fact
         latency_scale=scale,
         topology_bus_bw_gbps=bus,
         ring_measured=fitted.bus_bw_gbps > bus,
+        ll128_sm=fitted.ll128_sm,  # the GPU's, as the fit's machine has it (tuning.cc line 534)
     )
 
 
