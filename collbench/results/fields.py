@@ -240,7 +240,7 @@ def _fast_fields(plan: _FastPlan, data: dict[str, Any]) -> dict[str, Any] | None
             # An optional field reads blank text as None: the full check decides those.
             if optional and (not value or value[0].isspace() or value[-1].isspace()):
                 return None
-            if named and value not in known and (len(value) > _CACHED_NAME_CHARS or _name_problem(name, value)):
+            if named and value not in known and (len(value) > _CACHED_NAME_CHARS or name_problem(name, value)):
                 return None
             out[name] = intern(value)
         elif value is None and optional:
@@ -278,16 +278,12 @@ def _fast_fields(plan: _FastPlan, data: dict[str, Any]) -> dict[str, Any] | None
 
 
 @functools.lru_cache(maxsize=4096)
-def _name_problem(field: str, name: str) -> str:
-    """The problem with ``name`` as the value of the named field ("" when known), remembered: a file
-    repeats the same few names on every row, and the names known never change while collbench runs."""
-    return _NAME_CHECKS[field](name)
-
-
 def name_problem(field: str, name: str) -> str:
     """What is wrong with ``name`` as a row's ``field`` (``op``, ``algo``, ``dtype``, ``redop``), listing
-    the known names; "" when it is known. Other records naming the same things (stored fits) ask it too."""
-    return _name_problem(field, name)
+    the known names; "" when it is known. Other records naming the same things (stored fits) ask it too.
+    Remembered: a file repeats the same few names on every row, and the names known never change while
+    collbench runs."""
+    return _NAME_CHECKS[field](name)
 
 
 def _missing_to_none(value: Any, kind: type, optional: bool = False) -> Any:
@@ -350,7 +346,7 @@ def _check_range(spec: _FieldSpec, value: Any) -> None:
         return
     if spec.name in _NAME_CHECKS:
         # Remembered per name, as on the fast path: a CSV's rows come this way, each naming the same few.
-        problem = _name_problem(spec.name, value)
+        problem = name_problem(spec.name, value)
         if problem:
             raise FieldError(spec.name, problem)
 
