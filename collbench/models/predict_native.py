@@ -235,6 +235,10 @@ def native_nccl(
     lo, hi = float(max(fit.min_bytes, 1)), float(max(fit.max_bytes, 1))
     nvls_in_play = own.nvls is not None or machine.nvls is not None
 
+    def priced_nvls(size: float, nvls: bool | None) -> bool:
+        """Whether the family priced at ``size`` is NVLS: ``nvls`` where given, else NCCL's pick there."""
+        return choice(size).algo in NVLS_ALGORITHMS if nvls is None else nvls
+
     def carried(size: float, nvls: bool | None = None) -> bool:
         """Whether what the model missed at the measured size is carried: only to the family NCCL ran
         there (NVLS, or the ring and tree), whose links it measured. Beyond the measured sizes it is
@@ -245,7 +249,7 @@ def native_nccl(
         and nothing to the tree NCCL runs on 8: 144 -> 122 us; tested at 64 MiB, an H100 2-node fit on
         one node carried x1.65 to the ring on 5 GPUs and nothing on 6, where NCCL runs NVLS at 64 MiB).
         ``nvls``: the family priced (default: the one NCCL runs at ``size``)."""
-        family = choice(size).algo in NVLS_ALGORITHMS if nvls is None else nvls
+        family = priced_nvls(size, nvls)
         if bandwidth_own(size, family):
             return False
         if not lo <= size <= hi:
@@ -269,7 +273,7 @@ def native_nccl(
         # - beyond 2 nodes from a fit within one, told the NICs, the ring and tree take NCCL's own bwInter
         #   (tuning.cc line 306; ``nics_own``).
         # ``nvls``: the family priced (default: the one NCCL runs at ``size``).
-        ring = not (choice(size).algo in NVLS_ALGORITHMS if nvls is None else nvls)
+        ring = not priced_nvls(size, nvls)
         if intra is not None:
             return not (intra.ring_measured and ring)
         return nics_own and ring
