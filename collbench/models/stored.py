@@ -141,8 +141,7 @@ def noting_nodes(rows: Iterable[ResultRow], seen: NodesSeen) -> Iterator[ResultR
     """The rows unchanged, noting each group's node counts, devices and sources on the way (a stream is
     read once)."""
     for row in rows:
-        key = (row.op, row.algo, row.backend, row.world_size)
-        nodes, devices, sources = seen.setdefault(key, (set(), set(), set()))
+        nodes, devices, sources = seen.setdefault(_group(row), (set(), set(), set()))
         nodes.add(row.nodes)
         devices.add(row.device_name)
         sources.add(row.source)
@@ -157,9 +156,29 @@ def with_nodes(fit: Fit, seen: NodesSeen) -> Fit:
         fit = dataclasses.replace(fit, nodes=min(counts))
     if len(devices) == 1 and min(devices):
         fit = dataclasses.replace(fit, device=min(devices))
-    if sources:
-        fit = dataclasses.replace(fit, source=min(sources) if len(sources) == 1 else MIXED_SOURCES)
-    return fit
+    return with_source(fit, sources)
+
+
+def _group(row: ResultRow) -> tuple[str, str, str, int]:
+    """The (op, algo, backend, world size) a row is fitted with: one fit's group."""
+    return (row.op, row.algo, row.backend, row.world_size)
+
+
+def with_sources(fits: Iterable[Fit], rows: Iterable[ResultRow]) -> list[Fit]:
+    """``fits`` with the source of the ``rows`` they were fitted from (tune's fits, stored in its profile,
+    said what measured them as fit's files do)."""
+    sources: dict[tuple[str, str, str, int], set[str]] = {}
+    for row in rows:
+        sources.setdefault(_group(row), set()).add(row.source)
+    return [with_source(f, sources.get((f.op, f.algo, f.backend, f.world_size), set())) for f in fits]
+
+
+def with_source(fit: Fit, sources: set[str]) -> Fit:
+    """The fit with the source of its group's rows (``sources``): the one they all said, MIXED_SOURCES
+    where they said more than one; unchanged where none was seen."""
+    if not sources:
+        return fit
+    return dataclasses.replace(fit, source=min(sources) if len(sources) == 1 else MIXED_SOURCES)
 
 
 FIT_NODES_ADVICE = "`fit --nodes {racks}` records that (predict: --measured-nodes {racks})"
