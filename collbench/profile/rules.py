@@ -68,6 +68,27 @@ class AlgoRef(str):
         return self.native and not self.variant
 
 
+OWN_PARAMS = ("segment_bytes", "layout", "segments", "channels", "protocol")
+"""The ``params`` keys a rule of collbench's own algorithms takes: what its schedule is built with
+(``torch.rules.plan_key``: the segment size or count, the layout measured), and the channels and protocol
+NCCL's exports give NCCL's own ring or tree for it (``exporters.nccl_rules``)."""
+NATIVE_PARAMS = ("segment_bytes", "layout", "channels", "protocol", "faninout")
+"""The ``params`` keys a rule of a library's own collective (``native``, ``native:...``) takes: tune writes
+segment_bytes and layout for every rule (:meth:`Variant.params`); NCCL's exports read channels and protocol
+(``exporters.nccl_rules``), Open MPI's rules the segment size and fan-in/out (``exporters.ompi_measured``)."""
+
+
+def params_problem(op: str, min_bytes: int, algo: AlgoRef, params: dict[str, Any]) -> str | None:
+    """Why a rule's ``params`` hold a key no reader takes, or None. A key no reader takes would be ignored
+    without a word (a typo, ``segmnet_bytes``, ran the rule unsegmented): it is refused, naming the key,
+    the rule and the keys its algorithm takes."""
+    keys = NATIVE_PARAMS if algo.native else OWN_PARAMS
+    unknown = [str(k) for k in params if k not in keys]
+    if not unknown:
+        return None
+    return f"{op} rule at {min_bytes} bytes: params key {unknown[0][:40]!r} is not one {algo} takes ({', '.join(keys)})"
+
+
 @dataclass(frozen=True, slots=True)
 class Variant:
     """An algorithm with the parameters it was measured with."""
@@ -124,6 +145,9 @@ class Rule:
             raise ValueError(f"min_bytes must be >= 0, got {self.min_bytes}")
         if self.max_bytes is not None and self.max_bytes < self.min_bytes:
             raise ValueError(f"max_bytes {self.max_bytes} is below min_bytes {self.min_bytes}")
+        problem = params_problem(self.op.value, self.min_bytes, self.algo, self.params)
+        if problem is not None:
+            raise ValueError(problem)
 
     def covers(self, nbytes: int) -> bool:
         return self.min_bytes <= nbytes and (self.max_bytes is None or nbytes <= self.max_bytes)
