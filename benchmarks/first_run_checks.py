@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -262,8 +263,10 @@ def nccl_plugin_body(work: Path) -> int:
 
     NCCL names the tuner it loads in its INFO log (src/plugin/tuner.cc: ``TUNER/Plugin: Using %s
     (v%d)``, or ``Could not find`` / ``Using internal tuner plugin`` when it does not); collbench's
-    plugin says ``N rules from FILE for R ranks on N nodes`` when NCCL initialises it
-    (csrc/nccl_tuner_plugin.c).
+    plugin says ``N rules from FILE ...`` when NCCL initialises it (csrc/nccl_tuner_rules.c). One rank
+    on one node is not the profile's shape, so the line says none of its rules is for it: NCCL runs
+    a collective of one rank without asking the tuner (ncclLaunchOneRank, src/enqueue.cc line 3039
+    at v2.30.7-1), and the plugin's choices are checked on CPU (tests/unit/test_nccl_plugin_contract.py).
     """
     plugin_dir = work / "plugin"
     code, text = _run(
@@ -297,7 +300,7 @@ def nccl_plugin_body(work: Path) -> int:
     print(text.rstrip())
     nccl_log = "".join(p.read_text(errors="replace") for p in sorted(logs.glob("nccl-plugin.*.log")))
     tuner = [line.strip() for line in nccl_log.splitlines() if "TUNER/Plugin" in line or "tuner plugin" in line]
-    rules = [line.strip() for line in nccl_log.splitlines() if " rules from " in line]
+    rules = [line.strip() for line in nccl_log.splitlines() if re.search(r" rules? from ", line)]
     for line in tuner + rules:
         print(line)
     loaded = any(("Using" in line or "loaded" in line) and "internal" not in line for line in tuner)

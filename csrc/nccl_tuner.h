@@ -120,6 +120,9 @@ CB_HIDDEN void loadRules(Context* ctx);
 
 /* nccl_tuner_index.c */
 
+/* Whether a line is for the context's communicator shape (its nNodes and nRanks, or -1 for any). */
+CB_HIDDEN int fitsShape(const Rule* r, const Context* ctx);
+
 /* What NCCL lets a call take: the v3+ cost table's cell not ignored, or for v1/v2 a pair NCCL could run. */
 typedef struct {
   const float* table; /* NULL: v1/v2 */

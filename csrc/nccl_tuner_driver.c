@@ -2,7 +2,9 @@
  * Drives an NCCL tuner plugin the way NCCL does, without NCCL or a GPU: for tests and `export nccl-plugin --show`.
  *
  * Usage: nccl_tuner_driver PLUGIN.so ABI_VERSION NRANKS NNODES, which creates communicator 0, then one line
- * on stdin per query or command:
+ * on stdin per query or command. ABI_VERSION 0 looks the symbols up as NCCL 2.30 does (v6, then v5 .. v2,
+ * src/plugin/tuner.cc lines 73-85 at v2.30.7-1) and prints "symbol NAME vN" and, for v6, "chunk none" or
+ * "chunk set" (NCCL calls getChunkSize only where it is not NULL, src/enqueue.cc line 2308). Then:
  *   COLL NBYTES NUMPIPEOPS REGBUFF NUMALGO COST[NUMALGO*3]     (costs in us; -1 = NCCL_ALGO_PROTO_IGNORE)
  *   open NRANKS NNODES      another communicator (the next number), which later queries go to
  *   use K / close K         queries go to communicator K / communicator K is destroyed
@@ -64,7 +66,14 @@ typedef struct {
   ncclResult_t (*init)(void**, uint64_t, size_t, size_t, logger_t, nvl_t*, void*);
   ncclResult_t (*info)(void*, int, size_t, int, float**, int, int, int, int*);
   ncclResult_t (*finalize)(void*);
-} v5_t; /* v6 starts with the same members */
+} v5_t;
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void**, uint64_t, size_t, size_t, logger_t, nvl_t*, void*);
+  ncclResult_t (*info)(void*, int, size_t, int, float**, int, int, int, int*);
+  ncclResult_t (*finalize)(void*);
+  ncclResult_t (*getChunkSize)(void*, int, size_t, int, int, int, size_t*);
+} v6_t; /* v5's members, then getChunkSize: called as v5's */
 
 #define NPROTO 3
 #define MAXALGO 16
@@ -225,12 +234,18 @@ int main(int argc, char** argv) {
     return 3;
   }
   char symbol[32];
-  snprintf(symbol, sizeof(symbol), "ncclTunerPlugin_v%d", version);
-  sym = dlsym(lib, symbol);
+  for (int v = version == 0 ? 6 : version; v >= (version == 0 ? 2 : version) && sym == NULL; v--) {
+    snprintf(symbol, sizeof(symbol), "ncclTunerPlugin_v%d", v);
+    sym = dlsym(lib, symbol);
+    if (sym != NULL) version = v;
+  }
   if (sym == NULL) {
     fprintf(stderr, "no symbol %s\n", symbol);
     return 4;
   }
+  /* Every version's struct opens with its name (tuner_v2.h .. tuner_v6.h). */
+  printf("symbol %s v%d\n", ((v1_t*)sym)->name, version);
+  if (version == 6) printf("chunk %s\n", ((v6_t*)sym)->getChunkSize == NULL ? "none" : "set");
   *(void**)&examined = dlsym(lib, "collbenchTunerExamined");
   static Comm comms[MAXCOMMS];
   int nComms = 1, current = 0;

@@ -8,7 +8,7 @@
 
 #include "nccl_tuner.h"
 
-static int fitsShape(const Rule* r, const Context* ctx) {
+int fitsShape(const Rule* r, const Context* ctx) {
   if (ctx->mixedShape) return r->nNodes == -1 && r->nRanks == -1;
   return (r->nNodes == -1 || (size_t)r->nNodes == ctx->nNodes) && (r->nRanks == -1 || (size_t)r->nRanks == ctx->nRanks);
 }

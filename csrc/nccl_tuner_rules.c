@@ -140,6 +140,47 @@ static FILE* openConfig(const Context* ctx, const char* path) {
   return f;
 }
 
+/* "R ranks on N nodes" for a line's shape, "any" where it says -1. */
+static void shapeWords(char* out, size_t size, long ranks, long nodes) {
+  char r[32] = "any ranks", n[32] = "any nodes";
+  if (ranks >= 0) snprintf(r, sizeof r, "%ld rank%s", ranks, ranks == 1 ? "" : "s");
+  if (nodes >= 0) snprintf(n, sizeof n, "%ld node%s", nodes, nodes == 1 ? "" : "s");
+  snprintf(out, size, "%s on %s", r, n);
+}
+
+/* The line on loading says how many of the rules are for this communicator: a profile tuned at 8 ranks, given
+ * to a job (or a communicator of it) of 16, reads whole and changes nothing, and "12 rules from FILE for 16
+ * ranks" read as if they applied. Where none do, the shapes they are for (the first three) are named. */
+static void sayLoaded(const Context* ctx, const char* path) {
+  char here[80], shapes[3][80];
+  shapeWords(here, sizeof here, (long)ctx->nRanks, (long)ctx->nNodes);
+  int fit = 0, nShapes = 0, more = 0;
+  for (int i = 0; i < ctx->nRules; i++) {
+    const Rule* r = &ctx->rules[i];
+    if (fitsShape(r, ctx)) {
+      fit++;
+      continue;
+    }
+    char words[80];
+    shapeWords(words, sizeof words, r->nRanks, r->nNodes);
+    int seen = 0;
+    for (int k = 0; k < nShapes; k++) seen |= strcmp(shapes[k], words) == 0;
+    if (seen) continue;
+    if (nShapes < 3) memcpy(shapes[nShapes++], words, sizeof words);
+    else more = 1;
+  }
+  const char* plural = ctx->nRules == 1 ? "" : "s";
+  if (fit == ctx->nRules) {
+    say(ctx, NCCL_LOG_INFO, "%d rule%s from %s for %s", ctx->nRules, plural, path, here);
+  } else if (fit > 0) {
+    say(ctx, NCCL_LOG_INFO, "%d rule%s from %s, %d of them for %s", ctx->nRules, plural, path, fit, here);
+  } else {
+    say(ctx, NCCL_LOG_INFO, "%d rule%s from %s, none for %s (%s for %s%s%s%s%s%s); NCCL keeps its own choices here",
+        ctx->nRules, plural, path, here, ctx->nRules == 1 ? "it is" : "they are", shapes[0], nShapes > 1 ? ", " : "",
+        nShapes > 1 ? shapes[1] : "", nShapes > 2 ? ", " : "", nShapes > 2 ? shapes[2] : "", more ? ", ..." : "");
+  }
+}
+
 /* All well-formed rules of the file, or none: a file that is partly wrong is not half-applied. A well-formed
  * line whose channel count this NCCL cannot hold is skipped with a warning (NCCL would wrap or overrun it),
  * and the lines past MAX_RULES are ignored with a warning. */
@@ -243,6 +284,5 @@ void loadRules(Context* ctx) {
     say(ctx, NCCL_LOG_WARN, "%s holds no rules; no overrides, NCCL keeps its own choices", path);
     return;
   }
-  say(ctx, NCCL_LOG_INFO, "%d rule%s from %s for %zu ranks on %zu node%s", ctx->nRules, ctx->nRules == 1 ? "" : "s",
-      path, ctx->nRanks, ctx->nNodes, ctx->nNodes == 1 ? "" : "s");
+  sayLoaded(ctx, path);
 }
