@@ -46,6 +46,8 @@ NVLINK_STATE_ACTIVE = 1
 NVLINK_REMOTE_GPU = 0
 NVLINK_REMOTE_SWITCH = 2
 P2P_STATUS_OK = 0
+MIG_MODE_ENABLED = 1
+"""nvmlDeviceGetMigMode's current mode when on (pynvml's NVML_DEVICE_MIG_ENABLE)."""
 # nvmlDeviceGetP2PStatus's read index; pynvml's NVML_P2P_CAPS_INDEX_READ is a one-element tuple by mistake.
 P2P_CAPS_INDEX_READ = 0
 
@@ -67,6 +69,7 @@ class _GpuFacts:
     """Active links per remote GPU bus id."""
     switch_links: int = 0
     active_links: int = 0
+    mig_on: bool = False
 
 
 def mask_to_ids(words: list[int] | tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -90,6 +93,10 @@ def _gpu_facts(nvml: Nvml, i: int) -> _GpuFacts:
     facts.numa_node = nodes[0] if nodes else None
     facts.pcie_gen = nvml.call("nvmlDeviceGetMaxPcieLinkGeneration", g)
     facts.pcie_width = nvml.call("nvmlDeviceGetMaxPcieLinkWidth", g)
+    # [current, pending] (nvidia-ml-py's nvmlDeviceGetMigMode); NotSupported on GPUs without MIG (None).
+    # Under MIG, CUDA and NCCL see MIG instances, not this GPU, with no peer-to-peer between them.
+    mode = nvml.call("nvmlDeviceGetMigMode", g)
+    facts.mig_on = isinstance(mode, list | tuple) and len(mode) > 0 and mode[0] == MIG_MODE_ENABLED
     _nvlinks(nvml, g, facts)
     return facts
 
@@ -169,6 +176,8 @@ def _device(f: _GpuFacts, host: str) -> Device:
             extra.append(("nvlink_generation", str(f.nvlink_generation)))
     if f.switch_links:
         extra.append(("nvswitch_links", str(f.switch_links)))
+    if f.mig_on:
+        extra.append(("mig", "on"))
     return Device(
         id=f"GPU{f.index}",
         kind=DeviceKind.GPU,

@@ -127,6 +127,12 @@ def _gpu_summary(topo: Topology) -> list[str]:
         lines.append(f"NUMA affinity: {', '.join(affinity)}")
     else:
         lines.append("NUMA nodes: unknown")
+    mig = [d.id for d in gpus if d.get("mig") == "on"]
+    if mig:
+        # NVIDIA's MIG user guide, limitations: no GPU-to-GPU P2P (PCIe or NVLink) under MIG.
+        which = ", ".join(mig) if len(mig) <= 2 else f"{len(mig)} GPUs"
+        lines.append(f"MIG: on for {which}: CUDA and NCCL see MIG instances there,")
+        lines.append("  with no peer-to-peer between them: the links above are the whole GPUs'")
     if topo.nics:
         nics = []
         for n in topo.nics:
