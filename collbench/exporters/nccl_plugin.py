@@ -10,6 +10,7 @@ ABI version chosen), so :func:`show` reports the plugin's own answers, not a re-
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -39,11 +40,30 @@ NUM_PROTOCOLS = len(PROTOCOLS)
 TIMEOUT_S = 60.0
 
 
-def c_compiler() -> str:
-    """``$CC``, else ``cc``, ``gcc`` or ``clang`` on PATH; UserError (one line) when there is none."""
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and (found := shutil.which(name)):
-            return found
+def c_compiler() -> list[str]:
+    """The compiler's command words: ``$CC`` when set, else ``cc``, ``gcc`` or ``clang`` on PATH.
+
+    ``$CC`` is split into shell words as make splits it (``CC="ccache gcc"``, ``CC="gcc -m64"``). A ``$CC``
+    that names no program is refused, not passed over for ``cc``: the user asked for that compiler, and a
+    plugin built by another one without a word is not what they asked for. Raises UserError (one line)
+    for that, for a ``$CC`` a shell could not split, and when there is no compiler at all.
+    """
+    wanted = os.environ.get("CC", "")
+    if wanted.strip():
+        try:
+            words = shlex.split(wanted)
+        except ValueError as err:
+            raise UserError(f"CC={wanted!r} is not shell words ({str(err).lower()})") from None
+        found = shutil.which(words[0])
+        if found is None:
+            raise UserError(
+                f"CC={wanted!r}: {words[0]!r} is not a program here (not on PATH, or not executable); "
+                "set CC to your C compiler, or unset it to use cc, gcc or clang"
+            )
+        return [found, *words[1:]]
+    for name in ("cc", "gcc", "clang"):
+        if found := shutil.which(name):
+            return [found]
     raise UserError("no C compiler found (looked for $CC, cc, gcc, clang): install one, e.g. `apt-get install gcc`")
 
 
@@ -85,7 +105,7 @@ def compile_c(sources: Path | Sequence[Path], output: Path, *, shared: bool, ext
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     flags = ["-shared", "-fPIC"] if shared else []
     # -pthread: NCCL calls the plugin from several threads (the v1 entry points take a lock).
-    cmd = [c_compiler(), "-O2", "-std=gnu11", "-Wall", "-Wextra", "-pthread", *flags, *extra_flags, "-o", str(tmp)]
+    cmd = [*c_compiler(), "-O2", "-std=gnu11", "-Wall", "-Wextra", "-pthread", *flags, *extra_flags, "-o", str(tmp)]
     files = [sources] if isinstance(sources, Path) else list(sources)
     cmd += [str(f) for f in files]
     if not shared:
@@ -97,7 +117,9 @@ def compile_c(sources: Path | Sequence[Path], output: Path, *, shared: bool, ext
         raise UserError(f"could not run the C compiler {cmd[0]}: {exc}") from exc
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)
-        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        said = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        # A compiler that fails without a word (CC=false, a wrapper whose tool is gone) still says how it ended.
+        first = said or f"it ended with exit code {done.returncode} and printed nothing"
         raise UserError(f"{cmd[0]} failed to build {', '.join(f.name for f in files)}: {first}")
     try:
         os.replace(tmp, output)

@@ -297,6 +297,37 @@ def test_cli_without_a_compiler_or_output_is_one_line(tmp_path: Path, monkeypatc
         build_plugin(PROFILE, tmp_path / "o2")
 
 
+def test_cc_is_the_compiler_asked_for_or_a_one_line_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$CC is honoured as make honours it, split into words, and never passed over for cc in silence."""
+    try:
+        real = c_compiler()[0]
+    except UserError:
+        pytest.skip("no C compiler here to build the plugin")
+    path = PROFILE.save(tmp_path / "p.yaml")
+    # A CC that names no program (a compiler not installed) was passed over for cc without a word.
+    monkeypatch.setenv("CC", "clang-nowhere-99")
+    result = CliRunner().invoke(app, ["export", "nccl-plugin", str(path), "-O", str(tmp_path / "a")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "CC='clang-nowhere-99': 'clang-nowhere-99' is not a program here" in " ".join(result.output.split())
+    assert not (tmp_path / "a" / "libnccl-tuner-collbench.so").exists()
+    # A CC of several words ("ccache gcc") was one name to look up, so cc built the plugin instead.
+    wrapper = tmp_path / "cc-wrapper"
+    calls = tmp_path / "calls.txt"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nshift\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", f"{wrapper} --first-word-for-the-wrapper")
+    built = build_plugin(PROFILE, tmp_path / "b")
+    assert built.plugin.is_file()
+    assert calls.read_text().startswith("--first-word-for-the-wrapper -O2 ")
+    # One that fails without a word still says how it ended.
+    monkeypatch.setenv("CC", shutil.which("false") or "false")
+    with pytest.raises(UserError, match=r"failed to build .*: it ended with exit code 1 and printed nothing"):
+        build_plugin(PROFILE, tmp_path / "c")
+    monkeypatch.setenv("CC", "'gcc")
+    with pytest.raises(UserError, match=r"CC=\"'gcc\" is not shell words"):
+        build_plugin(PROFILE, tmp_path / "d")
+
+
 def answer_of(
     built: tuple[Path, Path, Path], config: Path, abi: int, lines: list[str], ranks: int = 8, nodes: int = 2
 ) -> Session:
@@ -368,7 +399,7 @@ def asan_problem(where: Path) -> str | None:
         binary = compile_c(source, where / "asan_probe", shared=False, extra_flags=("-fsanitize=address",))
         done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60, check=False)
     except (UserError, OSError, subprocess.TimeoutExpired) as exc:
-        return f"{c_compiler()} -fsanitize=address does not build here: {exc}"
+        return f"{' '.join(c_compiler())} -fsanitize=address does not build here: {exc}"
     return None if done.returncode == 0 else f"an ASan program does not run here: {done.stderr.strip()[:200]}"
 
 
