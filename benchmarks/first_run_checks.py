@@ -175,7 +175,7 @@ def _run(command: Sequence[str], timeout_s: float = 60, env: dict[str, str] | No
 
 
 def environment_body() -> int:
-    """What this machine gives collbench: GPU, driver, torch, NCCL, nvcc, Python.h, ninja, jsonschema."""
+    """What this machine gives collbench: GPU, driver, torch, NCCL, nvcc, Python.h, ninja, nvidia-ml-py, jsonschema."""
     missing: list[str] = []
     smi = shutil.which("nvidia-smi")
     if smi is not None:
@@ -206,6 +206,10 @@ def environment_body() -> int:
     else:
         print(f"nvcc: not found (CUDA_HOME {cuda_home})")
         missing.append("nvcc")
+    # Unset, torch's loader builds for the visible GPUs' arch with PTX (_get_cuda_arch_flags); an image
+    # that sets it builds every arch listed, each one the kernels' whole compile.
+    arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    print(f"TORCH_CUDA_ARCH_LIST: {arch_list!r}" if arch_list else "TORCH_CUDA_ARCH_LIST: unset (the GPUs' own arch)")
     python_h = Path(sysconfig.get_path("include", scheme="posix_prefix")) / "Python.h"
     print(f"Python.h: {python_h} {'present' if python_h.is_file() else 'MISSING'}")
     if not python_h.is_file():
@@ -218,9 +222,15 @@ def environment_body() -> int:
     print(f"ninja: {ninja or 'MISSING'}")
     if ninja is None:
         missing.append("ninja")
-    try:
-        from importlib.metadata import version as dist_version
+    from importlib.metadata import version as dist_version
 
+    try:
+        # discover's NVML calls are checked against this package's API (tests/unit/test_nvml_contract.py).
+        print(f"nvidia-ml-py {dist_version('nvidia-ml-py')}")
+    except Exception:  # PackageNotFoundError, or a broken install
+        print("nvidia-ml-py: absent (discover falls back to the host)")
+        missing.append("nvidia-ml-py")
+    try:
         print(f"jsonschema {dist_version('jsonschema')}: profiles checked with the library")
     except Exception:  # PackageNotFoundError, or a broken install: either way not the library
         print("jsonschema: absent; profiles checked with collbench's own schema check")

@@ -7,7 +7,8 @@ scripts/gpu-wheels.sh, installed with ``--no-index``, first on it; docs/developm
 each in its own process and time limit, the cheapest and most telling first so that a run cut short
 has learnt them:
 
-1. ``environment``: the GPU, driver, torch, NCCL, nvcc, ``Python.h``, ninja, jsonschema or not.
+1. ``environment``: the GPU, driver, torch, NCCL, nvcc, ``TORCH_CUDA_ARCH_LIST``, ``Python.h``, ninja,
+   nvidia-ml-py, jsonschema or not.
 2. ``nvml-record``: ``collbench discover --record`` (the NVML recording CPU tests replay later).
 3. ``discover-vs-smi``: ``nvidia-smi topo -m`` against collbench's NVML discovery, pair by pair.
 4. ``kernel-build``: the CUDA reduction kernels built once, into a cache every later step shares
