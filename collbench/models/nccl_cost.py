@@ -95,6 +95,10 @@ class NcclChoice:
     proto: str
     time_us: float
     latency_us: float
+    net_latency_us: float = 0.0
+    """The part of ``latency_us`` that is the network's: ``interLat``'s hops, and the ring's steps within
+    a node where its network overhead is the operand ``std::max`` takes (tuning.cc lines 386-412); 0 on
+    one node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,10 +218,11 @@ def _latency(
     nodes: int,
     fullest: int | None = None,
     scales: tuple[float, float] = (1.0, 1.0),
-) -> float:
-    """Latency (us) of (algo, proto): tuning.cc lines 384-432. ``scales``: what multiplies the terms of
-    the links within a node and the base latency, and what multiplies the network's (``interLat`` and
-    the ring's network overhead, :func:`_scales`); (1, 1) is NCCL's own."""
+) -> tuple[float, float]:
+    """Latency (us) of (algo, proto), and the part of it that is the network's: tuning.cc lines 384-432.
+    ``scales``: what multiplies the terms of the links within a node and the base latency, and what
+    multiplies the network's (``interLat`` and the ring's network overhead, :func:`_scales`); (1, 1) is
+    NCCL's own."""
     local, net = scales
     if algo in SWITCH_ALGORITHMS:
         return switch_latency(machine, algo, ranks, nodes, fullest, scales)
@@ -225,8 +230,8 @@ def _latency(
         # Lines 429-432: log2(nNodes) network hops at a 3.5th of the tree's network latency (one GPU a
         # node: hwLatencies NET, Tree, Simple), plus 2.8 us a rank (tuning.cc names no link for it: it
         # keeps the base's scale).
-        inter_pat = _HW_LAT["net"]["tree"][_SIMPLE] * net
-        return _PAT_BASE_LAT_US * local + int(math.log2(nodes)) * (inter_pat / 3.5) + ranks * 2.8 * local
+        hops = int(math.log2(nodes)) * (_HW_LAT["net"]["tree"][_SIMPLE] * net / 3.5)
+        return _PAT_BASE_LAT_US * local + hops + ranks * 2.8 * local, hops
     intra_class = "nvlink" if machine.nvlink else "pci"
     ppn = ranks / nodes
     lat = _BASE_LAT[algo][proto] * local
@@ -238,20 +243,26 @@ def _latency(
     if algo == "ring":
         if coll.chained:
             # sameChannels: one hop's latency (line 397), the network's across nodes (hw[a], line 286).
-            hw = _HW_LAT[intra_class]["ring"][proto] * local if nodes == 1 else _HW_LAT["net"]["ring"][proto] * net
-            return lat + hw
+            if nodes == 1:
+                return lat + _HW_LAT[intra_class]["ring"][proto] * local, 0.0
+            hop = _HW_LAT["net"]["ring"][proto] * net
+            return lat + hop, hop
         overhead = 0.0
         if nodes > 1:
             overhead = _NET_OVERHEAD_US * (2.0 if machine.amd_cpu else 1.0) * (3.0 if proto == _SIMPLE else 1.0) * net
-        intra = max(intra, overhead)
         inter_steps = 0 if nodes == 1 else coll.net_steps(nodes)
-        return lat + (nsteps - inter_steps) * intra + inter_steps * inter
+        # intraLat = std::max(intraLat, netOverhead) (line 410): the steps within a node cost the
+        # network's overhead where that is the larger (std::max returns its first operand on a tie).
+        network = inter_steps * inter + ((nsteps - inter_steps) * overhead if overhead > intra else 0.0)
+        intra = max(intra, overhead)
+        return lat + (nsteps - inter_steps) * intra + inter_steps * inter, network
     if coll.all_reduce:
         # NCCL writes nRanks / nNodes (whole nodes); where the last node is part-full the chain within
         # the fullest node is the one waited for (the same when even).
         chain = fullest if fullest is not None else -(-ranks // nodes)
-        lat += 2 * ((chain - 1) * intra + int(math.log2(nodes)) * inter)
-    return lat
+        hops = int(math.log2(nodes))
+        return lat + 2 * ((chain - 1) * intra + hops * inter), 2 * hops * inter
+    return lat, 0.0
 
 
 def _scales(machine: NcclMachine) -> tuple[float, float] | None:
@@ -351,6 +362,7 @@ def nccl_choice(
     smooth: bool = False,
     fullest_node: int | None = None,
     nvls: bool | None = None,
+    key: Callable[[NcclChoice], float] | None = None,
 ) -> NcclChoice:
     """The cheapest of the algorithms NCCL enables at this shape (ring, tree, PAT, NVLS, NVLS-tree, CollNet)
     and their protocols at one size, priced as NCCL does.
@@ -359,7 +371,8 @@ def nccl_choice(
     plateau factor in (:func:`_plateau_factor`); without it the model is NCCL's exactly. Ranks need not
     fill every node: NCCL reads ``nRanks / nNodes`` (tuning.cc: ``ppn``, and in integers for the tree).
     ``fullest_node``: the ranks on the fullest node where the last is part-full (default: as even as
-    they go). ``nvls``: True prices NVLS and NVLS-tree only, False the others only (None: all). Raises
+    they go). ``nvls``: True prices NVLS and NVLS-tree only, False the others only (None: all). ``key``:
+    what "cheapest" compares (default: the time), for a model whose time is NCCL's priced otherwise. Raises
     ConfigError for fewer than 2 ranks or more nodes than ranks, NotApplicableError for an op NCCL does
     not tune (it runs those as grouped send/recv) or no algorithm of the family asked at this shape.
     """
@@ -367,23 +380,27 @@ def nccl_choice(
     if ranks < 2 or nodes < 1 or nodes > ranks:
         raise ConfigError(f"NCCL's model needs 2 or more ranks and at least one a node, got {ranks} on {nodes}")
     best: NcclChoice | None = None
+    best_cost = math.inf
     coll = _COLLECTIVES[the_op]
     channels = machine.comm_channels or machine.channels
     split = _scales(machine)
     for algo in _algorithms(machine, the_op, ranks, nodes, nvls):
         for proto in _protocols(machine, algo):
             bw = _bandwidth(machine, the_op, algo, proto, ranks, nodes)
-            lat = _latency(machine, the_op, algo, proto, ranks, nodes, fullest_node, split or (1.0, 1.0))
+            lat, net = _latency(machine, the_op, algo, proto, ranks, nodes, fullest_node, split or (1.0, 1.0))
             bw *= _correction(machine, coll, algo, proto, size_bytes, smooth)
             ring_plateau = algo == "ring" and proto == _SIMPLE and nodes > 1 and coll.all_reduce
             if ring_plateau:
-                lat *= _plateau_factor(machine, size_bytes / (channels * ranks), smooth)
+                plateau = _plateau_factor(machine, size_bytes / (channels * ranks), smooth)
+                lat, net = lat * plateau, net * plateau
             if split is None:
-                lat *= machine.latency_scale
+                lat, net = lat * machine.latency_scale, net * machine.latency_scale
             # GB/s is 10^3 bytes per microsecond.
             time_us = lat + size_bytes / (1e3 * bw)
-            if best is None or time_us < best.time_us:
-                best = NcclChoice(algo, PROTOCOLS[proto], time_us, lat)
+            here = NcclChoice(algo, PROTOCOLS[proto], time_us, lat, net)
+            cost = time_us if key is None else key(here)
+            if best is None or cost < best_cost:
+                best, best_cost = here, cost
     if best is None:
         raise NotApplicableError(f"NCCL's model has no {'NVLS' if nvls else 'ring or tree'} algorithm at this shape")
     return best
@@ -424,7 +441,7 @@ def size_terms(
     channels = machine.comm_channels or machine.channels
     for algo in _algorithms(machine, the_op, ranks, nodes, nvls):
         for proto in _protocols(machine, algo):
-            lat = _latency(machine, the_op, algo, proto, ranks, nodes)
+            lat, _ = _latency(machine, the_op, algo, proto, ranks, nodes)
             latency = np.full(len(sizes), lat)
             correction = np.array([_correction(machine, coll, algo, proto, s, True) for s in sizes])
             if algo == "ring" and proto == _SIMPLE and nodes > 1 and coll.all_reduce:

@@ -99,21 +99,24 @@ def switch_latency(
     nodes: int,
     fullest: int | None,
     scales: tuple[float, float] = (1.0, 1.0),
-) -> float:
-    """NVLS's, NVLS-tree's and CollNet's latency (us): tuning.cc lines 384-428 (base latency 0).
-    ``scales``: what multiplies the terms within a node (``intraLat``, CollNet's arity serialization)
-    and what multiplies the network's (``interLat``); (1, 1) is NCCL's own."""
+) -> tuple[float, float]:
+    """NVLS's, NVLS-tree's and CollNet's latency (us), and the part of it that is the network's
+    (``interLat``'s): tuning.cc lines 384-428 (base latency 0). ``scales``: what multiplies the terms
+    within a node (``intraLat``, CollNet's arity serialization) and what multiplies the network's
+    (``interLat``); (1, 1) is NCCL's own."""
     local, net_scale = scales
     nvlink, pci, net = _HW_LAT[algo]
     intra = (nvlink if machine.nvlink else pci) * local
     # With one rank a node the network's latency is the tree's (line 387).
     inter = (_TREE_NET_SIMPLE_US if ranks == nodes else net) * net_scale
     if algo == "nvls":
-        return intra + (inter if nodes > 1 else 0.0)
+        hop = inter if nodes > 1 else 0.0
+        return intra + hop, hop
     if algo == "nvls_tree":
-        return intra + 2 * int(math.log2(nodes)) * inter
+        hops = 2 * int(math.log2(nodes)) * inter
+        return intra + hops, hops
     chain = fullest if fullest is not None else -(-ranks // nodes)
     if algo == "collnet_direct":
         # "0.4 us arity serialization latency" a local rank.
-        return 2 * (min(1, chain - 1) * intra + (chain - 1) * 0.4 * local) + inter
-    return 2 * (chain - 1) * intra + inter
+        return 2 * (min(1, chain - 1) * intra + (chain - 1) * 0.4 * local) + inter, inter
+    return 2 * (chain - 1) * intra + inter, inter

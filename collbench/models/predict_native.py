@@ -15,7 +15,7 @@ import bisect
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from collbench.errors import NotApplicableError
 from collbench.models.card_links import card_links, card_notes
@@ -185,9 +185,12 @@ def native_nccl(
     @functools.lru_cache(maxsize=256)
     def choice(size: float) -> NcclChoice:
         # NCCL runs the family its own figures price cheaper (it never sees a calibration); within it,
-        # the calibrated model's cheapest algorithm and protocol (their links are the same).
+        # the calibrated model's cheapest algorithm and protocol (their links are the same), what it
+        # missed carried as priced (``missed_us``: onto the fitted terms only, so it can reorder them).
         nvls = ran_nvls(machine, fit.op, world_size, nodes, size, fullest)
-        return nccl_choice(machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest, nvls=nvls)
+        return nccl_choice(
+            machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest, nvls=nvls, key=priced(size)
+        )
 
     @functools.lru_cache(maxsize=256)
     def passed_over(size: float) -> NcclChoice | None:
@@ -200,7 +203,15 @@ def native_nccl(
             return None
         try:
             return nccl_choice(
-                machine, fit.op, world_size, nodes, size, smooth=True, fullest_node=fullest, nvls=not nvls
+                machine,
+                fit.op,
+                world_size,
+                nodes,
+                size,
+                smooth=True,
+                fullest_node=fullest,
+                nvls=not nvls,
+                key=priced(size),
             )
         except NotApplicableError:
             return None
@@ -260,44 +271,69 @@ def native_nccl(
     def bandwidth_own(size: float, nvls: bool | None = None) -> bool:
         # What the model misses is a residual of the calibration: the fit's time over NCCL's model at the
         # fitted bandwidth. It is carried wherever the family NCCL runs is priced at that bandwidth, and at
-        # no shape where NCCL's own figure stands in for it (the miss is then of a figure not priced):
-        # - within one node from a fit across several, neither family's links were measured (tuning.cc
-        #   prices one node with no network term): NCCL's own NVLink figures, except the ring on the fitted
-        #   bus where that is higher. search.cc gives a ring one speed for bwIntra and bwInter (lines 1174,
-        #   1246, 1272), so across nodes the measured ring crossed each node's NVLinks at its speed, which
-        #   one node's search (no NIC to pass) finds too: the measured ring bounds one node's from below,
-        #   NCCL's lower figure is refuted there, and the ring is the calibration's. Without the miss, a
-        #   GB200 2-rack fit put 41.06 ms at 69 ranks in one rack and 40.71 ms at 76 on two (16 GiB); with
-        #   it on the ring NCCL's own figures price, a GCP H100 2-node fit's x2.03 at 16 MiB made the ring
-        #   on 5 GPUs 224 us and NVLS on 6 103 us;
-        # - beyond 2 nodes from a fit within one, told the NICs, the ring and tree take NCCL's own bwInter
-        #   (tuning.cc line 306; ``nics_own``).
-        # ``nvls``: the family priced (default: the one NCCL runs at ``size``).
-        ring = not priced_nvls(size, nvls)
-        if intra is not None:
-            return not (intra.ring_measured and ring)
-        return nics_own and ring
+        # no shape where NCCL's own figure stands in for it (the miss is then of a figure not priced).
+        # Within one node from a fit across several, neither family's links were measured (tuning.cc
+        # prices one node with no network term): NCCL's own NVLink figures, except the ring on the fitted
+        # bus where that is higher. search.cc gives a ring one speed for bwIntra and bwInter (lines 1174,
+        # 1246, 1272), so across nodes the measured ring crossed each node's NVLinks at its speed, which
+        # one node's search (no NIC to pass) finds too: the measured ring bounds one node's from below,
+        # NCCL's lower figure is refuted there, and the ring is the calibration's. Without the miss, a
+        # GB200 2-rack fit put 41.06 ms at 69 ranks in one rack and 40.71 ms at 76 on two (16 GiB); with
+        # it on the ring NCCL's own figures price, a GCP H100 2-node fit's x2.03 at 16 MiB made the ring
+        # on 5 GPUs 224 us and NVLS on 6 103 us. ``nvls``: the family priced (default: NCCL's pick there).
+        return intra is not None and not (intra.ring_measured and not priced_nvls(size, nvls))
 
     def residual(size: float, nvls: bool | None = None) -> float:
         missed, _ = _residual(fit, measured_nodes, arch, own_nvlink, facts, min(max(size, lo), hi))
         return missed if carried(size, nvls) else 1.0
 
     # NCCL's time is a latency term and a bandwidth term, each priced from its own figures (tuning.cc
-    # line 653: lat * latCount + nBytes / (1000 * bw)). Within one node from a fit across several whose
-    # latency scale is above 1, the latencies are NCCL's own (``_intra_node_machine``) while the ring's
-    # bandwidth may be the fitted bus: the miss, a residual against the fitted latencies, is then carried
-    # to the bandwidth term only (a p5 2-node fit's, x2.83: at 32 KiB its x1.12 made 8 GPUs' ring, NCCL's
-    # own 15 us latency nearly all of it, 17.2 us).
+    # line 653: lat * latCount + nBytes / (1000 * bw)), and the latency a sum of hops each priced by its
+    # link class (lines 384-428). The miss is carried onto the terms priced from the fitted figures, and
+    # none of NCCL's own that stand in for them:
+    # - within one node from a fit across several whose latency scale is above 1, the latencies are NCCL's
+    #   own (``_intra_node_machine``) while the ring's bandwidth may be the fitted bus: the bandwidth term
+    #   only (a p5 2-node fit's, x2.83: at 32 KiB its x1.12 made 8 GPUs' ring, NCCL's own 15 us latency
+    #   nearly all of it, 17.2 us);
+    # - across nodes from a fit within one, the network's latencies (interLat, and the ring's steps within
+    #   a node where its network overhead is what std::max takes, line 410: ``NcclChoice.net_latency_us``)
+    #   are NCCL's own, which the fit never measured, and beyond 2 nodes, told the NICs, the ring's and
+    #   tree's bandwidth term is too (NCCL's own bwInter, line 306; ``nics_own``): the base, the hops
+    #   within a node and (up to 2 nodes, or the NICs not told) the bandwidth term take it.
     latency_own = (
         intra is not None
         and intra.latency_scale < nccl_machine_for(fit, measured_nodes, arch, nvlink, facts).latency_scale
     )
 
-    def missed_us(c: NcclChoice, size: float, nvls: bool | None = None) -> float:
-        missed = residual(size, nvls)
+    def own_latency_us(c: NcclChoice) -> float:
+        """The part of ``c``'s latency priced from NCCL's own figures where the fit's stand elsewhere."""
         if latency_own:
-            return c.latency_us + (c.time_us - c.latency_us) * missed
-        return c.time_us * missed
+            return c.latency_us
+        return c.net_latency_us if network_unmeasured else 0.0
+
+    def missed_us(c: NcclChoice, size: float, nvls: bool | None = None, missed: float | None = None) -> float:
+        missed = residual(size, nvls) if missed is None else missed
+        own = own_latency_us(c)
+        if nics_own and not priced_nvls(size, nvls):
+            own += c.time_us - c.latency_us
+        if missed == 1.0 or own == 0.0:
+            return c.time_us * missed
+        return own + (c.time_us - own) * missed
+
+    def priced(size: float) -> Callable[[NcclChoice], float] | None:
+        # A candidate's time as this model prices it, its family its own (NVLS or not); None where the
+        # miss multiplies every candidate's whole time (their order is then the calibrated model's).
+        if not (latency_own or network_unmeasured):
+            return None
+        missed: dict[bool, float] = {}
+
+        def key(c: NcclChoice) -> float:
+            family = c.algo in NVLS_ALGORITHMS
+            if family not in missed:
+                missed[family] = residual(size, family)
+            return missed_us(c, size, family, missed[family])
+
+        return key
 
     def passed_over_us(size: float) -> float | None:
         # The family NCCL passes over, priced as NCCL's pick is (what it missed carried by the same rule).
@@ -326,7 +362,9 @@ def native_nccl(
         return envelope[above - 1] + (envelope[above] - envelope[above - 1]) * (size - g0) / (g1 - g0)
 
     def latency_us(size: float) -> float:
-        return choice(size).latency_us * (1.0 if latency_own else residual(size))
+        c = choice(size)
+        own = own_latency_us(c)
+        return own + (c.latency_us - own) * residual(size)
 
     def fastest_us(size: float) -> float:
         other = passed_over_us(size)
@@ -356,13 +394,15 @@ def native_nccl(
             inter = f"; beyond 2 nodes NCCL's own bus bandwidth between nodes, {bus:.3g} GB/s (unmeasured)"
         nvls = c.algo in NVLS_ALGORITHMS
         if carried(size):
-            missed = f"x{residual(size):.3g} for what it misses" + (
-                " on its bandwidth term only (the latencies NCCL's own)" if latency_own else ""
-            )
-        elif bandwidth_own(size) and intra is not None:
-            missed = "nothing carried of what it misses (the network's; these links were not measured)"
+            missed = f"x{residual(size):.3g} for what it misses"
+            if latency_own:
+                missed += " on its bandwidth term only (the latencies NCCL's own)"
+            elif nics_own and not nvls:
+                missed += " on its latencies within a node only (its bandwidth between nodes, NCCL's own)"
+            if network_unmeasured:
+                missed += ", not on the network's latencies (NCCL's own)"
         elif bandwidth_own(size):
-            missed = "nothing carried of what it misses (its bandwidth here is NCCL's own, not the fitted one)"
+            missed = "nothing carried of what it misses (the network's; these links were not measured)"
         elif lo <= size <= hi:
             missed = "nothing carried of what it misses (another algorithm ran)"
         else:

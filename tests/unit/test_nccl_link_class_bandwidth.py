@@ -79,10 +79,13 @@ def test_a_racks_fit_beyond_two_racks_takes_nccls_bandwidth_between_them() -> No
     assert not any("figure for the NICs" in n for n in two_notes)
 
 
-def test_a_racks_miss_is_not_carried_where_nccls_own_bandwidth_between_racks_is_priced() -> None:
-    # What the model misses is a residual of the calibration at the fitted bandwidth; beyond 2 racks,
-    # told the NICs, the ring and tree are priced at NCCL's own bwInter (tuning.cc line 306), so nothing
-    # of it is carried there, as within one node where NCCL's own NVLink figure is priced
+def test_a_racks_miss_goes_on_its_latencies_within_a_rack_where_nccls_own_bandwidth_between_racks_is_priced() -> None:
+    # What the model misses is a residual of the terms the rack measured (tuning.cc line 653 prices each
+    # term from its own figures): beyond 2 racks, told the NICs, the ring's and tree's bandwidth term is
+    # NCCL's own bwInter (line 306) and the network's latencies NCCL's own (lines 386-412), so none of it
+    # goes there; the base and the NVLink hops within each rack, fitted, keep theirs
+    # (test_nccl_link_class_latency's test_a_one_node_fits_miss_is_not_carried_onto_nccls_own_network_latencies).
+    # Within one node where NCCL's own NVLink figure is priced, nothing is carried
     # (test_link_floor's test_a_two_node_fits_miss_is_carried_into_one_node_for_neither_family).
     one, _ = gb200(72)
     shapes = Shapes(RACKS)
@@ -92,9 +95,23 @@ def test_a_racks_miss_is_not_carried_where_nccls_own_bandwidth_between_racks_is_
         return e
 
     beyond = entry(1440, 20)
+    node = node_of("GB200", 72, RACK_NICS)
+    assert node is not None
+    machine = with_topology(NcclMachine(bus_bw_gbps=1.0, arch="blackwell"), node, 20)
+    assert machine.topology_bus_bw_gbps is not None
+    machine = dataclasses.replace(machine, inter_bus_bw_gbps=machine.topology_bus_bw_gbps)
     for size in (1 << 29, 1 << 34):
         basis = beyond.basis(size)
         assert "NCCL's own bus bandwidth between nodes" in basis and "picks nvls" not in basis
-        assert "nothing carried of what it misses (its bandwidth here is NCCL's own, not the fitted one)" in basis
-    # Up to 2 racks the ring and tree take the fitted bus (bwIntra, which the rack measured): carried.
-    assert "for what it misses" in entry(144, 2).basis(1 << 34)
+        assert "for what it misses on its latencies within a node only (its bandwidth between nodes" in basis
+        assert "not on the network's latencies (NCCL's own)" in basis
+        algo, proto = basis.split(" picks ", 1)[1].split(";", 1)[0].split("/")
+        bw = algorithm_bw_gbps(machine, "all-reduce", algo, ("LL", "LL128", "Simple").index(proto), 1440, 20)
+        if algo == "ring":
+            # The bytes at NCCL's own bwInter, nothing of the miss on them (the tree's carry its
+            # size correction, line 641).
+            assert beyond.time_us(size) - beyond.latency_us(size) == pytest.approx(size / (1e3 * bw), rel=1e-9)
+    # Up to 2 racks the ring and tree take the fitted bus (bwIntra, which the rack measured): carried
+    # on all but the network's latencies.
+    basis = entry(144, 2).basis(1 << 34)
+    assert "for what it misses, not on the network's latencies (NCCL's own)" in basis

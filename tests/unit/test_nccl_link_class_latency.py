@@ -38,7 +38,7 @@ NVLS_OFF = NodeFacts(nvls=False)
 def _latency(machine: NcclMachine, algo: str, ranks: int, nodes: int) -> float:
     """The latency of ``algo``/Simple all-reduce as nccl_choice scales it."""
     split = nccl_cost._scales(machine)
-    lat = nccl_cost._latency(machine, Op.ALL_REDUCE, algo, _SIMPLE, ranks, nodes, None, split or (1.0, 1.0))
+    lat, _ = nccl_cost._latency(machine, Op.ALL_REDUCE, algo, _SIMPLE, ranks, nodes, None, split or (1.0, 1.0))
     return lat if split is not None else lat * machine.latency_scale
 
 
@@ -56,7 +56,9 @@ def test_the_network_latency_terms_keep_their_own_scale() -> None:
     fast = dataclasses.replace(split, latency_scale=0.5)
     assert _latency(fast, "ring", 144, 2) == pytest.approx(0.5 * 8.4 + 284 * 3.0 + 2 * 14.0)
     # NVLS-tree (no base latency): 25 us within the node, 2 log2i(4) network hops of 20.9 (lines 166, 174).
-    assert nccl_cost.switch_latency(split, "nvls_tree", 32, 4, None, (s, 1.0)) == pytest.approx(s * 25.0 + 2 * 2 * 20.9)
+    assert nccl_cost.switch_latency(split, "nvls_tree", 32, 4, None, (s, 1.0)) == pytest.approx(
+        (s * 25.0 + 2 * 2 * 20.9, 2 * 2 * 20.9)
+    )
     # On one node there is no network term: the split changes nothing.
     one = dataclasses.replace(split, net_latency_scale=None)
     assert _latency(split, "ring", 72, 1) == pytest.approx(_latency(one, "ring", 72, 1))
@@ -83,10 +85,44 @@ def test_a_racks_fit_across_racks_scales_its_nvlink_latencies_and_leaves_the_net
         size: _residual(one, 1, "blackwell", True, NVLS_OFF, min(size, one.max_bytes))[0] for size in (tree, ring)
     }
     assert "picks tree/Simple" in entry.basis(tree) and "picks ring/Simple" in entry.basis(ring)
-    assert entry.latency_us(tree) == pytest.approx(missed[tree] * (s * (8.4 + 2 * 71 * 4.0) + 2 * 14.0))
+    # The miss goes with the fitted terms, not the network's (test_a_one_node_fits_miss_is_not_carried_...).
+    assert entry.latency_us(tree) == pytest.approx(missed[tree] * s * (8.4 + 2 * 71 * 4.0) + 2 * 14.0)
     # The ring's plateau factor across nodes (x1.4 on Blackwell at this size) multiplies its latency.
-    assert entry.latency_us(ring) == pytest.approx(missed[ring] * 1.4 * (s * (8.4 + 284 * 3.4) + 2 * 14.0))
+    assert entry.latency_us(ring) == pytest.approx(1.4 * (missed[ring] * s * (8.4 + 284 * 3.4) + 2 * 14.0))
     assert "network latencies NCCL's own (unmeasured)" in entry.basis(tree)
+
+
+def test_a_one_node_fits_miss_is_not_carried_onto_nccls_own_network_latencies() -> None:
+    # What the model misses at the fit's own shape (one rack: no network term in it) is a residual of the
+    # terms the rack measured. tuning.cc line 653 prices each term from its own figures, and across racks
+    # the network's (interLat, line 412's nInterSteps; line 416's log2i(nNodes) hops) are NCCL's own: the
+    # miss goes with the base, the NVLink hops and the bandwidth term, none of it with the network's.
+    # Where line 410's std::max(intraLat, netOverhead) takes the network's overhead, the ring's steps
+    # within a rack are the network's too; where it takes the NVLink hop, the rack's.
+    one, _ = gb200(72)
+    s = nccl_machine_for(one, 1, "blackwell", True, NVLS_OFF).latency_scale
+    split = NcclMachine(bus_bw_gbps=883.0, arch="blackwell", latency_scale=s, net_latency_scale=1.0, x86=False)
+    # The tree's two network hops, and the ring's: 2 of 14 us (Simple: 3.4 x s is above the overhead's 3).
+    assert nccl_choice(split, Op.ALL_REDUCE, 144, 2, 1 << 29, smooth=True).net_latency_us == pytest.approx(2 * 14.0)
+    simple = nccl_choice(split, Op.ALL_REDUCE, 144, 2, 1 << 34, smooth=True)
+    assert (simple.algo, simple.proto) == ("ring", "Simple")
+    assert simple.net_latency_us == pytest.approx(1.4 * 2 * 14.0)
+    # Ring LL (tuning.cc lines 394-412): 0.6 x s is below the network's overhead of 1 us (getNetOverhead,
+    # off x86), which every one of the 284 steps within a rack then costs, beside 2 network steps of 2.7.
+    lat, net = nccl_cost._latency(split, Op.ALL_REDUCE, "ring", 0, 144, 2, None, (s, 1.0))
+    assert net == pytest.approx(284 * 1.0 + 2 * 2.7) and lat == pytest.approx(s * 6.6 + net)
+    # On one rack none of it is the network's.
+    assert nccl_choice(split, Op.ALL_REDUCE, 72, 1, 1 << 34, smooth=True).net_latency_us == 0.0
+
+    (entry,), _, _ = price_fits([one], 144, 2, shapes=Shapes(RACKS), nccl_arch="blackwell", nccl_facts=NVLS_OFF)
+    tree = 1 << 29
+    missed, _ = _residual(one, 1, "blackwell", True, NVLS_OFF, tree)
+    assert missed != pytest.approx(1.0, abs=1e-4)  # x1.002: small, but a miss to carry
+    own = 2 * 14.0
+    fitted = s * (8.4 + 2 * 71 * 4.0)
+    assert entry.latency_us(tree) == pytest.approx(missed * fitted + own, rel=1e-9)
+    assert entry.latency_us(tree) != pytest.approx(missed * (fitted + own), rel=1e-9)
+    assert "for what it misses, not on the network's latencies (NCCL's own)" in entry.basis(tree)
 
 
 def test_a_fit_across_racks_keeps_one_scale_for_both_classes() -> None:
