@@ -243,3 +243,66 @@ def test_a_variant_without_an_algorithm_is_described_as_what_it_forces(algo: str
     assert choice.algo is None
     assert said in choice.why and "no algorithm" in choice.why
     assert ("protocol" in choice.why) == ("/" in algo)
+
+
+@pytest.mark.parametrize("value", ["-np 5", "--host a,b -n 4", "--np=3", "--mca btl self,tcp -c 2"])
+def test_mpirun_args_that_set_the_rank_count_are_refused_before_mpirun_runs(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # mpirun takes the last -np it is given: 'COLLBENCH_MPIRUN_ARGS="-np 5" sweep --backend mpi --ranks 2'
+    # started 5 ranks (or failed on slots) and ended in exit code 3 and mpirun's advice.
+    monkeypatch.setenv(MPIRUN_ARGS_ENV, value)
+    with pytest.raises(ConfigError, match=f"{MPIRUN_ARGS_ENV}=.* sets the number of ranks .*--ranks N"):
+        extra_mpirun_args()
+
+
+# What Open MPI 4.1.4's mpirun (Debian bookworm) prints for 'mpirun -np 5 true' on a 2-core host, byte for byte.
+OMPI_SLOTS = """\
+--------------------------------------------------------------------------
+There are not enough slots available in the system to satisfy the 5
+slots that were requested by the application:
+
+  true
+
+Either request fewer slots for your application, or make more slots
+available for use.
+
+A "slot" is the Open MPI term for an allocatable unit where we can
+launch a process.  The number of slots available are defined by the
+environment in which Open MPI processes are run:
+
+  1. Hostfile, via "slots=N" clauses (N defaults to number of
+     processor cores if not provided)
+  2. The --host command line parameter, via a ":N" suffix on the
+     hostname (N defaults to 1 if not provided)
+  3. Resource manager (e.g., SLURM, PBS/Torque, LSF, etc.)
+  4. If none of a hostfile, the --host command line parameter, or an
+     RM is present, Open MPI defaults to the number of processor cores
+
+In all the above cases, if you want Open MPI to default to the number
+of hardware threads instead of the number of processor cores, use the
+--use-hwthread-cpus option.
+
+Alternatively, you can use the --oversubscribe option to ignore the
+number of available slots when deciding the number of processes to
+launch.
+--------------------------------------------------------------------------
+"""
+
+
+def test_a_launchers_long_message_keeps_its_first_sentence_and_its_end() -> None:
+    from collbench.runtime.mpi.harness import launcher_excerpt
+
+    # The last 600 characters alone began 'ts to 1 if not provided) 3. Resource manager', the cause cut off.
+    said = launcher_excerpt(OMPI_SLOTS, 600)
+    assert said.startswith(
+        "There are not enough slots available in the system to satisfy the 5 slots that were requested "
+        "by the application: ... "
+    )
+    assert said.endswith("deciding the number of processes to launch. " + "-" * 74)
+    assert len(said) <= 605 and "\n" not in said
+    tail = said.partition(" ... ")[2]
+    assert " " + tail in " " + " ".join(OMPI_SLOTS.split())  # the end from a word's start
+    assert launcher_excerpt('  mpirun: Error: unknown option\n "--bogus"\n', 600) == (
+        'mpirun: Error: unknown option "--bogus"'
+    )

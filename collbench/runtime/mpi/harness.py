@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import selectors
 import socket
 import subprocess
@@ -35,7 +36,27 @@ SOURCE = "mpi_harness.c"
 STOP_GRACE_S = 10.0
 """How long the launcher gets to end its ranks after SIGTERM before it is killed."""
 _STDERR_SHOWN = 600
-"""Characters of the launcher's standard error a failure shows (its last lines say what broke)."""
+"""Characters of the launcher's standard error a failure shows at most."""
+
+
+def launcher_excerpt(text: str, limit: int) -> str:
+    """A launcher's standard error on one line of at most about ``limit`` characters, whole where it fits.
+
+    Past ``limit``, its first paragraph (up to a blank line; rules of dashes left out) and then its end:
+    Open MPI's boxed messages say what broke in their first sentence ("There are not enough slots
+    available ...") and spend the rest on advice, while a rank's own failure is said last. The end alone
+    began mid-word in the advice and left the cause out.
+    """
+    whole = " ".join(text.split())
+    if len(whole) <= limit:
+        return whole
+    paragraphs = (" ".join(w for w in part.split() if w.strip("-")) for part in re.split(r"\n\s*\n", text))
+    first = next((p for p in paragraphs if p), "")
+    head = first if len(first) <= limit // 2 else first[: limit // 2].rsplit(" ", 1)[0]
+    tail = whole[-(limit - len(head)) :]
+    # The end from a word's start, not from the middle of one.
+    tail = tail.split(" ", 1)[1] if " " in tail and not whole.endswith(" " + tail) else tail
+    return f"{head} ... {tail}"
 
 
 def cache_root() -> Path:
@@ -229,7 +250,7 @@ class HarnessJob:
 
     def _failure(self, problem: str) -> RankError:
         self._stderr.seek(0)
-        said = " ".join(self._stderr.read().decode(errors="replace").split())[-_STDERR_SHOWN:]
+        said = launcher_excerpt(self._stderr.read().decode(errors="replace"), _STDERR_SHOWN)
         said_line = f"; {self.launcher} said: {said}" if said else ""
         return RankError(0, socket.gethostname(), self.doing, problem + said_line)
 

@@ -98,9 +98,22 @@ def extra_mpirun_args() -> list[str]:
     """
     text = os.environ.get(MPIRUN_ARGS_ENV, "")
     try:
-        return shlex.split(text)
+        words = shlex.split(text)
     except ValueError as err:
         raise ConfigError(f"{MPIRUN_ARGS_ENV}={text!r} is not shell words ({str(err).lower()})") from None
+    for word in words:
+        # mpirun takes the last count it is given: one here would start another world than --ranks planned,
+        # and the job then fails on a rank count its plan never had (or on slots), in mpirun's words.
+        if word.partition("=")[0] in _RANK_COUNT_FLAGS:
+            raise ConfigError(
+                f"{MPIRUN_ARGS_ENV}={text!r} sets the number of ranks ({word}); collbench gives mpirun "
+                "-np from --ranks: leave it out there and pass --ranks N"
+            )
+    return words
+
+
+_RANK_COUNT_FLAGS = frozenset({"-np", "--np", "-n", "--n", "-c"})
+"""mpirun's spellings of the number of processes (Open MPI 4's orterun, 5's prterun)."""
 
 
 def ompi_environment() -> dict[str, str]:
