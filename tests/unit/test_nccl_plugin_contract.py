@@ -125,3 +125,17 @@ def test_a_file_of_several_shapes_counts_those_of_this_communicator(
         ", none for 2 ranks on 2 nodes (they are for 4 ranks on 1 node, 8 ranks on 2 nodes, 8 ranks on any nodes, "
         "...); NCCL keeps its own choices here"
     )
+
+
+def test_functions_past_all_reduce_are_left_to_nccl(first_run: tuple[Profile, Path, Path, Path]) -> None:
+    # ncclFunc_t at v2.30.7-1 (src/include/nccl_common.h) runs on past ncclFuncAllReduce (4): SendRecv 5 ..
+    # WaitSignal 14, AlltoAll 8 among them. The config names the first five alone; any other is NCCL's.
+    profile, plugin, config, driver = first_run
+    table = nccl_like_table(Op.ALL_REDUCE, nodes=profile.nodes, ranks=profile.world_size)
+    costs = " ".join(f"{c:g}" for c in table)
+    lines = [f"{func} {n} 1 0 7 {costs}" for func in range(5, 15) for n in (0, 1 << 20)]
+    out = drive(plugin, driver, abi=0, ranks=profile.world_size, nodes=profile.nodes, lines=lines, config=config)
+    tables = [line.split()[1:] for line in out.splitlines() if line.startswith("table ")]
+    picks = [line.split() for line in out.splitlines() if line.startswith("pick ")]
+    assert len(tables) == len(lines) and all([float(x) for x in t] == list(table) for t in tables)
+    assert all(p[3:] == ["0", "0"] for p in picks)  # nChannels 0 (NCCL's), ncclSuccess
