@@ -85,11 +85,14 @@ def predicted_path(profile: Path) -> Path:
     """Where ``profile predict`` writes when -O is left out: a new file beside the input.
 
     The input is what was measured: rewriting it in place would lose the file as it was, so only an
-    explicit -O may name it. An existing file at the default path is refused rather than replaced.
+    explicit -O may name it. An existing file at the default path is refused rather than replaced. The
+    name is YAML's whatever the input's: `profile predict rows.jsonl` (rows given for a profile) was
+    refused for a '-O rows.predicted.jsonl' no one had given, before its input was read and named.
     """
     from collbench.errors import InputFileError
 
-    target = profile.with_name(f"{profile.stem}.predicted{profile.suffix or '.yaml'}")
+    suffix = profile.suffix if profile.suffix.lower() in (".yaml", ".yml") else ".yaml"
+    target = profile.with_name(f"{profile.stem}.predicted{suffix}")
     if target.exists() or target.is_symlink():
         raise InputFileError(str(target), "exists; give -O PATH to say where the predicted profile goes")
     return target

@@ -25,8 +25,9 @@ EXAMPLE_RESULTS = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core-
         ["export", "env", "{rows}"],
         ["report", "{rows}", "--profile", "{rows}", "-O", "{dir}/page.html"],
         ["profile", "predict", "{rows}", "--ranks", "8", "-O", "{dir}/more.yaml"],
+        ["profile", "predict", "{rows}", "--ranks", "8"],
     ],
-    ids=lambda a: " ".join(a[:2]),
+    ids=lambda a: " ".join(a[:2]) + (" -O" if "-O" in a else ""),
 )
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
 def test_results_in_place_of_a_profile(args: list[str], suffix: str, tmp_path: Path) -> None:
@@ -43,3 +44,7 @@ def test_results_in_place_of_a_profile(args: list[str], suffix: str, tmp_path: P
     ), result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "page.html").exists() and not (tmp_path / "more.yaml").exists()
+    # Without -O the predicted profile's default name (rows.predicted.yaml) is no reason to refuse: the
+    # input is named for what it is, not an -O the user never gave ('rows.predicted.jsonl: a profile is YAML').
+    assert "-O/--output" not in result.output, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [rows.name], list(tmp_path.iterdir())
