@@ -241,3 +241,26 @@ def test_fits_record_what_measured_them_and_predict_says_it(tmp_path: Path) -> N
     old.write_text(json.dumps(data))
     predicted = runner.invoke(app, ["predict", "--fits", str(old), "--ranks", "32", "--sizes", "1M", "--json"])
     assert predicted.exit_code == 0 and "fitted from" not in predicted.stdout, predicted.output
+
+
+def test_no_crossovers_among_fits_none_of_which_is_used(tmp_path: Path) -> None:
+    # Three sizes an algorithm (sweep -b 1K -e 64K -f 8) fit nothing usable (two parameters need four
+    # points): the crossover line said "one algorithm is fastest over the whole range, or only one was
+    # measured" under two algorithms each marked "use: no", as if the fits had found a winner.
+    sizes = [1024, 8192, 65536]
+    rows = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.01, seed=0, sizes=sizes, in_place=(False,))
+    rows += make_rows("direct", 4, 10.0, 1e-3 / 5, noise=0.01, seed=1, sizes=sizes, in_place=(False,))
+    path = tmp_path / "r.jsonl"
+    write_rows(path, rows)
+    result = CliRunner().invoke(app, ["fit", str(path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "direct not used: 3 points for 2 parameters" in text and "ring not used: 3 points" in text, text
+    assert "no crossovers: they are found between usable fits, and no op here has two of one world size" in text
+    assert "one algorithm is fastest" not in text
+    # Two usable fits that never cross still say what they did before.
+    both = make_rows("ring", 4, 10.0, 1e-3 / 5, noise=0.01, seed=0, in_place=(False,))
+    write_rows(path, both)
+    one = CliRunner().invoke(app, ["fit", str(path)], env={"COLUMNS": "80"})
+    assert one.exit_code == 0, one.output
+    assert "no crossovers: one algorithm is fastest over the whole range" in " ".join(one.stdout.split())

@@ -176,7 +176,7 @@ def render_crossovers(crossovers: Sequence[Crossover], fits: Sequence[Fit] = ())
     """The sizes where the fastest fitted model changes; with ``fits`` (the models they come from), each
     with how far ahead the new one gets before the next change, against the two fits' errors."""
     if not crossovers:
-        return paragraph(Text("no crossovers: one algorithm is fastest over the whole range, or only one was measured"))
+        return paragraph(Text(_no_crossovers(fits)))
     table = narrow_table("crossovers (the fastest algorithm changes)")
     gains = [_crossover_gain(c, crossovers, fits) for c in crossovers] if fits else []
     for col in ("op", "backend", "ranks", "size", "below", "from here up", *(("gain",) if gains else ())):
@@ -200,6 +200,25 @@ def render_crossovers(crossovers: Sequence[Crossover], fits: Sequence[Fit] = ())
             "models do not tell the two apart there (tune decides on the measurements)"
         )
     return Group(table, paragraph(Text(legend)))
+
+
+def _no_crossovers(fits: Sequence[Fit]) -> str:
+    """Why no crossover is listed. Crossovers are drawn between usable fits only: where no op has two
+    (a sweep of 3 sizes fits nothing usable), 'one algorithm is fastest over the whole range' told a
+    user that the fits had found a winner, under a table of fits each marked 'use: no'."""
+    fitted: dict[tuple[str, str, int], int] = {}
+    usable: dict[tuple[str, str, int], int] = {}
+    for f in fits:
+        if op_has_payload(f.op):
+            key = (f.op, f.backend, f.world_size)
+            fitted[key] = fitted.get(key, 0) + 1
+            usable[key] = usable.get(key, 0) + f.usable
+    if max(fitted.values(), default=0) >= 2 and max(usable.values(), default=0) < 2:
+        return (
+            "no crossovers: they are found between usable fits, and no op here has two of one world size "
+            "(the lines above say why a fit is not used)"
+        )
+    return "no crossovers: one algorithm is fastest over the whole range, or only one was measured"
 
 
 def _crossover_gain(c: Crossover, every: Sequence[Crossover], fits: Sequence[Fit]) -> tuple[str, bool]:
