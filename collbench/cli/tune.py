@@ -18,7 +18,15 @@ from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.progress import point_progress
 from collbench.errors import CommandLineError, ConfigError
-from collbench.tuning.config import DEFAULT_PROFILE, TuneConfig, partial_paths, tune_backend
+from collbench.tuning.config import (
+    DEFAULT_PROFILE,
+    TuneConfig,
+    check_config,
+    check_fresh,
+    partial_paths,
+    shape_configs,
+    tune_backend,
+)
 from collbench.units import counted, parse_size
 
 if TYPE_CHECKING:
@@ -197,13 +205,10 @@ def tune(
     ] = False,
 ) -> None:
     """Discover, lay out, sweep every applicable algorithm, fit, select, and write the profile."""
-    # Imported here, not above: it imports torch, which --help must not wait for.
-    try:
-        from collbench.tuning.shapes import check_shapes, parse_ranks, parse_shapes, run_tune_shapes
-    except KeyboardInterrupt as exc:
-        # Ctrl-C while torch loads (10 s on a loaded machine) said "what was measured so far is on disk".
-        exc.detail = "before any point was measured"  # type: ignore[attr-defined]
-        raise
+    # The options and files are checked before torch is imported (10 s on a loaded machine): a tune
+    # refused for them said its one line only after that wait. Nothing imported up to the check loads it.
+    from collbench.runtime.launch.launchers import detect_job
+    from collbench.tuning.shape_args import parse_ranks, parse_shapes
 
     if check is not None:
         # --check re-measures the profile's own sizes and writes nothing: 'tune --check P -O new.yaml --quick'
@@ -233,32 +238,27 @@ def tune(
             )
         _check(check, parse_ranks(ranks) if ranks is not None else None, backend, timeout)
         return
-    from collbench.runtime.launch.ranks import job_rank, joined_job, one_process_group, under_launcher
 
     ops = split_values(op)
     if op and not ops:
         # '--op ""' (an unset shell variable) tuned all-reduce, the default, for minutes; sweep refuses it.
         raise ConfigError("no op to tune; give --op (all-reduce, ... or all), or leave it out for all-reduce")
     ops = ops or ("all-reduce",)
-    from collbench.runtime.host.affinity import default_local_ranks
-
-    rank_counts = parse_ranks(ranks) if ranks is not None else (default_local_ranks(backend),)
+    given = parse_ranks(ranks) if ranks is not None else None
     predict = parse_shapes(predict_ranks) if predict_ranks else ()
     _check_no_nvls(no_nvls, bool(predict))
-    if under_launcher() and len(rank_counts) > 1:
+    job = detect_job()
+    if job is not None and given is not None and len(given) > 1:
         raise ConfigError("under a launcher it sets the world size: --ranks takes one value there")
-    job = joined_job()
-    if job is not None and ranks is not None and rank_counts[0] != job.world_size:
+    if job is not None and given is not None and given[0] != job.world_size:
         # 'mpirun -np 2 collbench tune --ranks 4' tuned 2 ranks and wrote a profile of 2 without a word,
         # where sweep refuses any --ranks under a launcher and the ranks' own start refuses a contradiction.
         raise CommandLineError(
-            f"--ranks {rank_counts[0]} contradicts {job.launcher}'s world of {counted(job.world_size, 'rank')}; "
+            f"--ranks {given[0]} contradicts {job.launcher}'s world of {counted(job.world_size, 'rank')}; "
             "leave --ranks out"
         )
-    world: int | None = None if under_launcher() else rank_counts[0]
-    measured = rank_counts if world is not None else None
     config = TuneConfig(
-        ranks=world,
+        ranks=None if job is not None or given is None else given[0],
         backend=backend,
         ops=tuple(ops),
         topology_path=topology,
@@ -272,6 +272,28 @@ def tune(
         min_bytes=parse_size(min_bytes, "-b/--min-bytes") if min_bytes is not None else None,
         max_bytes=parse_size(max_bytes, "-e/--max-bytes") if max_bytes is not None else None,
     )
+    configs = shape_configs(config, given)
+    if job is None and not resume:
+        check_fresh(configs)
+    else:
+        # Under a launcher rank 0 alone checks the files, its verdict handed to every rank (check_shapes),
+        # and a resumed tune's files are read by what imports torch: their files are checked there, after.
+        for c in configs:
+            check_config(c, files=False)
+    # Imported here, not above: they import torch, which --help and a refused tune must not wait for.
+    try:
+        from collbench.runtime.host.affinity import default_local_ranks
+        from collbench.runtime.launch.ranks import job_rank, one_process_group
+        from collbench.tuning.shapes import check_shapes, run_tune_shapes
+    except KeyboardInterrupt as exc:
+        # Ctrl-C while torch loads (10 s on a loaded machine) said "what was measured so far is on disk".
+        exc.detail = "before any point was measured"  # type: ignore[attr-defined]
+        raise
+    measured: tuple[int, ...] | None = None
+    if job is None:
+        # Without --ranks, one rank per GPU: torch counts them.
+        measured = given if given is not None else (default_local_ranks(backend),)
+        config = dataclasses.replace(config, ranks=measured[0])
     command = _command(config, measured, predict_ranks) + (" --no-nvls" if no_nvls else "")
     config = dataclasses.replace(config, command=command)
     facts = _no_nvls_facts(config) if no_nvls else None
@@ -387,13 +409,14 @@ def _check(path: Path, ranks: tuple[int, ...] | None, backend: str, timeout_s: f
     """``tune --check PROFILE``: per rule of each shape this machine can run, the regret of its choice."""
     import tempfile
 
-    from collbench.cli.render.check import check_summary, render_check, retune_advice
     from collbench.profile.document import Profile
+
+    profile = Profile.load(path)  # before torch is imported: a profile refused is said at once
+    from collbench.cli.render.check import check_summary, render_check, retune_advice
     from collbench.runtime.launch.ranks import job_rank, one_process_group
     from collbench.tuning.check import check_backend
     from collbench.tuning.check_shapes import run_check_shapes
 
-    profile = Profile.load(path)
     # Under a launcher every round of the check runs on one process group, as a tune's steps do
     # (locally, run_check keeps one set of ranks for its rounds).
     with (

@@ -5,6 +5,7 @@ checked before anything is measured. Nothing here imports typer or rich: the CLI
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,6 +161,9 @@ def check_config(config: TuneConfig, *, files: bool = True) -> None:
             f"its models over sizes: give at least two (sizes grow x{depth.step_factor:g})"
         )
     check_seconds(config.timeout_s, "--timeout", MIN_TIMEOUT_S)
+    from collbench.runtime.sweep.plan import check_backend_name
+
+    check_backend_name(config.backend)
     if config.output.suffix.lower() not in (".yaml", ".yml"):
         raise ConfigError(f"-O/--output {config.output}: a profile is YAML; use a .yaml name")
     if config.rows_path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
@@ -181,6 +185,21 @@ def check_config(config: TuneConfig, *, files: bool = True) -> None:
             Op.parse(name)
     if files:
         check_files(config)
+
+
+def check_fresh(configs: Sequence[TuneConfig]) -> None:
+    """What a tune that does not resume refuses of its shapes' ``configs``, in the order it says it: the
+    options first (the partial rows are named after -O and --results, which must be file names: 'tune -O .'
+    ended in pathlib's "PosixPath('.') has an empty name" while naming them), then rows an interrupted run
+    kept in any shape (--resume is the way on, even where the shapes it finished left a profile or results
+    a fresh tune would refuse to replace), then the files. Nothing here imports torch: the CLI says a
+    refusal before loading it (10 s on a loaded machine)."""
+    for c in configs:
+        check_config(c, files=False)
+    for c in configs:
+        check_partials(partial_paths(c), resume=False)
+    for c in configs:
+        check_config(c)
 
 
 def check_files(config: TuneConfig) -> None:
@@ -325,3 +344,19 @@ def round_stream(config: TuneConfig, index: int) -> Path:
 def segments_stream(config: TuneConfig, index: int) -> Path:
     """Where round ``index`` streams its rows at the second segment size."""
     return config.rows_path.with_name(f"{config.rows_path.stem}.partial-segments-{index}.jsonl")
+
+
+def shape_config(config: TuneConfig, ranks: int) -> TuneConfig:
+    """The single-shape tune config of a several-shape tune: its own results and plot files."""
+    rows, png = config.rows_path, config.png_path
+    return dataclasses.replace(
+        config,
+        ranks=ranks,
+        results_path=rows.with_name(f"{rows.stem}-{ranks}ranks{rows.suffix}"),
+        plot_path=png.with_name(f"{png.stem}-{ranks}ranks{png.suffix}"),
+    )
+
+
+def shape_configs(config: TuneConfig, ranks: Sequence[int] | None) -> list[TuneConfig]:
+    """The configs ``run_tune_shapes`` runs: one per rank count, or the config itself for one shape."""
+    return [shape_config(config, r) for r in ranks] if ranks and len(ranks) > 1 else [config]

@@ -22,11 +22,12 @@ from collbench.profile.document import Profile, RuleSet
 from collbench.profile.merge import join_shapes
 from collbench.profile.rules import AlgoRef, Rule
 from collbench.schedules.ops import Op
-from collbench.tuning.config import TuneConfig, check_config
+from collbench.tuning.config import TuneConfig, check_config, check_fresh, shape_configs
 from collbench.tuning.pipeline import TuneOutcome, check_backend_runs, run_tune
+from collbench.tuning.shape_args import Shape
 from collbench.tuning.shape_resume import ShapePlan, plan_shapes
 from collbench.tuning.sweeps import Progress
-from collbench.units import MAX_RANKS, check_ranks, ranks_on_nodes
+from collbench.units import ranks_on_nodes
 
 if TYPE_CHECKING:
     from collbench.models.fitted import Fit
@@ -34,81 +35,6 @@ if TYPE_CHECKING:
 
 PREDICT_PARAMS = {"segment_bytes": None, "layout": "rank-order"}
 """Predicted rules run unsegmented on rank order: no layout or segment size was measured at that shape."""
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """A communicator shape to predict: ``world_size`` ranks on ``nodes`` nodes (None: as many as keep
-    the measured ranks a node, :func:`shape_nodes`)."""
-
-    world_size: int
-    nodes: int | None = None
-
-
-def _shown(text: str) -> str:
-    """``text`` quoted for an error line, cut to 60 characters: the option's value may be of any length."""
-    return repr(text if len(text) <= 60 else text[:57] + "...")
-
-
-def parse_ranks(text: str, option: str = "--ranks", command: str = "tune") -> tuple[int, ...]:
-    """``"4"`` or ``"2,4,8"`` as rank counts, each at least 2, none twice; ConfigError otherwise."""
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        # A digit string past MAX_RANK_DIGITS is no world size, and int() refuses one past 4,300 digits.
-        # A negative count is a count too small, said as 0 is (--ranks 0: tune needs at least 2 ranks).
-        if part.isdigit() and len(part) > MAX_RANK_DIGITS:
-            # A whole number still: said as too many, as check_ranks says 2,000,000 ("each value must be a
-            # whole number of ranks, at least 2, got '1000000000'" was no reason).
-            shown = part if len(part) <= 60 else _shown(part)
-            raise ConfigError(f"{option} {shown}: {command} takes fewer than 2^20 ({MAX_RANKS:,}) ranks")
-        if not part.removeprefix("-").isdigit() or len(part) > MAX_RANK_DIGITS:
-            raise ConfigError(
-                f"{option} {_shown(text)}: each value must be a whole number of ranks, at least 2, got {_shown(part)}"
-            )
-        check_ranks(int(part), 2, command, option)
-        if int(part) in out:
-            raise ConfigError(f"{option} {_shown(text)}: {part} is given twice")
-        out.append(int(part))
-    return tuple(out)
-
-
-MAX_RANK_DIGITS = 9
-"""The most digits a rank count may have (under a billion ranks)."""
-
-MAX_PREDICTED_SHAPES = 64
-"""The most shapes one ``--predict-ranks``/``profile predict --ranks`` may add: each is priced from
-every fit at every crossing (about 0.1 s), and a profile of hundreds of shapes is slow to load in
-every job that reads it."""
-
-
-def parse_shapes(text: str, option: str = "--predict-ranks") -> tuple[Shape, ...]:
-    """``--predict-ranks``: ``"8,16"`` or with nodes ``"8:1,64:8"`` (ranks:nodes, as ``predict --nodes``
-    takes them: nodes the ranks do not spread evenly over are said by :func:`prediction_notes`);
-    ConfigError otherwise, and for more than ``MAX_PREDICTED_SHAPES`` shapes (counted before any is
-    parsed or priced)."""
-    parts = text.split(",")
-    if len(parts) > MAX_PREDICTED_SHAPES:
-        raise ConfigError(
-            f"{option}: {len(parts)} shapes given; at most {MAX_PREDICTED_SHAPES} can be predicted at once"
-        )
-    shapes: list[Shape] = []
-    for part in parts:
-        ranks_text, _, nodes_text = part.strip().partition(":")
-        if not ranks_text.strip():  # ':8' was said as "--ranks '': ...", the value given nowhere
-            raise ConfigError(f"{option} {_shown(text)}: each shape is RANKS or RANKS:NODES, got {_shown(part)}")
-        (ranks,) = parse_ranks(ranks_text, option, "a predicted shape")
-        nodes: int | None = None
-        if nodes_text:
-            if not nodes_text.isdigit() or len(nodes_text) > MAX_RANK_DIGITS or not 1 <= int(nodes_text) <= ranks:
-                raise ConfigError(
-                    f"{option} {_shown(text)}: nodes must be 1..{ranks} for {ranks} ranks, got {_shown(part)}"
-                )
-            nodes = int(nodes_text)
-        if any(s.world_size == ranks and s.nodes == nodes for s in shapes):
-            raise ConfigError(f"{option} {_shown(text)}: {part.strip()} is given twice")
-        shapes.append(Shape(ranks, nodes))
-    return tuple(shapes)
 
 
 def fits_of(profile: Profile) -> list[Fit]:
@@ -254,22 +180,6 @@ def with_predictions(
     return dataclasses.replace(profile, rule_sets=(*profile.rule_sets, *added))
 
 
-def shape_config(config: TuneConfig, ranks: int) -> TuneConfig:
-    """The single-shape tune config of a several-shape tune: its own results and plot files."""
-    rows, png = config.rows_path, config.png_path
-    return dataclasses.replace(
-        config,
-        ranks=ranks,
-        results_path=rows.with_name(f"{rows.stem}-{ranks}ranks{rows.suffix}"),
-        plot_path=png.with_name(f"{png.stem}-{ranks}ranks{png.suffix}"),
-    )
-
-
-def shape_configs(config: TuneConfig, ranks: Sequence[int] | None) -> list[TuneConfig]:
-    """The configs ``run_tune_shapes`` runs: one per rank count, or the config itself for one shape."""
-    return [shape_config(config, r) for r in ranks] if ranks and len(ranks) > 1 else [config]
-
-
 @dataclass(frozen=True, slots=True)
 class TunePlan:
     """The shapes a tune runs, their configs checked, or taken whole from an interrupted run's files."""
@@ -316,6 +226,9 @@ def check_shapes(config: TuneConfig, ranks: Sequence[int] | None) -> TunePlan:
 
 
 def _plan(configs: Sequence[TuneConfig]) -> TunePlan:
+    if not configs[0].resume:
+        check_fresh(configs)
+        return TunePlan(tuple(ShapePlan(c) for c in configs))
     # The options first: the partial rows are named after -O and --results, which must be file names
     # ('tune -O .' ended in pathlib's "PosixPath('.') has an empty name" while naming them).
     for c in configs:

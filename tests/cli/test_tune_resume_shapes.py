@@ -20,9 +20,8 @@ from collbench.errors import ConfigError, RankError
 from collbench.profile.document import Profile
 from collbench.results.io import read_rows
 from collbench.runtime.sweep import run as sweep_mod
-from collbench.tuning.config import TuneConfig, partial_paths
+from collbench.tuning.config import TuneConfig, partial_paths, shape_configs
 from collbench.tuning.shape_resume import plan_shapes
-from collbench.tuning.shapes import shape_configs
 
 
 @pytest.mark.slow  # ranks for 20 s or more on 2 busy cores: CI runs it in its second step

@@ -180,8 +180,9 @@ def test_tune_predict_ranks_without_nodes_keep_the_measured_ranks_a_node(tmp_pat
     measured shape here is the example's, taken whole as `tune --resume` takes a finished one."""
     from collbench.tuning.config import TuneConfig
     from collbench.tuning.pipeline import TuneOutcome
+    from collbench.tuning.shape_args import parse_shapes
     from collbench.tuning.shape_resume import ShapePlan
-    from collbench.tuning.shapes import TunePlan, parse_shapes, run_tune_shapes
+    from collbench.tuning.shapes import TunePlan, run_tune_shapes
 
     profile = Profile.load(_refitted(tmp_path))
     results = EXAMPLE.parents[1] / "golden" / "example-results.jsonl"

@@ -19,9 +19,7 @@ from collbench.results.io import parquet_problem, read_jsonl
 from collbench.results.journal import refuse_symlink
 from collbench.runtime.here import HERE
 from collbench.runtime.host.switches import check_switches
-from collbench.runtime.launch import ranks
-from collbench.runtime.launch.launchers import MAX_WORLD_SIZE
-from collbench.runtime.launch.ranks import joined_job
+from collbench.runtime.launch.launchers import MAX_WORLD_SIZE, detect_job
 from collbench.runtime.sweep.files import writes_files
 from collbench.schedules.ops import DTYPE_SIZES, FLOAT_DTYPES, SWEEP_DTYPES, Op, parse_dtype, parse_redop
 from collbench.schedules.registry import get_algorithm
@@ -193,7 +191,7 @@ def validate(config: SweepConfig) -> SweepJob:
         check_ranks(config.world_size, 1, "sweep")
     if config.world_size is not None and config.world_size > MAX_WORLD_SIZE:
         raise CommandLineError(f"--ranks must be at most {MAX_WORLD_SIZE}, got {config.world_size}")
-    job = joined_job()
+    job = detect_job()
     if job is not None and config.world_size is not None:
         raise CommandLineError(f"under {job.launcher} the world size is {job.launcher}'s; leave --ranks out")
     if not config.ops:
@@ -293,16 +291,25 @@ def validate(config: SweepConfig) -> SweepJob:
     )
 
 
+def check_backend_name(name: str) -> Backend | None:
+    """The backend ``--backend name`` names, None for ``auto``; UnknownNameError listing every backend sweep
+    runs (not only torch's) for a name that is none of them. Nothing is resolved: torch is not imported."""
+    named = backend_named(name)
+    if named is None and name.strip().lower() != AUTO:
+        raise UnknownNameError("backend", name, [*backend_names(), AUTO])
+    return named
+
+
 def sweep_backend(name: str, local_ranks: int) -> Backend:
     """The backend ``--backend name`` sweeps on: one with its own launcher as named (whether that launcher
     is here is found when the sweep starts it), else the torch backend ``name`` resolves to here
     (``ranks.resolve_backend``: ``auto`` picked, checked runnable)."""
-    named = backend_named(name)
+    named = check_backend_name(name)
     if named is not None and named.torch_backend is None:
         return named
-    if named is None and name.strip().lower() != AUTO:
-        # Every backend sweep runs, not only torch's (the launcher-run ones are found above).
-        raise UnknownNameError("backend", name, [*backend_names(), AUTO])
+    # Imported here: it imports torch, and tune checks its sizes (sweep_sizes) before loading it.
+    from collbench.runtime.launch import ranks
+
     return get_backend(ranks.resolve_backend(name, local_ranks))
 
 
