@@ -148,7 +148,9 @@ def steps(gpus: int, out: Path, work: Path) -> list[Step]:
             command=(
                 *cli,
                 *f"sweep --backend nccl --ranks {n} --op all-reduce,reduce --algo ring,native".split(),
-                *["-b", "1G", "-e", "1G", "-n", "3", "--timeout", "120", "--output"],
+                # --timeout inside the step's limit: a hung collective ends with the sweep's own line naming
+                # the rank (within the timeout plus a few seconds, docs/clusters.md), not the step's SIGINT.
+                *["-b", "1G", "-e", "1G", "-n", "3", "--timeout", "90", "--output"],
                 str(work / "device-check.jsonl"),
             ),
             limit_s=120,
