@@ -79,6 +79,13 @@ class NotApplicableError(UserError):
     """An algorithm asked to do an op (or a world size) it cannot do."""
 
 
+class AlgorithmForNoOpError(NotApplicableError):
+    """An algorithm asked for that does none of the ops asked for: collbench's registry alone says so."""
+
+    # The ops an algorithm does are registered in collbench's own code, the same on every rank.
+    same_on_every_rank = True
+
+
 class BackendUnavailableError(UserError):
     """The requested backend cannot run here (for example NCCL on a machine without GPUs)."""
 

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from collbench.errors import ConfigError, NotApplicableError
+from collbench.errors import AlgorithmForNoOpError, ConfigError, NotApplicableError
 from collbench.nccl.support import CommShape
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithm_names, get_algorithm
@@ -258,7 +258,7 @@ def own_algos(
         spec = get_algorithm(key)
         if not any(spec.supports(op) for op in ops):
             does = ", ".join(op.value for op in Op if spec.supports(op))
-            raise NotApplicableError(f"algorithm {spec.name} does none of the ops asked for; it does: {does}")
+            raise AlgorithmForNoOpError(f"algorithm {spec.name} does none of the ops asked for; it does: {does}")
         for op in ops:
             if spec.supports(op) and _runs(spec.name, op) and spec.name not in per_op[op]:
                 per_op[op].append(spec.name)

@@ -68,6 +68,11 @@ MISTAKES = [
     pytest.param(["sweep", "--op", "bogus"], "unknown op 'bogus'", id="unknown-name"),
     pytest.param(["sweep", "-o", "r.jsonl"], "to write results use -O/--output", id="cli-check"),
     pytest.param(["sweep", "--ranks", "2"], "world size is", id="ranks-under-launcher"),
+    # The registry says which ops an algorithm does, alike on every rank: 'mpirun -np 3 collbench sweep
+    # --op reduce --algo recursive-doubling' said it 3 times.
+    pytest.param(
+        ["sweep", "--op", "reduce", "--algo", "recursive-doubling"], "does none of the ops asked", id="algo-for-no-op"
+    ),
     pytest.param(["tune", "--quick", "--ranks", "4"], "--ranks 4 contradicts", id="tune-ranks-under-launcher"),
     pytest.param(
         ["discover", "--probe", "--timeout", "0"], "--timeout must be a positive number of seconds", id="discover-probe"
