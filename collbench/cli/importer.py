@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from collbench.cli.console import console, err_console, print_note, print_notes
 from collbench.cli.options import CollbenchCommand, CollbenchGroup, one_value
@@ -129,4 +130,7 @@ def nccl_tests(
         err_console.print(summary)
         return
     write_rows(output, rows)
-    console.print(f"{escape(summary)}; wrote {escape(str(output))}")
+    console.print(escape(summary), highlight=False)
+    # Its own line, never wrapped by Rich: after the summary, 80 columns broke between 'wrote' and the path,
+    # and a path wider than the terminal was folded; the terminal wraps it whole, to copy as it is.
+    console.print(Text.assemble("wrote rows to ", str(output)), soft_wrap=True, highlight=False)

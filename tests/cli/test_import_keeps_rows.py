@@ -65,4 +65,26 @@ def test_the_summary_names_every_shape_of_a_paste_of_two_runs(tmp_path: Path) ->
 def test_the_summary_of_one_run_reads_as_before(tmp_path: Path) -> None:
     code, output = _run("import", "nccl-tests", str(RTX), "-O", str(tmp_path / "rows.jsonl"))
     assert code == 0, output
-    assert "56 rows: all-reduce, 2 ranks on 1 node, 8-1073741824 bytes, algo native; wrote" in output
+    assert output.splitlines() == [
+        "56 rows: all-reduce, 2 ranks on 1 node, 8-1073741824 bytes, algo native",
+        f"wrote rows to {tmp_path / 'rows.jsonl'}",
+    ]
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_the_path_written_is_never_cut_at_the_terminals_width(tmp_path: Path, columns: int) -> None:
+    # At 80 columns the summary broke between 'wrote' and the path ('..., algo native; wrote' over
+    # '/tmp/.../rows.jsonl'), and a path wider than the terminal was folded across lines.
+    for out in (tmp_path / "rows.jsonl", tmp_path / ("a-rather-long-folder-name-" * 3) / "rows.jsonl"):
+        out.parent.mkdir(exist_ok=True)
+        result = CliRunner().invoke(
+            app, ["import", "nccl-tests", str(H100), "-O", str(out)], env={"COLUMNS": str(columns)}
+        )
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert lines[-1] == f"wrote rows to {out}"  # whole on its own line, however wide
+        summary = lines[:-1]
+        # The summary's words wrap at the width, none cut: read back whole across its lines.
+        assert all(len(line) <= columns for line in summary), summary
+        said = " ".join(line.strip() for line in summary)
+        assert said == "62 rows: all-reduce, 16 ranks on 2 nodes, 8-8589934592 bytes, algo native", summary
