@@ -93,7 +93,10 @@ def sweep(
         ),
     ] = 1,
     dtype: Annotated[
-        str, typer.Option("-d", "--dtype", metavar="TYPE", help="float32, float64, float16, bfloat16, int32, int64.")
+        str,
+        typer.Option(
+            "-d", "--dtype", metavar="TYPE", help="float32, float64, float16, bfloat16, int32, int64, int8, uint8."
+        ),
     ] = "float32",
     redop: Annotated[
         str, typer.Option("-o", "--redop", metavar="REDOP", help="sum, prod, min, max or avg (floats).")

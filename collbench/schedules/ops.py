@@ -277,10 +277,10 @@ DTYPE_SIZES: dict[str, int] = {
     "bfloat16": 2,
     "int32": 4,
     "int64": 8,
-    # The rest of what nccl-tests measures (src/common.cu's test_typenames; ``-d all`` runs each):
-    # rows imported from its logs hold them, though collbench's own sweep runs only the six above.
     "int8": 1,
     "uint8": 1,
+    # The rest of what nccl-tests measures (src/common.cu's test_typenames; ``-d all`` runs each):
+    # rows imported from its logs hold them, though collbench's own sweep does not run them.
     "uint32": 4,
     "uint64": 8,
     "float8_e4m3": 1,
@@ -311,8 +311,10 @@ DTYPE_ALIASES: dict[str, str] = {
     "f8e5m2": "float8_e5m2",
     "fp8_e5m2": "float8_e5m2",
 }
-SWEEP_DTYPES: tuple[str, ...] = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
-"""The dtypes collbench's sweep runs: its data patterns and exact checks are made for these."""
+SWEEP_DTYPES: tuple[str, ...] = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
+"""The dtypes collbench's sweep runs, its data patterns sized to each (runtime.executor.buffers). Not
+uint32 and uint64, whose patterns are made too: gloo carries neither (torch's ProcessGroupGloo answers
+'Invalid scalar type', torch 2.13), nor do torch's CPU kernels the executor reduces with run them."""
 FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "float8_e4m3", "float8_e5m2"})
 REDOPS: tuple[str, ...] = ("sum", "prod", "min", "max", "avg")
 

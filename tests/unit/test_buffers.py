@@ -29,7 +29,7 @@ COMBOS = [(d, r) for d in SWEEP_DTYPES for r in REDOPS if r != "avg" or d in FLO
 def test_every_order_of_reduction_is_exact_in_the_dtype(dtype_name: str, redop: str, world_size: int) -> None:
     dtype = torch_dtype(dtype_name)
     count = 500
-    inputs = [pattern(r, 0, count, redop=redop, seed=3, dtype=dtype) for r in range(world_size)]
+    inputs = [pattern(r, 0, count, redop=redop, world_size=world_size, seed=3, dtype=dtype) for r in range(world_size)]
     expected = expected_reduction(world_size, 0, count, redop=redop, dtype=dtype, seed=3)
     for order in (list(range(world_size)), list(reversed(range(world_size)))):
         acc = inputs[order[0]].clone()
@@ -51,16 +51,19 @@ def test_every_order_of_reduction_is_exact_in_the_dtype(dtype_name: str, redop: 
 def test_a_pattern_and_its_reduction_repeat_one_period_element_for_element(redop: str | None) -> None:
     # Filling and checking repeat one period (buffers.pattern_period); each element computed alone (a
     # range within one period) is the arithmetic itself. A range over several periods, starting mid-period.
-    start, stop = 997, 997 + 3 * pattern_period(redop) + 7
+    start, stop = 997, 997 + 3 * pattern_period(redop, 7, torch.float64) + 7
     for rank, seed in ((0, 0), (5, 3)):
-        tiled = pattern(rank, start, stop, redop=redop, seed=seed, dtype=torch.float64)
+        tiled = pattern(rank, start, stop, redop=redop, world_size=7, seed=seed, dtype=torch.float64)
         alone = torch.cat(
-            [pattern(rank, i, i + 1, redop=redop, seed=seed, dtype=torch.float64) for i in range(start, stop)]
+            [
+                pattern(rank, i, i + 1, redop=redop, world_size=7, seed=seed, dtype=torch.float64)
+                for i in range(start, stop)
+            ]
         )
         assert torch.equal(tiled, alone)
     if redop is None:
         return
-    for dtype in (torch.float32, torch.int64) if redop != "avg" else (torch.float32,):
+    for dtype in (torch.float64, torch.int64) if redop != "avg" else (torch.float32,):
         tiled = expected_reduction(7, start, stop, redop=redop, dtype=dtype, seed=2)
         alone = torch.cat(
             [expected_reduction(7, i, i + 1, redop=redop, dtype=dtype, seed=2) for i in range(start, stop)]
@@ -69,14 +72,14 @@ def test_a_pattern_and_its_reduction_repeat_one_period_element_for_element(redop
 
 
 def test_patterns_differ_between_ranks_and_seeds() -> None:
-    a = pattern(0, 0, 100, redop="sum")
-    assert not torch.equal(a, pattern(1, 0, 100, redop="sum"))
-    assert not torch.equal(a, pattern(0, 0, 100, redop="sum", seed=1))
-    assert torch.equal(pattern(2, 10, 20, redop="max"), pattern(2, 0, 20, redop="max")[10:])
+    a = pattern(0, 0, 100, redop="sum", world_size=2)
+    assert not torch.equal(a, pattern(1, 0, 100, redop="sum", world_size=2))
+    assert not torch.equal(a, pattern(0, 0, 100, redop="sum", world_size=2, seed=1))
+    assert torch.equal(pattern(2, 10, 20, redop="max", world_size=3), pattern(2, 0, 20, redop="max", world_size=3)[10:])
 
 
 def test_prod_pattern_keeps_few_twos() -> None:
-    values = pattern(0, 0, 3200, redop="prod")
+    values = pattern(0, 0, 3200, redop="prod", world_size=2)
     assert set(values.abs().unique().tolist()) == {1, 2}
     assert int((values.abs() == 2).sum()) == 100
 
@@ -95,7 +98,7 @@ def test_all_gather_buffers_and_expectation(in_place: bool) -> None:
     # Simulate a correct all-gather: every chunk from its owner.
     for b in outs:
         for owner, (lo, hi) in enumerate(chunk_bounds(count, n)):
-            b.output[lo:hi] = outs[owner].input if not in_place else pattern(owner, lo, hi, redop=None)
+            b.output[lo:hi] = outs[owner].input if not in_place else pattern(owner, lo, hi, redop=None, world_size=n)
         assert check_buffers(b, "sum") == 0
 
 
@@ -117,7 +120,7 @@ def test_non_root_reduce_defines_nothing_and_broadcast_expects_the_roots_pattern
     bcast = make_buffers(Op.BROADCAST, 5, dtype=torch.bfloat16, rank=1, world_size=3, root=2, in_place=True)
     fill(bcast, "sum")
     assert check_buffers(bcast, "sum") > 0
-    bcast.output.copy_(pattern(2, 0, 5, redop=None, dtype=torch.bfloat16))
+    bcast.output.copy_(pattern(2, 0, 5, redop=None, world_size=3, dtype=torch.bfloat16))
     assert check_buffers(bcast, "sum") == 0
 
 

@@ -119,16 +119,18 @@ def test_the_expected_float64_avg_is_what_cuda_computes(n: int, monkeypatch: pyt
     # float64 (3 / 7, 5 / 3, ...), which the executor's correctly rounded avg would then "miss". The
     # sweep's own pattern sums to -2..2 only (each 5 consecutive ranks' values cancel), where 1/n times
     # a power of two is exact; a pattern whose sums reach all of [-2n, 2n] shows the defect.
-    def every_sum(rank: int, start: int, stop: int, **kwargs: Any) -> torch.Tensor:
+    def every_sum(ranks: range, start: int, stop: int, **kwargs: Any) -> torch.Tensor:
+        # expected_reduction asks the pattern of a range of ranks, a row each.
         idx = torch.arange(start, stop, dtype=torch.int64)
-        values = idx % (4 * n + 1) - 2 * n if rank == 0 else torch.zeros_like(idx)
-        return _on_fake_cuda(values.to(kwargs.get("dtype", torch.int64)))
+        rows = [idx % (4 * n + 1) - 2 * n if rank == 0 else torch.zeros_like(idx) for rank in ranks]
+        return _on_fake_cuda(torch.stack(rows))
 
-    monkeypatch.setattr(buffers, "pattern", every_sum)
+    monkeypatch.setattr(buffers, "_pattern_values", every_sum)
     count = 4 * n + 1
     # The stand-in pattern repeats every `count` indices, not every 5 as the sweep's does: expected_reduction
     # computes one period and tiles it (buffers.pattern_period).
-    monkeypatch.setattr(buffers, "pattern_period", lambda redop: count)
+    monkeypatch.setattr(buffers, "pattern_period", lambda *sized: count)
+    monkeypatch.setattr(buffers, "sum_period", lambda *sized: n)  # one cycle of ranks: no whole-cycle shortcut
     got = expected_reduction(n, 0, count, redop="avg", dtype=torch.float64, device="cuda").as_subclass(torch.Tensor)
     sums = torch.arange(count, dtype=torch.float64) - 2 * n
     assert torch.equal(got, sums / n)  # the CPU's division: correctly rounded
@@ -168,7 +170,7 @@ def pairwise(inputs: Sequence[torch.Tensor], dtype: torch.dtype) -> torch.Tensor
 
 
 def _rank_inputs(n: int, count: int, dtype: torch.dtype, seed: int = 0) -> list[torch.Tensor]:
-    return [pattern(r, 0, count, redop="avg", seed=seed, dtype=dtype) for r in range(n)]
+    return [pattern(r, 0, count, redop="avg", world_size=n, seed=seed, dtype=dtype) for r in range(n)]
 
 
 def _all_reduce_result(n: int, result: torch.Tensor, rank: int = 0) -> PointBuffers:

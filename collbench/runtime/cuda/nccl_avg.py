@@ -72,12 +72,14 @@ def allowed_error(world_size: int, dtype: torch.dtype, quotient: torch.Tensor, a
 
 
 def _quotient_and_abs_sum(
-    world_size: int, start: int, stop: int, seed: int, device: torch.device
+    world_size: int, start: int, stop: int, seed: int, dtype: torch.dtype, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
     total = torch.zeros(stop - start, dtype=torch.float64, device=device)
     abs_sum = torch.zeros_like(total)
     for rank in range(world_size):
-        values = pattern(rank, start, stop, redop="avg", seed=seed, dtype=torch.float64, device=device)
+        # The pattern the ranks filled, sized to their dtype, in float64 (its integers are exact there).
+        values = pattern(rank, start, stop, redop="avg", world_size=world_size, seed=seed, dtype=dtype, device=device)
+        values = values.double()
         total += values
         abs_sum += values.abs()
     return total / world_size, abs_sum
@@ -107,7 +109,7 @@ def check_nccl_avg(buffers: PointBuffers, seed: int = 0, between_chunks: Callabl
         start = max(own[0], index * CHUNK_ELEMS)
         stop = min(own[1], (index + 1) * CHUNK_ELEMS)
         if start < stop:
-            quotient, abs_sum = _quotient_and_abs_sum(b.world_size, start + shift, stop + shift, seed, device)
+            quotient, abs_sum = _quotient_and_abs_sum(b.world_size, start + shift, stop + shift, seed, dtype, device)
             bound = allowed_error(b.world_size, dtype, quotient, abs_sum)
             actual = b.output[start:stop].double()
             # A NaN or an infinity is wrong: the comparison is False for it, so it counts.

@@ -1,12 +1,29 @@
 """Buffers of one measured point, their deterministic contents, and the data check.
 
-Inputs come from a pattern of (rank, element index, seed) chosen so that the reduction over ranks is
-exact in every dtype collbench measures (bfloat16's 8-bit mantissa included), whatever order the
-algorithm combines them in:
+Inputs come from a pattern of (rank, element index, seed), sized to the dtype and the world, chosen
+so that every partial reduction over any subset of ranks, in any order, is an integer the dtype holds
+exactly (bfloat16's 8-bit significand and int8's 127 included) and never wraps an unsigned type:
 
-* sum and avg: integers in [-2, 2]; partial sums stay below 256 for up to 128 ranks;
-* prod: +-1, with a 2 on about one rank in 32 per element, so products are powers of two;
-* min, max and ops that do not reduce: integers in [-50, 50].
+* sum and avg: over every window of ``P`` consecutive ranks, one rank each of -2, -1, 0, 1, 2 (unsigned
+  types: 0, 1, 2, 3, 4) and the rest 0, so any subset of ``n`` ranks sums within
+  ``3 * ceil(n / P)`` (unsigned: ``10 * ceil(n / P)``); ``P`` is 5 (every rank nonzero but one in five)
+  until the dtype's exact integers run out, then grows with the world: int8 at 64 ranks keeps 5,
+  at 16,384 ranks 391;
+* prod: +-1 (unsigned: 1), with a 2 on one rank in ``Q`` per element (``Q`` at least 32, more where
+  ``ceil(n / Q)`` twos would pass the dtype's largest power of two: int8 holds 2^6, float16 2^15),
+  so every partial product is a power of two the dtype holds;
+* min, max and ops that do not reduce: integers in [-50, 50] (unsigned: [78, 178]).
+
+Why not nccl-tests' own data (NVIDIA/nccl-tests @ a0b82b2, 2.19.6, verifiable/verifiable.cu, which
+src/common.cu's ``InitData``/``InitDataReduce`` call): its integer inputs are random bits of the whole
+width (``genInput``, lines 758-770), whose sums and products wrap modulo 2^bits, exact only because
+NCCL's integer arithmetic wraps the same way in every order; torch's CPU kernels make no such promise for
+signed types, and a wrapped result cannot tell a rank counted twice from one counted once. Its float
+products follow the approach taken here (``genInOutFloatProd``, lines 716-756): every rank gives 1 or a
+power of two whose exponents over the ranks sum within the type's (``genSumXY``, lines 576-624), one
+rank alone a mantissa. avg of integers is, in NCCL, the wrapped sum divided by the rank count and
+truncated toward zero (``ReduceAvg_Base<T, true>::postOp``, lines 392-398); gloo has no avg, and the
+sweep runs avg for floating dtypes only.
 
 The expected output is computed in float64 (int64 for integer dtypes) and cast once to the dtype, so
 a correct collective matches it bit for bit and ``count_wrong`` compares exactly.
@@ -52,9 +69,14 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
     "int32": torch.int32,
     "int64": torch.int64,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "uint32": torch.uint32,
+    "uint64": torch.uint64,
 }
 SENTINEL = 77
-"""What outputs hold before a collective writes them: outside every pattern's range, exact in bf16."""
+"""What outputs hold before a collective writes them: outside every pattern's range ([-50, 50] signed,
+[78, 178] unsigned), exact in bfloat16 and int8."""
 CHUNK_ELEMS = 1 << 18
 """Elements filled or checked at a time: ~2 MiB per 64-bit temporary, a handful of them at once."""
 
@@ -70,25 +92,86 @@ def pattern(
     stop: int,
     *,
     redop: str | None,
+    world_size: int,
     seed: int = 0,
     dtype: torch.dtype = torch.int64,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
-    """Rank ``rank``'s input values for element indices [start, stop), on ``device``.
+    """Rank ``rank``'s input values for element indices [start, stop), on ``device``, in ``dtype``.
 
-    ``redop`` None means the op does not reduce (all-gather, broadcast). Values are small integers
-    (see the module docstring); the result has ``dtype``.
+    ``redop`` None means the op does not reduce (all-gather, broadcast). Values are small integers sized
+    to ``dtype`` and ``world_size`` ranks (see the module docstring).
     """
-    period = pattern_period(redop)
+    period = pattern_period(redop, world_size, dtype)
     if stop - start <= period:
-        return _pattern_values(rank, start, stop, redop=redop, seed=seed, device=device).to(dtype)
-    first = _pattern_values(rank, start, start + period, redop=redop, seed=seed, device=device).to(dtype)
+        return _pattern_values(
+            rank, start, stop, redop=redop, world_size=world_size, seed=seed, dtype=dtype, device=device
+        ).to(dtype)
+    first = _pattern_values(
+        rank, start, start + period, redop=redop, world_size=world_size, seed=seed, dtype=dtype, device=device
+    ).to(dtype)
     return _tiled(first, stop - start)
 
 
-def pattern_period(redop: str | None) -> int:
-    """The period of every rank's pattern in the element index: 5 for sum and avg (7 * 5 is 0 mod 5),
-    96 for prod (its 2s repeat every 32 indices, its signs every 3), 101 otherwise (31 * 101 is 0 mod 101).
+@dataclass(frozen=True, slots=True)
+class ExactIntegers:
+    """The integers a dtype holds exactly, as far as the pattern and its int64 or float64 expectation go."""
+
+    lowest: int
+    """Every integer from here to ``highest`` is exact (0 for an unsigned type)."""
+    highest: int
+    top_power_of_two: int
+    """The largest k such that 2^k (and -2^k for a signed type) is exact: a product's limit."""
+
+
+def exact_integers(dtype: torch.dtype) -> ExactIntegers:
+    """What ``dtype`` holds exactly, from torch's own limits: a floating type's integers up to
+    2^(significand bits) and powers of two up to its largest; an integer type's range, cut to int64's
+    where the expectation is computed (uint64)."""
+    if dtype.is_floating_point:
+        info = torch.finfo(dtype)
+        highest = 1 << round(1 - math.log2(info.eps))
+        return ExactIntegers(-highest, highest, math.floor(math.log2(info.max)))
+    iinfo = torch.iinfo(dtype)
+    highest = min(iinfo.max, torch.iinfo(torch.int64).max)
+    return ExactIntegers(max(iinfo.min, -highest), highest, highest.bit_length() - 1)
+
+
+def sum_period(world_size: int, dtype: torch.dtype) -> int:
+    """``P``, the window of ranks over which a sum's (or avg's) pattern gives each of its five values once.
+
+    Any subset of ``world_size`` ranks holds at most ``ceil(n / P)`` ranks of each value, so its sum
+    stays within 3 of that (-2 - 1 or 1 + 2; unsigned 0 + ... + 4 = 10): ``P`` is the least, from 5,
+    that keeps it inside ``dtype``'s exact integers, and prime to 7 and 13 (the pattern's steps along
+    the index and the ranks), so each window and each period of ``P`` indices meets every value once.
+    """
+    room = exact_integers(dtype)
+    per_window = 3 if room.lowest < 0 else 10
+    windows = room.highest // per_window
+    period = max(5, -(-world_size // windows))
+    while period % 7 == 0 or period % 13 == 0:
+        period += 1
+    return period
+
+
+def prod_spacing(world_size: int, dtype: torch.dtype) -> int:
+    """``Q``: one rank in every ``Q`` consecutive ranks holds a 2 at each element of a prod's pattern.
+
+    At least 32 (a 2 is rare, as nccl-tests keeps its products' exponents few); more where
+    ``ceil(n / Q)`` twos would pass ``dtype``'s largest power of two; prime to 5 (the step along the
+    index), so each period of ``Q`` indices puts the 2 on every rank of a window once.
+    """
+    top = exact_integers(dtype).top_power_of_two
+    spacing = max(32, -(-world_size // top))
+    while spacing % 5 == 0:
+        spacing += 1
+    return spacing
+
+
+def pattern_period(redop: str | None, world_size: int, dtype: torch.dtype) -> int:
+    """The period of every rank's pattern in the element index: ``sum_period`` for sum and avg (7 * P is
+    0 mod P), ``3 * prod_spacing`` for prod (its 2s repeat every Q indices, its signs every 3; Q is prime
+    to 3 or a multiple of it, so 3 * Q is a common period), 101 otherwise (31 * 101 is 0 mod 101).
 
     Filling and checking compute one period and repeat it: the arithmetic on an int64 index of every
     element (and, to check a reduction, every rank's pattern of it) took 0.45 s per rank at 16 MiB on
@@ -96,9 +179,9 @@ def pattern_period(redop: str | None) -> int:
     the values are the same.
     """
     if redop in ("sum", "avg"):
-        return 5
+        return sum_period(world_size, dtype)
     if redop == "prod":
-        return 96
+        return 3 * prod_spacing(world_size, dtype)
     return 101
 
 
@@ -108,56 +191,157 @@ def _tiled(first: torch.Tensor, length: int) -> torch.Tensor:
 
 
 def _pattern_values(
-    rank: int, start: int, stop: int, *, redop: str | None, seed: int, device: torch.device | str
+    rank: int | range,
+    start: int,
+    stop: int,
+    *,
+    redop: str | None,
+    world_size: int,
+    seed: int,
+    dtype: torch.dtype,
+    device: torch.device | str,
 ) -> torch.Tensor:
-    """The pattern of :func:`pattern` computed element by element, as int64."""
+    """The pattern of :func:`pattern` computed element by element, as int64: one row, or for ``rank`` a
+    range of ranks one row per rank."""
     idx = torch.arange(start, stop, dtype=torch.int64, device=device)
+    # A range of ranks is a column against the row of indices: the arithmetic below broadcasts to (R, L).
+    r: int | torch.Tensor = (
+        rank
+        if isinstance(rank, int)
+        else torch.arange(rank.start, rank.stop, dtype=torch.int64, device=device).unsqueeze(1)
+    )
+    signed = exact_integers(dtype).lowest < 0
     if redop in ("sum", "avg"):
-        values = (idx * 7 + (rank * 13 + seed * 3)) % 5 - 2
+        window = sum_period(world_size, dtype)
+        step = (idx * 7 + (r * 13 + seed * 3)) % window
+        # Five of each window's steps carry the values, the rest 0 (none when the window is 5).
+        values = torch.where(step < 5, step - 2 if signed else step, 0)
     elif redop == "prod":
-        two = (idx * 5 + (rank + seed)) % 32 == 0
-        minus = (idx + (2 * rank + seed)) % 3 == 0
-        values = torch.where(two, 2, 1) * torch.where(minus, -1, 1)
+        two = (idx * 5 + (r + seed)) % prod_spacing(world_size, dtype) == 0
+        values = torch.where(two, 2, 1)
+        if signed:
+            values = values * torch.where((idx + (2 * r + seed)) % 3 == 0, -1, 1)
     else:
-        values = (idx * 31 + (rank * 17 + seed * 7)) % 101 - 50
+        values = (idx * 31 + (r * 17 + seed * 7)) % 101 - (50 if signed else -78)
     return values
 
 
 def expected_reduction(
-    world_size: int,
+    ranks: int,
     start: int,
     stop: int,
     *,
     redop: str,
     dtype: torch.dtype,
+    world_size: int | None = None,
     seed: int = 0,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
-    """The exact reduction over ranks 0..world_size-1 of the pattern on [start, stop), in ``dtype``."""
-    period = pattern_period(redop)
+    """The exact reduction over ranks 0..ranks-1 of the pattern on [start, stop), in ``dtype``.
+
+    ``world_size`` (default ``ranks``) is the world the pattern is sized for: a scan's prefix of
+    ``ranks`` reduces the inputs of the whole world's pattern.
+    """
+    world = ranks if world_size is None else world_size
+    period = pattern_period(redop, world, dtype)
     if stop - start > period:
         # Every rank's pattern has the same period, so their reduction has it too.
         first = expected_reduction(
-            world_size, start, start + period, redop=redop, dtype=dtype, seed=seed, device=device
+            ranks, start, start + period, redop=redop, dtype=dtype, world_size=world, seed=seed, device=device
         )
         return _tiled(first, stop - start)
     wide = torch.float64 if dtype.is_floating_point else torch.int64
-    acc = pattern(0, start, stop, redop=redop, seed=seed, dtype=wide, device=device)
-    for rank in range(1, world_size):
-        values = pattern(rank, start, stop, redop=redop, seed=seed, dtype=wide, device=device)
-        if redop in ("sum", "avg"):
-            acc += values
-        elif redop == "prod":
-            acc *= values
-        elif redop == "min":
-            acc = torch.minimum(acc, values)
+    if redop == "prod":
+        acc = _product(ranks, start, stop, world=world, seed=seed, dtype=dtype, wide=wide, device=device)
+    else:
+        # Every rank's pattern repeats along the ranks with period ``cycle`` (13 and 17 are prime to
+        # the windows); ``ranks`` hold ``ranks // cycle`` whole cycles and the first ``ranks % cycle``
+        # again, so the work is O(cycle), not O(ranks), per element: a sum is whole cycles times one
+        # cycle's sum plus the rest's, a min or max one cycle's (or fewer ranks').
+        cycle = sum_period(world, dtype) if redop in ("sum", "avg") else 101
+        whole, rest = divmod(ranks, cycle)
+        if redop in ("sum", "avg") and whole:
+            acc = whole * _reduced(cycle, start, stop, redop, world, seed, dtype, wide, device)
+            if rest:
+                acc += _reduced(rest, start, stop, redop, world, seed, dtype, wide, device)
+        elif redop in ("sum", "avg"):
+            acc = _reduced(rest, start, stop, redop, world, seed, dtype, wide, device)
         else:
-            acc = torch.maximum(acc, values)
+            acc = _reduced(min(ranks, cycle), start, stop, redop, world, seed, dtype, wide, device)
     if redop == "avg":
-        # Not ``acc / world_size``: on CUDA that multiplies by the reciprocal, one ulp off the quotient
+        # Not ``acc / ranks``: on CUDA that multiplies by the reciprocal, one ulp off the quotient
         # in float64 (which the executor's correctly rounded division would then "miss").
-        divide_exactly(acc, world_size)
+        divide_exactly(acc, ranks)
     return acc.to(dtype)
+
+
+def _reduced(
+    ranks: int,
+    start: int,
+    stop: int,
+    redop: str,
+    world: int,
+    seed: int,
+    dtype: torch.dtype,
+    wide: torch.dtype,
+    device: torch.device | str,
+) -> torch.Tensor:
+    """Sum (avg), min or max over ranks 0..ranks-1 (at least one) of the pattern, in ``wide``.
+
+    Ranks a block at a time, each block one 2-D pattern (a row per rank) reduced along its ranks, a
+    block of ``CHUNK_ELEMS`` values as a chunk of the check: a call per rank cost ~0.1 ms."""
+    block = max(1, CHUNK_ELEMS // max(1, stop - start))
+    acc: torch.Tensor | None = None
+    for first in range(0, ranks, block):
+        rows = range(first, min(first + block, ranks))
+        values = _pattern_values(
+            rows, start, stop, redop=redop, world_size=world, seed=seed, dtype=dtype, device=device
+        ).to(wide)
+        if redop in ("sum", "avg"):
+            part = values.sum(dim=0)
+        elif redop == "min":
+            part = values.amin(dim=0)
+        else:
+            part = values.amax(dim=0)
+        if acc is None:
+            acc = part
+        elif redop in ("sum", "avg"):
+            acc += part
+        elif redop == "min":
+            acc = torch.minimum(acc, part)
+        else:
+            acc = torch.maximum(acc, part)
+    if acc is None:
+        raise ValueError(f"a reduction needs at least one rank, got {ranks}")
+    return acc
+
+
+def _product(
+    ranks: int,
+    start: int,
+    stop: int,
+    *,
+    world: int,
+    seed: int,
+    dtype: torch.dtype,
+    wide: torch.dtype,
+    device: torch.device | str,
+) -> torch.Tensor:
+    """The product over ranks 0..ranks-1 of the prod pattern, in ``wide``, from its twos and minus
+    signs counted in closed form (O(1) per element: multiplying 16,384 ranks' rows took seconds).
+
+    At index i, rank r holds a 2 where ``r = -(5i + seed) mod Q`` (one residue of every ``Q`` ranks)
+    and a minus sign where ``r = i + seed mod 3`` (``i + 2r + seed = 0 mod 3``, 2 being its own inverse
+    mod 3), as :func:`_pattern_values` makes them; tests check the two against each other."""
+    idx = torch.arange(start, stop, dtype=torch.int64, device=device)
+    spacing = prod_spacing(world, dtype)
+    first_two = (-(idx * 5 + seed)) % spacing
+    twos = torch.div(ranks - first_two + spacing - 1, spacing, rounding_mode="floor")
+    magnitude = torch.ldexp(torch.ones_like(idx, dtype=torch.float64), twos).to(wide)
+    if exact_integers(dtype).lowest >= 0:
+        return magnitude
+    minuses = torch.div(ranks - (idx + seed) % 3 + 2, 3, rounding_mode="floor")
+    return torch.where(minuses % 2 == 1, -magnitude, magnitude)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +423,16 @@ def fill(buffers: PointBuffers, redop: str, seed: int = 0) -> None:
     # a broadcast or scatter that does nothing is caught.
     for first in range(start, stop, CHUNK_ELEMS):
         last = min(first + CHUNK_ELEMS, stop)
-        values = pattern(b.rank, first, last, redop=reducing, seed=seed, dtype=b.input.dtype, device=b.input.device)
+        values = pattern(
+            b.rank,
+            first,
+            last,
+            redop=reducing,
+            world_size=b.world_size,
+            seed=seed,
+            dtype=b.input.dtype,
+            device=b.input.device,
+        )
         b.input[first - start : last - start].copy_(values)
 
 
@@ -320,12 +513,21 @@ def _expected_slice(b: PointBuffers, redop: str, seed: int, start: int, stop: in
         elif b.op.spec.reduces:
             # The contributors are ranks 0..k-1 (every rank, or a scan's prefix).
             values = expected_reduction(
-                contributors.bit_length(), a + shift, c + shift, redop=redop, dtype=dtype, seed=seed, device=device
+                contributors.bit_length(),
+                a + shift,
+                c + shift,
+                redop=redop,
+                dtype=dtype,
+                world_size=b.world_size,
+                seed=seed,
+                device=device,
             )
         else:
             # One contributor: the rank whose data it is (the root's, a neighbour's, a block's owner).
             owner = contributors.bit_length() - 1
-            values = pattern(owner, a + shift, c + shift, redop=None, seed=seed, dtype=dtype, device=device)
+            values = pattern(
+                owner, a + shift, c + shift, redop=None, world_size=b.world_size, seed=seed, dtype=dtype, device=device
+            )
         parts.append(values)
     return torch.cat(parts) if parts else torch.empty(0, dtype=dtype, device=device)
 

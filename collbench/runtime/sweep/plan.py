@@ -205,14 +205,20 @@ def validate(config: SweepConfig) -> SweepJob:
         ops.extend(op for op in chosen if op not in ops)
     dtype = parse_dtype(config.dtype)
     if dtype not in SWEEP_DTYPES:
-        # nccl-tests' other types are held in rows read from its logs; the sweep's patterns are not made for them.
+        # nccl-tests' other types are held in rows read from its logs (ops.SWEEP_DTYPES says why not run).
+        unsigned = " (gloo carries no uint32 or uint64)" if dtype in ("uint32", "uint64") else ""
         raise CommandLineError(
-            f"--dtype {config.dtype}: collbench's sweep runs {', '.join(SWEEP_DTYPES)}; "
+            f"--dtype {config.dtype}: collbench's sweep runs {', '.join(SWEEP_DTYPES)}{unsigned}; "
             f"nccl-tests logs of {dtype} are read by import and fit"
         )
     redop = parse_redop(config.redop)
     if redop == "avg" and dtype not in FLOAT_DTYPES:
-        raise CommandLineError(f"avg is defined for floating dtypes only, not {dtype}; use -o sum or a float dtype")
+        # NCCL's avg of integers is the sum divided by the ranks and truncated (nccl-tests' ReduceAvg_Base):
+        # no average, and gloo has no avg to measure it against.
+        raise CommandLineError(
+            f"avg of {dtype} is refused: NCCL's is the sum divided by the rank count, truncated, not an average; "
+            "use -o sum or a float dtype"
+        )
     if redop == "avg" and any(op.spec.ordered for op in ops):
         raise CommandLineError(
             "avg has no prefix form (MPI_Scan and MPI_Exscan take no average); use -o sum for scan and exscan"
