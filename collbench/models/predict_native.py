@@ -107,7 +107,8 @@ def native_nccl(
     NCCL's model is calibrated to the fit at its measured shape (``nccl_machine_for``: its latency
     scale and bandwidths, each from the sizes NCCL ran its algorithms at), and what it still misses
     there, the fit's time over the model's at each measured size (``residual``), multiplies it at every
-    shape where NCCL runs the family that ran there (``carried``): at the measured shape and sizes that
+    shape where NCCL runs the family that ran there (``carried``), on the terms priced from the fitted
+    figures and none of NCCL's own standing in for them (``missed_us``): at the measured shape and sizes that
     is the fit itself, and elsewhere the same model, so a prediction moves continuously with ranks and
     nodes instead of switching from the fit to NCCL's model off the measured shape. Outside the
     measured sizes the residual is held at its edge where no NVLS is in play. The time is made
