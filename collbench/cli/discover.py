@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from collbench.backends import AUTO, BACKENDS, backend_named, torch_backend_names
-from collbench.cli.console import console, err_console
+from collbench.cli.console import console, err_console, print_note
 from collbench.cli.topology_source import (
     FromFile,
     FromNcclXml,
@@ -86,6 +86,21 @@ def _probe(
             "leave out --probe"
         )
     return probe_topology(world_size, backend=backend, timeout_s=timeout_s, base=topo, pairs=pairs)
+
+
+def _say_crowded(topo: Topology) -> None:
+    """This host's CPU ranks past its cores said in sweep's words (runtime.host.affinity's placement):
+    'discover --ranks 4' on 2 cores described (or probed) 4 ranks without a word of their sharing the
+    cores, which every timing on them, the probe's and a sweep's, then includes."""
+    from collbench.runtime.host.affinity import plan_placement
+    from collbench.runtime.launch.launchers import detect_job
+
+    # A launcher placed its ranks, across hosts: sweep says that case itself (launched_oversubscribed).
+    if topo.gpus or detect_job() is not None:
+        return
+    crowded = plan_placement(len(topo.rank_devices)).warning
+    if crowded:
+        print_note("note", crowded)
 
 
 def discover(
@@ -200,6 +215,8 @@ def discover(
             ranks,
         )
 
+    if not any(v is not None for v in sources.values()):
+        _say_crowded(topo)  # before a probe, whose timings it is about too
     if probe:
         named_source = next((f"{k} {v}" for k, v in sources.items() if v is not None and k != "--record"), None)
         measured = _probe(topo, ranks, backend, timeout, cast(Pairs, pairs), given=named_source)

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.runtime.host.affinity import cgroup_cpu_limit, oversubscribed_note, usable_cores
 from collbench.topology.io import load_topology
 from collbench.topology.model import LinkKind
 
@@ -290,3 +291,22 @@ def test_a_topology_probe_measured_is_not_replaced_without_overwrite(tmp_path: P
     # A topology that measured nothing is not replaced without --overwrite either (as sweep, fit and import).
     line = _error_line(*_run("--ranks", "2", "-O", str(saved))[::2])
     assert line == f"error: {saved} is not empty; pass --overwrite to replace it, or -O FILE to write elsewhere"
+
+
+def test_cpu_ranks_past_the_cores_are_said_to_share_them() -> None:
+    """'discover --ranks 4' on 2 cores described 4 CPU ranks without a word of their sharing the cores,
+    which every timing on them (the probe's, a sweep's) includes: said as sweep says it."""
+    cores = usable_cores(quota=cgroup_cpu_limit())
+    code, out, err = _run("--ranks", str(cores + 2))
+    assert code == 0, err
+    if "CPU0" not in out:
+        pytest.skip("GPUs here: their ranks are the GPUs, one each")
+    assert oversubscribed_note(cores + 2, cores) in " ".join(err.split()), err
+    assert f"{cores + 2} ranks on {cores} core" in err.splitlines()[0]  # one note, its first line names both
+    code, out, err = _run("--ranks", str(min(cores, 2)))
+    assert code == 0 and "scheduler" not in err, err
+    # Another machine's topology read from a file is not this host's cores: nothing is said of them.
+    code, out, err = _run(
+        "--from-file", str(Path(__file__).resolve().parents[2] / "docs" / "cpu-2core-gloo-2ranks-topology.yaml")
+    )
+    assert code == 0 and "scheduler" not in err, err
