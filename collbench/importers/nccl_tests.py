@@ -372,6 +372,7 @@ def read_nccl_tests(
         # Results rows, a profile or an OSU log given for nccl-tests output: say which, not "no result lines".
         raise misfiled(path, text, NCCL_TESTS_KIND) or exc from None
     rows = unheld_dtypes(rows, path, sink)
+    _check_held(rows, path)
     # Blocks that collbench itself printed name their algorithm, and so does a program that runs one of
     # collbench's schedules (hypercube_perf: recursive doubling); nccl-tests' other rows take the user's.
     fixed = {r.algo for r in rows if r.source != "collbench" and r.algo != "native"}
@@ -380,6 +381,23 @@ def read_nccl_tests(
             str(path), f"the log's program runs {', '.join(sorted(fixed))}, not --algo {algo}; drop --algo"
         )
     return [r if r.source == "collbench" or r.algo != "native" else replace(r, algo=algo) for r in rows]
+
+
+def _check_held(rows: list[ResultRow], path: Path) -> None:
+    """Raise InputFileError naming the first row that a results file could not hold, and why.
+
+    Each row is checked as a reader of results checks one: ``import`` would otherwise stop at writing it,
+    blaming its own output ("row 1 was not written"), while ``fit``, ``report`` and ``compare`` took it as
+    measured (a -J file's size of -4096 or 1e30 bytes, a redop 'xor', an 'ngpus' of 0).
+    """
+    for row in rows:
+        try:
+            ResultRow.from_dict(row.to_dict())
+        except ValueError as exc:
+            place = "in place" if row.in_place else "out of place"
+            raise InputFileError(
+                str(path), f"its {row.op} row of {row.size_bytes} bytes ({place}) is not a result: {exc}"
+            ) from None
 
 
 def _rows_of(

@@ -111,7 +111,9 @@ def parse_json(data: dict[str, Any], path: Path, op_override: Op | None) -> list
                     size,
                     count,
                     canonical_dtype(str(rec["type"])),
-                    str(rec["redop"]),
+                    # hypercube_perf's -J record holds "redop": "" (it reduces nothing), which its text
+                    # table prints as an empty column and the text reader reads as none.
+                    str(rec["redop"]).strip() or "none",
                     root,
                     in_place,
                     time_us,

@@ -306,3 +306,43 @@ def test_a_launchers_long_message_keeps_its_first_sentence_and_its_end() -> None
     assert launcher_excerpt('  mpirun: Error: unknown option\n "--bogus"\n', 600) == (
         'mpirun: Error: unknown option "--bogus"'
     )
+
+
+def _edited_json(tmp_path: Path, edit: str) -> Path:
+    data = json.loads((REPO / "tests" / "fixtures" / "nccl_tests" / "reduce_scatter_perf_4gpu.json").read_text())
+    first = data["results"][0]
+    if edit == "size -4096":
+        first["size"] = -4096
+    elif edit == "size 1e30":
+        first["size"] = 1e30
+    elif edit == "redop xor":
+        first["redop"] = "xor"
+    elif edit == "ngpus 0":
+        data["config"]["ngpus"] = 0
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        ("size -4096", "row of -4096 bytes (out of place) is not a result: field size_bytes: -4096 is out of range"),
+        ("size 1e30", "is not a result: field size_bytes: 1000000000000000019884624838656 is out of range"),
+        ("redop xor", "row of 4096 bytes (out of place) is not a result: field redop: unknown reduction 'xor'"),
+        ("ngpus 0", "row of 4096 bytes (out of place) is not a result: field world_size: 0 is out of range"),
+    ],
+)
+def test_a_json_result_no_results_file_could_hold_is_refused_by_import_and_fit_alike(
+    tmp_path: Path, edit: str, says: str
+) -> None:
+    # import stopped at writing it ('out.jsonl: row 1 was not written', blaming its own output) while fit
+    # fitted a size of -4096 or 1e30 bytes, a reduction 'xor', a run of 0 ranks as measured.
+    path = _edited_json(tmp_path, edit)
+    for args in (["import", "nccl-tests", str(path), "-O", str(tmp_path / "out.jsonl")], ["fit", str(path)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert len(lines) == 1 and says in " ".join(result.output.split()), result.output
+        assert str(path) in lines[0] and "was not written" not in result.output
+    assert not (tmp_path / "out.jsonl").exists()
