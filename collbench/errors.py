@@ -45,6 +45,14 @@ class CommandLineError(ConfigError):
     same_on_every_rank = True
 
 
+class RankZeroEndedError(ConfigError):
+    """Rank 0 of a launcher's job ended on an error of its own (a file it refused) before the job's
+    store started: it said why, and the ranks waiting for the store end with its status, silent."""
+
+    # Rank 0 printed its own error; the others repeating "rank 0 ended" would be one line a rank.
+    same_on_every_rank = True
+
+
 class UnknownNameError(UserError):
     """A name (op, algorithm, dtype, reduction, backend, ...) that is not registered.
 

@@ -61,6 +61,22 @@ def _another_rank_says_it() -> bool:
     return rank is not None and rank != 0
 
 
+def _end_before_joining() -> None:
+    """Rank 0 of an srun step ending on an error of its own before the job's store started tells the
+    tasks waiting for it (session.end_before_joining); torch is imported only then."""
+    from collbench.runtime.launch.launchers import detect_job
+
+    try:
+        job = detect_job()
+    except CollbenchError:  # a launcher's variable that is no number: the job never began
+        return
+    if job is None or job.rank != 0 or job.launcher != "srun" or not job.rendezvous:
+        return
+    from collbench.runtime.launch.session import end_before_joining
+
+    end_before_joining()
+
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "discover": ("discover", "Describe this machine's GPUs, NVLink, PCIe, NUMA and NICs (or its CPU ranks)."),
     "layout": ("layout", "Ring orders and two-trees for a topology, fastest first."),
@@ -163,6 +179,8 @@ class _CollbenchGroup(CollbenchGroup):
             # One that may differ by rank or node (a file, a device, a peer) is said by every rank.
             if exc.same_on_every_rank and _another_rank_says_it():
                 raise typer.Exit(exc.exit_code) from None
+            if not exc.same_on_every_rank:
+                _end_before_joining()
             err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as exc:

@@ -10,6 +10,7 @@ SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE: slurm.schedmd.co
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -17,8 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.cli.app import app
+from collbench.results.io import write_rows
 from collbench.runtime.launch.launchers import launched_rank
 from tests.launcher_env import LAUNCHER_NAMES, LAUNCHER_PREFIXES, torchrun_job
+from tests.synthetic_rows import point_row
 
 
 def _launcher_env(launcher: str, rank: int) -> dict[str, str]:
@@ -109,3 +112,24 @@ def test_two_rank_torchrun_job_says_a_bad_option_once(tmp_path: Path) -> None:
     assert [p.returncode for p in done] == [2, 2], [p.stderr for p in done]
     lines = [line for p in done for line in (p.stdout + p.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and "No such option: --bogus" in lines[0], lines
+
+
+def test_task_0_ending_on_its_own_error_ends_the_tasks_waiting_for_its_store(tmp_path: Path) -> None:
+    """srun leaves the other tasks running when task 0 fails: they waited out --timeout for a store it
+    never started, then blamed the directory. Task 0 says in the rendezvous file that it ended; the
+    tasks that read it end with its status, silent (rendezvous.publish_ended)."""
+    write_rows(tmp_path / "rows.jsonl", [point_row("ring", 1024, 50.0)])  # an earlier sweep's row
+    sweep = ["sweep", "--op", "all-reduce", "--algo", "ring", "-b", "1K", "-e", "1K", "--timeout", "600"]
+    code_0, lines_0 = _run([*sweep, "--stream", "rows.jsonl"], _launcher_env("srun", 0))
+    assert code_0 == 2 and len(lines_0) == 1 and "rows.jsonl holds 1 measured rows" in lines_0[0], lines_0
+    [published] = tmp_path.glob(".collbench-store-*.json")
+    assert json.loads(published.read_text())["ended"] is True
+    code_1, lines_1 = _run([*sweep, "--stream", "rows.jsonl"], _launcher_env("srun", 1))
+    assert (code_1, lines_1) == (2, [])
+
+
+def test_an_error_every_task_finds_leaves_no_file_behind(tmp_path: Path) -> None:
+    # Every task ends on it by itself: nobody waits for task 0's store.
+    assert _run(["sweep", "--bogus"], _launcher_env("srun", 0))[0] == 2
+    assert _run(["sweep", "--op", "bogus"], _launcher_env("srun", 0))[0] == 2
+    assert list(tmp_path.iterdir()) == []

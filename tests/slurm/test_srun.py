@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from launcher_env import REPO, clean_env, free_port
+from synthetic_rows import point_row
 
-from collbench.results.io import read_jsonl
+from collbench.results.io import read_jsonl, write_rows
 from collbench.results.row import ResultRow
 
 pytestmark = pytest.mark.dist
@@ -139,3 +140,20 @@ def test_srun_tune_check_reports_from_task_0_and_every_task_exits_0(slurm: None,
     assert "geometric-mean regret" in (tmp_path / "out.0").read_text()
     assert (tmp_path / "out.1").read_text() == ""
     assert "error" not in (tmp_path / "err.1").read_text()
+
+
+def test_a_task_0_that_refuses_its_stream_ends_the_other_tasks_at_once(slurm: None, tmp_path: Path) -> None:
+    """srun leaves a job's other tasks running when one fails: task 1 waited out the whole --timeout for
+    the store task 0 never started, then said 'task 0 published no store address ... (it did not
+    start, or the directory is not shared between the job's nodes ...)'. Task 0 says in the file that
+    it ended (rendezvous.publish_ended), and the other tasks end with its status, silent."""
+    write_rows(tmp_path / "rows.jsonl", [point_row("ring", 1024, 50.0)])  # an earlier sweep's row
+    srun = ["srun", "-N1", "-n", "2", "--oversubscribe", "-o", "out.%t", "-e", "err.%t"]
+    sweep = [*SWEEP, "--op", "all-reduce", "--algo", "ring", "-e", "1K", "--timeout", "240", "--stream", "rows.jsonl"]
+    done = subprocess.run(
+        [*srun, *_cli(*sweep)], env=_env(port=False), capture_output=True, text=True, timeout=JOB_S, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stdout + done.stderr + _outputs(tmp_path)
+    said = (tmp_path / "err.0").read_text()
+    assert said.startswith("error: rows.jsonl holds ") and said.count("\n") == 1, said
+    assert (tmp_path / "err.1").read_text() == "" and (tmp_path / "out.1").read_text() == ""

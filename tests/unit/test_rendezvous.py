@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from collbench.errors import ConfigError
+from collbench.errors import ConfigError, RankZeroEndedError
 from collbench.runtime.launch.rendezvous import (
     interface_address,
     publish,
+    publish_ended,
     published_address,
     read_published,
     store_answers,
@@ -33,6 +34,18 @@ def test_published_address_is_read_back_and_withdrawn(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left beside it
     withdraw(path)
     assert not path.exists()
+
+
+def test_a_task_0_that_ended_before_its_store_ends_the_waiting_tasks_at_once(tmp_path: Path) -> None:
+    # srun leaves the other tasks running when task 0 fails (a stream it refused): they waited out the
+    # whole timeout, then blamed a directory not shared between the nodes.
+    path = tmp_path / ".collbench-store-c-7-0-0.json"
+    publish_ended(path)
+    with pytest.raises(RankZeroEndedError) as caught:
+        read_published(path, 3600.0, rank=1)
+    assert str(caught.value) == "srun task 1: task 0 ended before the job's store started (its own error says why)"
+    assert caught.value.same_on_every_rank  # task 0 said its own error: the others end silent
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left beside it
 
 
 def test_a_file_that_never_comes_is_one_line_naming_the_directory_to_share(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from collbench.errors import ConfigError
+from collbench.errors import ConfigError, RankZeroEndedError
 from collbench.text import printable
 
 RENDEZVOUS_DIR_ENV = "COLLBENCH_RENDEZVOUS_DIR"
@@ -205,6 +205,23 @@ def publish(path: Path, addr: str, port: int, launcher: str = "srun") -> None:
     atexit.register(withdraw, path)
 
 
+def publish_ended(path: Path) -> None:
+    """Say in ``path`` that task 0 ended before its store started (an error of its own, which it
+    printed), so the tasks waiting for the file end at once (:class:`RankZeroEndedError`) rather than
+    wait out the timeout and blame the directory. srun, unlike mpirun, mpiexec and torchrun, leaves a
+    job's other tasks running when one fails (unless ``--kill-on-bad-exit``). The file stays: the
+    tasks that read it are not counted, and its name is this step's alone. Best effort: a directory
+    that cannot be written leaves the others their timeout."""
+    text = json.dumps({"ended": True, "pid": os.getpid()})
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+
+
 def withdraw(path: Path) -> None:
     """Remove the published file (every task has read it, or the job is over)."""
     with contextlib.suppress(OSError):
@@ -224,7 +241,8 @@ def read_published(
     does not answer (:func:`store_answers`) is an earlier job's, left by a rank 0 that was killed: it is
     waited past, as if not there, until rank 0 replaces it.
 
-    Raises ConfigError when it does not come, or holds something other than what task 0 writes.
+    Raises ConfigError when it does not come, or holds something other than what task 0 writes;
+    RankZeroEndedError when task 0 ended before its store started (:func:`publish_ended`).
     """
     deadline = time.monotonic() + timeout_s
     dead: tuple[str, int, bool | None] | None = None
@@ -270,6 +288,9 @@ def _dead_text(dead: tuple[str, int, bool | None] | None) -> str:
 def _parsed(path: Path, data: bytes, who: str) -> tuple[str, int]:
     try:
         record = json.loads(data[:MAX_FILE_BYTES])
+        if isinstance(record, dict) and record.get("ended") is True:
+            zero = f"{who.split()[1]} 0"
+            raise RankZeroEndedError(f"{who}: {zero} ended before the job's store started (its own error says why)")
         addr, port = record["addr"], record["port"]
     except (ValueError, TypeError, KeyError):
         record, addr, port = None, None, None

@@ -66,6 +66,7 @@ from collbench.runtime.launch.rankstore import (
 )
 from collbench.runtime.launch.rendezvous import (
     publish,
+    publish_ended,
     published_address,
     read_published,
     under_hydra,
@@ -530,6 +531,19 @@ def job_session(job: JobEnv, timeout_s: float) -> JobSession:
         store, located = _open_store(job, timeout_s)
         sessions[job] = JobSession(located, store)
     return sessions[job]
+
+
+def end_before_joining() -> None:
+    """On task 0 of an srun step that is ending on an error of its own before it opened the job's
+    store (a file it refused), say so where the other tasks wait for the store's address
+    (:func:`rendezvous.publish_ended`): they end at once with its status instead of waiting out
+    ``--timeout`` and then blaming the directory. mpirun, mpiexec and torchrun end a job's other ranks
+    themselves when one fails; and a Hydra job's file name is reused by later jobs, which must not read
+    an earlier job's end."""
+    job = detect_job()
+    if job is None or job.rank != 0 or job.launcher != "srun" or not job.rendezvous or job in _sessions():
+        return
+    publish_ended(Path(job.rendezvous))
 
 
 def agree(name: str, decide: Callable[[], T], *, timeout_s: float, types_allowed: Sequence[type] = ()) -> Any:
