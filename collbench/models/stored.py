@@ -164,13 +164,14 @@ def _group(row: ResultRow) -> tuple[str, str, str, int]:
     return (row.op, row.algo, row.backend, row.world_size)
 
 
-def with_sources(fits: Iterable[Fit], rows: Iterable[ResultRow]) -> list[Fit]:
-    """``fits`` with the source of the ``rows`` they were fitted from (tune's fits, stored in its profile,
-    said what measured them as fit's files do)."""
-    sources: dict[tuple[str, str, str, int], set[str]] = {}
-    for row in rows:
-        sources.setdefault(_group(row), set()).add(row.source)
-    return [with_source(f, sources.get((f.op, f.algo, f.backend, f.world_size), set())) for f in fits]
+def with_rows(fits: Iterable[Fit], rows: Iterable[ResultRow]) -> list[Fit]:
+    """``fits`` with what the ``rows`` they were fitted from say of each (:func:`with_nodes`: node count,
+    device, source), for fits made from rows in memory: tune's, stored in its profile, say it as fit's
+    files do (predict reads a GPU's generation and links from the device)."""
+    seen: NodesSeen = {}
+    for _ in noting_nodes(rows, seen):
+        pass
+    return [with_nodes(f, seen) for f in fits]
 
 
 def with_source(fit: Fit, sources: set[str]) -> Fit:

@@ -229,7 +229,7 @@ def decide(
     with it. ``points`` are the rows already folded by ``selection.measured_points``, when they are.
     """
     from collbench.models.fit import fit_results
-    from collbench.models.stored import with_sources
+    from collbench.models.stored import with_rows
 
     say = stage or (lambda _text: None)
     say("fit")
@@ -242,8 +242,8 @@ def decide(
         fits: list[Fit] = []
     else:
         notes.extend(f"fit skipped: {line}" for line in report.skipped)
-        # The profile's copy says what measured each fit, as fit's files do.
-        fits = with_sources(report.fits, rows)
+        # The profile's copy says what its rows say of each fit (nodes, device, source), as fit's files do.
+        fits = with_rows(report.fits, rows)
     say("select")
     # Fits that do not explain their data place no boundary and predict no time (Fit.distrust).
     trusted = [f for f in fits if not f.distrust()]

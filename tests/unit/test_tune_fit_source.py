@@ -2,19 +2,24 @@
 
 Fits files recorded their rows' source since 34e9ff5 ('source': collbench, nccl-tests or mixed); the
 copy a tune stored in its profile did not, so ``predict --profile`` could not say "fitted from
-collbench's own rows" of it. A profile written before says nothing of it and still loads.
+collbench's own rows" of it. A profile written before says nothing of it and still loads. Nor did it
+keep the nodes and device its rows said (``predict`` reads a GPU's generation and links from the
+device), which fit's files kept: both now come from ``models.stored.with_nodes``, one home.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import yaml
+from typer.testing import CliRunner
 
+from collbench.cli.app import app
 from collbench.models.fitted import MIXED_SOURCES, fitted_from
 from collbench.profile.document import Profile
-from collbench.results.io import read_rows
+from collbench.results.io import read_rows, write_rows
 from collbench.results.row import DEFAULT_SOURCE, NCCL_TESTS_SOURCE, ResultRow
 from collbench.tuning.pipeline import TuneConfig, decide
 
@@ -56,3 +61,19 @@ def test_a_profile_from_before_without_the_source_still_loads(tmp_path: Path) ->
     loaded = Profile.load(old)
     assert loaded.fits and {f.source for f in loaded.fits} == {""}
     assert {fitted_from(f) for f in loaded.fits} == {""}  # nothing said rather than a guess
+
+
+def test_a_tunes_fits_say_what_fits_files_say_of_the_same_rows(tmp_path: Path) -> None:
+    # GPU rows: the device is what predict reads the generation and NVLink of (models/predict.py).
+    rows = [dataclasses.replace(r, device_name="NVIDIA H100 80GB HBM3") for r in read_rows(RESULTS)]
+    rows_path = tmp_path / "rows.jsonl"
+    write_rows(rows_path, rows)
+    fits_path = tmp_path / "f.json"
+    result = CliRunner().invoke(app, ["fit", str(rows_path), "-O", str(fits_path)])
+    assert result.exit_code == 0, result.output
+    said = ("nodes", "device", "source")
+    from_fit = {(f["op"], f["algo"]): tuple(f.get(k) for k in said) for f in json.loads(fits_path.read_text())["fits"]}
+    loaded = Profile.load(_profile(rows).save(tmp_path / "p.yaml"))
+    from_tune = {(f.op, f.algo): (f.nodes, f.device, f.source) for f in loaded.fits}
+    assert from_tune == from_fit
+    assert set(from_tune.values()) == {(1, "NVIDIA H100 80GB HBM3", DEFAULT_SOURCE)}
