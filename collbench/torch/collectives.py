@@ -127,6 +127,13 @@ def ring_shift(output: torch.Tensor, input: torch.Tensor, profile: Profile, grou
     return rule
 
 
+def _check_root_list(tensors: list[torch.Tensor] | None, world: int, block: int, root: str) -> None:
+    """ConfigError unless ``tensors`` (the ``root``'s list: "scatter's source") holds one tensor per rank of
+    the group, each of ``block`` elements: the root alone holds it, so the root alone checks it."""
+    if tensors is None or len(tensors) != world or any(t.numel() != block for t in tensors):
+        raise ConfigError(f"{root} needs a list of {world} tensors of {block} elements each")
+
+
 @torch.no_grad()
 def scatter(
     tensor: torch.Tensor,
@@ -143,8 +150,8 @@ def scatter(
     world, root = dist.get_world_size(group), _group_rank(group, src)
     block = tensor.numel()
     mine = dist.get_rank(group) == root
-    if mine and (scatter_list is None or len(scatter_list) != world or any(t.numel() != block for t in scatter_list)):
-        raise ConfigError(f"scatter's source needs a list of {world} tensors of {block} elements each")
+    if mine:
+        _check_root_list(scatter_list, world, block, "scatter's source")
     rule_set, rule = choose(profile, group, Op.SCATTER, world * block * tensor.element_size())
     if is_native(rule.algo) or block == 0:
         dist.scatter(tensor, scatter_list if mine else None, src=src, group=group)
@@ -176,8 +183,8 @@ def gather(
     block = tensor.numel()
     rank = dist.get_rank(group)
     mine = rank == root
-    if mine and (gather_list is None or len(gather_list) != world or any(t.numel() != block for t in gather_list)):
-        raise ConfigError(f"gather's destination needs a list of {world} tensors of {block} elements each")
+    if mine:
+        _check_root_list(gather_list, world, block, "gather's destination")
     rule_set, rule = choose(profile, group, Op.GATHER, world * block * tensor.element_size())
     if is_native(rule.algo) or block == 0:
         dist.gather(tensor, gather_list if mine else None, dst=dst, group=group)

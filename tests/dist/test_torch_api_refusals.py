@@ -97,3 +97,42 @@ def test_every_rank_raises_the_same_error_before_anything_is_sent(tmp_path: Path
         and "trees[0]: has 0 roots" in said[0]["tree with a cycle"]
     )
     assert said[0]["tensor untouched"] == "True"
+
+
+def _root_list_worker(store: str, out: str) -> None:
+    import collbench.torch as ctorch
+    from collbench.errors import CollbenchError
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=0, world_size=1, timeout=datetime.timedelta(seconds=30)
+    )
+    profile = Profile.load(REPO / "profiles" / "cpu-2core-gloo-2ranks.yaml")
+    tensor = torch.ones(4)
+    lists = {"none": None, "two for one rank": [torch.ones(4), torch.ones(4)], "a block of 3": [torch.ones(3)]}
+    said: dict[str, str] = {}
+    for name, given in lists.items():
+        for op, call in (("scatter", ctorch.scatter), ("gather", ctorch.gather)):
+            try:
+                call(tensor, given, profile)
+            except CollbenchError as exc:
+                said[f"{op}: {name}"] = f"{type(exc).__name__}: {exc}"
+    Path(out, "said.json").write_text(json.dumps(said))
+    dist.destroy_process_group()
+
+
+def test_the_roots_list_is_checked_alike_for_scatter_and_gather(tmp_path: Path) -> None:
+    # The rank that holds the list (one rank here: the root) refuses one that is not a block per rank.
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_root_list_worker, args=(str(tmp_path / "store"), str(tmp_path))
+    )
+    proc.start()
+    proc.join(WAIT_S)
+    if proc.is_alive():
+        proc.kill()
+    assert proc.exitcode == 0
+    said = json.loads((tmp_path / "said.json").read_text())
+    for name in ("none", "two for one rank", "a block of 3"):
+        assert said[f"scatter: {name}"] == "ConfigError: scatter's source needs a list of 1 tensors of 4 elements each"
+        assert (
+            said[f"gather: {name}"] == "ConfigError: gather's destination needs a list of 1 tensors of 4 elements each"
+        )
