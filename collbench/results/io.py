@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from collbench.errors import InputFileError
 from collbench.fileio import atomic_output
-from collbench.results.journal import append_line
+from collbench.results.journal import append_line, json_line
 from collbench.results.row import ResultRow
 from collbench.yamljson import json_int
 
@@ -147,7 +147,7 @@ def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
     with atomic_output(path) as f:
         if suffix == ".jsonl":
             for row in rows:
-                f.write((json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n").encode("utf-8"))
+                f.write(json_line(row.to_dict()))
         else:
             import pandas as pd
 

@@ -44,13 +44,19 @@ _HOLDER_BYTES = 1024
 """How much of a lock file is read back to name its holder; the command written there is cut to fit."""
 
 
+def json_line(data: dict[str, Any]) -> bytes:
+    """``data`` as one line of a JSONL file, as every writer of rows writes it (keys sorted, UTF-8, its
+    newline). Raises ValueError for NaN or an infinity: they are not JSON, and no reader would take them."""
+    return (json.dumps(data, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
+
+
 def append_line(path: Path, data: dict[str, Any]) -> None:
     """Append ``data`` as one JSON line, flushed to disk; on failure the file is left as it was.
 
     NaN and infinities are refused (ValueError): they are not JSON, and no reader would take them.
     Raises OSError (a full disk, ...) after cutting the file back to its length before the write.
     """
-    line = (json.dumps(data, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
+    line = json_line(data)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     try:
         before = os.fstat(fd).st_size
