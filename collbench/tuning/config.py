@@ -288,7 +288,8 @@ def _held(path: Path) -> str:
     if path.suffix.lower() in (".yaml", ".yml"):
         return f"{path} holds a profile"
     if path.suffix.lower() == ".jsonl":
-        return f"{path} holds {count_lines(path)} measured rows"
+        count = count_lines(path)
+        return f"{path} holds {count} measured {'row' if count == 1 else 'rows'}"
     return f"{path} holds measured rows"
 
 

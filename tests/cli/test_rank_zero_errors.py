@@ -121,7 +121,7 @@ def test_task_0_ending_on_its_own_error_ends_the_tasks_waiting_for_its_store(tmp
     write_rows(tmp_path / "rows.jsonl", [point_row("ring", 1024, 50.0)])  # an earlier sweep's row
     sweep = ["sweep", "--op", "all-reduce", "--algo", "ring", "-b", "1K", "-e", "1K", "--timeout", "600"]
     code_0, lines_0 = _run([*sweep, "--stream", "rows.jsonl"], _launcher_env("srun", 0))
-    assert code_0 == 2 and len(lines_0) == 1 and "rows.jsonl holds 1 measured rows" in lines_0[0], lines_0
+    assert code_0 == 2 and len(lines_0) == 1 and "rows.jsonl holds 1 measured row;" in lines_0[0], lines_0
     [published] = tmp_path.glob(".collbench-store-*.json")
     assert json.loads(published.read_text())["ended"] is True
     code_1, lines_1 = _run([*sweep, "--stream", "rows.jsonl"], _launcher_env("srun", 1))

@@ -92,7 +92,7 @@ def start_stream(stream: Path, overwrite: bool) -> None:
             "CSV or fits?); --overwrite empties streams only: give --stream a new file"
         )
     if content and not overwrite:
-        what = f"holds {held} measured rows" if held else "is not empty"
+        what = f"holds {held} measured {'row' if held == 1 else 'rows'}" if held else "is not empty"
         elsewhere = "--stream FILE to stream elsewhere"
         raise replacing_refused([f"{stream} {what}"], elsewhere, or_else="--resume to continue it")
     stream.parent.mkdir(parents=True, exist_ok=True)
