@@ -20,16 +20,13 @@ from collbench.profile.rules import Rule
 from collbench.runtime.ddp import group_device
 from collbench.runtime.executor.reduce import NATIVE_REDOPS, redop_name
 from collbench.schedules.ops import Op
-from collbench.torch.rules import Runners, check_initialised, choose, group_rule_set, run_schedule
+from collbench.torch.rules import Runners, check_initialised, choose, run_schedule
 
 
 @torch.no_grad()
 def _all_reduce(tensor: torch.Tensor, profile: Profile, group: Any, op: object, runners: Runners) -> Rule:
     redop = redop_name(op)
-    check_initialised()
-    nbytes = tensor.numel() * tensor.element_size()
-    rule_set = group_rule_set(profile, group)
-    rule = rule_set.select(Op.ALL_REDUCE, nbytes)
+    rule_set, rule = choose(profile, group, Op.ALL_REDUCE, tensor.numel() * tensor.element_size())
     # native:ALGO variants were NCCL forced through NCCL_ALGO, which a communicator reads when it is
     # created: inside a job that is the job's setting, so the call is the backend's all_reduce.
     if is_native(rule.algo) or tensor.numel() == 0:

@@ -21,7 +21,7 @@ from collbench.profile.rules import Rule
 from collbench.runtime.ddp import ScheduleWorker, bucket_bytes
 from collbench.runtime.executor.schedule_runner import ScheduleRunner
 from collbench.schedules.ops import Op
-from collbench.torch.rules import Runners, check_initialised, check_profile, group_rule_set
+from collbench.torch.rules import Runners, check_initialised, check_profile, choose, group_rule_set
 from collbench.units import format_bytes
 
 CommHook = Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
@@ -71,10 +71,8 @@ class _BucketAllReduce:
         self._worker: ScheduleWorker | None = None
 
     def _plan(self, buffer: torch.Tensor, group: Any) -> _BucketPlan:
-        check_initialised()
+        rule_set, rule = choose(self._profile, group, Op.ALL_REDUCE, buffer.numel() * buffer.element_size())
         world = dist.get_world_size(group)
-        rule_set = group_rule_set(self._profile, group)
-        rule = rule_set.select(Op.ALL_REDUCE, buffer.numel() * buffer.element_size())
         serial = _serial_issue(group)
         if is_native(rule.algo) or buffer.numel() == 0:
             return _BucketPlan(world, rule, None, serial)
