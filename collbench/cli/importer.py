@@ -131,6 +131,11 @@ def nccl_tests(
         return
     write_rows(output, rows)
     console.print(escape(summary), highlight=False)
-    # Its own line, never wrapped by Rich: after the summary, 80 columns broke between 'wrote' and the path,
-    # and a path wider than the terminal was folded; the terminal wraps it whole, to copy as it is.
-    console.print(Text.assemble("wrote rows to ", str(output)), soft_wrap=True, highlight=False)
+    # After the summary, 80 columns broke between 'wrote' and the path. The path is never cut: beside its
+    # words where they fit, else on a line of its own, never wrapped by Rich (a path wider than the
+    # terminal was folded; the terminal wraps it whole, to copy as it is).
+    wrote = Text.assemble("wrote rows to ", str(output))
+    if wrote.cell_len > console.width:
+        console.print("wrote rows to")
+        wrote = Text(str(output))
+    console.print(wrote, soft_wrap=True, highlight=False)

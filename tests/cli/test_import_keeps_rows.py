@@ -82,8 +82,12 @@ def test_the_path_written_is_never_cut_at_the_terminals_width(tmp_path: Path, co
         )
         assert result.exit_code == 0, result.output
         lines = result.output.splitlines()
-        assert lines[-1] == f"wrote rows to {out}"  # whole on its own line, however wide
-        summary = lines[:-1]
+        if len(f"wrote rows to {out}") <= columns:
+            assert lines[-1] == f"wrote rows to {out}"
+            summary = lines[:-1]
+        else:  # the path whole on a line of its own, however wide
+            assert lines[-2:] == ["wrote rows to", str(out)]
+            summary = lines[:-2]
         # The summary's words wrap at the width, none cut: read back whole across its lines.
         assert all(len(line) <= columns for line in summary), summary
         said = " ".join(line.strip() for line in summary)
