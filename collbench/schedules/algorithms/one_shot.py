@@ -22,7 +22,15 @@ Pair = Callable[[RoundBuilder, int, int, int, int, list[tuple[int, int]]], None]
 
 
 def _all_reduce(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
-    b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to everyone")
+    # Every rank sums the n inputs in rank order, x0 + x1 + ... + x(n-1), its own in its place: floating
+    # addition does not associate, and rank d adding the others onto its own (xd + x0 + x1 ...) ended
+    # with another last bit than rank 0 on 3 ranks and more, so a DDP job's replicas drifted apart (a
+    # reduction's result is one value on every rank: nccl-tests checks it so, and DDP assumes it). A
+    # receive is applied in the order listed, src ascending: rank 0's input is copied in first, and a
+    # rank's own input comes back to it as a send to itself (a local copy), reduced in at its turn.
+    if src == dst == 0:
+        return  # rank 0's own input is already where the sum starts
+    b.transfer(0, src, dst, 0, count, reduce=src != 0, label="everyone to everyone")
 
 
 def _reduce_scatter(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
@@ -72,7 +80,7 @@ def build_one_shot(
     pair = _PAIRS[op]
     # Every pair that touches a kept rank: 2n - 1 of them in a one-rank build, never n^2.
     for src, dst in b.pairs(n):
-        if src != dst:
+        if src != dst or op is Op.ALL_REDUCE:
             pair(b, src, dst, root, count, chunks)
     return b.build(op, "one-shot", count, root=root, layout=layout_name(layout))
 
