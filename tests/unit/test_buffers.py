@@ -63,7 +63,8 @@ def test_a_pattern_and_its_reduction_repeat_one_period_element_for_element(redop
         assert torch.equal(tiled, alone)
     if redop is None:
         return
-    for dtype in (torch.float64, torch.int64) if redop != "avg" else (torch.float32,):
+    floats = (torch.float32, torch.float64, torch.bfloat16)
+    for dtype in (*floats, torch.int64, torch.int8, torch.uint8) if redop != "avg" else floats:
         tiled = expected_reduction(7, start, stop, redop=redop, dtype=dtype, seed=2)
         alone = torch.cat(
             [expected_reduction(7, i, i + 1, redop=redop, dtype=dtype, seed=2) for i in range(start, stop)]

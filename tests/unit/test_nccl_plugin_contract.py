@@ -138,4 +138,5 @@ def test_functions_past_all_reduce_are_left_to_nccl(first_run: tuple[Profile, Pa
     tables = [line.split()[1:] for line in out.splitlines() if line.startswith("table ")]
     picks = [line.split() for line in out.splitlines() if line.startswith("pick ")]
     assert len(tables) == len(lines) and all([float(x) for x in t] == list(table) for t in tables)
+    assert len(picks) == len(lines)
     assert all(p[3:] == ["0", "0"] for p in picks)  # nChannels 0 (NCCL's), ncclSuccess
