@@ -77,6 +77,8 @@ MISTAKES = [
         ["sweep", "--op", "reduce", "--algo", "recursive-doubling"], "does none of the ops asked", id="algo-for-no-op"
     ),
     pytest.param(["tune", "--quick", "--ranks", "4"], "--ranks 4 contradicts", id="tune-ranks-under-launcher"),
+    # 'srun -n 2 collbench discover --probe --ranks 3' said it once a task.
+    pytest.param(["discover", "--probe", "--ranks", "3"], "--ranks 3 contradicts", id="probe-ranks-under-launcher"),
     pytest.param(
         ["discover", "--probe", "--timeout", "0"], "--timeout must be a positive number of seconds", id="discover-probe"
     ),

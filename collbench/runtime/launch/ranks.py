@@ -32,7 +32,7 @@ from typing import TypeVar
 import torch.distributed as dist
 
 from collbench.backends import backend_named
-from collbench.errors import ConfigError, RankError, UserError
+from collbench.errors import CommandLineError, ConfigError, RankError, UserError
 from collbench.runtime.host.rank_priority import realtime_rank
 from collbench.runtime.launch.launchers import MAX_WORLD_SIZE, JobEnv, detect_job
 from collbench.runtime.launch.pool import run_local
@@ -114,7 +114,8 @@ def _join(
     progress: ProgressFn | None,
 ) -> R:
     if world_size is not None and world_size != job.world_size:
-        raise ConfigError(
+        # argv and the launcher's world are alike on every rank: rank 0 alone says it.
+        raise CommandLineError(
             f"--ranks {world_size} contradicts {job.launcher}'s world of {job.world_size} ranks; leave --ranks out"
         )
     shorten_gil_handoff()
