@@ -9,6 +9,7 @@ sizes (one time per algorithm), so no crossovers.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -47,13 +48,6 @@ def _log_grid(lo: float, hi: float, points: int) -> list[float]:
         return [lo]
     a, b = math.log(lo), math.log(hi)
     return [math.exp(a + (b - a) * i / (points - 1)) for i in range(points)]
-
-
-def crossing_sizes(first: Fit, second: Fit, lo: float, hi: float, world_size: int | None = None) -> list[int]:
-    """Sizes in [lo, hi] (bytes) where the two fits' predicted times change order."""
-    return time_crossings(
-        lambda size: first.predict_us(size, world_size), lambda size: second.predict_us(size, world_size), lo, hi
-    )
 
 
 def time_crossings(
@@ -95,10 +89,8 @@ def find_crossovers(
     lo_bytes: float | None = None,
     hi_bytes: float | None = None,
 ) -> list[Crossover]:
-    """Every size where the fastest of a (op, backend, world size)'s algorithms changes.
-
-    Only changes of the *fastest* algorithm are reported (a crossing between two slow ones is not a
-    decision anyone takes). The range defaults to the sizes the fits were measured over.
+    """Every size where the fastest of a (op, backend, world size)'s algorithms changes
+    (:func:`fastest_changes`). The range defaults to the sizes the fits were measured over.
     ``world_size`` evaluates every fit at that world size instead of its own.
     """
     groups: dict[tuple[str, str, int], list[Fit]] = defaultdict(list)
@@ -112,16 +104,38 @@ def find_crossovers(
             continue
         lo = lo_bytes if lo_bytes is not None else min(f.min_bytes for f in members)
         hi = hi_bytes if hi_bytes is not None else max(f.max_bytes for f in members)
-        candidates: set[int] = set()
-        for i, a in enumerate(members):
-            for b in members[i + 1 :]:
-                candidates.update(crossing_sizes(a, b, lo, hi, world_size))
-        prev = fastest(members, max(lo, 1.0), world_size).algo
-        for size in sorted(candidates):
-            now = fastest(members, size, world_size).algo
-            if now != prev:
-                out.append(Crossover(op, backend, p, size, prev, now))
-                prev = now
+        timed = [(f.algo, functools.partial(f.predict_us, world_size=world_size)) for f in members]
+        out.extend(
+            Crossover(op, backend, p, size, below, above) for size, below, above in fastest_changes(timed, lo, hi)
+        )
+    return out
+
+
+def fastest_changes(
+    timed: Sequence[tuple[str, Callable[[float], float]]], lo: float, hi: float
+) -> list[tuple[int, str, str]]:
+    """(size, below, above) for every size in [lo, hi] (bytes) where the fastest of the named predicted
+    times (us, as functions of the size) changes name: fits' (:func:`find_crossovers`) and priced
+    algorithms' at another scale (``predict.crossovers_of``) alike. Ties go to the first given.
+
+    The candidates are every pair's crossings (:func:`time_crossings`); only changes of the fastest
+    are kept (a crossing between two slow ones is not a decision anyone takes).
+    """
+    candidates: set[int] = set()
+    for i, (_, a) in enumerate(timed):
+        for _, b in timed[i + 1 :]:
+            candidates.update(time_crossings(a, b, lo, hi))
+
+    def fastest_name(size: float) -> str:
+        return min(timed, key=lambda named: named[1](size))[0]
+
+    out: list[tuple[int, str, str]] = []
+    prev = fastest_name(max(lo, 1.0))
+    for size in sorted(candidates):
+        now = fastest_name(size)
+        if now != prev:
+            out.append((size, prev, now))
+            prev = now
     return out
 
 

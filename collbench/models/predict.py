@@ -35,7 +35,7 @@ from typing import Any
 
 from collbench.backends import backend_named, measured_on_gpus
 from collbench.errors import ConfigError, NotApplicableError, UserError
-from collbench.models.crossover import Crossover, time_crossings
+from collbench.models.crossover import Crossover, fastest_changes
 from collbench.models.fit_choice import not_below_fewer_nodes, pick_for
 from collbench.models.fitted import Fit, fitted_from, op_has_payload
 from collbench.models.link_floor import link_floor
@@ -419,16 +419,8 @@ def crossovers_of(entries: Sequence[Priced], world_size: int, lo: float, hi: flo
     for (op, backend), members in sorted(groups.items()):
         if len(members) < 2:
             continue
-        candidates: set[int] = set()
-        for i, a in enumerate(members):
-            for b in members[i + 1 :]:
-                candidates.update(time_crossings(a.time_us, b.time_us, lo, hi))
-        prev = _fastest(members, max(lo, 1.0)).fit.algo
-        for size in sorted(candidates):
-            now = _fastest(members, size).fit.algo
-            if now != prev:
-                out.append(Crossover(op, backend, world_size, size, prev, now))
-                prev = now
+        changes = fastest_changes([(e.fit.algo, e.time_us) for e in members], lo, hi)
+        out.extend(Crossover(op, backend, world_size, size, below, above) for size, below, above in changes)
     return out
 
 
