@@ -136,6 +136,9 @@ class Rule:
     slower; negative when a tie kept a slightly slower, simpler choice)."""
     noise: float | None = None
     """At ``at_bytes``: the relative difference the measurements could not resolve (the switch threshold)."""
+    gain_err: float | None = None
+    """One standard error of ``gain_vs_native`` (``tuning.selection.ratio_error``: both times' noise), where
+    both were measured at ``at_bytes``; None where one is a model's (or native is the rule itself)."""
 
     def __post_init__(self) -> None:
         # Op is a str: "all-reduce" and Op.ALL_REDUCE are one rule; keep the member, the type says so.
@@ -177,6 +180,8 @@ class Rule:
     def _evidence(self) -> dict[str, Any]:
         """The tie evidence keys, only where there is evidence (older readers never see new keys)."""
         out: dict[str, Any] = {}
+        if self.gain_err is not None:
+            out["gain_err"] = self.gain_err
         if self.tie_with:
             out["tie_with"] = list(self.tie_with)
         if self.separation is not None:
@@ -197,10 +202,25 @@ class Rule:
             predicted_us=_opt_float(data.get("predicted_us")),
             measured_us=_opt_float(data.get("measured_us")),
             gain_vs_native=_opt_float(data.get("gain_vs_native")),
+            gain_err=_opt_float(data.get("gain_err")),
             tie_with=tuple(str(v) for v in data.get("tie_with") or ()),
             separation=_opt_float(data.get("separation")),
             noise=_opt_float(data.get("noise")),
         )
+
+
+GAIN_LEGEND = "vs native: native's time / the rule's at 'at', ± one standard error"
+"""What the gain's column says, under tune's table and the report's: as a check's title says its regret."""
+
+
+def gain_text(rule: Rule) -> str:
+    """The rule's gain over native as tune's table and the report show it: ``1.32±0.04x`` (one standard
+    error, as a check's regret is said), ``1.32x`` where a model gave one of the times, ``-`` for none."""
+    if rule.gain_vs_native is None:
+        return "-"
+    if rule.gain_err is None:
+        return f"{rule.gain_vs_native:.2f}x"
+    return f"{rule.gain_vs_native:.2f}±{rule.gain_err:.2f}x"
 
 
 def _opt_float(value: Any) -> float | None:

@@ -24,7 +24,7 @@ from collbench.models.crossover import Crossover, find_crossovers
 from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
 from collbench.profile.document import Profile, machine_fingerprint
-from collbench.profile.rules import Rule
+from collbench.profile.rules import GAIN_LEGEND, Rule, gain_text
 from collbench.report.assets import CSS, ERROR_TRAP_JS, PAGE_JS, table_box
 from collbench.report.machine import drawing_svg, matrix_html
 from collbench.report.ops import group_rows, op_section, section_id
@@ -350,7 +350,7 @@ def _evidence(r: Rule) -> str:
         apart = r.separation is not None and r.noise is not None and r.separation > r.noise
         parts.append(("tied at other sizes of the range with " if apart else "tied with ") + ", ".join(tied))
     data = r.to_dict()
-    known = {*_RULE_KEYS, "tie_with", "separation", "noise"}
+    known = {*_RULE_KEYS, "gain_err", "tie_with", "separation", "noise"}
     parts += [f"{k}: {_plain(v)}" for k, v in data.items() if k not in known and v not in (None, (), [], {})]
     return "; ".join(parts) or "-"
 
@@ -386,7 +386,7 @@ def _rules_table(rules: Sequence[Rule], status: str) -> str:
     body = []
     for r in rules:
         rule_status = status if status == "predicted" or r.measured_us is not None else "from the models"
-        gain = "-" if r.gain_vs_native is None else f"{r.gain_vs_native:.2f}x"
+        gain = gain_text(r)
         # The params and the evidence wrap (their own classes); the figures do not.
         cells = (
             ("", f"{r.min_bytes} ({size_label(r.min_bytes)})"),
@@ -402,7 +402,10 @@ def _rules_table(rules: Sequence[Rule], status: str) -> str:
         )
         tds = "".join(f'<td class="{c}">{escape(t)}</td>' if c else f"<td>{escape(t)}</td>" for c, t in cells)
         body.append(f"<tr>{tds}</tr>")
-    return table_box(f'<table class="rules"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')
+    legend = f'<p class="note">{escape(GAIN_LEGEND)}</p>' if any(r.gain_err is not None for r in rules) else ""
+    return (
+        table_box(f'<table class="rules"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>') + legend
+    )
 
 
 def _when(ts: float) -> str:

@@ -31,7 +31,14 @@ from collbench.results.row import ResultRow
 from collbench.runtime.here import HERE
 from collbench.schedules.ops import Op
 from collbench.tuning.config import TUNE_ELEMENT_BYTES
-from collbench.tuning.selection import Point, SelectionSettings, beaten_by, in_round, measured_points
+from collbench.tuning.selection import (
+    Point,
+    SelectionSettings,
+    beaten_by,
+    in_round,
+    measured_points,
+    ratio_error,
+)
 from collbench.tuning.sweeps import IN_PLACE, OUT_OF_PLACE, Progress, algorithm_order
 
 CHECK_ROUNDS = 3
@@ -131,7 +138,7 @@ def regrets(profile: Profile, rows: list[ResultRow], rule_set: RuleSet | None = 
         else:
             rival = best
         regret = here[chosen].time_us / here[best].time_us
-        err = regret * math.hypot(here[chosen].noise, here[rival].noise)
+        err = ratio_error(regret, here[chosen], here[rival])
         # The times shown are the ones the regret divides, at the fastest round's speed: each point's
         # smallest time as measured (``shown_us``) can come from rounds of other speeds than its rival's,
         # and showed the chosen one faster than the one named fastest beside a regret above 1.

@@ -20,6 +20,7 @@ from collbench.cli.render.styles import (
 )
 from collbench.models.fitted import op_has_payload
 from collbench.profile.document import Profile
+from collbench.profile.rules import GAIN_LEGEND, gain_text
 from collbench.units import factor_text, format_bytes, ranks_on_nodes
 
 
@@ -109,7 +110,7 @@ def render_rules(profile: Profile) -> RenderableType:
         for col, just, no_wrap in columns:
             table.add_column(col, justify=just, no_wrap=no_wrap)  # type: ignore[arg-type]
         for rule in rule_set.rules:
-            gain = "-" if rule.gain_vs_native is None else f"{rule.gain_vs_native:.2f}x"
+            gain = gain_text(rule)
             style = "green" if rule.gain_vs_native and rule.gain_vs_native > 1.0 and not rule.algo.own_choice else None
             if rule_set.predicted:
                 style = "dim"
@@ -128,6 +129,8 @@ def render_rules(profile: Profile) -> RenderableType:
             ]
             table.add_row(*(cells if op else [rule.op, *cells]), style=style)
         tables.append(table)
+        if any(r.gain_err is not None for r in rule_set.rules):
+            tables.append(Text(GAIN_LEGEND, style="dim"))
         if certainty is not None:
             tables.append(certainty)
     return tables[0] if len(tables) == 1 else Group(*tables)

@@ -38,6 +38,7 @@ from collbench.tuning.selection.points import (
     in_round,
     measured_points,
     points_at,
+    ratio_error,
     round_speeds,
     sizes_of,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "left_behind",
     "measured_points",
     "points_at",
+    "ratio_error",
     "round_speeds",
     "select_nccl_rules",
     "select_rules",

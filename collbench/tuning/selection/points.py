@@ -92,6 +92,13 @@ class Point:
         return math.hypot(within, self.between)
 
 
+def ratio_error(ratio: float, a: Point, b: Point) -> float:
+    """One standard error of ``ratio``, a ratio of the times of ``a`` and ``b``: their relative noises add
+    in quadrature. What a check's regret (chosen / fastest) and a rule's gain over native (native /
+    chosen) are said with, as ``x±err``."""
+    return ratio * math.hypot(a.noise, b.noise)
+
+
 Points = dict[Variant, dict[int, Point]]
 """One op's points: per variant, per size."""
 PointsByOp = dict[str, Points]

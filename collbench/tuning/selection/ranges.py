@@ -26,7 +26,15 @@ from collbench.profile.rules import AlgoRef, Rule, Variant
 from collbench.results.row import ResultRow
 from collbench.schedules.ops import Op
 from collbench.tuning.selection.decision import NATIVE, SelectionSettings, decide_at
-from collbench.tuning.selection.points import Point, Points, PointsByOp, measured_points, points_at, sizes_of
+from collbench.tuning.selection.points import (
+    Point,
+    Points,
+    PointsByOp,
+    measured_points,
+    points_at,
+    ratio_error,
+    sizes_of,
+)
 
 
 class FitLike(Protocol):
@@ -111,7 +119,7 @@ def _select_op(
         at = inside[len(inside) // 2] if inside else _middle(start, stop)
         measured = variants[variant][at].shown_us if at in variants[variant] else None
         predicted = predict(variant, at)
-        gain = None
+        gain = gain_err = None
         if variant.algo == NATIVE:
             gain = 1.0
         else:
@@ -122,6 +130,9 @@ def _select_op(
                 theirs = predict(Variant(NATIVE), at)
             if mine and theirs:
                 gain = theirs / mine
+                if measured is not None and native_pts is not None and at in native_pts:
+                    # Both measured at the size: said with its standard error, as a check's regret is.
+                    gain_err = ratio_error(gain, variants[variant][at], native_pts[at])
         tie_with = sorted({t.label() for s in inside if winners[sizes.index(s)] == variant for t in ties[s]})
         separation, noise = _evidence_at(variants, variant, at, settings)
         rules.append(
@@ -135,6 +146,7 @@ def _select_op(
                 predicted_us=_round(predicted),
                 measured_us=_round(measured),
                 gain_vs_native=_round(gain, 4),
+                gain_err=_round(gain_err, 4),
                 tie_with=tuple(tie_with),
                 separation=_round(separation, 4),
                 noise=_round(noise, 4),
