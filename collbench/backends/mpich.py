@@ -22,7 +22,13 @@ from typing import ClassVar
 
 from collbench.backends.base import Backend, Here, SweepOptions, skip_note
 from collbench.backends.mpi import check_mpi_call
-from collbench.errors import BackendUnavailableError, ConfigError, NotApplicableError, UnknownNameError
+from collbench.errors import (
+    BackendUnavailableError,
+    CommandLineError,
+    ConfigError,
+    NotApplicableError,
+    UnknownNameError,
+)
 from collbench.mpich.algorithms import (
     NATIVE,
     NATIVE_PREFIX,
@@ -61,7 +67,8 @@ class Mpich(Backend):
 
     def check_sweep(self, options: SweepOptions, dtype: str, redop: str, here: Here) -> None:
         if options.world_size is None:
-            raise ConfigError(
+            # No --ranks (or a launcher's job, whose ranks leave it out): alike on every rank of one.
+            raise CommandLineError(
                 "--backend mpich starts mpiexec.mpich itself: run the command (sweep, tune) with --backend mpich "
                 "--ranks N outside any launcher"
             )

@@ -79,6 +79,9 @@ MISTAKES = [
     pytest.param(["tune", "--quick", "--ranks", "4"], "--ranks 4 contradicts", id="tune-ranks-under-launcher"),
     # 'srun -n 2 collbench discover --probe --ranks 3' said it once a task.
     pytest.param(["discover", "--probe", "--ranks", "3"], "--ranks 3 contradicts", id="probe-ranks-under-launcher"),
+    # 'mpirun -np 2 collbench sweep --backend mpi' said it once a rank.
+    pytest.param(["sweep", "--backend", "mpi"], "--backend mpi starts mpirun itself", id="mpi-under-launcher"),
+    pytest.param(["sweep", "--backend", "mpich"], "starts mpiexec.mpich itself", id="mpich-under-launcher"),
     pytest.param(
         ["discover", "--probe", "--timeout", "0"], "--timeout must be a positive number of seconds", id="discover-probe"
     ),

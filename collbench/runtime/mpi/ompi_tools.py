@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.backends.mpi import MPI
-from collbench.errors import BackendUnavailableError, ConfigError
+from collbench.errors import BackendUnavailableError, CommandLineError, ConfigError
 from collbench.runtime.mpi.harness import build_with
 
 MPIRUN_ARGS_ENV = "COLLBENCH_MPIRUN_ARGS"
@@ -128,7 +128,8 @@ def ompi_environment() -> dict[str, str]:
 def check_world_size(world_size: int | None) -> int:
     """The ranks to start: ``--ranks`` (collbench starts mpirun itself, so it cannot run under one)."""
     if world_size is None:
-        raise ConfigError(
+        # No --ranks (or a launcher's job, whose ranks leave it out): alike on every rank of one.
+        raise CommandLineError(
             "--backend mpi starts mpirun itself: run the command (sweep, tune) with --backend mpi --ranks N "
             "outside any launcher"
         )
