@@ -25,7 +25,7 @@ def _all_reduce(b: RoundBuilder, src: int, dst: int, root: int, count: int, chun
     # Every rank sums the n inputs in rank order, x0 + x1 + ... + x(n-1), its own in its place: floating
     # addition does not associate, and rank d adding the others onto its own (xd + x0 + x1 ...) ended
     # with another last bit than rank 0 on 3 ranks and more, so a DDP job's replicas drifted apart (a
-    # reduction's result is one value on every rank: nccl-tests checks it so, and DDP assumes it). A
+    # reduction's result is one value on every rank: torch's own all-reduce gives it, DDP assumes it). A
     # receive is applied in the order listed, src ascending: rank 0's input is copied in first, and a
     # rank's own input comes back to it as a send to itself (a local copy), reduced in at its turn.
     if src == dst == 0:
@@ -34,20 +34,22 @@ def _all_reduce(b: RoundBuilder, src: int, dst: int, root: int, count: int, chun
 
 
 def _reduce_scatter(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
-    b.transfer(0, src, dst, *chunks[dst], reduce=True, label="each chunk to its owner")
+    if src != dst:
+        b.transfer(0, src, dst, *chunks[dst], reduce=True, label="each chunk to its owner")
 
 
 def _all_gather(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
-    b.transfer(0, src, dst, *chunks[src], reduce=False, label="own chunk to everyone")
+    if src != dst:
+        b.transfer(0, src, dst, *chunks[src], reduce=False, label="own chunk to everyone")
 
 
 def _broadcast(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
-    if src == root:
+    if src == root != dst:
         b.transfer(0, src, dst, 0, count, reduce=False, label="root to everyone")
 
 
 def _reduce(b: RoundBuilder, src: int, dst: int, root: int, count: int, chunks: list[tuple[int, int]]) -> None:
-    if dst == root:
+    if dst == root != src:
         b.transfer(0, src, dst, 0, count, reduce=True, label="everyone to the root")
 
 
@@ -58,8 +60,8 @@ _PAIRS: dict[Op, Pair] = {
     Op.BROADCAST: _broadcast,
     Op.REDUCE: _reduce,
 }
-"""What each op one-shot does sends between a pair of ranks: the one place that says so (its ops are
-these keys)."""
+"""What each op one-shot does sends between a pair of ranks, a rank and itself included (all-reduce's
+local copy): the one place that says so (its ops are these keys)."""
 
 
 def build_one_shot(
@@ -80,8 +82,7 @@ def build_one_shot(
     pair = _PAIRS[op]
     # Every pair that touches a kept rank: 2n - 1 of them in a one-rank build, never n^2.
     for src, dst in b.pairs(n):
-        if src != dst or op is Op.ALL_REDUCE:
-            pair(b, src, dst, root, count, chunks)
+        pair(b, src, dst, root, count, chunks)
     return b.build(op, "one-shot", count, root=root, layout=layout_name(layout))
 
 
