@@ -432,6 +432,26 @@ def test_a_resumed_sweep_counts_the_rows_it_took_from_the_stream(tmp_path: Path)
     assert len(read_rows(stream)) == 2
 
 
+def test_resume_of_a_stream_of_another_topology_is_refused_and_the_stream_kept(tmp_path: Path) -> None:
+    # A stream from another machine (or swept with another --topology) at the same rank count was resumed
+    # as this machine's: its rows kept, the rest measured here and appended, one file of two machines.
+    stream = tmp_path / "rows.jsonl"
+    base = ["sweep", "--ranks", "2", "--algo", "ring", "--out-of-place", "-n", "3", "-b", "1K", "--stream", str(stream)]
+    first = RUNNER.invoke(app, [*base, "-e", "1K"])
+    assert first.exit_code == 0, first.output
+    (row,) = [json.loads(line) for line in stream.read_text().splitlines()]
+    here = row["topology_fingerprint"]
+    stream.write_text(json.dumps(dict(row, topology_fingerprint="deadbeef0000")) + "\n")
+    kept = stream.read_text()
+    result = RUNNER.invoke(app, [*base, "-e", "4K", "-f", "4", "--resume"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert (
+        f"error: --resume: {stream} holds rows of topology deadbeef0000 and this sweep's is {here} (another "
+        "machine, or another --topology)"
+    ) in " ".join(result.output.split())
+    assert stream.read_text() == kept
+
+
 def test_an_output_is_named_once(tmp_path: Path) -> None:
     # '-O rows.jsonl' streams into that file itself: 'rows streamed to rows.jsonl' then 'wrote 2 rows to
     # rows.jsonl' read as two files. A CSV output is another file beside its stream, said as written.

@@ -252,6 +252,15 @@ def _plan(
     fingerprint, fp_note = row_fingerprint(job, ws)
     if fp_note:
         notes.append(fp_note)
+    others = sorted({row.topology_fingerprint for row in done.values()} - {fingerprint, ""}) if fingerprint else []
+    if others:
+        # A stream copied from another machine (or swept with another --topology) at the same rank count
+        # was resumed as this one's: its rows kept, the rest measured here, one file of two machines.
+        raise ConfigError(
+            f"--resume: {job.stream_path} holds rows of topology {', '.join(others)} and this sweep's is "
+            f"{fingerprint} (another machine, or another --topology); resume it where and as it was measured, "
+            "or give --stream FILE for this sweep's rows"
+        )
     return points, None if cfg.layout is not None else layout, notes, done, fingerprint
 
 
