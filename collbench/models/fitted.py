@@ -188,12 +188,17 @@ class Segment:
     """Added to the segment's alpha-beta time. Fits made now leave it 0 (each segment's own alpha and
     beta join it to its neighbours); files written before that carry the offset that joined them."""
 
+    @property
+    def beta_gbps(self) -> float | None:
+        """The per-byte cost as a bandwidth (GB/s); None for a zero cost, as :attr:`Fit.beta_gbps`."""
+        return gbps_from_us_per_byte(self.beta_us_per_byte)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes,
             "alpha_us": self.alpha_us,
-            "beta_gbps": gbps_from_us_per_byte(self.beta_us_per_byte),
+            "beta_gbps": self.beta_gbps,
             "median_abs_pct_error": self.median_abs_pct_error,
             "offset_us": self.offset_us,
         }

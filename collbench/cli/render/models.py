@@ -122,11 +122,11 @@ def render_fits(report: FitReport) -> RenderableType:
                     format_bytes(s.min_bytes),
                     format_bytes(s.max_bytes),
                     f"{s.alpha_us:.3g}",
-                    BETA_AT_ZERO if (bw := s.to_dict()["beta_gbps"]) is None else _gbps(bw),
+                    BETA_AT_ZERO if s.beta_gbps is None else _gbps(s.beta_gbps),
                     f"{s.median_abs_pct_error:.1f}%",
                 )
             parts.append(seg)
-            if any(s.to_dict()["beta_gbps"] is None for s in f.segments):
+            if any(s.beta_gbps is None for s in f.segments):
                 beta_legend_at = len(parts)
     if beta_legend_at is not None:
         parts[beta_legend_at:beta_legend_at] = beta_at_zero_note([None])
