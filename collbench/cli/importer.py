@@ -123,10 +123,11 @@ def nccl_tests(
         # Kept (they were measured) but marked: fit and tune skip rows with wrong data.
         summary += f"; {counted(failed, 'row')} failed validation (wrong > 0): kept, never fitted or selected"
     if output is None:
-        import json
+        from collbench.results.journal import json_line
 
         for row in rows:
-            typer.echo(json.dumps(row.to_dict(), sort_keys=True))
+            # Each line as a .jsonl file holds it, so the output redirected is a results file.
+            typer.echo(json_line(row.to_dict()), nl=False)
         err_console.print(summary)
         return
     write_rows(output, rows)
