@@ -137,10 +137,3 @@ def fastest_changes(
             out.append((size, prev, now))
             prev = now
     return out
-
-
-def fastest(fits: Sequence[Fit], size_bytes: float, world_size: int | None = None) -> Fit:
-    """The fit with the lowest predicted time at a size (ties: the first given)."""
-    if not fits:
-        raise ValueError("no fits to choose from")
-    return min(fits, key=lambda f: f.predict_us(size_bytes, world_size))
