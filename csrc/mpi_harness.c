@@ -91,11 +91,24 @@ static int *counts;
 
 static long mod(long a, long m) { return ((a % m) + m) % m; }
 
+/* buffers.py's prod_spacing(world, dtype): one rank in so many holds a 2, at least 32 and more where the
+ * twos of the whole world would pass the type's largest power of two (2^30 int32, 2^62 int64, 2^127
+ * float32, 2^1023 float64: int32 past 960 ranks); prime to 5. buffers.py's sum_period stays 5 for
+ * these four types below 2^20 ranks (float32's 2^24 exact integers hold 3 per 5 ranks), so sums keep it. */
+static long prod_spacing = 32;
+static long spacing_for(int ranks) {
+    long top = is_float ? (elem_bytes == 4 ? 127 : 1023) : (elem_bytes == 4 ? 30 : 62);
+    long q = (ranks + top - 1) / top;
+    if (q < 32) q = 32;
+    while (q % 5 == 0) q++;
+    return q;
+}
+
 /* buffers.py's pattern(rank, index) for the reduction (or none: ops that do not reduce). */
 static long pattern(int r, long idx, int reducing) {
     if (reducing && redop_kind == 0) return mod(idx * 7 + (r * 13 + seed * 3), 5) - 2;
     if (reducing && redop_kind == 1) {
-        long two = mod(idx * 5 + (r + seed), 32) == 0 ? 2 : 1;
+        long two = mod(idx * 5 + (r + seed), prod_spacing) == 0 ? 2 : 1;
         long minus = mod(idx + (2 * r + seed), 3) == 0 ? -1 : 1;
         return two * minus;
     }
@@ -487,6 +500,7 @@ int main(int argc, char **argv) {
             "usage: mpi_harness DTYPE(float32|float64|int32|int64) REDOP(sum|prod|min|max) ROOT SEED REALTIME VARIANT...");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    prod_spacing = spacing_for(world);
     root = atoi(argv[3]);
     seed = atoi(argv[4]);
     int realtime = atoi(argv[5]);

@@ -135,7 +135,7 @@ def test_the_16384_rank_shapes_stay_exact(dtype_name: str, redop: str) -> None:
 
 
 def test_small_types_widen_their_windows_only_where_needed() -> None:
-    # Patterns the sweep ran before are kept where they fit (5 and 32: what csrc/mpi_harness.c mirrors).
+    # Patterns the sweep ran before are kept where they fit (5 and 32); csrc/mpi_harness.c mirrors both.
     assert buffers.sum_period(64, torch.int8) == 5 and buffers.prod_spacing(64, torch.int8) == 32
     assert buffers.sum_period(64, torch.float32) == 5 and buffers.prod_spacing(16384, torch.float64) == 32
     assert buffers.sum_period(16384, torch.int8) > 5 and buffers.prod_spacing(16384, torch.float16) > 32
