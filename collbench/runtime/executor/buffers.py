@@ -16,11 +16,11 @@ exactly (bfloat16's 8-bit significand and int8's 127 included) and never wraps a
 
 Why not nccl-tests' own data (NVIDIA/nccl-tests @ a0b82b2, 2.19.6, verifiable/verifiable.cu, which
 src/common.cu's ``InitData``/``InitDataReduce`` call): its integer inputs are random bits of the whole
-width (``genInput``, lines 758-770), whose sums and products wrap modulo 2^bits, exact only because
+width (``genInput``, lines 756-770), whose sums and products wrap modulo 2^bits, exact only because
 NCCL's integer arithmetic wraps the same way in every order; torch's CPU kernels make no such promise for
 signed types, and a wrapped result cannot tell a rank counted twice from one counted once. Its float
-products follow the approach taken here (``genInOutFloatProd``, lines 716-756): every rank gives 1 or a
-power of two whose exponents over the ranks sum within the type's (``genSumXY``, lines 576-624), one
+products follow the approach taken here (``genInOutFloatProd``, lines 716-748): every rank gives 1 or a
+power of two whose exponents over the ranks sum within the type's (``genSumXY``, lines 576-620), one
 rank alone a mantissa. avg of integers is, in NCCL, the wrapped sum divided by the rank count and
 truncated toward zero (``ReduceAvg_Base<T, true>::postOp``, lines 392-398); gloo has no avg, and the
 sweep runs avg for floating dtypes only.
