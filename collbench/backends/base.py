@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from collbench.errors import AlgorithmForNoOpError, ConfigError, NotApplicableError
+from collbench.errors import AlgorithmForNoOpError, CommandLineError, ConfigError, NotApplicableError
 from collbench.nccl.support import CommShape
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithm_names, get_algorithm
@@ -176,7 +176,7 @@ class Backend(ABC):
     ) -> None:
         """Add the forced variant ``key`` (``native:...``) to the ops it runs for; ConfigError where none exist."""
         what = "a channel count (@<N>ch, NCCL's channels)" if "@" in key else "an NCCL algorithm"
-        raise ConfigError(f"{key} forces {what}; it needs --backend nccl")
+        raise CommandLineError(f"{key} forces {what}; it needs --backend nccl")
 
     def tune_variants(self, ops: Sequence[str], shape: CommShape, here: Here) -> tuple[str, ...]:
         """The forced variants of its own collective a tune measures for ``ops`` on ``shape`` (none here)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collbench.backends import AUTO, Backend
-from collbench.errors import ConfigError
+from collbench.errors import CommandLineError, ConfigError
 from collbench.fileio import check_writable
 from collbench.filekinds import holds_content, replacing_refused
 from collbench.results.journal import count_lines
@@ -143,20 +143,21 @@ class TuneConfig:
 
 def check_config(config: TuneConfig, *, files: bool = True) -> None:
     """Raise ConfigError for options that cannot work, before anything is measured; with ``files``,
-    also for outputs that cannot be written and partial rows in the way (``check_files``)."""
+    also for outputs that cannot be written and partial rows in the way (``check_files``). Those the
+    command line alone decides are CommandLineErrors: under a launcher rank 0 alone says them."""
     if config.ranks is not None:
         check_ranks(config.ranks, 2, "tune")
     depth = config.depth
     for flag, size in (("-b/--min-bytes", depth.min_bytes), ("-e/--max-bytes", depth.max_bytes)):
         if size < TUNE_ELEMENT_BYTES or size % TUNE_ELEMENT_BYTES:
-            raise ConfigError(
+            raise CommandLineError(
                 f"{flag} {size}: tune measures float32 elements, so sizes are multiples of {TUNE_ELEMENT_BYTES} bytes"
             )
     if depth.min_bytes > depth.max_bytes:
-        raise ConfigError(f"-b/--min-bytes {depth.min_bytes} is above -e/--max-bytes {depth.max_bytes}")
+        raise CommandLineError(f"-b/--min-bytes {depth.min_bytes} is above -e/--max-bytes {depth.max_bytes}")
     if depth.min_bytes * depth.step_factor > depth.max_bytes:
         # Known now, not after the whole measurement: the models are fitted over sizes.
-        raise ConfigError(
+        raise CommandLineError(
             f"-b/--min-bytes {depth.min_bytes} and -e/--max-bytes {depth.max_bytes} give one size; tune fits "
             f"its models over sizes: give at least two (sizes grow x{depth.step_factor:g})"
         )
@@ -165,9 +166,9 @@ def check_config(config: TuneConfig, *, files: bool = True) -> None:
 
     check_backend_name(config.backend)
     if config.output.suffix.lower() not in (".yaml", ".yml"):
-        raise ConfigError(f"-O/--output {config.output}: a profile is YAML; use a .yaml name")
+        raise CommandLineError(f"-O/--output {config.output}: a profile is YAML; use a .yaml name")
     if config.rows_path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
-        raise ConfigError(f"--results {config.rows_path}: use a .jsonl, .csv or .parquet name")
+        raise CommandLineError(f"--results {config.rows_path}: use a .jsonl, .csv or .parquet name")
     if config.rows_path.suffix.lower() == ".parquet":
         from collbench.results.io import parquet_problem
 
@@ -175,9 +176,9 @@ def check_config(config: TuneConfig, *, files: bool = True) -> None:
             # Said before a rank starts, as sweep says it: the rows are written once every round is measured.
             raise ConfigError(f"--results {config.rows_path}: {problem}")
     if config.png_path.suffix.lower() != ".png":
-        raise ConfigError(f"--plot {config.png_path}: use a .png name")
+        raise CommandLineError(f"--plot {config.png_path}: use a .png name")
     if config.resume and config.overwrite:
-        raise ConfigError("--resume continues an interrupted tune and --overwrite starts over: give one of them")
+        raise CommandLineError("--resume continues an interrupted tune and --overwrite starts over: give one of them")
     for name in config.ops:
         # Checked here, with the other options and before the files: an unknown op is its own error,
         # not "pass --overwrite".

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collbench.errors import ConfigError
+from collbench.errors import CommandLineError, ConfigError
 from collbench.units import MAX_RANKS, check_ranks
 
 
@@ -38,14 +38,14 @@ def parse_ranks(text: str, option: str = "--ranks", command: str = "tune") -> tu
             # A whole number still: said as too many, as check_ranks says 2,000,000 ("each value must be a
             # whole number of ranks, at least 2, got '1000000000'" was no reason).
             shown = part if len(part) <= 60 else _shown(part)
-            raise ConfigError(f"{option} {shown}: {command} takes fewer than 2^20 ({MAX_RANKS:,}) ranks")
+            raise CommandLineError(f"{option} {shown}: {command} takes fewer than 2^20 ({MAX_RANKS:,}) ranks")
         if not part.removeprefix("-").isdigit() or len(part) > MAX_RANK_DIGITS:
-            raise ConfigError(
+            raise CommandLineError(
                 f"{option} {_shown(text)}: each value must be a whole number of ranks, at least 2, got {_shown(part)}"
             )
         check_ranks(int(part), 2, command, option)
         if int(part) in out:
-            raise ConfigError(f"{option} {_shown(text)}: {part} is given twice")
+            raise CommandLineError(f"{option} {_shown(text)}: {part} is given twice")
         out.append(int(part))
     return tuple(out)
 

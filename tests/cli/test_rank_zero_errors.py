@@ -79,6 +79,12 @@ MISTAKES = [
     pytest.param(["tune", "--quick", "--ranks", "4"], "--ranks 4 contradicts", id="tune-ranks-under-launcher"),
     # 'srun -n 2 collbench discover --probe --ranks 3' said it once a task.
     pytest.param(["discover", "--probe", "--ranks", "3"], "--ranks 3 contradicts", id="probe-ranks-under-launcher"),
+    # Each of these, argv's alone, was said once a rank.
+    pytest.param(["sweep", "--algo", "native:ring"], "forces an NCCL algorithm", id="nccl-variant-on-gloo"),
+    pytest.param(["sweep", "--algo", "hierarchical"], "needs ranks on two or more nodes", id="one-node-algo"),
+    pytest.param(["sweep", "--resume", "--overwrite"], "--resume continues the stream", id="resume-overwrite"),
+    pytest.param(["tune", "--quick", "-b", "8K", "-e", "1K"], "is above -e/--max-bytes", id="tune-sizes"),
+    pytest.param(["tune", "--quick", "--ranks", "2:1"], "each value must be a whole number", id="tune-ranks-text"),
     # 'mpirun -np 2 collbench sweep --backend mpi' said it once a rank.
     pytest.param(["sweep", "--backend", "mpi"], "--backend mpi starts mpirun itself", id="mpi-under-launcher"),
     pytest.param(["sweep", "--backend", "mpich"], "starts mpiexec.mpich itself", id="mpich-under-launcher"),

@@ -335,7 +335,7 @@ def _check_one_node(per_op: dict[Op, list[str]]) -> None:
     layout has one: the ranks would start, skip every point and fail together (a gloo error, exit 3)."""
     flat = sorted({a for algos in per_op.values() for a in algos if not is_native(a) and get_algorithm(a).needs_nodes})
     if flat and all(set(algos) <= set(flat) for algos in per_op.values()):
-        raise ConfigError(
+        raise CommandLineError(
             f"{', '.join(flat)} needs ranks on two or more nodes, and with no --topology the layout has one "
             "(on one node it is a ring): give --topology of several hosts, or add --algo ring"
         )
@@ -421,7 +421,7 @@ def _check_files(config: SweepConfig, world: int | None) -> None:
         )
     if config.resume:
         if config.overwrite:
-            raise ConfigError("--resume continues the stream and --overwrite empties it: give one of them")
+            raise CommandLineError("--resume continues the stream and --overwrite empties it: give one of them")
         # Rank 0's file under a launcher, maybe on another host: only the rank that writes it reads it
         # (tune's second sweep of a round, out of place, continues the stream its first one began).
         if writes_files() and not stream.exists():
