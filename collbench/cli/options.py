@@ -221,6 +221,10 @@ def check_command_line(path: list[str], command: Command, args: list[str]) -> No
                     f"{name} is a flag and takes no value ({given!r}): write {pair} alone"
                     + ("" if param.secondary_opts else ", or leave it out for false")
                 )
+        # fit, predict, layout, discover and compare print JSON with --json; sweep, whose table has an
+        # nccl-tests layout beside it, with --format json. 'sweep --json' was told 'Possible options: --op'.
+        if param is None and name == "--json" and "--format" in by_name:
+            raise OptionHint(f"`{where}` has no option --json: its JSON output is --format json")
         letter = token[:2]
         if param is None and token.startswith("-") and not token.startswith("--") and letter not in by_name:
             moved = _ELSEWHERE.get(letter)

@@ -25,6 +25,8 @@ WIDE = {"COLUMNS": "200", "NO_COLOR": "1"}
         (["import", "nccl-tests", "--ranks", "0", "x.log"], "--ranks 0: import nccl-tests needs at least 1 rank"),
         (["compare", "--json", "true", "a", "b"], "--json is a flag and takes no value ('true')"),
         (["tune", "--op", "bogus"], "unknown op 'bogus'"),
+        # --json, which fit, predict, layout, discover and compare take: sweep said 'Possible options: --op'.
+        (["sweep", "--json"], "`collbench sweep` has no option --json: its JSON output is --format json"),
     ],
 )
 def test_every_mistake_is_one_error_line_and_exit_2(args: list[str], says: str) -> None:
