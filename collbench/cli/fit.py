@@ -21,10 +21,10 @@ from collbench.models.stored import (
     FIT_NODES_ADVICE,
     LOGS_NODES_ADVICE,
     ROWS_NODES_ADVICE,
-    NodesSeen,
+    GroupsSeen,
     fit_nvlink_domain_note,
-    noting_nodes,
-    with_nodes,
+    noting_groups,
+    with_group,
 )
 from collbench.results.fields import name_problem
 from collbench.results.io import RESULT_SUFFIXES
@@ -116,14 +116,14 @@ def fit(
     )
     dtypes_seen: dict[str, set[str]] = {}
     redops_seen: dict[str, set[str]] = {}
-    nodes_seen: NodesSeen = {}
+    groups_seen: GroupsSeen = {}
     # Rows are folded into per-point summaries as they are read: memory grows with the points, not the file.
     from collbench.cli.render.models import render_fits
     from collbench.models.fit import fit_results
     from collbench.models.fit_points import PointSummaries
 
     points = PointSummaries().extend(
-        _noting_dtypes_and_reductions(noting_nodes(wanted, nodes_seen), dtypes_seen, redops_seen)
+        _noting_dtypes_and_reductions(noting_groups(wanted, groups_seen), dtypes_seen, redops_seen)
     )
     if not points.rows_seen:
         raise InputFileError(", ".join(str(p) for p in results), "no rows left after --op/--algo/--dtype")
@@ -151,7 +151,7 @@ def fit(
             )
     # Named by its files: 'error: results: no rows ...' read as a file called results.
     report = fit_results(points, piecewise=piecewise, source=", ".join(str(p) for p in results))
-    report = dataclasses.replace(report, fits=[with_nodes(f, nodes_seen) for f in report.fits])
+    report = dataclasses.replace(report, fits=[with_group(f, groups_seen) for f in report.fits])
     if nodes is None:
         # `fit --nodes` gives a log its node count; rows record theirs and refuse it ('fit rows.jsonl --nodes
         # 20' of the imported 1,440-rank log: "its rows say 360 nodes, not 20"), so their note says what works.

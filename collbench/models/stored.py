@@ -25,7 +25,7 @@ from collbench.yamljson import parse_json, parse_yaml
 
 MAX_FIT_WORLD_SIZE = 1 << 20
 """The most ranks a stored fit may say it was measured at: more than any machine has run one job on."""
-NodesSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str], set[str]]]
+GroupsSeen = dict[tuple[str, str, str, int], tuple[set[int], set[str], set[str]]]
 """Per (op, algo, backend, world size): the node counts, devices and sources its rows said."""
 
 
@@ -137,7 +137,7 @@ def nodes_measured(fits: list[Fit], given: int | None, profile_nodes: dict[int, 
     return {f.world_size: f.nodes for f in fits if f.nodes is not None}
 
 
-def noting_nodes(rows: Iterable[ResultRow], seen: NodesSeen) -> Iterator[ResultRow]:
+def noting_groups(rows: Iterable[ResultRow], seen: GroupsSeen) -> Iterator[ResultRow]:
     """The rows unchanged, noting each group's node counts, devices and sources on the way (a stream is
     read once)."""
     for row in rows:
@@ -148,7 +148,7 @@ def noting_nodes(rows: Iterable[ResultRow], seen: NodesSeen) -> Iterator[ResultR
         yield row
 
 
-def with_nodes(fit: Fit, seen: NodesSeen) -> Fit:
+def with_group(fit: Fit, seen: GroupsSeen) -> Fit:
     """The fit with its measured node count and device where every row of its group gave the same known
     one, and its rows' source (MIXED_SOURCES where they came from more than one)."""
     counts, devices, sources = seen.get((fit.op, fit.algo, fit.backend, fit.world_size), (set(), set(), set()))
@@ -165,13 +165,13 @@ def _group(row: ResultRow) -> tuple[str, str, str, int]:
 
 
 def with_rows(fits: Iterable[Fit], rows: Iterable[ResultRow]) -> list[Fit]:
-    """``fits`` with what the ``rows`` they were fitted from say of each (:func:`with_nodes`: node count,
+    """``fits`` with what the ``rows`` they were fitted from say of each (:func:`with_group`: node count,
     device, source), for fits made from rows in memory: tune's, stored in its profile, say it as fit's
     files do (predict reads a GPU's generation and links from the device)."""
-    seen: NodesSeen = {}
-    for _ in noting_nodes(rows, seen):
+    seen: GroupsSeen = {}
+    for _ in noting_groups(rows, seen):
         pass
-    return [with_nodes(f, seen) for f in fits]
+    return [with_group(f, seen) for f in fits]
 
 
 def with_source(fit: Fit, sources: set[str]) -> Fit:

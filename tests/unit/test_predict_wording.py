@@ -10,17 +10,17 @@ from collbench.importers.nccl_tests import read_nccl_tests
 from collbench.models.fit import fit_results
 from collbench.models.fitted import Fit
 from collbench.models.predict import predict
-from collbench.models.stored import NodesSeen, noting_nodes, with_nodes
+from collbench.models.stored import GroupsSeen, noting_groups, with_group
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 
 
 def _fit(name: str) -> Fit:
     """The log's fit with its rows' device, as `collbench fit` makes it (models/stored.py)."""
-    seen: NodesSeen = {}
-    rows = list(noting_nodes((r for r in read_nccl_tests(REAL / name) if r.wrong == 0), seen))
+    seen: GroupsSeen = {}
+    rows = list(noting_groups((r for r in read_nccl_tests(REAL / name) if r.wrong == 0), seen))
     (fit,) = fit_results(rows).fits
-    return with_nodes(fit, seen)
+    return with_group(fit, seen)
 
 
 def _arch_notes(notes: list[str]) -> list[str]:

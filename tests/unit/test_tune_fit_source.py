@@ -4,7 +4,7 @@ Fits files recorded their rows' source since 34e9ff5 ('source': collbench, nccl-
 copy a tune stored in its profile did not, so ``predict --profile`` could not say "fitted from
 collbench's own rows" of it. A profile written before says nothing of it and still loads. Nor did it
 keep the nodes and device its rows said (``predict`` reads a GPU's generation and links from the
-device), which fit's files kept: both now come from ``models.stored.with_nodes``, one home.
+device), which fit's files kept: both now come from ``models.stored.with_group``, one home.
 """
 
 from __future__ import annotations
