@@ -101,6 +101,15 @@ def stored_fit_problem(entry: dict[str, Any]) -> str | None:
     world = entry.get("world_size")
     if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_FIT_WORLD_SIZE:
         return f"{label}: world_size is {world!r}; it must be a whole number 1 to {MAX_FIT_WORLD_SIZE}"
+    usable = entry.get("usable")
+    if usable is not None and not isinstance(usable, bool):
+        # Read by its truth: a hand-edited "usable": "false" (or "no") was a fit predict used.
+        return f"{label}: usable is {usable!r}; it must be true or false"
+    low, high = entry.get("min_bytes"), entry.get("max_bytes")
+    if isinstance(low, int) and isinstance(high, int) and not 0 <= low <= high:
+        # The sizes the fit saw: predict says how far it extrapolates from them, which an upturned or
+        # negative range made nonsense of, without a word.
+        return f"{label}: min_bytes {low} and max_bytes {high} are no range of sizes (0 <= min_bytes <= max_bytes)"
     segments = entry.get("segments")
     if segments is not None and not isinstance(segments, list):
         return f"{label}: segments is {segments!r}; it must be a list (null: one segment)"

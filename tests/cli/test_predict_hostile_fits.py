@@ -35,6 +35,11 @@ def _edited(edit: str) -> dict[str, Any]:
         data["fits"][0]["segments"] = "none"
     elif edit == "rule set of 0 ranks":
         data["rule_sets"][0]["world_size"] = 0
+    elif edit == "usable text":
+        for fit in data["fits"]:
+            fit["usable"] = "false"
+    elif edit == "sizes upturned":
+        data["fits"][0]["min_bytes"], data["fits"][0]["max_bytes"] = 1048576, 512
     return data
 
 
@@ -57,7 +62,14 @@ def test_a_profile_with_a_value_of_the_wrong_kind_is_one_error(tmp_path: Path, e
 
 @pytest.mark.parametrize(
     ("edit", "names"),
-    [("min_bytes inf", "min_bytes"), ("points nan", "points"), ("segments -1", "segments")],
+    [
+        ("min_bytes inf", "min_bytes"),
+        ("points nan", "points"),
+        ("segments -1", "segments"),
+        # Read by its truth, "false" was a usable fit (the profile's schema refuses it; fits files did not).
+        ("usable text", "usable is 'false'; it must be true or false"),
+        ("sizes upturned", "min_bytes 1048576 and max_bytes 512 are no range of sizes"),
+    ],
 )
 def test_fits_with_a_value_of_the_wrong_kind_are_one_error(tmp_path: Path, edit: str, names: str) -> None:
     # `fit --json` output as a user's script rewrote it (Python's json writes Infinity and NaN).
