@@ -98,6 +98,13 @@ def size_label(size_bytes: float) -> str:
     return f"{size_bytes:.0f}B"
 
 
+def gbps(size_bytes: float, time_us: float) -> float:
+    """The rate of ``size_bytes`` moved in ``time_us`` microseconds, in GB/s (10^9 bytes a second,
+    nccl-tests' unit): a row's algbw, and times its op's busbw factor its busbw. 0 where no time was
+    taken (a time of 0 or less)."""
+    return size_bytes / time_us / 1e3 if time_us > 0 else 0.0
+
+
 def format_bytes(size_bytes: float) -> str:
     """Bytes as people read them in text: ``8 B``, ``64 KiB``, ``90.5 KiB``, ``5.66 MiB`` (powers of 1024,
     three significant digits at most, no decimals for a whole number of units).

@@ -49,6 +49,7 @@ from collbench.backends.nccl import NCCL
 from collbench.errors import InputFileError
 from collbench.results.row import NCCL_TESTS_SOURCE, ResultRow
 from collbench.schedules.ops import DTYPE_SIZES, Op, parse_dtype
+from collbench.units import gbps
 
 PROGRAM_OPS: dict[str, Op] = {
     "all_reduce_perf": Op.ALL_REDUCE,
@@ -300,7 +301,7 @@ def factor_row(
         # -1: no root column (the root is then nccl-tests' default, 0). Any other root outside the world
         # is no run of this op (a root of 99 on 8 ranks was imported as is, -5 was made 0).
         raise ValueError(f"{op.value} root {root} is not a rank of the {world_size} ranks")
-    algbw = size / time_us / 1e3 if time_us > 0 else 0.0
+    algbw = gbps(size, time_us)
     # nccl-tests prints one rank's block as count for the block-counted ops (BLOCK_COUNTED); collbench's
     # count is the elements of the larger buffer (size / dtype size) for every op, whatever the source.
     if dtype in DTYPE_SIZES:

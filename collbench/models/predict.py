@@ -49,7 +49,7 @@ from collbench.models.priced import RANKS_PER_NODE_GUESS, Priced, Shapes, by_str
 from collbench.models.simulator import UniformLinks, simulate
 from collbench.schedules.ops import Op
 from collbench.topology.bandwidth import compute_capability, gpu_links
-from collbench.units import check_ranks, factor_text, time_text
+from collbench.units import check_ranks, factor_text, gbps, time_text
 
 DEFAULT_SIMULATE_MAX_RANKS = 64
 
@@ -486,7 +486,7 @@ def predict(
             t = e.time_us(size)
             sim = _simulated(e, world_size, nodes, size, elem_bytes) if world_size <= simulate_max_ranks else None
             # Barrier moves nothing: no bandwidth to claim (its factor is 0, and 0 GB/s would read as slow).
-            busbw = None if not op_has_payload(f.op) else (size / t / 1e3 * factor if t > 0 else 0.0)
+            busbw = None if not op_has_payload(f.op) else gbps(size, t) * factor
             error = _error_near(f, size) if e.measured_shape else None
             basis = f"{source}; {e.basis(size)}" if source else e.basis(size)
             preds.append(

@@ -18,7 +18,7 @@ from collbench.report.svg import Marker, Point, Series, color_map, log_chart
 from collbench.results.noise import decision_time_us
 from collbench.results.row import NCCL_TESTS_SOURCE, ResultRow
 from collbench.schedules.ops import Op
-from collbench.units import counted, size_label
+from collbench.units import counted, gbps, size_label
 
 STALL_MARK = 0.05
 """A point is marked noisy when at least this fraction of its timed iterations stalled (the sweep's
@@ -104,7 +104,7 @@ def _table_summary(rows: Sequence[ResultRow], n: int) -> str:
 def busbw_gbps(size_bytes: float, time_us: float, factor: float) -> float:
     """nccl-tests' bus bandwidth of one call: ``factor * size / time`` (GB/s from bytes and us). It
     falls as time grows, so the slowest time of a spread gives its lowest busbw."""
-    return factor * size_bytes / time_us / 1e3 if time_us > 0 else 0.0
+    return gbps(size_bytes, time_us) * factor
 
 
 def group_rows(rows: Sequence[ResultRow]) -> dict[GroupKey, list[ResultRow]]:
@@ -171,7 +171,7 @@ def op_section(
         if fit is not None and points:
             grid = _geom(points[0].size_bytes, points[-1].size_bytes, 48)
             curve_t = tuple((s, fit.predict_us(s)) for s in grid)
-            curve_b = tuple((s, s / t / 1e3 * factor) for s, t in curve_t if t > 0)
+            curve_b = tuple((s, gbps(s, t) * factor) for s, t in curve_t if t > 0)
         t_pts, b_pts = [], []
         for c in points:
             noisy = (c.stall is not None and c.stall >= STALL_MARK) or c.bimodal

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from collbench.results.noise import detect_stalls, quantile
 from collbench.results.row import KEY_FIELDS, ResultRow
 from collbench.schedules.ops import Op
+from collbench.units import gbps
 
 
 class TimeStats(Protocol):
@@ -73,7 +74,7 @@ def measured_row(
     stalls = detect_stalls(list(samples_us))
     # Barrier moves nothing: its time only, no bandwidth (0, as nccl-tests' busbw factor 0 makes it).
     moved = size_bytes if op.spec.payload else 0
-    algbw = moved / stats.time_us / 1e3 if stats.time_us > 0 else 0.0
+    algbw = gbps(moved, stats.time_us)
     return ResultRow(
         op=op.value,
         algo=algo,
