@@ -225,6 +225,18 @@ def skip_note(op: str, algos: Sequence[str]) -> str:
 _SKIP_NOTE = re.compile(r"(?P<op>[\w-]+): (?P<algos>.+) (?:does|do) not implement it; skipped")
 
 
+_REFUSED_NOTE = re.compile(r"(?P<what>.+ cannot run it on \d+ ranks) \(.*\); skipped")
+
+
+def note_said(text: str) -> str:
+    """What a note says, for saying it once: a library's refusal of a forced algorithm (the MPI sweeps'
+    ``ALGO OPS: MPICH cannot run it on N ranks (WHY); skipped``) without its reason, which differs from
+    one round of a tune to the next for the same refusal (MPICH's 'Failure during collective' in one,
+    its job ended with exit code 15 in the next); any other note whole."""
+    found = _REFUSED_NOTE.fullmatch(text)
+    return text if found is None else found["what"]
+
+
 def parse_skip_note(text: str) -> tuple[str, list[str]] | None:
     """(op, algorithms) of a skip_note, or None for any other note: a tune sweeps in several parts and
     rounds, each with its own skip notes, and says each op's once (cli/tune.py)."""

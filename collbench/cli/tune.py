@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from collbench.backends import AUTO
-from collbench.backends.base import parse_skip_note, skip_note
+from collbench.backends.base import note_said, parse_skip_note, skip_note
 from collbench.cli.console import console, err_console, print_note
 from collbench.cli.options import split_values
 from collbench.cli.progress import point_progress
@@ -330,9 +330,9 @@ def tune(
                     # Each part and round of the tune skips what its algorithms lack: said once per op, after.
                     for algo in skip[1]:
                         skips.setdefault(skip[0], {})[algo] = None
-                elif event.kind == "note" and event.text not in shown:
+                elif event.kind == "note" and note_said(event.text) not in shown:
                     # Every round's sweep says its notes again: say each note once.
-                    shown.add(event.text)
+                    shown.add(note_said(event.text))
                     print_note("note", event.text, bar.console)
 
             profile_before = _file_mark(config.output)

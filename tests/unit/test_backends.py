@@ -242,3 +242,21 @@ def test_a_forced_variant_is_known_by_the_backend_whose_library_runs_it() -> Non
     problem = forced_problem("native:bogus")
     assert problem and "bogus" in problem
     assert [b.name for b in BACKENDS if b.forced_problem("native:segmented_ring") is None] == ["mpi"]
+
+
+def test_a_librarys_refusal_is_said_once_whatever_its_reason() -> None:
+    """A tune's rounds each ran MPICH's smp all-reduce on 2 ranks and each said its refusal: 'tune
+    --backend mpich --ranks 2 --quick' printed 'native:smp all-reduce: MPICH cannot run it on 2 ranks
+    (mpiexec.mpich ended (exit code 15)); skipped' and then the same with '(Failure during collective)'
+    (mpich_sweep.py words the one, measure.py the other); cli/tune.py says a note once by what it says."""
+    from collbench.backends.base import note_said
+
+    ended = "native:smp all-reduce: MPICH cannot run it on 2 ranks (mpiexec.mpich ended (exit code 15)); skipped"
+    failed = "native:smp all-reduce: MPICH cannot run it on 2 ranks (Failure during collective); skipped"
+    assert note_said(ended) == note_said(failed) == "native:smp all-reduce: MPICH cannot run it on 2 ranks"
+    in_place = "native:brucks all-to-all (its points in place): MPICH cannot run it on 3 ranks (Invalid buffer)"
+    in_place += "; skipped"
+    assert note_said(in_place) != note_said(ended)
+    assert note_said(failed.replace("2 ranks", "4 ranks")) != note_said(failed)  # another shape: its own note
+    other = "hierarchical all-reduce: needs ranks on two or more nodes; skipped"
+    assert note_said(other) == other
