@@ -21,7 +21,7 @@ from collbench.nccl.variants import is_native, parse_native_variant
 from collbench.results.io import write_rows
 from collbench.results.row import NODES_UNKNOWN
 from collbench.schedules.registry import algorithm_names
-from collbench.units import check_ranks, counted
+from collbench.units import check_ranks, counted, format_bytes
 
 app = typer.Typer(cls=CollbenchGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -116,7 +116,9 @@ def nccl_tests(
     )
     summary = (
         f"{counted(len(rows), 'row')}: {ops}, {shapes}, "
-        f"{min(r.size_bytes for r in rows)}-{max(r.size_bytes for r in rows)} bytes, algo {algos}"
+        # In K/M/G, as every table says a size: '8589934592-17179869184 bytes' asked the reader to count digits.
+        f"{format_bytes(min(r.size_bytes for r in rows))} to {format_bytes(max(r.size_bytes for r in rows))}, "
+        f"algo {algos}"
     )
     failed = sum(1 for r in rows if r.wrong > 0)
     if failed:

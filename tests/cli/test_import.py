@@ -77,7 +77,7 @@ def test_import_an_alltoall_log(tmp_path: Path) -> None:
         app, ["import", "nccl-tests", str(REAL / "alltoall_perf-gb300-x4-nccl-tests.log"), "-O", str(out)]
     )
     assert result.exit_code == 0, result.output
-    assert "4 rows: all-to-all, 4 ranks on 1 node, 8589934592-17179869184 bytes, algo native" in result.output
+    assert "4 rows: all-to-all, 4 ranks on 1 node, 8 GiB to 16 GiB, algo native" in result.output
     rows = read_rows(out)
     assert {(r.op, r.world_size, r.count) for r in rows} == {
         ("all-to-all", 4, 2147483648),

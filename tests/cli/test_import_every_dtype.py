@@ -109,7 +109,7 @@ def test_a_published_int8_log_is_imported_and_fitted(tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
     result = CliRunner().invoke(app, ["import", "nccl-tests", str(log), "-O", str(out)], env=WIDE)
     assert result.exit_code == 0, result.output
-    assert "56 rows: all-reduce, 8 ranks on 2 nodes, 1-134217728 bytes" in result.stdout
+    assert "56 rows: all-reduce, 8 ranks on 2 nodes, 1 B to 128 MiB" in result.stdout
     rows = read_rows(out)
     assert len(rows) == 56 and {r.dtype for r in rows} == {"int8"}
     # One byte an element: the log's count column is its size, and so is the row's count.

@@ -66,7 +66,7 @@ def test_the_summary_of_one_run_reads_as_before(tmp_path: Path) -> None:
     code, output = _run("import", "nccl-tests", str(RTX), "-O", str(tmp_path / "rows.jsonl"))
     assert code == 0, output
     assert output.splitlines() == [
-        "56 rows: all-reduce, 2 ranks on 1 node, 8-1073741824 bytes, algo native",
+        "56 rows: all-reduce, 2 ranks on 1 node, 8 B to 1 GiB, algo native",
         f"wrote rows to {tmp_path / 'rows.jsonl'}",
     ]
 
@@ -91,4 +91,4 @@ def test_the_path_written_is_never_cut_at_the_terminals_width(tmp_path: Path, co
         # The summary's words wrap at the width, none cut: read back whole across its lines.
         assert all(len(line) <= columns for line in summary), summary
         said = " ".join(line.strip() for line in summary)
-        assert said == "62 rows: all-reduce, 16 ranks on 2 nodes, 8-8589934592 bytes, algo native", summary
+        assert said == "62 rows: all-reduce, 16 ranks on 2 nodes, 8 B to 8 GiB, algo native", summary
