@@ -74,10 +74,23 @@ def _readable_axes(ax: Axes, *, sizes: bool = True, values: bool = True) -> None
     if values and ax.get_yscale() == "log":
         plain = FuncFormatter(lambda y, _pos: f"{y:g}")
         ax.yaxis.set_major_formatter(plain)
-        # Minor ticks are labelled (plainly) only where the panel spans too little for the decades.
+        # Minor ticks are labelled (plainly) only where the panel spans too little for the decades: all
+        # of them within a span of 20x, those at 2 and 5 times a power of ten where fewer than two powers
+        # of ten are in view (tune's 3-rank plot spanned 170-4,500 us and said one number, 1000).
         low, high = ax.get_ylim()
         narrow = low > 0 and high / low < 20
-        ax.yaxis.set_minor_formatter(plain if narrow else NullFormatter())
+        decades = 0 if low <= 0 else math.floor(math.log10(high)) - math.ceil(math.log10(low)) + 1
+        if narrow:
+            ax.yaxis.set_minor_formatter(plain)
+        elif low > 0 and decades < 2:
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda y, _pos: f"{y:g}" if _lead_digit(y) in (2, 5) else ""))
+        else:
+            ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _lead_digit(value: float) -> int:
+    """The first significant digit of a positive ``value`` (a log axis's minor tick: 2 for 200 or 0.02)."""
+    return round(value / 10 ** math.floor(math.log10(value) + 1e-9))
 
 
 def check_plot_path(path: Path) -> None:

@@ -241,3 +241,37 @@ def test_size_and_time_ticks_read_as_sizes_and_plain_numbers(tmp_path: Path, mon
             values = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
             if ax.get_yscale() == "log":
                 assert values and all(float(v) > 0 for v in values), values  # plain numbers: float() reads them
+
+
+@pytest.mark.parametrize(
+    ("limits", "shown"),
+    [
+        # tune --quick --ranks 3 on the VM: 170-4,500 us, where the decades gave one number, 1000.
+        ((170.0, 4500.0), {"200", "500", "1000", "2000"}),
+        ((30.0, 900.0), {"50", "100", "200", "500"}),
+        # Two decades or more in view: their powers of ten alone, as before.
+        ((20.0, 30000.0), {"100", "1000", "10000"}),
+    ],
+)
+def test_a_time_axis_of_about_a_decade_says_more_than_one_number(limits: tuple[float, float], shown: set[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from collbench.report.plots import _readable_axes
+
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    ax.set_ylim(*limits)
+    _readable_axes(ax, sizes=False)
+    fig.canvas.draw()
+    low, high = limits
+    read = {
+        t.get_text()
+        for minor in (False, True)
+        for t in ax.get_yticklabels(minor=minor)
+        if t.get_text() and low <= float(t.get_text()) <= high
+    }
+    plt.close(fig)
+    assert read == shown, read
