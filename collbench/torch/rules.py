@@ -22,7 +22,7 @@ from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
 from collbench.runtime.ddp import group_nodes, other_backend
 from collbench.runtime.executor.plan_cache import PLANS, PlanKey
-from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
+from collbench.runtime.executor.schedule_runner import ScheduleRunner
 from collbench.schedules.ops import Op
 from collbench.schedules.spec import MAX_SEGMENTS
 from collbench.units import ranks_on_nodes
@@ -82,9 +82,6 @@ def plan_key(
 ) -> PlanKey:
     """What the rule's schedule and plan are built with, as the plan cache's key. Raises ConfigError for
     segments a schedule cannot take."""
-    from collbench.schedules.registry import get_algorithm
-
-    spec = get_algorithm(rule.algo)
     segments = int(rule.params.get("segments") or 1)
     seg_bytes = rule.params.get("segment_bytes")
     # Every rank has the same profile, tensor size and dtype: each refuses alike, before any message.
@@ -93,12 +90,11 @@ def plan_key(
         raise ConfigError(f"{where} cuts the message in {segments} segments; a schedule takes 1 to {MAX_SEGMENTS}")
     if seg_bytes is not None and seg_bytes < elem_bytes:
         raise ConfigError(f"{where} has segments of {seg_bytes} bytes, less than one {elem_bytes}-byte element")
-    if seg_bytes and "segments" not in rule.params:
-        # The sweep pipelined segmented schedules (trees) this way; build what was measured.
-        segments = spec.segments_for(count * elem_bytes, int(seg_bytes))
+    # Without segments of its own the rule is pipelined as the sweep that measured it was (as_measured).
+    given = segments if "segments" in rule.params else None
     layout = _layout(rule_set, rule, world)
-    seg = int(seg_bytes) if seg_bytes else default_segment_bytes(device)
-    return PlanKey(spec.name, op, world, count, rank, root, segments, layout, elem_bytes, seg)
+    seg = int(seg_bytes) if seg_bytes else None
+    return PlanKey.as_measured(rule.algo, op, world, count, rank, root, layout, elem_bytes, seg, device, given)
 
 
 def check_profile(profile: object) -> None:

@@ -26,9 +26,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from collbench.layouts.model import Layout
-from collbench.runtime.executor.schedule_runner import CompiledPlan, compile_plan, plan_bytes
+from collbench.runtime.executor.schedule_runner import CompiledPlan, compile_plan, default_segment_bytes, plan_bytes
 from collbench.schedules.ir import Schedule
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import get_algorithm
@@ -56,6 +57,32 @@ class PlanKey:
     elem_bytes: int
     segment_bytes: int
     """The executor's segment size for this call, resolved (a device's default filled in)."""
+
+    @classmethod
+    def as_measured(
+        cls,
+        algo: str,
+        op: Op,
+        world_size: int,
+        count: int,
+        rank: int,
+        root: int,
+        layout: Layout | None,
+        elem_bytes: int,
+        segment_bytes: int | None,
+        device: Any,
+        segments: int | None = None,
+    ) -> PlanKey:
+        """The key of a call as a sweep measures it: a segmented algorithm (the trees) pipelined one
+        segment a ``segment_bytes`` of the message (``AlgorithmSpec.segments_for``) unless ``segments``
+        says how many, and the executor's segments of ``segment_bytes``, the device's default where None.
+        The sweep's points and the Python API's and DDP hook's rules build their keys here, so a rule
+        runs the plan its row measured."""
+        spec = get_algorithm(algo)
+        if segments is None:
+            segments = spec.segments_for(count * elem_bytes, segment_bytes)
+        seg = segment_bytes or default_segment_bytes(device)
+        return cls(spec.name, op, world_size, count, rank, root, segments, layout, elem_bytes, seg)
 
 
 @dataclass(frozen=True, slots=True)

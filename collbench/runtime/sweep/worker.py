@@ -40,7 +40,7 @@ from collbench.runtime.executor.buffers import (
     torch_dtype,
 )
 from collbench.runtime.executor.plan_cache import PLANS, PlanKey
-from collbench.runtime.executor.schedule_runner import ScheduleRunner, default_segment_bytes
+from collbench.runtime.executor.schedule_runner import ScheduleRunner
 from collbench.runtime.executor.timing import AutoIters, IterationTimer, make_timer, summarize
 from collbench.runtime.here import HERE
 from collbench.runtime.host.environment import RunEnvironment, run_environment
@@ -60,7 +60,6 @@ from collbench.runtime.sweep.points import (
 )
 from collbench.runtime.sweep.timed import Leader, SizeLeaders, looks_behind, time_point
 from collbench.schedules.contracts import contract
-from collbench.schedules.registry import get_algorithm
 
 if TYPE_CHECKING:
     from collbench.layouts.model import Layout
@@ -484,19 +483,17 @@ def _make_call(
     inp, out = bufs.input, bufs.output
     if is_native(point.algo):
         return _native_call(bufs, job.redop, groups.group(point.algo))
-    spec = get_algorithm(point.algo)
-    segments = spec.segments_for(point.size_bytes, point.segment_bytes)
-    key = PlanKey(
-        algo=spec.name,
-        op=op,
-        world_size=ctx.world_size,
-        count=point.count,
-        rank=rank,
-        root=root,
-        segments=segments,
-        layout=layout,
-        elem_bytes=inp.element_size(),
-        segment_bytes=point.segment_bytes or default_segment_bytes(ctx.device),
+    key = PlanKey.as_measured(
+        point.algo,
+        op,
+        ctx.world_size,
+        point.count,
+        rank,
+        root,
+        layout,
+        inp.element_size(),
+        point.segment_bytes,
+        ctx.device,
     )
     # Built for this rank alone (plan_cache.build_schedule); a point met again (another round, a tie
     # round, in place after out of place) reuses its plan: the process's cache.
