@@ -346,3 +346,18 @@ def test_a_json_result_no_results_file_could_hold_is_refused_by_import_and_fit_a
         assert len(lines) == 1 and says in " ".join(result.output.split()), result.output
         assert str(path) in lines[0] and "was not written" not in result.output
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_an_mpi_wrapper_that_fails_without_a_word_still_says_how_it_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 'mpicc failed to build mpi_harness.c: ' ended the line, the cause left blank.
+    from collbench.runtime.mpi.harness import build_with
+
+    wrapper = tmp_path / "mpicc"
+    wrapper.write_text("#!/bin/sh\nexit 3\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("COLLBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    said = r"failed to build mpi_harness\.c: it ended with exit code 3 and printed nothing"
+    with pytest.raises(UserError, match=said):
+        build_with(str(wrapper), "silent wrapper", "ompi", "Open MPI", lambda _: None)

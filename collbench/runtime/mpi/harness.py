@@ -89,7 +89,9 @@ def build_with(mpicc: str, wrapped: str, cache: str, library: str, note: Callabl
         raise UserError(f"could not run {mpicc}: {exc}") from None
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)
-        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        said = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        # A wrapper whose compiler is gone may fail without a word: still say how it ended.
+        first = said or f"it ended with exit code {done.returncode} and printed nothing"
         raise UserError(f"{mpicc} failed to build {SOURCE}: {first}")
     # Whole or not at all: another sweep building the same harness at once replaces it with the same file.
     os.replace(tmp, built)
