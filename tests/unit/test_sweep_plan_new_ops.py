@@ -179,6 +179,23 @@ def test_native_sizes_rounded_to_equal_chunks_are_said_once_per_op(tmp_path: Pat
     assert not [n for n in even if "equal chunks" in n]
 
 
+def test_block_sizes_rounded_to_whole_blocks_are_said_once_per_op(tmp_path: Path) -> None:
+    # 'sweep --op scatter,gather --ranks 3 -b 1K' printed 1020B, 8190B in every algorithm's table
+    # without a word: a block op moves one whole block per rank (nccl-tests' count), for every algorithm.
+    job = _job(tmp_path, ops=("scatter", "gather", "all-to-all"), algos=("linear", "native"), min_bytes=1024)
+    points, notes = plan_points(job, 3, CPU, "rank-order")
+    for op in (Op.SCATTER, Op.GATHER, Op.ALL_TO_ALL):
+        assert sorted({p.size_bytes for p in points if p.op is op}) == [1020, 2040, 4092]
+        said = [n for n in notes if isinstance(n, str) and n.startswith(f"{op.value}: a call moves one whole")]
+        assert said == [
+            f"{op.value}: a call moves one whole block per rank, so its sizes are rounded down to a multiple "
+            "of 3 elements, as nccl-tests rounds them (1 KiB measured as 1,020 B), for every algorithm"
+        ]
+    # Sizes the world size divides are measured as asked, and nothing is said.
+    _, even = plan_points(_job(tmp_path, world_size=2, ops=("scatter",), min_bytes=1024), 2, CPU, "rank-order")
+    assert not [n for n in even if isinstance(n, str) and "whole block" in n]
+
+
 def test_a_skip_of_one_reason_is_said_once_for_every_op(tmp_path: Path) -> None:
     """'sweep --op all' on one node said 'hierarchical all-reduce: needs ranks on two or more nodes ...'
     again for reduce-scatter and all-gather, and 'less than one element per rank' once per op, algorithm

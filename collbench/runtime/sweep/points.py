@@ -118,6 +118,11 @@ def plan_points(
             # The block ops move whole blocks, one per rank (nccl-tests' *GetCollByteCount): the row's
             # size and count are what was really moved. Barrier's are 0.
             count = op_count(op, size // elem, world_size)
+            if spec.blocks and count and count * elem != size and not rounded_said:
+                # Said, as the native reduce-scatter's is: 'scatter --ranks 3 -b 1K' printed 1020B in
+                # every table without a word on why.
+                rounded_said = True
+                notes.append(_blocks_note(op, size, count * elem, world_size))
             if native and contract(op).native_equal_chunks and count % world_size:
                 # torch's tensor collectives need equal chunks: round as nccl-tests does.
                 count -= count % world_size
@@ -293,6 +298,15 @@ def _one_node_note(names: str, ops: Sequence[Op], nodes: int, job_nodes: int | N
     return (
         f"{names} {op_names}: needs ranks on two or more nodes, and the layout has "
         f"{nodes} (on one node it is a ring; give --topology of several hosts); skipped"
+    )
+
+
+def _blocks_note(op: Op, size_bytes: int, measured_bytes: int, world_size: int) -> str:
+    """The note that a block op's sizes are rounded down to whole blocks, with the first example."""
+    return (
+        f"{op.value}: a call moves one whole block per rank, so its sizes are rounded down to a multiple "
+        f"of {world_size} elements, as nccl-tests rounds them ({format_bytes(size_bytes)} measured as "
+        f"{measured_bytes:,} B), for every algorithm"
     )
 
 
