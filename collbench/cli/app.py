@@ -62,15 +62,15 @@ def _another_rank_says_it() -> bool:
 
 
 def _end_before_joining() -> None:
-    """Rank 0 of an srun step ending on an error of its own before the job's store started tells the
-    tasks waiting for it (session.end_before_joining); torch is imported only then."""
+    """Rank 0 of an srun step or a Hydra job ending on an error of its own before the job's store started
+    tells the ranks waiting for it (session.end_before_joining); torch is imported only then."""
     from collbench.runtime.launch.launchers import detect_job
 
     try:
         job = detect_job()
     except CollbenchError:  # a launcher's variable that is no number: the job never began
         return
-    if job is None or job.rank != 0 or job.launcher != "srun" or not job.rendezvous:
+    if job is None or job.rank != 0 or not job.rendezvous:
         return
     from collbench.runtime.launch.session import end_before_joining
 

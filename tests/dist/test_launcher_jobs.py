@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 from launcher_env import clean_env, free_port, torchrun_env
+from synthetic_rows import point_row
 
-from collbench.results.io import read_jsonl
+from collbench.results.io import read_jsonl, write_rows
 from collbench.results.row import ResultRow
 
 pytestmark = pytest.mark.dist
@@ -131,6 +132,25 @@ def test_two_mpirun_jobs_at_once_without_master_port_each_meet_at_their_own_stor
         assert rows and all(r.wrong == 0 and r.world_size == 2 for r in rows)
         # Rank 0 withdrew its address once both ranks had joined.
         assert not list((tmp_path / job).glob(".collbench-store-*"))
+
+
+@pytest.mark.parametrize("launcher", sorted(MPI_LAUNCHERS))
+def test_a_rank_0_that_refuses_its_stream_ends_the_job_in_its_one_line(tmp_path: Path, launcher: str) -> None:
+    # Hydra leaves the other ranks running when rank 0 exits with an error: rank 1 waited the whole
+    # --timeout for a store rank 0 never started, then said 'rank 0 published no store address in ...
+    # (it did not start, or the directory is not shared ...)'. Rank 0 now says in the file that it ended.
+    argv = MPI_LAUNCHERS[launcher]
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed (.ci/run installs Open MPI and MPICH)")
+    write_rows(tmp_path / "rows.jsonl", [point_row("ring", 1024, 50.0)])  # an earlier sweep's row
+    sweep = _cli(*SWEEP, "--op", "all-reduce", "--algo", "ring", "-e", "1K", "--timeout", "200")
+    done = subprocess.run(
+        [*argv, *sweep, "--stream", "rows.jsonl"], env=clean_env(), capture_output=True, text=True, timeout=JOB_S,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error")]
+    assert len(said) == 1 and "rows.jsonl holds 1 measured row;" in said[0], done.stdout + done.stderr
 
 
 def _srun_task(task: int, job_id: str, submit: Path) -> dict[str, str]:

@@ -154,3 +154,34 @@ def test_a_rank_under_a_hydra_proxy_is_told_apart(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True"]
+
+
+def test_under_hydra_only_an_end_under_the_readers_own_proxy_is_its_jobs(tmp_path: Path) -> None:
+    """Hydra, as srun, leaves the other ranks running when rank 0 exits with an error ('mpiexec.mpich -n
+    2 collbench sweep' where collbench-sweep.jsonl held rows: rank 1 waited 60 s, then blamed the
+    directory). Rank 0 records its proxy with its end, since a later job of the same control port
+    reads the same file name: a record of another proxy is an earlier job's, waited past."""
+    path = tmp_path / ".collbench-store-mpirun-x.json"
+    code = (
+        "import json, os, sys\n"
+        "from collbench.errors import ConfigError, RankZeroEndedError\n"
+        "from collbench.runtime.launch.rendezvous import hydra_proxy_pid, publish_ended, read_published\n"
+        "path = sys.argv[1]\n"
+        "for proxy, said in ((hydra_proxy_pid(), 'ended'), (1, 'waited')):\n"
+        "    publish_ended(__import__('pathlib').Path(path), proxy)\n"
+        "    try:\n"
+        "        read_published(__import__('pathlib').Path(path), 1.0, rank=1, launcher='mpirun', check_live=True)\n"
+        "    except RankZeroEndedError:\n"
+        "        print('ended' == said)\n"
+        "    except ConfigError as exc:\n"
+        "        print('waited' == said and 'published no store address' in str(exc))\n"
+    )
+    rank = '"$PYTHON" -c "$CODE" "$FILE"; true'
+    env = {**os.environ, "PYTHON": sys.executable, "CODE": code, "FILE": str(path)}
+    done = subprocess.run(
+        ["bash", "-c", 'exec -a hydra_pmi_proxy sh -c "$0" "$@"', f"sh -c '{rank}'; true", "--control-port", "vm:1"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr
+    assert json.loads(path.read_text())["proxy"] == 1

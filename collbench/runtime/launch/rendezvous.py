@@ -205,14 +205,16 @@ def publish(path: Path, addr: str, port: int, launcher: str = "srun") -> None:
     atexit.register(withdraw, path)
 
 
-def publish_ended(path: Path) -> None:
+def publish_ended(path: Path, proxy: int | None = None) -> None:
     """Say in ``path`` that task 0 ended before its store started (an error of its own, which it
     printed), so the tasks waiting for the file end at once (:class:`RankZeroEndedError`) rather than
-    wait out the timeout and blame the directory. srun, unlike mpirun, mpiexec and torchrun, leaves a
-    job's other tasks running when one fails (unless ``--kill-on-bad-exit``). The file stays: the
-    tasks that read it are not counted, and its name is this step's alone. Best effort: a directory
-    that cannot be written leaves the others their timeout."""
-    text = json.dumps({"ended": True, "pid": os.getpid()})
+    wait out the timeout and blame the directory. srun (unless ``--kill-on-bad-exit``) and MPICH's
+    Hydra, unlike Open MPI's mpirun and torchrun, leave a job's other ranks running when one exits
+    with an error. Under Hydra ``proxy`` is the pid of rank 0's ``hydra_pmi_proxy``: a file name there
+    is reused by later jobs, and only a rank under that same proxy (this job, this host) takes the
+    record as its job's. The file stays: the ranks that read it are not counted. Best effort: a
+    directory that cannot be written leaves the others their timeout."""
+    text = json.dumps({"ended": True, "pid": os.getpid(), "proxy": proxy})
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         temporary.write_text(text)
@@ -254,6 +256,8 @@ def read_published(
             data = None
         except OSError as exc:
             raise ConfigError(f"{launcher_rank(launcher, rank)}: cannot read {path} ({exc.strerror or exc})") from None
+        if data is not None and check_live and _ended_elsewhere(data):
+            data = None  # an earlier Hydra job's end (or this one's on another host): waited past
         if data is not None:
             addr, port = _parsed(path, data, launcher_rank(launcher, rank))
             answered = store_answers(addr, port) if check_live else True
@@ -268,6 +272,26 @@ def read_published(
                 f"set {RENDEZVOUS_DIR_ENV} to one that is, or {_given(launcher)}){_dead_text(dead)}"
             )
         time.sleep(POLL_S)
+
+
+def _ended_elsewhere(data: bytes) -> bool:
+    """Whether ``data`` is an ended record (:func:`publish_ended`) of a rank 0 under another Hydra proxy
+    than this process's: a later job reusing the file's name, or a rank on another host of the job,
+    which cannot tell an earlier job's record from its own and so waits as before."""
+    try:
+        record = json.loads(data[:MAX_FILE_BYTES])
+    except ValueError:
+        return False
+    if not isinstance(record, dict) or record.get("ended") is not True:
+        return False
+    own = _hydra_proxy(os.getpid())
+    return own is None or record.get("proxy") != own[0]
+
+
+def hydra_proxy_pid() -> int | None:
+    """The pid of the Hydra proxy above this process; None when it runs under none."""
+    found = _hydra_proxy(os.getpid())
+    return None if found is None else found[0]
 
 
 def _dead_text(dead: tuple[str, int, bool | None] | None) -> str:

@@ -65,6 +65,7 @@ from collbench.runtime.launch.rankstore import (
     new_token,
 )
 from collbench.runtime.launch.rendezvous import (
+    hydra_proxy_pid,
     publish,
     publish_ended,
     published_address,
@@ -534,16 +535,18 @@ def job_session(job: JobEnv, timeout_s: float) -> JobSession:
 
 
 def end_before_joining() -> None:
-    """On task 0 of an srun step that is ending on an error of its own before it opened the job's
-    store (a file it refused), say so where the other tasks wait for the store's address
-    (:func:`rendezvous.publish_ended`): they end at once with its status instead of waiting out
-    ``--timeout`` and then blaming the directory. mpirun, mpiexec and torchrun end a job's other ranks
-    themselves when one fails; and a Hydra job's file name is reused by later jobs, which must not read
-    an earlier job's end."""
+    """On rank 0 of an srun step or a Hydra job (MPICH's mpiexec) that is ending on an error of its own
+    before it opened the job's store (a file it refused), say so where the other ranks wait for the
+    store's address (:func:`rendezvous.publish_ended`): they end at once with its status instead of
+    waiting out ``--timeout`` and then blaming the directory. Open MPI's mpirun and torchrun end a
+    job's other ranks themselves when one fails."""
     job = detect_job()
-    if job is None or job.rank != 0 or job.launcher != "srun" or not job.rendezvous or job in _sessions():
+    if job is None or job.rank != 0 or not job.rendezvous or job in _sessions():
         return
-    publish_ended(Path(job.rendezvous))
+    if job.launcher == "srun":
+        publish_ended(Path(job.rendezvous))
+    elif (proxy := hydra_proxy_pid()) is not None:
+        publish_ended(Path(job.rendezvous), proxy)
 
 
 def agree(name: str, decide: Callable[[], T], *, timeout_s: float, types_allowed: Sequence[type] = ()) -> Any:
