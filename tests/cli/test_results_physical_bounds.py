@@ -75,8 +75,8 @@ def test_a_json_log_time_past_a_week_is_one_error_line(tmp_path: Path) -> None:
         (
             '"actual_iterations":20',
             '"actual_iterations":1e300',
-            "row 1 was not written: field iters: 1000000000000000052504760255204420248... is out of range "
-            "(must be from 0 to 6.048e+14)",
+            "its reduce-scatter row of 4096 bytes (out of place) is not a result: field iters: "
+            "1000000000000000052504760255204420248... is out of range (must be from 0 to 6.048e+14)",
         ),
         # int()'s ValueError tracebacks; -1 was read as version '-1.9.99'.
         ('"nccl_version":22703', '"nccl_version":"x"', "'nccl_version' 'x' is not NCCL's version code (22703: 2.27.3)"),

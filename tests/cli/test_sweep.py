@@ -31,7 +31,7 @@ RUNNER = CliRunner()
         (["-b", "twelve"], "not a size"),
         (["-e", "1.1K"], "whole number of bytes"),
         (["-n", "many"], "auto"),
-        (["-o", "avg", "-d", "int32"], "floating"),
+        (["-o", "avg", "-d", "int32"], "avg of int32 is refused: NCCL's is the sum divided by the rank count"),
         (["--root", "5"], "not a rank"),
         (["--backend", "mpich2"], "known: gloo, nccl, mpi, mpich, auto"),
         (["--format", "xml"], "--format"),
