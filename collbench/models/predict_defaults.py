@@ -120,7 +120,10 @@ def uneven_note(world_size: int, nodes: int, measured_nodes: Mapping[int, int]) 
     fullest node a measured one). Said, with the nearest counts that fill the nodes, since a job that
     buys whole nodes may mean one of them; no schedule is simulated on it (``predict._simulated``).
     """
-    if world_size % nodes == 0:
+    if world_size % nodes == 0 or nodes > world_size:
+        # More nodes than ranks is refused where the shape is priced (predict.predict_all), in one line
+        # that this note, printed first, contradicted: 'priced as 16 ranks on 32 nodes', then 'error: 16
+        # ranks cannot fill 32 nodes'.
         return None
     kept = measured_per_node(measured_nodes)
     if kept is not None and kept_nodes(world_size, measured_nodes) == nodes:

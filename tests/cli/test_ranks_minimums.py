@@ -73,6 +73,11 @@ def test_too_few_ranks_is_one_line_in_one_wording(args: list[str], line: str) ->
             ["predict", "--profile", str(PROFILE), "--ranks", "8", "--measured-nodes", "-3"],
             "error: --measured-nodes -3: predict needs at least 1 node",
         ),
+        # More nodes than ranks: a note said 'priced as 8 ranks on 32 nodes' before this error refused it.
+        (
+            ["predict", "--profile", str(PROFILE), "--ranks", "8", "--nodes", "32"],
+            "error: 8 ranks cannot fill 32 nodes (at least one rank a node)",
+        ),
     ],
 )
 def test_too_few_nodes_is_one_line_in_the_same_wording(args: list[str], line: str) -> None:
