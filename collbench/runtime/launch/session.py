@@ -138,9 +138,14 @@ def _open_store(job: JobEnv, timeout_s: float) -> tuple[dist.Store, JobEnv]:
             doing = f"reach the job's store at {job.master_addr}:{job.master_port} within {timeout_s:g} s"
             if not joins:
                 doing = f"hold the job's store at {job.master_addr}:{job.master_port}"
+            said = _first_line(exc)
+            if "Ping failed" in said:
+                # torch's client found a listener that does not answer as its store does ('Expected: 3108,
+                # Got: 1347703880' is "HTTP" read as a number: a web server or proxy answered there).
+                said = f"something other than a store answers there ({said})"
             raise ConfigError(
                 f"{job.launcher} rank {job.rank}: cannot {doing} (the address from {job.master_source}): "
-                f"{_first_line(exc)}; set MASTER_ADDR to rank 0's host, reachable from every rank"
+                f"{said}; set MASTER_ADDR to rank 0's host, reachable from every rank"
             ) from None
     return _listen(job, "127.0.0.1", timeout)[0], job
 
