@@ -127,8 +127,8 @@ def predict(
     from collbench.cli.render.profile import render_rules
     from collbench.models.nccl_graph import NodeFacts
     from collbench.profile.document import Profile
+    from collbench.tuning.predicted_shapes import assumed_nodes, prediction_notes, with_predictions
     from collbench.tuning.shape_args import parse_shapes
-    from collbench.tuning.shapes import assumed_nodes, prediction_notes, with_predictions
 
     shapes = parse_shapes(ranks, "--ranks")  # the options first, then the files
     target = output if output is not None else predicted_path(profile)

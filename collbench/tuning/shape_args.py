@@ -16,7 +16,7 @@ from collbench.units import MAX_RANKS, check_ranks
 @dataclass(frozen=True, slots=True)
 class Shape:
     """A communicator shape to predict: ``world_size`` ranks on ``nodes`` nodes (None: as many as keep
-    the measured ranks a node, :func:`collbench.tuning.shapes.shape_nodes`)."""
+    the measured ranks a node, :func:`collbench.tuning.predicted_shapes.shape_nodes`)."""
 
     world_size: int
     nodes: int | None = None

@@ -21,8 +21,8 @@ from collbench.profile.document import Profile
 from collbench.profile.rules import Rule
 from collbench.tuning.build_profile import build_profile
 from collbench.tuning.config import TuneConfig
+from collbench.tuning.predicted_shapes import with_predictions
 from collbench.tuning.shape_args import Shape
-from collbench.tuning.shapes import with_predictions
 
 REAL_H100 = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "all_reduce_perf-h100-2node-mpirun-gcp.log"
 GLOO_PROFILE = Path(__file__).resolve().parents[1] / "fixtures" / "profiles" / "cpu-2core-gloo-4ranks.yaml"

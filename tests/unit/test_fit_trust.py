@@ -109,8 +109,8 @@ def test_predict_cli_says_each_fit_left_out_on_its_own_line(tmp_path: Path) -> N
 def test_predicted_shapes_leave_out_distrusted_fits() -> None:
     from collbench.profile.document import Profile, RuleSet
     from collbench.profile.rules import Rule
+    from collbench.tuning.predicted_shapes import with_predictions
     from collbench.tuning.shape_args import Shape
-    from collbench.tuning.shapes import with_predictions
 
     good, bad = _good("ring"), dataclasses.replace(_good("tree"), r2=-0.7)
     rules = (Rule("all-reduce", 0, None, "ring"),)

@@ -23,8 +23,8 @@ from collbench.profile.document import Profile
 from collbench.results.noise import decision_time_us
 from collbench.schedules.ops import Op
 from collbench.schedules.registry import algorithm_names, get_algorithm
+from collbench.tuning.predicted_shapes import with_predictions
 from collbench.tuning.shape_args import Shape
-from collbench.tuning.shapes import with_predictions
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 REPO = Path(__file__).resolve().parents[2]

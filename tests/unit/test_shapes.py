@@ -9,8 +9,8 @@ from collbench.models.crossover import find_crossovers
 from collbench.models.fitted import Fit
 from collbench.profile.document import Profile, RuleSet
 from collbench.profile.rules import Rule
+from collbench.tuning.predicted_shapes import predicted_rule_set, with_predictions
 from collbench.tuning.shape_args import Shape, parse_ranks, parse_shapes
-from collbench.tuning.shapes import predicted_rule_set, with_predictions
 
 
 def fit(algo: str, alpha_us: float, beta_us_per_byte: float, world: int = 4, r2: float = 1.0) -> Fit:

@@ -132,7 +132,7 @@ def test_a_predicted_barrier_rule_has_its_evidence_at_0_bytes() -> None:
     from new_op_rows import barrier_rows
 
     from collbench.models.fit import fit_results
-    from collbench.tuning.shapes import predicted_rule_set
+    from collbench.tuning.predicted_shapes import predicted_rule_set
 
     rows = barrier_rows("dissemination", 4, 40.0) + barrier_rows("tree", 4, 70.0)
     fits = fit_results(rows, crossovers=False).fits
