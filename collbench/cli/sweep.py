@@ -154,15 +154,9 @@ def sweep(
             f"-d/--dtype takes one dtype a sweep, got {len(dtypes)}: {', '.join(dtypes)}; run one sweep per "
             "dtype, the later ones with the first's --stream FILE and --resume to add their rows to it"
         )
-    # Imported here, not above: they import torch, which --help must not wait for.
-    try:
-        from collbench.runtime.launch.ranks import job_rank, under_launcher
-        from collbench.runtime.sweep.plan import SweepConfig, validate
-        from collbench.runtime.sweep.run import run_sweep
-    except KeyboardInterrupt as exc:
-        # Ctrl-C while torch loads (10 s on a loaded machine) said "what was measured so far is on disk".
-        exc.detail = "before any point was measured"  # type: ignore[attr-defined]
-        raise
+    # Neither imports torch: a sweep refused for its options says so without waiting for it.
+    from collbench.runtime.launch.launchers import detect_job
+    from collbench.runtime.sweep.plan import SweepConfig, validate
 
     if fmt not in _FORMATS:
         raise CommandLineError(f"--format {fmt!r}: use one of {', '.join(_FORMATS)}")
@@ -192,7 +186,7 @@ def sweep(
             f"-o/--redop: {exc}" + ("; to write results use -O/--output" if looks_like_file else "")
         ) from None
     config = SweepConfig(
-        world_size=ranks if ranks is not None or under_launcher() else default_local_ranks(backend),
+        world_size=ranks if ranks is not None or detect_job() is not None else default_local_ranks(backend),
         backend=backend,
         ops=split_values(op),
         algos=split_values(algo),
@@ -217,9 +211,17 @@ def sweep(
         stream=stream,
     )
     # Under a launcher only rank 0 reports; the other ranks stay quiet.
-    progress = progress_bar(err_console, disable=job_rank() != 0)
+    job = detect_job()
+    progress = progress_bar(err_console, disable=job is not None and job.rank != 0)
     # Bad input is reported before the progress bar starts, so the error is the only thing printed.
     validate(config)
+    # Imported once the options are checked: it imports torch (about 10 s on a loaded machine).
+    try:
+        from collbench.runtime.sweep.run import run_sweep
+    except KeyboardInterrupt as exc:
+        # Ctrl-C while torch loads said "what was measured so far is on disk".
+        exc.detail = "before any point was measured"  # type: ignore[attr-defined]
+        raise
     if config.world_size == 1:
         # Not refused: one rank still times the call's own overhead, and a one-GPU machine's default is one rank.
         print_note(

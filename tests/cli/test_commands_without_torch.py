@@ -2,10 +2,11 @@
 
 torch takes about 10 s to import on a loaded machine, and the lent GPU machine's torch is not always
 importable: a command that reads files and writes files (fit, predict, profile predict, every export,
-report, compare, import, layout, discover of a saved or pasted topology) has no use for it. Each case runs
-the real command in a fresh interpreter on small inputs under tmp_path and reports whether torch was
-in ``sys.modules`` when it exited: a check of what was loaded, not of a time (as test_help_imports.py
-checks --help, and test_tune_refused_before_torch.py a refused tune). 'profile predict' imported torch
+report, compare, import, layout, discover of a saved or pasted topology) has no use for it, nor has a
+sweep refused for its options before it measures. Each case runs the real command in a fresh interpreter
+on small inputs under tmp_path and reports whether torch was in ``sys.modules`` when it exited: a check
+of what was loaded, not of a time (as test_help_imports.py checks --help, and
+test_tune_refused_before_torch.py a refused tune). 'profile predict' imported torch
 through tuning/shapes.py (the tune pipeline) until its predictions moved to tuning/predicted_shapes.py.
 """
 
@@ -124,6 +125,11 @@ CASES: list[tuple[list[str], int, str]] = [
     (["discover", "--topology", "topo.yaml", "--bandwidth"], 0, "GPU"),
     (["discover", "--replay", "nvml.json"], 0, "H100"),
     (["explain", "ring", "--ranks", "3"], 0, "step"),
+    # A sweep refused for its options measures nothing either (a refused tune: test_tune_refused_before_torch.py).
+    (["sweep", "--ranks", "2", "--op", "gossip"], 2, "unknown op 'gossip'"),
+    (["sweep", "--ranks", "2", "-b", "3K+"], 2, "-b/--min-bytes '3K+' is not a size"),
+    (["sweep", "--ranks", "2", "--backend", "glo"], 2, "unknown backend 'glo'"),
+    (["sweep", "--ranks", "2", "-b", "1K", "-e", "512"], 2, "--min-bytes 1024 is above --max-bytes 512"),
 ]
 
 
