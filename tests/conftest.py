@@ -3,6 +3,8 @@ fixtures several test files share (``one_rank_gloo``)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,24 @@ def _in_own_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     collbench-sweep.jsonl, ...) land there, and nothing the user has in the folder they started
     pytest from (a profile the README's first line wrote, say) changes what a test sees."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _scheduler_kept() -> Iterator[None]:
+    """Fail a test that leaves pytest's process under another scheduling policy: a gloo rank run in
+    this process (a launcher's variables faked) puts every thread at SCHED_RR (rank_priority.py), and
+    every process later forked, the tests of rank_priority's own included, would inherit it."""
+    get = getattr(os, "sched_getscheduler", None)
+    before = get(0) if get is not None else None
+    yield
+    after = get(0) if get is not None else None
+    if after != before:
+        from collbench.runtime.host.own_threads import own_threads
+
+        for tid in own_threads():  # put them back, so that the tests after this one run as they should
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(tid, before, os.sched_param(0))
+        pytest.fail(f"this test left pytest's threads under scheduling policy {after}, not {before}")
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from collbench.cli.app import app
 from collbench.results.io import write_rows
+from collbench.runtime.host import rank_priority
 from collbench.runtime.launch.launchers import launched_rank
 from tests.launcher_env import LAUNCHER_NAMES, LAUNCHER_PREFIXES, torchrun_job
 from tests.synthetic_rows import point_row
@@ -48,6 +49,9 @@ def _no_outer_launcher(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in list(os.environ):
         if name.startswith(LAUNCHER_PREFIXES) or name in LAUNCHER_NAMES:
             monkeypatch.delenv(name)
+    # These ranks run in pytest's own process: a refusal made after the rank's start would leave
+    # pytest's threads, and every process it later forks, at SCHED_RR (rank_priority.realtime_rank).
+    monkeypatch.setenv(rank_priority.ENV, "0")
     monkeypatch.chdir(tmp_path)
 
 
