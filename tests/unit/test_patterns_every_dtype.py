@@ -159,3 +159,14 @@ def test_a_corrupted_int8_or_uint8_result_is_caught(dtype_name: str, redop: str)
     missing = expected_reduction(3, 0, 1000, redop=redop, dtype=dtype, world_size=4)
     b.output.copy_(missing)
     assert check_buffers(b, redop) > 0
+
+
+def test_docs_measuring_says_where_a_sums_window_grows_past_five_ranks() -> None:
+    # docs/measuring.md quotes these: past them a rank left out is caught only in messages as long as the window.
+    first_past_five = {
+        dtype: next(n for n in range(2, 20_000) if buffers.sum_period(n, dtype) > 5)
+        for dtype in (torch.uint8, torch.int8, torch.bfloat16, torch.float16)
+    }
+    assert first_past_five == {torch.uint8: 126, torch.int8: 211, torch.bfloat16: 426, torch.float16: 3411}
+    at_scale = {dtype: buffers.sum_period(16_384, dtype) for dtype in (torch.int8, torch.uint8, torch.bfloat16)}
+    assert at_scale == {torch.int8: 391, torch.uint8: 656, torch.bfloat16: 193}
