@@ -275,6 +275,17 @@ def expected_reduction(
     return acc.to(dtype)
 
 
+_RANK_REDUCTIONS: dict[
+    str, tuple[Callable[..., torch.Tensor], Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]
+] = {
+    "sum": (torch.sum, torch.add),
+    "avg": (torch.sum, torch.add),
+    "min": (torch.amin, torch.minimum),
+    "max": (torch.amax, torch.maximum),
+}
+"""A reduction over ranks: how a block of rank rows reduces along its ranks, and how two blocks' results combine."""
+
+
 def _reduced(
     ranks: int,
     start: int,
@@ -290,6 +301,7 @@ def _reduced(
 
     Ranks a block at a time, each block one 2-D pattern (a row per rank) reduced along its ranks, a
     block of ``CHUNK_ELEMS`` values as a chunk of the check: a call per rank cost ~0.1 ms."""
+    along, combine = _RANK_REDUCTIONS[redop]
     block = max(1, CHUNK_ELEMS // max(1, stop - start))
     acc: torch.Tensor | None = None
     for first in range(0, ranks, block):
@@ -297,20 +309,8 @@ def _reduced(
         values = _pattern_values(
             rows, start, stop, redop=redop, world_size=world, seed=seed, dtype=dtype, device=device
         ).to(wide)
-        if redop in ("sum", "avg"):
-            part = values.sum(dim=0)
-        elif redop == "min":
-            part = values.amin(dim=0)
-        else:
-            part = values.amax(dim=0)
-        if acc is None:
-            acc = part
-        elif redop in ("sum", "avg"):
-            acc += part
-        elif redop == "min":
-            acc = torch.minimum(acc, part)
-        else:
-            acc = torch.maximum(acc, part)
+        part = along(values, dim=0)
+        acc = part if acc is None else combine(acc, part)
     if acc is None:
         raise ValueError(f"a reduction needs at least one rank, got {ranks}")
     return acc
